@@ -1,0 +1,12 @@
+"""numamig-conductor console script (placeholder until its issue lands)."""
+
+import sys
+
+
+def main():
+    sys.stderr.write("numamig-conductor: not implemented yet\n")
+    return 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,12 @@
+"""numamig-status console script (placeholder until its issue lands)."""
+
+import sys
+
+
+def main():
+    sys.stderr.write("numamig-status: not implemented yet\n")
+    return 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

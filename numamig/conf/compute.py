@@ -1,0 +1,54 @@
+"""Options of the [compute] group: which host resources guests may use."""
+
+from oslo_config import cfg
+
+from numamig.conf import types as nm_types
+
+compute_group = cfg.OptGroup(
+    'compute', title='Compute host resources',
+    help="What part of this host's CPUs, memory and huge pages numamig "
+         "may give to guests, and how densely.")
+
+opts = [
+    cfg.Opt('cpu_dedicated_set', type=nm_types.CPUSet(),
+            help="Host CPUs that pinned vCPUs (hw:cpu_policy=dedicated or "
+                 "mixed) and isolated emulator threads may use, e.g. "
+                 "'2-15,18-31'. Unset: every host CPU not in "
+                 "cpu_shared_set. Naming a CPU the host lacks is an error "
+                 "at start."),
+    cfg.Opt('cpu_shared_set', type=nm_types.CPUSet(),
+            help="Host CPUs that floating vCPUs and shared emulator threads "
+                 "run on, e.g. '0-1,16-17'. Must not overlap "
+                 "cpu_dedicated_set. Unset with cpu_dedicated_set set: no "
+                 "shared CPUs; both unset: every CPU is dedicated."),
+    cfg.IntOpt('reserved_host_memory_mb', default=512, min=0,
+               help="Memory kept for the host itself, in MiB, taken from "
+                    "NUMA cell 0's small-page memory."),
+    cfg.MultiOpt('reserved_huge_pages', item_type=nm_types.ReservedHugePages(),
+                 help="Huge pages no guest may take, one entry per pool, "
+                      "e.g. 'node:0,size:2048,count:64' ('size' in KiB or "
+                      "with a unit: 2M, 1G). Use it for pages the host's "
+                      "own services (DPDK, OVS) allocate."),
+    cfg.FloatOpt('cpu_allocation_ratio', default=16.0, min=0.0001,
+                 help="How many floating vCPUs may share one pCPU of a "
+                      "cell's shared set. Pinned vCPUs are never "
+                      "overcommitted whatever this says."),
+    cfg.FloatOpt('ram_allocation_ratio', default=1.0, min=0.0001,
+                 help="Memory overcommit per NUMA cell for small-page "
+                      "guests. Huge-page guests are never overcommitted. "
+                      "Keep 1.0 for NUMA guests unless you accept swapping."),
+    cfg.BoolOpt('packing_host_numa_cells_allocation_strategy', default=False,
+                help="Place guest cells on the fullest host cells first "
+                     "(pack) instead of the emptiest (spread). Pack keeps "
+                     "whole cells free for large guests; spread avoids "
+                     "piling every guest onto cell 0."),
+]
+
+
+def register_opts(conf):
+    conf.register_group(compute_group)
+    conf.register_opts(opts, group=compute_group)
+
+
+def list_opts():
+    return {compute_group: opts}

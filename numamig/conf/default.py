@@ -1,0 +1,45 @@
+"""Options of the [DEFAULT] group: identity and service timing."""
+
+import socket
+
+from oslo_config import cfg
+
+opts = [
+    cfg.StrOpt('host', default=socket.gethostname(), sample_default='<host>',
+               help="Name of this node. Compute agents listen on an RPC "
+                    "topic named after it and the conductor records "
+                    "instances under it, so it must be unique in the "
+                    "deployment and stable across restarts: changing it "
+                    "orphans the host's instances."),
+    cfg.IntOpt('migrate_max_retries', default=3, min=-1,
+               help="How many further destination candidates the conductor "
+                    "tries when a destination refuses a live migration "
+                    "(its move claim does not fit, or it does not answer). "
+                    "-1 tries every candidate; 0 tries only the first. "
+                    "Raise it on clouds where hosts fill up between "
+                    "scheduling and claiming."),
+    cfg.IntOpt('report_interval', default=10, min=1,
+               help="Seconds between a compute agent's topology reports to "
+                    "the conductor. Lower values make the scheduler's view "
+                    "fresher at the cost of RPC traffic; keep it well below "
+                    "service_down_time."),
+    cfg.IntOpt('service_down_time', default=60, min=1,
+               help="Seconds after its last report that a compute agent is "
+                    "considered down. Migrations to or from a down host are "
+                    "refused. Must exceed report_interval."),
+    cfg.StrOpt('state_path', default='/var/lib/numamig',
+               help="Directory where numamig keeps local state (the "
+                    "default SQLite database among it)."),
+    cfg.IntOpt('rpc_response_timeout_migration', default=60, min=1,
+               help="Seconds a conductor waits for a destination's answer "
+                    "to a live-migration check before trying the next "
+                    "candidate."),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(opts)
+
+
+def list_opts():
+    return {'DEFAULT': opts}

@@ -1,0 +1,83 @@
+"""Options of the [libvirt] group: the hypervisor connection and migration."""
+
+from oslo_config import cfg
+
+libvirt_group = cfg.OptGroup(
+    'libvirt', title='libvirt driver',
+    help="How numamig reaches libvirt on this host and how it live "
+         "migrates guests.")
+
+connection_opts = [
+    cfg.StrOpt('connection_uri', default='qemu:///system',
+               help="libvirt URI of this host's hypervisor. Use "
+                    "'test:///default' (or a test:///path file) for the "
+                    "embedded tier, where numamig emulates migration."),
+    cfg.StrOpt('virt_type', default='kvm', choices=['kvm', 'qemu'],
+               help="Domain type of guests numamig creates: 'kvm' on "
+                    "hardware with virtualisation extensions, 'qemu' (TCG) "
+                    "for nested or test hosts."),
+    cfg.StrOpt('capabilities_file',
+               help="Path of a libvirt capabilities XML file describing "
+                    "this host's NUMA topology. Only for the embedded tier: "
+                    "the test driver cannot describe NUMA hosts. Leave "
+                    "unset on real hosts."),
+]
+
+migration_opts = [
+    cfg.StrOpt('live_migration_scheme', default='tcp',
+               help="URI scheme the source's libvirtd uses to reach the "
+                    "destination's (qemu+SCHEME://host/system)."),
+    cfg.StrOpt('live_migration_inbound_addr',
+               help="Address other hosts reach this host on for migration "
+                    "traffic. Unset: the host option's value."),
+    cfg.IntOpt('live_migration_downtime', default=500, min=100,
+               help="Maximum downtime allowed at the end of a live "
+                    "migration, in ms; reached in steps (see below)."),
+    cfg.IntOpt('live_migration_downtime_steps', default=10, min=3,
+               help="Number of increments to reach live_migration_downtime."),
+    cfg.IntOpt('live_migration_downtime_delay', default=75, min=3,
+               help="Seconds to wait between downtime increments, scaled by "
+                    "guest memory in GiB (minimum one step per delay)."),
+    cfg.IntOpt('live_migration_completion_timeout', default=800, min=0,
+               help="Seconds per GiB of guest memory a migration may take "
+                    "before live_migration_timeout_action is taken. 0 "
+                    "disables the timeout."),
+    cfg.StrOpt('live_migration_timeout_action', default='abort',
+               choices=[('abort', 'cancel the migration; the guest stays on '
+                                  'the source'),
+                        ('force_complete', 'switch to post-copy if permitted, '
+                                           'else pause the guest so it '
+                                           'converges')],
+               help="What to do when a migration exceeds its completion "
+                    "timeout."),
+    cfg.IntOpt('live_migration_bandwidth', default=0, min=0,
+               help="Maximum migration bandwidth in MiB/s; 0 is unlimited."),
+    cfg.BoolOpt('live_migration_permit_post_copy', default=False,
+                help="Allow switching to post-copy when a migration does "
+                     "not converge. The guest runs on the destination "
+                     "sooner; a network failure during post-copy loses it."),
+    cfg.BoolOpt('live_migration_permit_auto_converge', default=False,
+                help="Allow libvirt to throttle the guest's vCPUs so a "
+                     "busy guest converges. Ignored when post-copy is "
+                     "permitted and available."),
+    cfg.BoolOpt('live_migration_with_native_tls', default=False,
+                help="Encrypt migration streams with QEMU's native TLS. "
+                     "Both hosts need certificates configured in qemu.conf."),
+    cfg.IntOpt('live_migration_parallel_connections', default=1, min=1,
+               help="Parallel connections for the migration stream; above "
+                    "1 enables libvirt's parallel migration."),
+    cfg.IntOpt('live_migration_progress_interval', default=1, min=1,
+               help="Seconds between polls of a running migration's job "
+                    "statistics (progress reporting and timeouts)."),
+]
+
+opts = connection_opts + migration_opts
+
+
+def register_opts(conf):
+    conf.register_group(libvirt_group)
+    conf.register_opts(opts, group=libvirt_group)
+
+
+def list_opts():
+    return {libvirt_group: opts}

@@ -1,0 +1,44 @@
+"""Option listing for oslo-config-generator (the ``numamig`` namespace).
+
+Every module of this package except the ones named in _NOT_GROUPS holds
+one option group and must offer ``list_opts()``; a module without it is a
+programming error and fails the generator loudly rather than leaving its
+options out of the sample.
+"""
+
+import importlib
+import pkgutil
+
+_NOT_GROUPS = ('opts', 'types')
+
+
+def _group_modules():
+    package = importlib.import_module('numamig.conf')
+    for info in sorted(pkgutil.iter_modules(package.__path__),
+                       key=lambda i: i.name):
+        if info.name in _NOT_GROUPS:
+            continue
+        module = importlib.import_module(f'numamig.conf.{info.name}')
+        if not hasattr(module, 'list_opts'):
+            raise AttributeError(
+                f"numamig.conf.{info.name} defines no list_opts()")
+        yield module
+
+
+def list_opts():
+    """Return ``[(group, [opts])]`` for every numamig option group."""
+    merged = {}
+    for module in _group_modules():
+        for group, group_opts in module.list_opts().items():
+            key = getattr(group, 'name', group)
+            entry = merged.setdefault(key, [group, []])
+            entry[1].extend(group_opts)
+    return [(group, group_opts) for group, group_opts in
+            sorted(merged.values(), key=lambda e: getattr(e[0], 'name',
+                                                          e[0]))]
+
+
+def register_all(conf):
+    """Register every group of this package on ``conf``."""
+    for module in _group_modules():
+        module.register_opts(conf)

@@ -1,0 +1,28 @@
+"""Options of the [upgrade_levels] group: RPC version caps during upgrades."""
+
+from oslo_config import cfg
+
+upgrade_group = cfg.OptGroup(
+    'upgrade_levels', title='RPC version caps',
+    help="During a rolling upgrade, cap the RPC versions new services send "
+         "so that not-yet-upgraded ones understand them. Remove the caps "
+         "once every service runs the new release.")
+
+opts = [
+    cfg.StrOpt('compute',
+               help="Highest compute RPC API version to send, e.g. '1.0'. "
+                    "A cap below the version that brought NUMA-aware live "
+                    "migration silently selects the old path; "
+                    "numamig-status upgrade check warns about it."),
+    cfg.StrOpt('conductor',
+               help="Highest conductor RPC API version to send."),
+]
+
+
+def register_opts(conf):
+    conf.register_group(upgrade_group)
+    conf.register_opts(opts, group=upgrade_group)
+
+
+def list_opts():
+    return {upgrade_group: opts}

@@ -1,0 +1,188 @@
+"""Host-side NUMA objects: page pools, host cells, the host topology, limits.
+
+A HostNUMATopology describes what a compute host has AND what is used of
+it; the NUMA engine (numa/) derives new topologies from it, never editing
+one in place.
+"""
+
+from oslo_versionedobjects import fields
+
+from numamig.objects import base
+from numamig.objects import fields as nm_fields
+
+
+def _is_page_size(size_kb):
+    # Page sizes are powers of two from 4 KiB (x86 4K/2M/1G, arm64 16K/64K,
+    # ppc64 64K/16M/16G). Anything else is a typo or a corrupt report.
+    return size_kb >= 4 and size_kb & (size_kb - 1) == 0
+
+
+@base.register
+class NUMAPagesTopology(base.NumamigObject):
+    """One page pool of a host cell: ``total`` pages of ``size_kb`` each."""
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'size_kb': fields.IntegerField(),
+        'total': fields.IntegerField(),
+        'used': fields.IntegerField(default=0),
+        'reserved': fields.IntegerField(default=0),
+    }
+
+    @property
+    def free(self):
+        """Pages a new guest may take: total - used - reserved."""
+        return self.total - self.used - self.get('reserved', 0)
+
+    @property
+    def free_kb(self):
+        return self.free * self.size_kb
+
+    def _validate(self):
+        base.require_nonnegative(self, 'total', 'used', 'reserved')
+        if not _is_page_size(self.size_kb):
+            raise self.invalid(
+                f"unknown page size {self.size_kb} KiB (must be a power of "
+                f"two of at least 4 KiB)")
+        if self.used + self.get('reserved', 0) > self.total:
+            raise self.invalid(
+                f"{self.size_kb} KiB pool: used ({self.used}) + reserved "
+                f"({self.get('reserved', 0)}) exceed total ({self.total})")
+
+
+@base.register
+class HostNUMACell(base.NumamigObject):
+    """A host NUMA node with its CPUs, memory and page pools, and usage.
+
+    ``cpuset`` holds the pCPUs that floating (shared) vCPUs may use,
+    ``pcpuset`` the pCPUs reserved for pinned vCPUs; ``pinned_cpus`` is
+    the subset of ``pcpuset`` already taken. ``siblings`` lists SMT
+    thread groups (only CPUs of this cell). ``cpu_usage`` counts floating
+    vCPUs placed on the shared set; ``memory_usage_mb`` memory claimed.
+    """
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    obj_relationships = {'mempages': [('1.0', '1.0')]}
+
+    fields = {
+        'id': fields.IntegerField(),
+        'cpuset': fields.SetOfIntegersField(default=set()),
+        'pcpuset': fields.SetOfIntegersField(default=set()),
+        'pinned_cpus': fields.SetOfIntegersField(default=set()),
+        'siblings': fields.ListOfSetsOfIntegersField(default=[]),
+        'memory_mb': fields.IntegerField(),
+        'memory_usage_mb': fields.IntegerField(default=0),
+        'cpu_usage': fields.IntegerField(default=0),
+        'mempages': fields.ListOfObjectsField('NUMAPagesTopology',
+                                              default=[]),
+        'distances': nm_fields.IntToIntField(default={}),
+    }
+
+    @property
+    def free_pcpus(self):
+        return self.pcpuset - self.pinned_cpus
+
+    @property
+    def all_cpus(self):
+        return self.cpuset | self.pcpuset
+
+    def pages_of(self, size_kb):
+        """Return the pool of the given page size, or None."""
+        for pool in self.mempages:
+            if pool.size_kb == size_kb:
+                return pool
+        return None
+
+    def _validate(self):
+        base.require_nonnegative(self, 'id', 'memory_mb', 'memory_usage_mb',
+                                 'cpu_usage')
+        if any(cpu < 0 for cpu in self.all_cpus):
+            raise self.invalid(f"cell {self.id}: negative CPU id")
+        both = self.cpuset & self.pcpuset
+        if both:
+            raise self.invalid(
+                f"cell {self.id}: CPUs {sorted(both)} are both shared "
+                f"(cpuset) and dedicated (pcpuset)")
+        stray = self.pinned_cpus - self.pcpuset
+        if stray:
+            raise self.invalid(
+                f"cell {self.id}: pinned CPUs {sorted(stray)} are not in "
+                f"its dedicated set {sorted(self.pcpuset)}")
+        self._validate_siblings()
+        sizes = [pool.size_kb for pool in self.mempages]
+        if len(sizes) != len(set(sizes)):
+            raise self.invalid(f"cell {self.id}: duplicate page pool sizes "
+                               f"{sorted(sizes)}")
+
+    def _validate_siblings(self):
+        seen = set()
+        for group in self.siblings:
+            if group & seen:
+                raise self.invalid(
+                    f"cell {self.id}: CPUs {sorted(group & seen)} appear in "
+                    f"two sibling groups")
+            seen |= group
+        outside = seen - self.all_cpus
+        if outside:
+            raise self.invalid(
+                f"cell {self.id}: sibling CPUs {sorted(outside)} are not "
+                f"CPUs of this cell")
+
+
+@base.register
+class HostNUMATopology(base.NumamigObject):
+    """All NUMA cells of a host."""
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    obj_relationships = {'cells': [('1.0', '1.0')]}
+
+    fields = {
+        'cells': fields.ListOfObjectsField('HostNUMACell', default=[]),
+    }
+
+    def cell(self, cell_id):
+        """Return the cell with the given id.
+
+        :raises KeyError: if the host has no such cell.
+        """
+        for cell in self.cells:
+            if cell.id == cell_id:
+                return cell
+        raise KeyError(cell_id)
+
+    def _validate(self):
+        ids = [cell.id for cell in self.cells]
+        if len(ids) != len(set(ids)):
+            raise self.invalid(f"duplicate cell ids {sorted(ids)}")
+        seen = set()
+        for cell in self.cells:
+            shared = cell.all_cpus & seen
+            if shared:
+                raise self.invalid(
+                    f"CPUs {sorted(shared)} belong to more than one cell")
+            seen |= cell.all_cpus
+
+
+@base.register
+class NUMALimits(base.NumamigObject):
+    """Overcommit ratios a fit must respect, per host cell."""
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'cpu_allocation_ratio': fields.FloatField(default=1.0),
+        'ram_allocation_ratio': fields.FloatField(default=1.0),
+    }
+
+    def _validate(self):
+        for name in ('cpu_allocation_ratio', 'ram_allocation_ratio'):
+            value = self.get(name)
+            if value is not None and not value > 0:
+                raise self.invalid(f"{name} must be positive, got {value}")

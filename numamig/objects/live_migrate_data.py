@@ -1,0 +1,62 @@
+"""LiveMigrateData: what the compute hosts pass each other for a migration."""
+
+from oslo_utils import versionutils
+from oslo_versionedobjects import fields
+
+from numamig.objects import base
+
+# The fields NUMA-aware live migration added in 1.1. A receiver older than
+# that never sees them; both flags must go too (an old peer that received
+# one would believe its partner supports a protocol it cannot speak).
+NUMA_FIELDS = ('dst_numa_info', 'src_supports_numa_live_migration',
+               'dst_supports_numa_live_migration')
+
+
+@base.register
+class LiveMigrateData(base.NumamigObject):
+    """Migration parameters agreed between source and destination."""
+
+    # Version 1.0: Initial version (the release before NUMA-aware live
+    #              migration)
+    # Version 1.1: Added dst_numa_info, src_supports_numa_live_migration and
+    #              dst_supports_numa_live_migration
+    VERSION = '1.1'
+
+    obj_relationships = {'dst_numa_info': [('1.1', '1.0')]}
+
+    fields = {
+        'instance_uuid': fields.UUIDField(),
+        'source_host': fields.StringField(),
+        'dest_host': fields.StringField(),
+        'migration_uuid': fields.UUIDField(),
+        # Where the source's libvirt reaches the destination's (peer to
+        # peer), and where the migration stream goes.
+        'dest_connect_uri': fields.StringField(nullable=True, default=None),
+        'migration_uri': fields.StringField(nullable=True, default=None),
+        # Set when the hypervisor cannot migrate (libvirt test driver) and
+        # numamig carries the guest over itself.
+        'emulated': fields.BooleanField(default=False),
+        'bandwidth_mib': fields.IntegerField(default=0),
+        'dst_numa_info': fields.ObjectField('NUMAMigrateInfo', nullable=True,
+                                            default=None),
+        'src_supports_numa_live_migration': fields.BooleanField(
+            default=False),
+        'dst_supports_numa_live_migration': fields.BooleanField(
+            default=False),
+    }
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 1):
+            for name in NUMA_FIELDS:
+                primitive.pop(name, None)
+
+    def _validate(self):
+        if self.get('bandwidth_mib', 0) < 0:
+            raise self.invalid(
+                f"bandwidth_mib must not be negative, got "
+                f"{self.bandwidth_mib}")
+        if self.source_host == self.dest_host:
+            raise self.invalid(
+                f"source and destination are both {self.source_host}")

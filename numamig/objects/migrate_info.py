@@ -1,0 +1,76 @@
+"""NUMAMigrateInfo: what the destination tells the source to write in XML.
+
+An InstanceNUMATopology is not enough for the source to build the
+destination's domain XML: the destination also decides where emulator
+threads go, which vCPUs are realtime and what its shared pCPU set is. This
+object is the hypervisor-neutral, versioned carrier of those decisions.
+"""
+
+from oslo_versionedobjects import fields
+
+from numamig.objects import base
+from numamig.objects import fields as nm_fields
+from numamig.objects.host_numa import _is_page_size
+
+
+@base.register
+class NUMAMigrateInfo(base.NumamigObject):
+    """The destination's placement of a migrating guest, for the XML.
+
+    ``cpu_pins``: vCPU -> host pCPUs (one pCPU for pinned vCPUs; the
+    shared set for floating vCPUs of a NUMA guest). ``cell_pins``: guest
+    cell -> host node (a set of exactly one node). ``emulator_pins``:
+    pCPUs for the emulator (and I/O) threads. ``sched_vcpus`` and
+    ``sched_priority``: realtime vCPUs and their FIFO priority.
+    ``pagesizes``: guest cell -> page size in KiB for cells backed by
+    explicit pages. ``floating_cpus``: the destination's shared set for
+    ``<vcpu cpuset>``; None removes the attribute.
+    """
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'cpu_pins': nm_fields.IntToIntSetField(default={}),
+        'cell_pins': nm_fields.IntToIntSetField(default={}),
+        'emulator_pins': fields.SetOfIntegersField(default=set()),
+        'sched_vcpus': fields.SetOfIntegersField(default=set()),
+        'sched_priority': fields.IntegerField(nullable=True, default=None),
+        'pagesizes': nm_fields.IntToIntField(default={}),
+        'floating_cpus': fields.SetOfIntegersField(nullable=True,
+                                                   default=None),
+    }
+
+    @property
+    def host_nodes(self):
+        """Every host node the guest's memory lives on."""
+        return set().union(*self.get('cell_pins', {}).values())
+
+    def _validate(self):
+        for cell, nodes in self.get('cell_pins', {}).items():
+            if len(nodes) != 1:
+                raise self.invalid(
+                    f"guest cell {cell} must be pinned to exactly one host "
+                    f"node, got {sorted(nodes)}")
+        for vcpu, pcpus in self.get('cpu_pins', {}).items():
+            if not pcpus:
+                raise self.invalid(f"vCPU {vcpu} is pinned to no pCPU")
+        rt_stray = self.get('sched_vcpus', set()) - set(
+            self.get('cpu_pins', {}))
+        if rt_stray and self.get('cpu_pins'):
+            raise self.invalid(
+                f"realtime vCPUs {sorted(rt_stray)} have no pins")
+        priority = self.get('sched_priority')
+        if self.get('sched_vcpus') and priority is None:
+            raise self.invalid("realtime vCPUs given without sched_priority")
+        if priority is not None and not 1 <= priority <= 99:
+            raise self.invalid(
+                f"sched_priority must be within 1-99, got {priority}")
+        for cell, size in self.get('pagesizes', {}).items():
+            if not _is_page_size(size):
+                raise self.invalid(
+                    f"guest cell {cell}: unknown page size {size} KiB")
+            if cell not in self.get('cell_pins', {}):
+                raise self.invalid(
+                    f"page size for guest cell {cell}, which has no host "
+                    f"node pin")

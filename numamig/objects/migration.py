@@ -1,0 +1,88 @@
+"""Migration: one live migration's record, status history and progress."""
+
+from oslo_versionedobjects import fields
+
+from numamig.objects import base
+from numamig.objects import fields as nm_fields
+
+STATUS = nm_fields.MigrationStatus
+
+# Status changes a migration may make. Anything else is a bug or a race
+# between conductor workers, and is refused instead of recorded.
+ALLOWED_TRANSITIONS = {
+    STATUS.ACCEPTED: {STATUS.QUEUED, STATUS.ERROR, STATUS.CANCELLED},
+    STATUS.QUEUED: {STATUS.PREPARING, STATUS.ERROR, STATUS.FAILED,
+                    STATUS.CANCELLED},
+    STATUS.PREPARING: {STATUS.RUNNING, STATUS.FAILED, STATUS.ERROR,
+                       STATUS.CANCELLED},
+    STATUS.RUNNING: {STATUS.POST_MIGRATING, STATUS.FAILED, STATUS.ERROR,
+                     STATUS.CANCELLED},
+    STATUS.POST_MIGRATING: {STATUS.COMPLETED, STATUS.ERROR, STATUS.FAILED},
+    STATUS.COMPLETED: set(),
+    STATUS.FAILED: set(),
+    STATUS.ERROR: set(),
+    STATUS.CANCELLED: set(),
+}
+
+
+def can_transition(old, new):
+    """Whether a migration in status ``old`` may move to ``new``."""
+    return new in ALLOWED_TRANSITIONS.get(old, set())
+
+
+@base.register
+class MigrationStatusChange(base.NumamigObject):
+    """One entry of a migration's status history."""
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'status': nm_fields.MigrationStatusField(),
+        'changed_at': fields.DateTimeField(),
+        'detail': fields.StringField(nullable=True, default=None),
+    }
+
+
+@base.register
+class Migration(base.NumamigObject):
+    """A live migration as the conductor records it."""
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    obj_relationships = {'history': [('1.0', '1.0')]}
+
+    fields = {
+        'uuid': fields.UUIDField(),
+        'instance_uuid': fields.UUIDField(),
+        'source_host': fields.StringField(),
+        'dest_host': fields.StringField(nullable=True, default=None),
+        'requested_host': fields.StringField(nullable=True, default=None),
+        'status': nm_fields.MigrationStatusField(default=STATUS.ACCEPTED),
+        'memory_total': fields.IntegerField(default=0),
+        'memory_processed': fields.IntegerField(default=0),
+        'memory_remaining': fields.IntegerField(default=0),
+        'disk_total': fields.IntegerField(default=0),
+        'disk_processed': fields.IntegerField(default=0),
+        'disk_remaining': fields.IntegerField(default=0),
+        'created_at': fields.DateTimeField(nullable=True, default=None),
+        'updated_at': fields.DateTimeField(nullable=True, default=None),
+        'error': fields.StringField(nullable=True, default=None),
+        # Hosts tried as destination and why each refused, in order.
+        'refused_hosts': fields.DictOfStringsField(default={}),
+        'history': fields.ListOfObjectsField('MigrationStatusChange',
+                                             default=[]),
+    }
+
+    @property
+    def in_progress(self):
+        return self.status in STATUS.IN_PROGRESS
+
+    def _validate(self):
+        base.require_nonnegative(
+            self, 'memory_total', 'memory_processed', 'memory_remaining',
+            'disk_total', 'disk_processed', 'disk_remaining')
+        if self.get('dest_host') and self.dest_host == self.source_host:
+            raise self.invalid(
+                f"source and destination are both {self.source_host}")

@@ -1,0 +1,39 @@
+"""MigrationContext: the claim a migration holds, old and new topology."""
+
+from oslo_versionedobjects import fields
+
+from numamig.objects import base
+
+
+@base.register
+class MigrationContext(base.NumamigObject):
+    """The NUMA topologies an instance has before and after a migration.
+
+    Persisting this is what makes a move claim survive a crash: the
+    destination's usage includes ``new_numa_topology`` for as long as the
+    migration named by ``migration_uuid`` is in progress.
+    """
+
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    obj_relationships = {
+        'old_numa_topology': [('1.0', '1.0')],
+        'new_numa_topology': [('1.0', '1.0')],
+    }
+
+    fields = {
+        'instance_uuid': fields.UUIDField(),
+        'migration_uuid': fields.UUIDField(),
+        'source_host': fields.StringField(),
+        'dest_host': fields.StringField(),
+        'old_numa_topology': fields.ObjectField('InstanceNUMATopology',
+                                                nullable=True, default=None),
+        'new_numa_topology': fields.ObjectField('InstanceNUMATopology',
+                                                nullable=True, default=None),
+    }
+
+    def _validate(self):
+        if self.source_host == self.dest_host:
+            raise self.invalid(
+                f"source and destination are both {self.source_host}")

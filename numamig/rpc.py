@@ -1,0 +1,141 @@
+"""RPC plumbing: transport, serializers, clients with version caps, servers.
+
+Objects cross the wire as versioned primitives. A client capped to an older
+API version (``[upgrade_levels]``) must also send objects an old peer can
+read, so each RPC API declares which object versions each of its versions
+carries and the client's serializer backports to that manifest.
+"""
+
+import oslo_messaging as messaging
+from oslo_messaging.rpc import dispatcher
+from oslo_versionedobjects import base as ovo_base
+
+from numamig import context as nm_context
+from numamig import exception
+from numamig.objects import base as obj_base
+
+# Modules whose exceptions cross RabbitMQ as themselves (a Name_Remote
+# subclass) instead of as a generic RemoteError.
+ALLOWED_EXMODS = [exception.__name__]
+CONTROL_EXCHANGE = 'numamig'
+
+_TRANSPORTS = {}
+
+
+def get_transport(conf, url=None):
+    """Return the (cached) RPC transport for ``url`` or the configured one."""
+    messaging.set_transport_defaults(CONTROL_EXCHANGE)
+    key = url or conf.transport_url or 'default'
+    if key not in _TRANSPORTS:
+        _TRANSPORTS[key] = messaging.get_rpc_transport(
+            conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
+    return _TRANSPORTS[key]
+
+
+def cleanup():
+    """Close every cached transport (service stop, test tear-down)."""
+    while _TRANSPORTS:
+        _url, transport = _TRANSPORTS.popitem()
+        transport.cleanup()
+
+
+class ObjectSerializer(ovo_base.VersionedObjectSerializer):
+    """Serialize numamig objects, backported to a manifest if one is given.
+
+    On receipt every object is validated, so a malformed object is
+    rejected with an error naming it before any endpoint acts on it.
+    """
+
+    OBJ_BASE_CLASS = obj_base.NumamigObject
+
+    def __init__(self, version_manifest=None):
+        super().__init__()
+        self.version_manifest = version_manifest
+
+    def serialize_entity(self, ctxt, entity):
+        if isinstance(entity, obj_base.NumamigObject) and \
+                self.version_manifest:
+            target = self.version_manifest.get(entity.obj_name(),
+                                               entity.VERSION)
+            return entity.obj_to_primitive(
+                target_version=target,
+                version_manifest=self.version_manifest)
+        return super().serialize_entity(ctxt, entity)
+
+    def deserialize_entity(self, ctxt, entity):
+        result = super().deserialize_entity(ctxt, entity)
+        _validate_tree(result)
+        return result
+
+
+def _validate_tree(value):
+    if isinstance(value, obj_base.NumamigObject):
+        value.validate()
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _validate_tree(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _validate_tree(item)
+
+
+class RequestContextSerializer(messaging.Serializer):
+    """Carry a RequestContext, delegating entities to a base serializer."""
+
+    def __init__(self, base):
+        self._base = base
+
+    def serialize_entity(self, ctxt, entity):
+        return self._base.serialize_entity(ctxt, entity)
+
+    def deserialize_entity(self, ctxt, entity):
+        return self._base.deserialize_entity(ctxt, entity)
+
+    def serialize_context(self, ctxt):
+        return ctxt.to_dict()
+
+    def deserialize_context(self, ctxt):
+        return nm_context.RequestContext.from_dict(ctxt)
+
+
+def get_serializer(version_manifest=None):
+    return RequestContextSerializer(ObjectSerializer(version_manifest))
+
+
+def get_client(transport, target, version_cap=None, version_manifest=None):
+    """Return an RPC client that never sends above ``version_cap``.
+
+    :param version_manifest: object name -> version to backport objects
+        to; give the manifest of the API version the cap allows.
+    """
+    return messaging.get_rpc_client(
+        transport, target, version_cap=version_cap,
+        serializer=get_serializer(version_manifest))
+
+
+def get_server(transport, target, endpoints):
+    """Return an RPC server (threading executor) for the endpoints."""
+    return messaging.get_rpc_server(
+        transport, target, endpoints, serializer=get_serializer(),
+        access_policy=dispatcher.DefaultRPCAccessPolicy)
+
+
+def manifest_for_cap(object_versions, version_cap):
+    """Pick the object manifest of the highest API version within a cap.
+
+    :param object_versions: API version string -> {object name: version},
+        as each rpcapi module declares it.
+    :param version_cap: the cap, or None for the newest.
+    :returns: the manifest, or None when the newest may be sent.
+    """
+    if version_cap is None:
+        return None
+    allowed = [v for v in object_versions
+               if messaging.version_is_compatible(version_cap, v)]
+    if not allowed:
+        raise exception.InvalidConfiguration(
+            option='upgrade_levels',
+            reason=f"cap {version_cap} is below every known API version "
+                   f"{sorted(object_versions)}")
+    best = max(allowed, key=lambda v: tuple(int(p) for p in v.split('.')))
+    return object_versions[best]

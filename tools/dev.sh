@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Set up a Debian 12 machine for numamig and run one of its two jobs.
+#
+#   bash tools/dev.sh main   # the embedded main job (SQLite, fake://, test driver)
+#   bash tools/dev.sh test   # the whole test suite; last line:
+#                            #   stestr: N passed, N failed, N skipped
+#
+# Each job does its own set-up: Debian packages (installed when run as
+# root, otherwise listed for you to install), a virtualenv in .venv, and
+# numamig installed into it. Re-running skips what is already done.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+TOP=$(pwd)
+VENV=${NUMAMIG_VENV:-$TOP/.venv}
+PYTHON=${PYTHON:-python3}
+
+# Build needs (libvirt-python) for every job; the real hypervisor tier of
+# the tests also needs libvirtd and qemu.
+BUILD_PKGS="libvirt-dev pkg-config gcc python3-dev"
+REAL_PKGS="libvirt-daemon-system libvirt-clients qemu-system-x86 iproute2 util-linux"
+
+log() { printf '[numamig] %s\n' "$*" >&2; }
+
+missing_pkgs() {
+    local p out=""
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || out="$out $p"
+    done
+    echo "$out"
+}
+
+ensure_pkgs() {
+    local missing
+    missing=$(missing_pkgs "$@")
+    [ -z "$missing" ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        log "missing Debian packages:$missing"
+        log "install them as root: apt-get install -y --no-install-recommends$missing"
+        exit 1
+    fi
+    log "installing Debian packages:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+ensure_venv() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        log "creating virtualenv $VENV"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    local stamp="$VENV/.numamig-installed"
+    if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || \
+       [ test-requirements.txt -nt "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
+        log "installing numamig and its requirements into $VENV"
+        "$VENV/bin/pip" install -q --upgrade pip >/dev/null
+        "$VENV/bin/pip" install -q -r requirements.txt -r test-requirements.txt
+        "$VENV/bin/pip" install -q -e .
+        touch "$stamp"
+    fi
+}
+
+run_main() {
+    ensure_pkgs $BUILD_PKGS
+    ensure_venv
+    if [ -x "$VENV/bin/numamig-embedded" ]; then
+        exec "$VENV/bin/numamig-embedded" "$@"
+    fi
+    # Until the embedded main job lands, show what exists: the offline NUMA
+    # fit of an example guest onto an example host.
+    exec "$VENV/bin/numamig-manage" numa fit \
+        --host-topology etc/numamig/examples/host-2cell-smt.json \
+        --request etc/numamig/examples/request-pinned-hugepages.json "$@"
+}
+
+run_tests() {
+    ensure_pkgs $BUILD_PKGS $REAL_PKGS
+    ensure_venv
+    rm -rf .stestr
+    local rc=0
+    PYTHONWARNINGS=ignore::DeprecationWarning \
+        "$VENV/bin/stestr" run --color "$@" || rc=$?
+    local stats passed=0 failed=0 skipped=0
+    if stats=$("$VENV/bin/stestr" last --subunit 2>/dev/null | "$VENV/bin/subunit-stats" 2>/dev/null); then
+        passed=$(echo "$stats" | awk -F': *' '/^Passed tests/ {print $2}')
+        failed=$(echo "$stats" | awk -F': *' '/^Failed tests/ {print $2}')
+        skipped=$(echo "$stats" | awk -F': *' '/^Skipped tests/ {print $2}')
+    fi
+    passed=${passed:-0}; failed=${failed:-0}; skipped=${skipped:-0}
+    if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+        # stestr exits non-zero with no failures on an import/discovery error.
+        log "stestr exited $rc without failed tests: import or discovery error"
+        failed=1
+    fi
+    if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then
+        log "no test ran"
+        rc=1
+    fi
+    echo "stestr: $passed passed, $failed failed, $skipped skipped"
+    [ "$rc" -eq 0 ] && [ "$failed" -eq 0 ]
+}
+
+case "${1:-}" in
+    main) shift; run_main "$@" ;;
+    test) shift; run_tests "$@" ;;
+    *) echo "usage: bash tools/dev.sh main|test [args]" >&2; exit 2 ;;
+esac
