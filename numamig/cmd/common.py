@@ -1,0 +1,114 @@
+"""Shared machinery of numamig's category/action console scripts.
+
+A command-line tool is a dict of categories (nouns) to classes; every
+public method of a class is an action (a verb). Arguments are declared
+with ``@args`` in argparse terms and land on the action as keyword
+arguments. Exit codes are the same across the CLI (see EXIT_*).
+"""
+
+import argparse
+import functools
+import inspect
+import json
+import sys
+
+# One exit code scheme for every numamig-manage action.
+EXIT_OK = 0            # done; nothing found (audits); fits (numa fit)
+EXIT_NO = 1            # the answer is no (does not fit, migration failed)
+EXIT_PROBLEMS = 3      # an audit found problems
+EXIT_HEALED = 4        # problems were found and healed
+EXIT_BAD_INPUT = 127   # the input was wrong; nothing was changed
+EXIT_UNEXPECTED = 255  # a bug or an unreachable service
+
+ACTION_PREFIX = 'action_kwarg_'
+
+
+def args(*names, **kwargs):
+    """Declare an argparse argument of an action (stack several)."""
+    def decorator(func):
+        func.__dict__.setdefault('cli_args', []).insert(0, (names, kwargs))
+        return func
+    return decorator
+
+
+def format_option(func):
+    """Add the ``--format human|json`` option every action offers."""
+    return args('--format', dest='output_format', default='human',
+                choices=['human', 'json'],
+                help="Output for people (default) or JSON for scripts.")(
+                    func)
+
+
+def actions_of(category_class):
+    """Return {action name: function} of a category's public methods."""
+    return {name.replace('_', '-'): func for name, func in
+            inspect.getmembers(category_class, inspect.isfunction)
+            if not name.startswith('_')}
+
+
+def add_command_parsers(categories):
+    """Return a SubCommandOpt handler registering every category/action."""
+    def handler(subparsers):
+        for category, cls in categories.items():
+            parser = subparsers.add_parser(
+                category, help=(cls.__doc__ or '').strip().splitlines()[0])
+            parser.set_defaults(category_class=cls)
+            action_parsers = parser.add_subparsers(dest='action')
+            action_parsers.required = True
+            for action, func in sorted(actions_of(cls).items()):
+                _add_action_parser(action_parsers, action, func)
+    return handler
+
+
+def _add_action_parser(action_parsers, action, func):
+    doc = inspect.getdoc(func) or ''
+    parser = action_parsers.add_parser(
+        action, help=doc.splitlines()[0] if doc else None,
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    dests = []
+    for names, kwargs in getattr(func, 'cli_args', []):
+        kwargs = dict(kwargs)
+        if 'dest' in kwargs:
+            dest = kwargs['dest']
+        elif names[0].startswith('-'):
+            dest = names[0].lstrip('-').replace('-', '_')
+        else:
+            dest = names[0]
+        dests.append(dest)
+        # The prefix keeps an action's 'host' from colliding with the
+        # [DEFAULT] host option in oslo.config's namespace.
+        if names[0].startswith('-'):
+            kwargs['dest'] = ACTION_PREFIX + dest
+        else:
+            kwargs.pop('dest', None)
+            kwargs.setdefault('metavar', names[0].upper())
+            names = (ACTION_PREFIX + dest,)
+        parser.add_argument(*names, **kwargs)
+    parser.set_defaults(action_fn=func, action_kwargs=dests)
+
+
+def action_kwargs(category_opt):
+    """Collect the parsed action arguments of a SubCommandOpt's value."""
+    return {name: getattr(category_opt, ACTION_PREFIX + name)
+            for name in category_opt.action_kwargs}
+
+
+def print_output(data, output_format, human):
+    """Print ``data`` as JSON, or through ``human(data)`` for people."""
+    if output_format == 'json':
+        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        human(data)
+
+
+def handles_errors(func):
+    """Map exceptions of an action onto the CLI's exit codes."""
+    @functools.wraps(func)
+    def wrapper(*a, **kw):
+        from numamig import exception
+        try:
+            return func(*a, **kw)
+        except (exception.Invalid, exception.NotFound, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    return wrapper

@@ -1,0 +1,1 @@
+"""Category classes of numamig-manage, one module per category."""

@@ -1,0 +1,132 @@
+"""ComputeDriver: everything a compute agent asks of its hypervisor.
+
+The agent (numamig/compute) talks only to this interface; the libvirt
+implementation lives in numamig/virt/libvirt. The interface knows objects
+and XML strings, never RPC or the database.
+
+Migration is split so that the agents, not the driver, move data between
+hosts: the source builds the destination XML (``get_destination_xml``),
+then either the hypervisor migrates natively (``live_migrate``) or, where
+it cannot (the libvirt test driver), the agents carry the XML over RPC and
+the destination defines it (``accept_emulated_migration``) before the
+source forgets the guest (``destroy``). ``supports_native_migration``
+tells the agent which.
+"""
+
+import abc
+
+
+class MigrationProgress:
+    """One sample of a running migration's job statistics (bytes)."""
+
+    __slots__ = ('memory_total', 'memory_processed', 'memory_remaining',
+                 'disk_total', 'disk_processed', 'disk_remaining',
+                 'dirty_rate', 'iteration', 'elapsed_ms')
+
+    def __init__(self, **kwargs):
+        for name in self.__slots__:
+            setattr(self, name, kwargs.get(name, 0))
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class ComputeDriver(abc.ABC):
+    """The hypervisor seam of a compute agent."""
+
+    #: False where the hypervisor cannot migrate and numamig emulates it.
+    supports_native_migration = True
+
+    @property
+    @abc.abstractmethod
+    def hypervisor_uri(self):
+        """The URI this driver manages (reported to the conductor)."""
+
+    @property
+    @abc.abstractmethod
+    def hypervisor_type(self):
+        """'qemu', 'kvm' or 'test': migrations stay within one type."""
+
+    @abc.abstractmethod
+    def init_host(self, host):
+        """Connect and check configuration against the host.
+
+        :raises InvalidConfiguration: e.g. cpu_dedicated_set names CPUs
+            the host does not have.
+        """
+
+    @abc.abstractmethod
+    def get_host_topology(self):
+        """Return the host's HostNUMATopology without any guest usage.
+
+        Dedicated/shared sets, reserved memory and reserved huge pages
+        from configuration are applied.
+        """
+
+    @abc.abstractmethod
+    def list_guests(self):
+        """Return {instance uuid: domain name} of guests on this host."""
+
+    @abc.abstractmethod
+    def get_domain_xml(self, instance_uuid, persistent=False):
+        """Return the live (or persistent) domain XML of a guest."""
+
+    @abc.abstractmethod
+    def get_guest_topology(self, instance_uuid):
+        """Parse a guest's live XML back into an InstanceNUMATopology.
+
+        :returns: the topology, or None for a guest with no NUMA
+            characteristics.
+        """
+
+    @abc.abstractmethod
+    def spawn(self, instance, placed_topology, base_xml=None):
+        """Create and start a guest with the NUMA XML of its placement."""
+
+    @abc.abstractmethod
+    def destroy(self, instance_uuid):
+        """Stop and undefine a guest; a missing guest is not an error."""
+
+    @abc.abstractmethod
+    def build_migrate_info(self, new_topology, host_topology):
+        """Destination side: NUMAMigrateInfo for a claimed placement."""
+
+    @abc.abstractmethod
+    def migration_target(self):
+        """Destination side: (dest_connect_uri, migration_uri).
+
+        What a source needs to reach this host's hypervisor and send the
+        migration stream to it.
+        """
+
+    @abc.abstractmethod
+    def get_destination_xml(self, instance_uuid, numa_info):
+        """Source side: the domain XML the destination should run.
+
+        With ``numa_info`` (a NUMAMigrateInfo) the NUMA parts are rewritten
+        for the destination; with None the source XML is returned as is
+        (the path of releases before NUMA-aware live migration).
+        """
+
+    @abc.abstractmethod
+    def live_migrate(self, instance_uuid, dest_xml, migrate_data,
+                     progress_callback=None):
+        """Source side: migrate natively and block until it ends.
+
+        :param progress_callback: called with a MigrationProgress sample
+            while the job runs.
+        :raises MigrationError or HypervisorError: the guest stays on the
+            source with its old placement.
+        """
+
+    @abc.abstractmethod
+    def live_migration_abort(self, instance_uuid):
+        """Abort a running migration of the guest."""
+
+    @abc.abstractmethod
+    def live_migration_force_complete(self, instance_uuid):
+        """Make a running migration converge (post-copy or pause)."""
+
+    @abc.abstractmethod
+    def accept_emulated_migration(self, instance_uuid, dest_xml):
+        """Destination side of an emulated migration: define and start."""
