@@ -91,8 +91,8 @@ def format_cpu_spec(cpus, allow_ranges=True):
 
 
 def _format_run(start, end):
+    # Two consecutive ids are a range too: libvirt writes them that way
+    # (``7-8``), so XML numamig writes reads back in the same form.
     if start == end:
         return str(start)
-    if end == start + 1:
-        return f"{start},{end}"
     return f"{start}-{end}"

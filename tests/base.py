@@ -4,8 +4,8 @@ import fixtures
 from oslo_config import fixture as config_fixture
 import testtools
 
-from numamig.conf import CONF
 from numamig import exception
+from numamig.conf import CONF
 
 
 class TestCase(testtools.TestCase):
@@ -28,7 +28,8 @@ class TestCase(testtools.TestCase):
         """Override configuration options for this test only."""
         self.conf.config(group=group, **kwargs)
 
-    def assertRaisesMessage(self, exc_class, fragment, func, *args, **kw):
+    def assertRaisesMessage(self, exc_class, fragment, func, *args,  # noqa: N802
+                            **kw):
         """Assert ``func`` raises ``exc_class`` whose text has ``fragment``."""
         exc = self.assertRaises(exc_class, func, *args, **kw)
         self.assertIn(fragment, str(exc))
