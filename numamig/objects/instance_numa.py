@@ -11,6 +11,14 @@ from numamig.objects import base
 from numamig.objects import fields as nm_fields
 from numamig.objects.host_numa import _is_page_size
 
+# Page-size requests a guest cell may carry before it is placed (Nova's
+# MEMPAGES_* values): the host's smallest pages, its largest huge pages
+# that fit, or any size that fits. A placed cell holds a real size.
+PAGESIZE_SMALL = -1
+PAGESIZE_LARGE = -2
+PAGESIZE_ANY = -3
+PAGESIZE_REQUESTS = (PAGESIZE_SMALL, PAGESIZE_LARGE, PAGESIZE_ANY)
+
 
 @base.register
 class InstanceNUMACell(base.NumamigObject):
@@ -20,7 +28,8 @@ class InstanceNUMACell(base.NumamigObject):
     its pinned ones; ``cpu_pinning`` maps each pinned vCPU to its pCPU;
     ``cpuset_reserved`` holds the pCPUs reserved for isolated emulator
     threads (guest cell 0 only); ``pagesize`` is in KiB (None: the host's
-    default small pages, no explicit backing).
+    default small pages, no explicit backing; before placement it may be
+    one of the PAGESIZE_* requests).
     """
 
     # Version 1.0: Initial version
@@ -59,7 +68,10 @@ class InstanceNUMACell(base.NumamigObject):
                 f"guest cell {self.id}: memory_mb must be positive, got "
                 f"{self.memory_mb}")
         pagesize = self.get('pagesize')
-        if pagesize is not None and not _is_page_size(pagesize):
+        if (pagesize in PAGESIZE_REQUESTS
+                and self.get('host_cell') is None):
+            pass  # a request, resolved to a real size by the fit
+        elif pagesize is not None and not _is_page_size(pagesize):
             raise self.invalid(
                 f"guest cell {self.id}: unknown page size {pagesize} KiB")
         both = self.cpuset & self.pcpuset
