@@ -109,9 +109,70 @@ class InvalidNUMARequest(Invalid):
     msg_fmt = "Invalid NUMA request: %(reason)s"
 
 
+class InvalidNUMASpec(InvalidNUMARequest):
+    """One flavor extra spec or image property has an unusable value."""
+    msg_fmt = "Invalid NUMA request: %(key)s=%(value)r: %(reason)s"
+
+
+class NUMASpecConflict(InvalidNUMARequest):
+    """Two specs (flavor, image or both) contradict each other."""
+    msg_fmt = ("Invalid NUMA request: %(key)s=%(value)r conflicts with "
+               "%(other_key)s=%(other_value)r: %(reason)s")
+
+
+class ImageSpecForbidden(NUMASpecConflict):
+    """An image property asks for more than the flavor allows."""
+    msg_fmt = ("Invalid NUMA request: image property %(key)s=%(value)r is "
+               "not allowed by flavor %(other_key)s=%(other_value)r: "
+               "%(reason)s")
+
+
+class InvalidNUMASplit(InvalidNUMARequest):
+    """The guest's vCPUs or memory cannot be split over its NUMA nodes."""
+    msg_fmt = "Invalid NUMA request: %(keys)s: %(reason)s"
+
+
+class PageSizeMemoryMismatch(InvalidNUMARequest):
+    """A guest cell's memory is not a whole number of its pages."""
+    msg_fmt = ("Invalid NUMA request: guest cell %(cell)s has %(memory_mb)s "
+               "MiB, not a multiple of the %(pagesize_kb)s KiB page size "
+               "(%(key)s)")
+
+
+class InvalidFitParameter(Invalid):
+    """numa.fit was called with a strategy or page size it cannot use."""
+    msg_fmt = "Invalid NUMA fit parameter %(name)s=%(value)r: %(reason)s"
+
+
 class UsageConflict(Invalid):
     """Applying or releasing a placed topology clashes with host usage."""
     msg_fmt = "Host cell %(cell)s usage conflict: %(reason)s"
+
+
+class UnknownHostCell(UsageConflict):
+    msg_fmt = ("Host cell %(cell)s usage conflict: the host has no such "
+               "cell (guest cell %(guest_cell)s is placed on it)")
+
+
+class CPUAlreadyPinned(UsageConflict):
+    msg_fmt = ("Host cell %(cell)s usage conflict: pCPUs %(pcpus)s are "
+               "already pinned")
+
+
+class CPUNotDedicated(UsageConflict):
+    msg_fmt = ("Host cell %(cell)s usage conflict: pCPUs %(pcpus)s are not "
+               "in its dedicated set %(dedicated)s")
+
+
+class PagesExhausted(UsageConflict):
+    msg_fmt = ("Host cell %(cell)s usage conflict: %(needed)s pages of "
+               "%(size_kb)s KiB needed, %(free)s free")
+
+
+class UsageNotHeld(UsageConflict):
+    """Releasing usage the host cell does not record as taken."""
+    msg_fmt = ("Host cell %(cell)s usage conflict: cannot release "
+               "%(what)s: %(reason)s")
 
 
 # ---- virt/ (hypervisor) ----------------------------------------------------
@@ -122,6 +183,126 @@ class DomainXMLError(Invalid):
 
 class HypervisorError(NumamigException):
     msg_fmt = "Hypervisor on %(host)s failed to %(action)s: %(reason)s"
+
+
+class CapabilitiesError(Invalid):
+    """A host's capabilities XML cannot describe a NUMA host."""
+    msg_fmt = "Capabilities of host %(host)s (%(source)s): %(reason)s"
+
+
+class MigrationNotSupported(HypervisorError):
+    """The hypervisor cannot do what the caller asked of a migration."""
+    msg_fmt = ("Host %(host)s (%(uri)s) cannot %(action)s: %(reason)s")
+
+
+class LiveMigrationFailed(HypervisorError):
+    """libvirt ended a live migration with an error; guest stays put."""
+    msg_fmt = ("Live migration of %(instance)s from %(host)s to %(dest)s "
+               "failed (libvirt error %(code)s): %(reason)s")
+
+
+class NUMANodeUnavailable(LiveMigrationFailed):
+    msg_fmt = ("Live migration of %(instance)s from %(host)s to %(dest)s "
+               "failed: the destination XML names a NUMA node %(dest)s "
+               "lacks (libvirt error %(code)s: %(reason)s)")
+
+
+class CPUAffinityFailed(LiveMigrationFailed):
+    msg_fmt = ("Live migration of %(instance)s from %(host)s to %(dest)s "
+               "failed: %(dest)s cannot pin the guest to the pCPUs of the "
+               "destination XML (libvirt error %(code)s: %(reason)s)")
+
+
+class HugepagesUnavailable(LiveMigrationFailed):
+    msg_fmt = ("Live migration of %(instance)s from %(host)s to %(dest)s "
+               "failed: %(dest)s cannot back the guest with huge pages "
+               "(libvirt error %(code)s: %(reason)s)")
+
+
+class MigrationPeerUnreachable(LiveMigrationFailed):
+    msg_fmt = ("Live migration of %(instance)s from %(host)s to %(dest)s "
+               "failed: %(host)s cannot reach %(dest)s's libvirtd "
+               "(libvirt error %(code)s: %(reason)s)")
+
+
+class MigrationAborted(LiveMigrationFailed):
+    msg_fmt = ("Live migration of %(instance)s from %(host)s to %(dest)s "
+               "was aborted (%(reason)s); the guest stays on %(host)s")
+
+
+class NoRunningMigration(HypervisorError):
+    msg_fmt = ("Instance %(instance)s on %(host)s has no running migration "
+               "to %(action)s")
+
+
+# ---- db/ (persistence) ----------------------------------------------------
+
+class DatabaseError(NumamigException):
+    """The database cannot be used at all (unreachable, wrong schema)."""
+    msg_fmt = "Database %(url)s: %(reason)s"
+
+
+class DatabaseNotSynced(DatabaseError):
+    msg_fmt = ("Database %(url)s has schema revision %(current)s but this "
+               "numamig needs %(head)s: run 'numamig-manage db sync'.")
+
+
+class UnknownSchemaRevision(Invalid):
+    msg_fmt = ("Unknown database schema revision %(revision)r; known "
+               "revisions: %(known)s")
+
+
+class StoredRecordInvalid(NumamigException):
+    """A row holds something that no longer loads as a valid object."""
+    msg_fmt = ("Stored %(table)s record %(key)s cannot be loaded from "
+               "column %(column)s: %(reason)s")
+
+
+class RecordExists(Invalid):
+    msg_fmt = "%(what)s %(key)s already exists."
+    code = 409
+
+
+class ConcurrentUpdate(NumamigException):
+    """Another worker changed a record between our read and our write."""
+    msg_fmt = ("%(what)s %(key)s was changed by another worker: expected "
+               "revision %(expected)s, found %(actual)s. Re-read it and "
+               "retry.")
+    code = 409
+
+
+class MigrationContextConflict(ConcurrentUpdate):
+    """A claim (migration context) is held by another migration."""
+    msg_fmt = ("Instance %(instance_uuid)s: its migration context is held "
+               "by migration %(holder)s, expected %(expected)s; the claim "
+               "of migration %(migration_uuid)s was not recorded.")
+
+
+class InvalidStatusTransition(Invalid):
+    """A migration status change that ALLOWED_TRANSITIONS does not allow."""
+    msg_fmt = ("Migration %(migration_uuid)s cannot go from status "
+               "%(current)s to %(requested)s (allowed from %(current)s: "
+               "%(allowed)s).")
+    code = 409
+
+
+# ---- scheduler/ (destination choice) ---------------------------------------
+
+class InvalidHostReport(Invalid):
+    """A compute node report the scheduler's host cache cannot use."""
+    msg_fmt = "Report of compute host %(host)s rejected: %(reason)s"
+
+
+class ReservationConflict(Invalid):
+    """A placement no longer fits what the host cache holds free."""
+    msg_fmt = ("Cannot reserve instance %(instance_uuid)s on host "
+               "%(host)s: %(reason)s")
+    code = 409
+
+
+class UnknownSchedulingStrategy(Invalid):
+    msg_fmt = ("Unknown scheduling strategy %(strategy)r; choose one of "
+               "%(choices)s.")
 
 
 # ---- compute/ and conductor/ (migration flow) ------------------------------
