@@ -16,6 +16,10 @@ connection_opts = [
                help="Domain type of guests numamig creates: 'kvm' on "
                     "hardware with virtualisation extensions, 'qemu' (TCG) "
                     "for nested or test hosts."),
+    cfg.IntOpt('realtime_scheduler_priority', default=1, min=1, max=99,
+               help="SCHED_FIFO priority of the realtime vCPUs of guests "
+                    "with hw:cpu_realtime. Raise it only if host threads "
+                    "at priority 1 starve those vCPUs."),
     cfg.StrOpt('capabilities_file',
                help="Path of a libvirt capabilities XML file describing "
                     "this host's NUMA topology. Only for the embedded tier: "
@@ -30,6 +34,12 @@ migration_opts = [
     cfg.StrOpt('live_migration_inbound_addr',
                help="Address other hosts reach this host on for migration "
                     "traffic. Unset: the host option's value."),
+    cfg.PortOpt('live_migration_libvirtd_port',
+                help="TCP port of this host's libvirtd that a source's "
+                     "libvirtd connects to for peer-to-peer migration. "
+                     "Unset: the scheme's default (16509 for tcp). Set it "
+                     "only when libvirtd listens elsewhere, e.g. several "
+                     "test hosts on one machine."),
     cfg.IntOpt('live_migration_downtime', default=500, min=100,
                help="Maximum downtime allowed at the end of a live "
                     "migration, in ms; reached in steps (see below)."),

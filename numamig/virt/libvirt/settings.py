@@ -1,0 +1,154 @@
+"""The settings one LibvirtDriver runs with, frozen and explicit.
+
+Several compute agents (each with its own host name, URI, capabilities
+file and CPU sets) share one process in the embedded tier and in tests,
+while oslo.config's CONF is global. A driver therefore takes these values
+once, at construction, and never reads CONF afterwards; ``from_conf`` is
+the one place that maps options to settings.
+"""
+
+import dataclasses
+
+from numamig import cpuspec
+from numamig import exception
+
+VIRT_TYPES = ('kvm', 'qemu')
+TIMEOUT_ACTIONS = ('abort', 'force_complete')
+
+
+@dataclasses.dataclass(frozen=True)
+class ReservedPages:
+    """``count`` pages of ``size_kb`` on host ``node`` no guest may take."""
+
+    node: int
+    size_kb: int
+    count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MigrationSettings:
+    """How this host live-migrates guests away (the [libvirt] knobs)."""
+
+    scheme: str = 'tcp'
+    inbound_addr: str | None = None
+    libvirtd_port: int | None = None
+    downtime_ms: int = 500
+    downtime_steps: int = 10
+    downtime_delay_s: float = 75
+    completion_timeout_s: float = 800
+    timeout_action: str = 'abort'
+    bandwidth_mib: int = 0
+    permit_post_copy: bool = False
+    permit_auto_converge: bool = False
+    native_tls: bool = False
+    parallel_connections: int = 1
+    progress_interval_s: float = 1.0
+
+    def __post_init__(self):
+        if self.timeout_action not in TIMEOUT_ACTIONS:
+            raise _invalid('live_migration_timeout_action',
+                           f"{self.timeout_action!r} is not one of "
+                           f"{', '.join(TIMEOUT_ACTIONS)}")
+        for name in ('downtime_ms', 'downtime_steps', 'bandwidth_mib',
+                     'parallel_connections', 'completion_timeout_s'):
+            if getattr(self, name) < 0:
+                raise _invalid(name, f"must not be negative, got "
+                                     f"{getattr(self, name)}")
+        if self.progress_interval_s <= 0:
+            raise _invalid('live_migration_progress_interval',
+                           f"must be positive, got "
+                           f"{self.progress_interval_s}")
+
+
+@dataclasses.dataclass(frozen=True)
+class LibvirtSettings:
+    """Everything a LibvirtDriver needs to know about its host.
+
+    ``cpu_dedicated_set`` / ``cpu_shared_set`` are frozensets of pCPU ids,
+    or None when the option is unset (see host_topology for what unset
+    means). ``reserved_huge_pages`` is a tuple of ReservedPages.
+    """
+
+    host: str
+    uri: str = 'qemu:///system'
+    virt_type: str = 'kvm'
+    capabilities_file: str | None = None
+    cpu_dedicated_set: frozenset | None = None
+    cpu_shared_set: frozenset | None = None
+    reserved_host_memory_mb: int = 512
+    reserved_huge_pages: tuple = ()
+    realtime_priority: int = 1
+    migration: MigrationSettings = MigrationSettings()
+
+    def __post_init__(self):
+        if self.virt_type not in VIRT_TYPES:
+            raise _invalid('[libvirt] virt_type',
+                           f"{self.virt_type!r} is not one of "
+                           f"{', '.join(VIRT_TYPES)}")
+        if self.reserved_host_memory_mb < 0:
+            raise _invalid('[compute] reserved_host_memory_mb',
+                           f"must not be negative, got "
+                           f"{self.reserved_host_memory_mb}")
+        if not 1 <= self.realtime_priority <= 99:
+            raise _invalid('[libvirt] realtime_scheduler_priority',
+                           f"must be within 1-99, got "
+                           f"{self.realtime_priority}")
+        both = (self.cpu_dedicated_set or set()) & (
+            self.cpu_shared_set or set())
+        if both:
+            raise _invalid(
+                '[compute] cpu_dedicated_set',
+                f"CPUs {cpuspec.format_cpu_spec(both)} are also in "
+                f"cpu_shared_set; a CPU is either dedicated or shared")
+
+    @property
+    def is_test_driver(self):
+        """True for the libvirt test driver (the embedded tier)."""
+        return self.uri.startswith('test:')
+
+    @classmethod
+    def from_conf(cls, conf):
+        """Build settings from a parsed oslo.config CONF (the daemon's)."""
+        compute, lv = conf.compute, conf.libvirt
+        return cls(
+            host=conf.host,
+            uri=lv.connection_uri,
+            virt_type=lv.virt_type,
+            capabilities_file=lv.capabilities_file,
+            cpu_dedicated_set=_cpu_set(compute.cpu_dedicated_set),
+            cpu_shared_set=_cpu_set(compute.cpu_shared_set),
+            reserved_host_memory_mb=compute.reserved_host_memory_mb,
+            reserved_huge_pages=tuple(
+                ReservedPages(node=r['node'], size_kb=r['size'],
+                              count=r['count'])
+                for r in compute.reserved_huge_pages or ()),
+            realtime_priority=lv.realtime_scheduler_priority,
+            migration=_migration_from_conf(lv))
+
+
+def _migration_from_conf(lv):
+    return MigrationSettings(
+        scheme=lv.live_migration_scheme,
+        inbound_addr=lv.live_migration_inbound_addr,
+        libvirtd_port=lv.live_migration_libvirtd_port,
+        downtime_ms=lv.live_migration_downtime,
+        downtime_steps=lv.live_migration_downtime_steps,
+        downtime_delay_s=lv.live_migration_downtime_delay,
+        completion_timeout_s=lv.live_migration_completion_timeout,
+        timeout_action=lv.live_migration_timeout_action,
+        bandwidth_mib=lv.live_migration_bandwidth,
+        permit_post_copy=lv.live_migration_permit_post_copy,
+        permit_auto_converge=lv.live_migration_permit_auto_converge,
+        native_tls=lv.live_migration_with_native_tls,
+        parallel_connections=lv.live_migration_parallel_connections,
+        progress_interval_s=lv.live_migration_progress_interval)
+
+
+def _cpu_set(spec):
+    if spec is None:
+        return None
+    return frozenset(cpuspec.parse_cpu_spec(spec))
+
+
+def _invalid(option, reason):
+    return exception.InvalidConfiguration(option=option, reason=reason)
