@@ -286,6 +286,12 @@ class InvalidStatusTransition(Invalid):
     code = 409
 
 
+class MigrationNotInProgress(Invalid):
+    msg_fmt = ("Migration %(migration_uuid)s is %(status)s, no longer in "
+               "progress: cannot %(action)s.")
+    code = 409
+
+
 # ---- scheduler/ (destination choice) ---------------------------------------
 
 class InvalidHostReport(Invalid):

@@ -1,0 +1,280 @@
+"""Migration records: status changes that enforce the allowed transitions.
+
+Every call is one committed transaction. A status change is a single
+conditional ``UPDATE ... WHERE status IN (<statuses allowed to move to
+the new one>)``: when two conductor workers race (one completes, the other
+aborts), exactly one UPDATE matches and the other caller gets
+InvalidStatusTransition naming the status it lost to. Each change is
+recorded in the status history in the same transaction. Public API::
+
+    create(db, migration) -> Migration
+    get(db, uuid) -> Migration
+    get_all(db, instance_uuid=None, status=None) -> [Migration]
+    get_in_progress_by_host(db, host) -> [Migration]
+    set_status(db, uuid, status, detail=None, expected=None, error=None)
+        -> Migration
+    set_dest_host(db, uuid, dest_host) -> Migration
+    add_refused_host(db, uuid, host, reason) -> Migration
+    update_progress(db, uuid, **progress) -> bool
+"""
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from numamig import exception
+from numamig import objects
+from numamig.db import _rows
+from numamig.db import models
+from numamig.objects import fields as nm_fields
+from numamig.objects import migration as migration_obj
+
+STATUS = nm_fields.MigrationStatus
+PROGRESS_FIELDS = ('memory_total', 'memory_processed', 'memory_remaining',
+                   'disk_total', 'disk_processed', 'disk_remaining')
+
+
+def sources_of(status):
+    """The statuses ALLOWED_TRANSITIONS lets move to ``status``."""
+    return sorted(old for old, new in
+                  migration_obj.ALLOWED_TRANSITIONS.items() if status in new)
+
+
+def create(db, migration):
+    """Record a new migration and the first entry of its history.
+
+    created_at/updated_at are set now; an empty history gets one entry
+    for the initial status.
+
+    :raises ObjectValidationError: if the migration is invalid.
+    :raises InstanceNotFound: if its instance is not recorded.
+    :raises RecordExists: if a migration with its uuid exists.
+    """
+    migration.validate()
+    now = _rows.utcnow()
+    history = list(migration.history) or [objects.MigrationStatusChange(
+        status=migration.status, changed_at=now, detail='created')]
+    try:
+        with db.writer() as session:
+            _require_instance(session, migration.instance_uuid)
+            row_id = session.execute(sa.insert(models.Migration).values(
+                created_at=now, updated_at=now,
+                **_columns_of(migration))).inserted_primary_key[0]
+            for change in history:
+                _add_history(session, row_id, change.status,
+                             change.changed_at, change.get('detail'))
+    except sa_exc.IntegrityError as exc:
+        raise exception.RecordExists(what='Migration',
+                                     key=migration.uuid) from exc
+    return get(db, migration.uuid)
+
+
+def get(db, uuid):
+    """:raises MigrationNotFound: if there is no such migration."""
+    with db.reader() as session:
+        return _to_object(session, _row(session, uuid))
+
+
+def get_all(db, instance_uuid=None, status=None):
+    """Migrations, oldest first, optionally of one instance or status."""
+    query = sa.select(models.Migration)
+    if instance_uuid is not None:
+        query = query.where(models.Migration.instance_uuid == instance_uuid)
+    if status is not None:
+        query = query.where(models.Migration.status == status)
+    return _list(db, query)
+
+
+def get_in_progress_by_host(db, host):
+    """In-progress migrations with ``host`` as source or destination."""
+    return _list(db, sa.select(models.Migration).where(
+        models.Migration.status.in_(STATUS.IN_PROGRESS),
+        sa.or_(models.Migration.source_host == host,
+               models.Migration.dest_host == host)))
+
+
+def set_status(db, uuid, status, detail=None, expected=None, error=None):
+    """Move a migration to ``status`` if its current status allows it.
+
+    :param detail: why, for the status history.
+    :param expected: statuses the caller requires the migration to be in
+        now (e.g. only cancel while still queued); None allows every
+        status ALLOWED_TRANSITIONS permits.
+    :param error: the error text to record with the change.
+    :returns: the migration after the change.
+    :raises Invalid: for a status that does not exist.
+    :raises InvalidStatusTransition: if the current status does not allow
+        the change (another worker may have moved it first); nothing is
+        changed then.
+    :raises MigrationNotFound:
+    """
+    if status not in STATUS.ALL:
+        raise exception.Invalid(
+            reason=f"unknown migration status {status!r}; known: "
+                   f"{', '.join(STATUS.ALL)}")
+    allowed = set(sources_of(status))
+    if expected is not None:
+        allowed &= set(expected)
+    now = _rows.utcnow()
+    values = {'status': status, 'updated_at': now}
+    if error is not None:
+        values['error'] = error
+    with db.writer() as session:
+        result = session.execute(_update(uuid).where(
+            models.Migration.status.in_(sorted(allowed))).values(**values))
+        row = _row(session, uuid)
+        if result.rowcount != 1:
+            raise _refused(row, status, expected)
+        _add_history(session, row.id, status, now, detail)
+        return _to_object(session, row)
+
+
+def set_dest_host(db, uuid, dest_host):
+    """Record the destination being tried, while the migration is
+    in progress.
+
+    :raises MigrationNotInProgress: if it is no longer in progress.
+    :raises Invalid: if ``dest_host`` is the source host.
+    """
+    with db.writer() as session:
+        row = _row(session, uuid)
+        if dest_host == row.source_host:
+            raise exception.Invalid(
+                reason=f"migration {uuid}: destination {dest_host} is its "
+                       f"source host")
+        _update_in_progress(session, row, dest_host=dest_host)
+        return _to_object(session, row)
+
+
+def add_refused_host(db, uuid, host, reason):
+    """Append a destination that refused, with its reason.
+
+    The row is locked for the read-modify-write of the JSON list.
+
+    :raises MigrationNotInProgress: if it is no longer in progress.
+    """
+    with db.writer() as session:
+        row = session.scalars(sa.select(models.Migration).where(
+            models.Migration.uuid == uuid).with_for_update().execution_options(
+                populate_existing=True)).one_or_none()
+        if row is None:
+            raise exception.MigrationNotFound(migration_uuid=uuid)
+        refused = dict(row.refused_hosts)
+        refused.pop(host, None)
+        refused[host] = reason
+        _update_in_progress(session, row, refused_hosts=refused)
+        return _to_object(session, row)
+
+
+def update_progress(db, uuid, **progress):
+    """Record memory/disk progress of a migration still in progress.
+
+    :param progress: any of PROGRESS_FIELDS, non-negative integers.
+    :returns: True if recorded, False if the migration is no longer in
+        progress (a late report; nothing written).
+    :raises Invalid: for unknown fields or negative values.
+    """
+    unknown = set(progress) - set(PROGRESS_FIELDS)
+    negative = {k: v for k, v in progress.items()
+                if not isinstance(v, int) or v < 0}
+    if unknown or negative or not progress:
+        raise exception.Invalid(
+            reason=f"migration {uuid} progress: fields must be some of "
+                   f"{', '.join(PROGRESS_FIELDS)} with non-negative "
+                   f"integers, got {progress}")
+    with db.writer() as session:
+        result = session.execute(_update(uuid).where(
+            models.Migration.status.in_(STATUS.IN_PROGRESS)).values(
+                updated_at=_rows.utcnow(), **progress))
+        if result.rowcount != 1:
+            _row(session, uuid)
+            return False
+        return True
+
+
+def _update(uuid):
+    return sa.update(models.Migration).where(
+        models.Migration.uuid == uuid).execution_options(
+            synchronize_session=False)
+
+
+def _update_in_progress(session, row, **values):
+    result = session.execute(_update(row.uuid).where(
+        models.Migration.status.in_(STATUS.IN_PROGRESS)).values(
+            updated_at=_rows.utcnow(), **values))
+    session.expire(row)
+    if result.rowcount != 1:
+        raise exception.MigrationNotInProgress(
+            migration_uuid=row.uuid, status=row.status,
+            action=f"update {', '.join(sorted(values))}")
+
+
+def _refused(row, status, expected):
+    allowed = ', '.join(sorted(migration_obj.ALLOWED_TRANSITIONS.get(
+        row.status, ()))) or 'nothing, it is final'
+    if expected is not None:
+        allowed += (f"; and the caller required it to be in "
+                    f"{', '.join(sorted(expected))}")
+    return exception.InvalidStatusTransition(
+        migration_uuid=row.uuid, current=row.status, requested=status,
+        allowed=allowed)
+
+
+def _require_instance(session, instance_uuid):
+    found = session.scalar(sa.select(models.Instance.id).where(
+        models.Instance.uuid == instance_uuid))
+    if found is None:
+        raise exception.InstanceNotFound(instance_uuid=instance_uuid)
+
+
+def _add_history(session, migration_id, status, changed_at, detail):
+    session.execute(sa.insert(models.MigrationStatusChange).values(
+        migration_id=migration_id, status=status, changed_at=changed_at,
+        detail=detail))
+
+
+def _row(session, uuid):
+    row = session.scalars(sa.select(models.Migration).where(
+        models.Migration.uuid == uuid).execution_options(
+            populate_existing=True)).one_or_none()
+    if row is None:
+        raise exception.MigrationNotFound(migration_uuid=uuid)
+    return row
+
+
+def _list(db, query):
+    with db.reader() as session:
+        return [_to_object(session, row) for row in session.scalars(
+            query.order_by(models.Migration.id))]
+
+
+def _columns_of(migration):
+    columns = {name: migration.get(name) for name in (
+        'uuid', 'instance_uuid', 'source_host', 'dest_host',
+        'requested_host', 'status', 'error') + PROGRESS_FIELDS}
+    columns['refused_hosts'] = dict(migration.refused_hosts)
+    return columns
+
+
+def _to_object(session, row):
+    history = session.scalars(
+        sa.select(models.MigrationStatusChange).where(
+            models.MigrationStatusChange.migration_id == row.id).order_by(
+                models.MigrationStatusChange.changed_at,
+                models.MigrationStatusChange.id))
+    try:
+        migration = objects.Migration(
+            created_at=row.created_at, updated_at=row.updated_at,
+            refused_hosts=row.refused_hosts,
+            history=[objects.MigrationStatusChange(
+                status=h.status, changed_at=h.changed_at, detail=h.detail)
+                for h in history],
+            **{name: getattr(row, name) for name in (
+                'uuid', 'instance_uuid', 'source_host', 'dest_host',
+                'requested_host', 'status', 'error') + PROGRESS_FIELDS})
+        migration.validate()
+    except (exception.ObjectValidationError, ValueError, TypeError) as exc:
+        raise exception.StoredRecordInvalid(
+            table='migrations', key=row.uuid, column='*',
+            reason=str(exc)) from exc
+    migration.obj_reset_changes(recursive=True)
+    return migration

@@ -1,0 +1,194 @@
+"""SQLAlchemy models of the conductor's database (the schema at head).
+
+Scalar fields a query filters on are columns; nested versioned objects
+(NUMA topologies, migration contexts, host reports) are stored as the JSON
+of their versioned primitive, so a row written by an older release still
+loads after an object version bump. The alembic revisions in
+``numamig/db/alembic/versions`` create exactly this schema; a unit test
+compares the two.
+"""
+
+import datetime
+import json
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+from sqlalchemy.dialects import mysql
+
+
+class JSONText(sa.types.TypeDecorator):
+    """A JSON document in a text column (MEDIUMTEXT on MySQL/MariaDB).
+
+    Plain text rather than a native JSON type: the three databases agree
+    on text, and MySQL's 64 KiB TEXT is too small for a large host report.
+    """
+
+    impl = sa.Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name in ('mysql', 'mariadb'):
+            return dialect.type_descriptor(mysql.MEDIUMTEXT())
+        return dialect.type_descriptor(sa.Text())
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        # Key order is kept: refused_hosts lists hosts in the order tried.
+        return json.dumps(value)
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        return json.loads(value)
+
+
+class UTCDateTime(sa.types.TypeDecorator):
+    """A timestamp stored as naive UTC, read back as aware UTC.
+
+    Microseconds are kept on MySQL/MariaDB too (DATETIME(6)), so that the
+    order of status changes recorded within one second survives.
+    """
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name in ('mysql', 'mariadb'):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(sa.DateTime())
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.UTC)
+        return value.replace(tzinfo=None)
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        return value.replace(tzinfo=datetime.UTC)
+
+
+UUID_LENGTH = 36
+HOST_LENGTH = 255
+
+
+class Base(orm.DeclarativeBase):
+    """Declarative base of every numamig table."""
+
+
+class TimestampMixin:
+    created_at = sa.Column(UTCDateTime, nullable=False)
+    updated_at = sa.Column(UTCDateTime, nullable=False)
+
+
+class ComputeNode(TimestampMixin, Base):
+    """A compute host and its last report (topology with usage)."""
+
+    __tablename__ = 'compute_nodes'
+    __table_args__ = (
+        sa.UniqueConstraint('host', name='compute_nodes_host_uc'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    host = sa.Column(sa.String(HOST_LENGTH), nullable=False)
+    hypervisor_uri = sa.Column(sa.String(255), nullable=False)
+    hypervisor_type = sa.Column(sa.String(32), nullable=False)
+    service_version = sa.Column(sa.Integer, nullable=False)
+    fingerprint = sa.Column(sa.String(64), nullable=False)
+    reported_at = sa.Column(UTCDateTime, nullable=False)
+    # The whole ComputeNodeReport primitive; the columns above duplicate
+    # its scalars so that liveness and version queries need no JSON.
+    report = sa.Column(JSONText, nullable=False)
+
+
+class Instance(TimestampMixin, Base):
+    """A guest, its NUMA placement and the claim a migration holds on it.
+
+    ``revision`` grows by one on every write: an update names the revision
+    it read, so two conductor workers can never both overwrite a record.
+    ``migration_uuid`` and ``claim_host`` mirror the migration context's
+    migration and destination, so that claims are set conditionally and
+    found by host without reading JSON.
+    """
+
+    __tablename__ = 'instances'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='instances_uuid_uc'),
+        sa.Index('instances_host_idx', 'host'),
+        sa.Index('instances_migration_uuid_idx', 'migration_uuid'),
+        sa.Index('instances_claim_host_idx', 'claim_host'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid = sa.Column(sa.String(UUID_LENGTH), nullable=False)
+    revision = sa.Column(sa.Integer, nullable=False)
+    name = sa.Column(sa.String(255), nullable=False)
+    project_id = sa.Column(sa.String(255), nullable=False)
+    host = sa.Column(sa.String(HOST_LENGTH), nullable=True)
+    vcpus = sa.Column(sa.Integer, nullable=False)
+    memory_mb = sa.Column(sa.Integer, nullable=False)
+    extra_specs = sa.Column(JSONText, nullable=False)
+    image_properties = sa.Column(JSONText, nullable=False)
+    numa_topology = sa.Column(JSONText, nullable=True)
+    migration_context = sa.Column(JSONText, nullable=True)
+    migration_uuid = sa.Column(sa.String(UUID_LENGTH), nullable=True)
+    claim_host = sa.Column(sa.String(HOST_LENGTH), nullable=True)
+    power_state = sa.Column(sa.String(16), nullable=False)
+    task_state = sa.Column(sa.String(255), nullable=True)
+
+
+class Migration(TimestampMixin, Base):
+    """One live migration: hosts, status, progress, error, refusals."""
+
+    __tablename__ = 'migrations'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='migrations_uuid_uc'),
+        sa.Index('migrations_instance_uuid_idx', 'instance_uuid'),
+        sa.Index('migrations_status_idx', 'status'),
+        sa.Index('migrations_source_host_idx', 'source_host'),
+        sa.Index('migrations_dest_host_idx', 'dest_host'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid = sa.Column(sa.String(UUID_LENGTH), nullable=False)
+    instance_uuid = sa.Column(
+        sa.String(UUID_LENGTH),
+        sa.ForeignKey('instances.uuid', ondelete='CASCADE',
+                      name='migrations_instance_uuid_fkey'),
+        nullable=False)
+    source_host = sa.Column(sa.String(HOST_LENGTH), nullable=False)
+    dest_host = sa.Column(sa.String(HOST_LENGTH), nullable=True)
+    requested_host = sa.Column(sa.String(HOST_LENGTH), nullable=True)
+    status = sa.Column(sa.String(32), nullable=False)
+    memory_total = sa.Column(sa.BigInteger, nullable=False)
+    memory_processed = sa.Column(sa.BigInteger, nullable=False)
+    memory_remaining = sa.Column(sa.BigInteger, nullable=False)
+    disk_total = sa.Column(sa.BigInteger, nullable=False)
+    disk_processed = sa.Column(sa.BigInteger, nullable=False)
+    disk_remaining = sa.Column(sa.BigInteger, nullable=False)
+    error = sa.Column(sa.Text, nullable=True)
+    # {host: reason} of every destination that refused, in order tried.
+    refused_hosts = sa.Column(JSONText, nullable=False)
+
+
+class MigrationStatusChange(Base):
+    """One entry of a migration's status history."""
+
+    __tablename__ = 'migration_status_history'
+    __table_args__ = (
+        sa.Index('migration_status_history_migration_id_idx',
+                 'migration_id'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    migration_id = sa.Column(
+        sa.Integer,
+        sa.ForeignKey('migrations.id', ondelete='CASCADE',
+                      name='migration_status_history_migration_id_fkey'),
+        nullable=False)
+    status = sa.Column(sa.String(32), nullable=False)
+    changed_at = sa.Column(UTCDateTime, nullable=False)
+    detail = sa.Column(sa.Text, nullable=True)
