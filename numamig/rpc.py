@@ -9,6 +9,7 @@ carries and the client's serializer backports to that manifest.
 import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
 from oslo_versionedobjects import base as ovo_base
+from oslo_versionedobjects import exception as ovo_exception
 
 from numamig import context as nm_context
 from numamig import exception
@@ -63,9 +64,34 @@ class ObjectSerializer(ovo_base.VersionedObjectSerializer):
         return super().serialize_entity(ctxt, entity)
 
     def deserialize_entity(self, ctxt, entity):
-        result = super().deserialize_entity(ctxt, entity)
+        try:
+            result = super().deserialize_entity(ctxt, entity)
+        except ovo_exception.VersionedObjectsException as exc:
+            # Unknown class, version newer than this service knows, bad
+            # namespace: refuse it as a numamig error so it crosses the
+            # broker as itself and names the object.
+            raise exception.ObjectValidationError(
+                objname=_primitive_name(entity), reason=str(exc))
         _validate_tree(result)
         return result
+
+
+def _primitive_name(entity):
+    """The object name a (possibly nested) primitive claims, for errors."""
+    key = f'{obj_base.NumamigObject.OBJ_SERIAL_NAMESPACE}.name'
+    if isinstance(entity, dict):
+        if key in entity:
+            return str(entity[key])
+        values = entity.values()
+    elif isinstance(entity, (list, tuple)):
+        values = entity
+    else:
+        return 'object'
+    for value in values:
+        name = _primitive_name(value)
+        if name != 'object':
+            return name
+    return 'object'
 
 
 def _validate_tree(value):

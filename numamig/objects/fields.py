@@ -23,6 +23,8 @@ class _IntKeyedDict(fields.FieldType):
         result = {}
         for key, item in value.items():
             try:
+                if isinstance(key, bool):
+                    raise TypeError(key)
                 int_key = int(key)
             except (TypeError, ValueError):
                 raise ValueError(f"{attr} key {key!r} is not an integer")
@@ -52,7 +54,10 @@ class IntToInt(_IntKeyedDict):
     def _coerce_value(self, obj, attr, value):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise ValueError(f"{attr} value {value!r} is not an integer")
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"{attr} value {value!r} is not an integer")
 
 
 class IntToIntSet(_IntKeyedDict):

@@ -93,6 +93,11 @@ class InstanceNUMACell(base.NumamigObject):
             raise self.invalid(
                 f"guest cell {self.id}: pinned vCPUs {missing} have no pCPU")
         pcpus = list(pinning.values())
+        negative = sorted(p for p in pcpus if p < 0)
+        if negative:
+            raise self.invalid(
+                f"guest cell {self.id}: vCPUs pinned to negative pCPUs "
+                f"{negative}")
         if len(pcpus) != len(set(pcpus)):
             raise self.invalid(
                 f"guest cell {self.id}: two vCPUs pinned to one pCPU in "

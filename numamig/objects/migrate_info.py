@@ -47,6 +47,7 @@ class NUMAMigrateInfo(base.NumamigObject):
         return set().union(*self.get('cell_pins', {}).values())
 
     def _validate(self):
+        self._validate_ids()
         for cell, nodes in self.get('cell_pins', {}).items():
             if len(nodes) != 1:
                 raise self.invalid(
@@ -74,3 +75,17 @@ class NUMAMigrateInfo(base.NumamigObject):
                 raise self.invalid(
                     f"page size for guest cell {cell}, which has no host "
                     f"node pin")
+
+    def _validate_ids(self):
+        # Keys are checked by the field type; pCPU and node ids are not.
+        named = {
+            'cpu_pins': set().union(*self.get('cpu_pins', {}).values()),
+            'cell_pins': set().union(*self.get('cell_pins', {}).values()),
+            'emulator_pins': self.get('emulator_pins', set()),
+            'sched_vcpus': self.get('sched_vcpus', set()),
+            'floating_cpus': self.get('floating_cpus') or set(),
+        }
+        for name, ids in named.items():
+            negative = sorted(i for i in ids if i < 0)
+            if negative:
+                raise self.invalid(f"{name} holds negative ids {negative}")

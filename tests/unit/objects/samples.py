@@ -1,0 +1,183 @@
+"""Valid, fully populated examples of every numamig object, for the tests.
+
+Each builder returns a new object every call (tests may change it) with
+every field set to a non-default value where one exists, so that a round
+trip that loses a field cannot pass by comparing two defaults.
+
+The host drawn by ``host_topology()``::
+
+    cell 0: shared 0-1, dedicated 2-7 (2-3 pinned), SMT pairs, 16 GiB,
+            4K pool + 2M pool (512 pages, 10 used, 8 reserved)
+    cell 1: shared 8-9, dedicated 10-15, SMT pairs, 16 GiB,
+            4K pool + 1G pool (4 pages)
+"""
+
+import datetime
+
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from numamig import objects
+
+NOW = datetime.datetime(2026, 11, 3, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+def pages(size_kb=2048, total=512, used=10, reserved=8):
+    return objects.NUMAPagesTopology(size_kb=size_kb, total=total, used=used,
+                                     reserved=reserved)
+
+
+def host_cell(cell_id=0):
+    base = cell_id * 8
+    return objects.HostNUMACell(
+        id=cell_id,
+        cpuset={base, base + 1},
+        pcpuset=set(range(base + 2, base + 8)),
+        pinned_cpus={base + 2, base + 3} if cell_id == 0 else set(),
+        siblings=[{base + i, base + i + 1} for i in range(0, 8, 2)],
+        memory_mb=16384,
+        memory_usage_mb=2048,
+        cpu_usage=3,
+        mempages=[pages(4, 4194304, 0, 0),
+                  pages(2048) if cell_id == 0 else pages(1048576, 4, 0, 0)],
+        distances={0: 10 if cell_id == 0 else 21,
+                   1: 21 if cell_id == 0 else 10})
+
+
+def host_topology():
+    return objects.HostNUMATopology(cells=[host_cell(0), host_cell(1)])
+
+
+def limits():
+    return objects.NUMALimits(cpu_allocation_ratio=4.0,
+                              ram_allocation_ratio=1.5)
+
+
+def instance_cell(cell_id=0, host_cell_id=1):
+    """A placed mixed guest cell: vCPUs 2c..2c+1 pinned, 2c+2 floating."""
+    first = cell_id * 3
+    return objects.InstanceNUMACell(
+        id=cell_id,
+        host_cell=host_cell_id,
+        cpuset={first + 2},
+        pcpuset={first, first + 1},
+        memory_mb=1024,
+        pagesize=2048,
+        cpu_pinning={first: 10 + 2 * cell_id, first + 1: 11 + 2 * cell_id},
+        cpuset_reserved={14 + cell_id} if cell_id == 0 else None,
+        cpu_policy='mixed',
+        cpu_thread_policy='prefer',
+        realtime_vcpus={first + 1})
+
+
+def instance_topology():
+    return objects.InstanceNUMATopology(
+        instance_uuid=uuids.instance,
+        cells=[instance_cell(0, 0), instance_cell(1, 1)],
+        emulator_threads_policy='isolate')
+
+
+def migrate_info():
+    return objects.NUMAMigrateInfo(
+        cpu_pins={0: {10}, 1: {11}, 2: {8, 9}},
+        cell_pins={0: {1}},
+        emulator_pins={14},
+        sched_vcpus={1},
+        sched_priority=50,
+        pagesizes={0: 2048},
+        floating_cpus={8, 9})
+
+
+def live_migrate_data():
+    return objects.LiveMigrateData(
+        instance_uuid=uuids.instance,
+        source_host='src',
+        dest_host='dst',
+        migration_uuid=uuids.migration,
+        dest_connect_uri='qemu+tcp://dst/system',
+        migration_uri='tcp://dst',
+        emulated=True,
+        bandwidth_mib=100,
+        dst_numa_info=migrate_info(),
+        src_supports_numa_live_migration=True,
+        dst_supports_numa_live_migration=True)
+
+
+def migration_context():
+    return objects.MigrationContext(
+        instance_uuid=uuids.instance,
+        migration_uuid=uuids.migration,
+        source_host='src',
+        dest_host='dst',
+        old_numa_topology=instance_topology(),
+        new_numa_topology=instance_topology())
+
+
+def status_change(status='running'):
+    return objects.MigrationStatusChange(status=status, changed_at=NOW,
+                                         detail='job started')
+
+
+def migration():
+    return objects.Migration(
+        uuid=uuids.migration,
+        instance_uuid=uuids.instance,
+        source_host='src',
+        dest_host='dst',
+        requested_host='dst',
+        status='running',
+        memory_total=1 << 30,
+        memory_processed=1 << 29,
+        memory_remaining=1 << 29,
+        disk_total=10,
+        disk_processed=5,
+        disk_remaining=5,
+        created_at=NOW,
+        updated_at=NOW,
+        error='none yet',
+        refused_hosts={'other': 'no free 2M pages on any cell'},
+        history=[status_change('accepted'), status_change('running')])
+
+
+def instance():
+    return objects.Instance(
+        uuid=uuids.instance,
+        name='guest-1',
+        project_id='tenant-a',
+        host='src',
+        vcpus=6,
+        memory_mb=2048,
+        extra_specs={'hw:cpu_policy': 'mixed', 'hw:numa_nodes': '2'},
+        image_properties={'hw_mem_page_size': '2MB'},
+        numa_topology=instance_topology(),
+        migration_context=migration_context(),
+        power_state='running',
+        task_state='migrating')
+
+
+def compute_node_report():
+    return objects.ComputeNodeReport(
+        host='src',
+        hypervisor_uri='qemu:///system',
+        hypervisor_type='kvm',
+        topology=host_topology(),
+        service_version=2,
+        fingerprint='pfp0v001deadbeefdeadbeef',
+        reported_at=NOW)
+
+
+# Object name -> builder, one per registered numamig object class.
+BUILDERS = {
+    'NUMAPagesTopology': pages,
+    'HostNUMACell': host_cell,
+    'HostNUMATopology': host_topology,
+    'NUMALimits': limits,
+    'InstanceNUMACell': instance_cell,
+    'InstanceNUMATopology': instance_topology,
+    'NUMAMigrateInfo': migrate_info,
+    'LiveMigrateData': live_migrate_data,
+    'MigrationContext': migration_context,
+    'MigrationStatusChange': status_change,
+    'Migration': migration,
+    'Instance': instance,
+    'ComputeNodeReport': compute_node_report,
+}

@@ -1,0 +1,139 @@
+"""Tests of the guest-side NUMA objects: validation and helpers."""
+
+import testscenarios
+
+from numamig import exception
+from numamig import objects
+from tests import base
+from tests.unit.objects import samples
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+
+def _set(**values):
+    def mutate(obj):
+        for name, value in values.items():
+            setattr(obj, name, value)
+    return mutate
+
+
+def _cell(index, **values):
+    def mutate(topology):
+        _set(**values)(topology.cells[index])
+    return mutate
+
+
+class ValidationErrorTest(base.TestCase):
+    """Each row breaks one invariant; validate() must name it."""
+
+    scenarios = [
+        ('cell_negative_id',
+         {'build': samples.instance_cell, 'mutate': _set(id=-1),
+          'fragment': 'id must not be negative, got -1'}),
+        ('cell_negative_host_cell',
+         {'build': samples.instance_cell, 'mutate': _set(host_cell=-2),
+          'fragment': 'host_cell must not be negative, got -2'}),
+        ('cell_zero_memory',
+         {'build': samples.instance_cell, 'mutate': _set(memory_mb=0),
+          'fragment': 'guest cell 0: memory_mb must be positive, got 0'}),
+        ('cell_unknown_page_size',
+         {'build': samples.instance_cell, 'mutate': _set(pagesize=1536),
+          'fragment': 'guest cell 0: unknown page size 1536 KiB'}),
+        ('cell_vcpu_floating_and_pinned',
+         {'build': samples.instance_cell, 'mutate': _set(cpuset={1, 2}),
+          'fragment': 'vCPUs [1] are both floating and pinned'}),
+        ('cell_pin_for_floating_vcpu',
+         {'build': samples.instance_cell,
+          'mutate': _set(cpu_pinning={0: 10, 1: 11, 2: 12}),
+          'fragment': 'pins for vCPUs [2] that are not pinned vCPUs of '
+                      'this cell [0, 1]'}),
+        ('cell_pinned_vcpu_without_pcpu',
+         {'build': samples.instance_cell, 'mutate': _set(cpu_pinning={0: 10}),
+          'fragment': 'pinned vCPUs [1] have no pCPU'}),
+        ('cell_two_vcpus_one_pcpu',
+         {'build': samples.instance_cell,
+          'mutate': _set(cpu_pinning={0: 10, 1: 10}),
+          'fragment': 'two vCPUs pinned to one pCPU in {0: 10, 1: 10}'}),
+        ('cell_negative_pcpu',
+         {'build': samples.instance_cell,
+          'mutate': _set(cpu_pinning={0: -1, 1: 10}),
+          'fragment': 'vCPUs pinned to negative pCPUs [-1]'}),
+        ('cell_pin_on_emulator_pcpu',
+         {'build': samples.instance_cell, 'mutate': _set(cpuset_reserved={11}),
+          'fragment': 'pCPUs [11] are both vCPU pins and emulator thread'}),
+        ('cell_realtime_vcpu_elsewhere',
+         {'build': samples.instance_cell, 'mutate': _set(realtime_vcpus={9}),
+          'fragment': 'realtime vCPUs [9] are not vCPUs of this cell'}),
+        ('topology_cell_ids_gap',
+         {'build': samples.instance_topology, 'mutate': _cell(1, id=2),
+          'fragment': 'guest cell ids must be 0..1, got [0, 2]'}),
+        ('topology_vcpu_in_two_cells',
+         {'build': samples.instance_topology,
+          'mutate': _cell(1, cpuset={2}),
+          'fragment': 'vCPUs [2] belong to more than one guest cell'}),
+        ('topology_vcpu_numbering_gap',
+         {'build': samples.instance_topology,
+          'mutate': _cell(1, cpuset={7}),
+          'fragment': 'vCPUs must be numbered 0..5, got [0, 1, 2, 3, 4, '
+                      '7]'}),
+        ('topology_guest_cell_on_two_host_cells',
+         {'build': samples.instance_topology,
+          'mutate': _cell(1, host_cell=0),
+          'fragment': 'two guest cells placed on one host cell: [0, 0]'}),
+        ('topology_pcpu_pinned_by_two_cells',
+         {'build': samples.instance_topology,
+          'mutate': _cell(1, cpu_pinning={3: 10, 4: 13}),
+          'fragment': 'one pCPU is pinned by vCPUs of two cells'}),
+        ('topology_bad_child',
+         {'build': samples.instance_topology,
+          'mutate': _cell(0, memory_mb=-1),
+          'fragment': 'Invalid InstanceNUMACell: guest cell 0: memory_mb'}),
+    ]
+
+    def test_rejected_with_reason(self):
+        obj = self.build()
+        self.mutate(obj)
+        exc = self.assertRaises(exception.ObjectValidationError, obj.validate)
+        self.assertIn(self.fragment, str(exc))
+
+
+class EnumFieldTest(base.TestCase):
+
+    def test_unknown_cpu_policy_refused_at_assignment(self):
+        cell = samples.instance_cell()
+        self.assertRaises(ValueError, setattr, cell, 'cpu_policy', 'greedy')
+        self.assertEqual('mixed', cell.cpu_policy)
+
+    def test_unknown_emulator_policy_refused(self):
+        self.assertRaises(ValueError, objects.InstanceNUMATopology,
+                          emulator_threads_policy='sometimes')
+
+
+class InstanceCellTest(base.TestCase):
+
+    def test_vcpus_and_pinning(self):
+        cell = samples.instance_cell(0)
+        self.assertEqual({0, 1, 2}, cell.vcpus)
+        self.assertTrue(cell.is_pinned)
+
+    def test_unplaced_request_is_valid(self):
+        cell = objects.InstanceNUMACell(id=0, cpuset={0, 1}, memory_mb=512)
+        self.assertIs(cell, cell.validate())
+        self.assertFalse(cell.is_pinned)
+        self.assertIsNone(cell.host_cell)
+
+
+class InstanceTopologyTest(base.TestCase):
+
+    def test_aggregates_over_cells(self):
+        topology = samples.instance_topology()
+        self.assertEqual(set(range(6)), topology.vcpus)
+        self.assertEqual({0: 10, 1: 11, 3: 12, 4: 13}, topology.cpu_pinning)
+        self.assertEqual({14}, topology.cpuset_reserved)
+        self.assertTrue(topology.is_placed)
+
+    def test_request_is_not_placed(self):
+        topology = objects.InstanceNUMATopology(cells=[
+            objects.InstanceNUMACell(id=0, cpuset={0}, memory_mb=512)])
+        self.assertFalse(topology.is_placed)
+        self.assertFalse(objects.InstanceNUMATopology().is_placed)

@@ -1,0 +1,96 @@
+"""Tests of Migration, its status machine and MigrationStatusChange."""
+
+import testscenarios
+
+from numamig import exception
+from numamig.objects import migration
+from tests import base
+from tests.unit.objects import samples
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+STATUS = migration.STATUS
+
+
+class NegativeProgressTest(base.TestCase):
+
+    scenarios = [(name, {'field': name}) for name in (
+        'memory_total', 'memory_processed', 'memory_remaining',
+        'disk_total', 'disk_processed', 'disk_remaining')]
+
+    def test_rejected(self):
+        record = samples.migration()
+        setattr(record, self.field, -1)
+        self.assertRaisesMessage(
+            exception.ObjectValidationError,
+            f'Invalid Migration: {self.field} must not be negative, got -1',
+            record.validate)
+
+
+class MigrationTest(base.TestCase):
+
+    def test_same_source_and_destination(self):
+        record = samples.migration()
+        record.dest_host = 'src'
+        self.assertRaisesMessage(exception.ObjectValidationError,
+                                 'source and destination are both src',
+                                 record.validate)
+
+    def test_no_destination_yet_is_valid(self):
+        record = samples.migration()
+        record.dest_host = None
+        record.validate()
+
+    def test_new_migration_is_accepted(self):
+        fresh = migration.Migration(uuid=samples.uuids.migration,
+                                    instance_uuid=samples.uuids.instance,
+                                    source_host='src')
+        self.assertEqual(STATUS.ACCEPTED, fresh.status)
+        self.assertTrue(fresh.in_progress)
+
+    def test_unknown_status_refused(self):
+        record = samples.migration()
+        self.assertRaises(ValueError, setattr, record, 'status', 'paused')
+        self.assertEqual('running', record.status)
+
+    def test_in_progress(self):
+        record = samples.migration()
+        for status in STATUS.ALL:
+            record.status = status
+            self.assertEqual(status in STATUS.IN_PROGRESS,
+                             record.in_progress, status)
+
+
+class TransitionTest(base.TestCase):
+
+    def test_happy_path_is_allowed(self):
+        path = [STATUS.ACCEPTED, STATUS.QUEUED, STATUS.PREPARING,
+                STATUS.RUNNING, STATUS.POST_MIGRATING, STATUS.COMPLETED]
+        for old, new in zip(path[:-1], path[1:], strict=True):
+            self.assertTrue(migration.can_transition(old, new),
+                            f'{old} -> {new}')
+
+    def test_final_states_are_final(self):
+        for old in STATUS.FINAL:
+            for new in STATUS.ALL:
+                self.assertFalse(migration.can_transition(old, new),
+                                 f'{old} -> {new}')
+
+    def test_no_going_back(self):
+        self.assertFalse(migration.can_transition(STATUS.RUNNING,
+                                                  STATUS.QUEUED))
+        self.assertFalse(migration.can_transition('bogus', STATUS.QUEUED))
+
+    def test_every_status_has_a_rule(self):
+        self.assertEqual(set(STATUS.ALL),
+                         set(migration.ALLOWED_TRANSITIONS))
+        self.assertEqual(set(STATUS.ALL),
+                         set(STATUS.IN_PROGRESS) | set(STATUS.FINAL))
+
+
+class StatusChangeTest(base.TestCase):
+
+    def test_timestamps_keep_their_zone(self):
+        change = samples.status_change()
+        self.assertEqual(samples.NOW, change.changed_at)
+        self.assertIsNotNone(change.changed_at.tzinfo)

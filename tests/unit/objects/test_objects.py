@@ -1,0 +1,207 @@
+"""Version pinning and wire round trips of every registered numamig object.
+
+``OBJECT_DATA`` pins each class as 'VERSION-hash'. A change to an object's
+fields changes its hash and fails ``test_versions``: bump the VERSION, add
+a history line and an ``obj_make_compatible`` step, then update the hash
+here. Never update only the hash.
+"""
+
+import inspect
+
+from oslo_serialization import jsonutils
+from oslo_utils import versionutils
+from oslo_versionedobjects import exception as ovo_exc
+from oslo_versionedobjects import fields as ovo_fields
+from oslo_versionedobjects import fixture
+import testscenarios
+
+from numamig import exception
+from numamig import objects
+from numamig.objects import base as obj_base
+from tests import base
+from tests.unit.objects import samples
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+OBJECT_DATA = {
+    'ComputeNodeReport': '1.0-37bd2171078d91d3420edcb8a2f52c01',
+    'HostNUMACell': '1.0-948e72246b9f8ba643295c23cad8e28c',
+    'HostNUMATopology': '1.0-429fe2a66d163131723d4a35cb1b6d1c',
+    'Instance': '1.0-f5b3572fa251d6fa5e2476a27f63a8dd',
+    'InstanceNUMACell': '1.0-483a8f438a46bb83a728e145e20f13e6',
+    'InstanceNUMATopology': '1.0-4fa1d4c4b593a27816d50e3a4c541c98',
+    'LiveMigrateData': '1.1-159750e0e9ee9866fff6f1d94060bb6a',
+    'Migration': '1.0-4c6e9c7f35917dbb2c5d0406ce7b0e74',
+    'MigrationContext': '1.0-26d330cb0b3335895f050fd23a8c02d5',
+    'MigrationStatusChange': '1.0-a536d107255f04dc4766e8b383325fdd',
+    'NUMALimits': '1.0-50f3092fed2eb389287a8f12e7d61dda',
+    'NUMAMigrateInfo': '1.0-a368697a43e296e7ae33d0b693e6f665',
+    'NUMAPagesTopology': '1.0-edab9fa2dc43c117a38d600be54b4542',
+}
+
+# Parent object -> {child object: child VERSION}, for ObjectField children
+# (what ObjectVersionChecker.test_relationships tracks).
+OBJECT_RELATIONSHIPS = {
+    'ComputeNodeReport': {'HostNUMATopology': '1.0'},
+    'Instance': {'InstanceNUMATopology': '1.0', 'MigrationContext': '1.0'},
+    'LiveMigrateData': {'NUMAMigrateInfo': '1.0'},
+    'MigrationContext': {'InstanceNUMATopology': '1.0'},
+}
+
+
+def numamig_classes():
+    """Registered numamig classes by name (the registry is process-wide)."""
+    return {name: classes
+            for name, classes in
+            obj_base.NumamigObjectRegistry.obj_classes().items()
+            if classes[0].OBJ_PROJECT_NAMESPACE == 'numamig'}
+
+
+def _child_fields(cls):
+    for name, field in cls.fields.items():
+        if isinstance(field, (ovo_fields.ObjectField,
+                              ovo_fields.ListOfObjectsField)):
+            yield name, field
+
+
+def _child_name(field):
+    if isinstance(field, ovo_fields.ObjectField):
+        return field._type._obj_name
+    return field._type._element_type._type._obj_name
+
+
+class VersionsTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.checker = fixture.ObjectVersionChecker(numamig_classes())
+
+    def test_versions(self):
+        expected, actual = self.checker.test_hashes(OBJECT_DATA)
+        self.assertEqual(expected, actual,
+                         "object fields changed: bump VERSION, add history "
+                         "and obj_make_compatible, then update OBJECT_DATA")
+
+    def test_every_object_is_pinned_and_sampled(self):
+        self.assertEqual(sorted(OBJECT_DATA), sorted(numamig_classes()))
+        self.assertEqual(sorted(OBJECT_DATA), sorted(samples.BUILDERS))
+
+    def test_relationships(self):
+        expected, actual = self.checker.test_relationships(
+            OBJECT_RELATIONSHIPS)
+        self.assertEqual(expected, actual,
+                         "a child object changed version: bump the parent")
+
+    def test_compatibility_routines(self):
+        # Backports every object from its VERSION down to x.0.
+        self.checker.test_compatibility_routines()
+
+    def test_obj_relationships_end_at_current_versions(self):
+        # Every child field needs a relationship rule (or a backport fails
+        # with "No rule for <field>"), and its last entry must pair this
+        # VERSION with the child's VERSION.
+        for name, (cls,) in sorted(numamig_classes().items()):
+            for field_name, field in _child_fields(cls):
+                rules = cls.obj_relationships.get(field_name)
+                self.assertTrue(rules, f"{name}.{field_name} has no rule")
+                child = numamig_classes()[_child_name(field)][0]
+                self.assertEqual((cls.VERSION, child.VERSION), rules[-1],
+                                 f"{name}.{field_name}")
+
+    def test_history_comment_above_every_version(self):
+        # The "# Version X.Y: change" history is how reviewers see what a
+        # backport must undo; each VERSION must have its line.
+        for name, (cls,) in sorted(numamig_classes().items()):
+            source = inspect.getsource(cls)
+            self.assertIn(f"# Version {cls.VERSION}:", source, name)
+
+
+class RoundTripTest(base.TestCase):
+    """Every object survives primitives and JSON with every field intact."""
+
+    scenarios = [(name, {'build': builder})
+                 for name, builder in sorted(samples.BUILDERS.items())]
+
+    def test_primitive_round_trip(self):
+        obj = self.build()
+        back = obj_base.NumamigObject.obj_from_primitive(
+            obj.obj_to_primitive())
+        self.assertEqual(obj, back)
+        self.assertIsInstance(back, type(obj))
+
+    def test_json_round_trip(self):
+        obj = self.build()
+        wire = jsonutils.dumps(obj.obj_to_primitive())
+        back = obj_base.NumamigObject.obj_from_primitive(
+            jsonutils.loads(wire))
+        self.assertEqual(obj, back)
+        back.validate()
+
+    def test_every_field_is_set_and_survives(self):
+        obj = self.build()
+        back = obj_base.NumamigObject.obj_from_primitive(
+            jsonutils.loads(jsonutils.dumps(obj.obj_to_primitive())))
+        for name in obj.fields:
+            self.assertTrue(obj.obj_attr_is_set(name), name)
+            self.assertEqual(getattr(obj, name), getattr(back, name), name)
+
+    def test_valid_sample_validates(self):
+        obj = self.build()
+        self.assertIs(obj, obj.validate())
+
+
+class DefaultsTest(base.TestCase):
+    """Construction sets every field that has a default (and only those)."""
+
+    scenarios = [(name, {'cls': classes[0]})
+                 for name, classes in sorted(numamig_classes().items())]
+
+    def test_defaults_applied_on_construction(self):
+        obj = self.cls()
+        for name, field in self.cls.fields.items():
+            has_default = field.default != ovo_fields.UnspecifiedDefault
+            self.assertEqual(has_default, obj.obj_attr_is_set(name), name)
+            if has_default:
+                self.assertEqual(field.default, getattr(obj, name), name)
+
+    def test_mutable_defaults_are_not_shared(self):
+        first, second = self.cls(), self.cls()
+        for name in first.fields:
+            value = first.get(name)
+            if isinstance(value, (set, list, dict)):
+                self.assertIsNot(value, second.get(name), name)
+
+    def test_unknown_field_refused(self):
+        exc = self.assertRaises(exception.ObjectValidationError, self.cls,
+                                no_such_field=1)
+        self.assertIn('no_such_field', str(exc))
+        self.assertIn(self.cls.obj_name(), str(exc))
+
+    def test_required_fields_named_by_validate(self):
+        required = sorted(
+            name for name, field in self.cls.fields.items()
+            if field.default == ovo_fields.UnspecifiedDefault)
+        if not required:
+            self.assertIs(self.cls().validate().__class__, self.cls)
+            return
+        exc = self.assertRaises(exception.ObjectValidationError,
+                                self.cls().validate)
+        self.assertIn(f"required fields {required} are not set", str(exc))
+
+
+class BackportBoundsTest(base.TestCase):
+
+    def test_target_above_version_refused(self):
+        self.assertRaises(ovo_exc.InvalidTargetVersion,
+                          samples.pages().obj_to_primitive,
+                          target_version='1.5')
+
+    def test_every_version_parses(self):
+        for name, (cls,) in numamig_classes().items():
+            self.assertEqual(
+                2, len(versionutils.convert_version_to_tuple(cls.VERSION)),
+                name)
+
+    def test_objects_package_exports_every_class(self):
+        for name in numamig_classes():
+            self.assertTrue(hasattr(objects, name), name)

@@ -1,0 +1,71 @@
+"""Tests of numamig.exception: formatting and the documented tree."""
+
+import inspect
+import re
+
+import fixtures
+import testscenarios
+
+from numamig import exception
+from tests import base
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+
+def _exception_classes():
+    return sorted(
+        (cls for _name, cls in inspect.getmembers(exception, inspect.isclass)
+         if issubclass(cls, exception.NumamigException)),
+        key=lambda cls: cls.__name__)
+
+
+class EveryExceptionTest(base.TestCase):
+    """Each class formats with exactly the keywords its msg_fmt names."""
+
+    scenarios = [(cls.__name__, {'cls': cls})
+                 for cls in _exception_classes()]
+
+    def test_formats_with_its_keywords(self):
+        names = re.findall(r'%\((\w+)\)', self.cls.msg_fmt)
+        kwargs = {name: f'<{name}>' for name in names}
+        message = str(self.cls(**kwargs))
+        for name in names:
+            self.assertIn(f'<{name}>', message)
+        self.assertNotIn('%(', message)
+
+    def test_missing_keyword_is_fatal_in_tests(self):
+        if '%(' not in self.cls.msg_fmt:
+            self.skipTest(f'{self.cls.__name__} takes no keywords')
+        self.assertRaises(KeyError, self.cls)
+
+    def test_has_an_http_like_code(self):
+        self.assertIn(self.cls.code, (400, 404, 409, 500))
+
+
+class FormattingTest(base.TestCase):
+
+    def test_explicit_message_wins(self):
+        exc = exception.NoValidHost('nothing fits', reason='ignored')
+        self.assertEqual('nothing fits', str(exc))
+        self.assertEqual({'reason': 'ignored'}, exc.kwargs)
+
+    def test_format_error_logged_not_raised_in_production(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig.exception.NumamigException.FATAL_FORMAT_ERRORS', False))
+        log = self.useFixture(fixtures.FakeLogger('numamig.exception'))
+        exc = exception.HostNotFound(hots='typo')
+        self.assertEqual(exception.HostNotFound.msg_fmt, str(exc))
+        self.assertIn('Cannot format HostNotFound', log.output)
+
+    def test_subclasses_are_caught_by_their_family(self):
+        self.assertRaises(exception.Invalid, self._raise,
+                          exception.ObjectValidationError(objname='X',
+                                                          reason='y'))
+        self.assertRaises(exception.MigrationError, self._raise,
+                          exception.MigrationPreCheckError(reason='full'))
+        self.assertRaises(exception.NotFound, self._raise,
+                          exception.HostNotFound(host='h'))
+
+    @staticmethod
+    def _raise(exc):
+        raise exc
