@@ -1,0 +1,116 @@
+"""Fitting ONE guest cell onto ONE host cell: the check and the placement.
+
+Whether a guest cell fits a host cell depends on nothing but the two
+cells (guest cells always go to distinct host cells), which is what lets
+fit.py treat the whole guest as an assignment problem. ``check`` is cheap
+(counts only) and says why not; ``place`` builds the placed cell.
+"""
+
+import dataclasses
+
+from numamig import objects
+from numamig.numa import pages
+
+
+@dataclasses.dataclass(frozen=True)
+class Demand:
+    """What a guest cell needs from a host cell, without vCPU ids.
+
+    Guest cells with equal demands fit the same host cells, so the fit
+    checks each distinct demand once per host cell.
+    """
+
+    floating: int
+    pinned: int
+    memory_mb: int
+    pagesize: int | None
+    thread_policy: str | None
+
+
+def demand_of(guest_cell, extra_pcpus, pagesize_kb):
+    """Return the Demand of a guest cell.
+
+    :param extra_pcpus: dedicated pCPUs wanted beyond the vCPUs' (1 for
+        isolated emulator threads on guest cell 0).
+    :param pagesize_kb: a page size forced on every cell, or None.
+    """
+    pagesize = pagesize_kb or guest_cell.get('pagesize')
+    return Demand(len(guest_cell.cpuset),
+                  len(guest_cell.pcpuset) + extra_pcpus,
+                  guest_cell.memory_mb, pagesize,
+                  guest_cell.get('cpu_thread_policy'))
+
+
+def check(host_cell, cores, demand, limits):
+    """Return (None, page size) if the demand fits, else (why, None).
+
+    :param cores: the host cell's pinning.CellCores.
+    :param limits: NUMALimits or None. Without limits only the cell's
+        size bounds floating vCPUs and small-page memory.
+    """
+    size = None
+    if demand.pagesize is not None:
+        size, why = pages.choose(host_cell, demand.memory_mb,
+                                 demand.pagesize)
+        if size is None:
+            return why, None
+    else:
+        why = _check_memory(host_cell, demand.memory_mb, limits)
+        if why:
+            return why, None
+    why = _check_floating(host_cell, demand.floating, limits)
+    if why is None and demand.pinned:
+        why = cores.check(demand.thread_policy, demand.pinned)
+    return why, (None if why else size)
+
+
+def _check_memory(host_cell, memory_mb, limits):
+    if limits is None:
+        if memory_mb > host_cell.memory_mb:
+            return (f"needs {memory_mb} MiB, the cell has "
+                    f"{host_cell.memory_mb} MiB")
+        return None
+    ratio = limits.get('ram_allocation_ratio') or 1.0
+    limit = host_cell.memory_mb * ratio
+    if host_cell.memory_usage_mb + memory_mb > limit:
+        return (f"needs {memory_mb} MiB, {host_cell.memory_usage_mb} of "
+                f"{limit:g} MiB (ram_allocation_ratio {ratio:g}) are used")
+    return None
+
+
+def _check_floating(host_cell, floating, limits):
+    if not floating:
+        return None
+    shared = len(host_cell.cpuset)
+    if floating > shared:
+        return (f"needs {floating} shared pCPUs for floating vCPUs, has "
+                f"{shared}")
+    if limits is None:
+        return None
+    ratio = limits.get('cpu_allocation_ratio') or 1.0
+    limit = shared * ratio
+    if host_cell.cpu_usage + floating > limit:
+        return (f"needs {floating} floating vCPUs, {host_cell.cpu_usage} "
+                f"of {limit:g} (cpu_allocation_ratio {ratio:g}) are used")
+    return None
+
+
+def place(host_cell, cores, guest_cell, demand, pagesize, emulator_slots):
+    """Return the placed InstanceNUMACell; check() must have passed.
+
+    Pinned vCPUs take the chosen slots in vCPU order; the last
+    ``emulator_slots`` slots become the emulator threads' pCPUs.
+    """
+    chosen = cores.choose(demand.thread_policy, demand.pinned)
+    vcpus = sorted(guest_cell.pcpuset)
+    pins = dict(zip(vcpus, chosen[:len(vcpus)], strict=True))
+    reserved = set(chosen[len(vcpus):]) if emulator_slots else None
+    return objects.InstanceNUMACell(
+        id=guest_cell.id, host_cell=host_cell.id,
+        cpuset=set(guest_cell.cpuset), pcpuset=set(guest_cell.pcpuset),
+        memory_mb=guest_cell.memory_mb, pagesize=pagesize,
+        cpu_pinning=pins, cpuset_reserved=reserved,
+        cpu_policy=guest_cell.get('cpu_policy'),
+        cpu_thread_policy=guest_cell.get('cpu_thread_policy'),
+        realtime_vcpus=set(guest_cell.get('realtime_vcpus') or ()))
+

@@ -1,0 +1,113 @@
+"""Choosing the pCPUs of a host cell for pinned vCPUs, per thread policy.
+
+A host cell's dedicated pCPUs group into cores: each SMT sibling group
+(its dedicated threads) is one core, a dedicated pCPU in no group is a
+core of one thread. The policies:
+
+- ``prefer`` (and no policy): fill the cores with the most free threads
+  first; the last, partial core is the one with the fewest free threads
+  that still holds the remaining vCPUs, so whole cores stay free.
+- ``isolate``: every vCPU gets a whole free core (all its threads free and
+  dedicated) and its sibling threads are marked used on apply.
+- ``require``: only whole free cores of two or more threads, filled
+  thread by thread, so that vCPUs land on sibling threads.
+
+Isolated emulator threads take one more slot chosen by the same rule,
+after the vCPUs'. Everything here is computed from the host cell alone and
+never modifies it.
+"""
+
+from numamig.objects import fields
+
+_THREADS = fields.CPUThreadAllocationPolicy
+
+
+class CellCores:
+    """The core layout and free threads of one host cell, computed once."""
+
+    def __init__(self, host_cell):
+        dedicated = host_cell.pcpuset
+        free = dedicated - host_cell.pinned_cpus
+        grouped = set()
+        cores = []
+        for group in host_cell.siblings:
+            grouped |= group
+            threads = sorted(group & dedicated)
+            if threads:
+                # A core is whole only if every thread, shared ones too,
+                # is a free dedicated pCPU.
+                cores.append((threads, group <= free))
+        cores.extend(([cpu], cpu in free) for cpu in dedicated - grouped)
+        cores.sort()
+        self.free_count = len(free)
+        self.free_threads = [[t for t in threads if t in free]
+                             for threads, _ in cores]
+        self.free_threads = [t for t in self.free_threads if t]
+        self.whole = [threads for threads, whole in cores if whole]
+        self.whole_smt = [threads for threads in self.whole
+                          if len(threads) > 1]
+        self.has_smt = any(len(threads) > 1 for threads, _ in cores)
+
+    def check(self, policy, count):
+        """Return None if ``count`` slots can be pinned, else why not."""
+        if policy == _THREADS.ISOLATE:
+            if len(self.whole) < count:
+                return (f"needs {count} whole free cores for isolate, has "
+                        f"{len(self.whole)}")
+            return None
+        if policy == _THREADS.REQUIRE:
+            if not self.has_smt:
+                return "has no SMT sibling threads, which require needs"
+            room = sum(len(t) for t in self.whole_smt)
+            if room < count:
+                return (f"needs {count} free sibling threads on whole free "
+                        f"cores for require, has {room}")
+            return None
+        if self.free_count < count:
+            return (f"needs {count} free dedicated pCPUs, has "
+                    f"{self.free_count}")
+        return None
+
+    def choose(self, policy, count):
+        """Return ``count`` pCPUs in slot order; check() must have passed."""
+        if policy == _THREADS.ISOLATE:
+            return [threads[0] for threads in self.whole[:count]]
+        if policy == _THREADS.REQUIRE:
+            return _fill(self.whole_smt, count)
+        return _prefer(self.free_threads, count)
+
+
+def _fill(cores, count):
+    chosen = []
+    for threads in cores:
+        if len(chosen) >= count:
+            break
+        chosen.extend(threads)
+    return chosen[:count]
+
+
+def _prefer(free_threads, count):
+    ordered = sorted(free_threads, key=lambda t: (-len(t), t[0]))
+    chosen = []
+    for index, threads in enumerate(ordered):
+        remaining = count - len(chosen)
+        if remaining == 0:
+            break
+        if len(threads) <= remaining:
+            chosen.extend(threads)
+            continue
+        # Best fit for the remainder keeps larger free cores whole.
+        best = min((t for t in ordered[index:] if len(t) >= remaining),
+                   key=lambda t: (len(t), t[0]))
+        chosen.extend(best[:remaining])
+        break
+    return chosen
+
+
+def isolate_siblings(host_cell, pcpus):
+    """Return ``pcpus`` plus every thread of the cores they are on."""
+    marked = set(pcpus)
+    for group in host_cell.siblings:
+        if group & marked:
+            marked |= group
+    return marked

@@ -1,0 +1,153 @@
+"""The flavor extra specs and image properties the NUMA engine reads.
+
+Each spec is declared once, as data: its flavor key, its image property
+(if images may set it), the kind of value and the values allowed. The
+parsers here turn one raw value into a typed one and name the key when
+they cannot; combining specs into a request is constraints.py's job.
+"""
+
+import dataclasses
+import re
+
+from numamig import cpuspec
+from numamig import exception
+from numamig.conf import types as conf_types
+from numamig.objects import fields
+from numamig.objects import instance_numa
+
+# Page-size requests by name, as operators write them.
+PAGE_SIZE_NAMES = {
+    'small': instance_numa.PAGESIZE_SMALL,
+    'large': instance_numa.PAGESIZE_LARGE,
+    'any': instance_numa.PAGESIZE_ANY,
+}
+
+_TRUE = ('1', 'true', 'yes', 'on', 'y', 't')
+_FALSE = ('0', 'false', 'no', 'off', 'n', 'f')
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One NUMA-related setting and where a guest may ask for it.
+
+    ``kind`` is one of 'choice', 'bool', 'int', 'mask' (a vCPU list,
+    ``^`` exclusions allowed), 'pagesize'. Per-cell specs (``per_cell``)
+    are written ``<key>.N`` with N a guest cell number.
+    """
+
+    name: str
+    flavor_key: str
+    image_key: str | None
+    kind: str
+    help: str
+    choices: tuple = ()
+    per_cell: bool = False
+
+
+SPECS = (
+    Spec('cpu_policy', 'hw:cpu_policy', 'hw_cpu_policy', 'choice',
+         "Pin every vCPU (dedicated), none (shared), or those of "
+         "hw:cpu_dedicated_mask (mixed).",
+         choices=fields.CPUAllocationPolicy.ALL),
+    Spec('cpu_thread_policy', 'hw:cpu_thread_policy', 'hw_cpu_thread_policy',
+         'choice',
+         "How pinned vCPUs use SMT threads: prefer siblings, isolate "
+         "(a whole core each), require siblings.",
+         choices=fields.CPUThreadAllocationPolicy.ALL),
+    Spec('emulator_threads_policy', 'hw:emulator_threads_policy',
+         'hw_emulator_threads_policy', 'choice',
+         "Run emulator threads on the shared set (share) or on one extra "
+         "dedicated pCPU (isolate).",
+         choices=fields.CPUEmulatorThreadsPolicy.ALL),
+    Spec('cpu_realtime', 'hw:cpu_realtime', None, 'bool',
+         "Give the vCPUs of the realtime mask a FIFO scheduler priority."),
+    Spec('cpu_realtime_mask', 'hw:cpu_realtime_mask', 'hw_cpu_realtime_mask',
+         'mask',
+         "Which vCPUs are realtime, e.g. '^0-1' (all but 0 and 1)."),
+    Spec('cpu_dedicated_mask', 'hw:cpu_dedicated_mask', None, 'mask',
+         "Which vCPUs are pinned under hw:cpu_policy=mixed, e.g. '^0'."),
+    Spec('mem_page_size', 'hw:mem_page_size', 'hw_mem_page_size', 'pagesize',
+         "Back guest memory with small, large, any, or a given page size "
+         "such as 2MB or 1GB (a bare number is KiB)."),
+    Spec('numa_nodes', 'hw:numa_nodes', 'hw_numa_nodes', 'int',
+         "Number of guest NUMA nodes, each on its own host node."),
+    Spec('numa_cpus', 'hw:numa_cpus', 'hw_numa_cpus', 'mask',
+         "vCPUs of guest node N (hw:numa_cpus.N), for an asymmetric split.",
+         per_cell=True),
+    Spec('numa_mem', 'hw:numa_mem', 'hw_numa_mem', 'int',
+         "Memory in MiB of guest node N (hw:numa_mem.N).", per_cell=True),
+)
+
+SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
+
+
+def parse_choice(spec, key, value):
+    text = str(value).strip().lower()
+    if text not in spec.choices:
+        raise exception.InvalidNUMASpec(
+            key=key, value=value,
+            reason=f"must be one of {', '.join(spec.choices)}")
+    return text
+
+
+def parse_bool(key, value):
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise exception.InvalidNUMASpec(
+        key=key, value=value, reason="must be a boolean such as yes or no")
+
+
+def parse_positive_int(key, value):
+    if isinstance(value, bool):
+        value = str(value)
+    text = str(value).strip()
+    if not re.fullmatch(r'\+?\d+', text) or int(text) < 1:
+        raise exception.InvalidNUMASpec(
+            key=key, value=value, reason="must be a positive integer")
+    return int(text)
+
+
+def parse_page_size(key, value):
+    """Return a size in KiB or one of the PAGESIZE_* request values."""
+    text = str(value).strip().lower()
+    if text in PAGE_SIZE_NAMES:
+        return PAGE_SIZE_NAMES[text]
+    try:
+        return conf_types.page_size_kb(text)
+    except (ValueError, IndexError) as exc:
+        raise exception.InvalidNUMASpec(
+            key=key, value=value,
+            reason=f"must be small, large, any or a page size ({exc})")
+
+
+def parse_vcpu_mask(key, value, vcpus):
+    """Return the set of vCPUs a mask names, out of ``vcpus`` vCPUs.
+
+    A mask made only of ``^`` exclusions names every vCPU but those (the
+    way hw:cpu_realtime_mask is usually written); otherwise it names
+    exactly the listed vCPUs, minus any exclusions.
+    """
+    text = str(value).strip()
+    terms = [t.strip() for t in text.split(',') if t.strip()]
+    if not terms:
+        raise exception.InvalidNUMASpec(key=key, value=value,
+                                        reason="names no vCPU")
+    if all(t.startswith('^') for t in terms):
+        text = f"0-{vcpus - 1},{text}" if vcpus > 1 else f"0,{text}"
+    try:
+        named = cpuspec.parse_cpu_spec(text)
+    except cpuspec.CPUSpecError as exc:
+        raise exception.InvalidNUMASpec(key=key, value=value,
+                                        reason=str(exc))
+    beyond = sorted(v for v in named if v >= vcpus)
+    if beyond:
+        raise exception.InvalidNUMASpec(
+            key=key, value=value,
+            reason=f"names vCPUs {beyond} but the guest has vCPUs "
+                   f"0-{vcpus - 1}")
+    return named
