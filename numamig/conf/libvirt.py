@@ -12,7 +12,9 @@ connection_opts = [
                help="libvirt URI of this host's hypervisor. Use "
                     "'test:///default' (or a test:///path file) for the "
                     "embedded tier, where numamig emulates migration."),
-    cfg.StrOpt('virt_type', default='kvm', choices=['kvm', 'qemu'],
+    cfg.StrOpt('virt_type', default='kvm',
+               choices=[('kvm', 'hardware virtualisation (/dev/kvm)'),
+                        ('qemu', 'software emulation (TCG), slow')],
                help="Domain type of guests numamig creates: 'kvm' on "
                     "hardware with virtualisation extensions, 'qemu' (TCG) "
                     "for nested or test hosts."),

@@ -9,7 +9,7 @@ options out of the sample.
 import importlib
 import pkgutil
 
-_NOT_GROUPS = ('opts', 'types')
+_NOT_GROUPS = ('checks', 'opts', 'types')
 
 
 def _group_modules():
