@@ -139,6 +139,11 @@ class PageSizeMemoryMismatch(InvalidNUMARequest):
                "(%(key)s)")
 
 
+class InvalidNUMAJSON(Invalid):
+    """A host topology or request in the JSON formats of numa/hostjson."""
+    msg_fmt = "Invalid %(what)s JSON at %(where)s: %(reason)s"
+
+
 class InvalidFitParameter(Invalid):
     """numa.fit was called with a strategy or page size it cannot use."""
     msg_fmt = "Invalid NUMA fit parameter %(name)s=%(value)r: %(reason)s"
@@ -329,3 +334,33 @@ class NoValidHost(MigrationError):
 class ComputeHostDown(MigrationError):
     msg_fmt = ("Compute host %(host)s is down: its last report is "
                "%(age)s old (service_down_time is %(limit)s s).")
+
+
+class NUMALiveMigrationUnsupported(MigrationError):
+    """Old compute hosts would copy a NUMA guest's pins verbatim."""
+    msg_fmt = ("Instance %(instance_uuid)s has a NUMA topology, and compute "
+               "hosts %(hosts)s run a release older than NUMA-aware live "
+               "migration (service version below %(version)s): its pins "
+               "and page nodes would be copied verbatim and could overlap "
+               "other guests'. Upgrade those hosts first, or set "
+               "[workarounds] enable_numa_live_migration = true to take "
+               "the old path anyway.")
+    code = 409
+
+
+class InvalidDestination(MigrationError):
+    """A requested destination cannot take the guest by definition."""
+    msg_fmt = ("Host %(host)s cannot be the destination of instance "
+               "%(instance_uuid)s: %(reason)s")
+    code = 400
+
+
+class InstanceBuildError(NumamigException):
+    """No host could create a requested instance."""
+    msg_fmt = ("Instance %(instance_uuid)s could not be created: "
+               "%(reason)s")
+
+
+class MigrationNotAbortable(Invalid):
+    msg_fmt = ("Migration %(migration_uuid)s is %(status)s: %(reason)s")
+    code = 409

@@ -18,6 +18,7 @@ from numamig.conf import CONF
 # lazily so that one category's heavy imports do not slow the others.
 CATEGORY_PATHS = {
     'numa': 'numa:NumaCommands',
+    'db': 'db:DbCommands',
 }
 
 

@@ -95,5 +95,9 @@ def _replace(db, values):
 
 
 def _to_object(row):
-    return primitives.load(row.report, objects.ComputeNodeReport,
-                           'compute_nodes', row.host, 'report')
+    report = primitives.load(row.report, objects.ComputeNodeReport,
+                             'compute_nodes', row.host, 'report')
+    # A DateTimeField primitive has whole seconds; the column is exact.
+    report.reported_at = row.reported_at
+    report.obj_reset_changes(['reported_at'])
+    return report

@@ -1,0 +1,111 @@
+"""Database handle: URLs, SQLite settings, transactions, schema state."""
+
+import os
+
+import sqlalchemy as sa
+
+from numamig import exception
+from numamig.db import api
+from numamig.db import schema
+from tests import base
+
+
+class DatabaseTestCase(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.path = os.path.join(self.conf.conf.state_path, 'a', 'b',
+                                 'numamig.sqlite')
+        self.db = api.Database(f'sqlite:///{self.path}')
+        self.addCleanup(self.db.dispose)
+
+    def test_missing_directory_is_created(self):
+        self.db.sync()
+        self.assertTrue(os.path.exists(self.path))
+
+    def test_default_url_is_under_state_path(self):
+        db = api.Database.from_config(self.conf.conf)
+        self.addCleanup(db.dispose)
+        self.assertEqual(
+            os.path.join(self.conf.conf.state_path, 'numamig.sqlite'),
+            db.url.database)
+
+    def test_sqlite_enforces_foreign_keys_and_waits_when_busy(self):
+        with self.db.reader() as session:
+            self.assertEqual(1, session.execute(
+                sa.text('PRAGMA foreign_keys')).scalar())
+            self.assertEqual(api.SQLITE_BUSY_TIMEOUT * 1000,
+                             session.execute(
+                                 sa.text('PRAGMA busy_timeout')).scalar())
+
+    def test_writer_rolls_back_on_error(self):
+        self.db.sync()
+        with self.db.writer() as session:
+            session.execute(sa.text('CREATE TABLE t (x INTEGER)'))
+
+        def fail():
+            with self.db.writer() as session:
+                session.execute(sa.text('INSERT INTO t VALUES (1)'))
+                raise RuntimeError('boom')
+        self.assertRaises(RuntimeError, fail)
+        with self.db.reader() as session:
+            self.assertEqual(0, session.execute(
+                sa.text('SELECT count(*) FROM t')).scalar())
+
+    def test_bad_url(self):
+        self.assertRaisesMessage(exception.DatabaseError, 'nonsense',
+                                 api.Database, 'nonsense')
+
+    def test_unknown_driver(self):
+        self.assertRaisesMessage(exception.DatabaseError, 'nosuchdb',
+                                 api.Database, 'nosuchdb://x/y')
+
+    def test_unreachable_server_hides_the_password(self):
+        db = api.Database('postgresql+psycopg2://u:secret@127.0.0.1:1/x')
+        exc = self.assertRaises(exception.DatabaseError, db.version)
+        self.assertNotIn('secret', str(exc))
+        self.assertIn('127.0.0.1:1', str(exc))
+
+
+class SchemaTestCase(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.db = api.Database(
+            f'sqlite:///{self.conf.conf.state_path}/numamig.sqlite')
+        self.addCleanup(self.db.dispose)
+
+    def test_empty_database_has_no_version(self):
+        self.assertIsNone(self.db.version())
+        self.assertRaisesMessage(exception.DatabaseNotSynced, 'db sync',
+                                 self.db.check_schema)
+
+    def test_sync_reaches_head_and_is_idempotent(self):
+        self.assertEqual(schema.head(), self.db.sync())
+        self.assertEqual(schema.head(), self.db.sync())
+        self.db.check_schema()
+
+    def test_unknown_revision(self):
+        self.assertRaisesMessage(exception.UnknownSchemaRevision, "'9999'",
+                                 self.db.sync, '9999')
+        self.assertIsNone(self.db.version())
+
+    def test_revision_of_a_newer_release(self):
+        self.db.sync()
+        with self.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE alembic_version SET version_num = '9999'"))
+        self.assertRaisesMessage(exception.DatabaseError, 'newer than',
+                                 self.db.check_schema)
+
+    def test_revisions_create_exactly_the_models(self):
+        from alembic import autogenerate
+        from alembic.runtime import migration
+
+        from numamig.db import models
+        self.db.sync()
+        with self.db.engine.connect() as connection:
+            context = migration.MigrationContext.configure(connection)
+            diff = autogenerate.compare_metadata(context,
+                                                 models.Base.metadata)
+        self.assertEqual([], diff)

@@ -1,0 +1,194 @@
+"""Migration records: creation, enforced status transitions, progress."""
+
+import itertools
+
+import testscenarios
+
+from numamig import exception
+from numamig.db import instances
+from numamig.db import migrations
+from numamig.objects import fields as nm_fields
+from numamig.objects import migration as migration_obj
+from tests.unit.db import base
+
+STATUS = nm_fields.MigrationStatus
+
+
+class _MigrationTestCase(base.DBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.instance_uuid = instances.create(
+            self.db, base.make_instance()).instance.uuid
+
+    def _create(self, **overrides):
+        return migrations.create(
+            self.db, base.make_migration(self.instance_uuid, **overrides))
+
+
+class CreateGetTestCase(_MigrationTestCase):
+
+    def test_round_trip_with_first_history_entry(self):
+        migration = self._create(requested_host='dst',
+                                 refused_hosts={'x': 'full'})
+        self.assertEqual(STATUS.ACCEPTED, migration.status)
+        self.assertEqual('dst', migration.requested_host)
+        self.assertEqual({'x': 'full'}, migration.refused_hosts)
+        self.assertEqual([STATUS.ACCEPTED],
+                         [h.status for h in migration.history])
+        self.assertIsNotNone(migration.created_at.tzinfo)
+        self.assertEqual(migration, migrations.get(self.db, migration.uuid))
+
+    def test_unknown_instance(self):
+        migration = base.make_migration(base.new_uuid())
+        self.assertRaisesMessage(exception.InstanceNotFound,
+                                 migration.instance_uuid, migrations.create,
+                                 self.db, migration)
+
+    def test_duplicate_uuid(self):
+        migration = self._create()
+        self.assertRaises(exception.RecordExists, self._create,
+                          uuid=migration.uuid)
+
+    def test_invalid_migration_is_not_stored(self):
+        self.assertRaises(exception.ObjectValidationError, self._create,
+                          dest_host='src')
+        self.assertEqual([], migrations.get_all(self.db))
+
+    def test_in_progress_by_host_as_source_or_destination(self):
+        outgoing = self._create(source_host='a', dest_host='b')
+        incoming = self._create(source_host='c', dest_host='a')
+        done = self._create(source_host='a', dest_host='b',
+                            status=STATUS.COMPLETED)
+        self._create(source_host='c', dest_host='d')
+        found = migrations.get_in_progress_by_host(self.db, 'a')
+        self.assertEqual([outgoing.uuid, incoming.uuid],
+                         [m.uuid for m in found])
+        self.assertNotIn(done.uuid, [m.uuid for m in found])
+
+    def test_get_all_filters(self):
+        queued = self._create(status=STATUS.QUEUED)
+        self._create()
+        self.assertEqual([queued], migrations.get_all(
+            self.db, status=STATUS.QUEUED))
+        self.assertEqual(2, len(migrations.get_all(
+            self.db, instance_uuid=self.instance_uuid)))
+
+
+class TransitionTestCase(_MigrationTestCase):
+    """Every (current, requested) pair: allowed ones apply, others fail."""
+
+    scenarios = [
+        (f'{old}_to_{new}', {'old': old, 'new': new})
+        for old, new in itertools.product(STATUS.ALL, STATUS.ALL)]
+
+    def test_transition(self):
+        migration = self._create(status=self.old)
+        if migration_obj.can_transition(self.old, self.new):
+            changed = migrations.set_status(self.db, migration.uuid,
+                                            self.new, detail='why')
+            self.assertEqual(self.new, changed.status)
+            self.assertEqual((self.new, 'why'),
+                             (changed.history[-1].status,
+                              changed.history[-1].detail))
+        else:
+            exc = self.assertRaises(exception.InvalidStatusTransition,
+                                    migrations.set_status, self.db,
+                                    migration.uuid, self.new)
+            self.assertIn(f'from status {self.old} to {self.new}',
+                          str(exc))
+            self.assertEqual(migration,
+                             migrations.get(self.db, migration.uuid))
+
+
+class SetStatusTestCase(_MigrationTestCase):
+
+    def test_expected_status_narrows_the_allowed_ones(self):
+        migration = self._create(status=STATUS.PREPARING)
+        exc = self.assertRaises(
+            exception.InvalidStatusTransition, migrations.set_status,
+            self.db, migration.uuid, STATUS.CANCELLED,
+            expected=[STATUS.QUEUED])
+        self.assertIn('required it to be in queued', str(exc))
+        self.assertEqual(STATUS.PREPARING,
+                         migrations.get(self.db, migration.uuid).status)
+
+    def test_error_text_is_recorded(self):
+        migration = self._create()
+        changed = migrations.set_status(self.db, migration.uuid,
+                                        STATUS.ERROR, error='no host fits')
+        self.assertEqual('no host fits', changed.error)
+
+    def test_unknown_status(self):
+        migration = self._create()
+        self.assertRaisesMessage(exception.Invalid, "'paused'",
+                                 migrations.set_status, self.db,
+                                 migration.uuid, 'paused')
+
+    def test_unknown_migration(self):
+        self.assertRaises(exception.MigrationNotFound, migrations.set_status,
+                          self.db, base.new_uuid(), STATUS.QUEUED)
+
+    def test_history_keeps_order(self):
+        migration = self._create()
+        for status in (STATUS.QUEUED, STATUS.PREPARING, STATUS.RUNNING):
+            migration = migrations.set_status(self.db, migration.uuid,
+                                              status)
+        self.assertEqual(
+            [STATUS.ACCEPTED, STATUS.QUEUED, STATUS.PREPARING,
+             STATUS.RUNNING], [h.status for h in migration.history])
+
+
+class InProgressUpdateTestCase(_MigrationTestCase):
+
+    def test_progress_recorded_while_in_progress(self):
+        migration = self._create(status=STATUS.RUNNING)
+        self.assertTrue(migrations.update_progress(
+            self.db, migration.uuid, memory_total=100, memory_remaining=40))
+        stored = migrations.get(self.db, migration.uuid)
+        self.assertEqual((100, 40), (stored.memory_total,
+                                     stored.memory_remaining))
+
+    def test_late_progress_is_ignored(self):
+        migration = self._create(status=STATUS.COMPLETED)
+        self.assertFalse(migrations.update_progress(
+            self.db, migration.uuid, memory_total=100))
+        self.assertEqual(0, migrations.get(self.db,
+                                           migration.uuid).memory_total)
+
+    def test_bad_progress_is_refused(self):
+        migration = self._create()
+        self.assertRaises(exception.Invalid, migrations.update_progress,
+                          self.db, migration.uuid, memory_total=-1)
+        self.assertRaises(exception.Invalid, migrations.update_progress,
+                          self.db, migration.uuid, cpu=1)
+
+    def test_refused_hosts_keep_order(self):
+        migration = self._create()
+        for host in ('h2', 'h1', 'h3'):
+            migration = migrations.add_refused_host(
+                self.db, migration.uuid, host, f'{host} is full')
+        self.assertEqual(['h2', 'h1', 'h3'], list(migration.refused_hosts))
+        self.assertEqual('h1 is full', migration.refused_hosts['h1'])
+
+    def test_dest_host(self):
+        migration = self._create()
+        self.assertEqual('dst', migrations.set_dest_host(
+            self.db, migration.uuid, 'dst').dest_host)
+        self.assertRaisesMessage(exception.Invalid, 'source host',
+                                 migrations.set_dest_host, self.db,
+                                 migration.uuid, 'src')
+
+    def test_final_migration_refuses_updates(self):
+        migration = self._create(status=STATUS.FAILED)
+        self.assertRaisesMessage(
+            exception.MigrationNotInProgress, 'is failed',
+            migrations.add_refused_host, self.db, migration.uuid, 'h',
+            'full')
+        self.assertEqual({}, migrations.get(self.db,
+                                            migration.uuid).refused_hosts)
+
+
+def load_tests(loader, standard_tests, pattern):
+    return testscenarios.load_tests_apply_scenarios(loader, standard_tests,
+                                                    pattern)
