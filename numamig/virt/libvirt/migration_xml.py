@@ -1,0 +1,243 @@
+"""Write a NUMAMigrateInfo into domain XML: the migration rewrite pipeline.
+
+The source of a live migration turns its own domain XML into the one the
+destination must run: every NUMA-related part (vCPU, emulator and I/O
+thread pins, realtime scheduling, guest cell -> host node memory binding,
+huge page backing, the floating vCPU set) is replaced from the
+destination's NUMAMigrateInfo; everything else is left as it was. Each
+XML section has one ``_update_<section>(doc, info)`` step. A guest
+numamig creates goes through the same steps, so there is one writer.
+"""
+
+from lxml import etree
+
+from numamig import cpuspec
+from numamig import exception
+
+DEFAULT_SCHEDULER = 'fifo'
+REALTIME_SCHEDULERS = ('fifo', 'rr')
+
+
+def get_updated_xml(xml_text, info):
+    """Return the domain XML ``xml_text`` rewritten for ``info``.
+
+    The input text is parsed into a new document, so nothing the caller
+    holds is changed.
+
+    :raises DomainXMLError: the XML cannot be parsed, or ``info`` does not
+        fit its shape (a guest cell or vCPU the guest lacks).
+    """
+    doc = parse_domain(xml_text)
+    apply_numa_info(doc, info)
+    return etree.tostring(doc, encoding='unicode')
+
+
+def parse_domain(xml_text):
+    """Return the root element of a domain XML document.
+
+    :raises DomainXMLError: the text is not a ``<domain>`` document.
+    """
+    try:
+        doc = etree.fromstring(
+            xml_text.encode() if isinstance(xml_text, str) else xml_text)
+    except etree.XMLSyntaxError as exc:
+        raise exception.DomainXMLError(domain='(unparsed)',
+                                       reason=f"not XML: {exc}")
+    if doc.tag != 'domain':
+        raise exception.DomainXMLError(
+            domain='(unparsed)', reason=f"root element is <{doc.tag}>, "
+                                        f"not <domain>")
+    return doc
+
+
+def apply_numa_info(doc, info):
+    """Rewrite the NUMA parts of the domain element ``doc`` in place.
+
+    Shape is checked first, so on error ``doc`` is unchanged.
+
+    :raises DomainXMLError: ``info`` names guest cells or vCPUs that the
+        domain lacks, or omits guest cells that it has.
+    """
+    _check_shape(doc, info)
+    for step in _STEPS:
+        step(doc, info)
+
+
+def domain_name(doc):
+    return doc.findtext('name') or '(unnamed)'
+
+
+def vcpu_count(doc):
+    """Return the domain's maximum vCPU count."""
+    text = doc.findtext('vcpu')
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise exception.DomainXMLError(
+            domain=domain_name(doc),
+            reason=f"<vcpu> is {text!r}, not a vCPU count")
+
+
+def guest_cell_ids(doc):
+    """Return the ids of the guest NUMA cells of ``<cpu><numa>``."""
+    return {int(cell.get('id')) for cell in doc.iterfind('cpu/numa/cell')}
+
+
+def _check_shape(doc, info):
+    name, cells = domain_name(doc), guest_cell_ids(doc)
+    vcpus = set(range(vcpu_count(doc)))
+    pinned_cells = set(info.cell_pins)
+    if pinned_cells != cells:
+        raise exception.DomainXMLError(
+            domain=name,
+            reason=f"NUMA info places guest cells {sorted(pinned_cells)} "
+                   f"but the guest has cells {sorted(cells)}")
+    for what, ids in (('pins', set(info.cpu_pins)),
+                      ('realtime scheduling', info.sched_vcpus)):
+        stray = ids - vcpus
+        if stray:
+            raise exception.DomainXMLError(
+                domain=name,
+                reason=f"NUMA info has {what} for vCPUs {sorted(stray)}, "
+                       f"the guest has vCPUs 0-{len(vcpus) - 1}")
+    stray_pages = set(info.pagesizes) - cells
+    if stray_pages:
+        raise exception.DomainXMLError(
+            domain=name,
+            reason=f"NUMA info has page sizes for guest cells "
+                   f"{sorted(stray_pages)} the guest lacks "
+                   f"({sorted(cells)})")
+
+
+def _update_vcpu(doc, info):
+    vcpu = doc.find('vcpu')
+    if info.floating_cpus:
+        vcpu.set('cpuset', cpuspec.format_cpu_spec(info.floating_cpus))
+    else:
+        vcpu.attrib.pop('cpuset', None)
+
+
+def _update_vcpupins(doc, info):
+    cputune = _child(doc, 'cputune', after='vcpu')
+    _remove_all(cputune, 'vcpupin')
+    for vcpu, pcpus in sorted(info.cpu_pins.items()):
+        _insert(cputune, 'vcpupin', vcpu=str(vcpu),
+                cpuset=cpuspec.format_cpu_spec(pcpus))
+
+
+def _update_emulatorpin(doc, info):
+    cputune = _child(doc, 'cputune', after='vcpu')
+    _remove_all(cputune, 'emulatorpin')
+    if info.emulator_pins:
+        _insert(cputune, 'emulatorpin',
+                cpuset=cpuspec.format_cpu_spec(info.emulator_pins))
+
+
+def _update_iothreadpins(doc, info):
+    # I/O threads share the emulator threads' pCPUs: both serve the guest
+    # without being its vCPUs. Guests without I/O threads have none.
+    cputune = _child(doc, 'cputune', after='vcpu')
+    for pin in cputune.findall('iothreadpin'):
+        if info.emulator_pins:
+            pin.set('cpuset', cpuspec.format_cpu_spec(info.emulator_pins))
+        else:
+            cputune.remove(pin)
+
+
+def _update_vcpusched(doc, info):
+    cputune = _child(doc, 'cputune', after='vcpu')
+    old = cputune.findall('vcpusched')
+    schedulers = {el.get('scheduler') for el in old} & set(
+        REALTIME_SCHEDULERS)
+    scheduler = schedulers.pop() if len(schedulers) == 1 else \
+        DEFAULT_SCHEDULER
+    _remove_all(cputune, 'vcpusched')
+    if info.sched_vcpus:
+        _insert(cputune, 'vcpusched',
+                vcpus=cpuspec.format_cpu_spec(info.sched_vcpus),
+                scheduler=scheduler, priority=str(info.sched_priority))
+
+
+def _update_numatune(doc, info):
+    old = doc.find('numatune')
+    if not info.cell_pins:
+        if old is not None:
+            doc.remove(old)
+        return
+    numatune = _child(doc, 'numatune', after='cputune')
+    memory = numatune.find('memory')
+    if memory is None:
+        memory = etree.Element('memory', mode='strict')
+        numatune.insert(0, memory)
+    memory.attrib.pop('placement', None)
+    memory.set('nodeset', cpuspec.format_cpu_spec(info.host_nodes))
+    modes = {el.get('cellid'): el.get('mode', 'strict')
+             for el in numatune.iterfind('memnode')}
+    _remove_all(numatune, 'memnode')
+    for cell, nodes in sorted(info.cell_pins.items()):
+        _insert(numatune, 'memnode', cellid=str(cell),
+                mode=modes.get(str(cell), 'strict'),
+                nodeset=cpuspec.format_cpu_spec(nodes))
+
+
+def _update_memory_backing(doc, info):
+    # <page nodeset> names GUEST cells, so the nodesets only change when
+    # the page sizes do; writing them from info keeps them valid either way.
+    backing = doc.find('memoryBacking')
+    if not info.pagesizes:
+        if backing is not None and backing.find('hugepages') is not None:
+            backing.remove(backing.find('hugepages'))
+            if len(backing) == 0:
+                doc.remove(backing)
+        return
+    backing = _child(doc, 'memoryBacking', after='currentMemory')
+    hugepages = backing.find('hugepages')
+    if hugepages is None:
+        hugepages = etree.SubElement(backing, 'hugepages')
+    _remove_all(hugepages, 'page')
+    by_size = {}
+    for cell, size in info.pagesizes.items():
+        by_size.setdefault(size, set()).add(cell)
+    for size, cells in sorted(by_size.items()):
+        etree.SubElement(hugepages, 'page', size=str(size), unit='KiB',
+                         nodeset=cpuspec.format_cpu_spec(cells))
+
+
+def _drop_empty_cputune(doc, info):
+    cputune = doc.find('cputune')
+    if cputune is not None and len(cputune) == 0:
+        doc.remove(cputune)
+
+
+_STEPS = (_update_vcpu, _update_vcpupins, _update_emulatorpin,
+          _update_iothreadpins, _update_vcpusched, _update_numatune,
+          _update_memory_backing, _drop_empty_cputune)
+
+
+def _child(parent, tag, after):
+    """Return ``parent``'s ``tag`` child, creating it after ``after``."""
+    child = parent.find(tag)
+    if child is None:
+        child = etree.Element(tag)
+        anchor = parent.find(after)
+        if anchor is None:
+            parent.append(child)
+        else:
+            anchor.addnext(child)
+    return child
+
+
+def _remove_all(parent, tag):
+    for el in parent.findall(tag):
+        parent.remove(el)
+
+
+def _insert(parent, tag, **attrs):
+    # Keep elements of one kind together, where libvirt itself puts them.
+    same = parent.findall(tag)
+    el = etree.Element(tag, **attrs)
+    if same:
+        same[-1].addnext(el)
+    else:
+        parent.append(el)
+    return el
