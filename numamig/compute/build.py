@@ -1,0 +1,108 @@
+"""Guests this host creates or adopts.
+
+Building claims the guest's resources under the tracker's lock, records
+the placement with the conductor, then asks the driver to create the
+guest with the NUMA XML of that placement; a failure at any step releases
+what was taken. Describing reads back the guests the hypervisor already
+runs, so the conductor can adopt the ones numamig did not create.
+"""
+
+import logging
+
+from numamig import cpuspec
+from numamig import exception
+from numamig import objects
+from numamig.compute import claims
+
+LOG = logging.getLogger(__name__)
+
+
+def build_instance(agent, ctxt, instance, limits):
+    """Claim, record and create a guest on this host.
+
+    :returns: the recorded Instance (host and numa_topology set).
+    :raises MigrationPreCheckError: it does not fit here; nothing taken.
+    :raises HypervisorError: the driver failed; the claim is released and
+        the instance recorded with no host.
+    """
+    placed = claims.instance_claim(agent.tracker, instance, limits)
+    try:
+        recorded = agent.conductor.instance_set_placement(
+            ctxt, instance.uuid, agent.host, placed.get('numa_topology'))
+    except Exception:
+        agent.tracker.drop_instance(instance.uuid)
+        raise
+    try:
+        agent.driver.spawn(recorded, recorded.get('numa_topology'))
+    except Exception as exc:
+        LOG.error("%s: creating instance %s failed: %s", agent.host,
+                  instance.uuid, exc)
+        agent.tracker.drop_instance(instance.uuid)
+        agent.conductor.instance_set_placement(ctxt, instance.uuid, None,
+                                               None)
+        raise
+    agent.tracker.track_instance(recorded)
+    LOG.info("%s: built instance %s", agent.host, instance.uuid)
+    return recorded
+
+
+def adopt_guests(agent):
+    """Describe the NUMA guests the hypervisor runs that numamig lacks.
+
+    Each is counted in this host's usage at once (it runs here whatever
+    the records say), and returned as an Instance for the conductor to
+    record. Guests without NUMA characteristics are left out (and
+    logged): their usage is not NUMA-specific, so there is nothing to
+    track for them.
+    """
+    known = agent.tracker.instance_uuids()
+    result = []
+    for uuid, name in sorted(agent.driver.list_guests().items()):
+        if uuid in known:
+            continue
+        try:
+            topology = agent.driver.get_guest_topology(uuid)
+        except exception.NumamigException as exc:
+            LOG.warning("%s: guest %s (%s) cannot be described: %s",
+                        agent.host, name, uuid, exc)
+            continue
+        if topology is None or not topology.cells:
+            LOG.info("%s: guest %s (%s) has no NUMA characteristics; not "
+                     "described", agent.host, name, uuid)
+            continue
+        topology.instance_uuid = uuid
+        result.append(objects.Instance(
+            uuid=uuid, name=name, host=agent.host,
+            vcpus=len(topology.vcpus),
+            memory_mb=sum(cell.memory_mb for cell in topology.cells),
+            extra_specs=specs_of(topology), numa_topology=topology))
+    for instance in result:
+        agent.tracker.track_instance(instance)
+    return result
+
+
+def specs_of(topology):
+    """Flavor extra specs that request what a parsed placement shows.
+
+    An adopted guest has no flavor; a later move claim rebuilds its
+    request from these, so they must ask for the same cells, sizes, pins
+    and page size the guest has now.
+    """
+    specs = {'hw:numa_nodes': str(len(topology.cells))}
+    for cell in topology.cells:
+        specs[f'hw:numa_cpus.{cell.id}'] = cpuspec.format_cpu_spec(
+            cell.vcpus, allow_ranges=False)
+        specs[f'hw:numa_mem.{cell.id}'] = str(cell.memory_mb)
+    pinned = set().union(*(c.pcpuset for c in topology.cells))
+    if pinned == topology.vcpus:
+        specs['hw:cpu_policy'] = 'dedicated'
+    elif pinned:
+        specs['hw:cpu_policy'] = 'mixed'
+        specs['hw:cpu_dedicated_mask'] = cpuspec.format_cpu_spec(
+            pinned, allow_ranges=False)
+    sizes = {c.pagesize for c in topology.cells if c.get('pagesize')}
+    if sizes:
+        specs['hw:mem_page_size'] = str(max(sizes))
+    if topology.cpuset_reserved:
+        specs['hw:emulator_threads_policy'] = 'isolate'
+    return specs

@@ -1,0 +1,139 @@
+"""Claims: fit a guest to this host's free resources and hold them.
+
+A move claim is what makes NUMA-aware live migration safe: the
+destination rebuilds the guest's NUMA request from its flavor specs and
+image properties (never copying the source's pins), fits it to its own
+free resources with the scheduler's limits, holds the result in the
+resource tracker, and records it with the conductor as the instance's
+migration context BEFORE it answers, so that a crash cannot lose it.
+
+An instance claim does the same for a guest being built here.
+"""
+
+import logging
+
+from numamig import exception
+from numamig import objects
+from numamig.compute import resource_tracker
+from numamig.numa import constraints
+from numamig.numa import fit
+
+LOG = logging.getLogger(__name__)
+
+
+def numa_request(instance):
+    """Rebuild an instance's unplaced NUMA request from its specs.
+
+    :returns: an InstanceNUMATopology, or None for a guest without NUMA
+        characteristics.
+    :raises InvalidNUMARequest: if the recorded specs make no request.
+    """
+    return constraints.get_numa_request(
+        instance.vcpus, instance.memory_mb, instance.extra_specs,
+        instance.image_properties)
+
+
+def source_page_size(instance):
+    """The page size (KiB) the guest uses now, or None for small pages.
+
+    A migrating guest keeps its page size: a request of 'large' may have
+    chosen 1 GiB pages on the source, and the guest's memory layout must
+    not change under it.
+    """
+    topology = instance.get('numa_topology')
+    if topology is None:
+        return None
+    sizes = {cell.pagesize for cell in topology.cells
+             if cell.get('pagesize') is not None}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _fit_here(tracker, request, limits, pagesize_kb, what):
+    result = fit.fit(tracker.usage_topology(), request, limits=limits,
+                     strategy=tracker.strategy, pagesize_kb=pagesize_kb)
+    if not result.fits:
+        raise exception.MigrationPreCheckError(
+            reason=f"{what} does not fit on host {tracker.host}: "
+                   f"{result.reason}")
+    return result.topology
+
+
+def move_claim(tracker, conductor, ctxt, instance, migration, limits):
+    """Claim the destination's resources for a migrating instance.
+
+    Idempotent per migration: a repeated request (an RPC redelivered
+    after a reconnect) returns the claim already held.
+
+    :returns: the MoveClaim, or None for a guest without NUMA
+        characteristics (nothing specific to claim).
+    :raises MigrationPreCheckError: the guest does not fit here, or the
+        conductor refused to record the claim; nothing stays claimed.
+    """
+    existing = tracker.get_claim(migration.uuid)
+    if existing is not None:
+        return existing
+    request = numa_request(instance)
+    if request is None:
+        return None
+    with tracker.lock:
+        placed = _fit_here(tracker, request, limits,
+                           source_page_size(instance),
+                           f"instance {instance.uuid}")
+        placed.instance_uuid = instance.uuid
+        claim = resource_tracker.MoveClaim(
+            instance.uuid, instance.project_id, migration.uuid, placed)
+        tracker.add_claim(claim)
+    _persist(tracker, conductor, ctxt, instance, migration, claim)
+    LOG.info("%s: claimed %s for instance %s (migration %s)", tracker.host,
+             _describe(placed), instance.uuid, migration.uuid)
+    return claim
+
+
+def _persist(tracker, conductor, ctxt, instance, migration, claim):
+    context = objects.MigrationContext(
+        instance_uuid=instance.uuid, migration_uuid=migration.uuid,
+        source_host=instance.host, dest_host=tracker.host,
+        old_numa_topology=instance.get('numa_topology'),
+        new_numa_topology=claim.topology)
+    try:
+        conductor.migration_context_set(ctxt, context)
+    except Exception as exc:
+        tracker.drop_move_claim(migration.uuid)
+        if isinstance(exc, exception.MigrationError):
+            raise
+        raise exception.MigrationPreCheckError(
+            reason=f"host {tracker.host} could not record its claim for "
+                   f"instance {instance.uuid}: {exc}") from exc
+    tracker.mark_persisted(migration.uuid)
+
+
+def instance_claim(tracker, instance, limits):
+    """Fit and hold a new guest's resources on this host.
+
+    The caller records the returned placement with the conductor and
+    creates the guest; on failure it calls ``tracker.drop_instance``.
+
+    :returns: the Instance with host and numa_topology set (a copy).
+    :raises MigrationPreCheckError: the guest does not fit here.
+    """
+    request = numa_request(instance)
+    placed_instance = instance.obj_clone()
+    placed_instance.host = tracker.host
+    with tracker.lock:
+        if request is not None:
+            placed = _fit_here(tracker, request, limits, None,
+                               f"new instance {instance.uuid}")
+            placed.instance_uuid = instance.uuid
+            placed_instance.numa_topology = placed
+        tracker.track_instance(placed_instance)
+    return placed_instance
+
+
+def _describe(topology):
+    cells = ', '.join(
+        f"guest cell {c.id} -> host cell {c.host_cell}"
+        + (f" pins {dict(sorted(c.cpu_pinning.items()))}"
+           if c.cpu_pinning else '')
+        + (f" {c.pagesize} KiB pages" if c.get('pagesize') else '')
+        for c in topology.cells)
+    return cells or 'no cells'

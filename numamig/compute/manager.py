@@ -1,0 +1,162 @@
+"""The compute agent's RPC endpoints: thin, each delegating to a flow.
+
+Destination-side migration steps live in migration_dest, source-side ones
+in migration_source, guest creation and adoption in build, start-up
+reconciliation in reconcile and the periodic report in report. Endpoints
+only unpack arguments, mark the errors that are part of their contract
+(``expected_exceptions``: not logged as crashes) and call the flow.
+"""
+
+import threading
+
+import oslo_messaging as messaging
+
+from numamig import exception
+from numamig.compute import build
+from numamig.compute import migration_dest
+from numamig.compute import migration_source
+from numamig.compute import reconcile
+from numamig.compute import report
+from numamig.compute import resource_tracker
+from numamig.compute import rpcapi as compute_rpcapi
+from numamig.objects import service as service_obj
+
+_EXPECTED = (exception.MigrationError, exception.Invalid,
+             exception.NotFound, exception.ConcurrentUpdate)
+
+
+class ComputeManager:
+    """The endpoints of one compute agent (one host)."""
+
+    target = messaging.Target(version=compute_rpcapi.ComputeAPI.VERSION)
+
+    def __init__(self, host, driver, conductor_api, compute_api,
+                 strategy='spread',
+                 service_version=service_obj.SERVICE_VERSION):
+        """:param service_version: the release this agent behaves as.
+
+        Below NUMA_LIVE_MIGRATION_VERSION the agent neither offers nor
+        takes part in NUMA-aware live migration and serves API 1.0 only:
+        a testing aid for mixed-version clouds.
+        """
+        self.host = host
+        self.driver = driver
+        self.conductor = conductor_api
+        self.compute_api = compute_api
+        self.service_version = service_version
+        self.numa_live_migration = (
+            service_version >= service_obj.NUMA_LIVE_MIGRATION_VERSION)
+        if not self.numa_live_migration:
+            self.target = messaging.Target(version='1.0')
+        self.tracker = resource_tracker.ResourceTracker(
+            host, driver, conductor_api, strategy=strategy)
+        self._outgoing = {}
+        self._outgoing_lock = threading.Lock()
+
+    # -- lifecycle (called by the service, not over RPC) -------------------
+
+    def init_host(self, ctxt):
+        """Connect the driver, recompute usage, reconcile the records."""
+        self.driver.init_host(self.host)
+        self.tracker.start(ctxt)
+        reconcile.reconcile_host(self, ctxt)
+
+    def periodic_tasks(self, ctxt):
+        """Recompute usage from the records, then report to the conductor."""
+        self.tracker.update_available_resource(ctxt)
+        self.report(ctxt)
+
+    def report(self, ctxt):
+        self.conductor.report_compute_node(ctxt, report.build(self))
+
+    # -- live migration, destination side ---------------------------------
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def check_can_live_migrate_destination(self, ctxt, instance, source_host,
+                                           migration_uuid, migration=None,
+                                           limits=None):
+        return migration_dest.check_destination(
+            self, ctxt, instance, source_host, migration_uuid,
+            migration=migration, limits=limits)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def pre_live_migration(self, ctxt, instance, migrate_data):
+        return migration_dest.pre_live_migration(self, ctxt, instance,
+                                                 migrate_data)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def accept_emulated_migration(self, ctxt, instance, migration,
+                                  dest_xml):
+        migration_dest.accept_emulated(self, ctxt, instance, migration,
+                                       dest_xml)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def post_live_migration_at_destination(self, ctxt, instance, migration):
+        return migration_dest.post_at_destination(self, ctxt, instance,
+                                                  migration)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def rollback_live_migration_at_destination(self, ctxt, instance,
+                                               migration):
+        migration_dest.rollback_at_destination(self, ctxt, instance,
+                                               migration)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def drop_move_claim_at_destination(self, ctxt, instance, migration):
+        migration_dest.drop_claim(self, ctxt, instance, migration.uuid)
+
+    # -- live migration, source side --------------------------------------
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def check_can_live_migrate_source(self, ctxt, instance, dest_check_data):
+        return migration_source.check_source(self, ctxt, instance,
+                                             dest_check_data)
+
+    def live_migration(self, ctxt, instance, migration, migrate_data):
+        job = migration_source.SourceMigration(self, ctxt, instance,
+                                               migration, migrate_data)
+        with self._outgoing_lock:
+            self._outgoing[migration.uuid] = job
+        try:
+            job.run()
+        finally:
+            with self._outgoing_lock:
+                self._outgoing.pop(migration.uuid, None)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def live_migration_abort(self, ctxt, instance, migration):
+        """:returns: True if the abort will take effect."""
+        return self._outgoing_job(migration).abort()
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def live_migration_force_complete(self, ctxt, instance, migration):
+        self._outgoing_job(migration)
+        self.driver.live_migration_force_complete(instance.uuid)
+
+    def _outgoing_job(self, migration):
+        with self._outgoing_lock:
+            job = self._outgoing.get(migration.uuid)
+        if job is None:
+            raise exception.MigrationError(
+                reason=f"migration {migration.uuid} is not running on "
+                       f"source host {self.host}")
+        return job
+
+    def outgoing_migrations(self):
+        """uuids of the migrations this host is running as source."""
+        with self._outgoing_lock:
+            return set(self._outgoing)
+
+    # -- guests -------------------------------------------------------------
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def build_instance(self, ctxt, instance, limits=None):
+        return build.build_instance(self, ctxt, instance, limits)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def adopt_guests(self, ctxt):
+        return build.adopt_guests(self)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def get_domain_xml(self, ctxt, instance_uuid):
+        return self.driver.get_domain_xml(instance_uuid)

@@ -1,0 +1,150 @@
+"""The destination's side of a live migration: check, claim, adopt, undo.
+
+Every function takes the agent (the ComputeManager: host, driver,
+tracker, conductor and compute RPC clients) first. Whether NUMA-aware
+live migration is used is decided by flags in LiveMigrateData, each side
+setting only what it can know (see the spec's upgrade table):
+
+* the destination offers it (``dst_supports_numa_live_migration``) only
+  when the conductor sent the migration, i.e. could send API 1.1;
+* the source keeps its own flag only when the destination offered it and
+  the source can itself send 1.1 to the destination;
+* the destination claims only when both flags came back set, and the
+  source rewrites the XML only when ``dst_numa_info`` is present.
+"""
+
+import logging
+
+from numamig import exception
+from numamig import objects
+from numamig.compute import claims
+
+LOG = logging.getLogger(__name__)
+
+
+def check_destination(agent, ctxt, instance, source_host, migration_uuid,
+                      migration=None, limits=None):
+    """Check this host can take the guest; claim it on the NUMA path.
+
+    :returns: LiveMigrateData, with dst_numa_info when claimed.
+    :raises MigrationPreCheckError: this host cannot take the guest;
+        nothing stays claimed.
+    """
+    _check_not_here(agent, instance)
+    dest_check_data = _dest_check_data(agent, instance, source_host,
+                                       migration_uuid, migration)
+    migrate_data = agent.compute_api.check_can_live_migrate_source(
+        ctxt, instance, dest_check_data)
+    if not (migrate_data.get('src_supports_numa_live_migration') and
+            dest_check_data.dst_supports_numa_live_migration):
+        if dest_check_data.dst_supports_numa_live_migration:
+            LOG.info("%s: source %s cannot take part in NUMA-aware live "
+                     "migration of %s; taking the old path", agent.host,
+                     source_host, instance.uuid)
+        return migrate_data
+    claim = claims.move_claim(agent.tracker, agent.conductor, ctxt,
+                              instance, migration, limits)
+    if claim is not None:
+        try:
+            migrate_data.dst_numa_info = agent.driver.build_migrate_info(
+                claim.topology, agent.tracker.usage_topology())
+        except Exception:
+            drop_claim(agent, ctxt, instance, migration.uuid)
+            raise
+    return migrate_data
+
+
+def _check_not_here(agent, instance):
+    if instance.host == agent.host:
+        raise exception.MigrationPreCheckError(
+            reason=f"instance {instance.uuid} already runs on {agent.host}")
+    if instance.uuid in agent.driver.list_guests():
+        raise exception.MigrationPreCheckError(
+            reason=f"host {agent.host} already has a guest with uuid "
+                   f"{instance.uuid}")
+
+
+def _dest_check_data(agent, instance, source_host, migration_uuid,
+                     migration):
+    connect_uri, migration_uri = agent.driver.migration_target()
+    return objects.LiveMigrateData(
+        instance_uuid=instance.uuid, source_host=source_host,
+        dest_host=agent.host, migration_uuid=migration_uuid,
+        dest_connect_uri=connect_uri, migration_uri=migration_uri,
+        emulated=not agent.driver.supports_native_migration,
+        # A conductor that sent the migration can send API 1.1: only
+        # then may this host offer NUMA-aware live migration.
+        dst_supports_numa_live_migration=(
+            migration is not None and agent.numa_live_migration))
+
+
+def pre_live_migration(agent, ctxt, instance, migrate_data):
+    """Get ready to receive the guest; check the claim is still held.
+
+    :raises MigrationError: the claim dst_numa_info describes is gone
+        (dropped by an abort or a conductor error): migrating now would
+        place the guest on resources nobody holds.
+    """
+    if migrate_data.get('dst_numa_info') is not None and \
+            agent.tracker.get_claim(migrate_data.migration_uuid) is None:
+        raise exception.MigrationError(
+            reason=f"host {agent.host} no longer holds the claim of "
+                   f"migration {migrate_data.migration_uuid} for instance "
+                   f"{instance.uuid}")
+    return migrate_data
+
+
+def accept_emulated(agent, ctxt, instance, migration, dest_xml):
+    """Emulated migration: define and start the guest's destination XML."""
+    LOG.info("%s: EMULATED migration %s: defining instance %s from the "
+             "source's XML (the hypervisor cannot migrate)", agent.host,
+             migration.uuid, instance.uuid)
+    agent.driver.accept_emulated_migration(instance.uuid, dest_xml)
+
+
+def post_at_destination(agent, ctxt, instance, migration):
+    """The guest runs here now: make it this host's instance.
+
+    With a claim, the migration context is applied (the claimed topology
+    becomes the instance's). Without one (the old path) the placement is
+    read back from the guest's XML, as the release before did.
+
+    :returns: the updated Instance.
+    """
+    if agent.tracker.get_claim(migration.uuid) is not None:
+        updated = agent.conductor.migration_context_apply(
+            ctxt, instance.uuid, migration.uuid)
+        agent.tracker.apply_move_claim(migration.uuid, updated)
+    else:
+        topology = agent.driver.get_guest_topology(instance.uuid)
+        updated = agent.conductor.instance_set_placement(
+            ctxt, instance.uuid, agent.host, topology)
+        agent.tracker.track_instance(updated)
+    LOG.info("%s: instance %s arrived (migration %s)", agent.host,
+             instance.uuid, migration.uuid)
+    return updated
+
+
+def rollback_at_destination(agent, ctxt, instance, migration):
+    """Undo what this host prepared: the guest copy and any claim.
+
+    Dropping the claim here too is the old path: a source from the
+    release before never calls drop_move_claim_at_destination.
+    """
+    if instance.host != agent.host and \
+            instance.uuid in agent.driver.list_guests():
+        LOG.info("%s: removing the partial copy of instance %s "
+                 "(migration %s rolled back)", agent.host, instance.uuid,
+                 migration.uuid)
+        agent.driver.destroy(instance.uuid)
+    drop_claim(agent, ctxt, instance, migration.uuid)
+
+
+def drop_claim(agent, ctxt, instance, migration_uuid):
+    """Drop this host's claim for a migration, here and in the records.
+
+    Idempotent: dropping a claim twice, or one never taken, is fine.
+    """
+    agent.tracker.drop_move_claim(migration_uuid)
+    agent.conductor.migration_context_drop(ctxt, instance.uuid,
+                                           migration_uuid)

@@ -1,0 +1,258 @@
+"""The compute agent's resource tracker: what of this host is used, by whom.
+
+A host's usage is exactly its instances' NUMA topologies plus the new
+topologies of the incoming move claims that in-progress migrations hold
+(``accepted`` ones included); nothing else. The tracker keeps both in
+memory, recomputes them from the conductor's records at start and
+periodically, and serialises every claim under one lock so that two
+claims can never take the same pCPU or page.
+
+A periodic recompute never drops a claim an in-progress migration holds:
+claims not yet persisted are kept, claims the records still show are
+kept, and a recompute whose records were read before a concurrent
+explicit change is discarded instead of undoing that change.
+"""
+
+import logging
+import threading
+
+from numamig import exception
+from numamig.numa import usage
+
+LOG = logging.getLogger(__name__)
+
+
+class MoveClaim:
+    """An incoming migration's hold on part of this host.
+
+    ``persisted`` turns True once the migration context is recorded by the
+    conductor; until then the claim exists only here, and only the agent
+    that took it may drop it.
+    """
+
+    __slots__ = ('instance_uuid', 'project_id', 'migration_uuid',
+                 'topology', 'persisted')
+
+    def __init__(self, instance_uuid, project_id, migration_uuid, topology,
+                 persisted=False):
+        self.instance_uuid = instance_uuid
+        self.project_id = project_id
+        self.migration_uuid = migration_uuid
+        self.topology = topology
+        self.persisted = persisted
+
+    def __repr__(self):
+        return (f"MoveClaim(instance={self.instance_uuid}, "
+                f"migration={self.migration_uuid}, "
+                f"persisted={self.persisted})")
+
+
+class ResourceTracker:
+    """Usage of one host: its instances and the move claims it holds."""
+
+    def __init__(self, host, driver, conductor_api, strategy='spread'):
+        """:param strategy: 'spread' or 'pack', handed to every fit."""
+        self.host = host
+        self.driver = driver
+        self.conductor = conductor_api
+        self.strategy = strategy
+        # Re-entrant: claims.py holds it around a fit and add_claim().
+        self.lock = threading.RLock()
+        self._base = None
+        self._usage = None
+        self._instances = {}
+        self._claims = {}
+        # Bumped by every explicit change; a recompute built from records
+        # read before a bump would undo that change, so it is discarded.
+        self._generation = 0
+
+    # -- reading -------------------------------------------------------------
+
+    @property
+    def base_topology(self):
+        """The host's topology without usage (from the driver)."""
+        if self._base is None:
+            raise exception.NumamigException(
+                message=f"resource tracker of {self.host} is not started")
+        return self._base
+
+    def usage_topology(self):
+        """The host's topology with every instance and claim applied.
+
+        :returns: a HostNUMATopology the caller must not modify.
+        """
+        with self.lock:
+            if self._usage is None:
+                self._usage = self._compute_usage()
+            return self._usage
+
+    def instance_uuids(self):
+        with self.lock:
+            return set(self._instances)
+
+    def instances(self):
+        """The Instances counted on this host."""
+        with self.lock:
+            return list(self._instances.values())
+
+    def get_claim(self, migration_uuid):
+        """Return the MoveClaim of a migration, or None."""
+        with self.lock:
+            return self._claims.get(migration_uuid)
+
+    def claims(self):
+        with self.lock:
+            return list(self._claims.values())
+
+    def guest_pairs(self):
+        """(project id, instance uuid) of every guest here or claimed.
+
+        Guests with incoming claims count as present, so that a host's
+        fingerprint already includes placements the scheduler reserved.
+        """
+        with self.lock:
+            pairs = {(i.project_id, i.uuid) for i in self._instances.values()}
+            pairs |= {(c.project_id, c.instance_uuid)
+                      for c in self._claims.values()}
+        return sorted(pairs)
+
+    # -- explicit changes -----------------------------------------------------
+
+    def add_claim(self, claim):
+        """Record a move claim; the caller has fitted it under ``lock``.
+
+        :raises UsageConflict: if it clashes with current usage (a bug in
+            the caller's fit, never silently accepted).
+        """
+        with self.lock:
+            new_usage = usage.apply(self.usage_topology(), claim.topology)
+            self._claims[claim.migration_uuid] = claim
+            self._changed(new_usage)
+
+    def mark_persisted(self, migration_uuid):
+        with self.lock:
+            claim = self._claims.get(migration_uuid)
+            if claim is not None:
+                claim.persisted = True
+                self._changed(self._usage)
+
+    def drop_move_claim(self, migration_uuid):
+        """Drop a migration's claim; dropping a missing one is a no-op.
+
+        :returns: the dropped MoveClaim, or None.
+        """
+        with self.lock:
+            claim = self._claims.pop(migration_uuid, None)
+            if claim is not None:
+                self._changed()
+                LOG.info("%s: dropped the move claim of migration %s "
+                         "(instance %s)", self.host, migration_uuid,
+                         claim.instance_uuid)
+            return claim
+
+    def apply_move_claim(self, migration_uuid, instance):
+        """The migration arrived: its claim becomes the instance's usage."""
+        with self.lock:
+            self._claims.pop(migration_uuid, None)
+            self._instances[instance.uuid] = instance
+            self._changed()
+
+    def track_instance(self, instance):
+        """Count an instance that now runs here (build, adoption)."""
+        with self.lock:
+            new_usage = None
+            if instance.uuid not in self._instances and \
+                    instance.get('numa_topology') is not None:
+                new_usage = usage.apply(self.usage_topology(),
+                                        instance.numa_topology)
+            self._instances[instance.uuid] = instance
+            self._changed(new_usage)
+
+    def drop_instance(self, instance_uuid):
+        """Stop counting an instance that left this host; idempotent.
+
+        :returns: True if it was counted.
+        """
+        with self.lock:
+            found = self._instances.pop(instance_uuid, None) is not None
+            if found:
+                self._changed()
+            return found
+
+    def _changed(self, new_usage=None):
+        self._generation += 1
+        self._usage = new_usage
+
+    # -- recompute from records ----------------------------------------------
+
+    def start(self, ctxt):
+        """Read the host topology and recompute usage from the records."""
+        self._base = self.driver.get_host_topology()
+        for _attempt in range(3):
+            if self.update_available_resource(ctxt):
+                return
+        LOG.warning("%s: usage changed during every start-up recompute; "
+                    "the next periodic run will converge", self.host)
+
+    def update_available_resource(self, ctxt):
+        """Recompute instances and claims from the conductor's records.
+
+        :returns: False if an explicit change raced with the records read,
+            in which case nothing was changed.
+        """
+        with self.lock:
+            generation = self._generation
+        instances = self.conductor.instance_get_all_by_host(ctxt, self.host)
+        claimed = self.conductor.instance_get_claims_on_host(ctxt, self.host)
+        with self.lock:
+            if generation != self._generation:
+                LOG.debug("%s: usage changed during recompute; skipped",
+                          self.host)
+                return False
+            self._instances = {i.uuid: i for i in instances}
+            self._claims = self._merge_claims(claimed)
+            self._changed()
+            self._usage = self._compute_usage()
+        return True
+
+    def _merge_claims(self, claimed):
+        recorded = {}
+        for instance in claimed:
+            ctx = instance.migration_context
+            recorded[ctx.migration_uuid] = MoveClaim(
+                instance.uuid, instance.project_id, ctx.migration_uuid,
+                ctx.new_numa_topology, persisted=True)
+        for uuid, claim in self._claims.items():
+            if uuid in recorded:
+                continue
+            if not claim.persisted:
+                # Being persisted right now: the records cannot show it yet.
+                recorded[uuid] = claim
+            else:
+                LOG.warning("%s: released the claim of migration %s "
+                            "(instance %s): its records no longer hold it",
+                            self.host, uuid, claim.instance_uuid)
+        for uuid, claim in recorded.items():
+            if uuid not in self._claims:
+                LOG.info("%s: recovered the claim of migration %s "
+                         "(instance %s) from the records", self.host, uuid,
+                         claim.instance_uuid)
+        return recorded
+
+    def _compute_usage(self):
+        result = self.base_topology
+        placed = [(i.uuid, i.numa_topology)
+                  for i in self._instances.values()
+                  if i.get('numa_topology') is not None]
+        placed += [(c.instance_uuid, c.topology)
+                   for c in self._claims.values() if c.topology is not None]
+        for instance_uuid, topology in placed:
+            try:
+                result = usage.apply(result, topology)
+            except exception.UsageConflict as exc:
+                # Two guests hold the same resources (e.g. XML copied by an
+                # old release). Keep counting the first; the audit reports
+                # the overlap.
+                LOG.error("%s: usage of instance %s overlaps another "
+                          "guest's: %s", self.host, instance_uuid, exc)
+        return result

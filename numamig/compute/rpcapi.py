@@ -1,0 +1,204 @@
+"""Client side of the compute agent's RPC API (conductor and peers call it).
+
+Every method here builds its arguments, checks which API version the
+receiving agent may be sent (the ``[upgrade_levels] compute`` cap), drops
+what an older agent would not understand, and calls or casts. The object
+versions each API version carries are declared in OBJECT_VERSIONS so that
+a capped client backports the objects too.
+"""
+
+import oslo_messaging as messaging
+
+from numamig import rpc
+
+TOPIC = 'numamig-compute'
+
+# The API version that brought NUMA-aware live migration: claim parameters
+# on check_can_live_migrate_destination, drop_move_claim_at_destination and
+# LiveMigrateData 1.1.
+NUMA_LIVE_MIGRATION_VERSION = '1.1'
+
+_BASE_OBJECTS = {
+    'ComputeNodeReport': '1.0',
+    'HostNUMACell': '1.0',
+    'HostNUMATopology': '1.0',
+    'Instance': '1.0',
+    'InstanceNUMACell': '1.0',
+    'InstanceNUMATopology': '1.0',
+    'Migration': '1.0',
+    'MigrationContext': '1.0',
+    'MigrationStatusChange': '1.0',
+    'NUMALimits': '1.0',
+    'NUMAMigrateInfo': '1.0',
+    'NUMAPagesTopology': '1.0',
+}
+
+# API version -> the object versions a receiver of that version reads.
+OBJECT_VERSIONS = {
+    '1.0': dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
+    '1.1': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
+}
+
+
+class ComputeAPI:
+    """Client side of the compute RPC API.
+
+    API version history:
+
+    * 1.0 - The release before NUMA-aware live migration:
+            check_can_live_migrate_destination(instance, source_host,
+            migration_uuid),
+            check_can_live_migrate_source, pre_live_migration,
+            live_migration (cast), post_live_migration_at_destination,
+            rollback_live_migration_at_destination, live_migration_abort,
+            live_migration_force_complete, build_instance,
+            accept_emulated_migration, adopt_guests,
+            get_domain_xml; LiveMigrateData 1.0.
+    * 1.1 - NUMA-aware live migration: check_can_live_migrate_destination
+            takes the migration and the scheduler's limits (the claim
+            parameters); drop_move_claim_at_destination added;
+            LiveMigrateData 1.1 (dst_numa_info and the two
+            ``*_supports_numa_live_migration`` flags).
+    """
+
+    VERSION = '1.1'
+
+    def __init__(self, transport, version_cap=None):
+        """:param version_cap: highest API version to send; None: newest."""
+        self.version_cap = version_cap
+        target = messaging.Target(topic=TOPIC, version='1.0')
+        self.client = rpc.get_client(
+            transport, target, version_cap=version_cap,
+            version_manifest=rpc.manifest_for_cap(OBJECT_VERSIONS,
+                                                  version_cap))
+
+    @classmethod
+    def from_conf(cls, conf, transport):
+        """A client capped by ``[upgrade_levels] compute``."""
+        return cls(transport, version_cap=conf.upgrade_levels.compute)
+
+    def supports_numa_live_migration(self):
+        """Whether this client may send the NUMA-aware live migration API."""
+        return self.client.can_send_version(NUMA_LIVE_MIGRATION_VERSION)
+
+    def _prepare(self, host, version='1.0', timeout=None):
+        kwargs = {'server': host, 'version': version}
+        if timeout is not None:
+            kwargs['timeout'] = timeout
+        return self.client.prepare(**kwargs)
+
+    # -- live migration, destination side ---------------------------------
+
+    def check_can_live_migrate_destination(self, ctxt, instance, dest_host,
+                                           migration, limits, timeout=None):
+        """Ask ``dest_host`` to check, claim and describe its placement.
+
+        With a 1.0 cap the claim parameters are not sent: the destination
+        then neither claims nor offers NUMA-aware live migration.
+
+        :returns: LiveMigrateData (dst_numa_info set when it claimed).
+        :raises MigrationPreCheckError: the destination refused.
+        """
+        kwargs = {'instance': instance, 'source_host': instance.host,
+                  'migration_uuid': migration.uuid}
+        version = '1.0'
+        if self.supports_numa_live_migration():
+            version = NUMA_LIVE_MIGRATION_VERSION
+            kwargs.update(migration=migration, limits=limits)
+        cctxt = self._prepare(dest_host, version, timeout)
+        return cctxt.call(ctxt, 'check_can_live_migrate_destination',
+                          **kwargs)
+
+    def pre_live_migration(self, ctxt, instance, migrate_data):
+        """Let the destination get ready; returns updated migrate data."""
+        cctxt = self._prepare(migrate_data.dest_host, self._lmd_version())
+        return cctxt.call(ctxt, 'pre_live_migration', instance=instance,
+                          migrate_data=migrate_data)
+
+    def post_live_migration_at_destination(self, ctxt, instance, migration):
+        """Make the destination adopt the guest and apply the claim."""
+        cctxt = self._prepare(migration.dest_host)
+        return cctxt.call(ctxt, 'post_live_migration_at_destination',
+                          instance=instance, migration=migration)
+
+    def rollback_live_migration_at_destination(self, ctxt, instance,
+                                               migration):
+        """Remove whatever the destination prepared for the guest."""
+        cctxt = self._prepare(migration.dest_host)
+        return cctxt.call(ctxt, 'rollback_live_migration_at_destination',
+                          instance=instance, migration=migration)
+
+    def drop_move_claim_at_destination(self, ctxt, instance, migration):
+        """Drop the destination's move claim (idempotent).
+
+        :returns: False without sending anything when the cap forbids
+            1.1: an agent that old never took a claim to drop.
+        """
+        if not self.supports_numa_live_migration():
+            return False
+        cctxt = self._prepare(migration.dest_host,
+                              NUMA_LIVE_MIGRATION_VERSION)
+        cctxt.call(ctxt, 'drop_move_claim_at_destination',
+                   instance=instance, migration=migration)
+        return True
+
+    def accept_emulated_migration(self, ctxt, instance, migration, dest_xml):
+        """Emulated migration: the destination defines the guest's XML."""
+        cctxt = self._prepare(migration.dest_host)
+        return cctxt.call(ctxt, 'accept_emulated_migration',
+                          instance=instance, migration=migration,
+                          dest_xml=dest_xml)
+
+    # -- live migration, source side --------------------------------------
+
+    def check_can_live_migrate_source(self, ctxt, instance, dest_check_data):
+        """Ask the source to confirm and add its own data."""
+        cctxt = self._prepare(instance.host, self._lmd_version())
+        return cctxt.call(ctxt, 'check_can_live_migrate_source',
+                          instance=instance, dest_check_data=dest_check_data)
+
+    def live_migration(self, ctxt, instance, migration, migrate_data):
+        """Start the migration on the source (cast: it runs for long)."""
+        cctxt = self._prepare(migration.source_host, self._lmd_version())
+        cctxt.cast(ctxt, 'live_migration', instance=instance,
+                   migration=migration, migrate_data=migrate_data)
+
+    def live_migration_abort(self, ctxt, instance, migration):
+        """Ask the source to abort the running migration."""
+        cctxt = self._prepare(migration.source_host)
+        return cctxt.call(ctxt, 'live_migration_abort', instance=instance,
+                          migration=migration)
+
+    def live_migration_force_complete(self, ctxt, instance, migration):
+        """Ask the source to make the running migration converge."""
+        cctxt = self._prepare(migration.source_host)
+        return cctxt.call(ctxt, 'live_migration_force_complete',
+                          instance=instance, migration=migration)
+
+    # -- guests -------------------------------------------------------------
+
+    def build_instance(self, ctxt, instance, host, limits=None):
+        """Claim on ``host`` and create the guest; returns the Instance."""
+        cctxt = self._prepare(host)
+        return cctxt.call(ctxt, 'build_instance', instance=instance,
+                          limits=limits)
+
+    def adopt_guests(self, ctxt, host):
+        """Have ``host`` count and describe the guests numamig lacks.
+
+        :returns: an unrecorded Instance per NUMA guest not yet known,
+            with uuid, name, sizes and placement parsed from its XML.
+        """
+        return self._prepare(host).call(ctxt, 'adopt_guests')
+
+    def get_domain_xml(self, ctxt, host, instance_uuid):
+        """Return the live domain XML of a guest on ``host``."""
+        return self._prepare(host).call(ctxt, 'get_domain_xml',
+                                        instance_uuid=instance_uuid)
+
+    def _lmd_version(self):
+        # Methods carrying LiveMigrateData go out at the newest version the
+        # cap allows, so that the object is backported to match.
+        if self.supports_numa_live_migration():
+            return NUMA_LIVE_MIGRATION_VERSION
+        return '1.0'

@@ -1,0 +1,222 @@
+"""The conductor's RPC endpoints: thin, each delegating to records or tasks.
+
+The conductor owns the database and the scheduler's host cache. Agents
+record through it (records.py holds the rules that keep claims
+consistent); operators start, follow and stop migrations and create or
+adopt instances through it (tasks/).
+"""
+
+import logging
+
+import oslo_messaging as messaging
+from oslo_utils import uuidutils
+
+from numamig import exception
+from numamig import objects
+from numamig.conductor import records
+from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor.tasks import build
+from numamig.conductor.tasks import dry_run
+from numamig.conductor.tasks import live_migrate
+from numamig.db import compute_nodes
+from numamig.db import instances
+from numamig.db import migrations
+from numamig.objects import fields
+
+LOG = logging.getLogger(__name__)
+STATUS = fields.MigrationStatus
+
+_EXPECTED = (exception.MigrationError, exception.Invalid,
+             exception.NotFound, exception.ConcurrentUpdate,
+             exception.InstanceBuildError)
+
+
+class ConductorManager:
+    """The endpoints of a conductor worker.
+
+    :param db: the numamig.db.api.Database.
+    :param cache: the scheduler's HostStateCache.
+    :param scheduler: the Scheduler choosing destinations.
+    :param compute_api: the compute RPC client (capped by upgrade levels).
+    :param settings: dict of migrate_max_retries, check_timeout (s),
+        limits (NUMALimits or None) and
+        enable_numa_live_migration_workaround.
+    """
+
+    target = messaging.Target(version=conductor_rpcapi.ConductorAPI.VERSION)
+
+    def __init__(self, db, cache, scheduler, compute_api, settings):
+        self.db = db
+        self.cache = cache
+        self.scheduler = scheduler
+        self.compute_api = compute_api
+        self.migrate_max_retries = settings['migrate_max_retries']
+        self.check_timeout = settings['check_timeout']
+        self.limits = settings.get('limits')
+        self.enable_numa_live_migration_workaround = settings.get(
+            'enable_numa_live_migration_workaround', False)
+
+    def load_reports(self):
+        """Fill the cache from the stored reports (at start).
+
+        Each report counts as received when it was made, so that a host
+        that died with the previous conductor does not look up.
+        """
+        for report in compute_nodes.get_all(self.db):
+            guests = [(r.instance.project_id, r.instance.uuid) for r in
+                      instances.get_all(self.db, host=report.host)]
+            self.cache.update(report, guests=guests,
+                              received_at=report.reported_at)
+
+    # -- compute agents -----------------------------------------------------
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def report_compute_node(self, ctxt, report):
+        records.save_report(self, report)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_get(self, ctxt, instance_uuid):
+        return instances.get(self.db, instance_uuid).instance
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_get_all(self, ctxt, host=None):
+        return [r.instance for r in instances.get_all(self.db, host=host)]
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_get_claims_on_host(self, ctxt, host):
+        return [r.instance for r in
+                instances.get_claims_on_host(self.db, host)]
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_set_placement(self, ctxt, instance_uuid, host,
+                               numa_topology):
+        return records.set_placement(self, instance_uuid, host,
+                                     numa_topology)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_update(self, ctxt, instance_uuid, values):
+        return records.update_instance(self, instance_uuid, values)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_get(self, ctxt, migration_uuid):
+        return migrations.get(self.db, migration_uuid)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_get_in_progress_by_host(self, ctxt, host):
+        return migrations.get_in_progress_by_host(self.db, host)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_set_status(self, ctxt, migration_uuid, status,
+                             detail=None, error=None):
+        return records.set_status(self, migration_uuid, status,
+                                  detail=detail, error=error)
+
+    def migration_update_progress(self, ctxt, migration_uuid, progress):
+        fields_ = {k: v for k, v in progress.items()
+                   if k in migrations.PROGRESS_FIELDS}
+        migrations.update_progress(self.db, migration_uuid, **fields_)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_context_set(self, ctxt, context):
+        records.set_migration_context(self, context)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_context_drop(self, ctxt, instance_uuid, migration_uuid):
+        return instances.drop_migration_context(self.db, instance_uuid,
+                                                migration_uuid)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_context_apply(self, ctxt, instance_uuid, migration_uuid):
+        return instances.apply_migration_context(
+            self.db, instance_uuid, migration_uuid).instance
+
+    # -- operators ------------------------------------------------------------
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None):
+        instance = instances.get(self.db, instance_uuid).instance
+        migration = migrations.create(self.db, objects.Migration(
+            uuid=uuidutils.generate_uuid(), instance_uuid=instance_uuid,
+            source_host=instance.host, requested_host=dest_host,
+            status=STATUS.ACCEPTED))
+        LOG.info("Migration %s of %s from %s accepted", migration.uuid,
+                 instance_uuid, instance.host)
+        return live_migrate.LiveMigrationTask(
+            ctxt, self, instance, migration).execute()
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
+        instance = instances.get(self.db, instance_uuid).instance
+        return dry_run.LiveMigrationDryRun(ctxt, self, instance,
+                                           dest_host).execute()
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_abort(self, ctxt, migration_uuid):
+        """Cancel a migration not yet started, or abort a running one.
+
+        :returns: the Migration as it is after the request.
+        """
+        migration = migrations.get(self.db, migration_uuid)
+        if migration.status in (STATUS.ACCEPTED, STATUS.QUEUED):
+            try:
+                return records.set_status(
+                    self, migration_uuid, STATUS.CANCELLED,
+                    expected=[STATUS.ACCEPTED, STATUS.QUEUED],
+                    detail="aborted by request before it started")
+            except exception.InvalidStatusTransition:
+                migration = migrations.get(self.db, migration_uuid)
+        if migration.status not in (STATUS.PREPARING, STATUS.RUNNING):
+            raise exception.MigrationNotAbortable(
+                migration_uuid=migration_uuid, status=migration.status,
+                reason="only a migration that is accepted, queued, "
+                       "preparing or running can be aborted")
+        instance = instances.get(self.db, migration.instance_uuid).instance
+        if not self.compute_api.live_migration_abort(ctxt, instance,
+                                                     migration):
+            raise exception.MigrationNotAbortable(
+                migration_uuid=migration_uuid, status=migration.status,
+                reason="the guest has already left the source")
+        return migrations.get(self.db, migration_uuid)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_force_complete(self, ctxt, migration_uuid):
+        migration = migrations.get(self.db, migration_uuid)
+        if migration.status != STATUS.RUNNING:
+            raise exception.MigrationNotAbortable(
+                migration_uuid=migration_uuid, status=migration.status,
+                reason="only a running migration can be forced to "
+                       "complete")
+        instance = instances.get(self.db, migration.instance_uuid).instance
+        self.compute_api.live_migration_force_complete(ctxt, instance,
+                                                       migration)
+        return migration
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_get_all(self, ctxt, instance_uuid=None, status=None,
+                          host=None):
+        found = migrations.get_all(self.db, instance_uuid=instance_uuid,
+                                   status=status)
+        if host is not None:
+            found = [m for m in found
+                     if host in (m.source_host, m.get('dest_host'))]
+        return found
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_create(self, ctxt, instance, host=None):
+        return build.BuildInstanceTask(ctxt, self, instance, host).execute()
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_adopt(self, ctxt, host):
+        return build.adopt_guests(self, ctxt, host)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def compute_node_get_all(self, ctxt):
+        return compute_nodes.get_all(self.db)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def get_domain_xml(self, ctxt, instance_uuid):
+        instance = instances.get(self.db, instance_uuid).instance
+        if not instance.host:
+            raise exception.InstanceNotFound(instance_uuid=instance_uuid)
+        return self.compute_api.get_domain_xml(ctxt, instance.host,
+                                               instance_uuid)

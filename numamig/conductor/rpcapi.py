@@ -1,0 +1,178 @@
+"""Client side of the conductor's RPC API (agents, operators, tools call it).
+
+Only the conductor touches the database: agents record reports, claims
+and migration statuses through these calls, and operators start and
+follow migrations and create or adopt instances through them.
+"""
+
+import oslo_messaging as messaging
+
+from numamig import rpc
+
+TOPIC = 'numamig-conductor'
+
+# API version -> the object versions a receiver of that version reads.
+OBJECT_VERSIONS = {
+    '1.0': {
+        'ComputeNodeReport': '1.0', 'HostNUMACell': '1.0',
+        'HostNUMATopology': '1.0', 'Instance': '1.0',
+        'InstanceNUMACell': '1.0', 'InstanceNUMATopology': '1.0',
+        'LiveMigrateData': '1.1', 'Migration': '1.0',
+        'MigrationContext': '1.0', 'MigrationStatusChange': '1.0',
+        'NUMALimits': '1.0', 'NUMAMigrateInfo': '1.0',
+        'NUMAPagesTopology': '1.0',
+    },
+}
+
+
+class ConductorAPI:
+    """Client side of the conductor RPC API.
+
+    API version history:
+
+    * 1.0 - Initial version: compute node reports; instance records
+            (get, list, create, adopt, placement, update); migration
+            records (get, list, status, progress) and migration contexts
+            (set, drop, apply); live_migrate_instance, its dry run,
+            migration_abort and migration_force_complete.
+    """
+
+    VERSION = '1.0'
+
+    def __init__(self, transport, version_cap=None, timeout=None):
+        """:param timeout: default seconds to wait for an answer."""
+        target = messaging.Target(topic=TOPIC, version='1.0')
+        self.timeout = timeout
+        self.client = rpc.get_client(
+            transport, target, version_cap=version_cap,
+            version_manifest=rpc.manifest_for_cap(OBJECT_VERSIONS,
+                                                  version_cap))
+
+    @classmethod
+    def from_conf(cls, conf, transport):
+        """A client capped by ``[upgrade_levels] conductor``."""
+        return cls(transport, version_cap=conf.upgrade_levels.conductor)
+
+    def _call(self, ctxt, method, timeout=None, **kwargs):
+        timeout = timeout or self.timeout
+        cctxt = self.client.prepare(timeout=timeout) if timeout \
+            else self.client
+        return cctxt.call(ctxt, method, **kwargs)
+
+    # -- compute agents -----------------------------------------------------
+
+    def report_compute_node(self, ctxt, report):
+        return self._call(ctxt, 'report_compute_node', report=report)
+
+    def instance_get(self, ctxt, instance_uuid):
+        return self._call(ctxt, 'instance_get', instance_uuid=instance_uuid)
+
+    def instance_get_all_by_host(self, ctxt, host):
+        return self._call(ctxt, 'instance_get_all', host=host)
+
+    def instance_get_claims_on_host(self, ctxt, host):
+        """Instances holding a claim on ``host`` (in-progress migrations)."""
+        return self._call(ctxt, 'instance_get_claims_on_host', host=host)
+
+    def instance_set_placement(self, ctxt, instance_uuid, host,
+                               numa_topology):
+        """Record where an instance runs and how it is placed there."""
+        return self._call(ctxt, 'instance_set_placement',
+                          instance_uuid=instance_uuid, host=host,
+                          numa_topology=numa_topology)
+
+    def instance_update(self, ctxt, instance_uuid, values):
+        return self._call(ctxt, 'instance_update',
+                          instance_uuid=instance_uuid, values=values)
+
+    def migration_get(self, ctxt, migration_uuid):
+        return self._call(ctxt, 'migration_get',
+                          migration_uuid=migration_uuid)
+
+    def migration_get_in_progress_by_host(self, ctxt, host):
+        return self._call(ctxt, 'migration_get_in_progress_by_host',
+                          host=host)
+
+    def migration_set_status(self, ctxt, migration_uuid, status,
+                             detail=None, error=None):
+        """:raises InvalidStatusTransition: nothing changed then."""
+        return self._call(ctxt, 'migration_set_status',
+                          migration_uuid=migration_uuid, status=status,
+                          detail=detail, error=error)
+
+    def migration_update_progress(self, ctxt, migration_uuid, progress):
+        """Record a progress sample (cast: a lost sample does not matter)."""
+        self.client.cast(ctxt, 'migration_update_progress',
+                         migration_uuid=migration_uuid, progress=progress)
+
+    def migration_context_set(self, ctxt, context):
+        """Record a move claim; answers only once it is committed.
+
+        :raises MigrationPreCheckError: the migration no longer tries
+            this destination, or the instance holds another claim.
+        """
+        return self._call(ctxt, 'migration_context_set', context=context)
+
+    def migration_context_drop(self, ctxt, instance_uuid, migration_uuid):
+        return self._call(ctxt, 'migration_context_drop',
+                          instance_uuid=instance_uuid,
+                          migration_uuid=migration_uuid)
+
+    def migration_context_apply(self, ctxt, instance_uuid, migration_uuid):
+        return self._call(ctxt, 'migration_context_apply',
+                          instance_uuid=instance_uuid,
+                          migration_uuid=migration_uuid)
+
+    # -- operators ------------------------------------------------------------
+
+    def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
+                              timeout=None):
+        """Choose a destination, claim there and start the migration.
+
+        Returns once the source has been told to migrate (status queued).
+
+        :returns: the Migration.
+        :raises NoValidHost: no destination could take the guest (the
+            migration is recorded with status error and every reason).
+        """
+        return self._call(ctxt, 'live_migrate_instance', timeout=timeout,
+                          instance_uuid=instance_uuid, dest_host=dest_host)
+
+    def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
+        """Where the guest would go and how pinned; claims nothing."""
+        return self._call(ctxt, 'live_migration_dry_run',
+                          instance_uuid=instance_uuid, dest_host=dest_host)
+
+    def migration_abort(self, ctxt, migration_uuid):
+        return self._call(ctxt, 'migration_abort',
+                          migration_uuid=migration_uuid)
+
+    def migration_force_complete(self, ctxt, migration_uuid):
+        return self._call(ctxt, 'migration_force_complete',
+                          migration_uuid=migration_uuid)
+
+    def migration_get_all(self, ctxt, instance_uuid=None, status=None,
+                          host=None):
+        return self._call(ctxt, 'migration_get_all',
+                          instance_uuid=instance_uuid, status=status,
+                          host=host)
+
+    def instance_get_all(self, ctxt, host=None):
+        return self._call(ctxt, 'instance_get_all', host=host)
+
+    def instance_create(self, ctxt, instance, host=None):
+        """Record and build an instance on ``host`` or a scheduled one."""
+        return self._call(ctxt, 'instance_create', instance=instance,
+                          host=host)
+
+    def instance_adopt(self, ctxt, host):
+        """Record the NUMA guests of ``host`` numamig does not know yet."""
+        return self._call(ctxt, 'instance_adopt', host=host)
+
+    def compute_node_get_all(self, ctxt):
+        return self._call(ctxt, 'compute_node_get_all')
+
+    def get_domain_xml(self, ctxt, instance_uuid):
+        """The live domain XML of an instance, from its host."""
+        return self._call(ctxt, 'get_domain_xml',
+                          instance_uuid=instance_uuid)

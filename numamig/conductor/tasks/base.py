@@ -1,0 +1,33 @@
+"""TaskBase: a conductor task that runs its steps or rolls back."""
+
+import logging
+
+LOG = logging.getLogger(__name__)
+
+
+class TaskBase:
+    """A unit of conductor work: ``execute`` runs ``_execute``; on any
+    exception ``rollback`` undoes what was done and the exception is
+    raised again unchanged.
+    """
+
+    def __init__(self, ctxt, conductor):
+        """:param conductor: the ConductorManager (database, cache, APIs)."""
+        self.ctxt = ctxt
+        self.conductor = conductor
+
+    def execute(self):
+        try:
+            return self._execute()
+        except BaseException as exc:
+            try:
+                self.rollback(exc)
+            except Exception:
+                LOG.exception("Rollback of %s failed", type(self).__name__)
+            raise
+
+    def _execute(self):
+        raise NotImplementedError()
+
+    def rollback(self, exc):
+        """Undo the effects of a failed ``_execute``; default: nothing."""

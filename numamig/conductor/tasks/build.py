@@ -1,0 +1,94 @@
+"""Instance creation and adoption, for operators and CI.
+
+Creation records the instance without a host, then asks the chosen host
+(or the scheduler's candidates in order) to claim and create it; the
+first host that takes it records the placement. Adoption asks a host to
+describe the NUMA guests it runs that numamig does not know, and records
+them as they are placed there.
+"""
+
+import logging
+
+from numamig import exception
+from numamig.compute import claims as compute_claims
+from numamig.conductor.tasks import base
+from numamig.db import instances
+
+LOG = logging.getLogger(__name__)
+
+_REFUSALS = (exception.MigrationPreCheckError, exception.ComputeHostDown,
+             exception.ReservationConflict, exception.HostNotFound)
+
+
+class BuildInstanceTask(base.TaskBase):
+    """Record and create one instance on a chosen or scheduled host."""
+
+    def __init__(self, ctxt, conductor, instance, host=None):
+        super().__init__(ctxt, conductor)
+        self.instance = instance
+        self.host = host
+        self.refused = {}
+        self._recorded = False
+
+    def _execute(self):
+        self.instance.host = None
+        self.instance.numa_topology = None
+        request = compute_claims.numa_request(self.instance)
+        self.instance.validate()
+        instances.create(self.conductor.db, self.instance)
+        self._recorded = True
+        for host in self._hosts(request):
+            try:
+                return self._build_on(host, request)
+            except _REFUSALS as exc:
+                self.refused[host] = str(exc)
+                self.conductor.cache.release(host, self.instance.uuid)
+        raise exception.InstanceBuildError(
+            instance_uuid=self.instance.uuid,
+            reason="; ".join(f"{h}: {r}" for h, r in self.refused.items())
+            or "no compute host has reported")
+
+    def _hosts(self, request):
+        if self.host:
+            return [self.host]
+        selection = self.conductor.scheduler.select_destinations(
+            request, None, limits=self.conductor.limits)
+        self.refused.update({r.host: r.reason for r in selection.rejected})
+        return selection.hosts
+
+    def _build_on(self, host, request):
+        if request is not None and not self.host:
+            self.conductor.scheduler.reserve(
+                host, self.instance.uuid, self.instance.project_id, request,
+                limits=self.conductor.limits)
+        else:
+            self.conductor.cache.check_up(host)
+        built = self.conductor.compute_api.build_instance(
+            self.ctxt, self.instance, host, limits=self.conductor.limits)
+        LOG.info("Instance %s created on %s", built.uuid, host)
+        return built
+
+    def rollback(self, exc):
+        """Forget the record of an instance no host created."""
+        if self._recorded:
+            instances.destroy(self.conductor.db, self.instance.uuid)
+
+
+def adopt_guests(conductor, ctxt, host):
+    """Record the NUMA guests of ``host`` that numamig does not know.
+
+    :returns: the recorded Instances.
+    """
+    conductor.cache.check_up(host)
+    adopted = []
+    for instance in conductor.compute_api.adopt_guests(ctxt, host):
+        try:
+            instances.create(conductor.db, instance)
+        except exception.RecordExists:
+            LOG.warning("Guest %s on %s is already recorded (elsewhere?); "
+                        "not adopted", instance.uuid, host)
+            continue
+        LOG.info("Adopted guest %s (%s) on %s", instance.name,
+                 instance.uuid, host)
+        adopted.append(instance)
+    return adopted

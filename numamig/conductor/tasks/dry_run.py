@@ -1,0 +1,64 @@
+"""The live-migration dry run: where a guest would go, claiming nothing.
+
+It runs the live-migration task's checks and destination choice on an
+unrecorded migration, then fits the guest on the chosen host's last
+reported topology (minus in-flight reservations) instead of asking the
+host to claim. Nothing is recorded, reserved or claimed; the answer is
+as good as the hosts' last reports.
+"""
+
+from numamig import exception
+from numamig import objects
+from numamig.conductor.tasks import live_migrate
+from numamig.numa import fit
+
+
+class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
+    """Answer where a live migration would go and how it would be pinned.
+
+    ``execute`` returns a dict: ``instance_uuid``, ``source_host``,
+    ``dest_host`` (None when no host fits), ``numa_topology`` (the
+    placement there, None for a guest without NUMA characteristics),
+    ``candidates`` (every host that would be tried, in order) and
+    ``refused`` (host -> reason).
+    """
+
+    def __init__(self, ctxt, conductor, instance, requested_host=None):
+        migration = objects.Migration(
+            uuid='00000000-0000-0000-0000-000000000000',
+            instance_uuid=instance.uuid, source_host=instance.host,
+            requested_host=requested_host)
+        super().__init__(ctxt, conductor, instance, migration)
+
+    def _execute(self):
+        try:
+            hosts = self._check_and_choose()
+        except exception.NoValidHost:
+            hosts = []
+        answer = {'instance_uuid': self.instance.uuid,
+                  'source_host': self.instance.host, 'dest_host': None,
+                  'numa_topology': None, 'candidates': [],
+                  'refused': self.refused}
+        answer['candidates'] = list(hosts)
+        for host in hosts:
+            placed, reason = self._fit_on(host)
+            if reason is None:
+                answer.update(dest_host=host, numa_topology=placed)
+                break
+            self.refused[host] = reason
+        return answer
+
+    def _fit_on(self, host):
+        if self.request is None:
+            return None, None
+        state = self.conductor.cache.get(host)
+        result = fit.fit(state.topology, self.request,
+                         limits=self.conductor.limits,
+                         strategy=self.conductor.scheduler.cell_strategy,
+                         pagesize_kb=self.pagesize_kb)
+        if not result.fits:
+            return None, f"NUMA topology does not fit: {result.reason}"
+        return result.topology, None
+
+    def rollback(self, exc):
+        """Nothing was recorded or claimed: nothing to undo."""
