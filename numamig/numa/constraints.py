@@ -63,7 +63,8 @@ def get_numa_request(vcpus, memory_mb, extra_specs, image_properties):
     realtime = _realtime_vcpus(settings, vcpus, dedicated)
     page = settings['mem_page_size']
     nodes = settings['numa_nodes']
-    if not (nodes or page or pinned):
+    explicit_split = any(settings['cells'])
+    if not (nodes or page or pinned or explicit_split):
         return None
     split = _split(settings, vcpus, memory_mb)
     cells = [_cell(i, vcpus_i, mem_i, settings, dedicated, realtime)
