@@ -1,0 +1,85 @@
+"""The schema and the repositories on real PostgreSQL and MariaDB."""
+
+import datetime
+
+from alembic import autogenerate
+from alembic.runtime import migration as alembic_migration
+
+from numamig import exception
+from numamig.db import compute_nodes
+from numamig.db import instances
+from numamig.db import migrations
+from numamig.db import models
+from numamig.db import schema
+from tests.functional.db import base
+from tests.unit.db import base as unit_base
+
+
+class SchemaTestCase(base.ServerDBTestCase):
+
+    sync = False
+
+    def test_sync_from_empty_is_idempotent(self):
+        self.assertIsNone(self.db.version())
+        self.assertRaises(exception.DatabaseNotSynced, self.db.check_schema)
+        self.assertEqual(schema.head(), self.db.sync())
+        self.assertEqual(schema.head(), self.db.sync())
+        self.db.check_schema()
+
+    def test_revisions_create_exactly_the_models(self):
+        self.db.sync()
+        with self.db.engine.connect() as connection:
+            context = alembic_migration.MigrationContext.configure(
+                connection)
+            diff = autogenerate.compare_metadata(context,
+                                                 models.Base.metadata)
+        self.assertEqual([], diff)
+
+
+class RoundTripTestCase(base.ServerDBTestCase):
+
+    def test_instance_with_claim(self):
+        instance = instances.create(self.db,
+                                    unit_base.make_instance()).instance
+        migration = migrations.create(
+            self.db, unit_base.make_migration(instance.uuid))
+        context = unit_base.make_context(instance, migration.uuid)
+        record = instances.set_migration_context(self.db, instance.uuid,
+                                                 context)
+        self.assertEqual(context, record.instance.migration_context)
+        self.assertEqual(record, instances.get(self.db, instance.uuid))
+        self.assertEqual([instance.uuid], [
+            r.instance.uuid
+            for r in instances.get_claims_on_host(self.db, 'dst')])
+
+    def test_status_history_keeps_microsecond_order(self):
+        instance = instances.create(self.db,
+                                    unit_base.make_instance()).instance
+        migration = migrations.create(
+            self.db, unit_base.make_migration(instance.uuid))
+        for status in ('queued', 'preparing', 'running', 'post-migrating',
+                       'completed'):
+            migration = migrations.set_status(self.db, migration.uuid,
+                                              status)
+        history = migration.history
+        self.assertEqual(['accepted', 'queued', 'preparing', 'running',
+                          'post-migrating', 'completed'],
+                         [h.status for h in history])
+        times = [h.changed_at for h in history]
+        self.assertEqual(sorted(times), times)
+
+    def test_report_keeps_microseconds(self):
+        when = datetime.datetime(2026, 5, 6, 7, 8, 9, 123456,
+                                 tzinfo=datetime.UTC)
+        report = unit_base.make_report(reported_at=when)
+        self.assertEqual(report, compute_nodes.save_report(self.db, report))
+        self.assertEqual(when, compute_nodes.get(self.db, 'src').reported_at)
+
+    def test_foreign_key_cascade(self):
+        instance = instances.create(self.db,
+                                    unit_base.make_instance()).instance
+        migration = migrations.create(
+            self.db, unit_base.make_migration(instance.uuid))
+        instances.destroy(self.db, instance.uuid)
+        self.assertRaises(exception.MigrationNotFound, migrations.get,
+                          self.db, migration.uuid)
