@@ -1,0 +1,134 @@
+"""Property tests of fit and usage over random hosts and requests.
+
+For thousands of generated cases: fit never modifies its inputs and gives
+the same answer twice; a placement is a valid object whose apply never
+fails and whose release restores the host exactly; the decision and the
+assignment equal those of the permutation search the matching replaces.
+"""
+
+import copy
+import itertools
+
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+
+from numamig import objects
+from numamig.numa import cellfit
+from numamig.numa import fit
+from numamig.numa import pinning
+from numamig.numa import usage
+from tests import base
+from tests.unit.numa import hosts
+
+POLICIES = (None, 'prefer', 'isolate', 'require')
+PAGESIZES = (None, -1, -2, -3, 4, 2048, 1048576)
+
+
+@st.composite
+def host_topologies(draw):
+    cells = draw(st.integers(1, 4))
+    cores = draw(st.integers(1, 4))
+    threads = draw(st.sampled_from((1, 2)))
+    shared = draw(st.integers(0, min(1, cores - 1)))
+    memory_mb = 4096
+    host = hosts.make_host(
+        cells=cells, cores=cores, threads=threads, shared=shared,
+        memory_mb=memory_mb,
+        pages=hosts.hugepage_pools(memory_mb, pages_2m=512, pages_1g=1))
+    for cell in host.cells:
+        cell.pinned_cpus = draw(st.sets(st.sampled_from(
+            sorted(cell.pcpuset)))) if cell.pcpuset else set()
+        cell.memory_usage_mb = draw(st.integers(0, memory_mb))
+        cell.cpu_usage = draw(st.integers(0, 4))
+        pool = cell.pages_of(2048)
+        pool.used = draw(st.integers(0, pool.total))
+        pool.reserved = draw(st.integers(0, pool.total - pool.used))
+    return host.validate()
+
+
+@st.composite
+def requests(draw):
+    count = draw(st.integers(1, 3))
+    policy = draw(st.sampled_from(POLICIES))
+    pagesize = draw(st.sampled_from(PAGESIZES))
+    cells = []
+    for _ in range(count):
+        pinned = draw(st.integers(0, 4))
+        floating = draw(st.integers(0 if pinned else 1, 2))
+        memory = draw(st.sampled_from((1024, 2048)))
+        cells.append((pinned, floating, memory, pagesize, policy))
+    emulator = None
+    if cells[0][0] and draw(st.booleans()):
+        emulator = 'isolate'
+    return hosts.request(cells, emulator)
+
+
+limits = st.one_of(st.none(), st.builds(
+    objects.NUMALimits,
+    cpu_allocation_ratio=st.sampled_from((1.0, 4.0, 16.0)),
+    ram_allocation_ratio=st.sampled_from((1.0, 1.5))))
+
+
+def _by_permutations(host, request, lim, strategy):
+    """The assignment trying host-cell permutations in strategy order."""
+    order = fit._host_order(host.cells, strategy)
+    cores = [pinning.CellCores(cell) for cell in order]
+    isolate = request.emulator_threads_policy == 'isolate'
+    demands = [cellfit.demand_of(g, int(isolate and g.id == 0), None)
+               for g in request.cells]
+    for perm in itertools.permutations(range(len(order)),
+                                       len(request.cells)):
+        if all(cellfit.check(order[h], cores[h], d, lim)[0] is None
+               for d, h in zip(demands, perm, strict=True)):
+            return [order[h].id for h in perm]
+    return None
+
+
+class FitPropertiesTest(base.TestCase):
+
+    @settings(max_examples=1500, deadline=None)
+    @given(host_topologies(), requests(), limits,
+           st.sampled_from(fit.STRATEGIES))
+    def test_fit_apply_release(self, host, request, lim, strategy):
+        before = copy.deepcopy((host, request, lim))
+        result = fit.fit(host, request, lim, strategy)
+        self.assertEqual(before, (host, request, lim))
+        self.assertEqual(result, fit.fit(host, request, lim, strategy))
+        expected = _by_permutations(host, request, lim, strategy)
+        if not result.fits:
+            self.assertIsNone(expected)
+            self.assertTrue(result.reason)
+            return
+        placed = result.topology.validate()
+        self.assertEqual(expected, [c.host_cell for c in placed.cells])
+        applied = usage.apply(host, placed).validate()
+        self.assertEqual(before[0], host)
+        self.assertEqual(host, usage.release(applied, placed))
+
+    @settings(max_examples=300, deadline=None)
+    @given(host_topologies(), st.lists(requests(), min_size=1, max_size=6),
+           st.sampled_from(fit.STRATEGIES))
+    def test_successive_claims_never_clash(self, host, guests, strategy):
+        placed = []
+        current = host
+        for request in guests:
+            result = fit.fit(current, request, objects.NUMALimits(),
+                             strategy)
+            if result.fits:
+                current = usage.apply(current, result.topology).validate()
+                placed.append(result.topology)
+        self.assertEqual(current, usage.host_with_usage(host, placed))
+        for topology in reversed(placed):
+            current = usage.release(current, topology)
+        self.assertEqual(host, current)
+
+    @settings(max_examples=300, deadline=None)
+    @given(host_topologies(), requests(),
+           st.sampled_from((4, 2048, 1048576)))
+    def test_forced_page_size_is_kept(self, host, request, size):
+        result = fit.fit(host, request, pagesize_kb=size)
+        if result.fits:
+            self.assertEqual({size},
+                             {c.pagesize for c in result.topology.cells})
+            usage.apply(host, result.topology)
