@@ -31,6 +31,26 @@ class MigrationProgress:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
+class MigrationResult:
+    """How a finished migration went, for logs and the migration record.
+
+    ``emulated`` is True where numamig carried the guest over itself (the
+    libvirt test driver); timings are then those of the define and start.
+    ``downtime_ms`` is None where the hypervisor did not report it.
+    """
+
+    __slots__ = ('emulated', 'elapsed_ms', 'downtime_ms', 'memory_total',
+                 'memory_processed', 'post_copy', 'paused')
+
+    def __init__(self, **kwargs):
+        for name in self.__slots__:
+            setattr(self, name, kwargs.get(name))
+        self.emulated = bool(self.emulated)
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
 class ComputeDriver(abc.ABC):
     """The hypervisor seam of a compute agent."""
 
@@ -115,6 +135,7 @@ class ComputeDriver(abc.ABC):
 
         :param progress_callback: called with a MigrationProgress sample
             while the job runs.
+        :returns: a MigrationResult.
         :raises MigrationError or HypervisorError: the guest stays on the
             source with its old placement.
         """
@@ -129,4 +150,7 @@ class ComputeDriver(abc.ABC):
 
     @abc.abstractmethod
     def accept_emulated_migration(self, instance_uuid, dest_xml):
-        """Destination side of an emulated migration: define and start."""
+        """Destination side of an emulated migration: define and start.
+
+        :returns: a MigrationResult with ``emulated`` set.
+        """

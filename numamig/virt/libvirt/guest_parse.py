@@ -95,7 +95,8 @@ def _topology(doc):
                          if v in pins},
             cpuset_reserved=_cpus(emulator.get('cpuset'))
             if isolate and cell_id == 0 and emulator is not None else None,
-            cpu_policy=meta.get('cpu_policy') or _policy(vcpus, pinned),
+            cpu_policy=meta.get('cpu_policy') if meta else
+            _policy(vcpus, pinned),
             cpu_thread_policy=meta.get('cpu_thread_policy'),
             realtime_vcpus=vcpus & realtime))
     return objects.InstanceNUMATopology(

@@ -1,0 +1,199 @@
+"""One native live migration: the migrateToURI3 call and its monitor.
+
+The calling thread blocks in ``migrateToURI3`` (peer to peer: the source
+libvirtd drives the whole protocol); a monitor thread polls the job's
+statistics meanwhile, reports progress, raises the allowed downtime in
+steps and, past the completion timeout, aborts or forces convergence.
+``abort`` and ``force_complete`` may be called from any other thread.
+"""
+
+import threading
+import time
+
+import libvirt
+from oslo_log import log as logging
+
+from numamig.virt import driver
+from numamig.virt.libvirt import errors
+
+LOG = logging.getLogger(__name__)
+
+BASE_FLAGS = (libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER |
+              libvirt.VIR_MIGRATE_PERSIST_DEST |
+              libvirt.VIR_MIGRATE_UNDEFINE_SOURCE)
+KIB_PER_GIB = 1024 * 1024
+
+
+def migration_flags(settings):
+    """Return the VIR_MIGRATE_* flags for MigrationSettings."""
+    flags = BASE_FLAGS
+    if settings.permit_post_copy:
+        flags |= libvirt.VIR_MIGRATE_POSTCOPY
+    elif settings.permit_auto_converge:
+        # Throttling is pointless once post-copy can make it converge.
+        flags |= libvirt.VIR_MIGRATE_AUTO_CONVERGE
+    if settings.native_tls:
+        flags |= getattr(libvirt, 'VIR_MIGRATE_TLS', 1 << 16)
+    if settings.parallel_connections > 1:
+        flags |= getattr(libvirt, 'VIR_MIGRATE_PARALLEL', 1 << 17)
+    return flags
+
+
+def migration_params(settings, dest_xml, migration_uri, bandwidth_mib=None):
+    """Return the typed parameters of migrateToURI3.
+
+    The rewritten XML is both DEST_XML (what runs now) and PERSIST_XML
+    (what a later restart on the destination uses), so new pins survive.
+    """
+    params = {libvirt.VIR_MIGRATE_PARAM_DEST_XML: dest_xml,
+              libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: dest_xml,
+              libvirt.VIR_MIGRATE_PARAM_BANDWIDTH:
+                  bandwidth_mib or settings.bandwidth_mib}
+    if migration_uri:
+        params[libvirt.VIR_MIGRATE_PARAM_URI] = migration_uri
+    if settings.parallel_connections > 1:
+        params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] = \
+            settings.parallel_connections
+    return params
+
+
+def downtime_steps(settings, memory_gib):
+    """Return [(elapsed seconds, max downtime ms)], smallest first.
+
+    The first step allows downtime/steps; each later one, spaced by the
+    delay scaled by guest memory, adds an equal share until the
+    configured maximum is reached.
+    """
+    steps = max(settings.downtime_steps, 1)
+    delay = settings.downtime_delay_s * max(memory_gib, 1)
+    base = settings.downtime_ms / steps
+    increment = (settings.downtime_ms - base) / steps
+    return [(delay * i, int(base + increment * i))
+            for i in range(steps + 1)]
+
+
+class MigrationJob:
+    """A live migration of one domain, from start to end."""
+
+    def __init__(self, dom, settings, host, dest, progress_callback=None,
+                 clock=time.monotonic):
+        self._dom = dom
+        self._settings = settings
+        self._host, self._dest = host, dest
+        self._callback = progress_callback
+        self._clock = clock
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._aborted_reason = None
+        self._post_copy = False
+        self._paused = False
+        self.instance = dom.UUIDString()
+        self._memory_gib = dom.info()[1] / KIB_PER_GIB
+        self._steps = downtime_steps(settings, self._memory_gib)
+        self._last = driver.MigrationProgress()
+
+    def run(self, peer_uri, dest_xml, migration_uri, bandwidth_mib=None):
+        """Migrate; return a MigrationResult or raise a numamig error."""
+        flags = migration_flags(self._settings)
+        params = migration_params(self._settings, dest_xml, migration_uri,
+                                  bandwidth_mib)
+        self._started = self._clock()
+        monitor = threading.Thread(target=self._monitor, daemon=True,
+                                   name=f'migration-monitor-{self.instance}')
+        monitor.start()
+        LOG.info("Live-migrating %s from %s to %s (%s, flags %#x)",
+                 self.instance, self._host, self._dest, peer_uri, flags)
+        try:
+            self._dom.migrateToURI3(peer_uri, params, flags)
+        except libvirt.libvirtError as exc:
+            raise errors.migration_error(exc, self.instance, self._host,
+                                         self._dest, self._aborted_reason)
+        finally:
+            self._done.set()
+            monitor.join()
+        return self._result()
+
+    def abort(self, reason='aborted by request'):
+        """Cancel the job; the guest keeps running on the source."""
+        with self._lock:
+            self._aborted_reason = reason
+        self._dom.abortJob()
+
+    def force_complete(self):
+        """Make the job converge: post-copy if permitted, else pause."""
+        with self._lock:
+            if self._settings.permit_post_copy:
+                self._dom.migrateStartPostCopy(0)
+                self._post_copy = True
+            else:
+                self._dom.suspend()
+                self._paused = True
+        LOG.info("Forcing migration of %s to complete by %s", self.instance,
+                 'post-copy' if self._post_copy else 'pausing the guest')
+
+    def _monitor(self):
+        interval = self._settings.progress_interval_s
+        while not self._done.wait(interval):
+            try:
+                self._poll()
+            except libvirt.libvirtError as exc:
+                # The job may end between two polls; the migrateToURI3
+                # caller reports the outcome, so this is not an error.
+                LOG.debug("Migration monitor of %s: %s", self.instance, exc)
+
+    def _poll(self):
+        stats = self._dom.jobStats()
+        if stats.get('type', libvirt.VIR_DOMAIN_JOB_NONE) == \
+                libvirt.VIR_DOMAIN_JOB_NONE:
+            return
+        elapsed = self._clock() - self._started
+        self._last = _progress(stats)
+        if self._callback is not None:
+            self._callback(self._last)
+        self._step_downtime(elapsed)
+        self._check_timeout(elapsed)
+
+    def _step_downtime(self, elapsed):
+        while self._steps and self._steps[0][0] <= elapsed:
+            _, downtime = self._steps.pop(0)
+            LOG.debug("Migration of %s: max downtime %d ms", self.instance,
+                      downtime)
+            self._dom.migrateSetMaxDowntime(downtime, 0)
+
+    def _check_timeout(self, elapsed):
+        limit = self._settings.completion_timeout_s * max(
+            self._memory_gib, 1)
+        if not limit or elapsed <= limit or self._aborted_reason or \
+                self._post_copy or self._paused:
+            return
+        LOG.warning("Migration of %s exceeded its completion timeout of "
+                    "%.0f s; action: %s", self.instance, limit,
+                    self._settings.timeout_action)
+        if self._settings.timeout_action == 'force_complete':
+            self.force_complete()
+        else:
+            self.abort(f"completion timeout of {limit:.0f} s exceeded")
+
+    def _result(self):
+        elapsed_ms = int((self._clock() - self._started) * 1000)
+        result = driver.MigrationResult(
+            emulated=False, elapsed_ms=elapsed_ms,
+            memory_total=self._last.memory_total,
+            memory_processed=self._last.memory_processed,
+            post_copy=self._post_copy, paused=self._paused)
+        LOG.info("Live migration of %s to %s completed in %d ms",
+                 self.instance, self._dest, elapsed_ms)
+        return result
+
+
+def _progress(stats):
+    return driver.MigrationProgress(
+        memory_total=stats.get('memory_total', 0),
+        memory_processed=stats.get('memory_processed', 0),
+        memory_remaining=stats.get('memory_remaining', 0),
+        disk_total=stats.get('disk_total', 0),
+        disk_processed=stats.get('disk_processed', 0),
+        disk_remaining=stats.get('disk_remaining', 0),
+        dirty_rate=stats.get('memory_dirty_rate', 0),
+        iteration=stats.get('memory_iteration', 0),
+        elapsed_ms=stats.get('time_elapsed', 0))
