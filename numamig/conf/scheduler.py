@@ -10,11 +10,30 @@ opts = [
     cfg.IntOpt('reservation_timeout', default=300, min=1,
                help="Seconds an in-flight placement stays reserved in the "
                     "scheduler's host cache when no report confirms it "
-                    "(its fingerprint never matches). Lower it if a lost "
-                    "migration keeps a host looking full."),
+                    "(its fingerprint never matches) and no release "
+                    "comes. Lower it if a lost migration keeps a host "
+                    "looking full; keep it well above report_interval "
+                    "plus the time a destination takes to claim, or the "
+                    "scheduler offers the same resources twice."),
     cfg.IntOpt('max_candidates', default=10, min=1,
                help="How many hosts the scheduler returns as destination "
-                    "candidates for one migration."),
+                    "candidates for one migration, best first. The "
+                    "conductor tries at most migrate_max_retries + 1 of "
+                    "them; raise this only together with that option."),
+    cfg.StrOpt('strategy', default='spread',
+               choices=[
+                   ('spread', "Emptiest hosts first: load stays even and "
+                              "concurrent migrations rarely collide on "
+                              "one host."),
+                   ('pack', "Fullest hosts that still fit first: keeps "
+                            "whole hosts free for large guests and for "
+                            "maintenance."),
+               ],
+               help="Order in which the scheduler offers destination "
+                    "hosts. A host's fullness is the mean free share of "
+                    "its dedicated pCPUs, shared CPUs, memory and huge "
+                    "pages, counting in-flight migrations; ties go to the "
+                    "alphabetically first host."),
 ]
 
 

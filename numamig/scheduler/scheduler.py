@@ -1,0 +1,213 @@
+"""Choose live-migration destinations from the host cache.
+
+The conductor asks ``select_destinations`` for a guest: every cached
+host goes through the filters (up, not excluded, same hypervisor type,
+NUMA fit on its free resources minus in-flight reservations); those that
+pass are weighed (spread or pack) and returned best first, each with the
+placement the fit found, together with every refused host and why.
+
+The conductor then tries the candidates in order. Before it asks a
+destination to claim, it reserves the guest there with ``reserve``,
+which fits again under the cache's lock: two conductor threads that got
+the same candidate cannot both reserve the same pCPUs, and the loser
+gets a ReservationConflict and moves to its next candidate. It releases
+the reservation (``HostStateCache.release``) when the migration ends.
+"""
+
+import dataclasses
+
+from numamig import exception
+from numamig.numa import fit as numa_fit
+from numamig.scheduler import filters as host_filters
+from numamig.scheduler import weighers
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """A host that can take the guest, with the fit that says where."""
+
+    host: str
+    weight: object           # fractions.Fraction, the host's free share
+    fit: object              # FitResult, or None for a non-NUMA guest
+
+    @property
+    def placement(self):
+        """The placed InstanceNUMATopology, or None for a non-NUMA guest."""
+        return None if self.fit is None else self.fit.topology
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+    """A host that cannot take the guest: which filter refused it, why."""
+
+    host: str
+    filter: str
+    reason: str
+
+    def __str__(self):
+        return f"{self.host}: {self.reason}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """The answer of ``select_destinations``: ordered candidates, refusals.
+
+    ``candidates`` is best first, at most ``max_candidates`` long;
+    ``rejected`` is sorted by host name.
+    """
+
+    candidates: tuple
+    rejected: tuple
+
+    @property
+    def hosts(self):
+        return [candidate.host for candidate in self.candidates]
+
+    def no_valid_host(self):
+        """Return the NoValidHost error naming every refused host."""
+        if not self.rejected:
+            reason = "no compute host has reported to the conductor"
+        else:
+            reason = "; ".join(str(r) for r in self.rejected)
+        return exception.NoValidHost(reason=reason)
+
+
+class Scheduler:
+    """Filters and weighs the cached hosts for one guest at a time.
+
+    :param cache: the HostStateCache the conductor feeds with reports.
+    :param strategy: ``'spread'`` (emptiest host first) or ``'pack'``
+        (fullest first).
+    :param max_candidates: how many candidates to return at most.
+    :param filters: HostFilter objects; default ``default_filters``.
+    :param cell_strategy: host-cell order of the NUMA fit, ``'spread'``
+        or ``'pack'``; None uses ``strategy``. Set it to what the
+        destinations' ``[compute]`` option uses, so that the placement
+        the scheduler predicts is the one their claims will make.
+    """
+
+    def __init__(self, cache, strategy=weighers.SPREAD, max_candidates=10,
+                 filters=None, cell_strategy=None):
+        cell_strategy = strategy if cell_strategy is None else cell_strategy
+        for value in (strategy, cell_strategy):
+            if value not in weighers.STRATEGIES:
+                raise exception.UnknownSchedulingStrategy(
+                    strategy=value, choices=', '.join(weighers.STRATEGIES))
+        if isinstance(max_candidates, bool) or \
+                not isinstance(max_candidates, int) or max_candidates < 1:
+            raise exception.Invalid(
+                reason=f"max_candidates must be a positive integer, got "
+                       f"{max_candidates!r}")
+        self.cache = cache
+        self.strategy = strategy
+        self.cell_strategy = cell_strategy
+        self.max_candidates = max_candidates
+        self.filters = tuple(filters) if filters is not None else \
+            host_filters.default_filters(cache.service_down_time)
+
+    @classmethod
+    def from_conf(cls, cache, conf):
+        """Build a scheduler from ``[scheduler]`` and ``[compute]``."""
+        packing = conf.compute.packing_host_numa_cells_allocation_strategy
+        return cls(cache, strategy=conf.scheduler.strategy,
+                   max_candidates=conf.scheduler.max_candidates,
+                   cell_strategy=weighers.PACK if packing else
+                   weighers.SPREAD)
+
+    def select_destinations(self, request, source_host, limits=None,
+                            hypervisor_type=None, exclude=(),
+                            pagesize_kb=None):
+        """Return the Selection of destinations for a guest.
+
+        Nothing is reserved: call ``reserve`` for the candidate tried.
+
+        :param request: the guest's unplaced InstanceNUMATopology (from
+            numa.constraints.get_numa_request), or None when the guest
+            has no NUMA characteristics; not modified.
+        :param source_host: the host the guest runs on, never chosen;
+            None for a guest not yet created.
+        :param limits: NUMALimits for every host cell, or None.
+        :param hypervisor_type: required type; None takes the source
+            host's type when the cache knows it, else accepts any.
+        :param exclude: host names not to choose.
+        :param pagesize_kb: page size the guest must keep, or None.
+        """
+        spec = self._spec(request, source_host, limits, hypervisor_type,
+                          exclude, pagesize_kb)
+        weighed, rejected = [], []
+        for state in self.cache.host_states():
+            verdict, refused_by = self._filter(state, spec)
+            if verdict.passed:
+                weighed.append((state.host, weighers.weigh(state.topology),
+                                verdict.fit))
+            else:
+                rejected.append(Rejection(state.host, refused_by,
+                                          verdict.reason))
+        ordered = weighers.order(weighed, self.strategy)
+        candidates = tuple(Candidate(host, weight, fit)
+                           for host, weight, fit in ordered)
+        return Selection(candidates[:self.max_candidates], tuple(rejected))
+
+    def reserve(self, host, instance_uuid, project_id, request, limits=None,
+                pagesize_kb=None):
+        """Fit the guest on ``host``'s free resources now and reserve it.
+
+        The fit runs under the cache's lock against the host as it is at
+        that instant, so concurrent reservations never over-commit it.
+
+        :returns: the Reservation, whose ``topology`` is the placement.
+        :raises HostNotFound: if the host never reported.
+        :raises ReservationConflict: if the guest no longer fits there.
+        """
+        if request is None:
+            raise exception.Invalid(
+                reason=f"instance {instance_uuid} has no NUMA request; "
+                       f"there is nothing to reserve on {host}")
+
+        def place(topology):
+            result = numa_fit.fit(topology, request, limits=limits,
+                                  strategy=self.cell_strategy,
+                                  pagesize_kb=pagesize_kb)
+            if not result.fits:
+                raise exception.ReservationConflict(
+                    instance_uuid=instance_uuid, host=host,
+                    reason=f"it no longer fits: {result.reason}")
+            return result.topology
+
+        return self.cache.reserve_fitting(host, instance_uuid, project_id,
+                                          place)
+
+    def _spec(self, request, source_host, limits, hypervisor_type, exclude,
+              pagesize_kb):
+        if isinstance(exclude, str):
+            # A bare host name would be excluded letter by letter.
+            raise exception.Invalid(
+                reason=f"exclude must be a collection of host names, got "
+                       f"the string {exclude!r}")
+        if hypervisor_type is None and source_host is not None:
+            hypervisor_type = self._source_type(source_host)
+        return host_filters.RequestSpec(
+            request=request, source_host=source_host, limits=limits,
+            hypervisor_type=hypervisor_type, exclude=frozenset(exclude),
+            pagesize_kb=pagesize_kb, strategy=self.cell_strategy)
+
+    def _source_type(self, source_host):
+        try:
+            return self.cache.get(source_host).hypervisor_type
+        except exception.HostNotFound:
+            return None
+
+    def _filter(self, state, spec):
+        """Run the filters in order; return the last Verdict and its filter.
+
+        The first refusal ends the run; a pass returns the NUMA filter's
+        verdict so its fit travels with the candidate.
+        """
+        last = host_filters.PASS
+        for host_filter in self.filters:
+            verdict = host_filter.check(state, spec)
+            if not verdict.passed:
+                return verdict, host_filter.name
+            if verdict.fit is not None:
+                last = verdict
+        return last, None

@@ -1,0 +1,136 @@
+"""Tests of the host filters."""
+
+import datetime
+
+from numamig import objects
+from numamig.numa import constraints
+from numamig.scheduler import filters
+from numamig.scheduler import host_state
+from tests import base
+from tests.unit.scheduler import hosts
+
+
+def _state(host='cmp1', is_up=True, hypervisor_type='qemu', topology=None,
+           age=5):
+    report = hosts.report(host, topology=topology,
+                          hypervisor_type=hypervisor_type)
+    return host_state.HostState(
+        host=host, hypervisor_type=hypervisor_type, report=report,
+        topology=report.topology, reservations=(), received_at=hosts.T0,
+        age=datetime.timedelta(seconds=age), is_up=is_up)
+
+
+def _spec(**kwargs):
+    kwargs.setdefault('request', constraints.get_numa_request(
+        2, 1024, {'hw:cpu_policy': 'dedicated'}, {}))
+    return filters.RequestSpec(**kwargs)
+
+
+class TestHostUpFilter(base.TestCase):
+
+    def test_up_passes(self):
+        self.assertTrue(filters.HostUpFilter(60).check(_state(),
+                                                       _spec()).passed)
+
+    def test_down_refused_with_age_and_limit(self):
+        verdict = filters.HostUpFilter(60).check(
+            _state(is_up=False, age=75), _spec())
+        self.assertEqual("host is down: its last report is 75 s old "
+                         "(service_down_time is 60 s)", verdict.reason)
+
+
+class TestHypervisorTypeFilter(base.TestCase):
+
+    def test_any_type_when_unspecified(self):
+        self.assertTrue(filters.HypervisorTypeFilter().check(
+            _state(hypervisor_type='kvm'), _spec()).passed)
+
+    def test_same_type_passes(self):
+        self.assertTrue(filters.HypervisorTypeFilter().check(
+            _state(), _spec(hypervisor_type='qemu')).passed)
+
+    def test_other_type_refused(self):
+        verdict = filters.HypervisorTypeFilter().check(
+            _state(hypervisor_type='kvm'), _spec(hypervisor_type='qemu'))
+        self.assertEqual("hypervisor type is 'kvm', the guest needs 'qemu'",
+                         verdict.reason)
+
+
+class TestExcludedHostFilter(base.TestCase):
+
+    def test_source_refused(self):
+        verdict = filters.ExcludedHostFilter().check(
+            _state(), _spec(source_host='cmp1'))
+        self.assertEqual("it is the source host of the guest",
+                         verdict.reason)
+
+    def test_excluded_refused(self):
+        verdict = filters.ExcludedHostFilter().check(
+            _state(), _spec(source_host='cmp0',
+                            exclude=frozenset({'cmp1'})))
+        self.assertEqual("excluded by the caller", verdict.reason)
+
+    def test_other_host_passes(self):
+        self.assertTrue(filters.ExcludedHostFilter().check(
+            _state(), _spec(source_host='cmp0')).passed)
+
+
+class TestNUMATopologyFilter(base.TestCase):
+
+    def test_fit_travels_with_the_verdict(self):
+        verdict = filters.NUMATopologyFilter().check(_state(), _spec())
+        self.assertTrue(verdict.passed)
+        self.assertTrue(verdict.fit.topology.is_placed)
+        self.assertEqual(2, len(verdict.fit.topology.cpu_pinning))
+
+    def test_no_request_passes_without_fit(self):
+        verdict = filters.NUMATopologyFilter().check(_state(),
+                                                     _spec(request=None))
+        self.assertEqual(filters.PASS, verdict)
+
+    def test_no_fit_refused_with_the_fit_reason(self):
+        big = constraints.get_numa_request(
+            6, 1024, {'hw:cpu_policy': 'dedicated'}, {})
+        verdict = filters.NUMATopologyFilter().check(_state(),
+                                                     _spec(request=big))
+        self.assertFalse(verdict.passed)
+        self.assertTrue(verdict.reason.startswith(
+            "NUMA topology does not fit: "))
+        self.assertIn(verdict.fit.reason, verdict.reason)
+
+    def test_limits_applied(self):
+        shared = constraints.get_numa_request(
+            2, 3072, {'hw:numa_nodes': '1'}, {})
+        topology = hosts.host_topology(cells=1, pcpus=0, shared=2,
+                                       memory_mb=4096)
+        topology.cells[0].memory_usage_mb = 2048
+        state = _state(topology=topology)
+        tight = objects.NUMALimits(ram_allocation_ratio=1.0)
+        loose = objects.NUMALimits(ram_allocation_ratio=2.0)
+        check = filters.NUMATopologyFilter().check
+        self.assertFalse(check(state, _spec(request=shared,
+                                            limits=tight)).passed)
+        self.assertTrue(check(state, _spec(request=shared,
+                                           limits=loose)).passed)
+
+    def test_page_size_forced(self):
+        request = constraints.get_numa_request(
+            2, 2048, {'hw:cpu_policy': 'dedicated'}, {})
+        check = filters.NUMATopologyFilter().check
+        without_1g = _state(topology=hosts.host_topology(pages_2m=1024))
+        verdict = check(without_1g, _spec(request=request,
+                                          pagesize_kb=1048576))
+        self.assertFalse(verdict.passed)
+        verdict = check(without_1g, _spec(request=request, pagesize_kb=2048))
+        self.assertTrue(verdict.passed)
+        self.assertEqual({2048}, {c.pagesize for c in
+                                  verdict.fit.topology.cells})
+
+
+class TestDefaultFilters(base.TestCase):
+
+    def test_cheap_checks_before_the_fit(self):
+        names = [f.name for f in filters.default_filters(60)]
+        self.assertEqual('NUMATopology', names[-1])
+        self.assertEqual({'HostUp', 'ExcludedHost', 'HypervisorType',
+                          'NUMATopology'}, set(names))
