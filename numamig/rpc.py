@@ -16,8 +16,10 @@ from numamig import exception
 from numamig.objects import base as obj_base
 
 # Modules whose exceptions cross RabbitMQ as themselves (a Name_Remote
-# subclass) instead of as a generic RemoteError.
-ALLOWED_EXMODS = [exception.__name__]
+# subclass) instead of as a generic RemoteError. The dispatcher's own
+# (UnsupportedVersion, NoSuchMethod) are included so that an rpcapi can
+# catch an old peer's refusal by type on every transport, as on fake://.
+ALLOWED_EXMODS = [exception.__name__, dispatcher.__name__]
 CONTROL_EXCHANGE = 'numamig'
 
 _TRANSPORTS = {}
@@ -156,12 +158,24 @@ def manifest_for_cap(object_versions, version_cap):
     """
     if version_cap is None:
         return None
+    cap = _version_tuple(version_cap)
+    # Same major version, minor at most the cap's: what a peer at the cap
+    # implements (RPC minor versions only ever add).
     allowed = [v for v in object_versions
-               if messaging.version_is_compatible(version_cap, v)]
+               if _version_tuple(v)[0] == cap[0] and _version_tuple(v) <= cap]
     if not allowed:
         raise exception.InvalidConfiguration(
             option='upgrade_levels',
             reason=f"cap {version_cap} is below every known API version "
-                   f"{sorted(object_versions)}")
-    best = max(allowed, key=lambda v: tuple(int(p) for p in v.split('.')))
-    return object_versions[best]
+                   f"{sorted(object_versions, key=_version_tuple)}")
+    return object_versions[max(allowed, key=_version_tuple)]
+
+
+def _version_tuple(version):
+    try:
+        major, minor = (int(part) for part in str(version).split('.'))
+    except ValueError:
+        raise exception.InvalidConfiguration(
+            option='upgrade_levels',
+            reason=f"{version!r} is not an RPC version such as '1.3'")
+    return major, minor

@@ -1,0 +1,171 @@
+"""Unit tests of numamig.rpc: manifests, serializers, transport cache."""
+
+import fixtures
+import oslo_messaging as messaging
+
+from numamig import context as nm_context
+from numamig import exception
+from numamig import objects
+from numamig import rpc
+from numamig.conf import CONF
+from tests import base
+from tests.unit.objects import samples
+
+VERSIONS = {
+    '1.0': {'LiveMigrateData': '1.0'},
+    '1.1': {'LiveMigrateData': '1.1'},
+    '1.3': {'LiveMigrateData': '1.1', 'Extra': '1.0'},
+    '2.0': {'LiveMigrateData': '2.0'},
+}
+
+
+class ManifestForCapTest(base.TestCase):
+
+    def test_no_cap_means_newest(self):
+        self.assertIsNone(rpc.manifest_for_cap(VERSIONS, None))
+
+    def test_exact_version(self):
+        self.assertEqual({'LiveMigrateData': '1.0'},
+                         rpc.manifest_for_cap(VERSIONS, '1.0'))
+
+    def test_highest_within_cap(self):
+        self.assertEqual(VERSIONS['1.1'],
+                         rpc.manifest_for_cap(VERSIONS, '1.2'))
+        self.assertEqual(VERSIONS['1.3'],
+                         rpc.manifest_for_cap(VERSIONS, '1.9'))
+
+    def test_minor_compared_as_number(self):
+        versions = {'1.2': {'A': '1.0'}, '1.10': {'A': '1.1'}}
+        self.assertEqual({'A': '1.1'}, rpc.manifest_for_cap(versions, '1.11'))
+
+    def test_other_major_not_compatible(self):
+        self.assertEqual(VERSIONS['2.0'],
+                         rpc.manifest_for_cap(VERSIONS, '2.5'))
+        self.assertRaisesMessage(
+            exception.InvalidConfiguration,
+            "cap 3.0 is below every known API version ['1.0', '1.1', "
+            "'1.3', '2.0']", rpc.manifest_for_cap, VERSIONS, '3.0')
+
+    def test_cap_below_every_version(self):
+        self.assertRaisesMessage(
+            exception.InvalidConfiguration,
+            'Invalid configuration option upgrade_levels: cap 0.9 is below',
+            rpc.manifest_for_cap, VERSIONS, '0.9')
+
+    def test_malformed_cap(self):
+        self.assertRaisesMessage(
+            exception.InvalidConfiguration,
+            "'one' is not an RPC version such as '1.3'",
+            rpc.manifest_for_cap, VERSIONS, 'one')
+
+
+class ObjectSerializerTest(base.TestCase):
+
+    def test_without_manifest_sends_current_version(self):
+        primitive = rpc.ObjectSerializer().serialize_entity(
+            None, samples.live_migrate_data())
+        self.assertEqual('1.1', primitive['numamig_object.version'])
+        self.assertIn('dst_numa_info', primitive['numamig_object.data'])
+
+    def test_manifest_backports(self):
+        serializer = rpc.ObjectSerializer(
+            {'LiveMigrateData': '1.0', 'NUMAMigrateInfo': '1.0'})
+        primitive = serializer.serialize_entity(
+            None, samples.live_migrate_data())
+        self.assertEqual('1.0', primitive['numamig_object.version'])
+        self.assertNotIn('dst_numa_info', primitive['numamig_object.data'])
+
+    def test_manifest_without_the_object_sends_current(self):
+        serializer = rpc.ObjectSerializer({'Other': '1.0'})
+        primitive = serializer.serialize_entity(None, samples.limits())
+        self.assertEqual('1.0', primitive['numamig_object.version'])
+
+    def test_round_trip_of_nested_containers(self):
+        serializer = rpc.ObjectSerializer()
+        value = {'hosts': [samples.host_topology()], 'n': 3}
+        back = serializer.deserialize_entity(
+            None, serializer.serialize_entity(None, value))
+        self.assertEqual(value, back)
+
+    def test_invalid_object_in_a_list_rejected(self):
+        serializer = rpc.ObjectSerializer()
+        pool = samples.pages()
+        pool.used = 1000
+        wire = serializer.serialize_entity(None, {'pools': [pool]})
+        self.assertRaisesMessage(
+            exception.ObjectValidationError,
+            'Invalid NUMAPagesTopology: 2048 KiB pool: used (1000)',
+            serializer.deserialize_entity, None, wire)
+
+    def test_unknown_object_named(self):
+        wire = samples.limits().obj_to_primitive()
+        wire['numamig_object.name'] = 'Teleporter'
+        self.assertRaisesMessage(
+            exception.ObjectValidationError,
+            'Invalid Teleporter: Unsupported object type Teleporter',
+            rpc.ObjectSerializer().deserialize_entity, None, [wire])
+
+    def test_plain_values_pass_through(self):
+        serializer = rpc.ObjectSerializer()
+        self.assertEqual({'a': [1, 'b']},
+                         serializer.deserialize_entity(None, {'a': [1, 'b']}))
+
+
+class RequestContextSerializerTest(base.TestCase):
+
+    def test_context_round_trip(self):
+        serializer = rpc.get_serializer()
+        ctxt = nm_context.RequestContext(user_id='u', project_id='p',
+                                         request_id='req-1')
+        back = serializer.deserialize_context(
+            serializer.serialize_context(ctxt))
+        self.assertIsInstance(back, nm_context.RequestContext)
+        self.assertEqual(('u', 'p', 'req-1'),
+                         (back.user_id, back.project_id, back.request_id))
+
+    def test_entities_delegate_to_object_serializer(self):
+        serializer = rpc.get_serializer()
+        topology = objects.HostNUMATopology(cells=[samples.host_cell()])
+        self.assertEqual(topology, serializer.deserialize_entity(
+            None, serializer.serialize_entity(None, topology)))
+
+    def test_admin_context(self):
+        self.assertTrue(nm_context.get_admin_context().is_admin)
+
+
+class TransportTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(rpc.cleanup)
+
+    def test_cached_per_url(self):
+        first = rpc.get_transport(CONF, url='fake://')
+        self.assertIs(first, rpc.get_transport(CONF, url='fake://'))
+
+    def test_configured_url_used(self):
+        transport = rpc.get_transport(CONF, url='fake://')
+        self.flags(transport_url='fake://')
+        self.assertIs(transport, rpc.get_transport(CONF))
+
+    def test_cleanup_closes_and_forgets(self):
+        transport = rpc.get_transport(CONF, url='fake://')
+        closed = []
+        self.useFixture(fixtures.MockPatchObject(
+            transport, 'cleanup', side_effect=lambda: closed.append(1)))
+        rpc.cleanup()
+        self.assertEqual([1], closed)
+        self.assertIsNot(transport, rpc.get_transport(CONF, url='fake://'))
+
+    def test_numamig_and_dispatcher_exceptions_allowed(self):
+        self.assertIn('numamig.exception', rpc.ALLOWED_EXMODS)
+        self.assertIn(messaging.UnsupportedVersion.__module__,
+                      rpc.ALLOWED_EXMODS)
+
+    def test_client_honours_cap(self):
+        transport = rpc.get_transport(CONF, url='fake://')
+        client = rpc.get_client(transport,
+                                messaging.Target(topic='t', version='1.0'),
+                                version_cap='1.0')
+        self.assertFalse(client.can_send_version('1.1'))
+        self.assertTrue(client.can_send_version('1.0'))
