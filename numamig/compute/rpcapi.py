@@ -63,19 +63,26 @@ class ComputeAPI:
 
     VERSION = '1.1'
 
-    def __init__(self, transport, version_cap=None):
-        """:param version_cap: highest API version to send; None: newest."""
+    def __init__(self, transport, version_cap=None, topic=TOPIC,
+                 exchange=None):
+        """:param version_cap: highest API version to send; None: newest.
+
+        :param topic, exchange: where the agents listen (tests and
+            embedded deployments sharing a broker use their own).
+        """
         self.version_cap = version_cap
-        target = messaging.Target(topic=TOPIC, version='1.0')
+        target = messaging.Target(topic=topic, exchange=exchange,
+                                  version='1.0')
         self.client = rpc.get_client(
             transport, target, version_cap=version_cap,
             version_manifest=rpc.manifest_for_cap(OBJECT_VERSIONS,
                                                   version_cap))
 
     @classmethod
-    def from_conf(cls, conf, transport):
+    def from_conf(cls, conf, transport, **kwargs):
         """A client capped by ``[upgrade_levels] compute``."""
-        return cls(transport, version_cap=conf.upgrade_levels.compute)
+        return cls(transport, version_cap=conf.upgrade_levels.compute,
+                   **kwargs)
 
     def supports_numa_live_migration(self):
         """Whether this client may send the NUMA-aware live migration API."""

@@ -9,6 +9,7 @@ adopt instances through it (tasks/).
 import logging
 
 import oslo_messaging as messaging
+from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from numamig import exception
@@ -67,6 +68,11 @@ class ConductorManager:
                       instances.get_all(self.db, host=report.host)]
             self.cache.update(report, guests=guests,
                               received_at=report.reported_at)
+
+    def end_orphaned_migrations(self, ctxt):
+        """At start: end migrations a dead conductor worker left behind."""
+        return records.end_orphaned_migrations(
+            self, timeutils.utcnow(with_timezone=True))
 
     # -- compute agents -----------------------------------------------------
 

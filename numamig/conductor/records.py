@@ -110,6 +110,36 @@ def release_claims(conductor, migration):
                  migration.uuid, migration.status, migration.dest_host)
 
 
+def end_orphaned_migrations(conductor, now):
+    """End ``accepted`` migrations whose conductor worker died.
+
+    Only a conductor worker runs the destination choice of an accepted
+    migration; one not updated for longer than that choice can take
+    (every candidate timing out) lost its worker.
+
+    :returns: the migrations ended.
+    """
+    patience = (conductor.check_timeout *
+                (max(conductor.migrate_max_retries, 0) + 2))
+    ended = []
+    for migration in migrations.get_all(conductor.db,
+                                        status=STATUS.ACCEPTED):
+        updated = migration.updated_at or migration.created_at
+        if updated is None or (now - updated).total_seconds() < patience:
+            continue
+        try:
+            ended.append(set_status(
+                conductor, migration.uuid, STATUS.ERROR,
+                expected=[STATUS.ACCEPTED],
+                error="its conductor worker stopped while choosing the "
+                      "destination"))
+        except exception.InvalidStatusTransition:
+            continue
+        LOG.warning("Ended orphaned migration %s of %s (accepted since %s)",
+                    migration.uuid, migration.instance_uuid, updated)
+    return ended
+
+
 def set_placement(conductor, instance_uuid, host, numa_topology):
     """Record where an instance runs and its placement there."""
     record = instances.update(conductor.db, instance_uuid,

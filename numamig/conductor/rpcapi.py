@@ -39,9 +39,15 @@ class ConductorAPI:
 
     VERSION = '1.0'
 
-    def __init__(self, transport, version_cap=None, timeout=None):
-        """:param timeout: default seconds to wait for an answer."""
-        target = messaging.Target(topic=TOPIC, version='1.0')
+    def __init__(self, transport, version_cap=None, timeout=None,
+                 topic=TOPIC, exchange=None):
+        """:param timeout: default seconds to wait for an answer.
+
+        :param topic, exchange: where the conductor listens (tests and
+            embedded deployments sharing a broker use their own).
+        """
+        target = messaging.Target(topic=topic, exchange=exchange,
+                                  version='1.0')
         self.timeout = timeout
         self.client = rpc.get_client(
             transport, target, version_cap=version_cap,
@@ -49,9 +55,10 @@ class ConductorAPI:
                                                   version_cap))
 
     @classmethod
-    def from_conf(cls, conf, transport):
+    def from_conf(cls, conf, transport, **kwargs):
         """A client capped by ``[upgrade_levels] conductor``."""
-        return cls(transport, version_cap=conf.upgrade_levels.conductor)
+        return cls(transport, version_cap=conf.upgrade_levels.conductor,
+                   **kwargs)
 
     def _call(self, ctxt, method, timeout=None, **kwargs):
         timeout = timeout or self.timeout

@@ -1,0 +1,218 @@
+"""Services: a compute agent or a conductor worker, with its RPC server.
+
+Each service is an oslo.service Service (threading backend) so that the
+daemons get signal handling from oslo.service's launcher, and it can also
+be started and stopped directly, several per process (the embedded
+deployment). Stopping is graceful: the RPC server stops taking requests,
+in-flight ones finish, then the periodic task ends.
+"""
+
+import logging
+import threading
+
+import oslo_messaging as messaging
+from oslo_service import service as os_service
+
+from numamig import context as nm_context
+from numamig import objects
+from numamig import rpc
+from numamig.compute import manager as compute_manager
+from numamig.compute import rpcapi as compute_rpcapi
+from numamig.conductor import manager as conductor_manager
+from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.objects import service as service_obj
+from numamig.scheduler import host_state
+from numamig.scheduler import scheduler as nm_scheduler
+
+LOG = logging.getLogger(__name__)
+
+
+class RPCNames:
+    """Where services meet on the broker: exchange and topics.
+
+    Deployments sharing one broker (tests, several embedded runs) give
+    each its own ``suffix``.
+    """
+
+    def __init__(self, suffix=None, exchange=None):
+        tail = f'-{suffix}' if suffix else ''
+        self.exchange = exchange
+        self.compute_topic = compute_rpcapi.TOPIC + tail
+        self.conductor_topic = conductor_rpcapi.TOPIC + tail
+
+    def compute_api(self, transport, version_cap=None):
+        return compute_rpcapi.ComputeAPI(
+            transport, version_cap=version_cap, topic=self.compute_topic,
+            exchange=self.exchange)
+
+    def conductor_api(self, transport, version_cap=None, timeout=None):
+        return conductor_rpcapi.ConductorAPI(
+            transport, version_cap=version_cap, timeout=timeout,
+            topic=self.conductor_topic, exchange=self.exchange)
+
+
+class PeriodicTask:
+    """Call ``func`` every ``interval`` seconds in a thread until stopped.
+
+    An exception is logged and the next run still happens: one failed
+    report must not silence an agent.
+    """
+
+    def __init__(self, interval, func, name):
+        self.interval = interval
+        self.func = func
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name,
+                                        daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            try:
+                self.func()
+            except Exception:
+                LOG.exception("Periodic task %s failed", self._thread.name)
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive() and \
+                self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+class _RPCService(os_service.Service):
+    """An RPC server for one manager, started and stopped gracefully."""
+
+    def __init__(self, transport, target, manager):
+        super().__init__()
+        self.transport = transport
+        self.rpc_target = target
+        self.manager = manager
+        self.rpc_server = None
+        self.periodic = None
+
+    def _start_server(self):
+        self.rpc_server = rpc.get_server(self.transport, self.rpc_target,
+                                         [self.manager])
+        self.rpc_server.start()
+
+    def stop(self, graceful=True):
+        """Stop taking requests, let in-flight ones finish, stop periodic."""
+        if self.rpc_server is not None:
+            self.rpc_server.stop()
+            self.rpc_server.wait()
+            self.rpc_server = None
+        if self.periodic is not None:
+            self.periodic.stop()
+            self.periodic = None
+        super().stop(graceful)
+
+    def wait(self):
+        # The RPC server's executor runs the requests; there is nothing
+        # else to wait for once stop() returned.
+        pass
+
+
+class ComputeService(_RPCService):
+    """One compute agent: its manager, RPC server and periodic report."""
+
+    def __init__(self, host, driver, transport, names=None,
+                 compute_version_cap=None, report_interval=10,
+                 strategy='spread',
+                 service_version=service_obj.SERVICE_VERSION):
+        names = names or RPCNames()
+        manager = compute_manager.ComputeManager(
+            host, driver, names.conductor_api(transport),
+            names.compute_api(transport, compute_version_cap),
+            strategy=strategy, service_version=service_version)
+        target = messaging.Target(topic=names.compute_topic, server=host,
+                                  exchange=names.exchange)
+        super().__init__(transport, target, manager)
+        self.host = host
+        self.report_interval = report_interval
+
+    @classmethod
+    def from_conf(cls, conf, driver, transport):
+        packing = conf.compute.packing_host_numa_cells_allocation_strategy
+        return cls(conf.host, driver, transport,
+                   compute_version_cap=conf.upgrade_levels.compute,
+                   report_interval=conf.report_interval,
+                   strategy='pack' if packing else 'spread')
+
+    def start(self):
+        """Reconcile, serve RPC, report once, then report periodically.
+
+        The server starts only once usage is known, so no claim is ever
+        fitted against an empty tracker.
+        """
+        ctxt = nm_context.get_admin_context()
+        self.manager.init_host(ctxt)
+        self._start_server()
+        self.manager.report(ctxt)
+        self.periodic = PeriodicTask(
+            self.report_interval,
+            lambda: self.manager.periodic_tasks(ctxt),
+            name=f'numamig-compute-{self.host}-report')
+        self.periodic.start()
+        LOG.info("Compute agent %s started (service version %s)", self.host,
+                 self.manager.service_version)
+
+
+class ConductorService(_RPCService):
+    """One conductor worker: database, scheduler cache and RPC server."""
+
+    def __init__(self, db, transport, names=None, host='conductor',
+                 settings=None, compute_version_cap=None,
+                 scheduler_strategy='spread', cell_strategy=None,
+                 max_candidates=10):
+        names = names or RPCNames()
+        cache = host_state.HostStateCache()
+        scheduler = nm_scheduler.Scheduler(
+            cache, strategy=scheduler_strategy, cell_strategy=cell_strategy,
+            max_candidates=max_candidates)
+        manager = conductor_manager.ConductorManager(
+            db, cache, scheduler,
+            names.compute_api(transport, compute_version_cap),
+            settings or default_conductor_settings())
+        target = messaging.Target(topic=names.conductor_topic, server=host,
+                                  exchange=names.exchange)
+        super().__init__(transport, target, manager)
+        self.db = db
+
+    @classmethod
+    def from_conf(cls, conf, db, transport):
+        packing = conf.compute.packing_host_numa_cells_allocation_strategy
+        return cls(db, transport, host=conf.host,
+                   settings=conductor_settings_from_conf(conf),
+                   compute_version_cap=conf.upgrade_levels.compute,
+                   scheduler_strategy=conf.scheduler.strategy,
+                   cell_strategy='pack' if packing else 'spread',
+                   max_candidates=conf.scheduler.max_candidates)
+
+    def start(self):
+        """Check the schema, load the reports, then serve RPC."""
+        self.db.check_schema()
+        self.manager.load_reports()
+        self.manager.end_orphaned_migrations(nm_context.get_admin_context())
+        self._start_server()
+        LOG.info("Conductor %s started", self.rpc_target.server)
+
+
+def default_conductor_settings():
+    return {'migrate_max_retries': 3, 'check_timeout': 60, 'limits': None,
+            'enable_numa_live_migration_workaround': False}
+
+
+def conductor_settings_from_conf(conf):
+    """The conductor's migration settings from configuration."""
+    return {
+        'migrate_max_retries': conf.migrate_max_retries,
+        'check_timeout': conf.rpc_response_timeout_migration,
+        'limits': objects.NUMALimits(
+            cpu_allocation_ratio=conf.compute.cpu_allocation_ratio,
+            ram_allocation_ratio=conf.compute.ram_allocation_ratio),
+        'enable_numa_live_migration_workaround':
+            conf.workarounds.enable_numa_live_migration,
+    }

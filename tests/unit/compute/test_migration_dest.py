@@ -1,0 +1,161 @@
+"""Tests of numamig.compute.migration_dest: the destination's side."""
+
+from numamig import exception
+from numamig import objects
+from numamig.compute import migration_dest
+from tests import base
+from tests.unit.compute import base as cbase
+
+
+def _source_answers(src_flag):
+    """A check_can_live_migrate_source that sets the source's flag."""
+    def answer(ctxt, instance, dest_check_data):
+        data = dest_check_data.obj_clone()
+        data.src_supports_numa_live_migration = bool(
+            src_flag and dest_check_data.dst_supports_numa_live_migration)
+        return data
+    return answer
+
+
+class CheckDestinationTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.agent = cbase.agent()
+        self.agent.driver.build_migrate_info.return_value = \
+            objects.NUMAMigrateInfo(cell_pins={0: {1}})
+        self.inst = cbase.instance(pins={0: 2, 1: 10})
+        self.migration = cbase.migration(self.inst)
+
+    def _check(self, src_flag=True, migration=True):
+        self.agent.compute_api.check_can_live_migrate_source.side_effect = \
+            _source_answers(src_flag)
+        return migration_dest.check_destination(
+            self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
+            migration=self.migration if migration else None, limits=None)
+
+    def test_both_sides_new_claims_and_sends_numa_info(self):
+        data = self._check()
+        self.assertTrue(data.dst_supports_numa_live_migration)
+        self.assertTrue(data.src_supports_numa_live_migration)
+        self.assertIsNotNone(data.dst_numa_info)
+        self.assertTrue(data.emulated)
+        claim = self.agent.tracker.get_claim(self.migration.uuid)
+        self.agent.driver.build_migrate_info.assert_called_once_with(
+            claim.topology, self.agent.tracker.usage_topology())
+
+    def test_old_conductor_no_offer_no_claim(self):
+        data = self._check(migration=False)
+        self.assertFalse(data.dst_supports_numa_live_migration)
+        self.assertIsNone(data.dst_numa_info)
+        self.assertEqual([], self.agent.tracker.claims())
+
+    def test_source_declines_no_claim(self):
+        data = self._check(src_flag=False)
+        self.assertTrue(data.dst_supports_numa_live_migration)
+        self.assertIsNone(data.dst_numa_info)
+        self.assertEqual([], self.agent.tracker.claims())
+
+    def test_old_release_agent_offers_nothing(self):
+        self.agent.numa_live_migration = False
+        data = self._check()
+        self.assertFalse(data.dst_supports_numa_live_migration)
+        self.assertEqual([], self.agent.tracker.claims())
+
+    def test_numa_info_failure_drops_the_claim(self):
+        self.agent.driver.build_migrate_info.side_effect = \
+            exception.DomainXMLError(domain='d', reason='broken')
+        self.assertRaises(exception.DomainXMLError, self._check)
+        self.assertEqual([], self.agent.tracker.claims())
+        self.agent.conductor.migration_context_drop.assert_called_once_with(
+            None, self.inst.uuid, self.migration.uuid)
+
+    def test_refuses_a_guest_already_here(self):
+        self.agent.driver.list_guests.return_value = {self.inst.uuid: 'g'}
+        self.assertRaisesMessage(exception.MigrationPreCheckError,
+                                 'already has a guest', self._check)
+        self.agent.compute_api.check_can_live_migrate_source.\
+            assert_not_called()
+
+
+class DestinationStepsTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.agent = cbase.agent()
+        self.agent.driver.build_migrate_info.return_value = \
+            objects.NUMAMigrateInfo(cell_pins={0: {1}})
+        self.agent.compute_api.check_can_live_migrate_source.side_effect = \
+            _source_answers(True)
+        self.inst = cbase.instance(pins={0: 2, 1: 10})
+        self.migration = cbase.migration(self.inst)
+        self.data = migration_dest.check_destination(
+            self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
+            migration=self.migration)
+
+    def test_pre_live_migration_refuses_once_the_claim_is_gone(self):
+        self.assertIs(self.data, migration_dest.pre_live_migration(
+            self.agent, None, self.inst, self.data))
+        self.agent.tracker.drop_move_claim(self.migration.uuid)
+        self.assertRaisesMessage(exception.MigrationError,
+                                 'no longer holds the claim',
+                                 migration_dest.pre_live_migration,
+                                 self.agent, None, self.inst, self.data)
+
+    def test_post_applies_the_migration_context(self):
+        claim = self.agent.tracker.get_claim(self.migration.uuid)
+        arrived = self.inst.obj_clone()
+        arrived.host, arrived.numa_topology = cbase.HOST, claim.topology
+        self.agent.conductor.migration_context_apply.return_value = arrived
+        result = migration_dest.post_at_destination(
+            self.agent, None, self.inst, self.migration)
+        self.assertIs(arrived, result)
+        self.assertEqual([], self.agent.tracker.claims())
+        self.assertEqual({self.inst.uuid},
+                         self.agent.tracker.instance_uuids())
+        self.agent.conductor.instance_set_placement.assert_not_called()
+
+    def test_post_without_claim_reads_the_placement_back(self):
+        self.agent.tracker.drop_move_claim(self.migration.uuid)
+        arrived = self.inst.obj_clone()
+        arrived.host = cbase.HOST
+        self.agent.driver.get_guest_topology.return_value = \
+            self.inst.numa_topology
+        self.agent.conductor.instance_set_placement.return_value = arrived
+        migration_dest.post_at_destination(self.agent, None, self.inst,
+                                           self.migration)
+        self.agent.conductor.instance_set_placement.assert_called_once_with(
+            None, self.inst.uuid, cbase.HOST, self.inst.numa_topology)
+        self.agent.conductor.migration_context_apply.assert_not_called()
+
+    def test_rollback_removes_the_copy_and_the_claim(self):
+        self.agent.driver.list_guests.return_value = {self.inst.uuid: 'g'}
+        migration_dest.rollback_at_destination(self.agent, None, self.inst,
+                                               self.migration)
+        self.agent.driver.destroy.assert_called_once_with(self.inst.uuid)
+        self.assertEqual([], self.agent.tracker.claims())
+        self.agent.conductor.migration_context_drop.assert_called_with(
+            None, self.inst.uuid, self.migration.uuid)
+
+    def test_rollback_never_destroys_the_guest_on_its_own_host(self):
+        inst = self.inst.obj_clone()
+        inst.host = cbase.HOST
+        self.agent.driver.list_guests.return_value = {inst.uuid: 'g'}
+        migration_dest.rollback_at_destination(self.agent, None, inst,
+                                               self.migration)
+        self.agent.driver.destroy.assert_not_called()
+
+    def test_drop_claim_is_idempotent(self):
+        for _ in range(2):
+            migration_dest.drop_claim(self.agent, None, self.inst,
+                                      self.migration.uuid)
+        self.assertEqual([], self.agent.tracker.claims())
+        self.assertEqual(
+            2, self.agent.conductor.migration_context_drop.call_count)
+
+    def test_accept_emulated_defines_the_xml(self):
+        migration_dest.accept_emulated(self.agent, None, self.inst,
+                                       self.migration, '<domain/>')
+        self.agent.driver.accept_emulated_migration.assert_called_once_with(
+            self.inst.uuid, '<domain/>')
+

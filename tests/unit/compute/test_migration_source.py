@@ -1,0 +1,191 @@
+"""Tests of numamig.compute.migration_source: the source's side."""
+
+from unittest import mock
+
+import testscenarios
+
+from numamig import exception
+from numamig import objects
+from numamig.compute import migration_source
+from tests import base
+from tests.unit.compute import base as cbase
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+
+class CheckSourceFlagTest(base.TestCase):
+    """The source keeps its flag only if both it and the peer can."""
+
+    scenarios = [
+        ('new-new', {'dst_flag': True, 'can_send': True, 'new': True,
+                     'expected': True}),
+        ('dest-did-not-offer', {'dst_flag': False, 'can_send': True,
+                                'new': True, 'expected': False}),
+        ('capped-source', {'dst_flag': True, 'can_send': False,
+                           'new': True, 'expected': False}),
+        ('old-source', {'dst_flag': True, 'can_send': True, 'new': False,
+                        'expected': False}),
+    ]
+
+    def test_flag(self):
+        agent = cbase.agent(host=cbase.SOURCE)
+        agent.numa_live_migration = self.new
+        agent.compute_api.supports_numa_live_migration.return_value = \
+            self.can_send
+        inst = cbase.instance()
+        agent.driver.list_guests.return_value = {inst.uuid: inst.name}
+        data = objects.LiveMigrateData(
+            instance_uuid=inst.uuid, source_host=cbase.SOURCE,
+            dest_host=cbase.HOST, migration_uuid=cbase.new_uuid(),
+            dst_supports_numa_live_migration=self.dst_flag)
+        result = migration_source.check_source(agent, None, inst, data)
+        self.assertEqual(self.expected,
+                         result.src_supports_numa_live_migration)
+        self.assertFalse(data.src_supports_numa_live_migration,
+                         "the received object must not change")
+
+
+class CheckSourceTest(base.TestCase):
+
+    def test_guest_not_here(self):
+        agent = cbase.agent(host=cbase.SOURCE)
+        self.assertRaisesMessage(
+            exception.MigrationPreCheckError, 'not running on source',
+            migration_source.check_source, agent, None, cbase.instance(),
+            mock.Mock())
+
+
+class SourceMigrationTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.inst = cbase.instance(host=cbase.SOURCE, pins={0: 2, 1: 10})
+        self.agent = cbase.agent(host=cbase.SOURCE, instances=[self.inst])
+        self.migration = cbase.migration(self.inst, status='queued')
+        self.statuses = []
+
+        def set_status(ctxt, uuid, status, detail=None, error=None):
+            self.statuses.append(status)
+            result = self.migration.obj_clone()
+            result.status = status
+            return result
+        self.agent.conductor.migration_set_status.side_effect = set_status
+        self.agent.compute_api.pre_live_migration.side_effect = \
+            lambda ctxt, instance, data: data
+        self.agent.driver.get_destination_xml.return_value = '<new/>'
+        self.numa_info = objects.NUMAMigrateInfo(cell_pins={0: {1}})
+
+    def _data(self, numa=True):
+        return objects.LiveMigrateData(
+            instance_uuid=self.inst.uuid, source_host=cbase.SOURCE,
+            dest_host=cbase.HOST, migration_uuid=self.migration.uuid,
+            emulated=True, src_supports_numa_live_migration=numa,
+            dst_supports_numa_live_migration=numa,
+            dst_numa_info=self.numa_info if numa else None)
+
+    def _run(self, numa=True):
+        job = migration_source.SourceMigration(
+            self.agent, None, self.inst, self.migration, self._data(numa))
+        job.run()
+        return job
+
+    def test_success_walks_the_statuses_and_converges(self):
+        self._run()
+        self.assertEqual(['preparing', 'running', 'post-migrating',
+                          'completed'], self.statuses)
+        self.agent.driver.get_destination_xml.assert_called_once_with(
+            self.inst.uuid, self.numa_info)
+        api = self.agent.compute_api
+        call = api.accept_emulated_migration.call_args[0]
+        self.assertEqual((self.inst.uuid, self.migration.uuid, '<new/>'),
+                         (call[1].uuid, call[2].uuid, call[3]))
+        self.agent.driver.destroy.assert_called_once_with(self.inst.uuid)
+        api.post_live_migration_at_destination.assert_called_once()
+        api.rollback_live_migration_at_destination.assert_not_called()
+        self.assertEqual(set(), self.agent.tracker.instance_uuids())
+
+    def test_old_path_copies_the_xml_and_keeps_the_usage(self):
+        self._run(numa=False)
+        self.agent.driver.get_destination_xml.assert_called_once_with(
+            self.inst.uuid, None)
+        self.assertEqual('completed', self.statuses[-1])
+        # The periodic recompute drops it once the records move it.
+        self.assertEqual({self.inst.uuid},
+                         self.agent.tracker.instance_uuids())
+
+    def test_failure_before_leaving_rolls_back(self):
+        self.agent.compute_api.accept_emulated_migration.side_effect = \
+            exception.HypervisorError(host='dst', action='define',
+                                      reason='no')
+        self._run()
+        self.assertEqual(['preparing', 'running', 'failed'], self.statuses)
+        api = self.agent.compute_api
+        api.rollback_live_migration_at_destination.assert_called_once()
+        api.drop_move_claim_at_destination.assert_called_once()
+        self.agent.driver.destroy.assert_not_called()
+        self.assertEqual({self.inst.uuid},
+                         self.agent.tracker.instance_uuids())
+
+    def test_old_path_failure_does_not_drop_a_claim_never_taken(self):
+        self.agent.compute_api.pre_live_migration.side_effect = \
+            exception.MigrationError(reason='dest not ready')
+        self._run(numa=False)
+        self.assertEqual('failed', self.statuses[-1])
+        self.agent.compute_api.drop_move_claim_at_destination.\
+            assert_not_called()
+        self.agent.compute_api.rollback_live_migration_at_destination.\
+            assert_called_once()
+
+    def test_failure_after_leaving_is_an_error_not_a_rollback(self):
+        self.agent.compute_api.post_live_migration_at_destination.\
+            side_effect = exception.MigrationError(reason='boom')
+        self._run()
+        self.assertEqual('error', self.statuses[-1])
+        self.agent.compute_api.rollback_live_migration_at_destination.\
+            assert_not_called()
+
+    def test_abort_before_the_guest_moves_cancels(self):
+        job = migration_source.SourceMigration(
+            self.agent, None, self.inst, self.migration, self._data())
+
+        def abort_now(*args):
+            self.assertTrue(job.abort())
+            return '<new/>'
+        self.agent.driver.get_destination_xml.side_effect = abort_now
+        job.run()
+        self.assertEqual(['preparing', 'cancelled'], self.statuses)
+        self.agent.compute_api.accept_emulated_migration.assert_not_called()
+        self.agent.compute_api.drop_move_claim_at_destination.\
+            assert_called_once()
+
+    def test_cancelled_before_it_started(self):
+        self.agent.conductor.migration_set_status.side_effect = [
+            exception.InvalidStatusTransition(
+                migration_uuid='m', current='cancelled',
+                requested='preparing', allowed='nothing'),
+            mock.DEFAULT]
+        self._run()
+        self.agent.compute_api.pre_live_migration.assert_not_called()
+        self.agent.compute_api.drop_move_claim_at_destination.\
+            assert_called_once()
+
+    def test_abort_is_refused_once_the_guest_left(self):
+        job = migration_source.SourceMigration(
+            self.agent, None, self.inst, self.migration, self._data())
+        job.left_source = True
+        self.assertFalse(job.abort())
+
+    def test_native_migration_reports_progress(self):
+        self.agent.driver.supports_native_migration = True
+        from numamig.virt import driver as virt_driver
+
+        def migrate(uuid, xml, data, progress_callback):
+            progress_callback(virt_driver.MigrationProgress(
+                memory_total=100, memory_processed=40,
+                memory_remaining=60))
+        self.agent.driver.live_migrate.side_effect = migrate
+        self._run()
+        self.assertEqual('completed', self.statuses[-1])
+        sample = self.agent.conductor.migration_update_progress.call_args[0]
+        self.assertEqual(40, sample[2]['memory_processed'])
+        self.agent.driver.destroy.assert_not_called()

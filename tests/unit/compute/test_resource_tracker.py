@@ -1,0 +1,134 @@
+"""Tests of numamig.compute.resource_tracker."""
+
+from unittest import mock
+
+from numamig import objects
+from numamig.compute import resource_tracker
+from tests import base
+from tests.unit.compute import base as cbase
+
+
+def _claimed(inst, migration_uuid, pins):
+    """``inst`` holding a migration context onto ``pins`` of cell 1."""
+    holder = inst.obj_clone()
+    holder.migration_context = objects.MigrationContext(
+        instance_uuid=inst.uuid, migration_uuid=migration_uuid,
+        source_host=inst.host, dest_host=cbase.HOST,
+        old_numa_topology=inst.numa_topology,
+        new_numa_topology=objects.InstanceNUMATopology(
+            instance_uuid=inst.uuid,
+            cells=[cbase.pinned_cell(0, 1, pins)]))
+    return holder
+
+
+class ResourceTrackerTest(base.TestCase):
+
+    def test_usage_is_instances_plus_claims(self):
+        here = cbase.instance(host=cbase.HOST, pins={0: 0, 1: 8})
+        incoming = _claimed(cbase.instance(pins={0: 2, 1: 10}),
+                            cbase.new_uuid(), {0: 4, 1: 12})
+        agent = cbase.agent(instances=[here], claimed=[incoming])
+        usage = agent.tracker.usage_topology()
+        self.assertEqual({0, 8, 4, 12}, cbase.pinned(usage))
+        self.assertEqual(
+            sorted([('demo', here.uuid), ('demo', incoming.uuid)]),
+            agent.tracker.guest_pairs())
+
+    def test_recompute_keeps_a_claim_being_persisted(self):
+        agent = cbase.agent()
+        inst = cbase.instance(pins={0: 2, 1: 3})
+        claim = resource_tracker.MoveClaim(
+            inst.uuid, 'demo', cbase.new_uuid(),
+            _claimed(inst, cbase.new_uuid(), {0: 5, 1: 13}).migration_context
+            .new_numa_topology)
+        agent.tracker.add_claim(claim)
+        self.assertTrue(agent.tracker.update_available_resource(None))
+        self.assertIs(claim, agent.tracker.get_claim(claim.migration_uuid))
+        self.assertEqual({5, 13}, cbase.pinned(
+            agent.tracker.usage_topology()))
+
+    def test_recompute_releases_a_persisted_claim_records_dropped(self):
+        inst = cbase.instance(pins={0: 2, 1: 3})
+        holder = _claimed(inst, cbase.new_uuid(), {0: 5, 1: 13})
+        agent = cbase.agent(claimed=[holder])
+        migration_uuid = holder.migration_context.migration_uuid
+        self.assertIsNotNone(agent.tracker.get_claim(migration_uuid))
+        agent.conductor.instance_get_claims_on_host.return_value = []
+        with self.assertLogs(resource_tracker.__name__, 'WARNING') as logs:
+            agent.tracker.update_available_resource(None)
+        self.assertIsNone(agent.tracker.get_claim(migration_uuid))
+        self.assertIn(migration_uuid, logs.output[0])
+        self.assertEqual(set(), cbase.pinned(agent.tracker.usage_topology()))
+
+    def test_recompute_recovers_a_recorded_claim(self):
+        agent = cbase.agent()
+        holder = _claimed(cbase.instance(pins={0: 2, 1: 3}),
+                          cbase.new_uuid(), {0: 6, 1: 14})
+        agent.conductor.instance_get_claims_on_host.return_value = [holder]
+        agent.tracker.update_available_resource(None)
+        claim = agent.tracker.get_claim(
+            holder.migration_context.migration_uuid)
+        self.assertTrue(claim.persisted)
+        self.assertEqual({6, 14}, cbase.pinned(
+            agent.tracker.usage_topology()))
+
+    def test_recompute_racing_an_explicit_change_changes_nothing(self):
+        here = cbase.instance(host=cbase.HOST, pins={0: 0, 1: 8})
+        agent = cbase.agent(instances=[here])
+        # The records were read before the instance left: applying them
+        # would count it again.
+        def read_then_race(ctxt, host):
+            agent.tracker.drop_instance(here.uuid)
+            return [here]
+        agent.conductor.instance_get_all_by_host.side_effect = read_then_race
+        self.assertFalse(agent.tracker.update_available_resource(None))
+        self.assertEqual(set(), agent.tracker.instance_uuids())
+        self.assertEqual(set(), cbase.pinned(agent.tracker.usage_topology()))
+
+    def test_drops_are_idempotent(self):
+        holder = _claimed(cbase.instance(pins={0: 2, 1: 3}),
+                          cbase.new_uuid(), {0: 5, 1: 13})
+        agent = cbase.agent(claimed=[holder])
+        uuid = holder.migration_context.migration_uuid
+        self.assertIsNotNone(agent.tracker.drop_move_claim(uuid))
+        self.assertIsNone(agent.tracker.drop_move_claim(uuid))
+        self.assertFalse(agent.tracker.drop_instance(holder.uuid))
+
+    def test_apply_move_claim_makes_it_the_instance_usage(self):
+        holder = _claimed(cbase.instance(pins={0: 2, 1: 3}),
+                          cbase.new_uuid(), {0: 5, 1: 13})
+        agent = cbase.agent(claimed=[holder])
+        arrived = holder.obj_clone()
+        arrived.host = cbase.HOST
+        arrived.numa_topology = holder.migration_context.new_numa_topology
+        arrived.migration_context = None
+        agent.tracker.apply_move_claim(
+            holder.migration_context.migration_uuid, arrived)
+        self.assertEqual([], agent.tracker.claims())
+        self.assertEqual({holder.uuid}, agent.tracker.instance_uuids())
+        self.assertEqual({5, 13}, cbase.pinned(
+            agent.tracker.usage_topology()))
+
+    def test_overlapping_records_are_logged_not_raised(self):
+        first = cbase.instance(host=cbase.HOST, pins={0: 0, 1: 8})
+        second = cbase.instance(host=cbase.HOST, pins={0: 0, 1: 8})
+        with self.assertLogs(resource_tracker.__name__, 'ERROR') as logs:
+            agent = cbase.agent(instances=[first, second])
+            usage = agent.tracker.usage_topology()
+        self.assertEqual({0, 8}, cbase.pinned(usage))
+        self.assertIn('overlaps', logs.output[0])
+
+    def test_add_claim_refuses_a_clash(self):
+        here = cbase.instance(host=cbase.HOST, pins={0: 0, 1: 8})
+        agent = cbase.agent(instances=[here])
+        clash = resource_tracker.MoveClaim(
+            'u', 'demo', 'm', here.numa_topology)
+        self.assertRaises(base.exception.UsageConflict,
+                          agent.tracker.add_claim, clash)
+        self.assertEqual([], agent.tracker.claims())
+
+    def test_not_started(self):
+        tracker = resource_tracker.ResourceTracker('h', mock.Mock(),
+                                                   mock.Mock())
+        self.assertRaisesMessage(base.exception.NumamigException,
+                                 'not started', tracker.usage_topology)
