@@ -71,16 +71,13 @@ class HostUpFilter(HostFilter):
 
     name = 'HostUp'
 
-    def __init__(self, service_down_time):
-        self.service_down_time = service_down_time
-
     def check(self, state, spec):
         if state.is_up:
             return PASS
         return Verdict(
             f"host is down: its last report is "
             f"{int(state.age.total_seconds())} s old (service_down_time is "
-            f"{self.service_down_time} s)")
+            f"{state.service_down_time} s)")
 
 
 class HypervisorTypeFilter(HostFilter):
@@ -135,7 +132,7 @@ class NUMATopologyFilter(HostFilter):
         return Verdict(None, result)
 
 
-def default_filters(service_down_time):
+def default_filters():
     """Return the filters the scheduler runs, cheapest first."""
-    return (HostUpFilter(service_down_time), ExcludedHostFilter(),
+    return (HostUpFilter(), ExcludedHostFilter(),
             HypervisorTypeFilter(), NUMATopologyFilter())

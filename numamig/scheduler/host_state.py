@@ -17,6 +17,13 @@ shrink at once, pessimistically, until either
 - it is older than ``[scheduler] reservation_timeout``: its migration was
   lost without a release, and a host must not look full forever.
 
+The seed reserves a pod on EVERY NUMA zone that could take it, because
+the kubelet picks the zone on its own. numamig reserves the placement
+itself: the destination's claim runs the same deterministic fit on the
+same reported topology, so it picks the same cells and pins unless the
+host changed meanwhile, and then the destination's claim, which is
+authoritative, refuses or re-places the guest.
+
 A host is up while its last report is younger than ``service_down_time``,
 judged by when the cache received it (the conductor's clock), so that an
 agent's clock skew cannot mark it down. The clock is injected, so tests
@@ -75,6 +82,7 @@ class HostState:
     received_at: datetime.datetime
     age: datetime.timedelta
     is_up: bool
+    service_down_time: int    # seconds, the limit is_up was judged by
 
 
 class _Entry:
@@ -283,7 +291,7 @@ class HostStateCache:
         state = self.get(host)
         if not state.is_up:
             raise exception.ComputeHostDown(
-                host=host, age=state.age, limit=self.service_down_time)
+                host=host, age=state.age, limit=state.service_down_time)
         return state
 
     # -- internals (called with the lock held) ----------------------------
@@ -296,13 +304,15 @@ class HostStateCache:
 
     def _snapshot(self, entry, now):
         age = now - entry.received_at
+        down_time = self.service_down_time
         return HostState(
             host=entry.report.host,
             hypervisor_type=entry.report.hypervisor_type,
             report=entry.report, topology=entry.topology,
             reservations=tuple(entry.reservations.values()),
             received_at=entry.received_at, age=age,
-            is_up=age < datetime.timedelta(seconds=self.service_down_time))
+            is_up=age < datetime.timedelta(seconds=down_time),
+            service_down_time=down_time)
 
     def _expire(self, entry, now):
         limit = datetime.timedelta(seconds=self.reservation_timeout)

@@ -103,7 +103,7 @@ class Scheduler:
         self.cell_strategy = cell_strategy
         self.max_candidates = max_candidates
         self.filters = tuple(filters) if filters is not None else \
-            host_filters.default_filters(cache.service_down_time)
+            host_filters.default_filters()
 
     @classmethod
     def from_conf(cls, cache, conf):

@@ -17,7 +17,8 @@ def _state(host='cmp1', is_up=True, hypervisor_type='qemu', topology=None,
     return host_state.HostState(
         host=host, hypervisor_type=hypervisor_type, report=report,
         topology=report.topology, reservations=(), received_at=hosts.T0,
-        age=datetime.timedelta(seconds=age), is_up=is_up)
+        age=datetime.timedelta(seconds=age), is_up=is_up,
+        service_down_time=60)
 
 
 def _spec(**kwargs):
@@ -29,11 +30,11 @@ def _spec(**kwargs):
 class TestHostUpFilter(base.TestCase):
 
     def test_up_passes(self):
-        self.assertTrue(filters.HostUpFilter(60).check(_state(),
+        self.assertTrue(filters.HostUpFilter().check(_state(),
                                                        _spec()).passed)
 
     def test_down_refused_with_age_and_limit(self):
-        verdict = filters.HostUpFilter(60).check(
+        verdict = filters.HostUpFilter().check(
             _state(is_up=False, age=75), _spec())
         self.assertEqual("host is down: its last report is 75 s old "
                          "(service_down_time is 60 s)", verdict.reason)
@@ -130,7 +131,7 @@ class TestNUMATopologyFilter(base.TestCase):
 class TestDefaultFilters(base.TestCase):
 
     def test_cheap_checks_before_the_fit(self):
-        names = [f.name for f in filters.default_filters(60)]
+        names = [f.name for f in filters.default_filters()]
         self.assertEqual('NUMATopology', names[-1])
         self.assertEqual({'HostUp', 'ExcludedHost', 'HypervisorType',
                           'NUMATopology'}, set(names))
