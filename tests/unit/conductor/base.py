@@ -1,0 +1,93 @@
+"""A conductor on a real SQLite database with a mocked compute client.
+
+Hosts report through the conductor as agents would; the compute RPC
+client is a mock, so each test says what the destinations answer.
+"""
+
+import datetime
+from unittest import mock
+
+import oslo_messaging as messaging
+from oslo_utils import timeutils
+
+from numamig import objects
+from numamig.conductor import manager
+from numamig.conductor import records
+from numamig.db import instances
+from numamig.scheduler import fingerprint
+from numamig.scheduler import host_state
+from numamig.scheduler import scheduler
+from tests import base
+from tests.fixtures import database
+from tests.unit.compute import base as cbase
+
+
+class ConductorTestCase(base.TestCase):
+
+    HOSTS = ('src', 'dst1', 'dst2', 'dst3')
+
+    def setUp(self):
+        super().setUp()
+        self.db = self.useFixture(database.SQLiteDatabase()).db
+        self.now = timeutils.utcnow(with_timezone=True)
+        cache = host_state.HostStateCache(clock=lambda: self.now,
+                                          reservation_timeout=300,
+                                          service_down_time=60)
+        self.compute_api = mock.Mock(name='compute_api')
+        self.conductor = manager.ConductorManager(
+            self.db, cache, scheduler.Scheduler(cache), self.compute_api,
+            {'migrate_max_retries': 3, 'check_timeout': 5, 'limits': None})
+        for host in self.HOSTS:
+            self.report(host)
+
+    def report(self, host, topology=None, hypervisor_type='test',
+               service_version=2, age_s=0):
+        report = objects.ComputeNodeReport(
+            host=host, hypervisor_uri=f'test:///{host}',
+            hypervisor_type=hypervisor_type,
+            topology=topology or cbase.host_topology(),
+            service_version=service_version,
+            fingerprint=fingerprint.compute([]),
+            reported_at=self.now - datetime.timedelta(seconds=age_s))
+        if age_s:
+            # A host last heard of age_s ago; the cache keeps the newest
+            # report, so forget the fresh one setUp made.
+            self.conductor.cache.remove(host)
+            self.conductor.cache.update(
+                report, received_at=report.reported_at)
+        else:
+            records.save_report(self.conductor, report)
+
+    def call(self, method, *args, **kwargs):
+        """Call a conductor endpoint as the RPC dispatcher would.
+
+        ``expected_exceptions`` wraps an endpoint's contract errors for
+        the dispatcher; unwrap them as a remote caller would see them.
+        """
+        try:
+            return getattr(self.conductor, method)(None, *args, **kwargs)
+        except messaging.ExpectedException as exc:
+            raise exc.exc_info[1]
+
+    def create_instance(self, host='src', **kwargs):
+        inst = cbase.instance(host=host, pins={0: 2, 1: 10}, **kwargs)
+        instances.create(self.db, inst)
+        return inst
+
+    def answer_with(self, *answers):
+        """Destinations answer check_can_live_migrate_destination in turn.
+
+        Each answer is an exception to raise, or True for a
+        LiveMigrateData carrying the host's name.
+        """
+        answers = list(answers)
+
+        def check(ctxt, instance, host, migration, limits, timeout=None):
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return objects.LiveMigrateData(
+                instance_uuid=instance.uuid, source_host=instance.host,
+                dest_host=host, migration_uuid=migration.uuid)
+        self.compute_api.check_can_live_migrate_destination.side_effect = \
+            check

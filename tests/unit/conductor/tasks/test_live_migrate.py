@@ -1,0 +1,176 @@
+"""Tests of the conductor's live-migration task and dry run."""
+
+import oslo_messaging as messaging
+
+from numamig import exception
+from numamig.db import instances
+from numamig.db import migrations
+from tests.unit.conductor import base
+
+
+def _refusal(host):
+    return exception.MigrationPreCheckError(reason=f"{host} is full")
+
+
+class LiveMigrationTaskTest(base.ConductorTestCase):
+
+    def _migrate(self, inst, dest_host=None):
+        return self.call('live_migrate_instance', inst.uuid, dest_host)
+
+    def _only_migration(self, inst):
+        (migration,) = migrations.get_all(self.db, instance_uuid=inst.uuid)
+        return migration
+
+    def test_requested_destination_is_claimed_then_cast(self):
+        inst = self.create_instance()
+        self.answer_with(True)
+        migration = self._migrate(inst, 'dst2')
+        self.assertEqual(('queued', 'dst2'),
+                         (migration.status, migration.dest_host))
+        cast = self.compute_api.live_migration.call_args[0]
+        self.assertEqual((inst.uuid, migration.uuid, 'dst2'),
+                         (cast[1].uuid, cast[2].uuid, cast[3].dest_host))
+        history = [c.status for c in self._only_migration(inst).history]
+        self.assertEqual(['accepted', 'queued'], history)
+
+    def test_first_candidate_refuses_second_takes_it(self):
+        inst = self.create_instance()
+        self.answer_with(_refusal('first'), True)
+        migration = self._migrate(inst)
+        tried = [c[0][2] for c in self.compute_api.
+                 check_can_live_migrate_destination.call_args_list]
+        self.assertEqual(2, len(tried))
+        self.assertNotIn('src', tried)
+        self.assertEqual(tried[1], migration.dest_host)
+        self.assertEqual({tried[0]: 'Migration pre-check error: first is '
+                                    'full'}, migration.refused_hosts)
+        self.assertEqual((), self.conductor.cache.get(tried[0]).reservations)
+
+    def test_every_candidate_refuses(self):
+        inst = self.create_instance()
+        self.answer_with(_refusal('a'), messaging.MessagingTimeout(),
+                         _refusal('c'))
+        exc = self.assertRaises(exception.NoValidHost, self._migrate, inst)
+        self.assertIn('3 destination(s) tried', str(exc))
+        migration = self._only_migration(inst)
+        self.assertEqual('error', migration.status)
+        self.assertIn('did not answer within 5 s', migration.error)
+        self.assertIn('a is full', migration.error)
+        self.assertEqual(3, len(migration.refused_hosts))
+        for host in ('dst1', 'dst2', 'dst3'):
+            self.assertEqual((), self.conductor.cache.get(host).reservations)
+        self.assertIsNone(instances.get(self.db, inst.uuid)
+                          .instance.migration_context)
+        self.compute_api.live_migration.assert_not_called()
+
+    def test_max_retries_limits_the_candidates_tried(self):
+        self.conductor.migrate_max_retries = 0
+        inst = self.create_instance()
+        self.answer_with(_refusal('a'), True)
+        exc = self.assertRaises(exception.NoValidHost, self._migrate, inst)
+        self.assertIn('2 more not tried', str(exc))
+        self.assertEqual(1, self.compute_api.
+                         check_can_live_migrate_destination.call_count)
+
+    def test_requested_destination_is_the_source(self):
+        inst = self.create_instance()
+        self.assertRaisesMessage(exception.InvalidDestination,
+                                 "source host", self._migrate, inst, 'src')
+        self.assertEqual('error', self._only_migration(inst).status)
+
+    def test_requested_destination_is_down(self):
+        self.report('dst1', age_s=120)
+        inst = self.create_instance()
+        self.assertRaisesMessage(exception.ComputeHostDown, 'dst1 is down',
+                                 self._migrate, inst, 'dst1')
+        self.compute_api.check_can_live_migrate_destination.\
+            assert_not_called()
+
+    def test_source_down(self):
+        self.report('src', age_s=120)
+        inst = self.create_instance()
+        self.assertRaises(exception.ComputeHostDown, self._migrate, inst)
+
+    def test_requested_destination_of_another_hypervisor_type(self):
+        self.report('dst1', hypervisor_type='kvm')
+        inst = self.create_instance()
+        self.assertRaisesMessage(exception.InvalidDestination,
+                                 'hypervisor type kvm', self._migrate, inst,
+                                 'dst1')
+
+    def test_unknown_destination(self):
+        inst = self.create_instance()
+        self.assertRaises(exception.HostNotFound, self._migrate, inst,
+                          'nowhere')
+
+    def test_old_hosts_refuse_numa_guests(self):
+        self.report('dst3', service_version=1)
+        inst = self.create_instance()
+        exc = self.assertRaises(exception.NUMALiveMigrationUnsupported,
+                                self._migrate, inst)
+        self.assertIn('dst3', str(exc))
+        self.assertIn('enable_numa_live_migration', str(exc))
+
+    def test_old_hosts_with_the_workaround(self):
+        self.conductor.enable_numa_live_migration_workaround = True
+        self.report('dst3', service_version=1)
+        inst = self.create_instance()
+        self.answer_with(True)
+        self.assertEqual('queued', self._migrate(inst, 'dst1').status)
+
+
+class AbortTest(base.ConductorTestCase):
+
+    def test_abort_queued_cancels_and_releases(self):
+        inst = self.create_instance()
+        self.answer_with(True)
+        migration = self.call('live_migrate_instance', inst.uuid)
+        result = self.call('migration_abort', migration.uuid)
+        self.assertEqual('cancelled', result.status)
+        self.assertEqual((), self.conductor.cache.get(
+            migration.dest_host).reservations)
+        self.compute_api.live_migration_abort.assert_not_called()
+
+    def test_abort_running_asks_the_source(self):
+        inst = self.create_instance()
+        self.answer_with(True)
+        migration = self.call('live_migrate_instance', inst.uuid)
+        for status in ('preparing', 'running'):
+            migrations.set_status(self.db, migration.uuid, status)
+        self.compute_api.live_migration_abort.return_value = True
+        self.call('migration_abort', migration.uuid)
+        self.compute_api.live_migration_abort.assert_called_once()
+
+    def test_abort_finished_is_refused(self):
+        inst = self.create_instance()
+        self.answer_with(_refusal('a'), _refusal('b'), _refusal('c'))
+        self.assertRaises(exception.NoValidHost, self.call,
+                          'live_migrate_instance', inst.uuid)
+        (migration,) = migrations.get_all(self.db)
+        self.assertRaisesMessage(exception.MigrationNotAbortable,
+                                 'is error', self.call, 'migration_abort',
+                                 migration.uuid)
+
+
+class DryRunTest(base.ConductorTestCase):
+
+    def test_answers_without_claiming_or_recording(self):
+        inst = self.create_instance()
+        answer = self.call('live_migration_dry_run', inst.uuid)
+        self.assertIn(answer['dest_host'], ('dst1', 'dst2', 'dst3'))
+        self.assertEqual(3, len(answer['candidates']))
+        self.assertEqual(2, len(answer['numa_topology'].cpu_pinning))
+        self.assertEqual([], migrations.get_all(self.db))
+        for host in self.HOSTS:
+            self.assertEqual((), self.conductor.cache.get(host).reservations)
+        self.compute_api.check_can_live_migrate_destination.\
+            assert_not_called()
+
+    def test_nothing_fits(self):
+        tiny = base.cbase.host_topology(cells=1, cores=1, threads=1)
+        for host in ('dst1', 'dst2', 'dst3'):
+            self.report(host, topology=tiny)
+        inst = self.create_instance()
+        answer = self.call('live_migration_dry_run', inst.uuid)
+        self.assertIsNone(answer['dest_host'])
+        self.assertEqual({'dst1', 'dst2', 'dst3'}, set(answer['refused']))
