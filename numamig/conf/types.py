@@ -3,6 +3,7 @@
 from oslo_config import types
 
 from numamig import cpuspec
+from numamig import pagesize
 
 
 class CPUSet(types.String):
@@ -51,22 +52,6 @@ class ReservedHugePages(types.Dict):
         return parsed
 
 
-_UNITS_KB = {'K': 1, 'M': 1024, 'G': 1024 * 1024}
-
-
 def page_size_kb(text):
-    """Return a page size given as '2048', '2M', '2MB' or '1GiB', in KiB."""
-    raw = str(text).strip().upper()
-    for suffix in ('IB', 'B'):
-        if raw.endswith(suffix) and raw[:-len(suffix)][-1:] in _UNITS_KB:
-            raw = raw[:-len(suffix)]
-    factor = _UNITS_KB.get(raw[-1:], None)
-    number = raw[:-1] if factor else raw
-    if not number.isdigit():
-        raise ValueError(f"page size {text!r} is not a number of KiB or a "
-                         f"size with a K/M/G unit")
-    size = int(number) * (factor or 1)
-    if size < 4 or size & (size - 1):
-        raise ValueError(f"page size {text!r} is not a power of two of at "
-                         f"least 4 KiB")
-    return size
+    """Return a page size in KiB (see numamig.pagesize); ValueError if bad."""
+    return pagesize.parse_page_size_kb(text)

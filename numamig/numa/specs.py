@@ -11,7 +11,7 @@ import re
 
 from numamig import cpuspec
 from numamig import exception
-from numamig.conf import types as conf_types
+from numamig import pagesize
 from numamig.objects import fields
 from numamig.objects import instance_numa
 
@@ -118,7 +118,7 @@ def parse_page_size(key, value):
     if text in PAGE_SIZE_NAMES:
         return PAGE_SIZE_NAMES[text]
     try:
-        return conf_types.page_size_kb(text)
+        return pagesize.parse_page_size_kb(text)
     except (ValueError, IndexError) as exc:
         raise exception.InvalidNUMASpec(
             key=key, value=value,

@@ -1,0 +1,248 @@
+"""Enforce the dependency direction of DESIGN.md by walking imports.
+
+``cmd -> {conductor, compute} -> {scheduler, virt, db} -> {numa, objects}
+-> conf``: a module may import downwards only. The rules below are the
+ones a slip is most likely to break; each names the reason so a failure
+says what to do instead. Imports anywhere in a module count, including
+those inside functions.
+"""
+
+import ast
+import os
+import textwrap
+
+import fixtures
+import testscenarios
+
+import numamig
+from tests import base
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+# Standard or third-party modules that mean I/O, configuration or
+# non-determinism: none belongs in the pure NUMA engine.
+IO_MODULES = ('libvirt', 'sqlalchemy', 'alembic', 'oslo_db',
+              'oslo_messaging', 'oslo_config', 'os', 'subprocess', 'socket',
+              'shutil', 'pathlib', 'sqlite3', 'urllib', 'http', 'requests',
+              'random')
+
+
+class Rule:
+    """What modules under ``subject`` (relative to the package) may import.
+
+    :param allowed_own: if given, the only own-package modules allowed.
+    :param forbidden: own-package modules (relative) or external top-level
+        modules (absolute names, no package prefix) that are refused.
+    """
+
+    def __init__(self, subject, reason, allowed_own=None, forbidden=(),
+                 forbidden_external=()):
+        self.subject = subject
+        self.reason = reason
+        self.allowed_own = allowed_own
+        self.forbidden = forbidden
+        self.forbidden_external = forbidden_external
+
+    def applies_to(self, package, module):
+        name = f'{package}.{self.subject}'
+        return module == name or module.startswith(name + '.')
+
+    def refuses(self, package, imported):
+        """Return True when a subject module must not import ``imported``."""
+        own = imported == package or imported.startswith(package + '.')
+        if own:
+            if _under(imported, [f'{package}.{self.subject}']):
+                return False
+            if self.allowed_own is not None and not _under(
+                    imported, [f'{package}.{m}' for m in self.allowed_own]):
+                return True
+            return _under(imported, [f'{package}.{m}'
+                                     for m in self.forbidden])
+        return _under(imported, self.forbidden_external)
+
+
+def _under(name, prefixes):
+    return any(name == p or name.startswith(p + '.') for p in prefixes)
+
+
+RULES = [
+    Rule('numa', 'numa/ is pure: it may use objects, exception, cpuspec '
+                 'and pagesize only, and no I/O',
+         allowed_own=('objects', 'exception', 'cpuspec', 'pagesize'),
+         forbidden_external=IO_MODULES),
+    Rule('objects', 'objects/ sits below every service package',
+         forbidden=('numa', 'virt', 'db', 'compute', 'conductor',
+                    'scheduler', 'cmd', 'rpc', 'service')),
+    Rule('virt', 'virt/ knows libvirt and XML, nothing of RPC, the '
+                 'database or the services',
+         forbidden=('db', 'compute', 'conductor', 'rpc', 'cmd', 'service'),
+         forbidden_external=('oslo_messaging', 'sqlalchemy')),
+    Rule('conf', 'conf/ is the bottom layer',
+         allowed_own=('cpuspec', 'pagesize', 'exception')),
+    Rule('cpuspec', 'cpuspec is a leaf module', allowed_own=()),
+    Rule('pagesize', 'pagesize is a leaf module', allowed_own=()),
+    Rule('exception', 'exception is a leaf module', allowed_own=()),
+]
+
+
+def module_name(root, path):
+    rel = os.path.relpath(path, root)[:-len('.py')]
+    parts = rel.split(os.sep)
+    if parts[-1] == '__init__':
+        parts = parts[:-1]
+    return '.'.join(parts)
+
+
+def _is_module(root, dotted):
+    base_path = os.path.join(root, *dotted.split('.'))
+    return os.path.isdir(base_path) or os.path.isfile(base_path + '.py')
+
+
+def imports_of(root, path):
+    """Yield (line, module) for every import in the file at ``path``."""
+    module = module_name(root, path)
+    is_package = path.endswith('__init__.py')
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve_from(module, is_package, node)
+            for alias in node.names:
+                candidate = f'{source}.{alias.name}'
+                # "from pkg import mod" imports the module pkg.mod.
+                yield node.lineno, (candidate if _is_module(root, candidate)
+                                    else source)
+
+
+def _resolve_from(module, is_package, node):
+    if not node.level:
+        return node.module
+    parts = module.split('.')
+    if not is_package:
+        parts = parts[:-1]
+    parts = parts[:len(parts) - node.level + 1]
+    return '.'.join(parts + ([node.module] if node.module else []))
+
+
+def find_violations(root, package, rules=RULES):
+    """Return 'path:line: module imports X (reason)' for every violation."""
+    found = []
+    for directory, _dirs, files in os.walk(os.path.join(root, package)):
+        for filename in sorted(files):
+            if not filename.endswith('.py'):
+                continue
+            path = os.path.join(directory, filename)
+            module = module_name(root, path)
+            rules_here = [r for r in rules if r.applies_to(package, module)]
+            for line, imported in imports_of(root, path):
+                for rule in rules_here:
+                    if rule.refuses(package, imported):
+                        found.append(
+                            f'{os.path.relpath(path, root)}:{line}: '
+                            f'{module} imports {imported} ({rule.reason})')
+    return sorted(found)
+
+
+class LayeringTest(base.TestCase):
+
+    def test_numamig_respects_the_layers(self):
+        root = os.path.dirname(os.path.dirname(numamig.__file__))
+        violations = find_violations(root, 'numamig')
+        self.assertEqual([], violations, '\n'.join(violations))
+
+
+SYNTHETIC_TREE = ('pkg/__init__.py', 'pkg/exception.py', 'pkg/cpuspec.py',
+                  'pkg/rpc.py', 'pkg/numa/__init__.py',
+                  'pkg/objects/__init__.py', 'pkg/objects/base.py',
+                  'pkg/virt/__init__.py', 'pkg/db/__init__.py',
+                  'pkg/db/api.py', 'pkg/compute/__init__.py',
+                  'pkg/conf/__init__.py')
+
+
+class CheckerTest(base.TestCase):
+    """The checker itself, on a synthetic package: one row per violation."""
+
+    scenarios = [
+        ('numa_imports_db',
+         {'module': 'pkg/numa/fit.py', 'source': 'from pkg.db import api\n',
+          'imported': 'pkg.db.api'}),
+        ('numa_imports_os',
+         {'module': 'pkg/numa/fit.py', 'source': 'import os.path\n',
+          'imported': 'os.path'}),
+        ('numa_imports_oslo_config_lazily',
+         {'module': 'pkg/numa/fit.py',
+          'source': 'def f():\n    from oslo_config import cfg\n',
+          'imported': 'oslo_config'}),
+        ('numa_relative_import_of_virt',
+         {'module': 'pkg/numa/fit.py', 'source': 'from .. import virt\n',
+          'imported': 'pkg.virt'}),
+        ('numa_imports_package_rpc',
+         {'module': 'pkg/numa/fit.py', 'source': 'from pkg import rpc\n',
+          'imported': 'pkg.rpc'}),
+        ('objects_imports_numa',
+         {'module': 'pkg/objects/host.py', 'source': 'from pkg import numa\n',
+          'imported': 'pkg.numa'}),
+        ('objects_imports_compute',
+         {'module': 'pkg/objects/host.py', 'source': 'import pkg.compute\n',
+          'imported': 'pkg.compute'}),
+        ('virt_imports_rpc',
+         {'module': 'pkg/virt/driver.py', 'source': 'from pkg import rpc\n',
+          'imported': 'pkg.rpc'}),
+        ('virt_imports_db',
+         {'module': 'pkg/virt/driver.py', 'source': 'import pkg.db.api\n',
+          'imported': 'pkg.db.api'}),
+        ('virt_imports_oslo_messaging',
+         {'module': 'pkg/virt/driver.py',
+          'source': 'import oslo_messaging as messaging\n',
+          'imported': 'oslo_messaging'}),
+        ('conf_imports_objects',
+         {'module': 'pkg/conf/compute.py',
+          'source': 'from pkg.objects import base\n',
+          'imported': 'pkg.objects.base'}),
+    ]
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        for rel in SYNTHETIC_TREE:
+            self.write(rel, '')
+
+    def write(self, rel, source):
+        path = os.path.join(self.root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'w') as handle:
+            handle.write(textwrap.dedent(source))
+
+    def test_violation_found(self):
+        self.write(self.module, self.source)
+        violations = find_violations(self.root, 'pkg')
+        self.assertEqual(1, len(violations), violations)
+        self.assertIn(f'imports {self.imported} (', violations[0])
+        self.assertTrue(violations[0].startswith(self.module + ':'),
+                        violations[0])
+
+
+class CheckerAllowsTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        for rel in SYNTHETIC_TREE:
+            CheckerTest.write(self, rel, '')
+
+    def test_allowed_imports_pass(self):
+        CheckerTest.write(self, 'pkg/numa/fit.py', (
+            'import itertools\n'
+            'from pkg import exception\n'
+            'from pkg.objects import base\n'
+            'from pkg import cpuspec\n'
+            'from pkg.numa import pages\n'
+            'from . import fit\n'))
+        CheckerTest.write(self, 'pkg/virt/driver.py',
+                          'import lxml\nfrom pkg import objects\n')
+        CheckerTest.write(self, 'pkg/compute/manager.py',
+                          'from pkg import rpc\nfrom pkg.db import api\n')
+        self.assertEqual([], find_violations(self.root, 'pkg'))
