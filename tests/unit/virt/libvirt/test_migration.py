@@ -1,0 +1,237 @@
+"""Tests of the live migration job: flags, parameters, monitor decisions."""
+
+import threading
+
+import libvirt
+import testscenarios
+
+from numamig import exception
+from numamig.virt.libvirt import migration
+from numamig.virt.libvirt import settings as lv_settings
+from tests import base
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+GIB_KIB = 1024 * 1024
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+class FakeDomain:
+    """A domain whose migration runs until the test ends it.
+
+    Each jobStats() call advances the clock by ``step`` seconds, so the
+    monitor sees time pass without the test sleeping.
+    """
+
+    def __init__(self, clock, memory_gib=2, step=10.0, polls_to_finish=5,
+                 error=None):
+        self.clock, self.step = clock, step
+        self.memory_kib = memory_gib * GIB_KIB
+        self.polls_to_finish = polls_to_finish
+        self.error = error
+        self.calls = []
+        self.polls = 0
+        self.finished = threading.Event()
+
+    def UUIDString(self):  # noqa: N802 (libvirt API)
+        return 'uuid-1'
+
+    def info(self):
+        return [1, self.memory_kib, self.memory_kib, 1, 0]
+
+    def migrateToURI3(self, uri, params, flags):  # noqa: N802
+        self.calls.append(('migrateToURI3', uri, params, flags))
+        self.finished.wait(10)
+        if self.error is not None:
+            raise self.error
+
+    def jobStats(self):  # noqa: N802
+        if self.finished.is_set():
+            return {'type': libvirt.VIR_DOMAIN_JOB_NONE}
+        self.polls += 1
+        self.clock.now += self.step
+        if self.polls >= self.polls_to_finish:
+            self.finished.set()
+        return {'type': libvirt.VIR_DOMAIN_JOB_UNBOUNDED,
+                'memory_total': 100, 'memory_processed': self.polls,
+                'memory_remaining': 100 - self.polls,
+                'memory_dirty_rate': 7, 'memory_iteration': 2,
+                'time_elapsed': int(self.clock.now * 1000)}
+
+    def migrateSetMaxDowntime(self, ms, flags):  # noqa: N802
+        self.calls.append(('downtime', ms))
+
+    def abortJob(self):  # noqa: N802
+        self.calls.append(('abort',))
+        self.error = _libvirt_error(libvirt.VIR_ERR_OPERATION_ABORTED,
+                                    'operation aborted: job canceled')
+        self.finished.set()
+
+    def migrateStartPostCopy(self, flags):  # noqa: N802
+        self.calls.append(('postcopy',))
+        self.finished.set()
+
+    def suspend(self):
+        self.calls.append(('suspend',))
+        self.finished.set()
+
+
+def _libvirt_error(code, message):
+    exc = libvirt.libvirtError(message)
+    exc.err = (code, 0, message, 0, '', None, None, 0, 0)
+    return exc
+
+
+def _job(dom, clock, callback=None, **settings):
+    settings.setdefault('progress_interval_s', 0.001)
+    return migration.MigrationJob(
+        dom, lv_settings.MigrationSettings(**settings), 'src', 'dst',
+        callback, clock=clock)
+
+
+class FlagsAndParamsTestCase(base.TestCase):
+
+    scenarios = [
+        ('defaults', {'opts': {}, 'extra': 0}),
+        ('post_copy_wins_over_auto_converge',
+         {'opts': {'permit_post_copy': True, 'permit_auto_converge': True},
+          'extra': libvirt.VIR_MIGRATE_POSTCOPY}),
+        ('auto_converge',
+         {'opts': {'permit_auto_converge': True},
+          'extra': libvirt.VIR_MIGRATE_AUTO_CONVERGE}),
+        ('tls', {'opts': {'native_tls': True},
+                 'extra': libvirt.VIR_MIGRATE_TLS}),
+        ('parallel', {'opts': {'parallel_connections': 4},
+                      'extra': libvirt.VIR_MIGRATE_PARALLEL}),
+    ]
+
+    def test_flags(self):
+        flags = migration.migration_flags(
+            lv_settings.MigrationSettings(**self.opts))
+        self.assertEqual(migration.BASE_FLAGS | self.extra, flags)
+
+
+class ParamsTestCase(base.TestCase):
+
+    def test_dest_and_persist_xml_uri_bandwidth(self):
+        params = migration.migration_params(
+            lv_settings.MigrationSettings(bandwidth_mib=50,
+                                          parallel_connections=3),
+            '<domain/>', 'tcp://10.0.0.2', None)
+        self.assertEqual({
+            libvirt.VIR_MIGRATE_PARAM_DEST_XML: '<domain/>',
+            libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: '<domain/>',
+            libvirt.VIR_MIGRATE_PARAM_URI: 'tcp://10.0.0.2',
+            libvirt.VIR_MIGRATE_PARAM_BANDWIDTH: 50,
+            libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS: 3}, params)
+
+    def test_per_migration_bandwidth_wins(self):
+        params = migration.migration_params(
+            lv_settings.MigrationSettings(bandwidth_mib=50), '<d/>', None, 1)
+        self.assertEqual(1, params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH])
+        self.assertNotIn(libvirt.VIR_MIGRATE_PARAM_URI, params)
+
+    def test_downtime_steps(self):
+        steps = migration.downtime_steps(lv_settings.MigrationSettings(
+            downtime_ms=400, downtime_steps=4, downtime_delay_s=10), 2)
+        self.assertEqual([(0, 100), (20, 175), (40, 250), (60, 325),
+                          (80, 400)], steps)
+
+
+class MonitorTestCase(base.TestCase):
+
+    def test_progress_and_downtime_steps(self):
+        clock, samples = FakeClock(), []
+        dom = FakeDomain(clock, memory_gib=1, step=10, polls_to_finish=4)
+        result = _job(dom, clock, samples.append, downtime_ms=300,
+                      downtime_steps=3, downtime_delay_s=10).run(
+            'qemu+tcp://dst/system', '<domain/>', 'tcp://dst')
+        self.assertEqual(4, len(samples))
+        self.assertEqual((100, 1, 99, 7, 2),
+                         (samples[0].memory_total,
+                          samples[0].memory_processed,
+                          samples[0].memory_remaining,
+                          samples[0].dirty_rate, samples[0].iteration))
+        downtimes = [c[1] for c in dom.calls if c[0] == 'downtime']
+        self.assertEqual([100, 166, 233, 300], downtimes)
+        self.assertFalse(result.emulated)
+        self.assertEqual(100, result.memory_total)
+
+    def test_timeout_aborts(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, memory_gib=2, step=15, polls_to_finish=99)
+        job = _job(dom, clock, completion_timeout_s=20)
+        exc = self.assertRaises(exception.MigrationAborted, job.run,
+                                'qemu+tcp://dst/system', '<d/>', None)
+        self.assertIn('completion timeout of 40 s exceeded', str(exc))
+        self.assertIn('the guest stays on src', str(exc))
+
+    def test_timeout_force_completes_with_post_copy(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, memory_gib=1, step=15, polls_to_finish=99)
+        result = _job(dom, clock, completion_timeout_s=20,
+                      timeout_action='force_complete',
+                      permit_post_copy=True).run('u', '<d/>', None)
+        self.assertIn(('postcopy',), dom.calls)
+        self.assertTrue(result.post_copy)
+
+    def test_timeout_force_completes_by_pausing(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, memory_gib=1, step=15, polls_to_finish=99)
+        result = _job(dom, clock, completion_timeout_s=20,
+                      timeout_action='force_complete').run('u', '<d/>', None)
+        self.assertIn(('suspend',), dom.calls)
+        self.assertTrue(result.paused)
+
+    def test_no_timeout_when_zero(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, memory_gib=1, step=1000, polls_to_finish=3)
+        _job(dom, clock, completion_timeout_s=0).run('u', '<d/>', None)
+        self.assertNotIn(('abort',), dom.calls)
+
+
+class ErrorMappingTestCase(base.TestCase):
+
+    scenarios = [
+        ('numa_node', {'code': libvirt.VIR_ERR_CONFIG_UNSUPPORTED,
+                       'msg': 'unsupported configuration: NUMA node 1 is '
+                              'unavailable',
+                       'cls': exception.NUMANodeUnavailable}),
+        ('affinity', {'code': libvirt.VIR_ERR_SYSTEM_ERROR,
+                      'msg': 'cannot set CPU affinity on process 1: '
+                             'Invalid argument',
+                      'cls': exception.CPUAffinityFailed}),
+        ('hugetlbfs', {'code': libvirt.VIR_ERR_INTERNAL_ERROR,
+                       'msg': 'internal error: hugetlbfs filesystem is not '
+                              'mounted or disabled by administrator config',
+                       'cls': exception.HugepagesUnavailable}),
+        ('peer', {'code': libvirt.VIR_ERR_SYSTEM_ERROR,
+                  'msg': "unable to connect to server at '127.0.0.1:1': "
+                         "Connection refused",
+                  'cls': exception.MigrationPeerUnreachable}),
+        ('aborted', {'code': libvirt.VIR_ERR_OPERATION_ABORTED,
+                     'msg': 'operation aborted: migration out job: '
+                            'canceled by client',
+                     'cls': exception.MigrationAborted}),
+        ('other', {'code': libvirt.VIR_ERR_OPERATION_FAILED,
+                   'msg': 'operation failed: something else',
+                   'cls': exception.LiveMigrationFailed}),
+    ]
+
+    def test_mapped(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, polls_to_finish=1,
+                         error=_libvirt_error(self.code, self.msg))
+        exc = self.assertRaises(exception.LiveMigrationFailed,
+                                _job(dom, clock).run, 'u', '<d/>', None)
+        self.assertIs(self.cls, type(exc))
+        self.assertIn('uuid-1 from src to dst', str(exc))
+        if self.cls is not exception.MigrationAborted:
+            self.assertIn(self.msg, str(exc))
