@@ -83,7 +83,7 @@ def _compare_guests(agent, ctxt, guests):
             ctxt, uuid, {'power_state': STATUS_SHUTDOWN})
         fixed.append(f"instance {uuid} is recorded here but the hypervisor "
                      f"has no such guest: power state set to shutdown")
-    for uuid in sorted(set(guests) - recorded):
+    for uuid in sorted(set(guests) - set(recorded)):
         LOG.warning("%s: guest %s (%s) is not a numamig instance; adopt it "
                     "with 'numamig-manage instance adopt %s'", agent.host,
                     guests[uuid], uuid, agent.host)

@@ -1,0 +1,198 @@
+"""An embedded deployment: a conductor and N compute agents in one process.
+
+The quickest way to run numamig whole: the services are the daemons'
+own (numamig.service), talking over oslo.messaging (the in-process
+``fake://`` transport by default, or any broker URL) and keeping records
+in SQL (a SQLite file by default, or any database URL). Each compute
+host is a libvirt test-driver host whose NUMA topology comes from a
+capabilities file; migrations between such hosts are EMULATED by the
+agents (the destination defines the rewritten XML, the source forgets
+the guest), and say so in their logs.
+
+    with EmbeddedDeployment([HostDefinition('host-a', caps_a),
+                             HostDefinition('host-b', caps_b)]) as dep:
+        instance = dep.api.instance_create(dep.context, instance, 'host-a')
+        migration = dep.api.live_migrate_instance(dep.context, uuid)
+        dep.wait_for_migration(migration.uuid)
+"""
+
+import dataclasses
+import logging
+import os
+import tempfile
+import time
+
+from numamig import context as nm_context
+from numamig import exception
+from numamig import rpc
+from numamig import service
+from numamig.conf import CONF
+from numamig.db import api as db_api
+from numamig.objects import fields
+from numamig.objects import service as service_obj
+from numamig.virt.libvirt import driver as lv_driver
+from numamig.virt.libvirt import settings as lv_settings
+
+LOG = logging.getLogger(__name__)
+
+HOSTS_DIR = os.path.abspath(os.path.join(
+    os.path.dirname(__file__), '..', 'etc', 'numamig', 'hosts'))
+# Every test:///<node file> open is an independent, empty test host.
+TEST_NODE_FILE = os.path.join(HOSTS_DIR, 'test-node.xml')
+
+
+@dataclasses.dataclass(frozen=True)
+class HostDefinition:
+    """One embedded compute host.
+
+    :param capabilities_file: libvirt capabilities XML of its topology
+        (a name under etc/numamig/hosts, or a path).
+    :param service_version: the release the agent behaves as (a testing
+        aid for mixed-version clouds).
+    :param compute_version_cap: its ``[upgrade_levels] compute``.
+    """
+
+    name: str
+    capabilities_file: str
+    cpu_dedicated_set: frozenset = None
+    cpu_shared_set: frozenset = None
+    reserved_host_memory_mb: int = 0
+    service_version: int = service_obj.SERVICE_VERSION
+    compute_version_cap: str = None
+
+    def caps_path(self):
+        if os.path.isabs(self.capabilities_file):
+            return self.capabilities_file
+        return os.path.join(HOSTS_DIR, self.capabilities_file)
+
+    def driver(self):
+        settings = lv_settings.LibvirtSettings(
+            host=self.name, uri=f'test://{TEST_NODE_FILE}',
+            capabilities_file=self.caps_path(),
+            cpu_dedicated_set=_frozen(self.cpu_dedicated_set),
+            cpu_shared_set=_frozen(self.cpu_shared_set),
+            reserved_host_memory_mb=self.reserved_host_memory_mb)
+        return lv_driver.LibvirtDriver(settings)
+
+
+def _frozen(cpus):
+    return None if cpus is None else frozenset(cpus)
+
+
+class EmbeddedDeployment:
+    """Start and stop a conductor and its compute agents together.
+
+    :param hosts: HostDefinitions, one compute agent each.
+    :param transport_url: oslo.messaging URL; ``fake://`` needs nothing.
+    :param db_url: SQLAlchemy URL; None: a SQLite file in ``state_dir``.
+    :param names: service.RPCNames (topics/exchange); give each deployment
+        sharing a broker its own.
+    :param conductor_settings: see service.default_conductor_settings.
+    :param report_interval: seconds between agents' periodic reports.
+    :param call_timeout: seconds operators' calls wait for the conductor.
+    """
+
+    def __init__(self, hosts, transport_url='fake://', db_url=None,
+                 state_dir=None, names=None, conductor_settings=None,
+                 report_interval=60, call_timeout=120,
+                 conductor_compute_version_cap=None):
+        names_seen = [h.name for h in hosts]
+        if len(set(names_seen)) != len(names_seen):
+            raise exception.Invalid(
+                reason=f"embedded host names must be unique: {names_seen}")
+        self.hosts = list(hosts)
+        self.transport_url = transport_url
+        self.state_dir = state_dir or tempfile.mkdtemp(prefix='numamig-')
+        self.db_url = db_url or \
+            f"sqlite:///{os.path.join(self.state_dir, 'numamig.sqlite')}"
+        self.names = names or service.RPCNames()
+        self.conductor_settings = conductor_settings or \
+            service.default_conductor_settings()
+        self.report_interval = report_interval
+        self.call_timeout = call_timeout
+        self.conductor_compute_version_cap = conductor_compute_version_cap
+        self.context = nm_context.get_admin_context()
+        self.db = None
+        self.conductor = None
+        self.agents = {}
+        self.api = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+    def start(self):
+        """Sync the database, start the conductor, then every agent."""
+        transport = rpc.get_transport(CONF, url=self.transport_url)
+        self.db = db_api.Database(self.db_url)
+        self.db.sync()
+        self.conductor = service.ConductorService(
+            self.db, transport, names=self.names,
+            settings=self.conductor_settings,
+            compute_version_cap=self.conductor_compute_version_cap)
+        self.conductor.start()
+        self.api = self.names.conductor_api(transport,
+                                            timeout=self.call_timeout)
+        try:
+            for host in self.hosts:
+                self._start_agent(host, transport)
+        except Exception:
+            self.stop()
+            raise
+        LOG.info("Embedded deployment up: conductor and %d compute agents "
+                 "(%s) on %s, database %s", len(self.agents),
+                 ', '.join(self.agents), self.transport_url,
+                 self.db.safe_url)
+
+    def _start_agent(self, host, transport):
+        driver = host.driver()
+        agent = service.ComputeService(
+            host.name, driver, transport, names=self.names,
+            compute_version_cap=host.compute_version_cap,
+            report_interval=self.report_interval,
+            service_version=host.service_version)
+        self.agents[host.name] = agent
+        agent.start()
+
+    def stop(self):
+        """Stop every agent, then the conductor; close connections."""
+        for agent in reversed(list(self.agents.values())):
+            try:
+                agent.stop()
+            finally:
+                agent.manager.driver.cleanup_host()
+        self.agents = {}
+        if self.conductor is not None:
+            self.conductor.stop()
+            self.conductor = None
+        if self.db is not None:
+            self.db.dispose()
+            self.db = None
+
+    def agent(self, name):
+        """The ComputeManager of host ``name``."""
+        return self.agents[name].manager
+
+    def report_all(self):
+        """Make every agent recompute its usage and report now."""
+        for agent in self.agents.values():
+            agent.manager.periodic_tasks(self.context)
+
+    def wait_for_migration(self, migration_uuid, timeout=60, poll=0.05):
+        """Wait until a migration ends; return it.
+
+        :raises MigrationError: if it has not ended within ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            migration = self.api.migration_get(self.context, migration_uuid)
+            if migration.status in fields.MigrationStatus.FINAL:
+                return migration
+            if time.monotonic() > deadline:
+                raise exception.MigrationError(
+                    reason=f"migration {migration_uuid} still "
+                           f"{migration.status} after {timeout} s")
+            time.sleep(poll)
