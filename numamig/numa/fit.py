@@ -19,6 +19,7 @@ import dataclasses
 from numamig import exception
 from numamig import objects
 from numamig.numa import cellfit
+from numamig.numa import hostview
 from numamig.numa import matching
 from numamig.numa import pinning
 from numamig.objects import fields
@@ -55,7 +56,8 @@ def fit(host_topology, request, limits=None, strategy='spread',
         a request without guest cells.
     """
     _check_parameters(request, strategy, pagesize_kb)
-    hosts = _host_order(host_topology.cells, strategy)
+    hosts = _host_order([hostview.CellView(cell)
+                         for cell in host_topology.cells], strategy)
     cores = [pinning.CellCores(cell) for cell in hosts]
     guests = sorted(request.cells, key=lambda cell: cell.id)
     isolate = (request.get('emulator_threads_policy')

@@ -26,11 +26,20 @@ class CellCores:
     """The core layout and free threads of one host cell, computed once."""
 
     def __init__(self, host_cell):
-        dedicated = host_cell.pcpuset
-        free = dedicated - host_cell.pinned_cpus
+        self._cell = host_cell
+        self._free = host_cell.pcpuset - host_cell.pinned_cpus
+        self.free_count = len(self._free)
+        self._cores = None
+
+    def _layout(self):
+        # Built on first need: most checks (prefer, no policy) only count
+        # free pCPUs, and a fit looks at every host cell.
+        if self._cores is not None:
+            return
+        dedicated, free = self._cell.pcpuset, self._free
         grouped = set()
         cores = []
-        for group in host_cell.siblings:
+        for group in self._cell.siblings:
             grouped |= group
             threads = sorted(group & dedicated)
             if threads:
@@ -39,10 +48,9 @@ class CellCores:
                 cores.append((threads, group <= free))
         cores.extend(([cpu], cpu in free) for cpu in dedicated - grouped)
         cores.sort()
-        self.free_count = len(free)
-        self.free_threads = [[t for t in threads if t in free]
-                             for threads, _ in cores]
-        self.free_threads = [t for t in self.free_threads if t]
+        self._cores = cores
+        self.free_threads = [t for t in ([c for c in threads if c in free]
+                                         for threads, _ in cores) if t]
         self.whole = [threads for threads, whole in cores if whole]
         self.whole_smt = [threads for threads in self.whole
                           if len(threads) > 1]
@@ -50,6 +58,12 @@ class CellCores:
 
     def check(self, policy, count):
         """Return None if ``count`` slots can be pinned, else why not."""
+        if self.free_count < count:
+            return (f"needs {count} free dedicated pCPUs, has "
+                    f"{self.free_count}")
+        if policy not in (_THREADS.ISOLATE, _THREADS.REQUIRE):
+            return None
+        self._layout()
         if policy == _THREADS.ISOLATE:
             if len(self.whole) < count:
                 return (f"needs {count} whole free cores for isolate, has "
@@ -62,14 +76,11 @@ class CellCores:
             if room < count:
                 return (f"needs {count} free sibling threads on whole free "
                         f"cores for require, has {room}")
-            return None
-        if self.free_count < count:
-            return (f"needs {count} free dedicated pCPUs, has "
-                    f"{self.free_count}")
         return None
 
     def choose(self, policy, count):
         """Return ``count`` pCPUs in slot order; check() must have passed."""
+        self._layout()
         if policy == _THREADS.ISOLATE:
             return [threads[0] for threads in self.whole[:count]]
         if policy == _THREADS.REQUIRE:
