@@ -87,7 +87,7 @@ def _by_permutations(host, request, lim, strategy):
 
 class FitPropertiesTest(base.TestCase):
 
-    @settings(max_examples=1500, deadline=None)
+    @settings(max_examples=1000, deadline=None)
     @given(host_topologies(), requests(), limits,
            st.sampled_from(fit.STRATEGIES))
     def test_fit_apply_release(self, host, request, lim, strategy):
