@@ -6,6 +6,7 @@ Usage::
 
     db = api.Database.from_config(CONF)   # or api.Database(url)
     db.sync()                              # numamig-manage db sync
+    db.wait_until_reachable(CONF.database.max_retries)  # services, at start
     db.check_schema()                      # services, at start
     record = instances.get(db, uuid)       # InstanceRecord(instance, rev)
     instances.update(db, uuid, {'task_state': None}, record.revision)

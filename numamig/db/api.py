@@ -15,13 +15,17 @@ UPDATE re-checks its WHERE clause against the latest committed row.
 """
 
 import contextlib
+import logging
 import os
+import time
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from numamig import exception
+
+LOG = logging.getLogger(__name__)
 
 # Seconds a SQLite writer waits for another one before giving up.
 SQLITE_BUSY_TIMEOUT = 30
@@ -113,6 +117,29 @@ class Database:
                 raise exception.DatabaseError(
                     url=self.safe_url, reason=str(exc.orig)) from exc
             raise
+
+    def wait_until_reachable(self, max_retries=0, interval=2.0,
+                             sleep=time.sleep):
+        """Connect once, retrying while the server is not up yet.
+
+        Services call this at start with ``[database] max_retries`` so
+        that a conductor started with its database does not die first.
+
+        :param max_retries: further attempts after the first; -1 forever.
+        :raises DatabaseError: after the last failed attempt.
+        """
+        attempt = 0
+        while True:
+            try:
+                with self._guard(), self.engine.connect():
+                    return
+            except exception.DatabaseError as exc:
+                if 0 <= max_retries <= attempt:
+                    raise
+                attempt += 1
+                LOG.warning("Database not reachable (attempt %d): %s",
+                            attempt, exc)
+                sleep(interval)
 
     def sync(self, revision=None):
         """Upgrade the schema to ``revision`` (default: the newest).

@@ -60,6 +60,19 @@ class DatabaseTestCase(base.TestCase):
         self.assertRaisesMessage(exception.DatabaseError, 'nosuchdb',
                                  api.Database, 'nosuchdb://x/y')
 
+    def test_wait_until_reachable_retries_then_names_the_server(self):
+        db = api.Database('postgresql+psycopg2://u@127.0.0.1:1/x')
+        sleeps = []
+        self.assertRaisesMessage(exception.DatabaseError, '127.0.0.1:1',
+                                 db.wait_until_reachable, max_retries=2,
+                                 interval=5, sleep=sleeps.append)
+        self.assertEqual([5, 5], sleeps)
+
+    def test_wait_until_reachable_returns_at_once_when_up(self):
+        sleeps = []
+        self.db.wait_until_reachable(max_retries=-1, sleep=sleeps.append)
+        self.assertEqual([], sleeps)
+
     def test_unreachable_server_hides_the_password(self):
         db = api.Database('postgresql+psycopg2://u:secret@127.0.0.1:1/x')
         exc = self.assertRaises(exception.DatabaseError, db.version)
