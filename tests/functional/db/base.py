@@ -6,13 +6,15 @@ from tests import base
 from tests.fixtures import database
 
 BACKENDS = [('postgresql', {'backend': 'postgresql'}),
-            ('mariadb', {'backend': 'mysql'})]
+            ('mariadb', {'backend': 'mysql'}),
+            ('sqlite', {'backend': 'sqlite'})]
 
 
 class ServerDBTestCase(testscenarios.WithScenarios, base.TestCase):
-    """Runs each test on PostgreSQL and on MariaDB, in its own database.
+    """Runs each test on PostgreSQL, MariaDB and SQLite (the embedded
+    default), each time in a database of its own.
 
-    A server that cannot be reached skips its half with the reason.
+    A server that cannot be reached skips its tests with the reason.
     """
 
     scenarios = BACKENDS
@@ -20,7 +22,9 @@ class ServerDBTestCase(testscenarios.WithScenarios, base.TestCase):
 
     def setUp(self):
         super().setUp()
-        database.server_or_skip(self, self.backend)
-        self.fixture = self.useFixture(
-            database.ServerDatabase(self.backend, sync=self.sync))
-        self.db = self.fixture.db
+        if self.backend == 'sqlite':
+            fixture = database.SQLiteDatabase(sync=self.sync)
+        else:
+            database.server_or_skip(self, self.backend)
+            fixture = database.ServerDatabase(self.backend, sync=self.sync)
+        self.db = self.useFixture(fixture).db
