@@ -13,6 +13,7 @@ from oslo_versionedobjects import exception as ovo_exception
 
 from numamig import context as nm_context
 from numamig import exception
+from numamig.conf import opts as conf_opts
 from numamig.objects import base as obj_base
 
 # Modules whose exceptions cross RabbitMQ as themselves (a Name_Remote
@@ -20,14 +21,14 @@ from numamig.objects import base as obj_base
 # (UnsupportedVersion, NoSuchMethod) are included so that an rpcapi can
 # catch an old peer's refusal by type on every transport, as on fake://.
 ALLOWED_EXMODS = [exception.__name__, dispatcher.__name__]
-CONTROL_EXCHANGE = 'numamig'
+CONTROL_EXCHANGE = conf_opts.CONTROL_EXCHANGE
 
 _TRANSPORTS = {}
 
 
 def get_transport(conf, url=None):
     """Return the (cached) RPC transport for ``url`` or the configured one."""
-    messaging.set_transport_defaults(CONTROL_EXCHANGE)
+    conf_opts.update_library_defaults()
     key = url or conf.transport_url or 'default'
     if key not in _TRANSPORTS:
         _TRANSPORTS[key] = messaging.get_rpc_transport(

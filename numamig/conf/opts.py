@@ -9,6 +9,11 @@ options out of the sample.
 import importlib
 import pkgutil
 
+import oslo_messaging as messaging
+
+# The exchange numamig's RPC uses unless transport_url names another.
+CONTROL_EXCHANGE = 'numamig'
+
 _NOT_GROUPS = ('checks', 'opts', 'types')
 
 
@@ -36,6 +41,16 @@ def list_opts():
     return [(group, group_opts) for group, group_opts in
             sorted(merged.values(), key=lambda e: getattr(e[0], 'name',
                                                           e[0]))]
+
+
+def update_library_defaults():
+    """Give library options the defaults numamig runs with.
+
+    The generator calls this (``oslo.config.opts.defaults`` entry point)
+    before listing options, so the sample shows numamig's values whatever
+    else ran in the process first; ``numamig.rpc`` applies the same.
+    """
+    messaging.set_transport_defaults(control_exchange=CONTROL_EXCHANGE)
 
 
 def register_all(conf):

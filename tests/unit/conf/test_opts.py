@@ -8,6 +8,7 @@ import types
 import fixtures
 from oslo_config import cfg
 from oslo_config import generator
+from oslo_messaging import opts as oslo_messaging_opts
 
 import numamig
 from numamig.conf import CONF
@@ -137,3 +138,17 @@ class SampleConfigTest(base.TestCase):
             'etc/numamig/numamig.conf.sample is stale: run '
             '"tox -e genconfig" (or oslo-config-generator --config-file '
             'etc/numamig/numamig-config-generator.conf) and commit it')
+
+
+class LibraryDefaultsTest(base.TestCase):
+
+    def test_rpc_and_sample_share_the_exchange(self):
+        from numamig import rpc
+        self.assertEqual(opts.CONTROL_EXCHANGE, rpc.CONTROL_EXCHANGE)
+
+    def test_update_sets_the_control_exchange_default(self):
+        opts.update_library_defaults()
+        messaging_opts = dict(oslo_messaging_opts.list_opts())[None]
+        exchange, = [o for o in messaging_opts
+                     if o.name == 'control_exchange']
+        self.assertEqual('numamig', exchange.default)
