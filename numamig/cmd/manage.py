@@ -19,6 +19,11 @@ from numamig.conf import CONF
 CATEGORY_PATHS = {
     'numa': 'numa:NumaCommands',
     'db': 'db:DbCommands',
+    'host': 'host:HostCommands',
+    'instance': 'instance:InstanceCommands',
+    'migration': 'migration:MigrationCommands',
+    'audit': 'audit:AuditCommands',
+    'heal': 'heal:HealCommands',
 }
 
 

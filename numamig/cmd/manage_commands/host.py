@@ -1,0 +1,192 @@
+"""numamig-manage host: compute hosts as their last reports describe them.
+
+Read-only: every action reads the conductor's database (the hosts' last
+reports, with usage and move claims applied) and changes nothing.
+"""
+
+import datetime
+
+from numamig.cmd import common
+from numamig.cmd.manage_commands import _access
+from numamig.conf import CONF
+from numamig.showcase import pictures
+
+
+class HostCommands:
+    """Compute hosts: state, versions, NUMA topology and usage."""
+
+    @common.format_option
+    @_access.guarded
+    def list(self, output_format='human'):
+        """List compute hosts with state, version and free resources.
+
+        Per host: up or down (last report within [DEFAULT]
+        service_down_time), service version, age of the last report and,
+        per cell, free/total dedicated pCPUs and free/total huge pages.
+        Exit codes: 0 listed (also when no host reported yet); 255 the
+        database cannot be used.
+        """
+        from numamig.db import compute_nodes
+        from numamig.db import instances
+        with _access.database() as db:
+            reports = compute_nodes.get_all(db)
+            counts = _instance_counts(instances.get_all(db))
+        rows = [_host_row(r, counts.get(r.host, 0)) for r in reports]
+        common.print_output({'hosts': rows}, output_format, _print_list)
+        return common.EXIT_OK
+
+    @common.args('host', metavar='HOST', help="Compute host name.")
+    @common.format_option
+    @_access.guarded
+    def show(self, host, output_format='human'):
+        """Show a host's topology per cell, usage and guests.
+
+        Per cell: dedicated, shared, pinned and free pCPUs drawn by SMT
+        core, memory, page pools used/free and distances; then the
+        guests recorded on the host and the move claims held on it.
+        Exit codes: 0 shown; 127 unknown host; 255 the database cannot
+        be used.
+        """
+        from numamig.db import compute_nodes
+        from numamig.db import instances
+        with _access.database() as db:
+            report = compute_nodes.get(db, host)
+            guests = [r.instance for r in instances.get_all(db, host=host)]
+            claims = [r.instance for r in
+                      instances.get_claims_on_host(db, host)]
+        data = dict(_host_row(report, len(guests)),
+                    topology=report.topology.obj_to_primitive(),
+                    guests=[_guest_entry(g) for g in guests],
+                    claims=[_claim_entry(c) for c in claims])
+        common.print_output(data, output_format,
+                            lambda d: _print_show(d, report))
+        return common.EXIT_OK
+
+    @common.args('host', metavar='HOST', help="Compute host name.")
+    @common.format_option
+    @_access.guarded
+    def export_topology(self, host, output_format='human'):
+        """Export a host's NUMA resources as a NodeResourceTopology.
+
+        The Kubernetes topology-aware scheduling format (one zone per
+        NUMA node: cpu, memory and hugepages capacity/allocatable/
+        available), from the host's last report. Use --format json for
+        the object itself; the default prints a table of it.
+        Exit codes: 0 exported; 127 unknown host; 255 the database
+        cannot be used.
+        """
+        from numamig.db import compute_nodes
+        from numamig.scheduler import nrt
+        with _access.database() as db:
+            report = compute_nodes.get(db, host)
+        data = nrt.export(report.host, report.topology, report.fingerprint)
+        common.print_output(data, output_format, _print_nrt)
+        return common.EXIT_OK
+
+
+def report_age(report, now=None):
+    """Seconds since a ComputeNodeReport was made."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    reported = report.reported_at
+    if reported.tzinfo is None:
+        reported = reported.replace(tzinfo=datetime.UTC)
+    return max(0.0, (now - reported).total_seconds())
+
+
+def _host_row(report, instance_count):
+    age = report_age(report)
+    return {
+        'host': report.host,
+        'state': 'up' if age <= CONF.service_down_time else 'down',
+        'service_version': report.service_version,
+        'hypervisor': f"{report.hypervisor_type} {report.hypervisor_uri}",
+        'report_age_s': round(age, 1),
+        'instances': instance_count,
+        'cells': {str(c.id): _cell_free(c) for c in report.topology.cells},
+        'summary': ' | '.join(pictures.cell_summary(c) for c in
+                              sorted(report.topology.cells,
+                                     key=lambda c: c.id)),
+    }
+
+
+def _cell_free(cell):
+    return {'dedicated_pcpus': len(cell.pcpuset),
+            'free_pcpus': len(cell.free_pcpus),
+            'pages': {str(p.size_kb): {'total': p.total, 'free': p.free}
+                      for p in cell.mempages}}
+
+
+def _instance_counts(records):
+    counts = {}
+    for record in records:
+        host = record.instance.host
+        counts[host] = counts.get(host, 0) + 1
+    return counts
+
+
+def _guest_entry(instance):
+    return {'uuid': instance.uuid, 'name': instance.name,
+            'placement': pictures.placement_lines(
+                instance.get('numa_topology'))}
+
+
+def _claim_entry(instance):
+    context = instance.migration_context
+    return {'instance_uuid': instance.uuid, 'name': instance.name,
+            'migration_uuid': context.migration_uuid,
+            'source_host': context.source_host,
+            'placement': pictures.placement_lines(
+                context.get('new_numa_topology'))}
+
+
+def _print_list(data):
+    if not data['hosts']:
+        print("No compute host has reported yet.")
+        return
+    print(f"{'HOST':<16} {'STATE':<5} {'VER':>3} {'AGE':>7} {'GUESTS':>6}  "
+          f"FREE PER CELL (pCPUs, huge pages)")
+    for row in data['hosts']:
+        print(f"{row['host']:<16} {row['state']:<5} "
+              f"{row['service_version']:>3} {_age(row['report_age_s']):>7} "
+              f"{row['instances']:>6}  {row['summary']}")
+
+
+def _print_show(data, report):
+    print(f"Host {data['host']}: {data['state']}, service version "
+          f"{data['service_version']}, {data['hypervisor']}, reported "
+          f"{_age(data['report_age_s'])} ago")
+    for line in pictures.host_lines(report.topology):
+        print(f"  {line}")
+    print(f"Guests ({len(data['guests'])}):")
+    for guest in data['guests']:
+        print(f"  {guest['name']} {guest['uuid']}")
+        for line in guest['placement']:
+            print(f"    {line}")
+    if data['claims']:
+        print(f"Incoming move claims ({len(data['claims'])}):")
+    for claim in data['claims']:
+        print(f"  {claim['name']} {claim['instance_uuid']} from "
+              f"{claim['source_host']} (migration "
+              f"{claim['migration_uuid']})")
+        for line in claim['placement']:
+            print(f"    {line}")
+
+
+def _print_nrt(data):
+    print(f"{data['kind']} {data['metadata']['name']} "
+          f"({data['apiVersion']})")
+    print(f"  {'ZONE':<8} {'RESOURCE':<16} {'CAPACITY':>14} "
+          f"{'ALLOCATABLE':>14} {'AVAILABLE':>14}")
+    for zone in data['zones']:
+        for res in zone['resources']:
+            print(f"  {zone['name']:<8} {res['name']:<16} "
+                  f"{res['capacity']:>14} {res['allocatable']:>14} "
+                  f"{res['available']:>14}")
+
+
+def _age(seconds):
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"

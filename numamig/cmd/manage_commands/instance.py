@@ -1,0 +1,273 @@
+"""numamig-manage instance: create, adopt, list and show guests.
+
+Listing and showing read the conductor's database; ``show`` also asks
+the guest's host for its domain XML (through the conductor) and says
+where it differs from the records. Creating and adopting go through the
+conductor, which claims on the host before anything is recorded.
+"""
+
+from oslo_utils import uuidutils
+
+from numamig import exception
+from numamig.cmd import common
+from numamig.cmd.manage_commands import _access
+from numamig.showcase import pictures
+
+# Seconds ``show`` waits for the domain XML before showing records only.
+XML_TIMEOUT = 10
+
+
+class InstanceCommands:
+    """Guests: create, adopt existing ones, list and show placements."""
+
+    @common.args('--host', dest='host', metavar='HOST', default=None,
+                 help="Create the guest on this compute host.")
+    @common.args('--auto', action='store_true', default=False,
+                 help="Let the scheduler choose the host.")
+    @common.args('--vcpus', type=int, required=True, metavar='N',
+                 help="Number of vCPUs.")
+    @common.args('--memory', type=int, required=True, metavar='MiB',
+                 help="Memory in MiB.")
+    @common.args('--property', dest='properties', action='append',
+                 default=[], metavar='hw:KEY=VALUE',
+                 help="A flavor extra spec such as hw:cpu_policy=dedicated "
+                      "or hw:mem_page_size=1GB; repeat for several.")
+    @common.args('--name', default=None, metavar='NAME',
+                 help="Guest name (default: guest-<first 8 uuid digits>).")
+    @common.args('--project', default='numamig', metavar='PROJECT',
+                 help="Owning project id (default: numamig).")
+    @common.format_option
+    @_access.guarded
+    def create(self, host=None, auto=False, vcpus=None, memory=None,
+               properties=(), name=None, project='numamig',
+               output_format='human'):
+        """Create a guest on a host (--host) or a scheduled one (--auto).
+
+        The conductor checks the NUMA request (the hw: properties), asks
+        the host to claim it and create the guest, and records where it
+        landed. Exit codes: 0 created; 1 no host could take it (each
+        host's reason is printed); 127 bad input (nothing recorded);
+        255 the conductor cannot be reached.
+        """
+        if bool(host) == bool(auto):
+            raise exception.Invalid(reason="give exactly one of --host HOST "
+                                           "and --auto")
+        instance = _new_instance(vcpus, memory, properties, name, project)
+        api = _access.conductor()
+        try:
+            created = api.instance_create(_access.context(), instance, host)
+        except exception.InstanceBuildError as exc:
+            return _access.fail(exc, common.EXIT_NO)
+        common.print_output(_view(created), output_format, _print_show)
+        return common.EXIT_OK
+
+    @common.args('host', metavar='HOST',
+                 help="Compute host whose unknown guests to adopt.")
+    @common.format_option
+    @_access.guarded
+    def adopt(self, host, output_format='human'):
+        """Record the NUMA guests a host runs that numamig does not know.
+
+        The host parses each unknown guest's domain XML into a placement
+        and counts it in its usage; the conductor records it. Guests
+        without NUMA characteristics are left alone. Exit codes: 0 done
+        (also when there was nothing to adopt); 1 the host is down;
+        127 unknown host; 255 the conductor cannot be reached.
+        """
+        adopted = _access.conductor().instance_adopt(_access.context(),
+                                                     host)
+        data = {'host': host, 'adopted': [_view(i) for i in adopted]}
+        common.print_output(data, output_format, _print_adopted)
+        return common.EXIT_OK
+
+    @common.args('--host', dest='host', metavar='HOST', default=None,
+                 help="Only guests recorded on this host.")
+    @common.format_option
+    @_access.guarded
+    def list(self, host=None, output_format='human'):
+        """List guests with their host, size and placement summary.
+
+        Exit codes: 0 listed (also when there is none); 255 the database
+        cannot be used.
+        """
+        from numamig.db import instances
+        with _access.database() as db:
+            records = instances.get_all(db, host=host)
+        data = {'instances': [_view(r.instance) for r in records]}
+        common.print_output(data, output_format, _print_list)
+        return common.EXIT_OK
+
+    @common.args('uuid', metavar='UUID', help="Instance UUID.")
+    @common.args('--no-xml', dest='no_xml', action='store_true',
+                 default=False,
+                 help="Show the records only; do not ask the host for the "
+                      "domain XML.")
+    @common.format_option
+    @_access.guarded
+    def show(self, uuid, no_xml=False, output_format='human'):
+        """Show a guest's placement and compare it with its domain XML.
+
+        Placement: guest cell -> host cell, vCPU -> pCPU pins, page size,
+        emulator threads, and any move claim it holds. Unless --no-xml,
+        the domain XML is fetched from the host and every difference with
+        the records is listed. Exit codes: 0 shown and the XML agrees (or
+        was not compared); 3 the XML differs from the records; 127
+        unknown instance; 255 the database cannot be used.
+        """
+        from numamig.db import instances
+        _access.require_uuid(uuid, 'instance')
+        with _access.database() as db:
+            instance = instances.get(db, uuid).instance
+        data = _view(instance)
+        if not no_xml:
+            data['xml_check'] = _xml_check(instance)
+        common.print_output(data, output_format, _print_show)
+        differs = data.get('xml_check', {}).get('differences')
+        return common.EXIT_PROBLEMS if differs else common.EXIT_OK
+
+
+def _new_instance(vcpus, memory, properties, name, project):
+    from numamig import objects
+    specs = parse_properties(properties)
+    if vcpus is None or vcpus <= 0:
+        raise exception.Invalid(reason=f"--vcpus must be positive, got "
+                                       f"{vcpus}")
+    if memory is None or memory <= 0:
+        raise exception.Invalid(reason=f"--memory must be a positive MiB "
+                                       f"count, got {memory}")
+    uuid = uuidutils.generate_uuid()
+    instance = objects.Instance(
+        uuid=uuid, name=name or f"guest-{uuid[:8]}", project_id=project,
+        vcpus=vcpus, memory_mb=memory, extra_specs=specs)
+    _check_request(instance)
+    return instance
+
+
+def parse_properties(properties):
+    """``['hw:a=b', ...]`` -> ``{'hw:a': 'b'}``, refusing malformed ones.
+
+    :raises Invalid: naming the property and what is wrong.
+    """
+    specs = {}
+    for prop in properties:
+        key, sep, value = prop.partition('=')
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise exception.Invalid(reason=f"--property {prop!r} is not "
+                                           f"KEY=VALUE")
+        if not key.startswith('hw:'):
+            raise exception.Invalid(
+                reason=f"--property {key}: only hw: extra specs shape a "
+                       f"guest's NUMA placement")
+        if key in specs:
+            raise exception.Invalid(reason=f"--property {key} is given "
+                                           f"twice")
+        specs[key] = value
+    return specs
+
+
+def _check_request(instance):
+    """Parse the NUMA request locally so that bad specs never travel."""
+    from numamig.numa import constraints
+    constraints.get_numa_request(instance.vcpus, instance.memory_mb,
+                                   dict(instance.extra_specs), {})
+
+
+def _xml_check(instance):
+    from numamig.audit import placement
+    from numamig.virt.libvirt import guest_parse
+    if not instance.host:
+        return {'compared': False, 'reason': 'the guest has no host'}
+    try:
+        xml = _access.conductor(timeout=XML_TIMEOUT).get_domain_xml(
+            _access.context(), instance.uuid)
+        actual = guest_parse.parse_guest_topology(xml)
+    except Exception as exc:  # noqa: BLE001 - shown, records still shown
+        return {'compared': False,
+                'reason': f"{type(exc).__name__}: {exc}"}
+    return {'compared': True, 'differences': placement.differences(
+        instance.get('numa_topology'), actual)}
+
+
+def _view(instance):
+    topology = instance.get('numa_topology')
+    context = instance.get('migration_context')
+    view = {
+        'uuid': instance.uuid, 'name': instance.name,
+        'project_id': instance.project_id, 'host': instance.get('host'),
+        'vcpus': instance.vcpus, 'memory_mb': instance.memory_mb,
+        'power_state': instance.power_state,
+        'task_state': instance.get('task_state'),
+        'extra_specs': dict(instance.extra_specs),
+        'numa_topology': topology.obj_to_primitive() if topology else None,
+        'placement': pictures.placement_lines(topology),
+        'summary': _summary(topology),
+        'claim': None,
+    }
+    if context is not None:
+        view['claim'] = {
+            'migration_uuid': context.migration_uuid,
+            'source_host': context.source_host,
+            'dest_host': context.dest_host,
+            'placement': pictures.placement_lines(
+                context.get('new_numa_topology'))}
+    return view
+
+
+def _summary(topology):
+    if topology is None or not topology.cells:
+        return 'no NUMA placement'
+    cells = ','.join(f"{c.id}->{c.host_cell}" for c in topology.cells)
+    pins = len(topology.cpu_pinning)
+    sizes = {pictures.pages_text(c.pagesize) for c in topology.cells}
+    return f"cells {cells}; {pins} pinned vCPUs; {', '.join(sorted(sizes))}"
+
+
+def _print_list(data):
+    if not data['instances']:
+        print("No instance is recorded.")
+        return
+    print(f"{'UUID':<36}  {'NAME':<16} {'HOST':<12} {'VCPU':>4} "
+          f"{'MiB':>6}  PLACEMENT")
+    for row in data['instances']:
+        claim = ' (claim held)' if row['claim'] else ''
+        print(f"{row['uuid']:<36}  {row['name']:<16} "
+              f"{row['host'] or '-':<12} {row['vcpus']:>4} "
+              f"{row['memory_mb']:>6}  {row['summary']}{claim}")
+
+
+def _print_show(data):
+    print(f"Instance {data['name']} ({data['uuid']})")
+    print(f"  host {data['host'] or '-'}, {data['vcpus']} vCPUs, "
+          f"{data['memory_mb']} MiB, power {data['power_state']}")
+    if data['extra_specs']:
+        print("  specs " + ' '.join(
+            f"{k}={v}" for k, v in sorted(data['extra_specs'].items())))
+    for line in data['placement']:
+        print(f"  {line}")
+    if data['claim']:
+        claim = data['claim']
+        print(f"  claim held on {claim['dest_host']} by migration "
+              f"{claim['migration_uuid']}:")
+        for line in claim['placement']:
+            print(f"    {line}")
+    check = data.get('xml_check')
+    if check is None:
+        return
+    if not check['compared']:
+        print(f"  domain XML not compared: {check['reason']}")
+    elif check['differences']:
+        print("  domain XML DIFFERS from the records:")
+        for diff in check['differences']:
+            print(f"    {diff}")
+    else:
+        print("  domain XML on the host agrees with the records")
+
+
+def _print_adopted(data):
+    if not data['adopted']:
+        print(f"{data['host']}: no unknown NUMA guest to adopt.")
+        return
+    print(f"{data['host']}: adopted {len(data['adopted'])} guest(s):")
+    for view in data['adopted']:
+        print(f"  {view['name']} ({view['uuid']}): {view['summary']}")

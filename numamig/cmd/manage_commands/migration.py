@@ -1,0 +1,276 @@
+"""numamig-manage migration: start, follow, list, show, abort, complete.
+
+Starting, aborting and forcing go through the conductor (it records
+every step and keeps the claims consistent); listing and showing read
+its database.
+"""
+
+import sys
+import time
+
+from numamig import exception
+from numamig.cmd import common
+from numamig.cmd.manage_commands import _access
+from numamig.objects import fields
+from numamig.showcase import pictures
+
+STATUS = fields.MigrationStatus
+# Seconds between two polls of a migration followed with --wait.
+POLL_INTERVAL = 0.5
+BAR_WIDTH = 30
+
+
+class MigrationCommands:
+    """Live migrations: start (or dry-run), follow, inspect, stop."""
+
+    @common.args('instance', metavar='INSTANCE', help="Instance UUID.")
+    @common.args('--host', dest='host', metavar='DEST', default=None,
+                 help="Destination host (default: the scheduler chooses).")
+    @common.args('--dry-run', dest='dry_run', action='store_true',
+                 default=False,
+                 help="Only say where the guest would go and how it would "
+                      "be pinned; claim and record nothing.")
+    @common.args('--wait', action='store_true', default=False,
+                 help="Follow the migration with a progress bar until it "
+                      "ends.")
+    @common.format_option
+    @_access.guarded
+    def start(self, instance, host=None, dry_run=False, wait=False,
+              output_format='human'):
+        """Live-migrate a guest, re-pinning it for the destination.
+
+        The destination fits the guest to its own free pCPUs, nodes and
+        pages and claims them; the source rewrites the domain XML and
+        migrates. --dry-run answers synchronously from the hosts' last
+        reports and changes nothing. Exit codes: 0 started (with --wait:
+        completed; with --dry-run: a destination fits); 1 no destination
+        can take the guest, or (--wait) the migration failed; 127 bad
+        input (unknown instance or host, nothing changed); 255 the
+        conductor cannot be reached.
+        """
+        _access.require_uuid(instance, 'instance')
+        if dry_run and wait:
+            raise exception.Invalid(reason="--dry-run starts nothing to "
+                                           "--wait for")
+        api, ctxt = _access.conductor(), _access.context()
+        if dry_run:
+            answer = api.live_migration_dry_run(ctxt, instance, host)
+            data = _dry_run_view(answer)
+            common.print_output(data, output_format, _print_dry_run)
+            return common.EXIT_OK if data['dest_host'] else common.EXIT_NO
+        try:
+            migration = api.live_migrate_instance(ctxt, instance, host)
+        except exception.NoValidHost as exc:
+            return _access.fail(exc, common.EXIT_NO)
+        if wait:
+            migration = follow(api, ctxt, migration, output_format)
+        common.print_output(_view(migration), output_format, _print_show)
+        if wait and migration.status != STATUS.COMPLETED:
+            return common.EXIT_NO
+        return common.EXIT_OK
+
+    @common.args('--status', default=None, choices=list(STATUS.ALL),
+                 help="Only migrations in this status.")
+    @common.args('--host', dest='host', metavar='HOST', default=None,
+                 help="Only migrations from or to this host.")
+    @common.args('--instance', default=None, metavar='UUID',
+                 help="Only migrations of this instance.")
+    @common.format_option
+    @_access.guarded
+    def list(self, status=None, host=None, instance=None,
+             output_format='human'):
+        """List migrations, oldest first, with status, hosts and times.
+
+        Exit codes: 0 listed (also when there is none); 127 bad filter;
+        255 the database cannot be used.
+        """
+        from numamig.db import migrations
+        if instance is not None:
+            _access.require_uuid(instance, 'instance')
+        with _access.database() as db:
+            found = migrations.get_all(db, instance_uuid=instance,
+                                       status=status)
+        if host is not None:
+            found = [m for m in found
+                     if host in (m.source_host, m.get('dest_host'))]
+        data = {'migrations': [_view(m) for m in found]}
+        common.print_output(data, output_format, _print_list)
+        return common.EXIT_OK
+
+    @common.args('migration', metavar='ID', help="Migration UUID.")
+    @common.format_option
+    @_access.guarded
+    def show(self, migration, output_format='human'):
+        """Show a migration: status history with times, progress, and
+        every destination tried with why it refused.
+
+        Exit codes: 0 shown; 127 unknown migration; 255 the database
+        cannot be used.
+        """
+        from numamig.db import migrations
+        _access.require_uuid(migration, 'migration')
+        with _access.database() as db:
+            found = migrations.get(db, migration)
+        common.print_output(_view(found), output_format, _print_show)
+        return common.EXIT_OK
+
+    @common.args('migration', metavar='ID', help="Migration UUID.")
+    @common.format_option
+    @_access.guarded
+    def abort(self, migration, output_format='human'):
+        """Cancel a migration not started yet, or abort a running one.
+
+        The guest stays on its source with its old placement; the
+        destination's claim is released. Exit codes: 0 cancelled or abort
+        requested; 127 unknown migration, or one that can no longer be
+        aborted (nothing changed); 255 the conductor cannot be reached.
+        """
+        _access.require_uuid(migration, 'migration')
+        result = _access.conductor().migration_abort(_access.context(),
+                                                     migration)
+        common.print_output(_view(result), output_format, _print_show)
+        return common.EXIT_OK
+
+    @common.args('migration', metavar='ID', help="Migration UUID.")
+    @common.format_option
+    @_access.guarded
+    def force_complete(self, migration, output_format='human'):
+        """Make a running migration converge (post-copy or pause).
+
+        Exit codes: 0 requested; 127 unknown migration or not running
+        (nothing changed); 255 the conductor cannot be reached.
+        """
+        _access.require_uuid(migration, 'migration')
+        result = _access.conductor().migration_force_complete(
+            _access.context(), migration)
+        common.print_output(_view(result), output_format, _print_show)
+        return common.EXIT_OK
+
+
+def follow(api, ctxt, migration, output_format, poll=POLL_INTERVAL,
+           stream=None, sleep=time.sleep):
+    """Poll a migration until it ends, drawing progress; return it.
+
+    Progress goes to ``stream`` (stderr by default) so that stdout stays
+    the final answer; with --format json nothing is drawn.
+    """
+    stream = stream or sys.stderr
+    draw = output_format != 'json'
+    last = None
+    while migration.status not in STATUS.FINAL:
+        line = progress_line(migration)
+        if draw and line != last:
+            print(line, file=stream, flush=True)
+            last = line
+        sleep(poll)
+        migration = api.migration_get(ctxt, migration.uuid)
+    if draw:
+        print(progress_line(migration), file=stream, flush=True)
+    return migration
+
+
+def progress_line(migration):
+    """``[#####.....]  40%  1.2/3.0 GiB  running``."""
+    total = migration.memory_total
+    done = migration.memory_processed
+    if total:
+        share = min(done / total, 1.0)
+        filled = int(share * BAR_WIDTH)
+        amounts = (f"{share:4.0%}  {_gib(done)}/{_gib(total)} GiB, "
+                   f"{_gib(migration.memory_remaining)} GiB left")
+    else:
+        filled = BAR_WIDTH if migration.status == STATUS.COMPLETED else 0
+        amounts = "no memory statistics yet"
+    bar = '#' * filled + '.' * (BAR_WIDTH - filled)
+    return f"[{bar}]  {amounts}  {migration.status}"
+
+
+def _gib(amount):
+    return f"{amount / 1024 ** 3:.1f}"
+
+
+def _view(migration):
+    return {
+        'uuid': migration.uuid, 'instance_uuid': migration.instance_uuid,
+        'source_host': migration.source_host,
+        'dest_host': migration.get('dest_host'),
+        'requested_host': migration.get('requested_host'),
+        'status': migration.status,
+        'created_at': _time(migration.get('created_at')),
+        'updated_at': _time(migration.get('updated_at')),
+        'progress': {k: migration.get(k) for k in (
+            'memory_total', 'memory_processed', 'memory_remaining')},
+        'error': migration.get('error'),
+        'refused_hosts': dict(migration.get('refused_hosts') or {}),
+        'history': [{'status': h.status, 'at': _time(h.changed_at),
+                     'detail': h.get('detail')}
+                    for h in migration.get('history') or []],
+    }
+
+
+def _dry_run_view(answer):
+    topology = answer.get('numa_topology')
+    return {
+        'instance_uuid': answer['instance_uuid'],
+        'source_host': answer['source_host'],
+        'dest_host': answer['dest_host'],
+        'candidates': list(answer.get('candidates') or []),
+        'refused_hosts': dict(answer.get('refused') or {}),
+        'numa_topology': topology.obj_to_primitive() if topology else None,
+        'placement': pictures.placement_lines(topology),
+    }
+
+
+def _time(value):
+    return value.isoformat(timespec='seconds') if value else None
+
+
+def _print_list(data):
+    if not data['migrations']:
+        print("No migration matches.")
+        return
+    print(f"{'UUID':<36}  {'INSTANCE':<8}  {'SOURCE':<12} {'DEST':<12} "
+          f"{'STATUS':<14} UPDATED")
+    for row in data['migrations']:
+        print(f"{row['uuid']:<36}  {row['instance_uuid'][:8]:<8}  "
+              f"{row['source_host']:<12} {row['dest_host'] or '-':<12} "
+              f"{row['status']:<14} {row['updated_at'] or '-'}")
+
+
+def _print_show(data):
+    print(f"Migration {data['uuid']}: {data['status'].upper()}")
+    print(f"  instance {data['instance_uuid']}: {data['source_host']} -> "
+          f"{data['dest_host'] or '(not chosen)'}"
+          + (f" (requested {data['requested_host']})"
+             if data['requested_host'] else ''))
+    progress = data['progress']
+    if progress['memory_total']:
+        print(f"  memory {_gib(progress['memory_processed'])} of "
+              f"{_gib(progress['memory_total'])} GiB transferred, "
+              f"{_gib(progress['memory_remaining'])} GiB remaining")
+    if data['history']:
+        print("  history:")
+    for entry in data['history']:
+        detail = f"  {entry['detail']}" if entry['detail'] else ''
+        print(f"    {entry['at']}  {entry['status']:<14}{detail}")
+    if data['refused_hosts']:
+        print("  destinations that refused:")
+    for host, reason in data['refused_hosts'].items():
+        print(f"    {host}: {reason}")
+    if data['error']:
+        print(f"  error: {data['error']}")
+
+
+def _print_dry_run(data):
+    print(f"Dry run for instance {data['instance_uuid']} on "
+          f"{data['source_host']} (nothing claimed or recorded):")
+    if data['dest_host']:
+        print(f"  would go to {data['dest_host']}, placed as:")
+        for line in data['placement']:
+            print(f"    {line}")
+    else:
+        print("  no destination can take it")
+    if data['candidates']:
+        print(f"  candidates in order: {', '.join(data['candidates'])}")
+    for host, reason in data['refused_hosts'].items():
+        print(f"  {host} refused: {reason}")
