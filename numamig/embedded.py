@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import os
 import tempfile
+import threading
 import time
 
 from numamig import context as nm_context
@@ -158,12 +159,18 @@ class EmbeddedDeployment:
         agent.start()
 
     def stop(self):
-        """Stop every agent, then the conductor; close connections."""
-        for agent in reversed(list(self.agents.values())):
-            try:
-                agent.stop()
-            finally:
-                agent.manager.driver.cleanup_host()
+        """Stop every agent (in parallel), then the conductor.
+
+        Stopping an RPC server waits for its in-flight requests and, on a
+        real broker, for its consumers to wind down (about a second), so
+        the agents stop side by side.
+        """
+        stoppers = [threading.Thread(target=self._stop_agent, args=(agent,))
+                    for agent in self.agents.values()]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
         self.agents = {}
         if self.conductor is not None:
             self.conductor.stop()
@@ -171,6 +178,15 @@ class EmbeddedDeployment:
         if self.db is not None:
             self.db.dispose()
             self.db = None
+
+    @staticmethod
+    def _stop_agent(agent):
+        try:
+            agent.stop()
+        except Exception:
+            LOG.exception("Stopping compute agent %s failed", agent.host)
+        finally:
+            agent.manager.driver.cleanup_host()
 
     def agent(self, name):
         """The ComputeManager of host ``name``."""

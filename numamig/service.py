@@ -10,7 +10,9 @@ in-flight ones finish, then the periodic task ends.
 import logging
 import threading
 
+from oslo_log import log as os_log
 import oslo_messaging as messaging
+from oslo_messaging import transport as msg_transport
 from oslo_service import service as os_service
 
 from numamig import context as nm_context
@@ -20,6 +22,7 @@ from numamig.compute import manager as compute_manager
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import manager as conductor_manager
 from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conf import checks
 from numamig.objects import service as service_obj
 from numamig.scheduler import host_state
 from numamig.scheduler import scheduler as nm_scheduler
@@ -39,6 +42,21 @@ class RPCNames:
         self.exchange = exchange
         self.compute_topic = compute_rpcapi.TOPIC + tail
         self.conductor_topic = conductor_rpcapi.TOPIC + tail
+
+    @classmethod
+    def from_conf(cls, conf):
+        """The names of the deployment ``conf`` belongs to.
+
+        RabbitMQ names a topic's queue after the topic alone, whatever
+        the exchange, so two deployments sharing a broker under different
+        ``control_exchange`` values would share queues. A deployment on a
+        control exchange other than numamig's suffixes its topics with
+        the exchange's name; every client must use these names.
+        """
+        exchange = conf.control_exchange
+        if exchange == rpc.CONTROL_EXCHANGE:
+            return cls()
+        return cls(suffix=exchange, exchange=exchange)
 
     def compute_api(self, transport, version_cap=None):
         return compute_rpcapi.ComputeAPI(
@@ -92,6 +110,7 @@ class _RPCService(os_service.Service):
         self.manager = manager
         self.rpc_server = None
         self.periodic = None
+        self._stopped = threading.Event()
 
     def _start_server(self):
         self.rpc_server = rpc.get_server(self.transport, self.rpc_target,
@@ -108,11 +127,13 @@ class _RPCService(os_service.Service):
             self.periodic.stop()
             self.periodic = None
         super().stop(graceful)
+        self._stopped.set()
 
     def wait(self):
-        # The RPC server's executor runs the requests; there is nothing
-        # else to wait for once stop() returned.
-        pass
+        """Block until the service is stopped (a daemon's main thread)."""
+        # Short waits keep the main thread responsive to signals.
+        while not self._stopped.wait(1):
+            pass
 
 
 class ComputeService(_RPCService):
@@ -137,17 +158,20 @@ class ComputeService(_RPCService):
     def from_conf(cls, conf, driver, transport):
         packing = conf.compute.packing_host_numa_cells_allocation_strategy
         return cls(conf.host, driver, transport,
+                   names=RPCNames.from_conf(conf),
                    compute_version_cap=conf.upgrade_levels.compute,
                    report_interval=conf.report_interval,
                    strategy='pack' if packing else 'spread')
 
     def start(self):
-        """Reconcile, serve RPC, report once, then report periodically.
+        """Wait for a conductor, reconcile, serve RPC, report once, then
+        report periodically.
 
         The server starts only once usage is known, so no claim is ever
         fitted against an empty tracker.
         """
         ctxt = nm_context.get_admin_context()
+        self.manager.conductor.wait_until_ready(ctxt)
         self.manager.init_host(ctxt)
         self._start_server()
         self.manager.report(ctxt)
@@ -185,6 +209,7 @@ class ConductorService(_RPCService):
     def from_conf(cls, conf, db, transport):
         packing = conf.compute.packing_host_numa_cells_allocation_strategy
         return cls(db, transport, host=conf.host,
+                   names=RPCNames.from_conf(conf),
                    settings=conductor_settings_from_conf(conf),
                    compute_version_cap=conf.upgrade_levels.compute,
                    scheduler_strategy=conf.scheduler.strategy,
@@ -198,6 +223,35 @@ class ConductorService(_RPCService):
         self.manager.end_orphaned_migrations(nm_context.get_admin_context())
         self._start_server()
         LOG.info("Conductor %s started", self.rpc_target.server)
+
+
+def parse_args(conf, argv):
+    """Parse a daemon's command line and configuration files, set up
+    logging, and check the configuration before anything starts.
+
+    :raises InvalidConfiguration: naming the first unusable option.
+    """
+    os_log.register_options(conf)
+    # transport_url and control_exchange are registered by oslo.messaging
+    # only when a transport is built; register them now so that the
+    # files' values can be read before that.
+    # (the very option objects it registers later, hence the private
+    # name: copies would clash with them).
+    messaging.set_transport_defaults(rpc.CONTROL_EXCHANGE)
+    conf.register_opts(msg_transport._transport_opts)
+    conf(argv, project='numamig')
+    os_log.setup(conf, 'numamig')
+    checks.check(conf)
+
+
+def run(conf, svc):
+    """Run a service in this process until SIGTERM stops it gracefully.
+
+    oslo.service's launcher installs the signal handlers: SIGTERM stops
+    the service (in-flight RPCs finish) and exits; SIGINT exits at once.
+    """
+    launcher = os_service.launch(conf, svc, workers=1, no_fork=True)
+    return launcher.wait()
 
 
 def default_conductor_settings():

@@ -74,6 +74,10 @@ class ConductorManager:
         return records.end_orphaned_migrations(
             self, timeutils.utcnow(with_timezone=True))
 
+    def ping(self, ctxt):
+        """Answer agents waiting for a conductor at their start."""
+        return 'pong'
+
     # -- compute agents -----------------------------------------------------
 
     @messaging.expected_exceptions(*_EXPECTED)

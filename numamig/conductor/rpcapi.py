@@ -5,10 +5,13 @@ and migration statuses through these calls, and operators start and
 follow migrations and create or adopt instances through them.
 """
 
+import logging
+
 import oslo_messaging as messaging
 
 from numamig import rpc
 
+LOG = logging.getLogger(__name__)
 TOPIC = 'numamig-conductor'
 
 # API version -> the object versions a receiver of that version reads.
@@ -30,7 +33,7 @@ class ConductorAPI:
 
     API version history:
 
-    * 1.0 - Initial version: compute node reports; instance records
+    * 1.0 - Initial version: ping; compute node reports; instance records
             (get, list, create, adopt, placement, update); migration
             records (get, list, status, progress) and migration contexts
             (set, drop, apply); live_migrate_instance, its dry run,
@@ -65,6 +68,27 @@ class ConductorAPI:
         cctxt = self.client.prepare(timeout=timeout) if timeout \
             else self.client
         return cctxt.call(ctxt, method, **kwargs)
+
+    def wait_until_ready(self, ctxt, attempt_timeout=5, max_attempts=None):
+        """Block until a conductor answers; agents call it at start.
+
+        A call sent before any conductor listens is lost (no queue holds
+        it), so an agent starting with its conductor must ask again.
+
+        :raises MessagingTimeout: after ``max_attempts`` unanswered tries.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self.client.prepare(timeout=attempt_timeout).call(ctxt,
+                                                                  'ping')
+                return
+            except messaging.MessagingTimeout:
+                if max_attempts is not None and attempt >= max_attempts:
+                    raise
+                LOG.warning("No conductor answered within %s s (attempt "
+                            "%d); still waiting", attempt_timeout, attempt)
 
     # -- compute agents -----------------------------------------------------
 
