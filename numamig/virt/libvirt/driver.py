@@ -171,6 +171,19 @@ class LibvirtDriver(driver.ComputeDriver):
                                               f"destroy {instance_uuid}")
         LOG.info("Destroyed guest %s on %s", instance_uuid, self.host)
 
+    def power_cycle(self, instance_uuid):
+        """Stop a guest and start it again from its persistent definition.
+
+        A restart shows whether what a migration wrote is what the guest
+        keeps (the persistent XML), not only what it runs with now.
+        """
+        dom = self._lookup(instance_uuid)
+        action = f"restart {instance_uuid}"
+        if self._call(dom.isActive, action):
+            self._call(dom.destroy, action)
+        self._call(dom.create, action)
+        LOG.info("Restarted guest %s on %s", instance_uuid, self.host)
+
     def build_migrate_info(self, new_topology, host_topology):
         return numa_info.build_migrate_info(
             new_topology, host_topology, self._settings.realtime_priority,

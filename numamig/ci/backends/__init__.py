@@ -1,0 +1,1 @@
+"""Where the harness's guests run: embedded, local libvirtd, a deployment."""

@@ -1,0 +1,152 @@
+"""The interface every deployment backend of the harness implements.
+
+A backend starts (or reaches) a conductor and its compute hosts, and
+gives the scenarios what a whitebox check needs beyond numamig's public
+API: each host's libvirt connection (through a LibvirtDriver "probe" on
+the host's URI), each host's configured dedicated and shared sets, the
+way to make reports current, and the way to delete a guest for good.
+Features a backend cannot offer (failure injection, QEMU threads)
+raise ScenarioSkipped with the reason, so scenarios report them skipped.
+"""
+
+import abc
+
+from lxml import etree
+
+from numamig import context as nm_context
+from numamig import exception
+from numamig.ci import checks
+from numamig.ci.results import ScenarioSkipped
+from numamig.db import instances as db_instances
+
+#: Features a backend may offer; scenarios name the ones they need.
+FEATURES = {
+    'multi_node': 'hosts with at least two NUMA nodes',
+    'huge_pages': 'hosts with huge page pools',
+    'smt': 'hosts with SMT thread siblings',
+    'qemu_threads': 'real QEMU processes whose vCPU threads can be read',
+    'inject_failure': 'failures injected into a compute agent',
+}
+
+
+class Backend(abc.ABC):
+    """A deployment the scenarios run against.
+
+    After ``start``: ``hosts`` maps host name -> checks.HostConfig (in a
+    stable order), ``api`` is a conductor RPC client and ``context`` an
+    admin request context.
+    """
+
+    name = '?'
+    features = frozenset()
+    guest_memory_mb = 256
+    migration_timeout_s = 120
+
+    def __init__(self):
+        self.hosts = {}
+        self.api = None
+        self.context = nm_context.get_admin_context()
+
+    @abc.abstractmethod
+    def start(self):
+        """Start or reach the deployment; fill ``hosts`` and ``api``."""
+
+    @abc.abstractmethod
+    def stop(self):
+        """Tear down what ``start`` started (idempotent)."""
+
+    @abc.abstractmethod
+    def probe(self, host):
+        """A LibvirtDriver connected to ``host``'s hypervisor."""
+
+    @abc.abstractmethod
+    def database(self):
+        """The numamig.db.api.Database the conductor uses."""
+
+    @abc.abstractmethod
+    def refresh(self):
+        """Return once every host's report reflects its current usage."""
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+    def guests(self, host):
+        """{instance uuid: domain name} of the domains ``host`` has."""
+        return self.probe(host).list_guests()
+
+    def domain_xml(self, host, uuid, persistent=False):
+        return self.probe(host).get_domain_xml(uuid, persistent=persistent)
+
+    def reports(self):
+        """{host: its last ComputeNodeReport}."""
+        return {r.host: r for r in
+                self.api.compute_node_get_all(self.context)}
+
+    def power_cycle(self, host, uuid):
+        """Stop a guest and start it again from its persistent definition."""
+        self.probe(host).power_cycle(uuid)
+
+    def delete_guest(self, uuid):
+        """Remove a guest the harness created: domain and record."""
+        for host in self.hosts:
+            if uuid in self.guests(host):
+                self.probe(host).destroy(uuid)
+        try:
+            db_instances.destroy(self.database(), uuid)
+        except exception.InstanceNotFound:
+            pass
+
+    def vcpu_affinity(self, host, uuid):
+        """{vCPU: pCPUs} QEMU's vCPU threads of a guest may run on."""
+        raise ScenarioSkipped(f"{self.name} hosts run no QEMU processes "
+                              f"whose threads the harness can read")
+
+    def inject_failure(self, host):
+        """A context manager making ``host`` fail incoming migrations."""
+        raise ScenarioSkipped(f"the {self.name} backend cannot inject a "
+                              f"failure into a compute agent")
+
+    def hold_source(self, host):
+        """A context manager holding ``host``'s outgoing migrations in
+        the preparing step; yields (entered event, release callable)."""
+        raise ScenarioSkipped(f"the {self.name} backend cannot hold a "
+                              f"migration at a chosen step")
+
+    def warnings(self):
+        """What makes this deployment weaker as a test bed."""
+        warning = checks.same_sets_warning(list(self.hosts.values()))
+        return [warning] if warning else []
+
+
+def host_config(name, caps_xml, dedicated, shared):
+    """A HostConfig from capabilities XML and the configured sets.
+
+    Unset sets follow numamig's rule: an unset dedicated set is every
+    pCPU outside the shared set; an unset shared set is empty.
+    """
+    cells = caps_cells(caps_xml)
+    every = frozenset().union(*cells.values())
+    shared = frozenset(shared or ())
+    if dedicated is None:
+        dedicated = every - shared
+    return checks.HostConfig(name, frozenset(dedicated), shared, cells)
+
+
+def caps_cells(caps_xml):
+    """{NUMA node: its online pCPUs} of a capabilities document."""
+    root = etree.fromstring(caps_xml.encode()
+                            if isinstance(caps_xml, str) else caps_xml)
+    cells = {}
+    for cell in root.iterfind('host/topology/cells/cell'):
+        cells[int(cell.get('id'))] = frozenset(
+            int(c.get('id')) for c in cell.iterfind('cpus/cpu')
+            if c.get('socket_id') is not None)
+    return cells

@@ -1,0 +1,72 @@
+"""What the harness found: one failed check, one scenario's outcome.
+
+A failure always names the guest, the host, the XML element (or record
+field) and the expected and actual values, so that a CI log line alone
+tells a vendor what their deployment did wrong.
+"""
+
+import dataclasses
+
+PASSED = 'passed'
+FAILED = 'failed'
+SKIPPED = 'skipped'
+ERROR = 'error'
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """One check that did not hold.
+
+    :param element: where the value was read: an XML element such as
+        ``<vcpupin vcpu='0'>``, or a record field such as
+        ``record numa_topology.cpu_pinning``.
+    """
+
+    guest: str
+    host: str
+    element: str
+    expected: str
+    actual: str
+    note: str = ''
+
+    def __str__(self):
+        text = (f"guest {self.guest} on host {self.host}: {self.element}: "
+                f"expected {self.expected}, actual {self.actual}")
+        return f"{text} ({self.note})" if self.note else text
+
+
+class ScenarioSkipped(Exception):
+    """Raised by a scenario that this backend cannot express."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclasses.dataclass
+class ScenarioResult:
+    """How one scenario went.
+
+    ``status`` is one of PASSED, FAILED (checks did not hold), SKIPPED
+    (the backend cannot express it; ``reason`` says why) and ERROR (the
+    scenario could not run to its checks; ``reason`` holds the error).
+    """
+
+    name: str
+    status: str
+    duration_s: float = 0.0
+    failures: list = dataclasses.field(default_factory=list)
+    reason: str = ''
+    log: list = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self):
+        """True when the scenario does not make the run fail."""
+        return self.status in (PASSED, SKIPPED)
+
+    def details(self):
+        """The text a reporter shows for a failed or skipped scenario."""
+        lines = [str(f) for f in self.failures]
+        if self.reason:
+            lines.append(self.reason)
+        return '\n'.join(lines)

@@ -1,0 +1,131 @@
+"""Memory and node scenarios: huge pages kept and moved, page-size
+mismatch refused, fewer destination nodes, multi-node guests."""
+
+from numamig.ci.scenarios.registry import scenario
+from numamig.ci.session import DEDICATED
+from numamig.objects import fields
+
+GIB_KB = 1024 * 1024
+# Statuses a migration reaches only once the source starts copying.
+COPYING = (fields.MigrationStatus.PREPARING, fields.MigrationStatus.RUNNING,
+           fields.MigrationStatus.POST_MIGRATING)
+
+
+def _huge_pool(s, host, node=0):
+    """(size_kb, total) of node ``node``'s largest huge page pool."""
+    for cell in s.topology(host).cells:
+        if cell.id == node:
+            pools = [(p.size_kb, p.total - p.reserved)
+                     for p in cell.mempages if p.size_kb > 4 and p.total]
+            return max(pools) if pools else (None, 0)
+    return None, 0
+
+
+def _pages_specs(size_kb):
+    return dict(DEDICATED, **{'hw:mem_page_size': str(size_kb),
+                              'hw:numa_nodes': '1'})
+
+
+@scenario('huge-pages',
+          "A huge-page guest keeps its page size and lands on the "
+          "destination node that still has free pages of that size.",
+          requires=('huge_pages', 'multi_node'))
+def huge_pages(s):
+    src, dst = s.pair()
+    size, count = _huge_pool(s, dst)
+    s.require(size and count >= 2, f"host {dst} node 0 has no huge pages")
+    resident = s.create(dst, 1, memory_mb=count * size // 1024,
+                        specs=_pages_specs(size), label='fills-node')
+    full = resident.numa_topology.cells[0].host_cell
+    mover = s.create(src, 1, memory_mb=size // 1024,
+                     specs=_pages_specs(size), label='pages')
+    migration = s.migrate(mover, dst)
+    if not s.expect_status(migration, mover, 'completed'):
+        return
+    record = s.check_placed(mover, dst)
+    cell = record.numa_topology.cells[0]
+    if cell.pagesize != size:
+        s.fail(mover, dst, 'record pagesize', f"{size} KiB (kept)",
+               f"{cell.pagesize} KiB")
+    if cell.host_cell == full:
+        s.fail(mover, dst, "<memnode cellid='0'> nodeset",
+               f"a node other than {full} (its pages are taken)",
+               cell.host_cell)
+    s.check_host(dst)
+    s.check_host(src)
+
+
+@scenario('page-size-mismatch',
+          "A guest whose page size the destination has no free pages of "
+          "is refused before any memory is copied; the source is "
+          "untouched.",
+          requires=('huge_pages',))
+def page_size_mismatch(s):
+    src, dst = s.pair()
+    size, _count = _huge_pool(s, src)
+    s.require(size, f"host {src} has no huge pages")
+    for cell in s.topology(dst).cells:
+        free = sum(p.free for p in cell.mempages if p.size_kb == size)
+        if free:
+            s.create(dst, 1, memory_mb=free * size // 1024,
+                     specs=dict(_pages_specs(size)), label='takes-pages')
+    mover = s.create(src, 1, memory_mb=size // 1024,
+                     specs=dict(DEDICATED, **{'hw:mem_page_size': 'large',
+                                              'hw:numa_nodes': '1'}),
+                     label='large')
+    s.require(mover.numa_topology.cells[0].pagesize == size,
+              f"host {src} did not back 'large' with {size} KiB pages")
+    before = s.snapshots.take(mover)
+    migration = s.migrate(mover, dst)
+    s.expect_status(migration, mover, 'error')
+    copied = [h.status for h in migration.history if h.status in COPYING]
+    if copied:
+        s.fail(mover, src, 'migration history', 'refused before copying',
+               f"reached {', '.join(copied)}")
+    s.snapshots.compare(mover, before)
+    s.check_placed(mover, src)
+    s.check_host(dst)
+
+
+@scenario('fewer-nodes',
+          "A guest on a node the destination does not have moves onto one "
+          "of the destination's nodes.", requires=('multi_node',))
+def fewer_nodes(s):
+    names = sorted(s.backend.hosts, key=lambda h: -len(s.host(h).cells))
+    src, dst = names[0], names[-1]
+    nodes = len(s.host(dst).cells)
+    s.require(len(s.host(src).cells) > nodes,
+              "needs a host with more NUMA nodes than another")
+    specs = dict(DEDICATED, **{'hw:numa_nodes': '1'})
+    guest = None
+    for _ in range(len(s.host(src).cells)):
+        guest = s.create(src, 1, specs=specs, label='node')
+        if guest.numa_topology.cells[0].host_cell >= nodes:
+            break
+    node = guest.numa_topology.cells[0].host_cell
+    s.require(node >= nodes, f"no guest landed beyond node {nodes - 1}")
+    migration = s.migrate(guest, dst)
+    if s.expect_status(migration, guest, 'completed'):
+        record = s.check_placed(guest, dst)
+        if record.numa_topology.cells[0].host_cell not in s.host(dst).cells:
+            s.fail(guest, dst, "<memnode cellid='0'> nodeset",
+                   f"one of nodes {sorted(s.host(dst).cells)}",
+                   record.numa_topology.cells[0].host_cell)
+        s.check_host(dst)
+
+
+@scenario('multi-node',
+          "A two-node guest moves with each guest node on its own "
+          "destination node.", requires=('multi_node',))
+def multi_node(s):
+    src, dst = s.pair()
+    specs = dict(DEDICATED, **{'hw:numa_nodes': '2'})
+    guest = s.create(src, 4, specs=specs, label='two-nodes')
+    migration = s.migrate(guest, dst)
+    if s.expect_status(migration, guest, 'completed'):
+        record = s.check_placed(guest, dst)
+        nodes = [c.host_cell for c in record.numa_topology.cells]
+        if len(set(nodes)) != 2:
+            s.fail(guest, dst, '<numatune><memnode>', 'two distinct nodes',
+                   nodes)
+        s.check_host(dst)

@@ -1,0 +1,166 @@
+"""numamig-ci: prove NUMA-aware live migration on a deployment, whitebox.
+
+    numamig-ci --embedded
+    numamig-ci --local-libvirt 2 --subunit out.subunit --junit out.xml
+    numamig-ci --deployment deployment.json --scenario pins-recomputed
+    numamig-ci --list
+
+Exit codes: 0 every scenario passed (scenarios the backend cannot express
+are reported skipped, with the reason; a skip fails the run only for
+scenarios named with --scenario); 1 a scenario failed or broke, or none
+passed; 2 bad command line or deployment file; 3 the deployment could not
+be started or reached.
+"""
+
+import argparse
+import contextlib
+import logging
+import sys
+
+from numamig import _backend
+from numamig import exception
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEPLOYMENT = 0, 1, 2, 3
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog='numamig-ci', description=__doc__.split('\n\n')[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument('--embedded', action='store_true',
+                       help="a conductor and three multi-node test-driver "
+                            "hosts in this process")
+    where.add_argument('--local-libvirt', type=int, metavar='N',
+                       help="N real libvirtd hosts on this machine (root), "
+                            "a conductor and N compute agents as processes")
+    where.add_argument('--deployment', metavar='FILE',
+                       help="an existing deployment described by a JSON "
+                            "file (see doc/third-party-ci.rst)")
+    parser.add_argument('--scenario', action='append', default=[],
+                        metavar='NAME', help="run only this scenario "
+                        "(repeatable; default: all)")
+    parser.add_argument('--list', action='store_true',
+                        help="list the scenarios and exit")
+    parser.add_argument('--subunit', metavar='FILE',
+                        help="also write a subunit v2 stream to FILE")
+    parser.add_argument('--junit', metavar='FILE',
+                        help="also write JUnit XML to FILE")
+    parser.add_argument('--transport-url', default=None,
+                        help="--embedded: oslo.messaging URL (default "
+                             "fake://); --local-libvirt: default "
+                             "rabbit://guest:guest@127.0.0.1:5672/")
+    parser.add_argument('--database', default=None,
+                        help="--local-libvirt: SQLAlchemy URL for the "
+                             "conductor (default: a SQLite file)")
+    parser.add_argument('--state-dir', default=None,
+                        help="--local-libvirt: where hosts, configs and "
+                             "logs go (default: a temporary directory, "
+                             "removed after a successful run)")
+    parser.add_argument('--log-file', default=None,
+                        help="write numamig's own log messages there "
+                             "(default: errors only, to stderr)")
+    parser.add_argument('--debug', action='store_true',
+                        help="log at debug level")
+    return parser
+
+
+def list_scenarios(stream):
+    from numamig.ci.scenarios import registry
+    for item in registry.SCENARIOS.values():
+        needs = f" [needs: {', '.join(item.requires)}]" \
+            if item.requires else ''
+        stream.write(f"{item.name:26} {item.summary}{needs}\n")
+
+
+def make_backend(args):
+    """The backend the arguments name.
+
+    :raises exception.Invalid: a bad argument or deployment file.
+    """
+    if args.embedded:
+        from numamig.ci.backends import embedded
+        return embedded.EmbeddedBackend(args.transport_url or 'fake://')
+    if args.local_libvirt is not None:
+        from numamig.ci.backends import local_libvirt
+        return local_libvirt.LocalLibvirtBackend(
+            args.local_libvirt, transport_url=args.transport_url,
+            db_url=args.database, state_dir=args.state_dir)
+    from numamig.ci.backends import deployment
+    return deployment.DeploymentBackend.from_file(args.deployment)
+
+
+def main(argv=None, stdout=None):
+    stdout = stdout or sys.stdout
+    args = build_parser().parse_args(argv)
+    _backend.select_threading(strict=False)
+    _setup_logging(args.debug, args.log_file)
+    if args.list:
+        list_scenarios(stdout)
+        return EXIT_OK
+    if not (args.embedded or args.local_libvirt is not None
+            or args.deployment):
+        stdout.write("numamig-ci: choose --embedded, --local-libvirt N or "
+                     "--deployment FILE (or --list)\n")
+        return EXIT_USAGE
+    from numamig.ci.scenarios import registry
+    try:
+        selected = registry.select(args.scenario)
+        backend = make_backend(args)
+    except KeyError as exc:
+        stdout.write(f"numamig-ci: {exc.args[0]}\n")
+        return EXIT_USAGE
+    except exception.Invalid as exc:
+        stdout.write(f"numamig-ci: {exc}\n")
+        return EXIT_USAGE
+    return _run(args, backend, selected, stdout)
+
+
+def _run(args, backend, selected, stdout):
+    from numamig.ci import reporters
+    from numamig.ci import runner
+    with contextlib.ExitStack() as stack:
+        human = reporters.HumanReporter(stdout, total=len(selected))
+        chosen = [human]
+        if args.subunit:
+            stream = stack.enter_context(open(args.subunit, 'wb'))
+            chosen.append(reporters.SubunitReporter(stream, backend.name))
+        if args.junit:
+            chosen.append(reporters.JUnitReporter(args.junit, backend.name))
+        stdout.write(f"numamig-ci: starting the {backend.name} backend\n")
+        try:
+            stack.enter_context(backend)
+        except Exception as exc:
+            stdout.write(f"numamig-ci: the {backend.name} deployment could "
+                         f"not be started or reached: {exc}\n")
+            return EXIT_DEPLOYMENT
+        results = runner.run(backend, selected, chosen)
+    return runner.exit_code(results, skips_fail=bool(args.scenario))
+
+
+def _setup_logging(debug, log_file):
+    """Keep numamig's service logs out of the human progress output.
+
+    Failures the scenarios provoke (rollback, refusal) make the services
+    log errors with tracebacks; those belong in ``--log-file``, while the
+    verdicts go to the reporters.
+    """
+    from oslo_config import cfg
+
+    from numamig.conf import CONF
+    try:
+        CONF.host  # noqa: B018 (parsed already?)
+    except cfg.NotInitializedError:
+        CONF([], project='numamig', default_config_files=[])
+    handler = logging.FileHandler(log_file) if log_file else \
+        logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(
+        '%(asctime)s %(levelname)s %(name)s: %(message)s'))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else
+                  logging.INFO if log_file else logging.CRITICAL)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
