@@ -267,3 +267,41 @@ class FailureTest(LiveMigrationTestCase):
         self.assertIn(mover.uuid, source.list_guests())
         self.assertEqual({}, self.dep.agent('host-b').driver.list_guests())
         self.assert_nothing_claimed(mover)
+
+
+class ConcurrencyTest(LiveMigrationTestCase):
+    """Ten guests with the same pins on two sources move to one host."""
+
+    HOSTS = (host('host-a', shared=None), host('host-b', shared=None),
+             host('host-c', shared=None))
+
+    def test_ten_concurrent_migrations_never_share_a_pcpu(self):
+        guests = [self.create(name, vcpus=1)
+                  for name in ('host-a', 'host-c') for _ in range(5)]
+        results, errors = {}, []
+
+        def migrate(guest):
+            try:
+                results[guest.uuid] = self.migrate(guest, 'host-b')
+            except Exception as exc:  # reported below, with the others
+                errors.append(exc)
+        threads = [threading.Thread(target=migrate, args=(g,))
+                   for g in guests]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        self.assertEqual([], errors)
+        self.assertEqual({'completed'},
+                         {m.status for m in results.values()})
+        dedicated = set(range(16))
+        seen = {}
+        for guest in guests:
+            pins, _, _ = xml_placement(self.xml('host-b', guest))
+            (pcpu,) = pins.values()
+            self.assertIn(int(pcpu), dedicated)
+            self.assertNotIn(pcpu, seen, f"{guest.uuid} and {seen.get(pcpu)}"
+                                         f" share pCPU {pcpu}")
+            seen[pcpu] = guest.uuid
+        self.assertEqual(10, len(seen))
+        self.assert_nothing_claimed(guests[0])
