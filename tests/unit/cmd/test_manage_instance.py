@@ -1,0 +1,116 @@
+"""numamig-manage instance create / adopt / list / show."""
+
+import json
+
+from numamig import exception
+from numamig.db import instances
+from tests.unit.cmd import cli_base
+
+
+class ManageInstanceTestCase(cli_base.CLITestCase):
+
+    def test_list(self):
+        guest = self.add_instance('cn1', name='db-1')
+        code, out, _ = self.run_cli('instance', 'list')
+        self.assertEqual(0, code)
+        self.assertIn(guest.uuid, out)
+        self.assertIn('cells 0->0; 2 pinned vCPUs', out)
+        _, out, _ = self.run_cli('instance', 'list', '--host', 'other')
+        self.assertIn('No instance', out)
+
+    def test_show_records_only(self):
+        guest = self.add_instance('cn1')
+        code, out, _ = self.run_cli('instance', 'show', guest.uuid,
+                                    '--no-xml')
+        self.assertEqual(0, code)
+        self.assertIn('vCPU 0->2 1->3', out)
+        self.api.get_domain_xml.assert_not_called()
+
+    def test_show_xml_agrees(self):
+        guest = self.add_instance('cn1')
+        self.api.get_domain_xml.return_value = cli_base.domain_xml(guest)
+        code, out, _ = self.run_cli('instance', 'show', guest.uuid)
+        self.assertEqual(0, code, out)
+        self.assertIn('agrees with the records', out)
+
+    def test_show_xml_differs(self):
+        guest = self.add_instance('cn1')
+        moved = cli_base.make_instance('cn1', uuid=guest.uuid)
+        moved.numa_topology.cells[0].cpu_pinning = {0: 3, 1: 2}
+        self.api.get_domain_xml.return_value = cli_base.domain_xml(moved)
+        code, out, _ = self.run_cli('instance', 'show', guest.uuid,
+                                    '--format', 'json')
+        self.assertEqual(3, code)
+        (diff,) = json.loads(out)['xml_check']['differences']
+        self.assertIn('recorded pins 0->2 1->3, XML pins 0->3 1->2', diff)
+
+    def test_show_unknown_and_malformed(self):
+        self.assertEqual(127, self.run_cli('instance', 'show',
+                                           cli_base.new_uuid())[0])
+        code, _, err = self.run_cli('instance', 'show', 'nope')
+        self.assertEqual(127, code)
+        self.assertIn("'nope' is not a UUID", err)
+
+    def test_create_on_a_host(self):
+        created = cli_base.make_instance('cn1', name='new')
+        self.api.instance_create.return_value = created
+        code, out, _ = self.run_cli(
+            'instance', 'create', '--host', 'cn1', '--vcpus', '2',
+            '--memory', '1024', '--property', 'hw:cpu_policy=dedicated',
+            '--name', 'new')
+        self.assertEqual(0, code, out)
+        _ctxt, sent, host = self.api.instance_create.call_args[0]
+        self.assertEqual(('cn1', 'new', {'hw:cpu_policy': 'dedicated'}),
+                         (host, sent.name, sent.extra_specs))
+        self.assertIn('Instance new', out)
+
+    def test_create_auto_passes_no_host(self):
+        self.api.instance_create.return_value = cli_base.make_instance()
+        code, _, _ = self.run_cli('instance', 'create', '--auto',
+                                  '--vcpus', '2', '--memory', '1024')
+        self.assertEqual(0, code)
+        self.assertIsNone(self.api.instance_create.call_args[0][2])
+
+    def test_create_no_host_takes_it(self):
+        self.api.instance_create.side_effect = exception.InstanceBuildError(
+            instance_uuid='x', reason='cn1: does not fit')
+        code, _, err = self.run_cli('instance', 'create', '--auto',
+                                    '--vcpus', '2', '--memory', '1024')
+        self.assertEqual(1, code)
+        self.assertIn('cn1: does not fit', err)
+
+    def test_create_bad_input_sends_nothing(self):
+        for argv, fragment in (
+                (['--auto', '--host', 'cn1'], 'exactly one of'),
+                (['--auto', '--property', 'cpu_policy=x'], 'only hw:'),
+                (['--auto', '--property', 'hw:cpu_policy'], 'KEY=VALUE'),
+                (['--auto', '--property', 'hw:cpu_policy=sometimes'],
+                 'sometimes'),
+                (['--auto', '--property', 'hw:numa_nodes=3'], 'numa')):
+            code, _, err = self.run_cli('instance', 'create', '--vcpus', '2',
+                                        '--memory', '1024', *argv)
+            self.assertEqual(127, code, argv)
+            self.assertIn(fragment, err)
+        code, _, _ = self.run_cli('instance', 'create', '--auto',
+                                  '--vcpus', '0', '--memory', '1024')
+        self.assertEqual(127, code)
+        self.api.instance_create.assert_not_called()
+        self.assertEqual([], instances.get_all(self.db))
+
+    def test_adopt(self):
+        self.api.instance_adopt.return_value = [
+            cli_base.make_instance('cn1', name='found')]
+        code, out, _ = self.run_cli('instance', 'adopt', 'cn1')
+        self.assertEqual(0, code)
+        self.assertIn('cn1: adopted 1 guest(s)', out)
+        self.api.instance_adopt.return_value = []
+        self.assertIn('no unknown NUMA guest',
+                      self.run_cli('instance', 'adopt', 'cn1')[1])
+
+    def test_adopt_unknown_or_down_host(self):
+        self.api.instance_adopt.side_effect = exception.HostNotFound(
+            host='cn9')
+        self.assertEqual(127, self.run_cli('instance', 'adopt', 'cn9')[0])
+        self.api.instance_adopt.side_effect = exception.ComputeHostDown(
+            host='cn1', age='2 min', limit=60)
+        self.assertEqual(1, self.run_cli('instance', 'adopt', 'cn1')[0])

@@ -1,0 +1,144 @@
+"""numamig-manage migration start / list / show / abort / force-complete."""
+
+import io
+import json
+
+from numamig import exception
+from numamig.cmd.manage_commands import migration as migration_cmd
+from numamig.db import migrations
+from tests.unit.cmd import cli_base
+
+
+class ManageMigrationTestCase(cli_base.CLITestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(cli_base.fixtures.MonkeyPatch(
+            'numamig.cmd.manage_commands.migration.POLL_INTERVAL', 0))
+        self.guest = self.add_instance('src')
+
+    def record(self, **overrides):
+        return migrations.create(self.db, cli_base.make_migration(
+            self.guest.uuid, **overrides))
+
+    def test_show_history_and_refusals(self):
+        mig = self.record()
+        migrations.add_refused_host(self.db, mig.uuid, 'dst1',
+                                    'NUMA topology does not fit')
+        migrations.set_status(self.db, mig.uuid, 'error', error='no host')
+        code, out, _ = self.run_cli('migration', 'show', mig.uuid)
+        self.assertEqual(0, code)
+        self.assertIn(f'Migration {mig.uuid}: ERROR', out)
+        self.assertIn('dst1: NUMA topology does not fit', out)
+        self.assertIn('accepted', out)
+        self.assertIn('error: no host', out)
+        data = json.loads(self.run_cli('migration', 'show', mig.uuid,
+                                       '--format', 'json')[1])
+        self.assertEqual(['accepted', 'error'],
+                         [h['status'] for h in data['history']])
+
+    def test_list_filters(self):
+        mig = self.record()
+        self.assertIn(mig.uuid, self.run_cli('migration', 'list')[1])
+        for argv in (['--status', 'completed'], ['--host', 'other']):
+            self.assertIn('No migration matches',
+                          self.run_cli('migration', 'list', *argv)[1])
+        self.assertIn(mig.uuid, self.run_cli('migration', 'list', '--host',
+                                             'src')[1])
+        self.assertEqual(127, self.run_cli('migration', 'list', '--instance',
+                                           'x')[0])
+
+    def test_unknown_migration(self):
+        self.assertEqual(127, self.run_cli('migration', 'show',
+                                           cli_base.new_uuid())[0])
+
+    def test_start_returns_when_queued(self):
+        self.api.live_migrate_instance.return_value = cli_base.make_migration(
+            self.guest.uuid, status='queued', dest_host='dst')
+        code, out, _ = self.run_cli('migration', 'start', self.guest.uuid,
+                                    '--host', 'dst')
+        self.assertEqual(0, code)
+        self.assertIn('QUEUED', out)
+        self.assertEqual('dst', self.api.live_migrate_instance.call_args[0][2])
+
+    def test_start_no_valid_host(self):
+        self.api.live_migrate_instance.side_effect = exception.NoValidHost(
+            reason='2 destination(s) tried')
+        code, _, err = self.run_cli('migration', 'start', self.guest.uuid)
+        self.assertEqual(1, code)
+        self.assertIn('2 destination(s) tried', err)
+
+    def test_start_wait_follows_until_the_end(self):
+        steps = [self._mig('running', 1 << 30, 1 << 29),
+                 self._mig('completed', 1 << 30, 1 << 30)]
+        self.api.live_migrate_instance.return_value = self._mig('queued')
+        self.api.migration_get.side_effect = steps
+        code, out, err = self.run_cli('migration', 'start', self.guest.uuid,
+                                      '--wait')
+        self.assertEqual(0, code)
+        self.assertIn(' 50%  0.5/1.0 GiB', err)
+        self.assertIn('COMPLETED', out)
+
+    def test_start_wait_failed_is_no(self):
+        self.api.live_migrate_instance.return_value = self._mig('queued')
+        self.api.migration_get.return_value = self._mig('failed')
+        code, _, _ = self.run_cli('migration', 'start', self.guest.uuid,
+                                  '--wait')
+        self.assertEqual(1, code)
+
+    def test_dry_run(self):
+        topology = self.guest.numa_topology
+        self.api.live_migration_dry_run.return_value = {
+            'instance_uuid': self.guest.uuid, 'source_host': 'src',
+            'dest_host': 'dst', 'numa_topology': topology,
+            'candidates': ['dst'], 'refused': {}}
+        code, out, _ = self.run_cli('migration', 'start', self.guest.uuid,
+                                    '--dry-run')
+        self.assertEqual(0, code)
+        self.assertIn('would go to dst', out)
+        self.api.live_migrate_instance.assert_not_called()
+        self.api.live_migration_dry_run.return_value = dict(
+            self.api.live_migration_dry_run.return_value, dest_host=None,
+            numa_topology=None, refused={'dst': 'full'})
+        code, out, _ = self.run_cli('migration', 'start', self.guest.uuid,
+                                    '--dry-run')
+        self.assertEqual(1, code)
+        self.assertIn('dst refused: full', out)
+
+    def test_start_bad_input(self):
+        self.assertEqual(127, self.run_cli('migration', 'start', 'x')[0])
+        self.assertEqual(127, self.run_cli('migration', 'start',
+                                           self.guest.uuid, '--dry-run',
+                                           '--wait')[0])
+        self.api.live_migrate_instance.side_effect = \
+            exception.InstanceNotFound(instance_uuid='y')
+        self.assertEqual(127, self.run_cli('migration', 'start',
+                                           cli_base.new_uuid())[0])
+
+    def test_abort_and_force_complete(self):
+        mig = self._mig('cancelled')
+        self.api.migration_abort.return_value = mig
+        self.assertEqual(0, self.run_cli('migration', 'abort', mig.uuid)[0])
+        self.api.migration_force_complete.side_effect = \
+            exception.MigrationNotAbortable(
+                migration_uuid=mig.uuid, status='cancelled',
+                reason='only a running migration can be forced')
+        code, _, err = self.run_cli('migration', 'force-complete', mig.uuid)
+        self.assertEqual(127, code)
+        self.assertIn('only a running migration', err)
+
+    def test_progress_line(self):
+        line = migration_cmd.progress_line(self._mig('running', 4 << 30,
+                                                     1 << 30))
+        self.assertTrue(line.startswith('[' + '#' * 7 + '.' * 23 + ']'))
+        self.assertIn('25%', line)
+        stream = io.StringIO()
+        migration_cmd.follow(None, None, self._mig('completed'), 'json',
+                             stream=stream)
+        self.assertEqual('', stream.getvalue())
+
+    def _mig(self, status, total=0, done=0):
+        return cli_base.make_migration(
+            self.guest.uuid, status=status, dest_host='dst',
+            memory_total=total, memory_processed=done,
+            memory_remaining=total - done)

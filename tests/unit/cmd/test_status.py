@@ -1,0 +1,135 @@
+"""numamig-status upgrade check: one named test per deployment state."""
+
+import json
+
+import testscenarios
+
+from numamig.cmd import status
+from numamig.db import api
+from numamig.db import compute_nodes
+from tests.unit.cmd import cli_base
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+
+class UpgradeCheckTestCase(cli_base.CLITestCase):
+
+    main = staticmethod(status.main)
+
+    def check(self):
+        code, out, err = self.run_cli('upgrade', 'check', '--format', 'json')
+        self.assertEqual('', err)
+        data = json.loads(out)
+        return code, {c['check']: c for c in data['checks']}
+
+    def test_current_deployment_passes(self):
+        self.add_report('cn1')
+        code, out, _ = self.run_cli('upgrade', 'check')
+        self.assertEqual(0, code, out)
+        self.assertIn('ready for NUMA-aware live migration', out)
+        self.assertNotIn('NOT ready', out)
+
+    def test_old_host_fails_naming_it(self):
+        self.add_report('cn1')
+        self.add_report('cn-old', service_version=1)
+        code, checks = self.check()
+        self.assertEqual(2, code)
+        entry = checks['Compute service versions']
+        self.assertEqual('failure', entry['result'])
+        self.assertIn('cn-old (version 1)', entry['details'])
+        self.assertNotIn('cn1', entry['details'])
+
+    def test_old_host_with_workaround_warns(self):
+        self.add_report('cn-old', service_version=1)
+        self.flags(group='workarounds', enable_numa_live_migration=True)
+        code, checks = self.check()
+        self.assertEqual(1, code)
+        self.assertIn('old path',
+                      checks['Compute service versions']['details'])
+
+    def test_no_host_reported_warns(self):
+        code, checks = self.check()
+        self.assertEqual(1, code)
+        self.assertEqual('warning',
+                         checks['Compute service versions']['result'])
+
+    def test_unsynced_database_fails(self):
+        empty = self.useFixture(cli_base.database.SQLiteDatabase(sync=False))
+        self.write_config(f"[database]\nconnection = {empty.url}\n")
+        code, checks = self.check()
+        self.assertEqual(2, code)
+        self.assertIn("numamig-manage db sync",
+                      checks['Database schema']['details'])
+        self.assertEqual(None, api.Database(empty.url).version())
+
+    def test_changes_nothing(self):
+        self.add_report('cn1')
+        before = compute_nodes.get(self.db, 'cn1')
+        self.check()
+        self.assertEqual(before.reported_at,
+                         compute_nodes.get(self.db, 'cn1').reported_at)
+
+
+class UpgradeLevelsTestCase(cli_base.CLITestCase):
+    """[upgrade_levels] caps: one row per value."""
+
+    main = staticmethod(status.main)
+
+    scenarios = [
+        ('no_cap', {'caps': {}, 'code': 0, 'fragment': 'no cap'}),
+        ('current_cap', {'caps': {'compute': '1.1'}, 'code': 0,
+                         'fragment': 'no cap'}),
+        ('cap_below_numa', {'caps': {'compute': '1.0'}, 'code': 1,
+                            'fragment': 'compute = 1.0 is below 1.1'}),
+        ('cap_not_a_version', {'caps': {'compute': 'newton'}, 'code': 2,
+                               'fragment': "'newton' is not a version"}),
+        ('conductor_wrong_major', {'caps': {'conductor': '2.0'}, 'code': 2,
+                                   'fragment': "conductor = '2.0'"}),
+    ]
+
+    def test_cap(self):
+        self.add_report('cn1')
+        self.flags(group='upgrade_levels', **self.caps)
+        code, out, _ = self.run_cli('upgrade', 'check', '--format', 'json')
+        entry = {c['check']: c for c in json.loads(out)['checks']}[
+            'RPC version caps']
+        self.assertEqual(self.code, entry['code'])
+        self.assertEqual(self.code, code)
+        self.assertIn(self.fragment, entry['details'])
+
+
+class ConfigurationCheckTestCase(cli_base.CLITestCase):
+
+    main = staticmethod(status.main)
+
+    def test_cpu_both_dedicated_and_shared_fails(self):
+        self.add_report('cn1')
+        self.flags(group='compute', cpu_dedicated_set='2-5',
+                   cpu_shared_set='0-2')
+        code, out, _ = self.run_cli('upgrade', 'check')
+        self.assertEqual(2, code)
+        self.assertIn('CPUs 2 are also in [compute] cpu_shared_set', out)
+
+    def test_deprecated_option_in_use_warns(self):
+        from oslo_config import cfg
+
+        from numamig.conf import opts
+        old = cfg.BoolOpt('old_knob', default=False,
+                          deprecated_for_removal=True,
+                          deprecated_reason="it does nothing any more")
+        self.conf.register_opt(old, group='workarounds')
+        real = opts.list_opts
+        self.useFixture(cli_base.fixtures.MockPatch(
+            'numamig.conf.opts.list_opts',
+            side_effect=lambda: real() + [('workarounds', [old])]))
+        self.add_report('cn1')
+        self.write_config(self._config_text() + "[workarounds]\n"
+                          "old_knob = true\n")
+        code, out, _ = self.run_cli('upgrade', 'check')
+        self.assertEqual(1, code, out)
+        self.assertIn('[workarounds] old_knob: it does nothing any more',
+                      out)
+
+    def _config_text(self):
+        with open(self.config) as handle:
+            return handle.read()
