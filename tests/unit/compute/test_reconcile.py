@@ -1,0 +1,59 @@
+"""Tests of numamig.compute.reconcile: what an agent fixes at start."""
+
+from numamig.compute import reconcile
+from tests import base
+from tests.unit.compute import base as cbase
+
+
+class ReconcileTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.inst = cbase.instance(host=cbase.SOURCE, pins={0: 2, 1: 10})
+        self.agent = cbase.agent(host=cbase.SOURCE, instances=[self.inst])
+        self.agent.conductor.instance_get.return_value = self.inst
+
+    def _interrupted(self, status):
+        migration = cbase.migration(self.inst, status=status)
+        self.agent.conductor.migration_get_in_progress_by_host.\
+            return_value = [migration]
+        return migration
+
+    def test_guest_still_here_rolls_back(self):
+        migration = self._interrupted('running')
+        fixed = reconcile.reconcile_host(self.agent, None)
+        self.assertIn('rolled back', fixed[0])
+        api = self.agent.compute_api
+        api.rollback_live_migration_at_destination.assert_called_once()
+        api.drop_move_claim_at_destination.assert_called_once()
+        self.agent.conductor.migration_set_status.assert_called_once()
+        args = self.agent.conductor.migration_set_status.call_args
+        self.assertEqual((migration.uuid, 'failed'), args[0][1:3])
+
+    def test_guest_gone_completes(self):
+        self._interrupted('running')
+        self.agent.driver.list_guests.return_value = {}
+        fixed = reconcile.reconcile_host(self.agent, None)
+        self.assertIn('completed', fixed[0])
+        self.agent.compute_api.post_live_migration_at_destination.\
+            assert_called_once()
+        statuses = [c[0][2] for c in
+                    self.agent.conductor.migration_set_status.call_args_list]
+        self.assertEqual(['post-migrating', 'completed'], statuses)
+        self.assertEqual(set(), self.agent.tracker.instance_uuids())
+
+    def test_queued_migrations_are_left_to_the_conductor(self):
+        self._interrupted('queued')
+        self.assertEqual([], reconcile.reconcile_host(self.agent, None))
+        self.agent.compute_api.rollback_live_migration_at_destination.\
+            assert_not_called()
+
+    def test_recorded_guest_missing_from_the_hypervisor(self):
+        self.agent.driver.list_guests.return_value = {}
+        fixed = reconcile.reconcile_host(self.agent, None)
+        self.assertIn('power state set to shutdown', fixed[0])
+        self.agent.conductor.instance_update.assert_called_once_with(
+            None, self.inst.uuid, {'power_state': 'shutdown'})
+
+    def test_records_and_hypervisor_agree(self):
+        self.assertEqual([], reconcile.reconcile_host(self.agent, None))
