@@ -1,0 +1,265 @@
+"""Real libvirtd hosts side by side on one machine (numamig-ci, tests).
+
+Each host runs its own ``libvirtd --listen`` inside a private mount (and
+UTS) namespace, where /etc/libvirt, /run, /var/lib/libvirt,
+/var/log/libvirt and /var/cache/libvirt are bind mounts of the host's own
+directories; it has its own host_uuid (libvirt refuses a migration
+between equal UUIDs), TCP port and migration port range on loopback.
+QEMU runs as root without security driver, cgroups or virtlogd, so two
+daemons do not fight over shared host state. The QEMU capability cache
+is kept under CACHE_ROOT between runs: the first probe takes ~8 s.
+
+Tear-down destroys every guest, kills any QEMU left by its pid file, and
+stops the daemon by the pid recorded at start, even after a failure.
+The harness ships this with the package (its users have no tests tree);
+tests/fixtures/libvirt_daemons.py wraps it in a fixture.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+import uuid
+
+import libvirt
+
+CACHE_ROOT = '/var/tmp/numamig-libvirt-cache'
+BIND_DIRS = (('etc', '/etc/libvirt'), ('run', '/run'),
+             ('lib', '/var/lib/libvirt'), ('log', '/var/log/libvirt'),
+             ('cache', '/var/cache/libvirt'))
+START_TIMEOUT_S = 20
+
+
+def missing_requirements():
+    """Return why real hosts cannot run here, or None when they can."""
+    if os.geteuid() != 0:
+        return "real libvirt hosts need root (mount namespaces)"
+    for tool in ('unshare', 'libvirtd', 'qemu-system-x86_64'):
+        if shutil.which(tool, path='/usr/sbin:/usr/bin:/sbin:/bin') is None:
+            return f"{tool} is not installed"
+    probe = subprocess.run(['unshare', '--mount', '--uts', 'true'],
+                           capture_output=True)
+    if probe.returncode != 0:
+        return (f"unshare --mount fails here: "
+                f"{probe.stderr.decode().strip()}")
+    return None
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+class LibvirtHost:
+    """One libvirtd host. After ``start``: ``uri`` (local client),
+    ``peer_uri`` (what another host's libvirtd dials), ``port``,
+    ``directory``. ``stop`` tears it down and may be called at any time.
+
+    :param cache_root: where QEMU capability caches live between runs,
+        one directory per host name.
+    """
+
+    def __init__(self, name, root, cache_root=CACHE_ROOT):
+        self.name = name
+        self.directory = os.path.join(root, name)
+        self.cache_root = cache_root
+        self.port = free_port()
+        self.migration_port_min = free_port()
+        self.host_uuid = str(uuid.uuid4())
+        self.pid = None
+        self._proc = None
+        self._out = None
+
+    @property
+    def socket_path(self):
+        return os.path.join(self.directory, 'run', 'libvirt', 'libvirt-sock')
+
+    @property
+    def uri(self):
+        return f'qemu+unix:///system?socket={self.socket_path}'
+
+    @property
+    def peer_uri(self):
+        return f'qemu+tcp://127.0.0.1:{self.port}/system'
+
+    def start(self):
+        """Start the daemon; on failure everything started is stopped.
+
+        :raises RuntimeError: naming the host and the daemon's output.
+        """
+        self._prepare_dirs()
+        self._write_config()
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _prepare_dirs(self):
+        for sub, _target in BIND_DIRS:
+            if sub != 'cache':
+                os.makedirs(os.path.join(self.directory, sub), exist_ok=True)
+        os.makedirs(os.path.join(self.directory, 'run', 'libvirt'),
+                    exist_ok=True)
+        os.makedirs(os.path.join(self.cache_root, self.name), exist_ok=True)
+        etc = os.path.join(self.directory, 'etc')
+        shutil.rmtree(etc)
+        shutil.copytree('/etc/libvirt', etc, symlinks=True)
+        autostart = os.path.join(etc, 'qemu', 'networks', 'autostart',
+                                 'default.xml')
+        if os.path.lexists(autostart):
+            os.unlink(autostart)
+
+    def _write_config(self):
+        etc = os.path.join(self.directory, 'etc')
+        with open(os.path.join(etc, 'libvirtd.conf'), 'a') as f:
+            f.write(f'\n# numamig test host {self.name}\n'
+                    f'host_uuid = "{self.host_uuid}"\n'
+                    'listen_tls = 0\nlisten_tcp = 1\n'
+                    'listen_addr = "127.0.0.1"\n'
+                    f'tcp_port = "{self.port}"\n'
+                    'auth_tcp = "none"\nauth_unix_rw = "none"\n'
+                    'log_outputs = "3:file:/var/log/libvirt/libvirtd.log"\n')
+        # migration_address must stay unset on loopback: libvirtd refuses
+        # to start with 127.0.0.1 there.
+        with open(os.path.join(etc, 'qemu.conf'), 'a') as f:
+            f.write(f'\n# numamig test host {self.name}\n'
+                    'user = "root"\ngroup = "root"\n'
+                    'dynamic_ownership = 0\nsecurity_driver = "none"\n'
+                    'stdio_handler = "file"\nnamespaces = [ ]\n'
+                    'cgroup_controllers = [ ]\n'
+                    f'migration_port_min = {self.migration_port_min}\n'
+                    f'migration_port_max = {self.migration_port_min + 15}\n')
+
+    def _start(self):
+        mounts = ' && '.join(
+            f'mount --bind {self._source(sub)} {target}'
+            for sub, target in BIND_DIRS)
+        script = (f'hostname {self.name} && {mounts} && exec libvirtd '
+                  f'--listen --pid-file /run/libvirt/libvirtd-numamig.pid')
+        self._out = open(os.path.join(self.directory, 'daemon.out'), 'wb')
+        # unshare and sh both exec, so the recorded pid is libvirtd's.
+        proc = subprocess.Popen(
+            ['unshare', '--mount', '--uts', '--propagation', 'private',
+             '--', '/bin/sh', '-c', script],
+            stdout=self._out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid = proc.pid
+        self._proc = proc
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not os.path.exists(self.socket_path):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"libvirtd host {self.name} did not start: "
+                    f"{self._daemon_output()}")
+            time.sleep(0.1)
+
+    def _source(self, sub):
+        if sub == 'cache':
+            return os.path.join(self.cache_root, self.name)
+        return os.path.join(self.directory, sub)
+
+    def _daemon_output(self):
+        with open(os.path.join(self.directory, 'daemon.out'), 'rb') as f:
+            return f.read().decode(errors='replace')[-2000:]
+
+    def qemu_pid(self, domain_name):
+        """Return the pid of a running guest's QEMU on this host."""
+        path = os.path.join(self.directory, 'run', 'libvirt', 'qemu',
+                            f'{domain_name}.pid')
+        with open(path) as f:
+            return int(f.read().strip())
+
+    def stop(self):
+        """Destroy the guests, kill leftover QEMU, stop the daemon."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._destroy_guests()
+        self._kill_leftover_qemu()
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self._proc.wait(timeout=10)
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+    def _destroy_guests(self):
+        try:
+            conn = libvirt.open(self.uri)
+        except libvirt.libvirtError:
+            return
+        try:
+            for dom in conn.listAllDomains():
+                try:
+                    if dom.isActive():
+                        dom.destroy()
+                    if dom.isPersistent():
+                        dom.undefine()
+                except libvirt.libvirtError:
+                    pass
+        finally:
+            conn.close()
+
+    def _kill_leftover_qemu(self):
+        piddir = os.path.join(self.directory, 'run', 'libvirt', 'qemu')
+        if not os.path.isdir(piddir):
+            return
+        for entry in os.listdir(piddir):
+            if not entry.endswith('.pid'):
+                continue
+            try:
+                with open(os.path.join(piddir, entry)) as f:
+                    pid = int(f.read().strip())
+                with open(f'/proc/{pid}/comm') as f:
+                    if not f.read().startswith('qemu'):
+                        continue
+                os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                continue
+
+
+def vcpu_thread_affinity(pid):
+    """Return {vCPU index: Cpus_allowed_list} of a QEMU's vCPU threads."""
+    result = {}
+    for tid in os.listdir(f'/proc/{pid}/task'):
+        with open(f'/proc/{pid}/task/{tid}/comm') as f:
+            comm = f.read().strip()
+        if not comm.startswith('CPU ') or '/' not in comm:
+            continue
+        index = int(comm[4:comm.index('/')])
+        with open(f'/proc/{pid}/task/{tid}/status') as f:
+            for line in f:
+                if line.startswith('Cpus_allowed_list:'):
+                    result[index] = line.split(':', 1)[1].strip()
+    return result
+
+
+def dirtying_kernel():
+    """Return a multiboot kernel that rewrites one word per 4 KiB page of
+    guest memory from 2 MiB to 96 MiB forever.
+
+    QEMU loads it with ``<os><kernel>``. A guest of zero pages migrates
+    too fast to be caught mid-job; this one never converges under a
+    bandwidth limit, so an abort can be tested deterministically.
+    """
+    magic, flags = 0x1BADB002, 0x00010000
+    load = 0x100000
+    header = struct.pack('<8I', magic, flags, (-(magic + flags)) & 0xFFFFFFFF,
+                         load, load, 0, 0, load + 32)
+    code = bytes([
+        0xBF, 0x00, 0x00, 0x20, 0x00,         # start: mov edi, 0x200000
+        0x89, 0x07,                           # loop:  mov [edi], eax
+        0x81, 0xC7, 0x00, 0x10, 0x00, 0x00,   #        add edi, 0x1000
+        0x40,                                 #        inc eax
+        0x81, 0xFF, 0x00, 0x00, 0x00, 0x06,   #        cmp edi, 0x6000000
+        0x72, 0xEF,                           #        jb loop
+        0xEB, 0xE8,                           #        jmp start
+    ])
+    return header + code
