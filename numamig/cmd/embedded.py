@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import tempfile
+import traceback
 
 from numamig.cmd import common
 
@@ -30,7 +31,8 @@ def _parser():
                         help="Keep the SQLite database here (default: a "
                              "temporary directory, removed at the end).")
     parser.add_argument('--debug', action='store_true',
-                        help="Show the services' logs.")
+                        help="Show the services' logs, and the traceback "
+                             "if the job cannot run.")
     return parser
 
 
@@ -42,7 +44,8 @@ def main(argv=None):
     try:
         outcomes, final = _run(args.state_dir)
     except Exception as exc:  # noqa: BLE001 - the job's last resort
-        logging.getLogger(__name__).exception("main job failed")
+        if args.debug:
+            traceback.print_exc()
         print(f"error: the main job could not run: {type(exc).__name__}: "
               f"{exc}", file=sys.stderr)
         return EXIT_UNEXPECTED

@@ -1,0 +1,91 @@
+"""numamig-manage and numamig-status against a running embedded deployment.
+
+The console scripts' main() runs in this process with a config file
+naming the deployment's SQLite database and the in-process transport,
+so every action goes through the real conductor, agents and libvirt
+test-driver hosts (2 cells x 4 cores x 2 threads, pCPUs 0,8,4,12 shared).
+"""
+
+import contextlib
+import io
+import json
+import os
+
+import fixtures
+
+from numamig import embedded
+from numamig.cmd import manage
+from numamig.cmd import status
+from tests import base
+
+SHARED = frozenset({0, 8, 4, 12})
+
+
+class ManageEmbeddedTestCase(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        state = self.useFixture(fixtures.TempDir()).path
+        self.dep = embedded.EmbeddedDeployment(
+            [embedded.HostDefinition('host-a', 'numa-2cell-a.xml',
+                                     cpu_shared_set=SHARED),
+             embedded.HostDefinition('host-b', 'numa-2cell-b.xml',
+                                     cpu_shared_set=SHARED)],
+            state_dir=state)
+        self.addCleanup(self.dep.stop)
+        self.dep.start()
+        self.config = os.path.join(state, 'numamig.conf')
+        with open(self.config, 'w') as handle:
+            handle.write(f"[DEFAULT]\ntransport_url = fake://\n"
+                         f"[database]\nconnection = {self.dep.db_url}\n")
+
+    def cli(self, *argv, main=manage.main):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            code = main(['--config-file', self.config, *argv])
+        return code, out.getvalue(), err.getvalue()
+
+    def json_of(self, *argv, expected=0):
+        code, out, err = self.cli(*argv, '--format', 'json')
+        self.assertEqual(expected, code, err)
+        return json.loads(out)
+
+    def test_create_migrate_audit(self):
+        created = self.json_of(
+            'instance', 'create', '--host', 'host-a', '--vcpus', '2',
+            '--memory', '1024', '--property', 'hw:cpu_policy=dedicated')
+        uuid = created['uuid']
+        # host show draws the usage of the host's last report.
+        self.dep.report_all()
+        code, out, _ = self.cli('host', 'show', 'host-a')
+        self.assertEqual(0, code)
+        self.assertIn('[1P 9P]', out)
+        dry = self.json_of('migration', 'start', uuid, '--host', 'host-b',
+                           '--dry-run')
+        self.assertEqual('host-b', dry['dest_host'])
+        self.assertEqual([], self.json_of('migration', 'list')['migrations'])
+        moved = self.json_of('migration', 'start', uuid, '--host', 'host-b',
+                             '--wait')
+        self.assertEqual(('completed', 'host-b'),
+                         (moved['status'], moved['dest_host']))
+        shown = self.json_of('instance', 'show', uuid)
+        self.assertEqual(('host-b', []), (shown['host'],
+                                          shown['xml_check']['differences']))
+        self.assertEqual(0, self.json_of('audit', 'pins')['problems'])
+        self.assertEqual(0, self.cli('heal', 'claims')[0])
+        code, out, _ = self.cli('upgrade', 'check', main=status.main)
+        self.assertEqual(0, code, out)
+
+    def test_bad_input_changes_nothing(self):
+        code, _, err = self.cli('instance', 'create', '--host', 'host-a',
+                                '--vcpus', '2', '--memory', '1024',
+                                '--property', 'hw:numa_nodes=4')
+        self.assertEqual(127, code)
+        self.assertIn('hw:numa_nodes', err)
+        self.assertEqual([], self.json_of('instance', 'list')['instances'])
+        code, _, err = self.cli('instance', 'create', '--host', 'host-z',
+                                '--vcpus', '2', '--memory', '1024')
+        self.assertNotEqual(0, code)
+        self.assertIn('host-z', err)
+        self.assertEqual([], self.json_of('instance', 'list')['instances'])
