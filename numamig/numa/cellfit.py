@@ -6,18 +6,18 @@ fit.py treat the whole guest as an assignment problem. ``check`` is cheap
 (counts only) and says why not; ``place`` builds the placed cell.
 """
 
-import dataclasses
+import typing
 
-from numamig import objects
 from numamig.numa import pages
+from numamig.numa import placed
 
 
-@dataclasses.dataclass(frozen=True)
-class Demand:
+class Demand(typing.NamedTuple):
     """What a guest cell needs from a host cell, without vCPU ids.
 
     Guest cells with equal demands fit the same host cells, so the fit
-    checks each distinct demand once per host cell.
+    checks each distinct demand once per host cell. (A named tuple: a
+    fit makes one per guest cell, and it is the cheapest to make.)
     """
 
     floating: int
@@ -34,11 +34,11 @@ def demand_of(guest_cell, extra_pcpus, pagesize_kb):
         isolated emulator threads on guest cell 0).
     :param pagesize_kb: a page size forced on every cell, or None.
     """
-    pagesize = pagesize_kb or guest_cell.get('pagesize')
+    pagesize = pagesize_kb or guest_cell.pagesize
     return Demand(len(guest_cell.cpuset),
                   len(guest_cell.pcpuset) + extra_pcpus,
                   guest_cell.memory_mb, pagesize,
-                  guest_cell.get('cpu_thread_policy'))
+                  guest_cell.cpu_thread_policy)
 
 
 def check(host_cell, cores, demand, limits):
@@ -105,12 +105,6 @@ def place(host_cell, cores, guest_cell, demand, pagesize, emulator_slots):
     vcpus = sorted(guest_cell.pcpuset)
     pins = dict(zip(vcpus, chosen[:len(vcpus)], strict=True))
     reserved = set(chosen[len(vcpus):]) if emulator_slots else None
-    return objects.InstanceNUMACell(
-        id=guest_cell.id, host_cell=host_cell.id,
-        cpuset=set(guest_cell.cpuset), pcpuset=set(guest_cell.pcpuset),
-        memory_mb=guest_cell.memory_mb, pagesize=pagesize,
-        cpu_pinning=pins, cpuset_reserved=reserved,
-        cpu_policy=guest_cell.get('cpu_policy'),
-        cpu_thread_policy=guest_cell.get('cpu_thread_policy'),
-        realtime_vcpus=set(guest_cell.get('realtime_vcpus') or ()))
+    return placed.instance_cell(guest_cell, host_cell.id, pagesize, pins,
+                                reserved)
 

@@ -22,6 +22,7 @@ from numamig.numa import cellfit
 from numamig.numa import hostview
 from numamig.numa import matching
 from numamig.numa import pinning
+from numamig.numa import placed
 from numamig.objects import fields
 
 STRATEGIES = ('spread', 'pack')
@@ -59,9 +60,10 @@ def fit(host_topology, request, limits=None, strategy='spread',
     hosts = _host_order([hostview.CellView(cell)
                          for cell in host_topology.cells], strategy)
     cores = [pinning.CellCores(cell) for cell in hosts]
-    guests = sorted(request.cells, key=lambda cell: cell.id)
-    isolate = (request.get('emulator_threads_policy')
-               == fields.CPUEmulatorThreadsPolicy.ISOLATE)
+    guests = sorted((hostview.GuestView(cell) for cell in request.cells),
+                    key=lambda cell: cell.id)
+    emulator_policy = request.emulator_threads_policy
+    isolate = emulator_policy == fields.CPUEmulatorThreadsPolicy.ISOLATE
     demands = [cellfit.demand_of(g, int(isolate and g.id == 0), pagesize_kb)
                for g in guests]
     table, failure = _fit_table(hosts, cores, guests, demands, limits)
@@ -78,10 +80,8 @@ def fit(host_topology, request, limits=None, strategy='spread',
         slots = demand.pinned - len(guest.pcpuset)
         cells.append(cellfit.place(hosts[position], cores[position], guest,
                                    demand, table[index][position], slots))
-    placed = objects.InstanceNUMATopology(
-        instance_uuid=request.get('instance_uuid'), cells=cells,
-        emulator_threads_policy=request.get('emulator_threads_policy'))
-    return FitResult(True, topology=placed)
+    return FitResult(True, topology=placed.instance_topology(
+        request.instance_uuid, cells, emulator_policy))
 
 
 def _check_parameters(request, strategy, pagesize_kb):
@@ -105,7 +105,7 @@ def _check_parameters(request, strategy, pagesize_kb):
 def _host_order(cells, strategy):
     def fullness(cell):
         # Smaller is fuller: free dedicated pCPUs, free memory, headroom.
-        return (len(cell.pcpuset - cell.pinned_cpus),
+        return (len(cell.free_pcpus),
                 cell.memory_mb - cell.memory_usage_mb,
                 len(cell.cpuset) - cell.cpu_usage)
     if strategy == 'pack':
@@ -118,15 +118,16 @@ def _fit_table(hosts, cores, guests, demands, limits):
     (None, the reason the first guest cell fitting nowhere fails).
 
     Stopping at a guest cell that fits no host cell is right: no
-    assignment can place it.
+    assignment can place it. A guest of one cell takes the first host
+    cell that fits it, so the host cells after that one are not checked.
     """
     table = []
     known = {}
+    first_only = len(guests) == 1
     for guest, demand in zip(guests, demands, strict=True):
         if demand not in known:
-            known[demand] = [cellfit.check(host, core, demand, limits)
-                             for host, core in zip(hosts, cores,
-                                                   strict=True)]
+            known[demand] = _outcomes(hosts, cores, demand, limits,
+                                      first_only)
         outcomes = known[demand]
         row = {pos: size for pos, (why, size) in enumerate(outcomes)
                if why is None}
@@ -134,6 +135,18 @@ def _fit_table(hosts, cores, guests, demands, limits):
             return None, _nowhere_reason(guest, hosts, outcomes)
         table.append(row)
     return table, None
+
+
+def _outcomes(hosts, cores, demand, limits, first_only):
+    """Return cellfit.check's (why, size) per host cell, in host order,
+    up to the first that fits if ``first_only``."""
+    outcomes = []
+    for host, core in zip(hosts, cores, strict=True):
+        outcome = cellfit.check(host, core, demand, limits)
+        outcomes.append(outcome)
+        if first_only and outcome[0] is None:
+            break
+    return outcomes
 
 
 def _nowhere_reason(guest, hosts, outcomes):

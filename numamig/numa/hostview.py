@@ -1,39 +1,64 @@
-"""A plain, read-only snapshot of a host cell for the fit's inner loops.
+"""Plain, read-only snapshots of the cells a fit reads.
 
 Reading a versioned object's field goes through OVO's property machinery
-(about a microsecond each); a fit reads every host cell's fields many
-times. The snapshot takes them once per fit into plain attributes with
-the same names, so that fitting code reads either kind alike.
+(a Python call with hasattr and getattr, about a microsecond each); a fit
+reads every host cell's fields many times and the guest cells' a few
+times. A snapshot copies the fields once per fit into plain slots with
+the same names, so that fitting code reads either kind alike. The values
+are shared, not copied: nothing in the fit modifies them.
 """
 
 import collections
+import operator
 
 Pool = collections.namedtuple('Pool', ('size_kb', 'free'))
+
+_HOST_FIELDS = ('id', 'cpuset', 'pcpuset', 'pinned_cpus', 'siblings',
+                'memory_mb', 'memory_usage_mb', 'cpu_usage', 'mempages')
+_POOL_FIELDS = ('size_kb', 'total', 'used', 'reserved')
+_GUEST_FIELDS = ('id', 'cpuset', 'pcpuset', 'memory_mb', 'pagesize',
+                 'cpu_policy', 'cpu_thread_policy', 'realtime_vcpus')
+
+
+def reader(names):
+    """Return a function reading the named fields of a versioned object.
+
+    OVO keeps a set field's value in the instance attribute
+    ``_obj_<name>``; reading those directly skips the property machinery.
+    If one is unset, every field is read the normal way, which raises the
+    usual error for an unset field without a default.
+    """
+    direct = operator.itemgetter(*('_obj_' + name for name in names))
+
+    def read(obj):
+        try:
+            return direct(vars(obj))
+        except KeyError:
+            return tuple(getattr(obj, name) for name in names)
+    return read
+
+
+_read_host = reader(_HOST_FIELDS)
+_read_pool = reader(_POOL_FIELDS)
+_read_guest = reader(_GUEST_FIELDS)
 
 
 class CellView:
     """The fields of a HostNUMACell the fit reads, copied once."""
 
-    __slots__ = ('id', 'cpuset', 'pcpuset', 'pinned_cpus', 'siblings',
-                 'memory_mb', 'memory_usage_mb', 'cpu_usage', 'mempages',
-                 '_pools')
+    __slots__ = _HOST_FIELDS + ('free_pcpus', '_pools')
 
     def __init__(self, host_cell):
-        read = _reader(host_cell)
-        self.id = read('id')
-        self.cpuset = read('cpuset')
-        self.pcpuset = read('pcpuset')
-        self.pinned_cpus = read('pinned_cpus')
-        self.siblings = read('siblings')
-        self.memory_mb = read('memory_mb')
-        self.memory_usage_mb = read('memory_usage_mb')
-        self.cpu_usage = read('cpu_usage')
+        (self.id, self.cpuset, self.pcpuset, self.pinned_cpus,
+         self.siblings, self.memory_mb, self.memory_usage_mb,
+         self.cpu_usage, pools) = _read_host(host_cell)
+        # As HostNUMACell.free_pcpus, which is computed on every read.
+        self.free_pcpus = self.pcpuset - self.pinned_cpus
         self.mempages = []
-        for pool in read('mempages'):
-            pool_read = _reader(pool)
-            self.mempages.append(Pool(
-                pool_read('size_kb'), pool_read('total') - pool_read('used')
-                - (pool_read('reserved') or 0)))
+        for pool in pools:
+            size_kb, total, used, reserved = _read_pool(pool)
+            self.mempages.append(Pool(size_kb,
+                                      total - used - (reserved or 0)))
         self._pools = {pool.size_kb: pool for pool in self.mempages}
 
     def pages_of(self, size_kb):
@@ -41,19 +66,12 @@ class CellView:
         return self._pools.get(size_kb)
 
 
-def _reader(obj):
-    """Return a fast field reader of a versioned object.
+class GuestView:
+    """The fields of an InstanceNUMACell request the fit reads."""
 
-    OVO keeps a set field's value in the instance attribute
-    ``_obj_<name>``; reading that directly skips the property machinery.
-    The values are shared, not copied: nothing in the fit modifies them.
-    An unset field falls back to the normal (raising) attribute access.
-    """
-    values = vars(obj)
+    __slots__ = _GUEST_FIELDS
 
-    def read(name):
-        try:
-            return values['_obj_' + name]
-        except KeyError:
-            return getattr(obj, name)
-    return read
+    def __init__(self, guest_cell):
+        (self.id, self.cpuset, self.pcpuset, self.memory_mb, self.pagesize,
+         self.cpu_policy, self.cpu_thread_policy,
+         self.realtime_vcpus) = _read_guest(guest_cell)

@@ -27,7 +27,7 @@ class CellCores:
 
     def __init__(self, host_cell):
         self._cell = host_cell
-        self._free = host_cell.pcpuset - host_cell.pinned_cpus
+        self._free = host_cell.free_pcpus
         self.free_count = len(self._free)
         self._cores = None
 
