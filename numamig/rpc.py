@@ -29,7 +29,10 @@ _TRANSPORTS = {}
 def get_transport(conf, url=None):
     """Return the (cached) RPC transport for ``url`` or the configured one."""
     conf_opts.update_library_defaults()
-    key = url or conf.transport_url or 'default'
+    # Keyed by the caller's URL (None: whatever [DEFAULT] transport_url
+    # says): reading conf.transport_url here would fail before
+    # oslo.messaging has registered it.
+    key = url or 'default'
     if key not in _TRANSPORTS:
         _TRANSPORTS[key] = messaging.get_rpc_transport(
             conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
