@@ -65,16 +65,38 @@ def check(host_cell, cores, demand, limits):
 
 
 def _check_memory(host_cell, memory_mb, limits):
+    """Check a guest cell without a page size: against the cell's memory,
+    then against what its smallest pages have (pages.small_page_memory).
+    Without limits only the sizes count."""
+    ratio = (None if limits is None else
+             limits.get('ram_allocation_ratio')) or 1.0
     if limits is None:
         if memory_mb > host_cell.memory_mb:
             return (f"needs {memory_mb} MiB, the cell has "
                     f"{host_cell.memory_mb} MiB")
+    else:
+        limit = host_cell.memory_mb * ratio
+        if host_cell.memory_usage_mb + memory_mb > limit:
+            return (f"needs {memory_mb} MiB, {host_cell.memory_usage_mb} "
+                    f"of {limit:g} MiB (ram_allocation_ratio {ratio:g}) "
+                    f"are used")
+    small = pages.small_page_memory(host_cell)
+    if small is None:
         return None
-    ratio = limits.get('ram_allocation_ratio') or 1.0
-    limit = host_cell.memory_mb * ratio
-    if host_cell.memory_usage_mb + memory_mb > limit:
-        return (f"needs {memory_mb} MiB, {host_cell.memory_usage_mb} of "
-                f"{limit:g} MiB (ram_allocation_ratio {ratio:g}) are used")
+    return _check_small_memory(memory_mb, *small,
+                               None if limits is None else ratio)
+
+
+def _check_small_memory(memory_mb, capacity, used, ratio):
+    """Check memory against the smallest pages; ratio None: no limits."""
+    if ratio is None:
+        if memory_mb > capacity:
+            return (f"needs {memory_mb} MiB of small pages, the cell has "
+                    f"{capacity} MiB outside huge pages and reservations")
+    elif used + memory_mb > capacity * ratio:
+        return (f"needs {memory_mb} MiB of small pages, {used} of "
+                f"{capacity * ratio:g} MiB outside huge pages and "
+                f"reservations (ram_allocation_ratio {ratio:g}) are used")
     return None
 
 

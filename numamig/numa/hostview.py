@@ -11,7 +11,8 @@ are shared, not copied: nothing in the fit modifies them.
 import collections
 import operator
 
-Pool = collections.namedtuple('Pool', ('size_kb', 'free'))
+Pool = collections.namedtuple('Pool', ('size_kb', 'total', 'used',
+                                       'reserved', 'free'))
 
 _HOST_FIELDS = ('id', 'cpuset', 'pcpuset', 'pinned_cpus', 'siblings',
                 'memory_mb', 'memory_usage_mb', 'cpu_usage', 'mempages')
@@ -57,8 +58,9 @@ class CellView:
         self.mempages = []
         for pool in pools:
             size_kb, total, used, reserved = _read_pool(pool)
-            self.mempages.append(Pool(size_kb,
-                                      total - used - (reserved or 0)))
+            reserved = reserved or 0
+            self.mempages.append(Pool(size_kb, total, used, reserved,
+                                      total - used - reserved))
         self._pools = {pool.size_kb: pool for pool in self.mempages}
 
     def pages_of(self, size_kb):

@@ -2,6 +2,14 @@
 
 Free pages of a pool are total - used - reserved (the pool object's
 ``free``). A guest cell's memory must be a whole number of pages.
+
+The smallest pool is shared: guests that ask for small pages are charged
+to it (pages used) and to the cell's memory usage, guests that ask for no
+page size to the memory usage only (their memory may be overcommitted,
+pages cannot). So what the smallest pool really has left is its capacity
+(total - reserved) minus the memory usage not held in huge pages; both
+kinds of guest are checked against that, so neither can take memory the
+other holds, nor memory that sits in huge page pools.
 """
 
 from numamig.objects import instance_numa
@@ -36,6 +44,35 @@ def pages_needed(memory_mb, size_kb):
     return memory_kb // size_kb
 
 
+def small_page_memory(host_cell):
+    """Return (capacity, used) MiB of the cell's smallest pages, or None.
+
+    None: the cell reports no page pools, so only its memory_mb bounds
+    guests without a page size. ``used`` is the memory usage not held in
+    the larger pools (never below zero, whatever the report says).
+    """
+    if not host_cell.mempages:
+        return None
+    small = min(host_cell.mempages, key=lambda pool: pool.size_kb)
+    capacity = (small.total - (small.reserved or 0)) * small.size_kb // 1024
+    in_huge = sum(pool.used * pool.size_kb for pool in host_cell.mempages
+                  if pool is not small) // 1024
+    return capacity, max(0, host_cell.memory_usage_mb - in_huge)
+
+
+def _free_pages(host_cell, pool):
+    """Return the pages of ``pool`` a guest may take.
+
+    For the smallest pool, no more than the memory guests without a page
+    size have left of it (module docstring).
+    """
+    if pool.size_kb != min(p.size_kb for p in host_cell.mempages):
+        return pool.free
+    capacity, used = small_page_memory(host_cell)
+    return min(pool.free,
+               max(0, capacity - used) * 1024 // pool.size_kb)
+
+
 def choose(host_cell, memory_mb, request):
     """Return (page size in KiB, None) or (None, why no size fits)."""
     problems = []
@@ -47,9 +84,9 @@ def choose(host_cell, memory_mb, request):
         elif needed is None:
             problems.append(f"{memory_mb} MiB is not a multiple of "
                             f"{size} KiB pages")
-        elif needed > pool.free:
+        elif needed > _free_pages(host_cell, pool):
             problems.append(f"needs {needed} free {size} KiB pages, has "
-                            f"{pool.free}")
+                            f"{_free_pages(host_cell, pool)}")
         else:
             return size, None
     if not problems:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from numamig import objects
 from numamig.numa import cellfit
 from numamig.numa import fit
+from numamig.numa import pages
 from numamig.numa import pinning
 from numamig.numa import usage
 from tests import base
@@ -119,6 +120,12 @@ class FitPropertiesTest(base.TestCase):
                 current = usage.apply(current, result.topology).validate()
                 placed.append(result.topology)
         self.assertEqual(current, usage.host_with_usage(host, placed))
+        for before, after in zip(host.cells, current.cells, strict=True):
+            # Guests with and without a page size share the small pages:
+            # together they never claim more than there are.
+            capacity, used = pages.small_page_memory(before)
+            self.assertLessEqual(pages.small_page_memory(after)[1],
+                                 max(used, capacity))
         for topology in reversed(placed):
             current = usage.release(current, topology)
         self.assertEqual(host, current)
