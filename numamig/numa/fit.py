@@ -69,11 +69,15 @@ def fit(host_topology, request, limits=None, strategy='spread',
     table, failure = _fit_table(hosts, cores, guests, demands, limits)
     if failure:
         return FitResult(False, reason=failure)
-    adjacency = [sorted(row) for row in table]
-    chosen, violation = matching.first_perfect_matching(adjacency,
-                                                        len(hosts))
-    if violation:
-        return FitResult(False, reason=_hall_reason(violation, guests, hosts))
+    if len(table) == 1:
+        # One guest cell: the most preferred host cell it fits.
+        chosen = [min(table[0])]
+    else:
+        chosen, violation = matching.first_perfect_matching(
+            [sorted(row) for row in table], len(hosts))
+        if violation:
+            return FitResult(False,
+                             reason=_hall_reason(violation, guests, hosts))
     cells = []
     for index, position in enumerate(chosen):
         guest, demand = guests[index], demands[index]

@@ -32,8 +32,9 @@ class CellCores:
         self._cores = None
 
     def _layout(self):
-        # Built on first need: most checks (prefer, no policy) only count
-        # free pCPUs, and a fit looks at every host cell.
+        # Built on first need, for isolate and require only: the other
+        # policies need just the free threads (_free_threads), and a fit
+        # looks at every host cell.
         if self._cores is not None:
             return
         dedicated, free = self._cell.pcpuset, self._free
@@ -49,12 +50,22 @@ class CellCores:
         cores.extend(([cpu], cpu in free) for cpu in dedicated - grouped)
         cores.sort()
         self._cores = cores
-        self.free_threads = [t for t in ([c for c in threads if c in free]
-                                         for threads, _ in cores) if t]
         self.whole = [threads for threads, whole in cores if whole]
         self.whole_smt = [threads for threads in self.whole
                           if len(threads) > 1]
         self.has_smt = any(len(threads) > 1 for threads, _ in cores)
+
+    def _free_threads(self):
+        """Return the free threads of each core that has some, sorted.
+
+        The cores come in no particular order: _prefer orders them.
+        """
+        free = self._free
+        siblings = self._cell.siblings
+        threads = [sorted(group & free) for group in siblings
+                   if not group.isdisjoint(free)]
+        threads.extend([cpu] for cpu in free.difference(*siblings))
+        return threads
 
     def check(self, policy, count):
         """Return None if ``count`` slots can be pinned, else why not."""
@@ -80,12 +91,13 @@ class CellCores:
 
     def choose(self, policy, count):
         """Return ``count`` pCPUs in slot order; check() must have passed."""
-        self._layout()
         if policy == _THREADS.ISOLATE:
+            self._layout()
             return [threads[0] for threads in self.whole[:count]]
         if policy == _THREADS.REQUIRE:
+            self._layout()
             return _fill(self.whole_smt, count)
-        return _prefer(self.free_threads, count)
+        return _prefer(self._free_threads(), count)
 
 
 def _fill(cores, count):
