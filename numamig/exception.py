@@ -364,3 +364,15 @@ class InstanceBuildError(NumamigException):
 class MigrationNotAbortable(Invalid):
     msg_fmt = ("Migration %(migration_uuid)s is %(status)s: %(reason)s")
     code = 409
+
+
+# ---- ci/ (the numamig-ci harness) -------------------------------------------
+
+class CIDeploymentError(NumamigException):
+    """The harness's deployment could not be described, started or reached."""
+    msg_fmt = "numamig-ci deployment %(what)s: %(reason)s"
+
+
+class CIDeploymentFileInvalid(Invalid):
+    """A --deployment file lacks a setting or holds an unusable value."""
+    msg_fmt = ("numamig-ci deployment file %(path)s: %(field)s %(reason)s")

@@ -70,3 +70,10 @@ class ScenarioResult:
         if self.reason:
             lines.append(self.reason)
         return '\n'.join(lines)
+
+
+def brief(exc):
+    """The first line of an error: remote errors carry the peer's
+    traceback after it, which a verdict line does not need."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -15,7 +15,9 @@ be started or reached.
 import argparse
 import contextlib
 import logging
+import signal
 import sys
+import threading
 
 from numamig import _backend
 from numamig import exception
@@ -116,9 +118,19 @@ def main(argv=None, stdout=None):
     return _run(args, backend, selected, stdout)
 
 
+def _stop_on_sigterm():
+    """Make SIGTERM (a CI job's cancel) unwind like Ctrl-C: the backend
+    tears down its hosts and daemons on the way out."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def _run(args, backend, selected, stdout):
     from numamig.ci import reporters
     from numamig.ci import runner
+    _stop_on_sigterm()
     with contextlib.ExitStack() as stack:
         human = reporters.HumanReporter(stdout, total=len(selected))
         chosen = [human]

@@ -2,6 +2,7 @@
 refusal and concurrent migrations into one host."""
 
 from numamig import exception
+from numamig.ci.results import brief
 from numamig.ci.scenarios.registry import scenario
 from numamig.ci.session import DEDICATED
 from numamig.objects import fields
@@ -116,7 +117,7 @@ def concurrency(s):
             movers.append(s.create(src, 1, specs=specs, label='rush'))
         except exception.InstanceBuildError as exc:
             s.require(False, f"cannot create {count} guests to move "
-                             f"into {dst}: {exc}")
+                             f"into {dst}: {brief(exc)}")
     results = s.migrate_all(movers, dst)
     for mover in movers:
         result = results[mover.uuid]

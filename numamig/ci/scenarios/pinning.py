@@ -6,6 +6,7 @@ from oslo_utils import uuidutils
 from numamig import exception
 from numamig import objects
 from numamig.ci import domain
+from numamig.ci.results import brief
 from numamig.ci.scenarios.registry import scenario
 from numamig.ci.session import DEDICATED
 from numamig.ci.session import FLOATING
@@ -86,7 +87,8 @@ def _create_or_skip(s, host, vcpus, specs, label):
     try:
         return s.create(host, vcpus, specs=specs, label=label)
     except exception.InstanceBuildError as exc:
-        s.require(False, f"host {host} cannot create the guest: {exc}")
+        s.require(False, f"host {host} cannot create the guest: "
+                         f"{brief(exc)}")
 
 
 @scenario('emulator-threads-share',
