@@ -91,12 +91,17 @@ class EmbeddedDeployment:
     :param conductor_settings: see service.default_conductor_settings.
     :param report_interval: seconds between agents' periodic reports.
     :param call_timeout: seconds operators' calls wait for the conductor.
+    :param conductor_compute_version_cap: the conductor's
+        ``[upgrade_levels] compute``.
+    :param conductor_service_version: the release the conductor runs as
+        (a testing aid for mixed-version clouds; see doc/upgrades.rst).
     """
 
     def __init__(self, hosts, transport_url='fake://', db_url=None,
                  state_dir=None, names=None, conductor_settings=None,
                  report_interval=60, call_timeout=120,
-                 conductor_compute_version_cap=None):
+                 conductor_compute_version_cap=None,
+                 conductor_service_version=service_obj.SERVICE_VERSION):
         names_seen = [h.name for h in hosts]
         if len(set(names_seen)) != len(names_seen):
             raise exception.Invalid(
@@ -112,6 +117,7 @@ class EmbeddedDeployment:
         self.report_interval = report_interval
         self.call_timeout = call_timeout
         self.conductor_compute_version_cap = conductor_compute_version_cap
+        self.conductor_service_version = conductor_service_version
         self.context = nm_context.get_admin_context()
         self.db = None
         self.conductor = None
@@ -133,7 +139,8 @@ class EmbeddedDeployment:
         self.conductor = service.ConductorService(
             self.db, transport, names=self.names,
             settings=self.conductor_settings,
-            compute_version_cap=self.conductor_compute_version_cap)
+            compute_version_cap=self.conductor_compute_version_cap,
+            service_version=self.conductor_service_version)
         self.conductor.start()
         self.api = self.names.conductor_api(transport,
                                             timeout=self.call_timeout)

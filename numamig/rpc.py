@@ -49,27 +49,37 @@ def cleanup():
 class ObjectSerializer(ovo_base.VersionedObjectSerializer):
     """Serialize numamig objects, backported to a manifest if one is given.
 
+    An object is never sent above the version it was received in (a
+    service that got an old peer's object answers in that version), and
+    its content always matches the version it is labelled with.
+
     On receipt every object is validated, so a malformed object is
     rejected with an error naming it before any endpoint acts on it.
+    ``known_versions`` (object name -> newest version) makes it refuse
+    objects newer than that, as an older release's registry would: a
+    service running as an older release (a testing aid) reads only what
+    that release could.
     """
 
     OBJ_BASE_CLASS = obj_base.NumamigObject
 
-    def __init__(self, version_manifest=None):
+    def __init__(self, version_manifest=None, known_versions=None):
         super().__init__()
         self.version_manifest = version_manifest
+        self.known_versions = known_versions
 
     def serialize_entity(self, ctxt, entity):
-        if isinstance(entity, obj_base.NumamigObject) and \
-                self.version_manifest:
-            target = self.version_manifest.get(entity.obj_name(),
-                                               entity.VERSION)
-            return entity.obj_to_primitive(
-                target_version=target,
-                version_manifest=self.version_manifest)
+        if isinstance(entity, obj_base.NumamigObject):
+            target = entity.VERSION
+            if self.version_manifest:
+                target = _lower(self.version_manifest.get(
+                    entity.obj_name(), target), target)
+            return primitive_for(entity, target, self.version_manifest)
         return super().serialize_entity(ctxt, entity)
 
     def deserialize_entity(self, ctxt, entity):
+        if self.known_versions:
+            _check_known(entity, self.known_versions)
         try:
             result = super().deserialize_entity(ctxt, entity)
         except ovo_exception.VersionedObjectsException as exc:
@@ -80,6 +90,49 @@ class ObjectSerializer(ovo_base.VersionedObjectSerializer):
                 objname=_primitive_name(entity), reason=str(exc))
         _validate_tree(result)
         return result
+
+
+def primitive_for(obj, target_version=None, version_manifest=None):
+    """The primitive of ``obj`` at ``target_version`` (default: its own).
+
+    An object received from an older peer keeps that peer's version
+    (oslo.versionedobjects sets it on the instance); fields newer than
+    it that were set since are backported away here, so that the
+    version on the wire always describes the content.
+    """
+    target_version = target_version or obj.VERSION
+    if obj.VERSION != type(obj).VERSION:
+        obj = obj.obj_clone()
+        obj.VERSION = type(obj).VERSION
+    return obj.obj_to_primitive(target_version=target_version,
+                                version_manifest=version_manifest)
+
+
+def _lower(version_a, version_b):
+    return min(version_a, version_b, key=_version_tuple)
+
+
+def _check_known(entity, known_versions):
+    """Refuse a primitive holding an object newer than ``known_versions``."""
+    prefix = obj_base.NumamigObject.OBJ_SERIAL_NAMESPACE
+    if isinstance(entity, dict):
+        name = entity.get(f'{prefix}.name')
+        version = entity.get(f'{prefix}.version')
+        if name in known_versions and version is not None and \
+                _version_tuple(version) > _version_tuple(
+                    known_versions[name]):
+            raise exception.ObjectValidationError(
+                objname=name,
+                reason=f"version {version} is newer than "
+                       f"{known_versions[name]}, the newest this service "
+                       f"reads")
+        values = entity.values()
+    elif isinstance(entity, (list, tuple)):
+        values = entity
+    else:
+        return
+    for value in values:
+        _check_known(value, known_versions)
 
 
 def _primitive_name(entity):
@@ -130,25 +183,36 @@ class RequestContextSerializer(messaging.Serializer):
         return nm_context.RequestContext.from_dict(ctxt)
 
 
-def get_serializer(version_manifest=None):
-    return RequestContextSerializer(ObjectSerializer(version_manifest))
+def get_serializer(version_manifest=None, known_versions=None):
+    return RequestContextSerializer(ObjectSerializer(version_manifest,
+                                                     known_versions))
 
 
-def get_client(transport, target, version_cap=None, version_manifest=None):
+def get_client(transport, target, version_cap=None, version_manifest=None,
+               known_versions=None):
     """Return an RPC client that never sends above ``version_cap``.
 
     :param version_manifest: object name -> version to backport objects
         to; give the manifest of the API version the cap allows.
+    :param known_versions: object name -> newest version replies may
+        carry (a service running as an older release); None: any.
     """
     return messaging.get_rpc_client(
         transport, target, version_cap=version_cap,
-        serializer=get_serializer(version_manifest))
+        serializer=get_serializer(version_manifest, known_versions))
 
 
-def get_server(transport, target, endpoints):
-    """Return an RPC server (threading executor) for the endpoints."""
+def get_server(transport, target, endpoints, version_manifest=None,
+               known_versions=None):
+    """Return an RPC server (threading executor) for the endpoints.
+
+    :param version_manifest: backport replies to these object versions.
+    :param known_versions: refuse requests carrying newer objects.
+        Both serve a service running as an older release; None: newest.
+    """
     return messaging.get_rpc_server(
-        transport, target, endpoints, serializer=get_serializer(),
+        transport, target, endpoints,
+        serializer=get_serializer(version_manifest, known_versions),
         access_policy=dispatcher.DefaultRPCAccessPolicy)
 
 

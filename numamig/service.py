@@ -19,6 +19,7 @@ from numamig import context as nm_context
 from numamig import objects
 from numamig import rpc
 from numamig.compute import manager as compute_manager
+from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import manager as conductor_manager
 from numamig.conductor import rpcapi as conductor_rpcapi
@@ -58,15 +59,22 @@ class RPCNames:
             return cls()
         return cls(suffix=exchange, exchange=exchange)
 
-    def compute_api(self, transport, version_cap=None):
+    def compute_api(self, transport, version_cap=None, release=None):
+        """A compute client; ``release``: the one the caller runs as."""
+        release = release or releases.for_service_version(
+            service_obj.SERVICE_VERSION)
         return compute_rpcapi.ComputeAPI(
-            transport, version_cap=version_cap, topic=self.compute_topic,
-            exchange=self.exchange)
+            transport, version_cap=release.compute_version_cap(version_cap),
+            topic=self.compute_topic, exchange=self.exchange,
+            release_objects=release.object_versions)
 
-    def conductor_api(self, transport, version_cap=None, timeout=None):
+    def conductor_api(self, transport, version_cap=None, timeout=None,
+                      release=None):
+        """A conductor client; ``release``: the one the caller runs as."""
         return conductor_rpcapi.ConductorAPI(
             transport, version_cap=version_cap, timeout=timeout,
-            topic=self.conductor_topic, exchange=self.exchange)
+            topic=self.conductor_topic, exchange=self.exchange,
+            release_objects=release and release.object_versions)
 
 
 class PeriodicTask:
@@ -103,18 +111,30 @@ class PeriodicTask:
 class _RPCService(os_service.Service):
     """An RPC server for one manager, started and stopped gracefully."""
 
-    def __init__(self, transport, target, manager):
+    def __init__(self, transport, target, manager, release=None):
+        """:param release: the numamig release the service runs as (a
+            testing aid); None: the current one.
+        """
         super().__init__()
         self.transport = transport
         self.rpc_target = target
         self.manager = manager
+        self.release = release or releases.for_service_version(
+            service_obj.SERVICE_VERSION)
         self.rpc_server = None
         self.periodic = None
         self._stopped = threading.Event()
 
+    def _endpoints(self):
+        return [self.manager]
+
     def _start_server(self):
-        self.rpc_server = rpc.get_server(self.transport, self.rpc_target,
-                                         [self.manager])
+        # An older release answers in, and accepts only, its own object
+        # versions.
+        objects_ = self.release.object_versions
+        self.rpc_server = rpc.get_server(
+            self.transport, self.rpc_target, self._endpoints(),
+            version_manifest=objects_, known_versions=objects_)
         self.rpc_server.start()
 
     def stop(self, graceful=True):
@@ -144,13 +164,14 @@ class ComputeService(_RPCService):
                  strategy='spread',
                  service_version=service_obj.SERVICE_VERSION):
         names = names or RPCNames()
+        release = releases.for_service_version(service_version)
         manager = compute_manager.ComputeManager(
-            host, driver, names.conductor_api(transport),
-            names.compute_api(transport, compute_version_cap),
+            host, driver, names.conductor_api(transport, release=release),
+            names.compute_api(transport, compute_version_cap, release),
             strategy=strategy, service_version=service_version)
         target = messaging.Target(topic=names.compute_topic, server=host,
                                   exchange=names.exchange)
-        super().__init__(transport, target, manager)
+        super().__init__(transport, target, manager, release)
         self.host = host
         self.report_interval = report_interval
 
@@ -161,7 +182,11 @@ class ComputeService(_RPCService):
                    names=RPCNames.from_conf(conf),
                    compute_version_cap=conf.upgrade_levels.compute,
                    report_interval=conf.report_interval,
-                   strategy='pack' if packing else 'spread')
+                   strategy='pack' if packing else 'spread',
+                   service_version=service_version_from_conf(conf))
+
+    def _endpoints(self):
+        return releases.endpoints_for(self.manager, self.release)
 
     def start(self):
         """Wait for a conductor, reconcile, serve RPC, report once, then
@@ -190,19 +215,25 @@ class ConductorService(_RPCService):
     def __init__(self, db, transport, names=None, host='conductor',
                  settings=None, compute_version_cap=None,
                  scheduler_strategy='spread', cell_strategy=None,
-                 max_candidates=10):
+                 max_candidates=10,
+                 service_version=service_obj.SERVICE_VERSION):
+        """:param service_version: the release the conductor runs as (a
+            testing aid, see numamig.compute.releases).
+        """
         names = names or RPCNames()
+        release = releases.for_service_version(service_version)
         cache = host_state.HostStateCache()
         scheduler = nm_scheduler.Scheduler(
             cache, strategy=scheduler_strategy, cell_strategy=cell_strategy,
             max_candidates=max_candidates)
         manager = conductor_manager.ConductorManager(
             db, cache, scheduler,
-            names.compute_api(transport, compute_version_cap),
-            settings or default_conductor_settings())
+            names.compute_api(transport, compute_version_cap, release),
+            settings or default_conductor_settings(),
+            service_version=service_version)
         target = messaging.Target(topic=names.conductor_topic, server=host,
                                   exchange=names.exchange)
-        super().__init__(transport, target, manager)
+        super().__init__(transport, target, manager, release)
         self.db = db
 
     @classmethod
@@ -214,7 +245,8 @@ class ConductorService(_RPCService):
                    compute_version_cap=conf.upgrade_levels.compute,
                    scheduler_strategy=conf.scheduler.strategy,
                    cell_strategy='pack' if packing else 'spread',
-                   max_candidates=conf.scheduler.max_candidates)
+                   max_candidates=conf.scheduler.max_candidates,
+                   service_version=service_version_from_conf(conf))
 
     def start(self):
         """Check the schema, load the reports, then serve RPC."""
@@ -222,7 +254,8 @@ class ConductorService(_RPCService):
         self.manager.load_reports()
         self.manager.end_orphaned_migrations(nm_context.get_admin_context())
         self._start_server()
-        LOG.info("Conductor %s started", self.rpc_target.server)
+        LOG.info("Conductor %s started (service version %s)",
+                 self.rpc_target.server, self.release.service_version)
 
 
 def parse_args(conf, argv):
@@ -252,6 +285,22 @@ def run(conf, svc):
     """
     launcher = os_service.launch(conf, svc, workers=1, no_fork=True)
     return launcher.wait()
+
+
+def service_version_from_conf(conf):
+    """The release to run as: ``[testing] pretend_service_version``.
+
+    A testing aid for rolling upgrades; unset (production): the current
+    release. Running as an older one is logged loudly.
+    """
+    version = conf.testing.pretend_service_version
+    if version is None or version == service_obj.SERVICE_VERSION:
+        return service_obj.SERVICE_VERSION
+    releases.for_service_version(version)
+    LOG.warning("[testing] pretend_service_version = %s: this service "
+                "runs as an older release (a testing aid, never for "
+                "production)", version)
+    return version
 
 
 def default_conductor_settings():

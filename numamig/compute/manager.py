@@ -16,6 +16,7 @@ from numamig.compute import build
 from numamig.compute import migration_dest
 from numamig.compute import migration_source
 from numamig.compute import reconcile
+from numamig.compute import releases
 from numamig.compute import report
 from numamig.compute import resource_tracker
 from numamig.compute import rpcapi as compute_rpcapi
@@ -36,18 +37,23 @@ class ComputeManager:
         """:param service_version: the release this agent behaves as.
 
         Below NUMA_LIVE_MIGRATION_VERSION the agent neither offers nor
-        takes part in NUMA-aware live migration and serves API 1.0 only:
-        a testing aid for mixed-version clouds.
+        takes part in NUMA-aware live migration and serves API 1.0 only
+        (see numamig.compute.releases): a testing aid for mixed-version
+        clouds. The service gives such an agent RPC clients and a server
+        of that release too.
+
+        :raises InvalidConfiguration: unknown service version.
         """
         self.host = host
         self.driver = driver
         self.conductor = conductor_api
         self.compute_api = compute_api
+        self.release = releases.for_service_version(service_version)
         self.service_version = service_version
-        self.numa_live_migration = (
-            service_version >= service_obj.NUMA_LIVE_MIGRATION_VERSION)
-        if not self.numa_live_migration:
-            self.target = messaging.Target(version='1.0')
+        self.numa_live_migration = self.release.numa_live_migration
+        if not self.release.is_current:
+            self.target = messaging.Target(
+                version=self.release.compute_api_version)
         self.tracker = resource_tracker.ResourceTracker(
             host, driver, conductor_api, strategy=strategy)
         self._outgoing = {}

@@ -10,7 +10,13 @@ setting only what it can know (see the spec's upgrade table):
 * the source keeps its own flag only when the destination offered it and
   the source can itself send 1.1 to the destination;
 * the destination claims only when both flags came back set, and the
-  source rewrites the XML only when ``dst_numa_info`` is present.
+  source rewrites the XML only when ``dst_numa_info`` is present;
+* the destination answers in the version it was asked in: a conductor
+  that sent API 1.0 gets LiveMigrateData 1.0 back.
+
+An agent running as the release before (``agent.numa_live_migration``
+false) takes the branches that release had: no offer, no claim, no
+claim drop, and no old-path decision to log.
 """
 
 import logging
@@ -18,6 +24,8 @@ import logging
 from numamig import exception
 from numamig import objects
 from numamig.compute import claims
+from numamig.compute import releases
+from numamig.compute import rpcapi as compute_rpcapi
 
 LOG = logging.getLogger(__name__)
 
@@ -35,12 +43,19 @@ def check_destination(agent, ctxt, instance, source_host, migration_uuid,
                                        migration_uuid, migration)
     migrate_data = agent.compute_api.check_can_live_migrate_source(
         ctxt, instance, dest_check_data)
+    if migration is None:
+        # The conductor spoke API 1.0: it reads LiveMigrateData 1.0 only.
+        _log_no_offer(agent, migration_uuid,
+                      "the conductor sent compute API 1.0 (no claim "
+                      "parameters)")
+        return releases.backported(
+            migrate_data, releases.lmd_version_for_api('1.0'))
     if not (migrate_data.get('src_supports_numa_live_migration') and
             dest_check_data.dst_supports_numa_live_migration):
-        if dest_check_data.dst_supports_numa_live_migration:
-            LOG.info("%s: source %s cannot take part in NUMA-aware live "
-                     "migration of %s; taking the old path", agent.host,
-                     source_host, instance.uuid)
+        _log_no_offer(agent, migration_uuid,
+                      f"source {source_host} cannot take part (older "
+                      f"release, or capped below "
+                      f"{compute_rpcapi.NUMA_LIVE_MIGRATION_VERSION})")
         return migrate_data
     claim = claims.move_claim(agent.tracker, agent.conductor, ctxt,
                               instance, migration, limits)
@@ -52,6 +67,12 @@ def check_destination(agent, ctxt, instance, source_host, migration_uuid,
             drop_claim(agent, ctxt, instance, migration.uuid)
             raise
     return migrate_data
+
+
+def _log_no_offer(agent, migration_uuid, reason):
+    if agent.numa_live_migration:
+        releases.log_old_path(agent.host, migration_uuid,
+                              releases.OLD_PATH_NUMA_INFO, reason)
 
 
 def _check_not_here(agent, instance):
@@ -129,7 +150,9 @@ def rollback_at_destination(agent, ctxt, instance, migration):
     """Undo what this host prepared: the guest copy and any claim.
 
     Dropping the claim here too is the old path: a source from the
-    release before never calls drop_move_claim_at_destination.
+    release before never calls drop_move_claim_at_destination. When this
+    host holds a claim the source is new and asks for the drop as well
+    (idempotent); when it holds none, only this old path remains.
     """
     if instance.host != agent.host and \
             instance.uuid in agent.driver.list_guests():
@@ -137,6 +160,13 @@ def rollback_at_destination(agent, ctxt, instance, migration):
                  "(migration %s rolled back)", agent.host, instance.uuid,
                  migration.uuid)
         agent.driver.destroy(instance.uuid)
+    if not agent.numa_live_migration:
+        return  # the release before took no claim for a migration
+    if agent.tracker.get_claim(migration.uuid) is None:
+        releases.log_old_path(
+            agent.host, migration.uuid, releases.OLD_PATH_DEST_DROP,
+            "no claim held; the rollback drops any record of one, as "
+            "no drop request comes when none was taken")
     drop_claim(agent, ctxt, instance, migration.uuid)
 
 

@@ -25,6 +25,7 @@ import threading
 import time
 
 from numamig import exception
+from numamig.compute import releases
 from numamig.objects import fields
 
 LOG = logging.getLogger(__name__)
@@ -46,11 +47,11 @@ def check_source(agent, ctxt, instance, dest_check_data):
             reason=f"instance {instance.uuid} is not running on source "
                    f"host {agent.host}")
     migrate_data = dest_check_data.obj_clone()
-    migrate_data.src_supports_numa_live_migration = bool(
-        dest_check_data.get('dst_supports_numa_live_migration') and
-        agent.numa_live_migration and
-        agent.compute_api.supports_numa_live_migration())
-    return migrate_data
+    if agent.numa_live_migration:
+        migrate_data.src_supports_numa_live_migration = bool(
+            dest_check_data.get('dst_supports_numa_live_migration') and
+            agent.compute_api.supports_numa_live_migration())
+    return releases.backported(migrate_data, dest_check_data.VERSION)
 
 
 class SourceMigration:
@@ -124,11 +125,14 @@ class SourceMigration:
             self.ctxt, self.instance, self.migrate_data)
         numa_info = self.migrate_data.dst_numa_info if self.numa_path \
             else None
-        if numa_info is None and self.instance.get('numa_topology'):
-            LOG.warning("%s: migrating NUMA instance %s with its XML "
-                        "unchanged (old path): its pins are not "
-                        "recomputed for %s", agent.host, self.instance.uuid,
-                        self.migration.dest_host)
+        if numa_info is None and self.instance.get('numa_topology') and \
+                agent.numa_live_migration:
+            releases.log_old_path(
+                agent.host, self.migration.uuid, releases.OLD_PATH_XML,
+                f"destination {self.migration.dest_host} sent no NUMA "
+                f"objects; the XML of NUMA instance {self.instance.uuid} "
+                f"is copied unchanged, its pins not recomputed",
+                level=logging.WARNING)
         return agent.driver.get_destination_xml(self.instance.uuid,
                                                 numa_info)
 
@@ -166,8 +170,13 @@ class SourceMigration:
             self.ctxt, self.instance, self.migration)
         if self.numa_path:
             agent.tracker.drop_instance(self.instance.uuid)
-        # else the old path: the periodic recompute drops it once the
-        # records say the instance lives elsewhere.
+        elif agent.numa_live_migration:
+            # The periodic recompute drops it once the records say the
+            # instance lives elsewhere, as the release before relied on.
+            releases.log_old_path(
+                agent.host, self.migration.uuid,
+                releases.OLD_PATH_SOURCE_DROP,
+                "left to the next usage recompute")
         self._set_status(STATUS.COMPLETED)
         LOG.info("%s: migration %s of %s to %s completed", agent.host,
                  self.migration.uuid, self.instance.uuid,

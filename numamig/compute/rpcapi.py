@@ -5,11 +5,26 @@ receiving agent may be sent (the ``[upgrade_levels] compute`` cap), drops
 what an older agent would not understand, and calls or casts. The object
 versions each API version carries are declared in OBJECT_VERSIONS so that
 a capped client backports the objects too.
+
+In a rolling upgrade nobody tells a sender which release its peer runs,
+so the version of each message comes from what the sender can know:
+
+* a call an older agent refuses (UnsupportedVersion, raised by its RPC
+  dispatcher before any endpoint runs) is sent again at API 1.0 with its
+  objects backported;
+* a message carrying LiveMigrateData goes at the API version of that
+  object's version: the object was built by the destination and passed
+  through the source, so its version is the oldest either speaks.
 """
 
+import logging
+
 import oslo_messaging as messaging
+from oslo_utils import versionutils
 
 from numamig import rpc
+
+LOG = logging.getLogger(__name__)
 
 TOPIC = 'numamig-compute'
 
@@ -64,11 +79,14 @@ class ComputeAPI:
     VERSION = '1.1'
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
-                 exchange=None):
+                 exchange=None, release_objects=None):
         """:param version_cap: highest API version to send; None: newest.
 
         :param topic, exchange: where the agents listen (tests and
             embedded deployments sharing a broker use their own).
+        :param release_objects: object versions of the older release the
+            caller runs as (a testing aid): the newest accepted in
+            answers. None: this release's.
         """
         self.version_cap = version_cap
         target = messaging.Target(topic=topic, exchange=exchange,
@@ -76,7 +94,13 @@ class ComputeAPI:
         self.client = rpc.get_client(
             transport, target, version_cap=version_cap,
             version_manifest=rpc.manifest_for_cap(OBJECT_VERSIONS,
-                                                  version_cap))
+                                                  version_cap),
+            known_versions=release_objects)
+        # For peers that refuse a newer API: everything backported to 1.0.
+        self._client_1_0 = rpc.get_client(
+            transport, target, version_cap='1.0',
+            version_manifest=OBJECT_VERSIONS['1.0'],
+            known_versions=release_objects)
 
     @classmethod
     def from_conf(cls, conf, transport, **kwargs):
@@ -88,11 +112,30 @@ class ComputeAPI:
         """Whether this client may send the NUMA-aware live migration API."""
         return self.client.can_send_version(NUMA_LIVE_MIGRATION_VERSION)
 
-    def _prepare(self, host, version='1.0', timeout=None):
+    def _prepare(self, host, version='1.0', timeout=None, client=None):
         kwargs = {'server': host, 'version': version}
         if timeout is not None:
             kwargs['timeout'] = timeout
-        return self.client.prepare(**kwargs)
+        return (client or self.client).prepare(**kwargs)
+
+    def _call(self, ctxt, host, version, method, timeout=None,
+              kwargs_1_0=None, **kwargs):
+        """Call ``method`` at ``version``; at 1.0 if ``host`` refuses it.
+
+        :param kwargs_1_0: the arguments API 1.0 takes, when they differ.
+        """
+        try:
+            return self._prepare(host, version, timeout).call(
+                ctxt, method, **kwargs)
+        except messaging.UnsupportedVersion:
+            if version == '1.0':
+                raise
+        LOG.info("Compute host %s does not serve API %s (an agent of the "
+                 "release before NUMA-aware live migration); %s sent again "
+                 "at 1.0", host, version, method)
+        cctxt = self._prepare(host, '1.0', timeout, client=self._client_1_0)
+        return cctxt.call(ctxt, method, **(
+            kwargs if kwargs_1_0 is None else kwargs_1_0))
 
     # -- live migration, destination side ---------------------------------
 
@@ -108,18 +151,20 @@ class ComputeAPI:
         """
         kwargs = {'instance': instance, 'source_host': instance.host,
                   'migration_uuid': migration.uuid}
-        version = '1.0'
-        if self.supports_numa_live_migration():
-            version = NUMA_LIVE_MIGRATION_VERSION
-            kwargs.update(migration=migration, limits=limits)
-        cctxt = self._prepare(dest_host, version, timeout)
-        return cctxt.call(ctxt, 'check_can_live_migrate_destination',
-                          **kwargs)
+        if not self.supports_numa_live_migration():
+            return self._call(ctxt, dest_host, '1.0',
+                              'check_can_live_migrate_destination',
+                              timeout, **kwargs)
+        return self._call(ctxt, dest_host, NUMA_LIVE_MIGRATION_VERSION,
+                          'check_can_live_migrate_destination', timeout,
+                          kwargs_1_0=dict(kwargs), migration=migration,
+                          limits=limits, **kwargs)
 
     def pre_live_migration(self, ctxt, instance, migrate_data):
         """Let the destination get ready; returns updated migrate data."""
-        cctxt = self._prepare(migrate_data.dest_host, self._lmd_version())
-        return cctxt.call(ctxt, 'pre_live_migration', instance=instance,
+        return self._call(ctxt, migrate_data.dest_host,
+                          self._lmd_version(migrate_data),
+                          'pre_live_migration', instance=instance,
                           migrate_data=migrate_data)
 
     def post_live_migration_at_destination(self, ctxt, instance, migration):
@@ -160,13 +205,19 @@ class ComputeAPI:
 
     def check_can_live_migrate_source(self, ctxt, instance, dest_check_data):
         """Ask the source to confirm and add its own data."""
-        cctxt = self._prepare(instance.host, self._lmd_version())
-        return cctxt.call(ctxt, 'check_can_live_migrate_source',
+        return self._call(ctxt, instance.host,
+                          self._lmd_version(dest_check_data),
+                          'check_can_live_migrate_source',
                           instance=instance, dest_check_data=dest_check_data)
 
     def live_migration(self, ctxt, instance, migration, migrate_data):
-        """Start the migration on the source (cast: it runs for long)."""
-        cctxt = self._prepare(migration.source_host, self._lmd_version())
+        """Start the migration on the source (cast: it runs for long).
+
+        A cast gets no refusal back, so its version follows
+        ``migrate_data``: an old source only ever sees API 1.0 here.
+        """
+        cctxt = self._prepare(migration.source_host,
+                              self._lmd_version(migrate_data))
         cctxt.cast(ctxt, 'live_migration', instance=instance,
                    migration=migration, migrate_data=migrate_data)
 
@@ -203,9 +254,17 @@ class ComputeAPI:
         return self._prepare(host).call(ctxt, 'get_domain_xml',
                                         instance_uuid=instance_uuid)
 
-    def _lmd_version(self):
-        # Methods carrying LiveMigrateData go out at the newest version the
-        # cap allows, so that the object is backported to match.
-        if self.supports_numa_live_migration():
+    def _lmd_version(self, migrate_data):
+        """The API version to carry ``migrate_data`` at.
+
+        The newest the cap allows whose LiveMigrateData is not newer than
+        the object: an object in an old peer's version goes at that
+        peer's API version.
+        """
+        as_tuple = versionutils.convert_version_to_tuple
+        numa = OBJECT_VERSIONS[NUMA_LIVE_MIGRATION_VERSION]
+        if self.supports_numa_live_migration() and \
+                as_tuple(migrate_data.VERSION) >= \
+                as_tuple(numa['LiveMigrateData']):
             return NUMA_LIVE_MIGRATION_VERSION
         return '1.0'

@@ -14,6 +14,7 @@ from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import objects
+from numamig.compute import releases
 from numamig.conductor import records
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor.tasks import build
@@ -23,6 +24,7 @@ from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.objects import fields
+from numamig.objects import service as service_obj
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
@@ -42,11 +44,17 @@ class ConductorManager:
     :param settings: dict of migrate_max_retries, check_timeout (s),
         limits (NUMALimits or None) and
         enable_numa_live_migration_workaround.
+    :param service_version: the release the conductor runs as (a testing
+        aid): the release before NUMA-aware live migration had no check
+        of the compute hosts' versions.
     """
 
     target = messaging.Target(version=conductor_rpcapi.ConductorAPI.VERSION)
 
-    def __init__(self, db, cache, scheduler, compute_api, settings):
+    def __init__(self, db, cache, scheduler, compute_api, settings,
+                 service_version=None):
+        self.release = releases.for_service_version(
+            service_version or service_obj.SERVICE_VERSION)
         self.db = db
         self.cache = cache
         self.scheduler = scheduler

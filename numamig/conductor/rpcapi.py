@@ -43,19 +43,23 @@ class ConductorAPI:
     VERSION = '1.0'
 
     def __init__(self, transport, version_cap=None, timeout=None,
-                 topic=TOPIC, exchange=None):
+                 topic=TOPIC, exchange=None, release_objects=None):
         """:param timeout: default seconds to wait for an answer.
 
         :param topic, exchange: where the conductor listens (tests and
             embedded deployments sharing a broker use their own).
+        :param release_objects: object versions of the older release the
+            caller runs as (a testing aid): sent, and the newest accepted
+            in answers. None: this release's.
         """
         target = messaging.Target(topic=topic, exchange=exchange,
                                   version='1.0')
         self.timeout = timeout
+        manifest = release_objects or rpc.manifest_for_cap(OBJECT_VERSIONS,
+                                                           version_cap)
         self.client = rpc.get_client(
             transport, target, version_cap=version_cap,
-            version_manifest=rpc.manifest_for_cap(OBJECT_VERSIONS,
-                                                  version_cap))
+            version_manifest=manifest, known_versions=release_objects)
 
     @classmethod
     def from_conf(cls, conf, transport, **kwargs):

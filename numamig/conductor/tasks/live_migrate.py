@@ -88,7 +88,10 @@ class LiveMigrationTask(base.TaskBase):
         self.conductor.cache.check_up(self.migration.source_host)
 
     def _check_numa_live_migration_supported(self):
-        if self.instance.get('numa_topology') is None:
+        if self.instance.get('numa_topology') is None or \
+                not self.conductor.release.numa_live_migration:
+            # A conductor of the release before had no such check: it
+            # copied the XML of every guest.
             return
         version = service_obj.NUMA_LIVE_MIGRATION_VERSION
         old = sorted(s.host for s in self.conductor.cache.host_states()
@@ -182,8 +185,11 @@ class LiveMigrationTask(base.TaskBase):
                 expected=[STATUS.ACCEPTED],
                 detail=f"destination {self.migration.dest_host} claimed")
         except exception.InvalidStatusTransition:
-            self.conductor.compute_api.drop_move_claim_at_destination(
-                self.ctxt, self.instance, self.migration)
+            # Cancelled meanwhile: drop the claim, if one was taken (an
+            # old destination has neither a claim nor the drop method).
+            if migrate_data.get('dst_numa_info') is not None:
+                self.conductor.compute_api.drop_move_claim_at_destination(
+                    self.ctxt, self.instance, self.migration)
             raise
         self.conductor.compute_api.live_migration(
             self.ctxt, self.instance, self.migration, migrate_data)
