@@ -66,6 +66,8 @@ def fit(host_topology, request, limits=None, strategy='spread',
     isolate = emulator_policy == fields.CPUEmulatorThreadsPolicy.ISOLATE
     demands = [cellfit.demand_of(g, int(isolate and g.id == 0), pagesize_kb)
                for g in guests]
+    if limits is not None:
+        limits = hostview.LimitsView(limits)
     table, failure = _fit_table(hosts, cores, guests, demands, limits)
     if failure:
         return FitResult(False, reason=failure)

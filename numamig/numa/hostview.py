@@ -17,6 +17,7 @@ Pool = collections.namedtuple('Pool', ('size_kb', 'total', 'used',
 _HOST_FIELDS = ('id', 'cpuset', 'pcpuset', 'pinned_cpus', 'siblings',
                 'memory_mb', 'memory_usage_mb', 'cpu_usage', 'mempages')
 _POOL_FIELDS = ('size_kb', 'total', 'used', 'reserved')
+_LIMIT_FIELDS = ('cpu_allocation_ratio', 'ram_allocation_ratio')
 _GUEST_FIELDS = ('id', 'cpuset', 'pcpuset', 'memory_mb', 'pagesize',
                  'cpu_policy', 'cpu_thread_policy', 'realtime_vcpus')
 
@@ -42,6 +43,7 @@ def reader(names):
 _read_host = reader(_HOST_FIELDS)
 _read_pool = reader(_POOL_FIELDS)
 _read_guest = reader(_GUEST_FIELDS)
+_read_limits = reader(_LIMIT_FIELDS)
 
 
 class CellView:
@@ -77,3 +79,18 @@ class GuestView:
         (self.id, self.cpuset, self.pcpuset, self.memory_mb, self.pagesize,
          self.cpu_policy, self.cpu_thread_policy,
          self.realtime_vcpus) = _read_guest(guest_cell)
+
+
+class LimitsView:
+    """The ratios of a NUMALimits, read once, with its ``get``."""
+
+    __slots__ = _LIMIT_FIELDS
+
+    def __init__(self, limits):
+        (self.cpu_allocation_ratio,
+         self.ram_allocation_ratio) = _read_limits(limits)
+
+    def get(self, name, default=None):
+        """Return a ratio, or ``default`` when it is None."""
+        value = getattr(self, name)
+        return default if value is None else value
