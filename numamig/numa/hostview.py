@@ -1,4 +1,4 @@
-"""Plain, read-only snapshots of the cells a fit reads.
+"""Plain, read-only snapshots of the cells and limits a fit reads.
 
 Reading a versioned object's field goes through OVO's property machinery
 (a Python call with hasattr and getattr, about a microsecond each); a fit

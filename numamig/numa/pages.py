@@ -63,8 +63,8 @@ def small_page_memory(host_cell):
 def _free_pages(host_cell, pool):
     """Return the pages of ``pool`` a guest may take.
 
-    For the smallest pool, no more than the memory guests without a page
-    size have left of it (module docstring).
+    For the smallest pool, no more than its memory has left once guests
+    without a page size are counted too (module docstring).
     """
     if pool.size_kb != min(p.size_kb for p in host_cell.mempages):
         return pool.free
