@@ -6,6 +6,7 @@ read, so each RPC API declares which object versions each of its versions
 carries and the client's serializer backports to that manifest.
 """
 
+from oslo_config import cfg
 import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
 from oslo_versionedobjects import base as ovo_base
@@ -29,14 +30,20 @@ _TRANSPORTS = {}
 def get_transport(conf, url=None):
     """Return the (cached) RPC transport for ``url`` or the configured one."""
     conf_opts.update_library_defaults()
-    # Keyed by the caller's URL (None: whatever [DEFAULT] transport_url
-    # says): reading conf.transport_url here would fail before
-    # oslo.messaging has registered it.
-    key = url or 'default'
+    key = url or _configured_url(conf) or 'default'
     if key not in _TRANSPORTS:
         _TRANSPORTS[key] = messaging.get_rpc_transport(
             conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
     return _TRANSPORTS[key]
+
+
+def _configured_url(conf):
+    # oslo.messaging registers transport_url only when it first builds a
+    # transport; before that the option simply is not there.
+    try:
+        return conf.transport_url
+    except cfg.NoSuchOptError:
+        return None
 
 
 def cleanup():
