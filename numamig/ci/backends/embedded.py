@@ -27,6 +27,7 @@ from numamig import embedded
 from numamig import exception
 from numamig import service
 from numamig.ci.backends import base
+from numamig.ci.backends import remote
 from numamig.conf import CONF
 
 ALL_2CELL = frozenset(range(16))
@@ -69,15 +70,17 @@ class EmbeddedBackend(base.Backend):
         self.transport_url = transport_url
         self.deployment = None
         self._state_dir = None
+        self._names = None
 
     def start(self):
         self._state_dir = tempfile.mkdtemp(prefix='numamig-ci-')
-        suffix = f"ci-{uuidutils.generate_uuid()[:8]}"
+        self._names = service.RPCNames(
+            suffix=f"ci-{uuidutils.generate_uuid()[:8]}")
         definitions = host_definitions()
         self.deployment = embedded.EmbeddedDeployment(
             definitions, transport_url=self.transport_url,
             state_dir=self._state_dir,
-            names=service.RPCNames(suffix=suffix),
+            names=self._names,
             report_interval=3600, call_timeout=60)
         self.deployment.start()
         self.api = self.deployment.api
@@ -92,6 +95,8 @@ class EmbeddedBackend(base.Backend):
     def stop(self):
         if self.deployment is not None:
             self.deployment.stop()
+            remote.delete_queues(self.transport_url, self._names,
+                                 ['conductor'] + list(self.hosts))
             self.deployment = None
         if self._state_dir:
             shutil.rmtree(self._state_dir, ignore_errors=True)

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 
-from oslo_log import log as logging
 from oslo_utils import uuidutils
 
 from numamig import cpuspec
@@ -32,7 +31,6 @@ from numamig.ci import libvirt_hosts
 from numamig.ci.backends import remote
 from numamig.db import api as db_api
 
-LOG = logging.getLogger(__name__)
 DEFAULT_TRANSPORT = 'rabbit://guest:guest@127.0.0.1:5672/'
 REPORT_INTERVAL_S = 1
 START_TIMEOUT_S = 90
@@ -137,33 +135,13 @@ class LocalLibvirtBackend(remote.RemoteBackend):
         for host in self.libvirt.values():
             host.stop()
         if self.libvirt:
-            self._delete_queues()
+            remote.delete_queues(
+                self.transport_url,
+                service.RPCNames(suffix=self.control_exchange),
+                ['ci-conductor'] + list(self.libvirt), self.control_exchange)
         self.libvirt = {}
         if not self._keep_state:
             shutil.rmtree(self.state_dir, ignore_errors=True)
-
-    def _delete_queues(self):
-        # oslo.messaging's topic queues outlive their consumers; a run
-        # must not leave its exchange and queues in the local broker.
-        if not self.transport_url.startswith('rabbit'):
-            return
-        import kombu
-        names = service.RPCNames(suffix=self.control_exchange)
-        servers = ['ci-conductor'] + list(self.libvirt)
-        queues = [names.conductor_topic, names.compute_topic] + [
-            f'{topic}.{server}' for topic in (names.conductor_topic,
-                                              names.compute_topic)
-            for server in servers]
-        url = 'amqp' + self.transport_url[len('rabbit'):]
-        try:
-            with kombu.Connection(url, connect_timeout=5) as conn:
-                channel = conn.channel()
-                for queue in queues:
-                    channel.queue_delete(queue)
-                channel.exchange_delete(self.control_exchange)
-        except Exception as exc:  # noqa: BLE001 - best effort clean-up
-            LOG.warning("numamig-ci: could not delete the run's RabbitMQ "
-                        "queues: %s", exc)
 
     def vcpu_affinity(self, host, uuid):
         name = self.guests(host)[uuid]

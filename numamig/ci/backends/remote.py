@@ -130,3 +130,28 @@ def _capabilities(uri):
         return conn.getCapabilities()
     finally:
         conn.close()
+
+
+def delete_queues(transport_url, names, servers, exchange=None):
+    """Delete the RabbitMQ queues (and exchange) a run's services made.
+
+    oslo.messaging's topic queues outlive their consumers; a harness run
+    must not leave its queues behind in the broker. Best effort: a
+    failure is logged, not raised.
+    """
+    if not transport_url.startswith('rabbit'):
+        return
+    import kombu
+    topics = (names.conductor_topic, names.compute_topic)
+    queues = list(topics) + [f'{t}.{s}' for t in topics for s in servers]
+    try:
+        with kombu.Connection('amqp' + transport_url[len('rabbit'):],
+                              connect_timeout=5) as conn:
+            channel = conn.channel()
+            for queue in queues:
+                channel.queue_delete(queue)
+            if exchange:
+                channel.exchange_delete(exchange)
+    except Exception as exc:  # noqa: BLE001 - best effort clean-up
+        LOG.warning("numamig-ci: could not delete the run's RabbitMQ "
+                    "queues: %s", exc)

@@ -1,0 +1,74 @@
+"""numamig-ci on the embedded tier: every scenario passes, and a driver
+that copies the source XML is caught.
+
+The passing run goes through the installed console script, over
+RabbitMQ when it is up (fake:// costs ~50 ms per call otherwise); the
+broken run is in-process so the test can break the driver.
+"""
+
+import io
+import os
+import subprocess
+import sys
+
+import fixtures
+from lxml import etree
+
+from numamig.cmd import ci as cmd_ci
+from tests import base
+from tests.fixtures import rpc as rpc_fixture
+
+RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
+
+
+def _transport():
+    return 'fake://' if rpc_fixture.rabbit_unreachable_reason() else RABBIT
+
+
+class EmbeddedHarnessTest(base.TestCase):
+
+    def test_every_scenario_passes(self):
+        out = self.useFixture(fixtures.TempDir()).path
+        junit, stream = f'{out}/ci.xml', f'{out}/ci.subunit'
+        script = os.path.join(os.path.dirname(sys.executable), 'numamig-ci')
+        run = subprocess.run(
+            [script, '--embedded', '--transport-url', _transport(),
+             '--junit', junit, '--subunit', stream],
+            capture_output=True, text=True, timeout=240)
+        self.assertEqual(0, run.returncode, run.stdout + run.stderr)
+        self.assertIn('numamig-ci: 16 passed, 0 failed, 1 skipped',
+                      run.stdout)
+        suite = etree.parse(junit).getroot()
+        self.assertEqual(('17', '0', '0', '1'), tuple(
+            suite.get(k) for k in ('tests', 'failures', 'errors',
+                                   'skipped')))
+        stats = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable), 'subunit-stats')],
+            stdin=open(stream, 'rb'), capture_output=True, text=True)
+        self.assertIn('Passed tests:', stats.stdout)
+        self.assertIn('16', stats.stdout.split('Passed tests:')[1]
+                      .splitlines()[0])
+
+
+class BrokenDriverTest(base.TestCase):
+    """A source that sends its own XML instead of the rewritten one."""
+
+    def test_copied_xml_fails_with_the_element_named(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig.virt.libvirt.driver.LibvirtDriver.get_destination_xml',
+            lambda drv, uuid, info: drv.get_domain_xml(uuid)))
+        out = io.StringIO()
+        code = cmd_ci.main(['--embedded', '--transport-url', _transport(),
+                            '--scenario', 'pins-recomputed',
+                            '--scenario', 'collocation'], stdout=out)
+        text = out.getvalue()
+        self.assertEqual(cmd_ci.EXIT_FAILED, code, text)
+        self.assertIn('FAIL pins-recomputed', text)
+        self.assertIn('FAIL collocation', text)
+        self.assertRegex(
+            text, r"guest ci-mover-\w+ on host host-b: live "
+                  r"<vcpupin vcpu='0'>: expected \d+, actual \d+")
+        self.assertRegex(
+            text, r"live <emulatorpin>: expected 1,4,9,12, actual "
+                  r"0,4,8,12")
+        self.assertIn('numamig-ci: 0 passed, 2 failed, 0 skipped', text)
