@@ -183,15 +183,22 @@ class ComputeAPI:
     def drop_move_claim_at_destination(self, ctxt, instance, migration):
         """Drop the destination's move claim (idempotent).
 
-        :returns: False without sending anything when the cap forbids
-            1.1: an agent that old never took a claim to drop.
+        :returns: False when the cap forbids 1.1 (nothing is sent) or
+            the destination refuses it: an agent that old never took a
+            claim to drop.
         """
         if not self.supports_numa_live_migration():
             return False
         cctxt = self._prepare(migration.dest_host,
                               NUMA_LIVE_MIGRATION_VERSION)
-        cctxt.call(ctxt, 'drop_move_claim_at_destination',
-                   instance=instance, migration=migration)
+        try:
+            cctxt.call(ctxt, 'drop_move_claim_at_destination',
+                       instance=instance, migration=migration)
+        except messaging.UnsupportedVersion:
+            LOG.info("Compute host %s does not serve API %s: it took no "
+                     "claim for migration %s to drop", migration.dest_host,
+                     NUMA_LIVE_MIGRATION_VERSION, migration.uuid)
+            return False
         return True
 
     def accept_emulated_migration(self, ctxt, instance, migration, dest_xml):

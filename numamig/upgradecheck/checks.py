@@ -135,6 +135,11 @@ def check_upgrade_levels(conf, sources):
                         f"live migration: destinations neither claim nor "
                         f"re-pin. Remove the cap once every compute host "
                         f"is upgraded")
+    pretend = conf.testing.pretend_service_version
+    if pretend is not None and pretend < service_obj.SERVICE_VERSION:
+        warnings.append(f"[testing] pretend_service_version = {pretend} "
+                        f"runs this node's services as an older release "
+                        f"(a testing aid): unset it outside tests")
     if problems:
         return Result(FAILURE, '; '.join(problems + warnings))
     if warnings:

@@ -98,6 +98,28 @@ class UpgradeLevelsTestCase(cli_base.CLITestCase):
         self.assertIn(self.fragment, entry['details'])
 
 
+class PretendServiceVersionTestCase(cli_base.CLITestCase):
+    """[testing] pretend_service_version, a testing aid, is reported."""
+
+    main = staticmethod(status.main)
+
+    scenarios = [
+        ('unset', {'version': None, 'code': 0, 'fragment': 'no cap'}),
+        ('current', {'version': 2, 'code': 0, 'fragment': 'no cap'}),
+        ('older', {'version': 1, 'code': 1,
+                   'fragment': 'pretend_service_version = 1 runs'}),
+    ]
+
+    def test_pretend(self):
+        self.add_report('cn1')
+        self.flags(group='testing', pretend_service_version=self.version)
+        code, out, _ = self.run_cli('upgrade', 'check', '--format', 'json')
+        entry = {c['check']: c for c in json.loads(out)['checks']}[
+            'RPC version caps']
+        self.assertEqual((self.code, self.code), (entry['code'], code))
+        self.assertIn(self.fragment, entry['details'])
+
+
 class ConfigurationCheckTestCase(cli_base.CLITestCase):
 
     main = staticmethod(status.main)
