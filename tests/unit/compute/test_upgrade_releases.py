@@ -7,8 +7,10 @@ import testscenarios
 
 from numamig import exception
 from numamig import rpc
+from numamig import service
 from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
+from numamig.conf import CONF
 from numamig.conf import testing as conf_testing
 from numamig.objects import live_migrate_data
 from numamig.objects import service as service_obj
@@ -50,6 +52,10 @@ class ReleaseTableTest(base.TestCase):
         self.assertEqual(OLD.compute_methods, manager_methods)
         self.assertNotIn('drop_move_claim_at_destination',
                          OLD.compute_methods)
+
+    def test_option_refuses_version_0(self):
+        self.assertRaises(ValueError, self.flags, group='testing',
+                          pretend_service_version=0)
 
     def test_unknown_service_version(self):
         self.assertRaisesMessage(
@@ -150,3 +156,25 @@ class LogOldPathTest(base.TestCase):
                               'because')
         self.assertEqual("dst: migration mig-1: old path for the "
                          "destination claim drop: because\n", logs.output)
+
+
+class ServiceVersionFromConfTest(base.TestCase):
+    """The daemons' testing aid: [testing] pretend_service_version."""
+
+    scenarios = [
+        ('unset', {'option': None, 'expected': service_obj.SERVICE_VERSION,
+                   'warned': False}),
+        ('current', {'option': service_obj.SERVICE_VERSION,
+                     'expected': service_obj.SERVICE_VERSION,
+                     'warned': False}),
+        ('older', {'option': 1, 'expected': 1, 'warned': True}),
+    ]
+
+    def test_version(self):
+        logs = self.useFixture(fixtures.FakeLogger(name='numamig.service',
+                                                   level=logging.WARNING))
+        self.flags(group='testing', pretend_service_version=self.option)
+        self.assertEqual(self.expected,
+                         service.service_version_from_conf(CONF))
+        self.assertEqual(self.warned,
+                         'runs as an older release' in logs.output)
