@@ -19,11 +19,13 @@ the guest), and say so in their logs.
 import dataclasses
 import logging
 import os
+import sys
 import tempfile
 import threading
 import time
 
 from numamig import context as nm_context
+from numamig import crash
 from numamig import exception
 from numamig import rpc
 from numamig import service
@@ -36,8 +38,29 @@ from numamig.virt.libvirt import settings as lv_settings
 
 LOG = logging.getLogger(__name__)
 
-HOSTS_DIR = os.path.abspath(os.path.join(
-    os.path.dirname(__file__), '..', 'etc', 'numamig', 'hosts'))
+
+
+def _find_hosts_dir():
+    """Where the shipped capabilities files are.
+
+    In a source checkout they sit beside the package; an installed wheel
+    puts its data files under the installation prefix (the virtualenv,
+    or /usr/local); packagers may move them to /etc/numamig.
+    """
+    candidates = [
+        os.path.join(os.path.dirname(__file__), '..', 'etc', 'numamig',
+                     'hosts'),
+        os.path.join(sys.prefix, 'etc', 'numamig', 'hosts'),
+        os.path.join(sys.base_prefix, 'etc', 'numamig', 'hosts'),
+        '/etc/numamig/hosts',
+    ]
+    for candidate in candidates:
+        if os.path.isfile(os.path.join(candidate, 'test-node.xml')):
+            return os.path.abspath(candidate)
+    return os.path.abspath(candidates[0])
+
+
+HOSTS_DIR = _find_hosts_dir()
 # Every test:///<node file> open is an independent, empty test host.
 TEST_NODE_FILE = os.path.join(HOSTS_DIR, 'test-node.xml')
 
@@ -95,13 +118,16 @@ class EmbeddedDeployment:
         ``[upgrade_levels] compute``.
     :param conductor_service_version: the release the conductor runs as
         (a testing aid for mixed-version clouds; see doc/upgrades.rst).
+    :param sweep_interval: seconds between the conductor's looks for
+        stalled migrations.
     """
 
     def __init__(self, hosts, transport_url='fake://', db_url=None,
                  state_dir=None, names=None, conductor_settings=None,
                  report_interval=60, call_timeout=120,
                  conductor_compute_version_cap=None,
-                 conductor_service_version=service_obj.SERVICE_VERSION):
+                 conductor_service_version=service_obj.SERVICE_VERSION,
+                 sweep_interval=60):
         names_seen = [h.name for h in hosts]
         if len(set(names_seen)) != len(names_seen):
             raise exception.Invalid(
@@ -118,11 +144,15 @@ class EmbeddedDeployment:
         self.call_timeout = call_timeout
         self.conductor_compute_version_cap = conductor_compute_version_cap
         self.conductor_service_version = conductor_service_version
+        self.sweep_interval = sweep_interval
         self.context = nm_context.get_admin_context()
         self.db = None
         self.conductor = None
         self.agents = {}
         self.api = None
+        self._transport = None
+        # The hypervisors outlive their agents (see crash_agent).
+        self._drivers = {}
 
     def __enter__(self):
         self.start()
@@ -133,15 +163,11 @@ class EmbeddedDeployment:
 
     def start(self):
         """Sync the database, start the conductor, then every agent."""
-        transport = rpc.get_transport(CONF, url=self.transport_url)
+        transport = self._transport = rpc.get_transport(
+            CONF, url=self.transport_url)
         self.db = db_api.Database(self.db_url)
         self.db.sync()
-        self.conductor = service.ConductorService(
-            self.db, transport, names=self.names,
-            settings=self.conductor_settings,
-            compute_version_cap=self.conductor_compute_version_cap,
-            service_version=self.conductor_service_version)
-        self.conductor.start()
+        self._start_conductor()
         self.api = self.names.conductor_api(transport,
                                             timeout=self.call_timeout)
         try:
@@ -155,8 +181,19 @@ class EmbeddedDeployment:
                  ', '.join(self.agents), self.transport_url,
                  self.db.safe_url)
 
+    def _start_conductor(self):
+        self.conductor = service.ConductorService(
+            self.db, self._transport, names=self.names,
+            settings=self.conductor_settings,
+            compute_version_cap=self.conductor_compute_version_cap,
+            service_version=self.conductor_service_version,
+            sweep_interval=self.sweep_interval)
+        self.conductor.start()
+
     def _start_agent(self, host, transport):
-        driver = host.driver()
+        driver = self._drivers.get(host.name)
+        if driver is None:
+            driver = self._drivers[host.name] = host.driver()
         agent = service.ComputeService(
             host.name, driver, transport, names=self.names,
             compute_version_cap=host.compute_version_cap,
@@ -179,6 +216,9 @@ class EmbeddedDeployment:
         for stopper in stoppers:
             stopper.join()
         self.agents = {}
+        for driver in self._drivers.values():  # hosts of crashed agents
+            driver.cleanup_host()
+        self._drivers = {}
         if self.conductor is not None:
             self.conductor.stop()
             self.conductor = None
@@ -186,14 +226,40 @@ class EmbeddedDeployment:
             self.db.dispose()
             self.db = None
 
-    @staticmethod
-    def _stop_agent(agent):
+    def _stop_agent(self, agent):
         try:
             agent.stop()
         except Exception:
             LOG.exception("Stopping compute agent %s failed", agent.host)
         finally:
-            agent.manager.driver.cleanup_host()
+            driver = self._drivers.pop(agent.host, None)
+            if driver is not None:
+                driver.cleanup_host()
+
+    # -- crashes (recovery tests) ----------------------------------------
+
+    def crash_agent(self, name):
+        """Kill the agent of host ``name`` as a crash would (see
+        numamig.crash); its guests keep running. Any thread may call it.
+        """
+        crash.crash_agent(self.agents.pop(name))
+
+    def restart_agent(self, name):
+        """Start a new agent for host ``name`` on the same hypervisor.
+
+        It reconciles with the records at start, as after a real crash.
+        """
+        (host,) = [h for h in self.hosts if h.name == name]
+        self._start_agent(host, self._transport)
+
+    def crash_conductor(self):
+        """Kill the conductor as a crash would; the database survives."""
+        conductor, self.conductor = self.conductor, None
+        crash.crash_conductor(conductor)
+
+    def restart_conductor(self):
+        """Start a new conductor on the same database."""
+        self._start_conductor()
 
     def agent(self, name):
         """The ComputeManager of host ``name``."""

@@ -46,6 +46,12 @@ ensure_pkgs() {
     apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 
+# pip -q still warns about every index location a machine-wide pip.conf
+# names but that does not exist; those lines bury real errors, so drop them.
+pip_quiet() {
+    "$VENV/bin/pip" -q "$@" 2> >(grep -v '^WARNING: Location .* is ignored' >&2)
+}
+
 ensure_venv() {
     if [ ! -x "$VENV/bin/python" ]; then
         log "creating virtualenv $VENV"
@@ -55,9 +61,9 @@ ensure_venv() {
     if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || \
        [ test-requirements.txt -nt "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
         log "installing numamig and its requirements into $VENV"
-        "$VENV/bin/pip" install -q --upgrade pip >/dev/null
-        "$VENV/bin/pip" install -q -r requirements.txt -r test-requirements.txt
-        "$VENV/bin/pip" install -q -e .
+        pip_quiet install --upgrade pip >/dev/null
+        pip_quiet install -r requirements.txt -r test-requirements.txt
+        pip_quiet install -e .
         touch "$stamp"
     fi
 }

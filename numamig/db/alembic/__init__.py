@@ -1,0 +1,1 @@
+"""Schema migrations of the conductor database (alembic environment)."""
