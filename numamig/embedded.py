@@ -203,25 +203,25 @@ class EmbeddedDeployment:
         agent.start()
 
     def stop(self):
-        """Stop every agent (in parallel), then the conductor.
+        """Stop every agent and the conductor, side by side.
 
-        Stopping an RPC server waits for its in-flight requests and, on a
-        real broker, for its consumers to wind down (about a second), so
-        the agents stop side by side.
+        Stopping an RPC server waits for its in-flight requests and for
+        its consumers to wind down (about a second, on fake:// as on a
+        real broker), so the services stop in parallel.
         """
         stoppers = [threading.Thread(target=self._stop_agent, args=(agent,))
                     for agent in self.agents.values()]
+        if self.conductor is not None:
+            stoppers.append(threading.Thread(target=self.conductor.stop))
         for stopper in stoppers:
             stopper.start()
         for stopper in stoppers:
             stopper.join()
         self.agents = {}
+        self.conductor = None
         for driver in self._drivers.values():  # hosts of crashed agents
             driver.cleanup_host()
         self._drivers = {}
-        if self.conductor is not None:
-            self.conductor.stop()
-            self.conductor = None
         if self.db is not None:
             self.db.dispose()
             self.db = None

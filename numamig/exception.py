@@ -366,6 +366,13 @@ class MigrationNotAbortable(Invalid):
     code = 409
 
 
+class InstanceBusy(Invalid):
+    """Raised when an instance cannot be changed while something runs."""
+    msg_fmt = ("Instance %(instance_uuid)s cannot be %(action)s now: "
+               "%(reason)s")
+    code = 409
+
+
 # ---- ci/ (the numamig-ci harness) -------------------------------------------
 
 class CIDeploymentError(NumamigException):

@@ -101,9 +101,10 @@ class PeriodicTask:
             except Exception:
                 LOG.exception("Periodic task %s failed", self._thread.name)
 
-    def stop(self):
+    def stop(self, wait=True):
+        """Stop after the current run; ``wait``: until it has ended."""
         self._stop.set()
-        if self._thread.is_alive() and \
+        if wait and self._thread.is_alive() and \
                 self._thread is not threading.current_thread():
             self._thread.join()
 
@@ -216,9 +217,12 @@ class ConductorService(_RPCService):
                  settings=None, compute_version_cap=None,
                  scheduler_strategy='spread', cell_strategy=None,
                  max_candidates=10,
-                 service_version=service_obj.SERVICE_VERSION):
+                 service_version=service_obj.SERVICE_VERSION,
+                 sweep_interval=60):
         """:param service_version: the release the conductor runs as (a
             testing aid, see numamig.compute.releases).
+        :param sweep_interval: seconds between looks for migrations a
+            dead conductor worker left behind.
         """
         names = names or RPCNames()
         release = releases.for_service_version(service_version)
@@ -235,6 +239,7 @@ class ConductorService(_RPCService):
                                   exchange=names.exchange)
         super().__init__(transport, target, manager, release)
         self.db = db
+        self.sweep_interval = sweep_interval
 
     @classmethod
     def from_conf(cls, conf, db, transport):
@@ -246,16 +251,66 @@ class ConductorService(_RPCService):
                    scheduler_strategy=conf.scheduler.strategy,
                    cell_strategy='pack' if packing else 'spread',
                    max_candidates=conf.scheduler.max_candidates,
-                   service_version=service_version_from_conf(conf))
+                   service_version=service_version_from_conf(conf),
+                   sweep_interval=conf.conductor.stalled_migration_interval)
 
     def start(self):
-        """Check the schema, load the reports, then serve RPC."""
+        """Check the schema, load the reports, end stalled migrations,
+        then serve RPC and look for stalled migrations periodically."""
+        ctxt = nm_context.get_admin_context()
         self.db.check_schema()
         self.manager.load_reports()
-        self.manager.end_orphaned_migrations(nm_context.get_admin_context())
+        self.manager.end_stalled_migrations(ctxt)
         self._start_server()
+        self.periodic = PeriodicTask(
+            self.sweep_interval,
+            lambda: self.manager.end_stalled_migrations(ctxt),
+            name=f'numamig-conductor-{self.rpc_target.server}-sweep')
+        self.periodic.start()
         LOG.info("Conductor %s started (service version %s)",
                  self.rpc_target.server, self.release.service_version)
+
+
+class ConductorWorker(os_service.Service):
+    """One worker process of a multi-worker conductor.
+
+    oslo.service forks the workers; neither a database engine's pooled
+    connections nor an RPC transport survive a fork, so each worker
+    builds its own in ``start`` and runs a ConductorService on them. The
+    workers share the RPC topic (the broker spreads requests over them)
+    and the database (whose writes are conditional, so they never
+    corrupt a record).
+    """
+
+    def __init__(self, conf):
+        super().__init__()
+        self.conf = conf
+        self.conductor = None
+        self._db = None
+        self._stopped = threading.Event()
+
+    def start(self):
+        from numamig.db import api as db_api
+        self._db = db_api.Database.from_config(self.conf)
+        self._db.wait_until_reachable(
+            max_retries=self.conf.database.max_retries)
+        self.conductor = ConductorService.from_conf(
+            self.conf, self._db, rpc.get_transport(self.conf))
+        self.conductor.start()
+
+    def stop(self, graceful=True):
+        try:
+            if self.conductor is not None:
+                self.conductor.stop(graceful)
+        finally:
+            if self._db is not None:
+                self._db.dispose()
+            rpc.cleanup()
+            self._stopped.set()
+
+    def wait(self):
+        while not self._stopped.wait(1):
+            pass
 
 
 def parse_args(conf, argv):
@@ -277,13 +332,18 @@ def parse_args(conf, argv):
     checks.check(conf)
 
 
-def run(conf, svc):
-    """Run a service in this process until SIGTERM stops it gracefully.
+def run(conf, svc, workers=1):
+    """Run a service until SIGTERM stops it gracefully.
 
     oslo.service's launcher installs the signal handlers: SIGTERM stops
     the service (in-flight RPCs finish) and exits; SIGINT exits at once.
+    One worker runs in this process; more are forked processes under
+    this one, each starting ``svc`` itself (see ConductorWorker).
     """
-    launcher = os_service.launch(conf, svc, workers=1, no_fork=True)
+    if workers == 1:
+        launcher = os_service.launch(conf, svc, workers=1, no_fork=True)
+    else:
+        launcher = os_service.launch(conf, svc, workers=workers)
     return launcher.wait()
 
 

@@ -6,11 +6,12 @@ and refuses to run on a schema other than the newest ('numamig-manage db
 sync' first), then serves the conductor RPC API. SIGTERM stops it
 gracefully: in-flight requests finish first.
 
-One process is one conductor worker. To run several, start several
-processes with distinct ``host`` values; they share the RPC topic and
-the database (not SQLite).
+``[conductor] workers`` worker processes serve the same topic and share
+the database (one per CPU when unset). SQLite allows a single writer
+process, so with SQLite one worker runs in this process.
 """
 
+import os
 import sys
 
 from oslo_log import log as logging
@@ -24,15 +25,30 @@ from numamig.db import api as db_api
 LOG = logging.getLogger(__name__)
 
 
+def worker_count(conf, db):
+    """How many conductor workers to run for this configuration."""
+    wanted = conf.conductor.workers or os.cpu_count() or 1
+    if wanted > 1 and db.is_sqlite:
+        if conf.conductor.workers:
+            LOG.warning("[conductor] workers = %s, but the database is "
+                        "SQLite, which allows one writer process: running "
+                        "one worker", conf.conductor.workers)
+        return 1
+    return wanted
+
+
 def main(argv=None):
     _backend.select_threading(strict=True)
     service.parse_args(CONF, sys.argv[1:] if argv is None else argv)
-    if (CONF.conductor.workers or 1) > 1:
-        LOG.warning("[conductor] workers = %s: this daemon runs one worker "
-                    "per process; start one numamig-conductor process per "
-                    "worker instead", CONF.conductor.workers)
     db = db_api.Database.from_config(CONF)
     db.wait_until_reachable(max_retries=CONF.database.max_retries)
+    workers = worker_count(CONF, db)
+    if workers > 1:
+        # Fail here, once, on an old schema; the workers connect anew.
+        db.check_schema()
+        db.dispose()
+        LOG.info("Starting %d conductor workers", workers)
+        return service.run(CONF, service.ConductorWorker(CONF), workers)
     conductor = service.ConductorService.from_conf(CONF, db,
                                                    rpc.get_transport(CONF))
     try:

@@ -13,6 +13,7 @@ import oslo_messaging as messaging
 
 from numamig import exception
 from numamig.compute import build
+from numamig.compute import domains
 from numamig.compute import migration_dest
 from numamig.compute import migration_source
 from numamig.compute import reconcile
@@ -68,7 +69,9 @@ class ComputeManager:
         reconcile.reconcile_host(self, ctxt)
 
     def periodic_tasks(self, ctxt):
-        """Recompute usage from the records, then report to the conductor."""
+        """Finish interrupted outgoing migrations, recompute usage from
+        the records, then report to the conductor."""
+        reconcile.reconcile_outgoing(self, ctxt)
         self.tracker.update_available_resource(ctxt)
         self.report(ctxt)
 
@@ -153,6 +156,11 @@ class ComputeManager:
         with self._outgoing_lock:
             return set(self._outgoing)
 
+    def outgoing_jobs(self):
+        """The SourceMigrations this host is running."""
+        with self._outgoing_lock:
+            return list(self._outgoing.values())
+
     # -- guests -------------------------------------------------------------
 
     @messaging.expected_exceptions(*_EXPECTED)
@@ -166,3 +174,11 @@ class ComputeManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def get_domain_xml(self, ctxt, instance_uuid):
         return self.driver.get_domain_xml(instance_uuid)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def list_domains(self, ctxt):
+        return domains.list_domains(self)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def delete_instance(self, ctxt, instance):
+        return domains.delete_instance(self, ctxt, instance)

@@ -25,6 +25,7 @@ from numamig import exception
 from numamig import objects
 from numamig.compute import claims
 from numamig.compute import releases
+from numamig.compute import report
 from numamig.compute import rpcapi as compute_rpcapi
 
 LOG = logging.getLogger(__name__)
@@ -130,12 +131,19 @@ def post_at_destination(agent, ctxt, instance, migration):
     becomes the instance's). Without one (the old path) the placement is
     read back from the guest's XML, as the release before did.
 
+    Idempotent: when the records already place the instance here (a
+    reconciliation completed it first), it is only counted here.
+
     :returns: the updated Instance.
     """
     if agent.tracker.get_claim(migration.uuid) is not None:
         updated = agent.conductor.migration_context_apply(
             ctxt, instance.uuid, migration.uuid)
         agent.tracker.apply_move_claim(migration.uuid, updated)
+    elif agent.numa_live_migration and _already_here(agent, ctxt, instance):
+        updated = agent.conductor.instance_get(ctxt, instance.uuid)
+        agent.tracker.track_instance(updated)
+        return updated
     else:
         topology = agent.driver.get_guest_topology(instance.uuid)
         updated = agent.conductor.instance_set_placement(
@@ -143,7 +151,15 @@ def post_at_destination(agent, ctxt, instance, migration):
         agent.tracker.track_instance(updated)
     LOG.info("%s: instance %s arrived (migration %s)", agent.host,
              instance.uuid, migration.uuid)
+    if agent.numa_live_migration:
+        report.send_now(agent, ctxt, f"the arrival of {instance.uuid}")
     return updated
+
+
+def _already_here(agent, ctxt, instance):
+    current = agent.conductor.instance_get(ctxt, instance.uuid)
+    return current.host == agent.host and \
+        current.get('migration_context') is None
 
 
 def rollback_at_destination(agent, ctxt, instance, migration):
@@ -173,8 +189,14 @@ def rollback_at_destination(agent, ctxt, instance, migration):
 def drop_claim(agent, ctxt, instance, migration_uuid):
     """Drop this host's claim for a migration, here and in the records.
 
-    Idempotent: dropping a claim twice, or one never taken, is fine.
+    Idempotent: dropping a claim twice, or one never taken, is fine. Only
+    a claim held on this host is dropped from the records: the conductor
+    may have moved the migration on to another destination meanwhile.
     """
-    agent.tracker.drop_move_claim(migration_uuid)
+    dropped = agent.tracker.drop_move_claim(migration_uuid)
     agent.conductor.migration_context_drop(ctxt, instance.uuid,
-                                           migration_uuid)
+                                           migration_uuid,
+                                           dest_host=agent.host)
+    if dropped is not None:
+        report.send_now(agent, ctxt, f"dropping the claim of "
+                                     f"{migration_uuid}")

@@ -24,8 +24,11 @@ import logging
 import threading
 import time
 
+import oslo_messaging as messaging
+
 from numamig import exception
 from numamig.compute import releases
+from numamig.compute import report
 from numamig.objects import fields
 
 LOG = logging.getLogger(__name__)
@@ -33,6 +36,9 @@ STATUS = fields.MigrationStatus
 
 # Progress is written to the Migration record at most this often.
 PROGRESS_INTERVAL_S = 1.0
+# A status change whose answer is lost (the conductor worker died with
+# it) is sent again this many times: another worker answers.
+STATUS_ATTEMPTS = 3
 
 
 def check_source(agent, ctxt, instance, dest_check_data):
@@ -170,6 +176,8 @@ class SourceMigration:
             self.ctxt, self.instance, self.migration)
         if self.numa_path:
             agent.tracker.drop_instance(self.instance.uuid)
+            report.send_now(agent, self.ctxt,
+                            f"the departure of {self.instance.uuid}")
         elif agent.numa_live_migration:
             # The periodic recompute drops it once the records say the
             # instance lives elsewhere, as the release before relied on.
@@ -203,6 +211,17 @@ class SourceMigration:
                 self.ctxt, self.instance, self.migration)
 
     def _fail_after_leaving(self, exc):
+        if isinstance(exc, messaging.MessagingTimeout):
+            # A peer or the conductor did not answer: the guest runs on
+            # the destination, so the migration must complete, not fail.
+            # It stays in progress; this agent's periodic reconciliation
+            # (or the destination's start) finishes it.
+            LOG.error("%s: migration %s of %s: no answer after the guest "
+                      "left the source (%s); it is left %s for the "
+                      "reconciliation to complete", self.agent.host,
+                      self.migration.uuid, self.instance.uuid, exc,
+                      self.migration.status)
+            return
         LOG.error("%s: migration %s of %s failed after the guest left the "
                   "source: %s; the next start-up reconciliation of %s "
                   "completes it", self.agent.host, self.migration.uuid,
@@ -211,12 +230,31 @@ class SourceMigration:
                                              f"{self.agent.host}: {exc}")
 
     def _set_status(self, status, error=None):
-        """Record a status; False if the migration may not move there."""
-        try:
-            self.migration = self.agent.conductor.migration_set_status(
-                self.ctxt, self.migration.uuid, status, error=error)
-        except exception.InvalidStatusTransition as exc:
-            LOG.warning("%s: migration %s: %s", self.agent.host,
-                        self.migration.uuid, exc)
-            return False
-        return True
+        """Record a status; False if the migration may not move there.
+
+        A request whose answer times out is sent again: if the first one
+        was recorded before its conductor worker died, the migration is
+        already in ``status``, which counts as done.
+        """
+        for attempt in range(1, STATUS_ATTEMPTS + 1):
+            try:
+                self.migration = self.agent.conductor.migration_set_status(
+                    self.ctxt, self.migration.uuid, status, error=error)
+                return True
+            except exception.InvalidStatusTransition as exc:
+                current = self.agent.conductor.migration_get(
+                    self.ctxt, self.migration.uuid)
+                if attempt > 1 and current.status == status:
+                    self.migration = current
+                    return True
+                LOG.warning("%s: migration %s: %s", self.agent.host,
+                            self.migration.uuid, exc)
+                return False
+            except messaging.MessagingTimeout:
+                if attempt == STATUS_ATTEMPTS:
+                    raise
+                LOG.warning("%s: migration %s: no answer recording status "
+                            "%s (attempt %d); asking again",
+                            self.agent.host, self.migration.uuid, status,
+                            attempt)
+        return False

@@ -1,10 +1,20 @@
-"""Start-up reconciliation of an agent's records with its hypervisor.
+"""Reconciliation of an agent's records with its hypervisor.
 
-A compute agent may have been stopped or killed at any point of a
-migration it was running as source. On start it finds those migrations
-and ends them according to where the guest is now: still here, it rolls
-back (the destination drops its claim and copy, the migration ends
-``failed``); already gone, it completes the post-migration steps. It
+A compute agent may have been stopped or killed at any step of a
+migration, as source or as destination. On start it finds those
+migrations and ends them according to where the guest is now:
+
+* as source, a migration it was running (preparing, running,
+  post-migrating) with the guest still here rolls back (the destination
+  drops its claim and copy, the migration ends ``failed``); with the
+  guest gone it completes the post-migration steps. A ``queued`` one is
+  left alone: its start request may still wait in the broker for this
+  agent, and the conductor ends it if it never comes;
+* as destination, a ``post-migrating`` one whose guest runs here is
+  completed: the claim becomes the instance's placement.
+
+The source-side rule also runs periodically for migrations no thread of
+this agent drives any more (the source gave up waiting for a peer). It
 also logs guests that exist on only one side of records and hypervisor.
 Everything it changes is logged.
 """
@@ -12,22 +22,48 @@ Everything it changes is logged.
 import logging
 
 from numamig import exception
+from numamig.compute import report
 from numamig.objects import fields
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
+STATUS_SHUTDOWN = fields.PowerState.SHUTDOWN
 
 # Source-side statuses in which only the (dead) source thread could make
-# progress; earlier ones are still driven by the conductor's cast.
+# progress.
 _INTERRUPTED = (STATUS.PREPARING, STATUS.RUNNING, STATUS.POST_MIGRATING)
 
 
 def reconcile_host(agent, ctxt):
-    """Fix what a previous run of this agent left half done.
+    """At start: fix what a previous run of this agent left half done.
 
     :returns: a list of one-line descriptions of what was fixed.
     """
     guests = agent.driver.list_guests()
+    fixed = []
+    incoming = set()
+    for migration in agent.conductor.migration_get_in_progress_by_host(
+            ctxt, agent.host):
+        if migration.dest_host == agent.host:
+            incoming.add(migration.instance_uuid)
+        fixed += _guarded(agent, migration, lambda m=migration: _at_start(
+            agent, ctxt, m, guests))
+    fixed += _compare_guests(agent, ctxt, guests, incoming)
+    _log(agent, fixed)
+    if not fixed:
+        LOG.info("%s: records and hypervisor agree", agent.host)
+    return fixed
+
+
+def reconcile_outgoing(agent, ctxt):
+    """Periodically: end outgoing migrations no thread here drives.
+
+    A migration's thread registers before it moves past ``queued`` and
+    sets its final status before it unregisters, so one seen neither
+    driven before nor after re-reading its status is abandoned.
+
+    :returns: a list of one-line descriptions of what was fixed.
+    """
     fixed = []
     for migration in agent.conductor.migration_get_in_progress_by_host(
             ctxt, agent.host):
@@ -35,17 +71,40 @@ def reconcile_host(agent, ctxt):
                 migration.status not in _INTERRUPTED or \
                 migration.uuid in agent.outgoing_migrations():
             continue
-        try:
-            fixed.append(_end_interrupted(agent, ctxt, migration, guests))
-        except exception.NumamigException as exc:
-            LOG.error("%s: could not reconcile migration %s: %s",
-                      agent.host, migration.uuid, exc)
-    fixed += _compare_guests(agent, ctxt, guests)
+        current = agent.conductor.migration_get(ctxt, migration.uuid)
+        if current.status not in _INTERRUPTED or \
+                current.uuid in agent.outgoing_migrations():
+            continue
+        fixed += _guarded(agent, current, lambda m=current: [
+            _end_interrupted(agent, ctxt, m, agent.driver.list_guests())])
+    _log(agent, fixed)
+    return fixed
+
+
+def _at_start(agent, ctxt, migration, guests):
+    if migration.uuid in agent.outgoing_migrations():
+        return []
+    if migration.source_host == agent.host:
+        if migration.status in _INTERRUPTED:
+            return [_end_interrupted(agent, ctxt, migration, guests)]
+    elif migration.status == STATUS.POST_MIGRATING and \
+            migration.instance_uuid in guests:
+        return [_complete_incoming(agent, ctxt, migration)]
+    return []
+
+
+def _guarded(agent, migration, fix):
+    try:
+        return fix()
+    except exception.NumamigException as exc:
+        LOG.error("%s: could not reconcile migration %s: %s", agent.host,
+                  migration.uuid, exc)
+        return []
+
+
+def _log(agent, fixed):
     for line in fixed:
         LOG.warning("%s: reconciled: %s", agent.host, line)
-    if not fixed:
-        LOG.info("%s: records and hypervisor agree", agent.host)
-    return fixed
 
 
 def _end_interrupted(agent, ctxt, migration, guests):
@@ -54,26 +113,47 @@ def _end_interrupted(agent, ctxt, migration, guests):
     if instance.uuid in guests and migration.status != STATUS.POST_MIGRATING:
         api.rollback_live_migration_at_destination(ctxt, instance, migration)
         api.drop_move_claim_at_destination(ctxt, instance, migration)
-        agent.conductor.migration_set_status(
-            ctxt, migration.uuid, STATUS.FAILED,
-            error=f"interrupted by a restart of source {agent.host}; "
-                  f"rolled back, the guest stays on the source")
+        _set_final(agent, ctxt, migration, STATUS.FAILED,
+                   error=f"interrupted on source {agent.host}; rolled "
+                         f"back, the guest stays on the source")
         return (f"migration {migration.uuid} of {instance.uuid} rolled "
                 f"back (interrupted while {migration.status})")
     if migration.status != STATUS.POST_MIGRATING:
         agent.conductor.migration_set_status(
             ctxt, migration.uuid, STATUS.POST_MIGRATING,
-            detail=f"resumed by {agent.host} after a restart")
+            detail=f"resumed by {agent.host} after an interruption")
     api.post_live_migration_at_destination(ctxt, instance, migration)
-    agent.tracker.drop_instance(instance.uuid)
-    agent.conductor.migration_set_status(
-        ctxt, migration.uuid, STATUS.COMPLETED,
-        detail=f"completed by {agent.host} after a restart")
+    if agent.tracker.drop_instance(instance.uuid):
+        report.send_now(agent, ctxt, f"the departure of {instance.uuid}")
+    _set_final(agent, ctxt, migration, STATUS.COMPLETED,
+               detail=f"completed by {agent.host} after an interruption")
     return (f"migration {migration.uuid} of {instance.uuid} completed "
-            f"(the guest had left before the restart)")
+            f"(the guest had left before the interruption)")
 
 
-def _compare_guests(agent, ctxt, guests):
+def _complete_incoming(agent, ctxt, migration):
+    """The guest arrived here and the source stopped before finishing."""
+    instance = agent.conductor.instance_get(ctxt, migration.instance_uuid)
+    agent.post_live_migration_at_destination(ctxt, instance, migration)
+    _set_final(agent, ctxt, migration, STATUS.COMPLETED,
+               detail=f"completed by destination {agent.host} after an "
+                      f"interruption")
+    return (f"migration {migration.uuid} of {instance.uuid} completed by "
+            f"the destination (the guest runs here)")
+
+
+def _set_final(agent, ctxt, migration, status, error=None, detail=None):
+    """Record a final status; one already recorded by a peer is fine."""
+    try:
+        agent.conductor.migration_set_status(ctxt, migration.uuid, status,
+                                             detail=detail, error=error)
+    except exception.InvalidStatusTransition:
+        current = agent.conductor.migration_get(ctxt, migration.uuid)
+        if current.status != status:
+            raise
+
+
+def _compare_guests(agent, ctxt, guests, incoming):
     fixed = []
     recorded = {i.uuid: i for i in agent.tracker.instances()}
     for uuid in sorted(set(recorded) - set(guests)):
@@ -83,11 +163,8 @@ def _compare_guests(agent, ctxt, guests):
             ctxt, uuid, {'power_state': STATUS_SHUTDOWN})
         fixed.append(f"instance {uuid} is recorded here but the hypervisor "
                      f"has no such guest: power state set to shutdown")
-    for uuid in sorted(set(guests) - set(recorded)):
+    for uuid in sorted(set(guests) - set(recorded) - incoming):
         LOG.warning("%s: guest %s (%s) is not a numamig instance; adopt it "
                     "with 'numamig-manage instance adopt %s'", agent.host,
                     guests[uuid], uuid, agent.host)
     return fixed
-
-
-STATUS_SHUTDOWN = fields.PowerState.SHUTDOWN

@@ -7,10 +7,14 @@ included, so that the scheduler can tell when a report already accounts
 for the placements it reserved.
 """
 
+import logging
+
 from oslo_utils import timeutils
 
 from numamig import objects
 from numamig.scheduler import fingerprint
+
+LOG = logging.getLogger(__name__)
 
 
 def build(agent):
@@ -27,3 +31,16 @@ def build(agent):
         service_version=agent.service_version,
         fingerprint=fingerprint.compute(pairs),
         reported_at=timeutils.utcnow(with_timezone=True))
+
+
+def send_now(agent, ctxt, why):
+    """Report at once after this host's guests changed; best effort.
+
+    Operators read hosts from their last reports: without this, a guest
+    built or moved here would show only a report interval later. A
+    failure is logged; the periodic report catches up.
+    """
+    try:
+        agent.report(ctxt)
+    except Exception as exc:  # noqa: BLE001 - advisory, logged
+        LOG.warning("%s: report after %s failed: %s", agent.host, why, exc)

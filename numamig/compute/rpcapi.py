@@ -48,10 +48,14 @@ _BASE_OBJECTS = {
     'NUMAPagesTopology': '1.0',
 }
 
+# The API version that brought list_domains and delete_instance.
+OPERATIONS_VERSION = '1.2'
+
 # API version -> the object versions a receiver of that version reads.
 OBJECT_VERSIONS = {
     '1.0': dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
     '1.1': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
+    '1.2': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
 }
 
 
@@ -74,9 +78,11 @@ class ComputeAPI:
             parameters); drop_move_claim_at_destination added;
             LiveMigrateData 1.1 (dst_numa_info and the two
             ``*_supports_numa_live_migration`` flags).
+    * 1.2 - list_domains (every domain with its live and persistent XML,
+            for audits) and delete_instance.
     """
 
-    VERSION = '1.1'
+    VERSION = '1.2'
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
                  exchange=None, release_objects=None):
@@ -180,9 +186,11 @@ class ComputeAPI:
         return cctxt.call(ctxt, 'rollback_live_migration_at_destination',
                           instance=instance, migration=migration)
 
-    def drop_move_claim_at_destination(self, ctxt, instance, migration):
+    def drop_move_claim_at_destination(self, ctxt, instance, migration,
+                                       timeout=None):
         """Drop the destination's move claim (idempotent).
 
+        :param timeout: seconds to wait; None: rpc_response_timeout.
         :returns: False when the cap forbids 1.1 (nothing is sent) or
             the destination refuses it: an agent that old never took a
             claim to drop.
@@ -190,7 +198,7 @@ class ComputeAPI:
         if not self.supports_numa_live_migration():
             return False
         cctxt = self._prepare(migration.dest_host,
-                              NUMA_LIVE_MIGRATION_VERSION)
+                              NUMA_LIVE_MIGRATION_VERSION, timeout)
         try:
             cctxt.call(ctxt, 'drop_move_claim_at_destination',
                        instance=instance, migration=migration)
@@ -260,6 +268,36 @@ class ComputeAPI:
         """Return the live domain XML of a guest on ``host``."""
         return self._prepare(host).call(ctxt, 'get_domain_xml',
                                         instance_uuid=instance_uuid)
+
+    def can_operate(self):
+        """Whether list_domains and delete_instance may be sent."""
+        return self.client.can_send_version(OPERATIONS_VERSION)
+
+    def list_domains(self, ctxt, host, timeout=None):
+        """Every domain on ``host``, recorded by numamig or not.
+
+        :returns: a list of {'uuid', 'name', 'live_xml',
+            'persistent_xml', 'error'} dicts (XML None where unreadable,
+            with the reason in 'error').
+        :raises UnsupportedVersion: the cap or the agent is older than
+            1.2 (the caller falls back to get_domain_xml per guest).
+        """
+        if not self.can_operate():
+            raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
+        return self._prepare(host, OPERATIONS_VERSION, timeout).call(
+            ctxt, 'list_domains')
+
+    def delete_instance(self, ctxt, instance, timeout=None):
+        """Destroy a guest on its host and release its usage there.
+
+        :raises UnsupportedVersion: the cap or the agent is older than
+            1.2: that agent cannot delete guests.
+        """
+        if not self.can_operate():
+            raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
+        return self._prepare(instance.host, OPERATIONS_VERSION,
+                             timeout).call(ctxt, 'delete_instance',
+                                           instance=instance)
 
     def _lmd_version(self, migrate_data):
         """The API version to carry ``migrate_data`` at.

@@ -15,6 +15,7 @@ from oslo_utils import uuidutils
 from numamig import exception
 from numamig import objects
 from numamig.compute import releases
+from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor.tasks import build
@@ -77,10 +78,11 @@ class ConductorManager:
             self.cache.update(report, guests=guests,
                               received_at=report.reported_at)
 
-    def end_orphaned_migrations(self, ctxt):
-        """At start: end migrations a dead conductor worker left behind."""
-        return records.end_orphaned_migrations(
-            self, timeutils.utcnow(with_timezone=True))
+    def end_stalled_migrations(self, ctxt):
+        """End migrations a dead conductor worker (or a source that lost
+        its cast) left behind; at start and periodically."""
+        return records.end_stalled_migrations(
+            self, ctxt, timeutils.utcnow(with_timezone=True))
 
     def ping(self, ctxt):
         """Answer agents waiting for a conductor at their start."""
@@ -139,9 +141,11 @@ class ConductorManager:
         records.set_migration_context(self, context)
 
     @messaging.expected_exceptions(*_EXPECTED)
-    def migration_context_drop(self, ctxt, instance_uuid, migration_uuid):
-        return instances.drop_migration_context(self.db, instance_uuid,
-                                                migration_uuid)
+    def migration_context_drop(self, ctxt, instance_uuid, migration_uuid,
+                               dest_host=None):
+        """Drop a claim; with ``dest_host`` only the one held there."""
+        return instances.drop_migration_context(
+            self.db, instance_uuid, migration_uuid, claim_host=dest_host)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_apply(self, ctxt, instance_uuid, migration_uuid):
@@ -153,6 +157,11 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None):
         instance = instances.get(self.db, instance_uuid).instance
+        if instance.get('task_state') == maintenance.DELETING:
+            raise exception.InstanceBusy(
+                instance_uuid=instance_uuid, action='migrated',
+                reason="it is being deleted")
+        records.sync_reports(self)
         migration = migrations.create(self.db, objects.Migration(
             uuid=uuidutils.generate_uuid(), instance_uuid=instance_uuid,
             source_host=instance.host, requested_host=dest_host,
@@ -165,6 +174,7 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
         instance = instances.get(self.db, instance_uuid).instance
+        records.sync_reports(self)
         return dry_run.LiveMigrationDryRun(ctxt, self, instance,
                                            dest_host).execute()
 
@@ -221,15 +231,29 @@ class ConductorManager:
 
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_create(self, ctxt, instance, host=None):
+        records.sync_reports(self)
         return build.BuildInstanceTask(ctxt, self, instance, host).execute()
 
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_adopt(self, ctxt, host):
+        records.sync_reports(self)
         return build.adopt_guests(self, ctxt, host)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def compute_node_get_all(self, ctxt):
         return compute_nodes.get_all(self.db)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_delete(self, ctxt, instance_uuid):
+        return maintenance.delete_instance(self, ctxt, instance_uuid)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def heal_claims(self, ctxt, dry_run=False):
+        return maintenance.heal_claims(self, ctxt, dry_run=dry_run)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_domains(self, ctxt, host):
+        return maintenance.host_domains(self, ctxt, host)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def get_domain_xml(self, ctxt, instance_uuid):

@@ -35,6 +35,26 @@ def save_report(conductor, report):
     conductor.cache.update(report, guests=guests)
 
 
+def sync_reports(conductor):
+    """Feed the cache the reports other conductor workers stored.
+
+    An agent's report reaches one worker only; before scheduling, each
+    worker takes the newer ones from the shared database, so that no host
+    looks stale (or down) to it. Reports it already has are skipped.
+    """
+    for report in compute_nodes.get_all(conductor.db):
+        try:
+            cached = conductor.cache.get(report.host).report
+        except exception.HostNotFound:
+            cached = None
+        if cached is not None and report.reported_at <= cached.reported_at:
+            continue
+        guests = [(r.instance.project_id, r.instance.uuid)
+                  for r in instances.get_all(conductor.db, host=report.host)]
+        conductor.cache.update(report, guests=guests,
+                               received_at=report.reported_at)
+
+
 def set_migration_context(conductor, context):
     """Record a destination's move claim; answer only once committed.
 
@@ -110,34 +130,83 @@ def release_claims(conductor, migration):
                  migration.uuid, migration.status, migration.dest_host)
 
 
-def end_orphaned_migrations(conductor, now):
-    """End ``accepted`` migrations whose conductor worker died.
+def end_stalled_migrations(conductor, ctxt, now):
+    """End migrations whose conductor worker died before the source took
+    over; at start and periodically.
 
-    Only a conductor worker runs the destination choice of an accepted
-    migration; one not updated for longer than that choice can take
-    (every candidate timing out) lost its worker.
+    An ``accepted`` migration is driven by the conductor worker choosing
+    its destination; one not updated for longer than that choice can take
+    (every candidate timing out) lost its worker, and ends ``error``. A
+    ``queued`` one waits for the cast to its source; one still queued
+    after ``check_timeout`` lost the cast with its worker (or its source
+    lost it in a crash), and ends ``failed``. Either way its claim is
+    dropped in the records and at the destination. A status change is
+    conditional, so a migration that moved on meanwhile is left alone.
 
     :returns: the migrations ended.
     """
-    patience = (conductor.check_timeout *
-                (max(conductor.migrate_max_retries, 0) + 2))
+    retries = max(conductor.migrate_max_retries, 0)
+    rules = (
+        (STATUS.ACCEPTED, STATUS.ERROR,
+         conductor.check_timeout * (retries + 2),
+         "its conductor worker stopped while choosing the destination"),
+        (STATUS.QUEUED, STATUS.FAILED, conductor.check_timeout * 2,
+         "its source was never told to start (a conductor worker or the "
+         "source stopped); nothing ran, the guest stays on the source"),
+    )
     ended = []
-    for migration in migrations.get_all(conductor.db,
-                                        status=STATUS.ACCEPTED):
-        updated = migration.updated_at or migration.created_at
-        if updated is None or (now - updated).total_seconds() < patience:
-            continue
-        try:
-            ended.append(set_status(
-                conductor, migration.uuid, STATUS.ERROR,
-                expected=[STATUS.ACCEPTED],
-                error="its conductor worker stopped while choosing the "
-                      "destination"))
-        except exception.InvalidStatusTransition:
-            continue
-        LOG.warning("Ended orphaned migration %s of %s (accepted since %s)",
-                    migration.uuid, migration.instance_uuid, updated)
+    for status, final, patience, reason in rules:
+        for migration in migrations.get_all(conductor.db, status=status):
+            updated = migration.updated_at or migration.created_at
+            if updated is None or \
+                    (now - updated).total_seconds() < patience:
+                continue
+            try:
+                ended.append(set_status(conductor, migration.uuid, final,
+                                        expected=[status], error=reason))
+            except exception.InvalidStatusTransition:
+                continue
+            LOG.warning("Ended stalled migration %s of %s (%s since %s): "
+                        "%s", migration.uuid, migration.instance_uuid,
+                        status, updated, reason)
+            if migration.dest_host:
+                drop_claim_at(conductor, ctxt, migration,
+                              migration.dest_host)
     return ended
+
+
+def drop_claim_at(conductor, ctxt, migration, host, timeout=None):
+    """Drop a migration's claim on ``host``: in the records, then on the
+    agent; idempotent.
+
+    Used when the conductor gives up on a destination (it refused, timed
+    out, or the migration stalled): a destination that answers late may
+    still hold a claim in memory. The records are changed first and only
+    where the claim is held on ``host``, so the claim the same migration
+    took on its next destination stays. The agent is asked best effort:
+    one that is down or stuck drops the claim at its next start or usage
+    recompute, since the records no longer hold it.
+
+    :param migration: the Migration (its ``dest_host`` is irrelevant).
+    :param timeout: seconds to wait for the agent; None: check_timeout.
+    """
+    try:
+        record = instances.get(conductor.db, migration.instance_uuid)
+    except exception.InstanceNotFound:
+        return
+    instances.drop_migration_context(conductor.db, record.instance.uuid,
+                                     migration.uuid, claim_host=host)
+    conductor.cache.release(host, migration.instance_uuid)
+    target = migration.obj_clone()
+    target.dest_host = host
+    try:
+        conductor.compute_api.drop_move_claim_at_destination(
+            ctxt, record.instance, target,
+            timeout=timeout or conductor.check_timeout)
+    except Exception as exc:  # noqa: BLE001 - best effort, logged
+        LOG.warning("Migration %s: could not ask %s to drop its claim "
+                    "(%s); it drops it at its next usage recompute",
+                    migration.uuid, host, exc)
 
 
 def set_placement(conductor, instance_uuid, host, numa_topology):

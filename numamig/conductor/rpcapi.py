@@ -9,6 +9,7 @@ import logging
 
 import oslo_messaging as messaging
 
+from numamig import exception
 from numamig import rpc
 
 LOG = logging.getLogger(__name__)
@@ -26,6 +27,11 @@ OBJECT_VERSIONS = {
         'NUMAPagesTopology': '1.0',
     },
 }
+OBJECT_VERSIONS['1.1'] = dict(OBJECT_VERSIONS['1.0'])
+
+# The API version that brought claim drops limited to one host, instance
+# deletion, claim healing and host domain listing.
+OPERATIONS_VERSION = '1.1'
 
 
 class ConductorAPI:
@@ -38,9 +44,11 @@ class ConductorAPI:
             records (get, list, status, progress) and migration contexts
             (set, drop, apply); live_migrate_instance, its dry run,
             migration_abort and migration_force_complete.
+    * 1.1 - migration_context_drop takes dest_host (drop only the claim
+            held there); instance_delete, heal_claims and host_domains.
     """
 
-    VERSION = '1.0'
+    VERSION = '1.1'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None):
@@ -67,11 +75,25 @@ class ConductorAPI:
         return cls(transport, version_cap=conf.upgrade_levels.conductor,
                    **kwargs)
 
-    def _call(self, ctxt, method, timeout=None, **kwargs):
+    def _call(self, ctxt, method, timeout=None, version=None, **kwargs):
         timeout = timeout or self.timeout
-        cctxt = self.client.prepare(timeout=timeout) if timeout \
-            else self.client
+        options = {}
+        if timeout:
+            options['timeout'] = timeout
+        if version:
+            options['version'] = version
+        cctxt = self.client.prepare(**options) if options else self.client
         return cctxt.call(ctxt, method, **kwargs)
+
+    def _operation(self, ctxt, method, timeout=None, **kwargs):
+        """Call a 1.1 operation, refusing clearly when capped below."""
+        if not self.can_operate():
+            raise exception.Invalid(
+                reason=f"{method} needs conductor API "
+                       f"{OPERATIONS_VERSION}, but [upgrade_levels] "
+                       f"conductor caps this client below it")
+        return self._call(ctxt, method, timeout=timeout,
+                          version=OPERATIONS_VERSION, **kwargs)
 
     def wait_until_ready(self, ctxt, attempt_timeout=5, max_attempts=None):
         """Block until a conductor answers; agents call it at start.
@@ -148,10 +170,24 @@ class ConductorAPI:
         """
         return self._call(ctxt, 'migration_context_set', context=context)
 
-    def migration_context_drop(self, ctxt, instance_uuid, migration_uuid):
-        return self._call(ctxt, 'migration_context_drop',
-                          instance_uuid=instance_uuid,
-                          migration_uuid=migration_uuid)
+    def can_operate(self):
+        """Whether the 1.1 operations may be sent (the cap allows it)."""
+        return self.client.can_send_version(OPERATIONS_VERSION)
+
+    def migration_context_drop(self, ctxt, instance_uuid, migration_uuid,
+                               dest_host=None):
+        """Drop a migration's claim; with ``dest_host``, only if held there.
+
+        A conductor capped below 1.1 is not sent ``dest_host`` and drops
+        the migration's claim wherever it is held, as 1.0 did.
+        """
+        kwargs = {'instance_uuid': instance_uuid,
+                  'migration_uuid': migration_uuid}
+        if dest_host is not None and self.can_operate():
+            return self._call(ctxt, 'migration_context_drop',
+                              version=OPERATIONS_VERSION,
+                              dest_host=dest_host, **kwargs)
+        return self._call(ctxt, 'migration_context_drop', **kwargs)
 
     def migration_context_apply(self, ctxt, instance_uuid, migration_uuid):
         return self._call(ctxt, 'migration_context_apply',
@@ -211,3 +247,28 @@ class ConductorAPI:
         """The live domain XML of an instance, from its host."""
         return self._call(ctxt, 'get_domain_xml',
                           instance_uuid=instance_uuid)
+
+    def instance_delete(self, ctxt, instance_uuid, timeout=None):
+        """Destroy an instance's guest and remove its record; idempotent.
+
+        :returns: False if no such instance is recorded (nothing to do).
+        :raises InstanceBusy: a migration of it is in progress.
+        """
+        return self._operation(ctxt, 'instance_delete', timeout=timeout,
+                               instance_uuid=instance_uuid)
+
+    def heal_claims(self, ctxt, dry_run=False):
+        """Find (and unless ``dry_run`` release) leaked claims.
+
+        :returns: {'found': [...], 'released': [...], 'skipped': [...]},
+            each a list of audit Finding dicts.
+        """
+        return self._operation(ctxt, 'heal_claims', dry_run=dry_run)
+
+    def host_domains(self, ctxt, host, timeout=None):
+        """Every domain on ``host`` with its live and persistent XML.
+
+        :returns: see ComputeAPI.list_domains.
+        """
+        return self._operation(ctxt, 'host_domains', timeout=timeout,
+                               host=host)

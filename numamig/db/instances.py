@@ -16,7 +16,8 @@ can never both be recorded. Public API::
     destroy(db, uuid, expected_revision=None)
     set_migration_context(db, uuid, context, expected_migration_uuid=None)
         -> InstanceRecord
-    drop_migration_context(db, uuid, migration_uuid) -> bool
+    drop_migration_context(db, uuid, migration_uuid, claim_host=None)
+        -> bool
     apply_migration_context(db, uuid, migration_uuid) -> InstanceRecord
     get_claims_on_host(db, host) -> [InstanceRecord]
     get_leaked_claims(db) -> [InstanceRecord]
@@ -155,17 +156,23 @@ def set_migration_context(db, uuid, context, expected_migration_uuid=None):
         return _to_record(_row(session, uuid))
 
 
-def drop_migration_context(db, uuid, migration_uuid):
+def drop_migration_context(db, uuid, migration_uuid, claim_host=None):
     """Drop the claim of ``migration_uuid``; idempotent.
 
+    :param claim_host: drop it only if it is held on this host: a
+        destination the conductor gave up on must not drop the claim the
+        same migration took on the next one.
     :returns: True if it was dropped now, False if the instance did not
-        hold it (already dropped, or held by another migration, which is
-        left alone).
+        hold it (already dropped, or held by another migration or on
+        another host, which is left alone).
     :raises InstanceNotFound:
     """
+    conditions = [_held_by(migration_uuid)]
+    if claim_host is not None:
+        conditions.append(models.Instance.claim_host == claim_host)
     with db.writer() as session:
         result = session.execute(
-            _bump(uuid, _held_by(migration_uuid)).values(
+            _bump(uuid, *conditions).values(
                 migration_context=None, **_claim_columns(None)))
         if result.rowcount != 1:
             _row(session, uuid)

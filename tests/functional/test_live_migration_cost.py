@@ -36,6 +36,9 @@ EXPECTED = {
     'accept_emulated_migration': (1, 0),
     'post_live_migration_at_destination': (1, 0),
     'migration_context_apply': (1, 0),
+    # Destination and source report at once, so that operators' views of
+    # both hosts are current when the migration is seen completed.
+    'report_compute_node': (2, 0),
 }
 
 

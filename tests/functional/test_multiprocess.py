@@ -5,13 +5,16 @@ started from configuration files as an operator would, one pinned guest
 is created and live-migrated between the two (test-driver) hosts, the
 outcome is checked in the database and in the destination's domain XML
 (read through the conductor, since a test-driver host lives inside its
-agent's process), and every daemon must stop cleanly on SIGTERM.
+agent's process), and every daemon must stop cleanly on SIGTERM. With
+``[conductor] workers = 2`` two concurrent migrations are served by two
+conductor worker processes sharing the database.
 """
 
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -29,7 +32,11 @@ from tests.fixtures import rpc as rpc_fixture
 START_TIMEOUT = 60
 
 
-class MultiProcessTest(base.TestCase):
+class MultiProcessTestBase(base.TestCase):
+    """A conductor and two compute agents as processes; no test here."""
+
+    # [conductor] workers of the conductor daemon.
+    WORKERS = 1
 
     def setUp(self):
         super().setUp()
@@ -49,7 +56,8 @@ class MultiProcessTest(base.TestCase):
              f'{self.names.conductor_topic}.mp-{tag}'} |
             {f'{self.names.compute_topic}.{h}' for h in self.hosts})
         self.procs = []
-        self.start_daemon('numamig-conductor', f'mp-{tag}')
+        self.conductor_host = f'mp-{tag}'
+        self.start_daemon('numamig-conductor', self.conductor_host)
         for name, caps in self.hosts.items():
             self.start_daemon('numamig-compute', name, caps)
         self.api = self.names.conductor_api(self.rpc.transport, timeout=30)
@@ -61,7 +69,8 @@ class MultiProcessTest(base.TestCase):
                  f'transport_url = {self.rpc.url}',
                  f'control_exchange = {self.rpc.exchange}',
                  f'state_path = {self.dir}', 'report_interval = 2',
-                 '[database]', f'connection = {self.db.url}']
+                 '[database]', f'connection = {self.db.url}',
+                 '[conductor]', f'workers = {self.WORKERS}']
         if caps:
             lines += ['[libvirt]',
                       f'connection_uri = test://{embedded.TEST_NODE_FILE}',
@@ -114,31 +123,86 @@ class MultiProcessTest(base.TestCase):
         self.fail(f"compute agents did not report within {START_TIMEOUT} "
                   f"s:\n{logs}")
 
-    def test_one_migration_end_to_end(self):
-        source, dest = sorted(self.hosts)
-        ctxt = self.rpc.context
-        instance = self.api.instance_create(ctxt, objects.Instance(
-            uuid=uuidutils.generate_uuid(), name='mp-guest',
+    def create(self, host, name):
+        return self.api.instance_create(self.rpc.context, objects.Instance(
+            uuid=uuidutils.generate_uuid(), name=name,
             project_id='demo', vcpus=2, memory_mb=1024,
-            extra_specs={'hw:cpu_policy': 'dedicated'}), source)
-        migration = self.api.live_migrate_instance(ctxt, instance.uuid, dest)
+            extra_specs={'hw:cpu_policy': 'dedicated'}), host)
+
+    def wait_for_end(self, migration):
         deadline = time.monotonic() + 60
         while migration.status not in ('completed', 'failed', 'error',
                                        'cancelled'):
             self.assertLess(time.monotonic(), deadline)
             time.sleep(0.2)
-            migration = self.api.migration_get(ctxt, migration.uuid)
-        self.assertEqual('completed', migration.status, migration.error)
+            migration = self.api.migration_get(self.rpc.context,
+                                               migration.uuid)
+        return migration
 
+    def assert_placed(self, instance, dest):
         record = instances.get(self.db.db, instance.uuid).instance
         self.assertEqual(dest, record.host)
         self.assertIsNone(record.migration_context)
-        xml = self.api.get_domain_xml(ctxt, instance.uuid)
+        xml = self.api.get_domain_xml(self.rpc.context, instance.uuid)
         for vcpu, pcpu in record.numa_topology.cpu_pinning.items():
             self.assertIn(f"<vcpupin vcpu='{vcpu}' cpuset='{pcpu}'/>", xml)
+        return record
 
+    def stop_daemons(self):
+        """SIGTERM every daemon: each exits 0 after a graceful stop
+        (oslo.service's words in one process, cotyledon's with workers).
+        """
         for host, proc in reversed(self.procs):
             proc.send_signal(signal.SIGTERM)
             self.assertEqual(0, proc.wait(timeout=30),
                              self.log_of(host)[-3000:])
-            self.assertIn('Graceful shutdown', self.log_of(host))
+            self.assertRegex(self.log_of(host),
+                             r'Graceful shutdown|graceful exiting')
+
+
+class MultiProcessTest(MultiProcessTestBase):
+
+    def test_one_migration_end_to_end(self):
+        source, dest = sorted(self.hosts)
+        instance = self.create(source, 'mp-guest')
+        migration = self.wait_for_end(self.api.live_migrate_instance(
+            self.rpc.context, instance.uuid, dest))
+        self.assertEqual('completed', migration.status, migration.error)
+        self.assert_placed(instance, dest)
+        self.stop_daemons()
+
+
+class MultiWorkerConductorTest(MultiProcessTestBase):
+    """Two conductor worker processes sharing the broker and PostgreSQL."""
+
+    WORKERS = 2
+
+    def test_two_concurrent_migrations_stay_consistent(self):
+        source, dest = sorted(self.hosts)
+        guests = [self.create(source, f'mw-guest-{i}') for i in range(2)]
+        started = [None, None]
+
+        def start(index):
+            started[index] = self.api.live_migrate_instance(
+                self.rpc.context, guests[index].uuid, dest)
+        threads = [threading.Thread(target=start, args=(i,))
+                   for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        ended = [self.wait_for_end(m) for m in started]
+        self.assertEqual(['completed'] * 2, [m.status for m in ended],
+                         [m.error for m in ended])
+        pins = [set(self.assert_placed(g, dest).numa_topology
+                    .cpu_pinning.values()) for g in guests]
+        self.assertEqual(set(), pins[0] & pins[1])
+        for migration in ended:
+            history = [c.status for c in migration.history]
+            self.assertEqual(['accepted', 'queued', 'preparing', 'running',
+                              'post-migrating', 'completed'], history)
+        workers = {line.split()[2] for line in
+                   self.log_of(self.conductor_host).splitlines()
+                   if 'numamig.service' in line and 'started' in line}
+        self.assertEqual(2, len(workers), "conductor worker processes")
+        self.stop_daemons()

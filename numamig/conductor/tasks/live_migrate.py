@@ -43,11 +43,13 @@ class LiveMigrationTask(base.TaskBase):
         self.request = None
         self.pagesize_kb = None
         self.refused = {}
+        # The answer of the destination that took the guest, once one did.
+        self.migrate_data = None
 
     def _execute(self):
         hosts = self._check_and_choose()
-        migrate_data = self._claim_on_first_taker(hosts)
-        self._queue(migrate_data)
+        self.migrate_data = self._claim_on_first_taker(hosts)
+        self._queue(self.migrate_data)
         return self.migration
 
     def _check_and_choose(self):
@@ -73,7 +75,13 @@ class LiveMigrationTask(base.TaskBase):
                                detail="no destination could be prepared")
         except exception.InvalidStatusTransition:
             # Cancelled meanwhile; its claims were released then.
-            pass
+            return
+        if self.migrate_data is not None and \
+                self.migrate_data.get('dst_numa_info') is not None:
+            # A destination claimed, then the start failed: it holds the
+            # claim in memory until told.
+            records.drop_claim_at(self.conductor, self.ctxt, self.migration,
+                                  self.migration.dest_host)
 
     # -- checks ------------------------------------------------------------
 
@@ -150,6 +158,10 @@ class LiveMigrationTask(base.TaskBase):
                          reason)
                 self.refused[host] = reason
                 self.conductor.cache.release(host, self.instance.uuid)
+                if isinstance(exc, messaging.MessagingTimeout):
+                    # It may still claim after we stopped waiting.
+                    records.drop_claim_at(self.conductor, self.ctxt,
+                                          self.migration, host)
                 self._record_refusal(host, reason)
         skipped = len(hosts) - len(attempts)
         raise exception.NoValidHost(

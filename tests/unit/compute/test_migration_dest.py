@@ -68,7 +68,8 @@ class CheckDestinationTest(base.TestCase):
         self.assertRaises(exception.DomainXMLError, self._check)
         self.assertEqual([], self.agent.tracker.claims())
         self.agent.conductor.migration_context_drop.assert_called_once_with(
-            None, self.inst.uuid, self.migration.uuid)
+            None, self.inst.uuid, self.migration.uuid,
+            dest_host=self.agent.host)
 
     def test_refuses_a_guest_already_here(self):
         self.agent.driver.list_guests.return_value = {self.inst.uuid: 'g'}
@@ -135,7 +136,8 @@ class DestinationStepsTest(base.TestCase):
         self.agent.driver.destroy.assert_called_once_with(self.inst.uuid)
         self.assertEqual([], self.agent.tracker.claims())
         self.agent.conductor.migration_context_drop.assert_called_with(
-            None, self.inst.uuid, self.migration.uuid)
+            None, self.inst.uuid, self.migration.uuid,
+            dest_host=self.agent.host)
 
     def test_rollback_never_destroys_the_guest_on_its_own_host(self):
         inst = self.inst.obj_clone()

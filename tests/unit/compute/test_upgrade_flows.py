@@ -122,7 +122,8 @@ class DestinationRollbackTest(AgentTestCase):
     def test_new_agent_without_claim_takes_the_old_path(self):
         self._rollback()
         self.agent.conductor.migration_context_drop.assert_called_once_with(
-            None, self.inst.uuid, self.migration.uuid)
+            None, self.inst.uuid, self.migration.uuid,
+            dest_host=self.agent.host)
         self.assertTrue(self.old_path_logged(releases.OLD_PATH_DEST_DROP))
 
     def test_new_agent_with_claim_drops_it_without_old_path(self):

@@ -13,6 +13,7 @@ from oslo_utils import timeutils
 from numamig import objects
 from numamig.conductor import manager
 from numamig.conductor import records
+from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.scheduler import fingerprint
 from numamig.scheduler import host_state
@@ -51,7 +52,10 @@ class ConductorTestCase(base.TestCase):
             reported_at=self.now - datetime.timedelta(seconds=age_s))
         if age_s:
             # A host last heard of age_s ago; the cache keeps the newest
-            # report, so forget the fresh one setUp made.
+            # report, so forget the fresh one setUp made (in the database
+            # too: workers sync their caches from it).
+            compute_nodes.delete(self.db, host)
+            compute_nodes.save_report(self.db, report)
             self.conductor.cache.remove(host)
             self.conductor.cache.update(
                 report, received_at=report.reported_at)

@@ -79,3 +79,68 @@ class MigrationContextRulesTest(base.ConductorTestCase):
         updated = records.update_instance(self.conductor, self.inst.uuid,
                                           {'power_state': 'shutdown'})
         self.assertEqual('shutdown', updated.power_state)
+
+
+class DropClaimAtTest(MigrationContextRulesTest):
+    """Giving up on a destination drops its claim there, and only there."""
+
+    def test_drops_the_claim_held_on_that_host_and_asks_the_agent(self):
+        records.set_migration_context(self.conductor,
+                                      self._context(self.migration))
+        records.drop_claim_at(self.conductor, None, self.migration, 'dst1')
+        self.assertIsNone(self._held())
+        call = self.compute_api.drop_move_claim_at_destination.call_args
+        self.assertEqual(('dst1', self.migration.uuid, 5),
+                         (call[0][2].dest_host, call[0][2].uuid,
+                          call[1]['timeout']))
+
+    def test_keeps_the_claim_the_migration_took_on_another_host(self):
+        migrations.set_dest_host(self.db, self.migration.uuid, 'dst2')
+        records.set_migration_context(
+            self.conductor, self._context(self.migration, dest_host='dst2'))
+        records.drop_claim_at(self.conductor, None, self.migration, 'dst1')
+        self.assertEqual(self.migration.uuid, self._held())
+
+    def test_an_unreachable_agent_is_not_an_error(self):
+        self.compute_api.drop_move_claim_at_destination.side_effect = \
+            RuntimeError('down')
+        records.set_migration_context(self.conductor,
+                                      self._context(self.migration))
+        records.drop_claim_at(self.conductor, None, self.migration, 'dst1')
+        self.assertIsNone(self._held())
+
+
+class StalledMigrationsTest(MigrationContextRulesTest):
+
+    def _later(self, seconds):
+        import datetime
+        return self.now + datetime.timedelta(seconds=seconds)
+
+    def test_accepted_too_long_ends_error_and_drops_the_claim(self):
+        records.set_migration_context(self.conductor,
+                                      self._context(self.migration))
+        patience = 5 * (3 + 2)
+        self.assertEqual([], records.end_stalled_migrations(
+            self.conductor, None, self._later(patience - 5)))
+        (ended,) = records.end_stalled_migrations(
+            self.conductor, None, self._later(patience + 5))
+        self.assertEqual('error', ended.status)
+        self.assertIn('conductor worker stopped', ended.error)
+        self.assertIsNone(self._held())
+        self.compute_api.drop_move_claim_at_destination.assert_called_once()
+
+    def test_queued_too_long_ends_failed(self):
+        records.set_migration_context(self.conductor,
+                                      self._context(self.migration))
+        migrations.set_status(self.db, self.migration.uuid, 'queued')
+        (ended,) = records.end_stalled_migrations(
+            self.conductor, None, self._later(11))
+        self.assertEqual('failed', ended.status)
+        self.assertIn('never told to start', ended.error)
+        self.assertIsNone(self._held())
+
+    def test_a_migration_the_source_took_over_is_left_alone(self):
+        migrations.set_status(self.db, self.migration.uuid, 'queued')
+        migrations.set_status(self.db, self.migration.uuid, 'preparing')
+        self.assertEqual([], records.end_stalled_migrations(
+            self.conductor, None, self._later(3600)))

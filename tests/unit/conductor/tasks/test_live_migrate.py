@@ -63,6 +63,44 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
                           .instance.migration_context)
         self.compute_api.live_migration.assert_not_called()
 
+    def test_a_destination_that_timed_out_loses_its_late_claim(self):
+        inst = self.create_instance()
+        checks = self.compute_api.check_can_live_migrate_destination
+
+        def claim_late_then_time_out(ctxt, instance, host, migration,
+                                     limits, timeout=None):
+            if checks.call_count == 1:
+                # The destination recorded its claim after the conductor
+                # stopped waiting.
+                instances.set_migration_context(
+                    self.db, instance.uuid, self._context(
+                        instance, migration, host))
+                raise messaging.MessagingTimeout()
+            return self._lmd(instance, migration, host)
+        checks.side_effect = claim_late_then_time_out
+        migration = self._migrate(inst)
+        first = checks.call_args_list[0][0][2]
+        dropped = self.compute_api.drop_move_claim_at_destination
+        self.assertEqual([first], [c[0][2].dest_host
+                                   for c in dropped.call_args_list])
+        self.assertNotEqual(first, migration.dest_host)
+        self.assertIsNone(instances.get(self.db, inst.uuid)
+                          .instance.migration_context)
+
+    def _context(self, instance, migration, host):
+        from numamig import objects
+        return objects.MigrationContext(
+            instance_uuid=instance.uuid, migration_uuid=migration.uuid,
+            source_host='src', dest_host=host,
+            old_numa_topology=instance.numa_topology,
+            new_numa_topology=instance.numa_topology)
+
+    def _lmd(self, instance, migration, host):
+        from numamig import objects
+        return objects.LiveMigrateData(
+            instance_uuid=instance.uuid, source_host=instance.host,
+            dest_host=host, migration_uuid=migration.uuid)
+
     def test_max_retries_limits_the_candidates_tried(self):
         self.conductor.migrate_max_retries = 0
         inst = self.create_instance()

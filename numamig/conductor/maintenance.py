@@ -1,0 +1,160 @@
+"""Operators' maintenance requests: delete an instance, heal leaked
+claims, list a host's domains.
+
+They go through the conductor, not straight to the database, so that
+the agents and the scheduler's cache change together with the records:
+a deleted guest's usage is released on its host, a healed claim leaves
+the destination agent's memory and the cache's reservations too.
+Every function takes the ConductorManager first.
+"""
+
+import logging
+
+import oslo_messaging as messaging
+
+from numamig import exception
+from numamig import objects
+from numamig.audit import claims as audit_claims
+from numamig.db import instances
+from numamig.db import migrations
+
+LOG = logging.getLogger(__name__)
+DELETING = 'deleting'
+
+
+def delete_instance(conductor, ctxt, instance_uuid):
+    """Destroy an instance's guest, release its usage, drop its record.
+
+    Idempotent: an instance no longer recorded is not an error. The
+    record is marked ``deleting`` first (a migration request for it is
+    then refused); if its host cannot delete the guest the mark is
+    undone and nothing else changed.
+
+    :returns: True if it was deleted now, False if it was not recorded.
+    :raises InstanceBusy: a migration of it is in progress.
+    :raises Invalid: its agent is too old to delete guests.
+    """
+    db = conductor.db
+    try:
+        record = instances.get(db, instance_uuid)
+    except exception.InstanceNotFound:
+        LOG.info("Instance %s is not recorded: nothing to delete",
+                 instance_uuid)
+        return False
+    _check_not_migrating(db, record.instance)
+    previous = record.instance.get('task_state')
+    marked = instances.update(db, instance_uuid, {'task_state': DELETING},
+                              expected_revision=record.revision)
+    instance = marked.instance
+    try:
+        _check_not_migrating(db, instance)
+        if instance.host:
+            _delete_on_host(conductor, ctxt, instance)
+    except BaseException:
+        instances.update(db, instance_uuid, {'task_state': previous})
+        raise
+    instances.destroy(db, instance_uuid)
+    if instance.host:
+        _forget_in_cache(conductor, instance.host, instance_uuid)
+    LOG.info("Deleted instance %s (%s) from %s", instance_uuid,
+             instance.name, instance.host or 'no host')
+    return True
+
+
+def _forget_in_cache(conductor, host, instance_uuid):
+    """The scheduler's view of ``host`` without the deleted guest."""
+    conductor.cache.release(host, instance_uuid)
+    guests = [(r.instance.project_id, r.instance.uuid)
+              for r in instances.get_all(conductor.db, host=host)]
+    try:
+        conductor.cache.set_guests(host, guests)
+    except exception.HostNotFound:
+        pass  # never reported: the cache knows nothing of it
+
+
+def _check_not_migrating(db, instance):
+    busy = [m for m in migrations.get_all(db, instance_uuid=instance.uuid)
+            if m.in_progress]
+    if busy:
+        raise exception.InstanceBusy(
+            instance_uuid=instance.uuid, action='deleted',
+            reason=f"migration {busy[0].uuid} is {busy[0].status}; wait "
+                   f"for it to end or abort it")
+
+
+def _delete_on_host(conductor, ctxt, instance):
+    try:
+        conductor.compute_api.delete_instance(
+            ctxt, instance, timeout=conductor.check_timeout)
+    except messaging.UnsupportedVersion as exc:
+        raise exception.Invalid(
+            reason=f"compute host {instance.host} cannot delete instance "
+                   f"{instance.uuid}: its agent (or [upgrade_levels] "
+                   f"compute) is older than compute API 1.2; upgrade it "
+                   f"first") from exc
+
+
+def heal_claims(conductor, ctxt, dry_run=False):
+    """Find leaked claims and, unless ``dry_run``, release them everywhere.
+
+    Each release is conditional on the migration holding the claim (see
+    numamig.audit.claims); a released claim also leaves the scheduler's
+    reservations and, best effort, the destination agent's memory.
+
+    :returns: {'found', 'released', 'skipped'}: lists of Finding dicts.
+    """
+    found = audit_claims.leaked(conductor.db)
+    released, skipped = ([], []) if dry_run else \
+        audit_claims.heal(conductor.db, found)
+    for finding in released:
+        _forget_on_agent(conductor, ctxt, finding)
+    return {'found': [f.as_dict() for f in found],
+            'released': [f.as_dict() for f in released],
+            'skipped': [f.as_dict() for f in skipped]}
+
+
+def _forget_on_agent(conductor, ctxt, finding):
+    instance_uuid, migration_uuid = finding.instance_uuids
+    conductor.cache.release(finding.host, instance_uuid)
+    try:
+        instance = instances.get(conductor.db, instance_uuid).instance
+        target = objects.Migration(
+            uuid=migration_uuid, instance_uuid=instance_uuid,
+            source_host=instance.host or finding.host,
+            dest_host=finding.host)
+        conductor.compute_api.drop_move_claim_at_destination(
+            ctxt, instance, target, timeout=conductor.check_timeout)
+    except Exception as exc:  # noqa: BLE001 - best effort, logged
+        LOG.warning("Healed claim of migration %s: %s did not confirm "
+                    "dropping it (%s); it does at its next usage "
+                    "recompute", migration_uuid, finding.host, exc)
+
+
+def host_domains(conductor, ctxt, host):
+    """Every domain of ``host`` with its live and persistent XML.
+
+    An agent older than compute API 1.2 cannot list its domains: the
+    recorded guests' live XML is fetched one by one instead, and
+    persistent XML is then unavailable.
+
+    :raises HostNotFound: ``host`` never reported.
+    """
+    conductor.cache.get(host)
+    try:
+        return conductor.compute_api.list_domains(
+            ctxt, host, timeout=conductor.check_timeout)
+    except messaging.UnsupportedVersion:
+        LOG.info("Compute host %s cannot list its domains (older than "
+                 "compute API 1.2): reading its recorded guests only",
+                 host)
+    domains = []
+    for record in instances.get_all(conductor.db, host=host):
+        entry = {'uuid': record.instance.uuid, 'name': record.instance.name,
+                 'live_xml': None, 'persistent_xml': None, 'error': None}
+        try:
+            entry['live_xml'] = conductor.compute_api.get_domain_xml(
+                ctxt, host, record.instance.uuid)
+        except Exception as exc:  # noqa: BLE001 - reported per guest
+            entry['error'] = f"domain XML not read: {exc}"
+        domains.append(entry)
+    return domains

@@ -1,0 +1,86 @@
+"""Process crashes emulated inside one process (embedded tier tests).
+
+A crashed daemon runs no more code: no ``except`` handler rolls anything
+back, no RPC reply leaves it, and it touches neither the database nor
+the hypervisor again. The hypervisor's guests and the database survive
+it, and a restarted daemon must reconcile with them. Inside one process
+the same is obtained by:
+
+* raising SimulatedCrash, a BaseException, in the thread that "dies":
+  ``except Exception`` cleanup paths are skipped and oslo.messaging sends
+  no reply for it (the caller times out, as with a dead process);
+* stopping the service's RPC server without waiting for its requests;
+* severing the service's links to the world (its RPC clients, driver and
+  database): any later use, from any of its threads, raises
+  SimulatedCrash too, so nothing a half-dead thread does leaks out.
+
+The hypervisor connection and the database themselves stay open for the
+service that replaces it.
+"""
+
+import logging
+
+LOG = logging.getLogger(__name__)
+
+
+class SimulatedCrash(BaseException):
+    """The emulated death of a service's process.
+
+    A BaseException so that no ``except Exception`` handler, i.e. no
+    graceful cleanup, runs on its way up.
+    """
+
+
+class Dead:
+    """Stands in for a link of a crashed service; every use raises."""
+
+    def __init__(self, owner, what):
+        self._owner = owner
+        self._what = what
+
+    def __getattr__(self, name):
+        raise SimulatedCrash(f"{self._owner} has crashed (its {self._what} "
+                             f"is gone)")
+
+
+def sever_rpc_client(api, owner):
+    """Make an rpcapi client of a crashed service unusable."""
+    for attribute in ('client', '_client_1_0'):
+        if hasattr(api, attribute):
+            setattr(api, attribute, Dead(owner, 'RPC client'))
+
+
+def kill_server(svc):
+    """Stop a service's RPC server and periodic task, waiting for nothing.
+
+    Requests already dispatched keep running until they touch a severed
+    link; requests not yet taken stay queued for the next server.
+    """
+    if svc.periodic is not None:
+        svc.periodic.stop(wait=False)
+        svc.periodic = None
+    if svc.rpc_server is not None:
+        svc.rpc_server.stop()
+        svc.rpc_server = None
+
+
+def crash_agent(svc):
+    """Kill a ComputeService: no more RPC, driver or conductor for it."""
+    owner = f"compute agent {svc.host}"
+    kill_server(svc)
+    manager = svc.manager
+    sever_rpc_client(manager.conductor, owner)
+    sever_rpc_client(manager.compute_api, owner)
+    manager.driver = Dead(owner, 'hypervisor connection')
+    manager.tracker.driver = manager.driver
+    LOG.warning("SIMULATED CRASH of %s", owner)
+
+
+def crash_conductor(svc):
+    """Kill a ConductorService: no more RPC or database for it."""
+    owner = f"conductor {svc.rpc_target.server}"
+    kill_server(svc)
+    manager = svc.manager
+    sever_rpc_client(manager.compute_api, owner)
+    manager.db = Dead(owner, 'database')
+    LOG.warning("SIMULATED CRASH of %s", owner)

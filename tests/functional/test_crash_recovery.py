@@ -1,0 +1,221 @@
+"""A crash at any step of a migration is recoverable: the crash matrix.
+
+For each migration status (accepted, queued, preparing, running,
+post-migrating) and each process role (conductor, source agent,
+destination agent), the role's process dies (numamig.crash: no graceful
+cleanup, no RPC reply, no further database or hypervisor access) right
+after the migration reached that status, and is restarted at once on
+the same database and hypervisor. After the restarted services have
+reconciled, the test holds the world to the truth:
+
+* the migration ended, in a status that says where the guest is
+  (``completed``: the destination; anything else: the source);
+* the guest runs on exactly one host, whose placement is in the record
+  and in the domain XML (live and persistent);
+* every host's usage is exactly its guests' placements (the tracker,
+  the last report and the records agree; no claim is left anywhere).
+
+"accepted" fires once the destination's claim is recorded, the most
+dangerous point of that status. Embedded tier, fake:// transport, with
+short timeouts so that a lost answer costs seconds::
+
+    host-a  2 cells x 4 cores x 2 threads (the mover's source)
+    host-b  the same, with a resident guest holding the mover's pins
+"""
+
+import threading
+import time
+
+from oslo_utils import uuidutils
+import testscenarios
+
+from numamig import crash
+from numamig import objects
+from numamig.conductor import records
+from numamig.db import instances
+from numamig.db import migrations
+from numamig.numa import usage
+from numamig.objects import fields
+from tests import base
+from tests.fixtures import deployment
+from tests.functional import test_live_migration as lm
+
+load_tests = testscenarios.load_tests_apply_scenarios
+STATUS = fields.MigrationStatus
+DONE, FAILED, ERROR = STATUS.COMPLETED, STATUS.FAILED, STATUS.ERROR
+
+# (status, role) -> final statuses a truthful recovery may reach. Where a
+# restarted agent can still take part (its requests stay queued for it),
+# the migration may complete; where the crash lost the step for good it
+# must fail.
+OUTCOMES = {
+    (STATUS.ACCEPTED, 'conductor'): {ERROR},
+    (STATUS.ACCEPTED, 'source'): {DONE, FAILED},
+    (STATUS.ACCEPTED, 'dest'): {ERROR},
+    (STATUS.QUEUED, 'conductor'): {FAILED},
+    (STATUS.QUEUED, 'source'): {DONE, FAILED},
+    (STATUS.QUEUED, 'dest'): {DONE, FAILED},
+    (STATUS.PREPARING, 'conductor'): {DONE},
+    (STATUS.PREPARING, 'source'): {FAILED},
+    (STATUS.PREPARING, 'dest'): {DONE, FAILED},
+    (STATUS.RUNNING, 'conductor'): {DONE},
+    (STATUS.RUNNING, 'source'): {FAILED},
+    (STATUS.RUNNING, 'dest'): {DONE, FAILED},
+    (STATUS.POST_MIGRATING, 'conductor'): {DONE},
+    (STATUS.POST_MIGRATING, 'source'): {DONE},
+    (STATUS.POST_MIGRATING, 'dest'): {DONE},
+}
+ROLE_HOSTS = {'source': 'host-a', 'dest': 'host-b'}
+SETTINGS = {'migrate_max_retries': 0, 'check_timeout': 1, 'limits': None,
+            'enable_numa_live_migration_workaround': False}
+
+
+class CrashTrigger:
+    """Kill ``role`` right after a migration reaches ``status``.
+
+    Hooks the conductor's record changes: whichever thread records the
+    status runs the crash, so a conductor dies inside its own request.
+    """
+
+    def __init__(self, dep, status, role):
+        self.dep = dep
+        self.status = status
+        self.role = role
+        self.fired = threading.Event()
+        self._lock = threading.Lock()
+
+    def install(self, test):
+        set_status = records.set_status
+        set_context = records.set_migration_context
+
+        def status_hook(conductor, migration_uuid, status, **kwargs):
+            result = set_status(conductor, migration_uuid, status, **kwargs)
+            if status == self.status:
+                self._fire()
+            return result
+
+        def context_hook(conductor, context):
+            set_context(conductor, context)
+            if self.status == STATUS.ACCEPTED:
+                self._fire()
+        test.patch(records, 'set_status', status_hook)
+        test.patch(records, 'set_migration_context', context_hook)
+
+    def _fire(self):
+        with self._lock:
+            if self.fired.is_set():
+                return
+            if self.role == 'conductor':
+                self.dep.crash_conductor()
+            else:
+                self.dep.crash_agent(ROLE_HOSTS[self.role])
+            self.fired.set()
+        if self.role == 'conductor':
+            raise crash.SimulatedCrash("conductor killed by the test")
+
+    def restart(self):
+        if self.role == 'conductor':
+            self.dep.restart_conductor()
+        else:
+            self.dep.restart_agent(ROLE_HOSTS[self.role])
+
+
+class CrashMatrixTest(base.TestCase):
+
+    scenarios = [
+        (f'{status}-{role}', {'status': status, 'role': role})
+        for status in (STATUS.ACCEPTED, STATUS.QUEUED, STATUS.PREPARING,
+                       STATUS.RUNNING, STATUS.POST_MIGRATING)
+        for role in ('conductor', 'source', 'dest')]
+
+    def setUp(self):
+        super().setUp()
+        self.dep = self.useFixture(deployment.DeploymentFixture(
+            'fake', [lm.host('host-a'), lm.host('host-b')],
+            conductor_settings=dict(SETTINGS), sweep_interval=0.5,
+            call_timeout=10, report_interval=3600)).deployment
+        # A request whose answer died with its receiver times out fast.
+        self.flags(rpc_response_timeout=2)
+        self.ctxt = self.dep.context
+
+    def create(self, host):
+        uuid = uuidutils.generate_uuid()
+        return self.dep.api.instance_create(self.ctxt, objects.Instance(
+            uuid=uuid, name=f'guest-{uuid[:8]}', project_id='demo', vcpus=2,
+            memory_mb=1024, extra_specs=dict(lm.DEDICATED)), host)
+
+    def test_crash_and_restart(self):
+        self.create('host-b')
+        mover = self.create('host-a')
+        trigger = CrashTrigger(self.dep, self.status, self.role)
+        trigger.install(self)
+        operator = threading.Thread(target=self._request_migration,
+                                    args=(mover,), daemon=True)
+        operator.start()
+        self.assertTrue(trigger.fired.wait(30), "the crash never happened")
+        trigger.restart()
+        migration = self._wait_for_end(mover)
+        operator.join(15)
+        self.dep.report_all()
+        self.assertIn(migration.status,
+                      OUTCOMES[(self.status, self.role)], migration.error)
+        dest = 'host-b' if migration.status == DONE else 'host-a'
+        self.assert_placed_once(mover, dest)
+        for name in ('host-a', 'host-b'):
+            self.assert_usage_is_the_guests(name)
+
+    def _request_migration(self, mover):
+        try:
+            self.dep.api.live_migrate_instance(self.ctxt, mover.uuid,
+                                               'host-b')
+        except Exception:  # noqa: BLE001 - the crash may eat the answer
+            pass
+
+    def _wait_for_end(self, guest, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            found = migrations.get_all(self.dep.db,
+                                       instance_uuid=guest.uuid)
+            if found and found[-1].status in STATUS.FINAL:
+                return found[-1]
+            self.assertLess(time.monotonic(), deadline,
+                            f"migration still {found and found[-1].status}")
+            time.sleep(0.1)
+
+    def assert_placed_once(self, guest, host):
+        record = instances.get(self.dep.db, guest.uuid).instance
+        self.assertEqual(host, record.host)
+        self.assertIsNone(record.get('migration_context'))
+        for name in ('host-a', 'host-b'):
+            present = guest.uuid in self.dep.agent(name).driver.list_guests()
+            where = 'missing on' if name == host else 'left on'
+            self.assertEqual(name == host, present, f"guest {where} {name}")
+        expected = {v: str(p) for v, p in
+                    record.numa_topology.cpu_pinning.items()}
+        nodes = {c.id: str(c.host_cell) for c in record.numa_topology.cells}
+        driver = self.dep.agent(host).driver
+        for persistent in (False, True):
+            pins, memnodes, _ = lm.xml_placement(driver.get_domain_xml(
+                guest.uuid, persistent=persistent))
+            self.assertEqual((expected, nodes), (pins, memnodes))
+
+    def assert_usage_is_the_guests(self, name):
+        tracker = self.dep.agent(name).tracker
+        self.assertEqual([], tracker.claims(), f"claims left on {name}")
+        placed = [r.instance.numa_topology for r in
+                  instances.get_all(self.dep.db, host=name)]
+        expected = usage.host_with_usage(tracker.base_topology, placed)
+        self.assertEqual(_usage(expected), _usage(tracker.usage_topology()),
+                         f"usage of {name}")
+        reported = self.dep.conductor.manager.cache.get(name).report
+        self.assertEqual(_usage(expected), _usage(reported.topology),
+                         f"reported usage of {name}")
+        self.assertEqual(
+            [], [r.instance.uuid for r in
+                 instances.get_claims_on_host(self.dep.db, name)])
+
+
+def _usage(topology):
+    return {c.id: (sorted(c.pinned_cpus), c.cpu_usage, c.memory_usage_mb,
+                   sorted((p.size_kb, p.used) for p in c.mempages))
+            for c in topology.cells}
