@@ -51,10 +51,13 @@ class Finding:
 class Guest:
     """A guest as an audit sees it: its XML and, if recorded, its record.
 
-    :param xml: the domain XML, or None when it could not be fetched.
+    :param xml: the live domain XML, or None when it could not be
+        fetched.
     :param instance: the recorded Instance, or None for a guest numamig
         does not know.
     :param error: why the XML could not be fetched.
+    :param persistent_xml: the persistent definition, when known: what
+        the guest runs with after its next restart.
     """
 
     uuid: str
@@ -62,6 +65,7 @@ class Guest:
     xml: str = None
     instance: object = None
     error: str = None
+    persistent_xml: str = None
 
 
 def audit_host(host, topology, guests):
@@ -84,6 +88,7 @@ def audit_host(host, topology, guests):
             owners.setdefault(pcpu, []).append(guest)
         findings += _pin_findings(host, topology, guest, info)
         findings += _record_findings(host, guest)
+        findings += _persistent_findings(host, guest)
     findings += _shared(host, owners)
     return sorted(findings, key=lambda f: (KINDS.index(f.kind), f.detail))
 
@@ -156,6 +161,23 @@ def _record_findings(host, guest):
     return [Finding(XML_DIFFERS, host,
                     f"guest {guest.name} ({guest.uuid}): {diff}",
                     (guest.uuid,)) for diff in diffs]
+
+
+def _persistent_findings(host, guest):
+    """The persistent definition must place the guest as it runs now."""
+    if guest.persistent_xml is None or guest.persistent_xml == guest.xml:
+        return []
+    try:
+        live = guest_parse.parse_guest_topology(guest.xml)
+        kept = guest_parse.parse_guest_topology(guest.persistent_xml)
+    except exception.NumamigException as exc:
+        return [Finding(UNREADABLE_XML, host, str(exc), (guest.uuid,))]
+    diffs = placement.differences(live, kept)
+    return [Finding(XML_DIFFERS, host,
+                    f"guest {guest.name} ({guest.uuid}): its persistent "
+                    f"definition differs from the running domain (a "
+                    f"restart would move it): {diff}", (guest.uuid,))
+            for diff in diffs]
 
 
 def _shared(host, owners):

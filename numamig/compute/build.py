@@ -13,6 +13,7 @@ from numamig import cpuspec
 from numamig import exception
 from numamig import objects
 from numamig.compute import claims
+from numamig.compute import report
 
 LOG = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ def build_instance(agent, ctxt, instance, limits):
         raise
     agent.tracker.track_instance(recorded)
     LOG.info("%s: built instance %s", agent.host, instance.uuid)
+    report.send_now(agent, ctxt, f"building {instance.uuid}")
     return recorded
 
 

@@ -174,9 +174,12 @@ class MissingNodeExampleTest(LiveMigrationTestCase):
 
 def _fill(test, host_name):
     """A guest taking every dedicated pCPU of a host the scheduler still
-    believes empty (its last report predates it)."""
-    return test.create(host_name, vcpus=12, memory_mb=2048,
-                       specs=dict(DEDICATED, **{'hw:numa_nodes': '2'}))
+    believes empty: the report the agent sends after building it is held
+    back, as if still in flight."""
+    with fixtures.MonkeyPatch('numamig.compute.report.send_now',
+                              lambda *args, **kwargs: None):
+        return test.create(host_name, vcpus=12, memory_mb=2048,
+                           specs=dict(DEDICATED, **{'hw:numa_nodes': '2'}))
 
 
 class CandidatesTest(LiveMigrationTestCase):

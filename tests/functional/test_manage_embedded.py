@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import os
+import uuid as uuid_mod
 
 import fixtures
 
@@ -89,3 +90,31 @@ class ManageEmbeddedTestCase(base.TestCase):
         self.assertNotEqual(0, code)
         self.assertIn('host-z', err)
         self.assertEqual([], self.json_of('instance', 'list')['instances'])
+
+    def test_host_show_audit_of_strangers_and_delete(self):
+        created = self.json_of(
+            'instance', 'create', '--host', 'host-a', '--vcpus', '2',
+            '--memory', '1024', '--property', 'hw:cpu_policy=dedicated')
+        uuid = created['uuid']
+        # No report_all(): the agent reported right after the build.
+        code, out, _ = self.cli('host', 'show', 'host-a')
+        self.assertIn('[1P 9P]', out)
+        # A guest numamig never recorded, pinned onto the same pCPUs.
+        record = self.dep.api.instance_get(self.dep.context, uuid)
+        stranger = record.obj_clone()
+        stranger.uuid, stranger.name = str(uuid_mod.uuid4()), 'stranger'
+        driver = self.dep.agent('host-a').driver
+        driver.spawn(stranger, record.numa_topology)
+        audit = self.json_of('audit', 'pins', expected=3)
+        (group,) = [g for g in audit['groups']
+                    if g['kind'] == 'pcpu-pinned-twice']
+        self.assertEqual({uuid, stranger.uuid},
+                         set(group['findings'][0]['instance_uuids']))
+        self.assertEqual(0, self.cli('instance', 'delete', uuid)[0])
+        self.assertNotIn(uuid, driver.list_guests())
+        self.assertEqual([], [i['uuid'] for i in self.json_of(
+            'instance', 'list')['instances']])
+        code, out, _ = self.cli('host', 'show', 'host-a')
+        self.assertNotIn('1P', out)
+        again = self.json_of('instance', 'delete', uuid)
+        self.assertFalse(again['deleted'])

@@ -4,20 +4,22 @@ A backend starts (or reaches) a conductor and its compute hosts, and
 gives the scenarios what a whitebox check needs beyond numamig's public
 API: each host's libvirt connection (through a LibvirtDriver "probe" on
 the host's URI), each host's configured dedicated and shared sets, the
-way to make reports current, and the way to delete a guest for good.
+way to make reports current, and the way to delete a guest for good
+(numamig's own instance deletion, checked on every host).
 Features a backend cannot offer (failure injection, QEMU threads)
 raise ScenarioSkipped with the reason, so scenarios report them skipped.
 """
 
 import abc
+import logging
 
 from lxml import etree
 
 from numamig import context as nm_context
-from numamig import exception
 from numamig.ci import checks
 from numamig.ci.results import ScenarioSkipped
-from numamig.db import instances as db_instances
+
+LOG = logging.getLogger(__name__)
 
 #: Features a backend may offer; scenarios name the ones they need.
 FEATURES = {
@@ -95,14 +97,20 @@ class Backend(abc.ABC):
         self.probe(host).power_cycle(uuid)
 
     def delete_guest(self, uuid):
-        """Remove a guest the harness created: domain and record."""
+        """Remove a guest the harness created, through numamig.
+
+        The conductor has its host destroy the domain and release its
+        usage, then removes the record (idempotent). A domain still
+        found on any host afterwards is a leak numamig left: it is
+        destroyed so that the next scenario starts clean, and logged.
+        """
+        self.api.instance_delete(self.context, uuid)
         for host in self.hosts:
             if uuid in self.guests(host):
+                LOG.warning("numamig-ci: guest %s was still defined on %s "
+                            "after numamig deleted it; destroying it",
+                            uuid, host)
                 self.probe(host).destroy(uuid)
-        try:
-            db_instances.destroy(self.database(), uuid)
-        except exception.InstanceNotFound:
-            pass
 
     def vcpu_affinity(self, host, uuid):
         """{vCPU: pCPUs} QEMU's vCPU threads of a guest may run on."""

@@ -16,9 +16,11 @@
     }
 
 The harness creates its guests through numamig on these hosts and
-deletes them afterwards (domain through the libvirt URI, record through
-the database). The CPU sets must be the ones the hosts' numamig.conf
-give: they are what the checks hold the XML against.
+deletes them afterwards through numamig too ('instance delete': the
+agent destroys the domain and releases its usage, the conductor drops
+the record); it reads the domains through the libvirt URIs. The CPU
+sets must be the ones the hosts' numamig.conf give: they are what the
+checks hold the XML against.
 """
 
 import json

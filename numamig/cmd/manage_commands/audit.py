@@ -1,8 +1,9 @@
 """numamig-manage audit: compare what hosts run with what numamig records.
 
 The rules live in numamig.audit; this module fetches the inputs (host
-reports and records from the database, every guest's domain XML from
-its host through the conductor) and prints the findings grouped by kind.
+reports and records from the database; every domain each host runs,
+recorded or not, with its live and persistent XML, through the
+conductor) and prints the findings grouped by kind.
 """
 
 from numamig.audit import claims
@@ -24,12 +25,15 @@ class AuditCommands:
     def pins(self, host=None, output_format='human'):
         """Audit every guest's pins from its domain XML on its host.
 
-        Finds pCPUs pinned by more than one guest, vCPU pins outside the
-        host's dedicated set, emulator threads on the wrong CPU set,
-        guests whose XML differs from numamig's records, and claims held
-        by migrations no longer in progress ('heal claims' releases
-        those). Changes nothing. Exit codes: 0 nothing found; 3 problems
-        found; 127 unknown host; 255 the database cannot be used.
+        Every domain of every host is audited, including guests numamig
+        has no record of. Finds pCPUs pinned by more than one guest,
+        vCPU pins outside the host's dedicated set, emulator threads on
+        the wrong CPU set, guests whose XML differs from numamig's
+        records (or whose persistent definition differs from the running
+        domain), and claims held by migrations no longer in progress
+        ('heal claims' releases those). Changes nothing. Exit codes: 0
+        nothing found; 3 problems found; 127 unknown host; 255 the
+        database cannot be used.
         """
         from numamig.db import compute_nodes
         api, ctxt = _access.conductor(timeout=XML_TIMEOUT), _access.context()
@@ -38,7 +42,9 @@ class AuditCommands:
                        else compute_nodes.get_all(db))
             findings = []
             for report in reports:
-                guests = _guests(db, api, ctxt, report.host)
+                guests = _domains(db, api, ctxt, report.host) \
+                    if api.can_operate() else \
+                    _guests(db, api, ctxt, report.host)
                 findings += pins.audit_host(report.host, report.topology,
                                             guests)
             findings += [f for f in claims.leaked(db)
@@ -48,7 +54,40 @@ class AuditCommands:
         return common.EXIT_PROBLEMS if findings else common.EXIT_OK
 
 
+def _domains(db, api, ctxt, host):
+    """Every domain ``host`` runs, matched with its record if any."""
+    from numamig import exception
+    from numamig.db import instances
+    try:
+        domains = api.host_domains(ctxt, host)
+    except (exception.NotFound, exception.Invalid):
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported as a finding
+        return [pins.Guest(r.instance.uuid, r.instance.name,
+                           instance=r.instance,
+                           error=f"{host} did not list its domains: {exc}")
+                for r in instances.get_all(db, host=host)]
+    listed = {d['uuid'] for d in domains}
+    guests = [pins.Guest(r.instance.uuid, r.instance.name,
+                         instance=r.instance,
+                         error=f"recorded on {host}, which has no such "
+                               f"domain")
+              for r in instances.get_all(db, host=host)
+              if r.instance.uuid not in listed]
+    for domain in domains:
+        try:
+            instance = instances.get(db, domain['uuid']).instance
+        except exception.InstanceNotFound:
+            instance = None  # a guest numamig has no record of
+        guests.append(pins.Guest(
+            domain['uuid'], domain['name'], xml=domain['live_xml'],
+            instance=instance, error=domain['error'],
+            persistent_xml=domain['persistent_xml']))
+    return guests
+
+
 def _guests(db, api, ctxt, host):
+    """Recorded guests one by one: a conductor capped below API 1.1."""
     from numamig.db import instances
     guests = []
     for record in instances.get_all(db, host=host):

@@ -1,6 +1,7 @@
 """numamig-manage heal: release what ended migrations still hold."""
 
 from numamig.audit import claims
+from numamig.audit import pins
 from numamig.cmd import common
 from numamig.cmd.manage_commands import _access
 from numamig.cmd.manage_commands import audit
@@ -18,17 +19,22 @@ class HealCommands:
         """Release move claims held by migrations no longer in progress.
 
         Such a claim keeps a destination's pCPUs and pages reserved for a
-        guest that will never arrive. Each release is conditional on the
-        migration that holds it, so a claim a new migration took in the
-        meantime is left alone. Destination agents drop the released
-        usage at their next periodic recompute. Exit codes: 0 nothing
-        leaked; 3 leaked claims found (--dry-run); 4 leaked claims
-        released; 255 the database cannot be used.
+        guest that will never arrive. The conductor releases it in the
+        records, in its scheduler's reservations and on the destination
+        agent, at once. Each release is conditional on the migration
+        that holds it, so a claim a new migration took in the meantime
+        is left alone. Exit codes: 0 nothing leaked; 3 leaked claims
+        found (--dry-run); 4 leaked claims released; 255 the database
+        or the conductor cannot be used.
         """
-        with _access.database() as db:
-            found = claims.leaked(db)
-            released, skipped = ([], []) if dry_run else \
-                claims.heal(db, found)
+        api = _access.conductor()
+        if api.can_operate():
+            answer = api.heal_claims(_access.context(), dry_run=dry_run)
+            found, released, skipped = (
+                [pins.Finding(**f) for f in answer[key]]
+                for key in ('found', 'released', 'skipped'))
+        else:
+            found, released, skipped = _heal_in_database(dry_run)
         data = audit.grouped(found)
         data.update(dry_run=dry_run,
                     released=[f.as_dict() for f in released],
@@ -38,6 +44,15 @@ class HealCommands:
             return common.EXIT_OK
         return common.EXIT_PROBLEMS if dry_run or not released \
             else common.EXIT_HEALED
+
+
+def _heal_in_database(dry_run):
+    """A conductor capped below API 1.1 cannot heal: change the records
+    only; agents drop the usage at their next recompute."""
+    with _access.database() as db:
+        found = claims.leaked(db)
+        released, skipped = ([], []) if dry_run else claims.heal(db, found)
+    return found, released, skipped
 
 
 def _print_heal(data):

@@ -1,9 +1,10 @@
-"""numamig-manage instance: create, adopt, list and show guests.
+"""numamig-manage instance: create, adopt, list, show and delete guests.
 
 Listing and showing read the conductor's database; ``show`` also asks
 the guest's host for its domain XML (through the conductor) and says
-where it differs from the records. Creating and adopting go through the
-conductor, which claims on the host before anything is recorded.
+where it differs from the records. Creating, adopting and deleting go
+through the conductor, which claims (or releases) on the host before the
+records change.
 """
 
 from oslo_utils import uuidutils
@@ -124,6 +125,38 @@ class InstanceCommands:
         common.print_output(data, output_format, _print_show)
         differs = data.get('xml_check', {}).get('differences')
         return common.EXIT_PROBLEMS if differs else common.EXIT_OK
+
+
+    @common.args('uuid', metavar='UUID', help="Instance UUID.")
+    @common.format_option
+    @_access.guarded
+    def delete(self, uuid, output_format='human'):
+        """Delete a guest: destroy its domain, release its usage, drop it.
+
+        The conductor asks the guest's host to destroy the domain and
+        release the guest's pCPUs and pages, then removes the record.
+        Refused while a migration of the guest is in progress (abort it
+        first); a guest whose host does not answer stays recorded.
+        Deleting an instance that is not recorded changes nothing and is
+        not an error, so a retry is safe. Exit codes: 0 deleted (or not
+        recorded); 127 malformed UUID, or a migration is in progress;
+        255 the conductor or the host cannot be reached.
+        """
+        _access.require_uuid(uuid, 'instance')
+        deleted = _access.conductor().instance_delete(_access.context(),
+                                                      uuid)
+        data = {'uuid': uuid, 'deleted': deleted}
+        common.print_output(data, output_format, _print_deleted)
+        return common.EXIT_OK
+
+
+def _print_deleted(data):
+    if data['deleted']:
+        print(f"Deleted instance {data['uuid']}: domain destroyed, usage "
+              f"released, record removed.")
+    else:
+        print(f"Instance {data['uuid']} is not recorded: nothing to "
+              f"delete.")
 
 
 def _new_instance(vcpus, memory, properties, name, project):

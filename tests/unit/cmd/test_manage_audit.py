@@ -13,8 +13,15 @@ class ManageAuditTestCase(cli_base.CLITestCase):
         super().setUp()
         self.add_report('src')
         self.xml = {}
+        self.persistent = {}
         self.api.get_domain_xml.side_effect = \
             lambda ctxt, uuid: self.xml[uuid]
+        self.api.host_domains.side_effect = self.host_domains
+
+    def host_domains(self, ctxt, host):
+        return [{'uuid': uuid, 'name': f'dom-{uuid[:4]}', 'live_xml': xml,
+                 'persistent_xml': self.persistent.get(uuid, xml),
+                 'error': None} for uuid, xml in self.xml.items()]
 
     def guest(self, pins, **overrides):
         instance = cli_base.make_instance('src', **overrides)
@@ -66,3 +73,37 @@ class ManageAuditTestCase(cli_base.CLITestCase):
         code, _, err = self.run_cli('audit', 'pins', '--host', 'nope')
         self.assertEqual(127, code)
         self.assertIn('nope', err)
+
+    def test_unrecorded_guest_sharing_pcpus_is_found(self):
+        recorded = self.guest({0: 2, 1: 3})
+        stranger = cli_base.make_instance('src')
+        stranger.numa_topology.cells[0].cpu_pinning = {0: 3, 1: 2}
+        self.xml[stranger.uuid] = cli_base.domain_xml(stranger)
+        code, out, _ = self.run_cli('audit', 'pins', '--format', 'json')
+        self.assertEqual(3, code)
+        (group,) = json.loads(out)['groups']
+        self.assertEqual('pcpu-pinned-twice', group['kind'])
+        self.assertEqual({recorded.uuid, stranger.uuid},
+                         set(group['findings'][0]['instance_uuids']))
+
+    def test_persistent_definition_differing_is_found(self):
+        guest = self.guest({0: 2, 1: 3})
+        other = cli_base.make_instance('src', uuid=guest.uuid)
+        other.numa_topology.cells[0].cpu_pinning = {0: 3, 1: 2}
+        self.persistent[guest.uuid] = cli_base.domain_xml(other)
+        code, out, _ = self.run_cli('audit', 'pins')
+        self.assertEqual(3, code)
+        self.assertIn('persistent definition differs', out)
+
+    def test_recorded_guest_missing_on_its_host(self):
+        guest = self.guest({0: 2, 1: 3})
+        del self.xml[guest.uuid]
+        code, out, _ = self.run_cli('audit', 'pins')
+        self.assertEqual(3, code)
+        self.assertIn('has no such domain', out)
+
+    def test_capped_conductor_reads_recorded_guests_one_by_one(self):
+        self.api.can_operate.return_value = False
+        self.guest({0: 2, 1: 3})
+        self.assertEqual(0, self.run_cli('audit', 'pins')[0])
+        self.api.host_domains.assert_not_called()

@@ -1,13 +1,23 @@
 """numamig-manage heal claims: dry run, release, nothing to do."""
 
 import json
+from unittest import mock
 
+from numamig.conductor import maintenance
 from numamig.db import instances
 from numamig.db import migrations
 from tests.unit.cmd import cli_base
 
 
 class ManageHealTestCase(cli_base.CLITestCase):
+    """The conductor's heal (on the test database) answers the CLI."""
+
+    def setUp(self):
+        super().setUp()
+        self.conductor = mock.Mock(db=self.db, check_timeout=1)
+        self.api.heal_claims.side_effect = \
+            lambda ctxt, dry_run: maintenance.heal_claims(
+                self.conductor, ctxt, dry_run=dry_run)
 
     def leak(self, status='error'):
         guest = self.add_instance('src')
@@ -44,4 +54,16 @@ class ManageHealTestCase(cli_base.CLITestCase):
                                         json.loads(out)['released']])
         self.assertIsNone(self.context_of(guest))
         self.assertIsNotNone(self.context_of(kept))
+        # The scheduler's reservation and the agent's claim go too.
+        self.conductor.cache.release.assert_called_once_with('dst',
+                                                             guest.uuid)
+        drop = self.conductor.compute_api.drop_move_claim_at_destination
+        self.assertEqual('dst', drop.call_args[0][2].dest_host)
         self.assertEqual(0, self.run_cli('heal', 'claims')[0])
+
+    def test_capped_conductor_heals_in_the_database(self):
+        self.api.can_operate.return_value = False
+        guest = self.leak()
+        self.assertEqual(4, self.run_cli('heal', 'claims')[0])
+        self.assertIsNone(self.context_of(guest))
+        self.api.heal_claims.assert_not_called()

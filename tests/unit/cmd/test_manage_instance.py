@@ -1,6 +1,7 @@
-"""numamig-manage instance create / adopt / list / show."""
+"""numamig-manage instance create / adopt / list / show / delete."""
 
 import json
+from unittest import mock
 
 from numamig import exception
 from numamig.db import instances
@@ -114,3 +115,34 @@ class ManageInstanceTestCase(cli_base.CLITestCase):
         self.api.instance_adopt.side_effect = exception.ComputeHostDown(
             host='cn1', age='2 min', limit=60)
         self.assertEqual(1, self.run_cli('instance', 'adopt', 'cn1')[0])
+
+
+class ManageInstanceDeleteTestCase(cli_base.CLITestCase):
+
+    def test_delete(self):
+        uuid = '11111111-2222-3333-4444-555555555555'
+        self.api.instance_delete.return_value = True
+        code, out, _ = self.run_cli('instance', 'delete', uuid)
+        self.assertEqual(0, code)
+        self.assertIn(f'Deleted instance {uuid}', out)
+        self.api.instance_delete.assert_called_once_with(mock.ANY, uuid)
+
+    def test_delete_again_is_not_an_error(self):
+        self.api.instance_delete.return_value = False
+        code, out, _ = self.run_cli(
+            'instance', 'delete', '11111111-2222-3333-4444-555555555555',
+            '--format', 'json')
+        self.assertEqual((0, False), (code, json.loads(out)['deleted']))
+
+    def test_delete_refused_while_migrating(self):
+        uuid = '11111111-2222-3333-4444-555555555555'
+        self.api.instance_delete.side_effect = exception.InstanceBusy(
+            instance_uuid=uuid, action='deleted',
+            reason='migration m is running')
+        code, _, err = self.run_cli('instance', 'delete', uuid)
+        self.assertEqual(127, code)
+        self.assertIn('migration m is running', err)
+
+    def test_malformed_uuid_sends_nothing(self):
+        self.assertEqual(127, self.run_cli('instance', 'delete', 'x')[0])
+        self.api.instance_delete.assert_not_called()

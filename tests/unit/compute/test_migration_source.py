@@ -2,6 +2,7 @@
 
 from unittest import mock
 
+import oslo_messaging as messaging
 import testscenarios
 
 from numamig import exception
@@ -143,6 +144,37 @@ class SourceMigrationTest(base.TestCase):
         self.assertEqual('error', self.statuses[-1])
         self.agent.compute_api.rollback_live_migration_at_destination.\
             assert_not_called()
+
+    def test_no_answer_after_leaving_is_left_to_reconciliation(self):
+        self.agent.compute_api.post_live_migration_at_destination.\
+            side_effect = messaging.MessagingTimeout()
+        self._run()
+        self.assertEqual(['preparing', 'running', 'post-migrating'],
+                         self.statuses)
+        self.agent.compute_api.rollback_live_migration_at_destination.\
+            assert_not_called()
+
+    def test_lost_answer_to_a_status_change_is_asked_again(self):
+        recorded = []
+        set_status = self.agent.conductor.migration_set_status.side_effect
+
+        def lose_first_answer(ctxt, uuid, status, detail=None, error=None):
+            if status == 'preparing' and not recorded:
+                recorded.append(status)  # recorded, then the worker died
+                raise messaging.MessagingTimeout()
+            if status == 'preparing':
+                raise exception.InvalidStatusTransition(
+                    migration_uuid=uuid, current='preparing',
+                    requested=status, allowed='running')
+            return set_status(ctxt, uuid, status, detail, error)
+        self.agent.conductor.migration_set_status.side_effect = \
+            lose_first_answer
+        current = self.migration.obj_clone()
+        current.status = 'preparing'
+        self.agent.conductor.migration_get.return_value = current
+        self._run()
+        self.assertEqual(['running', 'post-migrating', 'completed'],
+                         self.statuses)
 
     def test_abort_before_the_guest_moves_cancels(self):
         job = migration_source.SourceMigration(

@@ -1,11 +1,14 @@
 """Tests of numamig.compute.reconcile: what an agent fixes at start."""
 
+from unittest import mock
+
 from numamig.compute import reconcile
 from tests import base
 from tests.unit.compute import base as cbase
 
 
-class ReconcileTest(base.TestCase):
+class SourceAgentTestCase(base.TestCase):
+    """A source agent whose records hold one guest."""
 
     def setUp(self):
         super().setUp()
@@ -18,6 +21,9 @@ class ReconcileTest(base.TestCase):
         self.agent.conductor.migration_get_in_progress_by_host.\
             return_value = [migration]
         return migration
+
+
+class ReconcileTest(SourceAgentTestCase):
 
     def test_guest_still_here_rolls_back(self):
         migration = self._interrupted('running')
@@ -57,3 +63,55 @@ class ReconcileTest(base.TestCase):
 
     def test_records_and_hypervisor_agree(self):
         self.assertEqual([], reconcile.reconcile_host(self.agent, None))
+
+
+class DestinationReconcileTest(base.TestCase):
+    """A destination restarting completes what its source left."""
+
+    def setUp(self):
+        super().setUp()
+        self.inst = cbase.instance(host=cbase.SOURCE, pins={0: 2, 1: 10})
+        self.agent = cbase.agent(host=cbase.HOST, guests={
+            self.inst.uuid: 'guest'})
+        self.agent.conductor.instance_get.return_value = self.inst
+        self.migration = cbase.migration(self.inst, status='post-migrating')
+        self.agent.conductor.migration_get_in_progress_by_host.\
+            return_value = [self.migration]
+        self.agent.post_live_migration_at_destination = mock.Mock()
+
+    def test_post_migrating_guest_here_is_completed(self):
+        fixed = reconcile.reconcile_host(self.agent, None)
+        self.assertIn('completed by the destination', fixed[0])
+        self.agent.post_live_migration_at_destination.assert_called_once()
+        args = self.agent.conductor.migration_set_status.call_args[0]
+        self.assertEqual((self.migration.uuid, 'completed'), args[1:3])
+
+    def test_running_is_left_to_the_source(self):
+        self.migration.status = 'running'
+        self.assertEqual([], reconcile.reconcile_host(self.agent, None))
+        self.agent.post_live_migration_at_destination.assert_not_called()
+
+
+class OutgoingReconcileTest(SourceAgentTestCase):
+    """The periodic pass ends only migrations no thread here drives."""
+
+    def test_abandoned_running_migration_is_rolled_back(self):
+        migration = self._interrupted('running')
+        self.agent.conductor.migration_get.return_value = migration
+        fixed = reconcile.reconcile_outgoing(self.agent, None)
+        self.assertIn('rolled back', fixed[0])
+
+    def test_migration_driven_here_is_left_alone(self):
+        migration = self._interrupted('running')
+        self.agent.conductor.migration_get.return_value = migration
+        self.agent._outgoing[migration.uuid] = mock.Mock()
+        self.assertEqual([], reconcile.reconcile_outgoing(self.agent, None))
+        self.agent.compute_api.rollback_live_migration_at_destination.\
+            assert_not_called()
+
+    def test_migration_that_ended_meanwhile_is_left_alone(self):
+        migration = self._interrupted('running')
+        ended = migration.obj_clone()
+        ended.status = 'completed'
+        self.agent.conductor.migration_get.return_value = ended
+        self.assertEqual([], reconcile.reconcile_outgoing(self.agent, None))

@@ -1,0 +1,82 @@
+"""Tests of numamig.conductor.maintenance: deletion and domain listing."""
+
+import oslo_messaging as messaging
+
+from numamig import exception
+from numamig.conductor import maintenance
+from numamig.db import instances
+from numamig.db import migrations
+from tests.unit.compute import base as cbase
+from tests.unit.conductor import base
+
+
+class DeleteInstanceTest(base.ConductorTestCase):
+
+    def test_destroys_on_the_host_then_drops_the_record(self):
+        inst = self.create_instance()
+        self.assertTrue(self.call('instance_delete', inst.uuid))
+        (sent,) = self.compute_api.delete_instance.call_args[0][1:2]
+        self.assertEqual((inst.uuid, 'deleting'),
+                         (sent.uuid, sent.task_state))
+        self.assertRaises(exception.InstanceNotFound, instances.get,
+                          self.db, inst.uuid)
+
+    def test_deleting_again_changes_nothing(self):
+        inst = self.create_instance()
+        self.call('instance_delete', inst.uuid)
+        self.assertFalse(self.call('instance_delete', inst.uuid))
+        self.assertEqual(1, self.compute_api.delete_instance.call_count)
+
+    def test_refused_while_a_migration_is_in_progress(self):
+        inst = self.create_instance()
+        migration = migrations.create(self.db, cbase.migration(inst))
+        self.assertRaisesMessage(exception.InstanceBusy, migration.uuid,
+                                 self.call, 'instance_delete', inst.uuid)
+        record = instances.get(self.db, inst.uuid).instance
+        self.assertIsNone(record.task_state)
+        self.compute_api.delete_instance.assert_not_called()
+
+    def test_host_not_answering_leaves_the_record_as_it_was(self):
+        inst = self.create_instance()
+        self.compute_api.delete_instance.side_effect = \
+            messaging.MessagingTimeout()
+        self.assertRaises(messaging.MessagingTimeout, self.call,
+                          'instance_delete', inst.uuid)
+        record = instances.get(self.db, inst.uuid).instance
+        self.assertEqual(('src', None), (record.host, record.task_state))
+
+    def test_old_agent_is_named(self):
+        inst = self.create_instance()
+        self.compute_api.delete_instance.side_effect = \
+            messaging.UnsupportedVersion('1.2')
+        self.assertRaisesMessage(exception.Invalid, 'older than compute API',
+                                 self.call, 'instance_delete', inst.uuid)
+
+    def test_a_guest_being_deleted_cannot_migrate(self):
+        inst = self.create_instance()
+        instances.update(self.db, inst.uuid,
+                         {'task_state': maintenance.DELETING})
+        self.assertRaisesMessage(exception.InstanceBusy, 'being deleted',
+                                 self.call, 'live_migrate_instance',
+                                 inst.uuid)
+
+
+class HostDomainsTest(base.ConductorTestCase):
+
+    def test_lists_through_the_agent(self):
+        self.compute_api.list_domains.return_value = ['d']
+        self.assertEqual(['d'], self.call('host_domains', 'dst1'))
+
+    def test_old_agent_falls_back_to_recorded_guests(self):
+        inst = self.create_instance()
+        self.compute_api.list_domains.side_effect = \
+            messaging.UnsupportedVersion('1.2')
+        self.compute_api.get_domain_xml.return_value = '<domain/>'
+        (entry,) = self.call('host_domains', 'src')
+        self.assertEqual((inst.uuid, '<domain/>', None),
+                         (entry['uuid'], entry['live_xml'],
+                          entry['persistent_xml']))
+
+    def test_unknown_host(self):
+        self.assertRaises(exception.HostNotFound, self.call, 'host_domains',
+                          'nope')
