@@ -133,7 +133,7 @@ class CrashMatrixTest(base.TestCase):
         self.dep = self.useFixture(deployment.DeploymentFixture(
             'fake', [lm.host('host-a'), lm.host('host-b')],
             conductor_settings=dict(SETTINGS), sweep_interval=0.5,
-            call_timeout=10, report_interval=3600)).deployment
+            call_timeout=4, report_interval=3600)).deployment
         # A request whose answer died with its receiver times out fast.
         self.flags(rpc_response_timeout=2)
         self.ctxt = self.dep.context
