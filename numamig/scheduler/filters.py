@@ -7,6 +7,7 @@ error). Filters are cheap checks first and the NUMA fit last, so a down
 or excluded host never costs a fit.
 """
 
+import abc
 import dataclasses
 
 from numamig.numa import fit as numa_fit
@@ -57,13 +58,14 @@ class Verdict:
 PASS = Verdict()
 
 
-class HostFilter:
+class HostFilter(abc.ABC):
     """Base class: ``check(state, spec)`` returns a Verdict."""
 
     name = 'HostFilter'
 
+    @abc.abstractmethod
     def check(self, state, spec):
-        raise NotImplementedError()
+        """Judge one host; subclasses define it."""
 
 
 class HostUpFilter(HostFilter):

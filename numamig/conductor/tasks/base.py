@@ -1,11 +1,12 @@
 """TaskBase: a conductor task that runs its steps or rolls back."""
 
+import abc
 import logging
 
 LOG = logging.getLogger(__name__)
 
 
-class TaskBase:
+class TaskBase(abc.ABC):
     """A unit of conductor work: ``execute`` runs ``_execute``; on any
     exception ``rollback`` undoes what was done and the exception is
     raised again unchanged.
@@ -26,8 +27,9 @@ class TaskBase:
                 LOG.exception("Rollback of %s failed", type(self).__name__)
             raise
 
+    @abc.abstractmethod
     def _execute(self):
-        raise NotImplementedError()
+        """Do the task's work; subclasses define it."""
 
-    def rollback(self, exc):
+    def rollback(self, exc):  # noqa: B027 - an optional hook
         """Undo the effects of a failed ``_execute``; default: nothing."""
