@@ -18,6 +18,7 @@ from oslo_log import log as logging
 from numamig import exception
 from numamig.virt import driver
 from numamig.virt.libvirt import errors
+from numamig.virt.libvirt import events
 from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import host_topology
@@ -73,6 +74,10 @@ class LibvirtDriver(driver.ComputeDriver):
         # crash tests) keeps the open connection: every test:// open is
         # a new, empty host, and the guests must survive their agent.
         if self._conn is None or not self._conn.isAlive():
+            if not self._settings.is_test_driver:
+                # Before the open: only later connections get events, and
+                # a migration's downtime arrives as one.
+                events.start_event_loop()
             try:
                 self._conn = libvirt.open(self._settings.uri)
             except libvirt.libvirtError as exc:

@@ -5,6 +5,8 @@ libvirtd drives the whole protocol); a monitor thread polls the job's
 statistics meanwhile, reports progress, raises the allowed downtime in
 steps and, past the completion timeout, aborts or forces convergence.
 ``abort`` and ``force_complete`` may be called from any other thread.
+What the finished job measured (downtime, bytes) comes from libvirt's
+job-completed event (see events).
 """
 
 import threading
@@ -15,6 +17,7 @@ from oslo_log import log as logging
 
 from numamig.virt import driver
 from numamig.virt.libvirt import errors
+from numamig.virt.libvirt import events
 
 LOG = logging.getLogger(__name__)
 
@@ -22,6 +25,11 @@ BASE_FLAGS = (libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER |
               libvirt.VIR_MIGRATE_PERSIST_DEST |
               libvirt.VIR_MIGRATE_UNDEFINE_SOURCE)
 KIB_PER_GIB = 1024 * 1024
+ACTIVE_JOB_TYPES = (libvirt.VIR_DOMAIN_JOB_BOUNDED,
+                    libvirt.VIR_DOMAIN_JOB_UNBOUNDED)
+# How long a successful job waits for its job-completed event, which
+# libvirt may deliver just after migrateToURI3 returned.
+COMPLETED_EVENT_WAIT_S = 2.0
 
 
 def migration_flags(settings):
@@ -76,8 +84,12 @@ class MigrationJob:
     """A live migration of one domain, from start to end."""
 
     def __init__(self, dom, settings, host, dest, progress_callback=None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, completion=None):
+        """:param completion: what catches the finished job's statistics;
+            an events.JobCompletedWatcher of ``dom`` unless given.
+        """
         self._dom = dom
+        self._completion = completion or events.JobCompletedWatcher(dom)
         self._settings = settings
         self._host, self._dest = host, dest
         self._callback = progress_callback
@@ -97,21 +109,35 @@ class MigrationJob:
         flags = migration_flags(self._settings)
         params = migration_params(self._settings, dest_xml, migration_uri,
                                   bandwidth_mib)
+        LOG.info("Live-migrating %s from %s to %s (%s, flags %#x)",
+                 self.instance, self._host, self._dest, peer_uri, flags)
+        self._completion.start()
+        try:
+            self._migrate_monitored(peer_uri, params, flags)
+            completed = self._completion.wait(COMPLETED_EVENT_WAIT_S)
+        finally:
+            self._completion.stop()
+        return self._result(completed)
+
+    def _migrate_monitored(self, peer_uri, params, flags):
         self._started = self._clock()
         monitor = threading.Thread(target=self._monitor, daemon=True,
                                    name=f'migration-monitor-{self.instance}')
         monitor.start()
-        LOG.info("Live-migrating %s from %s to %s (%s, flags %#x)",
-                 self.instance, self._host, self._dest, peer_uri, flags)
+        failure = None
         try:
             self._dom.migrateToURI3(peer_uri, params, flags)
         except libvirt.libvirtError as exc:
-            raise errors.migration_error(exc, self.instance, self._host,
-                                         self._dest, self._aborted_reason)
+            failure = exc
         finally:
+            self._ended = self._clock()
             self._done.set()
             monitor.join()
-        return self._result()
+        if failure is not None:
+            self._resume_if_paused()
+            raise errors.migration_error(
+                failure, self.instance, self._host, self._dest,
+                self._aborted_reason) from failure
 
     def abort(self, reason='aborted by request'):
         """Cancel the job; the guest keeps running on the source."""
@@ -120,8 +146,14 @@ class MigrationJob:
         self._dom.abortJob()
 
     def force_complete(self):
-        """Make the job converge: post-copy if permitted, else pause."""
+        """Make the job converge: post-copy if permitted, else pause.
+
+        A second call while the first one's effect lasts does nothing.
+        If the job fails after all, ``run`` resumes a guest paused here.
+        """
         with self._lock:
+            if self._post_copy or self._paused:
+                return
             if self._settings.permit_post_copy:
                 self._dom.migrateStartPostCopy(0)
                 self._post_copy = True
@@ -143,8 +175,9 @@ class MigrationJob:
 
     def _poll(self):
         stats = self._dom.jobStats()
-        if stats.get('type', libvirt.VIR_DOMAIN_JOB_NONE) == \
-                libvirt.VIR_DOMAIN_JOB_NONE:
+        if stats.get('type') not in ACTIVE_JOB_TYPES:
+            # No job yet, or one that has ended (completed, failed,
+            # cancelled) and reports zeros: that is no progress.
             return
         elapsed = self._clock() - self._started
         self._last = _progress(stats)
@@ -174,15 +207,39 @@ class MigrationJob:
         else:
             self.abort(f"completion timeout of {limit:.0f} s exceeded")
 
-    def _result(self):
-        elapsed_ms = int((self._clock() - self._started) * 1000)
+    def _resume_if_paused(self):
+        # The guest ran before force_complete paused it; a failed job
+        # must leave it as it found it, running on the source.
+        if not self._paused:
+            return
+        try:
+            self._dom.resume()
+            LOG.info("Resumed %s on %s: its migration failed after "
+                     "force_complete paused it", self.instance, self._host)
+        except libvirt.libvirtError as exc:
+            LOG.error("Migration of %s failed after it was paused, and "
+                      "resuming it on %s failed too: %s", self.instance,
+                      self._host, exc)
+
+    def _result(self, completed):
+        """Build the MigrationResult; ``completed`` are libvirt's final
+        job statistics, or None when they did not arrive."""
+        elapsed_ms = int((self._ended - self._started) * 1000)
+        completed = completed or {}
         result = driver.MigrationResult(
             emulated=False, elapsed_ms=elapsed_ms,
-            memory_total=self._last.memory_total,
-            memory_processed=self._last.memory_processed,
+            downtime_ms=completed.get('downtime'),
+            memory_total=completed.get('memory_total',
+                                       self._last.memory_total),
+            memory_processed=completed.get('memory_processed',
+                                           self._last.memory_processed),
             post_copy=self._post_copy, paused=self._paused)
-        LOG.info("Live migration of %s to %s completed in %d ms",
-                 self.instance, self._dest, elapsed_ms)
+        LOG.info("Live migration of %s to %s completed in %d ms, downtime "
+                 "%s ms%s", self.instance, self._dest, elapsed_ms,
+                 'unknown' if result.downtime_ms is None
+                 else result.downtime_ms,
+                 ' (post-copy)' if self._post_copy else
+                 ' (paused to converge)' if self._paused else '')
         return result
 
 

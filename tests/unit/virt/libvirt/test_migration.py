@@ -82,6 +82,27 @@ class FakeDomain:
         self.calls.append(('suspend',))
         self.finished.set()
 
+    def resume(self):
+        self.calls.append(('resume',))
+
+
+class FakeCompletion:
+    """Stands in for the job-completed event: ``stats`` or nothing."""
+
+    def __init__(self, stats=None):
+        self.stats = stats
+        self.calls = []
+
+    def start(self):
+        self.calls.append('start')
+
+    def wait(self, timeout):
+        self.calls.append('wait')
+        return self.stats
+
+    def stop(self):
+        self.calls.append('stop')
+
 
 def _libvirt_error(code, message):
     exc = libvirt.libvirtError(message)
@@ -89,11 +110,11 @@ def _libvirt_error(code, message):
     return exc
 
 
-def _job(dom, clock, callback=None, **settings):
+def _job(dom, clock, callback=None, completion=None, **settings):
     settings.setdefault('progress_interval_s', 0.001)
     return migration.MigrationJob(
         dom, lv_settings.MigrationSettings(**settings), 'src', 'dst',
-        callback, clock=clock)
+        callback, clock=clock, completion=completion or FakeCompletion())
 
 
 class FlagsAndParamsTestCase(base.TestCase):
@@ -235,3 +256,116 @@ class ErrorMappingTestCase(base.TestCase):
         self.assertIn('uuid-1 from src to dst', str(exc))
         if self.cls is not exception.MigrationAborted:
             self.assertIn(self.msg, str(exc))
+
+
+class CompletedStatsTestCase(base.TestCase):
+    """What the finished job reports, and what a failed one leaves."""
+
+    def test_downtime_and_bytes_from_the_completed_job(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, polls_to_finish=2)
+        completion = FakeCompletion({'downtime': 17, 'memory_total': 100,
+                                     'memory_processed': 130})
+        result = _job(dom, clock, completion=completion).run(
+            'u', '<d/>', None)
+        self.assertEqual((17, 100, 130), (result.downtime_ms,
+                                          result.memory_total,
+                                          result.memory_processed))
+        self.assertEqual(['start', 'wait', 'stop'], completion.calls)
+
+    def test_no_event_leaves_downtime_unknown(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, polls_to_finish=3)
+        result = _job(dom, clock).run('u', '<d/>', None)
+        self.assertIsNone(result.downtime_ms)
+        # The last sample's figures stand in for the final ones.
+        self.assertEqual((100, 3), (result.memory_total,
+                                    result.memory_processed))
+
+    def test_elapsed_excludes_the_wait_for_the_event(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, step=1.0, polls_to_finish=2)
+
+        class SlowCompletion(FakeCompletion):
+            def wait(self, timeout):
+                clock.now += 1000
+                return None
+
+        result = _job(dom, clock, completion=SlowCompletion()).run(
+            'u', '<d/>', None)
+        self.assertLess(result.elapsed_ms, 1000 * 1000)
+
+    def test_failed_job_stops_watching(self):
+        clock = FakeClock()
+        completion = FakeCompletion({'downtime': 5})
+        dom = FakeDomain(clock, polls_to_finish=1, error=_libvirt_error(
+            libvirt.VIR_ERR_OPERATION_FAILED, 'operation failed: x'))
+        self.assertRaises(exception.LiveMigrationFailed,
+                          _job(dom, clock, completion=completion).run,
+                          'u', '<d/>', None)
+        self.assertEqual(['start', 'stop'], completion.calls)
+
+    def test_guest_paused_to_converge_is_resumed_when_the_job_fails(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, memory_gib=1, step=15, polls_to_finish=99,
+                         error=_libvirt_error(
+                             libvirt.VIR_ERR_OPERATION_FAILED,
+                             'operation failed: migration failed'))
+        job = _job(dom, clock, completion_timeout_s=20,
+                   timeout_action='force_complete')
+        self.assertRaises(exception.LiveMigrationFailed, job.run, 'u',
+                          '<d/>', None)
+        ops = [c[0] for c in dom.calls]
+        self.assertEqual(['suspend', 'resume'],
+                         [op for op in ops if op in ('suspend', 'resume')])
+
+    def test_failed_job_not_paused_is_not_resumed(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, polls_to_finish=1, error=_libvirt_error(
+            libvirt.VIR_ERR_OPERATION_FAILED, 'operation failed: x'))
+        self.assertRaises(exception.LiveMigrationFailed,
+                          _job(dom, clock).run, 'u', '<d/>', None)
+        self.assertNotIn(('resume',), dom.calls)
+
+
+class ForceCompleteTestCase(base.TestCase):
+
+    scenarios = [
+        ('pause', {'post_copy': False, 'call': ('suspend',)}),
+        ('post_copy', {'post_copy': True, 'call': ('postcopy',)}),
+    ]
+
+    def test_second_call_does_nothing(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock)
+        job = _job(dom, clock, permit_post_copy=self.post_copy)
+        job.force_complete()
+        job.force_complete()
+        self.assertEqual([self.call], dom.calls)
+
+
+class EndedJobTestCase(base.TestCase):
+
+    scenarios = [
+        ('cancelled', {'job_type': libvirt.VIR_DOMAIN_JOB_CANCELLED}),
+        ('failed', {'job_type': libvirt.VIR_DOMAIN_JOB_FAILED}),
+        ('completed', {'job_type': libvirt.VIR_DOMAIN_JOB_COMPLETED}),
+    ]
+
+    def test_ended_job_is_not_progress(self):
+        # libvirt reports an ended job, before migrateToURI3 returns,
+        # with every figure zero.
+        clock, samples = FakeClock(), []
+        dom = FakeDomain(clock, polls_to_finish=2)
+        stats = dom.jobStats
+
+        def job_stats():
+            result = stats()
+            if dom.polls == 2:
+                return {'type': self.job_type, 'memory_total': 0,
+                        'memory_processed': 0}
+            return result
+
+        dom.jobStats = job_stats
+        _job(dom, clock, samples.append).run('u', '<d/>', None)
+        self.assertEqual([1], [s.memory_processed for s in samples])
