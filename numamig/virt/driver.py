@@ -36,7 +36,10 @@ class MigrationResult:
 
     ``emulated`` is True where numamig carried the guest over itself (the
     libvirt test driver); timings are then those of the define and start.
-    ``downtime_ms`` is None where the hypervisor did not report it.
+    ``downtime_ms`` is how long the guest stood still, as the hypervisor
+    measured it (for a migration forced to converge by a pause, the whole
+    paused time); None where the hypervisor did not report it. ``post_copy``
+    and ``paused`` say how a forced completion made the job converge.
     """
 
     __slots__ = ('emulated', 'elapsed_ms', 'downtime_ms', 'memory_total',
