@@ -34,14 +34,16 @@ _loop_thread = None
 def start_event_loop():
     """Run libvirt's default event loop in a daemon thread, once.
 
-    Connections opened before this call never receive events.
+    Connections opened before this call never receive events. A process
+    forked after the loop started (a service worker) has no loop thread;
+    there the loop is registered and started again.
 
     :returns: True when the loop runs (started now or earlier), False
         when libvirt refused to register it (logged).
     """
     global _loop_thread
     with _loop_lock:
-        if _loop_thread is not None:
+        if _loop_thread is not None and _loop_thread.is_alive():
             return True
         try:
             libvirt.virEventRegisterDefaultImpl()

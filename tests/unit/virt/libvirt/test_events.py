@@ -110,6 +110,15 @@ class EventLoopTestCase(base.TestCase):
         self.thread.assert_called_once()
         self.thread.return_value.start.assert_called_once_with()
 
+    @mock.patch.object(libvirt, 'virEventRegisterDefaultImpl')
+    def test_started_again_where_the_thread_is_gone(self, register):
+        # After a fork only the forking thread survives.
+        self.assertTrue(events.start_event_loop())
+        self.thread.return_value.is_alive.return_value = False
+        self.assertTrue(events.start_event_loop())
+        self.assertEqual(2, register.call_count)
+        self.assertEqual(2, self.thread.return_value.start.call_count)
+
     @mock.patch.object(libvirt, 'virEventRegisterDefaultImpl',
                        side_effect=_libvirt_error('refused'))
     def test_refusal_is_reported(self, _register):
