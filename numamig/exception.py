@@ -381,5 +381,6 @@ class CIDeploymentError(NumamigException):
 
 
 class CIDeploymentFileInvalid(Invalid):
-    """A --deployment file lacks a setting or holds an unusable value."""
-    msg_fmt = ("numamig-ci deployment file %(path)s: %(field)s %(reason)s")
+    """A --deployment file lacks a setting, names one numamig-ci does not
+    know, or holds a value that is unusable or not the deployment's."""
+    msg_fmt = "deployment file %(path)s: %(field)s %(reason)s"

@@ -6,8 +6,14 @@ UTS) namespace, where /etc/libvirt, /run, /var/lib/libvirt,
 directories; it has its own host_uuid (libvirt refuses a migration
 between equal UUIDs), TCP port and migration port range on loopback.
 QEMU runs as root without security driver, cgroups or virtlogd, so two
-daemons do not fight over shared host state. The QEMU capability cache
-is kept under CACHE_ROOT between runs: the first probe takes ~8 s.
+daemons do not fight over shared host state.
+
+The QEMU capability cache (the first probe of QEMU takes ~8 s) is kept
+under CACHE_ROOT between runs and shared by every host on the machine:
+each host starts with a private copy and publishes what its daemon
+probed afresh when it stops, by an atomic rename. No daemon ever writes
+into the shared cache, so hosts of concurrent runs cannot corrupt it or
+read a half-written file.
 
 Tear-down destroys every guest, kills any QEMU left by its pid file, and
 stops the daemon by the pid recorded at start, even after a failure.
@@ -15,18 +21,22 @@ The harness ships this with the package (its users have no tests tree);
 tests/fixtures/libvirt_daemons.py wraps it in a fixture.
 """
 
+import filecmp
 import os
 import shutil
 import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import time
 import uuid
 
 import libvirt
 
 CACHE_ROOT = '/var/tmp/numamig-libvirt-cache'
+# Where libvirt keeps the probed QEMU capabilities, under /var/cache/libvirt.
+QEMU_CAPS_DIR = os.path.join('qemu', 'capabilities')
 BIND_DIRS = (('etc', '/etc/libvirt'), ('run', '/run'),
              ('lib', '/var/lib/libvirt'), ('log', '/var/log/libvirt'),
              ('cache', '/var/cache/libvirt'))
@@ -59,8 +69,8 @@ class LibvirtHost:
     ``peer_uri`` (what another host's libvirtd dials), ``port``,
     ``directory``. ``stop`` tears it down and may be called at any time.
 
-    :param cache_root: where QEMU capability caches live between runs,
-        one directory per host name.
+    :param cache_root: the QEMU capability cache shared between runs
+        and hosts (see ``seed_cache`` and ``publish_cache``).
     """
 
     def __init__(self, name, root, cache_root=CACHE_ROOT):
@@ -101,11 +111,10 @@ class LibvirtHost:
 
     def _prepare_dirs(self):
         for sub, _target in BIND_DIRS:
-            if sub != 'cache':
-                os.makedirs(os.path.join(self.directory, sub), exist_ok=True)
+            os.makedirs(os.path.join(self.directory, sub), exist_ok=True)
         os.makedirs(os.path.join(self.directory, 'run', 'libvirt'),
                     exist_ok=True)
-        os.makedirs(os.path.join(self.cache_root, self.name), exist_ok=True)
+        seed_cache(self.cache_root, os.path.join(self.directory, 'cache'))
         etc = os.path.join(self.directory, 'etc')
         shutil.rmtree(etc)
         shutil.copytree('/etc/libvirt', etc, symlinks=True)
@@ -159,8 +168,6 @@ class LibvirtHost:
             time.sleep(0.1)
 
     def _source(self, sub):
-        if sub == 'cache':
-            return os.path.join(self.cache_root, self.name)
         return os.path.join(self.directory, sub)
 
     def _daemon_output(self):
@@ -189,6 +196,12 @@ class LibvirtHost:
         if self._out is not None:
             self._out.close()
             self._out = None
+        if self._proc is not None:
+            # Only a daemon that stopped cleanly wrote whole cache files.
+            if self._proc.returncode == 0:
+                publish_cache(os.path.join(self.directory, 'cache'),
+                              self.cache_root)
+            self._proc = None
 
     def _destroy_guests(self):
         try:
@@ -223,6 +236,94 @@ class LibvirtHost:
                 os.kill(pid, signal.SIGKILL)
             except (OSError, ValueError):
                 continue
+
+
+def seed_cache(cache_root, private):
+    """Give a host's ``private`` cache directory the shared cache's files.
+
+    Files are copied, not linked: the host's libvirtd rewrites a file it
+    finds stale (after a QEMU or libvirt upgrade) in place, which must
+    not reach the shared copy while another host reads it.
+    """
+    target = os.path.join(private, QEMU_CAPS_DIR)
+    os.makedirs(target, exist_ok=True)
+    source = os.path.join(cache_root, QEMU_CAPS_DIR)
+    if not os.path.isdir(source):
+        return
+    for entry in os.listdir(source):
+        if entry.endswith('.xml'):
+            shutil.copy2(os.path.join(source, entry),
+                         os.path.join(target, entry))
+
+
+def publish_cache(private, cache_root):
+    """Copy what a stopped host's libvirtd probed into the shared cache.
+
+    Each file lands under a temporary name first and is renamed into
+    place, so a host seeding concurrently reads either the old or the
+    new file, never a partial one; two hosts publishing the same file
+    at once both write a complete, equally valid copy.
+    """
+    source = os.path.join(private, QEMU_CAPS_DIR)
+    if not os.path.isdir(source):
+        return
+    target = os.path.join(cache_root, QEMU_CAPS_DIR)
+    os.makedirs(target, exist_ok=True)
+    for entry in os.listdir(source):
+        path = os.path.join(source, entry)
+        shared = os.path.join(target, entry)
+        if not entry.endswith('.xml') or (
+                os.path.exists(shared)
+                and filecmp.cmp(path, shared, shallow=False)):
+            continue
+        fd, partial = tempfile.mkstemp(dir=target, prefix=f'.{entry}.')
+        os.close(fd)
+        try:
+            shutil.copy2(path, partial)
+            os.replace(partial, shared)
+        except BaseException:
+            os.unlink(partial)
+            raise
+
+
+def qemu_pid_of(instance_uuid, settle_s=5.0):
+    """Return the pid of the one QEMU on this machine running a guest.
+
+    For guests of hosts whose directories the caller does not know (a
+    --deployment on this machine): libvirt gives QEMU ``-uuid``. Just
+    after a migration the source's QEMU may still be exiting, so two
+    are tolerated for up to ``settle_s`` seconds.
+
+    :raises LookupError: none, or still several, run the guest.
+    """
+    deadline = time.monotonic() + settle_s
+    while True:
+        pids = _qemu_pids(instance_uuid)
+        if len(pids) == 1:
+            return pids[0]
+        if not pids or time.monotonic() > deadline:
+            found = ', '.join(map(str, pids)) or 'none'
+            raise LookupError(f"QEMU processes running guest "
+                              f"{instance_uuid} on this machine: {found}; "
+                              f"expected exactly one")
+        time.sleep(0.1)
+
+
+def _qemu_pids(instance_uuid):
+    wanted = ['-uuid', instance_uuid]
+    pids = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/cmdline', 'rb') as f:
+                args = f.read().decode(errors='replace').split('\0')
+        except OSError:  # the process ended meanwhile
+            continue
+        if os.path.basename(args[0]).startswith('qemu') and any(
+                args[i:i + 2] == wanted for i in range(len(args) - 1)):
+            pids.append(int(entry))
+    return sorted(pids)
 
 
 def vcpu_thread_affinity(pid):

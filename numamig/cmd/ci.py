@@ -142,9 +142,13 @@ def _run(args, backend, selected, stdout):
         stdout.write(f"numamig-ci: starting the {backend.name} backend\n")
         try:
             stack.enter_context(backend)
+        except exception.Invalid as exc:
+            # What the deployment reports contradicts the file.
+            stdout.write(f"numamig-ci: {exc}\n")
+            return EXIT_USAGE
         except Exception as exc:
-            stdout.write(f"numamig-ci: the {backend.name} deployment could "
-                         f"not be started or reached: {exc}\n")
+            stdout.write(f"numamig-ci: the {backend.name} backend could not "
+                         f"start or reach its deployment: {exc}\n")
             return EXIT_DEPLOYMENT
         results = runner.run(backend, selected, chosen)
     return runner.exit_code(results, skips_fail=bool(args.scenario))

@@ -1,119 +1,93 @@
-"""--deployment FILE: an existing numamig deployment, described in JSON.
+"""--deployment FILE: an existing numamig deployment the harness visits.
 
-    {
-      "transport_url": "rabbit://user:pass@broker:5672/",
-      "control_exchange": "numamig",
-      "database": "postgresql+psycopg2://numamig@db/numamig",
-      "report_interval": 10,
-      "guest_memory_mb": 256,
-      "hosts": {
-        "compute-1": {"libvirt_uri": "qemu+ssh://compute-1/system",
-                      "cpu_dedicated_set": "2-15", "cpu_shared_set": "0-1"},
-        "compute-2": {"libvirt_uri": "qemu+ssh://compute-2/system",
-                      "cpu_dedicated_set": "4-15", "cpu_shared_set": "0-3"}
-      },
-      "real_qemu": false
-    }
+The file (numamig.ci.deployment_file) names the broker, the database and
+each host's libvirt URI and CPU sets. The harness creates its guests
+through numamig on these hosts and deletes them afterwards through
+numamig too ('instance delete': the agent destroys the domain and
+releases its usage, the conductor drops the record); it reads the
+domains through the libvirt URIs.
 
-The harness creates its guests through numamig on these hosts and
-deletes them afterwards through numamig too ('instance delete': the
-agent destroys the domain and releases its usage, the conductor drops
-the record); it reads the domains through the libvirt URIs. The CPU
-sets must be the ones the hosts' numamig.conf give: they are what the
-checks hold the XML against.
+The CPU sets must be the ones the hosts' numamig.conf give: they are
+what the checks hold the XML against. Before any guest is created, each
+file's sets are compared with those the host reports, and a difference
+refuses the file: the checks would otherwise fail (or pass) for a
+reason that has nothing to do with the migration.
 """
 
-import json
-
 from numamig import cpuspec
-from numamig import exception
+from numamig.ci import deployment_file
+from numamig.ci import libvirt_hosts
 from numamig.ci.backends import remote
-
-REQUIRED = ('transport_url', 'database', 'hosts')
 
 
 class DeploymentBackend(remote.RemoteBackend):
-    """Hosts and daemons someone else runs; the harness only visits."""
+    """Hosts and daemons someone else runs; the harness only visits.
+
+    :param spec: a deployment_file.DeploymentSpec.
+    """
 
     name = 'deployment'
 
-    def __init__(self, transport_url, db_url, hosts, control_exchange=None,
-                 report_interval=10, guest_memory_mb=256,
-                 real_qemu=False):
-        super().__init__(transport_url, db_url, control_exchange,
-                         report_interval)
-        self.host_specs = hosts
-        self.guest_memory_mb = guest_memory_mb
-        # Reading /proc needs the guests on this machine; a remote
-        # deployment offers the topology features its reports show.
-        self.features = frozenset({'qemu_threads'} if real_qemu else ())
+    def __init__(self, spec):
+        super().__init__(spec.transport_url, spec.database,
+                         spec.control_exchange, spec.report_interval)
+        self.spec = spec
+        self.guest_memory_mb = spec.guest_memory_mb
+        # Reading /proc needs the guests' QEMU on this machine; the
+        # topology features come from the hosts' reports at start.
+        self.features = frozenset({'qemu_threads'} if spec.real_qemu
+                                  else ())
 
     @classmethod
     def from_file(cls, path):
-        """Read a deployment file.
-
-        :raises CIDeploymentFileInvalid: naming the file and the field.
-        """
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except OSError as exc:
-            raise _invalid(path, 'the file', f"cannot be read: "
-                                             f"{exc.strerror}")
-        except json.JSONDecodeError as exc:
-            raise _invalid(path, 'the file', f"is not JSON: {exc}")
-        if not isinstance(data, dict):
-            raise _invalid(path, 'the file', "must hold a JSON object")
-        for field in REQUIRED:
-            if not data.get(field):
-                raise _invalid(path, field, "is missing")
-        hosts = data['hosts']
-        if not isinstance(hosts, dict) or len(hosts) < 2:
-            raise _invalid(path, 'hosts', "must name at least two hosts")
-        specs = {name: _host(path, name, spec)
-                 for name, spec in hosts.items()}
-        return cls(data['transport_url'], data['database'], specs,
-                   control_exchange=data.get('control_exchange'),
-                   report_interval=_positive(path, data, 'report_interval',
-                                             10),
-                   guest_memory_mb=_positive(path, data, 'guest_memory_mb',
-                                             256),
-                   real_qemu=bool(data.get('real_qemu', False)))
+        """:raises CIDeploymentFileInvalid: naming the file and setting."""
+        return cls(deployment_file.load(path))
 
     def start(self):
-        self.connect({n: s['uri'] for n, s in self.host_specs.items()},
-                     {n: (s['dedicated'], s['shared'])
-                      for n, s in self.host_specs.items()})
+        """Reach the deployment and check the file against its reports.
+
+        :raises CIDeploymentError: a URI, the broker or a host's report
+            could not be reached.
+        :raises CIDeploymentFileInvalid: a host's sets in the file are
+            not the ones it reports.
+        """
+        hosts = self.spec.hosts
+        self.connect({n: h.libvirt_uri for n, h in hosts.items()},
+                     {n: (h.dedicated, h.shared) for n, h in hosts.items()})
         reports = self.wait_for_reports(3 * self.report_interval + 5)
+        for name, host in hosts.items():
+            _check_sets(self.spec.path, host, reports[name])
         self.features = self.features | _features(reports)
 
     def stop(self):
         self.disconnect()
 
-
-def _host(path, name, spec):
-    if not isinstance(spec, dict) or not spec.get('libvirt_uri'):
-        raise _invalid(path, f"hosts.{name}.libvirt_uri", "is missing")
-    sets = {}
-    for key in ('cpu_dedicated_set', 'cpu_shared_set'):
-        text = spec.get(key)
-        try:
-            sets[key] = frozenset(cpuspec.parse_cpu_spec(text)) \
-                if text else None
-        except cpuspec.CPUSpecError as exc:
-            raise _invalid(path, f"hosts.{name}.{key}", f"is unusable: "
-                                                        f"{exc}")
-    return {'uri': spec['libvirt_uri'],
-            'dedicated': sets['cpu_dedicated_set'],
-            'shared': sets['cpu_shared_set']}
+    def vcpu_affinity(self, host, uuid):
+        pid = libvirt_hosts.qemu_pid_of(uuid)
+        return {vcpu: frozenset(cpuspec.parse_cpu_spec(text))
+                for vcpu, text in
+                libvirt_hosts.vcpu_thread_affinity(pid).items()}
 
 
-def _positive(path, data, key, default):
-    value = data.get(key, default)
-    if not isinstance(value, int) or value < 1:
-        raise _invalid(path, key, f"must be a positive integer, got "
-                                  f"{value!r}")
-    return value
+def _check_sets(path, host, report):
+    """Refuse a file whose sets are not the ones ``host`` reports."""
+    cells = report.topology.cells
+    reported = {'cpu_dedicated_set': frozenset().union(
+                    *(c.pcpuset for c in cells)),
+                'cpu_shared_set': frozenset().union(
+                    *(c.cpuset for c in cells))}
+    for key, given in (('cpu_dedicated_set', host.dedicated),
+                       ('cpu_shared_set', host.shared)):
+        if given != reported[key]:
+            raise deployment_file.invalid(
+                path, f"hosts.{host.name}.{key}",
+                f"is {_spec(given)} but the host reports "
+                f"{_spec(reported[key])}: give the value of [compute] "
+                f"{key} in its numamig.conf")
+
+
+def _spec(cpus):
+    return cpuspec.format_cpu_spec(cpus) if cpus else 'none'
 
 
 def _features(reports):
@@ -129,8 +103,3 @@ def _features(reports):
                for p in cell.mempages) for c in cells):
         found.add('huge_pages')
     return found
-
-
-def _invalid(path, field, reason):
-    return exception.CIDeploymentFileInvalid(path=path, field=field,
-                                             reason=reason)

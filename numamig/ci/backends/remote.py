@@ -90,6 +90,26 @@ class RemoteBackend(base.Backend):
     def database(self):
         return self._db
 
+    def wait_for_conductor(self, timeout, procs_alive=None):
+        """Return once the conductor answers a call.
+
+        :param procs_alive: callable raising if a daemon died meanwhile.
+        :raises CIDeploymentError: no answer within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if procs_alive:
+                procs_alive()
+            try:
+                return self._poll_api.compute_node_get_all(self.context)
+            except Exception as exc:  # the conductor may not listen yet
+                LOG.debug("numamig-ci: no conductor yet: %s", exc)
+            if time.monotonic() > deadline:
+                raise exception.CIDeploymentError(
+                    what='conductor', reason=f"no answer within {timeout} "
+                                             f"s on {self.control_exchange}")
+            time.sleep(0.1)
+
     def wait_for_reports(self, timeout, since=None, procs_alive=None):
         """Wait until every host has reported after ``since``.
 
@@ -131,27 +151,3 @@ def _capabilities(uri):
     finally:
         conn.close()
 
-
-def delete_queues(transport_url, names, servers, exchange=None):
-    """Delete the RabbitMQ queues (and exchange) a run's services made.
-
-    oslo.messaging's topic queues outlive their consumers; a harness run
-    must not leave its queues behind in the broker. Best effort: a
-    failure is logged, not raised.
-    """
-    if not transport_url.startswith('rabbit'):
-        return
-    import kombu
-    topics = (names.conductor_topic, names.compute_topic)
-    queues = list(topics) + [f'{t}.{s}' for t in topics for s in servers]
-    try:
-        with kombu.Connection('amqp' + transport_url[len('rabbit'):],
-                              connect_timeout=5) as conn:
-            channel = conn.channel()
-            for queue in queues:
-                channel.queue_delete(queue)
-            if exchange:
-                channel.exchange_delete(exchange)
-    except Exception as exc:  # noqa: BLE001 - best effort clean-up
-        LOG.warning("numamig-ci: could not delete the run's RabbitMQ "
-                    "queues: %s", exc)

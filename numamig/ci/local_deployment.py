@@ -1,0 +1,269 @@
+"""A numamig deployment stood up on this machine, for numamig-ci.
+
+N real libvirtd hosts side by side (numamig.ci.libvirt_hosts), one
+numamig-conductor and one numamig-compute per host as processes over a
+broker, on a control exchange of their own, with a SQLite (or given)
+database. ``numamig-ci --local-libvirt`` runs its scenarios on one; the
+tests of ``numamig-ci --deployment`` stand one up and describe it in a
+deployment file (``describe``), so both go through this code.
+
+Every name a run leaves on shared ground is unique to the run: host
+names (which are also the records' host names in a shared database),
+daemon names, the control exchange and its queues, the SQLite file and
+each host's directory. Two runs on one machine, or on one broker or
+database, therefore never see each other's hosts, guests or messages.
+The hosts get DIFFERENT CPU sets within the machine's pCPUs: odd hosts
+keep their last pCPU shared, even hosts dedicate every pCPU. On a
+2-pCPU machine, for a run tagged ``3f2a1b``::
+
+    ci-3f2a1b-1  dedicated 0    shared 1
+    ci-3f2a1b-2  dedicated 0-1  no shared set
+
+``stop`` tears everything down (daemons by SIGTERM then SIGKILL, guests
+destroyed, libvirtd stopped by its recorded pid, the run's queues
+deleted) and may be called at any point of ``start``.
+"""
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+from oslo_utils import uuidutils
+
+from numamig import cpuspec
+from numamig import exception
+from numamig import service
+from numamig.ci import libvirt_hosts
+from numamig.db import api as db_api
+
+LOG = logging.getLogger(__name__)
+
+DEFAULT_TRANSPORT = 'rabbit://guest:guest@127.0.0.1:5672/'
+REPORT_INTERVAL_S = 1
+STOP_TIMEOUT_S = 15
+
+
+class LocalDeployment:
+    """N libvirtd hosts with a conductor and agents as processes.
+
+    Start it in steps (``start_hosts``, ``start_conductor``,
+    ``start_agents``) so that a caller can wait for the conductor to
+    listen before the agents' first call, or all at once (``start``).
+
+    :param state_dir: where hosts, configuration files, logs and the
+        SQLite database go; kept afterwards when given, else a
+        temporary directory removed by ``stop``.
+    :param cache_root: the QEMU capability cache shared between runs.
+    """
+
+    def __init__(self, count, transport_url=None, db_url=None,
+                 state_dir=None, cache_root=libvirt_hosts.CACHE_ROOT,
+                 report_interval=REPORT_INTERVAL_S):
+        if count < 2:
+            raise exception.Invalid(
+                reason=f"a local deployment needs at least 2 hosts, "
+                       f"got {count}")
+        self.tag = uuidutils.generate_uuid()[:6]
+        self.control_exchange = f'numamig-ci-{self.tag}'
+        self.conductor = f'ci-{self.tag}-conductor'
+        self.host_names = [f'ci-{self.tag}-{index}'
+                           for index in range(1, count + 1)]
+        self._keep_state = state_dir is not None
+        self.state_dir = state_dir or tempfile.mkdtemp(prefix='numamig-ci-')
+        self.transport_url = transport_url or DEFAULT_TRANSPORT
+        self.db_url = db_url or \
+            f"sqlite:///{self.state_dir}/numamig-{self.tag}.sqlite"
+        self.cache_root = cache_root
+        self.report_interval = report_interval
+        self.libvirt = {}
+        self.sets = {}
+        self.procs = {}
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+    def start(self):
+        self.start_hosts()
+        self.start_conductor()
+        self.start_agents()
+
+    def start_hosts(self):
+        """Create the database schema and start every libvirtd host.
+
+        :raises CIDeploymentError: this machine cannot run real hosts.
+        """
+        reason = libvirt_hosts.missing_requirements()
+        if reason:
+            raise exception.CIDeploymentError(what='local libvirt hosts',
+                                              reason=reason)
+        os.makedirs(self.state_dir, exist_ok=True)
+        db_api.Database(self.db_url).sync()
+        cpus = sorted(os.sched_getaffinity(0))
+        for index, name in enumerate(self.host_names, start=1):
+            host = libvirt_hosts.LibvirtHost(name, self.state_dir,
+                                             self.cache_root)
+            self.libvirt[name] = host
+            host.start()
+            self.sets[name] = host_sets(index, cpus)
+
+    def start_conductor(self):
+        self._spawn(self.conductor, 'numamig-conductor')
+
+    def start_agents(self):
+        for name, host in self.libvirt.items():
+            self._spawn(name, 'numamig-compute', host, self.sets[name])
+
+    def uris(self):
+        """{host: the libvirt URI a client on this machine opens}."""
+        return {name: host.uri for name, host in self.libvirt.items()}
+
+    def describe(self):
+        """This deployment as a ``numamig-ci --deployment`` file holds it."""
+        hosts = {}
+        for name, host in self.libvirt.items():
+            dedicated, shared = self.sets[name]
+            hosts[name] = {'libvirt_uri': host.uri,
+                           'cpu_dedicated_set': _spec(dedicated)}
+            if shared:
+                hosts[name]['cpu_shared_set'] = _spec(shared)
+        return {'transport_url': self.transport_url,
+                'control_exchange': self.control_exchange,
+                'database': self.db_url,
+                'report_interval': self.report_interval,
+                'real_qemu': True,
+                'hosts': hosts}
+
+    def _spawn(self, name, command, host=None, sets=None):
+        config = os.path.join(self.state_dir, f'{name}.conf')
+        with open(config, 'w') as f:
+            f.write(self._config(name, host, sets))
+        log = open(os.path.join(self.state_dir, f'{name}.log'), 'wb')
+        script = os.path.join(os.path.dirname(sys.executable), command)
+        # A session of its own: a terminal's Ctrl-C reaches the harness
+        # only, which then stops the daemons in order.
+        self.procs[name] = (subprocess.Popen(
+            [script, '--config-file', config], stdout=log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True), log)
+
+    def _config(self, name, host, sets):
+        lines = ['[DEFAULT]', f'host = {name}',
+                 f'transport_url = {self.transport_url}',
+                 f'control_exchange = {self.control_exchange}',
+                 f'report_interval = {self.report_interval}',
+                 f'state_path = {self.state_dir}',
+                 '[database]', f'connection = {self.db_url}']
+        if host is not None:
+            dedicated, shared = sets
+            lines += ['[libvirt]', f'connection_uri = {host.uri}',
+                      'virt_type = qemu',
+                      'live_migration_inbound_addr = 127.0.0.1',
+                      f'live_migration_libvirtd_port = {host.port}',
+                      '[compute]', 'reserved_host_memory_mb = 0',
+                      f'cpu_dedicated_set = {_spec(dedicated)}']
+            if shared:
+                lines.append(f'cpu_shared_set = {_spec(shared)}')
+        return '\n'.join(lines) + '\n'
+
+    def alive(self):
+        """Return if every daemon runs.
+
+        :raises CIDeploymentError: naming the daemon that exited and the
+            end of its log.
+        """
+        for name, (proc, _log) in self.procs.items():
+            if proc.poll() is not None:
+                raise exception.CIDeploymentError(
+                    what=name, reason=f"exited with {proc.returncode}: "
+                                      f"{self.log_tail(name)}")
+
+    def log_tail(self, name, size=2000):
+        """The last ``size`` characters (all if None) of a daemon's log."""
+        with open(os.path.join(self.state_dir, f'{name}.log'), 'rb') as f:
+            text = f.read().decode(errors='replace')
+        return text if size is None else text[-size:]
+
+    def qemu_pid(self, host, domain_name):
+        return self.libvirt[host].qemu_pid(domain_name)
+
+    def stop(self):
+        """Stop the daemons, then the hosts; delete the run's queues."""
+        # The agents first, all at once (each takes seconds to drain its
+        # RPC server), then the conductor they were talking to.
+        agents = [self.procs[n] for n in self.procs if n != self.conductor]
+        _terminate(agents)
+        _terminate([self.procs[n] for n in self.procs
+                    if n == self.conductor])
+        self.procs = {}
+        for host in self.libvirt.values():
+            host.stop()
+        if self.libvirt:
+            delete_queues(self.transport_url,
+                          service.RPCNames(suffix=self.control_exchange),
+                          [self.conductor] + list(self.libvirt),
+                          self.control_exchange)
+        self.libvirt = {}
+        if not self._keep_state:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def host_sets(index, cpus):
+    """(dedicated, shared) of the ``index``-th host (from 1)."""
+    if index % 2 == 1 and len(cpus) > 1:
+        return frozenset(cpus[:-1]), frozenset(cpus[-1:])
+    return frozenset(cpus), None
+
+
+def delete_queues(transport_url, names, servers, exchange=None):
+    """Delete the RabbitMQ queues (and exchange) a run's services made.
+
+    oslo.messaging's topic queues outlive their consumers; a harness run
+    must not leave its queues behind in the broker. Best effort: a
+    failure is logged, not raised.
+    """
+    if not transport_url.startswith('rabbit'):
+        return
+    import kombu
+    topics = (names.conductor_topic, names.compute_topic)
+    queues = list(topics) + [f'{t}.{s}' for t in topics for s in servers]
+    try:
+        with kombu.Connection('amqp' + transport_url[len('rabbit'):],
+                              connect_timeout=5) as conn:
+            channel = conn.channel()
+            for queue in queues:
+                channel.queue_delete(queue)
+            if exchange:
+                channel.exchange_delete(exchange)
+    except Exception as exc:  # noqa: BLE001 - best effort clean-up
+        LOG.warning("numamig-ci: could not delete the run's RabbitMQ "
+                    "queues: %s", exc)
+
+
+def _terminate(procs):
+    """SIGTERM every (process, log) of ``procs``, SIGKILL the laggards."""
+    for proc, _log in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc, log in procs:
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _spec(cpus):
+    return cpuspec.format_cpu_spec(cpus)

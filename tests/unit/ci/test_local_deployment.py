@@ -1,0 +1,101 @@
+"""A local deployment before it starts: names unique to the run, CPU sets,
+the daemons' configuration and the deployment file describing it.
+
+Nothing is started here (the functional tests of numamig-ci do that).
+"""
+
+import fixtures
+import testscenarios
+
+from numamig import exception
+from numamig.ci import deployment_file
+from numamig.ci import local_deployment
+from tests import base
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+
+class LocalDeploymentTest(base.TestCase):
+
+    def make(self, count=2, **kwargs):
+        state = self.useFixture(fixtures.TempDir()).path
+        return local_deployment.LocalDeployment(count, state_dir=state,
+                                                **kwargs)
+
+    def test_two_runs_share_no_name(self):
+        one, two = self.make(), self.make()
+        for attr in ('control_exchange', 'conductor', 'db_url'):
+            self.assertNotEqual(getattr(one, attr), getattr(two, attr))
+        self.assertFalse(set(one.host_names) & set(two.host_names))
+
+    def test_runs_sharing_a_state_dir_and_database_stay_apart(self):
+        state = self.useFixture(fixtures.TempDir()).path
+        one = local_deployment.LocalDeployment(2, state_dir=state)
+        two = local_deployment.LocalDeployment(2, state_dir=state)
+        self.assertNotEqual(one.db_url, two.db_url)
+        self.assertFalse(set(one.host_names) & set(two.host_names))
+
+    def test_fewer_than_two_hosts_refused(self):
+        self.assertRaisesMessage(
+            exception.Invalid, "needs at least 2 hosts, got 1",
+            local_deployment.LocalDeployment, 1)
+
+    def test_description_is_a_valid_deployment_file(self):
+        deployment = self.make(transport_url='rabbit://u:p@mq:5672/')
+        # What start() fills in, without starting anything.
+        deployment.libvirt = {name: _Host(name)
+                              for name in deployment.host_names}
+        deployment.sets = {
+            name: local_deployment.host_sets(i, [0, 1])
+            for i, name in enumerate(deployment.host_names, start=1)}
+        spec = deployment_file.parse('d.json', deployment.describe())
+        self.assertEqual('rabbit://u:p@mq:5672/', spec.transport_url)
+        self.assertEqual(deployment.control_exchange, spec.control_exchange)
+        self.assertEqual(deployment.db_url, spec.database)
+        self.assertEqual(1, spec.report_interval)
+        self.assertTrue(spec.real_qemu)
+        first, second = deployment.host_names
+        self.assertEqual((f'uri-of-{first}', {0}, {1}), (
+            spec.hosts[first].libvirt_uri, spec.hosts[first].dedicated,
+            spec.hosts[first].shared))
+        self.assertEqual(({0, 1}, set()), (spec.hosts[second].dedicated,
+                                           spec.hosts[second].shared))
+
+    def test_agent_configuration_carries_its_host_and_sets(self):
+        deployment = self.make()
+        name = deployment.host_names[0]
+        text = deployment._config(name, _Host(name),
+                                  (frozenset({0, 2}), frozenset({1})))
+        for line in (f'host = {name}', 'cpu_dedicated_set = 0,2',
+                     'cpu_shared_set = 1', f'connection_uri = uri-of-{name}',
+                     f'control_exchange = {deployment.control_exchange}',
+                     f'connection = {deployment.db_url}'):
+            self.assertIn(line + '\n', text)
+
+
+class _Host:
+    """What the deployment reads of a started LibvirtHost."""
+
+    port = 16509
+
+    def __init__(self, name):
+        self.uri = f'uri-of-{name}'
+
+
+class HostSetsTest(base.TestCase):
+    """Odd hosts keep their last pCPU shared, even hosts dedicate all, so
+    that no two neighbours have the same sets."""
+
+    scenarios = [
+        ('odd-two-cpus', {'index': 1, 'cpus': [0, 1],
+                          'sets': ({0}, {1})}),
+        ('even-two-cpus', {'index': 2, 'cpus': [0, 1],
+                           'sets': ({0, 1}, None)}),
+        ('odd-one-cpu', {'index': 3, 'cpus': [0], 'sets': ({0}, None)}),
+        ('odd-four-cpus', {'index': 1, 'cpus': [0, 1, 2, 3],
+                           'sets': ({0, 1, 2}, {3})}),
+    ]
+
+    def test_sets(self):
+        self.assertEqual(self.sets,
+                         local_deployment.host_sets(self.index, self.cpus))
