@@ -234,25 +234,32 @@ class RealHostsTestCase(base.TestCase):
                          self.drivers['dst'].list_guests())
 
     def assert_coherent_progress(self, run, require_moved=True):
-        """The samples describe one job of this guest, moving forward."""
+        """The samples describe one job of this guest, moving forward.
+
+        ``require_moved=False`` where the test acts on a timer, which a
+        loaded machine may reach while the job is still being set up.
+        """
         samples = run.samples
         self.assertTrue(samples, "no progress was reported")
         if require_moved:
             self.assertTrue(run.moved_memory(), "no memory was sent")
+            self.assertTrue(samples[-1].memory_total)
         totals = {s.memory_total for s in samples if s.memory_total}
-        self.assertEqual(1, len(totals), totals)
-        total = totals.pop()
-        # Guest RAM plus the little firmware and device memory QEMU adds.
-        self.assertTrue(MEMORY_MB * MIB <= total < 2 * MEMORY_MB * MIB,
-                        total)
+        if run.result is not None:
+            totals.add(run.result.memory_total)
+        self.assertLessEqual(len(totals), 1, totals)
+        for total in totals:
+            # Guest RAM plus the little firmware and device memory QEMU
+            # adds.
+            self.assertTrue(MEMORY_MB * MIB <= total < 2 * MEMORY_MB * MIB,
+                            total)
+            for sample in samples:
+                self.assertLessEqual(sample.memory_remaining, total)
         for before, after in itertools.pairwise(samples):
             self.assertLessEqual(before.memory_processed,
                                  after.memory_processed)
             self.assertLessEqual(before.elapsed_ms, after.elapsed_ms)
-        for sample in samples:
-            self.assertLessEqual(sample.memory_remaining, total)
         if run.result is not None:
-            self.assertEqual(total, run.result.memory_total)
             self.assertGreaterEqual(run.result.memory_processed,
                                     samples[-1].memory_processed)
 
