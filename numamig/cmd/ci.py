@@ -57,8 +57,8 @@ def build_parser():
                              "conductor (default: a SQLite file)")
     parser.add_argument('--state-dir', default=None,
                         help="--local-libvirt: where hosts, configs and "
-                             "logs go (default: a temporary directory, "
-                             "removed after a successful run)")
+                             "logs go, kept afterwards (default: a "
+                             "temporary directory, removed afterwards)")
     parser.add_argument('--log-file', default=None,
                         help="write numamig's own log messages there "
                              "(default: errors only, to stderr)")
