@@ -233,9 +233,21 @@ class LibvirtHost:
                 with open(f'/proc/{pid}/comm') as f:
                     if not f.read().startswith('qemu'):
                         continue
+                # A stale pid file may name a pid reused since, maybe by
+                # another host's QEMU: only a process that sees this
+                # host's bind mounts is this host's.
+                if not self._mounts_visible_to(pid):
+                    continue
                 os.kill(pid, signal.SIGKILL)
             except (OSError, ValueError):
                 continue
+
+    def _mounts_visible_to(self, pid):
+        # A mount's line gives its source relative to the source's own
+        # filesystem: match the part of the path unique to this host.
+        unique = os.path.join(*self.directory.split(os.sep)[-2:])
+        with open(f'/proc/{pid}/mountinfo') as f:
+            return unique in f.read()
 
 
 def seed_cache(cache_root, private):

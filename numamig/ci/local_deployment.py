@@ -24,7 +24,6 @@ destroyed, libvirtd stopped by its recorded pid, the run's queues
 deleted) and may be called at any point of ``start``.
 """
 
-import logging
 import os
 import shutil
 import signal
@@ -37,10 +36,9 @@ from oslo_utils import uuidutils
 from numamig import cpuspec
 from numamig import exception
 from numamig import service
+from numamig.ci import broker
 from numamig.ci import libvirt_hosts
 from numamig.db import api as db_api
-
-LOG = logging.getLogger(__name__)
 
 DEFAULT_TRANSPORT = 'rabbit://guest:guest@127.0.0.1:5672/'
 REPORT_INTERVAL_S = 1
@@ -210,10 +208,10 @@ class LocalDeployment:
         for host in self.libvirt.values():
             host.stop()
         if self.libvirt:
-            delete_queues(self.transport_url,
-                          service.RPCNames(suffix=self.control_exchange),
-                          [self.conductor] + list(self.libvirt),
-                          self.control_exchange)
+            broker.delete_queues(
+                self.transport_url,
+                service.RPCNames(suffix=self.control_exchange),
+                [self.conductor] + list(self.libvirt), self.control_exchange)
         self.libvirt = {}
         if not self._keep_state:
             shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -224,31 +222,6 @@ def host_sets(index, cpus):
     if index % 2 == 1 and len(cpus) > 1:
         return frozenset(cpus[:-1]), frozenset(cpus[-1:])
     return frozenset(cpus), None
-
-
-def delete_queues(transport_url, names, servers, exchange=None):
-    """Delete the RabbitMQ queues (and exchange) a run's services made.
-
-    oslo.messaging's topic queues outlive their consumers; a harness run
-    must not leave its queues behind in the broker. Best effort: a
-    failure is logged, not raised.
-    """
-    if not transport_url.startswith('rabbit'):
-        return
-    import kombu
-    topics = (names.conductor_topic, names.compute_topic)
-    queues = list(topics) + [f'{t}.{s}' for t in topics for s in servers]
-    try:
-        with kombu.Connection('amqp' + transport_url[len('rabbit'):],
-                              connect_timeout=5) as conn:
-            channel = conn.channel()
-            for queue in queues:
-                channel.queue_delete(queue)
-            if exchange:
-                channel.exchange_delete(exchange)
-    except Exception as exc:  # noqa: BLE001 - best effort clean-up
-        LOG.warning("numamig-ci: could not delete the run's RabbitMQ "
-                    "queues: %s", exc)
 
 
 def _terminate(procs):

@@ -26,8 +26,8 @@ from oslo_utils import uuidutils
 from numamig import embedded
 from numamig import exception
 from numamig import service
+from numamig.ci import broker
 from numamig.ci.backends import base
-from numamig.ci.backends import remote
 from numamig.conf import CONF
 
 ALL_2CELL = frozenset(range(16))
@@ -95,7 +95,7 @@ class EmbeddedBackend(base.Backend):
     def stop(self):
         if self.deployment is not None:
             self.deployment.stop()
-            remote.delete_queues(self.transport_url, self._names,
+            broker.delete_queues(self.transport_url, self._names,
                                  ['conductor'] + list(self.hosts))
             self.deployment = None
         if self._state_dir:

@@ -88,11 +88,11 @@ class QemuPidTest(base.TestCase):
             [link, '-c', 'import time; time.sleep(60)', '-uuid', uuid])
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
-        return proc.pid
+        return proc
 
     def test_finds_the_guests_qemu(self):
         uuid = uuidutils.generate_uuid()
-        pid = self.fake_qemu(uuid)
+        pid = self.fake_qemu(uuid).pid
         self.fake_qemu(uuidutils.generate_uuid())
         self.assertEqual(pid, libvirt_hosts.qemu_pid_of(uuid))
 
@@ -105,7 +105,22 @@ class QemuPidTest(base.TestCase):
 
     def test_two_qemus_after_settling_are_refused(self):
         uuid = uuidutils.generate_uuid()
-        pids = sorted([self.fake_qemu(uuid), self.fake_qemu(uuid)])
+        pids = sorted([self.fake_qemu(uuid).pid,
+                       self.fake_qemu(uuid).pid])
         self.assertRaisesMessage(
             LookupError, f"machine: {pids[0]}, {pids[1]}; expected",
             libvirt_hosts.qemu_pid_of, uuid, settle_s=0.2)
+
+    def test_stale_pid_file_never_kills_another_hosts_qemu(self):
+        # The pid in a host's pid file was reused by a QEMU that does not
+        # live in the host's mount namespace (another host's, or here a
+        # process of this test).
+        qemu = self.fake_qemu(uuidutils.generate_uuid())
+        host = libvirt_hosts.LibvirtHost(
+            'h', self.useFixture(fixtures.TempDir()).path)
+        piddir = os.path.join(host.directory, 'run', 'libvirt', 'qemu')
+        os.makedirs(piddir)
+        with open(os.path.join(piddir, 'guest.pid'), 'w') as f:
+            f.write(str(qemu.pid))
+        host._kill_leftover_qemu()
+        self.assertRaises(subprocess.TimeoutExpired, qemu.wait, timeout=0.3)
