@@ -14,5 +14,6 @@ deployment), ``session`` (one scenario's guests and observations),
 subunit v2, JUnit XML), ``libvirt_hosts`` (libvirtd hosts side by side),
 ``local_deployment`` (those hosts with a conductor and agents as
 processes: --local-libvirt and the --deployment tests), and
-``deployment_file`` (the --deployment file, checked up front).
+``deployment_file`` (the --deployment file, checked up front) and
+``broker`` (a run's queues removed afterwards).
 """
