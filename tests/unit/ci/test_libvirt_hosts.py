@@ -8,6 +8,7 @@ looks like one (``qemu-...`` ... ``-uuid UUID``).
 import os
 import subprocess
 import sys
+import time
 
 import fixtures
 from oslo_utils import uuidutils
@@ -88,6 +89,11 @@ class QemuPidTest(base.TestCase):
             [link, '-c', 'import time; time.sleep(60)', '-uuid', uuid])
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
+        # Popen may return while the kernel is still inside execve, before
+        # the new command line is readable in /proc.
+        deadline = time.monotonic() + 5
+        while not _cmdline(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.001)
         return proc
 
     def test_finds_the_guests_qemu(self):
@@ -124,3 +130,8 @@ class QemuPidTest(base.TestCase):
             f.write(str(qemu.pid))
         host._kill_leftover_qemu()
         self.assertRaises(subprocess.TimeoutExpired, qemu.wait, timeout=0.3)
+
+
+def _cmdline(pid):
+    with open(f'/proc/{pid}/cmdline', 'rb') as f:
+        return f.read()
