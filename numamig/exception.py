@@ -297,6 +297,12 @@ class MigrationNotInProgress(Invalid):
     code = 409
 
 
+class InvalidMigrationResult(Invalid):
+    """A run's result that does not fit the Migration record."""
+    msg_fmt = ("Result of migration %(migration_uuid)s not recorded: "
+               "%(reason)s")
+
+
 # ---- scheduler/ (destination choice) ---------------------------------------
 
 class InvalidHostReport(Invalid):

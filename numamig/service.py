@@ -21,6 +21,7 @@ from numamig import rpc
 from numamig.compute import manager as compute_manager
 from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
+from numamig.conductor import endpoints as conductor_endpoints
 from numamig.conductor import manager as conductor_manager
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conf import checks
@@ -71,6 +72,8 @@ class RPCNames:
     def conductor_api(self, transport, version_cap=None, timeout=None,
                       release=None):
         """A conductor client; ``release``: the one the caller runs as."""
+        if release is not None:
+            version_cap = release.conductor_version_cap(version_cap)
         return conductor_rpcapi.ConductorAPI(
             transport, version_cap=version_cap, timeout=timeout,
             topic=self.conductor_topic, exchange=self.exchange,
@@ -240,6 +243,10 @@ class ConductorService(_RPCService):
         super().__init__(transport, target, manager, release)
         self.db = db
         self.sweep_interval = sweep_interval
+
+    def _endpoints(self):
+        return conductor_endpoints.for_api_version(
+            self.manager, self.release.conductor_api_version)
 
     @classmethod
     def from_conf(cls, conf, db, transport):

@@ -96,8 +96,8 @@ class ComputeManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def accept_emulated_migration(self, ctxt, instance, migration,
                                   dest_xml):
-        migration_dest.accept_emulated(self, ctxt, instance, migration,
-                                       dest_xml)
+        return migration_dest.accept_emulated(self, ctxt, instance,
+                                              migration, dest_xml)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def post_live_migration_at_destination(self, ctxt, instance, migration):

@@ -117,11 +117,17 @@ def pre_live_migration(agent, ctxt, instance, migrate_data):
 
 
 def accept_emulated(agent, ctxt, instance, migration, dest_xml):
-    """Emulated migration: define and start the guest's destination XML."""
+    """Emulated migration: define and start the guest's destination XML.
+
+    :returns: the driver's MigrationResult as a dict, for the source to
+        report (a dict, not an object: a source of any release reads it,
+        and one that ignores answers loses nothing).
+    """
     LOG.info("%s: EMULATED migration %s: defining instance %s from the "
              "source's XML (the hypervisor cannot migrate)", agent.host,
              migration.uuid, instance.uuid)
-    agent.driver.accept_emulated_migration(instance.uuid, dest_xml)
+    result = agent.driver.accept_emulated_migration(instance.uuid, dest_xml)
+    return result.as_dict() if result is not None else None
 
 
 def post_at_destination(agent, ctxt, instance, migration):

@@ -13,6 +13,13 @@ post-migrating -> completed, recording each through the conductor:
 * post-migrating: the destination adopts the guest (its claim becomes
   the instance's usage) and the source drops the guest's usage.
 
+The result of the run (how long it took, the guest's downtime, whether
+it was emulated or forced to converge) goes to the conductor with the
+status change that follows it: ``post-migrating`` after a run that
+moved the guest, the final status after one that failed partway (then
+only what the source measured itself: its length and the last progress
+sample).
+
 Before the guest has left the source, any failure rolls back: the
 destination drops what it prepared and claimed, the guest keeps running
 here with its old placement, and the migration ends ``failed`` (or
@@ -72,6 +79,11 @@ class SourceMigration:
         self.abort_requested = threading.Event()
         self.left_source = False
         self._last_progress = 0.0
+        # Set once the run starts: its monotonic start, its last progress
+        # sample, and how it ended (a MigrationResult dict).
+        self._run_started = None
+        self._last_sample = None
+        self.result = None
 
     @property
     def numa_path(self):
@@ -144,20 +156,46 @@ class SourceMigration:
 
     def _migrate(self, dest_xml):
         agent = self.agent
+        self._run_started = time.monotonic()
         if agent.driver.supports_native_migration:
-            agent.driver.live_migrate(self.instance.uuid, dest_xml,
-                                      self.migrate_data,
-                                      progress_callback=self._progress)
+            result = agent.driver.live_migrate(
+                self.instance.uuid, dest_xml, self.migrate_data,
+                progress_callback=self._progress)
             self.left_source = True
+            self.result = self._reported(result and result.as_dict(),
+                                         emulated=False)
             return
         self._check_abort()
-        agent.compute_api.accept_emulated_migration(
+        result = agent.compute_api.accept_emulated_migration(
             self.ctxt, self.instance, self.migration, dest_xml)
         # The destination runs the guest now; an abort would lose it.
         self.left_source = True
+        self.result = self._reported(result, emulated=True)
         agent.driver.destroy(self.instance.uuid)
 
+    def _reported(self, result, emulated):
+        """The run's result to report: the driver's, or (from a driver
+        or destination that gave none) what this source measured."""
+        if isinstance(result, dict) and result:
+            return dict(result)
+        return self._measured(emulated)
+
+    def _measured(self, emulated):
+        """What the source knows of a run by itself: its length and the
+        last progress sample; None if no run started."""
+        if self._run_started is None:
+            return None
+        elapsed_ms = int((time.monotonic() - self._run_started) * 1000)
+        sample = self._last_sample
+        return {'emulated': emulated, 'elapsed_ms': elapsed_ms,
+                'downtime_ms': None,
+                'memory_total': sample.memory_total if sample else None,
+                'memory_processed':
+                    sample.memory_processed if sample else None,
+                'post_copy': None, 'paused': None}
+
     def _progress(self, sample):
+        self._last_sample = sample
         now = time.monotonic()
         if now - self._last_progress < PROGRESS_INTERVAL_S:
             return
@@ -171,7 +209,7 @@ class SourceMigration:
 
     def _post(self):
         agent = self.agent
-        self._set_status(STATUS.POST_MIGRATING)
+        self._set_status(STATUS.POST_MIGRATING, result=self.result)
         agent.compute_api.post_live_migration_at_destination(
             self.ctxt, self.instance, self.migration)
         if self.numa_path:
@@ -199,7 +237,8 @@ class SourceMigration:
                 LOG.error("%s: rollback of migration %s: %s", agent.host,
                           self.migration.uuid, exc)
         final = STATUS.CANCELLED if aborted else STATUS.FAILED
-        self._set_status(final, error=reason)
+        self._set_status(final, error=reason, result=self._measured(
+            not self.agent.driver.supports_native_migration))
 
     def _rollback_destination(self):
         self.agent.compute_api.rollback_live_migration_at_destination(
@@ -226,11 +265,15 @@ class SourceMigration:
                   "source: %s; the next start-up reconciliation of %s "
                   "completes it", self.agent.host, self.migration.uuid,
                   self.instance.uuid, exc, self.migration.dest_host)
+        # The result again: the failure may have come before the
+        # post-migrating change that carries it was recorded.
         self._set_status(STATUS.ERROR, error=f"after the guest left "
-                                             f"{self.agent.host}: {exc}")
+                                             f"{self.agent.host}: {exc}",
+                         result=self.result)
 
-    def _set_status(self, status, error=None):
-        """Record a status; False if the migration may not move there.
+    def _set_status(self, status, error=None, result=None):
+        """Record a status (with the run's ``result`` if given); False if
+        the migration may not move there.
 
         A request whose answer times out is sent again: if the first one
         was recorded before its conductor worker died, the migration is
@@ -239,8 +282,16 @@ class SourceMigration:
         for attempt in range(1, STATUS_ATTEMPTS + 1):
             try:
                 self.migration = self.agent.conductor.migration_set_status(
-                    self.ctxt, self.migration.uuid, status, error=error)
+                    self.ctxt, self.migration.uuid, status, error=error,
+                    result=result)
                 return True
+            except exception.InvalidMigrationResult as exc:
+                # A result the record cannot hold must not cost the
+                # status change: the guest moved (or did not) regardless.
+                LOG.error("%s: %s; recording status %s without it",
+                          self.agent.host, exc, status)
+                result = None
+                continue
             except exception.InvalidStatusTransition as exc:
                 current = self.agent.conductor.migration_get(
                     self.ctxt, self.migration.uuid)

@@ -22,6 +22,7 @@ from oslo_utils import versionutils
 from numamig import exception
 from numamig import rpc
 from numamig.compute import rpcapi as compute_rpcapi
+from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.objects import service as service_obj
 
 LOG = logging.getLogger(__name__)
@@ -52,11 +53,14 @@ class Release:
     :param compute_api_version: the newest compute RPC API version it
         serves and sends.
     :param compute_methods: its compute endpoints (None: all of today's).
+    :param conductor_api_version: the newest conductor RPC API version
+        it serves and sends.
     """
 
     service_version: int
     compute_api_version: str
     compute_methods: frozenset = None
+    conductor_api_version: str = conductor_rpcapi.ConductorAPI.VERSION
 
     @property
     def is_current(self):
@@ -84,16 +88,27 @@ class Release:
         An older release cannot send above its own API version, whatever
         ``[upgrade_levels] compute`` says; the current one obeys it.
         """
+        return self._capped(self.compute_api_version, configured_cap)
+
+    def conductor_version_cap(self, configured_cap=None):
+        """The cap of this release's conductor client (as above)."""
+        return self._capped(self.conductor_api_version, configured_cap)
+
+    def _capped(self, own_version, configured_cap):
         if self.is_current:
             return configured_cap
         if configured_cap is None:
-            return self.compute_api_version
-        return min(configured_cap, self.compute_api_version,
+            return own_version
+        return min(configured_cap, own_version,
                    key=versionutils.convert_version_to_tuple)
 
 
+# Release 1's conductor is modelled serving conductor API 1.1, as this
+# testing aid has served it since it was written (the spec's upgrade
+# table concerns the compute API); what it must never see is 1.2 and the
+# Migration 1.1 it carries.
 RELEASES = {
-    1: Release(1, '1.0', _API_1_0_METHODS),
+    1: Release(1, '1.0', _API_1_0_METHODS, conductor_api_version='1.1'),
     2: Release(2, compute_rpcapi.ComputeAPI.VERSION),
 }
 

@@ -15,6 +15,12 @@ so the version of each message comes from what the sender can know:
 * a message carrying LiveMigrateData goes at the API version of that
   object's version: the object was built by the destination and passed
   through the source, so its version is the oldest either speaks.
+
+Objects always go in the versions OBJECT_VERSIONS declares for the
+newest API version the cap allows, even uncapped: an object newer than
+every compute API version (Migration 1.1, whose result fields only the
+conductor's records need) then never reaches an agent that cannot read
+it.
 """
 
 import logging
@@ -99,8 +105,8 @@ class ComputeAPI:
                                   version='1.0')
         self.client = rpc.get_client(
             transport, target, version_cap=version_cap,
-            version_manifest=rpc.manifest_for_cap(OBJECT_VERSIONS,
-                                                  version_cap),
+            version_manifest=rpc.manifest_for_cap(
+                OBJECT_VERSIONS, version_cap or self.VERSION),
             known_versions=release_objects)
         # For peers that refuse a newer API: everything backported to 1.0.
         self._client_1_0 = rpc.get_client(
@@ -210,7 +216,12 @@ class ComputeAPI:
         return True
 
     def accept_emulated_migration(self, ctxt, instance, migration, dest_xml):
-        """Emulated migration: the destination defines the guest's XML."""
+        """Emulated migration: the destination defines the guest's XML.
+
+        :returns: the destination driver's MigrationResult as a dict of
+            its fields, or None from an agent of a release that answered
+            nothing (the caller measures the run itself then).
+        """
         cctxt = self._prepare(migration.dest_host)
         return cctxt.call(ctxt, 'accept_emulated_migration',
                           instance=instance, migration=migration,

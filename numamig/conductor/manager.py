@@ -127,9 +127,9 @@ class ConductorManager:
 
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_set_status(self, ctxt, migration_uuid, status,
-                             detail=None, error=None):
+                             detail=None, error=None, result=None):
         return records.set_status(self, migration_uuid, status,
-                                  detail=detail, error=error)
+                                  detail=detail, error=error, result=result)
 
     def migration_update_progress(self, ctxt, migration_uuid, progress):
         fields_ = {k: v for k, v in progress.items()

@@ -18,6 +18,7 @@ Every function takes the ConductorManager (database, cache) first.
 import logging
 
 from numamig import exception
+from numamig.conductor import results
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
@@ -102,14 +103,25 @@ def _replaceable(db, held, context):
 
 
 def set_status(conductor, migration_uuid, status, detail=None, error=None,
-               expected=None):
+               expected=None, result=None):
     """Move a migration to ``status``; converge claims if it ended badly.
 
+    :param result: the run's result the source reports with the change
+        (see results.py); recorded in the same write, and worded as the
+        history's detail unless ``detail`` is given.
     :raises InvalidStatusTransition: nothing changed then.
+    :raises InvalidMigrationResult: nothing changed then.
     """
+    values = None
+    if result is not None:
+        values = results.record_values(migration_uuid, result, status)
+        detail = detail or results.describe(result)
     migration = migrations.set_status(conductor.db, migration_uuid, status,
                                       detail=detail, expected=expected,
-                                      error=error)
+                                      error=error, result=values)
+    if result is not None:
+        LOG.info("Migration %s of %s %s: %s", migration.uuid,
+                 migration.instance_uuid, status, detail)
     if status in (STATUS.ERROR, STATUS.FAILED, STATUS.CANCELLED):
         release_claims(conductor, migration)
     return migration

@@ -28,10 +28,14 @@ OBJECT_VERSIONS = {
     },
 }
 OBJECT_VERSIONS['1.1'] = dict(OBJECT_VERSIONS['1.0'])
+OBJECT_VERSIONS['1.2'] = dict(OBJECT_VERSIONS['1.1'], Migration='1.1')
 
 # The API version that brought claim drops limited to one host, instance
 # deletion, claim healing and host domain listing.
 OPERATIONS_VERSION = '1.1'
+# The API version that brought the result of a migration's run: the
+# ``result`` of migration_set_status, and Migration 1.1 in answers.
+RESULTS_VERSION = '1.2'
 
 
 class ConductorAPI:
@@ -46,9 +50,16 @@ class ConductorAPI:
             migration_abort and migration_force_complete.
     * 1.1 - migration_context_drop takes dest_host (drop only the claim
             held there); instance_delete, heal_claims and host_domains.
+    * 1.2 - migration_set_status takes the run's result; answers carry
+            Migration 1.1 (messages at 1.0-1.1 get Migration 1.0).
+
+    A client that may send 1.2 sends every call at 1.2, so that answers
+    carry what it reads; a conductor of an older release refuses it
+    (UnsupportedVersion, before any endpoint runs) and the call is sent
+    again at the version its arguments need, without the 1.2 ones.
     """
 
-    VERSION = '1.1'
+    VERSION = '1.2'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None):
@@ -75,15 +86,34 @@ class ConductorAPI:
         return cls(transport, version_cap=conf.upgrade_levels.conductor,
                    **kwargs)
 
-    def _call(self, ctxt, method, timeout=None, version=None, **kwargs):
+    def _call(self, ctxt, method, timeout=None, version='1.0',
+              newer_kwargs=None, **kwargs):
+        """Call ``method`` at 1.2 if allowed, else at ``version``.
+
+        :param version: the oldest API version taking ``kwargs``; used
+            when the cap forbids 1.2 or the conductor refuses it.
+        :param newer_kwargs: arguments only 1.2 takes; dropped then.
+        """
+        if self.client.can_send_version(RESULTS_VERSION):
+            try:
+                return self._send(ctxt, method, RESULTS_VERSION, timeout,
+                                  **kwargs, **(newer_kwargs or {}))
+            except messaging.UnsupportedVersion:
+                LOG.info("The conductor does not serve API %s (a conductor "
+                         "of an older release); %s sent again at %s",
+                         RESULTS_VERSION, method, version)
+        elif newer_kwargs:
+            LOG.info("%s: %s not sent: [upgrade_levels] conductor caps "
+                     "this client below API %s", method,
+                     ', '.join(sorted(newer_kwargs)), RESULTS_VERSION)
+        return self._send(ctxt, method, version, timeout, **kwargs)
+
+    def _send(self, ctxt, method, version, timeout, **kwargs):
         timeout = timeout or self.timeout
-        options = {}
+        options = {'version': version}
         if timeout:
             options['timeout'] = timeout
-        if version:
-            options['version'] = version
-        cctxt = self.client.prepare(**options) if options else self.client
-        return cctxt.call(ctxt, method, **kwargs)
+        return self.client.prepare(**options).call(ctxt, method, **kwargs)
 
     def _operation(self, ctxt, method, timeout=None, **kwargs):
         """Call a 1.1 operation, refusing clearly when capped below."""
@@ -151,11 +181,18 @@ class ConductorAPI:
                           host=host)
 
     def migration_set_status(self, ctxt, migration_uuid, status,
-                             detail=None, error=None):
-        """:raises InvalidStatusTransition: nothing changed then."""
+                             detail=None, error=None, result=None):
+        """Record a status change, with the run's result if given.
+
+        :param result: the driver's MigrationResult as a dict, recorded
+            with the change; not sent to a conductor older than 1.2 (the
+            change is recorded without it).
+        :raises InvalidStatusTransition: nothing changed then.
+        """
+        newer = None if result is None else {'result': result}
         return self._call(ctxt, 'migration_set_status',
                           migration_uuid=migration_uuid, status=status,
-                          detail=detail, error=error)
+                          detail=detail, error=error, newer_kwargs=newer)
 
     def migration_update_progress(self, ctxt, migration_uuid, progress):
         """Record a progress sample (cast: a lost sample does not matter)."""

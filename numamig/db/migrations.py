@@ -5,14 +5,15 @@ conditional ``UPDATE ... WHERE status IN (<statuses allowed to move to
 the new one>)``: when two conductor workers race (one completes, the other
 aborts), exactly one UPDATE matches and the other caller gets
 InvalidStatusTransition naming the status it lost to. Each change is
-recorded in the status history in the same transaction. Public API::
+recorded in the status history in the same transaction, and so is the
+result of the run when the change reports one. Public API::
 
     create(db, migration) -> Migration
     get(db, uuid) -> Migration
     get_all(db, instance_uuid=None, status=None) -> [Migration]
     get_in_progress_by_host(db, host) -> [Migration]
-    set_status(db, uuid, status, detail=None, expected=None, error=None)
-        -> Migration
+    set_status(db, uuid, status, detail=None, expected=None, error=None,
+               result=None) -> Migration
     set_dest_host(db, uuid, dest_host) -> Migration
     add_refused_host(db, uuid, host, reason) -> Migration
     update_progress(db, uuid, **progress) -> bool
@@ -31,6 +32,8 @@ from numamig.objects import migration as migration_obj
 STATUS = nm_fields.MigrationStatus
 PROGRESS_FIELDS = ('memory_total', 'memory_processed', 'memory_remaining',
                    'disk_total', 'disk_processed', 'disk_remaining')
+RESULT_FIELDS = migration_obj.RESULT_FIELDS
+_RESULT_FLAGS = ('emulated', 'post_copy', 'paused')
 
 
 def sources_of(status):
@@ -92,7 +95,8 @@ def get_in_progress_by_host(db, host):
                models.Migration.dest_host == host)))
 
 
-def set_status(db, uuid, status, detail=None, expected=None, error=None):
+def set_status(db, uuid, status, detail=None, expected=None, error=None,
+               result=None):
     """Move a migration to ``status`` if its current status allows it.
 
     :param detail: why, for the status history.
@@ -100,8 +104,13 @@ def set_status(db, uuid, status, detail=None, expected=None, error=None):
         now (e.g. only cancel while still queued); None allows every
         status ALLOWED_TRANSITIONS permits.
     :param error: the error text to record with the change.
+    :param result: values of RESULT_FIELDS and PROGRESS_FIELDS to record
+        with the change (the run's result); booleans for the flags,
+        non-negative integers or None for the rest.
     :returns: the migration after the change.
     :raises Invalid: for a status that does not exist.
+    :raises InvalidMigrationResult: for a result with unknown fields or
+        bad values; nothing is changed then.
     :raises InvalidStatusTransition: if the current status does not allow
         the change (another worker may have moved it first); nothing is
         changed then.
@@ -115,7 +124,8 @@ def set_status(db, uuid, status, detail=None, expected=None, error=None):
     if expected is not None:
         allowed &= set(expected)
     now = _rows.utcnow()
-    values = {'status': status, 'updated_at': now}
+    values = dict(_checked_result(uuid, result or {}), status=status,
+                  updated_at=now)
     if error is not None:
         values['error'] = error
     with db.writer() as session:
@@ -191,6 +201,31 @@ def update_progress(db, uuid, **progress):
         return True
 
 
+def _checked_result(uuid, result):
+    """``result`` if every value fits its column, else Invalid."""
+    known = RESULT_FIELDS + PROGRESS_FIELDS
+    bad = sorted(name for name, value in result.items()
+                 if name not in known or not _fits(name, value))
+    if bad:
+        raise exception.InvalidMigrationResult(
+            migration_uuid=uuid,
+            reason=f"{', '.join(bad)} unusable; fields must be some of "
+                   f"{', '.join(known)}, the flags "
+                   f"{', '.join(_RESULT_FLAGS)} booleans or None, the "
+                   f"others non-negative integers (the result's may be "
+                   f"None); got {result}")
+    return result
+
+
+def _fits(name, value):
+    if name in _RESULT_FLAGS:
+        return value is None or isinstance(value, bool)
+    if value is None:
+        return name in RESULT_FIELDS
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        value >= 0
+
+
 def _update(uuid):
     return sa.update(models.Migration).where(
         models.Migration.uuid == uuid).execution_options(
@@ -250,7 +285,8 @@ def _list(db, query):
 def _columns_of(migration):
     columns = {name: migration.get(name) for name in (
         'uuid', 'instance_uuid', 'source_host', 'dest_host',
-        'requested_host', 'status', 'error') + PROGRESS_FIELDS}
+        'requested_host', 'status', 'error') + PROGRESS_FIELDS +
+        RESULT_FIELDS}
     columns['refused_hosts'] = dict(migration.refused_hosts)
     return columns
 
@@ -270,7 +306,8 @@ def _to_object(session, row):
                 for h in history],
             **{name: getattr(row, name) for name in (
                 'uuid', 'instance_uuid', 'source_host', 'dest_host',
-                'requested_host', 'status', 'error') + PROGRESS_FIELDS})
+                'requested_host', 'status', 'error') + PROGRESS_FIELDS +
+                RESULT_FIELDS})
         migration.validate()
     except (exception.ObjectValidationError, ValueError, TypeError) as exc:
         raise exception.StoredRecordInvalid(

@@ -141,7 +141,8 @@ class Instance(TimestampMixin, Base):
 
 
 class Migration(TimestampMixin, Base):
-    """One live migration: hosts, status, progress, error, refusals."""
+    """One live migration: hosts, status, progress, error, refusals and
+    the result of its run."""
 
     __tablename__ = 'migrations'
     __table_args__ = (
@@ -172,6 +173,13 @@ class Migration(TimestampMixin, Base):
     error = sa.Column(sa.Text, nullable=True)
     # {host: reason} of every destination that refused, in order tried.
     refused_hosts = sa.Column(JSONText, nullable=False)
+    # The result of the run as the source reported it (revision 0002);
+    # NULL until reported, and for rows of runs that never reported one.
+    elapsed_ms = sa.Column(sa.BigInteger, nullable=True)
+    downtime_ms = sa.Column(sa.BigInteger, nullable=True)
+    emulated = sa.Column(sa.Boolean, nullable=True)
+    post_copy = sa.Column(sa.Boolean, nullable=True)
+    paused = sa.Column(sa.Boolean, nullable=True)
 
 
 class MigrationStatusChange(Base):

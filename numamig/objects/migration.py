@@ -1,11 +1,18 @@
 """Migration: one live migration's record, status history and progress."""
 
+from oslo_utils import versionutils
 from oslo_versionedobjects import fields
 
 from numamig.objects import base
 from numamig.objects import fields as nm_fields
 
 STATUS = nm_fields.MigrationStatus
+
+# How the migration's run went, as the source reported it (1.1). None
+# where nothing was reported: the run has not ended, never started, or
+# its source is of a release that did not report it.
+RESULT_FIELDS = ('elapsed_ms', 'downtime_ms', 'emulated', 'post_copy',
+                 'paused')
 
 # Status changes a migration may make. Anything else is a bug or a race
 # between conductor workers, and is refused instead of recorded.
@@ -49,9 +56,11 @@ class Migration(base.NumamigObject):
     """A live migration as the conductor records it."""
 
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: Added elapsed_ms, downtime_ms, emulated, post_copy and
+    #              paused (the result of the run)
+    VERSION = '1.1'
 
-    obj_relationships = {'history': [('1.0', '1.0')]}
+    obj_relationships = {'history': [('1.0', '1.0'), ('1.1', '1.0')]}
 
     fields = {
         'uuid': fields.UUIDField(),
@@ -73,16 +82,42 @@ class Migration(base.NumamigObject):
         'refused_hosts': fields.DictOfStringsField(default={}),
         'history': fields.ListOfObjectsField('MigrationStatusChange',
                                              default=[]),
+        # How long the run took, where it ran (the hypervisor's job for a
+        # native migration, the destination's define and start for an
+        # emulated one), in milliseconds.
+        'elapsed_ms': fields.IntegerField(nullable=True, default=None),
+        # How long the guest stood still, as the hypervisor measured it;
+        # None also where it did not say (emulated runs, old hypervisors).
+        'downtime_ms': fields.IntegerField(nullable=True, default=None),
+        # True: numamig carried the guest over itself because the
+        # hypervisor cannot migrate (the libvirt test driver).
+        'emulated': fields.BooleanField(nullable=True, default=None),
+        # How a forced completion made the run converge.
+        'post_copy': fields.BooleanField(nullable=True, default=None),
+        'paused': fields.BooleanField(nullable=True, default=None),
     }
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 1):
+            for name in RESULT_FIELDS:
+                primitive.pop(name, None)
 
     @property
     def in_progress(self):
         return self.status in STATUS.IN_PROGRESS
 
+    @property
+    def has_result(self):
+        """Whether the source reported how the run went."""
+        return any(self.get(name) is not None for name in RESULT_FIELDS)
+
     def _validate(self):
         base.require_nonnegative(
             self, 'memory_total', 'memory_processed', 'memory_remaining',
-            'disk_total', 'disk_processed', 'disk_remaining')
+            'disk_total', 'disk_processed', 'disk_remaining',
+            'elapsed_ms', 'downtime_ms')
         if self.get('dest_host') and self.dest_host == self.source_host:
             raise self.invalid(
                 f"source and destination are both {self.source_host}")

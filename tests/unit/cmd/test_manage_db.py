@@ -46,6 +46,18 @@ class ManageDbTestCase(base.TestCase):
         self.assertEqual((schema.head(), True),
                          (data['current'], data['up_to_date']))
 
+    def test_version_behind_then_at_0002(self):
+        self._run('sync', '--version', '0001')
+        code, out, _ = self._run('version', '--format', 'json')
+        self.assertEqual(common.EXIT_NO, code)
+        self.assertEqual(('0001', '0002'),
+                         (json.loads(out)['current'], json.loads(out)['head']))
+        code, out, _ = self._run('sync')
+        self.assertIn('0001 -> 0002', out)
+        code, out, _ = self._run('version')
+        self.assertEqual(common.EXIT_OK, code)
+        self.assertIn('0002', out)
+
     def test_sync_json_names_previous_revision(self):
         self._run('sync')
         code, out, _ = self._run('sync', '--format', 'json')

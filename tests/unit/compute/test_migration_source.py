@@ -56,7 +56,8 @@ class CheckSourceTest(base.TestCase):
             mock.Mock())
 
 
-class SourceMigrationTest(base.TestCase):
+class _SourceMigrationTestCase(base.TestCase):
+    """A queued migration of a pinned guest, with mocked peers."""
 
     def setUp(self):
         super().setUp()
@@ -64,9 +65,12 @@ class SourceMigrationTest(base.TestCase):
         self.agent = cbase.agent(host=cbase.SOURCE, instances=[self.inst])
         self.migration = cbase.migration(self.inst, status='queued')
         self.statuses = []
+        self.results = {}
 
-        def set_status(ctxt, uuid, status, detail=None, error=None):
+        def set_status(ctxt, uuid, status, detail=None, error=None,
+                       result=None):
             self.statuses.append(status)
+            self.results[status] = result
             result = self.migration.obj_clone()
             result.status = status
             return result
@@ -89,6 +93,9 @@ class SourceMigrationTest(base.TestCase):
             self.agent, None, self.inst, self.migration, self._data(numa))
         job.run()
         return job
+
+
+class SourceMigrationTest(_SourceMigrationTestCase):
 
     def test_success_walks_the_statuses_and_converges(self):
         self._run()
@@ -158,7 +165,8 @@ class SourceMigrationTest(base.TestCase):
         recorded = []
         set_status = self.agent.conductor.migration_set_status.side_effect
 
-        def lose_first_answer(ctxt, uuid, status, detail=None, error=None):
+        def lose_first_answer(ctxt, uuid, status, detail=None, error=None,
+                              result=None):
             if status == 'preparing' and not recorded:
                 recorded.append(status)  # recorded, then the worker died
                 raise messaging.MessagingTimeout()
@@ -166,7 +174,7 @@ class SourceMigrationTest(base.TestCase):
                 raise exception.InvalidStatusTransition(
                     migration_uuid=uuid, current='preparing',
                     requested=status, allowed='running')
-            return set_status(ctxt, uuid, status, detail, error)
+            return set_status(ctxt, uuid, status, detail, error, result)
         self.agent.conductor.migration_set_status.side_effect = \
             lose_first_answer
         current = self.migration.obj_clone()
@@ -221,3 +229,89 @@ class SourceMigrationTest(base.TestCase):
         sample = self.agent.conductor.migration_update_progress.call_args[0]
         self.assertEqual(40, sample[2]['memory_processed'])
         self.agent.driver.destroy.assert_not_called()
+
+
+class SourceMigrationResultTest(_SourceMigrationTestCase):
+    """The run's result goes to the conductor with the status after it."""
+
+    EMULATED = {'emulated': True, 'elapsed_ms': 4, 'downtime_ms': None,
+                'memory_total': None, 'memory_processed': None,
+                'post_copy': None, 'paused': None}
+
+    def test_emulated_result_of_the_destination(self):
+        self.agent.compute_api.accept_emulated_migration.return_value = \
+            dict(self.EMULATED)
+        self._run()
+        self.assertEqual(self.EMULATED, self.results['post-migrating'])
+        self.assertIsNone(self.results['completed'])
+        self.assertIsNone(self.results['running'])
+
+    def test_destination_that_answers_nothing_is_measured(self):
+        self.agent.compute_api.accept_emulated_migration.return_value = None
+        self._run()
+        result = self.results['post-migrating']
+        self.assertTrue(result['emulated'])
+        self.assertGreaterEqual(result['elapsed_ms'], 0)
+        self.assertIsNone(result['downtime_ms'])
+
+    def test_native_result_of_the_driver(self):
+        from numamig.virt import driver as virt_driver
+        self.agent.driver.supports_native_migration = True
+        native = virt_driver.MigrationResult(
+            emulated=False, elapsed_ms=412, downtime_ms=18,
+            memory_total=100, memory_processed=120, post_copy=True,
+            paused=False)
+        self.agent.driver.live_migrate.return_value = native
+        self._run()
+        self.assertEqual(native.as_dict(), self.results['post-migrating'])
+
+    def test_partial_native_run_reports_what_the_source_saw(self):
+        from numamig.virt import driver as virt_driver
+        self.agent.driver.supports_native_migration = True
+
+        def migrate(uuid, xml, data, progress_callback):
+            progress_callback(virt_driver.MigrationProgress(
+                memory_total=100, memory_processed=40,
+                memory_remaining=60))
+            raise exception.MigrationError(reason='link down')
+        self.agent.driver.live_migrate.side_effect = migrate
+        self._run()
+        self.assertEqual('failed', self.statuses[-1])
+        result = self.results['failed']
+        self.assertEqual((False, 100, 40, None),
+                         (result['emulated'], result['memory_total'],
+                          result['memory_processed'],
+                          result['downtime_ms']))
+        self.assertGreaterEqual(result['elapsed_ms'], 0)
+
+    def test_no_run_no_result(self):
+        self.agent.compute_api.pre_live_migration.side_effect = \
+            exception.MigrationError(reason='dest not ready')
+        self._run()
+        self.assertEqual('failed', self.statuses[-1])
+        self.assertIsNone(self.results['failed'])
+
+    def test_failure_after_leaving_sends_the_result_again(self):
+        self.agent.compute_api.accept_emulated_migration.return_value = \
+            dict(self.EMULATED)
+        self.agent.compute_api.post_live_migration_at_destination.\
+            side_effect = exception.MigrationError(reason='boom')
+        self._run()
+        self.assertEqual(self.EMULATED, self.results['error'])
+
+    def test_refused_result_does_not_cost_the_status(self):
+        self.agent.compute_api.accept_emulated_migration.return_value = \
+            {'emulated': True, 'elapsed_ms': -1}
+        set_status = self.agent.conductor.migration_set_status.side_effect
+
+        def refuse_results(ctxt, uuid, status, detail=None, error=None,
+                           result=None):
+            if result is not None:
+                raise exception.InvalidMigrationResult(
+                    migration_uuid=uuid, reason='elapsed_ms unusable')
+            return set_status(ctxt, uuid, status, detail, error, result)
+        self.agent.conductor.migration_set_status.side_effect = \
+            refuse_results
+        self._run()
+        self.assertEqual(['preparing', 'running', 'post-migrating',
+                          'completed'], self.statuses)

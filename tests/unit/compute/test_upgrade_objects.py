@@ -9,6 +9,7 @@ knows, and lose every NUMA field (one test per field: Nova once forgot
 to drop one of the two flags).
 """
 
+import fixtures
 from oslo_serialization import jsonutils
 import testscenarios
 
@@ -151,3 +152,29 @@ class NeverAboveTheReceivedVersionTest(base.TestCase):
         wire = serializer.serialize_entity(None,
                                            samples.live_migrate_data())
         self.assertEqual('1.1', wire[f'{OBJ}.version'])
+
+
+class MigrationResultNeverReachesAgentsTest(base.TestCase):
+    """Migration 1.1 is for the conductor's records: no compute API
+    version carries it, so even an uncapped client sends 1.0 (an agent
+    of release 1 would refuse 1.1)."""
+
+    def test_uncapped_client_manifest(self):
+        manifests = []
+
+        def get_client(transport, target, version_manifest=None, **kwargs):
+            manifests.append(version_manifest)
+        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
+                                           side_effect=get_client))
+        compute_rpcapi.ComputeAPI(None)
+        self.assertEqual(['1.0', '1.0'],
+                         [m['Migration'] for m in manifests])
+
+    def test_newest_api_sends_migration_1_0_to_an_old_agent(self):
+        sender = rpc.ObjectSerializer(rpc.manifest_for_cap(
+            compute_rpcapi.OBJECT_VERSIONS, compute_rpcapi.ComputeAPI.VERSION))
+        wire = sender.serialize_entity(None, samples.migration())
+        self.assertEqual('1.0', wire[f'{OBJ}.version'])
+        self.assertNotIn('elapsed_ms', wire[f'{OBJ}.data'])
+        received = _old_receiver().deserialize_entity(None, wire)
+        self.assertEqual(samples.migration().uuid, received.uuid)

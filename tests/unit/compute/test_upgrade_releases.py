@@ -82,6 +82,24 @@ class ComputeVersionCapTest(base.TestCase):
                          self.release.compute_version_cap(self.cap))
 
 
+class ConductorVersionCapTest(base.TestCase):
+    """An old release never sends conductor API 1.2 (Migration 1.1)."""
+
+    scenarios = [
+        ('old-uncapped', {'release': OLD, 'cap': None, 'expected': '1.1'}),
+        ('old-capped-higher', {'release': OLD, 'cap': '1.2',
+                               'expected': '1.1'}),
+        ('old-capped-lower', {'release': OLD, 'cap': '1.0',
+                              'expected': '1.0'}),
+        ('new-uncapped', {'release': NEW, 'cap': None, 'expected': None}),
+        ('new-capped', {'release': NEW, 'cap': '1.1', 'expected': '1.1'}),
+    ]
+
+    def test_cap(self):
+        self.assertEqual(self.expected,
+                         self.release.conductor_version_cap(self.cap))
+
+
 class ReleaseEndpointsTest(base.TestCase):
     """What the RPC dispatcher sees of an agent running as release 1."""
 

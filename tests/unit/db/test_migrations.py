@@ -139,6 +139,62 @@ class SetStatusTestCase(_MigrationTestCase):
              STATUS.RUNNING], [h.status for h in migration.history])
 
 
+class ResultTestCase(_MigrationTestCase):
+    """The run's result, recorded with the status change reporting it."""
+
+    RESULT = {'elapsed_ms': 412, 'downtime_ms': 18, 'emulated': False,
+              'post_copy': False, 'paused': True, 'memory_total': 1 << 30,
+              'memory_processed': 1 << 30, 'memory_remaining': 0}
+
+    def test_result_recorded_with_the_status(self):
+        migration = self._create(status=STATUS.RUNNING)
+        changed = migrations.set_status(self.db, migration.uuid,
+                                        STATUS.POST_MIGRATING,
+                                        result=self.RESULT)
+        stored = migrations.get(self.db, migration.uuid)
+        self.assertEqual(changed, stored)
+        self.assertEqual(self.RESULT,
+                         {name: getattr(stored, name) for name in self.RESULT})
+        self.assertTrue(stored.has_result)
+
+    def test_no_result_reads_back_as_none(self):
+        migration = self._create()
+        stored = migrations.set_status(self.db, migration.uuid,
+                                       STATUS.QUEUED)
+        self.assertFalse(stored.has_result)
+        self.assertIsNone(stored.emulated)
+
+    def test_created_with_a_result(self):
+        migration = self._create(status=STATUS.COMPLETED, elapsed_ms=3,
+                                 emulated=True)
+        stored = migrations.get(self.db, migration.uuid)
+        self.assertEqual((3, True, None),
+                         (stored.elapsed_ms, stored.emulated,
+                          stored.downtime_ms))
+
+    def test_unknowns_in_a_result_are_none(self):
+        migration = self._create(status=STATUS.RUNNING)
+        stored = migrations.set_status(
+            self.db, migration.uuid, STATUS.FAILED,
+            result={'elapsed_ms': 5, 'downtime_ms': None, 'paused': None})
+        self.assertEqual((5, None, None),
+                         (stored.elapsed_ms, stored.downtime_ms,
+                          stored.paused))
+
+    def test_bad_result_changes_nothing(self):
+        migration = self._create(status=STATUS.RUNNING)
+        for bad in ({'elapsed_ms': -1}, {'emulated': 'yes'},
+                    {'downtime_ms': 1.5}, {'memory_total': None},
+                    {'elapsed_ms': True}, {'speed': 3}):
+            exc = self.assertRaises(exception.InvalidMigrationResult,
+                                    migrations.set_status, self.db,
+                                    migration.uuid, STATUS.POST_MIGRATING,
+                                    result=bad)
+            self.assertIn(f'not recorded: {list(bad)[0]} unusable',
+                          str(exc))
+        self.assertEqual(migration, migrations.get(self.db, migration.uuid))
+
+
 class InProgressUpdateTestCase(_MigrationTestCase):
 
     def test_progress_recorded_while_in_progress(self):

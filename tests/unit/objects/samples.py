@@ -135,7 +135,12 @@ def migration():
         updated_at=NOW,
         error='none yet',
         refused_hosts={'other': 'no free 2M pages on any cell'},
-        history=[status_change('accepted'), status_change('running')])
+        history=[status_change('accepted'), status_change('running')],
+        elapsed_ms=412,
+        downtime_ms=18,
+        emulated=False,
+        post_copy=False,
+        paused=True)
 
 
 def instance():

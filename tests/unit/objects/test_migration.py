@@ -94,3 +94,60 @@ class StatusChangeTest(base.TestCase):
         change = samples.status_change()
         self.assertEqual(samples.NOW, change.changed_at)
         self.assertIsNotNone(change.changed_at.tzinfo)
+
+
+class ResultBackportTest(base.TestCase):
+    """A receiver of Migration 1.0 gets none of the result fields.
+
+    One test per field: a 1.0 receiver would refuse the whole object for
+    any one of them left in.
+    """
+
+    scenarios = [(name, {'field': name}) for name in migration.RESULT_FIELDS]
+
+    def test_dropped_for_1_0(self):
+        primitive = samples.migration().obj_to_primitive(
+            target_version='1.0')
+        self.assertNotIn(self.field, primitive['numamig_object.data'])
+        self.assertNotIn(self.field, primitive.get('numamig_object.changes',
+                                                   []))
+        self.assertEqual('1.0', primitive['numamig_object.version'])
+
+    def test_kept_for_1_1(self):
+        primitive = samples.migration().obj_to_primitive(
+            target_version='1.1')
+        self.assertEqual(getattr(samples.migration(), self.field),
+                         primitive['numamig_object.data'][self.field])
+
+    def test_old_sender_arrives_as_unknown(self):
+        primitive = samples.migration().obj_to_primitive(
+            target_version='1.0')
+        received = migration.Migration.obj_from_primitive(primitive)
+        self.assertIsNone(getattr(received, self.field))
+
+
+class ResultTest(base.TestCase):
+
+    def test_backport_keeps_everything_else(self):
+        full = samples.migration().obj_to_primitive()['numamig_object.data']
+        old = samples.migration().obj_to_primitive(
+            target_version='1.0')['numamig_object.data']
+        self.assertEqual({k: v for k, v in full.items()
+                          if k not in migration.RESULT_FIELDS}, old)
+
+    def test_has_result(self):
+        record = samples.migration()
+        self.assertTrue(record.has_result)
+        for name in migration.RESULT_FIELDS:
+            setattr(record, name, None)
+        self.assertFalse(record.has_result)
+        record.emulated = False
+        self.assertTrue(record.has_result)
+
+    def test_negative_timings_rejected(self):
+        for name in ('elapsed_ms', 'downtime_ms'):
+            record = samples.migration()
+            setattr(record, name, -5)
+            self.assertRaisesMessage(
+                exception.ObjectValidationError,
+                f'{name} must not be negative, got -5', record.validate)

@@ -1,0 +1,72 @@
+"""A migration run's result as its source reports it: checked, worded.
+
+The source sends the driver's MigrationResult (numamig.virt.driver) as a
+dict with the status change that ends its run: ``post-migrating`` once
+the guest has left, ``failed``/``cancelled``/``error`` after a run that
+went partway (then only what the source could measure). This module
+turns it into the Migration record's values and a line for the status
+history, so that an operator reading ``migration show`` sees how long
+the run took, how long the guest stood still, how it converged, and
+whether numamig emulated it because the hypervisor cannot migrate.
+"""
+
+from numamig import exception
+from numamig.objects import fields
+from numamig.objects import migration as migration_obj
+
+STATUS = fields.MigrationStatus
+
+# What a source may report (MigrationResult's fields).
+REPORTED = ('emulated', 'elapsed_ms', 'downtime_ms', 'memory_total',
+            'memory_processed', 'post_copy', 'paused')
+# The progress figures a result refreshes when it has them.
+_PROGRESS = ('memory_total', 'memory_processed')
+
+
+def record_values(migration_uuid, result, status):
+    """The Migration fields to record for ``result`` with ``status``.
+
+    Result fields the source did not report are recorded as unknown
+    (None). The figures are checked by the repository when written.
+
+    :raises InvalidMigrationResult: ``result`` is not a dict or names
+        unknown fields; nothing is recorded then.
+    """
+    if not isinstance(result, dict):
+        raise exception.InvalidMigrationResult(
+            migration_uuid=migration_uuid,
+            reason=f"it must be a dict of {', '.join(REPORTED)}, got "
+                   f"{result!r}")
+    unknown = sorted(set(result) - set(REPORTED))
+    if unknown:
+        raise exception.InvalidMigrationResult(
+            migration_uuid=migration_uuid,
+            reason=f"unknown fields {', '.join(unknown)}; a source "
+                   f"reports {', '.join(REPORTED)}")
+    values = {name: result.get(name)
+              for name in migration_obj.RESULT_FIELDS}
+    values.update({name: result[name] for name in _PROGRESS
+                   if result.get(name) is not None})
+    if status == STATUS.POST_MIGRATING:
+        # The guest runs on the destination: nothing is left to send.
+        values['memory_remaining'] = 0
+    return values
+
+
+def describe(result):
+    """One line for the status history, e.g. ``native run of 412 ms,
+    downtime 18 ms, converged by post-copy``."""
+    kind = 'emulated' if result.get('emulated') else 'native'
+    elapsed = result.get('elapsed_ms')
+    parts = [f"{kind} run of {elapsed} ms" if elapsed is not None
+             else f"{kind} run of unknown length"]
+    if result.get('downtime_ms') is not None:
+        parts.append(f"downtime {result['downtime_ms']} ms")
+    if result.get('post_copy'):
+        parts.append("converged by post-copy")
+    if result.get('paused'):
+        parts.append("converged by pausing the guest")
+    if result.get('emulated'):
+        parts.append("numamig defined the guest on the destination itself "
+                     "(the hypervisor cannot migrate)")
+    return ', '.join(parts)

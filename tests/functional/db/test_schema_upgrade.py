@@ -1,0 +1,89 @@
+"""Upgrading a database that holds data, revision by revision."""
+
+import datetime
+
+import sqlalchemy as sa
+
+from numamig.db import migrations
+from numamig.db import schema
+from tests.functional.db import base
+from tests.unit.db import base as unit_base
+
+WHEN = datetime.datetime(2026, 11, 20, 8, 30, 15, 123456)
+
+
+def _insert_0001_rows(db, instance_uuid, migration_uuid):
+    """An instance and a finished migration as a 0001 database held them.
+
+    Written with plain SQL on the 0001 tables: today's repositories know
+    columns that 0001 lacks.
+    """
+    meta = sa.MetaData()
+    instances = sa.Table('instances', meta, autoload_with=db.engine)
+    table = sa.Table('migrations', meta, autoload_with=db.engine)
+    history = sa.Table('migration_status_history', meta,
+                       autoload_with=db.engine)
+    with db.engine.begin() as connection:
+        connection.execute(sa.insert(instances).values(
+            uuid=instance_uuid, revision=1, name='guest',
+            project_id='demo', host='dst', vcpus=2, memory_mb=1024,
+            extra_specs='{}', image_properties='{}', power_state='running',
+            created_at=WHEN, updated_at=WHEN))
+        row_id = connection.execute(sa.insert(table).values(
+            uuid=migration_uuid, instance_uuid=instance_uuid,
+            source_host='src', dest_host='dst', requested_host='dst',
+            status='completed', memory_total=1 << 30,
+            memory_processed=1 << 29, memory_remaining=7, disk_total=0,
+            disk_processed=0, disk_remaining=0, error='a warning',
+            refused_hosts='{"h1": "full"}', created_at=WHEN,
+            updated_at=WHEN)).inserted_primary_key[0]
+        for status in ('accepted', 'completed'):
+            connection.execute(sa.insert(history).values(
+                migration_id=row_id, status=status, changed_at=WHEN,
+                detail=f'{status} before 0002'))
+
+
+class UpgradeTo0002TestCase(base.ServerDBTestCase):
+
+    sync = False
+
+    def test_migration_row_survives(self):
+        self.assertEqual('0001', self.db.sync('0001'))
+        instance_uuid = unit_base.new_uuid()
+        migration_uuid = unit_base.new_uuid()
+        _insert_0001_rows(self.db, instance_uuid, migration_uuid)
+
+        self.assertEqual('0002', self.db.sync())
+        self.assertEqual('0002', schema.head())
+        stored = migrations.get(self.db, migration_uuid)
+        self.assertEqual(
+            (instance_uuid, 'src', 'dst', 'dst', 'completed', 1 << 30,
+             1 << 29, 7, 'a warning', {'h1': 'full'}),
+            (stored.instance_uuid, stored.source_host, stored.dest_host,
+             stored.requested_host, stored.status, stored.memory_total,
+             stored.memory_processed, stored.memory_remaining, stored.error,
+             stored.refused_hosts))
+        self.assertEqual(WHEN.replace(tzinfo=datetime.UTC),
+                         stored.created_at)
+        self.assertEqual(['accepted before 0002', 'completed before 0002'],
+                         [h.detail for h in stored.history])
+        self.assertFalse(stored.has_result)
+        for name in migrations.RESULT_FIELDS:
+            self.assertIsNone(getattr(stored, name), name)
+
+    def test_upgraded_row_takes_a_result(self):
+        self.db.sync('0001')
+        instance_uuid = unit_base.new_uuid()
+        migration_uuid = unit_base.new_uuid()
+        _insert_0001_rows(self.db, instance_uuid, migration_uuid)
+        self.db.sync()
+        with self.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE migrations SET status = 'running' WHERE uuid = "
+                ":uuid"), {'uuid': migration_uuid})
+        stored = migrations.set_status(
+            self.db, migration_uuid, 'post-migrating',
+            result={'elapsed_ms': 9, 'emulated': True, 'post_copy': False})
+        self.assertEqual((9, True, False, None),
+                         (stored.elapsed_ms, stored.emulated,
+                          stored.post_copy, stored.downtime_ms))

@@ -1,0 +1,74 @@
+"""The conductor client: which API version each call goes at, and what
+is dropped for a conductor that cannot take it."""
+
+from unittest import mock
+
+import fixtures
+import oslo_messaging as messaging
+
+from numamig.conductor import rpcapi
+from tests import base
+
+RESULT = {'emulated': True, 'elapsed_ms': 3}
+
+
+class ConductorAPIVersionsTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.client = mock.Mock(name='client')
+        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
+                                           return_value=self.client))
+        self.api = rpcapi.ConductorAPI(mock.sentinel.transport)
+        self.sent = []
+        self.answers = ['answer']
+        self.client.prepare.side_effect = self._prepare
+
+    def _prepare(self, version, **options):
+        """A call context recording what is sent and giving the next
+        answer (raised if it is an exception)."""
+        cctxt = mock.Mock(name=f'cctxt-{version}')
+
+        def call(ctxt, method, **kwargs):
+            self.sent.append((version, method, kwargs))
+            answer = self.answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        cctxt.call.side_effect = call
+        return cctxt
+
+    def _set_status(self):
+        return self.api.migration_set_status(None, 'm', 'post-migrating',
+                                             result=RESULT)
+
+    def test_result_sent_at_1_2(self):
+        self.client.can_send_version.return_value = True
+        self.assertEqual('answer', self._set_status())
+        (version, method, kwargs), = self.sent
+        self.assertEqual(('1.2', 'migration_set_status', RESULT),
+                         (version, method, kwargs['result']))
+
+    def test_capped_below_1_2_sends_no_result(self):
+        self.client.can_send_version.side_effect = \
+            lambda v: v != rpcapi.RESULTS_VERSION
+        with self.assertLogs('numamig.conductor.rpcapi', 'INFO') as logs:
+            self._set_status()
+        (version, _, kwargs), = self.sent
+        self.assertEqual('1.0', version)
+        self.assertNotIn('result', kwargs)
+        self.assertIn('result not sent', logs.output[0])
+
+    def test_older_conductor_gets_it_again_without_result(self):
+        self.client.can_send_version.return_value = True
+        self.answers = [messaging.UnsupportedVersion('1.2'), 'answer']
+        self.assertEqual('answer', self._set_status())
+        self.assertEqual([('1.2', True), ('1.0', False)],
+                         [(v, 'result' in kw) for v, _, kw in self.sent])
+
+    def test_operation_falls_back_to_its_own_version(self):
+        self.client.can_send_version.return_value = True
+        self.answers = [messaging.UnsupportedVersion('1.2'), True]
+        self.api.migration_context_drop(None, 'i', 'm', dest_host='dst')
+        self.assertEqual([('1.2', 'dst'), ('1.1', 'dst')],
+                         [(v, kw['dest_host']) for v, _, kw in self.sent])
