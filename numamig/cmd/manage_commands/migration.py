@@ -12,9 +12,11 @@ from numamig import exception
 from numamig.cmd import common
 from numamig.cmd.manage_commands import _access
 from numamig.objects import fields
+from numamig.objects import migration as migration_obj
 from numamig.showcase import pictures
 
 STATUS = fields.MigrationStatus
+RESULT_FIELDS = migration_obj.RESULT_FIELDS
 # Seconds between two polls of a migration followed with --wait.
 POLL_INTERVAL = 0.5
 BAR_WIDTH = 30
@@ -79,7 +81,8 @@ class MigrationCommands:
     @_access.guarded
     def list(self, status=None, host=None, instance=None,
              output_format='human'):
-        """List migrations, oldest first, with status, hosts and times.
+        """List migrations, oldest first, with status, hosts, the guest's
+        downtime and times.
 
         Exit codes: 0 listed (also when there is none); 127 bad filter;
         255 the database cannot be used.
@@ -101,8 +104,10 @@ class MigrationCommands:
     @common.format_option
     @_access.guarded
     def show(self, migration, output_format='human'):
-        """Show a migration: status history with times, progress, and
-        every destination tried with why it refused.
+        """Show a migration: status history with times, progress, the
+        result of its run (duration, downtime, whether numamig emulated
+        it, post-copy or paused to converge), and every destination
+        tried with why it refused.
 
         Exit codes: 0 shown; 127 unknown migration; 255 the database
         cannot be used.
@@ -205,6 +210,10 @@ def _view(migration):
         'history': [{'status': h.status, 'at': _time(h.changed_at),
                      'detail': h.get('detail')}
                     for h in migration.get('history') or []],
+        # None until the source reports how the run went (and for runs
+        # of sources that never report it).
+        'result': ({name: migration.get(name) for name in RESULT_FIELDS}
+                   if migration.has_result else None),
     }
 
 
@@ -230,11 +239,22 @@ def _print_list(data):
         print("No migration matches.")
         return
     print(f"{'UUID':<36}  {'INSTANCE':<8}  {'SOURCE':<12} {'DEST':<12} "
-          f"{'STATUS':<14} UPDATED")
+          f"{'STATUS':<14} {'DOWNTIME':>9}  UPDATED")
     for row in data['migrations']:
         print(f"{row['uuid']:<36}  {row['instance_uuid'][:8]:<8}  "
               f"{row['source_host']:<12} {row['dest_host'] or '-':<12} "
-              f"{row['status']:<14} {row['updated_at'] or '-'}")
+              f"{row['status']:<14} {_downtime_cell(row['result']):>9}  "
+              f"{row['updated_at'] or '-'}")
+
+
+def _downtime_cell(result):
+    """``18 ms``; ``emulated`` for runs numamig carried out itself (the
+    guest was defined anew, not paused); ``-`` where unknown."""
+    if result is None:
+        return '-'
+    if result['downtime_ms'] is not None:
+        return f"{result['downtime_ms']} ms"
+    return 'emulated' if result['emulated'] else '-'
 
 
 def _print_show(data):
@@ -248,6 +268,8 @@ def _print_show(data):
         print(f"  memory {_gib(progress['memory_processed'])} of "
               f"{_gib(progress['memory_total'])} GiB transferred, "
               f"{_gib(progress['memory_remaining'])} GiB remaining")
+    for line in _result_lines(data['result'], data['status']):
+        print(f"  {line}")
     if data['history']:
         print("  history:")
     for entry in data['history']:
@@ -259,6 +281,39 @@ def _print_show(data):
         print(f"    {host}: {reason}")
     if data['error']:
         print(f"  error: {data['error']}")
+
+
+def _result_lines(result, status):
+    """How the run went, in words; nothing before the source says."""
+    if result is None:
+        if status in STATUS.FINAL:
+            return ["result: not reported (the run never started, or its "
+                    "source did not report one)"]
+        return []
+    # A rolled-back run reports how far it went, not a whole migration.
+    partial = {STATUS.FAILED: " (before it failed)",
+               STATUS.CANCELLED: " (before it was cancelled)"}
+    lines = [f"duration: {_ms(result['elapsed_ms'])}"
+             f"{partial.get(status, '')}",
+             f"downtime: {_ms(result['downtime_ms'])}"]
+    if result['emulated']:
+        lines.append("emulated: yes, numamig defined the guest on the "
+                     "destination itself (the hypervisor cannot migrate, "
+                     "e.g. the libvirt test driver); no memory was copied "
+                     "live")
+    else:
+        lines.append(f"emulated: {_yes_no(result['emulated'])}")
+    lines.append(f"post-copy: {_yes_no(result['post_copy'])}, paused to "
+                 f"converge: {_yes_no(result['paused'])}")
+    return lines
+
+
+def _ms(value):
+    return 'unknown' if value is None else f"{value} ms"
+
+
+def _yes_no(flag):
+    return 'unknown' if flag is None else ('yes' if flag else 'no')
 
 
 def _print_dry_run(data):

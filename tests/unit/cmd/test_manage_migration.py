@@ -37,6 +37,69 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
         self.assertEqual(['accepted', 'error'],
                          [h['status'] for h in data['history']])
 
+    def _finished(self, status='running', **result):
+        mig = self.record(status=status, dest_host='dst')
+        return migrations.set_status(
+            self.db, mig.uuid, 'post-migrating' if status == 'running'
+            else 'completed', result=result)
+
+    def test_show_native_result(self):
+        mig = self._finished(elapsed_ms=412, downtime_ms=18, emulated=False,
+                             post_copy=True, paused=False)
+        migrations.set_status(self.db, mig.uuid, 'completed')
+        code, out, _ = self.run_cli('migration', 'show', mig.uuid)
+        self.assertEqual(0, code)
+        self.assertIn('duration: 412 ms\n', out)
+        self.assertIn('downtime: 18 ms', out)
+        self.assertIn('emulated: no', out)
+        self.assertIn('post-copy: yes, paused to converge: no', out)
+        data = json.loads(self.run_cli('migration', 'show', mig.uuid,
+                                       '--format', 'json')[1])
+        self.assertEqual({'elapsed_ms': 412, 'downtime_ms': 18,
+                          'emulated': False, 'post_copy': True,
+                          'paused': False}, data['result'])
+
+    def test_show_emulated_result(self):
+        mig = self._finished(elapsed_ms=3, emulated=True)
+        code, out, _ = self.run_cli('migration', 'show', mig.uuid)
+        self.assertIn('duration: 3 ms\n', out)
+        self.assertIn('downtime: unknown', out)
+        self.assertIn('emulated: yes, numamig defined the guest', out)
+        self.assertIn('post-copy: unknown', out)
+        data = json.loads(self.run_cli('migration', 'show', mig.uuid,
+                                       '--format', 'json')[1])
+        self.assertIs(True, data['result']['emulated'])
+
+    def test_show_partial_run(self):
+        mig = self.record(status='running', dest_host='dst')
+        migrations.set_status(self.db, mig.uuid, 'failed', error='link',
+                              result={'elapsed_ms': 50, 'emulated': False})
+        out = self.run_cli('migration', 'show', mig.uuid)[1]
+        self.assertIn('duration: 50 ms (before it failed)', out)
+
+    def test_show_without_result(self):
+        mig = self.record()
+        out = self.run_cli('migration', 'show', mig.uuid)[1]
+        self.assertNotIn('duration', out)
+        data = json.loads(self.run_cli('migration', 'show', mig.uuid,
+                                       '--format', 'json')[1])
+        self.assertIsNone(data['result'])
+        migrations.set_status(self.db, mig.uuid, 'error', error='no host')
+        out = self.run_cli('migration', 'show', mig.uuid)[1]
+        self.assertIn('result: not reported', out)
+
+    def test_list_shows_downtime(self):
+        native = self._finished(elapsed_ms=400, downtime_ms=21,
+                                emulated=False)
+        emulated = self._finished(elapsed_ms=3, emulated=True)
+        pending = self.record()
+        out = self.run_cli('migration', 'list')[1]
+        self.assertIn('DOWNTIME', out.splitlines()[0])
+        rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+        self.assertIn(' 21 ms ', rows[native.uuid])
+        self.assertIn(' emulated ', rows[emulated.uuid])
+        self.assertRegex(rows[pending.uuid], r'accepted +- ')
+
     def test_list_filters(self):
         mig = self.record()
         self.assertIn(mig.uuid, self.run_cli('migration', 'list')[1])
