@@ -294,18 +294,19 @@ def _result_lines(result, status):
     partial = {STATUS.FAILED: " (before it failed)",
                STATUS.CANCELLED: " (before it was cancelled)"}
     lines = [f"duration: {_ms(result['elapsed_ms'])}"
-             f"{partial.get(status, '')}",
-             f"downtime: {_ms(result['downtime_ms'])}"]
+             f"{partial.get(status, '')}"]
     if result['emulated']:
-        lines.append("emulated: yes, numamig defined the guest on the "
-                     "destination itself (the hypervisor cannot migrate, "
-                     "e.g. the libvirt test driver); no memory was copied "
-                     "live")
-    else:
-        lines.append(f"emulated: {_yes_no(result['emulated'])}")
-    lines.append(f"post-copy: {_yes_no(result['post_copy'])}, paused to "
-                 f"converge: {_yes_no(result['paused'])}")
-    return lines
+        # No live copy happened, so downtime and convergence do not apply.
+        return lines + [
+            "emulated: yes, numamig defined the guest on the destination "
+            "itself (the hypervisor cannot migrate, e.g. the libvirt test "
+            "driver); no memory was copied live, the duration is the "
+            "destination's define and start"]
+    return lines + [
+        f"downtime: {_ms(result['downtime_ms'])}",
+        f"emulated: {_yes_no(result['emulated'])}",
+        f"post-copy: {_yes_no(result['post_copy'])}, paused to converge: "
+        f"{_yes_no(result['paused'])}"]
 
 
 def _ms(value):

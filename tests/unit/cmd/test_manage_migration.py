@@ -63,9 +63,10 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
         mig = self._finished(elapsed_ms=3, emulated=True)
         code, out, _ = self.run_cli('migration', 'show', mig.uuid)
         self.assertIn('duration: 3 ms\n', out)
-        self.assertIn('downtime: unknown', out)
         self.assertIn('emulated: yes, numamig defined the guest', out)
-        self.assertIn('post-copy: unknown', out)
+        # No live copy: neither downtime nor convergence applies.
+        self.assertNotIn('downtime', out)
+        self.assertNotIn('post-copy', out)
         data = json.loads(self.run_cli('migration', 'show', mig.uuid,
                                        '--format', 'json')[1])
         self.assertIs(True, data['result']['emulated'])
@@ -76,6 +77,9 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
                               result={'elapsed_ms': 50, 'emulated': False})
         out = self.run_cli('migration', 'show', mig.uuid)[1]
         self.assertIn('duration: 50 ms (before it failed)', out)
+        self.assertIn('downtime: unknown', out)
+        self.assertIn('post-copy: unknown, paused to converge: unknown',
+                      out)
 
     def test_show_without_result(self):
         mig = self.record()
