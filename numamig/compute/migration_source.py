@@ -156,8 +156,8 @@ class SourceMigration:
 
     def _migrate(self, dest_xml):
         agent = self.agent
-        self._run_started = time.monotonic()
         if agent.driver.supports_native_migration:
+            self._run_started = time.monotonic()
             result = agent.driver.live_migrate(
                 self.instance.uuid, dest_xml, self.migrate_data,
                 progress_callback=self._progress)
@@ -166,6 +166,7 @@ class SourceMigration:
                                          emulated=False)
             return
         self._check_abort()
+        self._run_started = time.monotonic()
         result = agent.compute_api.accept_emulated_migration(
             self.ctxt, self.instance, self.migration, dest_xml)
         # The destination runs the guest now; an abort would lose it.

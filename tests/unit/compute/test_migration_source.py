@@ -315,3 +315,20 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
         self._run()
         self.assertEqual(['preparing', 'running', 'post-migrating',
                           'completed'], self.statuses)
+
+    def test_abort_before_the_run_reports_no_result(self):
+        job = migration_source.SourceMigration(
+            self.agent, None, self.inst, self.migration, self._data())
+        # Abort lands between the running status and the emulated copy.
+        set_status = self.agent.conductor.migration_set_status.side_effect
+
+        def abort_when_running(ctxt, uuid, status, **kwargs):
+            if status == 'running':
+                job.abort()
+            return set_status(ctxt, uuid, status, **kwargs)
+        self.agent.conductor.migration_set_status.side_effect = \
+            abort_when_running
+        job.run()
+        self.assertEqual('cancelled', self.statuses[-1])
+        self.assertIsNone(self.results['cancelled'])
+        self.agent.compute_api.accept_emulated_migration.assert_not_called()
