@@ -240,11 +240,7 @@ def _with_claim_migration(outer=False):
 
 
 def _row(session, uuid):
-    # populate_existing: a row read before an UPDATE in this session must
-    # not be served stale from the identity map.
-    row = session.scalars(sa.select(models.Instance).where(
-        models.Instance.uuid == uuid).execution_options(
-            populate_existing=True)).one_or_none()
+    row = _rows.fresh_by_uuid(session, models.Instance, uuid)
     if row is None:
         raise exception.InstanceNotFound(instance_uuid=uuid)
     return row

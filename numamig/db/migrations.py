@@ -163,11 +163,7 @@ def add_refused_host(db, uuid, host, reason):
     :raises MigrationNotInProgress: if it is no longer in progress.
     """
     with db.writer() as session:
-        row = session.scalars(sa.select(models.Migration).where(
-            models.Migration.uuid == uuid).with_for_update().execution_options(
-                populate_existing=True)).one_or_none()
-        if row is None:
-            raise exception.MigrationNotFound(migration_uuid=uuid)
+        row = _row(session, uuid, lock=True)
         refused = dict(row.refused_hosts)
         refused.pop(host, None)
         refused[host] = reason
@@ -267,10 +263,8 @@ def _add_history(session, migration_id, status, changed_at, detail):
         detail=detail))
 
 
-def _row(session, uuid):
-    row = session.scalars(sa.select(models.Migration).where(
-        models.Migration.uuid == uuid).execution_options(
-            populate_existing=True)).one_or_none()
+def _row(session, uuid, lock=False):
+    row = _rows.fresh_by_uuid(session, models.Migration, uuid, lock=lock)
     if row is None:
         raise exception.MigrationNotFound(migration_uuid=uuid)
     return row
