@@ -72,8 +72,11 @@ class ForceCompleteTestCase(real_hosts.RealHostsTestCase):
         self.assert_moved_to_dst()
         self.assert_coherent_progress(run)
         # The guest stood still while its dirtied pages crossed at
-        # PAUSED_MIB: that is the downtime, and it bounds it from below.
-        floor_ms = 1000 * DIRTY_MIB * 3 // 4 // PAUSED_MIB
+        # PAUSED_MIB: that is the downtime. How much of the dirty set is
+        # still unsent at the instant of the pause varies from run to run
+        # (measured 0.99-2.9 s), so the floor assumes only a quarter of
+        # it: still an order of magnitude above any pre-copy downtime.
+        floor_ms = 1000 * DIRTY_MIB // 4 // PAUSED_MIB
         self.assertGreaterEqual(run.result.downtime_ms, floor_ms)
         self.assertLessEqual(run.result.downtime_ms, run.result.elapsed_ms)
         self.record(f"pause: {run.result.elapsed_ms} ms in all, {tail_ms} "
