@@ -41,12 +41,12 @@ def demand_of(guest_cell, extra_pcpus, pagesize_kb):
                   guest_cell.cpu_thread_policy)
 
 
-def check(host_cell, cores, demand, limits):
+def check(host_cell, demand, limits):
     """Return (None, page size) if the demand fits, else (why, None).
 
-    :param cores: the host cell's pinning.CellCores.
-    :param limits: NUMALimits or None. Without limits only the cell's
-        size bounds floating vCPUs and small-page memory.
+    :param host_cell: a views.CellView.
+    :param limits: views.LimitsView or None. Without limits only the
+        cell's size bounds floating vCPUs and small-page memory.
     """
     size = None
     if demand.pagesize is not None:
@@ -60,7 +60,7 @@ def check(host_cell, cores, demand, limits):
             return why, None
     why = _check_floating(host_cell, demand.floating, limits)
     if why is None and demand.pinned:
-        why = cores.check(demand.thread_policy, demand.pinned)
+        why = host_cell.cores.check(demand.thread_policy, demand.pinned)
     return why, (None if why else size)
 
 
@@ -68,8 +68,7 @@ def _check_memory(host_cell, memory_mb, limits):
     """Check a guest cell without a page size: against the cell's memory,
     then against what its smallest pages have (pages.small_page_memory).
     Without limits only the sizes count."""
-    ratio = (None if limits is None else
-             limits.get('ram_allocation_ratio')) or 1.0
+    ratio = 1.0 if limits is None else limits.ram_ratio
     if limits is None:
         if memory_mb > host_cell.memory_mb:
             return (f"needs {memory_mb} MiB, the cell has "
@@ -80,7 +79,7 @@ def _check_memory(host_cell, memory_mb, limits):
             return (f"needs {memory_mb} MiB, {host_cell.memory_usage_mb} "
                     f"of {limit:g} MiB (ram_allocation_ratio {ratio:g}) "
                     f"are used")
-    small = pages.small_page_memory(host_cell)
+    small = host_cell.small_memory
     if small is None:
         return None
     return _check_small_memory(memory_mb, *small,
@@ -103,13 +102,13 @@ def _check_small_memory(memory_mb, capacity, used, ratio):
 def _check_floating(host_cell, floating, limits):
     if not floating:
         return None
-    shared = len(host_cell.cpuset)
+    shared = host_cell.shared_count
     if floating > shared:
         return (f"needs {floating} shared pCPUs for floating vCPUs, has "
                 f"{shared}")
     if limits is None:
         return None
-    ratio = limits.get('cpu_allocation_ratio') or 1.0
+    ratio = limits.cpu_ratio
     limit = shared * ratio
     if host_cell.cpu_usage + floating > limit:
         return (f"needs {floating} floating vCPUs, {host_cell.cpu_usage} "
@@ -117,16 +116,16 @@ def _check_floating(host_cell, floating, limits):
     return None
 
 
-def place(host_cell, cores, guest_cell, demand, pagesize, emulator_slots):
-    """Return the placed InstanceNUMACell; check() must have passed.
+def place(host_cell, guest_cell, demand, pagesize, emulator_slots):
+    """Return the placed.PlacedCell; check() must have passed.
 
     Pinned vCPUs take the chosen slots in vCPU order; the last
     ``emulator_slots`` slots become the emulator threads' pCPUs.
     """
-    chosen = cores.choose(demand.thread_policy, demand.pinned)
+    chosen = host_cell.cores.choose(demand.thread_policy, demand.pinned)
     vcpus = sorted(guest_cell.pcpuset)
     pins = dict(zip(vcpus, chosen[:len(vcpus)], strict=True))
     reserved = set(chosen[len(vcpus):]) if emulator_slots else None
-    return placed.instance_cell(guest_cell, host_cell.id, pagesize, pins,
-                                reserved)
+    return placed.PlacedCell(guest_cell, host_cell.id, pagesize, pins,
+                             reserved)
 

@@ -14,83 +14,91 @@ the lexicographically first assignment in the strategy's host-cell order:
 Ties keep host cell id order. Inputs are never modified.
 """
 
-import dataclasses
-
 from numamig import exception
-from numamig import objects
 from numamig.numa import cellfit
-from numamig.numa import hostview
 from numamig.numa import matching
-from numamig.numa import pinning
 from numamig.numa import placed
-from numamig.objects import fields
+from numamig.numa import views
 
 STRATEGIES = ('spread', 'pack')
 
 
-@dataclasses.dataclass(frozen=True)
 class FitResult:
-    """The outcome of a fit.
+    """The outcome of a fit, read-only.
 
     ``fits``: whether the guest fits. ``topology``: the placed
-    InstanceNUMATopology when it does (None otherwise). ``reason``: when it
-    does not, which guest cell failed on which host cell and why.
+    InstanceNUMATopology when it does (None otherwise), built on first
+    read: a scheduler filtering many hosts reads it for the one it
+    chooses. ``placement``: the same answer in plain values
+    (placed.Placement), or None. ``reason``: when it does not fit, which
+    guest cell failed on which host cell and why. Two results are equal
+    when they say the same: fits, reason and placed topology.
     """
 
-    fits: bool
-    topology: objects.InstanceNUMATopology | None = None
-    reason: str | None = None
+    __slots__ = ('fits', 'reason', 'placement', '_topology')
+
+    def __init__(self, fits, reason=None, placement=None):
+        for name, value in (('fits', fits), ('reason', reason),
+                            ('placement', placement), ('_topology', None)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a FitResult is read-only; cannot set {name}")
+
+    @property
+    def topology(self):
+        if self._topology is None and self.placement is not None:
+            object.__setattr__(self, '_topology', self.placement.topology())
+        return self._topology
+
+    def __eq__(self, other):
+        if not isinstance(other, FitResult):
+            return NotImplemented
+        return ((self.fits, self.reason, self.topology) ==
+                (other.fits, other.reason, other.topology))
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"FitResult(fits={self.fits!r}, reason={self.reason!r}, "
+                f"topology={self.topology!r})")
 
 
 def fit(host_topology, request, limits=None, strategy='spread',
         pagesize_kb=None):
     """Place ``request`` on ``host_topology`` and return a FitResult.
 
-    :param host_topology: HostNUMATopology with its current usage.
+    :param host_topology: HostNUMATopology with its current usage, or a
+        views.HostView of one (made once, it serves many fits).
     :param request: InstanceNUMATopology from constraints.get_numa_request
-        (host cells and pins it may carry are ignored and recomputed).
-    :param limits: NUMALimits applied per host cell, or None.
+        (host cells and pins it may carry are ignored and recomputed), or
+        a views.RequestView of one.
+    :param limits: NUMALimits (or views.LimitsView) applied per host
+        cell, or None.
     :param strategy: 'spread' or 'pack'.
     :param pagesize_kb: a page size every guest cell must use (a migrating
         guest keeps its source's page size), or None.
     :raises InvalidFitParameter: for an unknown strategy or page size, or
         a request without guest cells.
     """
-    _check_parameters(request, strategy, pagesize_kb)
-    hosts = _host_order([hostview.CellView(cell)
-                         for cell in host_topology.cells], strategy)
-    cores = [pinning.CellCores(cell) for cell in hosts]
-    guests = sorted((hostview.GuestView(cell) for cell in request.cells),
-                    key=lambda cell: cell.id)
-    emulator_policy = request.emulator_threads_policy
-    isolate = emulator_policy == fields.CPUEmulatorThreadsPolicy.ISOLATE
-    demands = [cellfit.demand_of(g, int(isolate and g.id == 0), pagesize_kb)
-               for g in guests]
-    if limits is not None:
-        limits = hostview.LimitsView(limits)
-    table, failure = _fit_table(hosts, cores, guests, demands, limits)
+    _check_parameters(strategy, pagesize_kb)
+    wanted = views.request_view(request)
+    hosts = views.host_view(host_topology).order(strategy)
+    demands = wanted.demands(pagesize_kb)
+    limits = views.limits_view(limits)
+    if len(demands) == 1:
+        found, failure = _first_fit(hosts, wanted.guests[0], demands[0],
+                                    limits)
+    else:
+        found, failure = _matching_fit(hosts, wanted.guests, demands,
+                                       limits)
     if failure:
         return FitResult(False, reason=failure)
-    if len(table) == 1:
-        # One guest cell: the most preferred host cell it fits.
-        chosen = [min(table[0])]
-    else:
-        chosen, violation = matching.first_perfect_matching(
-            [sorted(row) for row in table], len(hosts))
-        if violation:
-            return FitResult(False,
-                             reason=_hall_reason(violation, guests, hosts))
-    cells = []
-    for index, position in enumerate(chosen):
-        guest, demand = guests[index], demands[index]
-        slots = demand.pinned - len(guest.pcpuset)
-        cells.append(cellfit.place(hosts[position], cores[position], guest,
-                                   demand, table[index][position], slots))
-    return FitResult(True, topology=placed.instance_topology(
-        request.instance_uuid, cells, emulator_policy))
+    return FitResult(True, placement=placed.Placement(
+        wanted.instance_uuid, found, wanted.emulator_threads_policy))
 
 
-def _check_parameters(request, strategy, pagesize_kb):
+def _check_parameters(strategy, pagesize_kb):
     if strategy not in STRATEGIES:
         raise exception.InvalidFitParameter(
             name='strategy', value=strategy,
@@ -101,58 +109,61 @@ def _check_parameters(request, strategy, pagesize_kb):
         raise exception.InvalidFitParameter(
             name='pagesize_kb', value=pagesize_kb,
             reason="must be a power of two of at least 4 KiB")
-    if request is None or not request.cells:
-        raise exception.InvalidFitParameter(
-            name='request', value=request,
-            reason="has no guest cells; a guest without a NUMA request "
-                   "needs no NUMA fit")
 
 
-def _host_order(cells, strategy):
-    def fullness(cell):
-        # Smaller is fuller: free dedicated pCPUs, free memory, headroom.
-        return (len(cell.free_pcpus),
-                cell.memory_mb - cell.memory_usage_mb,
-                len(cell.cpuset) - cell.cpu_usage)
-    if strategy == 'pack':
-        return sorted(cells, key=lambda c: (fullness(c), c.id))
-    return sorted(cells, key=lambda c: (tuple(-v for v in fullness(c)), c.id))
+def _place(host, guest, demand, pagesize):
+    return cellfit.place(host, guest, demand, pagesize,
+                         demand.pinned - len(guest.pcpuset))
 
 
-def _fit_table(hosts, cores, guests, demands, limits):
+def _first_fit(hosts, guest, demand, limits):
+    """Place a guest of one cell on the first host cell it fits: return
+    ((placed cell,), None) or (None, why it fits nowhere)."""
+    outcomes = []
+    for host in hosts:
+        why, size = cellfit.check(host, demand, limits)
+        if why is None:
+            return (_place(host, guest, demand, size),), None
+        outcomes.append((why, size))
+    return None, _nowhere_reason(guest, hosts, outcomes)
+
+
+def _matching_fit(hosts, guests, demands, limits):
+    """Place guest cells on distinct host cells: return (placed cells,
+    None) or (None, why they do not fit)."""
+    table, failure = _fit_table(hosts, guests, demands, limits)
+    if failure:
+        return None, failure
+    chosen, violation = matching.first_perfect_matching(
+        [sorted(row) for row in table], len(hosts))
+    if violation:
+        return None, _hall_reason(violation, guests, hosts)
+    return tuple(_place(hosts[position], guests[index], demands[index],
+                        table[index][position])
+                 for index, position in enumerate(chosen)), None
+
+
+def _fit_table(hosts, guests, demands, limits):
     """Return ({host position: page size} per guest cell, None) or
     (None, the reason the first guest cell fitting nowhere fails).
 
     Stopping at a guest cell that fits no host cell is right: no
-    assignment can place it. A guest of one cell takes the first host
-    cell that fits it, so the host cells after that one are not checked.
+    assignment can place it. Guest cells of equal demands fit the same
+    host cells, so each demand is checked once.
     """
     table = []
     known = {}
-    first_only = len(guests) == 1
     for guest, demand in zip(guests, demands, strict=True):
-        if demand not in known:
-            known[demand] = _outcomes(hosts, cores, demand, limits,
-                                      first_only)
-        outcomes = known[demand]
+        outcomes = known.get(demand)
+        if outcomes is None:
+            outcomes = known[demand] = [cellfit.check(host, demand, limits)
+                                        for host in hosts]
         row = {pos: size for pos, (why, size) in enumerate(outcomes)
                if why is None}
         if not row:
             return None, _nowhere_reason(guest, hosts, outcomes)
         table.append(row)
     return table, None
-
-
-def _outcomes(hosts, cores, demand, limits, first_only):
-    """Return cellfit.check's (why, size) per host cell, in host order,
-    up to the first that fits if ``first_only``."""
-    outcomes = []
-    for host, core in zip(hosts, cores, strict=True):
-        outcome = cellfit.check(host, core, demand, limits)
-        outcomes.append(outcome)
-        if first_only and outcome[0] is None:
-            break
-    return outcomes
 
 
 def _nowhere_reason(guest, hosts, outcomes):

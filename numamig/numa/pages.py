@@ -18,19 +18,20 @@ from numamig.objects import instance_numa
 def candidate_sizes(host_cell, request):
     """Return the page sizes to try for ``request``, preferred first.
 
-    'small' is the cell's smallest pool, 'large' the others from the
+    ``host_cell`` is a views.CellView. 'small' is the cell's smallest
+    pool, 'large' the others from the
     largest down (the largest that fits wins, so that few big pages back
     the guest), 'any' every pool from the largest down; an explicit size
     is tried alone.
     """
-    sizes = sorted(pool.size_kb for pool in host_cell.mempages)
+    sizes = host_cell.page_sizes
     if request == instance_numa.PAGESIZE_SMALL:
         return sizes[:1]
     if request == instance_numa.PAGESIZE_LARGE:
         return sizes[:0:-1]
     if request == instance_numa.PAGESIZE_ANY:
         return sizes[::-1]
-    return [request]
+    return (request,)
 
 
 def pages_needed(memory_mb, size_kb):
@@ -60,35 +61,41 @@ def small_page_memory(host_cell):
     return capacity, max(0, host_cell.memory_usage_mb - in_huge)
 
 
-def _free_pages(host_cell, pool):
+def free_pages(host_cell, pool):
     """Return the pages of ``pool`` a guest may take.
 
     For the smallest pool, no more than its memory has left once guests
     without a page size are counted too (module docstring).
+    ``host_cell`` is a views.CellView with its ``page_sizes`` and
+    ``small_memory`` already worked out.
     """
-    if pool.size_kb != min(p.size_kb for p in host_cell.mempages):
+    if pool.size_kb != host_cell.page_sizes[0]:
         return pool.free
-    capacity, used = small_page_memory(host_cell)
+    capacity, used = host_cell.small_memory
     return min(pool.free,
                max(0, capacity - used) * 1024 // pool.size_kb)
 
 
 def choose(host_cell, memory_mb, request):
-    """Return (page size in KiB, None) or (None, why no size fits)."""
+    """Return (page size in KiB, None) or (None, why no size fits).
+
+    ``host_cell`` is a views.CellView (its ``free_pages``).
+    """
     problems = []
+    free_pages = host_cell.free_pages
     for size in candidate_sizes(host_cell, request):
-        pool = host_cell.pages_of(size)
         needed = pages_needed(memory_mb, size)
-        if pool is None:
+        free = free_pages.get(size)
+        if free is not None and needed is not None and needed <= free:
+            return size, None
+        if free is None:
             problems.append(f"no {size} KiB page pool")
         elif needed is None:
             problems.append(f"{memory_mb} MiB is not a multiple of "
                             f"{size} KiB pages")
-        elif needed > _free_pages(host_cell, pool):
-            problems.append(f"needs {needed} free {size} KiB pages, has "
-                            f"{_free_pages(host_cell, pool)}")
         else:
-            return size, None
+            problems.append(f"needs {needed} free {size} KiB pages, has "
+                            f"{free}")
     if not problems:
         return None, "has no huge page pool"
     return None, '; '.join(problems)

@@ -23,13 +23,18 @@ _THREADS = fields.CPUThreadAllocationPolicy
 
 
 class CellCores:
-    """The core layout and free threads of one host cell, computed once."""
+    """The core layout and free threads of one host cell, computed once.
+
+    A views.CellView keeps one, so that every fit against the same
+    view shares the work; the layouts are built on first need.
+    """
 
     def __init__(self, host_cell):
         self._cell = host_cell
         self._free = host_cell.free_pcpus
         self.free_count = len(self._free)
         self._cores = None
+        self._preferred = None
 
     def _layout(self):
         # Built on first need, for isolate and require only: the other
@@ -54,18 +59,20 @@ class CellCores:
         self.whole_smt = [threads for threads in self.whole
                           if len(threads) > 1]
         self.has_smt = any(len(threads) > 1 for threads, _ in cores)
+        self.smt_room = sum(len(threads) for threads in self.whole_smt)
 
-    def _free_threads(self):
-        """Return the free threads of each core that has some, sorted.
-
-        The cores come in no particular order: _prefer orders them.
-        """
-        free = self._free
-        siblings = self._cell.siblings
-        threads = [sorted(group & free) for group in siblings
-                   if not group.isdisjoint(free)]
-        threads.extend([cpu] for cpu in free.difference(*siblings))
-        return threads
+    def _preferred_cores(self):
+        """Return the free threads of each core that has some, sorted,
+        the cores with the most free threads first (the prefer order)."""
+        if self._preferred is None:
+            free = self._free
+            siblings = self._cell.siblings
+            threads = [sorted(group & free) for group in siblings
+                       if not group.isdisjoint(free)]
+            threads.extend([cpu] for cpu in free.difference(*siblings))
+            threads.sort(key=lambda t: (-len(t), t[0]))
+            self._preferred = threads
+        return self._preferred
 
     def check(self, policy, count):
         """Return None if ``count`` slots can be pinned, else why not."""
@@ -83,10 +90,9 @@ class CellCores:
         if policy == _THREADS.REQUIRE:
             if not self.has_smt:
                 return "has no SMT sibling threads, which require needs"
-            room = sum(len(t) for t in self.whole_smt)
-            if room < count:
+            if self.smt_room < count:
                 return (f"needs {count} free sibling threads on whole free "
-                        f"cores for require, has {room}")
+                        f"cores for require, has {self.smt_room}")
         return None
 
     def choose(self, policy, count):
@@ -97,7 +103,7 @@ class CellCores:
         if policy == _THREADS.REQUIRE:
             self._layout()
             return _fill(self.whole_smt, count)
-        return _prefer(self._free_threads(), count)
+        return _prefer(self._preferred_cores(), count)
 
 
 def _fill(cores, count):
@@ -109,8 +115,7 @@ def _fill(cores, count):
     return chosen[:count]
 
 
-def _prefer(free_threads, count):
-    ordered = sorted(free_threads, key=lambda t: (-len(t), t[0]))
+def _prefer(ordered, count):
     chosen = []
     for index, threads in enumerate(ordered):
         remaining = count - len(chosen)

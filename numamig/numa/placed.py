@@ -12,6 +12,8 @@ objects (fields, primitives, changed fields, stored attributes and their
 types), so a change in OVO's storage shows up there first.
 """
 
+import typing
+
 from oslo_versionedobjects import fields as ovo_fields
 
 from numamig import objects
@@ -37,7 +39,7 @@ def _coerced(collection_type, element, obj, name, items):
 def instance_cell(guest, host_cell, pagesize, pins, reserved):
     """Return a placed InstanceNUMACell.
 
-    :param guest: the request's guest cell (or its hostview.GuestView);
+    :param guest: the request's guest cell (or its views.GuestView);
         its sets are copied, so the result shares nothing with it.
     :param pins: a new {vCPU: pCPU} dict; ``reserved`` a new set or None.
     """
@@ -78,3 +80,42 @@ def instance_topology(instance_uuid, cells, emulator_threads_policy):
         '_obj_emulator_threads_policy': emulator_threads_policy,
     })
     return topology
+
+
+class PlacedCell(typing.NamedTuple):
+    """Where a fit put one guest cell, in plain values.
+
+    ``guest``: the request's guest cell (or its views.GuestView);
+    ``pins``: {vCPU: pCPU}; ``reserved``: the isolated emulator threads'
+    pCPUs or None.
+    """
+
+    guest: object
+    host_cell: int
+    pagesize: int | None
+    pins: dict
+    reserved: set | None
+
+
+class Placement(typing.NamedTuple):
+    """A whole fit's answer in plain values, turned into the placed
+    InstanceNUMATopology by ``topology()`` when someone needs it (a
+    scheduler fitting a guest on many hosts needs it for one)."""
+
+    instance_uuid: str | None
+    cells: tuple
+    emulator_threads_policy: str | None
+
+    def topology(self):
+        """Return a new placed InstanceNUMATopology.
+
+        Each call builds a new one that shares nothing with the others.
+        """
+        return instance_topology(
+            self.instance_uuid,
+            [instance_cell(cell.guest, cell.host_cell, cell.pagesize,
+                           dict(cell.pins),
+                           None if cell.reserved is None
+                           else set(cell.reserved))
+             for cell in self.cells],
+            self.emulator_threads_policy)

@@ -28,6 +28,9 @@ class RequestSpec:
     :param pagesize_kb: the page size the guest must keep (a migrating
         guest keeps its source's), or None to let the fit choose.
     :param strategy: ``'spread'`` or ``'pack'``, for the host cells.
+    :param request_view: ``request`` as numa.views.RequestView, and
+    :param limits_view: ``limits`` as numa.views.LimitsView, made once
+        for every host's fit (None: the fit reads the objects).
     """
 
     request: object
@@ -37,6 +40,8 @@ class RequestSpec:
     exclude: frozenset = frozenset()
     pagesize_kb: int = None
     strategy: str = 'spread'
+    request_view: object = None
+    limits_view: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +122,10 @@ class NUMATopologyFilter(HostFilter):
 
     The fit runs against the host's last reported topology with every
     in-flight reservation applied, with the request's limits and page
-    size, and its placement travels with the candidate.
+    size, and its placement travels with the candidate. It reads the
+    views of the host state and the spec where they are given, so that
+    a pass over many hosts reads each object once; the placed topology
+    is built only for the candidate whose placement is read.
     """
 
     name = 'NUMATopology'
@@ -125,8 +133,10 @@ class NUMATopologyFilter(HostFilter):
     def check(self, state, spec):
         if spec.request is None:
             return PASS
-        result = numa_fit.fit(state.topology, spec.request,
-                              limits=spec.limits, strategy=spec.strategy,
+        result = numa_fit.fit(state.numa_view or state.topology,
+                              spec.request_view or spec.request,
+                              limits=spec.limits_view or spec.limits,
+                              strategy=spec.strategy,
                               pagesize_kb=spec.pagesize_kb)
         if not result.fits:
             return Verdict(f"NUMA topology does not fit: {result.reason}",

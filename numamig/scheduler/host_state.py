@@ -40,6 +40,7 @@ from oslo_utils import timeutils
 from numamig import exception
 from numamig.conf import CONF
 from numamig.numa import usage
+from numamig.numa import views as numa_views
 from numamig.scheduler import fingerprint
 
 LOG = logging.getLogger(__name__)
@@ -72,6 +73,9 @@ class HostState:
     ``topology`` is the reported topology with every reservation applied:
     what the filters fit against. It is shared with the cache, which
     never edits it (it builds a new one on each change); do not edit it.
+    ``numa_view`` is the same topology as the NUMA fit reads it, made
+    once per change of the topology and shared by every fit until the
+    next (None for a host without a NUMA topology).
     """
 
     host: str
@@ -83,6 +87,7 @@ class HostState:
     age: datetime.timedelta
     is_up: bool
     service_down_time: int    # seconds, the limit is_up was judged by
+    numa_view: object = None  # numa.views.HostView of topology, or None
 
 
 class _Entry:
@@ -94,6 +99,22 @@ class _Entry:
         self.guests = frozenset()
         self.reservations = {}    # instance uuid -> Reservation, oldest 1st
         self.topology = report.topology
+
+    @property
+    def topology(self):
+        return self._topology
+
+    @topology.setter
+    def topology(self, topology):
+        self._topology = topology
+        self._numa_view = None
+
+    def numa_view(self):
+        """Return the fit's view of the topology, made on first need
+        after each change of the topology (None without a topology)."""
+        if self._numa_view is None and self._topology is not None:
+            self._numa_view = numa_views.HostView(self._topology)
+        return self._numa_view
 
 
 class HostStateCache:
@@ -312,7 +333,7 @@ class HostStateCache:
             reservations=tuple(entry.reservations.values()),
             received_at=entry.received_at, age=age,
             is_up=age < datetime.timedelta(seconds=down_time),
-            service_down_time=down_time)
+            service_down_time=down_time, numa_view=entry.numa_view())
 
     def _expire(self, entry, now):
         limit = datetime.timedelta(seconds=self.reservation_timeout)

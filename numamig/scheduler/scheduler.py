@@ -18,6 +18,7 @@ import dataclasses
 
 from numamig import exception
 from numamig.numa import fit as numa_fit
+from numamig.numa import views as numa_views
 from numamig.scheduler import filters as host_filters
 from numamig.scheduler import weighers
 
@@ -189,7 +190,10 @@ class Scheduler:
         return host_filters.RequestSpec(
             request=request, source_host=source_host, limits=limits,
             hypervisor_type=hypervisor_type, exclude=frozenset(exclude),
-            pagesize_kb=pagesize_kb, strategy=self.cell_strategy)
+            pagesize_kb=pagesize_kb, strategy=self.cell_strategy,
+            request_view=(None if request is None
+                          else numa_views.request_view(request)),
+            limits_view=numa_views.limits_view(limits))
 
     def _source_type(self, source_host):
         try:

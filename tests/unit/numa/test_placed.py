@@ -5,7 +5,7 @@ comparisons fail before a placement built the fast way crosses the wire.
 """
 
 from numamig import objects
-from numamig.numa import hostview
+from numamig.numa import views
 from numamig.numa import placed
 from tests import base
 
@@ -62,7 +62,7 @@ class PlacedBuilderTest(base.TestCase):
     def test_cell_from_snapshot_equals_constructed_cell(self):
         guest = _guest(cpu_policy=None, cpu_thread_policy=None,
                        realtime_vcpus=set())
-        built = placed.instance_cell(hostview.GuestView(guest), 3, 2048,
+        built = placed.instance_cell(views.GuestView(guest), 3, 2048,
                                      {2: 8, 3: 10}, None)
         self._assert_same(self._expected_cell(guest, None), built)
 

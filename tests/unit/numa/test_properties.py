@@ -17,8 +17,8 @@ from numamig import objects
 from numamig.numa import cellfit
 from numamig.numa import fit
 from numamig.numa import pages
-from numamig.numa import pinning
 from numamig.numa import usage
+from numamig.numa import views
 from tests import base
 from tests.unit.numa import hosts
 
@@ -73,14 +73,14 @@ limits = st.one_of(st.none(), st.builds(
 
 def _by_permutations(host, request, lim, strategy):
     """The assignment trying host-cell permutations in strategy order."""
-    order = fit._host_order(host.cells, strategy)
-    cores = [pinning.CellCores(cell) for cell in order]
+    order = views.HostView(host).order(strategy)
+    lim = views.limits_view(lim)
     isolate = request.emulator_threads_policy == 'isolate'
     demands = [cellfit.demand_of(g, int(isolate and g.id == 0), None)
                for g in request.cells]
     for perm in itertools.permutations(range(len(order)),
                                        len(request.cells)):
-        if all(cellfit.check(order[h], cores[h], d, lim)[0] is None
+        if all(cellfit.check(order[h], d, lim)[0] is None
                for d, h in zip(demands, perm, strict=True)):
             return [order[h].id for h in perm]
     return None
@@ -106,6 +106,21 @@ class FitPropertiesTest(base.TestCase):
         applied = usage.apply(host, placed).validate()
         self.assertEqual(before[0], host)
         self.assertEqual(host, usage.release(applied, placed))
+
+    @settings(max_examples=300, deadline=None)
+    @given(host_topologies(), st.lists(requests(), min_size=1, max_size=6),
+           limits, st.sampled_from(fit.STRATEGIES))
+    def test_one_view_serves_many_fits(self, host, guests, lim, strategy):
+        # What a view works out on first need (core layouts, preferred
+        # cores, orders) must not leak from one fit into the next.
+        host_view = views.HostView(host)
+        limits_view = views.limits_view(lim)
+        for request in guests:
+            expected = fit.fit(host, request, lim, strategy)
+            request_view = views.RequestView(request)
+            for _ in range(2):
+                self.assertEqual(expected, fit.fit(
+                    host_view, request_view, limits_view, strategy))
 
     @settings(max_examples=300, deadline=None)
     @given(host_topologies(), st.lists(requests(), min_size=1, max_size=6),

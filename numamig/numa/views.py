@@ -1,0 +1,224 @@
+"""Plain, read-only views of the host, request and limits a fit reads.
+
+Reading a versioned object's field goes through OVO's property machinery
+(a Python call with hasattr and getattr, about a microsecond each); a fit
+reads every host cell's fields many times and the guest cells' a few
+times. A view copies the fields once into plain slots with the same
+names, so that fitting code reads either kind alike, and works out once
+what every fit of the host asks again: free pCPUs, free pages per size,
+the small-page budget, the host-cell order of each strategy and (on first
+need) the core layout.
+
+A view is a snapshot: it reflects the object when it was made and shares
+its sets (nothing in a fit modifies them). Whoever fits many guests
+against one host, as the scheduler does, makes the HostView once and
+passes it to every fit, and makes a new one when the topology changes;
+whoever fits one request on many hosts makes its RequestView and
+LimitsView once. fit() makes whatever view it is not given.
+"""
+
+import collections
+import operator
+
+from numamig import exception
+from numamig.numa import cellfit
+from numamig.numa import pages
+from numamig.numa import pinning
+from numamig.objects import fields
+
+Pool = collections.namedtuple('Pool', ('size_kb', 'total', 'used',
+                                       'reserved', 'free'))
+
+_HOST_FIELDS = ('id', 'cpuset', 'pcpuset', 'pinned_cpus', 'siblings',
+                'memory_mb', 'memory_usage_mb', 'cpu_usage', 'mempages')
+_POOL_FIELDS = ('size_kb', 'total', 'used', 'reserved')
+_LIMIT_FIELDS = ('cpu_allocation_ratio', 'ram_allocation_ratio')
+_GUEST_FIELDS = ('id', 'cpuset', 'pcpuset', 'memory_mb', 'pagesize',
+                 'cpu_policy', 'cpu_thread_policy', 'realtime_vcpus')
+
+
+def reader(names):
+    """Return a function reading the named fields of a versioned object.
+
+    OVO keeps a set field's value in the instance attribute
+    ``_obj_<name>``; reading those directly skips the property machinery.
+    If one is unset, every field is read the normal way, which raises the
+    usual error for an unset field without a default.
+    """
+    direct = operator.itemgetter(*('_obj_' + name for name in names))
+
+    def read(obj):
+        try:
+            return direct(vars(obj))
+        except KeyError:
+            return tuple(getattr(obj, name) for name in names)
+    return read
+
+
+_read_host = reader(_HOST_FIELDS)
+_read_pool = reader(_POOL_FIELDS)
+_read_guest = reader(_GUEST_FIELDS)
+_read_limits = reader(_LIMIT_FIELDS)
+
+
+class CellView:
+    """A HostNUMACell's fields, with what fits derive from them.
+
+    ``free_pcpus``/``free_count``: dedicated pCPUs not pinned.
+    ``shared_count``: pCPUs of the shared set. ``page_sizes``: the pools'
+    sizes, smallest first. ``free_pages``: {size: pages a guest may take}
+    (pages.free_pages). ``small_memory``: pages.small_page_memory.
+    ``cores``: the pinning.CellCores of the cell, whose layouts are built
+    by the first fit that needs them.
+    """
+
+    __slots__ = _HOST_FIELDS + (
+        'free_pcpus', 'free_count', 'shared_count', 'page_sizes',
+        'free_pages', 'small_memory', 'cores', '_pools')
+
+    def __init__(self, host_cell):
+        (self.id, self.cpuset, self.pcpuset, self.pinned_cpus,
+         self.siblings, self.memory_mb, self.memory_usage_mb,
+         self.cpu_usage, pools) = _read_host(host_cell)
+        # As HostNUMACell.free_pcpus, which is computed on every read.
+        self.free_pcpus = self.pcpuset - self.pinned_cpus
+        self.free_count = len(self.free_pcpus)
+        self.shared_count = len(self.cpuset)
+        self.mempages = []
+        for pool in pools:
+            size_kb, total, used, reserved = _read_pool(pool)
+            reserved = reserved or 0
+            self.mempages.append(Pool(size_kb, total, used, reserved,
+                                      total - used - reserved))
+        self._pools = {pool.size_kb: pool for pool in self.mempages}
+        self.page_sizes = tuple(sorted(self._pools))
+        self.small_memory = pages.small_page_memory(self)
+        self.free_pages = {size: pages.free_pages(self, pool)
+                           for size, pool in self._pools.items()}
+        self.cores = pinning.CellCores(self)
+
+    def pages_of(self, size_kb):
+        """Return the pool of the given page size, or None."""
+        return self._pools.get(size_kb)
+
+    def fullness(self):
+        """Smaller is fuller: free dedicated pCPUs, free memory, then
+        shared-CPU headroom."""
+        return (self.free_count, self.memory_mb - self.memory_usage_mb,
+                self.shared_count - self.cpu_usage)
+
+
+class HostView:
+    """A HostNUMATopology's cells as CellViews, with each strategy's order.
+
+    ``cells`` keeps the topology's order; ``order(strategy)`` gives the
+    cells in the order a fit tries them, worked out once per strategy.
+    """
+
+    __slots__ = ('cells', '_orders')
+
+    def __init__(self, host_topology):
+        self.cells = tuple(CellView(cell) for cell in host_topology.cells)
+        self._orders = {}
+
+    def order(self, strategy):
+        """Return the cells in ``strategy`` order ('spread': emptiest
+        first; 'pack': fullest first); ties keep host cell id order."""
+        try:
+            return self._orders[strategy]
+        except KeyError:
+            pass
+        if strategy == 'pack':
+            def key(cell):
+                return cell.fullness(), cell.id
+        else:
+            def key(cell):
+                return tuple(-v for v in cell.fullness()), cell.id
+        order = self._orders[strategy] = tuple(sorted(self.cells, key=key))
+        return order
+
+
+def host_view(host_topology):
+    """Return a HostView of ``host_topology``, or it if it is one."""
+    if isinstance(host_topology, HostView):
+        return host_topology
+    return HostView(host_topology)
+
+
+class GuestView:
+    """The fields of an InstanceNUMACell request the fit reads."""
+
+    __slots__ = _GUEST_FIELDS
+
+    def __init__(self, guest_cell):
+        (self.id, self.cpuset, self.pcpuset, self.memory_mb, self.pagesize,
+         self.cpu_policy, self.cpu_thread_policy,
+         self.realtime_vcpus) = _read_guest(guest_cell)
+
+
+class RequestView:
+    """A guest's InstanceNUMATopology request as the fit reads it.
+
+    ``guests``: GuestViews in guest cell id order. ``demands(pagesize_kb)``
+    gives their cellfit.Demands, worked out once per forced page size.
+
+    :raises InvalidFitParameter: for a request without guest cells.
+    """
+
+    __slots__ = ('instance_uuid', 'emulator_threads_policy', 'guests',
+                 '_demands')
+
+    def __init__(self, request):
+        if request is None or not request.cells:
+            raise exception.InvalidFitParameter(
+                name='request', value=request,
+                reason="has no guest cells; a guest without a NUMA request "
+                       "needs no NUMA fit")
+        self.instance_uuid = request.instance_uuid
+        self.emulator_threads_policy = request.emulator_threads_policy
+        self.guests = tuple(sorted((GuestView(cell) for cell in request.cells),
+                                   key=lambda cell: cell.id))
+        self._demands = {}
+
+    def demands(self, pagesize_kb=None):
+        """Return each guest cell's Demand, with ``pagesize_kb`` (a page
+        size forced on every cell) or the cell's own."""
+        try:
+            return self._demands[pagesize_kb]
+        except KeyError:
+            pass
+        isolate = (self.emulator_threads_policy ==
+                   fields.CPUEmulatorThreadsPolicy.ISOLATE)
+        # Isolated emulator threads take one more pCPU on guest cell 0's.
+        demands = self._demands[pagesize_kb] = tuple(
+            cellfit.demand_of(guest, int(isolate and guest.id == 0),
+                              pagesize_kb) for guest in self.guests)
+        return demands
+
+
+def request_view(request):
+    """Return a RequestView of ``request``, or it if it is one."""
+    if isinstance(request, RequestView):
+        return request
+    return RequestView(request)
+
+
+class LimitsView:
+    """The allocation ratios of a NUMALimits, read once.
+
+    ``cpu_ratio``/``ram_ratio``: the ratio, 1.0 where it is unset.
+    """
+
+    __slots__ = ('cpu_ratio', 'ram_ratio')
+
+    def __init__(self, limits):
+        cpu, ram = _read_limits(limits)
+        self.cpu_ratio = cpu or 1.0
+        self.ram_ratio = ram or 1.0
+
+
+def limits_view(limits):
+    """Return a LimitsView of ``limits``, it if it is one, or None."""
+    if limits is None or isinstance(limits, LimitsView):
+        return limits
+    return LimitsView(limits)
