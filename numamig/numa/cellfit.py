@@ -41,8 +41,20 @@ def demand_of(guest_cell, extra_pcpus, pagesize_kb):
                   guest_cell.cpu_thread_policy)
 
 
+def explain(why):
+    """Return the text of a check's why: a (template, values) pair.
+
+    Checks return pairs, not text, because a fit checks many host cells
+    whose reasons nobody reads once another cell fits.
+    """
+    template, values = why
+    return template % values
+
+
 def check(host_cell, demand, limits):
     """Return (None, page size) if the demand fits, else (why, None).
+
+    ``why`` is a (template, values) pair (explain()).
 
     :param host_cell: a views.CellView.
     :param limits: views.LimitsView or None. Without limits only the
@@ -71,14 +83,14 @@ def _check_memory(host_cell, memory_mb, limits):
     ratio = 1.0 if limits is None else limits.ram_ratio
     if limits is None:
         if memory_mb > host_cell.memory_mb:
-            return (f"needs {memory_mb} MiB, the cell has "
-                    f"{host_cell.memory_mb} MiB")
+            return ("needs %d MiB, the cell has %d MiB",
+                    (memory_mb, host_cell.memory_mb))
     else:
         limit = host_cell.memory_mb * ratio
         if host_cell.memory_usage_mb + memory_mb > limit:
-            return (f"needs {memory_mb} MiB, {host_cell.memory_usage_mb} "
-                    f"of {limit:g} MiB (ram_allocation_ratio {ratio:g}) "
-                    f"are used")
+            return ("needs %d MiB, %d of %g MiB (ram_allocation_ratio %g) "
+                    "are used",
+                    (memory_mb, host_cell.memory_usage_mb, limit, ratio))
     small = host_cell.small_memory
     if small is None:
         return None
@@ -90,12 +102,13 @@ def _check_small_memory(memory_mb, capacity, used, ratio):
     """Check memory against the smallest pages; ratio None: no limits."""
     if ratio is None:
         if memory_mb > capacity:
-            return (f"needs {memory_mb} MiB of small pages, the cell has "
-                    f"{capacity} MiB outside huge pages and reservations")
+            return ("needs %d MiB of small pages, the cell has %d MiB "
+                    "outside huge pages and reservations",
+                    (memory_mb, capacity))
     elif used + memory_mb > capacity * ratio:
-        return (f"needs {memory_mb} MiB of small pages, {used} of "
-                f"{capacity * ratio:g} MiB outside huge pages and "
-                f"reservations (ram_allocation_ratio {ratio:g}) are used")
+        return ("needs %d MiB of small pages, %d of %g MiB outside huge "
+                "pages and reservations (ram_allocation_ratio %g) are used",
+                (memory_mb, used, capacity * ratio, ratio))
     return None
 
 
@@ -104,15 +117,15 @@ def _check_floating(host_cell, floating, limits):
         return None
     shared = host_cell.shared_count
     if floating > shared:
-        return (f"needs {floating} shared pCPUs for floating vCPUs, has "
-                f"{shared}")
+        return ("needs %d shared pCPUs for floating vCPUs, has %d",
+                (floating, shared))
     if limits is None:
         return None
     ratio = limits.cpu_ratio
     limit = shared * ratio
     if host_cell.cpu_usage + floating > limit:
-        return (f"needs {floating} floating vCPUs, {host_cell.cpu_usage} "
-                f"of {limit:g} (cpu_allocation_ratio {ratio:g}) are used")
+        return ("needs %d floating vCPUs, %d of %g (cpu_allocation_ratio "
+                "%g) are used", (floating, host_cell.cpu_usage, limit, ratio))
     return None
 
 

@@ -14,54 +14,16 @@ the lexicographically first assignment in the strategy's host-cell order:
 Ties keep host cell id order. Inputs are never modified.
 """
 
+import functools
+
 from numamig import exception
 from numamig.numa import cellfit
 from numamig.numa import matching
 from numamig.numa import placed
+from numamig.numa import result
 from numamig.numa import views
 
 STRATEGIES = ('spread', 'pack')
-
-
-class FitResult:
-    """The outcome of a fit, read-only.
-
-    ``fits``: whether the guest fits. ``topology``: the placed
-    InstanceNUMATopology when it does (None otherwise), built on first
-    read: a scheduler filtering many hosts reads it for the one it
-    chooses. ``placement``: the same answer in plain values
-    (placed.Placement), or None. ``reason``: when it does not fit, which
-    guest cell failed on which host cell and why. Two results are equal
-    when they say the same: fits, reason and placed topology.
-    """
-
-    __slots__ = ('fits', 'reason', 'placement', '_topology')
-
-    def __init__(self, fits, reason=None, placement=None):
-        for name, value in (('fits', fits), ('reason', reason),
-                            ('placement', placement), ('_topology', None)):
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"a FitResult is read-only; cannot set {name}")
-
-    @property
-    def topology(self):
-        if self._topology is None and self.placement is not None:
-            object.__setattr__(self, '_topology', self.placement.topology())
-        return self._topology
-
-    def __eq__(self, other):
-        if not isinstance(other, FitResult):
-            return NotImplemented
-        return ((self.fits, self.reason, self.topology) ==
-                (other.fits, other.reason, other.topology))
-
-    __hash__ = None
-
-    def __repr__(self):
-        return (f"FitResult(fits={self.fits!r}, reason={self.reason!r}, "
-                f"topology={self.topology!r})")
 
 
 def fit(host_topology, request, limits=None, strategy='spread',
@@ -93,9 +55,9 @@ def fit(host_topology, request, limits=None, strategy='spread',
         found, failure = _matching_fit(hosts, wanted.guests, demands,
                                        limits)
     if failure:
-        return FitResult(False, reason=failure)
-    return FitResult(True, placement=placed.Placement(
-        wanted.instance_uuid, found, wanted.emulator_threads_policy))
+        return result.FitResult(False, reason=failure)
+    return result.FitResult(True, placement=functools.partial(
+        _placement, wanted, found))
 
 
 def _check_parameters(strategy, pagesize_kb):
@@ -111,35 +73,49 @@ def _check_parameters(strategy, pagesize_kb):
             reason="must be a power of two of at least 4 KiB")
 
 
-def _place(host, guest, demand, pagesize):
-    return cellfit.place(host, guest, demand, pagesize,
-                         demand.pinned - len(guest.pcpuset))
+def _placement(wanted, found):
+    """Return the placed.Placement of the guest cells on the host cells
+    ``found``: (host cell view, guest cell view, demand, page size) each.
+
+    The pCPUs are chosen here, when someone reads the placement: check()
+    passing for each pair means the choice succeeds.
+    """
+    cells = []
+    for host, guest, demand, pagesize in found:
+        cells.append(cellfit.place(host, guest, demand, pagesize,
+                                   demand.pinned - len(guest.pcpuset)))
+    return placed.Placement(wanted.instance_uuid, tuple(cells),
+                            wanted.emulator_threads_policy)
 
 
 def _first_fit(hosts, guest, demand, limits):
-    """Place a guest of one cell on the first host cell it fits: return
-    ((placed cell,), None) or (None, why it fits nowhere)."""
+    """Choose the first host cell a guest of one cell fits: return
+    (((host, guest, demand, page size),), None) or (None, why it fits
+    nowhere, deferred)."""
     outcomes = []
     for host in hosts:
         why, size = cellfit.check(host, demand, limits)
         if why is None:
-            return (_place(host, guest, demand, size),), None
+            return ((host, guest, demand, size),), None
         outcomes.append((why, size))
-    return None, _nowhere_reason(guest, hosts, outcomes)
+    return None, functools.partial(_nowhere_reason, guest, hosts, outcomes)
 
 
 def _matching_fit(hosts, guests, demands, limits):
-    """Place guest cells on distinct host cells: return (placed cells,
-    None) or (None, why they do not fit)."""
+    """Choose distinct host cells for the guest cells: return (a
+    (host, guest, demand, page size) per guest cell, None) or (None, why
+    they do not fit, deferred)."""
     table, failure = _fit_table(hosts, guests, demands, limits)
     if failure:
         return None, failure
+    # Rows list host positions in ascending order: preferred first.
     chosen, violation = matching.first_perfect_matching(
-        [sorted(row) for row in table], len(hosts))
+        [list(row) for row in table], len(hosts))
     if violation:
-        return None, _hall_reason(violation, guests, hosts)
-    return tuple(_place(hosts[position], guests[index], demands[index],
-                        table[index][position])
+        return None, functools.partial(_hall_reason, violation, guests,
+                                       hosts)
+    return tuple((hosts[position], guests[index], demands[index],
+                  table[index][position])
                  for index, position in enumerate(chosen)), None
 
 
@@ -161,7 +137,8 @@ def _fit_table(hosts, guests, demands, limits):
         row = {pos: size for pos, (why, size) in enumerate(outcomes)
                if why is None}
         if not row:
-            return None, _nowhere_reason(guest, hosts, outcomes)
+            return None, functools.partial(_nowhere_reason, guest, hosts,
+                                           outcomes)
         table.append(row)
     return table, None
 
@@ -169,7 +146,8 @@ def _fit_table(hosts, guests, demands, limits):
 def _nowhere_reason(guest, hosts, outcomes):
     if not hosts:
         return f"guest cell {guest.id}: the host has no NUMA cells"
-    why = '; '.join(f"host cell {host.id} {why}" for host, (why, _) in
+    why = '; '.join(f"host cell {host.id} {cellfit.explain(why)}"
+                    for host, (why, _) in
                     sorted(zip(hosts, outcomes, strict=True),
                            key=lambda pair: pair[0].id))
     return f"guest cell {guest.id} fits on no host cell: {why}"

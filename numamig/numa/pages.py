@@ -52,34 +52,44 @@ def small_page_memory(host_cell):
     guests without a page size. ``used`` is the memory usage not held in
     the larger pools (never below zero, whatever the report says).
     """
-    if not host_cell.mempages:
+    pools = sorted(host_cell.mempages, key=lambda pool: pool.size_kb)
+    return _small_budget(pools, host_cell.memory_usage_mb)
+
+
+def _small_budget(pools, memory_usage_mb):
+    if not pools:
         return None
-    small = min(host_cell.mempages, key=lambda pool: pool.size_kb)
+    small = pools[0]
     capacity = (small.total - (small.reserved or 0)) * small.size_kb // 1024
-    in_huge = sum(pool.used * pool.size_kb for pool in host_cell.mempages
-                  if pool is not small) // 1024
-    return capacity, max(0, host_cell.memory_usage_mb - in_huge)
+    in_huge = 0
+    for pool in pools[1:]:
+        in_huge += pool.used * pool.size_kb
+    return capacity, max(0, memory_usage_mb - in_huge // 1024)
 
 
-def free_pages(host_cell, pool):
-    """Return the pages of ``pool`` a guest may take.
+def budget(pools, memory_usage_mb):
+    """Return (small_page_memory, {size: pages a guest may take}).
 
-    For the smallest pool, no more than its memory has left once guests
+    :param pools: the cell's pools, smallest first, each with its
+        ``free`` pages (views.Pool).
+    The smallest pool gives no more than its memory has left once guests
     without a page size are counted too (module docstring).
-    ``host_cell`` is a views.CellView with its ``page_sizes`` and
-    ``small_memory`` already worked out.
     """
-    if pool.size_kb != host_cell.page_sizes[0]:
-        return pool.free
-    capacity, used = host_cell.small_memory
-    return min(pool.free,
-               max(0, capacity - used) * 1024 // pool.size_kb)
+    small_memory = _small_budget(pools, memory_usage_mb)
+    free = {pool.size_kb: pool.free for pool in pools}
+    if small_memory is not None:
+        capacity, used = small_memory
+        small = pools[0]
+        free[small.size_kb] = min(
+            small.free, max(0, capacity - used) * 1024 // small.size_kb)
+    return small_memory, free
 
 
 def choose(host_cell, memory_mb, request):
     """Return (page size in KiB, None) or (None, why no size fits).
 
-    ``host_cell`` is a views.CellView (its ``free_pages``).
+    ``host_cell`` is a views.CellView (its ``free_pages``); why is a
+    (template, values) pair, made text only if someone reads it.
     """
     problems = []
     free_pages = host_cell.free_pages
@@ -89,13 +99,14 @@ def choose(host_cell, memory_mb, request):
         if free is not None and needed is not None and needed <= free:
             return size, None
         if free is None:
-            problems.append(f"no {size} KiB page pool")
+            problems.append(("no %d KiB page pool", (size,)))
         elif needed is None:
-            problems.append(f"{memory_mb} MiB is not a multiple of "
-                            f"{size} KiB pages")
+            problems.append(("%d MiB is not a multiple of %d KiB pages",
+                             (memory_mb, size)))
         else:
-            problems.append(f"needs {needed} free {size} KiB pages, has "
-                            f"{free}")
+            problems.append(("needs %d free %d KiB pages, has %d",
+                             (needed, size, free)))
     if not problems:
-        return None, "has no huge page pool"
-    return None, '; '.join(problems)
+        return None, ("has no huge page pool", ())
+    return None, ('; '.join(template for template, _ in problems),
+                  sum((values for _, values in problems), ()))

@@ -75,24 +75,26 @@ class CellCores:
         return self._preferred
 
     def check(self, policy, count):
-        """Return None if ``count`` slots can be pinned, else why not."""
+        """Return None if ``count`` slots can be pinned, else why not (a
+        (template, values) pair: cellfit.explain makes it text)."""
         if self.free_count < count:
-            return (f"needs {count} free dedicated pCPUs, has "
-                    f"{self.free_count}")
+            return ("needs %d free dedicated pCPUs, has %d",
+                    (count, self.free_count))
         if policy not in (_THREADS.ISOLATE, _THREADS.REQUIRE):
             return None
         self._layout()
         if policy == _THREADS.ISOLATE:
             if len(self.whole) < count:
-                return (f"needs {count} whole free cores for isolate, has "
-                        f"{len(self.whole)}")
+                return ("needs %d whole free cores for isolate, has %d",
+                        (count, len(self.whole)))
             return None
         if policy == _THREADS.REQUIRE:
             if not self.has_smt:
-                return "has no SMT sibling threads, which require needs"
+                return ("has no SMT sibling threads, which require needs",
+                        ())
             if self.smt_room < count:
-                return (f"needs {count} free sibling threads on whole free "
-                        f"cores for require, has {self.smt_room}")
+                return ("needs %d free sibling threads on whole free cores "
+                        "for require, has %d", (count, self.smt_room))
         return None
 
     def choose(self, policy, count):

@@ -65,16 +65,17 @@ class CellView:
     """A HostNUMACell's fields, with what fits derive from them.
 
     ``free_pcpus``/``free_count``: dedicated pCPUs not pinned.
-    ``shared_count``: pCPUs of the shared set. ``page_sizes``: the pools'
-    sizes, smallest first. ``free_pages``: {size: pages a guest may take}
-    (pages.free_pages). ``small_memory``: pages.small_page_memory.
+    ``shared_count``: pCPUs of the shared set. ``mempages``: the pools,
+    smallest first; ``page_sizes``: their sizes. ``free_pages``: {size:
+    pages a guest may take} and ``small_memory``: the small-page budget
+    (both from pages.budget).
     ``cores``: the pinning.CellCores of the cell, whose layouts are built
     by the first fit that needs them.
     """
 
     __slots__ = _HOST_FIELDS + (
         'free_pcpus', 'free_count', 'shared_count', 'page_sizes',
-        'free_pages', 'small_memory', 'cores', '_pools')
+        'free_pages', 'small_memory', 'cores')
 
     def __init__(self, host_cell):
         (self.id, self.cpuset, self.pcpuset, self.pinned_cpus,
@@ -84,22 +85,19 @@ class CellView:
         self.free_pcpus = self.pcpuset - self.pinned_cpus
         self.free_count = len(self.free_pcpus)
         self.shared_count = len(self.cpuset)
-        self.mempages = []
+        mempages = []
         for pool in pools:
             size_kb, total, used, reserved = _read_pool(pool)
             reserved = reserved or 0
-            self.mempages.append(Pool(size_kb, total, used, reserved,
-                                      total - used - reserved))
-        self._pools = {pool.size_kb: pool for pool in self.mempages}
-        self.page_sizes = tuple(sorted(self._pools))
-        self.small_memory = pages.small_page_memory(self)
-        self.free_pages = {size: pages.free_pages(self, pool)
-                           for size, pool in self._pools.items()}
+            mempages.append(Pool(size_kb, total, used, reserved,
+                                 total - used - reserved))
+        # Sizes are unique in a cell: the tuples sort by size.
+        mempages.sort()
+        self.mempages = mempages
+        self.page_sizes = tuple(pool.size_kb for pool in mempages)
+        self.small_memory, self.free_pages = pages.budget(
+            mempages, self.memory_usage_mb)
         self.cores = pinning.CellCores(self)
-
-    def pages_of(self, size_kb):
-        """Return the pool of the given page size, or None."""
-        return self._pools.get(size_kb)
 
     def fullness(self):
         """Smaller is fuller: free dedicated pCPUs, free memory, then
@@ -133,7 +131,8 @@ class HostView:
                 return cell.fullness(), cell.id
         else:
             def key(cell):
-                return tuple(-v for v in cell.fullness()), cell.id
+                free, memory, headroom = cell.fullness()
+                return (-free, -memory, -headroom), cell.id
         order = self._orders[strategy] = tuple(sorted(self.cells, key=key))
         return order
 

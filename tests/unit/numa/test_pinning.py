@@ -10,6 +10,7 @@ with pCPU 1 pinned (core B has one free thread, 3), unless said otherwise.
 import testscenarios
 
 from numamig import objects
+from numamig.numa import cellfit
 from numamig.numa import pinning
 from tests import base
 
@@ -75,12 +76,11 @@ class ReasonTest(base.TestCase):
     def test_reasons_name_counts(self):
         cores = pinning.CellCores(_cell())
         self.assertEqual("needs 2 whole free cores for isolate, has 1",
-                         cores.check('isolate', 2))
+                         cellfit.explain(cores.check('isolate', 2)))
         self.assertEqual("needs 4 free dedicated pCPUs, has 3",
-                         cores.check('prefer', 4))
-        self.assertIn("has no SMT",
-                      pinning.CellCores(_cell(siblings=())).check(
-                          'require', 1))
+                         cellfit.explain(cores.check('prefer', 4)))
+        self.assertIn("has no SMT", cellfit.explain(
+            pinning.CellCores(_cell(siblings=())).check('require', 1)))
 
     def test_isolate_siblings(self):
         self.assertEqual({0, 2, 3},

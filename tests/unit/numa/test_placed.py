@@ -5,8 +5,8 @@ comparisons fail before a placement built the fast way crosses the wire.
 """
 
 from numamig import objects
-from numamig.numa import views
 from numamig.numa import placed
+from numamig.numa import views
 from tests import base
 
 UUID = '5a1e0000-0000-4000-8000-00000000abcd'
