@@ -35,29 +35,31 @@ def stats(values):
     return statistics.median(ordered), p99, ordered[-1]
 
 
-def timing_line(label, ours):
-    median, p99, worst = stats([us for _, us in ours])
-    return (f"{label:<18} n={len(ours):<4} numamig median {median:8.1f} us "
-            f"p99 {p99:8.1f} max {worst:8.1f}")
+def timing_line(label, times):
+    median, p99, worst = stats(times)
+    return (f"{label:<22} median {median:8.1f} us p99 {p99:8.1f} max "
+            f"{worst:8.1f}")
 
 
-def speed(ours, nova):
-    """Return (Nova's median us, median speed-up) over cases Nova ran."""
+def speed(ours, nova, mode):
+    """Return (Nova's median us, median speed-up of ``mode``) over the
+    cases Nova ran; ``ours`` holds bench_fit.time_case's results."""
     ran = [(o, n) for o, n in zip(ours, nova, strict=True)
            if n['fits'] is not None]
     if not ran:
         return None, None
     return (statistics.median(n['us'] for _, n in ran),
-            statistics.median(n['us'] / o[1] for o, n in ran))
+            statistics.median(n['us'] / o['us'][mode] for o, n in ran))
 
 
 def groups(kinds, ours, nova):
     """Return {group: [(index, numamig fits, nova result)]}."""
     result = {SAME: [], ISOLATE_SMT: [], NOVA_FLAWED: []}
-    for index, (kind, (fits, _), theirs) in enumerate(
+    for index, (kind, mine, theirs) in enumerate(
             zip(kinds, ours, nova, strict=True)):
         if theirs['fits'] is None:
             continue
+        fits = mine['fits']
         group = NOVA_FLAWED if theirs.get('flaw') else kind
         result[group].append((index, fits, theirs))
     return result

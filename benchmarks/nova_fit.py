@@ -1,8 +1,12 @@
 """Run Nova's numa_fit_instance_to_host on a corpus bench_fit.py wrote.
 
+Each case is timed as bench_fit.py times numamig: the median over
+``repeats`` samples of the time per call of ``number`` back-to-back
+calls.
+
 Runs under the Python of a virtualenv where Nova is installed (it is not a
 numamig requirement):  NOVA_PYTHON nova_fit.py CORPUS.json MAX_PERMUTATIONS
-Prints one JSON line per case: {"fits": bool | null, "us": median,
+Prints one JSON line per case: {"fits": bool | null, "us": per call,
 "flaw": str | null}. Cases whose host-cell permutation count exceeds
 MAX_PERMUTATIONS are not run (Nova tries permutations one by one):
 "fits" is null, "skipped" says how many permutations there were.
@@ -86,7 +90,7 @@ def flaw(placed, request, host):
     return None
 
 
-def _run(case, repeats, max_permutations, clock):
+def _run(case, number, repeats, max_permutations, clock):
     cells, nodes = len(case['host']['cells']), len(case['request']['cells'])
     permutations = math.perm(cells, nodes)
     if permutations > max_permutations:
@@ -95,16 +99,17 @@ def _run(case, repeats, max_permutations, clock):
     limits = None
     if case.get('limits'):
         limits = objects.NUMATopologyLimits(**case['limits'])
-    times, placed = [], None
+    samples, placed = [], None
     for _ in range(repeats):
-        # Nova rewrites the request's cells, so each run gets a fresh
+        # Nova rewrites the request's cells, so each call gets a fresh
         # copy, made outside the timed region.
-        fresh = request.obj_clone()
+        fresh = [request.obj_clone() for _ in range(number)]
         start = clock()
-        placed = hardware.numa_fit_instance_to_host(host, fresh, None,
-                                                    limits=limits)
-        times.append((clock() - start) * 1e6)
-    return {'fits': placed is not None, 'us': statistics.median(times),
+        for copy in fresh:
+            placed = hardware.numa_fit_instance_to_host(host, copy, None,
+                                                        limits=limits)
+        samples.append((clock() - start) * 1e6 / number)
+    return {'fits': placed is not None, 'us': statistics.median(samples),
             'flaw': placed and flaw(placed, case['request'], case['host'])}
 
 
@@ -114,8 +119,8 @@ def main():
     max_permutations = int(sys.argv[2])
     clock = CLOCKS[corpus.get('clock', 'wall')]
     for case in corpus['cases']:
-        print(json.dumps(_run(case, corpus['repeats'], max_permutations,
-                              clock)), flush=True)
+        print(json.dumps(_run(case, corpus['number'], corpus['repeats'],
+                              max_permutations, clock)), flush=True)
 
 
 if __name__ == '__main__':

@@ -105,7 +105,11 @@ def _matching_fit(hosts, guests, demands, limits):
     """Choose distinct host cells for the guest cells: return (a
     (host, guest, demand, page size) per guest cell, None) or (None, why
     they do not fit, deferred)."""
-    table, failure = _fit_table(hosts, guests, demands, limits)
+    known = {}
+    found = _greedy_fit(hosts, guests, demands, limits, known)
+    if found is not None:
+        return found, None
+    table, failure = _fit_table(hosts, guests, demands, limits, known)
     if failure:
         return None, failure
     # Rows list host positions in ascending order: preferred first.
@@ -119,21 +123,53 @@ def _matching_fit(hosts, guests, demands, limits):
                  for index, position in enumerate(chosen)), None
 
 
-def _fit_table(hosts, guests, demands, limits):
+def _greedy_fit(hosts, guests, demands, limits, known):
+    """Give each guest cell in turn the first host cell it fits that the
+    ones before it left; return what _matching_fit does, or None if a
+    guest cell finds none.
+
+    When every guest cell finds one, that is the lexicographically first
+    perfect matching: each guest cell got the most preferred host cell
+    the ones before it left, and the ones after it all found one. Most
+    guests end here, and the host cells after each one's choice are
+    never checked. ``known`` keeps the checks made,
+    {demand: outcomes in host order so far}, for the full search.
+    """
+    taken = set()
+    found = []
+    count = len(hosts)
+    for guest, demand in zip(guests, demands, strict=True):
+        outcomes = known.setdefault(demand, [])
+        position = 0
+        while True:
+            if position == len(outcomes):
+                if position == count:
+                    return None
+                outcomes.append(cellfit.check(hosts[position], demand,
+                                              limits))
+            why, size = outcomes[position]
+            if why is None and position not in taken:
+                break
+            position += 1
+        taken.add(position)
+        found.append((hosts[position], guest, demand, size))
+    return tuple(found)
+
+
+def _fit_table(hosts, guests, demands, limits, known):
     """Return ({host position: page size} per guest cell, None) or
     (None, the reason the first guest cell fitting nowhere fails).
 
     Stopping at a guest cell that fits no host cell is right: no
     assignment can place it. Guest cells of equal demands fit the same
-    host cells, so each demand is checked once.
+    host cells, so each demand is checked once per host cell; ``known``
+    holds the checks made already ({demand: outcomes in host order}).
     """
     table = []
-    known = {}
     for guest, demand in zip(guests, demands, strict=True):
-        outcomes = known.get(demand)
-        if outcomes is None:
-            outcomes = known[demand] = [cellfit.check(host, demand, limits)
-                                        for host in hosts]
+        outcomes = known.setdefault(demand, [])
+        outcomes.extend(cellfit.check(host, demand, limits)
+                        for host in hosts[len(outcomes):])
         row = {pos: size for pos, (why, size) in enumerate(outcomes)
                if why is None}
         if not row:

@@ -57,9 +57,6 @@ def first_perfect_matching(adjacency, hosts):
     :returns: on failure, a set of guests and the smaller set of hosts
         they can use between them (Hall's condition fails for them).
     """
-    greedy = _greedy(adjacency)
-    if greedy is not None:
-        return greedy, None
     matcher = _Matcher(adjacency, hosts)
     for guest in range(len(adjacency)):
         visited = set()
@@ -75,28 +72,6 @@ def first_perfect_matching(adjacency, hosts):
                 break
         fixed.add(matcher.host_of[guest])
     return list(matcher.host_of), None
-
-
-def _greedy(adjacency):
-    """Give each guest in turn its most preferred free host; return the
-    hosts, or None if a guest finds none free.
-
-    When every guest finds one, this IS the lexicographically first
-    perfect matching: each guest got its most preferred host among those
-    the guests before it left, and the guests after it were all matched.
-    Most requests end here, without the augmenting-path search.
-    """
-    taken = set()
-    chosen = []
-    for preferred in adjacency:
-        for host in preferred:
-            if host not in taken:
-                taken.add(host)
-                chosen.append(host)
-                break
-        else:
-            return None
-    return chosen
 
 
 def _hall_violation(matcher, guest):

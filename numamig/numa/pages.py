@@ -1,7 +1,7 @@
 """Choosing the page size that backs a guest cell on a host cell.
 
-Free pages of a pool are total - used - reserved (the pool object's
-``free``). A guest cell's memory must be a whole number of pages.
+Free pages of a pool are total - used - reserved (``budget``). A guest
+cell's memory must be a whole number of pages.
 
 The smallest pool is shared: guests that ask for small pages are charged
 to it (pages used) and to the cell's memory usage, guests that ask for no
@@ -52,37 +52,34 @@ def small_page_memory(host_cell):
     guests without a page size. ``used`` is the memory usage not held in
     the larger pools (never below zero, whatever the report says).
     """
-    pools = sorted(host_cell.mempages, key=lambda pool: pool.size_kb)
-    return _small_budget(pools, host_cell.memory_usage_mb)
-
-
-def _small_budget(pools, memory_usage_mb):
-    if not pools:
-        return None
-    small = pools[0]
-    capacity = (small.total - (small.reserved or 0)) * small.size_kb // 1024
-    in_huge = 0
-    for pool in pools[1:]:
-        in_huge += pool.used * pool.size_kb
-    return capacity, max(0, memory_usage_mb - in_huge // 1024)
+    pools = sorted((pool.size_kb, pool.total, pool.used, pool.reserved)
+                   for pool in host_cell.mempages)
+    return budget(pools, host_cell.memory_usage_mb)[0]
 
 
 def budget(pools, memory_usage_mb):
     """Return (small_page_memory, {size: pages a guest may take}).
 
-    :param pools: the cell's pools, smallest first, each with its
-        ``free`` pages (views.Pool).
-    The smallest pool gives no more than its memory has left once guests
-    without a page size are counted too (module docstring).
+    :param pools: (size_kb, total, used, reserved) per pool, smallest
+        first (a None reserved counts as 0).
+    A pool's free pages are total - used - reserved; the smallest pool
+    gives no more than its memory has left once guests without a page
+    size are counted too (module docstring).
     """
-    small_memory = _small_budget(pools, memory_usage_mb)
-    free = {pool.size_kb: pool.free for pool in pools}
-    if small_memory is not None:
-        capacity, used = small_memory
-        small = pools[0]
-        free[small.size_kb] = min(
-            small.free, max(0, capacity - used) * 1024 // small.size_kb)
-    return small_memory, free
+    free = {}
+    in_huge_kb = 0
+    for size_kb, total, used, reserved in pools:
+        free[size_kb] = total - used - (reserved or 0)
+        in_huge_kb += used * size_kb
+    if not pools:
+        return None, free
+    size_kb, total, used, reserved = pools[0]
+    in_huge_kb -= used * size_kb
+    capacity = (total - (reserved or 0)) * size_kb // 1024
+    small_used = max(0, memory_usage_mb - in_huge_kb // 1024)
+    free[size_kb] = min(free[size_kb],
+                        max(0, capacity - small_used) * 1024 // size_kb)
+    return (capacity, small_used), free
 
 
 def choose(host_cell, memory_mb, request):

@@ -19,7 +19,7 @@ def _resolved(value):
     return value
 
 
-class FitResult:
+class FitResult(tuple):
     """The outcome of a fit, read-only.
 
     ``fits``: whether the guest fits. ``placement``: where each guest
@@ -32,37 +32,41 @@ class FitResult:
     :param reason: the text, or a functools.partial making it.
     :param placement: a placed.Placement, or a functools.partial making
         one. Either is called once, on first read.
+
+    (A tuple, as a named tuple is: every fit makes one, and a tuple is
+    the cheapest read-only object to make. Its last item holds what has
+    been worked out: reason, placement, topology.)
     """
 
-    __slots__ = ('fits', '_reason', '_placement', '_topology')
+    __slots__ = ()
 
-    def __init__(self, fits, reason=None, placement=None):
-        init = object.__setattr__
-        init(self, 'fits', fits)
-        init(self, '_reason', reason)
-        init(self, '_placement', placement)
-        init(self, '_topology', None)
+    def __new__(cls, fits, reason=None, placement=None):
+        return tuple.__new__(cls, (fits, reason, placement, [None] * 3))
 
-    def __setattr__(self, name, value):
-        raise AttributeError(f"a FitResult is read-only; cannot set {name}")
+    @property
+    def fits(self):
+        return self[0]
+
+    def _made(self, index):
+        made = self[3]
+        if made[index] is None:
+            made[index] = _resolved(self[index + 1])
+        return made[index]
 
     @property
     def reason(self):
-        reason = _resolved(self._reason)
-        object.__setattr__(self, '_reason', reason)
-        return reason
+        return self._made(0)
 
     @property
     def placement(self):
-        placement = _resolved(self._placement)
-        object.__setattr__(self, '_placement', placement)
-        return placement
+        return self._made(1)
 
     @property
     def topology(self):
-        if self._topology is None and self.placement is not None:
-            object.__setattr__(self, '_topology', self.placement.topology())
-        return self._topology
+        made = self[3]
+        if made[2] is None and self.placement is not None:
+            made[2] = self.placement.topology()
+        return made[2]
 
     def __eq__(self, other):
         if not isinstance(other, FitResult):
@@ -70,8 +74,20 @@ class FitResult:
         return ((self.fits, self.reason, self.topology) ==
                 (other.fits, other.reason, other.topology))
 
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
     __hash__ = None
 
     def __repr__(self):
         return (f"FitResult(fits={self.fits!r}, reason={self.reason!r}, "
                 f"topology={self.topology!r})")
+
+    def __reduce__(self):
+        # Pickled (a fork, a copy) as what it says, details worked out.
+        return (_rebuilt, (self.fits, self.reason, self.placement))
+
+
+def _rebuilt(fits, reason, placement):
+    return FitResult(fits, reason, placement)

@@ -17,7 +17,6 @@ whoever fits one request on many hosts makes its RequestView and
 LimitsView once. fit() makes whatever view it is not given.
 """
 
-import collections
 import operator
 
 from numamig import exception
@@ -26,11 +25,8 @@ from numamig.numa import pages
 from numamig.numa import pinning
 from numamig.objects import fields
 
-Pool = collections.namedtuple('Pool', ('size_kb', 'total', 'used',
-                                       'reserved', 'free'))
-
 _HOST_FIELDS = ('id', 'cpuset', 'pcpuset', 'pinned_cpus', 'siblings',
-                'memory_mb', 'memory_usage_mb', 'cpu_usage', 'mempages')
+                'memory_mb', 'memory_usage_mb', 'cpu_usage')
 _POOL_FIELDS = ('size_kb', 'total', 'used', 'reserved')
 _LIMIT_FIELDS = ('cpu_allocation_ratio', 'ram_allocation_ratio')
 _GUEST_FIELDS = ('id', 'cpuset', 'pcpuset', 'memory_mb', 'pagesize',
@@ -55,7 +51,7 @@ def reader(names):
     return read
 
 
-_read_host = reader(_HOST_FIELDS)
+_read_host = reader(_HOST_FIELDS + ('mempages',))
 _read_pool = reader(_POOL_FIELDS)
 _read_guest = reader(_GUEST_FIELDS)
 _read_limits = reader(_LIMIT_FIELDS)
@@ -65,10 +61,10 @@ class CellView:
     """A HostNUMACell's fields, with what fits derive from them.
 
     ``free_pcpus``/``free_count``: dedicated pCPUs not pinned.
-    ``shared_count``: pCPUs of the shared set. ``mempages``: the pools,
-    smallest first; ``page_sizes``: their sizes. ``free_pages``: {size:
-    pages a guest may take} and ``small_memory``: the small-page budget
-    (both from pages.budget).
+    ``shared_count``: pCPUs of the shared set. ``page_sizes``: the page
+    pools' sizes, smallest first. ``free_pages``: {size: pages a guest
+    may take} and ``small_memory``: the small-page budget (both from
+    pages.budget).
     ``cores``: the pinning.CellCores of the cell, whose layouts are built
     by the first fit that needs them.
     """
@@ -85,18 +81,12 @@ class CellView:
         self.free_pcpus = self.pcpuset - self.pinned_cpus
         self.free_count = len(self.free_pcpus)
         self.shared_count = len(self.cpuset)
-        mempages = []
-        for pool in pools:
-            size_kb, total, used, reserved = _read_pool(pool)
-            reserved = reserved or 0
-            mempages.append(Pool(size_kb, total, used, reserved,
-                                 total - used - reserved))
-        # Sizes are unique in a cell: the tuples sort by size.
-        mempages.sort()
-        self.mempages = mempages
-        self.page_sizes = tuple(pool.size_kb for pool in mempages)
+        # (size_kb, total, used, reserved): sizes are unique in a cell,
+        # so the tuples sort by size.
+        pools = sorted([_read_pool(pool) for pool in pools])
         self.small_memory, self.free_pages = pages.budget(
-            mempages, self.memory_usage_mb)
+            pools, self.memory_usage_mb)
+        self.page_sizes = tuple(self.free_pages)    # in pool order
         self.cores = pinning.CellCores(self)
 
     def fullness(self):
