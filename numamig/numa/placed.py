@@ -23,16 +23,21 @@ _TOPOLOGY = objects.InstanceNUMATopology
 # The element types of the collections, as the fields declare them.
 _INTEGER = ovo_fields.Field(ovo_fields.Integer())
 _GUEST_CELL = ovo_fields.Field(ovo_fields.Object(_CELL.obj_name()))
+_BASES = {ovo_fields.CoercedSet: set, ovo_fields.CoercedList: list}
 
 
 def _coerced(collection_type, element, obj, name, items):
     """Return OVO's coercing collection holding ``items``.
 
-    The items are of the element type already, so they are not coerced
-    again; what is added later is.
+    The items are of the element type already, so they go in through the
+    base type, uncoerced; what is added later is coerced. The attributes
+    are the ones CoercedCollectionMixin and enable_coercing set.
     """
-    result = collection_type(items)
-    result.enable_coercing(element, obj, name)
+    base = _BASES[collection_type]
+    result = base.__new__(collection_type)
+    base.__init__(result, items)
+    result.__dict__ = {'_element_type': element, '_obj': obj,
+                       '_field': name}
     return result
 
 
