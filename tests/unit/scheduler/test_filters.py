@@ -1,9 +1,11 @@
 """Tests of the host filters."""
 
+import dataclasses
 import datetime
 
 from numamig import objects
 from numamig.numa import constraints
+from numamig.numa import views as numa_views
 from numamig.scheduler import filters
 from numamig.scheduler import host_state
 from tests import base
@@ -98,6 +100,24 @@ class TestNUMATopologyFilter(base.TestCase):
         self.assertTrue(verdict.reason.startswith(
             "NUMA topology does not fit: "))
         self.assertIn(verdict.fit.reason, verdict.reason)
+
+    def test_views_give_the_verdict_of_the_objects(self):
+        check = filters.NUMATopologyFilter().check
+        state = _state()
+        with_view = dataclasses.replace(
+            state, numa_view=numa_views.HostView(state.topology))
+        limits = objects.NUMALimits(cpu_allocation_ratio=2.0,
+                                    ram_allocation_ratio=1.0)
+        for vcpus in (2, 6):
+            request = constraints.get_numa_request(
+                vcpus, 1024, {'hw:cpu_policy': 'dedicated'}, {})
+            plain = _spec(request=request, limits=limits)
+            viewed = _spec(request=request, limits=limits,
+                           request_view=numa_views.RequestView(request),
+                           limits_view=numa_views.LimitsView(limits))
+            expected = check(state, plain)
+            self.assertEqual(expected, check(with_view, viewed))
+            self.assertEqual(expected, check(with_view, plain))
 
     def test_limits_applied(self):
         shared = constraints.get_numa_request(

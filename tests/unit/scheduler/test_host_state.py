@@ -192,6 +192,29 @@ class TestReservations(CacheTestCase):
                                  'not placed', self.cache.reserve, 'cmp1',
                                  uuids.inst, 'proj', _request())
 
+    def test_numa_view_made_once_per_topology(self):
+        first = self.cache.get('cmp1')
+        self.assertIs(first.numa_view, self.cache.get('cmp1').numa_view)
+        self.assertEqual(
+            [cell.id for cell in first.topology.cells],
+            [cell.id for cell in first.numa_view.cells])
+        self.cache.reserve('cmp1', uuids.inst, 'proj',
+                           _placed(first.topology))
+        reserved = self.cache.get('cmp1')
+        self.assertIsNot(first.numa_view, reserved.numa_view)
+        # The new view sees what the reservation took.
+        self.assertEqual(
+            _free_pcpus(reserved.topology),
+            sum(cell.free_count for cell in reserved.numa_view.cells))
+        self.assertEqual(_free_pcpus(first.topology) - 2,
+                         sum(cell.free_count
+                             for cell in reserved.numa_view.cells))
+        self.cache.release('cmp1', uuids.inst)
+        released = self.cache.get('cmp1')
+        self.assertIsNot(reserved.numa_view, released.numa_view)
+        self.assertEqual(fit.fit(first.topology, _request()),
+                         fit.fit(released.numa_view, _request()))
+
     def test_release_restores_and_is_idempotent(self):
         before = self.cache.get('cmp1').topology
         self.cache.reserve('cmp1', uuids.inst, 'proj', _placed(before))
