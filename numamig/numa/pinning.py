@@ -38,8 +38,10 @@ class CellCores:
 
     def _layout(self):
         # Built on first need, for isolate and require only: the other
-        # policies need just the free threads (_free_threads), and a fit
-        # looks at every host cell.
+        # policies need just the free threads (_preferred_cores), and a
+        # fit looks at every host cell. A view, and so this object, may
+        # serve fits in several threads at once: _cores, which says the
+        # layout is there, is set last.
         if self._cores is not None:
             return
         dedicated, free = self._cell.pcpuset, self._free
@@ -54,12 +56,12 @@ class CellCores:
                 cores.append((threads, group <= free))
         cores.extend(([cpu], cpu in free) for cpu in dedicated - grouped)
         cores.sort()
-        self._cores = cores
         self.whole = [threads for threads, whole in cores if whole]
         self.whole_smt = [threads for threads in self.whole
                           if len(threads) > 1]
         self.has_smt = any(len(threads) > 1 for threads, _ in cores)
         self.smt_room = sum(len(threads) for threads in self.whole_smt)
+        self._cores = cores
 
     def _preferred_cores(self):
         """Return the free threads of each core that has some, sorted,

@@ -1,7 +1,10 @@
 """The views a fit reads: what they work out once, and their contracts."""
 
+import threading
+
 from numamig import exception
 from numamig import objects
+from numamig.numa import fit
 from numamig.numa import views
 from tests import base
 from tests.unit.numa import hosts
@@ -101,3 +104,36 @@ class LimitsViewTest(base.TestCase):
         self.assertIsNone(views.limits_view(None))
         view = views.LimitsView(objects.NUMALimits())
         self.assertIs(view, views.limits_view(view))
+
+
+class SharedViewTest(base.TestCase):
+    """A scheduler's threads fit different guests on one view at once."""
+
+    def test_concurrent_fits_on_one_view_match_single_fits(self):
+        host = hosts.make_host(cells=4, cores=8)
+        requests = [hosts.request([(pinned, 0, 512, None, policy)] * nodes)
+                    for pinned in (1, 2, 3)
+                    for policy in ('prefer', 'isolate', 'require')
+                    for nodes in (1, 2)]
+        expected = [fit.fit(host, request) for request in requests]
+        for _ in range(20):
+            # A new view each round: no layout built yet.
+            self.assertEqual(expected,
+                             _fit_together(views.HostView(host), requests))
+
+
+def _fit_together(view, requests):
+    """Fit every request on ``view``, one thread each, started at once."""
+    results = [None] * len(requests)
+    barrier = threading.Barrier(len(requests))
+
+    def run(index):
+        barrier.wait()
+        results[index] = fit.fit(view, requests[index])
+    threads = [threading.Thread(target=run, args=(i,))
+               for i in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
