@@ -44,8 +44,8 @@ def fit(host_topology, request, limits=None, strategy='spread',
         a request without guest cells.
     """
     _check_parameters(strategy, pagesize_kb)
-    wanted = views.request_view(request)
-    hosts = views.host_view(host_topology).order(strategy)
+    wanted = views.RequestView.of(request)
+    hosts = views.HostView.of(host_topology).order(strategy)
     demands = wanted.demands(pagesize_kb)
     limits = views.limits_view(limits)
     if len(demands) == 1:

@@ -57,6 +57,17 @@ _read_guest = reader(_GUEST_FIELDS)
 _read_limits = reader(_LIMIT_FIELDS)
 
 
+class _View:
+    """What every view shares: ``of``, for callers given either kind."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, obj):
+        """Return a view of ``obj``, or ``obj`` if it is one already."""
+        return obj if isinstance(obj, cls) else cls(obj)
+
+
 class CellView:
     """A HostNUMACell's fields, with what fits derive from them.
 
@@ -96,7 +107,7 @@ class CellView:
                 self.shared_count - self.cpu_usage)
 
 
-class HostView:
+class HostView(_View):
     """A HostNUMATopology's cells as CellViews, with each strategy's order.
 
     ``cells`` keeps the topology's order; ``order(strategy)`` gives the
@@ -127,13 +138,6 @@ class HostView:
         return order
 
 
-def host_view(host_topology):
-    """Return a HostView of ``host_topology``, or it if it is one."""
-    if isinstance(host_topology, HostView):
-        return host_topology
-    return HostView(host_topology)
-
-
 class GuestView:
     """The fields of an InstanceNUMACell request the fit reads."""
 
@@ -145,7 +149,7 @@ class GuestView:
          self.realtime_vcpus) = _read_guest(guest_cell)
 
 
-class RequestView:
+class RequestView(_View):
     """A guest's InstanceNUMATopology request as the fit reads it.
 
     ``guests``: GuestViews in guest cell id order. ``demands(pagesize_kb)``
@@ -185,14 +189,7 @@ class RequestView:
         return demands
 
 
-def request_view(request):
-    """Return a RequestView of ``request``, or it if it is one."""
-    if isinstance(request, RequestView):
-        return request
-    return RequestView(request)
-
-
-class LimitsView:
+class LimitsView(_View):
     """The allocation ratios of a NUMALimits, read once.
 
     ``cpu_ratio``/``ram_ratio``: the ratio, 1.0 where it is unset.
@@ -207,7 +204,5 @@ class LimitsView:
 
 
 def limits_view(limits):
-    """Return a LimitsView of ``limits``, it if it is one, or None."""
-    if limits is None or isinstance(limits, LimitsView):
-        return limits
-    return LimitsView(limits)
+    """Return LimitsView.of(``limits``), or None for no limits."""
+    return None if limits is None else LimitsView.of(limits)

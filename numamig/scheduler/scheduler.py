@@ -192,7 +192,7 @@ class Scheduler:
             hypervisor_type=hypervisor_type, exclude=frozenset(exclude),
             pagesize_kb=pagesize_kb, strategy=self.cell_strategy,
             request_view=(None if request is None
-                          else numa_views.request_view(request)),
+                          else numa_views.RequestView.of(request)),
             limits_view=numa_views.limits_view(limits))
 
     def _source_type(self, source_host):

@@ -55,8 +55,8 @@ class HostViewTest(base.TestCase):
 
     def test_a_view_passes_through(self):
         view = views.HostView(self._host())
-        self.assertIs(view, views.host_view(view))
-        self.assertIsInstance(views.host_view(self._host()), views.HostView)
+        self.assertIs(view, views.HostView.of(view))
+        self.assertIsInstance(views.HostView.of(self._host()), views.HostView)
 
     def test_the_topology_is_not_modified(self):
         host = self._host()
@@ -88,7 +88,7 @@ class RequestViewTest(base.TestCase):
 
     def test_a_view_passes_through(self):
         view = views.RequestView(hosts.request([(1, 0, 512, None, None)]))
-        self.assertIs(view, views.request_view(view))
+        self.assertIs(view, views.RequestView.of(view))
 
 
 class LimitsViewTest(base.TestCase):
