@@ -12,6 +12,11 @@ the lexicographically first assignment in the strategy's host-cell order:
 - ``pack``: fullest first, so whole cells stay free for large guests.
 
 Ties keep host cell id order. Inputs are never modified.
+
+A fit reads views of its inputs (numa/views.py: made here when it is
+given the objects), decides from counts, and leaves the pins, the placed
+topology and a refusal's text to be worked out when the FitResult is
+read (numa/result.py).
 """
 
 import functools
