@@ -66,7 +66,6 @@ import collections
 import logging
 
 import fixtures
-from lxml import etree
 import oslo_messaging as messaging
 from oslo_messaging import transport as msg_transport
 from oslo_utils import uuidutils
@@ -82,6 +81,7 @@ from numamig.compute import rpcapi as compute_rpcapi
 from numamig.objects import base as obj_base
 from tests import base
 from tests.fixtures import deployment
+from tests.functional import test_live_migration as lm
 
 load_tests = testscenarios.load_tests_apply_scenarios
 
@@ -186,18 +186,6 @@ def _objects_in(value):
     if isinstance(value, (list, tuple)):
         return [o for item in value for o in _objects_in(item)]
     return []
-
-
-def xml_placement(xml):
-    """(vCPU pins, guest cell -> host nodes, page sizes) of a domain."""
-    doc = etree.fromstring(xml.encode())
-    pins = {int(p.get('vcpu')): p.get('cpuset')
-            for p in doc.iterfind('cputune/vcpupin')}
-    nodes = {int(m.get('cellid')): m.get('nodeset')
-             for m in doc.iterfind('numatune/memnode')}
-    pages = {p.get('size') for p in doc.iterfind(
-        'memoryBacking/hugepages/page')}
-    return pins, nodes, pages
 
 
 def _version_key(version):
@@ -307,8 +295,8 @@ class MatrixCellTests:
 
     def observe_xml(self):
         (sent,) = self.tap.sent('accept_emulated_migration', 'dst')
-        pins, nodes, pages = xml_placement(sent.args['dest_xml'])
-        source = xml_placement(self.source_xml)
+        pins, nodes, pages = lm.xml_placement(sent.args['dest_xml'])
+        source = lm.xml_placement(self.source_xml)
         numa_info = self._dest_reply()[f'{OBJ}.data'].get('dst_numa_info')
         rewritten = False
         if numa_info is not None:
