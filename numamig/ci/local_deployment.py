@@ -38,6 +38,7 @@ from numamig import exception
 from numamig import service
 from numamig.ci import broker
 from numamig.ci import libvirt_hosts
+from numamig.ci import lifecycle
 from numamig.db import api as db_api
 
 DEFAULT_TRANSPORT = 'rabbit://guest:guest@127.0.0.1:5672/'
@@ -45,7 +46,7 @@ REPORT_INTERVAL_S = 1
 STOP_TIMEOUT_S = 15
 
 
-class LocalDeployment:
+class LocalDeployment(lifecycle.StartStop):
     """N libvirtd hosts with a conductor and agents as processes.
 
     Start it in steps (``start_hosts``, ``start_conductor``,
@@ -80,17 +81,6 @@ class LocalDeployment:
         self.libvirt = {}
         self.sets = {}
         self.procs = {}
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc_info):
-        self.stop()
 
     def start(self):
         self.start_hosts()

@@ -17,6 +17,7 @@ from lxml import etree
 
 from numamig import context as nm_context
 from numamig.ci import checks
+from numamig.ci import lifecycle
 from numamig.ci.results import ScenarioSkipped
 
 LOG = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ FEATURES = {
 }
 
 
-class Backend(abc.ABC):
+class Backend(lifecycle.StartStop, abc.ABC):
     """A deployment the scenarios run against.
 
     After ``start``: ``hosts`` maps host name -> checks.HostConfig (in a
@@ -68,17 +69,6 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def refresh(self):
         """Return once every host's report reflects its current usage."""
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc_info):
-        self.stop()
 
     def guests(self, host):
         """{instance uuid: domain name} of the domains ``host`` has."""
