@@ -80,7 +80,12 @@ def crash_conductor(svc):
     """Kill a ConductorService: no more RPC or database for it."""
     owner = f"conductor {svc.rpc_target.server}"
     kill_server(svc)
+    if svc.agent_server is not None:
+        svc.agent_server.stop()
+        svc.agent_server = None
+    svc.executor.abandon()
     manager = svc.manager
     sever_rpc_client(manager.compute_api, owner)
     manager.db = Dead(owner, 'database')
+    svc.executor.db = manager.db
     LOG.warning("SIMULATED CRASH of %s", owner)

@@ -209,6 +209,9 @@ class EmbeddedDeployment:
         its consumers to wind down (about a second, on fake:// as on a
         real broker), so the services stop in parallel.
         """
+        if self.conductor is not None:
+            # Migration threads still talking to agents end first.
+            self.conductor.executor.stop()
         stoppers = [threading.Thread(target=self._stop_agent, args=(agent,))
                     for agent in self.agents.values()]
         if self.conductor is not None:

@@ -54,10 +54,21 @@ class NumamigException(Exception):
                               type(self).__name__, kwargs)
                 message = self.msg_fmt
         self.message = message
+        # oslo.messaging sends ``kwargs`` in the JSON of a remote error:
+        # a value JSON cannot carry (a timedelta, a set) would lose the
+        # whole reply and leave the caller waiting for its timeout.
+        self.kwargs = {key: _wire_safe(value)
+                       for key, value in kwargs.items()}
         super().__init__(message)
 
     def __str__(self):
         return self.message
+
+
+def _wire_safe(value):
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
 
 
 # ---- common ---------------------------------------------------------------
@@ -331,6 +342,22 @@ class MigrationError(NumamigException):
 class MigrationPreCheckError(MigrationError):
     """A destination refused the migration; the conductor tries another."""
     msg_fmt = "Migration pre-check error: %(reason)s"
+
+
+class DestinationBusy(MigrationPreCheckError):
+    """The destination has as many incoming migrations as allowed."""
+    msg_fmt = ("Host %(host)s already has %(count)s incoming migrations in "
+               "flight ([conductor] max_incoming_migrations_per_host is "
+               "%(limit)s).")
+
+
+class MigrationQueueFull(Invalid):
+    """The admission queue holds as many migrations as allowed."""
+    msg_fmt = ("Migration of instance %(instance_uuid)s refused: "
+               "%(count)s migrations already wait for admission "
+               "([conductor] max_queued_migrations is %(limit)s); retry "
+               "once some have started, or abort queued ones.")
+    code = 409
 
 
 class NoValidHost(MigrationError):

@@ -14,6 +14,7 @@ from oslo_log import log as os_log
 import oslo_messaging as messaging
 from oslo_messaging import transport as msg_transport
 from oslo_service import service as os_service
+from oslo_utils import versionutils
 
 from numamig import context as nm_context
 from numamig import objects
@@ -22,9 +23,11 @@ from numamig.compute import manager as compute_manager
 from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import endpoints as conductor_endpoints
+from numamig.conductor import executor
 from numamig.conductor import manager as conductor_manager
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conf import checks
+from numamig.db import queue as db_queue
 from numamig.objects import service as service_obj
 from numamig.scheduler import host_state
 from numamig.scheduler import scheduler as nm_scheduler
@@ -44,6 +47,7 @@ class RPCNames:
         self.exchange = exchange
         self.compute_topic = compute_rpcapi.TOPIC + tail
         self.conductor_topic = conductor_rpcapi.TOPIC + tail
+        self.conductor_agent_topic = conductor_rpcapi.AGENT_TOPIC + tail
 
     @classmethod
     def from_conf(cls, conf):
@@ -70,14 +74,27 @@ class RPCNames:
             release_objects=release.object_versions)
 
     def conductor_api(self, transport, version_cap=None, timeout=None,
-                      release=None):
-        """A conductor client; ``release``: the one the caller runs as."""
+                      release=None, agent=False):
+        """A conductor client; ``release``: the one the caller runs as.
+
+        :param agent: a compute agent's client: from its start
+            (``wait_until_ready``) it calls on the agents' topic if the
+            conductors serve it (API 1.3), else on the conductor topic.
+        """
         if release is not None:
             version_cap = release.conductor_version_cap(version_cap)
         return conductor_rpcapi.ConductorAPI(
             transport, version_cap=version_cap, timeout=timeout,
             topic=self.conductor_topic, exchange=self.exchange,
-            release_objects=release and release.object_versions)
+            release_objects=release and release.object_versions,
+            agent_topic=self.conductor_agent_topic if agent else None)
+
+
+def _allows(version_cap, version):
+    if version_cap is None:
+        return True
+    return versionutils.convert_version_to_tuple(version_cap) >= \
+        versionutils.convert_version_to_tuple(version)
 
 
 class PeriodicTask:
@@ -133,25 +150,31 @@ class _RPCService(os_service.Service):
         return [self.manager]
 
     def _start_server(self):
+        self.rpc_server = self._server(self.rpc_target)
+        self.rpc_server.start()
+
+    def _server(self, target):
         # An older release answers in, and accepts only, its own object
         # versions.
         objects_ = self.release.object_versions
-        self.rpc_server = rpc.get_server(
-            self.transport, self.rpc_target, self._endpoints(),
+        return rpc.get_server(
+            self.transport, target, self._endpoints(),
             version_manifest=objects_, known_versions=objects_)
-        self.rpc_server.start()
 
     def stop(self, graceful=True):
         """Stop taking requests, let in-flight ones finish, stop periodic."""
-        if self.rpc_server is not None:
-            self.rpc_server.stop()
-            self.rpc_server.wait()
-            self.rpc_server = None
+        self._stop_servers()
         if self.periodic is not None:
             self.periodic.stop()
             self.periodic = None
         super().stop(graceful)
         self._stopped.set()
+
+    def _stop_servers(self):
+        if self.rpc_server is not None:
+            self.rpc_server.stop()
+            self.rpc_server.wait()
+            self.rpc_server = None
 
     def wait(self):
         """Block until the service is stopped (a daemon's main thread)."""
@@ -170,7 +193,8 @@ class ComputeService(_RPCService):
         names = names or RPCNames()
         release = releases.for_service_version(service_version)
         manager = compute_manager.ComputeManager(
-            host, driver, names.conductor_api(transport, release=release),
+            host, driver, names.conductor_api(transport, release=release,
+                                              agent=True),
             names.compute_api(transport, compute_version_cap, release),
             strategy=strategy, service_version=service_version)
         target = messaging.Target(topic=names.compute_topic, server=host,
@@ -241,12 +265,44 @@ class ConductorService(_RPCService):
         target = messaging.Target(topic=names.conductor_topic, server=host,
                                   exchange=names.exchange)
         super().__init__(transport, target, manager, release)
+        self.agent_target = messaging.Target(
+            topic=names.conductor_agent_topic, server=host,
+            exchange=names.exchange)
+        self.agent_server = None
         self.db = db
         self.sweep_interval = sweep_interval
+        settings = settings or default_conductor_settings()
+        self.executor = executor.MigrationExecutor(
+            db, manager.admission, settings.get('migration_workers', 8),
+            manager.run_admitted, recheck=min(5.0, sweep_interval))
 
     def _endpoints(self):
         return conductor_endpoints.for_api_version(
             self.manager, self.release.conductor_api_version)
+
+    def _start_server(self):
+        """Serve operators on the conductor topic and, with RPC threads
+        of their own, agents on the agents' topic (a release that had no
+        such topic serves everyone on the first)."""
+        super()._start_server()
+        if _allows(self.release.conductor_api_version,
+                   conductor_rpcapi.QUEUE_VERSION):
+            self.agent_server = self._server(self.agent_target)
+            self.agent_server.start()
+
+    def _stop_servers(self):
+        super()._stop_servers()
+        if self.agent_server is not None:
+            self.agent_server.stop()
+            self.agent_server.wait()
+            self.agent_server = None
+
+    def stop(self, graceful=True):
+        """Stop taking requests, then admitting migrations; let the
+        running ones reach a point where another worker can go on."""
+        self._stop_servers()
+        self.executor.stop(graceful)
+        super().stop(graceful)
 
     @classmethod
     def from_conf(cls, conf, db, transport):
@@ -269,6 +325,8 @@ class ConductorService(_RPCService):
         self.manager.load_reports()
         self.manager.end_stalled_migrations(ctxt)
         self._start_server()
+        self.manager.executor = self.executor
+        self.executor.start()
         self.periodic = PeriodicTask(
             self.sweep_interval,
             lambda: self.manager.end_stalled_migrations(ctxt),
@@ -372,7 +430,9 @@ def service_version_from_conf(conf):
 
 def default_conductor_settings():
     return {'migrate_max_retries': 3, 'check_timeout': 60, 'limits': None,
-            'enable_numa_live_migration_workaround': False}
+            'enable_numa_live_migration_workaround': False,
+            'migration_workers': 8,
+            'admission': conductor_manager.DEFAULT_ADMISSION}
 
 
 def conductor_settings_from_conf(conf):
@@ -385,4 +445,10 @@ def conductor_settings_from_conf(conf):
             ram_allocation_ratio=conf.compute.ram_allocation_ratio),
         'enable_numa_live_migration_workaround':
             conf.workarounds.enable_numa_live_migration,
+        'migration_workers': conf.conductor.migration_workers,
+        'admission': db_queue.Limits(
+            total=conf.conductor.max_concurrent_migrations,
+            per_source=conf.conductor.max_outgoing_migrations_per_host,
+            per_dest=conf.conductor.max_incoming_migrations_per_host,
+            queued=conf.conductor.max_queued_migrations),
     }

@@ -1,13 +1,15 @@
 """What a conductor serves: answers in object versions each caller reads.
 
-Conductor API 1.2 answers with today's Migration (1.1, with the run's
-result). A caller of an older API (a service of an older release, or
-one capped by ``[upgrade_levels] conductor``) cannot read it, and says
+Conductor API 1.3 answers with today's Migration (1.2, with the run's
+result and the admission queue's fields). A caller of an older API (a
+service of an older release, or one capped by ``[upgrade_levels]
+conductor``) cannot read it, and says
 which objects it reads only through the version of its message. The RPC
 dispatcher hands a message to the first endpoint whose version accepts
-it, so an endpoint serving API 1.0-1.1 comes first and backports every
-answer to the objects of 1.1; messages at 1.2 pass it and reach the
-manager itself.
+it, so one endpoint per older set of objects comes first, oldest first,
+each backporting every answer to the objects of its version (1.0-1.1:
+Migration 1.0; 1.2: Migration 1.1); messages at 1.3 pass them and reach
+the manager itself.
 """
 
 import functools
@@ -49,12 +51,21 @@ def for_api_version(manager, api_version=None):
     :param api_version: the newest API the conductor serves (that of the
         release it runs as); None: this release's.
     """
-    served = _tuple(api_version or rpcapi.ConductorAPI.VERSION)
-    if served < _tuple(rpcapi.RESULTS_VERSION):
-        return [OlderAPIEndpoint(manager, api_version)]
-    older = max((v for v in rpcapi.OBJECT_VERSIONS
-                 if _tuple(v) < _tuple(rpcapi.RESULTS_VERSION)), key=_tuple)
-    return [OlderAPIEndpoint(manager, older), manager]
+    newest = rpcapi.ConductorAPI.VERSION
+    served = _tuple(api_version or newest)
+    versions = sorted((v for v in rpcapi.OBJECT_VERSIONS
+                       if _tuple(v) <= served), key=_tuple)
+    endpoints = []
+    for version, after in zip(versions, versions[1:] + [None], strict=True):
+        if after is not None and \
+                rpcapi.OBJECT_VERSIONS[after] == \
+                rpcapi.OBJECT_VERSIONS[version]:
+            continue  # the next endpoint answers it in the same objects
+        if after is None and version == newest:
+            endpoints.append(manager)
+        else:
+            endpoints.append(OlderAPIEndpoint(manager, version))
+    return endpoints
 
 
 def backported(value, object_versions):

@@ -12,6 +12,7 @@ import oslo_messaging as messaging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from numamig import context as nm_context
 from numamig import exception
 from numamig import objects
 from numamig.compute import releases
@@ -24,11 +25,16 @@ from numamig.conductor.tasks import live_migrate
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
+from numamig.db import queue
 from numamig.objects import fields
 from numamig.objects import service as service_obj
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
+
+# Admission when the service gives none (tests driving a manager).
+DEFAULT_ADMISSION = queue.Limits(total=64, per_source=4, per_dest=4,
+                                 queued=10000)
 
 _EXPECTED = (exception.MigrationError, exception.Invalid,
              exception.NotFound, exception.ConcurrentUpdate,
@@ -65,6 +71,10 @@ class ConductorManager:
         self.limits = settings.get('limits')
         self.enable_numa_live_migration_workaround = settings.get(
             'enable_numa_live_migration_workaround', False)
+        self.admission = settings.get('admission') or DEFAULT_ADMISSION
+        # The MigrationExecutor running admitted migrations, set by the
+        # service once it starts (None: requests wait in the queue).
+        self.executor = None
 
     def load_reports(self):
         """Fill the cache from the stored reports (at start).
@@ -119,7 +129,7 @@ class ConductorManager:
 
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get(self, ctxt, migration_uuid):
-        return migrations.get(self.db, migration_uuid)
+        return self._with_position(migrations.get(self.db, migration_uuid))
 
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get_in_progress_by_host(self, ctxt, host):
@@ -155,21 +165,78 @@ class ConductorManager:
     # -- operators ------------------------------------------------------------
 
     @messaging.expected_exceptions(*_EXPECTED)
-    def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None):
+    def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
+                              priority=None):
+        """Check, record and queue a migration; return at once.
+
+        Only what can be checked without asking a host is checked here
+        (the instance, its source, a requested destination, the specs);
+        the migration then waits in the admission queue and a migration
+        thread chooses and claims its destination (see executor.py).
+        Idempotent under redelivery: a second request for an instance
+        with a migration in progress is refused (InstanceBusy) and
+        records nothing.
+
+        :returns: the Migration, ``accepted``, with its queue position.
+        """
         instance = instances.get(self.db, instance_uuid).instance
         if instance.get('task_state') == maintenance.DELETING:
             raise exception.InstanceBusy(
                 instance_uuid=instance_uuid, action='migrated',
                 reason="it is being deleted")
         records.sync_reports(self)
-        migration = migrations.create(self.db, objects.Migration(
+        migration = objects.Migration(
             uuid=uuidutils.generate_uuid(), instance_uuid=instance_uuid,
             source_host=instance.host, requested_host=dest_host,
-            status=STATUS.ACCEPTED))
-        LOG.info("Migration %s of %s from %s accepted", migration.uuid,
-                 instance_uuid, instance.host)
+            status=STATUS.ACCEPTED, priority=priority or 0)
+        live_migrate.LiveMigrationTask(ctxt, self, instance,
+                                       migration).precheck()
+        migration = migrations.create(self.db, migration,
+                                      max_queued=self.admission.queued)
+        LOG.info("Migration %s of %s from %s accepted (priority %d)",
+                 migration.uuid, instance_uuid, instance.host,
+                 migration.priority)
+        if self.executor is not None:
+            self.executor.wake()
+        return self._with_position(migration)
+
+    def run_admitted(self, migration_uuid):
+        """Choose, claim and start an admitted migration (a migration
+        thread of the executor runs it; never an RPC thread).
+
+        A migration that cannot start is recorded ``error`` with the
+        reason by its task; here that is only logged, without a trace.
+        """
+        try:
+            self.execute_admitted(migration_uuid)
+        except _EXPECTED as exc:
+            LOG.info("Migration %s did not start: %s", migration_uuid, exc)
+
+    def execute_admitted(self, migration_uuid):
+        """Run an admitted migration's task; its errors propagate.
+
+        :returns: the Migration as the task left it, or None when it was
+            cancelled while it waited.
+        """
+        migration = migrations.get(self.db, migration_uuid)
+        if migration.status != STATUS.ACCEPTED:
+            return None
+        instance = instances.get(self.db, migration.instance_uuid).instance
+        records.sync_reports(self)
         return live_migrate.LiveMigrationTask(
-            ctxt, self, instance, migration).execute()
+            nm_context.get_admin_context(), self, instance,
+            migration).execute()
+
+    def migration_ended(self):
+        """A migration reached a final status here: its slot is free."""
+        if self.executor is not None:
+            self.executor.wake()
+
+    def _with_position(self, migration):
+        if migration.waiting:
+            migration.queue_position = queue.positions(self.db).get(
+                migration.uuid)
+        return migration
 
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
@@ -227,6 +294,11 @@ class ConductorManager:
         if host is not None:
             found = [m for m in found
                      if host in (m.source_host, m.get('dest_host'))]
+        if any(m.waiting for m in found):
+            waiting = queue.positions(self.db)
+            for migration in found:
+                if migration.waiting:
+                    migration.queue_position = waiting.get(migration.uuid)
         return found
 
     @messaging.expected_exceptions(*_EXPECTED)

@@ -124,6 +124,8 @@ def set_status(conductor, migration_uuid, status, detail=None, error=None,
                  migration.instance_uuid, status, detail)
     if status in (STATUS.ERROR, STATUS.FAILED, STATUS.CANCELLED):
         release_claims(conductor, migration)
+    if status in STATUS.FINAL:
+        conductor.migration_ended()
     return migration
 
 
@@ -146,9 +148,10 @@ def end_stalled_migrations(conductor, ctxt, now):
     """End migrations whose conductor worker died before the source took
     over; at start and periodically.
 
-    An ``accepted`` migration is driven by the conductor worker choosing
-    its destination; one not updated for longer than that choice can take
-    (every candidate timing out) lost its worker, and ends ``error``. A
+    An admitted ``accepted`` migration is driven by the conductor worker
+    choosing its destination (one still waiting in the queue is not);
+    one not updated for longer than that choice can take (every
+    candidate timing out) lost its worker, and ends ``error``. A
     ``queued`` one waits for the cast to its source; one still queued
     after ``check_timeout`` lost the cast with its worker (or its source
     lost it in a crash), and ends ``failed``. Either way its claim is
@@ -169,6 +172,8 @@ def end_stalled_migrations(conductor, ctxt, now):
     ended = []
     for status, final, patience, reason in rules:
         for migration in migrations.get_all(conductor.db, status=status):
+            if migration.waiting:
+                continue  # in the queue, which survives any worker
             updated = migration.updated_at or migration.created_at
             if updated is None or \
                     (now - updated).total_seconds() < patience:

@@ -14,6 +14,10 @@ from numamig import rpc
 
 LOG = logging.getLogger(__name__)
 TOPIC = 'numamig-conductor'
+# Where conductors of API 1.3 and later serve compute agents' calls, with
+# RPC threads of their own: an operator's requests can then never take
+# every thread an agent's call back needs (see doc/control-plane.rst).
+AGENT_TOPIC = 'numamig-conductor-agents'
 
 # API version -> the object versions a receiver of that version reads.
 OBJECT_VERSIONS = {
@@ -29,6 +33,7 @@ OBJECT_VERSIONS = {
 }
 OBJECT_VERSIONS['1.1'] = dict(OBJECT_VERSIONS['1.0'])
 OBJECT_VERSIONS['1.2'] = dict(OBJECT_VERSIONS['1.1'], Migration='1.1')
+OBJECT_VERSIONS['1.3'] = dict(OBJECT_VERSIONS['1.2'], Migration='1.2')
 
 # The API version that brought claim drops limited to one host, instance
 # deletion, claim healing and host domain listing.
@@ -36,6 +41,12 @@ OPERATIONS_VERSION = '1.1'
 # The API version that brought the result of a migration's run: the
 # ``result`` of migration_set_status, and Migration 1.1 in answers.
 RESULTS_VERSION = '1.2'
+# The API version that brought the admission queue: live_migrate_instance
+# records and queues (with a priority) and returns at once; answers carry
+# Migration 1.2; agents call on AGENT_TOPIC.
+QUEUE_VERSION = '1.3'
+# Arguments a call may carry only from the API version given.
+_SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION}
 
 
 class ConductorAPI:
@@ -52,17 +63,24 @@ class ConductorAPI:
             held there); instance_delete, heal_claims and host_domains.
     * 1.2 - migration_set_status takes the run's result; answers carry
             Migration 1.1 (messages at 1.0-1.1 get Migration 1.0).
+    * 1.3 - live_migrate_instance takes a priority, records the request
+            in the admission queue and returns it at once (accepted,
+            with its queue position); answers carry Migration 1.2
+            (messages at 1.2 get Migration 1.1); agents call on
+            AGENT_TOPIC.
 
-    A client that may send 1.2 sends every call at 1.2, so that answers
-    carry what it reads; a conductor of an older release refuses it
-    (UnsupportedVersion, before any endpoint runs) and the call is sent
-    again at the version its arguments need, without the 1.2 ones.
+    A client sends every call at the newest version its cap allows, so
+    that answers carry what it reads; a conductor of an older release
+    refuses it (UnsupportedVersion, before any endpoint runs) and the
+    call is sent again at the next older version, without the arguments
+    that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.2'
+    VERSION = '1.3'
 
     def __init__(self, transport, version_cap=None, timeout=None,
-                 topic=TOPIC, exchange=None, release_objects=None):
+                 topic=TOPIC, exchange=None, release_objects=None,
+                 agent_topic=None):
         """:param timeout: default seconds to wait for an answer.
 
         :param topic, exchange: where the conductor listens (tests and
@@ -70,15 +88,23 @@ class ConductorAPI:
         :param release_objects: object versions of the older release the
             caller runs as (a testing aid): sent, and the newest accepted
             in answers. None: this release's.
+        :param agent_topic: a compute agent's client: the agents' topic,
+            used once ``wait_until_ready`` found a conductor serving it.
         """
-        target = messaging.Target(topic=topic, exchange=exchange,
-                                  version='1.0')
         self.timeout = timeout
+        self.topic = topic
+        self.agent_topic = agent_topic
         manifest = release_objects or rpc.manifest_for_cap(OBJECT_VERSIONS,
                                                            version_cap)
-        self.client = rpc.get_client(
-            transport, target, version_cap=version_cap,
-            version_manifest=manifest, known_versions=release_objects)
+
+        def client_for(topic):
+            return rpc.get_client(
+                transport, messaging.Target(topic=topic, exchange=exchange,
+                                            version='1.0'),
+                version_cap=version_cap, version_manifest=manifest,
+                known_versions=release_objects)
+        self._client_for = client_for
+        self.client = client_for(topic)
 
     @classmethod
     def from_conf(cls, conf, transport, **kwargs):
@@ -88,25 +114,34 @@ class ConductorAPI:
 
     def _call(self, ctxt, method, timeout=None, version='1.0',
               newer_kwargs=None, **kwargs):
-        """Call ``method`` at 1.2 if allowed, else at ``version``.
+        """Call ``method`` at the newest version allowed and served.
 
-        :param version: the oldest API version taking ``kwargs``; used
-            when the cap forbids 1.2 or the conductor refuses it.
-        :param newer_kwargs: arguments only 1.2 takes; dropped then.
+        :param version: the oldest API version taking ``kwargs``; the
+            last one tried.
+        :param newer_kwargs: arguments of later versions (see _SINCE),
+            sent only at a version that takes them.
         """
-        if self.client.can_send_version(RESULTS_VERSION):
+        newer_kwargs = newer_kwargs or {}
+        newer = [v for v in (QUEUE_VERSION, RESULTS_VERSION)
+                 if _tuple(v) > _tuple(version)]
+        for attempt in newer:
+            if not self.client.can_send_version(attempt):
+                continue
             try:
-                return self._send(ctxt, method, RESULTS_VERSION, timeout,
-                                  **kwargs, **(newer_kwargs or {}))
+                return self._send(ctxt, method, attempt, timeout, **kwargs,
+                                  **_taken_at(attempt, newer_kwargs))
             except messaging.UnsupportedVersion:
                 LOG.info("The conductor does not serve API %s (a conductor "
-                         "of an older release); %s sent again at %s",
-                         RESULTS_VERSION, method, version)
-        elif newer_kwargs:
-            LOG.info("%s: %s not sent: [upgrade_levels] conductor caps "
-                     "this client below API %s", method,
-                     ', '.join(sorted(newer_kwargs)), RESULTS_VERSION)
-        return self._send(ctxt, method, version, timeout, **kwargs)
+                         "of an older release); %s sent again at an older "
+                         "version", attempt, method)
+        dropped = sorted(set(newer_kwargs) - set(_taken_at(version,
+                                                           newer_kwargs)))
+        if dropped:
+            LOG.info("%s: %s not sent: the conductor or [upgrade_levels] "
+                     "conductor allows only API %s", method,
+                     ', '.join(dropped), version)
+        return self._send(ctxt, method, version, timeout, **kwargs,
+                          **_taken_at(version, newer_kwargs))
 
     def _send(self, ctxt, method, version, timeout, **kwargs):
         timeout = timeout or self.timeout
@@ -137,14 +172,30 @@ class ConductorAPI:
         while True:
             attempt += 1
             try:
-                self.client.prepare(timeout=attempt_timeout).call(ctxt,
-                                                                  'ping')
+                self._ping(ctxt, attempt_timeout)
                 return
             except messaging.MessagingTimeout:
                 if max_attempts is not None and attempt >= max_attempts:
                     raise
                 LOG.warning("No conductor answered within %s s (attempt "
                             "%d); still waiting", attempt_timeout, attempt)
+
+    def _ping(self, ctxt, timeout):
+        """Ping; an agent's client moves to the agents' topic when the
+        conductor answers at QUEUE_VERSION (an older one refuses it)."""
+        if self.agent_topic and self.client.can_send_version(QUEUE_VERSION):
+            try:
+                self.client.prepare(timeout=timeout,
+                                    version=QUEUE_VERSION).call(ctxt, 'ping')
+            except messaging.UnsupportedVersion:
+                LOG.info("The conductor does not serve API %s (an older "
+                         "release): agent calls stay on topic %s",
+                         QUEUE_VERSION, self.topic)
+            else:
+                self.topic = self.agent_topic
+                self.client = self._client_for(self.agent_topic)
+                return
+        self.client.prepare(timeout=timeout).call(ctxt, 'ping')
 
     # -- compute agents -----------------------------------------------------
 
@@ -234,17 +285,28 @@ class ConductorAPI:
     # -- operators ------------------------------------------------------------
 
     def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
-                              timeout=None):
-        """Choose a destination, claim there and start the migration.
+                              timeout=None, priority=None):
+        """Request a live migration.
 
-        Returns once the source has been told to migrate (status queued).
+        A conductor of API 1.3 checks and records the request in its
+        admission queue and answers at once (status accepted, with the
+        queue position); its migration threads choose the destination
+        and start it. An older conductor answers once the source has
+        been told to migrate (status queued).
 
+        :param priority: 0-100, higher first (see
+            numamig.objects.migration.PRIORITIES); an older conductor is
+            not sent it.
         :returns: the Migration.
-        :raises NoValidHost: no destination could take the guest (the
-            migration is recorded with status error and every reason).
+        :raises InstanceBusy: a migration of the instance is in progress.
+        :raises MigrationQueueFull: too many migrations wait already.
+        :raises NoValidHost: (older conductors only) no destination
+            could take the guest.
         """
+        newer = None if priority is None else {'priority': priority}
         return self._call(ctxt, 'live_migrate_instance', timeout=timeout,
-                          instance_uuid=instance_uuid, dest_host=dest_host)
+                          instance_uuid=instance_uuid, dest_host=dest_host,
+                          newer_kwargs=newer)
 
     def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
         """Where the guest would go and how pinned; claims nothing."""
@@ -309,3 +371,14 @@ class ConductorAPI:
         """
         return self._operation(ctxt, 'host_domains', timeout=timeout,
                                host=host)
+
+
+def _tuple(version):
+    major, minor = version.split('.')
+    return int(major), int(minor)
+
+
+def _taken_at(version, newer_kwargs):
+    """The arguments of ``newer_kwargs`` API ``version`` takes."""
+    return {name: value for name, value in newer_kwargs.items()
+            if _tuple(_SINCE[name]) <= _tuple(version)}

@@ -17,6 +17,44 @@ opts = [
                     "migrations are ended and their claims released; "
                     "lower it to recover faster after a conductor "
                     "crash."),
+    cfg.IntOpt('migration_workers', default=8, min=1, max=256,
+               help="Threads per conductor worker that choose a "
+                    "destination and take its claim for admitted "
+                    "migrations. They are the only conductor threads that "
+                    "wait on compute agents for a migration; RPC threads "
+                    "only record and queue, so no RPC pool waits on "
+                    "itself. Raise it when many migrations wait in "
+                    "'accepted' while hosts are idle; each thread waits "
+                    "at most [DEFAULT] rpc_response_timeout_migration per "
+                    "destination tried."),
+    cfg.IntOpt('max_concurrent_migrations', default=64, min=1,
+               max=100000,
+               help="Migrations in flight at once in the whole cloud "
+                    "(admitted until they end). Further requests wait in "
+                    "the persisted queue, highest priority first, and "
+                    "'numamig-manage migration list' shows their "
+                    "position. Raise it when the network and the hosts "
+                    "can carry more copies at once."),
+    cfg.IntOpt('max_outgoing_migrations_per_host', default=4, min=1,
+               max=1000,
+               help="Migrations in flight at once out of one source "
+                    "host. Each one copies the guest's memory over the "
+                    "host's network; a drain of a host runs this many at "
+                    "a time."),
+    cfg.IntOpt('max_incoming_migrations_per_host', default=4, min=1,
+               max=1000,
+               help="Migrations in flight at once into one destination "
+                    "host. A host at this limit is skipped by the "
+                    "scheduler until one of its incoming migrations "
+                    "ends; a migration that names it waits in the "
+                    "queue."),
+    cfg.IntOpt('max_queued_migrations', default=10000, min=1,
+               max=1000000,
+               help="Migrations that may wait for admission at once. A "
+                    "request beyond it is refused at once with a "
+                    "message saying the queue is full, so that a "
+                    "runaway script cannot grow the queue without "
+                    "bound."),
 ]
 
 

@@ -26,6 +26,7 @@ from numamig import exception
 from numamig import objects
 from numamig.db import _rows
 from numamig.db import models
+from numamig.db import queue
 from numamig.objects import fields as nm_fields
 from numamig.objects import migration as migration_obj
 
@@ -42,14 +43,19 @@ def sources_of(status):
                   migration_obj.ALLOWED_TRANSITIONS.items() if status in new)
 
 
-def create(db, migration):
+def create(db, migration, max_queued=None):
     """Record a new migration and the first entry of its history.
 
     created_at/updated_at are set now; an empty history gets one entry
     for the initial status.
 
+    :param max_queued: record it as a request waiting in the admission
+        queue (see numamig.db.queue): refused while another migration of
+        the instance is in progress or when this many already wait.
     :raises ObjectValidationError: if the migration is invalid.
     :raises InstanceNotFound: if its instance is not recorded.
+    :raises InstanceBusy: (queued only) the instance is being migrated.
+    :raises MigrationQueueFull: (queued only) nothing was recorded.
     :raises RecordExists: if a migration with its uuid exists.
     """
     migration.validate()
@@ -59,6 +65,8 @@ def create(db, migration):
     try:
         with db.writer() as session:
             _require_instance(session, migration.instance_uuid)
+            if max_queued is not None:
+                _check_can_queue(session, migration, max_queued)
             row_id = session.execute(sa.insert(models.Migration).values(
                 created_at=now, updated_at=now,
                 **_columns_of(migration))).inserted_primary_key[0]
@@ -69,6 +77,24 @@ def create(db, migration):
         raise exception.RecordExists(what='Migration',
                                      key=migration.uuid) from exc
     return get(db, migration.uuid)
+
+
+def _check_can_queue(session, migration, max_queued):
+    queue.lock(session)
+    busy = session.execute(sa.select(
+        models.Migration.uuid, models.Migration.status).where(
+            models.Migration.instance_uuid == migration.instance_uuid,
+            models.Migration.status.in_(STATUS.IN_PROGRESS))).first()
+    if busy is not None:
+        raise exception.InstanceBusy(
+            instance_uuid=migration.instance_uuid, action='migrated',
+            reason=f"migration {busy.uuid} of it is {busy.status}; wait "
+                   f"for it to end or abort it")
+    waiting = queue.waiting_count(session)
+    if waiting >= max_queued:
+        raise exception.MigrationQueueFull(
+            instance_uuid=migration.instance_uuid, count=waiting,
+            limit=max_queued)
 
 
 def get(db, uuid):
@@ -138,19 +164,29 @@ def set_status(db, uuid, status, detail=None, expected=None, error=None,
         return _to_object(session, row)
 
 
-def set_dest_host(db, uuid, dest_host):
+def set_dest_host(db, uuid, dest_host, max_incoming=None):
     """Record the destination being tried, while the migration is
     in progress.
 
+    :param max_incoming: refuse a destination that already has this many
+        other migrations in flight into it (the admission limit).
     :raises MigrationNotInProgress: if it is no longer in progress.
     :raises Invalid: if ``dest_host`` is the source host.
+    :raises DestinationBusy: nothing changed then.
     """
     with db.writer() as session:
+        if max_incoming is not None:
+            queue.lock(session)
         row = _row(session, uuid)
         if dest_host == row.source_host:
             raise exception.Invalid(
                 reason=f"migration {uuid}: destination {dest_host} is its "
                        f"source host")
+        if max_incoming is not None:
+            count = queue.in_flight_into(session, dest_host, excluding=uuid)
+            if count >= max_incoming:
+                raise exception.DestinationBusy(
+                    host=dest_host, count=count, limit=max_incoming)
         _update_in_progress(session, row, dest_host=dest_host)
         return _to_object(session, row)
 
@@ -282,6 +318,8 @@ def _columns_of(migration):
         'requested_host', 'status', 'error') + PROGRESS_FIELDS +
         RESULT_FIELDS}
     columns['refused_hosts'] = dict(migration.refused_hosts)
+    columns['priority'] = migration.get('priority', 0)
+    columns['admitted_at'] = migration.get('admitted_at')
     return columns
 
 
@@ -300,8 +338,8 @@ def _to_object(session, row):
                 for h in history],
             **{name: getattr(row, name) for name in (
                 'uuid', 'instance_uuid', 'source_host', 'dest_host',
-                'requested_host', 'status', 'error') + PROGRESS_FIELDS +
-                RESULT_FIELDS})
+                'requested_host', 'status', 'error', 'priority',
+                'admitted_at') + PROGRESS_FIELDS + RESULT_FIELDS})
         migration.validate()
     except (exception.ObjectValidationError, ValueError, TypeError) as exc:
         raise exception.StoredRecordInvalid(

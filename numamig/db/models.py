@@ -151,6 +151,7 @@ class Migration(TimestampMixin, Base):
         sa.Index('migrations_status_idx', 'status'),
         sa.Index('migrations_source_host_idx', 'source_host'),
         sa.Index('migrations_dest_host_idx', 'dest_host'),
+        sa.Index('migrations_queue_idx', 'status', 'admitted_at'),
     )
 
     id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
@@ -180,6 +181,11 @@ class Migration(TimestampMixin, Base):
     emulated = sa.Column(sa.Boolean, nullable=True)
     post_copy = sa.Column(sa.Boolean, nullable=True)
     paused = sa.Column(sa.Boolean, nullable=True)
+    # The admission queue (revision 0003): waiting migrations are
+    # 'accepted' with no admitted_at, taken highest priority first, then
+    # oldest first.
+    priority = sa.Column(sa.Integer, nullable=False, server_default='0')
+    admitted_at = sa.Column(UTCDateTime, nullable=True)
 
 
 class MigrationStatusChange(Base):
@@ -200,3 +206,18 @@ class MigrationStatusChange(Base):
     status = sa.Column(sa.String(32), nullable=False)
     changed_at = sa.Column(UTCDateTime, nullable=False)
     detail = sa.Column(sa.Text, nullable=True)
+
+
+class Lock(Base):
+    """A named row that transactions lock to run one at a time.
+
+    Admission counts the migrations in flight and then admits more; two
+    conductor workers doing that at once under READ COMMITTED would both
+    see room for the last slot. Each such transaction first locks its
+    row (``SELECT ... FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already
+    serializes writers).
+    """
+
+    __tablename__ = 'locks'
+
+    name = sa.Column(sa.String(64), primary_key=True)

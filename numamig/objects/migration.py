@@ -14,6 +14,16 @@ STATUS = nm_fields.MigrationStatus
 RESULT_FIELDS = ('elapsed_ms', 'downtime_ms', 'emulated', 'post_copy',
                  'paused')
 
+# Admission order: a waiting migration of a higher priority is admitted
+# before any of a lower one (1.2). The names are what operators type;
+# any integer in [0, MAX_PRIORITY] is accepted.
+PRIORITIES = {'routine': 0, 'maintenance': 50, 'drain': 100}
+MAX_PRIORITY = 100
+# Fields of the admission queue (1.2); queue_position is worked out when
+# a migration is read, never stored.
+QUEUE_FIELDS = ('priority', 'admitted_at', 'queue_position')
+_PRIORITY_NAMES = ', '.join(f'{k}={v}' for k, v in PRIORITIES.items())
+
 # Status changes a migration may make. Anything else is a bug or a race
 # between conductor workers, and is refused instead of recorded.
 ALLOWED_TRANSITIONS = {
@@ -58,9 +68,12 @@ class Migration(base.NumamigObject):
     # Version 1.0: Initial version
     # Version 1.1: Added elapsed_ms, downtime_ms, emulated, post_copy and
     #              paused (the result of the run)
-    VERSION = '1.1'
+    # Version 1.2: Added priority, admitted_at and queue_position (the
+    #              admission queue)
+    VERSION = '1.2'
 
-    obj_relationships = {'history': [('1.0', '1.0'), ('1.1', '1.0')]}
+    obj_relationships = {'history': [('1.0', '1.0'), ('1.1', '1.0'),
+                                     ('1.2', '1.0')]}
 
     fields = {
         'uuid': fields.UUIDField(),
@@ -95,11 +108,21 @@ class Migration(base.NumamigObject):
         # How a forced completion made the run converge.
         'post_copy': fields.BooleanField(nullable=True, default=None),
         'paused': fields.BooleanField(nullable=True, default=None),
+        # Higher first; see PRIORITIES.
+        'priority': fields.IntegerField(default=0),
+        # When a conductor worker took it from the queue; None while it
+        # waits there.
+        'admitted_at': fields.DateTimeField(nullable=True, default=None),
+        # 1 for the next to be admitted, while it waits; else None.
+        'queue_position': fields.IntegerField(nullable=True, default=None),
     }
 
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
         target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 2):
+            for name in QUEUE_FIELDS:
+                primitive.pop(name, None)
         if target < (1, 1):
             for name in RESULT_FIELDS:
                 primitive.pop(name, None)
@@ -107,6 +130,12 @@ class Migration(base.NumamigObject):
     @property
     def in_progress(self):
         return self.status in STATUS.IN_PROGRESS
+
+    @property
+    def waiting(self):
+        """Whether it waits in the admission queue (not yet admitted)."""
+        return self.status == STATUS.ACCEPTED and \
+            self.get('admitted_at') is None
 
     @property
     def has_result(self):
@@ -118,6 +147,13 @@ class Migration(base.NumamigObject):
             self, 'memory_total', 'memory_processed', 'memory_remaining',
             'disk_total', 'disk_processed', 'disk_remaining',
             'elapsed_ms', 'downtime_ms')
+        if not 0 <= self.get('priority', 0) <= MAX_PRIORITY:
+            raise self.invalid(
+                f"priority {self.priority} is outside 0-{MAX_PRIORITY} "
+                f"(names: {_PRIORITY_NAMES})")
+        position = self.get('queue_position')
+        if position is not None and position < 1:
+            raise self.invalid(f"queue position {position} is below 1")
         if self.get('dest_host') and self.dest_host == self.source_host:
             raise self.invalid(
                 f"source and destination are both {self.source_host}")

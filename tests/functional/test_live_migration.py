@@ -201,13 +201,10 @@ class CandidatesTest(LiveMigrationTestCase):
         pins = mover.numa_topology.cpu_pinning
         _fill(self, 'host-b')
         _fill(self, 'host-c')
-        exc = self.assertRaises(exception.NoValidHost,
-                                self.api.live_migrate_instance, self.ctxt,
-                                mover.uuid)
-        self.assertIn('2 destination(s) tried', str(exc))
-        (migration,) = self.api.migration_get_all(
-            self.ctxt, instance_uuid=mover.uuid)
+        migration = self.migrate(mover)
         self.assertEqual('error', migration.status)
+        self.assertIn('No valid host was found: 2 destination(s) tried',
+                      migration.error)
         for name in ('host-b', 'host-c'):
             self.assertIn(f'{name}: Migration pre-check error',
                           migration.error)

@@ -35,25 +35,33 @@ class MigrationCommands:
     @common.args('--wait', action='store_true', default=False,
                  help="Follow the migration with a progress bar until it "
                       "ends.")
+    @common.args('--priority', dest='priority', metavar='PRIORITY',
+                 default=None,
+                 help="Place in the admission queue: routine (default), "
+                      "maintenance, drain, or a number from 0 to 100; "
+                      "higher is admitted first.")
     @common.format_option
     @_access.guarded
     def start(self, instance, host=None, dry_run=False, wait=False,
-              output_format='human'):
+              priority=None, output_format='human'):
         """Live-migrate a guest, re-pinning it for the destination.
 
-        The destination fits the guest to its own free pCPUs, nodes and
-        pages and claims them; the source rewrites the domain XML and
-        migrates. --dry-run answers synchronously from the hosts' last
-        reports and changes nothing. Exit codes: 0 started (with --wait:
-        completed; with --dry-run: a destination fits); 1 no destination
-        can take the guest, or (--wait) the migration failed; 127 bad
-        input (unknown instance or host, nothing changed); 255 the
-        conductor cannot be reached.
+        The request is checked and queued at once; when the admission
+        limits allow, the destination fits the guest to its own free
+        pCPUs, nodes and pages and claims them, and the source rewrites
+        the domain XML and migrates. --dry-run answers synchronously
+        from the hosts' last reports and changes nothing. Exit codes: 0
+        accepted (with --wait: completed; with --dry-run: a destination
+        fits); 1 (--wait) no destination could take the guest or the
+        migration failed, (--dry-run) no destination fits; 127 bad input
+        (unknown instance or host, a guest already migrating, a full
+        queue; nothing changed); 255 the conductor cannot be reached.
         """
         _access.require_uuid(instance, 'instance')
         if dry_run and wait:
             raise exception.Invalid(reason="--dry-run starts nothing to "
                                            "--wait for")
+        priority = parse_priority(priority)
         api, ctxt = _access.conductor(), _access.context()
         if dry_run:
             answer = api.live_migration_dry_run(ctxt, instance, host)
@@ -61,8 +69,11 @@ class MigrationCommands:
             common.print_output(data, output_format, _print_dry_run)
             return common.EXIT_OK if data['dest_host'] else common.EXIT_NO
         try:
-            migration = api.live_migrate_instance(ctxt, instance, host)
+            migration = api.live_migrate_instance(ctxt, instance, host,
+                                                  priority=priority)
         except exception.NoValidHost as exc:
+            # A conductor older than the admission queue chooses the
+            # destination before it answers.
             return _access.fail(exc, common.EXIT_NO)
         if wait:
             migration = follow(api, ctxt, migration, output_format)
@@ -90,9 +101,13 @@ class MigrationCommands:
         from numamig.db import migrations
         if instance is not None:
             _access.require_uuid(instance, 'instance')
+        from numamig.db import queue
         with _access.database() as db:
             found = migrations.get_all(db, instance_uuid=instance,
                                        status=status)
+            waiting = queue.positions(db)
+        for migration in found:
+            migration.queue_position = waiting.get(migration.uuid)
         if host is not None:
             found = [m for m in found
                      if host in (m.source_host, m.get('dest_host'))]
@@ -113,9 +128,11 @@ class MigrationCommands:
         cannot be used.
         """
         from numamig.db import migrations
+        from numamig.db import queue
         _access.require_uuid(migration, 'migration')
         with _access.database() as db:
             found = migrations.get(db, migration)
+            found.queue_position = queue.positions(db).get(found.uuid)
         common.print_output(_view(found), output_format, _print_show)
         return common.EXIT_OK
 
@@ -201,6 +218,9 @@ def _view(migration):
         'dest_host': migration.get('dest_host'),
         'requested_host': migration.get('requested_host'),
         'status': migration.status,
+        'priority': migration.get('priority', 0),
+        # 1 for the next to be admitted, while it waits; else None.
+        'queue_position': migration.get('queue_position'),
         'created_at': _time(migration.get('created_at')),
         'updated_at': _time(migration.get('updated_at')),
         'progress': {k: migration.get(k) for k in (
@@ -239,12 +259,42 @@ def _print_list(data):
         print("No migration matches.")
         return
     print(f"{'UUID':<36}  {'INSTANCE':<8}  {'SOURCE':<12} {'DEST':<12} "
-          f"{'STATUS':<14} {'DOWNTIME':>9}  UPDATED")
+          f"{'STATUS':<16} {'PRI':>3} {'DOWNTIME':>9}  UPDATED")
     for row in data['migrations']:
         print(f"{row['uuid']:<36}  {row['instance_uuid'][:8]:<8}  "
               f"{row['source_host']:<12} {row['dest_host'] or '-':<12} "
-              f"{row['status']:<14} {_downtime_cell(row['result']):>9}  "
+              f"{_status_cell(row):<16} {row['priority']:>3} "
+              f"{_downtime_cell(row['result']):>9}  "
               f"{row['updated_at'] or '-'}")
+
+
+def _status_cell(row):
+    """``queued #3`` for a migration waiting for admission."""
+    if row['queue_position'] is not None:
+        return f"queued #{row['queue_position']}"
+    return row['status']
+
+
+def parse_priority(value):
+    """A priority name or number as the integer the queue orders by.
+
+    :raises Invalid: naming the accepted names and range.
+    """
+    if value is None:
+        return None
+    names = migration_obj.PRIORITIES
+    if value in names:
+        return names[value]
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= migration_obj.MAX_PRIORITY:
+        raise exception.Invalid(
+            reason=f"--priority {value!r}: use one of "
+                   f"{', '.join(names)} or a number from 0 to "
+                   f"{migration_obj.MAX_PRIORITY}")
+    return number
 
 
 def _downtime_cell(result):
@@ -258,7 +308,12 @@ def _downtime_cell(result):
 
 
 def _print_show(data):
-    print(f"Migration {data['uuid']}: {data['status'].upper()}")
+    print(f"Migration {data['uuid']}: {data['status'].upper()}"
+          + (f", waiting for admission: position {data['queue_position']}"
+             f" in the queue" if data['queue_position'] is not None
+             else ''))
+    if data['priority']:
+        print(f"  priority {data['priority']}")
     print(f"  instance {data['instance_uuid']}: {data['source_host']} -> "
           f"{data['dest_host'] or '(not chosen)'}"
           + (f" (requested {data['requested_host']})"

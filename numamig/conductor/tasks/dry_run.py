@@ -48,6 +48,12 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
             self.refused[host] = reason
         return answer
 
+    def _busy_destinations(self):
+        """None: the answer is where the guest fits, whatever is in
+        flight now (a real migration waits for a busy host's slot or
+        takes another)."""
+        return ()
+
     def _fit_on(self, host):
         if self.request is None:
             return None, None

@@ -21,6 +21,7 @@ from numamig.compute import claims as compute_claims
 from numamig.conductor import records
 from numamig.conductor.tasks import base
 from numamig.db import migrations
+from numamig.db import queue
 from numamig.objects import fields
 from numamig.objects import service as service_obj
 
@@ -51,6 +52,20 @@ class LiveMigrationTask(base.TaskBase):
         self.migrate_data = self._claim_on_first_taker(hosts)
         self._queue(self.migrate_data)
         return self.migration
+
+    def precheck(self):
+        """The checks that ask no host, before a request is queued.
+
+        An operator learns at once of a mistake (unknown or down hosts,
+        unusable specs) instead of from a migration that ends ``error``;
+        the migration thread checks again when it runs.
+        """
+        self._check_instance_on_source()
+        self._check_source_up()
+        self.request = compute_claims.numa_request(self.instance)
+        self._check_numa_live_migration_supported()
+        if self.migration.requested_host:
+            self._check_requested_destination()
 
     def _check_and_choose(self):
         """The checks and the ordered destinations (shared by dry runs)."""
@@ -135,13 +150,19 @@ class LiveMigrationTask(base.TaskBase):
     def _scheduled_destinations(self):
         selection = self.conductor.scheduler.select_destinations(
             self.request, self.migration.source_host,
-            limits=self.conductor.limits, pagesize_kb=self.pagesize_kb)
+            limits=self.conductor.limits, pagesize_kb=self.pagesize_kb,
+            exclude=self._busy_destinations())
         for rejection in selection.rejected:
             if rejection.host != self.migration.source_host:
                 self.refused[rejection.host] = rejection.reason
         if not selection.candidates:
             raise selection.no_valid_host()
         return selection.hosts
+
+    def _busy_destinations(self):
+        """Hosts at their incoming limit, left out of the choice."""
+        return queue.busy_destinations(self.conductor.db,
+                                       self.conductor.admission.per_dest)
 
     # -- claiming ------------------------------------------------------------
 
@@ -179,7 +200,8 @@ class LiveMigrationTask(base.TaskBase):
         else:
             self.conductor.cache.check_up(host)
         self.migration = migrations.set_dest_host(
-            self.conductor.db, self.migration.uuid, host)
+            self.conductor.db, self.migration.uuid, host,
+            max_incoming=self.conductor.admission.per_dest)
         return self.conductor.compute_api.check_can_live_migrate_destination(
             self.ctxt, self.instance, host, self.migration,
             self.conductor.limits, timeout=self.conductor.check_timeout)

@@ -5,7 +5,7 @@ import datetime
 import sqlalchemy as sa
 
 from numamig.db import migrations
-from numamig.db import schema
+from numamig.db import queue
 from tests.functional.db import base
 from tests.unit.db import base as unit_base
 
@@ -53,8 +53,8 @@ class UpgradeTo0002TestCase(base.ServerDBTestCase):
         migration_uuid = unit_base.new_uuid()
         _insert_0001_rows(self.db, instance_uuid, migration_uuid)
 
-        self.assertEqual('0002', self.db.sync())
-        self.assertEqual('0002', schema.head())
+        self.assertEqual('0002', self.db.sync('0002'))
+        self.db.sync()
         stored = migrations.get(self.db, migration_uuid)
         self.assertEqual(
             (instance_uuid, 'src', 'dst', 'dst', 'completed', 1 << 30,
@@ -87,3 +87,36 @@ class UpgradeTo0002TestCase(base.ServerDBTestCase):
         self.assertEqual((9, True, False, None),
                          (stored.elapsed_ms, stored.emulated,
                           stored.post_copy, stored.downtime_ms))
+
+
+class UpgradeTo0003TestCase(base.ServerDBTestCase):
+    """Rows written before the admission queue read as admitted."""
+
+    sync = False
+
+    def test_earlier_migrations_are_not_taken_as_waiting(self):
+        self.db.sync('0001')
+        instance_uuid = unit_base.new_uuid()
+        done_uuid = unit_base.new_uuid()
+        _insert_0001_rows(self.db, instance_uuid, done_uuid)
+        self.db.sync('0002')
+        with self.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE migrations SET status = 'accepted' WHERE uuid = "
+                ":uuid"), {'uuid': done_uuid})
+        self.assertEqual('0003', self.db.sync('0003'))
+        stored = migrations.get(self.db, done_uuid)
+        self.assertEqual((0, WHEN.replace(tzinfo=datetime.UTC), False),
+                         (stored.priority, stored.admitted_at,
+                          stored.waiting))
+        self.assertEqual({}, queue.positions(self.db))
+
+    def test_admission_works_on_the_upgraded_schema(self):
+        self.db.sync('0002')
+        self.db.sync()
+        instance_uuid = unit_base.new_uuid()
+        _insert_0001_rows(self.db, instance_uuid, unit_base.new_uuid())
+        waiting = migrations.create(self.db, unit_base.make_migration(
+            instance_uuid, source_host='dst', priority=50), max_queued=5)
+        limits = queue.Limits(total=1, per_source=1, per_dest=1, queued=5)
+        self.assertEqual([waiting.uuid], queue.admit(self.db, limits, 1))

@@ -102,7 +102,42 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
         rows = {line.split()[0]: line for line in out.splitlines()[1:]}
         self.assertIn(' 21 ms ', rows[native.uuid])
         self.assertIn(' emulated ', rows[emulated.uuid])
-        self.assertRegex(rows[pending.uuid], r'accepted +- ')
+        self.assertRegex(rows[pending.uuid], r'queued #1 +0 +- ')
+
+    def test_waiting_migrations_show_their_place(self):
+        low = self.record()
+        other = self.add_instance('src')
+        high = migrations.create(self.db, cli_base.make_migration(
+            other.uuid, priority=100))
+        data = json.loads(self.run_cli('migration', 'list', '--format',
+                                       'json')[1])
+        self.assertEqual({low.uuid: (0, 2), high.uuid: (100, 1)},
+                         {m['uuid']: (m['priority'], m['queue_position'])
+                          for m in data['migrations']})
+        out = self.run_cli('migration', 'show', low.uuid)[1]
+        self.assertIn('waiting for admission: position 2 in the queue', out)
+
+    def test_start_priority(self):
+        self.api.live_migrate_instance.return_value = cli_base.make_migration(
+            self.guest.uuid, queue_position=4)
+        for given, sent in (('drain', 100), ('maintenance', 50),
+                            ('7', 7), (None, None)):
+            argv = ['--priority', given] if given else []
+            code, out, _ = self.run_cli('migration', 'start',
+                                        self.guest.uuid, *argv)
+            self.assertEqual(0, code)
+            self.assertEqual(sent, self.api.live_migrate_instance.call_args[
+                1]['priority'])
+        self.assertIn('position 4 in the queue', out)
+
+    def test_start_bad_priority_changes_nothing(self):
+        self.api.live_migrate_instance.reset_mock()
+        for bad in ('urgent', '101', '-1', '2.5'):
+            code, _, err = self.run_cli('migration', 'start',
+                                        self.guest.uuid, '--priority', bad)
+            self.assertEqual(127, code, bad)
+            self.assertIn('use one of routine, maintenance, drain', err)
+        self.api.live_migrate_instance.assert_not_called()
 
     def test_list_filters(self):
         mig = self.record()

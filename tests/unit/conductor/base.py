@@ -15,6 +15,7 @@ from numamig.conductor import manager
 from numamig.conductor import records
 from numamig.db import compute_nodes
 from numamig.db import instances
+from numamig.db import queue
 from numamig.scheduler import fingerprint
 from numamig.scheduler import host_state
 from numamig.scheduler import scheduler
@@ -72,6 +73,15 @@ class ConductorTestCase(base.TestCase):
             return getattr(self.conductor, method)(None, *args, **kwargs)
         except messaging.ExpectedException as exc:
             raise exc.exc_info[1]
+
+    def migrate(self, instance_uuid, dest_host=None, **kwargs):
+        """Request a migration, then run it as a migration thread would,
+        its errors raised to the test."""
+        migration = self.call('live_migrate_instance', instance_uuid,
+                              dest_host, **kwargs)
+        admitted = queue.admit(self.db, self.conductor.admission, 1)
+        self.assertEqual([migration.uuid], admitted)
+        return self.conductor.execute_admitted(migration.uuid)
 
     def create_instance(self, host='src', **kwargs):
         inst = cbase.instance(host=host, pins={0: 2, 1: 10}, **kwargs)

@@ -5,6 +5,7 @@ from numamig import objects
 from numamig.conductor import records
 from numamig.db import instances
 from numamig.db import migrations
+from numamig.db import queue
 from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
 
@@ -112,9 +113,25 @@ class DropClaimAtTest(MigrationContextRulesTest):
 
 class StalledMigrationsTest(MigrationContextRulesTest):
 
+    def setUp(self):
+        super().setUp()
+        # Taken from the queue by a worker that then died.
+        self.assertEqual([self.migration.uuid], queue.admit(
+            self.db, self.conductor.admission, 1))
+
     def _later(self, seconds):
         import datetime
         return self.now + datetime.timedelta(seconds=seconds)
+
+    def test_a_migration_waiting_in_the_queue_is_left_alone(self):
+        other = self.create_instance()
+        waiting = migrations.create(self.db, cbase.migration(other),
+                                    max_queued=10)
+        ended = records.end_stalled_migrations(self.conductor, None,
+                                               self._later(3600))
+        self.assertEqual([self.migration.uuid], [m.uuid for m in ended])
+        self.assertEqual('accepted',
+                         migrations.get(self.db, waiting.uuid).status)
 
     def test_accepted_too_long_ends_error_and_drops_the_claim(self):
         records.set_migration_context(self.conductor,

@@ -42,16 +42,16 @@ class ConductorAPIVersionsTest(base.TestCase):
         return self.api.migration_set_status(None, 'm', 'post-migrating',
                                              result=RESULT)
 
-    def test_result_sent_at_1_2(self):
+    def test_result_sent_at_the_newest_version(self):
         self.client.can_send_version.return_value = True
         self.assertEqual('answer', self._set_status())
         (version, method, kwargs), = self.sent
-        self.assertEqual(('1.2', 'migration_set_status', RESULT),
-                         (version, method, kwargs['result']))
+        self.assertEqual((rpcapi.ConductorAPI.VERSION, 'migration_set_status',
+                          RESULT), (version, method, kwargs['result']))
 
     def test_capped_below_1_2_sends_no_result(self):
         self.client.can_send_version.side_effect = \
-            lambda v: v != rpcapi.RESULTS_VERSION
+            lambda v: v < rpcapi.RESULTS_VERSION
         with self.assertLogs('numamig.conductor.rpcapi', 'INFO') as logs:
             self._set_status()
         (version, _, kwargs), = self.sent
@@ -59,16 +59,32 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertNotIn('result', kwargs)
         self.assertIn('result not sent', logs.output[0])
 
+    def test_conductor_of_1_2_gets_the_result_at_1_2(self):
+        self.client.can_send_version.return_value = True
+        self.answers = [messaging.UnsupportedVersion('1.3'), 'answer']
+        self.assertEqual('answer', self._set_status())
+        self.assertEqual([('1.3', True), ('1.2', True)],
+                         [(v, 'result' in kw) for v, _, kw in self.sent])
+
     def test_older_conductor_gets_it_again_without_result(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.2'), 'answer']
+        self.answers = [messaging.UnsupportedVersion('1.3'),
+                        messaging.UnsupportedVersion('1.2'), 'answer']
         self.assertEqual('answer', self._set_status())
-        self.assertEqual([('1.2', True), ('1.0', False)],
+        self.assertEqual([('1.3', True), ('1.2', True), ('1.0', False)],
                          [(v, 'result' in kw) for v, _, kw in self.sent])
 
     def test_operation_falls_back_to_its_own_version(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.2'), True]
+        self.answers = [messaging.UnsupportedVersion('1.3'),
+                        messaging.UnsupportedVersion('1.2'), True]
         self.api.migration_context_drop(None, 'i', 'm', dest_host='dst')
-        self.assertEqual([('1.2', 'dst'), ('1.1', 'dst')],
+        self.assertEqual([('1.3', 'dst'), ('1.2', 'dst'), ('1.1', 'dst')],
                          [(v, kw['dest_host']) for v, _, kw in self.sent])
+
+    def test_priority_only_to_a_conductor_with_the_queue(self):
+        self.client.can_send_version.return_value = True
+        self.answers = [messaging.UnsupportedVersion('1.3'), 'answer']
+        self.api.live_migrate_instance(None, 'i', priority=100)
+        self.assertEqual([('1.3', 100), ('1.2', None)],
+                         [(v, kw.get('priority')) for v, _, kw in self.sent])

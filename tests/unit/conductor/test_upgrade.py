@@ -30,7 +30,7 @@ class OldHostsTest(base.ConductorTestCase):
         self.report('src', service_version=1)
 
     def _migrate(self, inst):
-        return self.call('live_migrate_instance', inst.uuid, 'dst1')
+        return self.migrate(inst.uuid, 'dst1')
 
     def test_new_conductor_names_every_old_host(self):
         inst = self.create_instance()
@@ -95,8 +95,8 @@ class CancelledBeforeQueuedTest(base.ConductorTestCase):
         self.useFixture(fixtures.MonkeyPatch(
             'numamig.conductor.tasks.live_migrate.records.set_status',
             cancelled_meanwhile))
-        self.assertRaises(exception.InvalidStatusTransition, self.call,
-                          'live_migrate_instance', inst.uuid, 'dst1')
+        self.assertRaises(exception.InvalidStatusTransition, self.migrate,
+                          inst.uuid, 'dst1')
         self.assertEqual(
             self.dropped,
             self.compute_api.drop_move_claim_at_destination.called)

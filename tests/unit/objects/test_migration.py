@@ -133,7 +133,33 @@ class ResultTest(base.TestCase):
         old = samples.migration().obj_to_primitive(
             target_version='1.0')['numamig_object.data']
         self.assertEqual({k: v for k, v in full.items()
-                          if k not in migration.RESULT_FIELDS}, old)
+                          if k not in migration.RESULT_FIELDS +
+                          migration.QUEUE_FIELDS}, old)
+
+    def test_backport_to_1_1_drops_only_the_queue(self):
+        record = samples.migration()
+        record.priority = 50
+        record.queue_position = 3
+        full = record.obj_to_primitive()['numamig_object.data']
+        old = record.obj_to_primitive(
+            target_version='1.1')['numamig_object.data']
+        self.assertEqual(50, full['priority'])
+        self.assertEqual({k: v for k, v in full.items()
+                          if k not in migration.QUEUE_FIELDS}, old)
+
+    def test_priority_outside_its_range_rejected(self):
+        for value in (-1, migration.MAX_PRIORITY + 1):
+            record = samples.migration()
+            record.priority = value
+            self.assertRaisesMessage(exception.ObjectValidationError,
+                                     'priority', record.validate)
+
+    def test_waiting_until_admitted(self):
+        record = samples.migration()
+        record.status = 'accepted'
+        self.assertTrue(record.waiting)
+        record.admitted_at = samples.NOW
+        self.assertFalse(record.waiting)
 
     def test_has_result(self):
         record = samples.migration()

@@ -31,7 +31,7 @@ OBJECT_DATA = {
     'InstanceNUMACell': '1.0-483a8f438a46bb83a728e145e20f13e6',
     'InstanceNUMATopology': '1.0-4fa1d4c4b593a27816d50e3a4c541c98',
     'LiveMigrateData': '1.1-159750e0e9ee9866fff6f1d94060bb6a',
-    'Migration': '1.1-0812d1b93bbe40ee2605eb9d12d4a387',
+    'Migration': '1.2-a1cab0d9f07eefe999637b97c02a1e24',
     'MigrationContext': '1.0-26d330cb0b3335895f050fd23a8c02d5',
     'MigrationStatusChange': '1.0-a536d107255f04dc4766e8b383325fdd',
     'NUMALimits': '1.0-50f3092fed2eb389287a8f12e7d61dda',

@@ -15,7 +15,7 @@ def _refusal(host):
 class LiveMigrationTaskTest(base.ConductorTestCase):
 
     def _migrate(self, inst, dest_host=None):
-        return self.call('live_migrate_instance', inst.uuid, dest_host)
+        return self.migrate(inst.uuid, dest_host)
 
     def _only_migration(self, inst):
         (migration,) = migrations.get_all(self.db, instance_uuid=inst.uuid)
@@ -114,7 +114,8 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
         inst = self.create_instance()
         self.assertRaisesMessage(exception.InvalidDestination,
                                  "source host", self._migrate, inst, 'src')
-        self.assertEqual('error', self._only_migration(inst).status)
+        self.assertEqual([], migrations.get_all(self.db),
+                         "a request refused up front records nothing")
 
     def test_requested_destination_is_down(self):
         self.report('dst1', age_s=120)
@@ -162,7 +163,7 @@ class AbortTest(base.ConductorTestCase):
     def test_abort_queued_cancels_and_releases(self):
         inst = self.create_instance()
         self.answer_with(True)
-        migration = self.call('live_migrate_instance', inst.uuid)
+        migration = self.migrate(inst.uuid)
         result = self.call('migration_abort', migration.uuid)
         self.assertEqual('cancelled', result.status)
         self.assertEqual((), self.conductor.cache.get(
@@ -172,7 +173,7 @@ class AbortTest(base.ConductorTestCase):
     def test_abort_running_asks_the_source(self):
         inst = self.create_instance()
         self.answer_with(True)
-        migration = self.call('live_migrate_instance', inst.uuid)
+        migration = self.migrate(inst.uuid)
         for status in ('preparing', 'running'):
             migrations.set_status(self.db, migration.uuid, status)
         self.compute_api.live_migration_abort.return_value = True
@@ -182,8 +183,7 @@ class AbortTest(base.ConductorTestCase):
     def test_abort_finished_is_refused(self):
         inst = self.create_instance()
         self.answer_with(_refusal('a'), _refusal('b'), _refusal('c'))
-        self.assertRaises(exception.NoValidHost, self.call,
-                          'live_migrate_instance', inst.uuid)
+        self.assertRaises(exception.NoValidHost, self.migrate, inst.uuid)
         (migration,) = migrations.get_all(self.db)
         self.assertRaisesMessage(exception.MigrationNotAbortable,
                                  'is error', self.call, 'migration_abort',

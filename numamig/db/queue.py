@@ -1,0 +1,142 @@
+"""The admission queue of live migrations, kept in the database.
+
+A migration request is recorded ``accepted`` with no ``admitted_at``: it
+waits. A conductor worker with a free migration thread admits the next
+waiting migrations, highest priority first and oldest first within a
+priority, skipping those whose source host (or requested destination)
+already has as many migrations in flight as the limits allow, and never
+letting more migrations be in flight in the whole cloud than the
+cloud-wide limit. A migration is in flight from its admission until it
+ends; one recorded before the queue existed counts as admitted.
+
+Counting and then admitting must not interleave between conductor
+workers: under READ COMMITTED two of them would both see room for the
+last slot. Every transaction that counts first locks the admission row
+of the ``locks`` table (SQLite's ``BEGIN IMMEDIATE`` serializes writers
+anyway), so the limits hold across workers and processes.
+"""
+
+import collections
+import dataclasses
+
+import sqlalchemy as sa
+
+from numamig.db import _rows
+from numamig.db import models
+from numamig.objects import fields as nm_fields
+
+STATUS = nm_fields.MigrationStatus
+ADMISSION_LOCK = 'migration-admission'
+
+_M = models.Migration
+WAITING = sa.and_(_M.status == STATUS.ACCEPTED, _M.admitted_at.is_(None))
+IN_FLIGHT = sa.and_(_M.status.in_(STATUS.IN_PROGRESS), sa.not_(WAITING))
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """How many migrations may be in flight, and wait, at once."""
+
+    total: int          # in the whole cloud
+    per_source: int     # out of one host
+    per_dest: int       # into one host
+    queued: int         # waiting for admission
+
+
+def lock(session):
+    """Take the admission lock for the rest of the transaction."""
+    session.execute(sa.select(models.Lock.name).where(
+        models.Lock.name == ADMISSION_LOCK).with_for_update())
+
+
+def admit(db, limits, max_count):
+    """Admit up to ``max_count`` waiting migrations within ``limits``.
+
+    :returns: the uuids admitted, in the order they should run.
+    """
+    if max_count <= 0:
+        return []
+    now = _rows.utcnow()
+    with db.writer() as session:
+        lock(session)
+        flights = session.execute(sa.select(
+            _M.source_host, _M.dest_host, _M.requested_host).where(
+                IN_FLIGHT)).all()
+        total = len(flights)
+        outgoing = collections.Counter(f.source_host for f in flights)
+        incoming = collections.Counter(f.dest_host or f.requested_host
+                                       for f in flights)
+        admitted = []
+        for row in session.execute(_next_waiting()):
+            if len(admitted) >= max_count or total >= limits.total:
+                break
+            if outgoing[row.source_host] >= limits.per_source or \
+                    (row.requested_host and
+                     incoming[row.requested_host] >= limits.per_dest):
+                continue
+            session.execute(sa.update(_M).where(
+                _M.id == row.id, WAITING).values(admitted_at=now,
+                                                 updated_at=now))
+            admitted.append(row.uuid)
+            total += 1
+            outgoing[row.source_host] += 1
+            if row.requested_host:
+                incoming[row.requested_host] += 1
+    return admitted
+
+
+def _next_waiting():
+    return sa.select(_M.id, _M.uuid, _M.source_host,
+                     _M.requested_host).where(WAITING).order_by(
+                         _M.priority.desc(), _M.id)
+
+
+def waiting_count(session):
+    """How many migrations wait for admission (inside a transaction)."""
+    return session.scalar(sa.select(sa.func.count()).select_from(_M).where(
+        WAITING))
+
+
+def in_flight_into(session, host, excluding=None):
+    """How many migrations in flight have ``host`` as destination."""
+    query = sa.select(sa.func.count()).select_from(_M).where(
+        IN_FLIGHT, _M.dest_host == host)
+    if excluding is not None:
+        query = query.where(_M.uuid != excluding)
+    return session.scalar(query)
+
+
+def positions(db):
+    """{uuid: position} of every waiting migration, 1 being next."""
+    with db.reader() as session:
+        uuids = session.scalars(sa.select(_M.uuid).where(WAITING).order_by(
+            _M.priority.desc(), _M.id))
+        return {uuid: index for index, uuid in enumerate(uuids, start=1)}
+
+
+def busy_destinations(db, per_dest):
+    """Hosts with ``per_dest`` or more migrations in flight into them."""
+    with db.reader() as session:
+        return set(session.scalars(
+            sa.select(_M.dest_host).where(
+                IN_FLIGHT, _M.dest_host.is_not(None)).group_by(
+                    _M.dest_host).having(sa.func.count() >= per_dest)))
+
+
+def release(db, uuids):
+    """Put admitted migrations whose task never started back in line.
+
+    Only those still ``accepted`` with no destination tried are
+    released: any other has moved on and keeps its slot.
+
+    :returns: how many went back.
+    """
+    if not uuids:
+        return 0
+    with db.writer() as session:
+        result = session.execute(sa.update(_M).where(
+            _M.uuid.in_(sorted(uuids)), _M.status == STATUS.ACCEPTED,
+            _M.dest_host.is_(None)).values(
+                admitted_at=None, updated_at=_rows.utcnow()).execution_options(
+                    synchronize_session=False))
+        return result.rowcount

@@ -1,0 +1,116 @@
+"""The migration executor: admits within its threads, runs, wakes."""
+
+import threading
+from unittest import mock
+
+from numamig.conductor import executor
+from numamig.db import instances
+from numamig.db import migrations
+from numamig.db import queue
+from tests.unit.db import base as db_base
+
+LIMITS = queue.Limits(total=10, per_source=10, per_dest=10, queued=10)
+# Long enough that a test passing by the fallback look would be slow to
+# notice, never long enough to hang: every wait below is bounded.
+WAIT = 10
+
+
+class ExecutorTestCase(db_base.DBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.release = threading.Event()
+        self.started = []
+        self.lock = threading.Lock()
+        self.all_started = threading.Event()
+
+    def _run(self, uuid):
+        with self.lock:
+            self.started.append(uuid)
+            if len(self.started) == self.expected:
+                self.all_started.set()
+        self.release.wait(WAIT)
+
+    def request(self, source='src'):
+        instance = instances.create(self.db, db_base.make_instance(
+            host=source)).instance
+        return migrations.create(self.db, db_base.make_migration(
+            instance.uuid, source_host=source), max_queued=10).uuid
+
+    def start(self, workers, recheck=60):
+        runner = executor.MigrationExecutor(self.db, LIMITS, workers,
+                                            self._run, recheck=recheck)
+        self.addCleanup(runner.stop)
+        self.addCleanup(self.release.set)
+        runner.start()
+        return runner
+
+    def test_runs_every_waiting_migration(self):
+        self.expected = 3
+        uuids = [self.request(source=s) for s in 'abc']
+        self.start(workers=3)
+        self.assertTrue(self.all_started.wait(WAIT))
+        self.assertEqual(sorted(uuids), sorted(self.started))
+
+    def test_admits_no_more_than_its_threads(self):
+        self.expected = 2
+        uuids = [self.request(source=s) for s in 'abc']
+        runner = self.start(workers=2)
+        self.assertTrue(self.all_started.wait(WAIT))
+        self.assertEqual(2, runner.busy)
+        self.assertEqual({uuids[2]: 1}, queue.positions(self.db))
+        # A finished task frees its thread and the next one is admitted
+        # at once, without waiting for the fallback look.
+        self.expected = 3
+        self.all_started.clear()
+        self.release.set()
+        self.assertTrue(self.all_started.wait(WAIT))
+        self.assertEqual(sorted(uuids), sorted(self.started))
+
+    def test_a_request_wakes_it(self):
+        self.expected = 1
+        looked = threading.Event()
+        real = queue.admit
+
+        def admit(*args, **kwargs):
+            looked.set()
+            return real(*args, **kwargs)
+        with mock.patch.object(queue, 'admit', admit):
+            runner = self.start(workers=1)
+            self.assertTrue(looked.wait(WAIT), "the first look at start")
+            uuid = self.request()
+            self.assertFalse(self.all_started.wait(0.2), "nothing woke it")
+            # What live_migrate_instance does after recording a request.
+            runner.wake()
+            self.assertTrue(self.all_started.wait(WAIT))
+        self.assertEqual([uuid], self.started)
+
+    def test_a_database_error_is_retried(self):
+        self.expected = 1
+        uuid = self.request()
+        with mock.patch.object(queue, 'admit', _once_then(
+                RuntimeError('database gone'), queue.admit)):
+            self.start(workers=1, recheck=0.05)
+            self.assertTrue(self.all_started.wait(WAIT))
+        self.assertEqual([uuid], self.started)
+
+    def test_stop_lets_the_waiting_wait(self):
+        self.expected = 1
+        first, second = self.request(source='a'), self.request(source='b')
+        runner = self.start(workers=1)
+        self.assertTrue(self.all_started.wait(WAIT))
+        self.release.set()
+        runner.stop()
+        self.assertEqual([first], self.started)
+        self.assertIn(second, queue.positions(self.db))
+
+
+def _once_then(error, real):
+    calls = []
+
+    def admit(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise error
+        return real(*args, **kwargs)
+    return admit

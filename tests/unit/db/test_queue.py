@@ -1,0 +1,137 @@
+"""The admission queue: order, limits, positions and release."""
+
+from numamig import exception
+from numamig.db import instances
+from numamig.db import migrations
+from numamig.db import queue
+from tests.unit.db import base
+
+LIMITS = queue.Limits(total=3, per_source=2, per_dest=1, queued=4)
+
+
+class QueueTestCase(base.DBTestCase):
+
+    def request(self, source='src', requested=None, priority=0,
+                max_queued=LIMITS.queued):
+        instance = instances.create(self.db, base.make_instance(
+            host=source)).instance
+        return migrations.create(self.db, base.make_migration(
+            instance.uuid, source_host=source, requested_host=requested,
+            priority=priority), max_queued=max_queued)
+
+
+class AdmitTestCase(QueueTestCase):
+
+    def test_highest_priority_first_then_oldest(self):
+        old = self.request(source='a')
+        drain = self.request(source='b', priority=100)
+        newer = self.request(source='c')
+        self.assertEqual([drain.uuid, old.uuid, newer.uuid],
+                         queue.admit(self.db, LIMITS, 10))
+
+    def test_cloud_wide_limit(self):
+        for source in 'abcd':
+            self.request(source=source)
+        self.assertEqual(3, len(queue.admit(self.db, LIMITS, 10)))
+        self.assertEqual([], queue.admit(self.db, LIMITS, 10),
+                         "three are in flight already")
+
+    def test_per_source_limit_skips_to_the_next_source(self):
+        first, second, third = [self.request(source='a') for _ in range(3)]
+        other = self.request(source='b')
+        self.assertEqual([first.uuid, second.uuid, other.uuid],
+                         queue.admit(self.db, LIMITS, 10))
+        self.assertTrue(migrations.get(self.db, third.uuid).waiting)
+
+    def test_requested_destination_limit(self):
+        first = self.request(source='a', requested='d')
+        second = self.request(source='b', requested='d')
+        self.assertEqual([first.uuid], queue.admit(self.db, LIMITS, 10))
+        self.assertTrue(migrations.get(self.db, second.uuid).waiting)
+
+    def test_at_most_the_free_threads(self):
+        for source in 'ab':
+            self.request(source=source)
+        self.assertEqual(1, len(queue.admit(self.db, LIMITS, 1)))
+        self.assertEqual([], queue.admit(self.db, LIMITS, 0))
+
+    def test_an_ended_migration_frees_its_slot(self):
+        uuids = [self.request(source=s).uuid for s in 'abcd']
+        admitted = queue.admit(self.db, LIMITS, 10)
+        migrations.set_status(self.db, admitted[0], 'cancelled')
+        self.assertEqual([uuids[3]], queue.admit(self.db, LIMITS, 10))
+
+    def test_a_destination_tried_counts_against_its_limit(self):
+        moving = self.request(source='a')
+        queue.admit(self.db, LIMITS, 1)
+        migrations.set_dest_host(self.db, moving.uuid, 'd')
+        waiting = self.request(source='b', requested='d')
+        self.assertEqual([], queue.admit(self.db, LIMITS, 10))
+        self.assertEqual({'d'}, queue.busy_destinations(self.db, 1))
+        self.assertTrue(migrations.get(self.db, waiting.uuid).waiting)
+
+
+class EnqueueTestCase(QueueTestCase):
+
+    def test_positions_follow_the_admission_order(self):
+        low = self.request()
+        high = self.request(priority=50)
+        self.assertEqual({high.uuid: 1, low.uuid: 2}, queue.positions(self.db))
+        queue.admit(self.db, LIMITS, 1)
+        self.assertEqual({low.uuid: 1}, queue.positions(self.db))
+
+    def test_full_queue_refused_and_nothing_recorded(self):
+        for _ in range(LIMITS.queued):
+            self.request()
+        self.assertRaisesMessage(exception.MigrationQueueFull,
+                                 'max_queued_migrations is 4', self.request)
+        self.assertEqual(LIMITS.queued, len(migrations.get_all(self.db)))
+
+    def test_second_request_for_an_instance_in_flight_refused(self):
+        first = self.request()
+        again = base.make_migration(first.instance_uuid)
+        self.assertRaisesMessage(
+            exception.InstanceBusy, f'migration {first.uuid} of it is '
+            f'accepted', migrations.create, self.db, again, max_queued=10)
+
+    def test_after_the_first_ends_a_new_request_is_taken(self):
+        first = self.request()
+        migrations.set_status(self.db, first.uuid, 'cancelled')
+        again = migrations.create(self.db, base.make_migration(
+            first.instance_uuid), max_queued=10)
+        self.assertTrue(again.waiting)
+
+
+class DestinationLimitTestCase(QueueTestCase):
+
+    def test_busy_destination_refused_and_not_recorded(self):
+        moving = self.request(source='a')
+        other = self.request(source='b')
+        queue.admit(self.db, LIMITS, 10)
+        migrations.set_dest_host(self.db, moving.uuid, 'd', max_incoming=1)
+        self.assertRaisesMessage(
+            exception.DestinationBusy, 'max_incoming_migrations_per_host is 1',
+            migrations.set_dest_host, self.db, other.uuid, 'd',
+            max_incoming=1)
+        self.assertIsNone(migrations.get(self.db, other.uuid).dest_host)
+
+    def test_trying_the_same_destination_again_is_not_counted_twice(self):
+        moving = self.request(source='a')
+        queue.admit(self.db, LIMITS, 10)
+        for _ in range(2):
+            migrations.set_dest_host(self.db, moving.uuid, 'd',
+                                     max_incoming=1)
+        self.assertEqual('d', migrations.get(self.db, moving.uuid).dest_host)
+
+
+class ReleaseTestCase(QueueTestCase):
+
+    def test_only_untouched_admitted_migrations_go_back(self):
+        untouched = self.request(source='a')
+        tried = self.request(source='b')
+        queue.admit(self.db, LIMITS, 10)
+        migrations.set_dest_host(self.db, tried.uuid, 'd')
+        self.assertEqual(1, queue.release(self.db, {untouched.uuid,
+                                                    tried.uuid}))
+        self.assertEqual({untouched.uuid: 1}, queue.positions(self.db))
+        self.assertEqual(0, queue.release(self.db, set()))
