@@ -19,6 +19,7 @@ service that replaces it.
 """
 
 import logging
+import threading
 
 LOG = logging.getLogger(__name__)
 
@@ -60,8 +61,22 @@ def kill_server(svc):
         svc.periodic.stop(wait=False)
         svc.periodic = None
     if svc.rpc_server is not None:
-        svc.rpc_server.stop()
+        _drop_server(svc.rpc_server)
         svc.rpc_server = None
+
+
+def _drop_server(server):
+    """Stop a server now and let its broker consumer go once its
+    dispatched requests have died on the severed links.
+
+    A dead process's connection closes and the broker gives the messages
+    it had delivered but not processed to another consumer; a server that
+    is only stopped keeps its consumer, and the broker goes on handing it
+    messages nobody will ever process.
+    """
+    server.stop()
+    threading.Thread(target=server.wait, name='numamig-crash-cleanup',
+                     daemon=True).start()
 
 
 def crash_agent(svc):
@@ -81,7 +96,7 @@ def crash_conductor(svc):
     owner = f"conductor {svc.rpc_target.server}"
     kill_server(svc)
     if svc.agent_server is not None:
-        svc.agent_server.stop()
+        _drop_server(svc.agent_server)
         svc.agent_server = None
     svc.executor.abandon()
     manager = svc.manager

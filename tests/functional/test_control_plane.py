@@ -116,7 +116,7 @@ class QueueTest(ControlPlaneTestCase):
         self.assertEqual('cancelled', self.api.migration_abort(
             self.ctxt, maintenance.uuid).status)
         # The queue is in the database: a new conductor takes it up.
-        self.dep.crash_conductor()
+        self.dep.conductor.stop()
         self.dep.restart_conductor()
         done_drain, done_routine = self.wait_all([drain, routine])
         self.assertEqual(('completed', 'completed'),
