@@ -131,6 +131,15 @@ class ConductorManager:
         return records.set_status(self, migration_uuid, status,
                                   detail=detail, error=error, result=result)
 
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_complete(self, ctxt, migration_uuid, result=None,
+                           detail=None):
+        """``completed``, the run's result and the applied claim, in one
+        transaction (API 1.3). Idempotent: a redelivered request finds
+        the migration completed and returns it."""
+        return records.complete(self, migration_uuid, result=result,
+                                detail=detail)
+
     def migration_update_progress(self, ctxt, migration_uuid, progress):
         fields_ = {k: v for k, v in progress.items()
                    if k in migrations.PROGRESS_FIELDS}

@@ -29,6 +29,7 @@ OBJECT_VERSIONS = {
 }
 OBJECT_VERSIONS['1.1'] = dict(OBJECT_VERSIONS['1.0'])
 OBJECT_VERSIONS['1.2'] = dict(OBJECT_VERSIONS['1.1'], Migration='1.1')
+OBJECT_VERSIONS['1.3'] = dict(OBJECT_VERSIONS['1.2'])
 
 # The API version that brought claim drops limited to one host, instance
 # deletion, claim healing and host domain listing.
@@ -36,6 +37,10 @@ OPERATIONS_VERSION = '1.1'
 # The API version that brought the result of a migration's run: the
 # ``result`` of migration_set_status, and Migration 1.1 in answers.
 RESULTS_VERSION = '1.2'
+# The API version that brought the short status path of a migration:
+# migration_set_status may move queued -> running, and migration_complete
+# records completed, the result and the applied claim at once.
+SHORT_PATH_VERSION = '1.3'
 
 
 class ConductorAPI:
@@ -52,6 +57,9 @@ class ConductorAPI:
             held there); instance_delete, heal_claims and host_domains.
     * 1.2 - migration_set_status takes the run's result; answers carry
             Migration 1.1 (messages at 1.0-1.1 get Migration 1.0).
+    * 1.3 - migration_complete (completed, the run's result and the
+            applied claim in one call); migration_set_status sent at 1.3
+            may move queued -> running (no preparing step).
 
     A client that may send 1.2 sends every call at 1.2, so that answers
     carry what it reads; a conductor of an older release refuses it
@@ -59,7 +67,7 @@ class ConductorAPI:
     again at the version its arguments need, without the 1.2 ones.
     """
 
-    VERSION = '1.2'
+    VERSION = '1.3'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None):
@@ -151,6 +159,12 @@ class ConductorAPI:
     def report_compute_node(self, ctxt, report):
         return self._call(ctxt, 'report_compute_node', report=report)
 
+    def report_compute_node_cast(self, ctxt, report):
+        """Send a report without waiting (cast, API 1.0): the reports an
+        agent sends after a guest arrived or left, off every migration's
+        path; a lost one is replaced by the next periodic report."""
+        self.client.cast(ctxt, 'report_compute_node', report=report)
+
     def instance_get(self, ctxt, instance_uuid):
         return self._call(ctxt, 'instance_get', instance_uuid=instance_uuid)
 
@@ -193,6 +207,41 @@ class ConductorAPI:
         return self._call(ctxt, 'migration_set_status',
                           migration_uuid=migration_uuid, status=status,
                           detail=detail, error=error, newer_kwargs=newer)
+
+    def supports_short_path(self):
+        """Whether the cap lets the 1.3 status calls be sent at all."""
+        return self.client.can_send_version(SHORT_PATH_VERSION)
+
+    def migration_set_running(self, ctxt, migration_uuid):
+        """Move a migration queued -> running in one step (API 1.3).
+
+        :raises UnsupportedVersion: capped below 1.3, or the conductor is
+            older (it refused before recording anything): the caller
+            walks queued -> preparing -> running instead.
+        :raises InvalidStatusTransition: nothing changed then.
+        """
+        return self._send_short_path(
+            ctxt, 'migration_set_status', migration_uuid=migration_uuid,
+            status='running', detail=None, error=None)
+
+    def migration_complete(self, ctxt, migration_uuid, result=None,
+                           detail=None):
+        """Record ``completed`` with the run's result and apply the claim
+        in one call and one transaction (API 1.3); idempotent.
+
+        :raises UnsupportedVersion: capped below 1.3, or the conductor is
+            older (nothing recorded): the caller records post-migrating,
+            applies the claim and records completed, as before 1.3.
+        :raises InvalidStatusTransition: the migration ended otherwise.
+        """
+        return self._send_short_path(ctxt, 'migration_complete',
+                                     migration_uuid=migration_uuid,
+                                     result=result, detail=detail)
+
+    def _send_short_path(self, ctxt, method, **kwargs):
+        if not self.supports_short_path():
+            raise messaging.UnsupportedVersion(SHORT_PATH_VERSION)
+        return self._send(ctxt, method, SHORT_PATH_VERSION, None, **kwargs)
 
     def migration_update_progress(self, ctxt, migration_uuid, progress):
         """Record a progress sample (cast: a lost sample does not matter)."""

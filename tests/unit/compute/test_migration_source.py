@@ -204,10 +204,29 @@ class SourceMigrationTest(_SourceMigrationTestCase):
                 migration_uuid='m', current='cancelled',
                 requested='preparing', allowed='nothing'),
             mock.DEFAULT]
+        cancelled = self.migration.obj_clone()
+        cancelled.status = 'cancelled'
+        self.agent.conductor.migration_get.return_value = cancelled
         self._run()
         self.agent.compute_api.pre_live_migration.assert_not_called()
         self.agent.compute_api.drop_move_claim_at_destination.\
             assert_called_once()
+
+    def test_repeated_start_of_a_finished_migration_does_nothing(self):
+        # A redelivered cast of a migration that completed: nothing may
+        # be rolled back (the guest runs on the destination).
+        self.agent.conductor.migration_set_status.side_effect = \
+            exception.InvalidStatusTransition(
+                migration_uuid='m', current='completed',
+                requested='preparing', allowed='nothing')
+        completed = self.migration.obj_clone()
+        completed.status = 'completed'
+        self.agent.conductor.migration_get.return_value = completed
+        self._run()
+        api = self.agent.compute_api
+        api.pre_live_migration.assert_not_called()
+        api.rollback_live_migration_at_destination.assert_not_called()
+        api.drop_move_claim_at_destination.assert_not_called()
 
     def test_abort_is_refused_once_the_guest_left(self):
         job = migration_source.SourceMigration(

@@ -68,7 +68,8 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
         checks = self.compute_api.check_can_live_migrate_destination
 
         def claim_late_then_time_out(ctxt, instance, host, migration,
-                                     limits, timeout=None):
+                                     limits, timeout=None,
+                                     source_data=None):
             if checks.call_count == 1:
                 # The destination recorded its claim after the conductor
                 # stopped waiting.
