@@ -245,12 +245,18 @@ def _already_here(agent, ctxt, instance):
 def rollback_at_destination(agent, ctxt, instance, migration):
     """Undo what this host prepared: the guest copy and any claim.
 
+    A guest this host counts as its own (it arrived: the claim was
+    applied here) is never destroyed, whatever host the request's stale
+    instance names: a repeated request after the migration completed
+    must not destroy the migrated guest. Idempotent otherwise too.
+
     Dropping the claim here too is the old path: a source from the
     release before never calls drop_move_claim_at_destination. When this
     host holds a claim the source is new and asks for the drop as well
     (idempotent); when it holds none, only this old path remains.
     """
     if instance.host != agent.host and \
+            instance.uuid not in agent.tracker.instance_uuids() and \
             instance.uuid in agent.driver.list_guests():
         LOG.info("%s: removing the partial copy of instance %s "
                  "(migration %s rolled back)", agent.host, instance.uuid,

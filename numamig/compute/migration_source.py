@@ -188,6 +188,8 @@ class SourceMigration:
         self._run_started = None
         self._last_sample = None
         self.result = None
+        # The statuses this run recorded itself.
+        self._recorded = set()
 
     @property
     def numa_path(self):
@@ -199,7 +201,9 @@ class SourceMigration:
         try:
             short = self.agent.conductor.supports_short_path()
             if not short and not self._set_status(STATUS.PREPARING):
-                self._not_started()
+                if not self._driven_elsewhere():
+                    self._rollback("cancelled before it started",
+                                   aborted=True)
                 return
             dest_xml = self._prepare()
             self._check_abort()
@@ -210,7 +214,7 @@ class SourceMigration:
         except Exception as exc:
             if self.left_source:
                 self._fail_after_leaving(exc)
-            else:
+            elif not self._driven_elsewhere():
                 LOG.warning("%s: migration %s of %s failed: %s",
                             self.agent.host, self.migration.uuid,
                             self.instance.uuid, exc)
@@ -239,19 +243,31 @@ class SourceMigration:
         return self.agent.conductor.migration_set_running(
             self.ctxt, self.migration.uuid)
 
-    def _not_started(self):
-        """The migration may not start: cancelled or failed while queued
-        (roll back what the destination holds), or a redelivered cast of
-        one that already ran (leave it alone)."""
-        current = self.agent.conductor.migration_get(self.ctxt,
-                                                     self.migration.uuid)
-        if current.status in (STATUS.CANCELLED, STATUS.FAILED,
-                              STATUS.ERROR):
-            self._rollback("cancelled before it started", aborted=True)
-            return
-        LOG.info("%s: migration %s is %s; this start request is a "
-                 "duplicate and is ignored", self.agent.host,
+    def _driven_elsewhere(self):
+        """Whether another run drove this migration past where this one
+        stopped: this run came from a repeated start request (a
+        redelivered cast) and must undo nothing (the guest may run on the
+        destination by now). Asked only when this run fails or is refused
+        before it recorded ``running``.
+        """
+        if STATUS.RUNNING in self._recorded:
+            return False
+        try:
+            current = self.agent.conductor.migration_get(
+                self.ctxt, self.migration.uuid)
+        except Exception as exc:  # noqa: BLE001 - roll back as before
+            LOG.warning("%s: migration %s: status unknown (%s)",
+                        self.agent.host, self.migration.uuid, exc)
+            return False
+        moved_on = (STATUS.PREPARING, STATUS.RUNNING, STATUS.POST_MIGRATING,
+                    STATUS.COMPLETED)
+        if current.status not in moved_on or \
+                current.status in self._recorded:
+            return False
+        LOG.info("%s: migration %s is %s: this start request is a "
+                 "repeated one and is ignored", self.agent.host,
                  self.migration.uuid, current.status)
+        return True
 
     def abort(self):
         """Ask the migration to stop; it rolls back if not too late.
@@ -432,6 +448,7 @@ class SourceMigration:
         for attempt in range(1, STATUS_ATTEMPTS + 1):
             try:
                 self.migration = send(status, error=error, result=result)
+                self._recorded.add(status)
                 return True
             except exception.InvalidMigrationResult as exc:
                 # A result the record cannot hold must not cost the
@@ -445,6 +462,7 @@ class SourceMigration:
                     self.ctxt, self.migration.uuid)
                 if attempt > 1 and current.status == status:
                     self.migration = current
+                    self._recorded.add(status)
                     return True
                 LOG.warning("%s: migration %s: %s", self.agent.host,
                             self.migration.uuid, exc)

@@ -150,6 +150,17 @@ class DestinationStepsTest(base.TestCase):
                                                self.migration)
         self.agent.driver.destroy.assert_not_called()
 
+    def test_rollback_never_destroys_a_guest_that_arrived(self):
+        # A repeated rollback request names the instance as it was before
+        # the migration (on the source); the guest has arrived here.
+        arrived = self.inst.obj_clone()
+        arrived.host = cbase.HOST
+        self.agent.tracker.track_instance(arrived)
+        self.agent.driver.list_guests.return_value = {self.inst.uuid: 'g'}
+        migration_dest.rollback_at_destination(self.agent, None, self.inst,
+                                               self.migration)
+        self.agent.driver.destroy.assert_not_called()
+
     def test_drop_claim_is_idempotent(self):
         for _ in range(2):
             migration_dest.drop_claim(self.agent, None, self.inst,

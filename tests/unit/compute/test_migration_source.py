@@ -429,3 +429,31 @@ class ShortPathTest(_SourceMigrationTestCase):
         self.assertEqual(['running', 'completed'], self.statuses)
         self.agent.compute_api.rollback_live_migration_at_destination.\
             assert_not_called()
+
+    def test_repeated_start_after_completion_undoes_nothing(self):
+        # The destination no longer holds the claim (it was applied), so
+        # pre_live_migration refuses; the migration is completed.
+        self.agent.compute_api.pre_live_migration.side_effect = \
+            exception.MigrationError(reason='claim gone')
+        completed = self.migration.obj_clone()
+        completed.status = 'completed'
+        self.agent.conductor.migration_get.return_value = completed
+        self._run()
+        self.assertEqual([], self.statuses)
+        api = self.agent.compute_api
+        api.rollback_live_migration_at_destination.assert_not_called()
+        api.drop_move_claim_at_destination.assert_not_called()
+
+    def test_refused_running_of_a_cancelled_migration_rolls_back(self):
+        self.agent.conductor.migration_set_running.side_effect = \
+            exception.InvalidStatusTransition(
+                migration_uuid='m', current='cancelled', requested='running',
+                allowed='nothing')
+        cancelled = self.migration.obj_clone()
+        cancelled.status = 'cancelled'
+        self.agent.conductor.migration_get.return_value = cancelled
+        self._run()
+        api = self.agent.compute_api
+        api.rollback_live_migration_at_destination.assert_called_once()
+        api.drop_move_claim_at_destination.assert_called_once()
+        api.accept_emulated_migration.assert_not_called()
