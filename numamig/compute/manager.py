@@ -152,6 +152,10 @@ class ComputeManager:
 
     @messaging.expected_exceptions(*_EXPECTED)
     def check_can_live_migrate_source(self, ctxt, instance, dest_check_data):
+        """Confirm the guest runs here and report this host's NUMA flag;
+        asked by the conductor (API 1.3) or by a destination asked the
+        way before. Reads only: a repeated request gets the same answer.
+        """
         return migration_source.check_source(self, ctxt, instance,
                                              dest_check_data)
 
