@@ -189,14 +189,18 @@ class ComputeService(_RPCService):
     def __init__(self, host, driver, transport, names=None,
                  compute_version_cap=None, report_interval=10,
                  strategy='spread',
-                 service_version=service_obj.SERVICE_VERSION):
+                 service_version=service_obj.SERVICE_VERSION,
+                 **manager_options):
+        """:param manager_options: ComputeManager's limits (maximum
+            concurrent live migrations, unrecorded claim timeout)."""
         names = names or RPCNames()
         release = releases.for_service_version(service_version)
         manager = compute_manager.ComputeManager(
             host, driver, names.conductor_api(transport, release=release,
                                               agent=True),
             names.compute_api(transport, compute_version_cap, release),
-            strategy=strategy, service_version=service_version)
+            strategy=strategy, service_version=service_version,
+            **manager_options)
         target = messaging.Target(topic=names.compute_topic, server=host,
                                   exchange=names.exchange)
         super().__init__(transport, target, manager, release)
@@ -211,10 +215,21 @@ class ComputeService(_RPCService):
                    compute_version_cap=conf.upgrade_levels.compute,
                    report_interval=conf.report_interval,
                    strategy='pack' if packing else 'spread',
-                   service_version=service_version_from_conf(conf))
+                   service_version=service_version_from_conf(conf),
+                   max_concurrent_live_migrations=(
+                       conf.compute.max_concurrent_live_migrations),
+                   # Well past the conductor's wait for a destination.
+                   unrecorded_claim_timeout=(
+                       2 * conf.rpc_response_timeout_migration))
 
     def _endpoints(self):
         return releases.endpoints_for(self.manager, self.release)
+
+    def stop(self, graceful=True):
+        """As every service; then, when graceful, let the outgoing
+        migrations running in the manager's executor finish."""
+        super().stop(graceful)
+        self.manager.stop(wait=graceful)
 
     def start(self):
         """Wait for a conductor, reconcile, serve RPC, report once, then

@@ -4,8 +4,11 @@ A move claim is what makes NUMA-aware live migration safe: the
 destination rebuilds the guest's NUMA request from its flavor specs and
 image properties (never copying the source's pins), fits it to its own
 free resources with the scheduler's limits, holds the result in the
-resource tracker, and records it with the conductor as the instance's
-migration context BEFORE it answers, so that a crash cannot lose it.
+resource tracker, and has it recorded as the instance's migration
+context before the source may start: it returns the claim to the
+conductor, which records it (compute API 1.3), or records it through the
+conductor itself before it answers (API 1.1), so that a crash cannot
+lose it.
 
 An instance claim does the same for a guest being built here.
 """
@@ -58,11 +61,17 @@ def _fit_here(tracker, request, limits, pagesize_kb, what):
     return result.topology
 
 
-def move_claim(tracker, conductor, ctxt, instance, migration, limits):
+def move_claim(tracker, conductor, ctxt, instance, migration, limits,
+               persist=True):
     """Claim the destination's resources for a migrating instance.
 
     Idempotent per migration: a repeated request (an RPC redelivered
     after a reconnect) returns the claim already held.
+
+    :param persist: record the claim through the conductor before
+        returning (compute API 1.1). False (API 1.3): the caller returns
+        it (see ``context_of``) and the conductor records it; until the
+        records show it the tracker keeps it for a bounded time only.
 
     :returns: the MoveClaim, or None for a guest without NUMA
         characteristics (nothing specific to claim).
@@ -83,18 +92,24 @@ def move_claim(tracker, conductor, ctxt, instance, migration, limits):
         claim = resource_tracker.MoveClaim(
             instance.uuid, instance.project_id, migration.uuid, placed)
         tracker.add_claim(claim)
-    _persist(tracker, conductor, ctxt, instance, migration, claim)
+    if persist:
+        _persist(tracker, conductor, ctxt, instance, migration, claim)
     LOG.info("%s: claimed %s for instance %s (migration %s)", tracker.host,
              _describe(placed), instance.uuid, migration.uuid)
     return claim
 
 
-def _persist(tracker, conductor, ctxt, instance, migration, claim):
-    context = objects.MigrationContext(
-        instance_uuid=instance.uuid, migration_uuid=migration.uuid,
+def context_of(tracker, instance, claim):
+    """The MigrationContext that records ``claim`` (old and new topology)."""
+    return objects.MigrationContext(
+        instance_uuid=instance.uuid, migration_uuid=claim.migration_uuid,
         source_host=instance.host, dest_host=tracker.host,
         old_numa_topology=instance.get('numa_topology'),
         new_numa_topology=claim.topology)
+
+
+def _persist(tracker, conductor, ctxt, instance, migration, claim):
+    context = context_of(tracker, instance, claim)
     try:
         conductor.migration_context_set(ctxt, context)
     except Exception as exc:

@@ -7,6 +7,8 @@ only unpack arguments, mark the errors that are part of their contract
 (``expected_exceptions``: not logged as crashes) and call the flow.
 """
 
+from concurrent import futures
+import logging
 import threading
 
 import oslo_messaging as messaging
@@ -23,6 +25,12 @@ from numamig.compute import resource_tracker
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.objects import service as service_obj
 
+LOG = logging.getLogger(__name__)
+
+# Defaults of what ComputeService.from_conf takes from configuration.
+DEFAULT_MAX_CONCURRENT_LIVE_MIGRATIONS = 4
+DEFAULT_UNRECORDED_CLAIM_TIMEOUT = 120
+
 _EXPECTED = (exception.MigrationError, exception.Invalid,
              exception.NotFound, exception.ConcurrentUpdate)
 
@@ -34,7 +42,10 @@ class ComputeManager:
 
     def __init__(self, host, driver, conductor_api, compute_api,
                  strategy='spread',
-                 service_version=service_obj.SERVICE_VERSION):
+                 service_version=service_obj.SERVICE_VERSION,
+                 max_concurrent_live_migrations=(
+                     DEFAULT_MAX_CONCURRENT_LIVE_MIGRATIONS),
+                 unrecorded_claim_timeout=DEFAULT_UNRECORDED_CLAIM_TIMEOUT):
         """:param service_version: the release this agent behaves as.
 
         Below NUMA_LIVE_MIGRATION_VERSION the agent neither offers nor
@@ -43,6 +54,10 @@ class ComputeManager:
         clouds. The service gives such an agent RPC clients and a server
         of that release too.
 
+        :param max_concurrent_live_migrations: outgoing migrations run
+            at once (the executor's size); more wait in order.
+        :param unrecorded_claim_timeout: seconds a move claim the
+            conductor never recorded is kept (see ResourceTracker).
         :raises InvalidConfiguration: unknown service version.
         """
         self.host = host
@@ -56,9 +71,18 @@ class ComputeManager:
             self.target = messaging.Target(
                 version=self.release.compute_api_version)
         self.tracker = resource_tracker.ResourceTracker(
-            host, driver, conductor_api, strategy=strategy)
+            host, driver, conductor_api, strategy=strategy,
+            unrecorded_claim_timeout=unrecorded_claim_timeout)
+        self.reporter = report.BackgroundReporter(self)
         self._outgoing = {}
         self._outgoing_lock = threading.Lock()
+        # Outgoing migrations run here, never in an RPC server thread: a
+        # migration lasts minutes, and a pool that waits for it cannot
+        # serve the calls (abort, a peer's check) it needs meanwhile.
+        self.max_concurrent_live_migrations = max_concurrent_live_migrations
+        self._migrations = futures.ThreadPoolExecutor(
+            max_workers=max_concurrent_live_migrations,
+            thread_name_prefix=f'numamig-compute-{host}-migration')
 
     # -- lifecycle (called by the service, not over RPC) -------------------
 
@@ -67,6 +91,12 @@ class ComputeManager:
         self.driver.init_host(self.host)
         self.tracker.start(ctxt)
         reconcile.reconcile_host(self, ctxt)
+
+    def stop(self, wait=False):
+        """Stop reporting in the background and take no new migrations;
+        ``wait``: let the running ones finish first."""
+        self.reporter.stop()
+        self._migrations.shutdown(wait=wait)
 
     def periodic_tasks(self, ctxt):
         """Finish interrupted outgoing migrations, recompute usage from
@@ -83,10 +113,11 @@ class ComputeManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def check_can_live_migrate_destination(self, ctxt, instance, source_host,
                                            migration_uuid, migration=None,
-                                           limits=None):
+                                           limits=None, source_data=None):
+        """Check and claim; idempotent (see migration_dest)."""
         return migration_dest.check_destination(
             self, ctxt, instance, source_host, migration_uuid,
-            migration=migration, limits=limits)
+            migration=migration, limits=limits, source_data=source_data)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def pre_live_migration(self, ctxt, instance, migrate_data):
@@ -100,9 +131,12 @@ class ComputeManager:
                                               migration, dest_xml)
 
     @messaging.expected_exceptions(*_EXPECTED)
-    def post_live_migration_at_destination(self, ctxt, instance, migration):
-        return migration_dest.post_at_destination(self, ctxt, instance,
-                                                  migration)
+    def post_live_migration_at_destination(self, ctxt, instance, migration,
+                                           records_by_source=False):
+        """Adopt the arrived guest; idempotent (see migration_dest)."""
+        return migration_dest.post_at_destination(
+            self, ctxt, instance, migration,
+            records_by_source=records_by_source)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def rollback_live_migration_at_destination(self, ctxt, instance,
@@ -118,19 +152,48 @@ class ComputeManager:
 
     @messaging.expected_exceptions(*_EXPECTED)
     def check_can_live_migrate_source(self, ctxt, instance, dest_check_data):
+        """Confirm the guest runs here and report this host's NUMA flag;
+        asked by the conductor (API 1.3) or by a destination asked the
+        way before. Reads only: a repeated request gets the same answer.
+        """
         return migration_source.check_source(self, ctxt, instance,
                                              dest_check_data)
 
     def live_migration(self, ctxt, instance, migration, migrate_data):
+        """Start an outgoing migration (cast): hand it to the migration
+        executor and return at once.
+
+        Idempotent under redelivery: a migration this agent already runs
+        or waits to run is not taken twice, and one that ran already
+        finds its status moved on and does nothing (SourceMigration).
+        """
         job = migration_source.SourceMigration(self, ctxt, instance,
                                                migration, migrate_data)
         with self._outgoing_lock:
+            if migration.uuid in self._outgoing:
+                LOG.info("%s: migration %s is already running here; the "
+                         "repeated start request is ignored", self.host,
+                         migration.uuid)
+                return
+            # Registered before it can move past queued, as
+            # reconcile_outgoing requires.
             self._outgoing[migration.uuid] = job
+        try:
+            self._migrations.submit(self._run_outgoing, job)
+        except RuntimeError:
+            # Shut down: nothing ran; the conductor fails it once it
+            # stayed queued too long, and the restarted agent is free.
+            with self._outgoing_lock:
+                self._outgoing.pop(migration.uuid, None)
+            LOG.error("%s: migration %s not started: the agent is "
+                      "stopping", self.host, migration.uuid)
+
+    def _run_outgoing(self, job):
         try:
             job.run()
         finally:
             with self._outgoing_lock:
-                self._outgoing.pop(migration.uuid, None)
+                self._outgoing.pop(job.migration.uuid, None)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_abort(self, ctxt, instance, migration):

@@ -32,8 +32,18 @@ LOG = logging.getLogger(__name__)
 
 
 def check_destination(agent, ctxt, instance, source_host, migration_uuid,
-                      migration=None, limits=None):
+                      migration=None, limits=None, source_data=None):
     """Check this host can take the guest; claim it on the NUMA path.
+
+    :param source_data: the source's answer to its check, which the
+        conductor asked first (compute API 1.3). This host then calls no
+        other agent, so agents' RPC pools never wait on each other, and
+        returns its claim (``migration_context``) for the conductor to
+        record with the ``queued`` status. None (an older conductor, or a
+        cap): this host asks the source and records the claim itself.
+
+    Idempotent: asked twice for the same migration (a redelivered
+    request), it returns the claim it already holds.
 
     :returns: LiveMigrateData, with dst_numa_info when claimed.
     :raises MigrationPreCheckError: this host cannot take the guest;
@@ -42,6 +52,10 @@ def check_destination(agent, ctxt, instance, source_host, migration_uuid,
     _check_not_here(agent, instance)
     dest_check_data = _dest_check_data(agent, instance, source_host,
                                        migration_uuid, migration)
+    if source_data is not None:
+        return _check_with_source_answer(agent, ctxt, instance, migration,
+                                         limits, dest_check_data,
+                                         source_data)
     migrate_data = agent.compute_api.check_can_live_migrate_source(
         ctxt, instance, dest_check_data)
     if migration is None:
@@ -67,6 +81,36 @@ def check_destination(agent, ctxt, instance, source_host, migration_uuid,
         except Exception:
             drop_claim(agent, ctxt, instance, migration.uuid)
             raise
+    return migrate_data
+
+
+def _check_with_source_answer(agent, ctxt, instance, migration, limits,
+                              dest_check_data, source_data):
+    """API 1.3: combine the source's answer with this host's; claim
+    without recording, and return the claim to the conductor."""
+    migrate_data = dest_check_data.obj_clone()
+    migrate_data.src_supports_numa_live_migration = bool(
+        source_data.get('src_supports_numa_live_migration'))
+    if not (migrate_data.src_supports_numa_live_migration and
+            dest_check_data.dst_supports_numa_live_migration):
+        _log_no_offer(agent, migration.uuid,
+                      f"source {source_data.source_host} cannot take part "
+                      f"(older release, or capped below "
+                      f"{compute_rpcapi.NUMA_LIVE_MIGRATION_VERSION})")
+        # In the version the source spoke: the conductor casts it on.
+        return releases.backported(migrate_data, source_data.VERSION)
+    claim = claims.move_claim(agent.tracker, agent.conductor, ctxt,
+                              instance, migration, limits, persist=False)
+    if claim is None:
+        return migrate_data
+    try:
+        migrate_data.dst_numa_info = agent.driver.build_migrate_info(
+            claim.topology, agent.tracker.usage_topology())
+    except Exception:
+        agent.tracker.drop_move_claim(migration.uuid)
+        raise
+    migrate_data.migration_context = claims.context_of(agent.tracker,
+                                                       instance, claim)
     return migrate_data
 
 
@@ -130,19 +174,29 @@ def accept_emulated(agent, ctxt, instance, migration, dest_xml):
     return result.as_dict() if result is not None else None
 
 
-def post_at_destination(agent, ctxt, instance, migration):
+def post_at_destination(agent, ctxt, instance, migration,
+                        records_by_source=False):
     """The guest runs here now: make it this host's instance.
 
     With a claim, the migration context is applied (the claimed topology
-    becomes the instance's). Without one (the old path) the placement is
-    read back from the guest's XML, as the release before did.
+    becomes the instance's): in this host's tracker only when
+    ``records_by_source`` (API 1.3: the source records it applied with
+    ``completed``, in one conductor call), else in the records too.
+    Without one (the old path) the placement is read back from the
+    guest's XML, as the release before did.
 
-    Idempotent: when the records already place the instance here (a
+    Idempotent: when the tracker already counts the guest here (a
+    redelivered request), or the records already place it here (a
     reconciliation completed it first), it is only counted here.
 
     :returns: the updated Instance.
     """
-    if agent.tracker.get_claim(migration.uuid) is not None:
+    claim = agent.tracker.get_claim(migration.uuid)
+    if records_by_source:
+        counted = _counted_here(agent, instance, migration, claim)
+        if counted is not None:
+            return counted
+    if claim is not None:
         updated = agent.conductor.migration_context_apply(
             ctxt, instance.uuid, migration.uuid)
         agent.tracker.apply_move_claim(migration.uuid, updated)
@@ -158,8 +212,28 @@ def post_at_destination(agent, ctxt, instance, migration):
     LOG.info("%s: instance %s arrived (migration %s)", agent.host,
              instance.uuid, migration.uuid)
     if agent.numa_live_migration:
-        report.send_now(agent, ctxt, f"the arrival of {instance.uuid}")
+        report.request(agent, f"the arrival of {instance.uuid}")
     return updated
+
+
+def _counted_here(agent, instance, migration, claim):
+    """Count an arrived guest from its claim, without the records.
+
+    :returns: the Instance as now counted here, or None when neither a
+        claim nor an earlier arrival tells its placement here.
+    """
+    if claim is None:
+        return next((i for i in agent.tracker.instances()
+                     if i.uuid == instance.uuid), None)
+    arrived = instance.obj_clone()
+    arrived.host = agent.host
+    arrived.numa_topology = claim.topology
+    arrived.migration_context = None
+    agent.tracker.apply_move_claim(migration.uuid, arrived)
+    LOG.info("%s: instance %s arrived (migration %s); the source records "
+             "it", agent.host, instance.uuid, migration.uuid)
+    report.request(agent, f"the arrival of {instance.uuid}")
+    return arrived
 
 
 def _already_here(agent, ctxt, instance):
@@ -171,12 +245,18 @@ def _already_here(agent, ctxt, instance):
 def rollback_at_destination(agent, ctxt, instance, migration):
     """Undo what this host prepared: the guest copy and any claim.
 
+    A guest this host counts as its own (it arrived: the claim was
+    applied here) is never destroyed, whatever host the request's stale
+    instance names: a repeated request after the migration completed
+    must not destroy the migrated guest. Idempotent otherwise too.
+
     Dropping the claim here too is the old path: a source from the
     release before never calls drop_move_claim_at_destination. When this
     host holds a claim the source is new and asks for the drop as well
     (idempotent); when it holds none, only this old path remains.
     """
     if instance.host != agent.host and \
+            instance.uuid not in agent.tracker.instance_uuids() and \
             instance.uuid in agent.driver.list_guests():
         LOG.info("%s: removing the partial copy of instance %s "
                  "(migration %s rolled back)", agent.host, instance.uuid,
@@ -204,5 +284,4 @@ def drop_claim(agent, ctxt, instance, migration_uuid):
                                            migration_uuid,
                                            dest_host=agent.host)
     if dropped is not None:
-        report.send_now(agent, ctxt, f"dropping the claim of "
-                                     f"{migration_uuid}")
+        report.request(agent, f"dropping the claim of {migration_uuid}")

@@ -1,30 +1,39 @@
 """The source's side of a live migration: prepare, migrate, converge.
 
 The conductor casts ``live_migration`` to the source once a destination
-holds a claim. The source then walks the statuses preparing -> running ->
-post-migrating -> completed, recording each through the conductor:
+holds a recorded claim; the agent runs it in its bounded migration
+executor (the cast's RPC thread returns at once). The source then
+records, through the conductor, as few status changes as the conductor
+allows:
 
-* preparing: the destination's pre_live_migration; the domain XML the
+* with conductor API 1.3: ``running`` once the destination's
+  pre_live_migration answered, and ``completed`` with the run's result
+  and the claim applied, in one call and one transaction, once the
+  destination counts the guest (post_live_migration_at_destination with
+  records_by_source);
+* with an older (or capped) conductor, the walk before 1.3: preparing ->
+  running -> post-migrating (with the run's result; the destination
+  applies the claim) -> completed.
+
+What each step does:
+
+* prepare: the destination's pre_live_migration; the domain XML the
   destination should run is built, with the NUMA parts rewritten from
   ``dst_numa_info`` when the destination sent it;
-* running: the hypervisor migrates (progress goes into the Migration
-  record), or, where it cannot (libvirt test driver), the destination
+* run: the hypervisor migrates (progress goes into the Migration record
+  by cast), or, where it cannot (libvirt test driver), the destination
   defines the XML and the source then forgets the guest (EMULATED);
-* post-migrating: the destination adopts the guest (its claim becomes
-  the instance's usage) and the source drops the guest's usage.
-
-The result of the run (how long it took, the guest's downtime, whether
-it was emulated or forced to converge) goes to the conductor with the
-status change that follows it: ``post-migrating`` after a run that
-moved the guest, the final status after one that failed partway (then
-only what the source measured itself: its length and the last progress
-sample).
+* converge: the destination adopts the guest (its claim becomes the
+  instance's usage) and the source drops the guest's usage.
 
 Before the guest has left the source, any failure rolls back: the
 destination drops what it prepared and claimed, the guest keeps running
 here with its old placement, and the migration ends ``failed`` (or
 ``cancelled`` after an abort). After that point nothing is undone: the
-migration ends ``error`` and the next reconciliation sorts it out.
+destination's and the conductor's answers are waited for again (their
+requests are idempotent), then the migration ends ``error`` and the next
+reconciliation sorts it out; a crash of any service then still ends
+``completed`` (see reconcile.py).
 """
 
 import logging
@@ -67,8 +76,103 @@ def check_source(agent, ctxt, instance, dest_check_data):
     return releases.backported(migrate_data, dest_check_data.VERSION)
 
 
+def complete(agent, ctxt, instance, migration, result=None,
+             drop_usage=True, detail=None):
+    """Make the destination count the guest and record ``completed``.
+
+    With conductor API 1.3: the destination only counts the guest, and
+    ``completed``, ``result`` and the applied claim are one conductor
+    call. Otherwise (or when the conductor turns out older): the walk of
+    before, post-migrating with the result, the claim applied, completed.
+    Every step is idempotent, so the source's run and a reconciliation
+    (or a step sent again after a lost answer) may repeat it.
+
+    :param drop_usage: stop counting the guest here (False: left to the
+        next usage recompute, as the release before did).
+    :param detail: why, for the status history (default: the result).
+    :returns: the Migration as recorded.
+    :raises InvalidStatusTransition: it ended otherwise meanwhile.
+    """
+    conductor = agent.conductor
+    short = conductor.supports_short_path()
+    if not short:
+        migration = _advance(agent, ctxt, migration,
+                             STATUS.POST_MIGRATING, result)
+        result = None
+    _at_destination(agent, ctxt, instance, migration, short)
+    if drop_usage:
+        agent.tracker.drop_instance(instance.uuid)
+    if short:
+        try:
+            return _retried(
+                agent, migration, 'completing it',
+                lambda: conductor.migration_complete(
+                    ctxt, migration.uuid, result=result, detail=detail))
+        except messaging.UnsupportedVersion:
+            LOG.info("%s: the conductor does not serve API 1.3; "
+                     "migration %s completed in three steps", agent.host,
+                     migration.uuid)
+        migration = _advance(agent, ctxt, migration,
+                             STATUS.POST_MIGRATING, result)
+        _apply_claim(conductor, ctxt, instance, migration)
+    return _advance(agent, ctxt, migration, STATUS.COMPLETED,
+                    detail=detail)
+
+
+def _advance(agent, ctxt, migration, status, result=None, detail=None):
+    """Record ``status``; a migration already there counts as done."""
+    conductor = agent.conductor
+    if migration.status == status:
+        return migration
+    try:
+        return _retried(
+            agent, migration, f"recording {status}",
+            lambda: conductor.migration_set_status(
+                ctxt, migration.uuid, status, result=result, detail=detail))
+    except exception.InvalidStatusTransition:
+        current = conductor.migration_get(ctxt, migration.uuid)
+        if current.status != status:
+            raise
+        return current
+
+
+def _at_destination(agent, ctxt, instance, migration, records_by_source):
+    """post_live_migration_at_destination (idempotent: a restarted
+    destination answers the repeated request)."""
+    return _retried(
+        agent, migration, f"from destination {migration.dest_host}",
+        lambda: agent.compute_api.post_live_migration_at_destination(
+            ctxt, instance, migration, records_by_source=records_by_source))
+
+
+def _retried(agent, migration, what, send):
+    """``send()``, sent again while unanswered, STATUS_ATTEMPTS times in
+    all: every request of the completion is idempotent, and the service
+    that lost the answer (a dead conductor worker or agent) is replaced.
+    """
+    for attempt in range(1, STATUS_ATTEMPTS + 1):
+        try:
+            return send()
+        except messaging.MessagingTimeout:
+            if attempt == STATUS_ATTEMPTS:
+                raise
+            LOG.warning("%s: migration %s: no answer %s (attempt %d); "
+                        "asking again", agent.host, migration.uuid, what,
+                        attempt)
+
+
+def _apply_claim(conductor, ctxt, instance, migration):
+    """Apply the claim in the records, as a destination of before 1.3
+    did; none held (the old path, or applied already) is fine."""
+    try:
+        conductor.migration_context_apply(ctxt, instance.uuid,
+                                          migration.uuid)
+    except exception.MigrationContextConflict:
+        pass
+
+
 class SourceMigration:
-    """One outgoing live migration, run in the thread of the cast."""
+    """One outgoing live migration, run in the agent's migration executor."""
 
     def __init__(self, agent, ctxt, instance, migration, migrate_data):
         self.agent = agent
@@ -84,6 +188,8 @@ class SourceMigration:
         self._run_started = None
         self._last_sample = None
         self.result = None
+        # The statuses this run recorded itself.
+        self._recorded = set()
 
     @property
     def numa_path(self):
@@ -93,19 +199,22 @@ class SourceMigration:
     def run(self):
         """Carry out the migration; never raises (the caller is a cast)."""
         try:
-            if not self._set_status(STATUS.PREPARING):
-                self._rollback("cancelled before it started", aborted=True)
+            short = self.agent.conductor.supports_short_path()
+            if not short and not self._set_status(STATUS.PREPARING):
+                if not self._driven_elsewhere():
+                    self._rollback("cancelled before it started",
+                                   aborted=True)
                 return
             dest_xml = self._prepare()
             self._check_abort()
-            if not self._set_status(STATUS.RUNNING):
+            if not self._record_running(short):
                 self.abort_requested.set()
                 self._check_abort()
             self._migrate(dest_xml)
         except Exception as exc:
             if self.left_source:
                 self._fail_after_leaving(exc)
-            else:
+            elif not self._driven_elsewhere():
                 LOG.warning("%s: migration %s of %s failed: %s",
                             self.agent.host, self.migration.uuid,
                             self.instance.uuid, exc)
@@ -115,6 +224,50 @@ class SourceMigration:
             self._post()
         except Exception as exc:
             self._fail_after_leaving(exc)
+
+    def _record_running(self, short):
+        """queued -> running in one step where the conductor can (1.3)."""
+        if short:
+            try:
+                return self._set_status(STATUS.RUNNING,
+                                        send=self._send_running)
+            except messaging.UnsupportedVersion:
+                LOG.info("%s: the conductor does not serve API 1.3; "
+                         "migration %s records preparing first",
+                         self.agent.host, self.migration.uuid)
+            if not self._set_status(STATUS.PREPARING):
+                return False
+        return self._set_status(STATUS.RUNNING)
+
+    def _send_running(self, status, error=None, result=None):
+        return self.agent.conductor.migration_set_running(
+            self.ctxt, self.migration.uuid)
+
+    def _driven_elsewhere(self):
+        """Whether another run drove this migration past where this one
+        stopped: this run came from a repeated start request (a
+        redelivered cast) and must undo nothing (the guest may run on the
+        destination by now). Asked only when this run fails or is refused
+        before it recorded ``running``.
+        """
+        if STATUS.RUNNING in self._recorded:
+            return False
+        try:
+            current = self.agent.conductor.migration_get(
+                self.ctxt, self.migration.uuid)
+        except Exception as exc:  # noqa: BLE001 - roll back as before
+            LOG.warning("%s: migration %s: status unknown (%s)",
+                        self.agent.host, self.migration.uuid, exc)
+            return False
+        moved_on = (STATUS.PREPARING, STATUS.RUNNING, STATUS.POST_MIGRATING,
+                    STATUS.COMPLETED)
+        if current.status not in moved_on or \
+                current.status in self._recorded:
+            return False
+        LOG.info("%s: migration %s is %s: this start request is a "
+                 "repeated one and is ignored", self.agent.host,
+                 self.migration.uuid, current.status)
+        return True
 
     def abort(self):
         """Ask the migration to stop; it rolls back if not too late.
@@ -210,24 +363,33 @@ class SourceMigration:
 
     def _post(self):
         agent = self.agent
-        self._set_status(STATUS.POST_MIGRATING, result=self.result)
-        agent.compute_api.post_live_migration_at_destination(
-            self.ctxt, self.instance, self.migration)
-        if self.numa_path:
-            agent.tracker.drop_instance(self.instance.uuid)
-            report.send_now(agent, self.ctxt,
-                            f"the departure of {self.instance.uuid}")
-        elif agent.numa_live_migration:
+        if not self.numa_path and agent.numa_live_migration:
             # The periodic recompute drops it once the records say the
             # instance lives elsewhere, as the release before relied on.
             releases.log_old_path(
                 agent.host, self.migration.uuid,
                 releases.OLD_PATH_SOURCE_DROP,
                 "left to the next usage recompute")
-        self._set_status(STATUS.COMPLETED)
+        self.migration = self._complete_recorded()
+        if self.numa_path:
+            report.request(agent, f"the departure of {self.instance.uuid}")
         LOG.info("%s: migration %s of %s to %s completed", agent.host,
                  self.migration.uuid, self.instance.uuid,
                  self.migration.dest_host)
+
+    def _complete_recorded(self):
+        """``complete`` (whose steps are each asked again while
+        unanswered); a result the record cannot hold must not cost the
+        completion."""
+        try:
+            return complete(self.agent, self.ctxt, self.instance,
+                            self.migration, result=self.result,
+                            drop_usage=self.numa_path)
+        except exception.InvalidMigrationResult as exc:
+            LOG.error("%s: %s; completing without it", self.agent.host, exc)
+            self.result = None
+        return complete(self.agent, self.ctxt, self.instance,
+                        self.migration, drop_usage=self.numa_path)
 
     def _rollback(self, reason, aborted):
         agent = self.agent
@@ -272,19 +434,21 @@ class SourceMigration:
                                              f"{self.agent.host}: {exc}",
                          result=self.result)
 
-    def _set_status(self, status, error=None, result=None):
+    def _set_status(self, status, error=None, result=None, send=None):
         """Record a status (with the run's ``result`` if given); False if
         the migration may not move there.
 
         A request whose answer times out is sent again: if the first one
         was recorded before its conductor worker died, the migration is
         already in ``status``, which counts as done.
+
+        :param send: how to send it (default: migration_set_status).
         """
+        send = send or self._send_status
         for attempt in range(1, STATUS_ATTEMPTS + 1):
             try:
-                self.migration = self.agent.conductor.migration_set_status(
-                    self.ctxt, self.migration.uuid, status, error=error,
-                    result=result)
+                self.migration = send(status, error=error, result=result)
+                self._recorded.add(status)
                 return True
             except exception.InvalidMigrationResult as exc:
                 # A result the record cannot hold must not cost the
@@ -298,6 +462,7 @@ class SourceMigration:
                     self.ctxt, self.migration.uuid)
                 if attempt > 1 and current.status == status:
                     self.migration = current
+                    self._recorded.add(status)
                     return True
                 LOG.warning("%s: migration %s: %s", self.agent.host,
                             self.migration.uuid, exc)
@@ -310,3 +475,8 @@ class SourceMigration:
                             self.agent.host, self.migration.uuid, status,
                             attempt)
         return False
+
+    def _send_status(self, status, error=None, result=None):
+        return self.agent.conductor.migration_set_status(
+            self.ctxt, self.migration.uuid, status, error=error,
+            result=result)

@@ -7,7 +7,10 @@ migrations and ends them according to where the guest is now:
 * as source, a migration it was running (preparing, running,
   post-migrating) with the guest still here rolls back (the destination
   drops its claim and copy, the migration ends ``failed``); with the
-  guest gone it completes the post-migration steps. A ``queued`` one is
+  guest gone it completes the post-migration steps the way the source's
+  run does (migration_source.complete: with conductor API 1.3, the
+  destination counts the guest and ``completed`` is recorded with the
+  claim applied in one call). A ``queued`` one is
   left alone: its start request may still wait in the broker for this
   agent, and the conductor ends it if it never comes;
 * as destination, a ``post-migrating`` one whose guest runs here is
@@ -22,6 +25,7 @@ Everything it changes is logged.
 import logging
 
 from numamig import exception
+from numamig.compute import migration_source
 from numamig.compute import report
 from numamig.objects import fields
 
@@ -118,15 +122,10 @@ def _end_interrupted(agent, ctxt, migration, guests):
                          f"back, the guest stays on the source")
         return (f"migration {migration.uuid} of {instance.uuid} rolled "
                 f"back (interrupted while {migration.status})")
-    if migration.status != STATUS.POST_MIGRATING:
-        agent.conductor.migration_set_status(
-            ctxt, migration.uuid, STATUS.POST_MIGRATING,
-            detail=f"resumed by {agent.host} after an interruption")
-    api.post_live_migration_at_destination(ctxt, instance, migration)
-    if agent.tracker.drop_instance(instance.uuid):
-        report.send_now(agent, ctxt, f"the departure of {instance.uuid}")
-    _set_final(agent, ctxt, migration, STATUS.COMPLETED,
-               detail=f"completed by {agent.host} after an interruption")
+    migration_source.complete(
+        agent, ctxt, instance, migration,
+        detail=f"completed by {agent.host} after an interruption")
+    report.request(agent, f"the departure of {instance.uuid}")
     return (f"migration {migration.uuid} of {instance.uuid} completed "
             f"(the guest had left before the interruption)")
 

@@ -8,13 +8,19 @@ for the placements it reserved.
 """
 
 import logging
+import threading
 
 from oslo_utils import timeutils
 
+from numamig import context as nm_context
 from numamig import objects
 from numamig.scheduler import fingerprint
 
 LOG = logging.getLogger(__name__)
+
+# How long the background reporter's thread waits for a request before it
+# checks whether it was stopped (it exits when stopped, never polls work).
+_IDLE_WAIT_S = 5.0
 
 
 def build(agent):
@@ -44,3 +50,79 @@ def send_now(agent, ctxt, why):
         agent.report(ctxt)
     except Exception as exc:  # noqa: BLE001 - advisory, logged
         LOG.warning("%s: report after %s failed: %s", agent.host, why, exc)
+
+
+def request(agent, why):
+    """Ask for a report soon, off the caller's path (see BackgroundReporter).
+
+    Migration steps call this after a guest arrived, left or lost its
+    claim here, so that no report (a conductor round trip, and a database
+    write there) sits on a migration's critical path.
+    """
+    agent.reporter.request(why)
+
+
+class BackgroundReporter:
+    """Send a report after each burst of requests, in a thread of its own.
+
+    Requests made while a report is pending or being built are coalesced
+    into the next single report: ten guests arriving at once cost one or
+    two reports, not ten. The report is a cast (the sender waits for no
+    answer and no pool); one that is lost is replaced by the next
+    periodic report. The thread starts on the first request and ends
+    when stopped.
+    """
+
+    def __init__(self, agent):
+        self._agent = agent
+        self._wanted = threading.Event()
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._reasons = []
+        self._thread = None
+        self.sent = 0
+
+    def request(self, why):
+        with self._lock:
+            self._reasons.append(why)
+            if self._thread is None and not self._stopped.is_set():
+                self._thread = threading.Thread(
+                    target=self._run, daemon=True,
+                    name=f'numamig-compute-{self._agent.host}-reporter')
+                self._thread.start()
+        self._wanted.set()
+
+    def stop(self, timeout=5.0):
+        """End the thread; a report being sent is finished first."""
+        self._stopped.set()
+        self._wanted.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _run(self):
+        ctxt = nm_context.get_admin_context()
+        while not self._stopped.is_set():
+            if not self._wanted.wait(_IDLE_WAIT_S):
+                continue
+            self._wanted.clear()
+            with self._lock:
+                reasons, self._reasons = self._reasons, []
+            if self._stopped.is_set() or not reasons:
+                continue
+            try:
+                self._send(ctxt, reasons)
+            except BaseException as exc:  # noqa: BLE001 - a dead agent
+                # (numamig.crash) ends its reporter with it.
+                LOG.debug("%s: reporter stopped: %s", self._agent.host, exc)
+                return
+
+    def _send(self, ctxt, reasons):
+        try:
+            self._agent.conductor.report_compute_node_cast(
+                ctxt, build(self._agent))
+            self.sent += 1
+        except Exception as exc:  # noqa: BLE001 - advisory, logged
+            LOG.warning("%s: report after %s failed: %s", self._agent.host,
+                        '; '.join(reasons), exc)

@@ -8,13 +8,28 @@ periodically, and serialises every claim under one lock so that two
 claims can never take the same pCPU or page.
 
 A periodic recompute never drops a claim an in-progress migration holds:
-claims not yet persisted are kept, claims the records still show are
-kept, and a recompute whose records were read before a concurrent
-explicit change is discarded instead of undoing that change.
+claims the records still show are kept, claims not yet recorded are kept
+for ``unrecorded_claim_timeout`` seconds after they were taken, and a
+recompute whose records were read before a concurrent explicit change is
+discarded instead of undoing that change.
+
+Why a bound on unrecorded claims: with compute API 1.3 the destination
+returns its claim and the conductor records it (with ``queued``). A
+conductor that dies in between never records it and never tells this
+host: the claim would hold pCPUs and pages forever. The destination does
+not ask the records about each such claim (one more call per claim and
+recompute); it drops any claim the records do not show once it is older
+than the bound, which is set well above the conductor's wait for the
+destination's answer (2 x rpc_response_timeout_migration), after which a
+conductor that is still alive has recorded the claim or dropped it
+itself. Dropping is safe even if the records show it later: the source's
+pre_live_migration finds no claim here and the migration rolls back, and
+a recompute that then reads the claim in the records recovers it.
 """
 
 import logging
 import threading
+import time
 
 from numamig import exception
 from numamig.numa import usage
@@ -31,7 +46,7 @@ class MoveClaim:
     """
 
     __slots__ = ('instance_uuid', 'project_id', 'migration_uuid',
-                 'topology', 'persisted')
+                 'topology', 'persisted', 'taken_at')
 
     def __init__(self, instance_uuid, project_id, migration_uuid, topology,
                  persisted=False):
@@ -40,6 +55,9 @@ class MoveClaim:
         self.migration_uuid = migration_uuid
         self.topology = topology
         self.persisted = persisted
+        # time.monotonic() when taken: bounds how long it may stay
+        # unrecorded.
+        self.taken_at = time.monotonic()
 
     def __repr__(self):
         return (f"MoveClaim(instance={self.instance_uuid}, "
@@ -50,9 +68,15 @@ class MoveClaim:
 class ResourceTracker:
     """Usage of one host: its instances and the move claims it holds."""
 
-    def __init__(self, host, driver, conductor_api, strategy='spread'):
-        """:param strategy: 'spread' or 'pack', handed to every fit."""
+    def __init__(self, host, driver, conductor_api, strategy='spread',
+                 unrecorded_claim_timeout=120):
+        """:param strategy: 'spread' or 'pack', handed to every fit.
+
+        :param unrecorded_claim_timeout: seconds a claim the records do
+            not show is kept by the recompute (see the module docstring).
+        """
         self.host = host
+        self.unrecorded_claim_timeout = unrecorded_claim_timeout
         self.driver = driver
         self.conductor = conductor_api
         self.strategy = strategy
@@ -222,12 +246,22 @@ class ResourceTracker:
             recorded[ctx.migration_uuid] = MoveClaim(
                 instance.uuid, instance.project_id, ctx.migration_uuid,
                 ctx.new_numa_topology, persisted=True)
+        now = time.monotonic()
         for uuid, claim in self._claims.items():
             if uuid in recorded:
                 continue
             if not claim.persisted:
-                # Being persisted right now: the records cannot show it yet.
-                recorded[uuid] = claim
+                age = now - claim.taken_at
+                if age < self.unrecorded_claim_timeout:
+                    # Being recorded right now: the records cannot show
+                    # it yet.
+                    recorded[uuid] = claim
+                    continue
+                LOG.warning("%s: released the claim of migration %s "
+                            "(instance %s): not recorded %.0f s after it "
+                            "was taken (limit %s s)", self.host, uuid,
+                            claim.instance_uuid, age,
+                            self.unrecorded_claim_timeout)
             else:
                 LOG.warning("%s: released the claim of migration %s "
                             "(instance %s): its records no longer hold it",

@@ -57,11 +57,18 @@ _BASE_OBJECTS = {
 # The API version that brought list_domains and delete_instance.
 OPERATIONS_VERSION = '1.2'
 
+# The API version that brought the conductor-driven checks: the conductor
+# asks the source, then the destination with the source's answer (which
+# then never calls another agent) and records the claim the destination
+# returns; the source records the claim applied with ``completed``.
+CONDUCTOR_CHECKS_VERSION = '1.3'
+
 # API version -> the object versions a receiver of that version reads.
 OBJECT_VERSIONS = {
     '1.0': dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
     '1.1': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
     '1.2': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
+    '1.3': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
 }
 
 
@@ -86,9 +93,16 @@ class ComputeAPI:
             ``*_supports_numa_live_migration`` flags).
     * 1.2 - list_domains (every domain with its live and persistent XML,
             for audits) and delete_instance.
+    * 1.3 - check_can_live_migrate_destination takes the source's answer
+            (source_data): the conductor asks the source first, the
+            destination calls no other agent and returns its claim in
+            LiveMigrateData 1.2 (migration_context) for the conductor to
+            record; post_live_migration_at_destination takes
+            records_by_source (the source records the claim applied
+            with ``completed``: the destination only counts the guest).
     """
 
-    VERSION = '1.2'
+    VERSION = '1.3'
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
                  exchange=None, release_objects=None):
@@ -119,6 +133,10 @@ class ComputeAPI:
         """A client capped by ``[upgrade_levels] compute``."""
         return cls(transport, version_cap=conf.upgrade_levels.compute,
                    **kwargs)
+
+    def supports_conductor_checks(self):
+        """Whether this client may send the API 1.3 check and post calls."""
+        return self.client.can_send_version(CONDUCTOR_CHECKS_VERSION)
 
     def supports_numa_live_migration(self):
         """Whether this client may send the NUMA-aware live migration API."""
@@ -152,17 +170,36 @@ class ComputeAPI:
     # -- live migration, destination side ---------------------------------
 
     def check_can_live_migrate_destination(self, ctxt, instance, dest_host,
-                                           migration, limits, timeout=None):
+                                           migration, limits, timeout=None,
+                                           source_data=None):
         """Ask ``dest_host`` to check, claim and describe its placement.
 
-        With a 1.0 cap the claim parameters are not sent: the destination
-        then neither claims nor offers NUMA-aware live migration.
+        With ``source_data`` (the source's answer to
+        check_can_live_migrate_source) the call goes at API 1.3: the
+        destination calls no other agent and returns its claim instead of
+        recording it. A destination refusing 1.3 is asked the 1.1 way
+        and asks the source itself. With a 1.0 cap the claim parameters
+        are not sent: the destination then neither claims nor offers
+        NUMA-aware live migration.
 
-        :returns: LiveMigrateData (dst_numa_info set when it claimed).
+        :returns: LiveMigrateData (dst_numa_info set when it claimed;
+            migration_context set when the caller must record the claim).
         :raises MigrationPreCheckError: the destination refused.
         """
         kwargs = {'instance': instance, 'source_host': instance.host,
                   'migration_uuid': migration.uuid}
+        if source_data is not None and self.supports_conductor_checks():
+            try:
+                return self._prepare(
+                    dest_host, CONDUCTOR_CHECKS_VERSION, timeout).call(
+                        ctxt, 'check_can_live_migrate_destination',
+                        migration=migration, limits=limits,
+                        source_data=source_data, **kwargs)
+            except messaging.UnsupportedVersion:
+                LOG.info("Compute host %s does not serve API %s; it checks "
+                         "migration %s the 1.1 way (asking the source "
+                         "itself)", dest_host, CONDUCTOR_CHECKS_VERSION,
+                         migration.uuid)
         if not self.supports_numa_live_migration():
             return self._call(ctxt, dest_host, '1.0',
                               'check_can_live_migrate_destination',
@@ -179,8 +216,23 @@ class ComputeAPI:
                           'pre_live_migration', instance=instance,
                           migrate_data=migrate_data)
 
-    def post_live_migration_at_destination(self, ctxt, instance, migration):
-        """Make the destination adopt the guest and apply the claim."""
+    def post_live_migration_at_destination(self, ctxt, instance, migration,
+                                           records_by_source=False):
+        """Make the destination adopt the guest.
+
+        :param records_by_source: the caller records the claim applied
+            with ``completed`` (conductor API 1.3); the destination then
+            only counts the guest (API 1.3). A destination refusing 1.3
+            (an older release, which took no claim) is asked at 1.0 and
+            records the placement itself.
+        """
+        if records_by_source and self.supports_conductor_checks():
+            return self._call(
+                ctxt, migration.dest_host, CONDUCTOR_CHECKS_VERSION,
+                'post_live_migration_at_destination',
+                kwargs_1_0={'instance': instance, 'migration': migration},
+                instance=instance, migration=migration,
+                records_by_source=True)
         cctxt = self._prepare(migration.dest_host)
         return cctxt.call(ctxt, 'post_live_migration_at_destination',
                           instance=instance, migration=migration)
@@ -229,11 +281,16 @@ class ComputeAPI:
 
     # -- live migration, source side --------------------------------------
 
-    def check_can_live_migrate_source(self, ctxt, instance, dest_check_data):
-        """Ask the source to confirm and add its own data."""
+    def check_can_live_migrate_source(self, ctxt, instance, dest_check_data,
+                                      timeout=None):
+        """Ask the source to confirm and add its own data.
+
+        The conductor asks it (API 1.3 flow), or a destination the
+        conductor asked the way before 1.3; the method is the same.
+        """
         return self._call(ctxt, instance.host,
                           self._lmd_version(dest_check_data),
-                          'check_can_live_migrate_source',
+                          'check_can_live_migrate_source', timeout,
                           instance=instance, dest_check_data=dest_check_data)
 
     def live_migration(self, ctxt, instance, migration, migrate_data):

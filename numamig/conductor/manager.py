@@ -138,8 +138,24 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_set_status(self, ctxt, migration_uuid, status,
                              detail=None, error=None, result=None):
+        """Record a status change (at API 1.3 a source moves a migration
+        queued -> running in one step).
+
+        A repeated change is refused (InvalidStatusTransition, nothing
+        changed); a sender whose first request's answer was lost reads
+        the status and counts it done (SourceMigration._set_status).
+        """
         return records.set_status(self, migration_uuid, status,
                                   detail=detail, error=error, result=result)
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_complete(self, ctxt, migration_uuid, result=None,
+                           detail=None):
+        """``completed``, the run's result and the applied claim, in one
+        transaction (API 1.3). Idempotent: a redelivered request finds
+        the migration completed and returns it."""
+        return records.complete(self, migration_uuid, result=result,
+                                detail=detail)
 
     def migration_update_progress(self, ctxt, migration_uuid, progress):
         fields_ = {k: v for k, v in progress.items()

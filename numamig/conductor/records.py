@@ -21,6 +21,7 @@ from numamig import exception
 from numamig.conductor import results
 from numamig.db import compute_nodes
 from numamig.db import instances
+from numamig.db import migration_claims
 from numamig.db import migrations
 from numamig.objects import fields
 
@@ -63,7 +64,69 @@ def set_migration_context(conductor, context):
         another destination, or another in-progress migration holds a
         claim on the instance; nothing is recorded.
     """
-    db = conductor.db
+    expected = _claim_replaces(conductor.db, context)
+    try:
+        instances.set_migration_context(conductor.db, context.instance_uuid,
+                                        context,
+                                        expected_migration_uuid=expected)
+    except exception.MigrationContextConflict as exc:
+        raise exception.MigrationPreCheckError(reason=str(exc)) from exc
+
+
+def queue_with_claim(conductor, context, detail):
+    """Record the claim a destination returned and ``queued``, together.
+
+    The rules are set_migration_context's; the claim and the status are
+    one transaction, so the source is never told to start a migration
+    whose claim is not recorded, and a claim is never recorded for a
+    migration that was cancelled meanwhile.
+
+    :raises MigrationPreCheckError: as set_migration_context; nothing is
+        recorded.
+    :raises InvalidStatusTransition: the migration is no longer
+        ``accepted`` (cancelled); nothing is recorded.
+    """
+    expected = _claim_replaces(conductor.db, context)
+    try:
+        return migration_claims.queue_with_claim(conductor.db, context,
+                                                 expected, detail)
+    except exception.MigrationContextConflict as exc:
+        raise exception.MigrationPreCheckError(reason=str(exc)) from exc
+
+
+def complete(conductor, migration_uuid, result=None, detail=None):
+    """Record ``completed`` with the run's result and apply the claim.
+
+    One transaction (see numamig.db.migration_claims.complete).
+    Idempotent: a migration already ``completed`` is returned unchanged,
+    so a redelivered request (or one whose answer was lost) succeeds.
+
+    :returns: the Migration.
+    :raises InvalidStatusTransition: it ended otherwise, or has not run.
+    :raises InvalidMigrationResult: nothing changed then.
+    """
+    values = None
+    if result is not None:
+        values = results.record_values(migration_uuid, result,
+                                       STATUS.COMPLETED)
+        detail = detail or results.describe(result)
+    current = migrations.get(conductor.db, migration_uuid)
+    if current.status == STATUS.COMPLETED:
+        return current
+    migration, instance = migration_claims.complete(
+        conductor.db, migration_uuid, current.instance_uuid, detail=detail,
+        result=values)
+    LOG.info("Migration %s of %s completed on %s: %s", migration.uuid,
+             migration.instance_uuid, instance.host, detail)
+    return migration
+
+
+def _claim_replaces(db, context):
+    """Which held claim ``context`` may replace (None: none held).
+
+    :raises MigrationPreCheckError: the migration has ended or tries
+        another destination, or another one holds a claim.
+    """
     migration = migrations.get(db, context.migration_uuid)
     if not migration.in_progress or migration.dest_host != context.dest_host:
         raise exception.MigrationPreCheckError(
@@ -72,14 +135,9 @@ def set_migration_context(conductor, context):
                    f"{context.dest_host} was not recorded")
     current = instances.get(db, context.instance_uuid).instance
     held = current.get('migration_context')
-    expected = None
-    if held is not None:
-        expected = _replaceable(db, held, context)
-    try:
-        instances.set_migration_context(db, context.instance_uuid, context,
-                                        expected_migration_uuid=expected)
-    except exception.MigrationContextConflict as exc:
-        raise exception.MigrationPreCheckError(reason=str(exc)) from exc
+    if held is None:
+        return None
+    return _replaceable(db, held, context)
 
 
 def _replaceable(db, held, context):

@@ -47,8 +47,9 @@ def record_values(migration_uuid, result, status):
               for name in migration_obj.RESULT_FIELDS}
     values.update({name: result[name] for name in _PROGRESS
                    if result.get(name) is not None})
-    if status == STATUS.POST_MIGRATING:
-        # The guest runs on the destination: nothing is left to send.
+    if status in (STATUS.POST_MIGRATING, STATUS.COMPLETED):
+        # The guest runs on the destination: nothing is left to send
+        # (a source of API 1.3 reports the result with ``completed``).
         values['memory_remaining'] = 0
     return values
 

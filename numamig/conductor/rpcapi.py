@@ -47,6 +47,10 @@ RESULTS_VERSION = '1.2'
 QUEUE_VERSION = '1.3'
 # Arguments a call may carry only from the API version given.
 _SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION}
+# The API version that brought the short status path of a migration:
+# migration_set_status may move queued -> running, and migration_complete
+# records completed, the result and the applied claim at once.
+SHORT_PATH_VERSION = '1.3'
 
 
 class ConductorAPI:
@@ -67,7 +71,9 @@ class ConductorAPI:
             in the admission queue and returns it at once (accepted,
             with its queue position); answers carry Migration 1.2
             (messages at 1.2 get Migration 1.1); agents call on
-            AGENT_TOPIC.
+            AGENT_TOPIC. migration_complete (completed, the run's result
+            and the applied claim in one call); migration_set_status
+            sent at 1.3 may move queued -> running (no preparing step).
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -202,6 +208,12 @@ class ConductorAPI:
     def report_compute_node(self, ctxt, report):
         return self._call(ctxt, 'report_compute_node', report=report)
 
+    def report_compute_node_cast(self, ctxt, report):
+        """Send a report without waiting (cast, API 1.0): the reports an
+        agent sends after a guest arrived or left, off every migration's
+        path; a lost one is replaced by the next periodic report."""
+        self.client.cast(ctxt, 'report_compute_node', report=report)
+
     def instance_get(self, ctxt, instance_uuid):
         return self._call(ctxt, 'instance_get', instance_uuid=instance_uuid)
 
@@ -244,6 +256,41 @@ class ConductorAPI:
         return self._call(ctxt, 'migration_set_status',
                           migration_uuid=migration_uuid, status=status,
                           detail=detail, error=error, newer_kwargs=newer)
+
+    def supports_short_path(self):
+        """Whether the cap lets the 1.3 status calls be sent at all."""
+        return self.client.can_send_version(SHORT_PATH_VERSION)
+
+    def migration_set_running(self, ctxt, migration_uuid):
+        """Move a migration queued -> running in one step (API 1.3).
+
+        :raises UnsupportedVersion: capped below 1.3, or the conductor is
+            older (it refused before recording anything): the caller
+            walks queued -> preparing -> running instead.
+        :raises InvalidStatusTransition: nothing changed then.
+        """
+        return self._send_short_path(
+            ctxt, 'migration_set_status', migration_uuid=migration_uuid,
+            status='running', detail=None, error=None)
+
+    def migration_complete(self, ctxt, migration_uuid, result=None,
+                           detail=None):
+        """Record ``completed`` with the run's result and apply the claim
+        in one call and one transaction (API 1.3); idempotent.
+
+        :raises UnsupportedVersion: capped below 1.3, or the conductor is
+            older (nothing recorded): the caller records post-migrating,
+            applies the claim and records completed, as before 1.3.
+        :raises InvalidStatusTransition: the migration ended otherwise.
+        """
+        return self._send_short_path(ctxt, 'migration_complete',
+                                     migration_uuid=migration_uuid,
+                                     result=result, detail=detail)
+
+    def _send_short_path(self, ctxt, method, **kwargs):
+        if not self.supports_short_path():
+            raise messaging.UnsupportedVersion(SHORT_PATH_VERSION)
+        return self._send(ctxt, method, SHORT_PATH_VERSION, None, **kwargs)
 
     def migration_update_progress(self, ctxt, migration_uuid, progress):
         """Record a progress sample (cast: a lost sample does not matter)."""

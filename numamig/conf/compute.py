@@ -37,6 +37,16 @@ opts = [
                  help="Memory overcommit per NUMA cell for small-page "
                       "guests. Huge-page guests are never overcommitted. "
                       "Keep 1.0 for NUMA guests unless you accept swapping."),
+    cfg.IntOpt('max_concurrent_live_migrations', default=4, min=1,
+               help="Outgoing live migrations this host runs at once; "
+                    "further ones wait, in order, in status 'queued'. "
+                    "Each running migration takes a share of the host's "
+                    "migration network and one agent thread, never an "
+                    "RPC server thread. Keep it at or above the number of "
+                    "migrations the conductor starts per source host, or "
+                    "the surplus waits, and one still queued after twice "
+                    "[DEFAULT] rpc_response_timeout_migration is failed by "
+                    "the conductor (nothing moved; start it again)."),
     cfg.BoolOpt('packing_host_numa_cells_allocation_strategy', default=False,
                 help="Place guest cells on the fullest host cells first "
                      "(pack) instead of the emptiest (spread). Pack keeps "

@@ -19,6 +19,8 @@ can never both be recorded. Public API::
     drop_migration_context(db, uuid, migration_uuid, claim_host=None)
         -> bool
     apply_migration_context(db, uuid, migration_uuid) -> InstanceRecord
+    set_migration_context_in / apply_migration_context_in(session, ...):
+        the same inside a caller's transaction
     get_claims_on_host(db, host) -> [InstanceRecord]
     get_leaked_claims(db) -> [InstanceRecord]
 """
@@ -76,6 +78,11 @@ def get(db, uuid):
     """:raises InstanceNotFound: if there is no such instance."""
     with db.reader() as session:
         return _to_record(_row(session, uuid))
+
+
+def get_in(session, uuid):
+    """``get`` inside the caller's transaction."""
+    return _to_record(_row(session, uuid))
 
 
 def get_all(db, host=None):
@@ -138,22 +145,29 @@ def set_migration_context(db, uuid, context, expected_migration_uuid=None):
         is changed then.
     :raises Invalid: if the context is for another instance or invalid.
     """
+    with db.writer() as session:
+        return set_migration_context_in(session, uuid, context,
+                                        expected_migration_uuid)
+
+
+def set_migration_context_in(session, uuid, context,
+                             expected_migration_uuid=None):
+    """``set_migration_context`` inside the caller's write transaction."""
     if context.instance_uuid != uuid:
         raise exception.Invalid(
             reason=f"migration context of instance {context.instance_uuid} "
                    f"cannot be set on instance {uuid}")
     values = dict(migration_context=primitives.dump(context),
                   **_claim_columns(context))
-    with db.writer() as session:
-        result = session.execute(_bump(
-            uuid, _held_by(expected_migration_uuid)).values(**values))
-        if result.rowcount != 1:
-            holder = _row(session, uuid).migration_uuid
-            raise exception.MigrationContextConflict(
-                instance_uuid=uuid, holder=_rows.none_or(holder),
-                expected=_rows.none_or(expected_migration_uuid),
-                migration_uuid=context.migration_uuid)
-        return _to_record(_row(session, uuid))
+    result = session.execute(_bump(
+        uuid, _held_by(expected_migration_uuid)).values(**values))
+    if result.rowcount != 1:
+        holder = _row(session, uuid).migration_uuid
+        raise exception.MigrationContextConflict(
+            instance_uuid=uuid, holder=_rows.none_or(holder),
+            expected=_rows.none_or(expected_migration_uuid),
+            migration_uuid=context.migration_uuid)
+    return _to_record(_row(session, uuid))
 
 
 def drop_migration_context(db, uuid, migration_uuid, claim_host=None):
@@ -189,21 +203,26 @@ def apply_migration_context(db, uuid, migration_uuid):
     :raises ConcurrentUpdate: if the record changed meanwhile.
     """
     with db.writer() as session:
-        row = _row(session, uuid)
-        if row.migration_uuid != migration_uuid:
-            raise exception.MigrationContextConflict(
-                instance_uuid=uuid, holder=_rows.none_or(row.migration_uuid),
-                expected=migration_uuid, migration_uuid=migration_uuid)
-        instance = _to_record(row).instance
-        context = instance.migration_context
-        instance.host = context.dest_host
-        instance.numa_topology = context.new_numa_topology
-        instance.migration_context = None
-        instance.validate()
-        values = _columns_of(instance)
-        values.update(migration_context=None, **_claim_columns(None))
-        _conditional_update(session, row, values)
-        return _to_record(_row(session, uuid))
+        return apply_migration_context_in(session, uuid, migration_uuid)
+
+
+def apply_migration_context_in(session, uuid, migration_uuid):
+    """``apply_migration_context`` inside the caller's write transaction."""
+    row = _row(session, uuid)
+    if row.migration_uuid != migration_uuid:
+        raise exception.MigrationContextConflict(
+            instance_uuid=uuid, holder=_rows.none_or(row.migration_uuid),
+            expected=migration_uuid, migration_uuid=migration_uuid)
+    instance = _to_record(row).instance
+    context = instance.migration_context
+    instance.host = context.dest_host
+    instance.numa_topology = context.new_numa_topology
+    instance.migration_context = None
+    instance.validate()
+    values = _columns_of(instance)
+    values.update(migration_context=None, **_claim_columns(None))
+    _conditional_update(session, row, values)
+    return _to_record(_row(session, uuid))
 
 
 def get_claims_on_host(db, host):

@@ -14,6 +14,7 @@ result of the run when the change reports one. Public API::
     get_in_progress_by_host(db, host) -> [Migration]
     set_status(db, uuid, status, detail=None, expected=None, error=None,
                result=None) -> Migration
+    set_status_in(session, uuid, status, ...) -> Migration
     set_dest_host(db, uuid, dest_host) -> Migration
     add_refused_host(db, uuid, host, reason) -> Migration
     update_progress(db, uuid, **progress) -> bool
@@ -142,6 +143,16 @@ def set_status(db, uuid, status, detail=None, expected=None, error=None,
         changed then.
     :raises MigrationNotFound:
     """
+    with db.writer() as session:
+        return set_status_in(session, uuid, status, detail=detail,
+                             expected=expected, error=error, result=result)
+
+
+def set_status_in(session, uuid, status, detail=None, expected=None,
+                  error=None, result=None):
+    """``set_status`` inside the caller's write transaction, so that a
+    status change and another record's change commit (or not) together.
+    """
     if status not in STATUS.ALL:
         raise exception.Invalid(
             reason=f"unknown migration status {status!r}; known: "
@@ -154,14 +165,13 @@ def set_status(db, uuid, status, detail=None, expected=None, error=None,
                   updated_at=now)
     if error is not None:
         values['error'] = error
-    with db.writer() as session:
-        result = session.execute(_update(uuid).where(
-            models.Migration.status.in_(sorted(allowed))).values(**values))
-        row = _row(session, uuid)
-        if result.rowcount != 1:
-            raise _refused(row, status, expected)
-        _add_history(session, row.id, status, now, detail)
-        return _to_object(session, row)
+    result = session.execute(_update(uuid).where(
+        models.Migration.status.in_(sorted(allowed))).values(**values))
+    row = _row(session, uuid)
+    if result.rowcount != 1:
+        raise _refused(row, status, expected)
+    _add_history(session, row.id, status, now, detail)
+    return _to_object(session, row)
 
 
 def set_dest_host(db, uuid, dest_host, max_incoming=None):

@@ -20,9 +20,13 @@ class LiveMigrateData(base.NumamigObject):
     #              migration)
     # Version 1.1: Added dst_numa_info, src_supports_numa_live_migration and
     #              dst_supports_numa_live_migration
-    VERSION = '1.1'
+    # Version 1.2: Added migration_context: the destination returns the
+    #              claim it took for the conductor to record (compute API
+    #              1.3), instead of recording it itself
+    VERSION = '1.2'
 
-    obj_relationships = {'dst_numa_info': [('1.1', '1.0')]}
+    obj_relationships = {'dst_numa_info': [('1.1', '1.0'), ('1.2', '1.0')],
+                         'migration_context': [('1.2', '1.0')]}
 
     fields = {
         'instance_uuid': fields.UUIDField(),
@@ -43,11 +47,20 @@ class LiveMigrateData(base.NumamigObject):
             default=False),
         'dst_supports_numa_live_migration': fields.BooleanField(
             default=False),
+        # The claim the destination took and the conductor must record
+        # before the migration may start (compute API 1.3); only in the
+        # destination's answer to the conductor, never sent on.
+        'migration_context': fields.ObjectField(
+            'MigrationContext', nullable=True, default=None),
     }
 
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
         target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 2):
+            # A receiver that old records claims itself: the destination
+            # recorded it already (API 1.1), or took none (API 1.0).
+            primitive.pop('migration_context', None)
         if target < (1, 1):
             for name in NUMA_FIELDS:
                 primitive.pop(name, None)

@@ -1,11 +1,21 @@
 """A crash at any step of a migration is recoverable: the crash matrix.
 
-For each migration status (accepted, queued, preparing, running,
-post-migrating) and each process role (conductor, source agent,
-destination agent), the role's process dies (numamig.crash: no graceful
-cleanup, no RPC reply, no further database or hypervisor access) right
-after the migration reached that status, and is restarted at once on
-the same database and hypervisor. After the restarted services have
+For each step of a migration and each process role (conductor, source
+agent, destination agent), the role's process dies (numamig.crash: no
+graceful cleanup, no RPC reply, no further database or hypervisor
+access) right there, and is restarted at once on the same database and
+hypervisor. The steps (compute and conductor API 1.3)::
+
+    accepted  the destination answered with its claim; the conductor has
+              not recorded it (the most dangerous point of that status)
+    queued    the claim and 'queued' are recorded; the source not told
+    running   the source recorded 'running' (after pre_live_migration)
+    left      the guest left the source (the destination is asked to
+              count it); 'completed' not recorded yet
+
+and, for sources whose conductor client is capped below API 1.3 (they
+walk every status), right after 'preparing' and 'post-migrating' are
+recorded. After the restarted services have
 reconciled, the test holds the world to the truth:
 
 * the migration ended, in a status that says where the guest is
@@ -15,8 +25,7 @@ reconciled, the test holds the world to the truth:
 * every host's usage is exactly its guests' placements (the tracker,
   the last report and the records agree; no claim is left anywhere).
 
-"accepted" fires once the destination's claim is recorded, the most
-dangerous point of that status. Embedded tier, fake:// transport, with
+Embedded tier, fake:// transport, with
 short timeouts so that a lost answer costs seconds::
 
     host-a  2 cells x 4 cores x 2 threads (the mover's source)
@@ -31,7 +40,9 @@ import testscenarios
 
 from numamig import crash
 from numamig import objects
+from numamig.compute import migration_dest
 from numamig.conductor import records
+from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.numa import usage
@@ -43,6 +54,10 @@ from tests.functional import test_live_migration as lm
 load_tests = testscenarios.load_tests_apply_scenarios
 STATUS = fields.MigrationStatus
 DONE, FAILED, ERROR = STATUS.COMPLETED, STATUS.FAILED, STATUS.ERROR
+# Not a status: the guest left the source, 'completed' is not recorded.
+LEFT = 'left'
+# Recorded only by sources walking the long way (conductor API < 1.3).
+LONG_PATH = (STATUS.PREPARING, STATUS.POST_MIGRATING)
 
 # (status, role) -> final statuses a truthful recovery may reach. Where a
 # restarted agent can still take part (its requests stay queued for it),
@@ -51,7 +66,9 @@ DONE, FAILED, ERROR = STATUS.COMPLETED, STATUS.FAILED, STATUS.ERROR
 OUTCOMES = {
     (STATUS.ACCEPTED, 'conductor'): {ERROR},
     (STATUS.ACCEPTED, 'source'): {DONE, FAILED},
-    (STATUS.ACCEPTED, 'dest'): {ERROR},
+    # The destination answered before it died; its restart recovers the
+    # claim from the records.
+    (STATUS.ACCEPTED, 'dest'): {DONE, FAILED},
     (STATUS.QUEUED, 'conductor'): {FAILED},
     (STATUS.QUEUED, 'source'): {DONE, FAILED},
     (STATUS.QUEUED, 'dest'): {DONE, FAILED},
@@ -64,6 +81,10 @@ OUTCOMES = {
     (STATUS.POST_MIGRATING, 'conductor'): {DONE},
     (STATUS.POST_MIGRATING, 'source'): {DONE},
     (STATUS.POST_MIGRATING, 'dest'): {DONE},
+    # After the guest left the source the migration must complete.
+    (LEFT, 'conductor'): {DONE},
+    (LEFT, 'source'): {DONE},
+    (LEFT, 'dest'): {DONE},
 }
 ROLE_HOSTS = {'source': 'host-a', 'dest': 'host-b'}
 SETTINGS = {'migrate_max_retries': 0, 'check_timeout': 1, 'limits': None,
@@ -73,8 +94,10 @@ SETTINGS = {'migrate_max_retries': 0, 'check_timeout': 1, 'limits': None,
 class CrashTrigger:
     """Kill ``role`` right after a migration reaches ``status``.
 
-    Hooks the conductor's record changes: whichever thread records the
-    status runs the crash, so a conductor dies inside its own request.
+    Hooks the conductor's record changes (whichever thread records the
+    status runs the crash, so a conductor dies inside its own request)
+    and, for ``left``, the destination's post_live_migration_at_destination
+    (a destination dies inside its own request).
     """
 
     def __init__(self, dep, status, role):
@@ -85,23 +108,37 @@ class CrashTrigger:
         self._lock = threading.Lock()
 
     def install(self, test):
+        if self.status in LONG_PATH:
+            test.patch(conductor_rpcapi.ConductorAPI, 'supports_short_path',
+                       lambda api: False)
         set_status = records.set_status
-        set_context = records.set_migration_context
+        queue = records.queue_with_claim
+        post = migration_dest.post_at_destination
 
         def status_hook(conductor, migration_uuid, status, **kwargs):
             result = set_status(conductor, migration_uuid, status, **kwargs)
             if status == self.status:
-                self._fire()
+                self._fire('conductor')
             return result
 
-        def context_hook(conductor, context):
-            set_context(conductor, context)
+        def queue_hook(conductor, context, detail):
             if self.status == STATUS.ACCEPTED:
-                self._fire()
-        test.patch(records, 'set_status', status_hook)
-        test.patch(records, 'set_migration_context', context_hook)
+                self._fire('conductor')
+            result = queue(conductor, context, detail)
+            if self.status == STATUS.QUEUED:
+                self._fire('conductor')
+            return result
 
-    def _fire(self):
+        def post_hook(agent, *args, **kwargs):
+            if self.status == LEFT:
+                self._fire('dest')
+            return post(agent, *args, **kwargs)
+        test.patch(records, 'set_status', status_hook)
+        test.patch(records, 'queue_with_claim', queue_hook)
+        test.patch(migration_dest, 'post_at_destination', post_hook)
+
+    def _fire(self, thread_of):
+        """Crash the role; die with it if this thread is the role's."""
         with self._lock:
             if self.fired.is_set():
                 return
@@ -110,8 +147,8 @@ class CrashTrigger:
             else:
                 self.dep.crash_agent(ROLE_HOSTS[self.role])
             self.fired.set()
-        if self.role == 'conductor':
-            raise crash.SimulatedCrash("conductor killed by the test")
+        if self.role == thread_of:
+            raise crash.SimulatedCrash(f"{self.role} killed by the test")
 
     def restart(self):
         if self.role == 'conductor':
@@ -125,7 +162,7 @@ class CrashMatrixTest(base.TestCase):
     scenarios = [
         (f'{status}-{role}', {'status': status, 'role': role})
         for status in (STATUS.ACCEPTED, STATUS.QUEUED, STATUS.PREPARING,
-                       STATUS.RUNNING, STATUS.POST_MIGRATING)
+                       STATUS.RUNNING, STATUS.POST_MIGRATING, LEFT)
         for role in ('conductor', 'source', 'dest')]
 
     def setUp(self):

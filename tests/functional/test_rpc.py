@@ -174,7 +174,7 @@ class VersionCapTest(RPCTestBase):
         result = self.rpc.client(self.topic, version='1.1').call(
             self.ctxt, 'check_destination',
             migrate_data=samples.live_migrate_data())
-        self.assertEqual('1.1', result['version'])
+        self.assertEqual(objects.LiveMigrateData.VERSION, result['version'])
         (_name, _ctxt, received), = self.endpoint.calls
         self.assertEqual({0: {1}}, received.dst_numa_info.cell_pins)
         self.assertIn('dst_numa_info', wire[0]['numamig_object.data'])

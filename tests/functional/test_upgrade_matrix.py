@@ -34,8 +34,10 @@ New XML from source (the source's call)
     equal the source's (copied), and the source logged the old path for
     "source XML". no: copied, nothing logged.
 Initial claim on dest (the destination's call)
-    yes: the destination recorded a migration context for the migration
-    (migration_context_set on the wire). old path: none, and the
+    yes: the destination took a claim that was recorded as the
+    migration's context: returned in its answer for the conductor to
+    record (compute API 1.3), or recorded by itself
+    (migration_context_set on the wire, API 1.1). old path: none, and the
     destination logged the old path for "destination NUMA objects and
     claim". no: none, nothing logged.
 Claim drop for source on success (the source's call; success only)
@@ -309,9 +311,11 @@ class MatrixCellTests:
                               old_seen=(pins, nodes, pages) == source)
 
     def observe_claim(self):
-        claimed = self.tap.sent('migration_context_set',
-                                migration_uuid=self.migration_uuid)
-        return self._classify(bool(claimed), 'dst',
+        recorded = self.tap.sent('migration_context_set',
+                                 migration_uuid=self.migration_uuid)
+        returned = self._dest_reply()[f'{OBJ}.data'].get(
+            'migration_context') is not None
+        return self._classify(bool(recorded) or returned, 'dst',
                               releases.OLD_PATH_NUMA_INFO)
 
     def observe_source_drop(self):

@@ -151,7 +151,8 @@ class OldAgentServerTest(base.TestCase):
             self.rpc.context, 'pre_live_migration',
             instance=cbase.instance(),
             migrate_data=samples.live_migrate_data())
-        self.assertIn('LiveMigrateData: version 1.1 is newer than 1.0',
+        self.assertIn(f'LiveMigrateData: version '
+                      f'{objects.LiveMigrateData.VERSION} is newer than 1.0',
                       str(exc))
 
     def test_new_client_falls_back_to_1_0(self):

@@ -64,7 +64,8 @@ class ObjectSerializerTest(base.TestCase):
     def test_without_manifest_sends_current_version(self):
         primitive = rpc.ObjectSerializer().serialize_entity(
             None, samples.live_migrate_data())
-        self.assertEqual('1.1', primitive['numamig_object.version'])
+        self.assertEqual(objects.LiveMigrateData.VERSION,
+                         primitive['numamig_object.version'])
         self.assertIn('dst_numa_info', primitive['numamig_object.data'])
 
     def test_manifest_backports(self):

@@ -2,11 +2,21 @@
 
 Read ``_execute`` top to bottom: each ``_check_*`` step either passes or
 raises an error an operator can act on. The migration is recorded as
-``accepted`` before the task runs; the task tries destinations (the
-requested one, or the scheduler's candidates best first), asking each to
-check and claim, moves on after a refusal or a timeout up to
-``migrate_max_retries`` further candidates, then records ``queued`` and
-casts the migration to the source, which drives it from there.
+``accepted`` before the task runs; the task asks the source to confirm
+the guest and report whether it takes part in NUMA-aware live migration
+(once), then tries destinations (the requested one, or the scheduler's
+candidates best first), handing each the source's answer and asking it
+to check and claim. A destination of compute API 1.3 returns its claim:
+the task records it with ``queued`` in one transaction (dropping it at
+the destination if it cannot). It moves on after a refusal or a timeout
+up to ``migrate_max_retries`` further candidates, then casts the
+migration to the source, which drives it from there.
+
+The conductor, not the destination, asks the source: an agent's RPC
+handler then never calls another agent, so agents' RPC pools can never
+wait on each other in a cycle. A destination of an older release (or a
+``[upgrade_levels] compute`` cap below 1.3) is asked the way before and
+asks the source itself.
 
 If no destination takes the guest the migration ends ``error`` with the
 reason of every host tried, and nothing stays claimed or reserved.
@@ -17,6 +27,7 @@ import logging
 import oslo_messaging as messaging
 
 from numamig import exception
+from numamig import objects
 from numamig.compute import claims as compute_claims
 from numamig.conductor import records
 from numamig.conductor.tasks import base
@@ -46,9 +57,12 @@ class LiveMigrationTask(base.TaskBase):
         self.refused = {}
         # The answer of the destination that took the guest, once one did.
         self.migrate_data = None
+        # The source's answer to its check (API 1.3), asked once.
+        self.source_data = None
 
     def _execute(self):
         hosts = self._check_and_choose()
+        self.source_data = self._ask_source(hosts[0])
         self.migrate_data = self._claim_on_first_taker(hosts)
         self._queue(self.migrate_data)
         return self.migration
@@ -164,6 +178,28 @@ class LiveMigrationTask(base.TaskBase):
         return queue.busy_destinations(self.conductor.db,
                                        self.conductor.admission.per_dest)
 
+    def _ask_source(self, first_host):
+        """The source's check and NUMA flag, for every candidate.
+
+        :returns: its LiveMigrateData, or None when destinations must ask
+            it themselves (compute API capped below 1.3).
+        :raises MigrationPreCheckError: the guest is not on the source.
+        """
+        api = self.conductor.compute_api
+        if not api.supports_conductor_checks():
+            return None
+        request = objects.LiveMigrateData(
+            instance_uuid=self.instance.uuid,
+            source_host=self.migration.source_host, dest_host=first_host,
+            migration_uuid=self.migration.uuid,
+            # Destinations will be offered the claim: the source then
+            # reports whether it takes part itself.
+            dst_supports_numa_live_migration=(
+                api.supports_numa_live_migration()))
+        return api.check_can_live_migrate_source(
+            self.ctxt, self.instance, request,
+            timeout=self.conductor.check_timeout)
+
     # -- claiming ------------------------------------------------------------
 
     def _claim_on_first_taker(self, hosts):
@@ -202,9 +238,36 @@ class LiveMigrationTask(base.TaskBase):
         self.migration = migrations.set_dest_host(
             self.conductor.db, self.migration.uuid, host,
             max_incoming=self.conductor.admission.per_dest)
-        return self.conductor.compute_api.check_can_live_migrate_destination(
-            self.ctxt, self.instance, host, self.migration,
-            self.conductor.limits, timeout=self.conductor.check_timeout)
+        migrate_data = \
+            self.conductor.compute_api.check_can_live_migrate_destination(
+                self.ctxt, self.instance, host, self.migration,
+                self.conductor.limits, timeout=self.conductor.check_timeout,
+                source_data=self.source_data)
+        context = migrate_data.get('migration_context')
+        if context is not None:
+            # The source needs none of it: the records hold it now.
+            migrate_data.migration_context = None
+            self._record_claim(host, context)
+        return migrate_data
+
+    def _record_claim(self, host, context):
+        """Record the destination's claim and ``queued`` together.
+
+        :raises MigrationPreCheckError: the records refuse the claim
+            (another migration holds one): dropped at ``host``, and the
+            next candidate is tried.
+        :raises InvalidStatusTransition: cancelled meanwhile: dropped at
+            ``host``; the task ends.
+        """
+        try:
+            self.migration = records.queue_with_claim(
+                self.conductor, context,
+                detail=f"destination {host} claimed")
+        except (exception.MigrationPreCheckError,
+                exception.InvalidStatusTransition):
+            records.drop_claim_at(self.conductor, self.ctxt, self.migration,
+                                  host)
+            raise
 
     def _record_refusal(self, host, reason):
         # Raises MigrationNotInProgress if the migration was cancelled
@@ -213,6 +276,10 @@ class LiveMigrationTask(base.TaskBase):
                                     host, reason)
 
     def _queue(self, migrate_data):
+        if self.migration.status == STATUS.QUEUED:
+            # Recorded with the claim (API 1.3).
+            self._start(migrate_data)
+            return
         try:
             self.migration = records.set_status(
                 self.conductor, self.migration.uuid, STATUS.QUEUED,
@@ -225,6 +292,9 @@ class LiveMigrationTask(base.TaskBase):
                 self.conductor.compute_api.drop_move_claim_at_destination(
                     self.ctxt, self.instance, self.migration)
             raise
+        self._start(migrate_data)
+
+    def _start(self, migrate_data):
         self.conductor.compute_api.live_migration(
             self.ctxt, self.instance, self.migration, migrate_data)
 

@@ -78,6 +78,9 @@ def agent(host=HOST, topology=None, instances=(), claimed=(),
     conductor.instance_get_all_by_host.return_value = list(instances)
     conductor.instance_get_claims_on_host.return_value = list(claimed)
     conductor.migration_get_in_progress_by_host.return_value = []
+    # A conductor of before API 1.3 unless a test says otherwise: the
+    # source walks every status.
+    conductor.supports_short_path.return_value = False
     compute_api = mock.Mock(name='compute_api')
     compute_api.supports_numa_live_migration.return_value = True
     result = manager.ComputeManager(host, driver, conductor, compute_api)

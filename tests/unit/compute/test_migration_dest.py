@@ -1,8 +1,11 @@
 """Tests of numamig.compute.migration_dest: the destination's side."""
 
+from unittest import mock
+
 from numamig import exception
 from numamig import objects
 from numamig.compute import migration_dest
+from numamig.compute import releases
 from tests import base
 from tests.unit.compute import base as cbase
 
@@ -147,6 +150,17 @@ class DestinationStepsTest(base.TestCase):
                                                self.migration)
         self.agent.driver.destroy.assert_not_called()
 
+    def test_rollback_never_destroys_a_guest_that_arrived(self):
+        # A repeated rollback request names the instance as it was before
+        # the migration (on the source); the guest has arrived here.
+        arrived = self.inst.obj_clone()
+        arrived.host = cbase.HOST
+        self.agent.tracker.track_instance(arrived)
+        self.agent.driver.list_guests.return_value = {self.inst.uuid: 'g'}
+        migration_dest.rollback_at_destination(self.agent, None, self.inst,
+                                               self.migration)
+        self.agent.driver.destroy.assert_not_called()
+
     def test_drop_claim_is_idempotent(self):
         for _ in range(2):
             migration_dest.drop_claim(self.agent, None, self.inst,
@@ -161,3 +175,113 @@ class DestinationStepsTest(base.TestCase):
         self.agent.driver.accept_emulated_migration.assert_called_once_with(
             self.inst.uuid, '<domain/>')
 
+
+
+class ConductorDrivenCheckTest(base.TestCase):
+    """API 1.3: the conductor hands the source's answer over."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent = cbase.agent()
+        self.agent.driver.build_migrate_info.return_value = \
+            objects.NUMAMigrateInfo(cell_pins={0: {1}})
+        self.inst = cbase.instance(pins={0: 2, 1: 10})
+        self.migration = cbase.migration(self.inst)
+
+    def _source_data(self, src_flag=True, version=None):
+        data = objects.LiveMigrateData(
+            instance_uuid=self.inst.uuid, source_host=cbase.SOURCE,
+            dest_host=cbase.HOST, migration_uuid=self.migration.uuid,
+            src_supports_numa_live_migration=src_flag)
+        if version is not None:
+            data = releases.backported(data, version)
+        return data
+
+    def _check(self, source_data):
+        return migration_dest.check_destination(
+            self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
+            migration=self.migration, limits=None, source_data=source_data)
+
+    def test_calls_no_agent_and_returns_an_unrecorded_claim(self):
+        data = self._check(self._source_data())
+        self.agent.compute_api.check_can_live_migrate_source.\
+            assert_not_called()
+        self.agent.conductor.migration_context_set.assert_not_called()
+        claim = self.agent.tracker.get_claim(self.migration.uuid)
+        self.assertFalse(claim.persisted)
+        context = data.migration_context
+        self.assertEqual(
+            (self.migration.uuid, cbase.SOURCE, cbase.HOST),
+            (context.migration_uuid, context.source_host, context.dest_host))
+        self.assertEqual(claim.topology, context.new_numa_topology)
+        self.assertEqual(self.inst.numa_topology, context.old_numa_topology)
+        self.assertIsNotNone(data.dst_numa_info)
+        self.assertTrue(data.src_supports_numa_live_migration)
+
+    def test_asked_twice_returns_the_same_claim(self):
+        first = self._check(self._source_data())
+        second = self._check(self._source_data())
+        self.assertEqual(1, len(self.agent.tracker.claims()))
+        self.assertEqual(first.migration_context.new_numa_topology,
+                         second.migration_context.new_numa_topology)
+
+    def test_old_source_no_claim_answer_in_its_version(self):
+        data = self._check(self._source_data(version='1.0'))
+        self.assertEqual('1.0', data.VERSION)
+        self.assertEqual([], self.agent.tracker.claims())
+        self.assertIsNone(data.get('migration_context'))
+
+    def test_declining_source_no_claim(self):
+        data = self._check(self._source_data(src_flag=False))
+        self.assertIsNone(data.dst_numa_info)
+        self.assertIsNone(data.get('migration_context'))
+        self.assertEqual([], self.agent.tracker.claims())
+
+
+class PostRecordedBySourceTest(base.TestCase):
+    """API 1.3: the source records the claim applied; this host counts."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent = cbase.agent()
+        self.agent.reporter = mock.Mock(name='reporter')
+        self.inst = cbase.instance(pins={0: 2, 1: 10})
+        self.migration = cbase.migration(self.inst)
+        self.agent.driver.build_migrate_info.return_value = \
+            objects.NUMAMigrateInfo(cell_pins={0: {1}})
+        source = objects.LiveMigrateData(
+            instance_uuid=self.inst.uuid, source_host=cbase.SOURCE,
+            dest_host=cbase.HOST, migration_uuid=self.migration.uuid,
+            src_supports_numa_live_migration=True)
+        migration_dest.check_destination(
+            self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
+            migration=self.migration, source_data=source)
+        self.claim = self.agent.tracker.get_claim(self.migration.uuid)
+
+    def _post(self):
+        return migration_dest.post_at_destination(
+            self.agent, None, self.inst, self.migration,
+            records_by_source=True)
+
+    def test_counts_the_claim_without_the_records(self):
+        arrived = self._post()
+        conductor = self.agent.conductor
+        conductor.migration_context_apply.assert_not_called()
+        conductor.instance_set_placement.assert_not_called()
+        self.assertEqual((cbase.HOST, self.claim.topology),
+                         (arrived.host, arrived.numa_topology))
+        self.assertEqual([], self.agent.tracker.claims())
+        self.assertIn(self.inst.uuid, self.agent.tracker.instance_uuids())
+        self.agent.reporter.request.assert_called_once()
+
+    def test_repeated_request_counts_it_once(self):
+        usage = None
+        for _ in range(2):
+            self._post()
+            if usage is None:
+                usage = self.agent.tracker.usage_topology()
+        self.assertEqual(usage, self.agent.tracker.usage_topology())
+        self.assertEqual(1, len(self.agent.tracker.instances()))
+        # Neither the records nor the guest's XML were asked.
+        self.agent.conductor.instance_get.assert_not_called()
+        self.agent.driver.get_guest_topology.assert_not_called()

@@ -204,10 +204,29 @@ class SourceMigrationTest(_SourceMigrationTestCase):
                 migration_uuid='m', current='cancelled',
                 requested='preparing', allowed='nothing'),
             mock.DEFAULT]
+        cancelled = self.migration.obj_clone()
+        cancelled.status = 'cancelled'
+        self.agent.conductor.migration_get.return_value = cancelled
         self._run()
         self.agent.compute_api.pre_live_migration.assert_not_called()
         self.agent.compute_api.drop_move_claim_at_destination.\
             assert_called_once()
+
+    def test_repeated_start_of_a_finished_migration_does_nothing(self):
+        # A redelivered cast of a migration that completed: nothing may
+        # be rolled back (the guest runs on the destination).
+        self.agent.conductor.migration_set_status.side_effect = \
+            exception.InvalidStatusTransition(
+                migration_uuid='m', current='completed',
+                requested='preparing', allowed='nothing')
+        completed = self.migration.obj_clone()
+        completed.status = 'completed'
+        self.agent.conductor.migration_get.return_value = completed
+        self._run()
+        api = self.agent.compute_api
+        api.pre_live_migration.assert_not_called()
+        api.rollback_live_migration_at_destination.assert_not_called()
+        api.drop_move_claim_at_destination.assert_not_called()
 
     def test_abort_is_refused_once_the_guest_left(self):
         job = migration_source.SourceMigration(
@@ -332,3 +351,109 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
         self.assertEqual('cancelled', self.statuses[-1])
         self.assertIsNone(self.results['cancelled'])
         self.agent.compute_api.accept_emulated_migration.assert_not_called()
+
+
+class ShortPathTest(_SourceMigrationTestCase):
+    """A conductor of API 1.3: running once, completed+apply once."""
+
+    def setUp(self):
+        super().setUp()
+        conductor = self.agent.conductor
+        conductor.supports_short_path.return_value = True
+        self.completed = []
+
+        def running(ctxt, uuid):
+            self.statuses.append('running')
+            result = self.migration.obj_clone()
+            result.status = 'running'
+            return result
+
+        def complete(ctxt, uuid, result=None, detail=None):
+            self.statuses.append('completed')
+            self.completed.append(result)
+            done = self.migration.obj_clone()
+            done.status = 'completed'
+            return done
+        conductor.migration_set_running.side_effect = running
+        conductor.migration_complete.side_effect = complete
+
+    def test_two_status_calls_and_the_destination_only_counts(self):
+        self._run()
+        self.assertEqual(['running', 'completed'], self.statuses)
+        self.agent.conductor.migration_set_status.assert_not_called()
+        self.agent.conductor.migration_context_apply.assert_not_called()
+        post = self.agent.compute_api.post_live_migration_at_destination
+        self.assertEqual({'records_by_source': True}, post.call_args[1])
+        (result,) = self.completed
+        self.assertIs(True, result['emulated'])
+        self.assertEqual(set(), self.agent.tracker.instance_uuids())
+
+    def test_running_is_recorded_after_the_destination_prepared(self):
+        order = []
+        api, conductor = self.agent.compute_api, self.agent.conductor
+        api.pre_live_migration.side_effect = \
+            lambda ctxt, instance, data: order.append('pre') or data
+        running = conductor.migration_set_running.side_effect
+        conductor.migration_set_running.side_effect = \
+            lambda ctxt, uuid: order.append('running') or running(ctxt, uuid)
+        self._run()
+        self.assertEqual(['pre', 'running'], order)
+
+    def test_older_conductor_gets_the_long_walk(self):
+        conductor = self.agent.conductor
+        conductor.migration_set_running.side_effect = \
+            messaging.UnsupportedVersion('1.3')
+        conductor.migration_complete.side_effect = \
+            messaging.UnsupportedVersion('1.3')
+        conductor.migration_get.return_value = self.migration
+        self._run()
+        self.assertEqual(['preparing', 'running', 'post-migrating',
+                          'completed'], self.statuses)
+        # The destination was told the source records the claim, so the
+        # source applies it itself.
+        conductor.migration_context_apply.assert_called_once_with(
+            None, self.inst.uuid, self.migration.uuid)
+        self.assertIs(True, self.results['post-migrating']['emulated'])
+
+    def test_lost_answer_to_completed_is_asked_again(self):
+        complete = self.agent.conductor.migration_complete.side_effect
+        lost = []
+
+        def lose_first(ctxt, uuid, result=None, detail=None):
+            if not lost:
+                lost.append(uuid)
+                raise messaging.MessagingTimeout()
+            return complete(ctxt, uuid, result=result, detail=detail)
+        self.agent.conductor.migration_complete.side_effect = lose_first
+        self._run()
+        self.assertEqual(['running', 'completed'], self.statuses)
+        self.agent.compute_api.rollback_live_migration_at_destination.\
+            assert_not_called()
+
+    def test_repeated_start_after_completion_undoes_nothing(self):
+        # The destination no longer holds the claim (it was applied), so
+        # pre_live_migration refuses; the migration is completed.
+        self.agent.compute_api.pre_live_migration.side_effect = \
+            exception.MigrationError(reason='claim gone')
+        completed = self.migration.obj_clone()
+        completed.status = 'completed'
+        self.agent.conductor.migration_get.return_value = completed
+        self._run()
+        self.assertEqual([], self.statuses)
+        api = self.agent.compute_api
+        api.rollback_live_migration_at_destination.assert_not_called()
+        api.drop_move_claim_at_destination.assert_not_called()
+
+    def test_refused_running_of_a_cancelled_migration_rolls_back(self):
+        self.agent.conductor.migration_set_running.side_effect = \
+            exception.InvalidStatusTransition(
+                migration_uuid='m', current='cancelled', requested='running',
+                allowed='nothing')
+        cancelled = self.migration.obj_clone()
+        cancelled.status = 'cancelled'
+        self.agent.conductor.migration_get.return_value = cancelled
+        self._run()
+        api = self.agent.compute_api
+        api.rollback_live_migration_at_destination.assert_called_once()
+        api.drop_move_claim_at_destination.assert_called_once()
+        api.accept_emulated_migration.assert_not_called()

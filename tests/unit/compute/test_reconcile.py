@@ -48,6 +48,20 @@ class ReconcileTest(SourceAgentTestCase):
         self.assertEqual(['post-migrating', 'completed'], statuses)
         self.assertEqual(set(), self.agent.tracker.instance_uuids())
 
+    def test_guest_gone_completes_in_one_call_with_a_1_3_conductor(self):
+        migration = self._interrupted('running')
+        conductor = self.agent.conductor
+        conductor.supports_short_path.return_value = True
+        self.agent.driver.list_guests.return_value = {}
+        fixed = reconcile.reconcile_host(self.agent, None)
+        self.assertIn('completed', fixed[0])
+        post = self.agent.compute_api.post_live_migration_at_destination
+        self.assertEqual({'records_by_source': True}, post.call_args[1])
+        self.assertEqual(migration.uuid,
+                         conductor.migration_complete.call_args[0][1])
+        conductor.migration_set_status.assert_not_called()
+        self.assertEqual(set(), self.agent.tracker.instance_uuids())
+
     def test_queued_migrations_are_left_to_the_conductor(self):
         self._interrupted('queued')
         self.assertEqual([], reconcile.reconcile_host(self.agent, None))

@@ -47,6 +47,25 @@ class ResourceTrackerTest(base.TestCase):
         self.assertEqual({5, 13}, cbase.pinned(
             agent.tracker.usage_topology()))
 
+    def test_recompute_drops_a_claim_never_recorded_past_the_bound(self):
+        # The conductor died between the destination's answer and the
+        # record: nothing will ever drop the claim but this bound.
+        agent = cbase.agent()
+        agent.tracker.unrecorded_claim_timeout = 60
+        inst = cbase.instance(pins={0: 2, 1: 3})
+        claim = resource_tracker.MoveClaim(
+            inst.uuid, 'demo', cbase.new_uuid(),
+            _claimed(inst, cbase.new_uuid(), {0: 5, 1: 13}).migration_context
+            .new_numa_topology)
+        agent.tracker.add_claim(claim)
+        claim.taken_at -= 59
+        agent.tracker.update_available_resource(None)
+        self.assertIs(claim, agent.tracker.get_claim(claim.migration_uuid))
+        claim.taken_at -= 2
+        self.assertTrue(agent.tracker.update_available_resource(None))
+        self.assertIsNone(agent.tracker.get_claim(claim.migration_uuid))
+        self.assertEqual(set(), cbase.pinned(agent.tracker.usage_topology()))
+
     def test_recompute_releases_a_persisted_claim_records_dropped(self):
         inst = cbase.instance(pins={0: 2, 1: 3})
         holder = _claimed(inst, cbase.new_uuid(), {0: 5, 1: 13})

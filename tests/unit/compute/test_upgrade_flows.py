@@ -78,7 +78,7 @@ class DestinationAnswerTest(AgentTestCase):
 
     def test_conductor_at_1_1_gets_the_newest(self):
         data = self._check()
-        self.assertEqual('1.1', data.VERSION)
+        self.assertEqual(objects.LiveMigrateData.VERSION, data.VERSION)
         self.assertIsNotNone(data.dst_numa_info)
         self.assertFalse(self.old_path_logged(releases.OLD_PATH_NUMA_INFO))
 

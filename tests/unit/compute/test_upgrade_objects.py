@@ -14,6 +14,7 @@ from oslo_serialization import jsonutils
 import testscenarios
 
 from numamig import exception
+from numamig import objects
 from numamig import rpc
 from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
@@ -117,9 +118,9 @@ class OldReceiverRefusesNewObjectsTest(base.TestCase):
             None, samples.live_migrate_data())
         self.assertRaisesMessage(
             exception.ObjectValidationError,
-            'LiveMigrateData: version 1.1 is newer than 1.0, the newest '
-            'this service reads', _old_receiver().deserialize_entity,
-            None, wire)
+            f'LiveMigrateData: version {objects.LiveMigrateData.VERSION} is '
+            f'newer than 1.0, the newest this service reads',
+            _old_receiver().deserialize_entity, None, wire)
 
     def test_nested_in_a_list_refused(self):
         wire = [rpc.ObjectSerializer().serialize_entity(

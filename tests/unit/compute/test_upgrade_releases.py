@@ -6,6 +6,7 @@ import fixtures
 import testscenarios
 
 from numamig import exception
+from numamig import objects
 from numamig import rpc
 from numamig import service
 from numamig.compute import releases
@@ -146,7 +147,7 @@ class BackportedTest(base.TestCase):
     def test_original_untouched(self):
         lmd = samples.live_migrate_data()
         releases.backported(lmd, '1.0')
-        self.assertEqual('1.1', lmd.VERSION)
+        self.assertEqual(objects.LiveMigrateData.VERSION, lmd.VERSION)
         self.assertIsNotNone(lmd.dst_numa_info)
 
     def test_fields_set_after_receipt_are_dropped(self):

@@ -36,6 +36,9 @@ class ConductorTestCase(base.TestCase):
                                           reservation_timeout=300,
                                           service_down_time=60)
         self.compute_api = mock.Mock(name='compute_api')
+        # The destinations ask the source themselves (the way before API
+        # 1.3) unless a test says otherwise.
+        self.compute_api.supports_conductor_checks.return_value = False
         self.conductor = manager.ConductorManager(
             self.db, cache, scheduler.Scheduler(cache), self.compute_api,
             {'migrate_max_retries': 3, 'check_timeout': 5, 'limits': None})
@@ -96,7 +99,8 @@ class ConductorTestCase(base.TestCase):
         """
         answers = list(answers)
 
-        def check(ctxt, instance, host, migration, limits, timeout=None):
+        def check(ctxt, instance, host, migration, limits, timeout=None,
+                  source_data=None):
             answer = answers.pop(0)
             if isinstance(answer, Exception):
                 raise answer

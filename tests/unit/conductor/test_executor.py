@@ -73,8 +73,10 @@ class ExecutorTestCase(db_base.DBTestCase):
         real = queue.admit
 
         def admit(*args, **kwargs):
-            looked.set()
-            return real(*args, **kwargs)
+            try:
+                return real(*args, **kwargs)
+            finally:
+                looked.set()
         with mock.patch.object(queue, 'admit', admit):
             runner = self.start(workers=1)
             self.assertTrue(looked.wait(WAIT), "the first look at start")

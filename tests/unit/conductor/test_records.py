@@ -4,6 +4,7 @@ from numamig import exception
 from numamig import objects
 from numamig.conductor import records
 from numamig.db import instances
+from numamig.db import migration_claims
 from numamig.db import migrations
 from numamig.db import queue
 from tests.unit.compute import base as cbase
@@ -161,3 +162,75 @@ class StalledMigrationsTest(MigrationContextRulesTest):
         migrations.set_status(self.db, self.migration.uuid, 'preparing')
         self.assertEqual([], records.end_stalled_migrations(
             self.conductor, None, self._later(3600)))
+
+
+class RecordedTogetherTest(MigrationContextRulesTest):
+    """Claim + queued, and completed + applied claim: one transaction."""
+
+    def test_queue_with_claim_records_both(self):
+        migration = records.queue_with_claim(
+            self.conductor, self._context(self.migration), detail='claimed')
+        self.assertEqual('queued', migration.status)
+        self.assertEqual(self.migration.uuid, self._held())
+
+    def test_neither_is_recorded_when_the_status_may_not_change(self):
+        # Straight to the repository: the records' rules would refuse
+        # earlier; the transaction must hold on its own.
+        migrations.set_status(self.db, self.migration.uuid, 'cancelled')
+        self.assertRaises(
+            exception.InvalidStatusTransition,
+            migration_claims.queue_with_claim, self.db,
+            self._context(self.migration), None, 'claimed')
+        self.assertIsNone(self._held())
+
+    def test_queue_with_claim_follows_the_claim_rules(self):
+        migrations.set_dest_host(self.db, self.migration.uuid, 'dst2')
+        self.assertRaisesMessage(
+            exception.MigrationPreCheckError, 'was not recorded',
+            records.queue_with_claim, self.conductor,
+            self._context(self.migration, dest_host='dst1'), 'claimed')
+        self.assertEqual('accepted', migrations.get(
+            self.db, self.migration.uuid).status)
+
+    def _running(self):
+        records.queue_with_claim(self.conductor,
+                                 self._context(self.migration), 'claimed')
+        migrations.set_status(self.db, self.migration.uuid, 'running')
+
+    def test_complete_applies_the_claim_with_the_result(self):
+        self._running()
+        migration = records.complete(
+            self.conductor, self.migration.uuid,
+            result={'emulated': True, 'elapsed_ms': 12})
+        self.assertEqual(('completed', 12, True),
+                         (migration.status, migration.elapsed_ms,
+                          migration.emulated))
+        record = instances.get(self.db, self.inst.uuid).instance
+        self.assertEqual('dst1', record.host)
+        self.assertIsNone(record.migration_context)
+
+    def test_complete_twice_is_completed_once(self):
+        self._running()
+        records.complete(self.conductor, self.migration.uuid)
+        again = records.complete(self.conductor, self.migration.uuid)
+        self.assertEqual('completed', again.status)
+        self.assertEqual(1, [c.status for c in again.history].count(
+            'completed'))
+
+    def test_complete_refused_applies_nothing(self):
+        records.queue_with_claim(self.conductor,
+                                 self._context(self.migration), 'claimed')
+        self.assertRaises(exception.InvalidStatusTransition,
+                          records.complete, self.conductor,
+                          self.migration.uuid)
+        record = instances.get(self.db, self.inst.uuid).instance
+        self.assertEqual('src', record.host)
+        self.assertEqual(self.migration.uuid, self._held())
+
+    def test_complete_without_a_claim_only_changes_status(self):
+        migrations.set_status(self.db, self.migration.uuid, 'queued')
+        migrations.set_status(self.db, self.migration.uuid, 'running')
+        migration = records.complete(self.conductor, self.migration.uuid)
+        self.assertEqual('completed', migration.status)
+        self.assertEqual(
+            'src', instances.get(self.db, self.inst.uuid).instance.host)

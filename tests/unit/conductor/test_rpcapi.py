@@ -88,3 +88,31 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.api.live_migrate_instance(None, 'i', priority=100)
         self.assertEqual([('1.3', 100), ('1.2', None)],
                          [(v, kw.get('priority')) for v, _, kw in self.sent])
+
+    def test_short_path_goes_at_1_3(self):
+        self.client.can_send_version.return_value = True
+        self.answers = ['answer', 'answer']
+        self.api.migration_complete(None, 'm', result=RESULT)
+        self.api.migration_set_running(None, 'm')
+        self.assertEqual(
+            [('1.3', 'migration_complete', RESULT),
+             ('1.3', 'migration_set_status', 'running')],
+            [(v, m, kw.get('result') or kw.get('status'))
+             for v, m, kw in self.sent])
+
+    def test_short_path_capped_is_refused_without_sending(self):
+        self.client.can_send_version.side_effect = \
+            lambda v: v != rpcapi.SHORT_PATH_VERSION
+        self.assertRaises(messaging.UnsupportedVersion,
+                          self.api.migration_complete, None, 'm')
+        self.assertRaises(messaging.UnsupportedVersion,
+                          self.api.migration_set_running, None, 'm')
+        self.assertEqual([], self.sent)
+
+    def test_short_path_refused_by_an_older_conductor_is_raised(self):
+        # The caller then walks the statuses of before 1.3.
+        self.client.can_send_version.return_value = True
+        self.answers = [messaging.UnsupportedVersion('1.3')]
+        self.assertRaises(messaging.UnsupportedVersion,
+                          self.api.migration_complete, None, 'm')
+        self.assertEqual(['1.3'], [v for v, _, _ in self.sent])

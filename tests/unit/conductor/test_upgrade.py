@@ -77,7 +77,8 @@ class CancelledBeforeQueuedTest(base.ConductorTestCase):
     def test_drop(self):
         inst = self.create_instance()
 
-        def check(ctxt, instance, host, migration, limits, timeout=None):
+        def check(ctxt, instance, host, migration, limits, timeout=None,
+                  source_data=None):
             return objects.LiveMigrateData(
                 instance_uuid=instance.uuid, source_host=instance.host,
                 dest_host=host, migration_uuid=migration.uuid,

@@ -59,7 +59,8 @@ class BackportTest(base.TestCase):
         old = _data(samples.live_migrate_data(), target_version='1.0')
         self.assertEqual(
             {k: v for k, v in full.items()
-             if k not in live_migrate_data.NUMA_FIELDS}, old)
+             if k not in live_migrate_data.NUMA_FIELDS + (
+                 'migration_context',)}, old)
 
     def test_backport_does_not_touch_the_object(self):
         lmd = samples.live_migrate_data()
@@ -102,6 +103,24 @@ class BackportTest(base.TestCase):
             dest_host='b', migration_uuid=samples.uuids.migration)
         self.assertNotIn('dst_numa_info',
                          _data(lmd, target_version='1.0'))
+
+
+    def test_1_1_drops_the_claim_only(self):
+        lmd = samples.live_migrate_data()
+        lmd.migration_context = samples.migration_context()
+        data = _data(lmd, target_version='1.1')
+        self.assertNotIn('migration_context', data)
+        self.assertIn('dst_numa_info', data)
+        self.assertTrue(data['src_supports_numa_live_migration'])
+
+    def test_1_2_carries_the_claim(self):
+        lmd = samples.live_migrate_data()
+        lmd.migration_context = samples.migration_context()
+        received = obj_base.NumamigObject.obj_from_primitive(
+            jsonutils.loads(jsonutils.dumps(lmd.obj_to_primitive())))
+        self.assertEqual(samples.uuids.migration,
+                         received.migration_context.migration_uuid)
+        self.assertEqual('dst', received.migration_context.dest_host)
 
 
 class ValidationTest(base.TestCase):

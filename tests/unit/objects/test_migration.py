@@ -70,6 +70,18 @@ class TransitionTest(base.TestCase):
             self.assertTrue(migration.can_transition(old, new),
                             f'{old} -> {new}')
 
+    def test_short_path_is_allowed(self):
+        # A source of compute API 1.3 skips preparing and post-migrating.
+        path = [STATUS.ACCEPTED, STATUS.QUEUED, STATUS.RUNNING,
+                STATUS.COMPLETED]
+        for old, new in zip(path[:-1], path[1:], strict=True):
+            self.assertTrue(migration.can_transition(old, new),
+                            f'{old} -> {new}')
+        self.assertFalse(migration.can_transition(STATUS.QUEUED,
+                                                  STATUS.COMPLETED))
+        self.assertFalse(migration.can_transition(STATUS.PREPARING,
+                                                  STATUS.COMPLETED))
+
     def test_final_states_are_final(self):
         for old in STATUS.FINAL:
             for new in STATUS.ALL:

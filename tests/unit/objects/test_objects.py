@@ -30,7 +30,7 @@ OBJECT_DATA = {
     'Instance': '1.0-f5b3572fa251d6fa5e2476a27f63a8dd',
     'InstanceNUMACell': '1.0-483a8f438a46bb83a728e145e20f13e6',
     'InstanceNUMATopology': '1.0-4fa1d4c4b593a27816d50e3a4c541c98',
-    'LiveMigrateData': '1.1-159750e0e9ee9866fff6f1d94060bb6a',
+    'LiveMigrateData': '1.2-efcbd85468fe95fe8a5fe262dcc1acd6',
     'Migration': '1.2-a1cab0d9f07eefe999637b97c02a1e24',
     'MigrationContext': '1.0-26d330cb0b3335895f050fd23a8c02d5',
     'MigrationStatusChange': '1.0-a536d107255f04dc4766e8b383325fdd',
@@ -44,7 +44,7 @@ OBJECT_DATA = {
 OBJECT_RELATIONSHIPS = {
     'ComputeNodeReport': {'HostNUMATopology': '1.0'},
     'Instance': {'InstanceNUMATopology': '1.0', 'MigrationContext': '1.0'},
-    'LiveMigrateData': {'NUMAMigrateInfo': '1.0'},
+    'LiveMigrateData': {'MigrationContext': '1.0', 'NUMAMigrateInfo': '1.0'},
     'MigrationContext': {'InstanceNUMATopology': '1.0'},
 }
 

@@ -3,8 +3,12 @@
 import oslo_messaging as messaging
 
 from numamig import exception
+from numamig import objects
+from numamig.conductor import records
 from numamig.db import instances
 from numamig.db import migrations
+from numamig.db import queue
+from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
 
 
@@ -68,7 +72,8 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
         checks = self.compute_api.check_can_live_migrate_destination
 
         def claim_late_then_time_out(ctxt, instance, host, migration,
-                                     limits, timeout=None):
+                                     limits, timeout=None,
+                                     source_data=None):
             if checks.call_count == 1:
                 # The destination recorded its claim after the conductor
                 # stopped waiting.
@@ -88,7 +93,6 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
                           .instance.migration_context)
 
     def _context(self, instance, migration, host):
-        from numamig import objects
         return objects.MigrationContext(
             instance_uuid=instance.uuid, migration_uuid=migration.uuid,
             source_host='src', dest_host=host,
@@ -96,7 +100,6 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
             new_numa_topology=instance.numa_topology)
 
     def _lmd(self, instance, migration, host):
-        from numamig import objects
         return objects.LiveMigrateData(
             instance_uuid=instance.uuid, source_host=instance.host,
             dest_host=host, migration_uuid=migration.uuid)
@@ -156,6 +159,123 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
         inst = self.create_instance()
         self.answer_with(True)
         self.assertEqual('queued', self._migrate(inst, 'dst1').status)
+
+
+class ConductorDrivenChecksTest(base.ConductorTestCase):
+    """Compute API 1.3: source first, then destinations with its answer;
+    the returned claim is recorded with 'queued'."""
+
+    def setUp(self):
+        super().setUp()
+        self.compute_api.supports_conductor_checks.return_value = True
+        self.compute_api.supports_numa_live_migration.return_value = True
+        self.compute_api.check_can_live_migrate_source.side_effect = \
+            self._source_answer
+        self.inst = self.create_instance()
+
+    @staticmethod
+    def _source_answer(ctxt, instance, request, timeout=None):
+        answer = request.obj_clone()
+        answer.src_supports_numa_live_migration = True
+        return answer
+
+    def _claiming(self, *refusals):
+        """Destinations refuse with ``refusals`` in turn, then claim."""
+        pending = list(refusals)
+
+        def check(ctxt, instance, host, migration, limits, timeout=None,
+                  source_data=None):
+            self.assertTrue(source_data.src_supports_numa_live_migration)
+            if pending:
+                raise pending.pop(0)
+            data = objects.LiveMigrateData(
+                instance_uuid=instance.uuid, source_host=instance.host,
+                dest_host=host, migration_uuid=migration.uuid,
+                src_supports_numa_live_migration=True,
+                dst_supports_numa_live_migration=True,
+                dst_numa_info=objects.NUMAMigrateInfo(cell_pins={0: {1}}))
+            data.migration_context = objects.MigrationContext(
+                instance_uuid=instance.uuid, migration_uuid=migration.uuid,
+                source_host=instance.host, dest_host=host,
+                old_numa_topology=instance.numa_topology,
+                new_numa_topology=instance.numa_topology)
+            return data
+        self.compute_api.check_can_live_migrate_destination.side_effect = \
+            check
+
+    def _migrate(self, dest_host=None):
+        return self.migrate(self.inst.uuid, dest_host)
+
+    def _held(self):
+        held = instances.get(self.db, self.inst.uuid).instance\
+            .migration_context
+        return held and (held.migration_uuid, held.dest_host)
+
+    def test_source_asked_once_claim_recorded_with_queued(self):
+        self._claiming(_refusal('first'))
+        migration = self._migrate()
+        self.compute_api.check_can_live_migrate_source.assert_called_once()
+        self.assertEqual(
+            2, self.compute_api.check_can_live_migrate_destination.call_count)
+        self.assertEqual('queued', migration.status)
+        self.assertEqual((migration.uuid, migration.dest_host), self._held())
+        history = [c.status for c in migration.history]
+        self.assertEqual(['accepted', 'queued'], history)
+        # The source is not sent the claim: the records hold it.
+        cast = self.compute_api.live_migration.call_args[0][3]
+        self.assertIsNone(cast.get('migration_context'))
+        self.assertIsNotNone(cast.dst_numa_info)
+
+    def test_a_claim_the_records_refuse_is_dropped_there(self):
+        self._claiming()
+        # Another in-progress migration holds a claim on the instance
+        # (the queue refuses such a request; an older conductor did not).
+        other = migrations.create(self.db, cbase.migration(
+            self.inst, dest_host='dst3', admitted_at=self.now))
+        instances.set_migration_context(
+            self.db, self.inst.uuid, objects.MigrationContext(
+                instance_uuid=self.inst.uuid, migration_uuid=other.uuid,
+                source_host='src', dest_host='dst3',
+                old_numa_topology=self.inst.numa_topology,
+                new_numa_topology=self.inst.numa_topology))
+        self.conductor.migrate_max_retries = 0
+        mine = migrations.create(self.db, cbase.migration(
+            self.inst, dest_host=None, requested_host='dst2'))
+        self.assertEqual([mine.uuid], queue.admit(
+            self.db, self.conductor.admission, 1))
+        self.assertRaises(exception.NoValidHost,
+                          self.conductor.execute_admitted, mine.uuid)
+        dropped = self.compute_api.drop_move_claim_at_destination
+        self.assertEqual('dst2', dropped.call_args[0][2].dest_host)
+        self.assertEqual((other.uuid, 'dst3'), self._held())
+        self.compute_api.live_migration.assert_not_called()
+
+    def test_cancelled_before_recording_drops_the_claim_there(self):
+        self._claiming()
+        real = records.queue_with_claim
+
+        def cancelled_first(conductor, context, detail):
+            migrations.set_status(self.db, context.migration_uuid,
+                                  'cancelled')
+            return real(conductor, context, detail)
+        self.patch(records, 'queue_with_claim', cancelled_first)
+        # The records refuse the claim of a migration no longer in
+        # progress; recording that refusal ends the task.
+        self.assertRaises(exception.MigrationNotInProgress, self._migrate,
+                          'dst2')
+        self.compute_api.drop_move_claim_at_destination.assert_called_once()
+        self.assertIsNone(self._held())
+        self.compute_api.live_migration.assert_not_called()
+
+    def test_guest_not_on_the_source_ends_it_without_destinations(self):
+        self.compute_api.check_can_live_migrate_source.side_effect = \
+            exception.MigrationPreCheckError(reason='not running on source')
+        self.assertRaises(exception.MigrationPreCheckError, self._migrate)
+        self.compute_api.check_can_live_migrate_destination.\
+            assert_not_called()
+        (migration,) = migrations.get_all(self.db,
+                                          instance_uuid=self.inst.uuid)
+        self.assertEqual('error', migration.status)
 
 
 class AbortTest(base.ConductorTestCase):

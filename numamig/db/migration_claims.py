@@ -1,0 +1,66 @@
+"""A migration's status and its claim, changed in one transaction.
+
+The conductor records a destination's move claim together with the
+``queued`` status that lets the source start, and applies the claim
+together with the ``completed`` status: either both are committed or
+neither is, so no record ever shows a migration queued without its
+claim, or completed with the claim still pending (or the reverse). The
+rules about which claim may be replaced stay with the caller
+(numamig.conductor.records). Public API::
+
+    queue_with_claim(db, context, expected_migration_uuid, detail)
+        -> Migration
+    complete(db, migration_uuid, instance_uuid, detail=None, result=None)
+        -> (Migration, Instance)
+"""
+
+from numamig import exception
+from numamig.db import instances
+from numamig.db import migrations
+from numamig.objects import fields
+
+STATUS = fields.MigrationStatus
+
+
+def queue_with_claim(db, context, expected_migration_uuid, detail):
+    """Record a move claim and move its migration accepted -> queued.
+
+    :param expected_migration_uuid: the claim the new one may replace
+        (None: the instance must hold none).
+    :raises MigrationContextConflict: another claim is held.
+    :raises InvalidStatusTransition: the migration is no longer
+        ``accepted`` (cancelled meanwhile); nothing is recorded then.
+    """
+    with db.writer() as session:
+        instances.set_migration_context_in(
+            session, context.instance_uuid, context, expected_migration_uuid)
+        return migrations.set_status_in(
+            session, context.migration_uuid, STATUS.QUEUED, detail=detail,
+            expected=[STATUS.ACCEPTED])
+
+
+def complete(db, migration_uuid, instance_uuid, detail=None, result=None):
+    """Record ``completed`` (with the run's result) and apply the claim.
+
+    The claim is applied (the instance takes the destination host and the
+    claimed topology) when this migration holds the instance's context;
+    a migration that took none (the old path: the destination recorded
+    the placement itself) or whose claim was applied already only changes
+    status.
+
+    :param result: checked values for the migration's result columns.
+    :returns: the Migration and the Instance after the change.
+    :raises InvalidStatusTransition: the migration may not complete;
+        nothing is changed then.
+    """
+    with db.writer() as session:
+        migration = migrations.set_status_in(
+            session, migration_uuid, STATUS.COMPLETED, detail=detail,
+            result=result)
+        try:
+            record = instances.apply_migration_context_in(
+                session, instance_uuid, migration_uuid)
+        except exception.MigrationContextConflict:
+            # Nothing held by this migration: nothing written either.
+            record = instances.get_in(session, instance_uuid)
+        return migration, record.instance

@@ -1,0 +1,73 @@
+"""Tests of numamig.compute.report: the background reporter."""
+
+import threading
+
+from tests import base
+from tests.unit.compute import base as cbase
+
+WAIT_S = 10
+
+
+class BackgroundReporterTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.agent = cbase.agent()
+        self.addCleanup(self.agent.stop)
+        self.sent = threading.Condition()
+        self.reports = []
+        self.gate = threading.Event()
+        self.sending = threading.Event()
+
+        def cast(ctxt, report):
+            # Reports are held until the test opens the gate.
+            self.sending.set()
+            self.gate.wait(WAIT_S)
+            with self.sent:
+                self.reports.append(report)
+                self.sent.notify_all()
+        self.agent.conductor.report_compute_node_cast.side_effect = cast
+
+    def _wait_reports(self, count):
+        with self.sent:
+            self.sent.wait_for(lambda: len(self.reports) >= count, WAIT_S)
+            return list(self.reports)
+
+    def test_request_returns_at_once_and_a_cast_follows(self):
+        self.gate.set()
+        self.agent.reporter.request('an arrival')
+        (report,) = self._wait_reports(1)
+        self.assertEqual(self.agent.host, report.host)
+        self.agent.conductor.report_compute_node.assert_not_called()
+
+    def test_requests_during_a_report_coalesce_into_one(self):
+        self.agent.reporter.request('first')
+        self.assertTrue(self.sending.wait(WAIT_S))
+        for why in ('second', 'third', 'fourth'):
+            self.agent.reporter.request(why)
+        self.gate.set()
+        self._wait_reports(2)
+        self.agent.reporter.stop()
+        # The first report, then ONE for the three requests made while
+        # it was being sent.
+        self.assertEqual(2, len(self.reports))
+        self.assertEqual(2, self.agent.reporter.sent)
+
+    def test_a_failed_report_is_logged_and_the_next_is_sent(self):
+        calls = []
+
+        def cast(ctxt, report):
+            calls.append(report)
+            with self.sent:
+                self.sent.notify_all()
+            if len(calls) == 1:
+                raise RuntimeError('broker gone')
+        self.agent.conductor.report_compute_node_cast.side_effect = cast
+        self.agent.reporter.request('first')
+        with self.sent:
+            self.sent.wait_for(lambda: calls, WAIT_S)
+        self.agent.reporter.request('second')
+        with self.sent:
+            self.sent.wait_for(lambda: len(calls) >= 2, WAIT_S)
+        self.assertEqual(2, len(calls))
+        self.assertEqual(1, self.agent.reporter.sent)

@@ -1,0 +1,71 @@
+"""The compute client: the API 1.3 calls and their fallbacks."""
+
+from unittest import mock
+
+import fixtures
+import oslo_messaging as messaging
+
+from numamig.compute import rpcapi
+from tests import base
+from tests.unit.compute import base as cbase
+
+
+class ComputeAPI13Test(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.client = mock.Mock(name='client')
+        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
+                                           return_value=self.client))
+        self.api = rpcapi.ComputeAPI(mock.sentinel.transport)
+        self.client.can_send_version.return_value = True
+        self.sent = []
+        self.answers = []
+        self.client.prepare.side_effect = self._prepare
+        self.inst = cbase.instance(host=cbase.SOURCE)
+        self.migration = cbase.migration(self.inst)
+
+    def _prepare(self, server, version, **options):
+        cctxt = mock.Mock(name=f'cctxt-{version}')
+
+        def call(ctxt, method, **kwargs):
+            self.sent.append((version, method, sorted(kwargs)))
+            answer = self.answers.pop(0) if self.answers else 'answer'
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        cctxt.call.side_effect = call
+        return cctxt
+
+    def _check(self, source_data):
+        return self.api.check_can_live_migrate_destination(
+            None, self.inst, cbase.HOST, self.migration, None,
+            source_data=source_data)
+
+    def test_destination_check_with_the_source_answer_at_1_3(self):
+        self._check(mock.sentinel.source_data)
+        (version, method, kwargs), = self.sent
+        self.assertEqual('1.3', version)
+        self.assertIn('source_data', kwargs)
+
+    def test_destination_refusing_1_3_is_asked_the_1_1_way(self):
+        self.answers = [messaging.UnsupportedVersion('1.3')]
+        self._check(mock.sentinel.source_data)
+        self.assertEqual(['1.3', '1.1'], [v for v, _, _ in self.sent])
+        self.assertNotIn('source_data', self.sent[1][2])
+        self.assertIn('migration', self.sent[1][2])
+
+    def test_without_the_source_answer_the_1_1_way(self):
+        self._check(None)
+        (version, _, kwargs), = self.sent
+        self.assertEqual('1.1', version)
+        self.assertNotIn('source_data', kwargs)
+
+    def test_post_for_the_source_to_record_at_1_3_or_1_0(self):
+        self.answers = ['answer', messaging.UnsupportedVersion('1.3')]
+        for _ in range(2):
+            self.api.post_live_migration_at_destination(
+                None, self.inst, self.migration, records_by_source=True)
+        self.assertEqual(
+            [('1.3', True), ('1.3', True), ('1.0', False)],
+            [(v, 'records_by_source' in kw) for v, _, kw in self.sent])
