@@ -47,9 +47,17 @@ def actions_of(category_class):
 
 
 def add_command_parsers(categories):
-    """Return a SubCommandOpt handler registering every category/action."""
+    """Return a SubCommandOpt handler registering every category/action.
+
+    :param categories: {name: class}; a name may map to a one-line
+        summary instead, for a category the command line does not use
+        (listed in --help, its class left unimported).
+    """
     def handler(subparsers):
         for category, cls in categories.items():
+            if isinstance(cls, str):
+                subparsers.add_parser(category, help=cls)
+                continue
             parser = subparsers.add_parser(
                 category, help=(cls.__doc__ or '').strip().splitlines()[0])
             parser.set_defaults(category_class=cls)
