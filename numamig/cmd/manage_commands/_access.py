@@ -39,11 +39,25 @@ def database():
 
 
 def conductor(timeout=CALL_TIMEOUT):
-    """A conductor RPC client on the configured transport."""
+    """A conductor RPC client on the configured transport.
+
+    It reaches the conductor of the deployment ``[DEFAULT]
+    control_exchange`` names, as numamig.service.RPCNames.from_conf does
+    for the services (a unit test keeps the two equal): numamig.service
+    itself loads every manager and is too slow to import for one call.
+    """
     from numamig import rpc
     from numamig.conductor import rpcapi
-    return rpcapi.ConductorAPI.from_conf(CONF, rpc.get_transport(CONF),
-                                         timeout=timeout)
+    transport = rpc.get_transport(CONF)
+    topic, exchange = rpcapi.TOPIC, CONF.control_exchange
+    if exchange == rpc.CONTROL_EXCHANGE:
+        exchange = None
+    else:
+        topic = f'{topic}-{exchange}'
+    return rpcapi.ConductorAPI(transport,
+                               version_cap=CONF.upgrade_levels.conductor,
+                               timeout=timeout, topic=topic,
+                               exchange=exchange)
 
 
 def context():
