@@ -62,8 +62,10 @@ def _categories_for(argv):
 
 
 def main(argv=None):
+    """The console script; ``argv`` (tests, the embedded job) keeps the
+    process as it was for what runs next in it."""
     _backend.for_command_line()
-    argv = sys.argv[1:] if argv is None else argv
+    console, argv = argv is None, sys.argv[1:] if argv is None else argv
     category_opt = cfg.SubCommandOpt(
         'category', title='Command categories',
         help='Available categories',
@@ -76,6 +78,8 @@ def main(argv=None):
         # (tests, the embedded job).
         CONF.reset()
         CONF.unregister_opt(category_opt)
+        if console:
+            common.leave_objects_to_exit()
 
 
 def _run(category_opt, argv):

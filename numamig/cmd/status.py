@@ -75,6 +75,8 @@ def main(argv=None):
         # Leave CONF as found, so that main() can run again in a process.
         CONF.reset()
         CONF.unregister_opt(category_opt)
+        if argv is None:  # the console script's process ends here
+            common.leave_objects_to_exit()
 
 
 def _run(argv):

@@ -22,9 +22,12 @@ RESULT_FIELDS = migration_obj.RESULT_FIELDS
 # up to POLL_INTERVAL: a change means the next step may be near, so the
 # end of a short migration is seen within tens of ms, while a long, quiet
 # one costs the conductor a call every POLL_INTERVAL at most.
+# No poll comes later than WAIT_SHARE of the time waited so far either,
+# so that seeing the end late adds at most that share to the wait.
 FIRST_POLL_S = 0.025
 POLL_GROWTH = 1.5
 POLL_INTERVAL = 0.5
+WAIT_SHARE = 0.1
 BAR_WIDTH = 30
 
 
@@ -174,8 +177,9 @@ def follow(api, ctxt, migration, output_format, timeout=None,
            stream=None, sleep=time.sleep, clock=time.monotonic):
     """Poll a migration until it ends, drawing progress; return it.
 
-    Polls back off from FIRST_POLL_S to POLL_INTERVAL and start short
-    again whenever the migration changed. With ``timeout`` (seconds),
+    Polls back off from FIRST_POLL_S to POLL_INTERVAL, start short again
+    whenever the migration changed, and are never further apart than
+    WAIT_SHARE of the time waited so far. With ``timeout`` (seconds),
     no sleep goes past it and the migration is returned as last seen,
     maybe still in progress. Progress goes to ``stream`` (stderr by
     default) so that stdout stays the final answer; with --format json
@@ -183,7 +187,8 @@ def follow(api, ctxt, migration, output_format, timeout=None,
     """
     stream = stream or sys.stderr
     draw = output_format != 'json'
-    deadline = None if timeout is None else clock() + timeout
+    started = clock()
+    deadline = None if timeout is None else started + timeout
     last = delays = None
     while migration.status not in STATUS.FINAL:
         line = progress_line(migration)
@@ -191,7 +196,8 @@ def follow(api, ctxt, migration, output_format, timeout=None,
             if draw:
                 print(line, file=stream, flush=True)
             last, delays = line, poll_delays()
-        delay = next(delays)
+        delay = min(next(delays),
+                    max(FIRST_POLL_S, WAIT_SHARE * (clock() - started)))
         if deadline is not None:
             delay = min(delay, deadline - clock())
             if delay <= 0:

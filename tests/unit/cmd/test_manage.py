@@ -39,3 +39,23 @@ class CategoriesTestCase(cli_base.CLITestCase):
     def test_a_category_runs_when_named(self):
         code, out, err = self.run_cli('db', 'version')
         self.assertEqual(0, code, err)
+
+
+class ProcessEndTestCase(cli_base.CLITestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.freeze = self.useFixture(cli_base.fixtures.MockPatch(
+            'gc.freeze')).mock
+        self.useFixture(cli_base.fixtures.MockPatch(
+            'numamig.cmd.manage._run', return_value=0))
+
+    def test_console_script_leaves_objects_to_exit(self):
+        self.useFixture(cli_base.fixtures.MonkeyPatch(
+            'sys.argv', ['numamig-manage', 'db', 'version']))
+        self.assertEqual(0, manage.main())
+        self.freeze.assert_called_once_with()
+
+    def test_main_with_argv_leaves_the_process_as_it_was(self):
+        self.assertEqual(0, manage.main(['db', 'version']))
+        self.freeze.assert_not_called()

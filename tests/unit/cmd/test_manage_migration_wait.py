@@ -27,6 +27,12 @@ class FollowTestCase(cli_base.CLITestCase):
         super().setUp()
         self.guest = self.add_instance('src')
         self.time = FakeClock()
+        # The back-off alone, unless a test bounds it by the time waited.
+        self.share(1000)
+
+    def share(self, value):
+        self.useFixture(cli_base.fixtures.MonkeyPatch(
+            'numamig.cmd.manage_commands.migration.WAIT_SHARE', value))
 
     def _mig(self, status, done=0):
         return cli_base.make_migration(
@@ -73,6 +79,21 @@ class FollowTestCase(cli_base.CLITestCase):
         self.assertGreater(self.time.slept[2], self.time.slept[1])
         self.assertGreater(self.time.slept[1], first)
         self.assertEqual(first, self.time.slept[3])
+
+    def test_no_poll_later_than_a_share_of_the_wait(self):
+        self.share(0.1)
+        running = self._mig('running', 1 << 20)
+        self.follow(running, [running] * 60 +
+                    [self._mig('completed', 1 << 30)])
+        waited = 0.0
+        for delay in self.time.slept:
+            self.assertLessEqual(
+                delay, max(migration_cmd.FIRST_POLL_S, 0.1 * waited) + 1e-9)
+            waited += delay
+        # The share held the delays below the cap for a while...
+        self.assertLess(self.time.slept[8], 0.2)
+        # ...and the cap bounds them once the wait is long.
+        self.assertEqual(migration_cmd.POLL_INTERVAL, self.time.slept[-1])
 
     def test_timeout_bounds_the_wait(self):
         running = self._mig('running', 1 << 20)
