@@ -68,6 +68,10 @@ class MigrationCommands:
         if dry_run and wait:
             raise exception.Invalid(reason="--dry-run starts nothing to "
                                            "--wait for")
+        if wait_timeout is not None and not (wait and wait_timeout > 0):
+            raise exception.Invalid(
+                reason=f"--wait-timeout {wait_timeout} needs --wait and a "
+                       f"number of seconds above 0")
         api, ctxt = _access.conductor(), _access.context()
         if dry_run:
             answer = api.live_migration_dry_run(ctxt, instance, host)

@@ -116,3 +116,13 @@ class FollowTestCase(cli_base.CLITestCase):
         self.assertIn(f'migration {running.uuid} is still running', err)
         self.assertIn('it goes on', err)
         self.assertIn('RUNNING', out)
+
+    def test_wait_timeout_needs_wait_and_a_positive_time(self):
+        for extra in (['--wait-timeout', '5'],
+                      ['--wait', '--wait-timeout', '0'],
+                      ['--wait', '--wait-timeout', '-1']):
+            code, _, err = self.run_cli('migration', 'start',
+                                        self.guest.uuid, *extra)
+            self.assertEqual(127, code, extra)
+            self.assertIn('--wait-timeout', err)
+        self.api.live_migrate_instance.assert_not_called()
