@@ -8,6 +8,7 @@ arguments. Exit codes are the same across the CLI (see EXIT_*).
 
 import argparse
 import functools
+import gc
 import inspect
 import json
 import sys
@@ -21,6 +22,19 @@ EXIT_BAD_INPUT = 127   # the input was wrong; nothing was changed
 EXIT_UNEXPECTED = 255  # a bug or an unreachable service
 
 ACTION_PREFIX = 'action_kwarg_'
+
+
+def leave_objects_to_exit():
+    """Spare the ending process the final garbage collection.
+
+    At exit Python walks every object the imports made (oslo.config,
+    oslo.messaging, the versioned objects...) to collect cycles, ~0.1 s of
+    a short command measured here; frozen objects are skipped and the
+    operating system takes the memory back. Only for a console script's
+    own process, right before it ends: never in a process that goes on
+    (tests call main() with argv).
+    """
+    gc.freeze()
 
 
 def args(*names, **kwargs):
@@ -47,9 +61,17 @@ def actions_of(category_class):
 
 
 def add_command_parsers(categories):
-    """Return a SubCommandOpt handler registering every category/action."""
+    """Return a SubCommandOpt handler registering every category/action.
+
+    :param categories: {name: class}; a name may map to a one-line
+        summary instead, for a category the command line does not use
+        (listed in --help, its class left unimported).
+    """
     def handler(subparsers):
         for category, cls in categories.items():
+            if isinstance(cls, str):
+                subparsers.add_parser(category, help=cls)
+                continue
             parser = subparsers.add_parser(
                 category, help=(cls.__doc__ or '').strip().splitlines()[0])
             parser.set_defaults(category_class=cls)

@@ -12,17 +12,18 @@ import sys
 from oslo_log import log as logging
 
 from numamig import _backend
-from numamig import rpc
-from numamig import service
-from numamig.conf import CONF
-from numamig.virt.libvirt import driver as lv_driver
-from numamig.virt.libvirt import settings as lv_settings
 
 LOG = logging.getLogger(__name__)
 
 
 def main(argv=None):
+    # First, before anything imports oslo_messaging (numamig._backend).
     _backend.select_threading(strict=True)
+    from numamig import rpc
+    from numamig import service
+    from numamig.conf import CONF
+    from numamig.virt.libvirt import driver as lv_driver
+    from numamig.virt.libvirt import settings as lv_settings
     service.parse_args(CONF, sys.argv[1:] if argv is None else argv)
     driver = lv_driver.LibvirtDriver(lv_settings.LibvirtSettings.from_conf(
         CONF))

@@ -17,10 +17,6 @@ import sys
 from oslo_log import log as logging
 
 from numamig import _backend
-from numamig import rpc
-from numamig import service
-from numamig.conf import CONF
-from numamig.db import api as db_api
 
 LOG = logging.getLogger(__name__)
 
@@ -38,7 +34,12 @@ def worker_count(conf, db):
 
 
 def main(argv=None):
+    # First, before anything imports oslo_messaging (numamig._backend).
     _backend.select_threading(strict=True)
+    from numamig import rpc
+    from numamig import service
+    from numamig.conf import CONF
+    from numamig.db import api as db_api
     service.parse_args(CONF, sys.argv[1:] if argv is None else argv)
     db = db_api.Database.from_config(CONF)
     db.wait_until_reachable(max_retries=CONF.database.max_retries)

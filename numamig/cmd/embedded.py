@@ -15,6 +15,7 @@ import sys
 import tempfile
 import traceback
 
+from numamig import _backend
 from numamig.cmd import common
 
 EXIT_UNEXPECTED = 255
@@ -37,6 +38,9 @@ def _parser():
 
 
 def main(argv=None):
+    # The job runs the services in this process: choose their backend
+    # before anything imports oslo_messaging (numamig._backend).
+    _backend.select_threading(strict=True)
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.debug else logging.ERROR,

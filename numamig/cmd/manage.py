@@ -11,46 +11,75 @@ import sys
 
 from oslo_config import cfg
 
+from numamig import _backend
 from numamig.cmd import common
 from numamig.conf import CONF
 
-# category -> "module:Class" under numamig.cmd.manage_commands. Imported
-# lazily so that one category's heavy imports do not slow the others.
-CATEGORY_PATHS = {
-    'numa': 'numa:NumaCommands',
-    'db': 'db:DbCommands',
-    'host': 'host:HostCommands',
-    'instance': 'instance:InstanceCommands',
-    'migration': 'migration:MigrationCommands',
-    'audit': 'audit:AuditCommands',
-    'heal': 'heal:HealCommands',
+# category -> ("module:Class" under numamig.cmd.manage_commands, the
+# first line of the class's docstring). Only the categories a command
+# line names are imported: the others appear in --help by their summary,
+# so that one category's imports (the NUMA engine, versioned objects and
+# oslo.messaging, lxml) do not slow every other call. A unit test keeps
+# the summaries equal to the docstrings.
+CATEGORIES = {
+    'numa': ('numa:NumaCommands',
+             "Offline NUMA placement: dry runs without any service."),
+    'db': ('db:DbCommands',
+           "Schema of the conductor's database ([database] connection)."),
+    'host': ('host:HostCommands',
+             "Compute hosts: state, versions, NUMA topology and usage."),
+    'instance': ('instance:InstanceCommands',
+                 "Guests: create, adopt existing ones, list and show "
+                 "placements."),
+    'migration': ('migration:MigrationCommands',
+                  "Live migrations: start (or dry-run), follow, inspect, "
+                  "stop."),
+    'audit': ('audit:AuditCommands',
+              "Audits of pins and claims against the hosts' domain XML."),
+    'heal': ('heal:HealCommands',
+             "Repairs of records that outlived what they describe."),
 }
 
 
-def _load_categories():
-    categories = {}
-    for name, path in CATEGORY_PATHS.items():
-        module_name, _, cls = path.partition(':')
-        module = importlib.import_module(
-            f'numamig.cmd.manage_commands.{module_name}')
-        categories[name] = getattr(module, cls)
-    return categories
+def load_category(name):
+    """Import and return the class of category ``name``."""
+    module_name, _, cls = CATEGORIES[name][0].partition(':')
+    module = importlib.import_module(
+        f'numamig.cmd.manage_commands.{module_name}')
+    return getattr(module, cls)
+
+
+def _categories_for(argv):
+    """{category: class, or its summary where argv does not name it}.
+
+    Any argument equal to a category's name loads it (an option's value
+    may be one too: loading a category too many is harmless, and the one
+    chosen is always loaded). A shell completion script needs them all.
+    """
+    named = set(CATEGORIES) if '--shell_completion' in argv else set(argv)
+    return {name: load_category(name) if name in named else summary
+            for name, (_path, summary) in CATEGORIES.items()}
 
 
 def main(argv=None):
-    categories = _load_categories()
+    """The console script; ``argv`` (tests, the embedded job) keeps the
+    process as it was for what runs next in it."""
+    _backend.for_command_line()
+    console, argv = argv is None, sys.argv[1:] if argv is None else argv
     category_opt = cfg.SubCommandOpt(
         'category', title='Command categories',
         help='Available categories',
-        handler=common.add_command_parsers(categories))
+        handler=common.add_command_parsers(_categories_for(argv)))
     CONF.register_cli_opt(category_opt)
     try:
-        return _run(category_opt, sys.argv[1:] if argv is None else argv)
+        return _run(category_opt, argv)
     finally:
         # Leave CONF as found, so that main() can run again in one process
         # (tests, the embedded job).
         CONF.reset()
         CONF.unregister_opt(category_opt)
+        if console:
+            common.leave_objects_to_exit()
 
 
 def _run(category_opt, argv):

@@ -10,9 +10,9 @@ import sys
 
 from oslo_config import cfg
 
+from numamig import _backend
 from numamig.cmd import common
 from numamig.conf import CONF
-from numamig.upgradecheck import checks
 
 EXIT_UNEXPECTED = 255
 
@@ -30,7 +30,10 @@ class UpgradeCommands:
         degraded or capped); 2 failures (act before relying on it);
         255 a check could not run (a bug).
         """
+        # Imported here: the checks load the versioned objects and
+        # oslo.messaging, which --help does not need.
         from numamig.db import api
+        from numamig.upgradecheck import checks
         sources = checks.Sources(lambda: api.Database.from_config(CONF))
         try:
             results = checks.run(CONF, sources)
@@ -61,6 +64,7 @@ def _print_human(data):
 
 
 def main(argv=None):
+    _backend.for_command_line()
     category_opt = cfg.SubCommandOpt(
         'category', title='Command categories', help='Available categories',
         handler=common.add_command_parsers(CATEGORIES))
@@ -71,6 +75,8 @@ def main(argv=None):
         # Leave CONF as found, so that main() can run again in a process.
         CONF.reset()
         CONF.unregister_opt(category_opt)
+        if argv is None:  # the console script's process ends here
+            common.leave_objects_to_exit()
 
 
 def _run(argv):

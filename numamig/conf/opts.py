@@ -9,8 +9,6 @@ options out of the sample.
 import importlib
 import pkgutil
 
-import oslo_messaging as messaging
-
 # The exchange numamig's RPC uses unless transport_url names another.
 CONTROL_EXCHANGE = 'numamig'
 
@@ -50,6 +48,9 @@ def update_library_defaults():
     before listing options, so the sample shows numamig's values whatever
     else ran in the process first; ``numamig.rpc`` applies the same.
     """
+    # Imported here: importing oslo_messaging fixes oslo.service's
+    # backend (numamig._backend), which loading the options must not do.
+    import oslo_messaging as messaging
     messaging.set_transport_defaults(control_exchange=CONTROL_EXCHANGE)
 
 

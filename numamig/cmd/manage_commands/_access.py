@@ -4,15 +4,14 @@ Reading actions open the conductor's database directly (``[database]
 connection``), as nova-manage does; actions that change something go
 through the conductor's RPC API (``[DEFAULT] transport_url``), so that
 the claim rules the conductor enforces apply to operators too.
-``guarded`` maps what can go wrong onto the CLI's exit codes, with a
-message naming what was wrong.
+oslo.messaging is imported only by ``conductor()``, so that the reading
+actions do not pay for it. ``guarded`` maps what can go wrong onto the
+CLI's exit codes, with a message naming what was wrong.
 """
 
 import contextlib
 import functools
 import sys
-
-import oslo_messaging as messaging
 
 from numamig import exception
 from numamig.cmd import common
@@ -40,11 +39,25 @@ def database():
 
 
 def conductor(timeout=CALL_TIMEOUT):
-    """A conductor RPC client on the configured transport."""
+    """A conductor RPC client on the configured transport.
+
+    It reaches the conductor of the deployment ``[DEFAULT]
+    control_exchange`` names, as numamig.service.RPCNames.from_conf does
+    for the services (a unit test keeps the two equal): numamig.service
+    itself loads every manager and is too slow to import for one call.
+    """
     from numamig import rpc
     from numamig.conductor import rpcapi
-    return rpcapi.ConductorAPI.from_conf(CONF, rpc.get_transport(CONF),
-                                         timeout=timeout)
+    transport = rpc.get_transport(CONF)
+    topic, exchange = rpcapi.TOPIC, CONF.control_exchange
+    if exchange == rpc.CONTROL_EXCHANGE:
+        exchange = None
+    else:
+        topic = f'{topic}-{exchange}'
+    return rpcapi.ConductorAPI(transport,
+                               version_cap=CONF.upgrade_levels.conductor,
+                               timeout=timeout, topic=topic,
+                               exchange=exchange)
 
 
 def context():
@@ -69,15 +82,30 @@ def guarded(func):
             return fail(exc, common.EXIT_NO)
         except exception.DatabaseError as exc:
             return fail(exc, common.EXIT_UNEXPECTED)
-        except messaging.MessagingTimeout as exc:
-            return fail(f"the conductor did not answer ({exc}); is "
-                        f"numamig-conductor running, and is [DEFAULT] "
-                        f"transport_url the one it uses?",
-                        common.EXIT_UNEXPECTED)
-        except messaging.MessagingException as exc:
-            return fail(f"RPC to the conductor failed: {exc}",
-                        common.EXIT_UNEXPECTED)
+        except Exception as exc:
+            problem = _rpc_problem(exc)
+            if problem is None:
+                raise
+            return fail(problem, common.EXIT_UNEXPECTED)
     return wrapper
+
+
+def _rpc_problem(exc):
+    """What to tell the operator of an RPC failure; None if not one.
+
+    An action that never imported oslo_messaging cannot have raised one
+    of its exceptions, so it is looked up, not imported.
+    """
+    messaging = sys.modules.get('oslo_messaging')
+    if messaging is None:
+        return None
+    if isinstance(exc, messaging.MessagingTimeout):
+        return (f"the conductor did not answer ({exc}); is "
+                f"numamig-conductor running, and is [DEFAULT] "
+                f"transport_url the one it uses?")
+    if isinstance(exc, messaging.MessagingException):
+        return f"RPC to the conductor failed: {exc}"
+    return None
 
 
 def fail(problem, code):

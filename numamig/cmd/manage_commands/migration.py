@@ -17,8 +17,17 @@ from numamig.showcase import pictures
 
 STATUS = fields.MigrationStatus
 RESULT_FIELDS = migration_obj.RESULT_FIELDS
-# Seconds between two polls of a migration followed with --wait.
+# A migration followed with --wait is polled FIRST_POLL_S after it last
+# changed (status or progress), then at intervals growing by POLL_GROWTH
+# up to POLL_INTERVAL: a change means the next step may be near, so the
+# end of a short migration is seen within tens of ms, while a long, quiet
+# one costs the conductor a call every POLL_INTERVAL at most.
+# No poll comes later than WAIT_SHARE of the time waited so far either,
+# so that seeing the end late adds at most that share to the wait.
+FIRST_POLL_S = 0.025
+POLL_GROWTH = 1.5
 POLL_INTERVAL = 0.5
+WAIT_SHARE = 0.1
 BAR_WIDTH = 30
 
 
@@ -40,10 +49,15 @@ class MigrationCommands:
                  help="Place in the admission queue: routine (default), "
                       "maintenance, drain, or a number from 0 to 100; "
                       "higher is admitted first.")
+    @common.args('--wait-timeout', dest='wait_timeout', type=float,
+                 default=None, metavar='SECONDS',
+                 help="With --wait: stop following after SECONDS and exit "
+                      "1 (the migration goes on; 'migration show' follows "
+                      "it). Default: until it ends.")
     @common.format_option
     @_access.guarded
     def start(self, instance, host=None, dry_run=False, wait=False,
-              priority=None, output_format='human'):
+              priority=None, wait_timeout=None, output_format='human'):
         """Live-migrate a guest, re-pinning it for the destination.
 
         The request is checked and queued at once; when the admission
@@ -62,6 +76,10 @@ class MigrationCommands:
             raise exception.Invalid(reason="--dry-run starts nothing to "
                                            "--wait for")
         priority = parse_priority(priority)
+        if wait_timeout is not None and not (wait and wait_timeout > 0):
+            raise exception.Invalid(
+                reason=f"--wait-timeout {wait_timeout} needs --wait and a "
+                       f"number of seconds above 0")
         api, ctxt = _access.conductor(), _access.context()
         if dry_run:
             answer = api.live_migration_dry_run(ctxt, instance, host)
@@ -76,8 +94,15 @@ class MigrationCommands:
             # destination before it answers.
             return _access.fail(exc, common.EXIT_NO)
         if wait:
-            migration = follow(api, ctxt, migration, output_format)
+            migration = follow(api, ctxt, migration, output_format,
+                               timeout=wait_timeout)
         common.print_output(_view(migration), output_format, _print_show)
+        if wait and migration.status not in STATUS.FINAL:
+            return _access.fail(
+                f"migration {migration.uuid} is still {migration.status} "
+                f"after {wait_timeout} s; it goes on: follow it with "
+                f"'numamig-manage migration show {migration.uuid}'",
+                common.EXIT_NO)
         if wait and migration.status != STATUS.COMPLETED:
             return common.EXIT_NO
         return common.EXIT_OK
@@ -169,26 +194,51 @@ class MigrationCommands:
         return common.EXIT_OK
 
 
-def follow(api, ctxt, migration, output_format, poll=POLL_INTERVAL,
-           stream=None, sleep=time.sleep):
+def follow(api, ctxt, migration, output_format, timeout=None,
+           stream=None, sleep=time.sleep, clock=time.monotonic):
     """Poll a migration until it ends, drawing progress; return it.
 
-    Progress goes to ``stream`` (stderr by default) so that stdout stays
-    the final answer; with --format json nothing is drawn.
+    Polls back off from FIRST_POLL_S to POLL_INTERVAL, start short again
+    whenever the migration changed, and are never further apart than
+    WAIT_SHARE of the time waited so far. With ``timeout`` (seconds),
+    no sleep goes past it and the migration is returned as last seen,
+    maybe still in progress. Progress goes to ``stream`` (stderr by
+    default) so that stdout stays the final answer; with --format json
+    nothing is drawn.
     """
     stream = stream or sys.stderr
     draw = output_format != 'json'
-    last = None
+    started = clock()
+    deadline = None if timeout is None else started + timeout
+    last = delays = None
     while migration.status not in STATUS.FINAL:
         line = progress_line(migration)
-        if draw and line != last:
-            print(line, file=stream, flush=True)
-            last = line
-        sleep(poll)
+        if line != last:
+            if draw:
+                print(line, file=stream, flush=True)
+            last, delays = line, poll_delays()
+        delay = min(next(delays),
+                    max(FIRST_POLL_S, WAIT_SHARE * (clock() - started)))
+        if deadline is not None:
+            delay = min(delay, deadline - clock())
+            if delay <= 0:
+                return migration
+        sleep(delay)
         migration = api.migration_get(ctxt, migration.uuid)
     if draw:
         print(progress_line(migration), file=stream, flush=True)
     return migration
+
+
+def poll_delays():
+    """FIRST_POLL_S, then growing by POLL_GROWTH, capped at POLL_INTERVAL.
+
+    The module's values are read now, so that tests can change them.
+    """
+    delay = min(FIRST_POLL_S, POLL_INTERVAL)
+    while True:
+        yield delay
+        delay = min(delay * POLL_GROWTH, POLL_INTERVAL)
 
 
 def progress_line(migration):

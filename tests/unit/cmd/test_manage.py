@@ -1,0 +1,61 @@
+"""numamig-manage's category table: summaries and lazy loading."""
+
+import contextlib
+import inspect
+import io
+
+from numamig.cmd import manage
+from tests.unit.cmd import cli_base
+
+
+class CategoriesTestCase(cli_base.CLITestCase):
+
+    def test_summaries_are_the_first_docstring_lines(self):
+        for name, (_path, summary) in manage.CATEGORIES.items():
+            doc = inspect.getdoc(manage.load_category(name))
+            self.assertEqual(doc.splitlines()[0], summary, name)
+
+    def test_only_named_categories_are_loaded(self):
+        found = manage._categories_for(['--config-file', 'x', 'migration',
+                                        'start', 'uuid'])
+        self.assertIs(manage.load_category('migration'), found['migration'])
+        self.assertEqual({n: s for n, (_p, s) in manage.CATEGORIES.items()
+                          if n != 'migration'},
+                         {n: v for n, v in found.items() if n != 'migration'})
+
+    def test_shell_completion_loads_every_category(self):
+        found = manage._categories_for(['--shell_completion', 'bash'])
+        self.assertFalse([n for n, v in found.items() if isinstance(v, str)])
+
+    def test_help_lists_every_category(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exc = self.assertRaises(SystemExit, manage.main, ['--help'])
+        self.assertEqual(0, exc.code)
+        for name, (_path, summary) in manage.CATEGORIES.items():
+            self.assertIn(name, out.getvalue())
+            self.assertIn(summary.split()[0], out.getvalue())
+
+    def test_a_category_runs_when_named(self):
+        code, out, err = self.run_cli('db', 'version')
+        self.assertEqual(0, code, err)
+
+
+class ProcessEndTestCase(cli_base.CLITestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.freeze = self.useFixture(cli_base.fixtures.MockPatch(
+            'gc.freeze')).mock
+        self.useFixture(cli_base.fixtures.MockPatch(
+            'numamig.cmd.manage._run', return_value=0))
+
+    def test_console_script_leaves_objects_to_exit(self):
+        self.useFixture(cli_base.fixtures.MonkeyPatch(
+            'sys.argv', ['numamig-manage', 'db', 'version']))
+        self.assertEqual(0, manage.main())
+        self.freeze.assert_called_once_with()
+
+    def test_main_with_argv_leaves_the_process_as_it_was(self):
+        self.assertEqual(0, manage.main(['db', 'version']))
+        self.freeze.assert_not_called()

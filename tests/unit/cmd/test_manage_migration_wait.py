@@ -1,0 +1,128 @@
+"""numamig-manage migration start --wait: back-off, deadline, output."""
+
+from unittest import mock
+
+from numamig.cmd.manage_commands import migration as migration_cmd
+from tests.unit.cmd import cli_base
+
+
+class FakeClock:
+    """time.monotonic and time.sleep of a follow that never sleeps."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.slept = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+class FollowTestCase(cli_base.CLITestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.guest = self.add_instance('src')
+        self.time = FakeClock()
+        # The back-off alone, unless a test bounds it by the time waited.
+        self.share(1000)
+
+    def share(self, value):
+        self.useFixture(cli_base.fixtures.MonkeyPatch(
+            'numamig.cmd.manage_commands.migration.WAIT_SHARE', value))
+
+    def _mig(self, status, done=0):
+        return cli_base.make_migration(
+            self.guest.uuid, status=status, dest_host='dst',
+            memory_total=1 << 30, memory_processed=done,
+            memory_remaining=(1 << 30) - done)
+
+    def follow(self, first, polls, timeout=None, output_format='human'):
+        api = mock.Mock(name='ConductorAPI')
+        api.migration_get.side_effect = polls
+        return migration_cmd.follow(
+            api, None, first, output_format, timeout=timeout,
+            stream=mock.Mock(), sleep=self.time.sleep,
+            clock=self.time.clock), api
+
+    def test_poll_delays_grow_to_the_cap(self):
+        delays = migration_cmd.poll_delays()
+        got = [next(delays) for _ in range(10)]
+        self.assertEqual(migration_cmd.FIRST_POLL_S, got[0])
+        for before, after in zip(got, got[1:], strict=False):
+            self.assertAlmostEqual(min(before * migration_cmd.POLL_GROWTH,
+                                       migration_cmd.POLL_INTERVAL), after)
+        self.assertEqual(migration_cmd.POLL_INTERVAL, got[-1])
+
+    def test_backs_off_while_nothing_changes(self):
+        running = self._mig('running', 1 << 20)
+        final, _ = self.follow(running, [running] * 3 +
+                               [self._mig('completed', 1 << 30)])
+        self.assertEqual('completed', final.status)
+        expected = migration_cmd.poll_delays()
+        self.assertEqual([next(expected) for _ in range(4)],
+                         self.time.slept)
+
+    def test_a_change_restarts_the_back_off(self):
+        steps = [self._mig('running', 1 << 20)] * 3 + [
+            self._mig('post-migrating', 1 << 30),
+            self._mig('completed', 1 << 30)]
+        self.follow(steps[0], steps[1:])
+        first = migration_cmd.FIRST_POLL_S
+        self.assertEqual(first, self.time.slept[0])
+        # Polls 1-2 saw no change: the delay grew. Poll 3 saw
+        # post-migrating: poll 4 (completed) came FIRST_POLL_S later.
+        self.assertEqual(4, len(self.time.slept))
+        self.assertGreater(self.time.slept[2], self.time.slept[1])
+        self.assertGreater(self.time.slept[1], first)
+        self.assertEqual(first, self.time.slept[3])
+
+    def test_no_poll_later_than_a_share_of_the_wait(self):
+        self.share(0.1)
+        running = self._mig('running', 1 << 20)
+        self.follow(running, [running] * 60 +
+                    [self._mig('completed', 1 << 30)])
+        waited = 0.0
+        for delay in self.time.slept:
+            self.assertLessEqual(
+                delay, max(migration_cmd.FIRST_POLL_S, 0.1 * waited) + 1e-9)
+            waited += delay
+        # The share held the delays below the cap for a while...
+        self.assertLess(self.time.slept[8], 0.2)
+        # ...and the cap bounds them once the wait is long.
+        self.assertEqual(migration_cmd.POLL_INTERVAL, self.time.slept[-1])
+
+    def test_timeout_bounds_the_wait(self):
+        running = self._mig('running', 1 << 20)
+        final, api = self.follow(running, [running] * 1000, timeout=2.0)
+        self.assertEqual('running', final.status)
+        self.assertAlmostEqual(2.0, sum(self.time.slept), places=6)
+        self.assertLessEqual(max(self.time.slept),
+                             migration_cmd.POLL_INTERVAL)
+        self.assertEqual(len(self.time.slept), api.migration_get.call_count)
+
+    def test_start_wait_timeout_exits_1_and_says_it_goes_on(self):
+        running = self._mig('running', 1 << 20)
+        self.api.live_migrate_instance.return_value = running
+        self.api.migration_get.return_value = running
+        self.useFixture(cli_base.fixtures.MonkeyPatch(
+            'numamig.cmd.manage_commands.migration.POLL_INTERVAL', 0.01))
+        code, out, err = self.run_cli('migration', 'start', self.guest.uuid,
+                                      '--wait', '--wait-timeout', '0.05')
+        self.assertEqual(1, code)
+        self.assertIn(f'migration {running.uuid} is still running', err)
+        self.assertIn('it goes on', err)
+        self.assertIn('RUNNING', out)
+
+    def test_wait_timeout_needs_wait_and_a_positive_time(self):
+        for extra in (['--wait-timeout', '5'],
+                      ['--wait', '--wait-timeout', '0'],
+                      ['--wait', '--wait-timeout', '-1']):
+            code, _, err = self.run_cli('migration', 'start',
+                                        self.guest.uuid, *extra)
+            self.assertEqual(127, code, extra)
+            self.assertIn('--wait-timeout', err)
+        self.api.live_migrate_instance.assert_not_called()
