@@ -37,6 +37,7 @@ import time
 
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
+import sqlalchemy as sa
 
 from numamig import context as nm_context
 from numamig import embedded
@@ -45,7 +46,7 @@ from numamig import rpc
 from numamig import service
 from numamig.audit import pins
 from numamig.conf import CONF
-from numamig.db import migrations as db_migrations
+from numamig.db import models
 from numamig.db import queue
 from numamig.objects import fields
 
@@ -136,13 +137,16 @@ class InFlightSampler:
 
     def _run(self):
         while not self._stop.wait(self.interval):
-            flights = [m for m in db_migrations.get_all(self.db)
-                       if m.in_progress and not m.waiting]
+            with self.db.reader() as session:
+                flights = session.execute(sa.select(
+                    models.Migration.source_host,
+                    models.Migration.dest_host).where(
+                        queue.IN_FLIGHT)).all()
             self.most = max(self.most, len(flights))
-            for key, attr in (('most_per_source', 'source_host'),
-                              ('most_per_dest', 'dest_host')):
+            for key, index in (('most_per_source', 0),
+                               ('most_per_dest', 1)):
                 counts = collections.Counter(
-                    m.get(attr) for m in flights if m.get(attr))
+                    f[index] for f in flights if f[index])
                 if counts:
                     setattr(self, key, max(getattr(self, key),
                                            max(counts.values())))
@@ -176,12 +180,14 @@ def migrate_all(dep, guests, timeout):
     pending = dict(requested)
     delay = 0.01
     while pending and time.monotonic() < deadline:
-        for migration in db_migrations.get_all(dep.db):
-            if migration.uuid in pending and \
-                    migration.status in STATUS.FINAL:
-                ended[migration.uuid] = (
-                    migration, time.perf_counter() - pending.pop(
-                        migration.uuid))
+        with dep.db.reader() as session:
+            final = session.execute(sa.select(
+                models.Migration.uuid, models.Migration.status).where(
+                    models.Migration.status.in_(STATUS.FINAL))).all()
+        for uuid, status in final:
+            if uuid in pending:
+                ended[uuid] = (status,
+                               time.perf_counter() - pending.pop(uuid))
         if pending:
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
@@ -203,7 +209,7 @@ def overlapping_pins(dep):
 
 
 def report(title, requested, ended, elapsed, sampler, args):
-    statuses = collections.Counter(m.status for m, _ in ended.values())
+    statuses = collections.Counter(status for status, _ in ended.values())
     latencies = [seconds * 1000 for _, seconds in ended.values()]
     lost = len(requested) - len(ended)
     print(f"\n{title}: {len(requested)} requested, "
