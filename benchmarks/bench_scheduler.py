@@ -11,8 +11,9 @@ nothing but the cache keeps the reports, as in the conductor. Then
 and p95 of the indexed selection are shown against the exhaustive one
 (every host filtered and weighed, as before the index; the baseline of
 the same run), and the two must agree. Cache memory is what tracemalloc
-sees a second cache of the same hosts take; RSS is read from
-/proc/self/status after the first cache is built.
+sees a second cache of the first ``--traced`` hosts take, per host and
+times the host count (tracing 10,000 would double the run); RSS is read
+from /proc/self/status after the first cache is built, untraced.
 """
 
 import argparse
@@ -113,7 +114,7 @@ def _decisions(selection):
             for c in selection.candidates]
 
 
-def measure(count, repeats, seed):
+def measure(count, repeats, seed, traced_count):
     """Run one host count in this process; return a dict of figures."""
     gc.collect()
     rss_before = rss_mb()
@@ -139,12 +140,14 @@ def measure(count, repeats, seed):
         shapes[name] = row
     del sched, cache
     gc.collect()
+    traced_count = min(count, traced_count)
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     traced = host_state.HostStateCache()
-    fill(traced, count, seed)
+    fill(traced, traced_count, seed)
     gc.collect()
-    cache_mb = (tracemalloc.get_traced_memory()[0] - before) / 2 ** 20
+    per_host = (tracemalloc.get_traced_memory()[0] - before) / traced_count
+    cache_mb = per_host * count / 2 ** 20
     tracemalloc.stop()
     return {'hosts': count, 'build_s': build_s, 'rss_mb': rss_after,
             'rss_cache_mb': rss_after - rss_before, 'cache_mb': cache_mb,
@@ -202,16 +205,21 @@ def main(argv=None):
                         help="Selections timed per request shape (the "
                              "exhaustive path runs fewer at large counts).")
     parser.add_argument('--seed', type=int, default=7)
+    parser.add_argument('--traced', type=int, default=1000,
+                        help="Hosts whose cache memory tracemalloc "
+                             "measures.")
     parser.add_argument('--one', type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(measure(args.one, args.repeats, args.seed)))
+        print(json.dumps(measure(args.one, args.repeats, args.seed,
+                                 args.traced)))
         return 0
     results = []
     for count in (int(value) for value in args.hosts.split(',')):
         output = subprocess.run(
             [sys.executable, __file__, '--one', str(count), '--repeats',
-             str(args.repeats), '--seed', str(args.seed)],
+             str(args.repeats), '--seed', str(args.seed), '--traced',
+             str(args.traced)],
             check=True, capture_output=True, text=True)
         results.append(json.loads(output.stdout))
     print_table(results)

@@ -60,24 +60,6 @@ class HostCapacity:
                                            cell.memory_usage_mb)[1].items():
                 self.pages[size] = max(self.pages.get(size, free), free)
 
-    @classmethod
-    def most_of(cls, capacities):
-        """Return the capacity of the best cell of every host at once:
-        what no guest cell may exceed anywhere in the cloud."""
-        best = cls.__new__(cls)
-        best.cells = best.pcpus = best.shared = best.memory = 0
-        best.free_memory = 0
-        best.pages = {}
-        for cap in capacities:
-            best.cells = max(best.cells, cap.cells)
-            best.pcpus = max(best.pcpus, cap.pcpus)
-            best.shared = max(best.shared, cap.shared)
-            best.memory = max(best.memory, cap.memory)
-            best.free_memory = max(best.free_memory, cap.free_memory)
-            for size, free in cap.pages.items():
-                best.pages[size] = max(best.pages.get(size, free), free)
-        return best
-
 
 @dataclasses.dataclass(frozen=True)
 class Needs:

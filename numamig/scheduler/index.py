@@ -9,9 +9,12 @@ expiry), and this index keeps the records sorted for each strategy, as
 weighers.order sorts them: spread by (-weight, host), pack by (weight,
 host). Changing one host costs a bisection and a list insertion.
 
-The index also keeps the cloud-wide best cell (HostCapacity.most_of), so
-that a request no cell anywhere can hold is answered without a walk; it
-is recomputed only after the host that held a maximum shrinks.
+The index also keeps the cloud-wide best cell (the most any one cell of
+any host has of each resource), so that a request no cell anywhere can
+hold is answered without a walk. It counts how many hosts have each
+value, so that a host shrinking costs a dictionary update, and a new
+maximum is searched among the distinct values only when the last host
+holding the old one shrank.
 
 Everything here runs under the cache's lock; ``walk`` hands out a copy
 of the order, which the caller reads without the lock.
@@ -74,7 +77,7 @@ class HostIndex:
     def __init__(self):
         self._keys = {strategy: [] for strategy in weighers.STRATEGIES}
         self._records = {strategy: [] for strategy in weighers.STRATEGIES}
-        self._best = None
+        self._best = _Best()
 
     def __len__(self):
         return len(self._records[weighers.SPREAD])
@@ -88,9 +91,7 @@ class HostIndex:
             position = bisect.bisect_left(self._keys[strategy], key)
             self._keys[strategy].insert(position, key)
             self._records[strategy].insert(position, new)
-        if self._best is not None:
-            self._best = capacity.HostCapacity.most_of(
-                (self._best, new.capacity))
+        self._best.count(new.capacity, 1)
 
     def remove(self, record):
         """Take a host's record out of the index."""
@@ -103,9 +104,7 @@ class HostIndex:
                     f"{record.host}")
             del self._keys[strategy][position]
             del self._records[strategy][position]
-        if self._best is not None and _holds_a_maximum(record.capacity,
-                                                       self._best):
-            self._best = None
+        self._best.count(record.capacity, -1)
 
     def walk(self, strategy):
         """Return a list of the records in ``strategy`` order (a copy)."""
@@ -113,16 +112,50 @@ class HostIndex:
 
     def best(self):
         """Return the HostCapacity of the best cell of every host."""
-        if self._best is None:
-            self._best = capacity.HostCapacity.most_of(
-                record.capacity
-                for record in self._records[weighers.SPREAD])
-        return self._best
+        return self._best.capacity()
 
 
-def _holds_a_maximum(cap, best):
-    return (cap.cells == best.cells or cap.pcpus == best.pcpus or
-            cap.shared == best.shared or cap.memory == best.memory or
-            cap.free_memory == best.free_memory or
-            any(best.pages.get(size) == free
-                for size, free in cap.pages.items()))
+class _Maximum:
+    """The largest of a multiset of numbers, kept as they come and go."""
+
+    __slots__ = ('_counts', 'value')
+
+    def __init__(self):
+        self._counts = {}
+        self.value = 0
+
+    def count(self, value, change):
+        left = self._counts.get(value, 0) + change
+        if left:
+            self._counts[value] = left
+        else:
+            del self._counts[value]
+        if change > 0 and value > self.value:
+            self.value = value
+        elif not left and value == self.value:
+            self.value = max(self._counts, default=0)
+
+
+class _Best:
+    """A _Maximum per field of HostCapacity (per page size for pages)."""
+
+    _SCALARS = ('cells', 'pcpus', 'shared', 'memory', 'free_memory')
+
+    def __init__(self):
+        self._scalars = {name: _Maximum() for name in self._SCALARS}
+        self._pages = {}
+
+    def count(self, cap, change):
+        for name, maximum in self._scalars.items():
+            maximum.count(getattr(cap, name), change)
+        for size, free in cap.pages.items():
+            self._pages.setdefault(size, _Maximum()).count(free, change)
+
+    def capacity(self):
+        best = capacity.HostCapacity.__new__(capacity.HostCapacity)
+        for name, maximum in self._scalars.items():
+            setattr(best, name, maximum.value)
+        # A size no host has any more stays, with 0 free: harmless.
+        best.pages = {size: maximum.value
+                      for size, maximum in self._pages.items()}
+        return best
