@@ -77,10 +77,16 @@ class Shortage:
     hosts: int
     need: str                # what the guest needs of it
 
+    @property
+    def who(self):
+        return f"{self.hosts} host{'' if self.hosts == 1 else 's'}"
+
+    @property
+    def reason(self):
+        return f"too few {self.capacity} ({self.need})"
+
     def __str__(self):
-        noun = 'host has' if self.hosts == 1 else 'hosts have'
-        return (f"{self.hosts} {noun} too few {self.capacity} "
-                f"({self.need})")
+        return f"{self.who}: {self.reason}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +108,13 @@ class Selection:
     @property
     def hosts(self):
         return [candidate.host for candidate in self.candidates]
+
+    def refusals(self):
+        """Return {who: why}: each refused host by name, and for the
+        hosts the index skipped, 'N hosts' per missing capacity."""
+        found = {r.host: r.reason for r in self.rejected}
+        found.update((s.who, s.reason) for s in self.skipped)
+        return found
 
     def no_valid_host(self):
         """Return the NoValidHost error naming every refused host and

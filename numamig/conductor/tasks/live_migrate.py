@@ -136,9 +136,9 @@ class LiveMigrationTask(base.TaskBase):
         selection = self.conductor.scheduler.select_destinations(
             self.request, self.migration.source_host,
             limits=self.conductor.limits, pagesize_kb=self.pagesize_kb)
-        for rejection in selection.rejected:
-            if rejection.host != self.migration.source_host:
-                self.refused[rejection.host] = rejection.reason
+        refusals = selection.refusals()
+        refusals.pop(self.migration.source_host, None)
+        self.refused.update(refusals)
         if not selection.candidates:
             raise selection.no_valid_host()
         return selection.hosts

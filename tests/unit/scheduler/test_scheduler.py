@@ -181,16 +181,18 @@ class TestSelect(SchedulerTestCase):
         self.assertIsInstance(error, exception.NoValidHost)
         for host in ('empty', 'half', 'src'):
             self.assertIn(f'{host}: ', str(error))
-        self.assertIn('1 host has too few free dedicated pCPUs on one cell '
+        self.assertIn('1 host: too few free dedicated pCPUs on one cell '
                       '(a guest node pins 2 pCPUs)', str(error))
+        self.assertEqual('too few free dedicated pCPUs on one cell (a guest '
+                         'node pins 2 pCPUs)', selection.refusals()['1 host'])
 
     def test_no_valid_host_summarises_what_the_index_skipped(self):
         # No cell anywhere has 8 pCPUs: nothing is walked.
         selection = self._select(request=_request(vcpus=8))
         self.assertEqual(((), 0), (selection.rejected, selection.unexamined))
-        self.assertEqual('No valid host was found: 4 hosts have too few '
-                         'free dedicated pCPUs on one cell (a guest node '
-                         'pins 8 pCPUs)', str(selection.no_valid_host()))
+        self.assertEqual('No valid host was found: 4 hosts: too few free '
+                         'dedicated pCPUs on one cell (a guest node pins 8 '
+                         'pCPUs)', str(selection.no_valid_host()))
 
     def test_no_valid_host_without_hosts(self):
         empty = scheduler.Scheduler(host_state.HostStateCache())
