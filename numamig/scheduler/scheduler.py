@@ -203,6 +203,12 @@ class Scheduler:
             # No cell in the cloud is big enough: every host lacks it.
             return Selection((), (), _shortages(
                 needs, {everywhere: len(walk.records)}))
+        return self._walk(walk, spec, needs)
+
+    def _walk(self, walk, spec, needs):
+        """Examine the hosts best weight first until ``max_candidates``
+        passed: the index rules out what it can (``needs``; None: it
+        cannot), the filters judge the rest."""
         candidates, rejected = [], []
         short = collections.Counter()
         examined = 0
