@@ -24,6 +24,15 @@ same reported topology, so it picks the same cells and pins unless the
 host changed meanwhile, and then the destination's claim, which is
 authoritative, refuses or re-places the guest.
 
+Scale: the cache keeps per host an immutable record (index.HostRecord)
+with its weight and free-capacity summary, remade only when that host's
+topology changes, and keeps the records in weight order (index.py), so
+that the scheduler walks hosts best first and stops early instead of
+weighing every host per request. Reservations expire from a deadline
+heap, not by a pass over every host. The reports' topologies are
+compacted when the cache takes them (compact.py): the cache owns a report
+once given it, and nobody may edit it any more.
+
 A host is up while its last report is younger than ``service_down_time``,
 judged by when the cache received it (the conductor's clock), so that an
 agent's clock skew cannot mark it down. The clock is injected, so tests
@@ -32,6 +41,7 @@ move time instead of sleeping.
 
 import dataclasses
 import datetime
+import heapq
 import threading
 
 from oslo_log import log as logging
@@ -41,7 +51,11 @@ from numamig import exception
 from numamig.conf import CONF
 from numamig.numa import usage
 from numamig.numa import views as numa_views
+from numamig.scheduler import capacity
+from numamig.scheduler import compact
 from numamig.scheduler import fingerprint
+from numamig.scheduler import index
+from numamig.scheduler import weighers
 
 LOG = logging.getLogger(__name__)
 
@@ -75,7 +89,8 @@ class HostState:
     never edits it (it builds a new one on each change); do not edit it.
     ``numa_view`` is the same topology as the NUMA fit reads it, made
     once per change of the topology and shared by every fit until the
-    next (None for a host without a NUMA topology).
+    next (None from ``host_states`` for a host no fit has read yet).
+    Its sets are frozen and may be shared with other hosts (compact.py).
     """
 
     host: str
@@ -90,8 +105,39 @@ class HostState:
     numa_view: object = None  # numa.views.HostView of topology, or None
 
 
+@dataclasses.dataclass(frozen=True)
+class Walk:
+    """The hosts at one instant, for the scheduler to read without the
+    cache's lock: ``records`` (index.HostRecord) best first for the
+    strategy asked, ``best`` the cloud's best cell (HostCapacity)."""
+
+    now: datetime.datetime
+    service_down_time: int
+    records: list
+    best: object
+
+    def state(self, record, with_view=True):
+        """Return the HostState of one of the records."""
+        return _state(record, self.now, self.service_down_time,
+                      record.view() if with_view else None)
+
+
+def _state(record, now, down_time, view):
+    age = now - record.received_at
+    return HostState(
+        host=record.host, hypervisor_type=record.hypervisor_type,
+        report=record.report, topology=record.topology,
+        reservations=record.reservations, received_at=record.received_at,
+        age=age, is_up=age < datetime.timedelta(seconds=down_time),
+        service_down_time=down_time, numa_view=view)
+
+
 class _Entry:
-    """The cache's mutable record of one host, only touched under lock."""
+    """The cache's mutable record of one host, only touched under lock.
+
+    ``record`` is what readers get: an index.HostRecord replaced (never
+    edited) by HostStateCache._publish after every change.
+    """
 
     def __init__(self, report, received_at):
         self.report = report
@@ -99,22 +145,7 @@ class _Entry:
         self.guests = frozenset()
         self.reservations = {}    # instance uuid -> Reservation, oldest 1st
         self.topology = report.topology
-
-    @property
-    def topology(self):
-        return self._topology
-
-    @topology.setter
-    def topology(self, topology):
-        self._topology = topology
-        self._numa_view = None
-
-    def numa_view(self):
-        """Return the fit's view of the topology, made on first need
-        after each change of the topology (None without a topology)."""
-        if self._numa_view is None and self._topology is not None:
-            self._numa_view = numa_views.HostView(self._topology)
-        return self._numa_view
+        self.record = None
 
 
 class HostStateCache:
@@ -135,6 +166,9 @@ class HostStateCache:
         self._service_down_time = service_down_time
         self._lock = threading.Lock()
         self._entries = {}
+        self._index = index.HostIndex()
+        self._interner = compact.Interner()
+        self._deadlines = []      # heap of (reserved_at, host, uuid)
 
     @property
     def reservation_timeout(self):
@@ -183,7 +217,7 @@ class HostStateCache:
                 entry.guests = guest_set
             self._expire(entry, now)
             confirmed = self._resync(entry)
-            entry.topology = self._reserved_topology(entry)
+            self._publish(entry, self._reserved_topology(entry))
             return confirmed
 
     def set_guests(self, host, guests):
@@ -198,13 +232,17 @@ class HostStateCache:
             entry.guests = guest_set
             confirmed = self._resync(entry)
             if confirmed:
-                entry.topology = self._reserved_topology(entry)
+                self._publish(entry, self._reserved_topology(entry))
             return confirmed
 
     def remove(self, host):
         """Forget a host and its reservations; True if it was known."""
         with self._lock:
-            return self._entries.pop(host, None) is not None
+            entry = self._entries.pop(host, None)
+            if entry is None:
+                return False
+            self._index.remove(entry.record)
+            return True
 
     # -- reservations -----------------------------------------------------
 
@@ -255,7 +293,8 @@ class HostStateCache:
             reservation = Reservation(host, instance_uuid, project_id,
                                       placed, now)
             entry.reservations[instance_uuid] = reservation
-            entry.topology = topology
+            heapq.heappush(self._deadlines, (now, host, instance_uuid))
+            self._publish(entry, topology)
         LOG.debug("Reserved %s on %s", instance_uuid, host)
         return reservation
 
@@ -266,18 +305,15 @@ class HostStateCache:
             if entry is None or \
                     entry.reservations.pop(instance_uuid, None) is None:
                 return False
-            entry.topology = self._reserved_topology(entry)
+            self._publish(entry, self._reserved_topology(entry))
         LOG.debug("Released reservation of %s on %s", instance_uuid, host)
         return True
 
     def expire(self):
         """Drop every reservation older than the timeout; return them."""
         now = self._clock()
-        expired = []
         with self._lock:
-            for entry in self._entries.values():
-                expired.extend(self._expire(entry, now))
-        return tuple(expired)
+            return tuple(self._expire_due(now))
 
     # -- reading ----------------------------------------------------------
 
@@ -290,18 +326,40 @@ class HostStateCache:
         with self._lock:
             entry = self._entry(host)
             self._expire(entry, now)
-            return self._snapshot(entry, now)
+            record = entry.record
+        return _state(record, now, self.service_down_time, record.view())
 
     def host_states(self):
-        """Return the HostState of every known host, sorted by name."""
+        """Return the HostState of every known host, sorted by name.
+
+        A state's ``numa_view`` is None unless a fit made it already:
+        making 10,000 views for a caller that reads versions would cost
+        seconds and, kept, as much memory as the reports.
+        """
         now = self._clock()
+        down_time = self.service_down_time
         with self._lock:
-            states = []
-            for name in sorted(self._entries):
-                entry = self._entries[name]
-                self._expire(entry, now)
-                states.append(self._snapshot(entry, now))
-            return states
+            self._expire_due(now)
+            records = [self._entries[name].record
+                       for name in sorted(self._entries)]
+        return [_state(record, now, down_time, record.view_if_made())
+                for record in records]
+
+    def walk(self, strategy):
+        """Return a Walk of every host in ``strategy``'s weight order.
+
+        For the scheduler: it reads the records without the lock, and
+        builds the HostState of the hosts it examines only.
+        """
+        now = self._clock()
+        down_time = self.service_down_time
+        with self._lock:
+            self._expire_due(now)
+            return Walk(now, down_time, self._index.walk(strategy),
+                        self._index.best())
+
+    def __len__(self):
+        return len(self._entries)
 
     def check_up(self, host):
         """Return the HostState of ``host`` if it is up.
@@ -323,17 +381,40 @@ class HostStateCache:
         except KeyError:
             raise exception.HostNotFound(host=host)
 
-    def _snapshot(self, entry, now):
-        age = now - entry.received_at
-        down_time = self.service_down_time
-        return HostState(
-            host=entry.report.host,
-            hypervisor_type=entry.report.hypervisor_type,
-            report=entry.report, topology=entry.topology,
-            reservations=tuple(entry.reservations.values()),
-            received_at=entry.received_at, age=age,
-            is_up=age < datetime.timedelta(seconds=down_time),
-            service_down_time=down_time, numa_view=entry.numa_view())
+    def _publish(self, entry, topology):
+        """Make the entry's new HostRecord and put it in the index.
+
+        Weight, capacity and view follow the topology: they are worked
+        out again only when it changed, kept otherwise.
+        """
+        old = entry.record
+        if old is None or topology is not old.topology:
+            topology = self._interner.freeze(topology)
+            weight = weighers.weigh(topology)
+            cap = capacity.HostCapacity(topology)
+            view = None
+        else:
+            weight, cap, view = old.weight, old.capacity, old.view_if_made()
+        entry.topology = topology
+        entry.record = index.HostRecord(
+            entry.report, topology, tuple(entry.reservations.values()),
+            entry.received_at, weight, cap, numa_views.HostView, view)
+        self._index.put(old, entry.record)
+
+    def _expire_due(self, now):
+        """Expire every reservation past the timeout, oldest first, from
+        the deadline heap: no pass over every host."""
+        limit = datetime.timedelta(seconds=self.reservation_timeout)
+        expired = []
+        while self._deadlines and now - self._deadlines[0][0] >= limit:
+            reserved_at, host, uuid = heapq.heappop(self._deadlines)
+            entry = self._entries.get(host)
+            reservation = entry and entry.reservations.get(uuid)
+            # Released, confirmed or expired already: nothing to do.
+            if reservation is not None and \
+                    reservation.reserved_at == reserved_at:
+                expired.extend(self._expire(entry, now))
+        return expired
 
     def _expire(self, entry, now):
         limit = datetime.timedelta(seconds=self.reservation_timeout)
@@ -349,7 +430,7 @@ class HostStateCache:
                  'age': now - reservation.reserved_at,
                  'limit': self.reservation_timeout})
         if expired:
-            entry.topology = self._reserved_topology(entry)
+            self._publish(entry, self._reserved_topology(entry))
         return expired
 
     def _resync(self, entry):

@@ -1,10 +1,28 @@
 """Choose live-migration destinations from the host cache.
 
-The conductor asks ``select_destinations`` for a guest: every cached
-host goes through the filters (up, not excluded, same hypervisor type,
-NUMA fit on its free resources minus in-flight reservations); those that
-pass are weighed (spread or pack) and returned best first, each with the
-placement the fit found, together with every refused host and why.
+The conductor asks ``select_destinations`` for a guest: cached hosts go
+through the filters (up, not excluded, same hypervisor type, NUMA fit on
+their free resources minus in-flight reservations); those that pass are
+returned best first by weight (spread or pack), each with the placement
+the fit found, together with the refused hosts and why.
+
+At 10,000 hosts filtering and weighing every host per request takes
+seconds, so the selection does not: the cache keeps each host's weight
+and a summary of its free capacity up to date as its topology changes
+(index.py, capacity.py), and the scheduler walks the hosts best weight
+first, skips those whose summary shows they cannot hold the guest (a
+necessary condition of the NUMA fit only: a host the index skips is one
+the fit would refuse), runs the filters on the others, and stops as soon
+as ``max_candidates`` have passed. The candidates, their order and their
+placements are those of filtering and weighing every host
+(``_select_exhaustive``, kept for tests and the benchmark).
+
+So ``Selection.rejected`` lists the refusals of the hosts examined only,
+not of every host as before: the hosts the index skipped are summarised
+in ``Selection.skipped`` (per capacity, how many hosts lack it and what
+the guest needs), and the hosts left unexamined after the last
+candidate are counted in ``Selection.unexamined``. NoValidHost names
+both the refused hosts and the shortages.
 
 The conductor then tries the candidates in order. Before it asks a
 destination to claim, it reserves the guest there with ``reserve``,
@@ -14,11 +32,13 @@ gets a ReservationConflict and moves to its next candidate. It releases
 the reservation (``HostStateCache.release``) when the migration ends.
 """
 
+import collections
 import dataclasses
 
 from numamig import exception
 from numamig.numa import fit as numa_fit
 from numamig.numa import views as numa_views
+from numamig.scheduler import capacity
 from numamig.scheduler import filters as host_filters
 from numamig.scheduler import weighers
 
@@ -50,26 +70,61 @@ class Rejection:
 
 
 @dataclasses.dataclass(frozen=True)
+class Shortage:
+    """Hosts the index skipped because they lack one capacity."""
+
+    capacity: str            # a capacity.* name
+    hosts: int
+    need: str                # what the guest needs of it
+
+    @property
+    def who(self):
+        return f"{self.hosts} host{'' if self.hosts == 1 else 's'}"
+
+    @property
+    def reason(self):
+        return f"too few {self.capacity} ({self.need})"
+
+    def __str__(self):
+        return f"{self.who}: {self.reason}"
+
+
+@dataclasses.dataclass(frozen=True)
 class Selection:
     """The answer of ``select_destinations``: ordered candidates, refusals.
 
     ``candidates`` is best first, at most ``max_candidates`` long;
-    ``rejected`` is sorted by host name.
+    ``rejected`` holds the examined hosts that were refused, sorted by
+    host name; ``skipped`` the Shortages of the hosts the capacity index
+    ruled out without examining them; ``unexamined`` counts the hosts
+    not looked at once ``max_candidates`` were found.
     """
 
     candidates: tuple
     rejected: tuple
+    skipped: tuple = ()
+    unexamined: int = 0
 
     @property
     def hosts(self):
         return [candidate.host for candidate in self.candidates]
 
+    def refusals(self):
+        """Return {who: why}: each refused host by name, and for the
+        hosts the index skipped, 'N hosts' per missing capacity."""
+        found = {r.host: r.reason for r in self.rejected}
+        found.update((s.who, s.reason) for s in self.skipped)
+        return found
+
     def no_valid_host(self):
-        """Return the NoValidHost error naming every refused host."""
-        if not self.rejected:
+        """Return the NoValidHost error naming every refused host and
+        summing up the skipped ones."""
+        reasons = [str(r) for r in self.rejected]
+        reasons += [str(s) for s in self.skipped]
+        if not reasons:
             reason = "no compute host has reported to the conductor"
         else:
-            reason = "; ".join(str(r) for r in self.rejected)
+            reason = "; ".join(reasons)
         return exception.NoValidHost(reason=reason)
 
 
@@ -105,6 +160,10 @@ class Scheduler:
         self.max_candidates = max_candidates
         self.filters = tuple(filters) if filters is not None else \
             host_filters.default_filters()
+        # The index's conditions are the NUMA filter's: without that
+        # filter, a host short of capacity is a valid destination.
+        self._indexed = any(isinstance(f, host_filters.NUMATopologyFilter)
+                            for f in self.filters)
 
     @classmethod
     def from_conf(cls, cache, conf):
@@ -135,8 +194,57 @@ class Scheduler:
         """
         spec = self._spec(request, source_host, limits, hypervisor_type,
                           exclude, pagesize_kb)
+        needs = capacity.Needs.of(spec.request_view, spec.limits_view,
+                                  spec.pagesize_kb) if self._indexed \
+            else None
+        walk = self.cache.walk(self.strategy)
+        everywhere = needs and needs.short(walk.best)
+        if everywhere:
+            # No cell in the cloud is big enough: every host lacks it.
+            return Selection((), (), _shortages(
+                needs, {everywhere: len(walk.records)}))
+        return self._walk(walk, spec, needs)
+
+    def _walk(self, walk, spec, needs):
+        """Examine the hosts best weight first until ``max_candidates``
+        passed: the index rules out what it can (``needs``; None: it
+        cannot), the filters judge the rest."""
+        candidates, rejected = [], []
+        short = collections.Counter()
+        examined = 0
+        for record in walk.records:
+            if len(candidates) == self.max_candidates:
+                break
+            examined += 1
+            lacking = needs and needs.short(record.capacity)
+            if lacking:
+                short[lacking] += 1
+                continue
+            verdict, refused_by = self._filter(walk.state(record), spec)
+            if verdict.passed:
+                candidates.append(Candidate(record.host, record.weight,
+                                            verdict.fit))
+            else:
+                rejected.append(Rejection(record.host, refused_by,
+                                          verdict.reason))
+        rejected.sort(key=lambda rejection: rejection.host)
+        return Selection(tuple(candidates), tuple(rejected),
+                         _shortages(needs, short),
+                         len(walk.records) - examined)
+
+    def _select_exhaustive(self, request, source_host, limits=None,
+                           hypervisor_type=None, exclude=(),
+                           pagesize_kb=None):
+        """Filter and weigh EVERY host, as before the index: the
+        reference the indexed selection must agree with (tests and
+        benchmarks/bench_scheduler.py); same arguments and answer as
+        ``select_destinations``, with every refused host listed."""
+        spec = self._spec(request, source_host, limits, hypervisor_type,
+                          exclude, pagesize_kb)
+        walk = self.cache.walk(self.strategy)
         weighed, rejected = [], []
-        for state in self.cache.host_states():
+        for state in sorted((walk.state(r) for r in walk.records),
+                            key=lambda state: state.host):
             verdict, refused_by = self._filter(state, spec)
             if verdict.passed:
                 weighed.append((state.host, weighers.weigh(state.topology),
@@ -215,3 +323,12 @@ class Scheduler:
             if verdict.fit is not None:
                 last = verdict
         return last, None
+
+
+def _shortages(needs, counts):
+    """Return the Shortages of the hosts the index skipped, in the order
+    the index tests the capacities."""
+    return tuple(Shortage(name, counts[name], needs.describe(name))
+                 for name in (capacity.CELLS, capacity.PCPUS,
+                              capacity.SHARED, capacity.MEMORY,
+                              capacity.PAGES) if counts.get(name))

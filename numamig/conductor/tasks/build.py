@@ -53,7 +53,7 @@ class BuildInstanceTask(base.TaskBase):
             return [self.host]
         selection = self.conductor.scheduler.select_destinations(
             request, None, limits=self.conductor.limits)
-        self.refused.update({r.host: r.reason for r in selection.rejected})
+        self.refused.update(selection.refusals())
         return selection.hosts
 
     def _build_on(self, host, request):

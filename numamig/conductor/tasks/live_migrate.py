@@ -166,9 +166,9 @@ class LiveMigrationTask(base.TaskBase):
             self.request, self.migration.source_host,
             limits=self.conductor.limits, pagesize_kb=self.pagesize_kb,
             exclude=self._busy_destinations())
-        for rejection in selection.rejected:
-            if rejection.host != self.migration.source_host:
-                self.refused[rejection.host] = rejection.reason
+        refusals = selection.refusals()
+        refusals.pop(self.migration.source_host, None)
+        self.refused.update(refusals)
         if not selection.candidates:
             raise selection.no_valid_host()
         return selection.hosts

@@ -10,6 +10,7 @@ from numamig.conf import CONF
 from numamig.numa import constraints
 from numamig.numa import fit
 from numamig.numa import usage
+from numamig.scheduler import capacity
 from numamig.scheduler import host_state
 from numamig.scheduler import scheduler
 from tests import base
@@ -74,12 +75,33 @@ class TestSelect(SchedulerTestCase):
             usage.apply(topology, candidate.placement)
 
     def test_rejected_hosts_with_reasons(self):
-        rejected = self._select().rejected
+        # 'full' has no free pCPU: the index skips it, and says why.
+        selection = self._select()
+        self.assertEqual([('src', 'ExcludedHost', 'it is the source host of '
+                           'the guest')],
+                         [(r.host, r.filter, r.reason)
+                          for r in selection.rejected])
+        self.assertEqual(
+            [scheduler.Shortage(capacity.PCPUS, 1, 'a guest node pins 2 '
+                                                   'pCPUs')],
+            list(selection.skipped))
+
+    def test_exhaustive_path_lists_every_refusal(self):
+        sched = scheduler.Scheduler(self.cache)
+        rejected = sched._select_exhaustive(_request(), 'src').rejected
         self.assertEqual(['full', 'src'], [r.host for r in rejected])
         self.assertEqual('NUMATopology', rejected[0].filter)
         self.assertIn('NUMA topology does not fit', rejected[0].reason)
-        self.assertEqual(('ExcludedHost', 'it is the source host of the '
-                          'guest'), (rejected[1].filter, rejected[1].reason))
+
+    def test_refused_by_the_fit_after_the_index(self):
+        # Two whole free cores are left on 'half' but they are on two
+        # cells: enough pCPUs per cell for the index, not for isolate.
+        request = _request(specs=dict(PINNED,
+                                      **{'hw:cpu_thread_policy':
+                                         'isolate'}))
+        selection = self._select(request=request)
+        refused = {r.host: r.filter for r in selection.rejected}
+        self.assertEqual('NUMATopology', refused.get('half'))
 
     def test_excluded_and_down_hosts(self):
         self.clock.advance(30)
@@ -88,8 +110,10 @@ class TestSelect(SchedulerTestCase):
         selection = self._select(exclude=['half'])
         self.assertEqual(['fresh'], selection.hosts)
         reasons = {r.host: r.filter for r in selection.rejected}
-        self.assertEqual({'empty': 'HostUp', 'full': 'HostUp',
-                          'half': 'HostUp', 'src': 'HostUp'}, reasons)
+        # 'full' lacks pCPUs: the index skips it before asking if it is up.
+        self.assertEqual({'empty': 'HostUp', 'half': 'HostUp',
+                          'src': 'HostUp'}, reasons)
+        self.assertEqual(1, sum(s.hosts for s in selection.skipped))
         self.clock.now = hosts.T0
         reasons = {r.host: r.filter for r in
                    self._select(exclude=['half']).rejected}
@@ -109,7 +133,11 @@ class TestSelect(SchedulerTestCase):
         sched = scheduler.Scheduler(self.cache, max_candidates=1)
         selection = sched.select_destinations(_request(), 'src')
         self.assertEqual(['empty'], selection.hosts)
-        self.assertEqual(2, len(selection.rejected))
+        # The walk stops at the first candidate: the best weighed host.
+        self.assertEqual((), selection.rejected)
+        self.assertEqual(3, selection.unexamined)
+        self.assertEqual(2, len(sched._select_exhaustive(
+            _request(), 'src').rejected))
 
     def test_reservations_count(self):
         sched = scheduler.Scheduler(self.cache)
@@ -122,7 +150,9 @@ class TestSelect(SchedulerTestCase):
             sched.reserve('empty', f'inst-{index}', 'proj', _request())
         selection = self._select()
         self.assertEqual(['half'], selection.hosts)
-        self.assertIn('empty', [r.host for r in selection.rejected])
+        self.assertEqual(2, sum(s.hosts for s in selection.skipped))
+        self.assertIn('empty', [r.host for r in scheduler.Scheduler(
+            self.cache)._select_exhaustive(_request(), 'src').rejected])
 
     def test_non_numa_guest_passes_numa_filter(self):
         sched = scheduler.Scheduler(self.cache)
@@ -142,12 +172,27 @@ class TestSelect(SchedulerTestCase):
                                  self._select, exclude='half')
 
     def test_no_valid_host_names_every_refusal(self):
-        selection = self._select(request=_request(vcpus=8))
+        request = _request(specs=dict(PINNED, **{'hw:cpu_thread_policy':
+                                                 'isolate'}))
+        self.cache.update(hosts.report('empty', topology=_busy(3)))
+        selection = self._select(request=request)
         self.assertEqual([], selection.hosts)
         error = selection.no_valid_host()
         self.assertIsInstance(error, exception.NoValidHost)
-        for host in ('empty', 'full', 'half', 'src'):
+        for host in ('empty', 'half', 'src'):
             self.assertIn(f'{host}: ', str(error))
+        self.assertIn('1 host: too few free dedicated pCPUs on one cell '
+                      '(a guest node pins 2 pCPUs)', str(error))
+        self.assertEqual('too few free dedicated pCPUs on one cell (a guest '
+                         'node pins 2 pCPUs)', selection.refusals()['1 host'])
+
+    def test_no_valid_host_summarises_what_the_index_skipped(self):
+        # No cell anywhere has 8 pCPUs: nothing is walked.
+        selection = self._select(request=_request(vcpus=8))
+        self.assertEqual(((), 0), (selection.rejected, selection.unexamined))
+        self.assertEqual('No valid host was found: 4 hosts: too few free '
+                         'dedicated pCPUs on one cell (a guest node pins 8 '
+                         'pCPUs)', str(selection.no_valid_host()))
 
     def test_no_valid_host_without_hosts(self):
         empty = scheduler.Scheduler(host_state.HostStateCache())
