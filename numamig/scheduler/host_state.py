@@ -169,6 +169,9 @@ class HostStateCache:
         self._index = index.HostIndex()
         self._interner = compact.Interner()
         self._deadlines = []      # heap of (reserved_at, host, uuid)
+        # service version -> hosts reporting it: which hosts are older
+        # than a release is asked on every NUMA migration.
+        self._by_version = {}
 
     @property
     def reservation_timeout(self):
@@ -211,6 +214,8 @@ class HostStateCache:
                 return ()
             if entry is None:
                 entry = self._entries[report.host] = _Entry(report, now)
+            self._track_version(report.host, entry.report.service_version,
+                                report.service_version)
             entry.report = report
             entry.received_at = received_at or now
             if guest_set is not None:
@@ -241,8 +246,25 @@ class HostStateCache:
             entry = self._entries.pop(host, None)
             if entry is None:
                 return False
+            self._track_version(host, entry.report.service_version, None)
             self._index.remove(entry.record)
             return True
+
+    def hosts_older_than(self, service_version):
+        """Sorted names of the hosts whose last report gives a service
+        version below ``service_version``; costs the old hosts only."""
+        with self._lock:
+            return sorted(host for version, hosts in self._by_version.items()
+                          if version < service_version for host in hosts)
+
+    def _track_version(self, host, old, new):
+        if old is not None:
+            hosts = self._by_version.get(old, set())
+            hosts.discard(host)
+            if not hosts:
+                self._by_version.pop(old, None)
+        if new is not None:
+            self._by_version.setdefault(new, set()).add(host)
 
     # -- reservations -----------------------------------------------------
 

@@ -131,8 +131,7 @@ class LiveMigrationTask(base.TaskBase):
             # copied the XML of every guest.
             return
         version = service_obj.NUMA_LIVE_MIGRATION_VERSION
-        old = sorted(s.host for s in self.conductor.cache.host_states()
-                     if s.report.service_version < version)
+        old = self.conductor.cache.hosts_older_than(version)
         if not old:
             return
         if not self.conductor.enable_numa_live_migration_workaround:

@@ -63,6 +63,23 @@ class TestReports(CacheTestCase):
         self.assertEqual((), state.reservations)
         self.assertEqual(hosts.host_topology(), state.topology)
 
+    def test_hosts_older_than_follow_reports_and_removals(self):
+        old = hosts.report('cmp2')
+        old.service_version = 1
+        self.cache.update(old)
+        self.assertEqual(['cmp2'], self.cache.hosts_older_than(2))
+        self.assertEqual([], self.cache.hosts_older_than(1))
+        upgraded = hosts.report('cmp2', reported_at=hosts.T0 +
+                                datetime.timedelta(seconds=5))
+        self.cache.update(upgraded)
+        self.assertEqual([], self.cache.hosts_older_than(2))
+        self.cache.update(old.obj_clone())
+        self.assertEqual([], self.cache.hosts_older_than(2),
+                         "an older report is ignored")
+        self.assertEqual(['cmp1', 'cmp2'], self.cache.hosts_older_than(3))
+        self.cache.remove('cmp2')
+        self.assertEqual(['cmp1'], self.cache.hosts_older_than(3))
+
     def test_unknown_host(self):
         self.assertRaisesMessage(exception.HostNotFound, 'cmp9',
                                  self.cache.get, 'cmp9')
