@@ -1,9 +1,12 @@
 """Tests of numamig.exception: formatting and the documented tree."""
 
+import datetime
 import inspect
 import re
+import sys
 
 import fixtures
+from oslo_messaging._drivers import common as messaging_common
 import testscenarios
 
 from numamig import exception
@@ -40,6 +43,23 @@ class EveryExceptionTest(base.TestCase):
 
     def test_has_an_http_like_code(self):
         self.assertIn(self.cls.code, (400, 404, 409, 500))
+
+    def test_crosses_the_wire_whatever_its_details(self):
+        # A reply that JSON cannot carry is lost on RabbitMQ and the
+        # caller waits for its timeout (a timedelta did exactly that).
+        names = re.findall(r'%\((\w+)\)', self.cls.msg_fmt)
+        odd = (datetime.timedelta(seconds=90), {1, 2}, object())
+        exc = self.cls(**{name: odd[i % len(odd)]
+                          for i, name in enumerate(names)})
+        try:
+            raise exc
+        except exception.NumamigException:
+            wire = messaging_common.serialize_remote_exception(
+                sys.exc_info())
+        back = messaging_common.deserialize_remote_exception(
+            wire, [exception.__name__])
+        self.assertIsInstance(back, self.cls)
+        self.assertEqual(str(exc), str(back).split('\n')[0])
 
 
 class FormattingTest(base.TestCase):
