@@ -7,6 +7,7 @@ adopt instances through it (tasks/).
 """
 
 import logging
+import threading
 
 import oslo_messaging as messaging
 from oslo_utils import timeutils
@@ -72,6 +73,10 @@ class ConductorManager:
         self.enable_numa_live_migration_workaround = settings.get(
             'enable_numa_live_migration_workaround', False)
         self.admission = settings.get('admission') or DEFAULT_ADMISSION
+        # The highest report change number this worker's cache has taken
+        # (see records.sync_reports); -1: none yet.
+        self.reports_seen = -1
+        self.reports_lock = threading.Lock()
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).
         self.executor = None
@@ -82,11 +87,7 @@ class ConductorManager:
         Each report counts as received when it was made, so that a host
         that died with the previous conductor does not look up.
         """
-        for report in compute_nodes.get_all(self.db):
-            guests = [(r.instance.project_id, r.instance.uuid) for r in
-                      instances.get_all(self.db, host=report.host)]
-            self.cache.update(report, guests=guests,
-                              received_at=report.reported_at)
+        records.sync_reports(self)
 
     def end_stalled_migrations(self, ctxt):
         """End migrations a dead conductor worker (or a source that lost

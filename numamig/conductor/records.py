@@ -32,29 +32,39 @@ STATUS = fields.MigrationStatus
 def save_report(conductor, report):
     """Store a host's report and feed it to the scheduler's cache."""
     compute_nodes.save_report(conductor.db, report)
-    guests = [(r.instance.project_id, r.instance.uuid)
-              for r in instances.get_all(conductor.db, host=report.host)]
-    conductor.cache.update(report, guests=guests)
+    guests = instances.guest_pairs(conductor.db, [report.host])
+    conductor.cache.update(report, guests=guests[report.host])
 
 
 def sync_reports(conductor):
-    """Feed the cache the reports other conductor workers stored.
+    """Feed the cache the reports stored since this worker last looked.
 
     An agent's report reaches one worker only; before scheduling, each
     worker takes the newer ones from the shared database, so that no host
-    looks stale (or down) to it. Reports it already has are skipped.
+    looks stale (or down) to it. Only reports written after the highest
+    change number this worker has seen are looked at, and only those
+    newer than its cache's are read whole: the cost follows what changed,
+    never the number of hosts. Each counts as received when it was made,
+    so that a host that died does not look up.
     """
-    for report in compute_nodes.get_all(conductor.db):
-        try:
-            cached = conductor.cache.get(report.host).report
-        except exception.HostNotFound:
-            cached = None
-        if cached is not None and report.reported_at <= cached.reported_at:
-            continue
-        guests = [(r.instance.project_id, r.instance.uuid)
-                  for r in instances.get_all(conductor.db, host=report.host)]
-        conductor.cache.update(report, guests=guests,
-                               received_at=report.reported_at)
+    with conductor.reports_lock:
+        reports, conductor.reports_seen = compute_nodes.changed_since(
+            conductor.db, conductor.reports_seen,
+            newer_than=lambda host, at: _newer_than_cached(conductor, host,
+                                                           at))
+        guests = instances.guest_pairs(conductor.db,
+                                       [r.host for r in reports])
+        for report in reports:
+            conductor.cache.update(report, guests=guests[report.host],
+                                   received_at=report.reported_at)
+
+
+def _newer_than_cached(conductor, host, reported_at):
+    try:
+        cached = conductor.cache.get(host).report
+    except exception.HostNotFound:
+        return True
+    return reported_at > cached.reported_at
 
 
 def set_migration_context(conductor, context):

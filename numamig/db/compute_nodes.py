@@ -5,6 +5,7 @@ report per host is kept whole (as its versioned primitive) with its
 scalars in columns for liveness and version queries. Public API::
 
     save_report(db, report) -> ComputeNodeReport
+    changed_since(db, number, newer_than=None) -> ([report], number)
     get(db, host) -> ComputeNodeReport
     get_all(db, reported_since=None) -> [ComputeNodeReport]
     delete(db, host) -> bool
@@ -19,13 +20,18 @@ from numamig.db import _rows
 from numamig.db import models
 from numamig.db import primitives
 
+REPORTS = 'compute-node-reports'
+
 
 def save_report(db, report):
     """Record ``report`` as its host's last one (insert or replace).
 
-    A report older than the stored one is ignored.
+    A report older than the stored one is ignored. The write takes the
+    next number of the 'compute-node-reports' sequence in the same
+    transaction (see ``changed_since``).
 
-    :returns: the host's last report after this call.
+    :returns: ``report`` itself when stored (nothing is read back), the
+        stored newer report when it was ignored.
     :raises ObjectValidationError: if the report is invalid; the stored
         one is kept then.
     """
@@ -35,15 +41,70 @@ def save_report(db, report):
         'service_version': report.service_version,
         'fingerprint': report.fingerprint, 'reported_at': report.reported_at,
         'report': primitives.dump(report), 'updated_at': _rows.utcnow()}
-    if not _replace(db, values):
-        try:
-            with db.writer() as session:
-                session.execute(sa.insert(models.ComputeNode).values(
-                    created_at=values['updated_at'], **values))
-        except sa_exc.IntegrityError:
-            # The host's first report raced with another; it exists now.
-            _replace(db, values)
-    return get(db, report.host)
+    try:
+        stored = _store(db, values)
+    except sa_exc.IntegrityError:
+        # The host's first report raced with another; it exists now.
+        stored = _store(db, values)
+    return report if stored else get(db, report.host)
+
+
+def _store(db, values):
+    """Insert or replace in one transaction; False if the stored report
+    is newer (nothing written)."""
+    with db.writer() as session:
+        values = dict(values, change_seq=_next_number(session))
+        result = session.execute(sa.update(models.ComputeNode).where(
+            models.ComputeNode.host == values['host'],
+            # A report delayed in transit must not hide a newer one.
+            models.ComputeNode.reported_at <= values['reported_at']).values(
+                **values))
+        if result.rowcount == 1:
+            return True
+        exists = session.scalar(sa.select(models.ComputeNode.id).where(
+            models.ComputeNode.host == values['host'])) is not None
+        if exists:
+            return False
+        session.execute(sa.insert(models.ComputeNode).values(
+            created_at=values['updated_at'], **values))
+        return True
+
+
+def _next_number(session):
+    session.execute(sa.update(models.Sequence).where(
+        models.Sequence.name == REPORTS).values(
+            value=models.Sequence.value + 1))
+    return session.scalar(sa.select(models.Sequence.value).where(
+        models.Sequence.name == REPORTS))
+
+
+def changed_since(db, number, newer_than=None):
+    """The reports written after change ``number``, and the highest one.
+
+    Cost follows the reports written since, never the number of hosts.
+    Numbers are handed out in commit order, so no report numbered at or
+    below the returned highest one can appear later.
+
+    :param newer_than: callable(host, reported_at) -> bool; a report is
+        read and deserialized only when it says True (a worker skips the
+        reports its cache already holds).
+    :returns: ([ComputeNodeReport], highest number seen).
+    """
+    with db.reader() as session:
+        heads = session.execute(sa.select(
+            models.ComputeNode.id, models.ComputeNode.host,
+            models.ComputeNode.reported_at,
+            models.ComputeNode.change_seq).where(
+                models.ComputeNode.change_seq > number)).all()
+        highest = max((h.change_seq for h in heads), default=number)
+        wanted = [h.id for h in heads
+                  if newer_than is None or newer_than(h.host, h.reported_at)]
+        if not wanted:
+            return [], highest
+        rows = session.scalars(sa.select(models.ComputeNode).where(
+            models.ComputeNode.id.in_(wanted)).order_by(
+                models.ComputeNode.host))
+        return [_to_object(row) for row in rows], highest
 
 
 def get(db, host):
@@ -75,23 +136,6 @@ def delete(db, host):
         result = session.execute(sa.delete(models.ComputeNode).where(
             models.ComputeNode.host == host))
         return result.rowcount == 1
-
-
-def _replace(db, values):
-    """Overwrite the host's report unless the stored one is newer.
-
-    :returns: False if the host has no row yet.
-    """
-    with db.writer() as session:
-        result = session.execute(sa.update(models.ComputeNode).where(
-            models.ComputeNode.host == values['host'],
-            # A report delayed in transit must not hide a newer one.
-            models.ComputeNode.reported_at <= values['reported_at']).values(
-                **values))
-        if result.rowcount == 1:
-            return True
-        return session.scalar(sa.select(models.ComputeNode.id).where(
-            models.ComputeNode.host == values['host'])) is not None
 
 
 def _to_object(row):

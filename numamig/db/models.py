@@ -90,6 +90,7 @@ class ComputeNode(TimestampMixin, Base):
     __tablename__ = 'compute_nodes'
     __table_args__ = (
         sa.UniqueConstraint('host', name='compute_nodes_host_uc'),
+        sa.Index('compute_nodes_change_seq_idx', 'change_seq'),
     )
 
     id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
@@ -102,6 +103,10 @@ class ComputeNode(TimestampMixin, Base):
     # The whole ComputeNodeReport primitive; the columns above duplicate
     # its scalars so that liveness and version queries need no JSON.
     report = sa.Column(JSONText, nullable=False)
+    # Taken from the 'compute-node-reports' sequence at each write
+    # (revision 0004): a conductor worker reads only the reports written
+    # since the highest number it has seen.
+    change_seq = sa.Column(sa.BigInteger, nullable=False, server_default='0')
 
 
 class Instance(TimestampMixin, Base):
@@ -221,3 +226,17 @@ class Lock(Base):
     __tablename__ = 'locks'
 
     name = sa.Column(sa.String(64), primary_key=True)
+
+
+class Sequence(Base):
+    """A named counter a transaction increments and reads back.
+
+    The increment locks the row until the transaction ends, so numbers
+    are handed out in commit order: once a reader has seen number N,
+    every row numbered below N is committed and visible to it.
+    """
+
+    __tablename__ = 'sequences'
+
+    name = sa.Column(sa.String(64), primary_key=True)
+    value = sa.Column(sa.BigInteger, nullable=False)

@@ -42,6 +42,10 @@ from numamig.scheduler import capacity
 from numamig.scheduler import filters as host_filters
 from numamig.scheduler import weighers
 
+# When nothing fits and the cloud has at most this many hosts, every
+# host's own refusal is worked out (the capacity index only summarises).
+NAMED_REFUSALS = 64
+
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
@@ -201,9 +205,18 @@ class Scheduler:
         everywhere = needs and needs.short(walk.best)
         if everywhere:
             # No cell in the cloud is big enough: every host lacks it.
-            return Selection((), (), _shortages(
+            selection = Selection((), (), _shortages(
                 needs, {everywhere: len(walk.records)}))
-        return self._walk(walk, spec, needs)
+        else:
+            selection = self._walk(walk, spec, needs)
+        if selection.skipped and not selection.candidates and \
+                len(walk.records) <= NAMED_REFUSALS:
+            # Nothing fits in a small cloud: an operator reads each
+            # host's own reason, which costs a few fits on this path only.
+            return self._select_exhaustive(request, source_host, limits,
+                                           hypervisor_type, exclude,
+                                           pagesize_kb)
+        return selection
 
     def _walk(self, walk, spec, needs):
         """Examine the hosts best weight first until ``max_candidates``

@@ -1,10 +1,13 @@
 """Upgrading a database that holds data, revision by revision."""
 
 import datetime
+import json
 
 import sqlalchemy as sa
 
+from numamig.db import compute_nodes
 from numamig.db import migrations
+from numamig.db import primitives
 from numamig.db import queue
 from tests.functional.db import base
 from tests.unit.db import base as unit_base
@@ -120,3 +123,32 @@ class UpgradeTo0003TestCase(base.ServerDBTestCase):
             instance_uuid, source_host='dst', priority=50), max_queued=5)
         limits = queue.Limits(total=1, per_source=1, per_dest=1, queued=5)
         self.assertEqual([waiting.uuid], queue.admit(self.db, limits, 1))
+
+
+class UpgradeTo0004TestCase(base.ServerDBTestCase):
+    """Reports stored before change numbers are read by every worker."""
+
+    sync = False
+
+    def test_reports_written_before_are_read_then_numbers_grow(self):
+        self.db.sync('0003')
+        report = unit_base.make_report(host='old-host')
+        table = sa.Table('compute_nodes', sa.MetaData(),
+                         autoload_with=self.db.engine)
+        with self.db.engine.begin() as connection:
+            connection.execute(sa.insert(table).values(
+                host='old-host', hypervisor_uri=report.hypervisor_uri,
+                hypervisor_type=report.hypervisor_type,
+                service_version=report.service_version,
+                fingerprint=report.fingerprint,
+                reported_at=report.reported_at.replace(tzinfo=None),
+                report=json.dumps(primitives.dump(report)),
+                created_at=WHEN, updated_at=WHEN))
+        self.assertEqual('0004', self.db.sync('0004'))
+        reports, seen = compute_nodes.changed_since(self.db, -1)
+        self.assertEqual((['old-host'], 0), ([r.host for r in reports], seen))
+        compute_nodes.save_report(self.db, unit_base.make_report(
+            host='new-host'))
+        reports, later = compute_nodes.changed_since(self.db, seen)
+        self.assertEqual((['new-host'], 1), ([r.host for r in reports],
+                                             later))

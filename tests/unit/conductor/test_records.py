@@ -1,8 +1,12 @@
 """Tests of numamig.conductor.records: the rules around move claims."""
 
+import datetime
+from unittest import mock
+
 from numamig import exception
 from numamig import objects
 from numamig.conductor import records
+from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migration_claims
 from numamig.db import migrations
@@ -234,3 +238,35 @@ class RecordedTogetherTest(MigrationContextRulesTest):
         self.assertEqual('completed', migration.status)
         self.assertEqual(
             'src', instances.get(self.db, self.inst.uuid).instance.host)
+
+
+class SyncReportsTest(base.ConductorTestCase):
+    """A worker reads only what other workers stored since it looked."""
+
+    def test_reads_only_the_reports_stored_since(self):
+        records.sync_reports(self.conductor)
+        seen = self.conductor.reports_seen
+        # Another worker stores dst1's newer report.
+        later = self.now + datetime.timedelta(seconds=30)
+        newer = objects.ComputeNodeReport(**{
+            name: getattr(self.conductor.cache.get('dst1').report, name)
+            for name in ('host', 'hypervisor_uri', 'hypervisor_type',
+                         'topology', 'service_version', 'fingerprint')},
+            reported_at=later)
+        compute_nodes.save_report(self.db, newer)
+        with mock.patch.object(compute_nodes, '_to_object',
+                               wraps=compute_nodes._to_object) as load:
+            records.sync_reports(self.conductor)
+            records.sync_reports(self.conductor)
+        self.assertEqual(1, load.call_count, "only dst1's, once")
+        self.assertEqual(later, self.conductor.cache.get(
+            'dst1').report.reported_at)
+        self.assertGreater(self.conductor.reports_seen, seen)
+
+    def test_own_reports_are_not_read_again(self):
+        records.sync_reports(self.conductor)
+        self.report('dst2')
+        with mock.patch.object(compute_nodes, '_to_object',
+                               wraps=compute_nodes._to_object) as load:
+            records.sync_reports(self.conductor)
+        load.assert_not_called()

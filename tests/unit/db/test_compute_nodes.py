@@ -1,6 +1,7 @@
 """Compute node records: each host's last report."""
 
 import datetime
+from unittest import mock
 
 from numamig import exception
 from numamig.db import compute_nodes
@@ -63,3 +64,45 @@ class ComputeNodesTestCase(base.DBTestCase):
         self.assertFalse(compute_nodes.delete(self.db, 'src'))
         self.assertRaises(exception.HostNotFound, compute_nodes.get,
                           self.db, 'src')
+
+
+class ChangedSinceTestCase(base.DBTestCase):
+
+    def save(self, host, seconds=0):
+        return compute_nodes.save_report(self.db, base.make_report(
+            host=host, reported_at=T0 + datetime.timedelta(seconds=seconds)))
+
+    def test_only_reports_written_after_the_number(self):
+        self.save('a')
+        self.save('b')
+        reports, seen = compute_nodes.changed_since(self.db, -1)
+        self.assertEqual(['a', 'b'], [r.host for r in reports])
+        self.assertEqual(([], seen), compute_nodes.changed_since(self.db,
+                                                                 seen))
+        self.save('b', seconds=10)
+        reports, later = compute_nodes.changed_since(self.db, seen)
+        self.assertEqual([('b', T0 + datetime.timedelta(seconds=10))],
+                         [(r.host, r.reported_at) for r in reports])
+        self.assertGreater(later, seen)
+
+    def test_an_ignored_older_report_changes_nothing_read(self):
+        self.save('a', seconds=10)
+        _, seen = compute_nodes.changed_since(self.db, -1)
+        self.save('a', seconds=0)
+        self.assertEqual([], compute_nodes.changed_since(self.db, seen)[0])
+
+    def test_only_wanted_reports_are_read_whole(self):
+        for host in ('a', 'b', 'c'):
+            self.save(host)
+        with mock.patch.object(compute_nodes, '_to_object',
+                               wraps=compute_nodes._to_object) as load:
+            reports, _ = compute_nodes.changed_since(
+                self.db, -1, newer_than=lambda host, at: host == 'b')
+        self.assertEqual(['b'], [r.host for r in reports])
+        self.assertEqual(1, load.call_count)
+
+    def test_a_stored_report_is_not_read_back(self):
+        report = base.make_report()
+        with mock.patch.object(compute_nodes, 'get') as get:
+            self.assertIs(report, compute_nodes.save_report(self.db, report))
+        get.assert_not_called()

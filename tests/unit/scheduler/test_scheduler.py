@@ -3,6 +3,7 @@
 import copy
 import threading
 
+import fixtures
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from numamig import exception
@@ -171,7 +172,16 @@ class TestSelect(SchedulerTestCase):
         self.assertRaisesMessage(exception.Invalid, "the string 'half'",
                                  self._select, exclude='half')
 
+    def test_small_cloud_where_nothing_fits_names_every_host(self):
+        selection = self._select(request=_request(vcpus=8))
+        self.assertEqual((), selection.skipped)
+        error = str(selection.no_valid_host())
+        for host in ('empty', 'full', 'half', 'src'):
+            self.assertIn(f'{host}: ', error)
+
     def test_no_valid_host_names_every_refusal(self):
+        self.useFixture(fixtures.MockPatch(
+            'numamig.scheduler.scheduler.NAMED_REFUSALS', 0))
         request = _request(specs=dict(PINNED, **{'hw:cpu_thread_policy':
                                                  'isolate'}))
         self.cache.update(hosts.report('empty', topology=_busy(3)))
@@ -187,7 +197,10 @@ class TestSelect(SchedulerTestCase):
                          'node pins 2 pCPUs)', selection.refusals()['1 host'])
 
     def test_no_valid_host_summarises_what_the_index_skipped(self):
-        # No cell anywhere has 8 pCPUs: nothing is walked.
+        # No cell anywhere has 8 pCPUs: nothing is walked (in a cloud
+        # too large to name every host).
+        self.useFixture(fixtures.MockPatch(
+            'numamig.scheduler.scheduler.NAMED_REFUSALS', 3))
         selection = self._select(request=_request(vcpus=8))
         self.assertEqual(((), 0), (selection.rejected, selection.unexamined))
         self.assertEqual('No valid host was found: 4 hosts: too few free '
