@@ -36,7 +36,6 @@ from oslo_utils import uuidutils
 
 from numamig import objects
 from numamig.conductor import manager as conductor_manager
-from numamig.conductor import records
 from numamig.db import api as db_api
 from numamig.db import compute_nodes
 from numamig.db import instances
