@@ -2,7 +2,8 @@
 
 The quickest way to run numamig whole: the services are the daemons'
 own (numamig.service), talking over oslo.messaging (the in-process
-``fake://`` transport by default, or any broker URL) and keeping records
+``inproc://`` transport by default (numamig.rpc_inproc), or any broker
+URL) and keeping records
 in SQL (a SQLite file by default, or any database URL). Each compute
 host is a libvirt test-driver host whose NUMA topology comes from a
 capabilities file; migrations between such hosts are EMULATED by the
@@ -37,6 +38,9 @@ from numamig.virt.libvirt import driver as lv_driver
 from numamig.virt.libvirt import settings as lv_settings
 
 LOG = logging.getLogger(__name__)
+# wait_for_migration's first and longest pause between two looks.
+FIRST_LOOK_S = 0.005
+LAST_LOOK_S = 0.25
 
 
 
@@ -107,7 +111,8 @@ class EmbeddedDeployment:
     """Start and stop a conductor and its compute agents together.
 
     :param hosts: HostDefinitions, one compute agent each.
-    :param transport_url: oslo.messaging URL; ``fake://`` needs nothing.
+    :param transport_url: oslo.messaging URL; ``inproc://`` needs
+        nothing.
     :param db_url: SQLAlchemy URL; None: a SQLite file in ``state_dir``.
     :param names: service.RPCNames (topics/exchange); give each deployment
         sharing a broker its own.
@@ -122,7 +127,7 @@ class EmbeddedDeployment:
         stalled migrations.
     """
 
-    def __init__(self, hosts, transport_url='fake://', db_url=None,
+    def __init__(self, hosts, transport_url='inproc://', db_url=None,
                  state_dir=None, names=None, conductor_settings=None,
                  report_interval=60, call_timeout=120,
                  conductor_compute_version_cap=None,
@@ -273,18 +278,25 @@ class EmbeddedDeployment:
         for agent in self.agents.values():
             agent.manager.periodic_tasks(self.context)
 
-    def wait_for_migration(self, migration_uuid, timeout=60, poll=0.05):
+    def wait_for_migration(self, migration_uuid, timeout=60):
         """Wait until a migration ends; return it.
+
+        Asks again after 5 ms, then half as long again each time up to
+        a quarter of a second: a short migration is seen to end within a
+        few ms, a long one costs a few calls a second.
 
         :raises MigrationError: if it has not ended within ``timeout``.
         """
         deadline = time.monotonic() + timeout
+        delay = FIRST_LOOK_S
         while True:
             migration = self.api.migration_get(self.context, migration_uuid)
             if migration.status in fields.MigrationStatus.FINAL:
                 return migration
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise exception.MigrationError(
                     reason=f"migration {migration_uuid} still "
                            f"{migration.status} after {timeout} s")
-            time.sleep(poll)
+            time.sleep(min(delay, left))
+            delay = min(delay * 1.5, LAST_LOOK_S)

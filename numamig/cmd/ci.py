@@ -50,7 +50,7 @@ def build_parser():
                         help="also write JUnit XML to FILE")
     parser.add_argument('--transport-url', default=None,
                         help="--embedded: oslo.messaging URL (default "
-                             "fake://); --local-libvirt: default "
+                             "inproc://); --local-libvirt: default "
                              "rabbit://guest:guest@127.0.0.1:5672/")
     parser.add_argument('--database', default=None,
                         help="--local-libvirt: SQLAlchemy URL for the "
@@ -82,7 +82,7 @@ def make_backend(args):
     """
     if args.embedded:
         from numamig.ci.backends import embedded
-        return embedded.EmbeddedBackend(args.transport_url or 'fake://')
+        return embedded.EmbeddedBackend(args.transport_url or 'inproc://')
     if args.local_libvirt is not None:
         from numamig.ci.backends import local_libvirt
         return local_libvirt.LocalLibvirtBackend(

@@ -55,7 +55,7 @@ def host_definitions():
 class EmbeddedBackend(base.Backend):
     """numamig.embedded's deployment, with in-process failure injection.
 
-    :param transport_url: ``fake://`` (default, needs nothing) or a
+    :param transport_url: ``inproc://`` (default, needs nothing) or a
         broker URL (each run uses its own topics there).
     """
 
@@ -65,7 +65,7 @@ class EmbeddedBackend(base.Backend):
     guest_memory_mb = 1024
     migration_timeout_s = 60
 
-    def __init__(self, transport_url='fake://'):
+    def __init__(self, transport_url='inproc://'):
         super().__init__()
         self.transport_url = transport_url
         self.deployment = None
