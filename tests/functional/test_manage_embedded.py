@@ -37,7 +37,7 @@ class ManageEmbeddedTestCase(base.TestCase):
         self.dep.start()
         self.config = os.path.join(state, 'numamig.conf')
         with open(self.config, 'w') as handle:
-            handle.write(f"[DEFAULT]\ntransport_url = fake://\n"
+            handle.write(f"[DEFAULT]\ntransport_url = inproc://\n"
                          f"[database]\nconnection = {self.dep.db_url}\n")
 
     def cli(self, *argv, main=manage.main):
