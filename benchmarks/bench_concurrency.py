@@ -176,21 +176,27 @@ def migrate_all(dep, guests, timeout):
     for thread in threads:
         thread.join()
     ended = {}
+    errors = collections.Counter()
     deadline = time.monotonic() + timeout
     pending = dict(requested)
     delay = 0.01
     while pending and time.monotonic() < deadline:
         with dep.db.reader() as session:
             final = session.execute(sa.select(
-                models.Migration.uuid, models.Migration.status).where(
+                models.Migration.uuid, models.Migration.status,
+                models.Migration.error).where(
                     models.Migration.status.in_(STATUS.FINAL))).all()
-        for uuid, status in final:
+        for uuid, status, error in final:
             if uuid in pending:
                 ended[uuid] = (status,
                                time.perf_counter() - pending.pop(uuid))
+                if error:
+                    errors[error.split(' (refused')[0][:160]] += 1
         if pending:
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
+    for error, count in errors.most_common(3):
+        print(f"  {count} ended with: {error}")
     return requested, ended, time.perf_counter() - started
 
 
