@@ -100,7 +100,7 @@ def deployment(args, state_dir):
     names = service.RPCNames(suffix=uuidutils.generate_uuid()[:8])
     return embedded.EmbeddedDeployment(
         hosts, transport_url=URLS[args.transport], state_dir=state_dir,
-        names=names, conductor_settings=settings, report_interval=3600)
+        names=names, conductor_settings=settings, report_interval=10)
 
 
 def create_guests(dep, count, pinned):
