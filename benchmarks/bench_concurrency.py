@@ -214,6 +214,22 @@ def overlapping_pins(dep):
     return count
 
 
+def overlapping_records(dep):
+    """pCPUs that two instances' recorded placements pin on one host,
+    with the instances: what the agents' usage recompute would refuse."""
+    from numamig.db import instances as db_instances
+    owners = collections.defaultdict(list)
+    for record in db_instances.get_all(dep.db):
+        inst = record.instance
+        topology = inst.get('numa_topology')
+        if not inst.host or topology is None:
+            continue
+        for cell in topology.cells:
+            for pcpu in (cell.cpu_pinning or {}).values():
+                owners[(inst.host, pcpu)].append(inst.uuid)
+    return {key: uuids for key, uuids in owners.items() if len(uuids) > 1}
+
+
 def report(title, requested, ended, elapsed, sampler, args):
     statuses = collections.Counter(status for status, _ in ended.values())
     latencies = [seconds * 1000 for _, seconds in ended.values()]
@@ -231,6 +247,13 @@ def report(title, requested, ended, elapsed, sampler, args):
           f"{sampler.most_per_source}, per destination "
           f"{sampler.most_per_dest} (limit {args.per_host})")
     return statuses, lost
+
+
+def _print_record_overlaps(dep):
+    found = overlapping_records(dep)
+    print(f"  pCPUs pinned by two instances in the records: {len(found)}")
+    for (host, pcpu), uuids in sorted(found.items())[:5]:
+        print(f"    {host} pCPU {pcpu}: {', '.join(uuids)}")
 
 
 def parse_args(argv):
@@ -267,6 +290,7 @@ def main(argv=None):
             elapsed, sampler, args)
         overlaps = overlapping_pins(dep)
         print(f"  pCPUs pinned by two guests in live XML: {overlaps}")
+        _print_record_overlaps(dep)
         completed = statuses.get(STATUS.COMPLETED, 0)
         rate = len(ended) / elapsed if elapsed else 0
         ok = completed == len(requested) and overlaps == 0 and \
@@ -283,6 +307,7 @@ def main(argv=None):
             statuses, lost = report(
                 f"burst of {args.burst} at once", requested, ended,
                 elapsed, sampler, args)
+            _print_record_overlaps(dep)
             held = sampler.most <= args.max_concurrent and \
                 sampler.most_per_source <= args.per_host and \
                 sampler.most_per_dest <= args.per_host

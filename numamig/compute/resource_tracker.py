@@ -226,8 +226,13 @@ class ResourceTracker:
         """
         with self.lock:
             generation = self._generation
-        instances = self.conductor.instance_get_all_by_host(ctxt, self.host)
+        # Claims first: a migration completing between the two reads moves
+        # its guest from "claim here" to "instance here" in one
+        # transaction, so this order sees it at least once (counted once,
+        # see _compute_usage); the other order could see it nowhere and
+        # free its pCPUs for the next claim.
         claimed = self.conductor.instance_get_claims_on_host(ctxt, self.host)
+        instances = self.conductor.instance_get_all_by_host(ctxt, self.host)
         with self.lock:
             if generation != self._generation:
                 LOG.debug("%s: usage changed during recompute; skipped",
@@ -278,8 +283,11 @@ class ResourceTracker:
         placed = [(i.uuid, i.numa_topology)
                   for i in self._instances.values()
                   if i.get('numa_topology') is not None]
+        # A guest whose migration here completed between the two reads of
+        # a recompute shows as both: it is counted as the instance.
         placed += [(c.instance_uuid, c.topology)
-                   for c in self._claims.values() if c.topology is not None]
+                   for c in self._claims.values() if c.topology is not None
+                   and c.instance_uuid not in self._instances]
         for instance_uuid, topology in placed:
             try:
                 result = usage.apply(result, topology)

@@ -2,6 +2,8 @@
 
 from unittest import mock
 
+import fixtures
+
 from numamig import objects
 from numamig.compute import resource_tracker
 from tests import base
@@ -33,6 +35,38 @@ class ResourceTrackerTest(base.TestCase):
         self.assertEqual(
             sorted([('demo', here.uuid), ('demo', incoming.uuid)]),
             agent.tracker.guest_pairs())
+
+    def test_a_migration_completing_during_a_recompute_stays_counted(self):
+        # The records move the guest from "claim here" to "instance here"
+        # in one transaction, committed between the recompute's two reads.
+        incoming = cbase.instance(pins={0: 2, 1: 10})
+        migration_uuid = cbase.new_uuid()
+        before = _claimed(incoming, migration_uuid, {0: 4, 1: 12})
+        after = incoming.obj_clone()
+        after.host = cbase.HOST
+        after.numa_topology = before.migration_context.new_numa_topology
+        agent = cbase.agent()
+        records = {'applied': False}
+
+        def first_read_then_apply(answer_before, answer_after):
+            def read(ctxt, host):
+                answer = answer_after if records['applied'] \
+                    else answer_before
+                records['applied'] = True
+                return answer
+            return read
+        conductor = agent.tracker.conductor
+        conductor.instance_get_claims_on_host.side_effect = \
+            first_read_then_apply([before], [])
+        conductor.instance_get_all_by_host.side_effect = \
+            first_read_then_apply([], [after])
+        log = self.useFixture(fixtures.FakeLogger(
+            'numamig.compute.resource_tracker'))
+        self.assertTrue(agent.tracker.update_available_resource(None))
+        self.assertEqual({4, 12}, cbase.pinned(
+            agent.tracker.usage_topology()),
+            "whichever read comes first, the guest's pCPUs stay used")
+        self.assertNotIn('overlaps', log.output)
 
     def test_recompute_keeps_a_claim_being_persisted(self):
         agent = cbase.agent()
