@@ -6,6 +6,7 @@ real_hosts), so only numamig can end the job: a caller's force_complete
 action (abort or force_complete).
 """
 
+import os
 import time
 
 import testscenarios
@@ -26,9 +27,24 @@ CRAWL_MIB = 1
 PAUSED_MIB = 64
 DIRTY_MIB = 94
 TIMEOUT_S = 2
+OPT_IN = 'NUMAMIG_TEST_REAL_CONVERGENCE'
 
 
-class ForceCompleteTestCase(real_hosts.RealHostsTestCase):
+class ConvergenceTestCase(real_hosts.RealHostsTestCase):
+    """Opt-in: these race a TCG guest's dirtying against a 2 s timeout,
+    and on a 2-core machine they lose now and then (the guest converges
+    first, or QEMU drops the stream). ``tox -e py3`` and CI run the rest
+    of the real tier; set NUMAMIG_TEST_REAL_CONVERGENCE=1 to run these.
+    """
+
+    def setUp(self):
+        if not os.environ.get(OPT_IN):
+            self.skipTest(f"timing-sensitive real-tier convergence tests "
+                          f"are opt-in: set {OPT_IN}=1")
+        super().setUp()
+
+
+class ForceCompleteTestCase(ConvergenceTestCase):
     """A caller forces the job to complete."""
 
     def _force_complete(self, source, run):
@@ -96,7 +112,7 @@ class ForceCompleteTestCase(real_hosts.RealHostsTestCase):
         self.assert_coherent_progress(run)
 
 
-class CompletionTimeoutTestCase(real_hosts.RealHostsTestCase):
+class CompletionTimeoutTestCase(ConvergenceTestCase):
     """The monitor acts once the job outlives its completion timeout."""
 
     def test_abort(self):
@@ -113,7 +129,7 @@ class CompletionTimeoutTestCase(real_hosts.RealHostsTestCase):
         self.assert_coherent_progress(run, require_moved=False)
 
 
-class CompletionTimeoutForceTestCase(real_hosts.RealHostsTestCase):
+class CompletionTimeoutForceTestCase(ConvergenceTestCase):
 
     scenarios = [
         ('post_copy', {'settings': {'permit_post_copy': True},
