@@ -160,7 +160,7 @@ class LibvirtHost:
         self.pid = proc.pid
         self._proc = proc
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not os.path.exists(self.socket_path):
+        while not _accepting(self.socket_path):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(
                     f"libvirtd host {self.name} did not start: "
@@ -376,3 +376,19 @@ def dirtying_kernel():
         0xEB, 0xE8,                           #        jmp start
     ])
     return header + code
+
+
+def _accepting(path):
+    """Whether a daemon accepts connections on the unix socket ``path``.
+
+    The socket file appears when libvirtd binds it, a moment before it
+    listens: a client connecting then is refused.
+    """
+    if not os.path.exists(path):
+        return False
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True
