@@ -279,7 +279,6 @@ class ResourceTracker:
         return recorded
 
     def _compute_usage(self):
-        result = self.base_topology
         placed = [(i.uuid, i.numa_topology)
                   for i in self._instances.values()
                   if i.get('numa_topology') is not None]
@@ -288,13 +287,15 @@ class ResourceTracker:
         placed += [(c.instance_uuid, c.topology)
                    for c in self._claims.values() if c.topology is not None
                    and c.instance_uuid not in self._instances]
-        for instance_uuid, topology in placed:
-            try:
-                result = usage.apply(result, topology)
-            except exception.UsageConflict as exc:
-                # Two guests hold the same resources (e.g. XML copied by an
-                # old release). Keep counting the first; the audit reports
-                # the overlap.
-                LOG.error("%s: usage of instance %s overlaps another "
-                          "guest's: %s", self.host, instance_uuid, exc)
-        return result
+        owners = {id(topology): uuid for uuid, topology in placed}
+
+        def overlap(topology, exc):
+            # Two guests hold the same resources (e.g. XML copied by an
+            # old release). Keep counting the first; the audit reports
+            # the overlap.
+            LOG.error("%s: usage of instance %s overlaps another "
+                      "guest's: %s", self.host, owners[id(topology)], exc)
+
+        return usage.host_with_usage(
+            self.base_topology, [topology for _, topology in placed],
+            on_conflict=overlap)

@@ -1,13 +1,17 @@
-"""Usage accounting: a host topology with a placed guest added or removed.
+"""Usage accounting: a host topology with placed guests added or removed.
 
 ``apply`` records what a placed guest takes from its host cells (pinned
 pCPUs and, for the isolate thread policy, their sibling threads; isolated
 emulator pCPUs; pages of the chosen size; memory; floating vCPUs on the
-shared set), ``release`` gives it back. Both return a NEW topology and
-check everything before changing anything, so a conflict leaves no trace.
+shared set), ``release`` gives it back, ``host_with_usage`` adds many.
+All return a NEW topology and never modify their inputs. Each guest is
+checked as a whole (all its cells, summed per host cell) before it
+changes anything, so a conflict leaves no trace of that guest.
 Overcommittable usage (memory, floating vCPUs) is not limited here: the
 fit decided that; pins and pages can never be shared, so they are checked.
 """
+
+import collections
 
 from numamig import exception
 from numamig import objects
@@ -25,7 +29,9 @@ def apply(host_topology, placed):
         or pages: a pin already taken or outside the dedicated set, pages
         the pool does not have free, a host cell that does not exist.
     """
-    return _change(host_topology, placed, _APPLY)
+    cells = _private_cells(host_topology)
+    _change(cells, placed, _APPLY)
+    return _topology(host_topology, cells)
 
 
 def release(host_topology, placed):
@@ -34,23 +40,58 @@ def release(host_topology, placed):
     :raises UsageConflict: (UsageNotHeld) when the host does not record
         what ``placed`` claims to hold.
     """
-    return _change(host_topology, placed, _RELEASE)
+    cells = _private_cells(host_topology)
+    _change(cells, placed, _RELEASE)
+    return _topology(host_topology, cells)
 
 
-def host_with_usage(host_topology, placed_topologies):
+def host_with_usage(host_topology, placed_topologies, on_conflict=None):
     """Return ``host_topology`` with every placed guest applied, in order.
 
-    :raises UsageConflict: as apply() does, for the first guest that
-        clashes with the host or with an earlier guest.
+    One private copy of the host cells takes every guest, so the cost
+    grows with the guests, not with guests times cells copied.
+
+    :param on_conflict: called as ``on_conflict(placed, exc)`` for a guest
+        that clashes with the host or with an earlier guest; that guest is
+        left out and the others still count. Without it the conflict is
+        raised.
+    :raises UsageConflict: as apply() does, when ``on_conflict`` is None.
     """
-    result = host_topology
+    cells = _private_cells(host_topology)
     for placed in placed_topologies:
-        result = apply(result, placed)
-    return result
+        try:
+            _change(cells, placed, _APPLY)
+        except exception.UsageConflict as exc:
+            if on_conflict is None:
+                raise
+            on_conflict(placed, exc)
+    return _topology(host_topology, cells)
 
 
-def _change(host_topology, placed, sign):
-    cells = {cell.id: cell.obj_clone() for cell in host_topology.cells}
+def _private_cells(host_topology):
+    return {cell.id: cell.obj_clone() for cell in host_topology.cells}
+
+
+def _topology(host_topology, cells):
+    return objects.HostNUMATopology(
+        cells=[cells[cell.id] for cell in host_topology.cells])
+
+
+class _Demand:
+    """What one guest holds in one host cell, summed over its guest cells."""
+
+    __slots__ = ('pcpus', 'pages', 'memory_mb', 'floating')
+
+    def __init__(self):
+        self.pcpus = set()
+        self.pages = collections.Counter()
+        self.memory_mb = 0
+        self.floating = 0
+
+
+def _change(cells, placed, sign):
+    """Check the whole guest against ``cells``, then change them."""
+    demands = {}
     for guest in placed.cells:
         host_cell = guest.get('host_cell')
         if host_cell is None:
@@ -59,32 +100,55 @@ def _change(host_topology, placed, sign):
         if host_cell not in cells:
             raise exception.UnknownHostCell(cell=host_cell,
                                             guest_cell=guest.id)
-        _change_cell(cells[host_cell], guest, sign)
-    return objects.HostNUMATopology(
-        cells=[cells[cell.id] for cell in host_topology.cells])
+        _add_demand(demands.setdefault(host_cell, _Demand()),
+                    cells[host_cell], guest)
+    pools = {host_cell: _check_cell(cells[host_cell], demand, sign)
+             for host_cell, demand in demands.items()}
+    for host_cell, demand in demands.items():
+        _change_cell(cells[host_cell], demand, pools[host_cell], sign)
 
 
-def _change_cell(cell, guest, sign):
-    """Check, then change, one host cell (a private copy) for one guest."""
+def _add_demand(demand, cell, guest):
     pcpus = _pcpus_held(cell, guest)
-    pool, page_count = _pages_held(cell, guest, sign)
-    floating = len(guest.cpuset)
-    _check_pcpus(cell, pcpus, sign)
+    if pcpus & demand.pcpus:
+        raise exception.UsageConflict(
+            cell=cell.id, reason=f"guest cell {guest.id} holds pCPUs "
+                                 f"{sorted(pcpus & demand.pcpus)} that "
+                                 "another cell of the same guest holds")
+    demand.pcpus |= pcpus
+    size = guest.get('pagesize')
+    if size is not None:
+        demand.pages[size] += _page_count(cell, guest, size)
+    demand.memory_mb += guest.memory_mb
+    demand.floating += len(guest.cpuset)
+
+
+def _check_cell(cell, demand, sign):
+    """Check one host cell against a demand; return its page pools."""
+    pools = {size: _check_pool(cell, size, count, sign)
+             for size, count in demand.pages.items()}
+    _check_pcpus(cell, demand.pcpus, sign)
     if sign == _RELEASE:
         for what, held, amount in (
-                ('memory', cell.memory_usage_mb, guest.memory_mb),
-                ('floating vCPUs', cell.cpu_usage, floating)):
+                ('memory', cell.memory_usage_mb, demand.memory_mb),
+                ('floating vCPUs', cell.cpu_usage, demand.floating)):
             if held < amount:
                 raise exception.UsageNotHeld(
                     cell=cell.id, what=f"{amount} {what}",
                     reason=f"the cell records only {held} used")
-        cell.pinned_cpus = cell.pinned_cpus - pcpus
+    return pools
+
+
+def _change_cell(cell, demand, pools, sign):
+    """Change one host cell (a private copy) by an already checked demand."""
+    if sign == _RELEASE:
+        cell.pinned_cpus = cell.pinned_cpus - demand.pcpus
     else:
-        cell.pinned_cpus = cell.pinned_cpus | pcpus
-    cell.memory_usage_mb += sign * guest.memory_mb
-    cell.cpu_usage += sign * floating
-    if pool is not None:
-        pool.used += sign * page_count
+        cell.pinned_cpus = cell.pinned_cpus | demand.pcpus
+    cell.memory_usage_mb += sign * demand.memory_mb
+    cell.cpu_usage += sign * demand.floating
+    for size, count in demand.pages.items():
+        pools[size].used += sign * count
 
 
 def _pcpus_held(cell, guest):
@@ -111,11 +175,8 @@ def _check_pcpus(cell, pcpus, sign):
             reason="they are not pinned")
 
 
-def _pages_held(cell, guest, sign):
-    """Return (the cell's pool of the guest's page size, pages), checked."""
-    size = guest.get('pagesize')
-    if size is None:
-        return None, 0
+def _page_count(cell, guest, size):
+    """Return how many pages of ``size`` a guest cell holds, checked."""
     if size <= 0:
         raise exception.UsageConflict(
             cell=cell.id, reason=f"guest cell {guest.id} holds a page size "
@@ -128,6 +189,12 @@ def _pages_held(cell, guest, sign):
         raise exception.UsageConflict(
             cell=cell.id,
             reason=f"guest cell {guest.id} uses {size} KiB pages: {problem}")
+    return count
+
+
+def _check_pool(cell, size, count, sign):
+    """Return the cell's pool of ``size`` once it can give or take back."""
+    pool = cell.pages_of(size)
     if sign == _APPLY and count > pool.free:
         raise exception.PagesExhausted(cell=cell.id, needed=count,
                                        size_kb=size, free=pool.free)
@@ -135,4 +202,4 @@ def _pages_held(cell, guest, sign):
         raise exception.UsageNotHeld(
             cell=cell.id, what=f"{count} pages of {size} KiB",
             reason=f"only {pool.used} are used")
-    return pool, count
+    return pool

@@ -101,3 +101,41 @@ class ApplyTest(base.TestCase):
                          usage.host_with_usage(self.host, [first, second]))
         self.assertRaises(exception.CPUAlreadyPinned,
                           usage.host_with_usage, self.host, [first, first])
+
+    def test_host_with_usage_leaves_out_a_clashing_guest_whole(self):
+        first = _placed(self.host, [(1, 0, 512, None, None)] * 2)
+        after_first = usage.apply(self.host, first)
+        # Same pins as ``first`` in its second cell only: the clash must
+        # leave out all of ``clash``, its first cell included.
+        clash = copy.deepcopy(first)
+        clash.cells[0].cpu_pinning = {0: 2}
+        seen = []
+        before = copy.deepcopy(self.host)
+        result = usage.host_with_usage(
+            self.host, [first, clash],
+            on_conflict=lambda placed, exc: seen.append((placed, exc)))
+        self.assertEqual(after_first, result)
+        self.assertEqual(before, self.host)
+        self.assertEqual(1, len(seen))
+        self.assertIs(clash, seen[0][0])
+        self.assertIsInstance(seen[0][1], exception.CPUAlreadyPinned)
+
+    def test_two_cells_of_one_guest_pinning_one_pcpu(self):
+        placed = _placed(self.host, [(1, 0, 512, None, None)] * 2)
+        for cell in placed.cells:
+            cell.host_cell = placed.cells[0].host_cell
+            cell.cpu_pinning = dict(placed.cells[0].cpu_pinning)
+        before = copy.deepcopy(self.host)
+        self.assertRaisesMessage(exception.UsageConflict,
+                                 "another cell of the same guest holds",
+                                 usage.apply, self.host, placed)
+        self.assertEqual(before, self.host)
+
+    def test_pages_summed_over_guest_cells_on_one_host_cell(self):
+        # 2 x 300 pages fit one at a time in a 512-page pool, not together.
+        placed = _placed(self.host, [(0, 1, 600, 2048, None)] * 2)
+        for cell in placed.cells:
+            cell.host_cell = placed.cells[0].host_cell
+        self.assertRaisesMessage(exception.PagesExhausted,
+                                 "600 pages of 2048 KiB needed, 512 free",
+                                 usage.apply, self.host, placed)
