@@ -259,8 +259,7 @@ class SourceMigration:
             LOG.warning("%s: migration %s: status unknown (%s)",
                         self.agent.host, self.migration.uuid, exc)
             return False
-        moved_on = (STATUS.PREPARING, STATUS.RUNNING, STATUS.POST_MIGRATING,
-                    STATUS.COMPLETED)
+        moved_on = STATUS.STARTED + (STATUS.COMPLETED,)
         if current.status not in moved_on or \
                 current.status in self._recorded:
             return False

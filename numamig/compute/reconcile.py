@@ -35,7 +35,7 @@ STATUS_SHUTDOWN = fields.PowerState.SHUTDOWN
 
 # Source-side statuses in which only the (dead) source thread could make
 # progress.
-_INTERRUPTED = (STATUS.PREPARING, STATUS.RUNNING, STATUS.POST_MIGRATING)
+_INTERRUPTED = STATUS.STARTED
 
 
 def reconcile_host(agent, ctxt):

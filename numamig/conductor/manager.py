@@ -269,19 +269,20 @@ class ConductorManager:
         :returns: the Migration as it is after the request.
         """
         migration = migrations.get(self.db, migration_uuid)
-        if migration.status in (STATUS.ACCEPTED, STATUS.QUEUED):
+        if migration.status in STATUS.NOT_STARTED:
             try:
                 return records.set_status(
                     self, migration_uuid, STATUS.CANCELLED,
-                    expected=[STATUS.ACCEPTED, STATUS.QUEUED],
+                    expected=list(STATUS.NOT_STARTED),
                     detail="aborted by request before it started")
             except exception.InvalidStatusTransition:
                 migration = migrations.get(self.db, migration_uuid)
-        if migration.status not in (STATUS.PREPARING, STATUS.RUNNING):
+        if migration.status not in STATUS.ABORTABLE:
             raise exception.MigrationNotAbortable(
                 migration_uuid=migration_uuid, status=migration.status,
-                reason="only a migration that is accepted, queued, "
-                       "preparing or running can be aborted")
+                reason="only a migration that is "
+                       f"{', '.join(STATUS.NOT_STARTED + STATUS.ABORTABLE)}"
+                       " can be aborted")
         instance = instances.get(self.db, migration.instance_uuid).instance
         if not self.compute_api.live_migration_abort(ctxt, instance,
                                                      migration):

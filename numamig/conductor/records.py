@@ -190,7 +190,7 @@ def set_status(conductor, migration_uuid, status, detail=None, error=None,
     if result is not None:
         LOG.info("Migration %s of %s %s: %s", migration.uuid,
                  migration.instance_uuid, status, detail)
-    if status in (STATUS.ERROR, STATUS.FAILED, STATUS.CANCELLED):
+    if status in STATUS.UNSUCCESSFUL:
         release_claims(conductor, migration)
     if status in STATUS.FINAL:
         conductor.migration_ended()

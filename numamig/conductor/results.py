@@ -47,7 +47,7 @@ def record_values(migration_uuid, result, status):
               for name in migration_obj.RESULT_FIELDS}
     values.update({name: result[name] for name in _PROGRESS
                    if result.get(name) is not None})
-    if status in (STATUS.POST_MIGRATING, STATUS.COMPLETED):
+    if status in STATUS.COPIED:
         # The guest runs on the destination: nothing is left to send
         # (a source of API 1.3 reports the result with ``completed``).
         values['memory_remaining'] = 0

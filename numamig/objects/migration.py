@@ -26,24 +26,8 @@ _PRIORITY_NAMES = ', '.join(f'{k}={v}' for k, v in PRIORITIES.items())
 
 # Status changes a migration may make. Anything else is a bug or a race
 # between conductor workers, and is refused instead of recorded.
-ALLOWED_TRANSITIONS = {
-    STATUS.ACCEPTED: {STATUS.QUEUED, STATUS.ERROR, STATUS.CANCELLED},
-    # queued -> running and running -> completed: a source of compute API
-    # 1.3 records the steps that can travel together at once
-    # (preparing and post-migrating stay for older sources and the
-    # reconciliation).
-    STATUS.QUEUED: {STATUS.PREPARING, STATUS.RUNNING, STATUS.ERROR,
-                    STATUS.FAILED, STATUS.CANCELLED},
-    STATUS.PREPARING: {STATUS.RUNNING, STATUS.FAILED, STATUS.ERROR,
-                       STATUS.CANCELLED},
-    STATUS.RUNNING: {STATUS.POST_MIGRATING, STATUS.COMPLETED,
-                     STATUS.FAILED, STATUS.ERROR, STATUS.CANCELLED},
-    STATUS.POST_MIGRATING: {STATUS.COMPLETED, STATUS.ERROR, STATUS.FAILED},
-    STATUS.COMPLETED: set(),
-    STATUS.FAILED: set(),
-    STATUS.ERROR: set(),
-    STATUS.CANCELLED: set(),
-}
+# The table lives with the statuses, which derive their groups from it.
+ALLOWED_TRANSITIONS = STATUS.TRANSITIONS
 
 
 def can_transition(old, new):

@@ -7,8 +7,7 @@ from numamig.objects import fields
 
 GIB_KB = 1024 * 1024
 # Statuses a migration reaches only once the source starts copying.
-COPYING = (fields.MigrationStatus.PREPARING, fields.MigrationStatus.RUNNING,
-           fields.MigrationStatus.POST_MIGRATING)
+COPYING = fields.MigrationStatus.STARTED
 
 
 def _huge_pool(s, host, node=0):
