@@ -34,6 +34,7 @@ from unittest import mock
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from numamig import fingerprint
 from numamig import objects
 from numamig.conductor import manager as conductor_manager
 from numamig.db import api as db_api
@@ -42,7 +43,6 @@ from numamig.db import instances
 from numamig.db import queue
 from numamig.numa import constraints
 from numamig.numa import fit
-from numamig.scheduler import fingerprint
 from numamig.scheduler import host_state
 from numamig.scheduler import scheduler as nm_scheduler
 

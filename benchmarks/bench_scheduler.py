@@ -28,9 +28,9 @@ import sys
 import time
 import tracemalloc
 
+from numamig import fingerprint
 from numamig import objects
 from numamig.numa import constraints
-from numamig.scheduler import fingerprint
 from numamig.scheduler import host_state
 from numamig.scheduler import scheduler
 

@@ -18,9 +18,9 @@ from oslo_utils import versionutils
 
 from numamig import context as nm_context
 from numamig import objects
+from numamig import releases
 from numamig import rpc
 from numamig.compute import manager as compute_manager
-from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import endpoints as conductor_endpoints
 from numamig.conductor import executor
@@ -262,7 +262,7 @@ class ConductorService(_RPCService):
                  service_version=service_obj.SERVICE_VERSION,
                  sweep_interval=60):
         """:param service_version: the release the conductor runs as (a
-            testing aid, see numamig.compute.releases).
+            testing aid, see numamig.releases).
         :param sweep_interval: seconds between looks for migrations a
             dead conductor worker left behind.
         """

@@ -18,37 +18,10 @@ import logging
 from numamig import exception
 from numamig import objects
 from numamig.compute import resource_tracker
-from numamig.numa import constraints
 from numamig.numa import fit
+from numamig.numa import instance_request
 
 LOG = logging.getLogger(__name__)
-
-
-def numa_request(instance):
-    """Rebuild an instance's unplaced NUMA request from its specs.
-
-    :returns: an InstanceNUMATopology, or None for a guest without NUMA
-        characteristics.
-    :raises InvalidNUMARequest: if the recorded specs make no request.
-    """
-    return constraints.get_numa_request(
-        instance.vcpus, instance.memory_mb, instance.extra_specs,
-        instance.image_properties)
-
-
-def source_page_size(instance):
-    """The page size (KiB) the guest uses now, or None for small pages.
-
-    A migrating guest keeps its page size: a request of 'large' may have
-    chosen 1 GiB pages on the source, and the guest's memory layout must
-    not change under it.
-    """
-    topology = instance.get('numa_topology')
-    if topology is None:
-        return None
-    sizes = {cell.pagesize for cell in topology.cells
-             if cell.get('pagesize') is not None}
-    return sizes.pop() if len(sizes) == 1 else None
 
 
 def _fit_here(tracker, request, limits, pagesize_kb, what):
@@ -81,12 +54,12 @@ def move_claim(tracker, conductor, ctxt, instance, migration, limits,
     existing = tracker.get_claim(migration.uuid)
     if existing is not None:
         return existing
-    request = numa_request(instance)
+    request = instance_request.numa_request(instance)
     if request is None:
         return None
     with tracker.lock:
         placed = _fit_here(tracker, request, limits,
-                           source_page_size(instance),
+                           instance_request.source_page_size(instance),
                            f"instance {instance.uuid}")
         placed.instance_uuid = instance.uuid
         claim = resource_tracker.MoveClaim(
@@ -131,7 +104,7 @@ def instance_claim(tracker, instance, limits):
     :returns: the Instance with host and numa_topology set (a copy).
     :raises MigrationPreCheckError: the guest does not fit here.
     """
-    request = numa_request(instance)
+    request = instance_request.numa_request(instance)
     placed_instance = instance.obj_clone()
     placed_instance.host = tracker.host
     with tracker.lock:

@@ -14,12 +14,12 @@ import threading
 import oslo_messaging as messaging
 
 from numamig import exception
+from numamig import releases
 from numamig.compute import build
 from numamig.compute import domains
 from numamig.compute import migration_dest
 from numamig.compute import migration_source
 from numamig.compute import reconcile
-from numamig.compute import releases
 from numamig.compute import report
 from numamig.compute import resource_tracker
 from numamig.compute import rpcapi as compute_rpcapi
@@ -50,7 +50,7 @@ class ComputeManager:
 
         Below NUMA_LIVE_MIGRATION_VERSION the agent neither offers nor
         takes part in NUMA-aware live migration and serves API 1.0 only
-        (see numamig.compute.releases): a testing aid for mixed-version
+        (see numamig.releases): a testing aid for mixed-version
         clouds. The service gives such an agent RPC clients and a server
         of that release too.
 

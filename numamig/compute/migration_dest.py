@@ -23,8 +23,8 @@ import logging
 
 from numamig import exception
 from numamig import objects
+from numamig import releases
 from numamig.compute import claims
-from numamig.compute import releases
 from numamig.compute import report
 from numamig.compute import rpcapi as compute_rpcapi
 

@@ -43,7 +43,7 @@ import time
 import oslo_messaging as messaging
 
 from numamig import exception
-from numamig.compute import releases
+from numamig import releases
 from numamig.compute import report
 from numamig.objects import fields
 

@@ -13,8 +13,8 @@ import threading
 from oslo_utils import timeutils
 
 from numamig import context as nm_context
+from numamig import fingerprint
 from numamig import objects
-from numamig.scheduler import fingerprint
 
 LOG = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from oslo_utils import uuidutils
 from numamig import context as nm_context
 from numamig import exception
 from numamig import objects
-from numamig.compute import releases
+from numamig import releases
 from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor import rpcapi as conductor_rpcapi

@@ -48,12 +48,12 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from numamig import exception
+from numamig import fingerprint
 from numamig.conf import CONF
 from numamig.numa import usage
 from numamig.numa import views as numa_views
 from numamig.scheduler import capacity
 from numamig.scheduler import compact
-from numamig.scheduler import fingerprint
 from numamig.scheduler import index
 from numamig.scheduler import weighers
 

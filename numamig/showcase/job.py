@@ -18,8 +18,8 @@ from oslo_utils import uuidutils
 from numamig import embedded
 from numamig import objects
 from numamig.audit import pins as audit_pins
+from numamig.cmd import pictures
 from numamig.showcase import checks as showcase_checks
-from numamig.showcase import pictures
 from numamig.showcase import scenario as world
 from numamig.showcase import xmldiff
 

@@ -19,7 +19,7 @@ table, once for a migration that succeeds and once for one that fails
 How each entry of the table is observed. "The wire" is every RPC message
 sent in the process (method, version, serialized arguments and reply),
 recorded below oslo.messaging's client; "logged" means the node logged
-its old-path decision for that entry (numamig.compute.releases.
+its old-path decision for that entry (numamig.releases.
 log_old_path), which only NEW code does:
 
 New NUMA objects from dest (the destination's call)
@@ -77,8 +77,8 @@ import testscenarios
 from numamig import embedded
 from numamig import exception
 from numamig import objects
+from numamig import releases
 from numamig import service
-from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.objects import base as obj_base
 from tests import base

@@ -21,9 +21,9 @@ import testscenarios
 from numamig import embedded
 from numamig import exception
 from numamig import objects
+from numamig import releases
 from numamig import rpc
 from numamig import service
-from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
 from tests import base
 from tests.fixtures import deployment

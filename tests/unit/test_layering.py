@@ -85,6 +85,128 @@ RULES = [
 ]
 
 
+# Every package and top-level module of numamig (a "unit"; the two RPC
+# client modules and the demo's command are units of their own, since
+# the other side and the demo use them) with what it is and the units it
+# may import. The map is the design's package map: a new unit fails the
+# tests until it is placed here, an import outside the map fails naming
+# the line, and the map itself must stay free of cycles.
+LAYERS = {
+    'exception': ('the error types; a leaf', ()),
+    'cpuspec': ('CPU list syntax; a leaf', ()),
+    'pagesize': ('page size syntax; a leaf', ()),
+    'fingerprint': ('guest-set fingerprints; a leaf', ()),
+    'context': ('the request context; a leaf', ()),
+    'crash': ('crash emulation for tests; a leaf', ()),
+    '_backend': ('the daemons\' oslo.service backend choice; a leaf', ()),
+    '__init__': ('the package; selects and loads nothing', ()),
+    'conf': ('options', ('cpuspec', 'pagesize', 'exception')),
+    'objects': ('versioned objects', ('exception',)),
+    'numa': ('the pure NUMA engine',
+             ('objects', 'exception', 'cpuspec', 'pagesize')),
+    'virt': ('libvirt and domain XML', ('objects', 'exception', 'cpuspec')),
+    'db': ('the conductor\'s records', ('objects', 'exception')),
+    'rpc': ('transport, serializer, clients',
+            ('conf', 'context', 'exception', 'objects')),
+    'rpc_inproc': ('the in-process transport driver', ()),
+    'compute.rpcapi': ('the client of the compute agents\' API', ('rpc',)),
+    'conductor.rpcapi': ('the client of the conductor\'s API',
+                         ('rpc', 'exception')),
+    'releases': ('what each release speaks',
+                 ('compute.rpcapi', 'conductor.rpcapi', 'rpc', 'objects',
+                  'exception')),
+    'scheduler': ('destination choice',
+                  ('numa', 'fingerprint', 'conf', 'exception')),
+    'audit': ('pin audits of hypervisors and records',
+              ('virt', 'db', 'cpuspec', 'exception')),
+    'compute': ('the compute agent',
+                ('compute.rpcapi', 'releases', 'numa', 'fingerprint',
+                 'objects', 'context', 'cpuspec', 'exception')),
+    'conductor': ('the conductor',
+                  ('conductor.rpcapi', 'releases', 'db', 'audit', 'numa',
+                   'objects', 'rpc', 'context', 'exception')),
+    'service': ('the daemons: wiring of managers, RPC and periodic work',
+                ('compute', 'conductor', 'compute.rpcapi',
+                 'conductor.rpcapi', 'releases', 'scheduler', 'db', 'rpc',
+                 'conf', 'context', 'objects')),
+    'upgradecheck': ('numamig-status checks',
+                     ('compute.rpcapi', 'conductor.rpcapi', 'db', 'conf',
+                      'objects', 'exception')),
+    'embedded': ('a whole deployment in one process',
+                 ('service', 'db', 'virt', 'rpc', 'crash', 'conf',
+                  'context', 'objects', 'exception')),
+    'ci': ('the third-party CI harness',
+           ('embedded', 'service', 'db', 'virt', 'numa', 'rpc', 'conf',
+            'context', 'objects', 'cpuspec', 'exception')),
+    'cmd': ('the operators\' commands (not the demo)',
+            ('ci', 'upgradecheck', 'service', 'scheduler', 'audit',
+             'conductor.rpcapi', 'db', 'virt', 'numa', 'rpc', 'conf',
+             'context', 'objects', 'cpuspec', 'exception', '_backend')),
+    'showcase': ('the demo', ('cmd', 'embedded', 'audit', 'virt', 'objects',
+                              'cpuspec')),
+    'cmd.embedded': ('the demo\'s command',
+                     ('showcase', 'cmd', 'conf', '_backend')),
+}
+
+
+def unit_of(package, module):
+    """The LAYERS unit a dotted module name belongs to."""
+    rel = module[len(package) + 1:] if module != package else '__init__'
+    finer = [u for u in LAYERS if '.' in u and
+             (rel == u or rel.startswith(u + '.'))]
+    return finer[0] if finer else rel.split('.')[0]
+
+
+def map_violations(root, package, layers=LAYERS):
+    """'path:line: unit A imports unit B' for every import the map
+    does not allow, and 'path: unit A is not in the map' for new units."""
+    found = []
+    for directory, _dirs, files in os.walk(os.path.join(root, package)):
+        for filename in sorted(files):
+            if not filename.endswith('.py'):
+                continue
+            path = os.path.join(directory, filename)
+            rel_path = os.path.relpath(path, root)
+            here = unit_of(package, module_name(root, path))
+            if here not in layers:
+                found.append(f'{rel_path}: unit {here} is not in LAYERS')
+                continue
+            for line, imported in imports_of(root, path):
+                if not imported.startswith(package + '.'):
+                    continue
+                there = unit_of(package, imported)
+                if there != here and there not in layers[here][1]:
+                    found.append(f'{rel_path}:{line}: {here} '
+                                 f'({layers[here][0]}) may not import '
+                                 f'{imported} ({there})')
+    return sorted(found)
+
+
+def map_cycle(layers=LAYERS):
+    """A cycle in the map as a list of units, or None."""
+    state = {}
+
+    def visit(unit, path):
+        state[unit] = 'open'
+        for dep in layers.get(unit, ('', ()))[1]:
+            if state.get(dep) == 'open':
+                return path[path.index(dep):] + [dep] if dep in path \
+                    else [unit, dep]
+            if dep not in state:
+                cycle = visit(dep, path + [dep])
+                if cycle:
+                    return cycle
+        state[unit] = 'done'
+        return None
+
+    for unit in sorted(layers):
+        if unit not in state:
+            cycle = visit(unit, [unit])
+            if cycle:
+                return cycle
+    return None
+
+
 def module_name(root, path):
     rel = os.path.relpath(path, root)[:-len('.py')]
     parts = rel.split(os.sep)
@@ -152,6 +274,18 @@ class LayeringTest(base.TestCase):
         root = os.path.dirname(os.path.dirname(numamig.__file__))
         violations = find_violations(root, 'numamig')
         self.assertEqual([], violations, '\n'.join(violations))
+
+    def test_numamig_follows_the_package_map(self):
+        root = os.path.dirname(os.path.dirname(numamig.__file__))
+        violations = map_violations(root, 'numamig')
+        self.assertEqual([], violations, '\n'.join(violations))
+
+    def test_the_package_map_has_no_cycle(self):
+        self.assertIsNone(map_cycle())
+
+    def test_the_package_map_names_only_units(self):
+        for unit, (_what, allowed) in LAYERS.items():
+            self.assertLessEqual(set(allowed), set(LAYERS), unit)
 
 
 SYNTHETIC_TREE = ('pkg/__init__.py', 'pkg/exception.py', 'pkg/cpuspec.py',
@@ -223,6 +357,40 @@ class CheckerTest(base.TestCase):
         self.assertIn(f'imports {self.imported} (', violations[0])
         self.assertTrue(violations[0].startswith(self.module + ':'),
                         violations[0])
+
+
+class PackageMapCheckerTest(base.TestCase):
+    """The map checks themselves, on a synthetic package."""
+
+    LAYERS = {'low': ('a leaf', ()), 'high': ('above low', ('low',)),
+              '__init__': ('the package', ())}
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        for rel in ('pkg/__init__.py', 'pkg/low.py', 'pkg/high/__init__.py'):
+            CheckerTest.write(self, rel, '')
+
+    def test_allowed_import_passes(self):
+        CheckerTest.write(self, 'pkg/high/a.py', 'from pkg import low\n')
+        self.assertEqual([], map_violations(self.root, 'pkg', self.LAYERS))
+
+    def test_upward_import_refused(self):
+        CheckerTest.write(self, 'pkg/low.py',
+                          'def f():\n    from pkg.high import a\n')
+        found = map_violations(self.root, 'pkg', self.LAYERS)
+        self.assertEqual(1, len(found), found)
+        self.assertIn('pkg/low.py:2: low (a leaf) may not import '
+                      'pkg.high (high)', found[0])
+
+    def test_unit_missing_from_the_map(self):
+        CheckerTest.write(self, 'pkg/new.py', '')
+        self.assertEqual(['pkg/new.py: unit new is not in LAYERS'],
+                         map_violations(self.root, 'pkg', self.LAYERS))
+
+    def test_cycle_found(self):
+        layers = dict(self.LAYERS, low=('a leaf', ('high',)))
+        self.assertEqual(['high', 'low', 'high'], map_cycle(layers))
 
 
 class CheckerAllowsTest(base.TestCase):

@@ -7,9 +7,9 @@ reports, with usage and move claims applied) and changes nothing.
 import datetime
 
 from numamig.cmd import common
+from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
 from numamig.conf import CONF
-from numamig.showcase import pictures
 
 
 class HostCommands:

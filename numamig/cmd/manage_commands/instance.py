@@ -11,8 +11,8 @@ from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig.cmd import common
+from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
-from numamig.showcase import pictures
 
 # Seconds ``show`` waits for the domain XML before showing records only.
 XML_TIMEOUT = 10

@@ -10,10 +10,10 @@ import time
 
 from numamig import exception
 from numamig.cmd import common
+from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
 from numamig.objects import fields
 from numamig.objects import migration as migration_obj
-from numamig.showcase import pictures
 
 STATUS = fields.MigrationStatus
 RESULT_FIELDS = migration_obj.RESULT_FIELDS

@@ -10,9 +10,9 @@ them as they are placed there.
 import logging
 
 from numamig import exception
-from numamig.compute import claims as compute_claims
 from numamig.conductor.tasks import base
 from numamig.db import instances
+from numamig.numa import instance_request
 
 LOG = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class BuildInstanceTask(base.TaskBase):
     def _execute(self):
         self.instance.host = None
         self.instance.numa_topology = None
-        request = compute_claims.numa_request(self.instance)
+        request = instance_request.numa_request(self.instance)
         self.instance.validate()
         instances.create(self.conductor.db, self.instance)
         self._recorded = True

@@ -28,11 +28,11 @@ import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import objects
-from numamig.compute import claims as compute_claims
 from numamig.conductor import records
 from numamig.conductor.tasks import base
 from numamig.db import migrations
 from numamig.db import queue
+from numamig.numa import instance_request
 from numamig.objects import fields
 from numamig.objects import service as service_obj
 
@@ -76,7 +76,7 @@ class LiveMigrationTask(base.TaskBase):
         """
         self._check_instance_on_source()
         self._check_source_up()
-        self.request = compute_claims.numa_request(self.instance)
+        self.request = instance_request.numa_request(self.instance)
         self._check_numa_live_migration_supported()
         if self.migration.requested_host:
             self._check_requested_destination()
@@ -85,8 +85,8 @@ class LiveMigrationTask(base.TaskBase):
         """The checks and the ordered destinations (shared by dry runs)."""
         self._check_instance_on_source()
         self._check_source_up()
-        self.request = compute_claims.numa_request(self.instance)
-        self.pagesize_kb = compute_claims.source_page_size(self.instance)
+        self.request = instance_request.numa_request(self.instance)
+        self.pagesize_kb = instance_request.source_page_size(self.instance)
         self._check_numa_live_migration_supported()
         if self.migration.requested_host:
             return [self._check_requested_destination()]

@@ -149,13 +149,3 @@ class InstanceClaimTest(base.TestCase):
                           claims.instance_claim, agent.tracker,
                           cbase.instance(host=None, vcpus=3), None)
         self.assertEqual(set(), agent.tracker.instance_uuids())
-
-
-class SourcePageSizeTest(base.TestCase):
-
-    def test_small_pages_and_none(self):
-        self.assertIsNone(claims.source_page_size(cbase.instance()))
-        self.assertIsNone(claims.source_page_size(
-            cbase.instance(pins={0: 1, 1: 2})))
-        self.assertEqual(2048, claims.source_page_size(
-            cbase.instance(pins={0: 1, 1: 2}, pagesize=2048)))

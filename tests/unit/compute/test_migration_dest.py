@@ -4,8 +4,8 @@ from unittest import mock
 
 from numamig import exception
 from numamig import objects
+from numamig import releases
 from numamig.compute import migration_dest
-from numamig.compute import releases
 from tests import base
 from tests.unit.compute import base as cbase
 

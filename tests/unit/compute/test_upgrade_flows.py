@@ -16,10 +16,10 @@ import oslo_messaging as messaging
 import testscenarios
 
 from numamig import objects
+from numamig import releases
 from numamig import rpc
 from numamig.compute import migration_dest
 from numamig.compute import migration_source
-from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
 from tests import base
 from tests.unit.compute import base as cbase
@@ -44,7 +44,7 @@ class AgentTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
         self.logs = self.useFixture(fixtures.FakeLogger(
-            name='numamig.compute', level=logging.INFO))
+            name='numamig', level=logging.INFO))
         self.inst = cbase.instance(pins={0: 2, 1: 10})
         self.migration = cbase.migration(self.inst)
 

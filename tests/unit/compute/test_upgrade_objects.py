@@ -15,8 +15,8 @@ import testscenarios
 
 from numamig import exception
 from numamig import objects
+from numamig import releases
 from numamig import rpc
-from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.objects import live_migrate_data
 from tests import base

@@ -10,13 +10,13 @@ from unittest import mock
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 
+from numamig import fingerprint
 from numamig import objects
 from numamig.conductor import manager
 from numamig.conductor import records
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import queue
-from numamig.scheduler import fingerprint
 from numamig.scheduler import host_state
 from numamig.scheduler import scheduler
 from tests import base

@@ -9,8 +9,8 @@
 
 import datetime
 
+from numamig import fingerprint
 from numamig import objects
-from numamig.scheduler import fingerprint
 
 T0 = datetime.datetime(2026, 11, 3, 12, 0, 0, tzinfo=datetime.UTC)
 

@@ -6,9 +6,9 @@ import io
 import fixtures
 
 from numamig.cmd import embedded
+from numamig.cmd import pictures
 from numamig.showcase import checks
 from numamig.showcase import job
-from numamig.showcase import pictures
 from numamig.showcase import scenario
 from numamig.showcase import xmldiff
 from tests import base

@@ -2,7 +2,7 @@
 
 import testscenarios
 
-from numamig.scheduler import fingerprint
+from numamig import fingerprint
 from tests import base
 
 # Compatibility vectors: the first two are issue 5's; the others are the

@@ -1,4 +1,4 @@
-"""Tests of numamig.compute.releases: running a service as an old release."""
+"""Tests of numamig.releases: running a service as an old release."""
 
 import logging
 
@@ -7,9 +7,9 @@ import testscenarios
 
 from numamig import exception
 from numamig import objects
+from numamig import releases
 from numamig import rpc
 from numamig import service
-from numamig.compute import releases
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conf import CONF
 from numamig.conf import testing as conf_testing
@@ -170,7 +170,7 @@ class LogOldPathTest(base.TestCase):
 
     def test_message_names_host_migration_and_item(self):
         logs = self.useFixture(fixtures.FakeLogger(
-            name='numamig.compute.releases', level=logging.INFO))
+            name='numamig.releases', level=logging.INFO))
         releases.log_old_path('dst', 'mig-1', releases.OLD_PATH_DEST_DROP,
                               'because')
         self.assertEqual("dst: migration mig-1: old path for the "
