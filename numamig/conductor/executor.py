@@ -114,7 +114,11 @@ class MigrationExecutor:
             with self._lock:
                 self._busy += 1
                 self._pending.add(uuid)
-            LOG.debug("Migration %s admitted", uuid)
+                busy = self._busy
+            # Operators follow a queued migration's start by this line;
+            # with several conductor workers it also names which one.
+            LOG.info("Migration %s admitted (%d of %d migration workers "
+                     "busy)", uuid, busy, self.workers)
             self._pool.submit(self._task, uuid)
 
     def _task(self, uuid):
