@@ -351,6 +351,14 @@ class DestinationBusy(MigrationPreCheckError):
                "%(limit)s).")
 
 
+class DestinationsBusy(MigrationPreCheckError):
+    """Every destination left to try filled its incoming slots after the
+    choice; the migration goes back to the queue rather than failing."""
+    msg_fmt = ("Every destination that could take instance "
+               "%(instance_uuid)s reached its incoming limit since it was "
+               "chosen (%(hosts)s); the migration waits in the queue.")
+
+
 class MigrationQueueFull(Invalid):
     """The admission queue holds as many migrations as allowed."""
     msg_fmt = ("Migration of instance %(instance_uuid)s refused: "

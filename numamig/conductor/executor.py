@@ -33,7 +33,11 @@ class MigrationExecutor:
     :param limits: numamig.db.queue.Limits.
     :param workers: task threads of this conductor worker.
     :param run: called in a task thread with an admitted migration's
-        uuid; its exceptions are logged.
+        uuid; its exceptions are logged. When it returns False the
+        migration went back to the queue for want of a free destination,
+        and its end is no reason to look at the queue again (that would
+        take it straight back): a migration ending, a request or the
+        recheck interval will.
     :param recheck: longest seconds between two looks at the queue.
     """
 
@@ -124,11 +128,13 @@ class MigrationExecutor:
     def _task(self, uuid):
         with self._lock:
             self._pending.discard(uuid)
+        requeued = False
         try:
-            self._run(uuid)
+            requeued = self._run(uuid) is False
         except Exception:
             LOG.exception("Migration %s: its conductor task failed", uuid)
         finally:
             with self._lock:
                 self._busy -= 1
-            self.wake()
+            if not requeued:
+                self.wake()

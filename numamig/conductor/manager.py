@@ -223,11 +223,20 @@ class ConductorManager:
 
         A migration that cannot start is recorded ``error`` with the
         reason by its task; here that is only logged, without a trace.
+
+        :returns: False when it went back to the queue (its destinations
+            were busy): only a migration ending frees one, so the queue
+            need not be looked at again before then.
         """
         try:
             self.execute_admitted(migration_uuid)
+        except exception.DestinationsBusy as exc:
+            LOG.info("Migration %s back in the queue: %s", migration_uuid,
+                     exc)
+            return False
         except _EXPECTED as exc:
             LOG.info("Migration %s did not start: %s", migration_uuid, exc)
+        return True
 
     def execute_admitted(self, migration_uuid):
         """Run an admitted migration's task; its errors propagate.

@@ -123,6 +123,23 @@ def busy_destinations(db, per_dest):
                     _M.dest_host).having(sa.func.count() >= per_dest)))
 
 
+def requeue(db, uuid):
+    """Put an admitted migration back in line after its destinations
+    turned out busy: it keeps its place (priority, age) and forgets the
+    destination last tried, which holds no claim for it.
+
+    :returns: True if it went back; False if it has moved on meanwhile
+        (cancelled), in which case nothing changed.
+    """
+    with db.writer() as session:
+        result = session.execute(sa.update(_M).where(
+            _M.uuid == uuid, _M.status == STATUS.ACCEPTED).values(
+                admitted_at=None, dest_host=None,
+                updated_at=_rows.utcnow()).execution_options(
+                    synchronize_session=False))
+        return result.rowcount == 1
+
+
 def release(db, uuids):
     """Put admitted migrations whose task never started back in line.
 

@@ -93,7 +93,14 @@ class LiveMigrationTask(base.TaskBase):
         return self._scheduled_destinations()
 
     def rollback(self, exc):
-        """Record ``error`` with every host's reason; release claims."""
+        """Record ``error`` with every host's reason; release claims.
+
+        A migration whose destinations were all busy goes back to the
+        queue instead (nothing was claimed for it).
+        """
+        if isinstance(exc, exception.DestinationsBusy) and \
+                queue.requeue(self.conductor.db, self.migration.uuid):
+            return
         reason = str(exc)
         if self.refused:
             reason += " (refused: " + "; ".join(
@@ -203,11 +210,24 @@ class LiveMigrationTask(base.TaskBase):
 
     def _claim_on_first_taker(self, hosts):
         retries = self.conductor.migrate_max_retries
-        attempts = hosts if retries < 0 else hosts[:retries + 1]
-        for host in attempts:
+        budget = len(hosts) if retries < 0 else retries + 1
+        attempts, busy = [], []
+        for host in hosts:
+            if len(attempts) >= budget:
+                break
             try:
                 return self._try_destination(host)
+            except exception.DestinationBusy:
+                # Not a refusal of this guest: another migration (of this
+                # or another conductor worker) took the host's last
+                # incoming slot since the choice. It costs no retry.
+                LOG.info("Migration %s: %s is at its incoming limit now; "
+                         "skipped", self.migration.uuid, host)
+                busy.append(host)
+                self.conductor.cache.release(host, self.instance.uuid)
+                continue
             except _REFUSALS as exc:
+                attempts.append(host)
                 reason = _reason_of(exc, self.conductor.check_timeout)
                 LOG.info("Migration %s: %s refused instance %s: %s",
                          self.migration.uuid, host, self.instance.uuid,
@@ -219,7 +239,10 @@ class LiveMigrationTask(base.TaskBase):
                     records.drop_claim_at(self.conductor, self.ctxt,
                                           self.migration, host)
                 self._record_refusal(host, reason)
-        skipped = len(hosts) - len(attempts)
+        if busy and len(attempts) < budget:
+            raise exception.DestinationsBusy(
+                instance_uuid=self.instance.uuid, hosts=', '.join(busy))
+        skipped = len(hosts) - len(attempts) - len(busy)
         raise exception.NoValidHost(
             reason=f"{len(attempts)} destination(s) tried for instance "
                    f"{self.instance.uuid}, none could take it"

@@ -116,3 +116,32 @@ def _once_then(error, real):
             raise error
         return real(*args, **kwargs)
     return admit
+
+
+class RequeueTest(ExecutorTestCase):
+
+    def test_a_migration_back_in_the_queue_does_not_wake_it(self):
+        uuid = self.request()
+        looks = []
+        ran = threading.Event()
+        real = queue.admit
+
+        def admit(*args, **kwargs):
+            looks.append(1)
+            return real(*args, **kwargs)
+
+        def run(migration_uuid):
+            # What run_admitted does when every destination was busy.
+            queue.requeue(self.db, migration_uuid)
+            ran.set()
+            return False
+        with mock.patch.object(queue, 'admit', admit):
+            runner = executor.MigrationExecutor(self.db, LIMITS, 1, run,
+                                                recheck=60)
+            self.addCleanup(runner.stop)
+            runner.start()
+            self.assertTrue(ran.wait(WAIT))
+            self.assertFalse(runner._wake.wait(0.3),
+                             "its own end took it straight back")
+        self.assertEqual(1, len(looks))
+        self.assertEqual({uuid: 1}, queue.positions(self.db))

@@ -71,6 +71,28 @@ class AdmitTestCase(QueueTestCase):
         self.assertTrue(migrations.get(self.db, waiting.uuid).waiting)
 
 
+class RequeueTestCase(QueueTestCase):
+
+    def test_back_in_line_first_and_without_destination(self):
+        first = self.request(source='a')
+        queue.admit(self.db, LIMITS, 1)
+        migrations.set_dest_host(self.db, first.uuid, 'd')
+        later = self.request(source='b')
+        self.assertTrue(queue.requeue(self.db, first.uuid))
+        back = migrations.get(self.db, first.uuid)
+        self.assertEqual((True, None), (back.waiting, back.dest_host))
+        self.assertEqual({first.uuid: 1, later.uuid: 2},
+                         queue.positions(self.db))
+
+    def test_a_migration_that_moved_on_stays(self):
+        moving = self.request(source='a')
+        queue.admit(self.db, LIMITS, 1)
+        migrations.set_status(self.db, moving.uuid, 'cancelled')
+        self.assertFalse(queue.requeue(self.db, moving.uuid))
+        self.assertEqual('cancelled',
+                         migrations.get(self.db, moving.uuid).status)
+
+
 class EnqueueTestCase(QueueTestCase):
 
     def test_positions_follow_the_admission_order(self):

@@ -1,13 +1,16 @@
 """Tests of the conductor's live-migration task and dry run."""
 
+import fixtures
 import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import objects
 from numamig.conductor import records
+from numamig.conductor.tasks import live_migrate
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.db import queue
+from numamig.numa import instance_request
 from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
 
@@ -112,6 +115,55 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
         self.assertIn('2 more not tried', str(exc))
         self.assertEqual(1, self.compute_api.
                          check_can_live_migrate_destination.call_count)
+
+    def _busy_at(self, *busy_hosts):
+        """set_dest_host refuses ``busy_hosts`` as another worker's
+        migrations would have filled them since the choice."""
+        original = migrations.set_dest_host
+
+        def set_dest_host(db, uuid, host, max_incoming=None):
+            if host in busy_hosts:
+                raise exception.DestinationBusy(host=host, count=4, limit=4)
+            return original(db, uuid, host, max_incoming=max_incoming)
+        self.useFixture(fixtures.MockPatchObject(
+            live_migrate.migrations, 'set_dest_host', set_dest_host))
+
+    def test_a_busy_destination_costs_no_retry(self):
+        self.conductor.migrate_max_retries = 0
+        inst = self.create_instance()
+        hosts = self.conductor.scheduler.select_destinations(
+            instance_request.numa_request(inst), 'src').hosts
+        self._busy_at(hosts[0])
+        self.answer_with(True)
+        migration = self._migrate(inst)
+        self.assertEqual(('queued', hosts[1]),
+                         (migration.status, migration.dest_host))
+        self.assertEqual({}, migration.refused_hosts)
+        self.assertEqual((), self.conductor.cache.get(hosts[0]).reservations)
+
+    def test_every_destination_busy_puts_it_back_in_the_queue(self):
+        inst = self.create_instance()
+        self.answer_with(_refusal('first'))
+        self._busy_at('dst1', 'dst2', 'dst3')
+        exc = self.assertRaises(exception.DestinationsBusy, self._migrate,
+                                inst)
+        self.assertIn('dst1, dst2, dst3', str(exc))
+        migration = self._only_migration(inst)
+        self.assertEqual(('accepted', None, None, None),
+                         (migration.status, migration.admitted_at,
+                          migration.dest_host, migration.error))
+        self.assertTrue(migration.waiting)
+        self.assertEqual([migration.uuid],
+                         queue.admit(self.db, self.conductor.admission, 1))
+        self.compute_api.check_can_live_migrate_destination.\
+            assert_not_called()
+
+    def test_run_admitted_tells_the_executor_it_went_back(self):
+        inst = self.create_instance()
+        self._busy_at('dst1', 'dst2', 'dst3')
+        migration = self.call('live_migrate_instance', inst.uuid, None)
+        queue.admit(self.db, self.conductor.admission, 1)
+        self.assertIs(False, self.conductor.run_admitted(migration.uuid))
 
     def test_requested_destination_is_the_source(self):
         inst = self.create_instance()
