@@ -14,7 +14,9 @@ error too. It prints:
 * the baseline: a bare oslo.messaging call over the same RabbitMQ;
 * completed / failed / error, throughput and p50/p95 request-to-end;
 * each conductor worker's share of the migrations it admitted (from the
-  conductor's log: ``Migration X admitted``, with the worker's pid);
+  conductor's log: ``Migration X admitted``, with the worker's pid), and
+  how many went back to the queue because every destination left was
+  busy when its claim was asked for;
 * the destinations that refused a claim (what a worker's stale cache
   costs: its scheduler chose a host another worker had just filled) and
   the migrations that needed another candidate because of it;
@@ -165,14 +167,18 @@ class Deployment:
 
 
 def worker_shares(dep, uuids):
-    """{conductor worker pid: migrations it admitted} from its log."""
-    shares = collections.Counter()
+    """({conductor worker pid: admissions}, migrations sent back to the
+    queue because every destination was busy), from the conductor's log.
+    """
+    shares, requeued = collections.Counter(), 0
     with open(dep.log_path(dep.conductor_host)) as handle:
         for line in handle:
             found = _ADMITTED.search(line)
             if found and found.group(2) in uuids:
                 shares[found.group(1)] += 1
-    return shares
+            elif 'back in the queue' in line:
+                requeued += 1
+    return shares, requeued
 
 
 def refusals(dep, uuids):
@@ -245,9 +251,10 @@ def run(args):
             f"(RabbitMQ, PostgreSQL)", requested, ended, elapsed, sampler,
             args)
         uuids = {migration_uuid for migration_uuid, _ in requested}
-        shares = worker_shares(dep, uuids)
+        shares, requeued = worker_shares(dep, uuids)
         print(f"  admitted per conductor worker (pid: count): "
-              f"{dict(sorted(shares.items()))}")
+              f"{dict(sorted(shares.items()))}; back in the queue because "
+              f"every destination was busy: {requeued}")
         total, affected, reasons = refusals(dep, uuids)
         print(f"  claims refused by destinations: {total}, in {affected} "
               f"migrations; reasons: {dict(reasons.most_common(3))}")
