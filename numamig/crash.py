@@ -18,8 +18,9 @@ The hypervisor connection and the database themselves stay open for the
 service that replaces it.
 """
 
-import logging
 import threading
+
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 

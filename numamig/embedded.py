@@ -18,12 +18,13 @@ the guest), and say so in their logs.
 """
 
 import dataclasses
-import logging
 import os
 import sys
 import tempfile
 import threading
 import time
+
+from oslo_log import log as logging
 
 from numamig import context as nm_context
 from numamig import crash

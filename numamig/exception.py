@@ -24,7 +24,7 @@ Sections below are owned by the package named in their heading; add new
 exceptions to the section of the package that raises them.
 """
 
-import logging
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ never logs them (that code did not exist then).
 """
 
 import dataclasses
-import logging
 
+from oslo_log import log as logging
 from oslo_utils import versionutils
 
 from numamig import exception

@@ -23,10 +23,10 @@ goes to every server of the topic.
 """
 
 import collections
-import logging
 import queue
 import threading
 
+from oslo_log import log as logging
 import oslo_messaging
 from oslo_messaging._drivers import base
 from oslo_messaging._drivers import common as rpc_common

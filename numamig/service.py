@@ -7,12 +7,11 @@ deployment). Stopping is graceful: the RPC server stops taking requests,
 in-flight ones finish, then the periodic task ends.
 """
 
-import logging
 import threading
 
-from oslo_log import log as os_log
+from oslo_log import log as logging
 import oslo_messaging as messaging
-from oslo_messaging import transport as msg_transport
+from oslo_messaging import opts as messaging_opts
 from oslo_service import service as os_service
 from oslo_utils import versionutils
 
@@ -393,22 +392,32 @@ class ConductorWorker(os_service.Service):
             pass
 
 
+def transport_opts():
+    """oslo.messaging's transport_url and control_exchange options, from
+    its public option list: equal to the ones it registers itself when a
+    transport is built (after set_transport_defaults), so both
+    registrations agree."""
+    for group, opts in messaging_opts.list_opts():
+        if group is None:
+            return [opt for opt in opts
+                    if opt.name in ('transport_url', 'control_exchange')]
+    return []
+
+
 def parse_args(conf, argv):
     """Parse a daemon's command line and configuration files, set up
     logging, and check the configuration before anything starts.
 
     :raises InvalidConfiguration: naming the first unusable option.
     """
-    os_log.register_options(conf)
+    logging.register_options(conf)
     # transport_url and control_exchange are registered by oslo.messaging
     # only when a transport is built; register them now so that the
     # files' values can be read before that.
-    # (the very option objects it registers later, hence the private
-    # name: copies would clash with them).
     messaging.set_transport_defaults(rpc.CONTROL_EXCHANGE)
-    conf.register_opts(msg_transport._transport_opts)
+    conf.register_opts(transport_opts())
     conf(argv, project='numamig')
-    os_log.setup(conf, 'numamig')
+    logging.setup(conf, 'numamig')
     checks.check(conf)
 
 

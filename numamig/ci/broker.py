@@ -5,7 +5,7 @@ oslo.messaging's topic queues outlive their consumers; a harness run
 other runs and deployments share.
 """
 
-import logging
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 

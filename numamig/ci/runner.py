@@ -6,9 +6,10 @@ when it could not reach its checks. The guests a scenario created are
 deleted before the next one starts, whatever happened.
 """
 
-import logging
 import time
 import traceback
+
+from oslo_log import log as logging
 
 from numamig.ci import reporters as ci_reporters
 from numamig.ci import results as ci_results

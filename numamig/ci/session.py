@@ -8,10 +8,10 @@ deletes the guests it created, so one scenario never leaks into the next.
 """
 
 import dataclasses
-import logging
 import threading
 import time
 
+from oslo_log import log as logging
 from oslo_utils import uuidutils
 
 from numamig import exception

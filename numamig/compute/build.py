@@ -7,7 +7,7 @@ what was taken. Describing reads back the guests the hypervisor already
 runs, so the conductor can adopt the ones numamig did not create.
 """
 
-import logging
+from oslo_log import log as logging
 
 from numamig import cpuspec
 from numamig import exception

@@ -13,7 +13,7 @@ lose it.
 An instance claim does the same for a guest being built here.
 """
 
-import logging
+from oslo_log import log as logging
 
 from numamig import exception
 from numamig import objects

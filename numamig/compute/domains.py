@@ -6,7 +6,7 @@ guests nobody recorded. Deletion destroys a guest and releases its
 usage here; the conductor removes the record afterwards.
 """
 
-import logging
+from oslo_log import log as logging
 
 from numamig import exception
 from numamig.compute import report

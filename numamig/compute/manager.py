@@ -8,9 +8,9 @@ only unpack arguments, mark the errors that are part of their contract
 """
 
 from concurrent import futures
-import logging
 import threading
 
+from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception

@@ -19,7 +19,7 @@ false) takes the branches that release had: no offer, no claim, no
 claim drop, and no old-path decision to log.
 """
 
-import logging
+from oslo_log import log as logging
 
 from numamig import exception
 from numamig import objects

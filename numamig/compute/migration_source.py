@@ -36,10 +36,10 @@ reconciliation sorts it out; a crash of any service then still ends
 ``completed`` (see reconcile.py).
 """
 
-import logging
 import threading
 import time
 
+from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception

@@ -22,7 +22,7 @@ also logs guests that exist on only one side of records and hypervisor.
 Everything it changes is logged.
 """
 
-import logging
+from oslo_log import log as logging
 
 from numamig import exception
 from numamig.compute import migration_source

@@ -7,9 +7,9 @@ included, so that the scheduler can tell when a report already accounts
 for the placements it reserved.
 """
 
-import logging
 import threading
 
+from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from numamig import context as nm_context

@@ -27,9 +27,10 @@ pre_live_migration finds no claim here and the migration rolls back, and
 a recompute that then reads the claim in the records recovers it.
 """
 
-import logging
 import threading
 import time
+
+from oslo_log import log as logging
 
 from numamig import exception
 from numamig.numa import usage

@@ -23,8 +23,7 @@ conductor's records need) then never reaches an agent that cannot read
 it.
 """
 
-import logging
-
+from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import versionutils
 

@@ -18,8 +18,9 @@ that was unreachable, after ``recheck`` seconds at the latest.
 """
 
 import concurrent.futures
-import logging
 import threading
+
+from oslo_log import log as logging
 
 from numamig.db import queue
 

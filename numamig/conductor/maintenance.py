@@ -8,8 +8,7 @@ the destination agent's memory and the cache's reservations too.
 Every function takes the ConductorManager first.
 """
 
-import logging
-
+from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception

@@ -6,9 +6,9 @@ consistent); operators start, follow and stop migrations and create or
 adopt instances through it (tasks/).
 """
 
-import logging
 import threading
 
+from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils

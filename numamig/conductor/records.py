@@ -15,7 +15,7 @@ that span records and the scheduler's cache:
 Every function takes the ConductorManager (database, cache) first.
 """
 
-import logging
+from oslo_log import log as logging
 
 from numamig import exception
 from numamig.conductor import results

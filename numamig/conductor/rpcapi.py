@@ -5,8 +5,7 @@ and migration statuses through these calls, and operators start and
 follow migrations and create or adopt instances through them.
 """
 
-import logging
-
+from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception

@@ -15,10 +15,10 @@ UPDATE re-checks its WHERE clause against the latest committed row.
 """
 
 import contextlib
-import logging
 import os
 import time
 
+from oslo_log import log as logging
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm

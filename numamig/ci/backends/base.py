@@ -11,9 +11,9 @@ raise ScenarioSkipped with the reason, so scenarios report them skipped.
 """
 
 import abc
-import logging
 
 from lxml import etree
+from oslo_log import log as logging
 
 from numamig import context as nm_context
 from numamig.ci import checks

@@ -1,7 +1,8 @@
 """TaskBase: a conductor task that runs its steps or rolls back."""
 
 import abc
-import logging
+
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ describe the NUMA guests it runs that numamig does not know, and records
 them as they are placed there.
 """
 
-import logging
+from oslo_log import log as logging
 
 from numamig import exception
 from numamig.conductor.tasks import base

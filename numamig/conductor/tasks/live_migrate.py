@@ -22,8 +22,7 @@ If no destination takes the guest the migration ends ``error`` with the
 reason of every host tried, and nothing stays claimed or reserved.
 """
 
-import logging
-
+from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception

@@ -1,0 +1,29 @@
+"""Daemons read transport_url and control_exchange before a transport
+exists, from oslo.messaging's public option list."""
+
+from oslo_config import cfg
+import oslo_messaging as messaging
+
+from numamig import rpc
+from numamig import service
+from tests import base
+
+
+class TransportOptsTest(base.TestCase):
+
+    def test_the_two_options_and_no_others(self):
+        self.assertEqual(['transport_url', 'control_exchange'],
+                         [opt.name for opt in service.transport_opts()])
+
+    def test_values_read_then_a_transport_built_without_clash(self):
+        conf = cfg.ConfigOpts()
+        messaging.set_transport_defaults(rpc.CONTROL_EXCHANGE)
+        conf.register_opts(service.transport_opts())
+        conf([], project='numamig', default_config_files=[])
+        conf.set_override('transport_url', 'fake://')
+        self.assertEqual(rpc.CONTROL_EXCHANGE, conf.control_exchange)
+        # oslo.messaging registers its own option objects now: equal ones
+        # were registered first, so nothing clashes.
+        transport = messaging.get_rpc_transport(conf)
+        self.addCleanup(transport.cleanup)
+        self.assertEqual('fake://', conf.transport_url)
