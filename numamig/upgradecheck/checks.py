@@ -6,7 +6,7 @@ A check that cannot get its answer (the database is unreachable) fails
 and says why, so that an operator is never told "success" by default.
 """
 
-import dataclasses
+from oslo_upgradecheck import upgradecheck
 
 from numamig import exception
 from numamig.compute import rpcapi as compute_rpcapi
@@ -14,22 +14,12 @@ from numamig.conf import checks as conf_checks
 from numamig.conf import opts as conf_opts
 from numamig.objects import service as service_obj
 
-SUCCESS = 0
-WARNING = 1
-FAILURE = 2
-NAMES = {SUCCESS: 'Success', WARNING: 'Warning', FAILURE: 'Failure'}
-
-
-@dataclasses.dataclass(frozen=True)
-class Result:
-    """What one check found; ``details`` says what to do about it."""
-
-    code: int
-    details: str = None
-
-    @property
-    def name(self):
-        return NAMES[self.code]
+# oslo.upgradecheck's codes and result, so that numamig-status speaks the
+# contract deployment tooling parses (``--json``, exit codes 0/1/2/255).
+SUCCESS = upgradecheck.Code.SUCCESS
+WARNING = upgradecheck.Code.WARNING
+FAILURE = upgradecheck.Code.FAILURE
+Result = upgradecheck.Result
 
 
 class Sources:

@@ -17,7 +17,7 @@ class UpgradeCheckTestCase(cli_base.CLITestCase):
     main = staticmethod(status.main)
 
     def check(self):
-        code, out, err = self.run_cli('upgrade', 'check', '--format', 'json')
+        code, out, err = self.run_cli('upgrade', 'check', '--json')
         self.assertEqual('', err)
         data = json.loads(out)
         return code, {c['check']: c for c in data['checks']}
@@ -35,7 +35,7 @@ class UpgradeCheckTestCase(cli_base.CLITestCase):
         code, checks = self.check()
         self.assertEqual(2, code)
         entry = checks['Compute service versions']
-        self.assertEqual('failure', entry['result'])
+        self.assertEqual(2, entry['result'])
         self.assertIn('cn-old (version 1)', entry['details'])
         self.assertNotIn('cn1', entry['details'])
 
@@ -50,8 +50,7 @@ class UpgradeCheckTestCase(cli_base.CLITestCase):
     def test_no_host_reported_warns(self):
         code, checks = self.check()
         self.assertEqual(1, code)
-        self.assertEqual('warning',
-                         checks['Compute service versions']['result'])
+        self.assertEqual(1, checks['Compute service versions']['result'])
 
     def test_unsynced_database_fails(self):
         empty = self.useFixture(cli_base.database.SQLiteDatabase(sync=False))
@@ -90,10 +89,10 @@ class UpgradeLevelsTestCase(cli_base.CLITestCase):
     def test_cap(self):
         self.add_report('cn1')
         self.flags(group='upgrade_levels', **self.caps)
-        code, out, _ = self.run_cli('upgrade', 'check', '--format', 'json')
+        code, out, _ = self.run_cli('upgrade', 'check', '--json')
         entry = {c['check']: c for c in json.loads(out)['checks']}[
             'RPC version caps']
-        self.assertEqual(self.code, entry['code'])
+        self.assertEqual(self.code, entry['result'])
         self.assertEqual(self.code, code)
         self.assertIn(self.fragment, entry['details'])
 
@@ -113,10 +112,10 @@ class PretendServiceVersionTestCase(cli_base.CLITestCase):
     def test_pretend(self):
         self.add_report('cn1')
         self.flags(group='testing', pretend_service_version=self.version)
-        code, out, _ = self.run_cli('upgrade', 'check', '--format', 'json')
+        code, out, _ = self.run_cli('upgrade', 'check', '--json')
         entry = {c['check']: c for c in json.loads(out)['checks']}[
             'RPC version caps']
-        self.assertEqual((self.code, self.code), (entry['code'], code))
+        self.assertEqual((self.code, self.code), (entry['result'], code))
         self.assertIn(self.fragment, entry['details'])
 
 
@@ -147,11 +146,50 @@ class ConfigurationCheckTestCase(cli_base.CLITestCase):
         self.add_report('cn1')
         self.write_config(self._config_text() + "[workarounds]\n"
                           "old_knob = true\n")
-        code, out, _ = self.run_cli('upgrade', 'check')
+        code, out, _ = self.run_cli('upgrade', 'check', '--json')
         self.assertEqual(1, code, out)
+        checks = {c['check']: c for c in json.loads(out)['checks']}
         self.assertIn('[workarounds] old_knob: it does nothing any more',
-                      out)
+                      checks['Configuration']['details'])
 
     def _config_text(self):
         with open(self.config) as handle:
             return handle.read()
+
+
+class ContractTestCase(cli_base.CLITestCase):
+    """oslo.upgradecheck's output and numamig's one-line errors."""
+
+    main = staticmethod(status.main)
+
+    def test_json_is_the_standard_shape_alone_on_stdout(self):
+        self.add_report('cn1')
+        code, out, err = self.run_cli('upgrade', 'check', '--json')
+        data = json.loads(out)
+        self.assertEqual((0, ''), (code, err))
+        self.assertEqual('numamig upgrade check', data['name'])
+        self.assertEqual({'check', 'result', 'details'},
+                         set(data['checks'][0]))
+
+    def test_a_check_that_cannot_run_is_255_in_one_line(self):
+        def broken(conf, sources):
+            raise RuntimeError('boom')
+        self.useFixture(cli_base.fixtures.MockPatch(
+            'numamig.upgradecheck.checks.CHECKS', (('Broken', broken),)))
+        code, out, err = self.run_cli('upgrade', 'check', '--json')
+        self.assertEqual(255, code)
+        self.assertEqual('unexpected error: RuntimeError: boom\n', err)
+        self.assertNotIn('Traceback', out + err)
+
+    def test_unreadable_config_is_255_in_one_line(self):
+        with open(self.config, 'w') as handle:
+            handle.write('[database\n')
+        code, out, err = self.run_cli('upgrade', 'check')
+        self.assertEqual(255, code)
+        self.assertTrue(err.startswith('error: '), err)
+        self.assertEqual(1, len(err.splitlines()), err)
+
+    def test_runs_twice_in_one_process(self):
+        self.add_report('cn1')
+        for _ in range(2):
+            self.assertEqual(0, self.run_cli('upgrade', 'check', '--json')[0])
