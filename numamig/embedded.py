@@ -277,7 +277,10 @@ class EmbeddedDeployment:
     def report_all(self):
         """Make every agent recompute its usage and report now."""
         for agent in self.agents.values():
-            agent.manager.periodic_tasks(self.context)
+            manager = agent.manager
+            manager.reconcile_outgoing(self.context)
+            manager.tracker.update_available_resource(self.context)
+            manager.report(self.context)
 
     def wait_for_migration(self, migration_uuid, timeout=60):
         """Wait until a migration ends; return it.

@@ -17,6 +17,7 @@ from oslo_utils import versionutils
 
 from numamig import context as nm_context
 from numamig import objects
+from numamig import periodic
 from numamig import releases
 from numamig import rpc
 from numamig.compute import manager as compute_manager
@@ -96,38 +97,6 @@ def _allows(version_cap, version):
         versionutils.convert_version_to_tuple(version)
 
 
-class PeriodicTask:
-    """Call ``func`` every ``interval`` seconds in a thread until stopped.
-
-    An exception is logged and the next run still happens: one failed
-    report must not silence an agent.
-    """
-
-    def __init__(self, interval, func, name):
-        self.interval = interval
-        self.func = func
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name,
-                                        daemon=True)
-
-    def start(self):
-        self._thread.start()
-
-    def _run(self):
-        while not self._stop.wait(self.interval):
-            try:
-                self.func()
-            except Exception:
-                LOG.exception("Periodic task %s failed", self._thread.name)
-
-    def stop(self, wait=True):
-        """Stop after the current run; ``wait``: until it has ended."""
-        self._stop.set()
-        if wait and self._thread.is_alive() and \
-                self._thread is not threading.current_thread():
-            self._thread.join()
-
-
 class _RPCService(os_service.Service):
     """An RPC server for one manager, started and stopped gracefully."""
 
@@ -189,8 +158,14 @@ class ComputeService(_RPCService):
                  compute_version_cap=None, report_interval=10,
                  strategy='spread',
                  service_version=service_obj.SERVICE_VERSION,
+                 reconcile_interval=None, update_resources_interval=None,
                  **manager_options):
-        """:param manager_options: ComputeManager's limits (maximum
+        """:param report_interval: seconds between reports.
+        :param reconcile_interval: seconds between looks for outgoing
+            migrations left interrupted; None: ``report_interval``.
+        :param update_resources_interval: seconds between usage
+            recomputes from the records; None: ``report_interval``.
+        :param manager_options: ComputeManager's limits (maximum
             concurrent live migrations, unrecorded claim timeout)."""
         names = names or RPCNames()
         release = releases.for_service_version(service_version)
@@ -205,6 +180,9 @@ class ComputeService(_RPCService):
         super().__init__(transport, target, manager, release)
         self.host = host
         self.report_interval = report_interval
+        self.reconcile_interval = reconcile_interval or report_interval
+        self.update_resources_interval = (update_resources_interval or
+                                          report_interval)
 
     @classmethod
     def from_conf(cls, conf, driver, transport):
@@ -213,6 +191,9 @@ class ComputeService(_RPCService):
                    names=RPCNames.from_conf(conf),
                    compute_version_cap=conf.upgrade_levels.compute,
                    report_interval=conf.report_interval,
+                   reconcile_interval=conf.compute.reconcile_interval,
+                   update_resources_interval=(
+                       conf.compute.update_resources_interval),
                    strategy='pack' if packing else 'spread',
                    service_version=service_version_from_conf(conf),
                    max_concurrent_live_migrations=(
@@ -242,10 +223,13 @@ class ComputeService(_RPCService):
         self.manager.init_host(ctxt)
         self._start_server()
         self.manager.report(ctxt)
-        self.periodic = PeriodicTask(
-            self.report_interval,
-            lambda: self.manager.periodic_tasks(ctxt),
-            name=f'numamig-compute-{self.host}-report')
+        manager = self.manager
+        self.periodic = periodic.PeriodicJobs(self.host).add(
+            'reconcile outgoing migrations', self.reconcile_interval,
+            lambda: manager.reconcile_outgoing(ctxt)).add(
+            'recompute usage', self.update_resources_interval,
+            lambda: manager.tracker.update_available_resource(ctxt)).add(
+            'report', self.report_interval, lambda: manager.report(ctxt))
         self.periodic.start()
         LOG.info("Compute agent %s started (service version %s)", self.host,
                  self.manager.service_version)
@@ -341,10 +325,9 @@ class ConductorService(_RPCService):
         self._start_server()
         self.manager.executor = self.executor
         self.executor.start()
-        self.periodic = PeriodicTask(
-            self.sweep_interval,
-            lambda: self.manager.end_stalled_migrations(ctxt),
-            name=f'numamig-conductor-{self.rpc_target.server}-sweep')
+        self.periodic = periodic.PeriodicJobs(self.rpc_target.server).add(
+            'end stalled migrations', self.sweep_interval,
+            lambda: self.manager.end_stalled_migrations(ctxt))
         self.periodic.start()
         LOG.info("Conductor %s started (service version %s)",
                  self.rpc_target.server, self.release.service_version)

@@ -98,12 +98,10 @@ class ComputeManager:
         self.reporter.stop()
         self._migrations.shutdown(wait=wait)
 
-    def periodic_tasks(self, ctxt):
-        """Finish interrupted outgoing migrations, recompute usage from
-        the records, then report to the conductor."""
+    def reconcile_outgoing(self, ctxt):
+        """Finish outgoing migrations no thread here drives any more
+        (periodic: [compute] reconcile_interval)."""
         reconcile.reconcile_outgoing(self, ctxt)
-        self.tracker.update_available_resource(ctxt)
-        self.report(ctxt)
 
     def report(self, ctxt):
         self.conductor.report_compute_node(ctxt, report.build(self))

@@ -52,6 +52,21 @@ opts = [
                      "(pack) instead of the emptiest (spread). Pack keeps "
                      "whole cells free for large guests; spread avoids "
                      "piling every guest onto cell 0."),
+    cfg.IntOpt('update_resources_interval', min=1, default=None,
+               help="Seconds between this agent's recomputes of its usage "
+                    "from the conductor's records (instances here and "
+                    "claims of migrations into here); unset: [DEFAULT] "
+                    "report_interval. A recompute is what drops a claim "
+                    "whose migration ended elsewhere; lower it to free "
+                    "such resources sooner, at the cost of two conductor "
+                    "calls per run."),
+    cfg.IntOpt('reconcile_interval', min=1, default=None,
+               help="Seconds between this agent's looks for outgoing "
+                    "migrations that no thread here drives any more (the "
+                    "agent restarted mid-migration) and that it finishes "
+                    "from what libvirt shows; unset: [DEFAULT] "
+                    "report_interval. Lower it to end such migrations "
+                    "sooner after a restart."),
 ]
 
 

@@ -27,3 +27,25 @@ class TransportOptsTest(base.TestCase):
         transport = messaging.get_rpc_transport(conf)
         self.addCleanup(transport.cleanup)
         self.assertEqual('fake://', conf.transport_url)
+
+
+class ComputeIntervalsTest(base.TestCase):
+
+    def _service(self, **kwargs):
+        from unittest import mock
+
+        from numamig.conf import CONF
+        transport = rpc.get_transport(CONF, url='fake://')
+        return service.ComputeService('host-a', mock.Mock(), transport,
+                                      report_interval=10, **kwargs)
+
+    def test_unset_intervals_follow_the_report_interval(self):
+        svc = self._service()
+        self.assertEqual((10, 10), (svc.reconcile_interval,
+                                    svc.update_resources_interval))
+
+    def test_each_interval_set_on_its_own(self):
+        svc = self._service(reconcile_interval=30,
+                            update_resources_interval=5)
+        self.assertEqual((30, 5), (svc.reconcile_interval,
+                                   svc.update_resources_interval))
