@@ -25,6 +25,12 @@ Targets printed: 100 at once over 20 hosts all complete, no overlapping
 pin, >= 20 migrations/s.
 """
 
+# Services here run on oslo.service's threading backend, as in the
+# daemons; it must be chosen before anything imports oslo_messaging.
+from numamig import _backend
+
+_backend.select_threading(strict=True)
+
 import argparse
 import collections
 import logging

@@ -19,6 +19,12 @@ Per mode it prints the RPC round trips and casts of one migration
 percentile wall time from the operator's request to ``completed``.
 """
 
+# Services here run on oslo.service's threading backend, as in the
+# daemons; it must be chosen before anything imports oslo_messaging.
+from numamig import _backend
+
+_backend.select_threading(strict=True)
+
 import argparse
 import collections
 import statistics

@@ -25,6 +25,12 @@ error too. It prints:
   (read through the conductor) and in the records. Target: zero.
 """
 
+# Services here run on oslo.service's threading backend, as in the
+# daemons; it must be chosen before anything imports oslo_messaging.
+from numamig import _backend
+
+_backend.select_threading(strict=True)
+
 import argparse
 import collections
 import contextlib

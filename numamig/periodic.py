@@ -4,10 +4,17 @@ A job that raises is logged under its name and runs again at its next
 interval: one failed report or recompute must not silence an agent.
 Every job waits one interval before its first run; the services do
 each job once themselves at start.
+
+Looping calls come from oslo.service's backend; under its eventlet
+backend, in a process eventlet never patched, they would never run and
+``stop`` would wait forever. Starting jobs therefore insists on the
+threading backend, choosing it if nothing has, and refuses otherwise.
 """
 
 from oslo_log import log as logging
 from oslo_service import loopingcall
+
+from numamig import _backend
 
 LOG = logging.getLogger(__name__)
 
@@ -34,6 +41,8 @@ class PeriodicJobs:
         return {name: interval for name, interval, _ in self._jobs}
 
     def start(self):
+        """Start every job; raise if oslo.service runs on eventlet."""
+        _backend.select_threading(strict=True)
         for name, interval, func in self._jobs:
             call = loopingcall.FixedIntervalLoopingCall(
                 self._guarded(name, func))

@@ -1,5 +1,7 @@
 """Periodic jobs: own intervals, failures logged and retried, stop."""
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -62,3 +64,18 @@ class PeriodicJobsTest(base.TestCase):
         self.assertTrue(started.wait(WAIT))
         jobs.stop(wait=True)
         self.assertTrue(finished.is_set())
+
+
+class BackendTest(base.TestCase):
+
+    def test_refuses_to_start_on_the_eventlet_backend(self):
+        # Looping calls on an unpatched eventlet hub never run and stop()
+        # never returns: a process that let oslo_messaging pick eventlet
+        # gets an error at start instead.
+        code = ("import oslo_messaging\n"
+                "from numamig import periodic\n"
+                "periodic.PeriodicJobs('h').add('r', 1, print).start()\n")
+        done = subprocess.run([sys.executable, '-c', code],
+                              capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(0, done.returncode)
+        self.assertIn("Backend already set to 'eventlet'", done.stderr)
