@@ -128,6 +128,7 @@ def complete(conductor, migration_uuid, result=None, detail=None):
         result=values)
     LOG.info("Migration %s of %s completed on %s: %s", migration.uuid,
              migration.instance_uuid, instance.host, detail)
+    conductor.migration_ended()
     return migration
 
 

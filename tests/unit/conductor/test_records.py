@@ -221,6 +221,22 @@ class RecordedTogetherTest(MigrationContextRulesTest):
         self.assertEqual(1, [c.status for c in again.history].count(
             'completed'))
 
+    def test_an_end_frees_a_slot_once(self):
+        # The executor admits the next waiting migration when one ends;
+        # a completion it is not told of holds the queue until recheck.
+        self._running()
+        with mock.patch.object(self.conductor, 'migration_ended') as ended:
+            records.complete(self.conductor, self.migration.uuid)
+            records.complete(self.conductor, self.migration.uuid)
+        ended.assert_called_once_with()
+
+    def test_a_failure_frees_a_slot(self):
+        self._running()
+        with mock.patch.object(self.conductor, 'migration_ended') as ended:
+            records.set_status(self.conductor, self.migration.uuid,
+                               'failed', error='copy broke')
+        ended.assert_called_once_with()
+
     def test_complete_refused_applies_nothing(self):
         records.queue_with_claim(self.conductor,
                                  self._context(self.migration), 'claimed')
