@@ -53,6 +53,7 @@ def heal(db, findings):
 def _status(db, migrations, migration_uuid):
     from numamig import exception
     try:
-        return migrations.get(db, migration_uuid).status
+        return migrations.get(db, migration_uuid,
+                              with_history=False).status
     except exception.MigrationNotFound:
         return "not recorded at all"

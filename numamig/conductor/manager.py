@@ -244,7 +244,8 @@ class ConductorManager:
         :returns: the Migration as the task left it, or None when it was
             cancelled while it waited.
         """
-        migration = migrations.get(self.db, migration_uuid)
+        migration = migrations.get(self.db, migration_uuid,
+                                   with_history=False)
         if migration.status != STATUS.ACCEPTED:
             return None
         instance = instances.get(self.db, migration.instance_uuid).instance

@@ -120,7 +120,8 @@ def complete(conductor, migration_uuid, result=None, detail=None):
         values = results.record_values(migration_uuid, result,
                                        STATUS.COMPLETED)
         detail = detail or results.describe(result)
-    current = migrations.get(conductor.db, migration_uuid)
+    current = migrations.get(conductor.db, migration_uuid,
+                             with_history=False)
     if current.status == STATUS.COMPLETED:
         return current
     migration, instance = migration_claims.complete(
@@ -138,7 +139,8 @@ def _claim_replaces(db, context):
     :raises MigrationPreCheckError: the migration has ended or tries
         another destination, or another one holds a claim.
     """
-    migration = migrations.get(db, context.migration_uuid)
+    migration = migrations.get(db, context.migration_uuid,
+                               with_history=False)
     if not migration.in_progress or migration.dest_host != context.dest_host:
         raise exception.MigrationPreCheckError(
             reason=f"migration {migration.uuid} is {migration.status} with "
@@ -157,7 +159,8 @@ def _replaceable(db, held, context):
         # An earlier candidate of this same migration that answered late.
         return held.migration_uuid
     try:
-        holder = migrations.get(db, held.migration_uuid)
+        holder = migrations.get(db, held.migration_uuid,
+                                with_history=False)
         ended = not holder.in_progress
     except exception.MigrationNotFound:
         ended = True

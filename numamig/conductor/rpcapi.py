@@ -249,6 +249,8 @@ class ConductorAPI:
         :param result: the driver's MigrationResult as a dict, recorded
             with the change; not sent to a conductor older than 1.2 (the
             change is recorded without it).
+        :returns: the Migration after the change, its ``history`` unset
+            (migration_get reads it).
         :raises InvalidStatusTransition: nothing changed then.
         """
         newer = None if result is None else {'result': result}
@@ -277,6 +279,7 @@ class ConductorAPI:
         """Record ``completed`` with the run's result and apply the claim
         in one call and one transaction (API 1.3); idempotent.
 
+        :returns: the Migration, its ``history`` unset.
         :raises UnsupportedVersion: capped below 1.3, or the conductor is
             older (nothing recorded): the caller records post-migrating,
             applies the claim and records completed, as before 1.3.

@@ -6,10 +6,15 @@ the new one>)``: when two conductor workers race (one completes, the other
 aborts), exactly one UPDATE matches and the other caller gets
 InvalidStatusTransition naming the status it lost to. Each change is
 recorded in the status history in the same transaction, and so is the
-result of the run when the change reports one. Public API::
+result of the run when the change reports one.
+
+The status history is read only where someone looks at it (``get`` and
+``get_all``, what operators see): the records a migration's own flow
+reads and the answers to its status changes leave ``history`` unset,
+which saves a query and a list of objects on every step. Public API::
 
     create(db, migration) -> Migration
-    get(db, uuid) -> Migration
+    get(db, uuid, with_history=True) -> Migration
     get_all(db, instance_uuid=None, status=None) -> [Migration]
     get_in_progress_by_host(db, host) -> [Migration]
     set_status(db, uuid, status, detail=None, expected=None, error=None,
@@ -98,10 +103,13 @@ def _check_can_queue(session, migration, max_queued):
             limit=max_queued)
 
 
-def get(db, uuid):
-    """:raises MigrationNotFound: if there is no such migration."""
+def get(db, uuid, with_history=True):
+    """:param with_history: False: leave ``history`` unset (a flow that
+        reads the status and hosts only).
+    :raises MigrationNotFound: if there is no such migration."""
     with db.reader() as session:
-        return _to_object(session, _row(session, uuid))
+        return _to_object(session, _row(session, uuid),
+                          with_history=with_history)
 
 
 def get_all(db, instance_uuid=None, status=None):
@@ -119,7 +127,7 @@ def get_in_progress_by_host(db, host):
     return _list(db, sa.select(models.Migration).where(
         models.Migration.status.in_(STATUS.IN_PROGRESS),
         sa.or_(models.Migration.source_host == host,
-               models.Migration.dest_host == host)))
+               models.Migration.dest_host == host)), with_history=False)
 
 
 def set_status(db, uuid, status, detail=None, expected=None, error=None,
@@ -171,7 +179,7 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
     if result.rowcount != 1:
         raise _refused(row, status, expected)
     _add_history(session, row.id, status, now, detail)
-    return _to_object(session, row)
+    return _to_object(session, row, with_history=False)
 
 
 def set_dest_host(db, uuid, dest_host, max_incoming=None):
@@ -198,7 +206,7 @@ def set_dest_host(db, uuid, dest_host, max_incoming=None):
                 raise exception.DestinationBusy(
                     host=dest_host, count=count, limit=max_incoming)
         _update_in_progress(session, row, dest_host=dest_host)
-        return _to_object(session, row)
+        return _to_object(session, row, with_history=False)
 
 
 def add_refused_host(db, uuid, host, reason):
@@ -214,7 +222,7 @@ def add_refused_host(db, uuid, host, reason):
         refused.pop(host, None)
         refused[host] = reason
         _update_in_progress(session, row, refused_hosts=refused)
-        return _to_object(session, row)
+        return _to_object(session, row, with_history=False)
 
 
 def update_progress(db, uuid, **progress):
@@ -316,10 +324,11 @@ def _row(session, uuid, lock=False):
     return row
 
 
-def _list(db, query):
+def _list(db, query, with_history=True):
     with db.reader() as session:
-        return [_to_object(session, row) for row in session.scalars(
-            query.order_by(models.Migration.id))]
+        return [_to_object(session, row, with_history=with_history)
+                for row in session.scalars(
+                    query.order_by(models.Migration.id))]
 
 
 def _columns_of(migration):
@@ -333,27 +342,35 @@ def _columns_of(migration):
     return columns
 
 
-def _to_object(session, row):
-    history = session.scalars(
-        sa.select(models.MigrationStatusChange).where(
-            models.MigrationStatusChange.migration_id == row.id).order_by(
-                models.MigrationStatusChange.changed_at,
-                models.MigrationStatusChange.id))
+def _to_object(session, row, with_history):
     try:
         migration = objects.Migration(
             created_at=row.created_at, updated_at=row.updated_at,
             refused_hosts=row.refused_hosts,
-            history=[objects.MigrationStatusChange(
-                status=h.status, changed_at=h.changed_at, detail=h.detail)
-                for h in history],
             **{name: getattr(row, name) for name in (
                 'uuid', 'instance_uuid', 'source_host', 'dest_host',
                 'requested_host', 'status', 'error', 'priority',
                 'admitted_at') + PROGRESS_FIELDS + RESULT_FIELDS})
+        if with_history:
+            migration.history = _history(session, row.id)
         migration.validate()
     except (exception.ObjectValidationError, ValueError, TypeError) as exc:
         raise exception.StoredRecordInvalid(
             table='migrations', key=row.uuid, column='*',
             reason=str(exc)) from exc
     migration.obj_reset_changes(recursive=True)
+    if not with_history:
+        # Unset, not the empty default: nothing was read.
+        del migration.history
     return migration
+
+
+def _history(session, migration_id):
+    changes = session.scalars(
+        sa.select(models.MigrationStatusChange).where(
+            models.MigrationStatusChange.migration_id == migration_id
+        ).order_by(models.MigrationStatusChange.changed_at,
+                   models.MigrationStatusChange.id))
+    return [objects.MigrationStatusChange(
+        status=h.status, changed_at=h.changed_at, detail=h.detail)
+        for h in changes]

@@ -87,9 +87,11 @@ class RecordedThroughTheConductorTest(base.ConductorTestCase):
         self.assertEqual((True, 3, None, 0),
                          (recorded.emulated, recorded.elapsed_ms,
                           recorded.downtime_ms, recorded.memory_remaining))
-        self.assertIn('emulated run of 3 ms', recorded.history[-1].detail)
+        self.assertIn('emulated run of 3 ms', migrations.get(
+            self.db, recorded.uuid).history[-1].detail)
         self.assertEqual(recorded,
-                         migrations.get(self.db, self.migration.uuid))
+                         migrations.get(self.db, self.migration.uuid,
+                                        with_history=False))
 
     def test_failed_run_result_with_the_error(self):
         recorded = self.call('migration_set_status', self.migration.uuid,

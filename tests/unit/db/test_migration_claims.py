@@ -25,7 +25,8 @@ class MigrationClaimsTestCase(base.DBTestCase):
         migration = migration_claims.queue_with_claim(
             self.db, self.context, None, 'claimed')
         self.assertEqual('queued', migration.status)
-        self.assertEqual('claimed', migration.history[-1].detail)
+        self.assertEqual('claimed', migrations.get(
+            self.db, migration.uuid).history[-1].detail)
         self.assertEqual(self.context, self._record().migration_context)
 
     def test_refused_status_leaves_no_claim(self):

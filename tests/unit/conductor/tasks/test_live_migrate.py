@@ -271,7 +271,8 @@ class ConductorDrivenChecksTest(base.ConductorTestCase):
             2, self.compute_api.check_can_live_migrate_destination.call_count)
         self.assertEqual('queued', migration.status)
         self.assertEqual((migration.uuid, migration.dest_host), self._held())
-        history = [c.status for c in migration.history]
+        history = [c.status for c in migrations.get(
+            self.db, migration.uuid).history]
         self.assertEqual(['accepted', 'queued'], history)
         # The source is not sent the claim: the records hold it.
         cast = self.compute_api.live_migration.call_args[0][3]
