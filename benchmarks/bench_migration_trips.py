@@ -44,7 +44,9 @@ from numamig import service
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.db import migrations
 from numamig.db import models
+from numamig.objects import fields
 
+STATUS = fields.MigrationStatus
 REPORTS = ('report_compute_node', 'migration_update_progress')
 HOSTS = ('host-a', 'host-b')
 DEADLINE_S = 60
@@ -128,26 +130,32 @@ def _migrate_back_and_forth(dep, migrations_wanted):
 
 
 def _wait_completed(dep, migration):
-    """Wait for ``completed``, reading only the status column: a full
-    record read per poll would take CPU from the migration it times."""
+    """Wait for ``completed``, woken by the conductor when it records
+    the end; the status is read straight from the database, as polling
+    over RPC would count."""
     deadline = time.monotonic() + DEADLINE_S
-    pause = 0.001
-    status = migration.status
-    while status != 'completed':
-        if status in ('failed', 'error', 'cancelled'):
-            migration = migrations.get(dep.db, migration.uuid)
-            raise RuntimeError(f"migration {migration.uuid} ended "
-                               f"{status}: {migration.error}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"migration {migration.uuid} still "
-                               f"{status} after {DEADLINE_S} s")
-        time.sleep(pause)
-        pause = min(pause * 2, 0.005)
-        # Straight from the database: polling over RPC would count.
-        with dep.db.reader() as session:
-            status = session.execute(
-                sa.select(models.Migration.status).where(
-                    models.Migration.uuid == migration.uuid)).scalar_one()
+    ended = dep.ends.event_for(migration.uuid)
+    try:
+        status = migration.status
+        while status not in STATUS.FINAL:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"migration {migration.uuid} still "
+                                   f"{status} after {DEADLINE_S} s")
+            ended.wait(1.0)
+            status = _status(dep, migration.uuid)
+    finally:
+        dep.ends.forget(migration.uuid)
+    if status != STATUS.COMPLETED:
+        migration = migrations.get(dep.db, migration.uuid)
+        raise RuntimeError(f"migration {migration.uuid} ended "
+                           f"{status}: {migration.error}")
+
+
+def _status(dep, migration_uuid):
+    with dep.db.reader() as session:
+        return session.execute(
+            sa.select(models.Migration.status).where(
+                models.Migration.uuid == migration_uuid)).scalar_one()
 
 
 def summary(name, times, per_migration):

@@ -39,9 +39,34 @@ from numamig.virt.libvirt import driver as lv_driver
 from numamig.virt.libvirt import settings as lv_settings
 
 LOG = logging.getLogger(__name__)
-# wait_for_migration's first and longest pause between two looks.
-FIRST_LOOK_S = 0.005
-LAST_LOOK_S = 0.25
+# wait_for_migration is woken by the conductor when the migration ends;
+# it looks at the records again at least this often all the same.
+SAFETY_LOOK_S = 1.0
+
+
+class MigrationEnds:
+    """Wake the threads waiting for a migration when the conductor
+    records its end (ConductorManager.add_end_listener)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._events = {}
+
+    def heard(self, migration):
+        with self._lock:
+            event = self._events.get(migration.uuid)
+        if event is not None:
+            event.set()
+
+    def event_for(self, migration_uuid):
+        """Register before reading the status, so no end goes unheard."""
+        with self._lock:
+            return self._events.setdefault(migration_uuid,
+                                           threading.Event())
+
+    def forget(self, migration_uuid):
+        with self._lock:
+            self._events.pop(migration_uuid, None)
 
 
 
@@ -154,6 +179,7 @@ class EmbeddedDeployment:
         self.context = nm_context.get_admin_context()
         self.db = None
         self.conductor = None
+        self.ends = MigrationEnds()
         self.agents = {}
         self.api = None
         self._transport = None
@@ -194,6 +220,7 @@ class EmbeddedDeployment:
             compute_version_cap=self.conductor_compute_version_cap,
             service_version=self.conductor_service_version,
             sweep_interval=self.sweep_interval)
+        self.conductor.manager.add_end_listener(self.ends.heard)
         self.conductor.start()
 
     def _start_agent(self, host, transport):
@@ -285,22 +312,25 @@ class EmbeddedDeployment:
     def wait_for_migration(self, migration_uuid, timeout=60):
         """Wait until a migration ends; return it.
 
-        Asks again after 5 ms, then half as long again each time up to
-        a quarter of a second: a short migration is seen to end within a
-        few ms, a long one costs a few calls a second.
+        The conductor wakes the wait when it records the end, so the end
+        is seen at once and a long migration costs no calls meanwhile;
+        the records are read again every SAFETY_LOOK_S all the same.
 
         :raises MigrationError: if it has not ended within ``timeout``.
         """
         deadline = time.monotonic() + timeout
-        delay = FIRST_LOOK_S
-        while True:
-            migration = self.api.migration_get(self.context, migration_uuid)
-            if migration.status in fields.MigrationStatus.FINAL:
-                return migration
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise exception.MigrationError(
-                    reason=f"migration {migration_uuid} still "
-                           f"{migration.status} after {timeout} s")
-            time.sleep(min(delay, left))
-            delay = min(delay * 1.5, LAST_LOOK_S)
+        ended = self.ends.event_for(migration_uuid)
+        try:
+            while True:
+                migration = self.api.migration_get(self.context,
+                                                   migration_uuid)
+                if migration.status in fields.MigrationStatus.FINAL:
+                    return migration
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise exception.MigrationError(
+                        reason=f"migration {migration_uuid} still "
+                               f"{migration.status} after {timeout} s")
+                ended.wait(min(SAFETY_LOOK_S, left))
+        finally:
+            self.ends.forget(migration_uuid)

@@ -80,6 +80,7 @@ class ConductorManager:
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).
         self.executor = None
+        self._end_listeners = []
 
     def load_reports(self):
         """Fill the cache from the stored reports (at start).
@@ -254,10 +255,23 @@ class ConductorManager:
             nm_context.get_admin_context(), self, instance,
             migration).execute()
 
-    def migration_ended(self):
-        """A migration reached a final status here: its slot is free."""
+    def migration_ended(self, migration):
+        """``migration`` reached a final status here: its slot is free,
+        and whoever in this process listens is told."""
         if self.executor is not None:
             self.executor.wake()
+        for listener in list(self._end_listeners):
+            listener(migration)
+
+    def add_end_listener(self, listener):
+        """Call ``listener(migration)`` when a migration ends here.
+
+        For observers in this process (the embedded tier's waits, the
+        benchmarks) that would otherwise poll the records. Only ends
+        recorded by this worker are heard; a listener must be quick and
+        must not raise: it runs in the thread that recorded the end.
+        """
+        self._end_listeners.append(listener)
 
     def _with_position(self, migration):
         if migration.waiting:

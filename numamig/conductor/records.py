@@ -129,7 +129,7 @@ def complete(conductor, migration_uuid, result=None, detail=None):
         result=values)
     LOG.info("Migration %s of %s completed on %s: %s", migration.uuid,
              migration.instance_uuid, instance.host, detail)
-    conductor.migration_ended()
+    conductor.migration_ended(migration)
     return migration
 
 
@@ -197,7 +197,7 @@ def set_status(conductor, migration_uuid, status, detail=None, error=None,
     if status in STATUS.UNSUCCESSFUL:
         release_claims(conductor, migration)
     if status in STATUS.FINAL:
-        conductor.migration_ended()
+        conductor.migration_ended(migration)
     return migration
 
 

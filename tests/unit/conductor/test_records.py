@@ -226,16 +226,25 @@ class RecordedTogetherTest(MigrationContextRulesTest):
         # a completion it is not told of holds the queue until recheck.
         self._running()
         with mock.patch.object(self.conductor, 'migration_ended') as ended:
+            done = records.complete(self.conductor, self.migration.uuid)
             records.complete(self.conductor, self.migration.uuid)
-            records.complete(self.conductor, self.migration.uuid)
-        ended.assert_called_once_with()
+        ended.assert_called_once_with(done)
 
     def test_a_failure_frees_a_slot(self):
         self._running()
         with mock.patch.object(self.conductor, 'migration_ended') as ended:
-            records.set_status(self.conductor, self.migration.uuid,
-                               'failed', error='copy broke')
-        ended.assert_called_once_with()
+            failed = records.set_status(self.conductor, self.migration.uuid,
+                                        'failed', error='copy broke')
+        ended.assert_called_once_with(failed)
+
+    def test_listeners_hear_each_end(self):
+        heard = []
+        self.conductor.add_end_listener(heard.append)
+        self._running()
+        records.complete(self.conductor, self.migration.uuid)
+        records.complete(self.conductor, self.migration.uuid)
+        self.assertEqual([(self.migration.uuid, 'completed')],
+                         [(m.uuid, m.status) for m in heard])
 
     def test_complete_refused_applies_nothing(self):
         records.queue_with_claim(self.conductor,
