@@ -13,7 +13,10 @@ opts = [
                help="SQLAlchemy URL of the database, e.g. "
                     "'postgresql+psycopg2://numamig:PASS@db/numamig' or "
                     "'mysql+pymysql://numamig:PASS@db/numamig'. SQLite suits "
-                    "a single conductor process only."),
+                    "a single conductor process only; it runs in "
+                    "write-ahead-log mode, so back the file up with "
+                    "'sqlite3 FILE .backup COPY' (a plain copy may miss "
+                    "commits still in FILE-wal)."),
     cfg.IntOpt('max_retries', default=10, min=-1,
                help="Times to retry connecting to the database at start; "
                     "-1 retries forever."),

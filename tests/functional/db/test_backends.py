@@ -59,9 +59,8 @@ class RoundTripTestCase(base.ServerDBTestCase):
             self.db, unit_base.make_migration(instance.uuid))
         for status in ('queued', 'preparing', 'running', 'post-migrating',
                        'completed'):
-            migration = migrations.set_status(self.db, migration.uuid,
-                                              status)
-        history = migration.history
+            migrations.set_status(self.db, migration.uuid, status)
+        history = migrations.get(self.db, migration.uuid).history
         self.assertEqual(['accepted', 'queued', 'preparing', 'running',
                           'post-migrating', 'completed'],
                          [h.status for h in history])

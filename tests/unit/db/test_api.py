@@ -38,6 +38,15 @@ class DatabaseTestCase(base.TestCase):
                              session.execute(
                                  sa.text('PRAGMA busy_timeout')).scalar())
 
+    def test_sqlite_writes_ahead_and_commits_durably(self):
+        # WAL lets readers and the writer overlap; FULL keeps a commit
+        # through a power cut.
+        with self.db.reader() as session:
+            self.assertEqual('wal', session.execute(
+                sa.text('PRAGMA journal_mode')).scalar())
+            self.assertEqual(2, session.execute(
+                sa.text('PRAGMA synchronous')).scalar())
+
     def test_writer_rolls_back_on_error(self):
         self.db.sync()
         with self.db.writer() as session:
