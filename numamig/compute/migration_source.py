@@ -100,14 +100,14 @@ def complete(agent, ctxt, instance, migration, result=None,
                              STATUS.POST_MIGRATING, result)
         result = None
     _at_destination(agent, ctxt, instance, migration, short)
-    if drop_usage:
-        agent.tracker.drop_instance(instance.uuid)
     if short:
         try:
-            return _retried(
+            migration = _retried(
                 agent, migration, 'completing it',
                 lambda: conductor.migration_complete(
                     ctxt, migration.uuid, result=result, detail=detail))
+            _stop_counting(agent, instance, drop_usage)
+            return migration
         except messaging.UnsupportedVersion:
             LOG.info("%s: the conductor does not serve API 1.3; "
                      "migration %s completed in three steps", agent.host,
@@ -115,8 +115,18 @@ def complete(agent, ctxt, instance, migration, result=None,
         migration = _advance(agent, ctxt, migration,
                              STATUS.POST_MIGRATING, result)
         _apply_claim(conductor, ctxt, instance, migration)
+    # Before 1.3 the destination applied the claim in its step above.
+    _stop_counting(agent, instance, drop_usage)
     return _advance(agent, ctxt, migration, STATUS.COMPLETED,
                     detail=detail)
+
+
+def _stop_counting(agent, instance, drop_usage):
+    """Free the guest's share of this host, once the records have moved
+    it: freed earlier, an incoming migration could be given those pCPUs
+    while the records still place the guest here."""
+    if drop_usage:
+        agent.tracker.drop_instance(instance.uuid)
 
 
 def _advance(agent, ctxt, migration, status, result=None, detail=None):

@@ -388,6 +388,20 @@ class ShortPathTest(_SourceMigrationTestCase):
         self.assertIs(True, result['emulated'])
         self.assertEqual(set(), self.agent.tracker.instance_uuids())
 
+    def test_guest_counted_here_until_the_records_moved_it(self):
+        # Freed before ``completed`` is recorded, its pCPUs could go to
+        # an incoming migration while the records still place it here.
+        counted = []
+        complete = self.agent.conductor.migration_complete.side_effect
+
+        def recording(ctxt, uuid, result=None, detail=None):
+            counted.append(self.agent.tracker.instance_uuids())
+            return complete(ctxt, uuid, result=result, detail=detail)
+        self.agent.conductor.migration_complete.side_effect = recording
+        self._run()
+        self.assertEqual([{self.inst.uuid}], counted)
+        self.assertEqual(set(), self.agent.tracker.instance_uuids())
+
     def test_running_is_recorded_after_the_destination_prepared(self):
         order = []
         api, conductor = self.agent.compute_api, self.agent.conductor
