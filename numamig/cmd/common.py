@@ -123,14 +123,71 @@ def print_output(data, output_format, human):
         human(data)
 
 
-def handles_errors(func):
-    """Map exceptions of an action onto the CLI's exit codes."""
+def guarded(func):
+    """Map an action's exceptions onto exit codes, printing why.
+
+    The one error handling of every action. Bad input (unknown host,
+    instance or migration, a refused request): 127, nothing changed. A
+    "no" from the services (host down, no valid host): 1. The database or
+    conductor unreachable: 255. Anything else is a bug and propagates to
+    ``numamig-manage``'s last resort.
+    """
     @functools.wraps(func)
-    def wrapper(*a, **kw):
+    def wrapper(*args, **kwargs):
         from numamig import exception
+        output_format = kwargs.get('output_format')
         try:
-            return func(*a, **kw)
+            return func(*args, **kwargs)
         except (exception.Invalid, exception.NotFound, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return fail(exc, EXIT_BAD_INPUT, output_format)
+        except exception.MigrationError as exc:
+            return fail(exc, EXIT_NO, output_format)
+        except exception.DatabaseError as exc:
+            return fail(exc, EXIT_UNEXPECTED, output_format)
+        except Exception as exc:
+            problem = _rpc_problem(exc)
+            if problem is None:
+                raise
+            return fail(problem, EXIT_UNEXPECTED, output_format)
     return wrapper
+
+
+def _rpc_problem(exc):
+    """What to tell the operator of an RPC failure; None if not one.
+
+    An action that never imported oslo_messaging cannot have raised one
+    of its exceptions, so it is looked up, not imported.
+    """
+    messaging = sys.modules.get('oslo_messaging')
+    if messaging is None:
+        return None
+    if isinstance(exc, messaging.MessagingTimeout):
+        return (f"the conductor did not answer ({exc}); is "
+                f"numamig-conductor running, and is [DEFAULT] "
+                f"transport_url the one it uses?")
+    if isinstance(exc, messaging.MessagingException):
+        return f"RPC to the conductor failed: {exc}"
+    return None
+
+
+def fail(problem, code, output_format=None):
+    """Say what went wrong and return ``code``.
+
+    Always one line ``error: problem`` on stderr; with ``--format json``
+    also ``{"error": ..., "exit_code": ...}`` on stdout, so that a
+    script reading stdout gets JSON whatever happened.
+    """
+    print(f"error: {problem}", file=sys.stderr)
+    if output_format == 'json':
+        print(json.dumps({'error': str(problem), 'exit_code': code},
+                         sort_keys=True))
+    return code
+
+
+def wants_json(argv):
+    """Whether a command line asked for ``--format json`` (for errors
+    found before its arguments are parsed)."""
+    argv = list(argv)
+    return '--format=json' in argv or any(
+        arg == '--format' and following == 'json'
+        for arg, following in zip(argv, argv[1:], strict=False))

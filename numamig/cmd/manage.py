@@ -83,20 +83,19 @@ def main(argv=None):
 
 
 def _run(category_opt, argv):
+    output_format = 'json' if common.wants_json(argv) else None
     try:
         CONF(argv, project='numamig',
              default_config_files=_default_config_files())
     except cfg.Error as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return common.EXIT_BAD_INPUT
+        return common.fail(exc, common.EXIT_BAD_INPUT, output_format)
     fn = CONF.category.action_fn
     kwargs = common.action_kwargs(CONF.category)
     try:
         return fn(CONF.category.category_class(), **kwargs) or 0
     except Exception as exc:  # noqa: BLE001 - the CLI's last resort
-        print(f"unexpected error: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
-        return common.EXIT_UNEXPECTED
+        return common.fail(f"unexpected {type(exc).__name__}: {exc}",
+                           common.EXIT_UNEXPECTED, output_format)
 
 
 def _default_config_files():

@@ -48,9 +48,9 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
         try:
             code = super().check()
         except Exception as exc:  # noqa: BLE001 - the contract's 255
-            print(f"unexpected error: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
-            return EXIT_UNEXPECTED
+            return common.fail(
+                f"unexpected {type(exc).__name__}: {exc}", EXIT_UNEXPECTED,
+                'json' if self.conf.command.json else None)
         finally:
             self.sources.close()
         if not self.conf.command.json:
@@ -74,8 +74,8 @@ def main(argv=None):
             CONF, 'numamig', commands, argv=argv,
             default_config_files=cfg.find_config_files(project='numamig'))
     except cfg.Error as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_UNEXPECTED
+        return common.fail(exc, EXIT_UNEXPECTED,
+                           'json' if '--json' in argv else None)
     finally:
         # Leave CONF as found, so that main() can run again in a process.
         # oslo.upgradecheck keeps its sub-command option to itself; it is

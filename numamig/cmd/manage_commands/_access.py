@@ -10,11 +10,8 @@ CLI's exit codes, with a message naming what was wrong.
 """
 
 import contextlib
-import functools
-import sys
 
 from numamig import exception
-from numamig.cmd import common
 from numamig.conf import CONF
 
 # Seconds an operator's call waits for the conductor by default; a live
@@ -63,55 +60,6 @@ def conductor(timeout=CALL_TIMEOUT):
 def context():
     from numamig import context as nm_context
     return nm_context.get_admin_context()
-
-
-def guarded(func):
-    """Map an action's exceptions onto exit codes, printing why.
-
-    Bad input (unknown host, instance or migration, a refused request):
-    127, nothing changed. A "no" from the services (host down, no valid
-    host): 1. The database or conductor unreachable: 255.
-    """
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except (exception.Invalid, exception.NotFound, ValueError) as exc:
-            return fail(exc, common.EXIT_BAD_INPUT)
-        except exception.MigrationError as exc:
-            return fail(exc, common.EXIT_NO)
-        except exception.DatabaseError as exc:
-            return fail(exc, common.EXIT_UNEXPECTED)
-        except Exception as exc:
-            problem = _rpc_problem(exc)
-            if problem is None:
-                raise
-            return fail(problem, common.EXIT_UNEXPECTED)
-    return wrapper
-
-
-def _rpc_problem(exc):
-    """What to tell the operator of an RPC failure; None if not one.
-
-    An action that never imported oslo_messaging cannot have raised one
-    of its exceptions, so it is looked up, not imported.
-    """
-    messaging = sys.modules.get('oslo_messaging')
-    if messaging is None:
-        return None
-    if isinstance(exc, messaging.MessagingTimeout):
-        return (f"the conductor did not answer ({exc}); is "
-                f"numamig-conductor running, and is [DEFAULT] "
-                f"transport_url the one it uses?")
-    if isinstance(exc, messaging.MessagingException):
-        return f"RPC to the conductor failed: {exc}"
-    return None
-
-
-def fail(problem, code):
-    """Print ``error: problem`` to stderr and return ``code``."""
-    print(f"error: {problem}", file=sys.stderr)
-    return code
 
 
 def require_uuid(value, what):

@@ -21,7 +21,7 @@ class AuditCommands:
     @common.args('--host', dest='host', metavar='HOST', default=None,
                  help="Audit this compute host only (default: all).")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def pins(self, host=None, output_format='human'):
         """Audit every guest's pins from its domain XML on its host.
 

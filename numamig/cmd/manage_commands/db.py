@@ -14,7 +14,7 @@ class DbCommands:
                  default=None,
                  help="Revision to upgrade to (default: the newest).")
     @common.format_option
-    @common.handles_errors
+    @common.guarded
     def sync(self, revision=None, output_format='human'):
         """Create or upgrade the schema; safe to run again.
 
@@ -24,7 +24,7 @@ class DbCommands:
         return _run(lambda db: _sync(db, revision), output_format)
 
     @common.format_option
-    @common.handles_errors
+    @common.guarded
     def version(self, output_format='human'):
         """Show the schema revision of the database.
 

@@ -14,7 +14,7 @@ class HealCommands:
                  default=False,
                  help="Only list the leaked claims; release nothing.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def claims(self, dry_run=False, output_format='human'):
         """Release move claims held by migrations no longer in progress.
 

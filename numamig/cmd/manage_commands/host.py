@@ -16,7 +16,7 @@ class HostCommands:
     """Compute hosts: state, versions, NUMA topology and usage."""
 
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def list(self, output_format='human'):
         """List compute hosts with state, version and free resources.
 
@@ -37,7 +37,7 @@ class HostCommands:
 
     @common.args('host', metavar='HOST', help="Compute host name.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def show(self, host, output_format='human'):
         """Show a host's topology per cell, usage and guests.
 
@@ -64,7 +64,7 @@ class HostCommands:
 
     @common.args('host', metavar='HOST', help="Compute host name.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def export_topology(self, host, output_format='human'):
         """Export a host's NUMA resources as a NodeResourceTopology.
 

@@ -38,7 +38,7 @@ class InstanceCommands:
     @common.args('--project', default='numamig', metavar='PROJECT',
                  help="Owning project id (default: numamig).")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def create(self, host=None, auto=False, vcpus=None, memory=None,
                properties=(), name=None, project='numamig',
                output_format='human'):
@@ -58,14 +58,14 @@ class InstanceCommands:
         try:
             created = api.instance_create(_access.context(), instance, host)
         except exception.InstanceBuildError as exc:
-            return _access.fail(exc, common.EXIT_NO)
+            return common.fail(exc, common.EXIT_NO, output_format)
         common.print_output(_view(created), output_format, _print_show)
         return common.EXIT_OK
 
     @common.args('host', metavar='HOST',
                  help="Compute host whose unknown guests to adopt.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def adopt(self, host, output_format='human'):
         """Record the NUMA guests a host runs that numamig does not know.
 
@@ -84,7 +84,7 @@ class InstanceCommands:
     @common.args('--host', dest='host', metavar='HOST', default=None,
                  help="Only guests recorded on this host.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def list(self, host=None, output_format='human'):
         """List guests with their host, size and placement summary.
 
@@ -104,7 +104,7 @@ class InstanceCommands:
                  help="Show the records only; do not ask the host for the "
                       "domain XML.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def show(self, uuid, no_xml=False, output_format='human'):
         """Show a guest's placement and compare it with its domain XML.
 
@@ -129,7 +129,7 @@ class InstanceCommands:
 
     @common.args('uuid', metavar='UUID', help="Instance UUID.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def delete(self, uuid, output_format='human'):
         """Delete a guest: destroy its domain, release its usage, drop it.
 

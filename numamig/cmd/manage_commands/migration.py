@@ -55,7 +55,7 @@ class MigrationCommands:
                       "1 (the migration goes on; 'migration show' follows "
                       "it). Default: until it ends.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def start(self, instance, host=None, dry_run=False, wait=False,
               priority=None, wait_timeout=None, output_format='human'):
         """Live-migrate a guest, re-pinning it for the destination.
@@ -92,13 +92,14 @@ class MigrationCommands:
         except exception.NoValidHost as exc:
             # A conductor older than the admission queue chooses the
             # destination before it answers.
-            return _access.fail(exc, common.EXIT_NO)
+            return common.fail(exc, common.EXIT_NO, output_format)
         if wait:
             migration = follow(api, ctxt, migration, output_format,
                                timeout=wait_timeout)
         common.print_output(_view(migration), output_format, _print_show)
         if wait and migration.status not in STATUS.FINAL:
-            return _access.fail(
+            # stderr only: stdout already holds the migration.
+            return common.fail(
                 f"migration {migration.uuid} is still {migration.status} "
                 f"after {wait_timeout} s; it goes on: follow it with "
                 f"'numamig-manage migration show {migration.uuid}'",
@@ -114,7 +115,7 @@ class MigrationCommands:
     @common.args('--instance', default=None, metavar='UUID',
                  help="Only migrations of this instance.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def list(self, status=None, host=None, instance=None,
              output_format='human'):
         """List migrations, oldest first, with status, hosts, the guest's
@@ -142,7 +143,7 @@ class MigrationCommands:
 
     @common.args('migration', metavar='ID', help="Migration UUID.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def show(self, migration, output_format='human'):
         """Show a migration: status history with times, progress, the
         result of its run (duration, downtime, whether numamig emulated
@@ -163,7 +164,7 @@ class MigrationCommands:
 
     @common.args('migration', metavar='ID', help="Migration UUID.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def abort(self, migration, output_format='human'):
         """Cancel a migration not started yet, or abort a running one.
 
@@ -180,7 +181,7 @@ class MigrationCommands:
 
     @common.args('migration', metavar='ID', help="Migration UUID.")
     @common.format_option
-    @_access.guarded
+    @common.guarded
     def force_complete(self, migration, output_format='human'):
         """Make a running migration converge (post-copy or pause).
 

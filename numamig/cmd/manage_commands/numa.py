@@ -5,7 +5,6 @@ in numamig.numa (doc/numa-fit.rst documents the JSON formats).
 """
 
 import json
-import sys
 import time
 
 from numamig import exception
@@ -66,8 +65,8 @@ class NumaCommands:
 
 
 def _bad_input(problem):
-    print(f"error: {problem}", file=sys.stderr)
-    return EXIT_FIT_BAD_INPUT
+    # fit answers in JSON only: so does its error.
+    return common.fail(problem, EXIT_FIT_BAD_INPUT, 'json')
 
 
 def _load(path):

@@ -51,6 +51,9 @@ class ManageInstanceTestCase(cli_base.CLITestCase):
         code, _, err = self.run_cli('instance', 'show', 'nope')
         self.assertEqual(127, code)
         self.assertIn("'nope' is not a UUID", err)
+        code, out, _ = self.run_cli('instance', 'show', 'nope', '--format',
+                                    'json')
+        self.assertEqual((127, 127), (code, json.loads(out)['exit_code']))
 
     def test_create_on_a_host(self):
         created = cli_base.make_instance('cn1', name='new')

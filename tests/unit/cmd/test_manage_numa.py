@@ -73,7 +73,11 @@ class NumaFitCommandTest(base.TestCase):
         self.assertEqual(2, self._run('--host-topology', HOST, '--request',
                                       REQUEST, '--strategy', 'dense'))
         self.assertIn("hw:cpu_policy='pinned'", self.err.getvalue())
-        self.assertEqual('', self.out.getvalue())
+        # fit speaks JSON only: one error object per refusal on stdout.
+        answers = [json.loads(line)
+                   for line in self.out.getvalue().splitlines()]
+        self.assertEqual([2] * 5, [a['exit_code'] for a in answers])
+        self.assertIn("hw:cpu_policy='pinned'", answers[1]['error'])
 
     def test_batch(self):
         with open(HOST) as handle:

@@ -178,8 +178,9 @@ class ContractTestCase(cli_base.CLITestCase):
             'numamig.upgradecheck.checks.CHECKS', (('Broken', broken),)))
         code, out, err = self.run_cli('upgrade', 'check', '--json')
         self.assertEqual(255, code)
-        self.assertEqual('unexpected error: RuntimeError: boom\n', err)
-        self.assertNotIn('Traceback', out + err)
+        self.assertEqual('error: unexpected RuntimeError: boom\n', err)
+        self.assertEqual({'error': 'unexpected RuntimeError: boom',
+                          'exit_code': 255}, json.loads(out))
 
     def test_unreadable_config_is_255_in_one_line(self):
         with open(self.config, 'w') as handle:

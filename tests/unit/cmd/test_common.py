@@ -1,0 +1,83 @@
+"""The CLI's one error handling: exit codes, the line, JSON on demand."""
+
+import io
+import json
+from unittest import mock
+
+import fixtures
+import oslo_messaging as messaging
+
+from numamig import exception
+from numamig.cmd import common
+from tests import base
+
+
+class GuardedTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.out = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stdout', io.StringIO())).new_value
+        self.err = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stderr', io.StringIO())).new_value
+
+    def _action(self, exc):
+        @common.guarded
+        def action(output_format='human'):
+            raise exc
+        return action
+
+    def test_each_failure_has_its_exit_code(self):
+        cases = [
+            (exception.Invalid(reason='bad host name'), 127),
+            (exception.InstanceNotFound(instance_uuid='u1'), 127),
+            (ValueError('not a number'), 127),
+            (exception.MigrationError(reason='no host fits'), 1),
+            (exception.DatabaseError(url='sqlite://', reason='locked'), 255),
+            (messaging.MessagingTimeout('60 s'), 255),
+        ]
+        for exc, code in cases:
+            self.assertEqual(code, self._action(exc)())
+        lines = self.err.getvalue().splitlines()
+        self.assertEqual(len(cases), len(lines))
+        self.assertTrue(all(line.startswith('error: ') for line in lines))
+        self.assertIn('is numamig-conductor running', lines[-1])
+        self.assertEqual('', self.out.getvalue())
+
+    def test_json_error_on_stdout_with_format_json(self):
+        code = self._action(exception.Invalid(reason='bad host name'))(
+            output_format='json')
+        self.assertEqual({'error': 'Invalid input: bad host name',
+                          'exit_code': 127}, json.loads(self.out.getvalue()))
+        self.assertEqual(127, code)
+        self.assertEqual('error: Invalid input: bad host name\n',
+                         self.err.getvalue())
+
+    def test_a_bug_propagates(self):
+        self.assertRaises(KeyError, self._action(KeyError('x')))
+
+    def test_wants_json(self):
+        self.assertTrue(common.wants_json(['host', 'list', '--format',
+                                           'json']))
+        self.assertTrue(common.wants_json(['host', 'list',
+                                           '--format=json']))
+        self.assertFalse(common.wants_json(['host', 'list', '--format']))
+        self.assertFalse(common.wants_json(['json', '--format', 'human']))
+
+
+class LastResortTest(base.TestCase):
+
+    def test_unexpected_error_is_one_line_and_json_when_asked(self):
+        from numamig.cmd import manage
+        from numamig.db import api
+        out = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stdout', io.StringIO())).new_value
+        err = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stderr', io.StringIO())).new_value
+        with mock.patch.object(api.Database, 'from_config',
+                               side_effect=RuntimeError('boom')):
+            code = manage.main(['db', 'version', '--format', 'json'])
+        self.assertEqual(255, code)
+        self.assertEqual('error: unexpected RuntimeError: boom\n',
+                         err.getvalue())
+        self.assertEqual(255, json.loads(out.getvalue())['exit_code'])
