@@ -4,41 +4,18 @@ The normal constructor coerces every field through OVO's setters (tens
 of microseconds per guest cell, more than the whole search takes). The
 fit already holds values of exactly the coerced types (ints, sets of
 ints, an int-to-int dict, enum strings taken from the validated request),
-so these builders store them the way the constructor would: every field
-set and marked changed, as numamig's objects always have them, and sets
-and lists in OVO's coercing collection types, which check what is added
-later. The unit tests compare the results with normally constructed
-objects (fields, primitives, changed fields, stored attributes and their
-types), so a change in OVO's storage shows up there first.
+so these builders hand them to ``obj_from_coerced``, which stores them
+as the constructor would and refuses a build that leaves a field out.
+The unit tests compare the results with normally constructed objects
+(fields, primitives, changed fields, stored attributes and their types).
 """
 
 import typing
 
-from oslo_versionedobjects import fields as ovo_fields
-
 from numamig import objects
 
-_CELL = objects.InstanceNUMACell
-_TOPOLOGY = objects.InstanceNUMATopology
-# The element types of the collections, as the fields declare them.
-_INTEGER = ovo_fields.Field(ovo_fields.Integer())
-_GUEST_CELL = ovo_fields.Field(ovo_fields.Object(_CELL.obj_name()))
-_BASES = {ovo_fields.CoercedSet: set, ovo_fields.CoercedList: list}
-
-
-def _coerced(collection_type, element, obj, name, items):
-    """Return OVO's coercing collection holding ``items``.
-
-    The items are of the element type already, so they go in through the
-    base type, uncoerced; what is added later is coerced. The attributes
-    are the ones CoercedCollectionMixin and enable_coercing set.
-    """
-    base = _BASES[collection_type]
-    result = base.__new__(collection_type)
-    base.__init__(result, items)
-    result.__dict__ = {'_element_type': element, '_obj': obj,
-                       '_field': name}
-    return result
+_build_cell = objects.InstanceNUMACell.obj_from_coerced
+_build_topology = objects.InstanceNUMATopology.obj_from_coerced
 
 
 def instance_cell(guest, host_cell, pagesize, pins, reserved):
@@ -48,43 +25,20 @@ def instance_cell(guest, host_cell, pagesize, pins, reserved):
         its sets are copied, so the result shares nothing with it.
     :param pins: a new {vCPU: pCPU} dict; ``reserved`` a new set or None.
     """
-    cell = _CELL.__new__(_CELL)
-    int_set = ovo_fields.CoercedSet
-    vars(cell).update({
-        '_context': None,
-        '_changed_fields': set(_CELL.fields),
-        '_obj_id': guest.id,
-        '_obj_host_cell': host_cell,
-        '_obj_cpuset': _coerced(int_set, _INTEGER, cell, 'cpuset',
-                                guest.cpuset),
-        '_obj_pcpuset': _coerced(int_set, _INTEGER, cell, 'pcpuset',
-                                 guest.pcpuset),
-        '_obj_memory_mb': guest.memory_mb,
-        '_obj_pagesize': pagesize,
-        '_obj_cpu_pinning': pins,
-        '_obj_cpuset_reserved': None if reserved is None else _coerced(
-            int_set, _INTEGER, cell, 'cpuset_reserved', reserved),
-        '_obj_cpu_policy': guest.cpu_policy,
-        '_obj_cpu_thread_policy': guest.cpu_thread_policy,
-        '_obj_realtime_vcpus': _coerced(int_set, _INTEGER, cell,
-                                        'realtime_vcpus',
-                                        guest.realtime_vcpus or ()),
-    })
-    return cell
+    return _build_cell(
+        id=guest.id, host_cell=host_cell, cpuset=guest.cpuset,
+        pcpuset=guest.pcpuset, memory_mb=guest.memory_mb, pagesize=pagesize,
+        cpu_pinning=pins, cpuset_reserved=reserved,
+        cpu_policy=guest.cpu_policy,
+        cpu_thread_policy=guest.cpu_thread_policy,
+        realtime_vcpus=guest.realtime_vcpus or ())
 
 
 def instance_topology(instance_uuid, cells, emulator_threads_policy):
     """Return a placed InstanceNUMATopology of the given cells."""
-    topology = _TOPOLOGY.__new__(_TOPOLOGY)
-    vars(topology).update({
-        '_context': None,
-        '_changed_fields': set(_TOPOLOGY.fields),
-        '_obj_instance_uuid': instance_uuid,
-        '_obj_cells': _coerced(ovo_fields.CoercedList, _GUEST_CELL,
-                               topology, 'cells', cells),
-        '_obj_emulator_threads_policy': emulator_threads_policy,
-    })
-    return topology
+    return _build_topology(
+        instance_uuid=instance_uuid, cells=cells,
+        emulator_threads_policy=emulator_threads_policy)
 
 
 class PlacedCell(typing.NamedTuple):

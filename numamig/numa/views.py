@@ -17,12 +17,11 @@ whoever fits one request on many hosts makes its RequestView and
 LimitsView once. fit() makes whatever view it is not given.
 """
 
-import operator
-
 from numamig import exception
 from numamig.numa import cellfit
 from numamig.numa import pages
 from numamig.numa import pinning
+from numamig.objects import base
 from numamig.objects import fields
 
 _HOST_FIELDS = ('id', 'cpuset', 'pcpuset', 'pinned_cpus', 'siblings',
@@ -33,28 +32,10 @@ _GUEST_FIELDS = ('id', 'cpuset', 'pcpuset', 'memory_mb', 'pagesize',
                  'cpu_policy', 'cpu_thread_policy', 'realtime_vcpus')
 
 
-def reader(names):
-    """Return a function reading the named fields of a versioned object.
-
-    OVO keeps a set field's value in the instance attribute
-    ``_obj_<name>``; reading those directly skips the property machinery.
-    If one is unset, every field is read the normal way, which raises the
-    usual error for an unset field without a default.
-    """
-    direct = operator.itemgetter(*('_obj_' + name for name in names))
-
-    def read(obj):
-        try:
-            return direct(vars(obj))
-        except KeyError:
-            return tuple(getattr(obj, name) for name in names)
-    return read
-
-
-_read_host = reader(_HOST_FIELDS + ('mempages',))
-_read_pool = reader(_POOL_FIELDS)
-_read_guest = reader(_GUEST_FIELDS)
-_read_limits = reader(_LIMIT_FIELDS)
+_read_host = base.field_reader(_HOST_FIELDS + ('mempages',))
+_read_pool = base.field_reader(_POOL_FIELDS)
+_read_guest = base.field_reader(_GUEST_FIELDS)
+_read_limits = base.field_reader(_LIMIT_FIELDS)
 
 
 class _View:

@@ -200,3 +200,52 @@ class FastPathTest(base.TestCase):
 
 def _as_list(value):
     return value if isinstance(value, list) else [value]
+
+
+class FromCoercedTest(base.TestCase):
+    """obj_from_coerced: the constructor's result without coercion, and
+    no build that leaves a field out."""
+
+    VALUES = {'instance_uuid': None, 'cells': [],
+              'emulator_threads_policy': 'share'}
+
+    def test_equals_the_constructed_object(self):
+        built = objects.InstanceNUMATopology.obj_from_coerced(**self.VALUES)
+        expected = objects.InstanceNUMATopology(**self.VALUES)
+        self.assertEqual(expected, built)
+        self.assertEqual(expected.obj_what_changed(),
+                         built.obj_what_changed())
+        self.assertIs(type(expected.cells), type(built.cells))
+
+    def test_every_field_must_be_given(self):
+        values = dict(self.VALUES)
+        del values['cells']
+        values['cell'] = []
+        self.assertRaisesMessage(
+            TypeError, "unexpected keyword argument 'cell'",
+            objects.InstanceNUMATopology.obj_from_coerced, **values)
+        del values['cell']
+        self.assertRaisesMessage(
+            TypeError, "missing 1 required keyword-only argument: 'cells'",
+            objects.InstanceNUMATopology.obj_from_coerced, **values)
+
+    def test_a_field_added_later_fails_the_build_that_omits_it(self):
+        class Extended(objects.InstanceNUMATopology):
+            fields = dict(objects.InstanceNUMATopology.fields,
+                          cache_ways=obj_base.ovo_fields.IntegerField(
+                              default=0))
+        self.assertRaisesMessage(TypeError, "'cache_ways'",
+                                 Extended.obj_from_coerced, **self.VALUES)
+
+    def test_dict_fields_are_refused(self):
+        self.assertRaisesMessage(
+            TypeError, 'field refused_hosts (Dict) is not supported',
+            lambda: objects.Migration.obj_from_coerced())
+
+    def test_field_reader_reads_set_fields_and_raises_for_unset(self):
+        read = obj_base.field_reader(('instance_uuid', 'cells'))
+        topology = objects.InstanceNUMATopology(**self.VALUES)
+        self.assertEqual((None, []), read(topology))
+        migration = objects.Migration()
+        self.assertRaises(NotImplementedError,
+                          obj_base.field_reader(('uuid',)), migration)
