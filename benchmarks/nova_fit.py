@@ -16,7 +16,7 @@ against the request and the host: a dedicated guest cell without a pin
 per vCPU, pins outside the host cell's dedicated pCPUs, two guest cells on
 one host cell. Nova 34 returns such placements when its permutation
 search caches a verdict under a guest cell id it has since overwritten
-(doc/numa-fit.rst, "Comparing with Nova").
+(doc/source/numa-fit.rst, "Comparing with Nova").
 """
 
 import json

@@ -148,7 +148,7 @@ class EmbeddedDeployment:
     :param conductor_compute_version_cap: the conductor's
         ``[upgrade_levels] compute``.
     :param conductor_service_version: the release the conductor runs as
-        (a testing aid for mixed-version clouds; see doc/upgrades.rst).
+        (a testing aid for mixed-version clouds; see doc/source/upgrades.rst).
     :param sweep_interval: seconds between the conductor's looks for
         stalled migrations.
     """

@@ -38,7 +38,7 @@ def build_parser():
                             "a conductor and N compute agents as processes")
     where.add_argument('--deployment', metavar='FILE',
                        help="an existing deployment described by a JSON "
-                            "file (see doc/third-party-ci.rst)")
+                            "file (see doc/source/third-party-ci.rst)")
     parser.add_argument('--scenario', action='append', default=[],
                         metavar='NAME', help="run only this scenario "
                         "(repeatable; default: all)")

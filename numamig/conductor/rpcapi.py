@@ -15,7 +15,7 @@ LOG = logging.getLogger(__name__)
 TOPIC = 'numamig-conductor'
 # Where conductors of API 1.3 and later serve compute agents' calls, with
 # RPC threads of their own: an operator's requests can then never take
-# every thread an agent's call back needs (see doc/control-plane.rst).
+# every thread an agent's call back needs (see doc/source/control-plane.rst).
 AGENT_TOPIC = 'numamig-conductor-agents'
 
 # API version -> the object versions a receiver of that version reads.

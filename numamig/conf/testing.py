@@ -23,7 +23,7 @@ opts = [
                     "1.0 sent and accepted, no destination claim, the "
                     "source's domain XML copied verbatim, no claim drop). "
                     "Unset: the current release. Use it only to test a "
-                    "rolling upgrade; see doc/upgrades.rst."),
+                    "rolling upgrade; see doc/source/upgrades.rst."),
 ]
 
 

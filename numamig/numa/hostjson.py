@@ -2,8 +2,9 @@
 
 Pure conversion between plain dicts (as json.load gives them) and the
 versioned objects, used by ``numamig-manage numa fit`` and its batch mode
-and by tools that describe hosts in files; doc/numa-fit.rst documents the
-formats. Bad input raises InvalidNUMAJSON naming the path of the field.
+and by tools that describe hosts in files; doc/source/numa-fit.rst
+documents the formats. Bad input raises InvalidNUMAJSON naming the path
+of the field.
 """
 
 from numamig import cpuspec

@@ -3,7 +3,7 @@
 Records every RPC call and cast one migration makes, in order, from the
 operator's request to the source's ``completed``, on the embedded tier
 (emulated migration, so the time is the control plane's alone), and
-prints the wall time. The sequence is exact (doc/migration-flow.rst
+prints the wall time. The sequence is exact (doc/source/migration-flow.rst
 draws it): a new round trip must be a decision, so this test fails until
 the expected sequence below is updated.
 

@@ -1,7 +1,7 @@
 """numamig-manage numa: offline NUMA engine actions (no service needed).
 
 The action reads files and prints; parsing, fitting and formatting live
-in numamig.numa (doc/numa-fit.rst documents the JSON formats).
+in numamig.numa (doc/source/numa-fit.rst documents the JSON formats).
 """
 
 import json
