@@ -13,10 +13,10 @@ class TaskBase(abc.ABC):
     raised again unchanged.
     """
 
-    def __init__(self, ctxt, conductor):
+    def __init__(self, ctxt, manager):
         """:param conductor: the ConductorManager (database, cache, APIs)."""
         self.ctxt = ctxt
-        self.conductor = conductor
+        self.manager = manager
 
     def execute(self):
         try:

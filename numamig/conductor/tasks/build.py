@@ -23,8 +23,8 @@ _REFUSALS = (exception.MigrationPreCheckError, exception.ComputeHostDown,
 class BuildInstanceTask(base.TaskBase):
     """Record and create one instance on a chosen or scheduled host."""
 
-    def __init__(self, ctxt, conductor, instance, host=None):
-        super().__init__(ctxt, conductor)
+    def __init__(self, ctxt, manager, instance, host=None):
+        super().__init__(ctxt, manager)
         self.instance = instance
         self.host = host
         self.refused = {}
@@ -35,14 +35,14 @@ class BuildInstanceTask(base.TaskBase):
         self.instance.numa_topology = None
         request = instance_request.numa_request(self.instance)
         self.instance.validate()
-        instances.create(self.conductor.db, self.instance)
+        instances.create(self.manager.db, self.instance)
         self._recorded = True
         for host in self._hosts(request):
             try:
                 return self._build_on(host, request)
             except _REFUSALS as exc:
                 self.refused[host] = str(exc)
-                self.conductor.cache.release(host, self.instance.uuid)
+                self.manager.cache.release(host, self.instance.uuid)
         raise exception.InstanceBuildError(
             instance_uuid=self.instance.uuid,
             reason="; ".join(f"{h}: {r}" for h, r in self.refused.items())
@@ -51,39 +51,39 @@ class BuildInstanceTask(base.TaskBase):
     def _hosts(self, request):
         if self.host:
             return [self.host]
-        selection = self.conductor.scheduler.select_destinations(
-            request, None, limits=self.conductor.limits)
+        selection = self.manager.scheduler.select_destinations(
+            request, None, limits=self.manager.limits)
         self.refused.update(selection.refusals())
         return selection.hosts
 
     def _build_on(self, host, request):
         if request is not None and not self.host:
-            self.conductor.scheduler.reserve(
+            self.manager.scheduler.reserve(
                 host, self.instance.uuid, self.instance.project_id, request,
-                limits=self.conductor.limits)
+                limits=self.manager.limits)
         else:
-            self.conductor.cache.check_up(host)
-        built = self.conductor.compute_api.build_instance(
-            self.ctxt, self.instance, host, limits=self.conductor.limits)
+            self.manager.cache.check_up(host)
+        built = self.manager.compute_api.build_instance(
+            self.ctxt, self.instance, host, limits=self.manager.limits)
         LOG.info("Instance %s created on %s", built.uuid, host)
         return built
 
     def rollback(self, exc):
         """Forget the record of an instance no host created."""
         if self._recorded:
-            instances.destroy(self.conductor.db, self.instance.uuid)
+            instances.destroy(self.manager.db, self.instance.uuid)
 
 
-def adopt_guests(conductor, ctxt, host):
+def adopt_guests(manager, ctxt, host):
     """Record the NUMA guests of ``host`` that numamig does not know.
 
     :returns: the recorded Instances.
     """
-    conductor.cache.check_up(host)
+    manager.cache.check_up(host)
     adopted = []
-    for instance in conductor.compute_api.adopt_guests(ctxt, host):
+    for instance in manager.compute_api.adopt_guests(ctxt, host):
         try:
-            instances.create(conductor.db, instance)
+            instances.create(manager.db, instance)
         except exception.RecordExists:
             LOG.warning("Guest %s on %s is already recorded (elsewhere?); "
                         "not adopted", instance.uuid, host)
