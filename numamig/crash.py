@@ -85,7 +85,7 @@ def crash_agent(svc):
     owner = f"compute agent {svc.host}"
     kill_server(svc)
     manager = svc.manager
-    sever_rpc_client(manager.conductor, owner)
+    sever_rpc_client(manager.conductor_api, owner)
     sever_rpc_client(manager.compute_api, owner)
     manager.driver = Dead(owner, 'hypervisor connection')
     manager.tracker.driver = manager.driver

@@ -219,7 +219,7 @@ class ComputeService(_RPCService):
         fitted against an empty tracker.
         """
         ctxt = nm_context.get_admin_context()
-        self.manager.conductor.wait_until_ready(ctxt)
+        self.manager.conductor_api.wait_until_ready(ctxt)
         self.manager.init_host(ctxt)
         self._start_server()
         self.manager.report(ctxt)

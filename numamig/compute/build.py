@@ -28,7 +28,7 @@ def build_instance(agent, ctxt, instance, limits):
     """
     placed = claims.instance_claim(agent.tracker, instance, limits)
     try:
-        recorded = agent.conductor.instance_set_placement(
+        recorded = agent.conductor_api.instance_set_placement(
             ctxt, instance.uuid, agent.host, placed.get('numa_topology'))
     except Exception:
         agent.tracker.drop_instance(instance.uuid)
@@ -39,8 +39,8 @@ def build_instance(agent, ctxt, instance, limits):
         LOG.error("%s: creating instance %s failed: %s", agent.host,
                   instance.uuid, exc)
         agent.tracker.drop_instance(instance.uuid)
-        agent.conductor.instance_set_placement(ctxt, instance.uuid, None,
-                                               None)
+        agent.conductor_api.instance_set_placement(ctxt, instance.uuid, None,
+                                                   None)
         raise
     agent.tracker.track_instance(recorded)
     LOG.info("%s: built instance %s", agent.host, instance.uuid)

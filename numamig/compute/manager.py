@@ -62,7 +62,7 @@ class ComputeManager:
         """
         self.host = host
         self.driver = driver
-        self.conductor = conductor_api
+        self.conductor_api = conductor_api
         self.compute_api = compute_api
         self.release = releases.for_service_version(service_version)
         self.service_version = service_version
@@ -104,7 +104,7 @@ class ComputeManager:
         reconcile.reconcile_outgoing(self, ctxt)
 
     def report(self, ctxt):
-        self.conductor.report_compute_node(ctxt, report.build(self))
+        self.conductor_api.report_compute_node(ctxt, report.build(self))
 
     # -- live migration, destination side ---------------------------------
 

@@ -72,7 +72,7 @@ def check_destination(agent, ctxt, instance, source_host, migration_uuid,
                       f"release, or capped below "
                       f"{compute_rpcapi.NUMA_LIVE_MIGRATION_VERSION})")
         return migrate_data
-    claim = claims.move_claim(agent.tracker, agent.conductor, ctxt,
+    claim = claims.move_claim(agent.tracker, agent.conductor_api, ctxt,
                               instance, migration, limits)
     if claim is not None:
         try:
@@ -99,7 +99,7 @@ def _check_with_source_answer(agent, ctxt, instance, migration, limits,
                       f"{compute_rpcapi.NUMA_LIVE_MIGRATION_VERSION})")
         # In the version the source spoke: the conductor casts it on.
         return releases.backported(migrate_data, source_data.VERSION)
-    claim = claims.move_claim(agent.tracker, agent.conductor, ctxt,
+    claim = claims.move_claim(agent.tracker, agent.conductor_api, ctxt,
                               instance, migration, limits, persist=False)
     if claim is None:
         return migrate_data
@@ -197,16 +197,16 @@ def post_at_destination(agent, ctxt, instance, migration,
         if counted is not None:
             return counted
     if claim is not None:
-        updated = agent.conductor.migration_context_apply(
+        updated = agent.conductor_api.migration_context_apply(
             ctxt, instance.uuid, migration.uuid)
         agent.tracker.apply_move_claim(migration.uuid, updated)
     elif agent.numa_live_migration and _already_here(agent, ctxt, instance):
-        updated = agent.conductor.instance_get(ctxt, instance.uuid)
+        updated = agent.conductor_api.instance_get(ctxt, instance.uuid)
         agent.tracker.track_instance(updated)
         return updated
     else:
         topology = agent.driver.get_guest_topology(instance.uuid)
-        updated = agent.conductor.instance_set_placement(
+        updated = agent.conductor_api.instance_set_placement(
             ctxt, instance.uuid, agent.host, topology)
         agent.tracker.track_instance(updated)
     LOG.info("%s: instance %s arrived (migration %s)", agent.host,
@@ -237,7 +237,7 @@ def _counted_here(agent, instance, migration, claim):
 
 
 def _already_here(agent, ctxt, instance):
-    current = agent.conductor.instance_get(ctxt, instance.uuid)
+    current = agent.conductor_api.instance_get(ctxt, instance.uuid)
     return current.host == agent.host and \
         current.get('migration_context') is None
 
@@ -280,8 +280,8 @@ def drop_claim(agent, ctxt, instance, migration_uuid):
     may have moved the migration on to another destination meanwhile.
     """
     dropped = agent.tracker.drop_move_claim(migration_uuid)
-    agent.conductor.migration_context_drop(ctxt, instance.uuid,
-                                           migration_uuid,
-                                           dest_host=agent.host)
+    agent.conductor_api.migration_context_drop(ctxt, instance.uuid,
+                                               migration_uuid,
+                                               dest_host=agent.host)
     if dropped is not None:
         report.request(agent, f"dropping the claim of {migration_uuid}")

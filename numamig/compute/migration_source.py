@@ -93,7 +93,7 @@ def complete(agent, ctxt, instance, migration, result=None,
     :returns: the Migration as recorded.
     :raises InvalidStatusTransition: it ended otherwise meanwhile.
     """
-    conductor = agent.conductor
+    conductor = agent.conductor_api
     short = conductor.supports_short_path()
     if not short:
         migration = _advance(agent, ctxt, migration,
@@ -131,7 +131,7 @@ def _stop_counting(agent, instance, drop_usage):
 
 def _advance(agent, ctxt, migration, status, result=None, detail=None):
     """Record ``status``; a migration already there counts as done."""
-    conductor = agent.conductor
+    conductor = agent.conductor_api
     if migration.status == status:
         return migration
     try:
@@ -209,7 +209,7 @@ class SourceMigration:
     def run(self):
         """Carry out the migration; never raises (the caller is a cast)."""
         try:
-            short = self.agent.conductor.supports_short_path()
+            short = self.agent.conductor_api.supports_short_path()
             if not short and not self._set_status(STATUS.PREPARING):
                 if not self._driven_elsewhere():
                     self._rollback("cancelled before it started",
@@ -250,7 +250,7 @@ class SourceMigration:
         return self._set_status(STATUS.RUNNING)
 
     def _send_running(self, status, error=None, result=None):
-        return self.agent.conductor.migration_set_running(
+        return self.agent.conductor_api.migration_set_running(
             self.ctxt, self.migration.uuid)
 
     def _driven_elsewhere(self):
@@ -263,7 +263,7 @@ class SourceMigration:
         if STATUS.RUNNING in self._recorded:
             return False
         try:
-            current = self.agent.conductor.migration_get(
+            current = self.agent.conductor_api.migration_get(
                 self.ctxt, self.migration.uuid)
         except Exception as exc:  # noqa: BLE001 - roll back as before
             LOG.warning("%s: migration %s: status unknown (%s)",
@@ -364,7 +364,7 @@ class SourceMigration:
             return
         self._last_progress = now
         try:
-            self.agent.conductor.migration_update_progress(
+            self.agent.conductor_api.migration_update_progress(
                 self.ctxt, self.migration.uuid, sample.as_dict())
         except Exception as exc:  # progress is advisory
             LOG.debug("progress of %s not recorded: %s",
@@ -467,7 +467,7 @@ class SourceMigration:
                 result = None
                 continue
             except exception.InvalidStatusTransition as exc:
-                current = self.agent.conductor.migration_get(
+                current = self.agent.conductor_api.migration_get(
                     self.ctxt, self.migration.uuid)
                 if attempt > 1 and current.status == status:
                     self.migration = current
@@ -486,6 +486,6 @@ class SourceMigration:
         return False
 
     def _send_status(self, status, error=None, result=None):
-        return self.agent.conductor.migration_set_status(
+        return self.agent.conductor_api.migration_set_status(
             self.ctxt, self.migration.uuid, status, error=error,
             result=result)

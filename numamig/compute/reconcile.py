@@ -46,7 +46,7 @@ def reconcile_host(agent, ctxt):
     guests = agent.driver.list_guests()
     fixed = []
     incoming = set()
-    for migration in agent.conductor.migration_get_in_progress_by_host(
+    for migration in agent.conductor_api.migration_get_in_progress_by_host(
             ctxt, agent.host):
         if migration.dest_host == agent.host:
             incoming.add(migration.instance_uuid)
@@ -69,13 +69,13 @@ def reconcile_outgoing(agent, ctxt):
     :returns: a list of one-line descriptions of what was fixed.
     """
     fixed = []
-    for migration in agent.conductor.migration_get_in_progress_by_host(
+    for migration in agent.conductor_api.migration_get_in_progress_by_host(
             ctxt, agent.host):
         if migration.source_host != agent.host or \
                 migration.status not in _INTERRUPTED or \
                 migration.uuid in agent.outgoing_migrations():
             continue
-        current = agent.conductor.migration_get(ctxt, migration.uuid)
+        current = agent.conductor_api.migration_get(ctxt, migration.uuid)
         if current.status not in _INTERRUPTED or \
                 current.uuid in agent.outgoing_migrations():
             continue
@@ -112,7 +112,7 @@ def _log(agent, fixed):
 
 
 def _end_interrupted(agent, ctxt, migration, guests):
-    instance = agent.conductor.instance_get(ctxt, migration.instance_uuid)
+    instance = agent.conductor_api.instance_get(ctxt, migration.instance_uuid)
     api = agent.compute_api
     if instance.uuid in guests and migration.status != STATUS.POST_MIGRATING:
         api.rollback_live_migration_at_destination(ctxt, instance, migration)
@@ -132,7 +132,7 @@ def _end_interrupted(agent, ctxt, migration, guests):
 
 def _complete_incoming(agent, ctxt, migration):
     """The guest arrived here and the source stopped before finishing."""
-    instance = agent.conductor.instance_get(ctxt, migration.instance_uuid)
+    instance = agent.conductor_api.instance_get(ctxt, migration.instance_uuid)
     agent.post_live_migration_at_destination(ctxt, instance, migration)
     _set_final(agent, ctxt, migration, STATUS.COMPLETED,
                detail=f"completed by destination {agent.host} after an "
@@ -144,10 +144,10 @@ def _complete_incoming(agent, ctxt, migration):
 def _set_final(agent, ctxt, migration, status, error=None, detail=None):
     """Record a final status; one already recorded by a peer is fine."""
     try:
-        agent.conductor.migration_set_status(ctxt, migration.uuid, status,
-                                             detail=detail, error=error)
+        agent.conductor_api.migration_set_status(ctxt, migration.uuid, status,
+                                                 detail=detail, error=error)
     except exception.InvalidStatusTransition:
-        current = agent.conductor.migration_get(ctxt, migration.uuid)
+        current = agent.conductor_api.migration_get(ctxt, migration.uuid)
         if current.status != status:
             raise
 
@@ -158,7 +158,7 @@ def _compare_guests(agent, ctxt, guests, incoming):
     for uuid in sorted(set(recorded) - set(guests)):
         if recorded[uuid].power_state == STATUS_SHUTDOWN:
             continue
-        agent.conductor.instance_update(
+        agent.conductor_api.instance_update(
             ctxt, uuid, {'power_state': STATUS_SHUTDOWN})
         fixed.append(f"instance {uuid} is recorded here but the hypervisor "
                      f"has no such guest: power state set to shutdown")

@@ -120,7 +120,7 @@ class BackgroundReporter:
 
     def _send(self, ctxt, reasons):
         try:
-            self._agent.conductor.report_compute_node_cast(
+            self._agent.conductor_api.report_compute_node_cast(
                 ctxt, build(self._agent))
             self.sent += 1
         except Exception as exc:  # noqa: BLE001 - advisory, logged

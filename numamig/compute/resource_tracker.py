@@ -79,7 +79,7 @@ class ResourceTracker:
         self.host = host
         self.unrecorded_claim_timeout = unrecorded_claim_timeout
         self.driver = driver
-        self.conductor = conductor_api
+        self.conductor_api = conductor_api
         self.strategy = strategy
         # Re-entrant: claims.py holds it around a fit and add_claim().
         self.lock = threading.RLock()
@@ -232,8 +232,9 @@ class ResourceTracker:
         # transaction, so this order sees it at least once (counted once,
         # see _compute_usage); the other order could see it nowhere and
         # free its pCPUs for the next claim.
-        claimed = self.conductor.instance_get_claims_on_host(ctxt, self.host)
-        instances = self.conductor.instance_get_all_by_host(ctxt, self.host)
+        conductor_api = self.conductor_api
+        claimed = conductor_api.instance_get_claims_on_host(ctxt, self.host)
+        instances = conductor_api.instance_get_all_by_host(ctxt, self.host)
         with self.lock:
             if generation != self._generation:
                 LOG.debug("%s: usage changed during recompute; skipped",

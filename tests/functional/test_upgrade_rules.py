@@ -143,7 +143,7 @@ class OldAgentServerTest(base.TestCase):
         self.assertRaises(messaging.NoSuchMethod, self.client('1.0').call,
                           self.rpc.context, 'drop_move_claim_at_destination',
                           instance=inst, migration=cbase.migration(inst))
-        self.agent.conductor.migration_context_drop.assert_not_called()
+        self.agent.conductor_api.migration_context_drop.assert_not_called()
 
     def test_refuses_a_newer_object(self):
         exc = self.assertRaises(

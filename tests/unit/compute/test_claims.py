@@ -13,8 +13,8 @@ class MoveClaimTest(base.TestCase):
 
     def _claim(self, agent, inst, migration=None):
         migration = migration or cbase.migration(inst)
-        return claims.move_claim(agent.tracker, agent.conductor, None, inst,
-                                 migration, None), migration
+        return claims.move_claim(agent.tracker, agent.conductor_api, None,
+                                 inst, migration, None), migration
 
     def test_claim_avoids_pins_of_guests_already_here(self):
         here = cbase.instance(host=cbase.HOST, pins={0: 0, 1: 8})
@@ -32,11 +32,11 @@ class MoveClaimTest(base.TestCase):
         agent = cbase.agent()
         inst = cbase.instance(pins={0: 2, 1: 10})
         seen = []
-        agent.conductor.migration_context_set.side_effect = \
+        agent.conductor_api.migration_context_set.side_effect = \
             lambda ctxt, context: seen.append(
                 agent.tracker.get_claim(context.migration_uuid).persisted)
         claim, migration = self._claim(agent, inst)
-        context = agent.conductor.migration_context_set.call_args[0][1]
+        context = agent.conductor_api.migration_context_set.call_args[0][1]
         self.assertEqual([False], seen)
         self.assertTrue(claim.persisted)
         self.assertEqual((inst.uuid, migration.uuid, cbase.SOURCE,
@@ -55,11 +55,11 @@ class MoveClaimTest(base.TestCase):
         self.assertIn(f'on host {cbase.HOST}', str(exc))
         self.assertIn(inst.uuid, str(exc))
         self.assertEqual([], agent.tracker.claims())
-        agent.conductor.migration_context_set.assert_not_called()
+        agent.conductor_api.migration_context_set.assert_not_called()
 
     def test_refused_record_drops_the_claim(self):
         agent = cbase.agent()
-        agent.conductor.migration_context_set.side_effect = \
+        agent.conductor_api.migration_context_set.side_effect = \
             exception.MigrationPreCheckError(reason='moved on')
         inst = cbase.instance(pins={0: 2, 1: 10})
         self.assertRaisesMessage(exception.MigrationPreCheckError,
@@ -69,7 +69,7 @@ class MoveClaimTest(base.TestCase):
 
     def test_unexpected_record_error_becomes_a_pre_check_error(self):
         agent = cbase.agent()
-        agent.conductor.migration_context_set.side_effect = \
+        agent.conductor_api.migration_context_set.side_effect = \
             RuntimeError('database gone')
         inst = cbase.instance(pins={0: 2, 1: 10})
         self.assertRaisesMessage(exception.MigrationPreCheckError,
@@ -82,14 +82,15 @@ class MoveClaimTest(base.TestCase):
         first, migration = self._claim(agent, inst)
         again, _ = self._claim(agent, inst, migration)
         self.assertIs(first, again)
-        self.assertEqual(1, agent.conductor.migration_context_set.call_count)
+        self.assertEqual(
+            1, agent.conductor_api.migration_context_set.call_count)
 
     def test_guest_without_numa_characteristics_claims_nothing(self):
         agent = cbase.agent()
         inst = cbase.instance(extra_specs={})
         claim, _ = self._claim(agent, inst)
         self.assertIsNone(claim)
-        agent.conductor.migration_context_set.assert_not_called()
+        agent.conductor_api.migration_context_set.assert_not_called()
 
     def _claim_large(self, source_pagesize):
         pools = hosts.hugepage_pools(16384, pages_2m=2048, pages_1g=4)

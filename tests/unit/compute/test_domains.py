@@ -39,7 +39,7 @@ class DeleteInstanceTest(base.TestCase):
         self.agent.driver.destroy.assert_called_once_with(self.inst.uuid)
         self.assertEqual(set(), cbase.pinned(
             self.agent.tracker.usage_topology()))
-        self.agent.conductor.report_compute_node.assert_called_once()
+        self.agent.conductor_api.report_compute_node.assert_called_once()
 
     def test_missing_domain_still_releases_the_usage(self):
         self.agent.driver.list_guests.return_value = {}

@@ -32,7 +32,7 @@ class LiveMigrationExecutorTest(base.TestCase):
     def _agent(self, **kwargs):
         mocked = cbase.agent(host=cbase.SOURCE)
         agent = manager.ComputeManager(
-            cbase.SOURCE, mocked.driver, mocked.conductor,
+            cbase.SOURCE, mocked.driver, mocked.conductor_api,
             mocked.compute_api, **kwargs)
         self.addCleanup(agent.stop, wait=True)
         return agent

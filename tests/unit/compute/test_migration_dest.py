@@ -70,7 +70,7 @@ class CheckDestinationTest(base.TestCase):
             exception.DomainXMLError(domain='d', reason='broken')
         self.assertRaises(exception.DomainXMLError, self._check)
         self.assertEqual([], self.agent.tracker.claims())
-        self.agent.conductor.migration_context_drop.assert_called_once_with(
+        self.agent.conductor_api.migration_context_drop.assert_called_once_with(
             None, self.inst.uuid, self.migration.uuid,
             dest_host=self.agent.host)
 
@@ -110,14 +110,14 @@ class DestinationStepsTest(base.TestCase):
         claim = self.agent.tracker.get_claim(self.migration.uuid)
         arrived = self.inst.obj_clone()
         arrived.host, arrived.numa_topology = cbase.HOST, claim.topology
-        self.agent.conductor.migration_context_apply.return_value = arrived
+        self.agent.conductor_api.migration_context_apply.return_value = arrived
         result = migration_dest.post_at_destination(
             self.agent, None, self.inst, self.migration)
         self.assertIs(arrived, result)
         self.assertEqual([], self.agent.tracker.claims())
         self.assertEqual({self.inst.uuid},
                          self.agent.tracker.instance_uuids())
-        self.agent.conductor.instance_set_placement.assert_not_called()
+        self.agent.conductor_api.instance_set_placement.assert_not_called()
 
     def test_post_without_claim_reads_the_placement_back(self):
         self.agent.tracker.drop_move_claim(self.migration.uuid)
@@ -125,12 +125,12 @@ class DestinationStepsTest(base.TestCase):
         arrived.host = cbase.HOST
         self.agent.driver.get_guest_topology.return_value = \
             self.inst.numa_topology
-        self.agent.conductor.instance_set_placement.return_value = arrived
+        self.agent.conductor_api.instance_set_placement.return_value = arrived
         migration_dest.post_at_destination(self.agent, None, self.inst,
                                            self.migration)
-        self.agent.conductor.instance_set_placement.assert_called_once_with(
+        self.agent.conductor_api.instance_set_placement.assert_called_once_with(
             None, self.inst.uuid, cbase.HOST, self.inst.numa_topology)
-        self.agent.conductor.migration_context_apply.assert_not_called()
+        self.agent.conductor_api.migration_context_apply.assert_not_called()
 
     def test_rollback_removes_the_copy_and_the_claim(self):
         self.agent.driver.list_guests.return_value = {self.inst.uuid: 'g'}
@@ -138,7 +138,7 @@ class DestinationStepsTest(base.TestCase):
                                                self.migration)
         self.agent.driver.destroy.assert_called_once_with(self.inst.uuid)
         self.assertEqual([], self.agent.tracker.claims())
-        self.agent.conductor.migration_context_drop.assert_called_with(
+        self.agent.conductor_api.migration_context_drop.assert_called_with(
             None, self.inst.uuid, self.migration.uuid,
             dest_host=self.agent.host)
 
@@ -167,7 +167,7 @@ class DestinationStepsTest(base.TestCase):
                                       self.migration.uuid)
         self.assertEqual([], self.agent.tracker.claims())
         self.assertEqual(
-            2, self.agent.conductor.migration_context_drop.call_count)
+            2, self.agent.conductor_api.migration_context_drop.call_count)
 
     def test_accept_emulated_defines_the_xml(self):
         migration_dest.accept_emulated(self.agent, None, self.inst,
@@ -206,7 +206,7 @@ class ConductorDrivenCheckTest(base.TestCase):
         data = self._check(self._source_data())
         self.agent.compute_api.check_can_live_migrate_source.\
             assert_not_called()
-        self.agent.conductor.migration_context_set.assert_not_called()
+        self.agent.conductor_api.migration_context_set.assert_not_called()
         claim = self.agent.tracker.get_claim(self.migration.uuid)
         self.assertFalse(claim.persisted)
         context = data.migration_context
@@ -265,7 +265,7 @@ class PostRecordedBySourceTest(base.TestCase):
 
     def test_counts_the_claim_without_the_records(self):
         arrived = self._post()
-        conductor = self.agent.conductor
+        conductor = self.agent.conductor_api
         conductor.migration_context_apply.assert_not_called()
         conductor.instance_set_placement.assert_not_called()
         self.assertEqual((cbase.HOST, self.claim.topology),
@@ -283,5 +283,5 @@ class PostRecordedBySourceTest(base.TestCase):
         self.assertEqual(usage, self.agent.tracker.usage_topology())
         self.assertEqual(1, len(self.agent.tracker.instances()))
         # Neither the records nor the guest's XML were asked.
-        self.agent.conductor.instance_get.assert_not_called()
+        self.agent.conductor_api.instance_get.assert_not_called()
         self.agent.driver.get_guest_topology.assert_not_called()

@@ -74,7 +74,7 @@ class _SourceMigrationTestCase(base.TestCase):
             result = self.migration.obj_clone()
             result.status = status
             return result
-        self.agent.conductor.migration_set_status.side_effect = set_status
+        self.agent.conductor_api.migration_set_status.side_effect = set_status
         self.agent.compute_api.pre_live_migration.side_effect = \
             lambda ctxt, instance, data: data
         self.agent.driver.get_destination_xml.return_value = '<new/>'
@@ -163,7 +163,7 @@ class SourceMigrationTest(_SourceMigrationTestCase):
 
     def test_lost_answer_to_a_status_change_is_asked_again(self):
         recorded = []
-        set_status = self.agent.conductor.migration_set_status.side_effect
+        set_status = self.agent.conductor_api.migration_set_status.side_effect
 
         def lose_first_answer(ctxt, uuid, status, detail=None, error=None,
                               result=None):
@@ -175,11 +175,11 @@ class SourceMigrationTest(_SourceMigrationTestCase):
                     migration_uuid=uuid, current='preparing',
                     requested=status, allowed='running')
             return set_status(ctxt, uuid, status, detail, error, result)
-        self.agent.conductor.migration_set_status.side_effect = \
+        self.agent.conductor_api.migration_set_status.side_effect = \
             lose_first_answer
         current = self.migration.obj_clone()
         current.status = 'preparing'
-        self.agent.conductor.migration_get.return_value = current
+        self.agent.conductor_api.migration_get.return_value = current
         self._run()
         self.assertEqual(['running', 'post-migrating', 'completed'],
                          self.statuses)
@@ -199,14 +199,14 @@ class SourceMigrationTest(_SourceMigrationTestCase):
             assert_called_once()
 
     def test_cancelled_before_it_started(self):
-        self.agent.conductor.migration_set_status.side_effect = [
+        self.agent.conductor_api.migration_set_status.side_effect = [
             exception.InvalidStatusTransition(
                 migration_uuid='m', current='cancelled',
                 requested='preparing', allowed='nothing'),
             mock.DEFAULT]
         cancelled = self.migration.obj_clone()
         cancelled.status = 'cancelled'
-        self.agent.conductor.migration_get.return_value = cancelled
+        self.agent.conductor_api.migration_get.return_value = cancelled
         self._run()
         self.agent.compute_api.pre_live_migration.assert_not_called()
         self.agent.compute_api.drop_move_claim_at_destination.\
@@ -215,13 +215,13 @@ class SourceMigrationTest(_SourceMigrationTestCase):
     def test_repeated_start_of_a_finished_migration_does_nothing(self):
         # A redelivered cast of a migration that completed: nothing may
         # be rolled back (the guest runs on the destination).
-        self.agent.conductor.migration_set_status.side_effect = \
+        self.agent.conductor_api.migration_set_status.side_effect = \
             exception.InvalidStatusTransition(
                 migration_uuid='m', current='completed',
                 requested='preparing', allowed='nothing')
         completed = self.migration.obj_clone()
         completed.status = 'completed'
-        self.agent.conductor.migration_get.return_value = completed
+        self.agent.conductor_api.migration_get.return_value = completed
         self._run()
         api = self.agent.compute_api
         api.pre_live_migration.assert_not_called()
@@ -245,7 +245,8 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         self.agent.driver.live_migrate.side_effect = migrate
         self._run()
         self.assertEqual('completed', self.statuses[-1])
-        sample = self.agent.conductor.migration_update_progress.call_args[0]
+        progress = self.agent.conductor_api.migration_update_progress
+        sample = progress.call_args[0]
         self.assertEqual(40, sample[2]['memory_processed'])
         self.agent.driver.destroy.assert_not_called()
 
@@ -321,7 +322,7 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
     def test_refused_result_does_not_cost_the_status(self):
         self.agent.compute_api.accept_emulated_migration.return_value = \
             {'emulated': True, 'elapsed_ms': -1}
-        set_status = self.agent.conductor.migration_set_status.side_effect
+        set_status = self.agent.conductor_api.migration_set_status.side_effect
 
         def refuse_results(ctxt, uuid, status, detail=None, error=None,
                            result=None):
@@ -329,7 +330,7 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
                 raise exception.InvalidMigrationResult(
                     migration_uuid=uuid, reason='elapsed_ms unusable')
             return set_status(ctxt, uuid, status, detail, error, result)
-        self.agent.conductor.migration_set_status.side_effect = \
+        self.agent.conductor_api.migration_set_status.side_effect = \
             refuse_results
         self._run()
         self.assertEqual(['preparing', 'running', 'post-migrating',
@@ -339,13 +340,13 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
         job = migration_source.SourceMigration(
             self.agent, None, self.inst, self.migration, self._data())
         # Abort lands between the running status and the emulated copy.
-        set_status = self.agent.conductor.migration_set_status.side_effect
+        set_status = self.agent.conductor_api.migration_set_status.side_effect
 
         def abort_when_running(ctxt, uuid, status, **kwargs):
             if status == 'running':
                 job.abort()
             return set_status(ctxt, uuid, status, **kwargs)
-        self.agent.conductor.migration_set_status.side_effect = \
+        self.agent.conductor_api.migration_set_status.side_effect = \
             abort_when_running
         job.run()
         self.assertEqual('cancelled', self.statuses[-1])
@@ -358,7 +359,7 @@ class ShortPathTest(_SourceMigrationTestCase):
 
     def setUp(self):
         super().setUp()
-        conductor = self.agent.conductor
+        conductor = self.agent.conductor_api
         conductor.supports_short_path.return_value = True
         self.completed = []
 
@@ -380,8 +381,8 @@ class ShortPathTest(_SourceMigrationTestCase):
     def test_two_status_calls_and_the_destination_only_counts(self):
         self._run()
         self.assertEqual(['running', 'completed'], self.statuses)
-        self.agent.conductor.migration_set_status.assert_not_called()
-        self.agent.conductor.migration_context_apply.assert_not_called()
+        self.agent.conductor_api.migration_set_status.assert_not_called()
+        self.agent.conductor_api.migration_context_apply.assert_not_called()
         post = self.agent.compute_api.post_live_migration_at_destination
         self.assertEqual({'records_by_source': True}, post.call_args[1])
         (result,) = self.completed
@@ -392,19 +393,19 @@ class ShortPathTest(_SourceMigrationTestCase):
         # Freed before ``completed`` is recorded, its pCPUs could go to
         # an incoming migration while the records still place it here.
         counted = []
-        complete = self.agent.conductor.migration_complete.side_effect
+        complete = self.agent.conductor_api.migration_complete.side_effect
 
         def recording(ctxt, uuid, result=None, detail=None):
             counted.append(self.agent.tracker.instance_uuids())
             return complete(ctxt, uuid, result=result, detail=detail)
-        self.agent.conductor.migration_complete.side_effect = recording
+        self.agent.conductor_api.migration_complete.side_effect = recording
         self._run()
         self.assertEqual([{self.inst.uuid}], counted)
         self.assertEqual(set(), self.agent.tracker.instance_uuids())
 
     def test_running_is_recorded_after_the_destination_prepared(self):
         order = []
-        api, conductor = self.agent.compute_api, self.agent.conductor
+        api, conductor = self.agent.compute_api, self.agent.conductor_api
         api.pre_live_migration.side_effect = \
             lambda ctxt, instance, data: order.append('pre') or data
         running = conductor.migration_set_running.side_effect
@@ -414,7 +415,7 @@ class ShortPathTest(_SourceMigrationTestCase):
         self.assertEqual(['pre', 'running'], order)
 
     def test_older_conductor_gets_the_long_walk(self):
-        conductor = self.agent.conductor
+        conductor = self.agent.conductor_api
         conductor.migration_set_running.side_effect = \
             messaging.UnsupportedVersion('1.3')
         conductor.migration_complete.side_effect = \
@@ -430,7 +431,7 @@ class ShortPathTest(_SourceMigrationTestCase):
         self.assertIs(True, self.results['post-migrating']['emulated'])
 
     def test_lost_answer_to_completed_is_asked_again(self):
-        complete = self.agent.conductor.migration_complete.side_effect
+        complete = self.agent.conductor_api.migration_complete.side_effect
         lost = []
 
         def lose_first(ctxt, uuid, result=None, detail=None):
@@ -438,7 +439,7 @@ class ShortPathTest(_SourceMigrationTestCase):
                 lost.append(uuid)
                 raise messaging.MessagingTimeout()
             return complete(ctxt, uuid, result=result, detail=detail)
-        self.agent.conductor.migration_complete.side_effect = lose_first
+        self.agent.conductor_api.migration_complete.side_effect = lose_first
         self._run()
         self.assertEqual(['running', 'completed'], self.statuses)
         self.agent.compute_api.rollback_live_migration_at_destination.\
@@ -451,7 +452,7 @@ class ShortPathTest(_SourceMigrationTestCase):
             exception.MigrationError(reason='claim gone')
         completed = self.migration.obj_clone()
         completed.status = 'completed'
-        self.agent.conductor.migration_get.return_value = completed
+        self.agent.conductor_api.migration_get.return_value = completed
         self._run()
         self.assertEqual([], self.statuses)
         api = self.agent.compute_api
@@ -459,13 +460,13 @@ class ShortPathTest(_SourceMigrationTestCase):
         api.drop_move_claim_at_destination.assert_not_called()
 
     def test_refused_running_of_a_cancelled_migration_rolls_back(self):
-        self.agent.conductor.migration_set_running.side_effect = \
+        self.agent.conductor_api.migration_set_running.side_effect = \
             exception.InvalidStatusTransition(
                 migration_uuid='m', current='cancelled', requested='running',
                 allowed='nothing')
         cancelled = self.migration.obj_clone()
         cancelled.status = 'cancelled'
-        self.agent.conductor.migration_get.return_value = cancelled
+        self.agent.conductor_api.migration_get.return_value = cancelled
         self._run()
         api = self.agent.compute_api
         api.rollback_live_migration_at_destination.assert_called_once()

@@ -14,11 +14,11 @@ class SourceAgentTestCase(base.TestCase):
         super().setUp()
         self.inst = cbase.instance(host=cbase.SOURCE, pins={0: 2, 1: 10})
         self.agent = cbase.agent(host=cbase.SOURCE, instances=[self.inst])
-        self.agent.conductor.instance_get.return_value = self.inst
+        self.agent.conductor_api.instance_get.return_value = self.inst
 
     def _interrupted(self, status):
         migration = cbase.migration(self.inst, status=status)
-        self.agent.conductor.migration_get_in_progress_by_host.\
+        self.agent.conductor_api.migration_get_in_progress_by_host.\
             return_value = [migration]
         return migration
 
@@ -32,8 +32,8 @@ class ReconcileTest(SourceAgentTestCase):
         api = self.agent.compute_api
         api.rollback_live_migration_at_destination.assert_called_once()
         api.drop_move_claim_at_destination.assert_called_once()
-        self.agent.conductor.migration_set_status.assert_called_once()
-        args = self.agent.conductor.migration_set_status.call_args
+        self.agent.conductor_api.migration_set_status.assert_called_once()
+        args = self.agent.conductor_api.migration_set_status.call_args
         self.assertEqual((migration.uuid, 'failed'), args[0][1:3])
 
     def test_guest_gone_completes(self):
@@ -44,13 +44,13 @@ class ReconcileTest(SourceAgentTestCase):
         self.agent.compute_api.post_live_migration_at_destination.\
             assert_called_once()
         statuses = [c[0][2] for c in
-                    self.agent.conductor.migration_set_status.call_args_list]
+                    self.agent.conductor_api.migration_set_status.call_args_list]
         self.assertEqual(['post-migrating', 'completed'], statuses)
         self.assertEqual(set(), self.agent.tracker.instance_uuids())
 
     def test_guest_gone_completes_in_one_call_with_a_1_3_conductor(self):
         migration = self._interrupted('running')
-        conductor = self.agent.conductor
+        conductor = self.agent.conductor_api
         conductor.supports_short_path.return_value = True
         self.agent.driver.list_guests.return_value = {}
         fixed = reconcile.reconcile_host(self.agent, None)
@@ -72,7 +72,7 @@ class ReconcileTest(SourceAgentTestCase):
         self.agent.driver.list_guests.return_value = {}
         fixed = reconcile.reconcile_host(self.agent, None)
         self.assertIn('power state set to shutdown', fixed[0])
-        self.agent.conductor.instance_update.assert_called_once_with(
+        self.agent.conductor_api.instance_update.assert_called_once_with(
             None, self.inst.uuid, {'power_state': 'shutdown'})
 
     def test_records_and_hypervisor_agree(self):
@@ -87,9 +87,9 @@ class DestinationReconcileTest(base.TestCase):
         self.inst = cbase.instance(host=cbase.SOURCE, pins={0: 2, 1: 10})
         self.agent = cbase.agent(host=cbase.HOST, guests={
             self.inst.uuid: 'guest'})
-        self.agent.conductor.instance_get.return_value = self.inst
+        self.agent.conductor_api.instance_get.return_value = self.inst
         self.migration = cbase.migration(self.inst, status='post-migrating')
-        self.agent.conductor.migration_get_in_progress_by_host.\
+        self.agent.conductor_api.migration_get_in_progress_by_host.\
             return_value = [self.migration]
         self.agent.post_live_migration_at_destination = mock.Mock()
 
@@ -97,7 +97,7 @@ class DestinationReconcileTest(base.TestCase):
         fixed = reconcile.reconcile_host(self.agent, None)
         self.assertIn('completed by the destination', fixed[0])
         self.agent.post_live_migration_at_destination.assert_called_once()
-        args = self.agent.conductor.migration_set_status.call_args[0]
+        args = self.agent.conductor_api.migration_set_status.call_args[0]
         self.assertEqual((self.migration.uuid, 'completed'), args[1:3])
 
     def test_running_is_left_to_the_source(self):
@@ -111,13 +111,13 @@ class OutgoingReconcileTest(SourceAgentTestCase):
 
     def test_abandoned_running_migration_is_rolled_back(self):
         migration = self._interrupted('running')
-        self.agent.conductor.migration_get.return_value = migration
+        self.agent.conductor_api.migration_get.return_value = migration
         fixed = reconcile.reconcile_outgoing(self.agent, None)
         self.assertIn('rolled back', fixed[0])
 
     def test_migration_driven_here_is_left_alone(self):
         migration = self._interrupted('running')
-        self.agent.conductor.migration_get.return_value = migration
+        self.agent.conductor_api.migration_get.return_value = migration
         self.agent._outgoing[migration.uuid] = mock.Mock()
         self.assertEqual([], reconcile.reconcile_outgoing(self.agent, None))
         self.agent.compute_api.rollback_live_migration_at_destination.\
@@ -127,5 +127,5 @@ class OutgoingReconcileTest(SourceAgentTestCase):
         migration = self._interrupted('running')
         ended = migration.obj_clone()
         ended.status = 'completed'
-        self.agent.conductor.migration_get.return_value = ended
+        self.agent.conductor_api.migration_get.return_value = ended
         self.assertEqual([], reconcile.reconcile_outgoing(self.agent, None))

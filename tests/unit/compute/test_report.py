@@ -26,7 +26,7 @@ class BackgroundReporterTest(base.TestCase):
             with self.sent:
                 self.reports.append(report)
                 self.sent.notify_all()
-        self.agent.conductor.report_compute_node_cast.side_effect = cast
+        self.agent.conductor_api.report_compute_node_cast.side_effect = cast
 
     def _wait_reports(self, count):
         with self.sent:
@@ -38,7 +38,7 @@ class BackgroundReporterTest(base.TestCase):
         self.agent.reporter.request('an arrival')
         (report,) = self._wait_reports(1)
         self.assertEqual(self.agent.host, report.host)
-        self.agent.conductor.report_compute_node.assert_not_called()
+        self.agent.conductor_api.report_compute_node.assert_not_called()
 
     def test_requests_during_a_report_coalesce_into_one(self):
         self.agent.reporter.request('first')
@@ -62,7 +62,7 @@ class BackgroundReporterTest(base.TestCase):
                 self.sent.notify_all()
             if len(calls) == 1:
                 raise RuntimeError('broker gone')
-        self.agent.conductor.report_compute_node_cast.side_effect = cast
+        self.agent.conductor_api.report_compute_node_cast.side_effect = cast
         self.agent.reporter.request('first')
         with self.sent:
             self.sent.wait_for(lambda: calls, WAIT_S)

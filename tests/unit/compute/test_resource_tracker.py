@@ -55,7 +55,7 @@ class ResourceTrackerTest(base.TestCase):
                 records['applied'] = True
                 return answer
             return read
-        conductor = agent.tracker.conductor
+        conductor = agent.tracker.conductor_api
         conductor.instance_get_claims_on_host.side_effect = \
             first_read_then_apply([before], [])
         conductor.instance_get_all_by_host.side_effect = \
@@ -106,7 +106,7 @@ class ResourceTrackerTest(base.TestCase):
         agent = cbase.agent(claimed=[holder])
         migration_uuid = holder.migration_context.migration_uuid
         self.assertIsNotNone(agent.tracker.get_claim(migration_uuid))
-        agent.conductor.instance_get_claims_on_host.return_value = []
+        agent.conductor_api.instance_get_claims_on_host.return_value = []
         with self.assertLogs(resource_tracker.__name__, 'WARNING') as logs:
             agent.tracker.update_available_resource(None)
         self.assertIsNone(agent.tracker.get_claim(migration_uuid))
@@ -117,7 +117,7 @@ class ResourceTrackerTest(base.TestCase):
         agent = cbase.agent()
         holder = _claimed(cbase.instance(pins={0: 2, 1: 3}),
                           cbase.new_uuid(), {0: 6, 1: 14})
-        agent.conductor.instance_get_claims_on_host.return_value = [holder]
+        agent.conductor_api.instance_get_claims_on_host.return_value = [holder]
         agent.tracker.update_available_resource(None)
         claim = agent.tracker.get_claim(
             holder.migration_context.migration_uuid)
@@ -133,7 +133,8 @@ class ResourceTrackerTest(base.TestCase):
         def read_then_race(ctxt, host):
             agent.tracker.drop_instance(here.uuid)
             return [here]
-        agent.conductor.instance_get_all_by_host.side_effect = read_then_race
+        conductor_api = agent.conductor_api
+        conductor_api.instance_get_all_by_host.side_effect = read_then_race
         self.assertFalse(agent.tracker.update_available_resource(None))
         self.assertEqual(set(), agent.tracker.instance_uuids())
         self.assertEqual(set(), cbase.pinned(agent.tracker.usage_topology()))

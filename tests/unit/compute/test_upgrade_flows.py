@@ -107,7 +107,7 @@ class DestinationRollbackTest(AgentTestCase):
         migration_dest.check_destination(
             self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
             migration=self.migration)
-        self.agent.conductor.reset_mock()
+        self.agent.conductor_api.reset_mock()
 
     def _rollback(self):
         migration_dest.rollback_at_destination(self.agent, None, self.inst,
@@ -116,12 +116,12 @@ class DestinationRollbackTest(AgentTestCase):
     def test_old_agent_drops_nothing(self):
         self.agent.numa_live_migration = False
         self._rollback()
-        self.agent.conductor.migration_context_drop.assert_not_called()
+        self.agent.conductor_api.migration_context_drop.assert_not_called()
         self.assertEqual('', self.logs.output)
 
     def test_new_agent_without_claim_takes_the_old_path(self):
         self._rollback()
-        self.agent.conductor.migration_context_drop.assert_called_once_with(
+        self.agent.conductor_api.migration_context_drop.assert_called_once_with(
             None, self.inst.uuid, self.migration.uuid,
             dest_host=self.agent.host)
         self.assertTrue(self.old_path_logged(releases.OLD_PATH_DEST_DROP))
@@ -130,7 +130,7 @@ class DestinationRollbackTest(AgentTestCase):
         self._claim()
         self._rollback()
         self.assertEqual([], self.agent.tracker.claims())
-        self.agent.conductor.migration_context_drop.assert_called_once()
+        self.agent.conductor_api.migration_context_drop.assert_called_once()
         self.assertFalse(self.old_path_logged(releases.OLD_PATH_DEST_DROP))
 
 
@@ -169,7 +169,7 @@ class SourceOldPathTest(AgentTestCase):
                             instances=[self.inst.obj_clone()])
         agent.numa_live_migration = self.new
         self.inst.host = cbase.SOURCE
-        agent.conductor.migration_set_status.side_effect = \
+        agent.conductor_api.migration_set_status.side_effect = \
             lambda ctxt, uuid, status, **kw: self.migration
         agent.compute_api.pre_live_migration.side_effect = \
             lambda ctxt, instance, data: data
