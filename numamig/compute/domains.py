@@ -42,7 +42,7 @@ def delete_instance(agent, ctxt, instance):
     :raises MigrationError: the guest is migrating from this host.
     """
     if instance.uuid in {job.instance.uuid for job in
-                         agent.outgoing_jobs()}:
+                         agent.outgoing.jobs()}:
         raise exception.MigrationError(
             reason=f"instance {instance.uuid} is migrating from "
                    f"{agent.host}; abort the migration first")

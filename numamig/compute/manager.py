@@ -8,17 +8,18 @@ only unpack arguments, mark the errors that are part of their contract
 """
 
 from concurrent import futures
-import threading
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import releases
+from numamig.compute import agent as agent_mod
 from numamig.compute import build
 from numamig.compute import domains
 from numamig.compute import migration_dest
 from numamig.compute import migration_source
+from numamig.compute import outgoing
 from numamig.compute import reconcile
 from numamig.compute import report
 from numamig.compute import resource_tracker
@@ -73,9 +74,15 @@ class ComputeManager:
         self.tracker = resource_tracker.ResourceTracker(
             host, driver, conductor_api, strategy=strategy,
             unrecorded_claim_timeout=unrecorded_claim_timeout)
-        self.reporter = report.BackgroundReporter(self)
-        self._outgoing = {}
-        self._outgoing_lock = threading.Lock()
+        self.reporter = report.BackgroundReporter(host, self._cast_report)
+        self.outgoing = outgoing.OutgoingMigrations()
+        # What the flows get: never this manager, so that no flow can
+        # call back into an endpoint or read what it was not given.
+        self.agent = agent_mod.Agent(
+            host=host, driver=driver, tracker=self.tracker,
+            conductor_api=conductor_api, compute_api=compute_api,
+            release=self.release, reporter=self.reporter,
+            outgoing=self.outgoing)
         # Outgoing migrations run here, never in an RPC server thread: a
         # migration lasts minutes, and a pool that waits for it cannot
         # serve the calls (abort, a peer's check) it needs meanwhile.
@@ -90,7 +97,7 @@ class ComputeManager:
         """Connect the driver, recompute usage, reconcile the records."""
         self.driver.init_host(self.host)
         self.tracker.start(ctxt)
-        reconcile.reconcile_host(self, ctxt)
+        reconcile.reconcile_host(self.agent, ctxt)
 
     def stop(self, wait=False):
         """Stop reporting in the background and take no new migrations;
@@ -101,10 +108,14 @@ class ComputeManager:
     def reconcile_outgoing(self, ctxt):
         """Finish outgoing migrations no thread here drives any more
         (periodic: [compute] reconcile_interval)."""
-        reconcile.reconcile_outgoing(self, ctxt)
+        reconcile.reconcile_outgoing(self.agent, ctxt)
 
     def report(self, ctxt):
-        self.conductor_api.report_compute_node(ctxt, report.build(self))
+        """Send this host's report and wait for it to be stored."""
+        report.send(self.agent, ctxt)
+
+    def _cast_report(self, ctxt):
+        report.cast(self.agent, ctxt)
 
     # -- live migration, destination side ---------------------------------
 
@@ -114,18 +125,18 @@ class ComputeManager:
                                            limits=None, source_data=None):
         """Check and claim; idempotent (see migration_dest)."""
         return migration_dest.check_destination(
-            self, ctxt, instance, source_host, migration_uuid,
+            self.agent, ctxt, instance, source_host, migration_uuid,
             migration=migration, limits=limits, source_data=source_data)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def pre_live_migration(self, ctxt, instance, migrate_data):
-        return migration_dest.pre_live_migration(self, ctxt, instance,
+        return migration_dest.pre_live_migration(self.agent, ctxt, instance,
                                                  migrate_data)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def accept_emulated_migration(self, ctxt, instance, migration,
                                   dest_xml):
-        return migration_dest.accept_emulated(self, ctxt, instance,
+        return migration_dest.accept_emulated(self.agent, ctxt, instance,
                                               migration, dest_xml)
 
     @messaging.expected_exceptions(*_EXPECTED)
@@ -133,18 +144,18 @@ class ComputeManager:
                                            records_by_source=False):
         """Adopt the arrived guest; idempotent (see migration_dest)."""
         return migration_dest.post_at_destination(
-            self, ctxt, instance, migration,
+            self.agent, ctxt, instance, migration,
             records_by_source=records_by_source)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def rollback_live_migration_at_destination(self, ctxt, instance,
                                                migration):
-        migration_dest.rollback_at_destination(self, ctxt, instance,
+        migration_dest.rollback_at_destination(self.agent, ctxt, instance,
                                                migration)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def drop_move_claim_at_destination(self, ctxt, instance, migration):
-        migration_dest.drop_claim(self, ctxt, instance, migration.uuid)
+        migration_dest.drop_claim(self.agent, ctxt, instance, migration.uuid)
 
     # -- live migration, source side --------------------------------------
 
@@ -154,7 +165,7 @@ class ComputeManager:
         asked by the conductor (API 1.3) or by a destination asked the
         way before. Reads only: a repeated request gets the same answer.
         """
-        return migration_source.check_source(self, ctxt, instance,
+        return migration_source.check_source(self.agent, ctxt, instance,
                                              dest_check_data)
 
     def live_migration(self, ctxt, instance, migration, migrate_data):
@@ -165,24 +176,21 @@ class ComputeManager:
         or waits to run is not taken twice, and one that ran already
         finds its status moved on and does nothing (SourceMigration).
         """
-        job = migration_source.SourceMigration(self, ctxt, instance,
-                                               migration, migrate_data)
-        with self._outgoing_lock:
-            if migration.uuid in self._outgoing:
-                LOG.info("%s: migration %s is already running here; the "
-                         "repeated start request is ignored", self.host,
-                         migration.uuid)
-                return
-            # Registered before it can move past queued, as
-            # reconcile_outgoing requires.
-            self._outgoing[migration.uuid] = job
+        job = migration_source.SourceMigration(
+            self.agent, ctxt, instance, migration, migrate_data)
+        # Registered before it can move past queued, as
+        # reconcile_outgoing requires.
+        if not self.outgoing.register(job):
+            LOG.info("%s: migration %s is already running here; the "
+                     "repeated start request is ignored", self.host,
+                     migration.uuid)
+            return
         try:
             self._migrations.submit(self._run_outgoing, job)
         except RuntimeError:
             # Shut down: nothing ran; the conductor fails it once it
             # stayed queued too long, and the restarted agent is free.
-            with self._outgoing_lock:
-                self._outgoing.pop(migration.uuid, None)
+            self.outgoing.unregister(migration.uuid)
             LOG.error("%s: migration %s not started: the agent is "
                       "stopping", self.host, migration.uuid)
 
@@ -190,8 +198,7 @@ class ComputeManager:
         try:
             job.run()
         finally:
-            with self._outgoing_lock:
-                self._outgoing.pop(job.migration.uuid, None)
+            self.outgoing.unregister(job.migration.uuid)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_abort(self, ctxt, instance, migration):
@@ -204,33 +211,22 @@ class ComputeManager:
         self.driver.live_migration_force_complete(instance.uuid)
 
     def _outgoing_job(self, migration):
-        with self._outgoing_lock:
-            job = self._outgoing.get(migration.uuid)
+        job = self.outgoing.get(migration.uuid)
         if job is None:
             raise exception.MigrationError(
                 reason=f"migration {migration.uuid} is not running on "
                        f"source host {self.host}")
         return job
 
-    def outgoing_migrations(self):
-        """uuids of the migrations this host is running as source."""
-        with self._outgoing_lock:
-            return set(self._outgoing)
-
-    def outgoing_jobs(self):
-        """The SourceMigrations this host is running."""
-        with self._outgoing_lock:
-            return list(self._outgoing.values())
-
     # -- guests -------------------------------------------------------------
 
     @messaging.expected_exceptions(*_EXPECTED)
     def build_instance(self, ctxt, instance, limits=None):
-        return build.build_instance(self, ctxt, instance, limits)
+        return build.build_instance(self.agent, ctxt, instance, limits)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def adopt_guests(self, ctxt):
-        return build.adopt_guests(self)
+        return build.adopt_guests(self.agent)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def get_domain_xml(self, ctxt, instance_uuid):
@@ -238,8 +234,8 @@ class ComputeManager:
 
     @messaging.expected_exceptions(*_EXPECTED)
     def list_domains(self, ctxt):
-        return domains.list_domains(self)
+        return domains.list_domains(self.agent)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def delete_instance(self, ctxt, instance):
-        return domains.delete_instance(self, ctxt, instance)
+        return domains.delete_instance(self.agent, ctxt, instance)

@@ -1,9 +1,9 @@
 """The destination's side of a live migration: check, claim, adopt, undo.
 
-Every function takes the agent (the ComputeManager: host, driver,
-tracker, conductor and compute RPC clients) first. Whether NUMA-aware
-live migration is used is decided by flags in LiveMigrateData, each side
-setting only what it can know (see the spec's upgrade table):
+Every function takes the agent (numamig.compute.agent.Agent: host,
+driver, tracker, conductor and compute RPC clients) first. Whether
+NUMA-aware live migration is used is decided by flags in LiveMigrateData,
+each side setting only what it can know (see the spec's upgrade table):
 
 * the destination offers it (``dst_supports_numa_live_migration``) only
   when the conductor sent the migration, i.e. could send API 1.1;

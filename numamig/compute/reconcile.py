@@ -25,6 +25,7 @@ Everything it changes is logged.
 from oslo_log import log as logging
 
 from numamig import exception
+from numamig.compute import migration_dest
 from numamig.compute import migration_source
 from numamig.compute import report
 from numamig.objects import fields
@@ -73,11 +74,11 @@ def reconcile_outgoing(agent, ctxt):
             ctxt, agent.host):
         if migration.source_host != agent.host or \
                 migration.status not in _INTERRUPTED or \
-                migration.uuid in agent.outgoing_migrations():
+                migration.uuid in agent.outgoing.uuids():
             continue
         current = agent.conductor_api.migration_get(ctxt, migration.uuid)
         if current.status not in _INTERRUPTED or \
-                current.uuid in agent.outgoing_migrations():
+                current.uuid in agent.outgoing.uuids():
             continue
         fixed += _guarded(agent, current, lambda m=current: [
             _end_interrupted(agent, ctxt, m, agent.driver.list_guests())])
@@ -86,7 +87,7 @@ def reconcile_outgoing(agent, ctxt):
 
 
 def _at_start(agent, ctxt, migration, guests):
-    if migration.uuid in agent.outgoing_migrations():
+    if migration.uuid in agent.outgoing.uuids():
         return []
     if migration.source_host == agent.host:
         if migration.status in _INTERRUPTED:
@@ -133,7 +134,7 @@ def _end_interrupted(agent, ctxt, migration, guests):
 def _complete_incoming(agent, ctxt, migration):
     """The guest arrived here and the source stopped before finishing."""
     instance = agent.conductor_api.instance_get(ctxt, migration.instance_uuid)
-    agent.post_live_migration_at_destination(ctxt, instance, migration)
+    migration_dest.post_at_destination(agent, ctxt, instance, migration)
     _set_final(agent, ctxt, migration, STATUS.COMPLETED,
                detail=f"completed by destination {agent.host} after an "
                       f"interruption")

@@ -39,6 +39,16 @@ def build(agent):
         reported_at=timeutils.utcnow(with_timezone=True))
 
 
+def send(agent, ctxt):
+    """Report now and wait until the conductor stored it."""
+    agent.conductor_api.report_compute_node(ctxt, build(agent))
+
+
+def cast(agent, ctxt):
+    """Report now without waiting for any answer (or any RPC pool)."""
+    agent.conductor_api.report_compute_node_cast(ctxt, build(agent))
+
+
 def send_now(agent, ctxt, why):
     """Report at once after this host's guests changed; best effort.
 
@@ -47,7 +57,7 @@ def send_now(agent, ctxt, why):
     failure is logged; the periodic report catches up.
     """
     try:
-        agent.report(ctxt)
+        send(agent, ctxt)
     except Exception as exc:  # noqa: BLE001 - advisory, logged
         LOG.warning("%s: report after %s failed: %s", agent.host, why, exc)
 
@@ -73,8 +83,11 @@ class BackgroundReporter:
     when stopped.
     """
 
-    def __init__(self, agent):
-        self._agent = agent
+    def __init__(self, host, send_report):
+        """:param send_report: called with a request context to send one
+            report (report.cast with the agent, in a compute agent)."""
+        self._host = host
+        self._send_report = send_report
         self._wanted = threading.Event()
         self._stopped = threading.Event()
         self._lock = threading.Lock()
@@ -88,7 +101,7 @@ class BackgroundReporter:
             if self._thread is None and not self._stopped.is_set():
                 self._thread = threading.Thread(
                     target=self._run, daemon=True,
-                    name=f'numamig-compute-{self._agent.host}-reporter')
+                    name=f'numamig-compute-{self._host}-reporter')
                 self._thread.start()
         self._wanted.set()
 
@@ -115,14 +128,13 @@ class BackgroundReporter:
                 self._send(ctxt, reasons)
             except BaseException as exc:  # noqa: BLE001 - a dead agent
                 # (numamig.crash) ends its reporter with it.
-                LOG.debug("%s: reporter stopped: %s", self._agent.host, exc)
+                LOG.debug("%s: reporter stopped: %s", self._host, exc)
                 return
 
     def _send(self, ctxt, reasons):
         try:
-            self._agent.conductor_api.report_compute_node_cast(
-                ctxt, build(self._agent))
+            self._send_report(ctxt)
             self.sent += 1
         except Exception as exc:  # noqa: BLE001 - advisory, logged
-            LOG.warning("%s: report after %s failed: %s", self._agent.host,
+            LOG.warning("%s: report after %s failed: %s", self._host,
                         '; '.join(reasons), exc)

@@ -112,7 +112,7 @@ class OldAgentServerTest(base.TestCase):
         self.rpc = self.useFixture(rpc_fixture.RPCFixture(
             self.transport_kind))
         old = releases.RELEASES[1]
-        self.agent = cbase.agent()
+        self.agent = cbase.manager()
         self.agent.driver.get_domain_xml.return_value = '<domain/>'
         topic = self.rpc.topic('compute')
         server = rpc.get_server(

@@ -48,7 +48,7 @@ class ReleaseTableTest(base.TestCase):
                           NEW.object_versions))
 
     def test_old_methods_are_the_current_ones_but_the_drop(self):
-        manager_methods = {name for name in dir(cbase.agent())
+        manager_methods = {name for name in dir(cbase.manager())
                            if name in OLD.compute_methods}
         self.assertEqual(OLD.compute_methods, manager_methods)
         self.assertNotIn('drop_move_claim_at_destination',
@@ -106,7 +106,7 @@ class ReleaseEndpointsTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.agent = cbase.agent()
+        self.agent = cbase.manager()
         (self.endpoints,) = releases.endpoints_for(self.agent, OLD)
 
     def test_serves_api_1_0(self):

@@ -1,14 +1,17 @@
 """Builders for compute agent tests: hosts, instances, a mocked agent.
 
 The driver, the conductor client and the compute client are mocks; the
-resource tracker, the claims and the NUMA engine are real.
+resource tracker, the claims and the NUMA engine are real. Flows get
+``agent()`` (what a ComputeManager hands them), endpoints ``manager()``.
 """
 
+import dataclasses
 from unittest import mock
 import uuid
 
 from numamig import objects
-from numamig.compute import manager
+from numamig import releases
+from numamig.compute import manager as manager_mod
 from tests.unit.numa import hosts
 
 HOST = 'dst'
@@ -58,8 +61,20 @@ def migration(inst, dest_host=HOST, **overrides):
         status=overrides.pop('status', 'accepted'), **overrides)
 
 
-def agent(host=HOST, topology=None, instances=(), claimed=(),
-          guests=None):
+def agent(**kwargs):
+    """The Agent the flows of a ``manager(**kwargs)`` get."""
+    return manager(**kwargs).agent
+
+
+def as_release(agent_, new):
+    """``agent_`` behaving as the current release (``new``) or the one
+    before NUMA-aware live migration."""
+    release = releases.RELEASES[max(releases.RELEASES) if new else 1]
+    return dataclasses.replace(agent_, release=release)
+
+
+def manager(host=HOST, topology=None, instances=(), claimed=(),
+            guests=None):
     """A ComputeManager whose driver, conductor and peers are mocks.
 
     :param instances: Instances the conductor's records put on the host.
@@ -83,7 +98,8 @@ def agent(host=HOST, topology=None, instances=(), claimed=(),
     conductor.supports_short_path.return_value = False
     compute_api = mock.Mock(name='compute_api')
     compute_api.supports_numa_live_migration.return_value = True
-    result = manager.ComputeManager(host, driver, conductor, compute_api)
+    result = manager_mod.ComputeManager(host, driver, conductor,
+                                        compute_api)
     result.tracker.start(mock.sentinel.ctxt)
     return result
 

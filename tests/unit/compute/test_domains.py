@@ -49,7 +49,8 @@ class DeleteInstanceTest(base.TestCase):
         self.assertEqual(set(), self.agent.tracker.instance_uuids())
 
     def test_refused_while_migrating_from_here(self):
-        self.agent._outgoing['m'] = mock.Mock(instance=self.inst)
+        self.agent.outgoing.register(mock.Mock(
+            instance=self.inst, migration=mock.Mock(uuid='m')))
         self.assertRaises(exception.MigrationError, domains.delete_instance,
                           self.agent, None, self.inst)
         self.agent.driver.destroy.assert_not_called()

@@ -30,7 +30,7 @@ class LiveMigrationExecutorTest(base.TestCase):
         self.addCleanup(self.release.set)
 
     def _agent(self, **kwargs):
-        mocked = cbase.agent(host=cbase.SOURCE)
+        mocked = cbase.manager(host=cbase.SOURCE)
         agent = manager.ComputeManager(
             cbase.SOURCE, mocked.driver, mocked.conductor_api,
             mocked.compute_api, **kwargs)
@@ -53,11 +53,11 @@ class LiveMigrationExecutorTest(base.TestCase):
         agent = self._agent()
         migration = self._cast(agent)
         # The handler returned while the run still waits for release.
-        self.assertEqual({migration.uuid}, agent.outgoing_migrations())
+        self.assertEqual({migration.uuid}, agent.outgoing.uuids())
         self.release.set()
         agent.stop(wait=True)
         self.assertEqual([migration.uuid], self.started)
-        self.assertEqual(set(), agent.outgoing_migrations())
+        self.assertEqual(set(), agent.outgoing.uuids())
 
     def test_a_repeated_start_is_not_run_twice(self):
         agent = self._agent()
@@ -74,7 +74,7 @@ class LiveMigrationExecutorTest(base.TestCase):
         self.assertEqual(2, len(self._wait_started(2)))
         # The third waits for a free worker, registered meanwhile.
         self.assertEqual(2, len(self.started))
-        self.assertEqual(3, len(agent.outgoing_migrations()))
+        self.assertEqual(3, len(agent.outgoing.uuids()))
         self.release.set()
         self.assertEqual(3, len(self._wait_started(3)))
 

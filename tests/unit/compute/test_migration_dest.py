@@ -1,5 +1,6 @@
 """Tests of numamig.compute.migration_dest: the destination's side."""
 
+import dataclasses
 from unittest import mock
 
 from numamig import exception
@@ -60,7 +61,7 @@ class CheckDestinationTest(base.TestCase):
         self.assertEqual([], self.agent.tracker.claims())
 
     def test_old_release_agent_offers_nothing(self):
-        self.agent.numa_live_migration = False
+        self.agent = cbase.as_release(self.agent, new=False)
         data = self._check()
         self.assertFalse(data.dst_supports_numa_live_migration)
         self.assertEqual([], self.agent.tracker.claims())
@@ -244,7 +245,8 @@ class PostRecordedBySourceTest(base.TestCase):
     def setUp(self):
         super().setUp()
         self.agent = cbase.agent()
-        self.agent.reporter = mock.Mock(name='reporter')
+        self.agent = dataclasses.replace(
+            self.agent, reporter=mock.Mock(name='reporter'))
         self.inst = cbase.instance(pins={0: 2, 1: 10})
         self.migration = cbase.migration(self.inst)
         self.agent.driver.build_migrate_info.return_value = \

@@ -30,7 +30,7 @@ class CheckSourceFlagTest(base.TestCase):
 
     def test_flag(self):
         agent = cbase.agent(host=cbase.SOURCE)
-        agent.numa_live_migration = self.new
+        agent = cbase.as_release(agent, new=self.new)
         agent.compute_api.supports_numa_live_migration.return_value = \
             self.can_send
         inst = cbase.instance()

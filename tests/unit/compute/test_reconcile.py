@@ -2,6 +2,7 @@
 
 from unittest import mock
 
+from numamig.compute import migration_dest
 from numamig.compute import reconcile
 from tests import base
 from tests.unit.compute import base as cbase
@@ -91,19 +92,20 @@ class DestinationReconcileTest(base.TestCase):
         self.migration = cbase.migration(self.inst, status='post-migrating')
         self.agent.conductor_api.migration_get_in_progress_by_host.\
             return_value = [self.migration]
-        self.agent.post_live_migration_at_destination = mock.Mock()
+        self.arrived = mock.Mock()
+        self.patch(migration_dest, 'post_at_destination', self.arrived)
 
     def test_post_migrating_guest_here_is_completed(self):
         fixed = reconcile.reconcile_host(self.agent, None)
         self.assertIn('completed by the destination', fixed[0])
-        self.agent.post_live_migration_at_destination.assert_called_once()
+        self.arrived.assert_called_once()
         args = self.agent.conductor_api.migration_set_status.call_args[0]
         self.assertEqual((self.migration.uuid, 'completed'), args[1:3])
 
     def test_running_is_left_to_the_source(self):
         self.migration.status = 'running'
         self.assertEqual([], reconcile.reconcile_host(self.agent, None))
-        self.agent.post_live_migration_at_destination.assert_not_called()
+        self.arrived.assert_not_called()
 
 
 class OutgoingReconcileTest(SourceAgentTestCase):
@@ -118,7 +120,7 @@ class OutgoingReconcileTest(SourceAgentTestCase):
     def test_migration_driven_here_is_left_alone(self):
         migration = self._interrupted('running')
         self.agent.conductor_api.migration_get.return_value = migration
-        self.agent._outgoing[migration.uuid] = mock.Mock()
+        self.agent.outgoing.register(mock.Mock(migration=migration))
         self.assertEqual([], reconcile.reconcile_outgoing(self.agent, None))
         self.agent.compute_api.rollback_live_migration_at_destination.\
             assert_not_called()

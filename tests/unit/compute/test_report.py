@@ -12,8 +12,9 @@ class BackgroundReporterTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.agent = cbase.agent()
-        self.addCleanup(self.agent.stop)
+        self.manager = cbase.manager()
+        self.agent = self.manager.agent
+        self.addCleanup(self.manager.stop)
         self.sent = threading.Condition()
         self.reports = []
         self.gate = threading.Event()

@@ -88,7 +88,7 @@ class DestinationAnswerTest(AgentTestCase):
                       self.logs.output)
 
     def test_old_agent_logs_no_decision(self):
-        self.agent.numa_live_migration = False
+        self.agent = cbase.as_release(self.agent, new=False)
         self._check(migration=False)
         self.assertEqual('', self.logs.output)
 
@@ -114,7 +114,7 @@ class DestinationRollbackTest(AgentTestCase):
                                                self.migration)
 
     def test_old_agent_drops_nothing(self):
-        self.agent.numa_live_migration = False
+        self.agent = cbase.as_release(self.agent, new=False)
         self._rollback()
         self.agent.conductor_api.migration_context_drop.assert_not_called()
         self.assertEqual('', self.logs.output)
@@ -146,7 +146,7 @@ class SourceAnswerTest(AgentTestCase):
 
     def test_answer(self):
         agent = cbase.agent(host=cbase.SOURCE)
-        agent.numa_live_migration = self.new
+        agent = cbase.as_release(agent, new=self.new)
         agent.driver.list_guests.return_value = {self.inst.uuid: 'g'}
         dest_check_data = samples.live_migrate_data()
         dest_check_data.src_supports_numa_live_migration = False
@@ -167,7 +167,7 @@ class SourceOldPathTest(AgentTestCase):
     def test_copied_xml_and_kept_usage(self):
         agent = cbase.agent(host=cbase.SOURCE,
                             instances=[self.inst.obj_clone()])
-        agent.numa_live_migration = self.new
+        agent = cbase.as_release(agent, new=self.new)
         self.inst.host = cbase.SOURCE
         agent.conductor_api.migration_set_status.side_effect = \
             lambda ctxt, uuid, status, **kw: self.migration

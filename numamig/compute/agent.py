@@ -1,0 +1,49 @@
+"""What a compute agent's flows use, and nothing more.
+
+The flows (migration_dest, migration_source, reconcile, build, domains,
+report) used to receive the whole ComputeManager and reach into it.
+They receive an ``Agent`` instead: the parts of one agent they read,
+fixed when the agent starts. A flow cannot call back into an RPC
+endpoint, and a unit test builds exactly these parts.
+"""
+
+import dataclasses
+
+from numamig import releases
+from numamig.compute import outgoing as outgoing_mod
+from numamig.compute import resource_tracker
+
+
+@dataclasses.dataclass(frozen=True)
+class Agent:
+    """One compute agent (one host) as its flows see it.
+
+    :param host: the host's name, as the records and peers know it.
+    :param driver: the virt driver of this host.
+    :param tracker: this host's ResourceTracker (usage and claims).
+    :param conductor_api: the conductor's RPC client.
+    :param compute_api: the RPC client to other compute agents.
+    :param release: the release this agent behaves as
+        (numamig.releases; the current one but in upgrade tests).
+    :param reporter: sends a report soon after a guest changed here
+        (report.BackgroundReporter, or anything with ``request(why)``).
+    :param outgoing: the migrations this host runs as source.
+    """
+
+    host: str
+    driver: object
+    tracker: resource_tracker.ResourceTracker
+    conductor_api: object
+    compute_api: object
+    release: releases.Release
+    reporter: object
+    outgoing: outgoing_mod.OutgoingMigrations
+
+    @property
+    def numa_live_migration(self):
+        """Whether this agent takes part in NUMA-aware live migration."""
+        return self.release.numa_live_migration
+
+    @property
+    def service_version(self):
+        return self.release.service_version
