@@ -62,10 +62,12 @@ def _report(host, topology, now):
 
 
 class StubComputeAPI:
-    """Agents that answer every check at once and claim what fits."""
+    """Agents that answer every check at once and claim what fits.
 
-    def __init__(self, conductor):
-        self.conductor = conductor
+    ``conductor`` is set once the conductor that holds this client exists.
+    """
+
+    conductor = None
 
     def supports_conductor_checks(self):
         return True
@@ -136,9 +138,10 @@ def conductor_on(db):
                 'limits': None,
                 'admission': queue.Limits(total=10 ** 6, per_source=10 ** 6,
                                           per_dest=10 ** 6, queued=10 ** 6)}
+    stub = StubComputeAPI()
     conductor = conductor_manager.ConductorManager(
-        db, cache, nm_scheduler.Scheduler(cache), None, settings)
-    conductor.compute_api = StubComputeAPI(conductor)
+        db, cache, nm_scheduler.Scheduler(cache), stub, settings)
+    stub.conductor = conductor
     conductor.load_reports()
     return conductor
 

@@ -80,6 +80,17 @@ def _drop_server(server):
                      daemon=True).start()
 
 
+def sever_link(parts, name, dead):
+    """Replace a link in the frozen parts a service's flows hold.
+
+    The flows' parts (compute.agent.Agent, conductor.worker.Worker) are
+    frozen so that no flow changes them; a crash is the one thing that
+    does, as the death of a process would, and it must reach the flows
+    already running with those very parts.
+    """
+    object.__setattr__(parts, name, dead)
+
+
 def crash_agent(svc):
     """Kill a ComputeService: no more RPC, driver or conductor for it."""
     owner = f"compute agent {svc.host}"
@@ -89,6 +100,7 @@ def crash_agent(svc):
     sever_rpc_client(manager.compute_api, owner)
     manager.driver = Dead(owner, 'hypervisor connection')
     manager.tracker.driver = manager.driver
+    sever_link(manager.agent, 'driver', manager.driver)
     LOG.warning("SIMULATED CRASH of %s", owner)
 
 
@@ -104,4 +116,5 @@ def crash_conductor(svc):
     sever_rpc_client(manager.compute_api, owner)
     manager.db = Dead(owner, 'database')
     svc.executor.db = manager.db
+    sever_link(manager.worker, 'db', manager.db)
     LOG.warning("SIMULATED CRASH of %s", owner)

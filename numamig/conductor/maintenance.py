@@ -5,7 +5,8 @@ They go through the conductor, not straight to the database, so that
 the agents and the scheduler's cache change together with the records:
 a deleted guest's usage is released on its host, a healed claim leaves
 the destination agent's memory and the cache's reservations too.
-Every function takes the ConductorManager first.
+Every function takes the conductor's Worker first
+(numamig.conductor.worker).
 """
 
 from oslo_log import log as logging
@@ -21,7 +22,7 @@ LOG = logging.getLogger(__name__)
 DELETING = 'deleting'
 
 
-def delete_instance(manager, ctxt, instance_uuid):
+def delete_instance(worker, ctxt, instance_uuid):
     """Destroy an instance's guest, release its usage, drop its record.
 
     Idempotent: an instance no longer recorded is not an error. The
@@ -33,7 +34,7 @@ def delete_instance(manager, ctxt, instance_uuid):
     :raises InstanceBusy: a migration of it is in progress.
     :raises Invalid: its agent is too old to delete guests.
     """
-    db = manager.db
+    db = worker.db
     try:
         record = instances.get(db, instance_uuid)
     except exception.InstanceNotFound:
@@ -48,25 +49,25 @@ def delete_instance(manager, ctxt, instance_uuid):
     try:
         _check_not_migrating(db, instance)
         if instance.host:
-            _delete_on_host(manager, ctxt, instance)
+            _delete_on_host(worker, ctxt, instance)
     except BaseException:
         instances.update(db, instance_uuid, {'task_state': previous})
         raise
     instances.destroy(db, instance_uuid)
     if instance.host:
-        _forget_in_cache(manager, instance.host, instance_uuid)
+        _forget_in_cache(worker, instance.host, instance_uuid)
     LOG.info("Deleted instance %s (%s) from %s", instance_uuid,
              instance.name, instance.host or 'no host')
     return True
 
 
-def _forget_in_cache(manager, host, instance_uuid):
+def _forget_in_cache(worker, host, instance_uuid):
     """The scheduler's view of ``host`` without the deleted guest."""
-    manager.cache.release(host, instance_uuid)
+    worker.cache.release(host, instance_uuid)
     guests = [(r.instance.project_id, r.instance.uuid)
-              for r in instances.get_all(manager.db, host=host)]
+              for r in instances.get_all(worker.db, host=host)]
     try:
-        manager.cache.set_guests(host, guests)
+        worker.cache.set_guests(host, guests)
     except exception.HostNotFound:
         pass  # never reported: the cache knows nothing of it
 
@@ -81,10 +82,10 @@ def _check_not_migrating(db, instance):
                    f"for it to end or abort it")
 
 
-def _delete_on_host(manager, ctxt, instance):
+def _delete_on_host(worker, ctxt, instance):
     try:
-        manager.compute_api.delete_instance(
-            ctxt, instance, timeout=manager.check_timeout)
+        worker.compute_api.delete_instance(
+            ctxt, instance, timeout=worker.check_timeout)
     except messaging.UnsupportedVersion as exc:
         raise exception.Invalid(
             reason=f"compute host {instance.host} cannot delete instance "
@@ -93,7 +94,7 @@ def _delete_on_host(manager, ctxt, instance):
                    f"first") from exc
 
 
-def heal_claims(manager, ctxt, dry_run=False):
+def heal_claims(worker, ctxt, dry_run=False):
     """Find leaked claims and, unless ``dry_run``, release them everywhere.
 
     Each release is conditional on the migration holding the claim (see
@@ -102,34 +103,34 @@ def heal_claims(manager, ctxt, dry_run=False):
 
     :returns: {'found', 'released', 'skipped'}: lists of Finding dicts.
     """
-    found = audit_claims.leaked(manager.db)
+    found = audit_claims.leaked(worker.db)
     released, skipped = ([], []) if dry_run else \
-        audit_claims.heal(manager.db, found)
+        audit_claims.heal(worker.db, found)
     for finding in released:
-        _forget_on_agent(manager, ctxt, finding)
+        _forget_on_agent(worker, ctxt, finding)
     return {'found': [f.as_dict() for f in found],
             'released': [f.as_dict() for f in released],
             'skipped': [f.as_dict() for f in skipped]}
 
 
-def _forget_on_agent(manager, ctxt, finding):
+def _forget_on_agent(worker, ctxt, finding):
     instance_uuid, migration_uuid = finding.instance_uuids
-    manager.cache.release(finding.host, instance_uuid)
+    worker.cache.release(finding.host, instance_uuid)
     try:
-        instance = instances.get(manager.db, instance_uuid).instance
+        instance = instances.get(worker.db, instance_uuid).instance
         target = objects.Migration(
             uuid=migration_uuid, instance_uuid=instance_uuid,
             source_host=instance.host or finding.host,
             dest_host=finding.host)
-        manager.compute_api.drop_move_claim_at_destination(
-            ctxt, instance, target, timeout=manager.check_timeout)
+        worker.compute_api.drop_move_claim_at_destination(
+            ctxt, instance, target, timeout=worker.check_timeout)
     except Exception as exc:  # noqa: BLE001 - best effort, logged
         LOG.warning("Healed claim of migration %s: %s did not confirm "
                     "dropping it (%s); it does at its next usage "
                     "recompute", migration_uuid, finding.host, exc)
 
 
-def host_domains(manager, ctxt, host):
+def host_domains(worker, ctxt, host):
     """Every domain of ``host`` with its live and persistent XML.
 
     An agent older than compute API 1.2 cannot list its domains: the
@@ -138,20 +139,20 @@ def host_domains(manager, ctxt, host):
 
     :raises HostNotFound: ``host`` never reported.
     """
-    manager.cache.get(host)
+    worker.cache.get(host)
     try:
-        return manager.compute_api.list_domains(
-            ctxt, host, timeout=manager.check_timeout)
+        return worker.compute_api.list_domains(
+            ctxt, host, timeout=worker.check_timeout)
     except messaging.UnsupportedVersion:
         LOG.info("Compute host %s cannot list its domains (older than "
                  "compute API 1.2): reading its recorded guests only",
                  host)
     domains = []
-    for record in instances.get_all(manager.db, host=host):
+    for record in instances.get_all(worker.db, host=host):
         entry = {'uuid': record.instance.uuid, 'name': record.instance.name,
                  'live_xml': None, 'persistent_xml': None, 'error': None}
         try:
-            entry['live_xml'] = manager.compute_api.get_domain_xml(
+            entry['live_xml'] = worker.compute_api.get_domain_xml(
                 ctxt, host, record.instance.uuid)
         except Exception as exc:  # noqa: BLE001 - reported per guest
             entry['error'] = f"domain XML not read: {exc}"

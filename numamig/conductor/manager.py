@@ -6,8 +6,6 @@ consistent); operators start, follow and stop migrations and create or
 adopt instances through it (tasks/).
 """
 
-import threading
-
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
@@ -20,6 +18,7 @@ from numamig import releases
 from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor import worker as worker_mod
 from numamig.conductor.tasks import build
 from numamig.conductor.tasks import dry_run
 from numamig.conductor.tasks import live_migrate
@@ -33,9 +32,7 @@ from numamig.objects import service as service_obj
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
 
-# Admission when the service gives none (tests driving a manager).
-DEFAULT_ADMISSION = queue.Limits(total=64, per_source=4, per_dest=4,
-                                 queued=10000)
+DEFAULT_ADMISSION = worker_mod.DEFAULT_ADMISSION
 
 _EXPECTED = (exception.MigrationError, exception.Invalid,
              exception.NotFound, exception.ConcurrentUpdate,
@@ -65,18 +62,19 @@ class ConductorManager:
             service_version or service_obj.SERVICE_VERSION)
         self.db = db
         self.cache = cache
-        self.scheduler = scheduler
         self.compute_api = compute_api
-        self.migrate_max_retries = settings['migrate_max_retries']
-        self.check_timeout = settings['check_timeout']
-        self.limits = settings.get('limits')
-        self.enable_numa_live_migration_workaround = settings.get(
-            'enable_numa_live_migration_workaround', False)
         self.admission = settings.get('admission') or DEFAULT_ADMISSION
-        # The highest report change number this worker's cache has taken
-        # (see records.sync_reports); -1: none yet.
-        self.reports_seen = -1
-        self.reports_lock = threading.Lock()
+        # What the flows get: never this manager, so that no flow can
+        # call an endpoint or read what it was not given.
+        self.worker = worker_mod.Worker(
+            db=db, cache=cache, scheduler=scheduler, compute_api=compute_api,
+            release=self.release, migration_ended=self.migration_ended,
+            migrate_max_retries=settings['migrate_max_retries'],
+            check_timeout=settings['check_timeout'],
+            limits=settings.get('limits'),
+            enable_numa_live_migration_workaround=settings.get(
+                'enable_numa_live_migration_workaround', False),
+            admission=self.admission)
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).
         self.executor = None
@@ -88,13 +86,13 @@ class ConductorManager:
         Each report counts as received when it was made, so that a host
         that died with the previous conductor does not look up.
         """
-        records.sync_reports(self)
+        records.sync_reports(self.worker)
 
     def end_stalled_migrations(self, ctxt):
         """End migrations a dead conductor worker (or a source that lost
         its cast) left behind; at start and periodically."""
         return records.end_stalled_migrations(
-            self, ctxt, timeutils.utcnow(with_timezone=True))
+            self.worker, ctxt, timeutils.utcnow(with_timezone=True))
 
     def ping(self, ctxt):
         """Answer agents waiting for a conductor at their start."""
@@ -104,7 +102,7 @@ class ConductorManager:
 
     @messaging.expected_exceptions(*_EXPECTED)
     def report_compute_node(self, ctxt, report):
-        records.save_report(self, report)
+        records.save_report(self.worker, report)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_get(self, ctxt, instance_uuid):
@@ -122,12 +120,12 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_set_placement(self, ctxt, instance_uuid, host,
                                numa_topology):
-        return records.set_placement(self, instance_uuid, host,
+        return records.set_placement(self.worker, instance_uuid, host,
                                      numa_topology)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_update(self, ctxt, instance_uuid, values):
-        return records.update_instance(self, instance_uuid, values)
+        return records.update_instance(self.worker, instance_uuid, values)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get(self, ctxt, migration_uuid):
@@ -147,7 +145,7 @@ class ConductorManager:
         changed); a sender whose first request's answer was lost reads
         the status and counts it done (SourceMigration._set_status).
         """
-        return records.set_status(self, migration_uuid, status,
+        return records.set_status(self.worker, migration_uuid, status,
                                   detail=detail, error=error, result=result)
 
     @messaging.expected_exceptions(*_EXPECTED)
@@ -156,7 +154,7 @@ class ConductorManager:
         """``completed``, the run's result and the applied claim, in one
         transaction (API 1.3). Idempotent: a redelivered request finds
         the migration completed and returns it."""
-        return records.complete(self, migration_uuid, result=result,
+        return records.complete(self.worker, migration_uuid, result=result,
                                 detail=detail)
 
     def migration_update_progress(self, ctxt, migration_uuid, progress):
@@ -166,7 +164,7 @@ class ConductorManager:
 
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_set(self, ctxt, context):
-        records.set_migration_context(self, context)
+        records.set_migration_context(self.worker, context)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_drop(self, ctxt, instance_uuid, migration_uuid,
@@ -202,12 +200,12 @@ class ConductorManager:
             raise exception.InstanceBusy(
                 instance_uuid=instance_uuid, action='migrated',
                 reason="it is being deleted")
-        records.sync_reports(self)
+        records.sync_reports(self.worker)
         migration = objects.Migration(
             uuid=uuidutils.generate_uuid(), instance_uuid=instance_uuid,
             source_host=instance.host, requested_host=dest_host,
             status=STATUS.ACCEPTED, priority=priority or 0)
-        live_migrate.LiveMigrationTask(ctxt, self, instance,
+        live_migrate.LiveMigrationTask(ctxt, self.worker, instance,
                                        migration).precheck()
         migration = migrations.create(self.db, migration,
                                       max_queued=self.admission.queued)
@@ -250,9 +248,9 @@ class ConductorManager:
         if migration.status != STATUS.ACCEPTED:
             return None
         instance = instances.get(self.db, migration.instance_uuid).instance
-        records.sync_reports(self)
+        records.sync_reports(self.worker)
         return live_migrate.LiveMigrationTask(
-            nm_context.get_admin_context(), self, instance,
+            nm_context.get_admin_context(), self.worker, instance,
             migration).execute()
 
     def migration_ended(self, migration):
@@ -282,8 +280,8 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
         instance = instances.get(self.db, instance_uuid).instance
-        records.sync_reports(self)
-        return dry_run.LiveMigrationDryRun(ctxt, self, instance,
+        records.sync_reports(self.worker)
+        return dry_run.LiveMigrationDryRun(ctxt, self.worker, instance,
                                            dest_host).execute()
 
     @messaging.expected_exceptions(*_EXPECTED)
@@ -296,7 +294,7 @@ class ConductorManager:
         if migration.status in STATUS.NOT_STARTED:
             try:
                 return records.set_status(
-                    self, migration_uuid, STATUS.CANCELLED,
+                    self.worker, migration_uuid, STATUS.CANCELLED,
                     expected=list(STATUS.NOT_STARTED),
                     detail="aborted by request before it started")
             except exception.InvalidStatusTransition:
@@ -345,13 +343,14 @@ class ConductorManager:
 
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_create(self, ctxt, instance, host=None):
-        records.sync_reports(self)
-        return build.BuildInstanceTask(ctxt, self, instance, host).execute()
+        records.sync_reports(self.worker)
+        return build.BuildInstanceTask(ctxt, self.worker, instance,
+                                       host).execute()
 
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_adopt(self, ctxt, host):
-        records.sync_reports(self)
-        return build.adopt_guests(self, ctxt, host)
+        records.sync_reports(self.worker)
+        return build.adopt_guests(self.worker, ctxt, host)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def compute_node_get_all(self, ctxt):
@@ -359,15 +358,15 @@ class ConductorManager:
 
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_delete(self, ctxt, instance_uuid):
-        return maintenance.delete_instance(self, ctxt, instance_uuid)
+        return maintenance.delete_instance(self.worker, ctxt, instance_uuid)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def heal_claims(self, ctxt, dry_run=False):
-        return maintenance.heal_claims(self, ctxt, dry_run=dry_run)
+        return maintenance.heal_claims(self.worker, ctxt, dry_run=dry_run)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def host_domains(self, ctxt, host):
-        return maintenance.host_domains(self, ctxt, host)
+        return maintenance.host_domains(self.worker, ctxt, host)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def get_domain_xml(self, ctxt, instance_uuid):

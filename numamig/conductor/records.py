@@ -12,7 +12,8 @@ that span records and the scheduler's cache:
   records and its reservation from the scheduler's cache, so nothing
   stays claimed anywhere.
 
-Every function takes the ConductorManager first, as ``manager``.
+Every function takes the conductor's Worker first
+(numamig.conductor.worker).
 """
 
 from oslo_log import log as logging
@@ -29,14 +30,14 @@ LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
 
 
-def save_report(manager, report):
+def save_report(worker, report):
     """Store a host's report and feed it to the scheduler's cache."""
-    compute_nodes.save_report(manager.db, report)
-    guests = instances.guest_pairs(manager.db, [report.host])
-    manager.cache.update(report, guests=guests[report.host])
+    compute_nodes.save_report(worker.db, report)
+    guests = instances.guest_pairs(worker.db, [report.host])
+    worker.cache.update(report, guests=guests[report.host])
 
 
-def sync_reports(manager):
+def sync_reports(worker):
     """Feed the cache the reports stored since this worker last looked.
 
     An agent's report reaches one worker only; before scheduling, each
@@ -47,43 +48,44 @@ def sync_reports(manager):
     never the number of hosts. Each counts as received when it was made,
     so that a host that died does not look up.
     """
-    with manager.reports_lock:
-        reports, manager.reports_seen = compute_nodes.changed_since(
-            manager.db, manager.reports_seen,
-            newer_than=lambda host, at: _newer_than_cached(manager, host,
+    cursor = worker.reports
+    with cursor.lock:
+        reports, cursor.seen = compute_nodes.changed_since(
+            worker.db, cursor.seen,
+            newer_than=lambda host, at: _newer_than_cached(worker, host,
                                                          at))
-        guests = instances.guest_pairs(manager.db,
+        guests = instances.guest_pairs(worker.db,
                                        [r.host for r in reports])
         for report in reports:
-            manager.cache.update(report, guests=guests[report.host],
+            worker.cache.update(report, guests=guests[report.host],
                                  received_at=report.reported_at)
 
 
-def _newer_than_cached(manager, host, reported_at):
+def _newer_than_cached(worker, host, reported_at):
     try:
-        cached = manager.cache.get(host).report
+        cached = worker.cache.get(host).report
     except exception.HostNotFound:
         return True
     return reported_at > cached.reported_at
 
 
-def set_migration_context(manager, context):
+def set_migration_context(worker, context):
     """Record a destination's move claim; answer only once committed.
 
     :raises MigrationPreCheckError: the migration has ended or now tries
         another destination, or another in-progress migration holds a
         claim on the instance; nothing is recorded.
     """
-    expected = _claim_replaces(manager.db, context)
+    expected = _claim_replaces(worker.db, context)
     try:
-        instances.set_migration_context(manager.db, context.instance_uuid,
+        instances.set_migration_context(worker.db, context.instance_uuid,
                                         context,
                                         expected_migration_uuid=expected)
     except exception.MigrationContextConflict as exc:
         raise exception.MigrationPreCheckError(reason=str(exc)) from exc
 
 
-def queue_with_claim(manager, context, detail):
+def queue_with_claim(worker, context, detail):
     """Record the claim a destination returned and ``queued``, together.
 
     The rules are set_migration_context's; the claim and the status are
@@ -96,15 +98,15 @@ def queue_with_claim(manager, context, detail):
     :raises InvalidStatusTransition: the migration is no longer
         ``accepted`` (cancelled); nothing is recorded.
     """
-    expected = _claim_replaces(manager.db, context)
+    expected = _claim_replaces(worker.db, context)
     try:
-        return migration_claims.queue_with_claim(manager.db, context,
+        return migration_claims.queue_with_claim(worker.db, context,
                                                  expected, detail)
     except exception.MigrationContextConflict as exc:
         raise exception.MigrationPreCheckError(reason=str(exc)) from exc
 
 
-def complete(manager, migration_uuid, result=None, detail=None):
+def complete(worker, migration_uuid, result=None, detail=None):
     """Record ``completed`` with the run's result and apply the claim.
 
     One transaction (see numamig.db.migration_claims.complete).
@@ -120,16 +122,16 @@ def complete(manager, migration_uuid, result=None, detail=None):
         values = results.record_values(migration_uuid, result,
                                        STATUS.COMPLETED)
         detail = detail or results.describe(result)
-    current = migrations.get(manager.db, migration_uuid,
+    current = migrations.get(worker.db, migration_uuid,
                              with_history=False)
     if current.status == STATUS.COMPLETED:
         return current
     migration, instance = migration_claims.complete(
-        manager.db, migration_uuid, current.instance_uuid, detail=detail,
+        worker.db, migration_uuid, current.instance_uuid, detail=detail,
         result=values)
     LOG.info("Migration %s of %s completed on %s: %s", migration.uuid,
              migration.instance_uuid, instance.host, detail)
-    manager.migration_ended(migration)
+    worker.migration_ended(migration)
     return migration
 
 
@@ -174,7 +176,7 @@ def _replaceable(db, held, context):
     return held.migration_uuid
 
 
-def set_status(manager, migration_uuid, status, detail=None, error=None,
+def set_status(worker, migration_uuid, status, detail=None, error=None,
                expected=None, result=None):
     """Move a migration to ``status``; converge claims if it ended badly.
 
@@ -188,35 +190,35 @@ def set_status(manager, migration_uuid, status, detail=None, error=None,
     if result is not None:
         values = results.record_values(migration_uuid, result, status)
         detail = detail or results.describe(result)
-    migration = migrations.set_status(manager.db, migration_uuid, status,
+    migration = migrations.set_status(worker.db, migration_uuid, status,
                                       detail=detail, expected=expected,
                                       error=error, result=values)
     if result is not None:
         LOG.info("Migration %s of %s %s: %s", migration.uuid,
                  migration.instance_uuid, status, detail)
     if status in STATUS.UNSUCCESSFUL:
-        release_claims(manager, migration)
+        release_claims(worker, migration)
     if status in STATUS.FINAL:
-        manager.migration_ended(migration)
+        worker.migration_ended(migration)
     return migration
 
 
-def release_claims(manager, migration):
+def release_claims(worker, migration):
     """Drop what a migration that did not complete still holds.
 
     The destination agent drops its in-memory claim itself (or its next
     recompute does, since the records no longer show it).
     """
     dropped = instances.drop_migration_context(
-        manager.db, migration.instance_uuid, migration.uuid)
+        worker.db, migration.instance_uuid, migration.uuid)
     if migration.dest_host:
-        manager.cache.release(migration.dest_host, migration.instance_uuid)
+        worker.cache.release(migration.dest_host, migration.instance_uuid)
     if dropped:
         LOG.info("Dropped the claim of migration %s (%s) on %s",
                  migration.uuid, migration.status, migration.dest_host)
 
 
-def end_stalled_migrations(manager, ctxt, now):
+def end_stalled_migrations(worker, ctxt, now):
     """End migrations whose conductor worker died before the source took
     over; at start and periodically.
 
@@ -232,18 +234,18 @@ def end_stalled_migrations(manager, ctxt, now):
 
     :returns: the migrations ended.
     """
-    retries = max(manager.migrate_max_retries, 0)
+    retries = max(worker.migrate_max_retries, 0)
     rules = (
         (STATUS.ACCEPTED, STATUS.ERROR,
-         manager.check_timeout * (retries + 2),
+         worker.check_timeout * (retries + 2),
          "its conductor worker stopped while choosing the destination"),
-        (STATUS.QUEUED, STATUS.FAILED, manager.check_timeout * 2,
+        (STATUS.QUEUED, STATUS.FAILED, worker.check_timeout * 2,
          "its source was never told to start (a conductor worker or the "
          "source stopped); nothing ran, the guest stays on the source"),
     )
     ended = []
     for status, final, patience, reason in rules:
-        for migration in migrations.get_all(manager.db, status=status):
+        for migration in migrations.get_all(worker.db, status=status):
             if migration.waiting:
                 continue  # in the queue, which survives any worker
             updated = migration.updated_at or migration.created_at
@@ -251,7 +253,7 @@ def end_stalled_migrations(manager, ctxt, now):
                     (now - updated).total_seconds() < patience:
                 continue
             try:
-                ended.append(set_status(manager, migration.uuid, final,
+                ended.append(set_status(worker, migration.uuid, final,
                                         expected=[status], error=reason))
             except exception.InvalidStatusTransition:
                 continue
@@ -259,12 +261,12 @@ def end_stalled_migrations(manager, ctxt, now):
                         "%s", migration.uuid, migration.instance_uuid,
                         status, updated, reason)
             if migration.dest_host:
-                drop_claim_at(manager, ctxt, migration,
+                drop_claim_at(worker, ctxt, migration,
                               migration.dest_host)
     return ended
 
 
-def drop_claim_at(manager, ctxt, migration, host, timeout=None):
+def drop_claim_at(worker, ctxt, migration, host, timeout=None):
     """Drop a migration's claim on ``host``: in the records, then on the
     agent; idempotent.
 
@@ -280,36 +282,36 @@ def drop_claim_at(manager, ctxt, migration, host, timeout=None):
     :param timeout: seconds to wait for the agent; None: check_timeout.
     """
     try:
-        record = instances.get(manager.db, migration.instance_uuid)
+        record = instances.get(worker.db, migration.instance_uuid)
     except exception.InstanceNotFound:
         return
-    instances.drop_migration_context(manager.db, record.instance.uuid,
+    instances.drop_migration_context(worker.db, record.instance.uuid,
                                      migration.uuid, claim_host=host)
-    manager.cache.release(host, migration.instance_uuid)
+    worker.cache.release(host, migration.instance_uuid)
     target = migration.obj_clone()
     target.dest_host = host
     try:
-        manager.compute_api.drop_move_claim_at_destination(
+        worker.compute_api.drop_move_claim_at_destination(
             ctxt, record.instance, target,
-            timeout=timeout or manager.check_timeout)
+            timeout=timeout or worker.check_timeout)
     except Exception as exc:  # noqa: BLE001 - best effort, logged
         LOG.warning("Migration %s: could not ask %s to drop its claim "
                     "(%s); it drops it at its next usage recompute",
                     migration.uuid, host, exc)
 
 
-def set_placement(manager, instance_uuid, host, numa_topology):
+def set_placement(worker, instance_uuid, host, numa_topology):
     """Record where an instance runs and its placement there."""
-    record = instances.update(manager.db, instance_uuid,
+    record = instances.update(worker.db, instance_uuid,
                               {'host': host, 'numa_topology': numa_topology})
     return record.instance
 
 
-def update_instance(manager, instance_uuid, values):
+def update_instance(worker, instance_uuid, values):
     """Change fields an agent may change (power and task state)."""
     allowed = {'power_state', 'task_state'}
     if set(values) - allowed:
         raise exception.Invalid(
             reason=f"agents may only update {sorted(allowed)} of instance "
                    f"{instance_uuid}, not {sorted(set(values) - allowed)}")
-    return instances.update(manager.db, instance_uuid, values).instance
+    return instances.update(worker.db, instance_uuid, values).instance

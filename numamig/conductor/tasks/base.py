@@ -13,10 +13,10 @@ class TaskBase(abc.ABC):
     raised again unchanged.
     """
 
-    def __init__(self, ctxt, manager):
-        """:param conductor: the ConductorManager (database, cache, APIs)."""
+    def __init__(self, ctxt, worker):
+        """:param worker: the conductor's Worker (database, cache, APIs)."""
         self.ctxt = ctxt
-        self.manager = manager
+        self.worker = worker
 
     def execute(self):
         try:

@@ -23,8 +23,8 @@ _REFUSALS = (exception.MigrationPreCheckError, exception.ComputeHostDown,
 class BuildInstanceTask(base.TaskBase):
     """Record and create one instance on a chosen or scheduled host."""
 
-    def __init__(self, ctxt, manager, instance, host=None):
-        super().__init__(ctxt, manager)
+    def __init__(self, ctxt, worker, instance, host=None):
+        super().__init__(ctxt, worker)
         self.instance = instance
         self.host = host
         self.refused = {}
@@ -35,14 +35,14 @@ class BuildInstanceTask(base.TaskBase):
         self.instance.numa_topology = None
         request = instance_request.numa_request(self.instance)
         self.instance.validate()
-        instances.create(self.manager.db, self.instance)
+        instances.create(self.worker.db, self.instance)
         self._recorded = True
         for host in self._hosts(request):
             try:
                 return self._build_on(host, request)
             except _REFUSALS as exc:
                 self.refused[host] = str(exc)
-                self.manager.cache.release(host, self.instance.uuid)
+                self.worker.cache.release(host, self.instance.uuid)
         raise exception.InstanceBuildError(
             instance_uuid=self.instance.uuid,
             reason="; ".join(f"{h}: {r}" for h, r in self.refused.items())
@@ -51,39 +51,39 @@ class BuildInstanceTask(base.TaskBase):
     def _hosts(self, request):
         if self.host:
             return [self.host]
-        selection = self.manager.scheduler.select_destinations(
-            request, None, limits=self.manager.limits)
+        selection = self.worker.scheduler.select_destinations(
+            request, None, limits=self.worker.limits)
         self.refused.update(selection.refusals())
         return selection.hosts
 
     def _build_on(self, host, request):
         if request is not None and not self.host:
-            self.manager.scheduler.reserve(
+            self.worker.scheduler.reserve(
                 host, self.instance.uuid, self.instance.project_id, request,
-                limits=self.manager.limits)
+                limits=self.worker.limits)
         else:
-            self.manager.cache.check_up(host)
-        built = self.manager.compute_api.build_instance(
-            self.ctxt, self.instance, host, limits=self.manager.limits)
+            self.worker.cache.check_up(host)
+        built = self.worker.compute_api.build_instance(
+            self.ctxt, self.instance, host, limits=self.worker.limits)
         LOG.info("Instance %s created on %s", built.uuid, host)
         return built
 
     def rollback(self, exc):
         """Forget the record of an instance no host created."""
         if self._recorded:
-            instances.destroy(self.manager.db, self.instance.uuid)
+            instances.destroy(self.worker.db, self.instance.uuid)
 
 
-def adopt_guests(manager, ctxt, host):
+def adopt_guests(worker, ctxt, host):
     """Record the NUMA guests of ``host`` that numamig does not know.
 
     :returns: the recorded Instances.
     """
-    manager.cache.check_up(host)
+    worker.cache.check_up(host)
     adopted = []
-    for instance in manager.compute_api.adopt_guests(ctxt, host):
+    for instance in worker.compute_api.adopt_guests(ctxt, host):
         try:
-            instances.create(manager.db, instance)
+            instances.create(worker.db, instance)
         except exception.RecordExists:
             LOG.warning("Guest %s on %s is already recorded (elsewhere?); "
                         "not adopted", instance.uuid, host)

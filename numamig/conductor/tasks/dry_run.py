@@ -23,12 +23,12 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
     ``refused`` (host -> reason).
     """
 
-    def __init__(self, ctxt, manager, instance, requested_host=None):
+    def __init__(self, ctxt, worker, instance, requested_host=None):
         migration = objects.Migration(
             uuid='00000000-0000-0000-0000-000000000000',
             instance_uuid=instance.uuid, source_host=instance.host,
             requested_host=requested_host)
-        super().__init__(ctxt, manager, instance, migration)
+        super().__init__(ctxt, worker, instance, migration)
 
     def _execute(self):
         try:
@@ -57,10 +57,10 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
     def _fit_on(self, host):
         if self.request is None:
             return None, None
-        state = self.manager.cache.get(host)
+        state = self.worker.cache.get(host)
         result = fit.fit(state.topology, self.request,
-                         limits=self.manager.limits,
-                         strategy=self.manager.scheduler.cell_strategy,
+                         limits=self.worker.limits,
+                         strategy=self.worker.scheduler.cell_strategy,
                          pagesize_kb=self.pagesize_kb)
         if not result.fits:
             return None, f"NUMA topology does not fit: {result.reason}"

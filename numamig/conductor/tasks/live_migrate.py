@@ -47,8 +47,8 @@ _REFUSALS = (exception.MigrationPreCheckError, exception.ComputeHostDown,
 class LiveMigrationTask(base.TaskBase):
     """Choose, claim and start one recorded (``accepted``) migration."""
 
-    def __init__(self, ctxt, manager, instance, migration):
-        super().__init__(ctxt, manager)
+    def __init__(self, ctxt, worker, instance, migration):
+        super().__init__(ctxt, worker)
         self.instance = instance
         self.migration = migration
         self.request = None
@@ -98,14 +98,14 @@ class LiveMigrationTask(base.TaskBase):
         queue instead (nothing was claimed for it).
         """
         if isinstance(exc, exception.DestinationsBusy) and \
-                queue.requeue(self.manager.db, self.migration.uuid):
+                queue.requeue(self.worker.db, self.migration.uuid):
             return
         reason = str(exc)
         if self.refused:
             reason += " (refused: " + "; ".join(
                 f"{h}: {r}" for h, r in self.refused.items()) + ")"
         try:
-            records.set_status(self.manager, self.migration.uuid,
+            records.set_status(self.worker, self.migration.uuid,
                                STATUS.ERROR, error=reason,
                                detail="no destination could be prepared")
         except exception.InvalidStatusTransition:
@@ -115,7 +115,7 @@ class LiveMigrationTask(base.TaskBase):
                 self.migrate_data.get('dst_numa_info') is not None:
             # A destination claimed, then the start failed: it holds the
             # claim in memory until told.
-            records.drop_claim_at(self.manager, self.ctxt, self.migration,
+            records.drop_claim_at(self.worker, self.ctxt, self.migration,
                                   self.migration.dest_host)
 
     # -- checks ------------------------------------------------------------
@@ -128,19 +128,19 @@ class LiveMigrationTask(base.TaskBase):
                        f"{self.migration.source_host}")
 
     def _check_source_up(self):
-        self.manager.cache.check_up(self.migration.source_host)
+        self.worker.cache.check_up(self.migration.source_host)
 
     def _check_numa_live_migration_supported(self):
         if self.instance.get('numa_topology') is None or \
-                not self.manager.release.numa_live_migration:
+                not self.worker.release.numa_live_migration:
             # A conductor of the release before had no such check: it
             # copied the XML of every guest.
             return
         version = service_obj.NUMA_LIVE_MIGRATION_VERSION
-        old = self.manager.cache.hosts_older_than(version)
+        old = self.worker.cache.hosts_older_than(version)
         if not old:
             return
-        if not self.manager.enable_numa_live_migration_workaround:
+        if not self.worker.enable_numa_live_migration_workaround:
             raise exception.NUMALiveMigrationUnsupported(
                 instance_uuid=self.instance.uuid, hosts=', '.join(old),
                 version=version)
@@ -156,8 +156,8 @@ class LiveMigrationTask(base.TaskBase):
             raise exception.InvalidDestination(
                 host=host, instance_uuid=self.instance.uuid,
                 reason="it is the instance's source host")
-        state = self.manager.cache.check_up(host)
-        source = self.manager.cache.get(self.migration.source_host)
+        state = self.worker.cache.check_up(host)
+        source = self.worker.cache.get(self.migration.source_host)
         if state.hypervisor_type != source.hypervisor_type:
             raise exception.InvalidDestination(
                 host=host, instance_uuid=self.instance.uuid,
@@ -167,9 +167,9 @@ class LiveMigrationTask(base.TaskBase):
         return host
 
     def _scheduled_destinations(self):
-        selection = self.manager.scheduler.select_destinations(
+        selection = self.worker.scheduler.select_destinations(
             self.request, self.migration.source_host,
-            limits=self.manager.limits, pagesize_kb=self.pagesize_kb,
+            limits=self.worker.limits, pagesize_kb=self.pagesize_kb,
             exclude=self._busy_destinations())
         refusals = selection.refusals()
         refusals.pop(self.migration.source_host, None)
@@ -180,8 +180,8 @@ class LiveMigrationTask(base.TaskBase):
 
     def _busy_destinations(self):
         """Hosts at their incoming limit, left out of the choice."""
-        return queue.busy_destinations(self.manager.db,
-                                       self.manager.admission.per_dest)
+        return queue.busy_destinations(self.worker.db,
+                                       self.worker.admission.per_dest)
 
     def _ask_source(self, first_host):
         """The source's check and NUMA flag, for every candidate.
@@ -190,7 +190,7 @@ class LiveMigrationTask(base.TaskBase):
             it themselves (compute API capped below 1.3).
         :raises MigrationPreCheckError: the guest is not on the source.
         """
-        api = self.manager.compute_api
+        api = self.worker.compute_api
         if not api.supports_conductor_checks():
             return None
         request = objects.LiveMigrateData(
@@ -203,12 +203,12 @@ class LiveMigrationTask(base.TaskBase):
                 api.supports_numa_live_migration()))
         return api.check_can_live_migrate_source(
             self.ctxt, self.instance, request,
-            timeout=self.manager.check_timeout)
+            timeout=self.worker.check_timeout)
 
     # -- claiming ------------------------------------------------------------
 
     def _claim_on_first_taker(self, hosts):
-        retries = self.manager.migrate_max_retries
+        retries = self.worker.migrate_max_retries
         budget = len(hosts) if retries < 0 else retries + 1
         attempts, busy = [], []
         for host in hosts:
@@ -223,19 +223,19 @@ class LiveMigrationTask(base.TaskBase):
                 LOG.info("Migration %s: %s is at its incoming limit now; "
                          "skipped", self.migration.uuid, host)
                 busy.append(host)
-                self.manager.cache.release(host, self.instance.uuid)
+                self.worker.cache.release(host, self.instance.uuid)
                 continue
             except _REFUSALS as exc:
                 attempts.append(host)
-                reason = _reason_of(exc, self.manager.check_timeout)
+                reason = _reason_of(exc, self.worker.check_timeout)
                 LOG.info("Migration %s: %s refused instance %s: %s",
                          self.migration.uuid, host, self.instance.uuid,
                          reason)
                 self.refused[host] = reason
-                self.manager.cache.release(host, self.instance.uuid)
+                self.worker.cache.release(host, self.instance.uuid)
                 if isinstance(exc, messaging.MessagingTimeout):
                     # It may still claim after we stopped waiting.
-                    records.drop_claim_at(self.manager, self.ctxt,
+                    records.drop_claim_at(self.worker, self.ctxt,
                                           self.migration, host)
                 self._record_refusal(host, reason)
         if busy and len(attempts) < budget:
@@ -250,19 +250,19 @@ class LiveMigrationTask(base.TaskBase):
 
     def _try_destination(self, host):
         if self.request is not None and not self.migration.requested_host:
-            self.manager.scheduler.reserve(
+            self.worker.scheduler.reserve(
                 host, self.instance.uuid, self.instance.project_id,
-                self.request, limits=self.manager.limits,
+                self.request, limits=self.worker.limits,
                 pagesize_kb=self.pagesize_kb)
         else:
-            self.manager.cache.check_up(host)
+            self.worker.cache.check_up(host)
         self.migration = migrations.set_dest_host(
-            self.manager.db, self.migration.uuid, host,
-            max_incoming=self.manager.admission.per_dest)
+            self.worker.db, self.migration.uuid, host,
+            max_incoming=self.worker.admission.per_dest)
         migrate_data = \
-            self.manager.compute_api.check_can_live_migrate_destination(
+            self.worker.compute_api.check_can_live_migrate_destination(
                 self.ctxt, self.instance, host, self.migration,
-                self.manager.limits, timeout=self.manager.check_timeout,
+                self.worker.limits, timeout=self.worker.check_timeout,
                 source_data=self.source_data)
         context = migrate_data.get('migration_context')
         if context is not None:
@@ -282,18 +282,18 @@ class LiveMigrationTask(base.TaskBase):
         """
         try:
             self.migration = records.queue_with_claim(
-                self.manager, context,
+                self.worker, context,
                 detail=f"destination {host} claimed")
         except (exception.MigrationPreCheckError,
                 exception.InvalidStatusTransition):
-            records.drop_claim_at(self.manager, self.ctxt, self.migration,
+            records.drop_claim_at(self.worker, self.ctxt, self.migration,
                                   host)
             raise
 
     def _record_refusal(self, host, reason):
         # Raises MigrationNotInProgress if the migration was cancelled
         # meanwhile, which ends the task.
-        migrations.add_refused_host(self.manager.db, self.migration.uuid,
+        migrations.add_refused_host(self.worker.db, self.migration.uuid,
                                     host, reason)
 
     def _queue(self, migrate_data):
@@ -303,20 +303,20 @@ class LiveMigrationTask(base.TaskBase):
             return
         try:
             self.migration = records.set_status(
-                self.manager, self.migration.uuid, STATUS.QUEUED,
+                self.worker, self.migration.uuid, STATUS.QUEUED,
                 expected=[STATUS.ACCEPTED],
                 detail=f"destination {self.migration.dest_host} claimed")
         except exception.InvalidStatusTransition:
             # Cancelled meanwhile: drop the claim, if one was taken (an
             # old destination has neither a claim nor the drop method).
             if migrate_data.get('dst_numa_info') is not None:
-                self.manager.compute_api.drop_move_claim_at_destination(
+                self.worker.compute_api.drop_move_claim_at_destination(
                     self.ctxt, self.instance, self.migration)
             raise
         self._start(migrate_data)
 
     def _start(self, migrate_data):
-        self.manager.compute_api.live_migration(
+        self.worker.compute_api.live_migration(
             self.ctxt, self.instance, self.migration, migrate_data)
 
 

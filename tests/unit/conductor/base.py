@@ -4,6 +4,7 @@ Hosts report through the conductor as agents would; the compute RPC
 client is a mock, so each test says what the destinations answer.
 """
 
+import dataclasses
 import datetime
 from unittest import mock
 
@@ -64,7 +65,17 @@ class ConductorTestCase(base.TestCase):
             self.conductor.cache.update(
                 report, received_at=report.reported_at)
         else:
-            records.save_report(self.conductor, report)
+            records.save_report(self.worker, report)
+
+    @property
+    def worker(self):
+        """What the conductor's flows get."""
+        return self.conductor.worker
+
+    def reconfigure(self, **settings):
+        """Give the conductor's flows other settings (Worker fields)."""
+        self.conductor.worker = dataclasses.replace(self.conductor.worker,
+                                                    **settings)
 
     def call(self, method, *args, **kwargs):
         """Call a conductor endpoint as the RPC dispatcher would.

@@ -36,7 +36,7 @@ class MigrationContextRulesTest(base.ConductorTestCase):
         return held and held.migration_uuid
 
     def test_records_the_claim_of_the_destination_being_tried(self):
-        records.set_migration_context(self.conductor,
+        records.set_migration_context(self.worker,
                                       self._context(self.migration))
         self.assertEqual(self.migration.uuid, self._held())
 
@@ -44,45 +44,45 @@ class MigrationContextRulesTest(base.ConductorTestCase):
         migrations.set_dest_host(self.db, self.migration.uuid, 'dst2')
         self.assertRaisesMessage(
             exception.MigrationPreCheckError, 'was not recorded',
-            records.set_migration_context, self.conductor,
+            records.set_migration_context, self.worker,
             self._context(self.migration, dest_host='dst1'))
         self.assertIsNone(self._held())
 
     def test_refuses_while_another_migration_holds_a_claim(self):
-        records.set_migration_context(self.conductor,
+        records.set_migration_context(self.worker,
                                       self._context(self.migration))
         other = migrations.create(self.db, cbase.migration(
             self.inst, dest_host='dst1'))
         self.assertRaisesMessage(
             exception.MigrationPreCheckError, 'already being migrated',
-            records.set_migration_context, self.conductor,
+            records.set_migration_context, self.worker,
             self._context(other))
         self.assertEqual(self.migration.uuid, self._held())
 
     def test_heals_a_claim_left_by_an_ended_migration(self):
-        records.set_migration_context(self.conductor,
+        records.set_migration_context(self.worker,
                                       self._context(self.migration))
         # An ended migration whose claim was never dropped.
         migrations.set_status(self.db, self.migration.uuid, 'error')
         other = migrations.create(self.db, cbase.migration(
             self.inst, dest_host='dst1'))
-        records.set_migration_context(self.conductor, self._context(other))
+        records.set_migration_context(self.worker, self._context(other))
         self.assertEqual(other.uuid, self._held())
 
     def test_ending_badly_drops_the_claim_and_the_reservation(self):
-        records.set_migration_context(self.conductor,
+        records.set_migration_context(self.worker,
                                       self._context(self.migration))
         self.conductor.cache.reserve('dst1', self.inst.uuid, 'demo',
                                      self.inst.numa_topology)
-        records.set_status(self.conductor, self.migration.uuid, 'error')
+        records.set_status(self.worker, self.migration.uuid, 'error')
         self.assertIsNone(self._held())
         self.assertEqual((), self.conductor.cache.get('dst1').reservations)
 
     def test_agents_may_update_only_power_and_task_state(self):
         self.assertRaisesMessage(
             exception.Invalid, "not ['host']", records.update_instance,
-            self.conductor, self.inst.uuid, {'host': 'elsewhere'})
-        updated = records.update_instance(self.conductor, self.inst.uuid,
+            self.worker, self.inst.uuid, {'host': 'elsewhere'})
+        updated = records.update_instance(self.worker, self.inst.uuid,
                                           {'power_state': 'shutdown'})
         self.assertEqual('shutdown', updated.power_state)
 
@@ -91,9 +91,9 @@ class DropClaimAtTest(MigrationContextRulesTest):
     """Giving up on a destination drops its claim there, and only there."""
 
     def test_drops_the_claim_held_on_that_host_and_asks_the_agent(self):
-        records.set_migration_context(self.conductor,
+        records.set_migration_context(self.worker,
                                       self._context(self.migration))
-        records.drop_claim_at(self.conductor, None, self.migration, 'dst1')
+        records.drop_claim_at(self.worker, None, self.migration, 'dst1')
         self.assertIsNone(self._held())
         call = self.compute_api.drop_move_claim_at_destination.call_args
         self.assertEqual(('dst1', self.migration.uuid, 5),
@@ -103,16 +103,16 @@ class DropClaimAtTest(MigrationContextRulesTest):
     def test_keeps_the_claim_the_migration_took_on_another_host(self):
         migrations.set_dest_host(self.db, self.migration.uuid, 'dst2')
         records.set_migration_context(
-            self.conductor, self._context(self.migration, dest_host='dst2'))
-        records.drop_claim_at(self.conductor, None, self.migration, 'dst1')
+            self.worker, self._context(self.migration, dest_host='dst2'))
+        records.drop_claim_at(self.worker, None, self.migration, 'dst1')
         self.assertEqual(self.migration.uuid, self._held())
 
     def test_an_unreachable_agent_is_not_an_error(self):
         self.compute_api.drop_move_claim_at_destination.side_effect = \
             RuntimeError('down')
-        records.set_migration_context(self.conductor,
+        records.set_migration_context(self.worker,
                                       self._context(self.migration))
-        records.drop_claim_at(self.conductor, None, self.migration, 'dst1')
+        records.drop_claim_at(self.worker, None, self.migration, 'dst1')
         self.assertIsNone(self._held())
 
 
@@ -132,31 +132,31 @@ class StalledMigrationsTest(MigrationContextRulesTest):
         other = self.create_instance()
         waiting = migrations.create(self.db, cbase.migration(other),
                                     max_queued=10)
-        ended = records.end_stalled_migrations(self.conductor, None,
+        ended = records.end_stalled_migrations(self.worker, None,
                                                self._later(3600))
         self.assertEqual([self.migration.uuid], [m.uuid for m in ended])
         self.assertEqual('accepted',
                          migrations.get(self.db, waiting.uuid).status)
 
     def test_accepted_too_long_ends_error_and_drops_the_claim(self):
-        records.set_migration_context(self.conductor,
+        records.set_migration_context(self.worker,
                                       self._context(self.migration))
         patience = 5 * (3 + 2)
         self.assertEqual([], records.end_stalled_migrations(
-            self.conductor, None, self._later(patience - 5)))
+            self.worker, None, self._later(patience - 5)))
         (ended,) = records.end_stalled_migrations(
-            self.conductor, None, self._later(patience + 5))
+            self.worker, None, self._later(patience + 5))
         self.assertEqual('error', ended.status)
         self.assertIn('conductor worker stopped', ended.error)
         self.assertIsNone(self._held())
         self.compute_api.drop_move_claim_at_destination.assert_called_once()
 
     def test_queued_too_long_ends_failed(self):
-        records.set_migration_context(self.conductor,
+        records.set_migration_context(self.worker,
                                       self._context(self.migration))
         migrations.set_status(self.db, self.migration.uuid, 'queued')
         (ended,) = records.end_stalled_migrations(
-            self.conductor, None, self._later(11))
+            self.worker, None, self._later(11))
         self.assertEqual('failed', ended.status)
         self.assertIn('never told to start', ended.error)
         self.assertIsNone(self._held())
@@ -165,7 +165,7 @@ class StalledMigrationsTest(MigrationContextRulesTest):
         migrations.set_status(self.db, self.migration.uuid, 'queued')
         migrations.set_status(self.db, self.migration.uuid, 'preparing')
         self.assertEqual([], records.end_stalled_migrations(
-            self.conductor, None, self._later(3600)))
+            self.worker, None, self._later(3600)))
 
 
 class RecordedTogetherTest(MigrationContextRulesTest):
@@ -173,7 +173,7 @@ class RecordedTogetherTest(MigrationContextRulesTest):
 
     def test_queue_with_claim_records_both(self):
         migration = records.queue_with_claim(
-            self.conductor, self._context(self.migration), detail='claimed')
+            self.worker, self._context(self.migration), detail='claimed')
         self.assertEqual('queued', migration.status)
         self.assertEqual(self.migration.uuid, self._held())
 
@@ -191,20 +191,20 @@ class RecordedTogetherTest(MigrationContextRulesTest):
         migrations.set_dest_host(self.db, self.migration.uuid, 'dst2')
         self.assertRaisesMessage(
             exception.MigrationPreCheckError, 'was not recorded',
-            records.queue_with_claim, self.conductor,
+            records.queue_with_claim, self.worker,
             self._context(self.migration, dest_host='dst1'), 'claimed')
         self.assertEqual('accepted', migrations.get(
             self.db, self.migration.uuid).status)
 
     def _running(self):
-        records.queue_with_claim(self.conductor,
+        records.queue_with_claim(self.worker,
                                  self._context(self.migration), 'claimed')
         migrations.set_status(self.db, self.migration.uuid, 'running')
 
     def test_complete_applies_the_claim_with_the_result(self):
         self._running()
         migration = records.complete(
-            self.conductor, self.migration.uuid,
+            self.worker, self.migration.uuid,
             result={'emulated': True, 'elapsed_ms': 12})
         self.assertEqual(('completed', 12, True),
                          (migration.status, migration.elapsed_ms,
@@ -215,8 +215,8 @@ class RecordedTogetherTest(MigrationContextRulesTest):
 
     def test_complete_twice_is_completed_once(self):
         self._running()
-        records.complete(self.conductor, self.migration.uuid)
-        again = records.complete(self.conductor, self.migration.uuid)
+        records.complete(self.worker, self.migration.uuid)
+        again = records.complete(self.worker, self.migration.uuid)
         self.assertEqual('completed', again.status)
         history = migrations.get(self.db, again.uuid).history
         self.assertEqual(1, [c.status for c in history].count('completed'))
@@ -225,32 +225,34 @@ class RecordedTogetherTest(MigrationContextRulesTest):
         # The executor admits the next waiting migration when one ends;
         # a completion it is not told of holds the queue until recheck.
         self._running()
-        with mock.patch.object(self.conductor, 'migration_ended') as ended:
-            done = records.complete(self.conductor, self.migration.uuid)
-            records.complete(self.conductor, self.migration.uuid)
+        ended = mock.Mock()
+        self.reconfigure(migration_ended=ended)
+        done = records.complete(self.worker, self.migration.uuid)
+        records.complete(self.worker, self.migration.uuid)
         ended.assert_called_once_with(done)
 
     def test_a_failure_frees_a_slot(self):
         self._running()
-        with mock.patch.object(self.conductor, 'migration_ended') as ended:
-            failed = records.set_status(self.conductor, self.migration.uuid,
-                                        'failed', error='copy broke')
+        ended = mock.Mock()
+        self.reconfigure(migration_ended=ended)
+        failed = records.set_status(self.worker, self.migration.uuid,
+                                    'failed', error='copy broke')
         ended.assert_called_once_with(failed)
 
     def test_listeners_hear_each_end(self):
         heard = []
         self.conductor.add_end_listener(heard.append)
         self._running()
-        records.complete(self.conductor, self.migration.uuid)
-        records.complete(self.conductor, self.migration.uuid)
+        records.complete(self.worker, self.migration.uuid)
+        records.complete(self.worker, self.migration.uuid)
         self.assertEqual([(self.migration.uuid, 'completed')],
                          [(m.uuid, m.status) for m in heard])
 
     def test_complete_refused_applies_nothing(self):
-        records.queue_with_claim(self.conductor,
+        records.queue_with_claim(self.worker,
                                  self._context(self.migration), 'claimed')
         self.assertRaises(exception.InvalidStatusTransition,
-                          records.complete, self.conductor,
+                          records.complete, self.worker,
                           self.migration.uuid)
         record = instances.get(self.db, self.inst.uuid).instance
         self.assertEqual('src', record.host)
@@ -259,7 +261,7 @@ class RecordedTogetherTest(MigrationContextRulesTest):
     def test_complete_without_a_claim_only_changes_status(self):
         migrations.set_status(self.db, self.migration.uuid, 'queued')
         migrations.set_status(self.db, self.migration.uuid, 'running')
-        migration = records.complete(self.conductor, self.migration.uuid)
+        migration = records.complete(self.worker, self.migration.uuid)
         self.assertEqual('completed', migration.status)
         self.assertEqual(
             'src', instances.get(self.db, self.inst.uuid).instance.host)
@@ -269,8 +271,8 @@ class SyncReportsTest(base.ConductorTestCase):
     """A worker reads only what other workers stored since it looked."""
 
     def test_reads_only_the_reports_stored_since(self):
-        records.sync_reports(self.conductor)
-        seen = self.conductor.reports_seen
+        records.sync_reports(self.worker)
+        seen = self.worker.reports.seen
         # Another worker stores dst1's newer report.
         later = self.now + datetime.timedelta(seconds=30)
         newer = objects.ComputeNodeReport(**{
@@ -281,17 +283,17 @@ class SyncReportsTest(base.ConductorTestCase):
         compute_nodes.save_report(self.db, newer)
         with mock.patch.object(compute_nodes, '_to_object',
                                wraps=compute_nodes._to_object) as load:
-            records.sync_reports(self.conductor)
-            records.sync_reports(self.conductor)
+            records.sync_reports(self.worker)
+            records.sync_reports(self.worker)
         self.assertEqual(1, load.call_count, "only dst1's, once")
         self.assertEqual(later, self.conductor.cache.get(
             'dst1').report.reported_at)
-        self.assertGreater(self.conductor.reports_seen, seen)
+        self.assertGreater(self.worker.reports.seen, seen)
 
     def test_own_reports_are_not_read_again(self):
-        records.sync_reports(self.conductor)
+        records.sync_reports(self.worker)
         self.report('dst2')
         with mock.patch.object(compute_nodes, '_to_object',
                                wraps=compute_nodes._to_object) as load:
-            records.sync_reports(self.conductor)
+            records.sync_reports(self.worker)
         load.assert_not_called()

@@ -48,7 +48,7 @@ class OldHostsTest(base.ConductorTestCase):
 
     def test_old_conductor_has_no_check(self):
         old = manager.ConductorManager(
-            self.db, self.conductor.cache, self.conductor.scheduler,
+            self.db, self.conductor.cache, self.conductor.worker.scheduler,
             self.compute_api, {'migrate_max_retries': 3,
                                'check_timeout': 5, 'limits': None},
             service_version=1)
@@ -61,7 +61,7 @@ class OldHostsTest(base.ConductorTestCase):
         self.assertRaisesMessage(
             exception.InvalidConfiguration, 'service version 9',
             manager.ConductorManager, self.db, self.conductor.cache,
-            self.conductor.scheduler, self.compute_api,
+            self.conductor.worker.scheduler, self.compute_api,
             {'migrate_max_retries': 3, 'check_timeout': 5},
             service_version=9)
 

@@ -108,7 +108,7 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
             dest_host=host, migration_uuid=migration.uuid)
 
     def test_max_retries_limits_the_candidates_tried(self):
-        self.conductor.migrate_max_retries = 0
+        self.reconfigure(migrate_max_retries=0)
         inst = self.create_instance()
         self.answer_with(_refusal('a'), True)
         exc = self.assertRaises(exception.NoValidHost, self._migrate, inst)
@@ -129,9 +129,9 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
             live_migrate.migrations, 'set_dest_host', set_dest_host))
 
     def test_a_busy_destination_costs_no_retry(self):
-        self.conductor.migrate_max_retries = 0
+        self.reconfigure(migrate_max_retries=0)
         inst = self.create_instance()
-        hosts = self.conductor.scheduler.select_destinations(
+        hosts = self.conductor.worker.scheduler.select_destinations(
             instance_request.numa_request(inst), 'src').hosts
         self._busy_at(hosts[0])
         self.answer_with(True)
@@ -206,7 +206,7 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
         self.assertIn('enable_numa_live_migration', str(exc))
 
     def test_old_hosts_with_the_workaround(self):
-        self.conductor.enable_numa_live_migration_workaround = True
+        self.reconfigure(enable_numa_live_migration_workaround=True)
         self.report('dst3', service_version=1)
         inst = self.create_instance()
         self.answer_with(True)
@@ -291,7 +291,7 @@ class ConductorDrivenChecksTest(base.ConductorTestCase):
                 source_host='src', dest_host='dst3',
                 old_numa_topology=self.inst.numa_topology,
                 new_numa_topology=self.inst.numa_topology))
-        self.conductor.migrate_max_retries = 0
+        self.reconfigure(migrate_max_retries=0)
         mine = migrations.create(self.db, cbase.migration(
             self.inst, dest_host=None, requested_host='dst2'))
         self.assertEqual([mine.uuid], queue.admit(
