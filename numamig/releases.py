@@ -4,8 +4,9 @@ A rolling upgrade puts services of two releases side by side. To test
 that (and only for that), a compute agent or a conductor can be told to
 behave as an older release: it then serves and sends only that release's
 compute RPC API, sends and accepts only that release's object versions,
-and its flows take exactly the branches that release had. This module is
-the table of releases and the helpers the services use to honour it.
+and its flows take that release's steps (numamig.compute.flows chooses
+them once per agent). This module is the table of releases and the
+helpers the services use to honour it.
 
 Every decision a NEW service takes to follow the old path (because a
 peer or the conductor cannot take part) is logged through

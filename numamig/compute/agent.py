@@ -25,6 +25,8 @@ class Agent:
     :param compute_api: the RPC client to other compute agents.
     :param release: the release this agent behaves as
         (numamig.releases; the current one but in upgrade tests).
+    :param flows: the steps where that release's flows differ
+        (numamig.compute.flows.ReleaseFlows).
     :param reporter: sends a report soon after a guest changed here
         (report.BackgroundReporter, or anything with ``request(why)``).
     :param outgoing: the migrations this host runs as source.
@@ -38,11 +40,7 @@ class Agent:
     release: releases.Release
     reporter: object
     outgoing: outgoing_mod.OutgoingMigrations
-
-    @property
-    def numa_live_migration(self):
-        """Whether this agent takes part in NUMA-aware live migration."""
-        return self.release.numa_live_migration
+    flows: object
 
     @property
     def service_version(self):

@@ -17,6 +17,7 @@ from numamig import releases
 from numamig.compute import agent as agent_mod
 from numamig.compute import build
 from numamig.compute import domains
+from numamig.compute import flows as flows_mod
 from numamig.compute import migration_dest
 from numamig.compute import migration_source
 from numamig.compute import outgoing
@@ -67,7 +68,6 @@ class ComputeManager:
         self.compute_api = compute_api
         self.release = releases.for_service_version(service_version)
         self.service_version = service_version
-        self.numa_live_migration = self.release.numa_live_migration
         if not self.release.is_current:
             self.target = messaging.Target(
                 version=self.release.compute_api_version)
@@ -82,7 +82,8 @@ class ComputeManager:
             host=host, driver=driver, tracker=self.tracker,
             conductor_api=conductor_api, compute_api=compute_api,
             release=self.release, reporter=self.reporter,
-            outgoing=self.outgoing)
+            outgoing=self.outgoing,
+            flows=flows_mod.for_release(self.release))
         # Outgoing migrations run here, never in an RPC server thread: a
         # migration lasts minutes, and a pool that waits for it cannot
         # serve the calls (abort, a peer's check) it needs meanwhile.
@@ -124,7 +125,7 @@ class ComputeManager:
                                            migration_uuid, migration=None,
                                            limits=None, source_data=None):
         """Check and claim; idempotent (see migration_dest)."""
-        return migration_dest.check_destination(
+        return self.agent.flows.check_destination(
             self.agent, ctxt, instance, source_host, migration_uuid,
             migration=migration, limits=limits, source_data=source_data)
 
@@ -143,15 +144,15 @@ class ComputeManager:
     def post_live_migration_at_destination(self, ctxt, instance, migration,
                                            records_by_source=False):
         """Adopt the arrived guest; idempotent (see migration_dest)."""
-        return migration_dest.post_at_destination(
+        return self.agent.flows.post_at_destination(
             self.agent, ctxt, instance, migration,
             records_by_source=records_by_source)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def rollback_live_migration_at_destination(self, ctxt, instance,
                                                migration):
-        migration_dest.rollback_at_destination(self.agent, ctxt, instance,
-                                               migration)
+        self.agent.flows.rollback_at_destination(self.agent, ctxt,
+                                                 instance, migration)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def drop_move_claim_at_destination(self, ctxt, instance, migration):
@@ -165,7 +166,7 @@ class ComputeManager:
         asked by the conductor (API 1.3) or by a destination asked the
         way before. Reads only: a repeated request gets the same answer.
         """
-        return migration_source.check_source(self.agent, ctxt, instance,
+        return self.agent.flows.check_source(self.agent, ctxt, instance,
                                              dest_check_data)
 
     def live_migration(self, ctxt, instance, migration, migrate_data):

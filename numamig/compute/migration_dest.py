@@ -14,9 +14,9 @@ each side setting only what it can know (see the spec's upgrade table):
 * the destination answers in the version it was asked in: a conductor
   that sent API 1.0 gets LiveMigrateData 1.0 back.
 
-An agent running as the release before (``agent.numa_live_migration``
-false) takes the branches that release had: no offer, no claim, no
-claim drop, and no old-path decision to log.
+These are the current release's flows. An agent running as the release
+before (a testing aid, numamig.releases) takes previous_release's
+instead: the manager picks them through ``agent.flows``.
 """
 
 from oslo_log import log as logging
@@ -49,9 +49,12 @@ def check_destination(agent, ctxt, instance, source_host, migration_uuid,
     :raises MigrationPreCheckError: this host cannot take the guest;
         nothing stays claimed.
     """
-    _check_not_here(agent, instance)
-    dest_check_data = _dest_check_data(agent, instance, source_host,
-                                       migration_uuid, migration)
+    check_not_here(agent, instance)
+    # A conductor that sent the migration can send API 1.1: only then
+    # may this host offer NUMA-aware live migration.
+    dest_check_data = make_dest_check_data(
+        agent, instance, source_host, migration_uuid,
+        offer=migration is not None)
     if source_data is not None:
         return _check_with_source_answer(agent, ctxt, instance, migration,
                                          limits, dest_check_data,
@@ -115,12 +118,12 @@ def _check_with_source_answer(agent, ctxt, instance, migration, limits,
 
 
 def _log_no_offer(agent, migration_uuid, reason):
-    if agent.numa_live_migration:
-        releases.log_old_path(agent.host, migration_uuid,
-                              releases.OLD_PATH_NUMA_INFO, reason)
+    releases.log_old_path(agent.host, migration_uuid,
+                          releases.OLD_PATH_NUMA_INFO, reason)
 
 
-def _check_not_here(agent, instance):
+def check_not_here(agent, instance):
+    """:raises MigrationPreCheckError: the guest is (also) here already."""
     if instance.host == agent.host:
         raise exception.MigrationPreCheckError(
             reason=f"instance {instance.uuid} already runs on {agent.host}")
@@ -130,18 +133,19 @@ def _check_not_here(agent, instance):
                    f"{instance.uuid}")
 
 
-def _dest_check_data(agent, instance, source_host, migration_uuid,
-                     migration):
+def make_dest_check_data(agent, instance, source_host, migration_uuid,
+                         offer):
+    """What this host tells the source about itself.
+
+    :param offer: whether this host offers NUMA-aware live migration.
+    """
     connect_uri, migration_uri = agent.driver.migration_target()
     return objects.LiveMigrateData(
         instance_uuid=instance.uuid, source_host=source_host,
         dest_host=agent.host, migration_uuid=migration_uuid,
         dest_connect_uri=connect_uri, migration_uri=migration_uri,
         emulated=not agent.driver.supports_native_migration,
-        # A conductor that sent the migration can send API 1.1: only
-        # then may this host offer NUMA-aware live migration.
-        dst_supports_numa_live_migration=(
-            migration is not None and agent.numa_live_migration))
+        dst_supports_numa_live_migration=offer)
 
 
 def pre_live_migration(agent, ctxt, instance, migrate_data):
@@ -200,19 +204,30 @@ def post_at_destination(agent, ctxt, instance, migration,
         updated = agent.conductor_api.migration_context_apply(
             ctxt, instance.uuid, migration.uuid)
         agent.tracker.apply_move_claim(migration.uuid, updated)
-    elif agent.numa_live_migration and _already_here(agent, ctxt, instance):
+        LOG.info("%s: instance %s arrived (migration %s)", agent.host,
+                 instance.uuid, migration.uuid)
+    elif _already_here(agent, ctxt, instance):
         updated = agent.conductor_api.instance_get(ctxt, instance.uuid)
         agent.tracker.track_instance(updated)
         return updated
     else:
-        topology = agent.driver.get_guest_topology(instance.uuid)
-        updated = agent.conductor_api.instance_set_placement(
-            ctxt, instance.uuid, agent.host, topology)
-        agent.tracker.track_instance(updated)
+        updated = place_from_guest(agent, ctxt, instance, migration)
+    report.request(agent, f"the arrival of {instance.uuid}")
+    return updated
+
+
+def place_from_guest(agent, ctxt, instance, migration):
+    """The old path of an arrival: read the placement back from the
+    guest's XML and record it, with no claim to apply.
+
+    :returns: the updated Instance.
+    """
+    topology = agent.driver.get_guest_topology(instance.uuid)
+    updated = agent.conductor_api.instance_set_placement(
+        ctxt, instance.uuid, agent.host, topology)
+    agent.tracker.track_instance(updated)
     LOG.info("%s: instance %s arrived (migration %s)", agent.host,
              instance.uuid, migration.uuid)
-    if agent.numa_live_migration:
-        report.request(agent, f"the arrival of {instance.uuid}")
     return updated
 
 
@@ -255,6 +270,18 @@ def rollback_at_destination(agent, ctxt, instance, migration):
     host holds a claim the source is new and asks for the drop as well
     (idempotent); when it holds none, only this old path remains.
     """
+    remove_partial_copy(agent, instance, migration)
+    if agent.tracker.get_claim(migration.uuid) is None:
+        releases.log_old_path(
+            agent.host, migration.uuid, releases.OLD_PATH_DEST_DROP,
+            "no claim held; the rollback drops any record of one, as "
+            "no drop request comes when none was taken")
+    drop_claim(agent, ctxt, instance, migration.uuid)
+
+
+def remove_partial_copy(agent, instance, migration):
+    """Destroy the copy a failed migration left here, never a guest this
+    host counts as its own."""
     if instance.host != agent.host and \
             instance.uuid not in agent.tracker.instance_uuids() and \
             instance.uuid in agent.driver.list_guests():
@@ -262,14 +289,6 @@ def rollback_at_destination(agent, ctxt, instance, migration):
                  "(migration %s rolled back)", agent.host, instance.uuid,
                  migration.uuid)
         agent.driver.destroy(instance.uuid)
-    if not agent.numa_live_migration:
-        return  # the release before took no claim for a migration
-    if agent.tracker.get_claim(migration.uuid) is None:
-        releases.log_old_path(
-            agent.host, migration.uuid, releases.OLD_PATH_DEST_DROP,
-            "no claim held; the rollback drops any record of one, as "
-            "no drop request comes when none was taken")
-    drop_claim(agent, ctxt, instance, migration.uuid)
 
 
 def drop_claim(agent, ctxt, instance, migration_uuid):

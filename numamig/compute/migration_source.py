@@ -64,16 +64,20 @@ def check_source(agent, ctxt, instance, dest_check_data):
         destination sent (so an older destination can read it).
     :raises MigrationPreCheckError: the guest is not on this host.
     """
+    check_guest_here(agent, instance)
+    migrate_data = dest_check_data.obj_clone()
+    migrate_data.src_supports_numa_live_migration = bool(
+        dest_check_data.get('dst_supports_numa_live_migration') and
+        agent.compute_api.supports_numa_live_migration())
+    return releases.backported(migrate_data, dest_check_data.VERSION)
+
+
+def check_guest_here(agent, instance):
+    """:raises MigrationPreCheckError: the guest is not on this host."""
     if instance.uuid not in agent.driver.list_guests():
         raise exception.MigrationPreCheckError(
             reason=f"instance {instance.uuid} is not running on source "
                    f"host {agent.host}")
-    migrate_data = dest_check_data.obj_clone()
-    if agent.numa_live_migration:
-        migrate_data.src_supports_numa_live_migration = bool(
-            dest_check_data.get('dst_supports_numa_live_migration') and
-            agent.compute_api.supports_numa_live_migration())
-    return releases.backported(migrate_data, dest_check_data.VERSION)
 
 
 def complete(agent, ctxt, instance, migration, result=None,
@@ -305,9 +309,8 @@ class SourceMigration:
             self.ctxt, self.instance, self.migrate_data)
         numa_info = self.migrate_data.dst_numa_info if self.numa_path \
             else None
-        if numa_info is None and self.instance.get('numa_topology') and \
-                agent.numa_live_migration:
-            releases.log_old_path(
+        if numa_info is None and self.instance.get('numa_topology'):
+            agent.flows.log_old_path(
                 agent.host, self.migration.uuid, releases.OLD_PATH_XML,
                 f"destination {self.migration.dest_host} sent no NUMA "
                 f"objects; the XML of NUMA instance {self.instance.uuid} "
@@ -372,10 +375,10 @@ class SourceMigration:
 
     def _post(self):
         agent = self.agent
-        if not self.numa_path and agent.numa_live_migration:
+        if not self.numa_path:
             # The periodic recompute drops it once the records say the
             # instance lives elsewhere, as the release before relied on.
-            releases.log_old_path(
+            agent.flows.log_old_path(
                 agent.host, self.migration.uuid,
                 releases.OLD_PATH_SOURCE_DROP,
                 "left to the next usage recompute")

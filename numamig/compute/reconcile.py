@@ -25,7 +25,6 @@ Everything it changes is logged.
 from oslo_log import log as logging
 
 from numamig import exception
-from numamig.compute import migration_dest
 from numamig.compute import migration_source
 from numamig.compute import report
 from numamig.objects import fields
@@ -134,7 +133,7 @@ def _end_interrupted(agent, ctxt, migration, guests):
 def _complete_incoming(agent, ctxt, migration):
     """The guest arrived here and the source stopped before finishing."""
     instance = agent.conductor_api.instance_get(ctxt, migration.instance_uuid)
-    migration_dest.post_at_destination(agent, ctxt, instance, migration)
+    agent.flows.post_at_destination(agent, ctxt, instance, migration)
     _set_final(agent, ctxt, migration, STATUS.COMPLETED,
                detail=f"completed by destination {agent.host} after an "
                       f"interruption")

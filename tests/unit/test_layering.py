@@ -123,10 +123,16 @@ LAYERS = {
     'compute': ('the compute agent',
                 ('compute.rpcapi', 'releases', 'numa', 'fingerprint',
                  'objects', 'context', 'cpuspec', 'exception')),
+    'compute.previous_release': ('the flows of the release before, a '
+                                 'testing aid; reached only through '
+                                 'compute.flows',
+                                 ('compute', 'releases')),
+    'compute.flows': ('which release\'s flows an agent takes',
+                      ('compute', 'compute.previous_release', 'releases')),
     'compute.manager': ('the compute agent\'s RPC endpoints; the flows '
                         'get an Agent, never this',
-                        ('compute', 'compute.rpcapi', 'releases', 'objects',
-                         'exception')),
+                        ('compute', 'compute.flows', 'compute.rpcapi',
+                         'releases', 'objects', 'exception')),
     'conductor': ('the conductor',
                   ('conductor.rpcapi', 'releases', 'db', 'audit', 'numa',
                    'objects', 'rpc', 'context', 'exception')),

@@ -11,6 +11,7 @@ import uuid
 
 from numamig import objects
 from numamig import releases
+from numamig.compute import flows
 from numamig.compute import manager as manager_mod
 from tests.unit.numa import hosts
 
@@ -70,7 +71,8 @@ def as_release(agent_, new):
     """``agent_`` behaving as the current release (``new``) or the one
     before NUMA-aware live migration."""
     release = releases.RELEASES[max(releases.RELEASES) if new else 1]
-    return dataclasses.replace(agent_, release=release)
+    return dataclasses.replace(agent_, release=release,
+                               flows=flows.for_release(release))
 
 
 def manager(host=HOST, topology=None, instances=(), claimed=(),

@@ -3,6 +3,7 @@
 import dataclasses
 
 from numamig import releases
+from numamig.compute import flows
 from numamig.objects import service as service_obj
 from tests import base
 from tests.unit.compute import base as cbase
@@ -26,12 +27,12 @@ class AgentTest(base.TestCase):
         self.assertRaises(dataclasses.FrozenInstanceError, setattr, agent,
                           'host', 'elsewhere')
 
-    def test_release_decides_numa_live_migration(self):
+    def test_release_decides_flows_and_version(self):
         agent = cbase.agent()
-        self.assertTrue(agent.numa_live_migration)
+        self.assertIs(flows.CURRENT, agent.flows)
         self.assertEqual(service_obj.SERVICE_VERSION, agent.service_version)
         old = cbase.as_release(agent, new=False)
-        self.assertFalse(old.numa_live_migration)
+        self.assertIs(flows.PREVIOUS, old.flows)
         self.assertEqual(releases.RELEASES[1].service_version,
                          old.service_version)
 

@@ -60,12 +60,6 @@ class CheckDestinationTest(base.TestCase):
         self.assertIsNone(data.dst_numa_info)
         self.assertEqual([], self.agent.tracker.claims())
 
-    def test_old_release_agent_offers_nothing(self):
-        self.agent = cbase.as_release(self.agent, new=False)
-        data = self._check()
-        self.assertFalse(data.dst_supports_numa_live_migration)
-        self.assertEqual([], self.agent.tracker.claims())
-
     def test_numa_info_failure_drops_the_claim(self):
         self.agent.driver.build_migrate_info.side_effect = \
             exception.DomainXMLError(domain='d', reason='broken')

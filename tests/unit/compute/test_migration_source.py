@@ -39,7 +39,7 @@ class CheckSourceFlagTest(base.TestCase):
             instance_uuid=inst.uuid, source_host=cbase.SOURCE,
             dest_host=cbase.HOST, migration_uuid=cbase.new_uuid(),
             dst_supports_numa_live_migration=self.dst_flag)
-        result = migration_source.check_source(agent, None, inst, data)
+        result = agent.flows.check_source(agent, None, inst, data)
         self.assertEqual(self.expected,
                          result.src_supports_numa_live_migration)
         self.assertFalse(data.src_supports_numa_live_migration,

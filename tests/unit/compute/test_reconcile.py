@@ -1,8 +1,8 @@
 """Tests of numamig.compute.reconcile: what an agent fixes at start."""
 
+import dataclasses
 from unittest import mock
 
-from numamig.compute import migration_dest
 from numamig.compute import reconcile
 from tests import base
 from tests.unit.compute import base as cbase
@@ -93,7 +93,8 @@ class DestinationReconcileTest(base.TestCase):
         self.agent.conductor_api.migration_get_in_progress_by_host.\
             return_value = [self.migration]
         self.arrived = mock.Mock()
-        self.patch(migration_dest, 'post_at_destination', self.arrived)
+        self.agent = dataclasses.replace(self.agent, flows=dataclasses.replace(
+            self.agent.flows, post_at_destination=self.arrived))
 
     def test_post_migrating_guest_here_is_completed(self):
         fixed = reconcile.reconcile_host(self.agent, None)

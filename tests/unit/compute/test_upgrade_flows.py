@@ -63,7 +63,7 @@ class DestinationAnswerTest(AgentTestCase):
     def _check(self, migration=True, src_flag=True):
         self.agent.compute_api.check_can_live_migrate_source.side_effect = \
             _source_answers(src_flag)
-        return migration_dest.check_destination(
+        return self.agent.flows.check_destination(
             self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
             migration=self.migration if migration else None)
 
@@ -110,8 +110,8 @@ class DestinationRollbackTest(AgentTestCase):
         self.agent.conductor_api.reset_mock()
 
     def _rollback(self):
-        migration_dest.rollback_at_destination(self.agent, None, self.inst,
-                                               self.migration)
+        self.agent.flows.rollback_at_destination(self.agent, None,
+                                                 self.inst, self.migration)
 
     def test_old_agent_drops_nothing(self):
         self.agent = cbase.as_release(self.agent, new=False)
@@ -151,7 +151,7 @@ class SourceAnswerTest(AgentTestCase):
         dest_check_data = samples.live_migrate_data()
         dest_check_data.src_supports_numa_live_migration = False
         sent = releases.backported(dest_check_data, self.dest_version)
-        answer = migration_source.check_source(agent, None, self.inst, sent)
+        answer = agent.flows.check_source(agent, None, self.inst, sent)
         self.assertEqual(self.dest_version, answer.VERSION)
         wire = rpc.primitive_for(answer)['numamig_object.data']
         keeps_flag = self.new and self.dest_version == '1.1'
