@@ -40,7 +40,7 @@ import testscenarios
 
 from numamig import crash
 from numamig import objects
-from numamig.compute import migration_dest
+from numamig.compute import manager as compute_manager
 from numamig.conductor import records
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.db import instances
@@ -113,7 +113,8 @@ class CrashTrigger:
                        lambda api: False)
         set_status = records.set_status
         queue = records.queue_with_claim
-        post = migration_dest.post_at_destination
+        post = compute_manager.ComputeManager.\
+            post_live_migration_at_destination
 
         def status_hook(conductor, migration_uuid, status, **kwargs):
             result = set_status(conductor, migration_uuid, status, **kwargs)
@@ -129,13 +130,14 @@ class CrashTrigger:
                 self._fire('conductor')
             return result
 
-        def post_hook(agent, *args, **kwargs):
+        def post_hook(manager, *args, **kwargs):
             if self.status == LEFT:
                 self._fire('dest')
-            return post(agent, *args, **kwargs)
+            return post(manager, *args, **kwargs)
         test.patch(records, 'set_status', status_hook)
         test.patch(records, 'queue_with_claim', queue_hook)
-        test.patch(migration_dest, 'post_at_destination', post_hook)
+        test.patch(compute_manager.ComputeManager,
+                   'post_live_migration_at_destination', post_hook)
 
     def _fire(self, thread_of):
         """Crash the role; die with it if this thread is the role's."""
