@@ -355,7 +355,8 @@ class ConductorWorker(os_service.Service):
         from numamig.db import api as db_api
         self._db = db_api.Database.from_config(self.conf)
         self._db.wait_until_reachable(
-            max_retries=self.conf.database.max_retries)
+            max_retries=self.conf.database.max_retries,
+            interval=self.conf.database.retry_interval)
         self.conductor = ConductorService.from_conf(
             self.conf, self._db, rpc.get_transport(self.conf))
         self.conductor.start()

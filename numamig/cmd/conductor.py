@@ -42,7 +42,8 @@ def main(argv=None):
     from numamig.db import api as db_api
     service.parse_args(CONF, sys.argv[1:] if argv is None else argv)
     db = db_api.Database.from_config(CONF)
-    db.wait_until_reachable(max_retries=CONF.database.max_retries)
+    db.wait_until_reachable(max_retries=CONF.database.max_retries,
+                            interval=CONF.database.retry_interval)
     workers = worker_count(CONF, db)
     if workers > 1:
         # Fail here, once, on an old schema; the workers connect anew.

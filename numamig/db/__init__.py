@@ -6,7 +6,8 @@ Usage::
 
     db = api.Database.from_config(CONF)   # or api.Database(url)
     db.sync()                              # numamig-manage db sync
-    db.wait_until_reachable(CONF.database.max_retries)  # services, at start
+    db.wait_until_reachable(CONF.database.max_retries,   # services, at
+                            CONF.database.retry_interval)  # start
     db.check_schema()                      # services, at start
     record = instances.get(db, uuid)       # InstanceRecord(instance, rev)
     instances.update(db, uuid, {'task_state': None}, record.revision)
@@ -16,7 +17,8 @@ Repository functions take and return numamig versioned objects
 (Instance, Migration, MigrationContext, ComputeNodeReport); each is one
 committed transaction. Lost races raise ConcurrentUpdate,
 MigrationContextConflict or InvalidStatusTransition (numamig.exception),
-never overwrite. Modules: ``api`` (engine, transactions, schema state),
+never overwrite. Modules: ``api`` (oslo.db's enginefacade, SQLite
+settings, schema state),
 ``schema`` (alembic, programmatic), ``models`` (tables), ``primitives``
 (objects <-> stored JSON), ``instances``, ``migrations``,
 ``compute_nodes``.

@@ -11,8 +11,8 @@ scalars in columns for liveness and version queries. Public API::
     delete(db, host) -> bool
 """
 
+from oslo_db import exception as db_exc
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 
 from numamig import exception
 from numamig import objects
@@ -43,7 +43,7 @@ def save_report(db, report):
         'report': primitives.dump(report), 'updated_at': _rows.utcnow()}
     try:
         stored = _store(db, values)
-    except sa_exc.IntegrityError:
+    except db_exc.DBDuplicateEntry:
         # The host's first report raced with another; it exists now.
         stored = _store(db, values)
     return report if stored else get(db, report.host)

@@ -27,8 +27,8 @@ can never both be recorded. Public API::
 
 import typing
 
+from oslo_db import exception as db_exc
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 
 from numamig import exception
 from numamig import objects
@@ -68,7 +68,7 @@ def create(db, instance):
         with db.writer() as session:
             session.execute(sa.insert(models.Instance).values(
                 revision=1, created_at=now, updated_at=now, **values))
-    except sa_exc.IntegrityError as exc:
+    except db_exc.DBDuplicateEntry as exc:
         raise exception.RecordExists(what='Instance',
                                      key=instance.uuid) from exc
     return get(db, instance.uuid)

@@ -25,8 +25,8 @@ which saves a query and a list of objects on every step. Public API::
     update_progress(db, uuid, **progress) -> bool
 """
 
+from oslo_db import exception as db_exc
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 
 from numamig import exception
 from numamig import objects
@@ -79,7 +79,7 @@ def create(db, migration, max_queued=None):
             for change in history:
                 _add_history(session, row_id, change.status,
                              change.changed_at, change.get('detail'))
-    except sa_exc.IntegrityError as exc:
+    except db_exc.DBDuplicateEntry as exc:
         raise exception.RecordExists(what='Migration',
                                      key=migration.uuid) from exc
     return get(db, migration.uuid)

@@ -4,6 +4,7 @@ import datetime
 
 from alembic import autogenerate
 from alembic.runtime import migration as alembic_migration
+import sqlalchemy as sa
 
 from numamig import exception
 from numamig.db import compute_nodes
@@ -34,6 +35,30 @@ class SchemaTestCase(base.ServerDBTestCase):
             diff = autogenerate.compare_metadata(context,
                                                  models.Base.metadata)
         self.assertEqual([], diff)
+
+
+class SessionSettingsTestCase(base.ServerDBTestCase):
+    """What numamig adds to oslo.db's engine on a server."""
+
+    _ISOLATION = {
+        'postgresql': 'SHOW transaction_isolation',
+        'mysql': 'SELECT @@session.tx_isolation',
+    }
+
+    def test_transactions_read_committed(self):
+        if self.backend not in self._ISOLATION:
+            self.skipTest("SQLite serializes writers (BEGIN IMMEDIATE)")
+        with self.db.reader() as session:
+            level = session.execute(
+                sa.text(self._ISOLATION[self.backend])).scalar()
+        self.assertEqual('READ-COMMITTED',
+                         level.upper().replace(' ', '-'))
+
+    def test_duplicate_is_recognised_by_oslo_db(self):
+        instance = unit_base.make_instance()
+        instances.create(self.db, instance)
+        self.assertRaises(exception.RecordExists, instances.create,
+                          self.db, instance)
 
 
 class RoundTripTestCase(base.ServerDBTestCase):

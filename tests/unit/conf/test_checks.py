@@ -122,10 +122,10 @@ class InvalidValueTest(ConfFileMixin, base.TestCase):
          {'text': '[scheduler]\nmax_candidates = 0\n',
           'option': '[scheduler] max_candidates',
           'fragment': 'greater than or equal to 1'}),
-        ('database_retries_below_min',
-         {'text': '[database]\nmax_retries = -2\n',
-          'option': '[database] max_retries',
-          'fragment': 'greater than or equal to -1'}),
+        ('database_debug_above_max',
+         {'text': '[database]\nconnection_debug = 101\n',
+          'option': '[database] connection_debug',
+          'fragment': 'less than or equal to 100'}),
     ]
 
     def test_check_names_option(self):

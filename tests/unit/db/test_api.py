@@ -6,8 +6,10 @@ import sqlalchemy as sa
 
 from numamig import exception
 from numamig.db import api
+from numamig.db import instances
 from numamig.db import schema
 from tests import base
+from tests.unit.db import base as unit_base
 
 
 class DatabaseTestCase(base.TestCase):
@@ -46,6 +48,36 @@ class DatabaseTestCase(base.TestCase):
                 sa.text('PRAGMA journal_mode')).scalar())
             self.assertEqual(2, session.execute(
                 sa.text('PRAGMA synchronous')).scalar())
+
+    def test_writers_begin_immediate_readers_do_not(self):
+        # A read-then-write transaction must hold the write lock from its
+        # start on SQLite, or it can lose a race halfway through.
+        begun = []
+        sa.event.listen(self.db.engine, 'before_cursor_execute',
+                        lambda conn, cursor, statement, *args: begun.append(
+                            statement) if statement.startswith('BEGIN')
+                        else None)
+        with self.db.writer() as session:
+            session.execute(sa.text('SELECT 1'))
+        with self.db.reader() as session:
+            session.execute(sa.text('SELECT 1'))
+        self.assertEqual(['BEGIN IMMEDIATE', 'BEGIN'], begun)
+
+    def test_sqlite_connections_are_kept_between_transactions(self):
+        # oslo.db would open one per transaction (NullPool).
+        self.assertIsInstance(self.db.engine.pool, sa.pool.QueuePool)
+        with self.db.reader() as session:
+            first = session.connection().connection.dbapi_connection
+        with self.db.reader() as session:
+            second = session.connection().connection.dbapi_connection
+        self.assertIs(first, second)
+
+    def test_duplicates_are_recognised_by_oslo_db(self):
+        self.db.sync()
+        instance = unit_base.make_instance()
+        instances.create(self.db, instance)
+        self.assertRaises(exception.RecordExists, instances.create,
+                          self.db, instance)
 
     def test_writer_rolls_back_on_error(self):
         self.db.sync()
