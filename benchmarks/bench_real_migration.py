@@ -5,7 +5,7 @@
 
 Needs root, libvirtd, QEMU and RabbitMQ; without them it prints one
 ``SKIP real tier: <why>`` line and exits 0. It stands up a real numamig
-deployment on this machine (numamig.ci.local_deployment: two libvirtd
+deployment on this machine (numamig_ci.local_deployment: two libvirtd
 hosts in mount namespaces, numamig-conductor and one numamig-compute per
 host as processes over the broker), creates a 128 MiB 1-vCPU pinned TCG
 guest through numamig, and next to it, on the same hosts, an identical
@@ -70,7 +70,7 @@ print(json.dumps({'setup_s': ready - started, 'migrate_s': done - ready}))
 
 def missing_requirements(transport_url):
     """Why the real tier cannot run here, or None."""
-    from numamig.ci import libvirt_hosts
+    from numamig_ci import libvirt_hosts
     reason = libvirt_hosts.missing_requirements()
     if reason:
         return reason
@@ -89,7 +89,7 @@ class Bench:
     """The deployment, the two guests and the two ways to move them."""
 
     def __init__(self, backend, workdir):
-        from numamig.ci import session as ci_session
+        from numamig_ci import session as ci_session
         self.backend = backend
         self.deployment = backend.deployment
         self.session = ci_session.Session(backend)
@@ -290,7 +290,7 @@ def main(argv=None):
     from numamig import _backend
     # This process calls the deployment's conductor over RPC.
     _backend.select_threading(strict=True)
-    from numamig.ci import local_deployment
+    from numamig_ci import local_deployment
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--pairs', type=int, default=10)
     parser.add_argument('--transport-url',
@@ -300,8 +300,8 @@ def main(argv=None):
     if reason:
         print(f"SKIP real tier: {reason}")
         return 0
-    from numamig.ci.backends import local_libvirt
     from numamig.conf import CONF
+    from numamig_ci.backends import local_libvirt
     CONF([], project='numamig', default_config_files=[])
     with tempfile.TemporaryDirectory(prefix='numamig-bench-') as workdir:
         backend = local_libvirt.LocalLibvirtBackend(

@@ -412,16 +412,3 @@ class InstanceBusy(Invalid):
     msg_fmt = ("Instance %(instance_uuid)s cannot be %(action)s now: "
                "%(reason)s")
     code = 409
-
-
-# ---- ci/ (the numamig-ci harness) -------------------------------------------
-
-class CIDeploymentError(NumamigException):
-    """The harness's deployment could not be described, started or reached."""
-    msg_fmt = "numamig-ci deployment %(what)s: %(reason)s"
-
-
-class CIDeploymentFileInvalid(Invalid):
-    """A --deployment file lacks a setting, names one numamig-ci does not
-    know, or holds a value that is unusable or not the deployment's."""
-    msg_fmt = "deployment file %(path)s: %(field)s %(reason)s"

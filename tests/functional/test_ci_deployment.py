@@ -1,7 +1,7 @@
 """numamig-ci --deployment FILE against a real multi-process deployment.
 
 The module stands up what ``--local-libvirt 2`` stands up, through the
-same code (numamig.ci.local_deployment): two libvirtd hosts on this
+same code (numamig_ci.local_deployment): two libvirtd hosts on this
 machine, a conductor and two compute agents as processes over the local
 RabbitMQ, a SQLite database. It then describes that deployment in a
 file, as an operator would, and runs the installed ``numamig-ci``
@@ -37,12 +37,12 @@ from lxml import etree
 from oslo_utils import timeutils
 import testscenarios
 
-from numamig.ci import libvirt_hosts
-from numamig.ci import local_deployment
 from numamig.db import api as db_api
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
+from numamig_ci import libvirt_hosts
+from numamig_ci import local_deployment
 from tests import base
 from tests.fixtures import rpc as rpc_fixture
 

@@ -14,7 +14,7 @@ import sys
 import fixtures
 from lxml import etree
 
-from numamig.cmd import ci as cmd_ci
+from numamig_ci import cmd as cmd_ci
 from tests import base
 from tests.fixtures import rpc as rpc_fixture
 

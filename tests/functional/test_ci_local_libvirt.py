@@ -16,7 +16,7 @@ import sys
 import fixtures
 from lxml import etree
 
-from numamig.ci import libvirt_hosts
+from numamig_ci import libvirt_hosts
 from tests import base
 from tests.fixtures import rpc as rpc_fixture
 

@@ -81,7 +81,7 @@ class CommandLine(Directive):
 
 
 def _ci_parser():
-    from numamig.cmd import ci
+    from numamig_ci import cmd as ci
     return ci.build_parser()
 
 

@@ -2,7 +2,7 @@
 
 The deployment itself (N libvirtd hosts side by side, a conductor and
 one compute agent per host as processes, names unique to the run) is a
-numamig.ci.local_deployment.LocalDeployment; this backend starts it,
+numamig_ci.local_deployment.LocalDeployment; this backend starts it,
 reaches it like any deployment over the broker, and reads the vCPU
 threads of the guests' QEMU processes. Everything is torn down
 afterwards, after a failure or Ctrl-C too; the QEMU capability cache is
@@ -10,9 +10,9 @@ kept between runs.
 """
 
 from numamig import cpuspec
-from numamig.ci import libvirt_hosts
-from numamig.ci import local_deployment
-from numamig.ci.backends import remote
+from numamig_ci import libvirt_hosts
+from numamig_ci import local_deployment
+from numamig_ci.backends import remote
 
 START_TIMEOUT_S = 90
 

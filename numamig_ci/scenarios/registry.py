@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from numamig.ci.backends import base
+from numamig_ci.backends import base
 
 SCENARIOS = {}
 

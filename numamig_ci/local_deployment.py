@@ -1,6 +1,6 @@
 """A numamig deployment stood up on this machine, for numamig-ci.
 
-N real libvirtd hosts side by side (numamig.ci.libvirt_hosts), one
+N real libvirtd hosts side by side (numamig_ci.libvirt_hosts), one
 numamig-conductor and one numamig-compute per host as processes over a
 broker, on a control exchange of their own, with a SQLite (or given)
 database. ``numamig-ci --local-libvirt`` runs its scenarios on one; the
@@ -36,10 +36,11 @@ from oslo_utils import uuidutils
 from numamig import cpuspec
 from numamig import exception
 from numamig import service
-from numamig.ci import broker
-from numamig.ci import libvirt_hosts
-from numamig.ci import lifecycle
 from numamig.db import api as db_api
+from numamig_ci import broker
+from numamig_ci import exception as ci_exception
+from numamig_ci import libvirt_hosts
+from numamig_ci import lifecycle
 
 DEFAULT_TRANSPORT = 'rabbit://guest:guest@127.0.0.1:5672/'
 REPORT_INTERVAL_S = 1
@@ -94,7 +95,7 @@ class LocalDeployment(lifecycle.StartStop):
         """
         reason = libvirt_hosts.missing_requirements()
         if reason:
-            raise exception.CIDeploymentError(what='local libvirt hosts',
+            raise ci_exception.CIDeploymentError(what='local libvirt hosts',
                                               reason=reason)
         os.makedirs(self.state_dir, exist_ok=True)
         db_api.Database(self.db_url).sync()
@@ -173,7 +174,7 @@ class LocalDeployment(lifecycle.StartStop):
         """
         for name, (proc, _log) in self.procs.items():
             if proc.poll() is not None:
-                raise exception.CIDeploymentError(
+                raise ci_exception.CIDeploymentError(
                     what=name, reason=f"exited with {proc.returncode}: "
                                       f"{self.log_tail(name)}")
 

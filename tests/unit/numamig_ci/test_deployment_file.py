@@ -11,8 +11,8 @@ import os
 import fixtures
 import testscenarios
 
-from numamig import exception
-from numamig.ci import deployment_file
+from numamig_ci import deployment_file
+from numamig_ci import exception as ci_exception
 from tests import base
 
 load_tests = testscenarios.load_tests_apply_scenarios
@@ -148,7 +148,7 @@ class RefusedFileTest(base.TestCase):
     ]
 
     def test_refused_naming_the_setting(self):
-        exc = self.assertRaises(exception.CIDeploymentFileInvalid,
+        exc = self.assertRaises(ci_exception.CIDeploymentFileInvalid,
                                 deployment_file.parse, 'd.json', self.data)
         self.assertIn(f"deployment file d.json: {self.field} {self.reason}",
                       str(exc))
@@ -163,7 +163,7 @@ class UnreadableFileTest(base.TestCase):
 
     def test_missing_file(self):
         self.assertRaisesMessage(
-            exception.CIDeploymentFileInvalid,
+            ci_exception.CIDeploymentFileInvalid,
             f"{self.path}: the file cannot be read: No such file",
             deployment_file.load, self.path)
 
@@ -171,6 +171,6 @@ class UnreadableFileTest(base.TestCase):
         with open(self.path, 'w') as f:
             f.write('{"hosts": ')
         self.assertRaisesMessage(
-            exception.CIDeploymentFileInvalid,
+            ci_exception.CIDeploymentFileInvalid,
             f"{self.path}: the file is not JSON",
             deployment_file.load, self.path)

@@ -16,9 +16,9 @@ from lxml import etree
 from oslo_log import log as logging
 
 from numamig import context as nm_context
-from numamig.ci import checks
-from numamig.ci import lifecycle
-from numamig.ci.results import ScenarioSkipped
+from numamig_ci import checks
+from numamig_ci import lifecycle
+from numamig_ci.results import ScenarioSkipped
 
 LOG = logging.getLogger(__name__)
 

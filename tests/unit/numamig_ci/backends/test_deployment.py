@@ -7,10 +7,10 @@ import types
 
 import testscenarios
 
-from numamig import exception
 from numamig import objects
-from numamig.ci import deployment_file
-from numamig.ci.backends import deployment
+from numamig_ci import deployment_file
+from numamig_ci import exception as ci_exception
+from numamig_ci.backends import deployment
 from tests import base
 
 load_tests = testscenarios.load_tests_apply_scenarios
@@ -50,7 +50,7 @@ class CheckSetsTest(base.TestCase):
             deployment._check_sets('d.json', self.spec, report())
             return
         self.assertRaisesMessage(
-            exception.CIDeploymentFileInvalid,
+            ci_exception.CIDeploymentFileInvalid,
             f"deployment file d.json: {self.message}",
             deployment._check_sets, 'd.json', self.spec, report())
 

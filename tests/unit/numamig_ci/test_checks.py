@@ -11,7 +11,7 @@ import copy
 import testscenarios
 
 from numamig import objects
-from numamig.ci import checks
+from numamig_ci import checks
 from tests import base
 
 load_tests = testscenarios.load_tests_apply_scenarios
@@ -112,7 +112,7 @@ class CheckGuestTest(base.TestCase):
 class HostChecksTest(base.TestCase):
 
     def test_disjoint_names_both_guests(self):
-        from numamig.ci import domain
+        from numamig_ci import domain
         placements = {'a': domain.parse(xml()), 'b': domain.parse(xml(
             pins="<vcpupin vcpu='0' cpuset='6'/>"
                  "<vcpupin vcpu='1' cpuset='7'/>"))}

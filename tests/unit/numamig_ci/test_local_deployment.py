@@ -8,8 +8,8 @@ import fixtures
 import testscenarios
 
 from numamig import exception
-from numamig.ci import deployment_file
-from numamig.ci import local_deployment
+from numamig_ci import deployment_file
+from numamig_ci import local_deployment
 from tests import base
 
 load_tests = testscenarios.load_tests_apply_scenarios

@@ -9,7 +9,7 @@ group a vendor's runs per backend.
 import datetime
 import xml.etree.ElementTree as ET
 
-from numamig.ci import results as ci_results
+from numamig_ci import results as ci_results
 
 
 def test_id(backend, scenario):

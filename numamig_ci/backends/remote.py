@@ -14,14 +14,14 @@ import libvirt
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
-from numamig import exception
 from numamig import rpc
 from numamig import service
-from numamig.ci.backends import base
 from numamig.conf import CONF
 from numamig.db import api as db_api
 from numamig.virt.libvirt import driver as lv_driver
 from numamig.virt.libvirt import settings as lv_settings
+from numamig_ci import exception as ci_exception
+from numamig_ci.backends import base
 
 LOG = logging.getLogger(__name__)
 # A report must start this long after the request for it to be current:
@@ -105,7 +105,7 @@ class RemoteBackend(base.Backend):
             except Exception as exc:  # the conductor may not listen yet
                 LOG.debug("numamig-ci: no conductor yet: %s", exc)
             if time.monotonic() > deadline:
-                raise exception.CIDeploymentError(
+                raise ci_exception.CIDeploymentError(
                     what='conductor', reason=f"no answer within {timeout} "
                                              f"s on {self.control_exchange}")
             time.sleep(0.1)
@@ -132,7 +132,7 @@ class RemoteBackend(base.Backend):
             if not missing:
                 return reports
             if time.monotonic() > deadline:
-                raise exception.CIDeploymentError(
+                raise ci_exception.CIDeploymentError(
                     what=f"hosts {', '.join(sorted(missing))}",
                     reason=f"no report within {timeout} s (is the compute "
                            f"agent running, with a short report_interval?)")

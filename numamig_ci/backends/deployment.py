@@ -1,6 +1,6 @@
 """--deployment FILE: an existing numamig deployment the harness visits.
 
-The file (numamig.ci.deployment_file) names the broker, the database and
+The file (numamig_ci.deployment_file) names the broker, the database and
 each host's libvirt URI and CPU sets. The harness creates its guests
 through numamig on these hosts and deletes them afterwards through
 numamig too ('instance delete': the agent destroys the domain and
@@ -15,9 +15,9 @@ reason that has nothing to do with the migration.
 """
 
 from numamig import cpuspec
-from numamig.ci import deployment_file
-from numamig.ci import libvirt_hosts
-from numamig.ci.backends import remote
+from numamig_ci import deployment_file
+from numamig_ci import libvirt_hosts
+from numamig_ci.backends import remote
 
 
 class DeploymentBackend(remote.RemoteBackend):

@@ -5,13 +5,13 @@ from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import objects
-from numamig.ci import domain
-from numamig.ci.results import brief
-from numamig.ci.scenarios.registry import scenario
-from numamig.ci.session import DEDICATED
-from numamig.ci.session import FLOATING
 from numamig.numa import constraints
 from numamig.numa import fit
+from numamig_ci import domain
+from numamig_ci.results import brief
+from numamig_ci.scenarios.registry import scenario
+from numamig_ci.session import DEDICATED
+from numamig_ci.session import FLOATING
 
 
 def _vcpus(s, src, dst, copies=2):

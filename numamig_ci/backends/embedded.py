@@ -26,9 +26,9 @@ from oslo_utils import uuidutils
 from numamig import embedded
 from numamig import exception
 from numamig import service
-from numamig.ci import broker
-from numamig.ci.backends import base
 from numamig.conf import CONF
+from numamig_ci import broker
+from numamig_ci.backends import base
 
 ALL_2CELL = frozenset(range(16))
 ALL_4CELL = frozenset(range(32))

@@ -11,9 +11,9 @@ import traceback
 
 from oslo_log import log as logging
 
-from numamig.ci import reporters as ci_reporters
-from numamig.ci import results as ci_results
-from numamig.ci import session as ci_session
+from numamig_ci import reporters as ci_reporters
+from numamig_ci import results as ci_results
+from numamig_ci import session as ci_session
 
 LOG = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import time
 import fixtures
 from oslo_utils import uuidutils
 
-from numamig.ci import libvirt_hosts
+from numamig_ci import libvirt_hosts
 from tests import base
 
 CAPS = libvirt_hosts.QEMU_CAPS_DIR

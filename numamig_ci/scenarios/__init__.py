@@ -6,6 +6,6 @@ holds the table, in the order below: ``pinning`` (CPU placement),
 abort, refusal, concurrency).
 """
 
-from numamig.ci.scenarios import pinning  # noqa: F401,I001
-from numamig.ci.scenarios import memory  # noqa: F401
-from numamig.ci.scenarios import lifecycle  # noqa: F401
+from numamig_ci.scenarios import pinning  # noqa: F401,I001
+from numamig_ci.scenarios import memory  # noqa: F401
+from numamig_ci.scenarios import lifecycle  # noqa: F401

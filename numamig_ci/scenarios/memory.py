@@ -1,9 +1,9 @@
 """Memory and node scenarios: huge pages kept and moved, page-size
 mismatch refused, fewer destination nodes, multi-node guests."""
 
-from numamig.ci.scenarios.registry import scenario
-from numamig.ci.session import DEDICATED
 from numamig.objects import fields
+from numamig_ci.scenarios.registry import scenario
+from numamig_ci.session import DEDICATED
 
 GIB_KB = 1024 * 1024
 # Statuses a migration reaches only once the source starts copying.

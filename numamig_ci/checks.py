@@ -11,9 +11,9 @@ Pure: no I/O, inputs are not modified.
 
 import dataclasses
 
-from numamig.ci import domain
-from numamig.ci.domain import fmt
-from numamig.ci.results import Failure
+from numamig_ci import domain
+from numamig_ci.domain import fmt
+from numamig_ci.results import Failure
 
 SMALL_PAGE_KB = 4
 

@@ -28,7 +28,7 @@ import difflib
 import json
 
 from numamig import cpuspec
-from numamig import exception
+from numamig_ci import exception as ci_exception
 
 #: setting -> (JSON type, required)
 SETTINGS = {
@@ -164,5 +164,5 @@ def _cpus(path, field, text):
 
 
 def invalid(path, field, reason):
-    return exception.CIDeploymentFileInvalid(path=path, field=field,
+    return ci_exception.CIDeploymentFileInvalid(path=path, field=field,
                                              reason=reason)

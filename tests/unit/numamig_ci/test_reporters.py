@@ -8,10 +8,10 @@ from lxml import etree
 import subunit
 import testtools
 
-from numamig.ci import reporters
-from numamig.ci import results
-from numamig.ci import runner
-from numamig.ci.scenarios import registry
+from numamig_ci import reporters
+from numamig_ci import results
+from numamig_ci import runner
+from numamig_ci.scenarios import registry
 from tests import base
 
 FAILURE = results.Failure('guest-1', 'host-b', "live <vcpupin vcpu='0'>",
@@ -95,7 +95,7 @@ class RegistryTest(base.TestCase):
         self.assertIn('unknown scenario(s) nope', exc.args[0])
 
     def test_missing_features_are_the_skip_reason(self):
-        from numamig.ci.scenarios import memory  # noqa: F401 (registers)
+        from numamig_ci.scenarios import memory  # noqa: F401 (registers)
 
         class Backend:
             name = 'local-libvirt'

@@ -68,7 +68,7 @@ def build_parser():
 
 
 def list_scenarios(stream):
-    from numamig.ci.scenarios import registry
+    from numamig_ci.scenarios import registry
     for item in registry.SCENARIOS.values():
         needs = f" [needs: {', '.join(item.requires)}]" \
             if item.requires else ''
@@ -81,14 +81,14 @@ def make_backend(args):
     :raises exception.Invalid: a bad argument or deployment file.
     """
     if args.embedded:
-        from numamig.ci.backends import embedded
+        from numamig_ci.backends import embedded
         return embedded.EmbeddedBackend(args.transport_url or 'inproc://')
     if args.local_libvirt is not None:
-        from numamig.ci.backends import local_libvirt
+        from numamig_ci.backends import local_libvirt
         return local_libvirt.LocalLibvirtBackend(
             args.local_libvirt, transport_url=args.transport_url,
             db_url=args.database, state_dir=args.state_dir)
-    from numamig.ci.backends import deployment
+    from numamig_ci.backends import deployment
     return deployment.DeploymentBackend.from_file(args.deployment)
 
 
@@ -105,7 +105,7 @@ def main(argv=None, stdout=None):
         stdout.write("numamig-ci: choose --embedded, --local-libvirt N or "
                      "--deployment FILE (or --list)\n")
         return EXIT_USAGE
-    from numamig.ci.scenarios import registry
+    from numamig_ci.scenarios import registry
     try:
         selected = registry.select(args.scenario)
         backend = make_backend(args)
@@ -128,8 +128,8 @@ def _stop_on_sigterm():
 
 
 def _run(args, backend, selected, stdout):
-    from numamig.ci import reporters
-    from numamig.ci import runner
+    from numamig_ci import reporters
+    from numamig_ci import runner
     _stop_on_sigterm()
     with contextlib.ExitStack() as stack:
         human = reporters.HumanReporter(stdout, total=len(selected))

@@ -1,6 +1,6 @@
 """StartStop: stopped on exit, and on a start that fails halfway."""
 
-from numamig.ci import lifecycle
+from numamig_ci import lifecycle
 from tests import base
 
 

@@ -2,10 +2,10 @@
 refusal and concurrent migrations into one host."""
 
 from numamig import exception
-from numamig.ci.results import brief
-from numamig.ci.scenarios.registry import scenario
-from numamig.ci.session import DEDICATED
 from numamig.objects import fields
+from numamig_ci.results import brief
+from numamig_ci.scenarios.registry import scenario
+from numamig_ci.session import DEDICATED
 
 
 @scenario('persistence',

@@ -16,11 +16,11 @@ from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import objects
-from numamig.ci import checks
-from numamig.ci import domain
-from numamig.ci.results import Failure
-from numamig.ci.results import ScenarioSkipped
 from numamig.objects import fields
+from numamig_ci import checks
+from numamig_ci import domain
+from numamig_ci.results import Failure
+from numamig_ci.results import ScenarioSkipped
 
 LOG = logging.getLogger(__name__)
 DEDICATED = {'hw:cpu_policy': 'dedicated'}
