@@ -133,12 +133,12 @@ def _run(args, backend, selected, stdout):
     _stop_on_sigterm()
     with contextlib.ExitStack() as stack:
         human = reporters.HumanReporter(stdout, total=len(selected))
-        chosen = [human]
+        others = []
         if args.subunit:
             stream = stack.enter_context(open(args.subunit, 'wb'))
-            chosen.append(reporters.SubunitReporter(stream, backend.name))
+            others.append(reporters.subunit_reporter(stream))
         if args.junit:
-            chosen.append(reporters.JUnitReporter(args.junit, backend.name))
+            others.append(reporters.JUnitReporter(args.junit, backend.name))
         stdout.write(f"numamig-ci: starting the {backend.name} backend\n")
         try:
             stack.enter_context(backend)
@@ -150,8 +150,8 @@ def _run(args, backend, selected, stdout):
             stdout.write(f"numamig-ci: the {backend.name} backend could not "
                          f"start or reach its deployment: {exc}\n")
             return EXIT_DEPLOYMENT
-        results = runner.run(backend, selected, chosen)
-    return runner.exit_code(results, skips_fail=bool(args.scenario))
+        tally = runner.run(backend, selected, human, others)
+    return runner.exit_code(tally, skips_fail=bool(args.scenario))
 
 
 def _setup_logging(debug, log_file):

@@ -1,28 +1,78 @@
-"""Where results go: human progress, a subunit v2 stream, JUnit XML.
+"""Where outcomes go: human progress, a subunit v2 stream, JUnit XML.
 
-Every reporter sees ``start(scenario_id)``, ``progress(line)`` and
-``stop(result)`` per scenario and ``close(results)`` at the end. Test ids
-are ``numamig_ci.<backend>.<scenario>`` so that stestr, Zuul and Jenkins
-group a vendor's runs per backend.
+Each is a test result the scenario cases (numamig_ci.cases) report to,
+through one ``testtools.MultiTestResult``: the human reporter prints a
+line per progress step and a verdict per scenario, the subunit stream is
+python-subunit's own, and the JUnit file is written by junitparser.
 """
 
-import datetime
-import xml.etree.ElementTree as ET
+import time
 
-from numamig_ci import results as ci_results
+import junitparser
+import subunit
+import testtools
+
+LABELS = ('PASS', 'FAIL', 'ERROR', 'SKIP')
 
 
-def test_id(backend, scenario):
-    return f"numamig_ci.{backend}.{scenario}"
+def detail_text(details, name):
+    """The text of detail ``name``, or '' when absent or empty."""
+    if not details or name not in details:
+        return ''
+    return details[name].as_text().strip()
 
 
-class HumanReporter:
+def skip_reason(reason, details):
+    return reason or detail_text(details, 'reason')
+
+
+class _Timed(testtools.TestResult):
+    """Counts outcomes by label and times each case."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts = dict.fromkeys(LABELS, 0)
+        self._started = 0.0
+
+    def startTest(self, test):  # noqa: N802 - unittest's API
+        super().startTest(test)
+        self._started = time.monotonic()
+
+    def elapsed(self):
+        return time.monotonic() - self._started
+
+    def addSuccess(self, test, details=None):  # noqa: N802
+        super().addSuccess(test, details=details)
+        self.counts['PASS'] += 1
+        self.verdict('PASS', test, '')
+
+    def addFailure(self, test, err=None, details=None):  # noqa: N802
+        super().addFailure(test, err=err, details=details)
+        self.counts['FAIL'] += 1
+        self.verdict('FAIL', test, detail_text(details, 'failures'))
+
+    def addError(self, test, err=None, details=None):  # noqa: N802
+        super().addError(test, err=err, details=details)
+        self.counts['ERROR'] += 1
+        text = '\n'.join(t for t in (detail_text(details, 'failures'),
+                                     detail_text(details, 'traceback'))
+                         if t)
+        self.verdict('ERROR', test, text)
+
+    def addSkip(self, test, reason=None, details=None):  # noqa: N802
+        super().addSkip(test, reason=reason, details=details)
+        self.counts['SKIP'] += 1
+        self.verdict('SKIP', test, skip_reason(reason, details))
+
+    def verdict(self, label, test, text):
+        """One case ended with ``label``; ``text`` says why (or '')."""
+
+
+class HumanReporter(_Timed):
     """Progress lines and a verdict per scenario, then a closing count."""
 
-    LABELS = {ci_results.PASSED: 'PASS', ci_results.FAILED: 'FAIL',
-              ci_results.SKIPPED: 'SKIP', ci_results.ERROR: 'ERROR'}
-
     def __init__(self, stream, total=0):
+        super().__init__()
         self.stream = stream
         self.total = total
         self.index = 0
@@ -34,117 +84,76 @@ class HumanReporter:
     def warn(self, text):
         self._write(f"WARNING: {text}")
 
-    def start(self, scenario_id):
+    def startTest(self, test):  # noqa: N802
+        super().startTest(test)
         self.index += 1
-        self._write(f"[{self.index}/{self.total}] {scenario_id}")
+        self._write(f"[{self.index}/{self.total}] {test.id()}")
 
     def progress(self, line):
         self._write(f"    {line}")
 
-    def stop(self, result):
-        self._write(f"  {self.LABELS[result.status]} {result.name} "
-                    f"({result.duration_s:.1f} s)")
-        for line in result.details().splitlines():
+    def verdict(self, label, test, text):
+        self._write(f"  {label} {test.scenario.name} "
+                    f"({self.elapsed():.1f} s)")
+        for line in text.splitlines():
             self._write(f"    {line}")
 
-    def close(self, results):
-        counts = {s: sum(1 for r in results if r.status == s)
-                  for s in self.LABELS}
+    def stopTestRun(self):  # noqa: N802
+        super().stopTestRun()
         self._write(
-            f"numamig-ci: {counts[ci_results.PASSED]} passed, "
-            f"{counts[ci_results.FAILED] + counts[ci_results.ERROR]} "
-            f"failed, {counts[ci_results.SKIPPED]} skipped")
+            f"numamig-ci: {self.counts['PASS']} passed, "
+            f"{self.counts['FAIL'] + self.counts['ERROR']} failed, "
+            f"{self.counts['SKIP']} skipped")
 
 
-class SubunitReporter:
-    """A subunit v2 stream (``subunit2pyunit``, ``stestr load`` read it)."""
-
-    STATUS = {ci_results.PASSED: 'success', ci_results.FAILED: 'fail',
-              ci_results.SKIPPED: 'skip', ci_results.ERROR: 'fail'}
-
-    def __init__(self, stream, backend):
-        import subunit
-        self.stream = stream
-        self.backend = backend
-        self.output = subunit.StreamResultToBytes(stream)
-        self.output.startTestRun()
-
-    def start(self, scenario_id):
-        self.output.status(test_id=scenario_id, test_status='inprogress',
-                           timestamp=_now())
-
-    def progress(self, line):
-        pass
-
-    def stop(self, result):
-        kwargs = {}
-        details = result.details()
-        if details:
-            name = 'reason' if result.status == ci_results.SKIPPED \
-                else 'traceback'
-            kwargs = {'file_name': name, 'file_bytes': details.encode(),
-                      'mime_type': 'text/plain; charset=utf8'}
-        self.output.status(test_id=test_id(self.backend, result.name),
-                           test_status=self.STATUS[result.status],
-                           timestamp=_now(), eof=True, **kwargs)
-
-    def close(self, results):
-        self.output.stopTestRun()
-        self.stream.flush()
-
-
-class JUnitReporter:
-    """One JUnit XML ``<testsuite>`` written when the run ends."""
+class JUnitReporter(_Timed):
+    """One JUnit ``<testsuite>`` (junitparser), written when the run ends."""
 
     def __init__(self, path, backend):
+        super().__init__()
         self.path = path
-        self.backend = backend
+        self.suite = junitparser.TestSuite(f'numamig-ci.{backend}')
+        self._backend = backend
+        self._log = ''
 
-    def start(self, scenario_id):
-        pass
+    def addSuccess(self, test, details=None):  # noqa: N802
+        self._log = detail_text(details, 'log')
+        super().addSuccess(test, details=details)
 
-    def progress(self, line):
-        pass
+    def addFailure(self, test, err=None, details=None):  # noqa: N802
+        self._log = detail_text(details, 'log')
+        super().addFailure(test, err=err, details=details)
 
-    def stop(self, result):
-        pass
+    def addError(self, test, err=None, details=None):  # noqa: N802
+        self._log = detail_text(details, 'log')
+        super().addError(test, err=err, details=details)
 
-    def close(self, results):
-        suite = ET.Element('testsuite', {
-            'name': f'numamig-ci.{self.backend}',
-            'tests': str(len(results)),
-            'failures': str(_count(results, ci_results.FAILED)),
-            'errors': str(_count(results, ci_results.ERROR)),
-            'skipped': str(_count(results, ci_results.SKIPPED)),
-            'time': f"{sum(r.duration_s for r in results):.3f}"})
-        for result in results:
-            case = ET.SubElement(suite, 'testcase', {
-                'classname': f'numamig_ci.{self.backend}',
-                'name': result.name, 'time': f"{result.duration_s:.3f}"})
-            _outcome(case, result)
-            if result.log:
-                ET.SubElement(case, 'system-out').text = '\n'.join(
-                    result.log)
-        ET.indent(suite)
-        ET.ElementTree(suite).write(self.path, encoding='utf-8',
-                                    xml_declaration=True)
+    def verdict(self, label, test, text):
+        case = junitparser.TestCase(test.scenario.name,
+                                    classname=f'numamig_ci.{self._backend}',
+                                    time=round(self.elapsed(), 3))
+        first = text.splitlines()[0] if text else ''
+        outcome = {'FAIL': lambda: junitparser.Failure(
+                       first, type_='WhiteboxCheckFailed'),
+                   'ERROR': lambda: junitparser.Error(first),
+                   'SKIP': lambda: junitparser.Skipped(first)}.get(label)
+        if outcome:
+            result = outcome()
+            if label != 'SKIP':
+                result.text = text
+            case.result = [result]
+        if self._log and label != 'SKIP':
+            case.system_out = self._log
+        self._log = ''
+        self.suite.add_testcase(case)
 
-
-def _outcome(case, result):
-    if result.status == ci_results.SKIPPED:
-        ET.SubElement(case, 'skipped', message=result.reason)
-    elif result.status == ci_results.FAILED:
-        first = str(result.failures[0]) if result.failures else ''
-        ET.SubElement(case, 'failure', message=first,
-                      type='WhiteboxCheckFailed').text = result.details()
-    elif result.status == ci_results.ERROR:
-        ET.SubElement(case, 'error', message=result.reason.splitlines()[0]
-                      if result.reason else '').text = result.details()
+    def stopTestRun(self):  # noqa: N802
+        super().stopTestRun()
+        self.suite.update_statistics()
+        self.suite.write(self.path, pretty=True)
 
 
-def _count(results, status):
-    return sum(1 for r in results if r.status == status)
-
-
-def _now():
-    return datetime.datetime.now(datetime.UTC)
+def subunit_reporter(stream):
+    """python-subunit's v2 writer, taking the cases' results."""
+    return testtools.ExtendedToStreamDecorator(
+        subunit.StreamResultToBytes(stream))

@@ -1,4 +1,4 @@
-"""What the harness found: one failed check, one scenario's outcome.
+"""What the harness found: one failed check; a scenario that cannot run.
 
 A failure always names the guest, the host, the XML element (or record
 field) and the expected and actual values, so that a CI log line alone
@@ -6,11 +6,6 @@ tells a vendor what their deployment did wrong.
 """
 
 import dataclasses
-
-PASSED = 'passed'
-FAILED = 'failed'
-SKIPPED = 'skipped'
-ERROR = 'error'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,35 +36,6 @@ class ScenarioSkipped(Exception):
     def __init__(self, reason):
         super().__init__(reason)
         self.reason = reason
-
-
-@dataclasses.dataclass
-class ScenarioResult:
-    """How one scenario went.
-
-    ``status`` is one of PASSED, FAILED (checks did not hold), SKIPPED
-    (the backend cannot express it; ``reason`` says why) and ERROR (the
-    scenario could not run to its checks; ``reason`` holds the error).
-    """
-
-    name: str
-    status: str
-    duration_s: float = 0.0
-    failures: list = dataclasses.field(default_factory=list)
-    reason: str = ''
-    log: list = dataclasses.field(default_factory=list)
-
-    @property
-    def ok(self):
-        """True when the scenario does not make the run fail."""
-        return self.status in (PASSED, SKIPPED)
-
-    def details(self):
-        """The text a reporter shows for a failed or skipped scenario."""
-        lines = [str(f) for f in self.failures]
-        if self.reason:
-            lines.append(self.reason)
-        return '\n'.join(lines)
 
 
 def brief(exc):

@@ -1,13 +1,15 @@
-"""Reporters, exit codes and the scenario table of numamig-ci."""
+"""Scenario cases, reporters, exit codes and the table of numamig-ci."""
 
 import io
 import os
+from unittest import mock
 
 import fixtures
 from lxml import etree
 import subunit
 import testtools
 
+from numamig_ci import cases
 from numamig_ci import reporters
 from numamig_ci import results
 from numamig_ci import runner
@@ -16,59 +18,113 @@ from tests import base
 
 FAILURE = results.Failure('guest-1', 'host-b', "live <vcpupin vcpu='0'>",
                           '5', '1')
-RESULTS = [
-    results.ScenarioResult('pins-recomputed', results.FAILED, 1.5,
-                           failures=[FAILURE]),
-    results.ScenarioResult('multi-node', results.SKIPPED, 0.0,
-                           reason='no hosts with two NUMA nodes'),
-    results.ScenarioResult('persistence', results.PASSED, 2.0),
-]
 
 
-def _report(reporter):
-    for result in RESULTS:
-        reporter.start(reporters.test_id('embedded', result.name))
-        reporter.stop(result)
-    reporter.close(RESULTS)
+def _fails(session):
+    session.say('migrated guest-1')
+    session.failures.append(FAILURE)
+
+
+def _breaks(session):
+    raise RuntimeError('the conductor went away')
+
+
+def _passes(session):
+    session.say('all held')
+
+
+SCENARIOS = {
+    'pins-recomputed': registry.Scenario('pins-recomputed', 'x', (), _fails),
+    'multi-node': registry.Scenario('multi-node', 'x', ('multi_node',),
+                                    _passes),
+    'persistence': registry.Scenario('persistence', 'x', (), _passes),
+    'concurrency': registry.Scenario('concurrency', 'x', (), _breaks),
+}
+
+
+def _backend():
+    backend = mock.Mock(name='backend', features=frozenset())
+    backend.name = 'embedded'
+    backend.warnings.return_value = ['hosts have the same CPU sets']
+    return backend
+
+
+def _run(names, others=(), skips_fail=False):
+    """(human text, exit code, backend) of running ``names``."""
+    out = io.StringIO()
+    backend = _backend()
+    human = reporters.HumanReporter(out, total=len(names))
+    tally = runner.run(backend, [SCENARIOS[n] for n in names], human,
+                       others)
+    return out.getvalue(), runner.exit_code(tally, skips_fail), backend
+
+
+class ScenarioCaseTest(base.TestCase):
+
+    def test_id_groups_by_backend(self):
+        case = cases.ScenarioTest(SCENARIOS['persistence'], _backend())
+        self.assertEqual('numamig_ci.embedded.persistence', case.id())
+
+    def test_guests_are_deleted_whatever_happened(self):
+        for name in ('pins-recomputed', 'persistence', 'concurrency'):
+            _text, _code, backend = _run([name])
+            backend.refresh.assert_called_once_with()
+
+    def test_a_failing_cleanup_makes_an_error(self):
+        backend = _backend()
+        backend.refresh.side_effect = RuntimeError('libvirtd is gone')
+        tally = runner.run(backend, [SCENARIOS['persistence']],
+                           reporters.HumanReporter(io.StringIO()))
+        self.assertEqual(1, len(tally.errors))
 
 
 class ReportersTest(base.TestCase):
 
+    NAMES = ['pins-recomputed', 'multi-node', 'persistence', 'concurrency']
+
     def test_human_names_guest_host_element_values(self):
-        out = io.StringIO()
-        _report(reporters.HumanReporter(out, total=3))
-        text = out.getvalue()
-        self.assertIn("FAIL pins-recomputed (1.5 s)", text)
+        text, _code, _backend = _run(self.NAMES)
+        self.assertIn("WARNING: hosts have the same CPU sets", text)
+        self.assertIn("[1/4] numamig_ci.embedded.pins-recomputed", text)
+        self.assertIn("    migrated guest-1", text)
+        self.assertIn("  FAIL pins-recomputed", text)
         self.assertIn("guest guest-1 on host host-b: live <vcpupin "
                       "vcpu='0'>: expected 5, actual 1", text)
-        self.assertIn("SKIP multi-node", text)
+        self.assertIn("  SKIP multi-node", text)
+        self.assertIn("no hosts with at least two NUMA nodes", text)
+        self.assertIn("  ERROR concurrency", text)
+        self.assertIn("RuntimeError: the conductor went away", text)
         self.assertTrue(text.rstrip().endswith(
-            "numamig-ci: 1 passed, 1 failed, 1 skipped"))
+            "numamig-ci: 1 passed, 2 failed, 1 skipped"))
 
     def test_junit(self):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'j')
-        _report(reporters.JUnitReporter(path, 'embedded'))
+        _run(self.NAMES, [reporters.JUnitReporter(path, 'embedded')])
         suite = etree.parse(path).getroot()
-        self.assertEqual(('3', '1', '0', '1'), tuple(
+        self.assertEqual('testsuite', suite.tag)
+        self.assertEqual(('4', '1', '1', '1'), tuple(
             suite.get(k) for k in ('tests', 'failures', 'errors',
                                    'skipped')))
         failure = suite.find("testcase[@name='pins-recomputed']/failure")
         self.assertEqual(str(FAILURE), failure.get('message'))
-        self.assertEqual('no hosts with two NUMA nodes', suite.find(
+        self.assertIn('migrated guest-1', suite.find(
+            "testcase[@name='pins-recomputed']/system-out").text)
+        self.assertIn('two NUMA nodes', suite.find(
             "testcase[@name='multi-node']/skipped").get('message'))
 
     def test_subunit_v2_stream_reads_back(self):
         stream = io.BytesIO()
-        _report(reporters.SubunitReporter(stream, 'embedded'))
+        _run(self.NAMES, [reporters.subunit_reporter(stream)])
         summary = testtools.StreamSummary()
         summary.startTestRun()
         subunit.ByteStreamToStreamResult(io.BytesIO(stream.getvalue())).run(
             summary)
         summary.stopTestRun()
-        self.assertEqual(3, summary.testsRun)
-        self.assertEqual(['numamig_ci.embedded.pins-recomputed'],
-                         [t.id() for t, _ in summary.errors +
-                          summary.failures])
+        self.assertEqual(4, summary.testsRun)
+        self.assertEqual(['numamig_ci.embedded.concurrency',
+                          'numamig_ci.embedded.pins-recomputed'],
+                         sorted(t.id() for t, _ in summary.errors +
+                                summary.failures))
         self.assertEqual(['numamig_ci.embedded.multi-node'],
                          [t.id() for t, _ in summary.skipped])
 
@@ -76,16 +132,19 @@ class ReportersTest(base.TestCase):
 class ExitCodeTest(base.TestCase):
 
     def test_failure_fails(self):
-        self.assertEqual(1, runner.exit_code(RESULTS))
+        self.assertEqual(1, _run(['persistence', 'pins-recomputed'])[1])
+
+    def test_error_fails(self):
+        self.assertEqual(1, _run(['persistence', 'concurrency'])[1])
 
     def test_skips_pass_unless_named(self):
-        passing = RESULTS[1:]
-        self.assertEqual(0, runner.exit_code(passing))
-        self.assertEqual(1, runner.exit_code(passing, skips_fail=True))
+        passing = ['multi-node', 'persistence']
+        self.assertEqual(0, _run(passing)[1])
+        self.assertEqual(1, _run(passing, skips_fail=True)[1])
 
     def test_nothing_passed_fails(self):
-        self.assertEqual(1, runner.exit_code(RESULTS[1:2]))
-        self.assertEqual(1, runner.exit_code([]))
+        self.assertEqual(1, _run(['multi-node'])[1])
+        self.assertEqual(1, _run([])[1])
 
 
 class RegistryTest(base.TestCase):
