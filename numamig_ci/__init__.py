@@ -10,8 +10,10 @@ Modules: ``results`` (what a check found), ``checks`` (the whitebox
 comparisons, pure), ``domain`` (domain XML -> placement), ``backends``
 (where the guests run: embedded, local libvirtd hosts, an existing
 deployment), ``session`` (one scenario's guests and observations),
-``scenarios`` (the registry), ``runner`` and ``reporters`` (human,
-subunit v2, JUnit XML), ``libvirt_hosts`` (libvirtd hosts side by side),
+``scenarios`` (the registry), ``cases`` (each scenario as a testtools
+test case), ``runner`` and ``reporters`` (human, subunit v2, JUnit XML),
+``suite`` (the cases for stestr), ``libvirt_hosts`` (libvirtd hosts
+side by side),
 ``local_deployment`` (those hosts with a conductor and agents as
 processes: --local-libvirt and the --deployment tests), and
 ``deployment_file`` (the --deployment file, checked up front) and

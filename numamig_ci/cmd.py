@@ -15,6 +15,7 @@ be started or reached.
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -44,6 +45,10 @@ def build_parser():
                         "(repeatable; default: all)")
     parser.add_argument('--list', action='store_true',
                         help="list the scenarios and exit")
+    parser.add_argument('--suite-top', action='store_true',
+                        help="print the directory holding the numamig_ci "
+                             "package (stestr's --top-dir for running the "
+                             "scenarios with stestr) and exit")
     parser.add_argument('--subunit', metavar='FILE',
                         help="also write a subunit v2 stream to FILE")
     parser.add_argument('--junit', metavar='FILE',
@@ -75,6 +80,13 @@ def list_scenarios(stream):
         stream.write(f"{item.name:26} {item.summary}{needs}\n")
 
 
+def suite_top():
+    """The directory stestr needs as --top-dir for numamig_ci.suite."""
+    import numamig_ci
+    return os.path.dirname(os.path.dirname(os.path.abspath(
+        numamig_ci.__file__)))
+
+
 def make_backend(args):
     """The backend the arguments name.
 
@@ -99,6 +111,9 @@ def main(argv=None, stdout=None):
     _setup_logging(args.debug, args.log_file)
     if args.list:
         list_scenarios(stdout)
+        return EXIT_OK
+    if args.suite_top:
+        stdout.write(suite_top() + '\n')
         return EXIT_OK
     if not (args.embedded or args.local_libvirt is not None
             or args.deployment):

@@ -50,6 +50,29 @@ class EmbeddedHarnessTest(base.TestCase):
                       .splitlines()[0])
 
 
+class StestrTest(base.TestCase):
+    """The scenarios as stestr runs them (numamig_ci.suite)."""
+
+    def test_stestr_runs_the_scenarios(self):
+        work = self.useFixture(fixtures.TempDir()).path
+        bindir = os.path.dirname(sys.executable)
+        top = subprocess.run([os.path.join(bindir, 'numamig-ci'),
+                              '--suite-top'], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        env = dict(os.environ, NUMAMIG_CI_ARGS=(
+            '--embedded --transport-url fake:// --scenario persistence '
+            '--scenario pins-recomputed --scenario qemu-affinity'))
+        run = subprocess.run(
+            [os.path.join(bindir, 'stestr'), '--top-dir', top,
+             '--test-path', os.path.join(top, 'numamig_ci', 'suite'),
+             'run', '--concurrency', '1'],
+            cwd=work, env=env, capture_output=True, text=True, timeout=240)
+        self.assertEqual(0, run.returncode, run.stdout + run.stderr)
+        self.assertIn('numamig_ci.embedded.persistence', run.stdout)
+        self.assertRegex(run.stdout, r'Passed: 2\b')
+        self.assertRegex(run.stdout, r'Skipped: 1\b')
+
+
 class BrokenDriverTest(base.TestCase):
     """A source that sends its own XML instead of the rewritten one."""
 
