@@ -125,6 +125,15 @@ class InvalidNUMASpec(InvalidNUMARequest):
     msg_fmt = "Invalid NUMA request: %(key)s=%(value)r: %(reason)s"
 
 
+class UnknownNUMASpec(InvalidNUMARequest):
+    """A flavor key of the hw: namespace (or an image property hw_*)
+    numamig does not read: most often a typo that would leave the guest
+    unpinned."""
+    msg_fmt = ("Unknown %(where)s %(key)s%(hint)s: numamig does not read "
+               "it; a key that another service reads goes in [DEFAULT] "
+               "foreign_numa_specs")
+
+
 class NUMASpecConflict(InvalidNUMARequest):
     """Two specs (flavor, image or both) contradict each other."""
     msg_fmt = ("Invalid NUMA request: %(key)s=%(value)r conflicts with "

@@ -440,7 +440,8 @@ def default_conductor_settings():
     return {'migrate_max_retries': 3, 'check_timeout': 60, 'limits': None,
             'enable_numa_live_migration_workaround': False,
             'migration_workers': 8,
-            'admission': conductor_manager.DEFAULT_ADMISSION}
+            'admission': conductor_manager.DEFAULT_ADMISSION,
+            'foreign_numa_specs': ()}
 
 
 def conductor_settings_from_conf(conf):
@@ -459,4 +460,5 @@ def conductor_settings_from_conf(conf):
             per_source=conf.conductor.max_outgoing_migrations_per_host,
             per_dest=conf.conductor.max_incoming_migrations_per_host,
             queued=conf.conductor.max_queued_migrations),
+        'foreign_numa_specs': tuple(conf.foreign_numa_specs),
     }

@@ -18,6 +18,7 @@ EXIT_OK = 0            # done; nothing found (audits); fits (numa fit)
 EXIT_NO = 1            # the answer is no (does not fit, migration failed)
 EXIT_PROBLEMS = 3      # an audit found problems
 EXIT_HEALED = 4        # problems were found and healed
+EXIT_INTERRUPTED = 130 # Ctrl-C: what was started goes on (the line says)
 EXIT_BAD_INPUT = 127   # the input was wrong; nothing was changed
 EXIT_UNEXPECTED = 255  # a bug or an unreachable service
 

@@ -3,7 +3,7 @@
 Each category is a class in ``numamig/cmd/manage_commands/``; its public
 methods are the actions. Exit codes (numamig.cmd.common): 0 success or
 nothing found, 1 a "no" answer, 3 problems found, 4 healed, 127 bad input
-(nothing changed), 255 unexpected error.
+(nothing changed), 130 interrupted (Ctrl-C), 255 unexpected error.
 """
 
 import importlib
@@ -93,6 +93,10 @@ def _run(category_opt, argv):
     kwargs = common.action_kwargs(CONF.category)
     try:
         return fn(CONF.category.category_class(), **kwargs) or 0
+    except KeyboardInterrupt:
+        return common.fail("interrupted; anything the command had asked "
+                           "the services to do goes on",
+                           common.EXIT_INTERRUPTED, output_format)
     except Exception as exc:  # noqa: BLE001 - the CLI's last resort
         return common.fail(f"unexpected {type(exc).__name__}: {exc}",
                            common.EXIT_UNEXPECTED, output_format)

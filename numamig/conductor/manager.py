@@ -74,7 +74,9 @@ class ConductorManager:
             limits=settings.get('limits'),
             enable_numa_live_migration_workaround=settings.get(
                 'enable_numa_live_migration_workaround', False),
-            admission=self.admission)
+            admission=self.admission,
+            foreign_numa_specs=tuple(settings.get('foreign_numa_specs',
+                                                  ())))
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).
         self.executor = None

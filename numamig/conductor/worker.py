@@ -50,6 +50,8 @@ class Worker:
     :param enable_numa_live_migration_workaround: migrate NUMA guests
         even when a host of the release before takes part.
     :param admission: queue.Limits on migrations at once.
+    :param foreign_numa_specs: keys of numamig's spec namespaces it
+        accepts on a new guest without reading them.
     """
 
     db: object
@@ -63,4 +65,5 @@ class Worker:
     limits: object = None
     enable_numa_live_migration_workaround: bool = False
     admission: queue.Limits = DEFAULT_ADMISSION
+    foreign_numa_specs: tuple = ()
     reports: ReportCursor = dataclasses.field(default_factory=ReportCursor)

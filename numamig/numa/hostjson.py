@@ -11,6 +11,7 @@ from numamig import cpuspec
 from numamig import exception
 from numamig import objects
 from numamig.numa import constraints
+from numamig.numa import specs as specs_mod
 
 _CELL_KEYS = {'id', 'cpus', 'dedicated', 'shared', 'siblings', 'memory_mb',
               'memory_usage_mb', 'pinned', 'cpu_usage', 'pages', 'distances'}
@@ -144,11 +145,14 @@ def host_to_json(topology):
     } for cell in topology.cells]}
 
 
-def request_from_json(data):
+def request_from_json(data, foreign_specs=()):
     """Return (request or None, NUMALimits or None, forced page size).
 
+    :param foreign_specs: keys of the spec namespaces accepted unread
+        (specs.check_known).
     :raises InvalidNUMAJSON: for a malformed document.
-    :raises InvalidNUMARequest: for specs that make no valid request.
+    :raises InvalidNUMARequest: for specs that make no valid request,
+        or a key of the spec namespaces numamig does not read.
     """
     _object('request', '$', data, _REQUEST_KEYS,
             required=('vcpus', 'memory_mb'))
@@ -166,6 +170,8 @@ def request_from_json(data):
     pagesize = data.get('pagesize_kb')
     if pagesize is not None:
         pagesize = _integer('request', 'pagesize_kb', pagesize, minimum=4)
+    specs_mod.check_known(specs['extra_specs'], specs['image_properties'],
+                          foreign_specs)
     request = constraints.get_numa_request(
         data['vcpus'], data['memory_mb'], specs['extra_specs'],
         specs['image_properties'])

@@ -7,6 +7,7 @@ they cannot; combining specs into a request is constraints.py's job.
 """
 
 import dataclasses
+import difflib
 import re
 
 from numamig import cpuspec
@@ -79,6 +80,51 @@ SPECS = (
 )
 
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
+
+
+# The namespaces numamig owns: a key there that no Spec declares is
+# refused when a guest is created, so that a typo is not silently ignored.
+FLAVOR_NAMESPACE = 'hw:'
+IMAGE_NAMESPACE = 'hw_'
+
+
+def check_known(extra_specs, image_properties, foreign=()):
+    """Refuse keys of numamig's namespaces that no Spec declares.
+
+    Keys outside ``hw:`` (flavor) and ``hw_`` (image) pass untouched, as
+    do those listed in ``foreign`` (keys of those namespaces numamig
+    accepts without reading, such as another service's).
+
+    :raises UnknownNUMASpec: naming the first unknown key, with the
+        closest known key when there is one.
+    """
+    for where, source, namespace, attr in (
+            ('flavor key', extra_specs, FLAVOR_NAMESPACE, 'flavor_key'),
+            ('image property', image_properties, IMAGE_NAMESPACE,
+             'image_key')):
+        known = _known_keys(attr)
+        for key in sorted(source or {}, key=str):
+            if not str(key).startswith(namespace) or key in foreign or \
+                    _declared(key, known):
+                continue
+            close = difflib.get_close_matches(str(key).split('.')[0],
+                                              sorted(known), n=1)
+            raise exception.UnknownNUMASpec(
+                where=where, key=key,
+                hint=f" (did you mean {close[0]}?)" if close else '')
+
+
+def _known_keys(attr):
+    """Declared key -> whether it is per cell (written ``<key>.N``)."""
+    return {getattr(spec, attr): spec.per_cell for spec in SPECS
+            if getattr(spec, attr)}
+
+
+def _declared(key, known):
+    if key in known:
+        return not known[key]
+    base, dot, cell = str(key).rpartition('.')
+    return bool(dot and cell.isdigit() and known.get(base))
 
 
 def parse_choice(spec, key, value):

@@ -127,6 +127,18 @@ class SpecExamplesTest(LiveMigrationTestCase):
         self.assert_nothing_claimed(mover)
 
 
+class UnknownSpecTest(LiveMigrationTestCase):
+    """A typo in a flavor key is refused before anything is recorded,
+    and the refusal crosses the wire as itself."""
+
+    def test_typo_refused_nothing_recorded(self):
+        exc = self.assertRaises(
+            exception.UnknownNUMASpec, self.create, 'host-a',
+            specs={'hw:cpu_polcy': 'dedicated'})
+        self.assertIn('did you mean hw:cpu_policy?', str(exc))
+        self.assertEqual([], self.api.instance_get_all(self.ctxt))
+
+
 class HugepageExampleTest(LiveMigrationTestCase):
     """Two nodes of 8 x 1 GiB pages; node 0 of the destination is full."""
 

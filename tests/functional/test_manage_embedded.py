@@ -85,6 +85,15 @@ class ManageEmbeddedTestCase(base.TestCase):
         self.assertEqual(127, code)
         self.assertIn('hw:numa_nodes', err)
         self.assertEqual([], self.json_of('instance', 'list')['instances'])
+        code, out, err = self.cli('instance', 'create', '--host', 'host-a',
+                                  '--vcpus', '2', '--memory', '1024',
+                                  '--property', 'hw:cpu_polcy=dedicated',
+                                  '--format', 'json')
+        self.assertEqual(127, code, err)
+        self.assertIn('did you mean hw:cpu_policy?', err)
+        self.assertEqual(1, len(err.strip().splitlines()), err)
+        self.assertEqual(127, json.loads(out)['exit_code'])
+        self.assertEqual([], self.json_of('instance', 'list')['instances'])
         code, _, err = self.cli('instance', 'create', '--host', 'host-z',
                                 '--vcpus', '2', '--memory', '1024')
         self.assertNotEqual(0, code)

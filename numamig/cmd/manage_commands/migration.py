@@ -69,7 +69,8 @@ class MigrationCommands:
         fits); 1 (--wait) no destination could take the guest or the
         migration failed, (--dry-run) no destination fits; 127 bad input
         (unknown instance or host, a guest already migrating, a full
-        queue; nothing changed); 255 the conductor cannot be reached.
+        queue; nothing changed); 130 interrupted (--wait: the migration
+        goes on, printed first); 255 the conductor cannot be reached.
         """
         _access.require_uuid(instance, 'instance')
         if dry_run and wait:
@@ -93,9 +94,18 @@ class MigrationCommands:
             # A conductor older than the admission queue chooses the
             # destination before it answers.
             return common.fail(exc, common.EXIT_NO, output_format)
+        except KeyboardInterrupt:
+            return common.fail(
+                f"interrupted before the conductor answered: a migration of "
+                f"{instance} may have been recorded; see 'numamig-manage "
+                f"migration list --instance {instance}'",
+                common.EXIT_INTERRUPTED, output_format)
         if wait:
-            migration = follow(api, ctxt, migration, output_format,
-                               timeout=wait_timeout)
+            try:
+                migration = follow(api, ctxt, migration, output_format,
+                                   timeout=wait_timeout)
+            except KeyboardInterrupt:
+                return _interrupted(migration, output_format)
         common.print_output(_view(migration), output_format, _print_show)
         if wait and migration.status not in STATUS.FINAL:
             # stderr only: stdout already holds the migration.
@@ -193,6 +203,16 @@ class MigrationCommands:
             _access.context(), migration)
         common.print_output(_view(result), output_format, _print_show)
         return common.EXIT_OK
+
+
+def _interrupted(migration, output_format):
+    """Ctrl-C while following: the migration itself goes on."""
+    common.print_output(_view(migration), output_format, _print_show)
+    return common.fail(
+        f"interrupted: migration {migration.uuid} goes on (last seen "
+        f"{migration.status}); follow it with 'numamig-manage migration "
+        f"show {migration.uuid}', stop it with 'numamig-manage migration "
+        f"abort {migration.uuid}'", common.EXIT_INTERRUPTED)
 
 
 def follow(api, ctxt, migration, output_format, timeout=None,

@@ -79,8 +79,10 @@ def _load(path):
 
 def _fit_case(host_data, request_data, strategy):
     """Return (output document, microseconds the fit took)."""
+    from numamig.conf import CONF
     host = hostjson.host_from_json(host_data)
-    request, limits, pagesize = hostjson.request_from_json(request_data)
+    request, limits, pagesize = hostjson.request_from_json(
+        request_data, foreign_specs=CONF.foreign_numa_specs)
     if request is None:
         return {'fits': True, 'cells': [],
                 'note': "the guest asks for no NUMA characteristic, so any "

@@ -13,6 +13,7 @@ from numamig import exception
 from numamig.conductor.tasks import base
 from numamig.db import instances
 from numamig.numa import instance_request
+from numamig.numa import specs
 
 LOG = logging.getLogger(__name__)
 
@@ -33,6 +34,11 @@ class BuildInstanceTask(base.TaskBase):
     def _execute(self):
         self.instance.host = None
         self.instance.numa_topology = None
+        # Before anything is recorded: a typo in a key would otherwise
+        # give an unpinned guest, silently.
+        specs.check_known(self.instance.get('extra_specs'),
+                          self.instance.get('image_properties'),
+                          self.worker.foreign_numa_specs)
         request = instance_request.numa_request(self.instance)
         self.instance.validate()
         instances.create(self.worker.db, self.instance)

@@ -2,6 +2,7 @@
 
 import io
 import json
+from unittest import mock
 
 from numamig import exception
 from numamig.cmd.manage_commands import migration as migration_cmd
@@ -187,6 +188,38 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
         code, _, _ = self.run_cli('migration', 'start', self.guest.uuid,
                                   '--wait')
         self.assertEqual(1, code)
+
+    def test_interrupted_wait_says_the_migration_goes_on(self):
+        queued = self._mig('queued')
+        self.api.live_migrate_instance.return_value = queued
+        self.api.migration_get.side_effect = KeyboardInterrupt
+        code, out, err = self.run_cli('migration', 'start', self.guest.uuid,
+                                      '--wait')
+        self.assertEqual(130, code)
+        self.assertIn(queued.uuid, out)
+        # Progress lines, then one error line.
+        self.assertEqual(1, err.count('error: '), err)
+        self.assertIn(f"error: interrupted: migration {queued.uuid} goes "
+                      f"on", err.strip().splitlines()[-1])
+        self.assertIn(f"migration abort {queued.uuid}", err)
+        self.assertNotIn('Traceback', out + err)
+
+    def test_interrupted_request_says_where_to_look(self):
+        self.api.live_migrate_instance.side_effect = KeyboardInterrupt
+        code, out, err = self.run_cli('migration', 'start', self.guest.uuid,
+                                      '--format', 'json')
+        self.assertEqual(130, code)
+        self.assertIn(f"migration list --instance {self.guest.uuid}", err)
+        self.assertEqual(130, json.loads(out)['exit_code'])
+
+    def test_interrupt_anywhere_is_one_line(self):
+        self.patch(migrations, 'get', mock.Mock(side_effect=KeyboardInterrupt))
+        code, _out, err = self.run_cli('migration', 'show',
+                                       cli_base.new_uuid())
+        self.assertEqual(130, code, err)
+        self.assertEqual(['error: interrupted; anything the command had '
+                          'asked the services to do goes on'],
+                         err.strip().splitlines())
 
     def test_dry_run(self):
         topology = self.guest.numa_topology

@@ -101,3 +101,18 @@ class RequestJSONTest(base.TestCase):
                         'cpu_pinning': {'0': 0, '1': 2},
                         'emulator_pcpus': []}]},
             document)
+
+
+class UnknownKeysTest(base.TestCase):
+
+    REQUEST = {'vcpus': 2, 'memory_mb': 1024,
+               'extra_specs': {'hw:cpu_polcy': 'dedicated'}}
+
+    def test_unknown_key_refused(self):
+        self.assertRaises(exception.UnknownNUMASpec,
+                          hostjson.request_from_json, self.REQUEST)
+
+    def test_foreign_key_accepted_unread(self):
+        request, _limits, _pagesize = hostjson.request_from_json(
+            self.REQUEST, foreign_specs=('hw:cpu_polcy',))
+        self.assertIsNone(request)
