@@ -65,6 +65,24 @@ class NumamigException(Exception):
         return self.message
 
 
+def brief(exc):
+    """An error's own message, without the traceback a peer appended.
+
+    oslo.messaging rebuilds an error raised on the other side of an RPC
+    call with that side's whole traceback after its message, in its str
+    (a ``Name_Remote`` class, or RemoteError for errors it cannot
+    rebuild). An operator's terminal, a migration record or the log of
+    an expected refusal needs the message alone.
+    """
+    if type(exc).__name__.endswith('_Remote'):
+        text = str(exc).split('\n', 1)[0]
+    elif hasattr(exc, 'exc_type') and hasattr(exc, 'value'):
+        text = f"{exc.exc_type}: {exc.value}"  # oslo.messaging RemoteError
+    else:
+        text = str(exc)
+    return text.strip() or type(exc).__name__
+
+
 def _wire_safe(value):
     if value is None or isinstance(value, (str, int, float, bool)):
         return value

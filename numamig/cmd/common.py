@@ -178,6 +178,9 @@ def fail(problem, code, output_format=None):
     also ``{"error": ..., "exit_code": ...}`` on stdout, so that a
     script reading stdout gets JSON whatever happened.
     """
+    from numamig import exception
+    if isinstance(problem, BaseException):
+        problem = exception.brief(problem)
     print(f"error: {problem}", file=sys.stderr)
     if output_format == 'json':
         print(json.dumps({'error': str(problem), 'exit_code': code},

@@ -35,10 +35,11 @@ opts = [
                     "to a live-migration check before trying the next "
                     "candidate."),
     cfg.ListOpt('foreign_numa_specs', default=[],
-                help="Flavor keys of the hw: namespace and image "
-                     "properties starting hw_ that numamig accepts on a new "
-                     "guest without reading them (another service's keys, "
-                     "such as hw:watchdog_action). Any other key there that "
+                help="Flavor keys of the hw: namespace, and image "
+                     "properties of the matching names (such as "
+                     "hw_mem_page_size), that numamig accepts on a new "
+                     "guest without reading them: another service's keys, "
+                     "such as hw:watchdog_action. Any other key there that "
                      "numamig does not read is refused when the guest is "
                      "created, naming the closest key it knows: a typo such "
                      "as hw:cpu_polcy would otherwise leave the guest "

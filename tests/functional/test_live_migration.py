@@ -220,6 +220,10 @@ class CandidatesTest(LiveMigrationTestCase):
         for name in ('host-b', 'host-c'):
             self.assertIn(f'{name}: Migration pre-check error',
                           migration.error)
+        # Each refusal is its message, not the agent's traceback.
+        self.assertNotIn('Traceback', migration.error)
+        self.assertEqual(1, len(migration.error.splitlines()),
+                         migration.error)
         record = self.record(mover)
         self.assertEqual(('host-a', pins),
                          (record.host, record.numa_topology.cpu_pinning))

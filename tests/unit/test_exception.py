@@ -89,3 +89,31 @@ class FormattingTest(base.TestCase):
     @staticmethod
     def _raise(exc):
         raise exc
+
+
+class BriefTest(base.TestCase):
+    """What an operator or a record sees of an error from a peer."""
+
+    def _remote(self, exc):
+        try:
+            raise exc
+        except Exception:
+            wire = messaging_common.serialize_remote_exception(
+                sys.exc_info())
+        return messaging_common.deserialize_remote_exception(
+            wire, [exception.__name__])
+
+    def test_remote_numamig_error_is_its_message(self):
+        local = exception.NoValidHost(reason='host-a: full')
+        remote = self._remote(local)
+        self.assertIn('Traceback', str(remote))
+        self.assertEqual(str(local), exception.brief(remote))
+
+    def test_remote_error_of_another_kind_is_type_and_value(self):
+        remote = self._remote(KeyError('gone'))
+        self.assertNotIn('\n', exception.brief(remote))
+        self.assertIn('KeyError', exception.brief(remote))
+
+    def test_local_error_is_unchanged(self):
+        self.assertEqual('boom', exception.brief(RuntimeError('boom')))
+        self.assertEqual('RuntimeError', exception.brief(RuntimeError()))

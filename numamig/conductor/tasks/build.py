@@ -47,7 +47,7 @@ class BuildInstanceTask(base.TaskBase):
             try:
                 return self._build_on(host, request)
             except _REFUSALS as exc:
-                self.refused[host] = str(exc)
+                self.refused[host] = exception.brief(exc)
                 self.worker.cache.release(host, self.instance.uuid)
         raise exception.InstanceBuildError(
             instance_uuid=self.instance.uuid,

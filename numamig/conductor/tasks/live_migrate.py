@@ -100,7 +100,7 @@ class LiveMigrationTask(base.TaskBase):
         if isinstance(exc, exception.DestinationsBusy) and \
                 queue.requeue(self.worker.db, self.migration.uuid):
             return
-        reason = str(exc)
+        reason = exception.brief(exc)
         if self.refused:
             reason += " (refused: " + "; ".join(
                 f"{h}: {r}" for h, r in self.refused.items()) + ")"
@@ -323,4 +323,4 @@ class LiveMigrationTask(base.TaskBase):
 def _reason_of(exc, timeout):
     if isinstance(exc, messaging.MessagingTimeout):
         return f"did not answer within {timeout} s"
-    return str(exc)
+    return exception.brief(exc)
