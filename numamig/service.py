@@ -395,6 +395,9 @@ def parse_args(conf, argv):
     :raises InvalidConfiguration: naming the first unusable option.
     """
     logging.register_options(conf)
+    # alembic announces each of its plugins at INFO on every start.
+    logging.set_defaults(default_log_levels=[
+        *logging.get_default_log_levels(), 'alembic=WARN'])
     # transport_url and control_exchange are registered by oslo.messaging
     # only when a transport is built; register them now so that the
     # files' values can be read before that.

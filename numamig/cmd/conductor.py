@@ -36,6 +36,11 @@ def worker_count(conf, db):
 def main(argv=None):
     # First, before anything imports oslo_messaging (numamig._backend).
     _backend.select_threading(strict=True)
+    from numamig.cmd import daemon
+    return daemon.start('numamig-conductor', lambda: _main(argv))
+
+
+def _main(argv):
     from numamig import rpc
     from numamig import service
     from numamig.conf import CONF

@@ -1,0 +1,48 @@
+"""What the two daemons' mains share: a start-up failure is one line.
+
+A daemon that cannot start because of its configuration or its database
+is not a bug: the operator needs the reason, not oslo.log's "Unhandled
+error" with a traceback. Anything else still propagates (and is logged
+with its traceback, as an unexpected error must be).
+"""
+
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from numamig import exception
+
+LOG = logging.getLogger(__name__)
+
+EXIT_CANNOT_START = 2
+
+# The errors a daemon meets before it serves, each saying what to fix.
+_START_ERRORS = (exception.InvalidConfiguration, exception.DatabaseError,
+                 cfg.Error)
+
+
+def start(name, main_body):
+    """Run ``main_body()``; an expected start-up error is one line.
+
+    The line goes to stderr and, when the daemon logs to a file, to the
+    log as an error without traceback.
+
+    :returns: main_body's result, or EXIT_CANNOT_START.
+    """
+    try:
+        return main_body()
+    except _START_ERRORS as exc:
+        message = f"{name} cannot start: {exception.brief(exc)}"
+        if _logs_to_file():
+            LOG.error("%s", message)
+        print(message, file=sys.stderr, flush=True)
+        return EXIT_CANNOT_START
+
+
+def _logs_to_file():
+    from numamig.conf import CONF
+    try:
+        return bool(CONF.log_file)
+    except cfg.Error:  # logging options never registered or parsed
+        return False
