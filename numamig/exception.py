@@ -143,6 +143,13 @@ class InvalidNUMASpec(InvalidNUMARequest):
     msg_fmt = "Invalid NUMA request: %(key)s=%(value)r: %(reason)s"
 
 
+class BrokerUnreachable(NumamigException):
+    """A command could not reach the message broker in its bound."""
+    msg_fmt = ("Cannot reach the message broker %(url)s after %(attempts)s "
+               "attempts: %(reason)s; check [DEFAULT] transport_url and "
+               "that the broker runs")
+
+
 class UnknownNUMASpec(InvalidNUMARequest):
     """A flavor key of the hw: namespace (or an image property hw_*)
     numamig does not read: most often a typo that would leave the guest

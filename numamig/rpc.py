@@ -37,6 +37,12 @@ def get_transport(conf, url=None):
     return _TRANSPORTS[key]
 
 
+def transport_url(conf):
+    """The configured TransportURL (what get_transport connects to)."""
+    conf_opts.update_library_defaults()
+    return messaging.TransportURL.parse(conf, _configured_url(conf))
+
+
 def _configured_url(conf):
     # oslo.messaging registers transport_url only when it first builds a
     # transport; before that the option simply is not there.

@@ -143,7 +143,7 @@ def guarded(func):
             return fail(exc, EXIT_BAD_INPUT, output_format)
         except exception.MigrationError as exc:
             return fail(exc, EXIT_NO, output_format)
-        except exception.DatabaseError as exc:
+        except (exception.DatabaseError, exception.BrokerUnreachable) as exc:
             return fail(exc, EXIT_UNEXPECTED, output_format)
         except Exception as exc:
             problem = _rpc_problem(exc)

@@ -34,6 +34,11 @@ opts = [
                help="Seconds a conductor waits for a destination's answer "
                     "to a live-migration check before trying the next "
                     "candidate."),
+    cfg.IntOpt('cli_broker_retries', default=2, min=0,
+               help="Times numamig-manage tries the message broker again "
+                    "(transport_url), a few seconds apart, before it gives "
+                    "up with exit code 255 naming the broker. The daemons "
+                    "always retry: they must outlive a broker restart."),
     cfg.ListOpt('foreign_numa_specs', default=[],
                 help="Flavor keys of the hw: namespace, and image "
                      "properties of the matching names (such as "

@@ -43,9 +43,12 @@ def conductor(timeout=CALL_TIMEOUT):
     for the services (a unit test keeps the two equal): numamig.service
     itself loads every manager and is too slow to import for one call.
     """
+    from numamig import broker
     from numamig import rpc
     from numamig.conductor import rpcapi
     transport = rpc.get_transport(CONF)
+    broker.check_reachable(rpc.transport_url(CONF),
+                           CONF.cli_broker_retries)
     topic, exchange = rpcapi.TOPIC, CONF.control_exchange
     if exchange == rpc.CONTROL_EXCHANGE:
         exchange = None
