@@ -229,7 +229,10 @@ class ComputeService(_RPCService):
             lambda: manager.reconcile_outgoing(ctxt)).add(
             'recompute usage', self.update_resources_interval,
             lambda: manager.tracker.update_available_resource(ctxt)).add(
-            'report', self.report_interval, lambda: manager.report(ctxt))
+            # Never longer than an interval: a report older than the next
+            # is worthless, and a stopping agent waits for this run.
+            'report', self.report_interval,
+            lambda: manager.report(ctxt, timeout=self.report_interval))
         self.periodic.start()
         LOG.info("Compute agent %s started (service version %s)", self.host,
                  self.manager.service_version)

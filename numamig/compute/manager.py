@@ -111,9 +111,10 @@ class ComputeManager:
         (periodic: [compute] reconcile_interval)."""
         reconcile.reconcile_outgoing(self.agent, ctxt)
 
-    def report(self, ctxt):
-        """Send this host's report and wait for it to be stored."""
-        report.send(self.agent, ctxt)
+    def report(self, ctxt, timeout=None):
+        """Send this host's report and wait for it to be stored
+        (``timeout``: seconds, default the RPC client's)."""
+        report.send(self.agent, ctxt, timeout=timeout)
 
     def _cast_report(self, ctxt):
         report.cast(self.agent, ctxt)

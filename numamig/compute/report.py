@@ -39,9 +39,13 @@ def build(agent):
         reported_at=timeutils.utcnow(with_timezone=True))
 
 
-def send(agent, ctxt):
-    """Report now and wait until the conductor stored it."""
-    agent.conductor_api.report_compute_node(ctxt, build(agent))
+def send(agent, ctxt, timeout=None):
+    """Report now and wait until the conductor stored it.
+
+    :param timeout: seconds to wait (default: the RPC client's).
+    """
+    agent.conductor_api.report_compute_node(ctxt, build(agent),
+                                            timeout=timeout)
 
 
 def cast(agent, ctxt):

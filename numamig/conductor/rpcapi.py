@@ -204,8 +204,11 @@ class ConductorAPI:
 
     # -- compute agents -----------------------------------------------------
 
-    def report_compute_node(self, ctxt, report):
-        return self._call(ctxt, 'report_compute_node', report=report)
+    def report_compute_node(self, ctxt, report, timeout=None):
+        """Send a report and wait until it is stored (``timeout``: seconds,
+        default the client's)."""
+        return self._call(ctxt, 'report_compute_node', timeout=timeout,
+                          report=report)
 
     def report_compute_node_cast(self, ctxt, report):
         """Send a report without waiting (cast, API 1.0): the reports an

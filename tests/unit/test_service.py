@@ -49,3 +49,22 @@ class ComputeIntervalsTest(base.TestCase):
                             update_resources_interval=5)
         self.assertEqual((30, 5), (svc.reconcile_interval,
                                    svc.update_resources_interval))
+
+
+class PeriodicReportTest(ComputeIntervalsTest):
+
+    def test_a_periodic_report_waits_at_most_an_interval(self):
+        # A stopping agent waits for the run in progress: with the
+        # conductor down, an unbounded report held it for the RPC timeout.
+        from unittest import mock
+        svc = self._service()
+        svc.manager = mock.Mock(name='manager')
+        self.patch(svc, '_start_server', lambda: None)
+        jobs = {}
+        self.patch(service.periodic.PeriodicJobs, 'start',
+                   lambda periodic: jobs.update(
+                       {name: func for name, _i, func in periodic._jobs}))
+        svc.start()
+        svc.manager.report.reset_mock()
+        jobs['report']()
+        svc.manager.report.assert_called_once_with(mock.ANY, timeout=10)
