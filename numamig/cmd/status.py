@@ -42,7 +42,7 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
         from numamig.db import api
         from numamig.upgradecheck import checks
         self.sources = checks.Sources(
-            lambda: api.Database.from_config(self.conf))
+            lambda: api.Database.from_config(self.conf, existing=True))
         self._upgrade_checks = tuple(
             (title, _bound(check)) for title, check in checks.CHECKS)
         try:

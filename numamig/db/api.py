@@ -50,17 +50,24 @@ class Database:
 
     :param connection_url: SQLAlchemy URL, e.g. ``sqlite:////var/lib/x``,
         ``postgresql+psycopg2://user@host/db``, ``mysql+pymysql://...``.
+    :param existing: open only a database that exists: a SQLite file
+        is neither created nor its directory (the reading commands,
+        which must change nothing).
     :raises DatabaseError: if the URL cannot be parsed or its driver is
-        not installed (nothing is connected yet).
+        not installed (nothing is connected yet), or with ``existing``
+        when the SQLite file is not there.
     """
 
-    def __init__(self, connection_url):
+    def __init__(self, connection_url, existing=False):
         try:
             self.url = sa.engine.make_url(connection_url)
         except sa_exc.ArgumentError as exc:
             raise exception.DatabaseError(
                 url=repr(connection_url), reason=str(exc)) from exc
-        self._make_sqlite_directory()
+        if existing:
+            self._require_sqlite_file()
+        else:
+            self._make_sqlite_directory()
         self._context = enginefacade.transaction_context()
         # Connecting (and retrying) is wait_until_reachable's job, with
         # the operator's [database] max_retries; here nothing connects.
@@ -73,9 +80,9 @@ class Database:
         self.engine = self._start_engine()
 
     @classmethod
-    def from_config(cls, conf):
+    def from_config(cls, conf, existing=False):
         """Open the database named by ``[database] connection``."""
-        return cls(conf.database.connection)
+        return cls(conf.database.connection, existing=existing)
 
     @property
     def safe_url(self):
@@ -86,11 +93,26 @@ class Database:
     def is_sqlite(self):
         return self.url.get_backend_name() == 'sqlite'
 
-    def _make_sqlite_directory(self):
+    def _sqlite_path(self):
         path = self.url.database if self.is_sqlite else None
         if path and path != ':memory:' and not path.startswith('file:'):
-            directory = os.path.dirname(os.path.abspath(path))
-            os.makedirs(directory, exist_ok=True)
+            return os.path.abspath(path)
+        return None
+
+    def _require_sqlite_file(self):
+        path = self._sqlite_path()
+        if path and not os.path.exists(path):
+            raise exception.DatabaseError(
+                url=self.safe_url,
+                reason=f"there is no database file {path}; [database] "
+                       f"connection must name the conductor's database "
+                       f"(read from /etc/numamig/numamig.conf or "
+                       f"--config-file)")
+
+    def _make_sqlite_directory(self):
+        path = self._sqlite_path()
+        if path:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
 
     def _start_engine(self):
         self._context.append_on_engine_create(self._prepare_engine)

@@ -27,7 +27,7 @@ def database():
     :raises DatabaseError: unreachable, or not synced to this release.
     """
     from numamig.db import api
-    db = api.Database.from_config(CONF)
+    db = api.Database.from_config(CONF, existing=True)
     try:
         db.check_schema()
         yield db

@@ -21,7 +21,8 @@ class DbCommands:
         Exit codes: 0 synced; 127 unknown revision (nothing changed);
         255 the database cannot be reached or is from a newer release.
         """
-        return _run(lambda db: _sync(db, revision), output_format)
+        return _run(lambda db: _sync(db, revision), output_format,
+                    existing=False)
 
     @common.format_option
     @common.guarded
@@ -35,10 +36,11 @@ class DbCommands:
         return _run(_version, output_format)
 
 
-def _run(step, output_format):
+def _run(step, output_format, existing=True):
+    """``existing``: open only a database that is there (reading steps)."""
     from numamig.db import api
     try:
-        db = api.Database.from_config(CONF)
+        db = api.Database.from_config(CONF, existing=existing)
         try:
             data, code = step(db)
         finally:

@@ -30,7 +30,18 @@ class ManageDbTestCase(base.TestCase):
             code = manage.main(['--config-file', self.config, 'db', *argv])
         return code, out.getvalue(), err.getvalue()
 
+    def test_version_without_a_database_creates_none(self):
+        # No configuration names the conductor's database: saying "run
+        # db sync" would make the operator create a new, empty one.
+        code, out, err = self._run('version')
+        self.assertEqual(common.EXIT_UNEXPECTED, code)
+        self.assertIn('there is no database file', err)
+        self.assertNotIn('db sync', out + err)
+        self.assertFalse(os.path.exists(self.state))
+
     def test_version_of_an_empty_database_says_to_sync(self):
+        os.makedirs(self.state)
+        open(os.path.join(self.state, 'numamig.sqlite'), 'w').close()
         code, out, _ = self._run('version')
         self.assertEqual(common.EXIT_NO, code)
         self.assertIn('revision none', out)

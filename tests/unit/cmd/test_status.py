@@ -1,6 +1,7 @@
 """numamig-status upgrade check: one named test per deployment state."""
 
 import json
+import os
 
 import testscenarios
 
@@ -54,12 +55,23 @@ class UpgradeCheckTestCase(cli_base.CLITestCase):
 
     def test_unsynced_database_fails(self):
         empty = self.useFixture(cli_base.database.SQLiteDatabase(sync=False))
+        open(empty.url[len('sqlite:///'):], 'w').close()
         self.write_config(f"[database]\nconnection = {empty.url}\n")
         code, checks = self.check()
         self.assertEqual(2, code)
         self.assertIn("numamig-manage db sync",
                       checks['Database schema']['details'])
         self.assertEqual(None, api.Database(empty.url).version())
+
+    def test_run_where_no_database_is_creates_none(self):
+        # A compute node's configuration names no conductor database.
+        missing = os.path.join(self.conf.conf.state_path, 'none', 'x.sqlite')
+        self.write_config(f"[database]\nconnection = sqlite:///{missing}\n")
+        code, checks = self.check()
+        self.assertEqual(2, code)
+        self.assertIn("must name the conductor's database",
+                      checks['Database schema']['details'])
+        self.assertFalse(os.path.exists(os.path.dirname(missing)))
 
     def test_changes_nothing(self):
         self.add_report('cn1')

@@ -25,6 +25,16 @@ class DatabaseTestCase(base.TestCase):
         self.db.sync()
         self.assertTrue(os.path.exists(self.path))
 
+    def test_existing_only_creates_nothing(self):
+        exc = self.assertRaises(exception.DatabaseError, api.Database,
+                                f'sqlite:///{self.path}.other',
+                                existing=True)
+        self.assertIn(f"there is no database file {self.path}.other",
+                      str(exc))
+        self.assertFalse(os.path.exists(f'{self.path}.other'))
+        self.db.sync()
+        api.Database(f'sqlite:///{self.path}', existing=True).dispose()
+
     def test_default_url_is_under_state_path(self):
         db = api.Database.from_config(self.conf.conf)
         self.addCleanup(db.dispose)
