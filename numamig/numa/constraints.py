@@ -19,6 +19,12 @@ _THREADS = fields.CPUThreadAllocationPolicy
 _EMULATOR = fields.CPUEmulatorThreadsPolicy
 _PINNED_POLICIES = (_POLICY.DEDICATED, _POLICY.MIXED)
 
+# Upper bounds checked before any work: the engine builds per-vCPU
+# structures, so an absurd size (10^8 vCPUs) must be refused, not tried.
+# QEMU's q35 machine tops out at 4096 vCPUs; 64 TiB is beyond any host.
+MAX_VCPUS = 4096
+MAX_MEMORY_MB = 64 * 1024 * 1024
+
 # The FIFO scheduler priority of realtime vCPUs (Nova's: the lowest FIFO
 # priority, enough to preempt every normal thread of the host).
 REALTIME_PRIORITY = 1
@@ -51,8 +57,8 @@ def get_numa_request(vcpus, memory_mb, extra_specs, image_properties):
     :param image_properties: image properties (``hw_*`` keys are read).
     :raises InvalidNUMARequest: a subclass naming the keys and values.
     """
-    _check_size('vcpus', vcpus)
-    _check_size('memory_mb', memory_mb)
+    _check_size('vcpus', vcpus, MAX_VCPUS)
+    _check_size('memory_mb', memory_mb, MAX_MEMORY_MB)
     flavor = dict(extra_specs or {})
     image = dict(image_properties or {})
     settings = _resolve(flavor, image, vcpus)
@@ -74,10 +80,13 @@ def get_numa_request(vcpus, memory_mb, extra_specs, image_properties):
         cells=cells, emulator_threads_policy=emulator)
 
 
-def _check_size(name, value):
+def _check_size(name, value, maximum):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise exception.InvalidNUMASpec(
             key=name, value=value, reason="must be a positive integer")
+    if value > maximum:
+        raise exception.InvalidNUMASpec(
+            key=name, value=value, reason=f"must be at most {maximum}")
 
 
 def _parse(spec, key, value, vcpus):

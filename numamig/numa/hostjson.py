@@ -158,14 +158,21 @@ def request_from_json(data, foreign_specs=()):
             required=('vcpus', 'memory_mb'))
     specs = {}
     for key in ('extra_specs', 'image_properties'):
-        specs[key] = _object('request', key, data.get(key, {}),
-                             set(data.get(key, {}) or {}))
+        value = data.get(key) or {}
+        specs[key] = _object('request', key, value,
+                             set(value) if isinstance(value, dict) else set())
+        for spec_key, spec_value in specs[key].items():
+            if not isinstance(spec_value, (str, int, float, bool)):
+                raise _bad('request', f'{key}.{spec_key}',
+                           f"must be a string or a number, got "
+                           f"{type(spec_value).__name__}")
     limits = None
     if data.get('limits') is not None:
         raw = _object('request', 'limits', data['limits'], _LIMIT_KEYS)
         try:
             limits = objects.NUMALimits(**raw).validate()
-        except (ValueError, exception.ObjectValidationError) as exc:
+        except (ValueError, TypeError,
+                exception.ObjectValidationError) as exc:
             raise _bad('request', 'limits', str(exc))
     pagesize = data.get('pagesize_kb')
     if pagesize is not None:

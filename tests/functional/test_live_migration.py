@@ -138,6 +138,14 @@ class UnknownSpecTest(LiveMigrationTestCase):
         self.assertIn('did you mean hw:cpu_policy?', str(exc))
         self.assertEqual([], self.api.instance_get_all(self.ctxt))
 
+    def test_absurd_size_refused_before_any_work(self):
+        # 10^8 vCPUs once made the conductor build per-vCPU structures
+        # until it held 20 GB.
+        exc = self.assertRaises(exception.InvalidNUMASpec, self.create,
+                                'host-a', vcpus=10 ** 8)
+        self.assertIn('vcpus=100000000: must be at most 4096', str(exc))
+        self.assertEqual([], self.api.instance_get_all(self.ctxt))
+
 
 class HugepageExampleTest(LiveMigrationTestCase):
     """Two nodes of 8 x 1 GiB pages; node 0 of the destination is full."""

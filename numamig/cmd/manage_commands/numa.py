@@ -16,7 +16,7 @@ from numamig.numa import hostjson
 # against it test for 2), unlike the CLI-wide EXIT_BAD_INPUT.
 EXIT_FIT_BAD_INPUT = 2
 
-_BAD_INPUT = (exception.Invalid, ValueError, OSError)
+_BAD_INPUT = (exception.Invalid, ValueError, OSError, RecursionError)
 
 
 class NumaCommands:
@@ -75,6 +75,8 @@ def _load(path):
             return json.load(handle)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: not JSON: {exc}")
+        except RecursionError:
+            raise ValueError(f"{path}: JSON nested too deeply")
 
 
 def _fit_case(host_data, request_data, strategy):

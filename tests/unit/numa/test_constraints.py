@@ -275,3 +275,18 @@ class SizeTest(base.TestCase):
         self.assertRaisesMessage(exception.InvalidNUMASpec, "vcpus=0",
                                  constraints.get_numa_request, 0, 1024, {},
                                  {})
+
+    def test_sizes_are_bounded_before_any_work(self):
+        for vcpus, memory_mb, fragment in (
+                (constraints.MAX_VCPUS + 1, 1024, 'must be at most 4096'),
+                (10 ** 8, 1024, 'vcpus=100000000'),
+                (2, constraints.MAX_MEMORY_MB + 1, 'memory_mb=')):
+            self.assertRaisesMessage(
+                exception.InvalidNUMASpec, fragment,
+                constraints.get_numa_request, vcpus, memory_mb,
+                {'hw:cpu_policy': 'dedicated'}, {})
+
+    def test_the_bounds_themselves_are_accepted(self):
+        request = constraints.get_numa_request(
+            constraints.MAX_VCPUS, constraints.MAX_MEMORY_MB, {}, {})
+        self.assertIsNone(request)
