@@ -116,6 +116,29 @@ def action_kwargs(category_opt):
             for name in category_opt.action_kwargs}
 
 
+def plain(value):
+    """A versioned object (and what it holds) as plain JSON data.
+
+    Operators' scripts read fields, not oslo.versionedobjects' wire
+    format (``numamig_object.data``, ``.version``, ``.changes``): an
+    object becomes a dict of its set fields, a set a sorted list, a dict
+    key a string, anything else JSON cannot hold its text.
+    """
+    if hasattr(value, 'obj_fields'):
+        return {name: plain(getattr(value, name))
+                for name in sorted(value.fields)
+                if value.obj_attr_is_set(name)}
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted(plain(item) for item in value)
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
 def print_output(data, output_format, human):
     """Print ``data`` as JSON, or through ``human(data)`` for people."""
     if output_format == 'json':

@@ -84,8 +84,8 @@ def job_json(outcomes):
             'number': o.scenario.number, 'title': o.scenario.title,
             'guest': o.scenario.mover, 'source': o.before.host,
             'dest': o.scenario.dest, 'status': o.migration.status,
-            'before': o.before.numa_topology.obj_to_primitive(),
-            'after': o.after.numa_topology.obj_to_primitive(),
+            'before': common.plain(o.before.numa_topology),
+            'after': common.plain(o.after.numa_topology),
             'checks': [c._asdict() for c in o.checks],
             'passed': o.passed} for o in outcomes],
     }

@@ -55,7 +55,7 @@ class HostCommands:
             claims = [r.instance for r in
                       instances.get_claims_on_host(db, host)]
         data = dict(_host_row(report, len(guests)),
-                    topology=report.topology.obj_to_primitive(),
+                    topology=common.plain(report.topology),
                     guests=[_guest_entry(g) for g in guests],
                     claims=[_claim_entry(c) for c in claims])
         common.print_output(data, output_format,

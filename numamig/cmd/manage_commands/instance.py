@@ -232,7 +232,7 @@ def _view(instance):
         'power_state': instance.power_state,
         'task_state': instance.get('task_state'),
         'extra_specs': dict(instance.extra_specs),
-        'numa_topology': topology.obj_to_primitive() if topology else None,
+        'numa_topology': common.plain(topology),
         'placement': pictures.placement_lines(topology),
         'summary': _summary(topology),
         'claim': None,

@@ -316,7 +316,7 @@ def _dry_run_view(answer):
         'dest_host': answer['dest_host'],
         'candidates': list(answer.get('candidates') or []),
         'refused_hosts': dict(answer.get('refused') or {}),
-        'numa_topology': topology.obj_to_primitive() if topology else None,
+        'numa_topology': common.plain(topology),
         'placement': pictures.placement_lines(topology),
     }
 

@@ -81,3 +81,22 @@ class LastResortTest(base.TestCase):
         self.assertEqual('error: unexpected RuntimeError: boom\n',
                          err.getvalue())
         self.assertEqual(255, json.loads(out.getvalue())['exit_code'])
+
+
+class PlainTest(base.TestCase):
+    """JSON output holds fields, not oslo.versionedobjects' wire format."""
+
+    def test_an_object_is_its_set_fields(self):
+        from tests.unit.db import base as db_base
+        instance = db_base.make_instance()
+        data = common.plain(instance.numa_topology)
+        text = json.dumps(data)
+        self.assertNotIn('numamig_object', text)
+        cell = data['cells'][0]
+        self.assertEqual({'0': 2, '1': 3}, cell['cpu_pinning'])
+        self.assertEqual([0, 1], cell['pcpuset'])
+        self.assertEqual(instance.uuid, data['instance_uuid'])
+
+    def test_none_and_scalars_pass(self):
+        self.assertIsNone(common.plain(None))
+        self.assertEqual([1, 'a'], common.plain((1, 'a')))
