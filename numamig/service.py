@@ -20,6 +20,7 @@ from numamig import objects
 from numamig import periodic
 from numamig import releases
 from numamig import rpc
+from numamig import version
 from numamig.compute import manager as compute_manager
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import endpoints as conductor_endpoints
@@ -391,9 +392,11 @@ def transport_opts():
     return []
 
 
-def parse_args(conf, argv):
+def parse_args(conf, argv, description=None):
     """Parse a daemon's command line and configuration files, set up
     logging, and check the configuration before anything starts.
+
+    :param description: what ``--help`` says the daemon is.
 
     :raises InvalidConfiguration: naming the first unusable option.
     """
@@ -406,7 +409,8 @@ def parse_args(conf, argv):
     # files' values can be read before that.
     messaging.set_transport_defaults(rpc.CONTROL_EXCHANGE)
     conf.register_opts(transport_opts())
-    conf(argv, project='numamig')
+    conf(argv, project='numamig', version=version.version_string(),
+         description=description)
     logging.setup(conf, 'numamig')
     checks.check(conf)
 

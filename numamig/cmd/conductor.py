@@ -45,7 +45,8 @@ def _main(argv):
     from numamig import service
     from numamig.conf import CONF
     from numamig.db import api as db_api
-    service.parse_args(CONF, sys.argv[1:] if argv is None else argv)
+    service.parse_args(CONF, sys.argv[1:] if argv is None else argv,
+                       description=__doc__)
     db = db_api.Database.from_config(CONF)
     db.wait_until_reachable(max_retries=CONF.database.max_retries,
                             interval=CONF.database.retry_interval)

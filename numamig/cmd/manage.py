@@ -12,6 +12,7 @@ import sys
 from oslo_config import cfg
 
 from numamig import _backend
+from numamig import version
 from numamig.cmd import common
 from numamig.conf import CONF
 
@@ -85,7 +86,7 @@ def main(argv=None):
 def _run(category_opt, argv):
     output_format = 'json' if common.wants_json(argv) else None
     try:
-        CONF(argv, project='numamig',
+        CONF(argv, project='numamig', version=version.version_string(),
              default_config_files=_default_config_files())
     except cfg.Error as exc:
         return common.fail(exc, common.EXIT_BAD_INPUT, output_format)
