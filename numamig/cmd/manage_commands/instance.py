@@ -88,12 +88,17 @@ class InstanceCommands:
     def list(self, host=None, output_format='human'):
         """List guests with their host, size and placement summary.
 
-        Exit codes: 0 listed (also when there is none); 255 the database
-        cannot be used.
+        Exit codes: 0 listed (also when there is none); 127 --host names
+        a host the conductor never heard of; 255 the database cannot be
+        used.
         """
+        from numamig.db import compute_nodes
         from numamig.db import instances
         with _access.database() as db:
             records = instances.get_all(db, host=host)
+            if host and not records:
+                # "No instance" would hide a misspelt host name.
+                compute_nodes.get(db, host)
         data = {'instances': [_view(r.instance) for r in records]}
         common.print_output(data, output_format, _print_list)
         return common.EXIT_OK

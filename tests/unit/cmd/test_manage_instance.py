@@ -16,8 +16,14 @@ class ManageInstanceTestCase(cli_base.CLITestCase):
         self.assertEqual(0, code)
         self.assertIn(guest.uuid, out)
         self.assertIn('cells 0->0; 2 pinned vCPUs', out)
+        self.add_report('other')
         _, out, _ = self.run_cli('instance', 'list', '--host', 'other')
         self.assertIn('No instance', out)
+
+    def test_list_of_an_unknown_host_says_so(self):
+        code, _, err = self.run_cli('instance', 'list', '--host', 'nope')
+        self.assertEqual(127, code)
+        self.assertIn('Compute host nope is not known', err)
 
     def test_show_records_only(self):
         guest = self.add_instance('cn1')
