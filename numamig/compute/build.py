@@ -14,8 +14,23 @@ from numamig import exception
 from numamig import objects
 from numamig.compute import claims
 from numamig.compute import report
+from numamig.objects import fields
 
 LOG = logging.getLogger(__name__)
+
+STATUS_RUNNING = fields.PowerState.RUNNING
+
+
+def _record_running(agent, ctxt, recorded):
+    """The guest runs: say so in the records (operators read ``power``
+    there). Best effort: the guest is built whatever this answers."""
+    try:
+        return agent.conductor_api.instance_update(
+            ctxt, recorded.uuid, {'power_state': STATUS_RUNNING})
+    except Exception as exc:  # noqa: BLE001 - advisory, logged
+        LOG.warning("%s: instance %s runs but its power state was not "
+                    "recorded: %s", agent.host, recorded.uuid, exc)
+        return recorded
 
 
 def build_instance(agent, ctxt, instance, limits):
@@ -43,6 +58,7 @@ def build_instance(agent, ctxt, instance, limits):
                                                    None)
         raise
     agent.tracker.track_instance(recorded)
+    recorded = _record_running(agent, ctxt, recorded)
     LOG.info("%s: built instance %s", agent.host, instance.uuid)
     report.send_now(agent, ctxt, f"building {instance.uuid}")
     return recorded
