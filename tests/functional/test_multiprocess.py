@@ -83,13 +83,18 @@ class MultiProcessTestBase(base.TestCase):
             f.write('\n'.join(lines) + '\n')
         return path
 
+    def config_files(self, host, caps=None):
+        """The --config-file arguments of a daemon, in order."""
+        return [self.write_config(host, caps)]
+
     def start_daemon(self, command, host, caps=None):
         log = open(os.path.join(self.dir, f'{host}.log'), 'w')
         self.addCleanup(log.close)
         script = os.path.join(os.path.dirname(sys.executable), command)
-        proc = subprocess.Popen(
-            [script, '--config-file', self.write_config(host, caps)],
-            stdout=log, stderr=subprocess.STDOUT)
+        argv = [script]
+        for path in self.config_files(host, caps):
+            argv += ['--config-file', path]
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append((host, proc))
         self.addCleanup(self._kill, proc)
 
