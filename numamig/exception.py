@@ -143,6 +143,12 @@ class InvalidNUMASpec(InvalidNUMARequest):
     msg_fmt = "Invalid NUMA request: %(key)s=%(value)r: %(reason)s"
 
 
+class HostInUse(Invalid):
+    """A host record an operator asked to delete is still in use."""
+    msg_fmt = "Compute host %(host)s cannot be deleted: %(reason)s"
+    code = 409
+
+
 class BrokerUnreachable(NumamigException):
     """A command could not reach the message broker in its bound."""
     msg_fmt = ("Cannot reach the message broker %(url)s after %(attempts)s "

@@ -1,5 +1,5 @@
 """Operators' maintenance requests: delete an instance, heal leaked
-claims, list a host's domains.
+claims, list a host's domains, forget a host.
 
 They go through the conductor, not straight to the database, so that
 the agents and the scheduler's cache change together with the records:
@@ -15,6 +15,7 @@ import oslo_messaging as messaging
 from numamig import exception
 from numamig import objects
 from numamig.audit import claims as audit_claims
+from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
 
@@ -158,3 +159,43 @@ def host_domains(worker, ctxt, host):
             entry['error'] = f"domain XML not read: {exc}"
         domains.append(entry)
     return domains
+
+
+def delete_host(worker, host):
+    """Forget a host that no longer runs numamig: its record and its
+    place in the scheduler's cache (and so in upgrade checks).
+
+    Idempotent: a host no longer recorded is not an error.
+
+    :returns: True if it was deleted now, False if it was not recorded.
+    :raises HostInUse: its agent still reports, or guests, claims or
+        migrations still involve it; nothing changed.
+    """
+    reason = _host_in_use(worker, host)
+    if reason:
+        raise exception.HostInUse(host=host, reason=reason)
+    deleted = compute_nodes.delete(worker.db, host)
+    worker.cache.remove(host)
+    if deleted:
+        LOG.info("Compute host %s deleted by request", host)
+    return deleted
+
+
+def _host_in_use(worker, host):
+    db = worker.db
+    try:
+        if worker.cache.get(host).is_up:
+            return ("its agent still reports; stop numamig-compute there "
+                    "first")
+    except exception.HostNotFound:
+        pass
+    guests = instances.get_all(db, host=host)
+    if guests:
+        return (f"{len(guests)} guest(s) are recorded on it, e.g. "
+                f"{guests[0].instance.uuid}; migrate or delete them first")
+    if instances.get_claims_on_host(db, host):
+        return "a migration claim is held on it; see 'heal claims'"
+    busy = migrations.get_in_progress_by_host(db, host)
+    if busy:
+        return f"migration {busy[0].uuid} involves it ({busy[0].status})"
+    return None

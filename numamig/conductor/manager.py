@@ -363,6 +363,10 @@ class ConductorManager:
         return maintenance.delete_instance(self.worker, ctxt, instance_uuid)
 
     @messaging.expected_exceptions(*_EXPECTED)
+    def compute_node_delete(self, ctxt, host):
+        return maintenance.delete_host(self.worker, host)
+
+    @messaging.expected_exceptions(*_EXPECTED)
     def heal_claims(self, ctxt, dry_run=False):
         return maintenance.heal_claims(self.worker, ctxt, dry_run=dry_run)
 

@@ -33,6 +33,7 @@ OBJECT_VERSIONS = {
 OBJECT_VERSIONS['1.1'] = dict(OBJECT_VERSIONS['1.0'])
 OBJECT_VERSIONS['1.2'] = dict(OBJECT_VERSIONS['1.1'], Migration='1.1')
 OBJECT_VERSIONS['1.3'] = dict(OBJECT_VERSIONS['1.2'], Migration='1.2')
+OBJECT_VERSIONS['1.4'] = dict(OBJECT_VERSIONS['1.3'])
 
 # The API version that brought claim drops limited to one host, instance
 # deletion, claim healing and host domain listing.
@@ -50,6 +51,9 @@ _SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION}
 # migration_set_status may move queued -> running, and migration_complete
 # records completed, the result and the applied claim at once.
 SHORT_PATH_VERSION = '1.3'
+
+# The API version that brought compute_node_delete.
+HOSTS_VERSION = '1.4'
 
 
 class ConductorAPI:
@@ -73,6 +77,8 @@ class ConductorAPI:
             AGENT_TOPIC. migration_complete (completed, the run's result
             and the applied claim in one call); migration_set_status
             sent at 1.3 may move queued -> running (no preparing step).
+    * 1.4 - compute_node_delete (forget a host that no longer runs
+            numamig).
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -81,7 +87,7 @@ class ConductorAPI:
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.3'
+    VERSION = '1.4'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -407,6 +413,27 @@ class ConductorAPI:
         """
         return self._operation(ctxt, 'instance_delete', timeout=timeout,
                                instance_uuid=instance_uuid)
+
+    def compute_node_delete(self, ctxt, host):
+        """Forget a host that no longer runs numamig; idempotent.
+
+        :returns: False if the host was not recorded (nothing to do).
+        :raises HostInUse: it still reports, or records still use it.
+        :raises Invalid: the conductor (or a cap) is older than 1.4.
+        """
+        if not self.client.can_send_version(HOSTS_VERSION):
+            raise exception.Invalid(
+                reason=f"deleting a host needs conductor API "
+                       f"{HOSTS_VERSION}, but [upgrade_levels] conductor "
+                       f"caps this client below it")
+        try:
+            return self._call(ctxt, 'compute_node_delete',
+                              version=HOSTS_VERSION, host=host)
+        except messaging.UnsupportedVersion:
+            raise exception.Invalid(
+                reason=f"deleting a host needs conductor API "
+                       f"{HOSTS_VERSION}; the conductor is older: upgrade "
+                       f"it first")
 
     def heal_claims(self, ctxt, dry_run=False):
         """Find (and unless ``dry_run`` release) leaked claims.

@@ -147,6 +147,18 @@ class UnknownSpecTest(LiveMigrationTestCase):
         self.assertEqual([], self.api.instance_get_all(self.ctxt))
 
 
+class HostDeleteTest(LiveMigrationTestCase):
+    """Deleting a host record: refused while in use, over either wire."""
+
+    def test_a_reporting_host_is_refused(self):
+        exc = self.assertRaises(exception.HostInUse,
+                                self.api.compute_node_delete, self.ctxt,
+                                'host-a')
+        self.assertIn('stop numamig-compute there first', str(exc))
+        self.assertIn('host-a', {r.host for r in
+                                 self.api.compute_node_get_all(self.ctxt)})
+
+
 class HugepageExampleTest(LiveMigrationTestCase):
     """Two nodes of 8 x 1 GiB pages; node 0 of the destination is full."""
 

@@ -1,7 +1,8 @@
 """numamig-manage host: compute hosts as their last reports describe them.
 
-Read-only: every action reads the conductor's database (the hosts' last
-reports, with usage and move claims applied) and changes nothing.
+Every action but ``delete`` reads the conductor's database (the hosts'
+last reports, with usage and move claims applied) and changes nothing;
+``delete`` asks the conductor, which refuses while the host is in use.
 """
 
 import datetime
@@ -33,6 +34,28 @@ class HostCommands:
             counts = _instance_counts(instances.get_all(db))
         rows = [_host_row(r, counts.get(r.host, 0)) for r in reports]
         common.print_output({'hosts': rows}, output_format, _print_list)
+        return common.EXIT_OK
+
+    @common.args('host', metavar='HOST', help="Compute host name.")
+    @common.format_option
+    @common.guarded
+    def delete(self, host, output_format='human'):
+        """Forget a host that no longer runs numamig (decommissioned).
+
+        Its record goes, so it no longer counts in upgrade checks (an old
+        release's host no longer holds NUMA live migration back) nor in
+        listings. Refused, with nothing changed, while its agent still
+        reports or guests, claims or migrations still involve it. Exit
+        codes: 0 deleted; 127 unknown host, or the host is still in use;
+        255 the conductor cannot be reached.
+        """
+        from numamig.db import compute_nodes
+        with _access.database() as db:
+            compute_nodes.get(db, host)  # HostNotFound: 127, a typo
+        api = _access.conductor()
+        api.compute_node_delete(_access.context(), host)
+        common.print_output({'host': host, 'deleted': True}, output_format,
+                            lambda d: print(f"Host {d['host']} deleted."))
         return common.EXIT_OK
 
     @common.args('host', metavar='HOST', help="Compute host name.")

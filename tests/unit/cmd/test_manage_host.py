@@ -1,7 +1,9 @@
 """numamig-manage host list / show / export-topology."""
 
 import json
+from unittest import mock
 
+from numamig import exception
 from tests.unit.cmd import cli_base
 
 
@@ -67,3 +69,30 @@ class ManageHostTestCase(cli_base.CLITestCase):
         code, _, err = self.run_cli('host', 'list')
         self.assertEqual(255, code)
         self.assertIn('127.0.0.1:1', err)
+
+
+class HostDeleteTestCase(cli_base.CLITestCase):
+
+    def test_deleted_through_the_conductor(self):
+        self.add_report('old-1')
+        self.api.compute_node_delete.return_value = True
+        code, out, _ = self.run_cli('host', 'delete', 'old-1')
+        self.assertEqual(0, code)
+        self.assertIn('Host old-1 deleted.', out)
+        self.api.compute_node_delete.assert_called_once_with(mock.ANY,
+                                                             'old-1')
+
+    def test_unknown_host_is_bad_input_and_asks_nothing(self):
+        code, _, err = self.run_cli('host', 'delete', 'nope')
+        self.assertEqual(127, code)
+        self.assertIn('Compute host nope is not known', err)
+        self.api.compute_node_delete.assert_not_called()
+
+    def test_host_in_use_is_refused_in_one_line(self):
+        self.add_report('src')
+        self.api.compute_node_delete.side_effect = exception.HostInUse(
+            host='src', reason='its agent still reports')
+        code, _, err = self.run_cli('host', 'delete', 'src')
+        self.assertEqual(127, code)
+        self.assertEqual(['error: Compute host src cannot be deleted: its '
+                          'agent still reports'], err.strip().splitlines())

@@ -4,6 +4,7 @@ import oslo_messaging as messaging
 
 from numamig import exception
 from numamig.conductor import maintenance
+from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
 from tests.unit.compute import base as cbase
@@ -80,3 +81,34 @@ class HostDomainsTest(base.ConductorTestCase):
     def test_unknown_host(self):
         self.assertRaises(exception.HostNotFound, self.call, 'host_domains',
                           'nope')
+
+
+class DeleteHostTest(base.ConductorTestCase):
+    """Forgetting a decommissioned host, never one still in use."""
+
+    def _down(self, host):
+        self.report(host, age_s=3600)
+
+    def test_a_down_empty_host_is_forgotten(self):
+        self._down('dst3')
+        self.assertTrue(self.call('compute_node_delete', 'dst3'))
+        self.assertRaises(exception.HostNotFound, compute_nodes.get,
+                          self.db, 'dst3')
+        self.assertRaises(exception.HostNotFound, self.conductor.cache.get,
+                          'dst3')
+        # Redelivered: nothing left to do, no error.
+        self.assertFalse(self.call('compute_node_delete', 'dst3'))
+
+    def test_a_reporting_host_is_refused(self):
+        exc = self.assertRaises(exception.HostInUse, self.call,
+                                'compute_node_delete', 'dst3')
+        self.assertIn('stop numamig-compute there first', str(exc))
+        compute_nodes.get(self.db, 'dst3')
+
+    def test_a_host_with_guests_is_refused(self):
+        guest = self.create_instance('src')
+        self._down('src')
+        exc = self.assertRaises(exception.HostInUse, self.call,
+                                'compute_node_delete', 'src')
+        self.assertIn(guest.uuid, str(exc))
+        compute_nodes.get(self.db, 'src')
