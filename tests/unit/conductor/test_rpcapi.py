@@ -51,6 +51,20 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertEqual((rpcapi.QUEUE_VERSION, 'migration_set_status',
                           RESULT), (version, method, kwargs['result']))
 
+    def test_host_delete_sent_at_1_4(self):
+        self.client.can_send_version.return_value = True
+        self.api.compute_node_delete(None, 'old-1')
+        (version, method, kwargs), = self.sent
+        self.assertEqual(('1.4', 'compute_node_delete', 'old-1'),
+                         (version, method, kwargs['host']))
+
+    def test_host_delete_capped_below_is_refused_clearly(self):
+        self.client.can_send_version.side_effect = lambda v: v < '1.4'
+        exc = self.assertRaises(exception.Invalid,
+                                self.api.compute_node_delete, None, 'old-1')
+        self.assertIn('needs conductor API 1.4', str(exc))
+        self.assertEqual([], self.sent)
+
     def test_capped_below_1_2_sends_no_result(self):
         self.client.can_send_version.side_effect = \
             lambda v: v < rpcapi.RESULTS_VERSION
@@ -118,24 +132,3 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertRaises(messaging.UnsupportedVersion,
                           self.api.migration_complete, None, 'm')
         self.assertEqual(['1.3'], [v for v, _, _ in self.sent])
-
-
-class HostDeleteVersionTest(base.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.client = mock.Mock(name='client')
-        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
-                                           return_value=self.client))
-        self.api = rpcapi.ConductorAPI(mock.sentinel.transport)
-
-    def test_sent_at_1_4(self):
-        self.client.can_send_version.return_value = True
-        self.api.compute_node_delete(None, 'old-1')
-        self.client.prepare.assert_called_with(version='1.4')
-
-    def test_capped_below_refused_clearly(self):
-        self.client.can_send_version.side_effect = lambda v: v < '1.4'
-        exc = self.assertRaises(exception.Invalid,
-                                self.api.compute_node_delete, None, 'old-1')
-        self.assertIn('needs conductor API 1.4', str(exc))
