@@ -6,7 +6,9 @@ nothing found, 1 a "no" answer, 3 problems found, 4 healed, 127 bad input
 (nothing changed), 130 interrupted (Ctrl-C), 255 unexpected error.
 """
 
+import contextlib
 import importlib
+import io
 import sys
 
 from oslo_config import cfg
@@ -86,9 +88,10 @@ def main(argv=None):
 def _run(category_opt, argv):
     output_format = 'json' if common.wants_json(argv) else None
     try:
-        CONF(argv, project='numamig', version=version.version_string(),
-             default_config_files=_default_config_files())
+        _parse(argv)
     except cfg.Error as exc:
+        return common.fail(exc, common.EXIT_BAD_INPUT, output_format)
+    except _UsageError as exc:
         return common.fail(exc, common.EXIT_BAD_INPUT, output_format)
     fn = CONF.category.action_fn
     kwargs = common.action_kwargs(CONF.category)
@@ -101,6 +104,31 @@ def _run(category_opt, argv):
     except Exception as exc:  # noqa: BLE001 - the CLI's last resort
         return common.fail(f"unexpected {type(exc).__name__}: {exc}",
                            common.EXIT_UNEXPECTED, output_format)
+
+
+class _UsageError(Exception):
+    """A command line argparse refused (unknown action, bad choice)."""
+
+
+def _parse(argv):
+    """Parse the command line; a refused one is one line, exit 127.
+
+    argparse prints its usage and exits 2 on a bad command line, which
+    the exit-code contract (and one line per error) do not allow; its
+    output is kept for --help and --version, which exit 0.
+    """
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            CONF(argv, project='numamig', version=version.version_string(),
+                 default_config_files=_default_config_files())
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            sys.stderr.write(said.getvalue())
+            raise
+        last = (said.getvalue().strip().splitlines() or ['bad usage'])[-1]
+        raise _UsageError(last.split(': error: ', 1)[-1]) from None
+    sys.stderr.write(said.getvalue())
 
 
 def _default_config_files():

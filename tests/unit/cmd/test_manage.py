@@ -59,3 +59,23 @@ class ProcessEndTestCase(cli_base.CLITestCase):
     def test_main_with_argv_leaves_the_process_as_it_was(self):
         self.assertEqual(0, manage.main(['db', 'version']))
         self.freeze.assert_not_called()
+
+
+class UsageErrorTestCase(cli_base.CLITestCase):
+    """A command line argparse refuses: one line, 127, as bad input."""
+
+    def test_bad_choice_is_one_line_and_127(self):
+        code, out, err = self.run_cli('migration', 'list', '--status',
+                                      'nope', '--format', 'json')
+        self.assertEqual(127, code)
+        self.assertEqual(["error: argument --status: invalid choice: "
+                          "'nope' (choose from 'accepted', 'queued', "
+                          "'preparing', 'running', 'post-migrating', "
+                          "'completed', 'failed', 'error', 'cancelled')"],
+                         err.strip().splitlines())
+        self.assertIn('"exit_code": 127', out)
+
+    def test_unknown_category_is_127(self):
+        code, _, err = self.run_cli('nope')
+        self.assertEqual(127, code)
+        self.assertIn("invalid choice: 'nope'", err)
