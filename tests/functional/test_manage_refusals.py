@@ -70,7 +70,7 @@ class ManageRefusalsTestCase(base.TestCase):
         """127, one line naming ``words``, and not one row written."""
         before = row_counts(self.dep.db_url)
         code, _, err = self.cli(*argv)
-        self.assertEqual(127, code, err)
+        self.assertEqual(127, code, f"{argv}: {err}")
         self.assertEqual(1, len(err.strip().splitlines()), err)
         for word in words:
             self.assertIn(word, err)
@@ -108,3 +108,20 @@ class ManageRefusalsTestCase(base.TestCase):
         first = json.loads(out)['uuid']
         self.assert_refused(('migration', 'start', uuid, '--host', 'host-b'),
                             uuid, f'migration {first}', 'accepted')
+
+    def test_every_unknown_name_is_bad_input(self):
+        # Not 'instance delete': deleting what is not recorded is a safe
+        # retry (0), as its help says.
+        uuid = self.create_guest()
+        for argv, word in (
+                (('migration', 'start', uuid, '--host', 'host-z',
+                  '--dry-run'), 'host-z'),
+                (('migration', 'show', UNKNOWN_UUID), UNKNOWN_UUID),
+                (('migration', 'abort', UNKNOWN_UUID), UNKNOWN_UUID),
+                (('migration', 'force-complete', UNKNOWN_UUID), UNKNOWN_UUID),
+                (('instance', 'show', UNKNOWN_UUID), UNKNOWN_UUID),
+                (('instance', 'adopt', 'host-z'), 'host-z'),
+                (('host', 'show', 'host-z'), 'host-z'),
+                (('host', 'export-topology', 'host-z'), 'host-z'),
+                (('instance', 'list', '--host', 'host-z'), 'host-z')):
+            self.assert_refused(argv, word)
