@@ -99,6 +99,13 @@ class ManageRefusalsTestCase(base.TestCase):
         self.assert_refused(('instance', 'create', '--host', 'host-z',
                              '--vcpus', '2', '--memory', '1024'), 'host-z')
 
+    def test_flavor_key_typo(self):
+        err = self.assert_refused(
+            ('instance', 'create', '--host', 'host-a', '--vcpus', '2',
+             '--memory', '1024', '--property', 'hw:cpu_polcy=dedicated'),
+            'hw:cpu_polcy')
+        self.assertIn('did you mean hw:cpu_policy?', err)
+
     def test_second_migration_of_a_guest_in_flight(self):
         uuid = self.create_guest()
         self.dep.conductor.executor.stop()      # the first stays queued
