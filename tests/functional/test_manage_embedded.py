@@ -96,7 +96,7 @@ class ManageEmbeddedTestCase(base.TestCase):
         self.assertEqual([], self.json_of('instance', 'list')['instances'])
         code, _, err = self.cli('instance', 'create', '--host', 'host-z',
                                 '--vcpus', '2', '--memory', '1024')
-        self.assertNotEqual(0, code)
+        self.assertEqual(127, code, err)
         self.assertIn('host-z', err)
         self.assertEqual([], self.json_of('instance', 'list')['instances'])
 

@@ -47,8 +47,9 @@ class InstanceCommands:
         The conductor checks the NUMA request (the hw: properties), asks
         the host to claim it and create the guest, and records where it
         landed. Exit codes: 0 created; 1 no host could take it (each
-        host's reason is printed); 127 bad input (nothing recorded);
-        255 the conductor cannot be reached.
+        host's reason is printed); 127 bad input (a --host that never
+        reported, an unknown or bad hw: key; nothing recorded); 255 the
+        conductor cannot be reached.
         """
         if bool(host) == bool(auto):
             raise exception.Invalid(reason="give exactly one of --host HOST "

@@ -41,6 +41,7 @@ class BuildInstanceTask(base.TaskBase):
                           self.worker.foreign_numa_specs)
         request = instance_request.numa_request(self.instance)
         self.instance.validate()
+        self._check_host_known()
         instances.create(self.worker.db, self.instance)
         self._recorded = True
         for host in self._hosts(request):
@@ -53,6 +54,18 @@ class BuildInstanceTask(base.TaskBase):
             instance_uuid=self.instance.uuid,
             reason="; ".join(f"{h}: {r}" for h, r in self.refused.items())
             or "no compute host has reported")
+
+    def _check_host_known(self):
+        """Refuse a named host that never reported, before recording.
+
+        A host name that is not known is the operator's mistake (bad
+        input, nothing recorded); a known host that refuses the guest is
+        the host's answer and is reported as a build error.
+
+        :raises HostNotFound: if ``host`` was given and never reported.
+        """
+        if self.host:
+            self.worker.cache.get(self.host)
 
     def _hosts(self, request):
         if self.host:

@@ -77,6 +77,26 @@ class RaceTestCase(base.ServerDBTestCase):
             self.assertEqual(['running', winner.status],
                              [h.status for h in stored.history])
 
+    def test_second_migration_request_race(self):
+        # Issue 14 row 4: requests for one guest at once, each its own
+        # conductor worker; the database lets exactly one be recorded.
+        for _ in range(ROUNDS):
+            instance = self._instance()
+            outcomes = race([
+                functools.partial(
+                    migrations.create, self.db,
+                    unit_base.make_migration(instance.uuid,
+                                             status='accepted'),
+                    max_queued=100)
+                for _ in range(WORKERS)])
+            winner, losers = self._split(outcomes, exception.InstanceBusy)
+            for exc in losers:
+                self.assertIn(f'migration {winner.uuid} of it is accepted',
+                              str(exc))
+            recorded = migrations.get_all(self.db,
+                                          instance_uuid=instance.uuid)
+            self.assertEqual([winner.uuid], [m.uuid for m in recorded])
+
     def test_claim_race(self):
         for round_ in range(ROUNDS):
             instance = self._instance()
