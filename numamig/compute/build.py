@@ -33,14 +33,37 @@ def _record_running(agent, ctxt, recorded):
         return recorded
 
 
+def _already_built(agent, ctxt, instance):
+    recorded = agent.conductor_api.instance_get(ctxt, instance.uuid)
+    if recorded.get('host') != agent.host:
+        raise exception.MigrationPreCheckError(
+            reason=f"a guest with uuid {instance.uuid} already runs on "
+                   f"{agent.host}, but the records place it on "
+                   f"{recorded.get('host')}; nothing was changed")
+    if instance.uuid not in agent.tracker.instance_uuids():
+        agent.tracker.track_instance(recorded)
+    LOG.info("%s: instance %s already runs here (a repeated build "
+             "request); nothing done", agent.host, instance.uuid)
+    return recorded
+
+
 def build_instance(agent, ctxt, instance, limits):
     """Claim, record and create a guest on this host.
 
     :returns: the recorded Instance (host and numa_topology set).
-    :raises MigrationPreCheckError: it does not fit here; nothing taken.
+    Idempotent: a request delivered again (at-least-once RPC after a
+    lost connection) for a guest that already runs here returns its
+    record and changes nothing; its failure path must never run then,
+    or it would clear the record and free the pCPUs of a running guest.
+
+    :raises MigrationPreCheckError: it does not fit here, or a guest of
+        that uuid runs here that the records place elsewhere; nothing
+        taken.
     :raises HypervisorError: the driver failed; the claim is released and
         the instance recorded with no host.
     """
+    if instance.uuid in agent.driver.list_guests():
+        return _already_built(agent, ctxt, instance)
     placed = claims.instance_claim(agent.tracker, instance, limits)
     try:
         recorded = agent.conductor_api.instance_set_placement(

@@ -147,6 +147,23 @@ class UnknownSpecTest(LiveMigrationTestCase):
         self.assertEqual([], self.api.instance_get_all(self.ctxt))
 
 
+class RepeatedBuildTest(LiveMigrationTestCase):
+    """build_instance delivered again to the host where the guest runs
+    (at-least-once RPC): nothing changes (issue 15, F6)."""
+
+    def test_the_record_and_the_pins_stay(self):
+        guest = self.create('host-a')
+        pinned = self.pinned_on('host-a')
+        compute_api = self.dep.conductor.manager.worker.compute_api
+        again = compute_api.build_instance(self.ctxt, self.record(guest),
+                                           'host-a')
+        record = self.record(guest)
+        self.assertEqual(('host-a', guest.numa_topology.cpu_pinning),
+                         (record.host, record.numa_topology.cpu_pinning))
+        self.assertEqual(record.uuid, again.uuid)
+        self.assertEqual(pinned, self.pinned_on('host-a'))
+
+
 class HostDeleteTest(LiveMigrationTestCase):
     """Deleting a host record: refused while in use, over either wire."""
 

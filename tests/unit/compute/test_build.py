@@ -1,5 +1,6 @@
 """Tests of numamig.compute.build: creating a guest on this host."""
 
+from numamig import exception
 from numamig.compute import build
 from tests import base
 from tests.unit.compute import base as cbase
@@ -36,3 +37,37 @@ class BuildInstanceTest(base.TestCase):
         built = build.build_instance(self.agent, None, self.guest, None)
         self.assertEqual(cbase.HOST, built.host)
         self.assertIn(self.guest.uuid, self.agent.tracker.instance_uuids())
+
+
+class RepeatedBuildTest(BuildInstanceTest):
+    """The same build delivered twice (issue 15, F6)."""
+
+    def test_a_repeated_build_changes_nothing(self):
+        # The first build's record, as the conductor keeps it.
+        self.agent.conductor_api.instance_update.side_effect = \
+            lambda ctxt, uuid, values: self._placed(
+                ctxt, uuid, cbase.HOST, self.placed_topology)
+        self.placed_topology = None
+        built = build.build_instance(self.agent, None, self.guest, None)
+        self.agent.conductor_api.instance_get.return_value = built
+        self.agent.driver.list_guests.return_value = {self.guest.uuid: 'g'}
+        self.agent.conductor_api.instance_set_placement.reset_mock()
+        self.agent.driver.spawn.reset_mock()
+        usage_before = self.agent.tracker.usage_topology()
+        again = build.build_instance(self.agent, None, self.guest, None)
+        self.assertIs(built, again)
+        self.agent.driver.spawn.assert_not_called()
+        self.agent.conductor_api.instance_set_placement.assert_not_called()
+        self.assertEqual(usage_before, self.agent.tracker.usage_topology())
+        self.assertIn(self.guest.uuid, self.agent.tracker.instance_uuids())
+
+    def test_a_stranger_of_the_same_uuid_is_refused_untouched(self):
+        elsewhere = self.guest.obj_clone()
+        elsewhere.host = 'other-host'
+        self.agent.conductor_api.instance_get.return_value = elsewhere
+        self.agent.driver.list_guests.return_value = {self.guest.uuid: 'g'}
+        self.assertRaises(exception.MigrationPreCheckError,
+                          build.build_instance, self.agent, None,
+                          self.guest, None)
+        self.agent.conductor_api.instance_set_placement.assert_not_called()
+        self.agent.driver.destroy.assert_not_called()
