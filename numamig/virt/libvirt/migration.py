@@ -30,6 +30,8 @@ ACTIVE_JOB_TYPES = (libvirt.VIR_DOMAIN_JOB_BOUNDED,
 # How long a successful job waits for its job-completed event, which
 # libvirt may deliver just after migrateToURI3 returned.
 COMPLETED_EVENT_WAIT_S = 2.0
+# The monitor's first look at a starting job, doubled until it is active.
+FIRST_POLL_S = 0.01
 
 
 def migration_flags(settings):
@@ -164,27 +166,40 @@ class MigrationJob:
                  'post-copy' if self._post_copy else 'pausing the guest')
 
     def _monitor(self):
+        # The first downtime step is due when the job starts. Polled only
+        # every progress interval, a job ran its first interval with
+        # libvirt's default maximum downtime (300 ms) instead of the
+        # operator's first step; until the job is seen active, the polls
+        # back off from FIRST_POLL_S.
         interval = self._settings.progress_interval_s
-        while not self._done.wait(interval):
-            try:
-                self._poll()
-            except libvirt.libvirtError as exc:
-                # The job may end between two polls; the migrateToURI3
-                # caller reports the outcome, so this is not an error.
-                LOG.debug("Migration monitor of %s: %s", self.instance, exc)
+        delays = backoff(FIRST_POLL_S, interval)
+        active = False
+        while not self._done.wait(interval if active else next(delays)):
+            active = self._poll_quietly() or active
+
+    def _poll_quietly(self):
+        """Poll; return whether the job was active."""
+        try:
+            return self._poll()
+        except libvirt.libvirtError as exc:
+            # The job may end between two polls; the migrateToURI3
+            # caller reports the outcome, so this is not an error.
+            LOG.debug("Migration monitor of %s: %s", self.instance, exc)
+            return False
 
     def _poll(self):
         stats = self._dom.jobStats()
         if stats.get('type') not in ACTIVE_JOB_TYPES:
             # No job yet, or one that has ended (completed, failed,
             # cancelled) and reports zeros: that is no progress.
-            return
+            return False
         elapsed = self._clock() - self._started
         self._last = _progress(stats)
         if self._callback is not None:
             self._callback(self._last)
         self._step_downtime(elapsed)
         self._check_timeout(elapsed)
+        return True
 
     def _step_downtime(self, elapsed):
         while self._steps and self._steps[0][0] <= elapsed:
@@ -254,3 +269,11 @@ def _progress(stats):
         dirty_rate=stats.get('memory_dirty_rate', 0),
         iteration=stats.get('memory_iteration', 0),
         elapsed_ms=stats.get('time_elapsed', 0))
+
+
+def backoff(first, cap):
+    """Delays from ``first``, doubling, then ``cap`` for ever."""
+    delay = min(first, cap)
+    while True:
+        yield delay
+        delay = min(delay * 2, cap)

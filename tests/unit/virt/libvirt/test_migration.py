@@ -166,6 +166,25 @@ class ParamsTestCase(base.TestCase):
                           (80, 400)], steps)
 
 
+class StartingDomain(FakeDomain):
+    """A job not active for ``inactive_polls`` polls, then ended by the
+    first downtime it is given."""
+
+    def __init__(self, clock, inactive_polls):
+        super().__init__(clock, polls_to_finish=99)
+        self.inactive_polls = inactive_polls
+
+    def jobStats(self):  # noqa: N802
+        if self.polls < self.inactive_polls:
+            self.polls += 1
+            return {'type': libvirt.VIR_DOMAIN_JOB_NONE}
+        return super().jobStats()
+
+    def migrateSetMaxDowntime(self, ms, flags):  # noqa: N802
+        super().migrateSetMaxDowntime(ms, flags)
+        self.finished.set()
+
+
 class MonitorTestCase(base.TestCase):
 
     def test_progress_and_downtime_steps(self):
@@ -184,6 +203,23 @@ class MonitorTestCase(base.TestCase):
         self.assertEqual([100, 166, 233, 300], downtimes)
         self.assertFalse(result.emulated)
         self.assertEqual(100, result.memory_total)
+
+    def test_first_downtime_step_when_the_job_starts(self):
+        # A progress interval longer than the whole job: the first step
+        # must not wait for it (the domain ends the job once it is set).
+        clock = FakeClock()
+        dom = StartingDomain(clock, inactive_polls=3)
+        _job(dom, clock, progress_interval_s=60, downtime_ms=500,
+             downtime_steps=10, downtime_delay_s=75).run(
+            'qemu+tcp://dst/system', '<domain/>', 'tcp://dst')
+        self.assertEqual([('downtime', 50)],
+                         [c for c in dom.calls if c[0] == 'downtime'])
+        self.assertEqual(4, dom.polls)
+
+    def test_backoff_doubles_up_to_the_cap(self):
+        delays = migration.backoff(0.01, 0.05)
+        self.assertEqual([0.01, 0.02, 0.04, 0.05, 0.05],
+                         [next(delays) for _ in range(5)])
 
     def test_timeout_aborts(self):
         clock = FakeClock()
