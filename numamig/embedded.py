@@ -158,7 +158,7 @@ class EmbeddedDeployment:
                  report_interval=60, call_timeout=120,
                  conductor_compute_version_cap=None,
                  conductor_service_version=service_obj.SERVICE_VERSION,
-                 sweep_interval=60):
+                 sweep_interval=10):
         names_seen = [h.name for h in hosts]
         if len(set(names_seen)) != len(names_seen):
             raise exception.Invalid(

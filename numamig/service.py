@@ -247,7 +247,7 @@ class ConductorService(_RPCService):
                  scheduler_strategy='spread', cell_strategy=None,
                  max_candidates=10,
                  service_version=service_obj.SERVICE_VERSION,
-                 sweep_interval=60):
+                 sweep_interval=10):
         """:param service_version: the release the conductor runs as (a
             testing aid, see numamig.releases).
         :param sweep_interval: seconds between looks for migrations a
@@ -276,7 +276,8 @@ class ConductorService(_RPCService):
         settings = settings or default_conductor_settings()
         self.executor = executor.MigrationExecutor(
             db, manager.admission, settings.get('migration_workers', 8),
-            manager.run_admitted, recheck=min(5.0, sweep_interval))
+            manager.run_admitted, recheck=min(5.0, sweep_interval),
+            recover=manager.requeue_after_database_error)
 
     def _endpoints(self):
         return conductor_endpoints.for_api_version(

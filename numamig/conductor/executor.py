@@ -19,12 +19,21 @@ that was unreachable, after ``recheck`` seconds at the latest.
 
 import concurrent.futures
 import threading
+import time
 
 from oslo_log import log as logging
 
+from numamig import exception
 from numamig.db import queue
 
 LOG = logging.getLogger(__name__)
+
+# A lease lasts this many renewal intervals (the recheck), so that one
+# late renewal never makes a live worker's migrations look abandoned.
+LEASE_RENEWALS = 3
+# Retries of migrations whose task met an unreachable database back off
+# from the recheck interval up to this many of them.
+MAX_RETRY_BACKOFF = 4
 
 
 class MigrationExecutor:
@@ -39,15 +48,29 @@ class MigrationExecutor:
         and its end is no reason to look at the queue again (that would
         take it straight back): a migration ending, a request or the
         recheck interval will.
-    :param recheck: longest seconds between two looks at the queue.
+    :param recheck: longest seconds between two looks at the queue, and
+        between two renewals of the leases on the migrations held here.
+    :param recover: called in the dispatcher thread with the uuid of a
+        migration whose task failed because the database was
+        unreachable, once it may be back: puts the migration back in the
+        queue. Retried, backing off, while it raises DatabaseError.
     """
 
-    def __init__(self, db, limits, workers, run, recheck=5.0):
+    def __init__(self, db, limits, workers, run, recheck=5.0, recover=None,
+                 clock=time.monotonic):
         self.db = db
         self.limits = limits
         self.workers = workers
         self._run = run
+        self._recover = recover
         self._recheck = recheck
+        self._clock = clock
+        self.lease_s = LEASE_RENEWALS * recheck
+        self._running = set()     # their task runs now
+        self._failed = set()      # their task met an unreachable database
+        self._retry_at = 0.0
+        self._retry_backoff = recheck
+        self._renewed_at = None
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix='numamig-migration')
         self._lock = threading.Lock()
@@ -66,6 +89,11 @@ class MigrationExecutor:
     def wake(self):
         """Look at the queue again soon (a request or a free slot)."""
         self._wake.set()
+
+    def held(self):
+        """uuids of the migrations this worker drives (its leases)."""
+        with self._lock:
+            return frozenset(self._pending | self._running | self._failed)
 
     @property
     def busy(self):
@@ -107,15 +135,46 @@ class MigrationExecutor:
             if self._stopping.is_set():
                 return
             try:
+                self._renew_leases()
+                self._recover_failed()
                 self._dispatch()
             except Exception as exc:  # noqa: BLE001 - retried at recheck
                 LOG.warning("Admitting queued migrations failed (%s); "
                             "trying again within %s s", exc, self._recheck)
 
+    def _renew_leases(self):
+        now = self._clock()
+        if self._renewed_at is not None and \
+                now - self._renewed_at < self._recheck:
+            return
+        queue.renew(self.db, self.held(), self.lease_s)
+        self._renewed_at = now
+
+    def _recover_failed(self):
+        with self._lock:
+            failed = sorted(self._failed)
+        if not failed or self._clock() < self._retry_at:
+            return
+        for uuid in failed:
+            try:
+                self._recover(uuid)
+            except exception.DatabaseError as exc:
+                self._retry_backoff = min(self._retry_backoff * 2,
+                                          MAX_RETRY_BACKOFF * self._recheck)
+                self._retry_at = self._clock() + self._retry_backoff
+                LOG.warning("%d migration(s) wait for the database to put "
+                            "them back in the queue (%s); next try in %.0f "
+                            "s", len(failed), exception.brief(exc),
+                            self._retry_backoff)
+                return
+            with self._lock:
+                self._failed.discard(uuid)
+        self._retry_backoff = self._recheck
+
     def _dispatch(self):
         with self._lock:
             free = self.workers - self._busy
-        for uuid in queue.admit(self.db, self.limits, free):
+        for uuid in queue.admit(self.db, self.limits, free, self.lease_s):
             with self._lock:
                 self._busy += 1
                 self._pending.add(uuid)
@@ -129,13 +188,27 @@ class MigrationExecutor:
     def _task(self, uuid):
         with self._lock:
             self._pending.discard(uuid)
+            self._running.add(uuid)
         requeued = False
         try:
             requeued = self._run(uuid) is False
+        except exception.DatabaseError as exc:
+            # Not the migration's fault: it goes back to the queue once
+            # the database answers (_recover_failed), held here till then.
+            requeued = self._recover is not None
+            if requeued:
+                with self._lock:
+                    self._failed.add(uuid)
+            LOG.warning("Migration %s: the database failed while its "
+                        "destination was chosen (%s)%s", uuid,
+                        exception.brief(exc),
+                        "; it goes back to the queue when the database "
+                        "answers" if requeued else "")
         except Exception:
             LOG.exception("Migration %s: its conductor task failed", uuid)
         finally:
             with self._lock:
                 self._busy -= 1
+                self._running.discard(uuid)
             if not requeued:
                 self.wake()

@@ -81,6 +81,9 @@ class ConductorManager:
         # service once it starts (None: requests wait in the queue).
         self.executor = None
         self._end_listeners = []
+        # Since when this worker's stalled-migration sweeps have reached
+        # the database without a break (None: not yet, or it failed).
+        self._database_since = None
 
     def load_reports(self):
         """Fill the cache from the stored reports (at start).
@@ -92,9 +95,47 @@ class ConductorManager:
 
     def end_stalled_migrations(self, ctxt):
         """End migrations a dead conductor worker (or a source that lost
-        its cast) left behind; at start and periodically."""
-        return records.end_stalled_migrations(
-            self.worker, ctxt, timeutils.utcnow(with_timezone=True))
+        its cast) left behind; at start and periodically.
+
+        Leases count only once this worker has had the database for a
+        whole lease: right after an outage (or this worker's start) no
+        live worker may have renewed its leases yet.
+        """
+        now = timeutils.utcnow(with_timezone=True)
+        executor = self.executor
+        trusted = executor is not None and self._database_since is not None \
+            and (now - self._database_since).total_seconds() >= \
+            executor.lease_s
+        try:
+            ended = records.end_stalled_migrations(
+                self.worker, ctxt, now, trust_leases=trusted,
+                held=executor.held() if executor is not None else ())
+        except exception.DatabaseError:
+            self._database_since = None
+            raise
+        if self._database_since is None:
+            self._database_since = now
+        return ended
+
+    def requeue_after_database_error(self, migration_uuid):
+        """Put back in the queue an admitted migration whose task failed
+        because the database was unreachable (the executor calls it once
+        the database may be back): whatever destination it had claimed
+        drops the claim, and it runs again from the start."""
+        migration = migrations.get(self.db, migration_uuid,
+                                   with_history=False)
+        if migration.status != STATUS.ACCEPTED:
+            return
+        if migration.dest_host:
+            records.drop_claim_at(self.worker,
+                                  nm_context.get_admin_context(),
+                                  migration, migration.dest_host)
+        if queue.requeue(self.db, migration_uuid):
+            LOG.warning("Migration %s is back in the queue: the database "
+                        "failed while its destination was chosen",
+                        migration_uuid)
+            if self.executor is not None:
+                self.executor.wake()
 
     def ping(self, ctxt):
         """Answer agents waiting for a conductor at their start."""

@@ -24,6 +24,7 @@ from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migration_claims
 from numamig.db import migrations
+from numamig.db import queue
 from numamig.objects import fields
 
 LOG = logging.getLogger(__name__)
@@ -218,52 +219,60 @@ def release_claims(worker, migration):
                  migration.uuid, migration.status, migration.dest_host)
 
 
-def end_stalled_migrations(worker, ctxt, now):
+def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True):
     """End migrations whose conductor worker died before the source took
     over; at start and periodically.
 
     An admitted ``accepted`` migration is driven by the conductor worker
-    choosing its destination (one still waiting in the queue is not);
-    one not updated for longer than that choice can take (every
-    candidate timing out) lost its worker, and ends ``error``. A
-    ``queued`` one waits for the cast to its source; one still queued
-    after ``check_timeout`` lost the cast with its worker (or its source
-    lost it in a crash), and ends ``failed``. Either way its claim is
-    dropped in the records and at the destination. A status change is
-    conditional, so a migration that moved on meanwhile is left alone.
+    that admitted it, which renews its lease while its task runs; one
+    whose lease ran out lost its worker and ends ``error`` (a row from
+    before leases: once not updated for longer than the destination
+    choice can take). A ``queued`` one waits for the cast to its source;
+    one still queued after ``check_timeout`` lost the cast with its
+    worker (or its source lost it in a crash), and ends ``failed``.
+    Either way its claim is dropped in the records and at the
+    destination. A status change is conditional, so a migration that
+    moved on meanwhile is left alone.
 
+    :param held: uuids this worker drives itself (never stalled).
+    :param trust_leases: False while this worker has not had the
+        database for a whole lease: no worker could renew meanwhile, so
+        a lease past its time proves nothing yet.
     :returns: the migrations ended.
     """
     retries = max(worker.migrate_max_retries, 0)
-    rules = (
-        (STATUS.ACCEPTED, STATUS.ERROR,
-         worker.check_timeout * (retries + 2),
-         "its conductor worker stopped while choosing the destination"),
-        (STATUS.QUEUED, STATUS.FAILED, worker.check_timeout * 2,
-         "its source was never told to start (a conductor worker or the "
-         "source stopped); nothing ran, the guest stays on the source"),
-    )
-    ended = []
-    for status, final, patience, reason in rules:
-        for migration in migrations.get_all(worker.db, status=status):
-            if migration.waiting:
-                continue  # in the queue, which survives any worker
-            updated = migration.updated_at or migration.created_at
-            if updated is None or \
-                    (now - updated).total_seconds() < patience:
-                continue
-            try:
-                ended.append(set_status(worker, migration.uuid, final,
-                                        expected=[status], error=reason))
-            except exception.InvalidStatusTransition:
-                continue
-            LOG.warning("Ended stalled migration %s of %s (%s since %s): "
-                        "%s", migration.uuid, migration.instance_uuid,
-                        status, updated, reason)
-            if migration.dest_host:
-                drop_claim_at(worker, ctxt, migration,
-                              migration.dest_host)
-    return ended
+    stopped = "its conductor worker stopped while choosing the " \
+        "destination; nothing ran, the guest stays on the source"
+    candidates = [(uuid, STATUS.ACCEPTED, STATUS.ERROR, stopped)
+                  for uuid in queue.stalled(
+                      worker.db, now, worker.check_timeout * (retries + 2))
+                  if trust_leases]
+    for migration in migrations.get_all(worker.db, status=STATUS.QUEUED):
+        updated = migration.updated_at or migration.created_at
+        if updated is not None and (now - updated).total_seconds() >= \
+                worker.check_timeout * 2:
+            candidates.append((
+                migration.uuid, STATUS.QUEUED, STATUS.FAILED,
+                "its source was never told to start (a conductor worker "
+                "or the source stopped); nothing ran, the guest stays on "
+                "the source"))
+    return [ended for ended in (
+        _end_stalled(worker, ctxt, *candidate) for candidate in candidates
+        if candidate[0] not in held) if ended is not None]
+
+
+def _end_stalled(worker, ctxt, uuid, status, final, reason):
+    try:
+        migration = set_status(worker, uuid, final, expected=[status],
+                               error=reason)
+    except (exception.InvalidStatusTransition,
+            exception.MigrationNotFound):
+        return None
+    LOG.warning("Ended stalled migration %s of %s (was %s): %s",
+                migration.uuid, migration.instance_uuid, status, reason)
+    if migration.dest_host:
+        drop_claim_at(worker, ctxt, migration, migration.dest_host)
+    return migration
 
 
 def drop_claim_at(worker, ctxt, migration, host, timeout=None):

@@ -10,13 +10,18 @@ opts = [
                     "CPU. Workers share the database (PostgreSQL or "
                     "MariaDB; with SQLite only one worker runs); raise it "
                     "when migrations queue behind each other."),
-    cfg.IntOpt('stalled_migration_interval', default=60, min=1,
+    cfg.IntOpt('stalled_migration_interval', default=10, min=1,
                help="Seconds between looks for migrations a dead "
-                    "conductor worker left behind (accepted or queued for "
-                    "longer than the destination choice can take). Such "
-                    "migrations are ended and their claims released; "
-                    "lower it to recover faster after a conductor "
-                    "crash."),
+                    "conductor worker left behind: admitted ones whose "
+                    "worker stopped renewing its lease (every 5 s, "
+                    "lasting 15 s), and ones queued for their source "
+                    "longer than twice [DEFAULT] "
+                    "rpc_response_timeout_migration. "
+                    "Such migrations are ended with the reason and their "
+                    "claims released. With the default, a conductor "
+                    "crash is cleaned up 15-30 s later; lower it to "
+                    "recover sooner, raise it to query the database "
+                    "less."),
     cfg.IntOpt('migration_workers', default=8, min=1, max=256,
                help="Threads per conductor worker that choose a "
                     "destination and take its claim for admitted "

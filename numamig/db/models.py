@@ -191,6 +191,10 @@ class Migration(TimestampMixin, Base):
     # oldest first.
     priority = sa.Column(sa.Integer, nullable=False, server_default='0')
     admitted_at = sa.Column(UTCDateTime, nullable=True)
+    # The lease of the conductor worker driving an admitted 'accepted'
+    # migration (revision 0005): renewed while its task runs; once past,
+    # the worker is gone (numamig.conductor.records.end_stalled_migrations).
+    lease_expires_at = sa.Column(UTCDateTime, nullable=True)
 
 
 class MigrationStatusChange(Base):

@@ -18,6 +18,7 @@ anyway), so the limits hold across workers and processes.
 
 import collections
 import dataclasses
+import datetime
 
 import sqlalchemy as sa
 
@@ -49,14 +50,17 @@ def lock(session):
         models.Lock.name == ADMISSION_LOCK).with_for_update())
 
 
-def admit(db, limits, max_count):
+def admit(db, limits, max_count, lease_s=None):
     """Admit up to ``max_count`` waiting migrations within ``limits``.
 
+    :param lease_s: seconds the admitting worker holds each one before it
+        must renew (``renew``); None: no lease (judged by age).
     :returns: the uuids admitted, in the order they should run.
     """
     if max_count <= 0:
         return []
     now = _rows.utcnow()
+    lease = None if lease_s is None else now + _seconds(lease_s)
     with db.writer() as session:
         lock(session)
         flights = session.execute(sa.select(
@@ -75,8 +79,8 @@ def admit(db, limits, max_count):
                      incoming[row.requested_host] >= limits.per_dest):
                 continue
             session.execute(sa.update(_M).where(
-                _M.id == row.id, WAITING).values(admitted_at=now,
-                                                 updated_at=now))
+                _M.id == row.id, WAITING).values(
+                    admitted_at=now, updated_at=now, lease_expires_at=lease))
             admitted.append(row.uuid)
             total += 1
             outgoing[row.source_host] += 1
@@ -134,7 +138,7 @@ def requeue(db, uuid):
     with db.writer() as session:
         result = session.execute(sa.update(_M).where(
             _M.uuid == uuid, _M.status == STATUS.ACCEPTED).values(
-                admitted_at=None, dest_host=None,
+                admitted_at=None, dest_host=None, lease_expires_at=None,
                 updated_at=_rows.utcnow()).execution_options(
                     synchronize_session=False))
         return result.rowcount == 1
@@ -154,6 +158,44 @@ def release(db, uuids):
         result = session.execute(sa.update(_M).where(
             _M.uuid.in_(sorted(uuids)), _M.status == STATUS.ACCEPTED,
             _M.dest_host.is_(None)).values(
-                admitted_at=None, updated_at=_rows.utcnow()).execution_options(
+                admitted_at=None, lease_expires_at=None,
+                updated_at=_rows.utcnow()).execution_options(
                     synchronize_session=False))
         return result.rowcount
+
+
+def renew(db, uuids, lease_s):
+    """Extend the leases of the admitted migrations a worker still drives.
+
+    Only those still ``accepted`` are renewed: one that moved on is no
+    longer the worker's to hold. ``updated_at`` stays: it tells operators
+    when the migration last changed.
+
+    :returns: how many were renewed.
+    """
+    if not uuids:
+        return 0
+    with db.writer() as session:
+        result = session.execute(sa.update(_M).where(
+            _M.uuid.in_(sorted(uuids)), _M.status == STATUS.ACCEPTED,
+            _M.admitted_at.is_not(None)).values(
+                lease_expires_at=_rows.utcnow() + _seconds(lease_s))
+            .execution_options(synchronize_session=False))
+        return result.rowcount
+
+
+def stalled(db, now, unleased_patience_s):
+    """uuids of admitted ``accepted`` migrations no worker drives: the
+    lease ran out or, for rows admitted before leases existed, nothing
+    changed for ``unleased_patience_s``."""
+    with db.reader() as session:
+        return list(session.scalars(sa.select(_M.uuid).where(
+            _M.status == STATUS.ACCEPTED, _M.admitted_at.is_not(None),
+            sa.or_(_M.lease_expires_at < now, sa.and_(
+                _M.lease_expires_at.is_(None),
+                _M.updated_at < now - _seconds(unleased_patience_s))))
+            .order_by(_M.id)))
+
+
+def _seconds(value):
+    return datetime.timedelta(seconds=value)

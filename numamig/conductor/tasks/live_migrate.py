@@ -95,10 +95,15 @@ class LiveMigrationTask(base.TaskBase):
         """Record ``error`` with every host's reason; release claims.
 
         A migration whose destinations were all busy goes back to the
-        queue instead (nothing was claimed for it).
+        queue instead (nothing was claimed for it), and so does one that
+        met an unreachable database, later (see MigrationExecutor).
         """
         if isinstance(exc, exception.DestinationsBusy) and \
                 queue.requeue(self.worker.db, self.migration.uuid):
+            return
+        if isinstance(exc, exception.DatabaseError):
+            # Nothing can be recorded now: the conductor's executor puts
+            # the migration back in the queue once the database answers.
             return
         reason = exception.brief(exc)
         if self.refused:

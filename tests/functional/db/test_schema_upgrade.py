@@ -108,6 +108,7 @@ class UpgradeTo0003TestCase(base.ServerDBTestCase):
                 "UPDATE migrations SET status = 'accepted' WHERE uuid = "
                 ":uuid"), {'uuid': done_uuid})
         self.assertEqual('0003', self.db.sync('0003'))
+        self.db.sync()   # the models are the head's: read through them
         stored = migrations.get(self.db, done_uuid)
         self.assertEqual((0, WHEN.replace(tzinfo=datetime.UTC), False),
                          (stored.priority, stored.admitted_at,
@@ -152,3 +153,25 @@ class UpgradeTo0004TestCase(base.ServerDBTestCase):
         reports, later = compute_nodes.changed_since(self.db, seen)
         self.assertEqual((['new-host'], 1), ([r.host for r in reports],
                                              later))
+
+
+class UpgradeTo0005TestCase(base.ServerDBTestCase):
+    """Migrations admitted before leases are judged by their age."""
+
+    sync = False
+
+    def test_unleased_admitted_migration_stalls_by_age_only(self):
+        self.db.sync('0001')
+        instance_uuid, old_uuid = unit_base.new_uuid(), unit_base.new_uuid()
+        _insert_0001_rows(self.db, instance_uuid, old_uuid)
+        self.db.sync('0004')
+        with self.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE migrations SET status = 'accepted' WHERE uuid = "
+                ":uuid"), {'uuid': old_uuid})
+        self.assertEqual('0005', self.db.sync('0005'))
+        updated = WHEN.replace(tzinfo=datetime.UTC)
+        self.assertEqual([], queue.stalled(
+            self.db, updated + datetime.timedelta(seconds=50), 100))
+        self.assertEqual([old_uuid], queue.stalled(
+            self.db, updated + datetime.timedelta(seconds=150), 100))

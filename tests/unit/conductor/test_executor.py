@@ -1,11 +1,16 @@
 """The migration executor: admits within its threads, runs, wakes."""
 
 import threading
+import time
 from unittest import mock
 
+import sqlalchemy as sa
+
+from numamig import exception
 from numamig.conductor import executor
 from numamig.db import instances
 from numamig.db import migrations
+from numamig.db import models
 from numamig.db import queue
 from tests.unit.db import base as db_base
 
@@ -145,3 +150,58 @@ class RequeueTest(ExecutorTestCase):
                              "its own end took it straight back")
         self.assertEqual(1, len(looks))
         self.assertEqual({uuid: 1}, queue.positions(self.db))
+
+
+class LeaseTest(ExecutorTestCase):
+
+    def lease_of(self, uuid):
+        with self.db.reader() as session:
+            return session.scalar(sa.select(
+                models.Migration.lease_expires_at).where(
+                    models.Migration.uuid == uuid))
+
+    def test_admission_leases_and_a_running_task_renews(self):
+        self.expected = 1
+        uuid = self.request()
+        runner = self.start(workers=1, recheck=0.05)
+        self.assertTrue(self.all_started.wait(WAIT))
+        first = self.lease_of(uuid)
+        self.assertIsNotNone(first)
+        self.assertEqual({uuid}, runner.held())
+        deadline = time.monotonic() + WAIT
+        while self.lease_of(uuid) == first:
+            self.assertLess(time.monotonic(), deadline, "never renewed")
+            time.sleep(0.02)
+        self.assertGreater(self.lease_of(uuid), first)
+
+
+class DatabaseFailureTest(ExecutorTestCase):
+
+    def test_a_task_that_met_a_dead_database_goes_back_when_it_answers(self):
+        uuid = self.request()
+        down = exception.DatabaseError(url='db', reason='connection refused')
+        recovered = threading.Event()
+        tries = []
+
+        def run(migration_uuid):
+            if not tries:
+                raise down
+            return True
+
+        def recover(migration_uuid):
+            tries.append(migration_uuid)
+            if len(tries) == 1:
+                raise down      # still down at the first try
+            queue.requeue(self.db, migration_uuid)
+            recovered.set()
+        runner = executor.MigrationExecutor(self.db, LIMITS, 1, run,
+                                            recheck=0.05, recover=recover)
+        self.addCleanup(runner.stop)
+        runner.start()
+        self.assertTrue(recovered.wait(WAIT))
+        self.assertEqual([uuid, uuid], tries[:2])
+        # Held (its lease renewed) until it was back in the queue.
+        deadline = time.monotonic() + WAIT
+        while uuid in runner.held():
+            self.assertLess(time.monotonic(), deadline, "still held")
+            time.sleep(0.02)

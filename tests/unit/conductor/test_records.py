@@ -168,6 +168,42 @@ class StalledMigrationsTest(MigrationContextRulesTest):
             self.worker, None, self._later(3600)))
 
 
+class LeasedStalledMigrationsTest(MigrationContextRulesTest):
+    """A worker holds what it admitted by a lease, not by patience."""
+
+    def setUp(self):
+        super().setUp()
+        self.assertEqual([self.migration.uuid], queue.admit(
+            self.db, self.conductor.admission, 1, lease_s=15))
+
+    def _later(self, seconds):
+        import datetime
+        return self.now + datetime.timedelta(seconds=seconds)
+
+    def test_a_lapsed_lease_ends_it_long_before_the_patience(self):
+        records.set_migration_context(self.worker,
+                                      self._context(self.migration))
+        self.assertEqual([], records.end_stalled_migrations(
+            self.worker, None, self._later(10)))
+        (ended,) = records.end_stalled_migrations(
+            self.worker, None, self._later(20))
+        self.assertEqual('error', ended.status)
+        self.assertIn('conductor worker stopped', ended.error)
+        self.assertIsNone(self._held())
+        self.compute_api.drop_move_claim_at_destination.assert_called_once()
+
+    def test_leases_not_trusted_yet_end_nothing(self):
+        self.assertEqual([], records.end_stalled_migrations(
+            self.worker, None, self._later(3600), trust_leases=False))
+        self.assertEqual('accepted',
+                         migrations.get(self.db, self.migration.uuid).status)
+
+    def test_what_this_worker_holds_is_never_stalled(self):
+        self.assertEqual([], records.end_stalled_migrations(
+            self.worker, None, self._later(3600),
+            held={self.migration.uuid}))
+
+
 class RecordedTogetherTest(MigrationContextRulesTest):
     """Claim + queued, and completed + applied claim: one transaction."""
 

@@ -1,6 +1,9 @@
 """The admission queue: order, limits, positions and release."""
 
+import datetime
+
 from numamig import exception
+from numamig.db import _rows
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.db import queue
@@ -157,3 +160,47 @@ class ReleaseTestCase(QueueTestCase):
                                                     tried.uuid}))
         self.assertEqual({untouched.uuid: 1}, queue.positions(self.db))
         self.assertEqual(0, queue.release(self.db, set()))
+
+
+class LeaseTestCase(QueueTestCase):
+    """Admitted migrations are held by leases their worker renews."""
+
+    def later(self, seconds):
+        return _rows.utcnow() + datetime.timedelta(seconds=seconds)
+
+    def test_admitted_with_a_lease_stalled_once_it_runs_out(self):
+        held = self.request(source='a')
+        queue.admit(self.db, LIMITS, 1, lease_s=15)
+        self.assertEqual([], queue.stalled(self.db, self.later(10), 3600))
+        self.assertEqual([held.uuid],
+                         queue.stalled(self.db, self.later(20), 3600))
+
+    def test_renewal_pushes_the_end_of_the_lease(self):
+        held = self.request(source='a')
+        queue.admit(self.db, LIMITS, 1, lease_s=1)
+        self.assertEqual(1, queue.renew(self.db, {held.uuid}, 60))
+        self.assertEqual([], queue.stalled(self.db, self.later(30), 3600))
+
+    def test_only_accepted_admitted_migrations_are_renewed(self):
+        waiting = self.request(source='a')
+        moved_on = self.request(source='b')
+        queue.admit(self.db, LIMITS, 10, lease_s=1)
+        queue.requeue(self.db, waiting.uuid)
+        migrations.set_status(self.db, moved_on.uuid, 'cancelled')
+        self.assertEqual(0, queue.renew(self.db, {waiting.uuid,
+                                                  moved_on.uuid}, 60))
+        self.assertEqual(0, queue.renew(self.db, set(), 60))
+
+    def test_waiting_migrations_never_stall(self):
+        back = self.request(source='a')
+        queue.admit(self.db, LIMITS, 1, lease_s=1)
+        self.assertTrue(queue.requeue(self.db, back.uuid))
+        self.request(source='b')
+        self.assertEqual([], queue.stalled(self.db, self.later(7200), 1))
+
+    def test_unleased_rows_judged_by_their_age(self):
+        old = self.request(source='a')
+        queue.admit(self.db, LIMITS, 1)
+        self.assertEqual([], queue.stalled(self.db, self.later(50), 100))
+        self.assertEqual([old.uuid],
+                         queue.stalled(self.db, self.later(150), 100))
