@@ -16,15 +16,18 @@ discarded instead of undoing that change.
 Why a bound on unrecorded claims: with compute API 1.3 the destination
 returns its claim and the conductor records it (with ``queued``). A
 conductor that dies in between never records it and never tells this
-host: the claim would hold pCPUs and pages forever. The destination does
-not ask the records about each such claim (one more call per claim and
-recompute); it drops any claim the records do not show once it is older
-than the bound, which is set well above the conductor's wait for the
-destination's answer (2 x rpc_response_timeout_migration), after which a
-conductor that is still alive has recorded the claim or dropped it
-itself. Dropping is safe even if the records show it later: the source's
-pre_live_migration finds no claim here and the migration rolls back, and
-a recompute that then reads the claim in the records recovers it.
+host: the claim would hold pCPUs and pages forever. Each recompute asks
+the conductor about the claims only this host holds (there are none but
+in the instant between an answer and its record, or after such a crash)
+and drops those whose migration has ended or is unknown: after a
+conductor crash they go within one recompute of a conductor answering
+again. A conductor that cannot answer keeps them, up to the bound, which
+is set well above the conductor's wait for the destination's answer
+(2 x rpc_response_timeout_migration), after which a conductor that is
+still alive has recorded the claim or dropped it itself. Dropping is safe
+even if the records show it later: the source's pre_live_migration finds
+no claim here and the migration rolls back, and a recompute that then
+reads the claim in the records recovers it.
 """
 
 import threading
@@ -34,8 +37,10 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig.numa import usage
+from numamig.objects import fields
 
 LOG = logging.getLogger(__name__)
+FINAL = fields.MigrationStatus.FINAL
 
 
 class MoveClaim:
@@ -235,18 +240,49 @@ class ResourceTracker:
         conductor_api = self.conductor_api
         claimed = conductor_api.instance_get_claims_on_host(ctxt, self.host)
         instances = conductor_api.instance_get_all_by_host(ctxt, self.host)
+        ended = self._ended_unrecorded(ctxt, claimed)
         with self.lock:
             if generation != self._generation:
                 LOG.debug("%s: usage changed during recompute; skipped",
                           self.host)
                 return False
             self._instances = {i.uuid: i for i in instances}
-            self._claims = self._merge_claims(claimed)
+            self._claims = self._merge_claims(claimed, ended)
             self._changed()
             self._usage = self._compute_usage()
         return True
 
-    def _merge_claims(self, claimed):
+    def _ended_unrecorded(self, ctxt, claimed):
+        """{migration uuid: why} of the claims only this host holds whose
+        migration is over or unknown to the conductor.
+
+        Such a claim can never be recorded any more (a conductor worker
+        died after the destination answered, and the migration was ended
+        since): waiting out ``unrecorded_claim_timeout`` would hold its
+        pCPUs for nothing. Unrecorded claims live for a fraction of a
+        second normally, so this costs a call only in that window or
+        after such a crash. A conductor that cannot answer keeps them.
+        """
+        recorded = {i.migration_context.migration_uuid for i in claimed}
+        with self.lock:
+            unrecorded = [uuid for uuid, claim in self._claims.items()
+                          if not claim.persisted and uuid not in recorded]
+        ended = {}
+        for uuid in unrecorded:
+            try:
+                status = self.conductor_api.migration_get(ctxt, uuid).status
+            except exception.MigrationNotFound:
+                ended[uuid] = "no migration record holds it"
+                continue
+            except Exception as exc:  # noqa: BLE001 - kept, tried again
+                LOG.debug("%s: could not look up migration %s: %s",
+                          self.host, uuid, exc)
+                continue
+            if status in FINAL:
+                ended[uuid] = f"its migration ended {status}"
+        return ended
+
+    def _merge_claims(self, claimed, ended=None):
         recorded = {}
         for instance in claimed:
             ctx = instance.migration_context
@@ -257,7 +293,11 @@ class ResourceTracker:
         for uuid, claim in self._claims.items():
             if uuid in recorded:
                 continue
-            if not claim.persisted:
+            if not claim.persisted and uuid in (ended or {}):
+                LOG.warning("%s: released the claim of migration %s "
+                            "(instance %s): %s", self.host, uuid,
+                            claim.instance_uuid, ended[uuid])
+            elif not claim.persisted:
                 age = now - claim.taken_at
                 if age < self.unrecorded_claim_timeout:
                     # Being recorded right now: the records cannot show

@@ -4,6 +4,7 @@ from unittest import mock
 
 import fixtures
 
+from numamig import exception
 from numamig import objects
 from numamig.compute import resource_tracker
 from tests import base
@@ -99,6 +100,41 @@ class ResourceTrackerTest(base.TestCase):
         self.assertTrue(agent.tracker.update_available_resource(None))
         self.assertIsNone(agent.tracker.get_claim(claim.migration_uuid))
         self.assertEqual(set(), cbase.pinned(agent.tracker.usage_topology()))
+
+    def _unrecorded_claim(self, agent):
+        inst = cbase.instance(pins={0: 2, 1: 3})
+        claim = resource_tracker.MoveClaim(
+            inst.uuid, 'demo', cbase.new_uuid(),
+            _claimed(inst, cbase.new_uuid(), {0: 5, 1: 13}).migration_context
+            .new_numa_topology)
+        agent.tracker.add_claim(claim)
+        return claim
+
+    def test_recompute_drops_an_unrecorded_claim_of_an_ended_migration(self):
+        # A conductor died after the destination answered; the migration
+        # was ended since: its claim goes at once, not after the bound.
+        for answer in (mock.Mock(status='error'),
+                       exception.MigrationNotFound(migration_uuid='x')):
+            agent = cbase.agent()
+            claim = self._unrecorded_claim(agent)
+            agent.conductor_api.migration_get.side_effect = [answer]
+            with self.assertLogs(resource_tracker.__name__, 'WARNING'):
+                self.assertTrue(agent.tracker.update_available_resource(
+                    None))
+            self.assertIsNone(agent.tracker.get_claim(claim.migration_uuid))
+            self.assertEqual(set(), cbase.pinned(
+                agent.tracker.usage_topology()))
+            agent.conductor_api.migration_get.assert_called_once_with(
+                None, claim.migration_uuid)
+
+    def test_recompute_keeps_an_unrecorded_claim_it_cannot_judge(self):
+        for answer in (mock.Mock(status='accepted'), RuntimeError('down')):
+            agent = cbase.agent()
+            claim = self._unrecorded_claim(agent)
+            agent.conductor_api.migration_get.side_effect = [answer]
+            self.assertTrue(agent.tracker.update_available_resource(None))
+            self.assertIs(claim,
+                          agent.tracker.get_claim(claim.migration_uuid))
 
     def test_recompute_releases_a_persisted_claim_records_dropped(self):
         inst = cbase.instance(pins={0: 2, 1: 3})
