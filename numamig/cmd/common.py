@@ -61,6 +61,22 @@ def actions_of(category_class):
             if not name.startswith('_')}
 
 
+def summary(doc):
+    """A docstring's first paragraph on one line (its --help summary).
+
+    The first sentence of a docstring may wrap over several lines: its
+    first line alone reads cut off in ``--help``.
+    """
+    if not doc:
+        return None
+    lines = []
+    for line in doc.strip().splitlines():
+        if not line.strip():
+            break
+        lines.append(line.strip())
+    return ' '.join(lines)
+
+
 def add_command_parsers(categories):
     """Return a SubCommandOpt handler registering every category/action.
 
@@ -74,7 +90,7 @@ def add_command_parsers(categories):
                 subparsers.add_parser(category, help=cls)
                 continue
             parser = subparsers.add_parser(
-                category, help=(cls.__doc__ or '').strip().splitlines()[0])
+                category, help=summary(inspect.getdoc(cls)))
             parser.set_defaults(category_class=cls)
             action_parsers = parser.add_subparsers(dest='action')
             action_parsers.required = True
@@ -86,7 +102,7 @@ def add_command_parsers(categories):
 def _add_action_parser(action_parsers, action, func):
     doc = inspect.getdoc(func) or ''
     parser = action_parsers.add_parser(
-        action, help=doc.splitlines()[0] if doc else None,
+        action, help=summary(doc),
         description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     dests = []
     for names, kwargs in getattr(func, 'cli_args', []):

@@ -4,16 +4,27 @@ import contextlib
 import inspect
 import io
 
+from numamig.cmd import common
 from numamig.cmd import manage
 from tests.unit.cmd import cli_base
 
 
 class CategoriesTestCase(cli_base.CLITestCase):
 
-    def test_summaries_are_the_first_docstring_lines(self):
+    def test_summaries_are_the_first_docstring_paragraphs(self):
         for name, (_path, summary) in manage.CATEGORIES.items():
             doc = inspect.getdoc(manage.load_category(name))
-            self.assertEqual(doc.splitlines()[0], summary, name)
+            self.assertEqual(common.summary(doc), summary, name)
+
+    def test_every_action_summary_is_a_whole_sentence(self):
+        # A summary cut at the docstring's first line break reads as
+        # "List migrations, oldest first, with status, hosts, the guest's".
+        for name in manage.CATEGORIES:
+            category = manage.load_category(name)
+            for action, func in common.actions_of(category).items():
+                text = common.summary(inspect.getdoc(func))
+                self.assertTrue(text and text.endswith(('.', ')')),
+                                f"{name} {action}: {text!r}")
 
     def test_only_named_categories_are_loaded(self):
         found = manage._categories_for(['--config-file', 'x', 'migration',
