@@ -71,6 +71,11 @@ class ShippedFilesTest(test_multiprocess.MultiProcessTestBase):
         self.assertEqual(0, listed.returncode, listed.stderr)
         self.assertIn(instance.uuid, listed.stdout)
         self.stop_daemons()
+        for host in [self.conductor_host, *self.hosts]:
+            log = self.log_of(host)
+            # Start-up chatter operators need not read (issue 14 #16).
+            for noise in ('no_fork=True', 'alembic.runtime', 'Traceback'):
+                self.assertNotIn(noise, log, host)
 
 
 class ShippedFilesReadTest(test_multiprocess.base.TestCase):

@@ -326,8 +326,11 @@ class LayeringTest(base.TestCase):
 
     def test_every_module_logs_through_oslo_log(self):
         # The two tools that configure stdlib handlers for a terminal
-        # (not daemons: oslo.log's setup does not apply) may import it.
-        allowed = {'numamig_ci/cmd.py', 'numamig/cmd/embedded.py'}
+        # (not daemons: oslo.log's setup does not apply) may import it,
+        # and the service module, to filter a logger of oslo.service's
+        # that oslo.log cannot name.
+        allowed = {'numamig_ci/cmd.py', 'numamig/cmd/embedded.py',
+                   'numamig/service.py'}
         root = os.path.dirname(os.path.dirname(numamig.__file__))
         found = []
         for package in ('numamig', 'numamig_ci'):

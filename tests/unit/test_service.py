@@ -1,8 +1,12 @@
 """Daemons read transport_url and control_exchange before a transport
 exists, from oslo.messaging's public option list."""
 
+import logging as std_logging
+
+import fixtures
 from oslo_config import cfg
 import oslo_messaging as messaging
+from oslo_service import service as os_service
 
 from numamig import rpc
 from numamig import service
@@ -68,3 +72,30 @@ class PeriodicReportTest(ComputeIntervalsTest):
         svc.manager.report.reset_mock()
         jobs['report']()
         svc.manager.report.assert_called_once_with(mock.ANY, timeout=10)
+
+
+class QuietLauncherTest(base.TestCase):
+    """oslo.service's no_fork warning is dropped, nothing else of its."""
+
+    class Trivial(os_service.ServiceBase):
+        def start(self):
+            pass
+
+        def wait(self):
+            pass
+
+        def stop(self, graceful=False):
+            pass
+
+        def reset(self):
+            pass
+
+    def test_only_the_no_fork_notice_is_dropped(self):
+        log = self.useFixture(fixtures.FakeLogger(level=std_logging.INFO))
+        conf = cfg.ConfigOpts()
+        conf([])
+        service.run(conf, self.Trivial())
+        std_logging.getLogger(service.NO_FORK_LOGGER).warning(
+            "another warning of the launcher")
+        self.assertNotIn('no_fork', log.output)
+        self.assertIn('another warning of the launcher', log.output)
