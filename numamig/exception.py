@@ -379,6 +379,17 @@ class MigrationError(NumamigException):
     msg_fmt = "Migration failed: %(reason)s"
 
 
+class GuestNotArrived(MigrationError):
+    """The destination was asked to adopt a guest its hypervisor lacks.
+
+    Recording the claim as the guest's placement would record the
+    migration ``completed`` on a host where the guest does not run.
+    """
+    msg_fmt = ("Instance %(instance_uuid)s does not run on destination "
+               "%(host)s: migration %(migration_uuid)s did not bring it "
+               "there")
+
+
 class MigrationPreCheckError(MigrationError):
     """A destination refused the migration; the conductor tries another."""
     msg_fmt = "Migration pre-check error: %(reason)s"

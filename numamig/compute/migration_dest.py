@@ -194,7 +194,13 @@ def post_at_destination(agent, ctxt, instance, migration,
     reconciliation completed it first), it is only counted here.
 
     :returns: the updated Instance.
+    :raises GuestNotArrived: the hypervisor here does not run the guest
+        (the source lost it mid-way): nothing is applied or counted.
     """
+    if instance.uuid not in agent.driver.list_guests():
+        raise exception.GuestNotArrived(instance_uuid=instance.uuid,
+                                        host=agent.host,
+                                        migration_uuid=migration.uuid)
     claim = agent.tracker.get_claim(migration.uuid)
     if records_by_source:
         counted = _counted_here(agent, instance, migration, claim)

@@ -13,6 +13,9 @@ migrations and ends them according to where the guest is now:
   claim applied in one call). A ``queued`` one is
   left alone: its start request may still wait in the broker for this
   agent, and the conductor ends it if it never comes;
+  A guest that runs on neither host is lost: the migration ends
+  ``error`` saying so and the destination drops its claim (the
+  destination never adopts a guest its hypervisor does not run);
 * as destination, a ``post-migrating`` one whose guest runs here is
   completed: the claim becomes the instance's placement.
 
@@ -122,12 +125,32 @@ def _end_interrupted(agent, ctxt, migration, guests):
                          f"back, the guest stays on the source")
         return (f"migration {migration.uuid} of {instance.uuid} rolled "
                 f"back (interrupted while {migration.status})")
-    migration_source.complete(
-        agent, ctxt, instance, migration,
-        detail=f"completed by {agent.host} after an interruption")
+    try:
+        migration_source.complete(
+            agent, ctxt, instance, migration,
+            detail=f"completed by {agent.host} after an interruption")
+    except exception.GuestNotArrived:
+        return _end_lost(agent, ctxt, instance, migration)
     report.request(agent, f"the departure of {instance.uuid}")
     return (f"migration {migration.uuid} of {instance.uuid} completed "
             f"(the guest had left before the interruption)")
+
+
+def _end_lost(agent, ctxt, instance, migration):
+    """The guest runs neither here nor on the destination: end the
+    migration ``error`` saying so, and free the destination's claim.
+    The instance's record is left as it was (on this host) for the
+    operator: ``numamig-manage audit pins`` reports it as missing."""
+    agent.compute_api.drop_move_claim_at_destination(ctxt, instance,
+                                                     migration)
+    _set_final(agent, ctxt, migration, STATUS.ERROR, detail="guest lost",
+               error=f"guest lost: instance {instance.uuid} runs neither "
+                     f"on source {agent.host} nor on destination "
+                     f"{migration.dest_host}; the destination's claim was "
+                     f"dropped and the record still places it on "
+                     f"{agent.host}")
+    return (f"migration {migration.uuid} of {instance.uuid} ended error: "
+            f"the guest runs on neither host (lost)")
 
 
 def _complete_incoming(agent, ctxt, migration):

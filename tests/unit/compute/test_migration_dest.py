@@ -91,6 +91,22 @@ class DestinationStepsTest(base.TestCase):
         self.data = migration_dest.check_destination(
             self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
             migration=self.migration)
+        # The guest has arrived, unless a test says otherwise.
+        self.agent.driver.list_guests.return_value = {
+            self.inst.uuid: 'guest'}
+
+    def test_post_refuses_a_guest_the_hypervisor_here_lacks(self):
+        # The source lost the guest mid-way: recording the claim as its
+        # placement would record it completed where it runs nowhere.
+        self.agent.driver.list_guests.return_value = {}
+        exc = self.assertRaises(
+            exception.GuestNotArrived, migration_dest.post_at_destination,
+            self.agent, None, self.inst, self.migration)
+        self.assertIn(cbase.HOST, str(exc))
+        self.assertIsNotNone(self.agent.tracker.get_claim(
+            self.migration.uuid))
+        self.agent.conductor_api.migration_context_apply.assert_not_called()
+        self.agent.conductor_api.instance_set_placement.assert_not_called()
 
     def test_pre_live_migration_refuses_once_the_claim_is_gone(self):
         self.assertIs(self.data, migration_dest.pre_live_migration(
@@ -253,6 +269,8 @@ class PostRecordedBySourceTest(base.TestCase):
             self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
             migration=self.migration, source_data=source)
         self.claim = self.agent.tracker.get_claim(self.migration.uuid)
+        self.agent.driver.list_guests.return_value = {
+            self.inst.uuid: 'guest'}
 
     def _post(self):
         return migration_dest.post_at_destination(

@@ -3,6 +3,7 @@
 import dataclasses
 from unittest import mock
 
+from numamig import exception
 from numamig.compute import reconcile
 from tests import base
 from tests.unit.compute import base as cbase
@@ -62,6 +63,27 @@ class ReconcileTest(SourceAgentTestCase):
                          conductor.migration_complete.call_args[0][1])
         conductor.migration_set_status.assert_not_called()
         self.assertEqual(set(), self.agent.tracker.instance_uuids())
+
+    def test_guest_on_neither_host_is_lost_not_completed(self):
+        for short_path in (True, False):
+            self.agent.conductor_api.reset_mock()
+            self.agent.compute_api.reset_mock()
+            migration = self._interrupted('running')
+            conductor = self.agent.conductor_api
+            conductor.supports_short_path.return_value = short_path
+            self.agent.driver.list_guests.return_value = {}
+            post = self.agent.compute_api.post_live_migration_at_destination
+            post.side_effect = exception.GuestNotArrived(
+                instance_uuid=self.inst.uuid, host=migration.dest_host,
+                migration_uuid=migration.uuid)
+            fixed = reconcile.reconcile_host(self.agent, None)
+            self.assertIn('lost', fixed[0])
+            conductor.migration_complete.assert_not_called()
+            self.agent.compute_api.drop_move_claim_at_destination.\
+                assert_called_once()
+            final = conductor.migration_set_status.call_args
+            self.assertEqual((migration.uuid, 'error'), final[0][1:3])
+            self.assertIn('guest lost', final[1]['error'])
 
     def test_queued_migrations_are_left_to_the_conductor(self):
         self._interrupted('queued')
