@@ -66,8 +66,9 @@ class MigrationCommands:
         the domain XML and migrates. --dry-run answers synchronously
         from the hosts' last reports and changes nothing. Exit codes: 0
         accepted (with --wait: completed; with --dry-run: a destination
-        fits); 1 (--wait) no destination could take the guest or the
-        migration failed, (--dry-run) no destination fits; 127 bad input
+        fits); 1 (--wait) no destination could take the guest, the
+        migration failed or it was aborted (shown cancelled), (--dry-run)
+        no destination fits; 127 bad input
         (unknown instance or host, a guest already migrating, a full
         queue; nothing changed); 130 interrupted (--wait: the migration
         goes on, printed first); 255 the conductor cannot be reached.
