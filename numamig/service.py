@@ -473,6 +473,7 @@ def default_conductor_settings():
     return {'migrate_max_retries': 3, 'check_timeout': 60, 'limits': None,
             'enable_numa_live_migration_workaround': False,
             'migration_workers': 8,
+            'migration_watchers': 16,
             'admission': conductor_manager.DEFAULT_ADMISSION,
             'foreign_numa_specs': ()}
 
@@ -488,6 +489,7 @@ def conductor_settings_from_conf(conf):
         'enable_numa_live_migration_workaround':
             conf.workarounds.enable_numa_live_migration,
         'migration_workers': conf.conductor.migration_workers,
+        'migration_watchers': conf.conductor.migration_watchers,
         'admission': db_queue.Limits(
             total=conf.conductor.max_concurrent_migrations,
             per_source=conf.conductor.max_outgoing_migrations_per_host,

@@ -18,6 +18,7 @@ from numamig import releases
 from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor import watch
 from numamig.conductor import worker as worker_mod
 from numamig.conductor.tasks import build
 from numamig.conductor.tasks import dry_run
@@ -33,6 +34,7 @@ LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
 
 DEFAULT_ADMISSION = worker_mod.DEFAULT_ADMISSION
+DEFAULT_WATCHERS = 16
 
 _EXPECTED = (exception.MigrationError, exception.Invalid,
              exception.NotFound, exception.ConcurrentUpdate,
@@ -81,6 +83,9 @@ class ConductorManager:
         # service once it starts (None: requests wait in the queue).
         self.executor = None
         self._end_listeners = []
+        self.watch = watch.MigrationWatch(
+            settings.get('migration_watchers', DEFAULT_WATCHERS))
+        self.add_end_listener(self.watch.heard)
         # Since when this worker's stalled-migration sweeps have reached
         # the database without a break (None: not yet, or it failed).
         self._database_since = None
@@ -173,6 +178,28 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get(self, ctxt, migration_uuid):
         return self._with_position(migrations.get(self.db, migration_uuid))
+
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_wait(self, ctxt, migration_uuid, status, memory_processed,
+                       timeout):
+        """The migration once its status or progress differs from
+        ``status`` and ``memory_processed`` (what the caller last saw),
+        or after ``timeout`` seconds (at most watch.MAX_WAIT_S); see
+        numamig.conductor.watch. Reads only: any repeat is harmless.
+        """
+        if isinstance(timeout, bool) or \
+                not isinstance(timeout, (int, float)):
+            raise exception.Invalid(
+                reason=f"migration_wait: timeout must be a number of "
+                       f"seconds, got {timeout!r}")
+
+        def changed(migration):
+            return (migration.status, migration.memory_processed) != \
+                (status, memory_processed)
+        return self.watch.wait(
+            lambda: self._with_position(migrations.get(self.db,
+                                                       migration_uuid)),
+            migration_uuid, changed, timeout)
 
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get_in_progress_by_host(self, ctxt, host):

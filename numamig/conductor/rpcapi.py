@@ -34,6 +34,7 @@ OBJECT_VERSIONS['1.1'] = dict(OBJECT_VERSIONS['1.0'])
 OBJECT_VERSIONS['1.2'] = dict(OBJECT_VERSIONS['1.1'], Migration='1.1')
 OBJECT_VERSIONS['1.3'] = dict(OBJECT_VERSIONS['1.2'], Migration='1.2')
 OBJECT_VERSIONS['1.4'] = dict(OBJECT_VERSIONS['1.3'])
+OBJECT_VERSIONS['1.5'] = dict(OBJECT_VERSIONS['1.4'])
 
 # The API version that brought claim drops limited to one host, instance
 # deletion, claim healing and host domain listing.
@@ -54,6 +55,11 @@ SHORT_PATH_VERSION = '1.3'
 
 # The API version that brought compute_node_delete.
 HOSTS_VERSION = '1.4'
+# The API version that brought migration_wait.
+WAIT_VERSION = '1.5'
+# Seconds a wait's answer may take beyond the wait itself, when the
+# client has no default timeout of its own.
+CALL_MARGIN_S = 10
 
 
 class ConductorAPI:
@@ -79,6 +85,8 @@ class ConductorAPI:
             sent at 1.3 may move queued -> running (no preparing step).
     * 1.4 - compute_node_delete (forget a host that no longer runs
             numamig).
+    * 1.5 - migration_wait (answered once a migration changes, instead
+            of polled).
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -87,7 +95,7 @@ class ConductorAPI:
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.4'
+    VERSION = '1.5'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -434,6 +442,26 @@ class ConductorAPI:
                 reason=f"deleting a host needs conductor API "
                        f"{HOSTS_VERSION}; the conductor is older: upgrade "
                        f"it first")
+
+    def migration_wait(self, ctxt, migration, timeout):
+        """``migration`` as recorded once its status or progress differs
+        from ``migration``'s, or after ``timeout`` seconds; sooner when
+        the conductor holds as many waits as it allows (the caller then
+        waits on its own before asking again).
+
+        :raises UnsupportedVersion: the conductor (or a cap) is older
+            than 1.5: poll migration_get instead.
+        """
+        if not self.client.can_send_version(WAIT_VERSION):
+            raise messaging.UnsupportedVersion(WAIT_VERSION)
+        cctxt = self.client.prepare(
+            version=WAIT_VERSION,
+            timeout=timeout + (self.timeout or CALL_MARGIN_S))
+        return cctxt.call(ctxt, 'migration_wait',
+                          migration_uuid=migration.uuid,
+                          status=migration.status,
+                          memory_processed=migration.memory_processed,
+                          timeout=timeout)
 
     def heal_claims(self, ctxt, dry_run=False):
         """Find (and unless ``dry_run`` release) leaked claims.

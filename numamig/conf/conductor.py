@@ -32,6 +32,15 @@ opts = [
                     "'accepted' while hosts are idle; each thread waits "
                     "at most [DEFAULT] rpc_response_timeout_migration per "
                     "destination tried."),
+    cfg.IntOpt('migration_watchers', default=16, min=0, max=1024,
+               help="Operators' waits ('numamig-manage migration start "
+                    "--wait') that a conductor worker holds at once, "
+                    "each answered the moment the migration changes. "
+                    "Each holds one of the operators' RPC threads "
+                    "([DEFAULT] executor_thread_pool_size; agents have "
+                    "threads of their own) for up to 30 s; a wait beyond "
+                    "this number is answered at once and its command "
+                    "polls instead. 0: every command polls."),
     cfg.IntOpt('max_concurrent_migrations', default=64, min=1,
                max=100000,
                help="Migrations in flight at once in the whole cloud "

@@ -28,6 +28,8 @@ FIRST_POLL_S = 0.025
 POLL_GROWTH = 1.5
 POLL_INTERVAL = 0.5
 WAIT_SHARE = 0.1
+# Longest single migration_wait; the command asks again after it.
+WAIT_CHUNK_S = 10.0
 BAR_WIDTH = 30
 
 
@@ -218,38 +220,72 @@ def _interrupted(migration, output_format):
 
 def follow(api, ctxt, migration, output_format, timeout=None,
            stream=None, sleep=time.sleep, clock=time.monotonic):
-    """Poll a migration until it ends, drawing progress; return it.
+    """Follow a migration until it ends, drawing progress; return it.
 
-    Polls back off from FIRST_POLL_S to POLL_INTERVAL, start short again
-    whenever the migration changed, and are never further apart than
-    WAIT_SHARE of the time waited so far. With ``timeout`` (seconds),
-    no sleep goes past it and the migration is returned as last seen,
-    maybe still in progress. Progress goes to ``stream`` (stderr by
-    default) so that stdout stays the final answer; with --format json
-    nothing is drawn.
+    A conductor of API 1.5 holds each request until the migration
+    changes (``migration_wait``), so the end is seen when it is recorded,
+    with one round trip per change. An older one is polled: polls back
+    off from FIRST_POLL_S to POLL_INTERVAL, start short again whenever
+    the migration changed, and are never further apart than WAIT_SHARE
+    of the time waited so far. With ``timeout`` (seconds), no wait goes
+    past it and the migration is returned as last seen, maybe still in
+    progress. Progress goes to ``stream`` (stderr by default) so that
+    stdout stays the final answer; with --format json nothing is drawn.
     """
     stream = stream or sys.stderr
     draw = output_format != 'json'
     started = clock()
     deadline = None if timeout is None else started + timeout
     last = delays = None
+    waits = True
     while migration.status not in STATUS.FINAL:
         line = progress_line(migration)
         if line != last:
             if draw:
                 print(line, file=stream, flush=True)
             last, delays = line, poll_delays()
+        remaining = None if deadline is None else deadline - clock()
+        if remaining is not None and remaining <= 0:
+            return migration
+        if waits:
+            seen = _wait_once(api, ctxt, migration, remaining, clock, sleep)
+            if seen is not None:
+                migration = seen
+                continue
+            waits = False       # a conductor older than API 1.5
         delay = min(next(delays),
                     max(FIRST_POLL_S, WAIT_SHARE * (clock() - started)))
-        if deadline is not None:
-            delay = min(delay, deadline - clock())
-            if delay <= 0:
-                return migration
+        if remaining is not None:
+            delay = min(delay, remaining)
         sleep(delay)
         migration = api.migration_get(ctxt, migration.uuid)
     if draw:
         print(progress_line(migration), file=stream, flush=True)
     return migration
+
+
+def _wait_once(api, ctxt, migration, remaining, clock, sleep):
+    """One ``migration_wait`` of at most WAIT_CHUNK_S (or ``remaining``).
+
+    :returns: the migration as answered, or None from a conductor that
+        does not serve it. An answer that came back unchanged well before
+        its time (the conductor held as many waits as it allows) is
+        followed by one POLL_INTERVAL pause, so that such a caller polls
+        instead of spinning.
+    """
+    import oslo_messaging as messaging
+    asked = WAIT_CHUNK_S if remaining is None else min(WAIT_CHUNK_S,
+                                                       remaining)
+    began = clock()
+    try:
+        seen = api.migration_wait(ctxt, migration, asked)
+    except messaging.UnsupportedVersion:
+        return None
+    unchanged = (seen.status, seen.memory_processed) == \
+        (migration.status, migration.memory_processed)
+    if unchanged and clock() - began < asked / 2:
+        sleep(min(POLL_INTERVAL, asked))
+    return seen
 
 
 def poll_delays():

@@ -12,6 +12,7 @@ import os
 from unittest import mock
 
 import fixtures
+import oslo_messaging as messaging
 
 from numamig.cmd import manage
 from numamig.db import compute_nodes
@@ -40,6 +41,9 @@ class CLITestCase(base.TestCase):
         self.config = os.path.join(self.conf.conf.state_path, 'nm.conf')
         self.write_config(f"[database]\nconnection = {fixture.url}\n")
         self.api = mock.Mock(name='ConductorAPI')
+        # A conductor older than API 1.5: --wait polls migration_get.
+        self.api.migration_wait.side_effect = \
+            messaging.UnsupportedVersion('1.5')
         self.useFixture(fixtures.MockPatch(
             'numamig.cmd.manage_commands._access.conductor',
             return_value=self.api))

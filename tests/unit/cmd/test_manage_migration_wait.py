@@ -2,6 +2,8 @@
 
 from unittest import mock
 
+import oslo_messaging as messaging
+
 from numamig.cmd.manage_commands import migration as migration_cmd
 from tests.unit.cmd import cli_base
 
@@ -21,7 +23,7 @@ class FakeClock:
         self.now += seconds
 
 
-class FollowTestCase(cli_base.CLITestCase):
+class FollowBase(cli_base.CLITestCase):
 
     def setUp(self):
         super().setUp()
@@ -40,8 +42,13 @@ class FollowTestCase(cli_base.CLITestCase):
             memory_total=1 << 30, memory_processed=done,
             memory_remaining=(1 << 30) - done)
 
+
+class FollowTestCase(FollowBase):
+
     def follow(self, first, polls, timeout=None, output_format='human'):
+        """Follow by polling, as against a conductor older than 1.5."""
         api = mock.Mock(name='ConductorAPI')
+        api.migration_wait.side_effect = messaging.UnsupportedVersion('1.5')
         api.migration_get.side_effect = polls
         return migration_cmd.follow(
             api, None, first, output_format, timeout=timeout,
@@ -126,3 +133,51 @@ class FollowTestCase(cli_base.CLITestCase):
             self.assertEqual(127, code, extra)
             self.assertIn('--wait-timeout', err)
         self.api.live_migrate_instance.assert_not_called()
+
+
+class WaitTestCase(FollowBase):
+    """A conductor of API 1.5 answers each wait once the migration
+    changed: no polls, no sleeps."""
+
+    def wait(self, first, answers, timeout=None):
+        api = mock.Mock(name='ConductorAPI')
+        asked = []
+
+        def migration_wait(ctxt, migration, seconds):
+            asked.append((migration.status, seconds))
+            answer = answers.pop(0)
+            self.time.now += answer[1]
+            return answer[0]
+        api.migration_wait.side_effect = migration_wait
+        final = migration_cmd.follow(
+            api, None, first, 'human', timeout=timeout, stream=mock.Mock(),
+            sleep=self.time.sleep, clock=self.time.clock)
+        return final, api, asked
+
+    def test_each_change_is_one_wait_and_nothing_is_polled(self):
+        final, api, asked = self.wait(self._mig('accepted'), [
+            (self._mig('running', 1 << 20), 0.3),
+            (self._mig('running', 1 << 29), 1.0),
+            (self._mig('completed', 1 << 30), 0.7)])
+        self.assertEqual('completed', final.status)
+        self.assertEqual(['accepted', 'running', 'running'],
+                         [status for status, _ in asked])
+        self.assertEqual([], self.time.slept)
+        api.migration_get.assert_not_called()
+
+    def test_a_wait_never_outlasts_the_timeout(self):
+        running = self._mig('running', 1 << 20)
+        final, _, asked = self.wait(running, [(running, 10.0),
+                                              (running, 2.0)],
+                                    timeout=12.0)
+        self.assertEqual('running', final.status)
+        self.assertEqual([migration_cmd.WAIT_CHUNK_S, 2.0],
+                         [seconds for _, seconds in asked])
+
+    def test_an_unheld_wait_pauses_before_asking_again(self):
+        # The conductor held as many waits as it allows: answered at
+        # once, unchanged; the command must not spin on it.
+        running = self._mig('running', 1 << 20)
+        self.wait(running, [(running, 0.0),
+                            (self._mig('completed', 1 << 30), 0.0)])
+        self.assertEqual([migration_cmd.POLL_INTERVAL], self.time.slept)

@@ -67,3 +67,34 @@ class StalledSweepTest(base.ConductorTestCase):
         self.assertEqual([], self.conductor.end_stalled_migrations(None))
         self.advance(15)
         self.assertEqual(1, len(self.conductor.end_stalled_migrations(None)))
+
+
+class MigrationWaitTest(base.ConductorTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.migration = migrations.create(self.db, cbase.migration(
+            self.create_instance()), max_queued=10)
+
+    def test_answers_at_once_what_the_caller_has_not_seen(self):
+        got = self.conductor.migration_wait(
+            None, self.migration.uuid, 'running', 0, timeout=30)
+        self.assertEqual(('accepted', self.migration.uuid),
+                         (got.status, got.uuid))
+
+    def test_unchanged_until_its_timeout(self):
+        got = self.conductor.migration_wait(
+            None, self.migration.uuid, 'accepted', 0, timeout=0.1)
+        self.assertEqual('accepted', got.status)
+
+    def test_refuses_a_timeout_that_is_not_a_number(self):
+        for bad in ('10', None, True, [1]):
+            self.assertRaises(exception.Invalid, self.call,
+                              'migration_wait', self.migration.uuid,
+                              'accepted', 0, bad)
+
+    def test_unknown_migration_is_not_found(self):
+        self.assertRaises(exception.MigrationNotFound, self.call,
+                          'migration_wait',
+                          '00000000-0000-4000-8000-000000000001',
+                          'accepted', 0, 1)

@@ -65,6 +65,25 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertIn('needs conductor API 1.4', str(exc))
         self.assertEqual([], self.sent)
 
+    def test_wait_sent_at_1_5_with_what_the_caller_saw(self):
+        self.client.can_send_version.return_value = True
+        seen = mock.Mock(uuid='m-1', status='running',
+                         memory_processed=7)
+        self.api.migration_wait(None, seen, 10)
+        (version, method, kwargs), = self.sent
+        self.assertEqual(('1.5', 'migration_wait'), (version, method))
+        self.assertEqual({'migration_uuid': 'm-1', 'status': 'running',
+                          'memory_processed': 7, 'timeout': 10}, kwargs)
+        # The call outlives the wait it asks for.
+        timeout = self.client.prepare.call_args[1]['timeout']
+        self.assertGreater(timeout, 10)
+
+    def test_wait_capped_below_1_5_says_unsupported(self):
+        self.client.can_send_version.side_effect = lambda v: v < '1.5'
+        self.assertRaises(messaging.UnsupportedVersion,
+                          self.api.migration_wait, None, mock.Mock(), 10)
+        self.assertEqual([], self.sent)
+
     def test_capped_below_1_2_sends_no_result(self):
         self.client.can_send_version.side_effect = \
             lambda v: v < rpcapi.RESULTS_VERSION

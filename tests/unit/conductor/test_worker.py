@@ -24,8 +24,9 @@ class WorkerTest(base.ConductorTestCase):
     def test_an_end_reaches_the_manager(self):
         heard = []
         self.conductor.add_end_listener(heard.append)
-        self.conductor.worker.migration_ended(mock.sentinel.migration)
-        self.assertEqual([mock.sentinel.migration], heard)
+        ended = mock.Mock(name='migration', uuid='m-1')
+        self.conductor.worker.migration_ended(ended)
+        self.assertEqual([ended], heard)
 
     def test_flows_cannot_change_it(self):
         self.assertRaises(dataclasses.FrozenInstanceError, setattr,
