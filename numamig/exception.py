@@ -379,6 +379,12 @@ class MigrationError(NumamigException):
     msg_fmt = "Migration failed: %(reason)s"
 
 
+class InvalidRPCArgument(Invalid):
+    """A message whose argument does not fit what the method declares
+    (numamig.wire); refused before the method runs."""
+    msg_fmt = "%(method)s: argument %(argument)s %(reason)s"
+
+
 class GuestNotArrived(MigrationError):
     """The destination was asked to adopt a guest its hypervisor lacks.
 

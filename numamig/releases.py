@@ -136,6 +136,9 @@ class ReleaseEndpoints:
     exactly as they did from the old code.
     """
 
+    # What the manager declares (wire.args) is all it dispatches to.
+    wire_declared = True
+
     def __init__(self, manager, release):
         self._manager = manager
         self._methods = release.compute_methods

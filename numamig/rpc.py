@@ -59,6 +59,14 @@ def cleanup():
         transport.cleanup()
 
 
+# What a primitive that does not parse raises in oslo.versionedobjects
+# (found by the wire fuzz, tests/functional/test_wire_fuzz.py).
+MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError,
+             RecursionError)
+# Deepest nesting of lists, mappings and objects a message may carry.
+MAX_DEPTH = 32
+
+
 class ObjectSerializer(ovo_base.VersionedObjectSerializer):
     """Serialize numamig objects, backported to a manifest if one is given.
 
@@ -91,16 +99,22 @@ class ObjectSerializer(ovo_base.VersionedObjectSerializer):
         return super().serialize_entity(ctxt, entity)
 
     def deserialize_entity(self, ctxt, entity):
+        _check_shape(entity)
         if self.known_versions:
             _check_known(entity, self.known_versions)
         try:
             result = super().deserialize_entity(ctxt, entity)
-        except ovo_exception.VersionedObjectsException as exc:
+        except (ovo_exception.VersionedObjectsException,
+                *MALFORMED) as exc:
             # Unknown class, version newer than this service knows, bad
-            # namespace: refuse it as a numamig error so it crosses the
-            # broker as itself and names the object.
+            # namespace, or a primitive that does not parse at all (a
+            # version that is no version, data that is no mapping, fields
+            # that do not coerce): refuse it as a numamig error so it
+            # crosses the broker as itself and names the object, before
+            # any endpoint sees it.
             raise exception.ObjectValidationError(
-                objname=_primitive_name(entity), reason=str(exc))
+                objname=_primitive_name(entity),
+                reason=exception.brief(exc) or type(exc).__name__)
         _validate_tree(result)
         return result
 
@@ -123,6 +137,33 @@ def primitive_for(obj, target_version=None, version_manifest=None):
 
 def _lower(version_a, version_b):
     return min(version_a, version_b, key=_version_tuple)
+
+
+def _check_shape(entity, depth=0):
+    """Refuse object primitives whose data is missing or no mapping.
+
+    oslo.versionedobjects reads such data as "no field set", so a
+    message carrying ``"data": "x"`` would arrive as an object of
+    defaults instead of being refused.
+    """
+    prefix = obj_base.NumamigObject.OBJ_SERIAL_NAMESPACE
+    if depth > MAX_DEPTH:
+        raise exception.ObjectValidationError(
+            objname=_primitive_name(entity),
+            reason=f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(entity, dict):
+        if f'{prefix}.name' in entity and \
+                not isinstance(entity.get(f'{prefix}.data'), dict):
+            raise exception.ObjectValidationError(
+                objname=_primitive_name(entity),
+                reason="its data is missing or not a mapping")
+        values = entity.values()
+    elif isinstance(entity, (list, tuple)):
+        values = entity
+    else:
+        return
+    for value in values:
+        _check_shape(value, depth + 1)
 
 
 def _check_known(entity, known_versions):
@@ -226,7 +267,25 @@ def get_server(transport, target, endpoints, version_manifest=None,
     return messaging.get_rpc_server(
         transport, target, endpoints,
         serializer=get_serializer(version_manifest, known_versions),
-        access_policy=dispatcher.DefaultRPCAccessPolicy)
+        access_policy=DeclaredOnlyPolicy)
+
+
+class DeclaredOnlyPolicy(dispatcher.RPCAccessPolicyBase):
+    """Dispatch to what an endpoint declares, where it declares at all.
+
+    An endpoint class that sets ``wire_declared`` (numamig's managers)
+    exposes only the methods declared with numamig.wire.args: its public
+    helpers (add_end_listener, run_admitted, ...) stay out of reach of
+    any broker client. Other endpoints keep oslo.messaging's default
+    (every public method).
+    """
+
+    def is_allowed(self, endpoint, method):
+        if method.startswith('_'):
+            return False
+        if not getattr(endpoint, 'wire_declared', False):
+            return True
+        return getattr(getattr(endpoint, method, None), 'exposed', False)
 
 
 def manifest_for_cap(object_versions, version_cap):

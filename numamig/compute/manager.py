@@ -14,6 +14,7 @@ import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import releases
+from numamig import wire
 from numamig.compute import agent as agent_mod
 from numamig.compute import build
 from numamig.compute import domains
@@ -32,15 +33,23 @@ LOG = logging.getLogger(__name__)
 # Defaults of what ComputeService.from_conf takes from configuration.
 DEFAULT_MAX_CONCURRENT_LIVE_MIGRATIONS = 4
 DEFAULT_UNRECORDED_CLAIM_TIMEOUT = 120
+# Longest domain XML a message may carry: far above any real domain's
+# (a few KiB, ~100 KiB with many devices).
+MAX_XML = 4 * 1024 * 1024
 
 _EXPECTED = (exception.MigrationError, exception.Invalid,
              exception.NotFound, exception.ConcurrentUpdate)
 
 
 class ComputeManager:
-    """The endpoints of one compute agent (one host)."""
+    """The endpoints of one compute agent (one host).
+
+    Only the methods declared with ``wire.args`` are callable over RPC.
+    """
 
     target = messaging.Target(version=compute_rpcapi.ComputeAPI.VERSION)
+    # Dispatch only to the methods declared with wire.args.
+    wire_declared = True
 
     def __init__(self, host, driver, conductor_api, compute_api,
                  strategy='spread',
@@ -121,6 +130,11 @@ class ComputeManager:
 
     # -- live migration, destination side ---------------------------------
 
+    @wire.args(instance=wire.obj('Instance'), source_host=wire.HOST,
+        migration_uuid=wire.UUID,
+        migration=wire.obj('Migration').or_none(),
+        limits=wire.obj('NUMALimits').or_none(),
+        source_data=wire.obj('LiveMigrateData').or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def check_can_live_migrate_destination(self, ctxt, instance, source_host,
                                            migration_uuid, migration=None,
@@ -130,17 +144,23 @@ class ComputeManager:
             self.agent, ctxt, instance, source_host, migration_uuid,
             migration=migration, limits=limits, source_data=source_data)
 
+    @wire.args(instance=wire.obj('Instance'),
+               migrate_data=wire.obj('LiveMigrateData'))
     @messaging.expected_exceptions(*_EXPECTED)
     def pre_live_migration(self, ctxt, instance, migrate_data):
         return migration_dest.pre_live_migration(self.agent, ctxt, instance,
                                                  migrate_data)
 
+    @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'),
+               dest_xml=wire.text(MAX_XML))
     @messaging.expected_exceptions(*_EXPECTED)
     def accept_emulated_migration(self, ctxt, instance, migration,
                                   dest_xml):
         return migration_dest.accept_emulated(self.agent, ctxt, instance,
                                               migration, dest_xml)
 
+    @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'),
+               records_by_source=wire.BOOL)
     @messaging.expected_exceptions(*_EXPECTED)
     def post_live_migration_at_destination(self, ctxt, instance, migration,
                                            records_by_source=False):
@@ -149,18 +169,22 @@ class ComputeManager:
             self.agent, ctxt, instance, migration,
             records_by_source=records_by_source)
 
+    @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'))
     @messaging.expected_exceptions(*_EXPECTED)
     def rollback_live_migration_at_destination(self, ctxt, instance,
                                                migration):
         self.agent.flows.rollback_at_destination(self.agent, ctxt,
                                                  instance, migration)
 
+    @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'))
     @messaging.expected_exceptions(*_EXPECTED)
     def drop_move_claim_at_destination(self, ctxt, instance, migration):
         migration_dest.drop_claim(self.agent, ctxt, instance, migration.uuid)
 
     # -- live migration, source side --------------------------------------
 
+    @wire.args(instance=wire.obj('Instance'),
+               dest_check_data=wire.obj('LiveMigrateData'))
     @messaging.expected_exceptions(*_EXPECTED)
     def check_can_live_migrate_source(self, ctxt, instance, dest_check_data):
         """Confirm the guest runs here and report this host's NUMA flag;
@@ -170,6 +194,8 @@ class ComputeManager:
         return self.agent.flows.check_source(self.agent, ctxt, instance,
                                              dest_check_data)
 
+    @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'),
+               migrate_data=wire.obj('LiveMigrateData'))
     def live_migration(self, ctxt, instance, migration, migrate_data):
         """Start an outgoing migration (cast): hand it to the migration
         executor and return at once.
@@ -202,11 +228,13 @@ class ComputeManager:
         finally:
             self.outgoing.unregister(job.migration.uuid)
 
+    @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'))
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_abort(self, ctxt, instance, migration):
         """:returns: True if the abort will take effect."""
         return self._outgoing_job(migration).abort()
 
+    @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'))
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_force_complete(self, ctxt, instance, migration):
         self._outgoing_job(migration)
@@ -222,22 +250,28 @@ class ComputeManager:
 
     # -- guests -------------------------------------------------------------
 
+    @wire.args(instance=wire.obj('Instance'),
+               limits=wire.obj('NUMALimits').or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def build_instance(self, ctxt, instance, limits=None):
         return build.build_instance(self.agent, ctxt, instance, limits)
 
+    @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)
     def adopt_guests(self, ctxt):
         return build.adopt_guests(self.agent)
 
+    @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def get_domain_xml(self, ctxt, instance_uuid):
         return self.driver.get_domain_xml(instance_uuid)
 
+    @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)
     def list_domains(self, ctxt):
         return domains.list_domains(self.agent)
 
+    @wire.args(instance=wire.obj('Instance'))
     @messaging.expected_exceptions(*_EXPECTED)
     def delete_instance(self, ctxt, instance):
         return domains.delete_instance(self.agent, ctxt, instance)

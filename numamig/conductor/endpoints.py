@@ -27,6 +27,9 @@ _tuple = versionutils.convert_version_to_tuple
 class OlderAPIEndpoint:
     """The manager's endpoints as an older conductor API served them."""
 
+    # What the manager declares (wire.args) is all it dispatches to.
+    wire_declared = True
+
     def __init__(self, manager, api_version):
         self._manager = manager
         self._objects = rpcapi.OBJECT_VERSIONS[api_version]

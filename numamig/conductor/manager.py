@@ -15,6 +15,7 @@ from numamig import context as nm_context
 from numamig import exception
 from numamig import objects
 from numamig import releases
+from numamig import wire
 from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor import rpcapi as conductor_rpcapi
@@ -35,6 +36,7 @@ STATUS = fields.MigrationStatus
 
 DEFAULT_ADMISSION = worker_mod.DEFAULT_ADMISSION
 DEFAULT_WATCHERS = 16
+STATUS_KIND = wire.one_of(fields.MigrationStatus.ALL)
 
 _EXPECTED = (exception.MigrationError, exception.Invalid,
              exception.NotFound, exception.ConcurrentUpdate,
@@ -43,6 +45,8 @@ _EXPECTED = (exception.MigrationError, exception.Invalid,
 
 class ConductorManager:
     """The endpoints of a conductor worker.
+
+    Only the methods declared with ``wire.args`` are callable over RPC.
 
     :param db: the numamig.db.api.Database.
     :param cache: the scheduler's HostStateCache.
@@ -57,6 +61,8 @@ class ConductorManager:
     """
 
     target = messaging.Target(version=conductor_rpcapi.ConductorAPI.VERSION)
+    # Dispatch only to the methods declared with wire.args.
+    wire_declared = True
 
     def __init__(self, db, cache, scheduler, compute_api, settings,
                  service_version=None):
@@ -142,43 +148,55 @@ class ConductorManager:
             if self.executor is not None:
                 self.executor.wake()
 
+    @wire.args()
     def ping(self, ctxt):
         """Answer agents waiting for a conductor at their start."""
         return 'pong'
 
     # -- compute agents -----------------------------------------------------
 
+    @wire.args(report=wire.obj('ComputeNodeReport'))
     @messaging.expected_exceptions(*_EXPECTED)
     def report_compute_node(self, ctxt, report):
         records.save_report(self.worker, report)
 
+    @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_get(self, ctxt, instance_uuid):
         return instances.get(self.db, instance_uuid).instance
 
+    @wire.args(host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_get_all(self, ctxt, host=None):
         return [r.instance for r in instances.get_all(self.db, host=host)]
 
+    @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_get_claims_on_host(self, ctxt, host):
         return [r.instance for r in
                 instances.get_claims_on_host(self.db, host)]
 
+    @wire.args(instance_uuid=wire.UUID, host=wire.HOST,
+               numa_topology=wire.obj('InstanceNUMATopology').or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_set_placement(self, ctxt, instance_uuid, host,
                                numa_topology):
         return records.set_placement(self.worker, instance_uuid, host,
                                      numa_topology)
 
+    @wire.args(instance_uuid=wire.UUID, values=wire.mapping(16))
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_update(self, ctxt, instance_uuid, values):
         return records.update_instance(self.worker, instance_uuid, values)
 
+    @wire.args(migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get(self, ctxt, migration_uuid):
         return self._with_position(migrations.get(self.db, migration_uuid))
 
+    @wire.args(migration_uuid=wire.UUID, status=STATUS_KIND,
+               memory_processed=wire.integer().or_none(),
+               timeout=wire.number(0, 3600))
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_wait(self, ctxt, migration_uuid, status, memory_processed,
                        timeout):
@@ -187,12 +205,6 @@ class ConductorManager:
         or after ``timeout`` seconds (at most watch.MAX_WAIT_S); see
         numamig.conductor.watch. Reads only: any repeat is harmless.
         """
-        if isinstance(timeout, bool) or \
-                not isinstance(timeout, (int, float)):
-            raise exception.Invalid(
-                reason=f"migration_wait: timeout must be a number of "
-                       f"seconds, got {timeout!r}")
-
         def changed(migration):
             return (migration.status, migration.memory_processed) != \
                 (status, memory_processed)
@@ -201,10 +213,14 @@ class ConductorManager:
                                                        migration_uuid)),
             migration_uuid, changed, timeout)
 
+    @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get_in_progress_by_host(self, ctxt, host):
         return migrations.get_in_progress_by_host(self.db, host)
 
+    @wire.args(migration_uuid=wire.UUID, status=STATUS_KIND,
+               detail=wire.TEXT.or_none(), error=wire.TEXT.or_none(),
+               result=wire.mapping(32).or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_set_status(self, ctxt, migration_uuid, status,
                              detail=None, error=None, result=None):
@@ -218,6 +234,9 @@ class ConductorManager:
         return records.set_status(self.worker, migration_uuid, status,
                                   detail=detail, error=error, result=result)
 
+    @wire.args(migration_uuid=wire.UUID,
+               result=wire.mapping(32).or_none(),
+               detail=wire.TEXT.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_complete(self, ctxt, migration_uuid, result=None,
                            detail=None):
@@ -227,15 +246,19 @@ class ConductorManager:
         return records.complete(self.worker, migration_uuid, result=result,
                                 detail=detail)
 
+    @wire.args(migration_uuid=wire.UUID, progress=wire.mapping(16))
     def migration_update_progress(self, ctxt, migration_uuid, progress):
         fields_ = {k: v for k, v in progress.items()
                    if k in migrations.PROGRESS_FIELDS}
         migrations.update_progress(self.db, migration_uuid, **fields_)
 
+    @wire.args(context=wire.obj('MigrationContext'))
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_set(self, ctxt, context):
         records.set_migration_context(self.worker, context)
 
+    @wire.args(instance_uuid=wire.UUID, migration_uuid=wire.UUID,
+               dest_host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_drop(self, ctxt, instance_uuid, migration_uuid,
                                dest_host=None):
@@ -243,6 +266,7 @@ class ConductorManager:
         return instances.drop_migration_context(
             self.db, instance_uuid, migration_uuid, claim_host=dest_host)
 
+    @wire.args(instance_uuid=wire.UUID, migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_apply(self, ctxt, instance_uuid, migration_uuid):
         return instances.apply_migration_context(
@@ -250,6 +274,8 @@ class ConductorManager:
 
     # -- operators ------------------------------------------------------------
 
+    @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none(),
+               priority=wire.integer(0, 100).or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
                               priority=None):
@@ -347,6 +373,7 @@ class ConductorManager:
                 migration.uuid)
         return migration
 
+    @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
         instance = instances.get(self.db, instance_uuid).instance
@@ -354,6 +381,7 @@ class ConductorManager:
         return dry_run.LiveMigrationDryRun(ctxt, self.worker, instance,
                                            dest_host).execute()
 
+    @wire.args(migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_abort(self, ctxt, migration_uuid):
         """Cancel a migration not yet started, or abort a running one.
@@ -383,6 +411,7 @@ class ConductorManager:
                 reason="the guest has already left the source")
         return migrations.get(self.db, migration_uuid)
 
+    @wire.args(migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_force_complete(self, ctxt, migration_uuid):
         migration = migrations.get(self.db, migration_uuid)
@@ -396,6 +425,8 @@ class ConductorManager:
                                                        migration)
         return migration
 
+    @wire.args(instance_uuid=wire.UUID.or_none(),
+               status=STATUS_KIND.or_none(), host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get_all(self, ctxt, instance_uuid=None, status=None,
                           host=None):
@@ -411,37 +442,45 @@ class ConductorManager:
                     migration.queue_position = waiting.get(migration.uuid)
         return found
 
+    @wire.args(instance=wire.obj('Instance'), host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_create(self, ctxt, instance, host=None):
         records.sync_reports(self.worker)
         return build.BuildInstanceTask(ctxt, self.worker, instance,
                                        host).execute()
 
+    @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_adopt(self, ctxt, host):
         records.sync_reports(self.worker)
         return build.adopt_guests(self.worker, ctxt, host)
 
+    @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)
     def compute_node_get_all(self, ctxt):
         return compute_nodes.get_all(self.db)
 
+    @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_delete(self, ctxt, instance_uuid):
         return maintenance.delete_instance(self.worker, ctxt, instance_uuid)
 
+    @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def compute_node_delete(self, ctxt, host):
         return maintenance.delete_host(self.worker, host)
 
+    @wire.args(dry_run=wire.BOOL)
     @messaging.expected_exceptions(*_EXPECTED)
     def heal_claims(self, ctxt, dry_run=False):
         return maintenance.heal_claims(self.worker, ctxt, dry_run=dry_run)
 
+    @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def host_domains(self, ctxt, host):
         return maintenance.host_domains(self.worker, ctxt, host)
 
+    @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def get_domain_xml(self, ctxt, instance_uuid):
         instance = instances.get(self.db, instance_uuid).instance

@@ -42,6 +42,9 @@ def _host(name, version=2):
                                    service_version=version)
 
 
+# Any well-formed UUID: the endpoints refuse anything else (numamig.wire).
+GUEST_UUID = '7b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d'
+
 class EmbeddedRulesTestCase(base.TestCase):
 
     def start(self, hosts, workaround=False, **kwargs):
@@ -131,12 +134,12 @@ class OldAgentServerTest(base.TestCase):
 
     def test_serves_api_1_0(self):
         self.assertEqual('<domain/>', self.client('1.0').call(
-            self.rpc.context, 'get_domain_xml', instance_uuid='u'))
+            self.rpc.context, 'get_domain_xml', instance_uuid=GUEST_UUID))
 
     def test_refuses_api_1_1(self):
         self.assertRaises(messaging.UnsupportedVersion,
                           self.client('1.1').call, self.rpc.context,
-                          'get_domain_xml', instance_uuid='u')
+                          'get_domain_xml', instance_uuid=GUEST_UUID)
 
     def test_has_no_drop_method(self):
         inst = cbase.instance()
@@ -159,7 +162,7 @@ class OldAgentServerTest(base.TestCase):
         api = compute_rpcapi.ComputeAPI(self.rpc.transport, topic=self.topic,
                                         exchange=self.rpc.exchange)
         self.assertEqual('<domain/>', api.get_domain_xml(
-            self.rpc.context, 'old', 'u'))
+            self.rpc.context, 'old', GUEST_UUID))
         self.agent.driver.list_guests.return_value = {}
         inst = cbase.instance(host='old')
         self.assertRaisesMessage(

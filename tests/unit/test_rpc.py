@@ -106,6 +106,31 @@ class ObjectSerializerTest(base.TestCase):
             'Invalid Teleporter: Unsupported object type Teleporter',
             rpc.ObjectSerializer().deserialize_entity, None, [wire])
 
+    def test_primitives_that_do_not_parse_are_refused_naming_them(self):
+        # Found by the wire fuzz: each used to escape as the library's
+        # own error (InvalidVersion, KeyError, ...), a crash on the wire.
+        good = samples.limits().obj_to_primitive()
+        for change in ({'numamig_object.version': 'x'},
+                       {'numamig_object.data': 'not a mapping'},
+                       {'numamig_object.data': {'cpu_allocation_ratio':
+                                                {'a': 1}}}):
+            wire = dict(good, **change)
+            exc = self.assertRaises(
+                exception.ObjectValidationError,
+                rpc.ObjectSerializer().deserialize_entity, None, wire)
+            self.assertIn('NUMALimits', str(exc))
+        # Data that is no mapping used to arrive as an object of defaults.
+        self.assertRaisesMessage(
+            exception.ObjectValidationError, 'not a mapping',
+            rpc.ObjectSerializer().deserialize_entity, None,
+            dict(good, **{'numamig_object.data': 'x'}))
+        deep = good
+        for _ in range(rpc.MAX_DEPTH + 1):
+            deep = [deep]
+        self.assertRaisesMessage(
+            exception.ObjectValidationError, 'nested deeper',
+            rpc.ObjectSerializer().deserialize_entity, None, deep)
+
     def test_plain_values_pass_through(self):
         serializer = rpc.ObjectSerializer()
         self.assertEqual({'a': [1, 'b']},

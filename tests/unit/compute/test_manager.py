@@ -1,8 +1,8 @@
 """Tests of numamig.compute.manager: the live_migration cast's executor."""
 
 import threading
-from unittest import mock
 
+from numamig import objects
 from numamig.compute import manager
 from numamig.compute import migration_source
 from tests import base
@@ -40,7 +40,8 @@ class LiveMigrationExecutorTest(base.TestCase):
     def _cast(self, agent, migration=None):
         inst = cbase.instance(host=cbase.SOURCE)
         migration = migration or cbase.migration(inst)
-        agent.live_migration(None, inst, migration, mock.Mock())
+        agent.live_migration(None, inst, migration, objects.LiveMigrateData(
+            instance_uuid=inst.uuid, migration_uuid=migration.uuid))
         return migration
 
     def _wait_started(self, count):
