@@ -151,18 +151,12 @@ def _check_shape(entity, depth=0):
         raise exception.ObjectValidationError(
             objname=_primitive_name(entity),
             reason=f"nested deeper than {MAX_DEPTH} levels")
-    if isinstance(entity, dict):
-        if f'{prefix}.name' in entity and \
-                not isinstance(entity.get(f'{prefix}.data'), dict):
-            raise exception.ObjectValidationError(
-                objname=_primitive_name(entity),
-                reason="its data is missing or not a mapping")
-        values = entity.values()
-    elif isinstance(entity, (list, tuple)):
-        values = entity
-    else:
-        return
-    for value in values:
+    if isinstance(entity, dict) and f'{prefix}.name' in entity and \
+            not isinstance(entity.get(f'{prefix}.data'), dict):
+        raise exception.ObjectValidationError(
+            objname=_primitive_name(entity),
+            reason="its data is missing or not a mapping")
+    for value in _children(entity):
         _check_shape(value, depth + 1)
 
 
@@ -180,27 +174,25 @@ def _check_known(entity, known_versions):
                 reason=f"version {version} is newer than "
                        f"{known_versions[name]}, the newest this service "
                        f"reads")
-        values = entity.values()
-    elif isinstance(entity, (list, tuple)):
-        values = entity
-    else:
-        return
-    for value in values:
+    for value in _children(entity):
         _check_known(value, known_versions)
+
+
+def _children(entity):
+    """What a primitive's list or mapping holds (nothing for a scalar)."""
+    if isinstance(entity, dict):
+        return entity.values()
+    if isinstance(entity, (list, tuple)):
+        return entity
+    return ()
 
 
 def _primitive_name(entity):
     """The object name a (possibly nested) primitive claims, for errors."""
     key = f'{obj_base.NumamigObject.OBJ_SERIAL_NAMESPACE}.name'
-    if isinstance(entity, dict):
-        if key in entity:
-            return str(entity[key])
-        values = entity.values()
-    elif isinstance(entity, (list, tuple)):
-        values = entity
-    else:
-        return 'object'
-    for value in values:
+    if isinstance(entity, dict) and key in entity:
+        return str(entity[key])
+    for value in _children(entity):
         name = _primitive_name(value)
         if name != 'object':
             return name

@@ -69,14 +69,19 @@ class ResourceTrackerTest(base.TestCase):
             "whichever read comes first, the guest's pCPUs stay used")
         self.assertNotIn('overlaps', log.output)
 
-    def test_recompute_keeps_a_claim_being_persisted(self):
-        agent = cbase.agent()
+    def _unrecorded_claim(self, agent):
+        """A claim on pCPUs 5 and 13 that no record holds yet."""
         inst = cbase.instance(pins={0: 2, 1: 3})
         claim = resource_tracker.MoveClaim(
             inst.uuid, 'demo', cbase.new_uuid(),
             _claimed(inst, cbase.new_uuid(), {0: 5, 1: 13}).migration_context
             .new_numa_topology)
         agent.tracker.add_claim(claim)
+        return claim
+
+    def test_recompute_keeps_a_claim_being_persisted(self):
+        agent = cbase.agent()
+        claim = self._unrecorded_claim(agent)
         self.assertTrue(agent.tracker.update_available_resource(None))
         self.assertIs(claim, agent.tracker.get_claim(claim.migration_uuid))
         self.assertEqual({5, 13}, cbase.pinned(
@@ -87,12 +92,7 @@ class ResourceTrackerTest(base.TestCase):
         # record: nothing will ever drop the claim but this bound.
         agent = cbase.agent()
         agent.tracker.unrecorded_claim_timeout = 60
-        inst = cbase.instance(pins={0: 2, 1: 3})
-        claim = resource_tracker.MoveClaim(
-            inst.uuid, 'demo', cbase.new_uuid(),
-            _claimed(inst, cbase.new_uuid(), {0: 5, 1: 13}).migration_context
-            .new_numa_topology)
-        agent.tracker.add_claim(claim)
+        claim = self._unrecorded_claim(agent)
         claim.taken_at -= 59
         agent.tracker.update_available_resource(None)
         self.assertIs(claim, agent.tracker.get_claim(claim.migration_uuid))
@@ -100,15 +100,6 @@ class ResourceTrackerTest(base.TestCase):
         self.assertTrue(agent.tracker.update_available_resource(None))
         self.assertIsNone(agent.tracker.get_claim(claim.migration_uuid))
         self.assertEqual(set(), cbase.pinned(agent.tracker.usage_topology()))
-
-    def _unrecorded_claim(self, agent):
-        inst = cbase.instance(pins={0: 2, 1: 3})
-        claim = resource_tracker.MoveClaim(
-            inst.uuid, 'demo', cbase.new_uuid(),
-            _claimed(inst, cbase.new_uuid(), {0: 5, 1: 13}).migration_context
-            .new_numa_topology)
-        agent.tracker.add_claim(claim)
-        return claim
 
     def test_recompute_drops_an_unrecorded_claim_of_an_ended_migration(self):
         # A conductor died after the destination answered; the migration
