@@ -49,7 +49,7 @@ def delete_instance(agent, ctxt, instance):
     present = instance.uuid in agent.driver.list_guests()
     if present:
         agent.driver.destroy(instance.uuid)
-    if agent.tracker.drop_instance(instance.uuid) or present:
+    if agent.tracker.drop_instance(instance.uuid, deleted=True) or present:
         report.send_now(agent, ctxt, f"deleting {instance.uuid}")
     LOG.info("%s: deleted instance %s (%s)", agent.host, instance.uuid,
              'domain destroyed' if present else 'no domain was left')

@@ -95,6 +95,10 @@ class ResourceTracker:
         # Bumped by every explicit change; a recompute built from records
         # read before a bump would undo that change, so it is discarded.
         self._generation = 0
+        # Instances destroyed here whose record the conductor has not
+        # removed yet: a recompute reading the record meanwhile must not
+        # count them again (it would report pCPUs no guest holds).
+        self._deleted = set()
 
     # -- reading -------------------------------------------------------------
 
@@ -185,6 +189,7 @@ class ResourceTracker:
         with self.lock:
             self._claims.pop(migration_uuid, None)
             self._instances[instance.uuid] = instance
+            self._deleted.discard(instance.uuid)
             self._changed()
 
     def track_instance(self, instance):
@@ -196,14 +201,19 @@ class ResourceTracker:
                 new_usage = usage.apply(self.usage_topology(),
                                         instance.numa_topology)
             self._instances[instance.uuid] = instance
+            self._deleted.discard(instance.uuid)
             self._changed(new_usage)
 
-    def drop_instance(self, instance_uuid):
+    def drop_instance(self, instance_uuid, deleted=False):
         """Stop counting an instance that left this host; idempotent.
 
+        :param deleted: its guest was destroyed here and its record is
+            about to go: until it has, recomputes do not count it.
         :returns: True if it was counted.
         """
         with self.lock:
+            if deleted:
+                self._deleted.add(instance_uuid)
             found = self._instances.pop(instance_uuid, None) is not None
             if found:
                 self._changed()
@@ -246,7 +256,9 @@ class ResourceTracker:
                 LOG.debug("%s: usage changed during recompute; skipped",
                           self.host)
                 return False
-            self._instances = {i.uuid: i for i in instances}
+            self._deleted &= {i.uuid for i in instances}
+            self._instances = {i.uuid: i for i in instances
+                               if i.uuid not in self._deleted}
             self._claims = self._merge_claims(claimed, ended)
             self._changed()
             self._usage = self._compute_usage()

@@ -69,6 +69,33 @@ class ResourceTrackerTest(base.TestCase):
             "whichever read comes first, the guest's pCPUs stay used")
         self.assertNotIn('overlaps', log.output)
 
+    def test_a_deleted_instance_is_not_counted_again_by_a_recompute(self):
+        # The agent destroyed the guest; the conductor removes the record
+        # only after it answers. A recompute reading the record in
+        # between must not count the guest again.
+        here = cbase.instance(host=cbase.HOST, pins={0: 2, 1: 10})
+        agent = cbase.agent(instances=[here])
+        self.assertTrue(agent.tracker.drop_instance(here.uuid, deleted=True))
+        agent.conductor_api.instance_get_all_by_host.return_value = [here]
+        self.assertTrue(agent.tracker.update_available_resource(None))
+        self.assertEqual(set(), agent.tracker.instance_uuids())
+        self.assertEqual(set(), cbase.pinned(agent.tracker.usage_topology()))
+        # Once the record is gone the agent forgets it; a guest of that
+        # uuid placed here again is counted.
+        agent.conductor_api.instance_get_all_by_host.return_value = []
+        agent.tracker.update_available_resource(None)
+        agent.conductor_api.instance_get_all_by_host.return_value = [here]
+        agent.tracker.update_available_resource(None)
+        self.assertEqual({here.uuid}, agent.tracker.instance_uuids())
+
+    def test_an_instance_that_left_is_counted_when_records_say_so(self):
+        here = cbase.instance(host=cbase.HOST, pins={0: 2, 1: 10})
+        agent = cbase.agent(instances=[here])
+        agent.tracker.drop_instance(here.uuid)
+        agent.conductor_api.instance_get_all_by_host.return_value = [here]
+        agent.tracker.update_available_resource(None)
+        self.assertEqual({here.uuid}, agent.tracker.instance_uuids())
+
     def _unrecorded_claim(self, agent):
         """A claim on pCPUs 5 and 13 that no record holds yet."""
         inst = cbase.instance(pins={0: 2, 1: 3})
