@@ -23,6 +23,36 @@ def check(conf):
     _check_cpu_sets(conf)
     _check_reserved_huge_pages(conf)
     _check_report_timing(conf)
+    _check_placeholders(conf)
+
+
+# The words in capitals that the shipped files (etc/numamig/deploy) ask
+# the operator to replace; a test keeps this list equal to the files'.
+SHIPPED_PLACEHOLDERS = ('HOSTNAME', 'CONTROLLER', 'RABBIT_PASSWORD',
+                        'DB_PASSWORD', 'HOST_MIGRATION_ADDRESS')
+# Where they stand, as (group, option); None: the DEFAULT group.
+_PLACEHOLDER_OPTIONS = ((None, 'host'), (None, 'transport_url'),
+                        ('database', 'connection'),
+                        ('libvirt', 'live_migration_inbound_addr'))
+
+
+def _check_placeholders(conf):
+    """Refuse a shipped file's placeholder left in place: an agent named
+    HOSTNAME would share its name (its queue, its records) with every
+    other agent started the same way."""
+    for group, name in _PLACEHOLDER_OPTIONS:
+        try:
+            value = getattr(conf[group] if group else conf, name)
+        except (cfg.NoSuchOptError, KeyError):
+            continue  # not registered in this process
+        left = [word for word in SHIPPED_PLACEHOLDERS
+                if isinstance(value, str) and word in value]
+        if left:
+            raise exception.InvalidConfiguration(
+                option=f"[{group or 'DEFAULT'}] {name}",
+                reason=f"it still holds {left[0]}, a placeholder of the "
+                       f"shipped configuration files: replace it with "
+                       f"this deployment's value")
 
 
 def _read_every_option(conf):

@@ -1,6 +1,7 @@
 """Tests that bad configuration fails at start, naming the option."""
 
 import os
+import re
 
 import fixtures
 import testscenarios
@@ -190,3 +191,36 @@ class CrossOptionTest(ConfFileMixin, base.TestCase):
                    group='compute')
         self.assertRaises(exception.InvalidConfiguration, checks.check,
                           self.conf.conf)
+
+
+class ShippedPlaceholderTest(ConfFileMixin, base.TestCase):
+    """A placeholder of etc/numamig/deploy left in place refuses start."""
+
+    def test_host_left_as_hostname_is_refused(self):
+        exc = self.assertRaises(exception.InvalidConfiguration, checks.check,
+                                self.load('[DEFAULT]\nhost = HOSTNAME\n'))
+        self.assertIn('[DEFAULT] host', str(exc))
+        self.assertIn('HOSTNAME', str(exc))
+
+    def test_placeholder_in_the_database_url_named_not_the_url(self):
+        exc = self.assertRaises(
+            exception.InvalidConfiguration, checks.check, self.load(
+                '[database]\nconnection = postgresql+psycopg2://numamig:'
+                'secret@CONTROLLER/numamig\n'))
+        self.assertIn('[database] connection', str(exc))
+        self.assertIn('CONTROLLER', str(exc))
+        self.assertNotIn('secret', str(exc))
+
+    def test_the_list_is_the_shipped_files_placeholders(self):
+        deploy = os.path.join(os.path.dirname(__file__), '..', '..', '..',
+                              'etc', 'numamig', 'deploy')
+        found = set()
+        for name in os.listdir(deploy):
+            if name.endswith('.conf'):
+                with open(os.path.join(deploy, name)) as handle:
+                    for line in handle:
+                        if '=' in line and not line.startswith('#'):
+                            found |= set(re.findall(
+                                r'\b[A-Z][A-Z_]{3,}\b',
+                                line.split('=', 1)[1]))
+        self.assertEqual(found, set(checks.SHIPPED_PLACEHOLDERS))
