@@ -4,12 +4,14 @@ import datetime
 import threading
 import time
 
+import fixtures
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
 from numamig import context as nm_context
 from numamig import exception
 from numamig import rpc
+from numamig import rpc_inproc
 from numamig.conf import CONF
 from tests import base
 
@@ -139,3 +141,36 @@ class InProcTestCase(base.TestCase):
         later = self.serve('a')
         self.assertTrue(later.cast_seen.wait(TIMEOUT))
         self.assertEqual([5], later.seen)
+
+    def test_a_message_wakes_only_the_listeners_that_can_take_it(self):
+        """Twenty agents share the compute topic: a message for one of
+        them must not wake the other nineteen (each wake is a thread
+        switch under the GIL, for nothing)."""
+        servers = {name: self.serve(name) for name in ('a', 'b', 'c')}
+        topic = rpc_inproc._Exchange.named(
+            self.transport._driver._default_exchange).topic(self.topic)
+        self._wait_idle(topic, 3)
+        idle_before = list(topic.idle)
+        self.client(server='b').cast(self.ctxt, 'note', value=1)
+        self.assertTrue(servers['b'].cast_seen.wait(TIMEOUT))
+        self.assertEqual([w.server for w in idle_before
+                          if w.server != 'b'],
+                         [w.server for w in idle_before
+                          if w in topic.idle and w.server != 'b'],
+                         "a and c were left asleep")
+        woken = []
+        original = threading.Condition.notify
+        self.useFixture(fixtures.MonkeyPatch(
+            'threading.Condition.notify',
+            lambda cond, n=1: (woken.append(cond), original(cond, n))))
+        self._wait_idle(topic, 3)
+        self.client().cast(self.ctxt, 'note', value=2)
+        self.assertEqual(1, len([c for c in woken
+                                 if any(w.cond is c for w in idle_before)]),
+                         "one listener woken for the shared queue")
+
+    @staticmethod
+    def _wait_idle(topic, count):
+        deadline = time.monotonic() + TIMEOUT
+        while len(topic.idle) < count and time.monotonic() < deadline:
+            time.sleep(0.005)
