@@ -202,7 +202,9 @@ class ComputeService(_RPCService):
                        conf.compute.max_concurrent_live_migrations),
                    # Well past the conductor's wait for a destination.
                    unrecorded_claim_timeout=(
-                       2 * conf.rpc_response_timeout_migration))
+                       2 * conf.rpc_response_timeout_migration),
+                   min_change_report_interval=(
+                       conf.compute.min_change_report_interval))
 
     def _endpoints(self):
         return releases.endpoints_for(self.manager, self.release)

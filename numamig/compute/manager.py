@@ -33,6 +33,7 @@ LOG = logging.getLogger(__name__)
 # Defaults of what ComputeService.from_conf takes from configuration.
 DEFAULT_MAX_CONCURRENT_LIVE_MIGRATIONS = 4
 DEFAULT_UNRECORDED_CLAIM_TIMEOUT = 120
+DEFAULT_MIN_CHANGE_REPORT_INTERVAL = 1.0
 # Longest domain XML a message may carry: far above any real domain's
 # (a few KiB, ~100 KiB with many devices).
 MAX_XML = 4 * 1024 * 1024
@@ -56,7 +57,9 @@ class ComputeManager:
                  service_version=service_obj.SERVICE_VERSION,
                  max_concurrent_live_migrations=(
                      DEFAULT_MAX_CONCURRENT_LIVE_MIGRATIONS),
-                 unrecorded_claim_timeout=DEFAULT_UNRECORDED_CLAIM_TIMEOUT):
+                 unrecorded_claim_timeout=DEFAULT_UNRECORDED_CLAIM_TIMEOUT,
+                 min_change_report_interval=(
+                     DEFAULT_MIN_CHANGE_REPORT_INTERVAL)):
         """:param service_version: the release this agent behaves as.
 
         Below NUMA_LIVE_MIGRATION_VERSION the agent neither offers nor
@@ -69,6 +72,8 @@ class ComputeManager:
             at once (the executor's size); more wait in order.
         :param unrecorded_claim_timeout: seconds a move claim the
             conductor never recorded is kept (see ResourceTracker).
+        :param min_change_report_interval: seconds at least between two
+            reports sent after guests changed (report.BackgroundReporter).
         :raises InvalidConfiguration: unknown service version.
         """
         self.host = host
@@ -83,7 +88,8 @@ class ComputeManager:
         self.tracker = resource_tracker.ResourceTracker(
             host, driver, conductor_api, strategy=strategy,
             unrecorded_claim_timeout=unrecorded_claim_timeout)
-        self.reporter = report.BackgroundReporter(host, self._cast_report)
+        self.reporter = report.BackgroundReporter(
+            host, self._cast_report, min_interval=min_change_report_interval)
         self.outgoing = outgoing.OutgoingMigrations()
         # What the flows get: never this manager, so that no flow can
         # call back into an endpoint or read what it was not given.

@@ -60,6 +60,18 @@ opts = [
                     "whose migration ended elsewhere; lower it to free "
                     "such resources sooner, at the cost of two conductor "
                     "calls per run."),
+    cfg.FloatOpt('min_change_report_interval', default=1.0, min=0.0,
+                 max=60.0,
+                 help="Shortest time in seconds between two reports this "
+                      "agent sends because its guests changed (a guest "
+                      "arrived, left, or a claim was dropped); changes in "
+                      "between go into the next report together. A change "
+                      "after a quiet spell is reported at once. Each report "
+                      "is a whole host topology the conductor stores and "
+                      "schedules from: raise this on clouds that run many "
+                      "migrations at once to spare the conductor's CPU; 0 "
+                      "reports every burst of changes at once. Keep it well "
+                      "below report_interval."),
     cfg.IntOpt('reconcile_interval', min=1, default=None,
                help="Seconds between this agent's looks for outgoing "
                     "migrations that no thread here drives any more (the "

@@ -195,3 +195,31 @@ class TransportTest(base.TestCase):
                                 version_cap='1.0')
         self.assertFalse(client.can_send_version('1.1'))
         self.assertTrue(client.can_send_version('1.0'))
+
+
+class _Echo:
+    target = messaging.Target(version='1.0')
+
+    def echo(self, ctxt, value):
+        return value
+
+
+class RequestPoolTest(base.TestCase):
+    """RPC servers start a thread per request only while none is idle."""
+
+    def test_sequential_requests_reuse_one_thread(self):
+        transport = rpc.get_transport(CONF, url='inproc://')
+        target = messaging.Target(topic=f'pool-{id(self)}', server='s')
+        server = rpc.get_server(transport, target, [_Echo()])
+        server.start()
+        self.addCleanup(server.wait)
+        self.addCleanup(server.stop)
+        client = rpc.get_client(transport, target).prepare(timeout=10)
+        ctxt = nm_context.get_admin_context()
+        for n in range(20):
+            self.assertEqual(n, client.call(ctxt, 'echo', value=n))
+        pool = server._work_executor
+        self.assertIsInstance(pool, rpc.RequestPool)
+        # futurist.ThreadPoolExecutor would hold 20 threads by now.
+        self.assertLessEqual(pool.num_workers, 2)
+        self.assertEqual(CONF.executor_thread_pool_size, pool._max_workers)

@@ -5,6 +5,7 @@ import threading
 from numamig import objects
 from numamig.compute import manager
 from numamig.compute import migration_source
+from numamig.conf import compute as compute_conf
 from tests import base
 from tests.unit.compute import base as cbase
 
@@ -81,3 +82,12 @@ class LiveMigrationExecutorTest(base.TestCase):
 
     def test_default_size(self):
         self.assertEqual(4, self._agent().max_concurrent_live_migrations)
+
+    def test_defaults_are_the_options_defaults(self):
+        """An embedded cloud (no configuration file) paces its reports
+        as a daemon with the shipped defaults does."""
+        options = {opt.name: opt.default for opt in compute_conf.opts}
+        self.assertEqual(options['max_concurrent_live_migrations'],
+                         manager.DEFAULT_MAX_CONCURRENT_LIVE_MIGRATIONS)
+        self.assertEqual(options['min_change_report_interval'],
+                         manager.DEFAULT_MIN_CHANGE_REPORT_INTERVAL)

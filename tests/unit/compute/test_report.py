@@ -1,7 +1,9 @@
 """Tests of numamig.compute.report: the background reporter."""
 
 import threading
+import time
 
+from numamig.compute import report
 from tests import base
 from tests.unit.compute import base as cbase
 
@@ -72,3 +74,41 @@ class BackgroundReporterTest(base.TestCase):
             self.sent.wait_for(lambda: len(calls) >= 2, WAIT_S)
         self.assertEqual(2, len(calls))
         self.assertEqual(1, self.agent.reporter.sent)
+
+
+class PacedReporterTest(base.TestCase):
+    """Reports after changes leave at most one per min_interval."""
+
+    def test_a_burst_after_a_report_waits_for_the_interval(self):
+        sent = []
+        done = threading.Condition()
+
+        def send(ctxt):
+            with done:
+                sent.append(time.monotonic())
+                done.notify_all()
+        reporter = report.BackgroundReporter('h1', send, min_interval=0.3)
+        self.addCleanup(reporter.stop)
+        reporter.request('a quiet spell, then an arrival')
+        with done:
+            self.assertTrue(done.wait_for(lambda: len(sent) == 1, WAIT_S))
+        for why in ('a departure', 'another arrival', 'a dropped claim'):
+            reporter.request(why)
+        with done:
+            self.assertTrue(done.wait_for(lambda: len(sent) == 2, WAIT_S))
+        # The three changes went into one report, no sooner than the
+        # interval after the first.
+        self.assertGreaterEqual(sent[1] - sent[0], 0.3)
+        time.sleep(0.4)
+        self.assertEqual(2, len(sent))
+
+    def test_no_interval_reports_each_burst_at_once(self):
+        sent = threading.Semaphore(0)
+        reporter = report.BackgroundReporter(
+            'h1', lambda ctxt: sent.release(), min_interval=0)
+        self.addCleanup(reporter.stop)
+        started = time.monotonic()
+        for why in ('first', 'second'):
+            reporter.request(why)
+            self.assertTrue(sent.acquire(timeout=WAIT_S))
+        self.assertLess(time.monotonic() - started, WAIT_S)
