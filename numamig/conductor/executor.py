@@ -12,9 +12,10 @@ for, choose destinations and take claims.
 One dispatcher thread per conductor worker admits waiting migrations
 (numamig.db.queue.admit) while it has free task threads and hands each to
 the pool. It wakes when a request is queued on this worker, when one of
-its tasks ends, and when a migration ends on this worker (a slot of the
-limits was freed); and, for slots freed on other workers or a database
-that was unreachable, after ``recheck`` seconds at the latest.
+its tasks ends while migrations waited for a free thread, and when a
+migration ends on this worker (a slot of the limits was freed); and, for
+slots freed on other workers or a database that was unreachable, after
+``recheck`` seconds at the latest.
 """
 
 import concurrent.futures
@@ -76,6 +77,9 @@ class MigrationExecutor:
         self._lock = threading.Lock()
         self._busy = 0
         self._pending = set()     # admitted here, task not started yet
+        # The last look at the queue found no free thread for every
+        # migration it could admit: a task that ends frees one for them.
+        self._starved = False
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(
@@ -174,7 +178,9 @@ class MigrationExecutor:
     def _dispatch(self):
         with self._lock:
             free = self.workers - self._busy
-        for uuid in queue.admit(self.db, self.limits, free, self.lease_s):
+        admitted = queue.admit(self.db, self.limits, free, self.lease_s)
+        self._starved = len(admitted) >= free
+        for uuid in admitted:
             with self._lock:
                 self._busy += 1
                 self._pending.add(uuid)
@@ -210,5 +216,8 @@ class MigrationExecutor:
             with self._lock:
                 self._busy -= 1
                 self._running.discard(uuid)
-            if not requeued:
+            # A task that ends frees a thread, not a slot of the limits
+            # (the migration is in flight until it ends, which wakes the
+            # dispatcher then): look again only if a thread was missing.
+            if not requeued and self._starved:
                 self.wake()

@@ -310,7 +310,7 @@ class ConductorManager:
                  migration.priority)
         if self.executor is not None:
             self.executor.wake()
-        return self._with_position(migration)
+        return migration
 
     def run_admitted(self, migration_uuid):
         """Choose, claim and start an admitted migration (a migration
@@ -369,8 +369,8 @@ class ConductorManager:
 
     def _with_position(self, migration):
         if migration.waiting:
-            migration.queue_position = queue.positions(self.db).get(
-                migration.uuid)
+            migration.queue_position = queue.position(self.db,
+                                                      migration.uuid)
         return migration
 
     @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none())

@@ -86,7 +86,7 @@ def set_migration_context(worker, context):
         raise exception.MigrationPreCheckError(reason=str(exc)) from exc
 
 
-def queue_with_claim(worker, context, detail):
+def queue_with_claim(worker, context, detail, held=None):
     """Record the claim a destination returned and ``queued``, together.
 
     The rules are set_migration_context's; the claim and the status are
@@ -94,11 +94,22 @@ def queue_with_claim(worker, context, detail):
     whose claim is not recorded, and a claim is never recorded for a
     migration that was cancelled meanwhile.
 
+    :param held: the migration uuid of the claim the instance held when
+        the caller read it (None: none). The write is first tried
+        expecting that claim, with no read before it: the common case is
+        one transaction. Only when the records differ are the rules
+        applied to what they hold.
     :raises MigrationPreCheckError: as set_migration_context; nothing is
         recorded.
     :raises InvalidStatusTransition: the migration is no longer
         ``accepted`` (cancelled); nothing is recorded.
     """
+    if held is None or held == context.migration_uuid:
+        try:
+            return migration_claims.queue_with_claim(worker.db, context,
+                                                     held, detail)
+        except exception.MigrationContextConflict:
+            pass        # changed since the caller read it: the rules decide
     expected = _claim_replaces(worker.db, context)
     try:
         return migration_claims.queue_with_claim(worker.db, context,

@@ -171,6 +171,15 @@ def set_migration_context(db, uuid, context, expected_migration_uuid=None):
 def set_migration_context_in(session, uuid, context,
                              expected_migration_uuid=None):
     """``set_migration_context`` inside the caller's write transaction."""
+    write_migration_context_in(session, uuid, context,
+                               expected_migration_uuid)
+    return _to_record(_row(session, uuid))
+
+
+def write_migration_context_in(session, uuid, context,
+                               expected_migration_uuid=None):
+    """``set_migration_context_in`` that reads nothing back, for a caller
+    that does not need the record (recording a claim with its status)."""
     if context.instance_uuid != uuid:
         raise exception.Invalid(
             reason=f"migration context of instance {context.instance_uuid} "
@@ -185,7 +194,6 @@ def set_migration_context_in(session, uuid, context,
             instance_uuid=uuid, holder=_rows.none_or(holder),
             expected=_rows.none_or(expected_migration_uuid),
             migration_uuid=context.migration_uuid)
-    return _to_record(_row(session, uuid))
 
 
 def drop_migration_context(db, uuid, migration_uuid, claim_host=None):

@@ -28,15 +28,24 @@ def queue_with_claim(db, context, expected_migration_uuid, detail):
     :param expected_migration_uuid: the claim the new one may replace
         (None: the instance must hold none).
     :raises MigrationContextConflict: another claim is held.
+    :raises MigrationPreCheckError: the migration tries another
+        destination than the claim's.
     :raises InvalidStatusTransition: the migration is no longer
         ``accepted`` (cancelled meanwhile); nothing is recorded then.
     """
     with db.writer() as session:
-        instances.set_migration_context_in(
+        instances.write_migration_context_in(
             session, context.instance_uuid, context, expected_migration_uuid)
-        return migrations.set_status_in(
+        migration = migrations.set_status_in(
             session, context.migration_uuid, STATUS.QUEUED, detail=detail,
             expected=[STATUS.ACCEPTED])
+        if migration.dest_host != context.dest_host:
+            # Rolled back with the claim: another destination is tried.
+            raise exception.MigrationPreCheckError(
+                reason=f"migration {migration.uuid} now tries "
+                       f"{migration.dest_host}; the claim of "
+                       f"{context.dest_host} was not recorded")
+        return migration
 
 
 def complete(db, migration_uuid, instance_uuid, detail=None, result=None):

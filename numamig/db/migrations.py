@@ -57,7 +57,8 @@ def create(db, migration, max_queued=None):
 
     :param max_queued: record it as a request waiting in the admission
         queue (see numamig.db.queue): refused while another migration of
-        the instance is in progress or when this many already wait.
+        the instance is in progress or when this many already wait. The
+        migration returned then has its ``queue_position``.
     :raises ObjectValidationError: if the migration is invalid.
     :raises InstanceNotFound: if its instance is not recorded.
     :raises InstanceBusy: (queued only) the instance is being migrated.
@@ -79,10 +80,16 @@ def create(db, migration, max_queued=None):
             for change in history:
                 _add_history(session, row_id, change.status,
                              change.changed_at, change.get('detail'))
+            # Read in the same transaction: no second one per request.
+            created = _to_object(session, _row(session, migration.uuid),
+                                 with_history=True)
+            if max_queued is not None:
+                created.queue_position = queue.position_in(session,
+                                                           migration.uuid)
     except db_exc.DBDuplicateEntry as exc:
         raise exception.RecordExists(what='Migration',
                                      key=migration.uuid) from exc
-    return get(db, migration.uuid)
+    return created
 
 
 def _check_can_queue(session, migration, max_queued):

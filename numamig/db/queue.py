@@ -118,6 +118,25 @@ def positions(db):
         return {uuid: index for index, uuid in enumerate(uuids, start=1)}
 
 
+def position_in(session, uuid):
+    """The place in line of a waiting migration (1: next), or None when
+    it is not waiting; a count, so that it costs the same with 10 or
+    10,000 migrations waiting."""
+    row = session.execute(sa.select(_M.id, _M.priority).where(
+        _M.uuid == uuid, WAITING)).first()
+    if row is None:
+        return None
+    return session.scalar(sa.select(sa.func.count()).select_from(_M).where(
+        WAITING, sa.or_(_M.priority > row.priority, sa.and_(
+            _M.priority == row.priority, _M.id <= row.id))))
+
+
+def position(db, uuid):
+    """``position_in`` in a transaction of its own."""
+    with db.reader() as session:
+        return position_in(session, uuid)
+
+
 def busy_destinations(db, per_dest):
     """Hosts with ``per_dest`` or more migrations in flight into them."""
     with db.reader() as session:

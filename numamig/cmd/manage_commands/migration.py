@@ -171,7 +171,7 @@ class MigrationCommands:
         _access.require_uuid(migration, 'migration')
         with _access.database() as db:
             found = migrations.get(db, migration)
-            found.queue_position = queue.positions(db).get(found.uuid)
+            found.queue_position = queue.position(db, found.uuid)
         common.print_output(_view(found), output_format, _print_show)
         return common.EXIT_OK
 

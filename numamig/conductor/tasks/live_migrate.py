@@ -285,10 +285,11 @@ class LiveMigrationTask(base.TaskBase):
         :raises InvalidStatusTransition: cancelled meanwhile: dropped at
             ``host``; the task ends.
         """
+        held = self.instance.get('migration_context')
         try:
             self.migration = records.queue_with_claim(
-                self.worker, context,
-                detail=f"destination {host} claimed")
+                self.worker, context, detail=f"destination {host} claimed",
+                held=None if held is None else held.migration_uuid)
         except (exception.MigrationPreCheckError,
                 exception.InvalidStatusTransition):
             records.drop_claim_at(self.worker, self.ctxt, self.migration,

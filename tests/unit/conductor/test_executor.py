@@ -72,6 +72,24 @@ class ExecutorTestCase(db_base.DBTestCase):
         self.assertTrue(self.all_started.wait(WAIT))
         self.assertEqual(sorted(uuids), sorted(self.started))
 
+    def test_a_task_that_ends_with_threads_to_spare_looks_no_further(self):
+        """Its migration stays in flight: the end of the task freed no
+        slot of the limits, and no migration waited for a thread."""
+        self.expected = 1
+        self.request()
+        looks = []
+        real = queue.admit
+
+        def admit(*args, **kwargs):
+            looks.append(args)
+            return real(*args, **kwargs)
+        self.patch(queue, 'admit', admit)
+        self.start(workers=3)
+        self.assertTrue(self.all_started.wait(WAIT))
+        self.release.set()
+        time.sleep(0.3)
+        self.assertEqual(1, len(looks))
+
     def test_a_request_wakes_it(self):
         self.expected = 1
         looked = threading.Event()

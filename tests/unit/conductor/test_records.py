@@ -232,6 +232,28 @@ class RecordedTogetherTest(MigrationContextRulesTest):
         self.assertEqual('accepted', migrations.get(
             self.db, self.migration.uuid).status)
 
+    def test_the_common_case_reads_nothing_before_writing(self):
+        rules = mock.Mock(side_effect=AssertionError('rules read'))
+        self.patch(records, '_claim_replaces', rules)
+        migration = records.queue_with_claim(
+            self.worker, self._context(self.migration), detail='claimed')
+        self.assertEqual(('queued', self.migration.uuid),
+                         (migration.status, self._held()))
+        rules.assert_not_called()
+
+    def test_a_claim_the_caller_did_not_see_goes_by_the_rules(self):
+        records.set_migration_context(self.worker,
+                                      self._context(self.migration))
+        migrations.set_status(self.db, self.migration.uuid, 'error')
+        other = migrations.create(self.db, cbase.migration(
+            self.inst, dest_host='dst1'))
+        # The caller read the instance before the leaked claim was
+        # recorded: the write expecting none fails, the rules heal it.
+        migration = records.queue_with_claim(
+            self.worker, self._context(other), detail='claimed', held=None)
+        self.assertEqual(('queued', other.uuid),
+                         (migration.status, self._held()))
+
     def _running(self):
         records.queue_with_claim(self.worker,
                                  self._context(self.migration), 'claimed')

@@ -105,6 +105,22 @@ class EnqueueTestCase(QueueTestCase):
         queue.admit(self.db, LIMITS, 1)
         self.assertEqual({low.uuid: 1}, queue.positions(self.db))
 
+    def test_a_position_is_counted_as_the_line_lists_it(self):
+        line = [self.request(priority=p) for p in (0, 50, 0, 100)]
+        listed = queue.positions(self.db)
+        self.assertEqual(listed, {m.uuid: queue.position(self.db, m.uuid)
+                                  for m in line})
+        (admitted,) = queue.admit(self.db, LIMITS, 1)
+        self.assertIsNone(queue.position(self.db, admitted))
+        self.assertEqual(1, queue.position(self.db, line[1].uuid))
+        self.assertEqual(3, queue.position(self.db, line[2].uuid))
+
+    def test_a_queued_request_is_recorded_with_its_position(self):
+        first = self.request(priority=50)
+        later = self.request()
+        self.assertEqual((1, 2), (first.queue_position,
+                                  later.queue_position))
+
     def test_full_queue_refused_and_nothing_recorded(self):
         for _ in range(LIMITS.queued):
             self.request()

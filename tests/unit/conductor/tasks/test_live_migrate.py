@@ -307,14 +307,14 @@ class ConductorDrivenChecksTest(base.ConductorTestCase):
         self._claiming()
         real = records.queue_with_claim
 
-        def cancelled_first(conductor, context, detail):
+        def cancelled_first(conductor, context, detail, **kwargs):
             migrations.set_status(self.db, context.migration_uuid,
                                   'cancelled')
-            return real(conductor, context, detail)
+            return real(conductor, context, detail, **kwargs)
         self.patch(records, 'queue_with_claim', cancelled_first)
-        # The records refuse the claim of a migration no longer in
-        # progress; recording that refusal ends the task.
-        self.assertRaises(exception.MigrationNotInProgress, self._migrate,
+        # The records refuse the claim of a migration no longer
+        # accepted, with the status change; that ends the task.
+        self.assertRaises(exception.InvalidStatusTransition, self._migrate,
                           'dst2')
         self.compute_api.drop_move_claim_at_destination.assert_called_once()
         self.assertIsNone(self._held())
