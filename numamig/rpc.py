@@ -280,16 +280,18 @@ class DeclaredOnlyPolicy(dispatcher.RPCAccessPolicyBase):
         return getattr(getattr(endpoint, method, None), 'exposed', False)
 
 
-def manifest_for_cap(object_versions, version_cap):
+def manifest_for_cap(object_versions, version_cap, held_back=None):
     """Pick the object manifest of the highest API version within a cap.
 
     :param object_versions: API version string -> {object name: version},
         as each rpcapi module declares it.
     :param version_cap: the cap, or None for the newest.
-    :returns: the manifest, or None when the newest may be sent.
+    :param held_back: object name -> the version an uncapped client
+        still sends it in (see ``newest_versions``).
+    :returns: the manifest; uncapped: every object's newest version.
     """
     if version_cap is None:
-        return None
+        return newest_versions(held_back)
     cap = _version_tuple(version_cap)
     # Same major version, minor at most the cap's: what a peer at the cap
     # implements (RPC minor versions only ever add).
@@ -301,6 +303,49 @@ def manifest_for_cap(object_versions, version_cap):
             reason=f"cap {version_cap} is below every known API version "
                    f"{sorted(object_versions, key=_version_tuple)}")
     return object_versions[max(allowed, key=_version_tuple)]
+
+
+def newest_versions(held_back=None):
+    """Object name -> the version an uncapped client sends it in.
+
+    Each registered numamig object's newest version, except those
+    ``held_back`` names (an rpcapi module's explicit list, each with its
+    reason): read from the registry when a client is made, so a bumped
+    object is sent in its new version even if no manifest names it yet.
+    """
+    versions = {name: classes[0].VERSION for name, classes in
+                obj_base.NumamigObjectRegistry.obj_classes().items()
+                if issubclass(classes[0], obj_base.NumamigObject)}
+    versions.update(held_back or {})
+    return versions
+
+
+def object_versions_in(values):
+    """Object name -> the highest version of it in ``values`` (walked
+    through lists, dict values and the objects' own object fields)."""
+    found = {}
+    _collect_versions(values, found)
+    return found
+
+
+def _collect_versions(value, found):
+    if isinstance(value, obj_base.NumamigObject):
+        name = value.obj_name()
+        if name not in found or _version_tuple(value.VERSION) > \
+                _version_tuple(found[name]):
+            found[name] = value.VERSION
+        value = [value.get(field) for field in
+                 obj_base.object_fields(type(value))]
+    for item in _children(value):
+        _collect_versions(item, found)
+
+
+def carries(manifest, wanted):
+    """Whether ``manifest`` holds each object of ``wanted`` (name ->
+    version) in that version or a newer one."""
+    return all(name in manifest and
+               _version_tuple(manifest[name]) >= _version_tuple(version)
+               for name, version in wanted.items())
 
 
 def _version_tuple(version):

@@ -118,7 +118,7 @@ class NumamigObject(ovo_base.VersionedObject,
         # asked once per object per serialization, recursively.
         changed = {name for name in self._changed_fields
                    if name in self.fields}
-        for name in _object_fields(type(self)):
+        for name in object_fields(type(self)):
             child = getattr(self, _ATTR_PREFIX + name, None)
             if isinstance(child, ovo_base.VersionedObject) and \
                     child.obj_what_changed():
@@ -164,7 +164,7 @@ class NumamigObject(ovo_base.VersionedObject,
                    if not hasattr(self, _ATTR_PREFIX + name)]
         if missing:
             raise self.invalid(f"required fields {missing} are not set")
-        for name in _object_fields(cls):
+        for name in object_fields(cls):
             value = getattr(self, _ATTR_PREFIX + name, None)
             children = value if isinstance(value, list) else [value]
             for child in children:
@@ -332,7 +332,7 @@ def _required(cls):
 
 
 @functools.cache
-def _object_fields(cls):
+def object_fields(cls):
     """The names of ``cls``'s fields that hold an object or a list of them:
     the only ones ``validate()`` has children in."""
     return tuple(name for name, field in cls.fields.items()
