@@ -67,7 +67,7 @@ class NewestManifestTest(base.TestCase):
         # one does.
         as_tuple = rpc._version_tuple
         versions = sorted(self.module.OBJECT_VERSIONS, key=as_tuple)
-        for older, newer in zip(versions, versions[1:]):
+        for older, newer in zip(versions, versions[1:], strict=False):
             for name, version in self.module.OBJECT_VERSIONS[older].items():
                 self.assertGreaterEqual(
                     as_tuple(self.module.OBJECT_VERSIONS[newer][name]),

@@ -17,9 +17,9 @@ transport, which serializes as a broker does.
 """
 
 import oslo_messaging as messaging
+from oslo_utils import versionutils
 from oslo_versionedobjects import fields
 from oslo_versionedobjects import fixture as ovo_fixture
-from oslo_utils import versionutils
 
 from numamig import objects
 from numamig import releases
