@@ -55,7 +55,7 @@ def destination_for(xml):
     vcpus = set(range(migration_xml.vcpu_count(doc)))
     pagesizes = source.pagesizes
     if not pagesizes and doc.find('memoryBacking/hugepages') is not None:
-        pagesizes = {cell: DEFAULT_PAGE_KB for cell in cells}
+        pagesizes = dict.fromkeys(cells, DEFAULT_PAGE_KB)
     return objects.NUMAMigrateInfo(
         cpu_pins={v: {PIN_OFFSET + v} for v in source.cpu_pins},
         cell_pins={cell: {cells[-1 - i]} for i, cell in enumerate(cells)},
@@ -133,8 +133,7 @@ class CorpusRewriteTestCase(base.TestCase):
                 for el in doc.iterfind('cputune/iothreadpin')}
         self.assertEqual(int(doc.findtext('iothreads') or 0), len(pins))
         # Which ids exist, libvirt checks when it defines the guest.
-        self.assertEqual({i: EMULATOR_PINS
-                          for i in migration_xml.iothread_ids(doc)}, pins)
+        self.assertEqual(dict.fromkeys(migration_xml.iothread_ids(doc), EMULATOR_PINS), pins)
 
     def test_everything_else_is_kept(self):
         self.assertEqual(without_numa_parts(self.xml),
