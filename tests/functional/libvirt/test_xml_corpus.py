@@ -133,7 +133,8 @@ class CorpusRewriteTestCase(base.TestCase):
                 for el in doc.iterfind('cputune/iothreadpin')}
         self.assertEqual(int(doc.findtext('iothreads') or 0), len(pins))
         # Which ids exist, libvirt checks when it defines the guest.
-        self.assertEqual(dict.fromkeys(migration_xml.iothread_ids(doc), EMULATOR_PINS), pins)
+        self.assertEqual(dict.fromkeys(migration_xml.iothread_ids(doc),
+                                       EMULATOR_PINS), pins)
 
     def test_everything_else_is_kept(self):
         self.assertEqual(without_numa_parts(self.xml),
