@@ -1,9 +1,37 @@
 """RPC plumbing: transport, serializers, clients with version caps, servers.
 
-Objects cross the wire as versioned primitives. A client capped to an older
-API version (``[upgrade_levels]``) must also send objects an old peer can
-read, so each RPC API declares which object versions each of its versions
-carries and the client's serializer backports to that manifest.
+Objects cross the wire as versioned primitives. Each RPC API declares
+which object versions each of its versions carries (``OBJECT_VERSIONS``
+in its rpcapi module). An uncapped client sends every object in its
+newest version (``newest_versions``), less what the module's
+``HELD_BACK`` names with a reason; a client capped by
+``[upgrade_levels]`` backports to the manifest of its cap; a compute
+message goes at the lowest API version whose manifest carries its
+objects, so an agent that refuses it is asked again at an older version
+with the objects backported, and a newer agent loses nothing.
+
+How to add a field to an object that crosses RPC (doc/source/
+contributing.rst says the same, with the database side):
+
+1. Add the field, bump ``VERSION`` with a ``# Version X.Y:`` line, and
+   drop the field for older targets in ``obj_make_compatible``. Bump the
+   parents that hold the object (``obj_relationships``) the same way.
+2. Update the pinned hashes in tests/unit/objects/test_objects.py.
+3. Add an API version to each rpcapi module whose messages carry it
+   (history line in the class docstring, ``VERSION``), whose
+   ``OBJECT_VERSIONS`` entry names the new object versions: an agent or
+   conductor of the API version before cannot read them.
+   tests/unit/test_object_manifests.py fails until the newest manifest
+   carries every object's current version.
+4. Record the release that serves the new API version in
+   numamig/releases.py, and test a capped client (it backports) and an
+   older peer (it is asked again at its version).
+
+An enum value is a change of the field too: add it to the enum, declare
+it in the ``obj_enum_values`` of every object holding the field under
+its new version, and, for MigrationStatus, name in ``OLDER`` the status
+it refines (see numamig/objects/fields_enums.py for what each enum does
+for an older peer).
 """
 
 from oslo_config import cfg
