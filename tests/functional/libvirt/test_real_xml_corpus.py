@@ -10,7 +10,6 @@ must read back as the destination, and its vCPU threads must be
 allowed only the pCPUs written for them.
 """
 
-import fixtures
 import libvirt
 
 from numamig import cpuspec
@@ -19,6 +18,7 @@ from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import migration_xml
 from tests import base
 from tests.fixtures import libvirt_daemons
+from tests.functional.libvirt import real_hosts
 from tests.functional.libvirt import test_xml_corpus as corpus_tests
 
 MEMORY_KIB = 65536
@@ -70,13 +70,8 @@ class RealCorpusTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        reason = libvirt_daemons.missing_requirements()
-        if reason:
-            print(f"SKIP real libvirt tier: {reason}")
-            self.skipTest(reason)
-        root = self.useFixture(fixtures.TempDir()).path
-        self.daemon = self.useFixture(libvirt_daemons.LibvirtDaemon('dst',
-                                                                    root))
+        self.daemon = self.useFixture(libvirt_daemons.LibvirtDaemon(
+            'dst', real_hosts.start_root(self)))
         self.conn = libvirt.open(self.daemon.uri)
         self.addCleanup(self.conn.close)
 
