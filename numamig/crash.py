@@ -47,9 +47,11 @@ class Dead:
 
 def sever_rpc_client(api, owner):
     """Make an rpcapi client of a crashed service unusable."""
-    for attribute in ('client', '_client_1_0'):
-        if hasattr(api, attribute):
-            setattr(api, attribute, Dead(owner, 'RPC client'))
+    if hasattr(api, 'client'):
+        api.client = Dead(owner, 'RPC client')
+    # A compute client keeps one client per API version it sends.
+    for version in getattr(api, '_clients', {}):
+        api._clients[version] = Dead(owner, 'RPC client')
 
 
 def kill_server(svc):

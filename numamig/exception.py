@@ -6,6 +6,7 @@ reading a log line or a CLI error knows what to change. The tree::
     NumamigException
     +-- Invalid                         bad input; nothing was changed
     |   +-- ObjectValidationError       a versioned object holds nonsense
+    |   +-- EnumValueTooNew             a value an older peer cannot parse
     |   +-- InvalidCPUSpec              a CPU list cannot be parsed
     |   +-- InvalidConfiguration        an option value is unusable
     |   +-- InvalidNUMARequest          flavor/image specs (numa/constraints)
@@ -98,6 +99,16 @@ class Invalid(NumamigException):
 
 class ObjectValidationError(Invalid):
     msg_fmt = "Invalid %(objname)s: %(reason)s"
+
+
+class EnumValueTooNew(Invalid):
+    """Raised when an object to send holds an enum value the receiver's
+    version of it cannot parse and that has no older equivalent."""
+
+    msg_fmt = ("%(objname)s.%(field)s is %(value)r, which a peer reading "
+               "%(objname)s %(version)s cannot parse and which has no older "
+               "equivalent: not sent. Upgrade that peer, or use a value it "
+               "knows")
 
 
 class InvalidCPUSpec(Invalid):

@@ -1,9 +1,37 @@
 """RPC plumbing: transport, serializers, clients with version caps, servers.
 
-Objects cross the wire as versioned primitives. A client capped to an older
-API version (``[upgrade_levels]``) must also send objects an old peer can
-read, so each RPC API declares which object versions each of its versions
-carries and the client's serializer backports to that manifest.
+Objects cross the wire as versioned primitives. Each RPC API declares
+which object versions each of its versions carries (``OBJECT_VERSIONS``
+in its rpcapi module). An uncapped client sends every object in its
+newest version (``newest_versions``), less what the module's
+``HELD_BACK`` names with a reason; a client capped by
+``[upgrade_levels]`` backports to the manifest of its cap; a compute
+message goes at the lowest API version whose manifest carries its
+objects, so an agent that refuses it is asked again at an older version
+with the objects backported, and a newer agent loses nothing.
+
+How to add a field to an object that crosses RPC (doc/source/
+contributing.rst says the same, with the database side):
+
+1. Add the field, bump ``VERSION`` with a ``# Version X.Y:`` line, and
+   drop the field for older targets in ``obj_make_compatible``. Bump the
+   parents that hold the object (``obj_relationships``) the same way.
+2. Update the pinned hashes in tests/unit/objects/test_objects.py.
+3. Add an API version to each rpcapi module whose messages carry it
+   (history line in the class docstring, ``VERSION``), whose
+   ``OBJECT_VERSIONS`` entry names the new object versions: an agent or
+   conductor of the API version before cannot read them.
+   tests/unit/test_object_manifests.py fails until the newest manifest
+   carries every object's current version.
+4. Record the release that serves the new API version in
+   numamig/releases.py, and test a capped client (it backports) and an
+   older peer (it is asked again at its version).
+
+An enum value is a change of the field too: add it to the enum, declare
+it in the ``obj_enum_values`` of every object holding the field under
+its new version, and, for MigrationStatus, name in ``OLDER`` the status
+it refines (see numamig/objects/fields_enums.py for what each enum does
+for an older peer).
 """
 
 import futurist
@@ -297,16 +325,18 @@ class DeclaredOnlyPolicy(dispatcher.RPCAccessPolicyBase):
         return getattr(getattr(endpoint, method, None), 'exposed', False)
 
 
-def manifest_for_cap(object_versions, version_cap):
+def manifest_for_cap(object_versions, version_cap, held_back=None):
     """Pick the object manifest of the highest API version within a cap.
 
     :param object_versions: API version string -> {object name: version},
         as each rpcapi module declares it.
     :param version_cap: the cap, or None for the newest.
-    :returns: the manifest, or None when the newest may be sent.
+    :param held_back: object name -> the version an uncapped client
+        still sends it in (see ``newest_versions``).
+    :returns: the manifest; uncapped: every object's newest version.
     """
     if version_cap is None:
-        return None
+        return newest_versions(held_back)
     cap = _version_tuple(version_cap)
     # Same major version, minor at most the cap's: what a peer at the cap
     # implements (RPC minor versions only ever add).
@@ -318,6 +348,49 @@ def manifest_for_cap(object_versions, version_cap):
             reason=f"cap {version_cap} is below every known API version "
                    f"{sorted(object_versions, key=_version_tuple)}")
     return object_versions[max(allowed, key=_version_tuple)]
+
+
+def newest_versions(held_back=None):
+    """Object name -> the version an uncapped client sends it in.
+
+    Each registered numamig object's newest version, except those
+    ``held_back`` names (an rpcapi module's explicit list, each with its
+    reason): read from the registry when a client is made, so a bumped
+    object is sent in its new version even if no manifest names it yet.
+    """
+    versions = {name: classes[0].VERSION for name, classes in
+                obj_base.NumamigObjectRegistry.obj_classes().items()
+                if issubclass(classes[0], obj_base.NumamigObject)}
+    versions.update(held_back or {})
+    return versions
+
+
+def object_versions_in(values):
+    """Object name -> the highest version of it in ``values`` (walked
+    through lists, dict values and the objects' own object fields)."""
+    found = {}
+    _collect_versions(values, found)
+    return found
+
+
+def _collect_versions(value, found):
+    if isinstance(value, obj_base.NumamigObject):
+        name = value.obj_name()
+        if name not in found or _version_tuple(value.VERSION) > \
+                _version_tuple(found[name]):
+            found[name] = value.VERSION
+        value = [value.get(field) for field in
+                 obj_base.object_fields(type(value))]
+    for item in _children(value):
+        _collect_versions(item, found)
+
+
+def carries(manifest, wanted):
+    """Whether ``manifest`` holds each object of ``wanted`` (name ->
+    version) in that version or a newer one."""
+    return all(name in manifest and
+               _version_tuple(manifest[name]) >= _version_tuple(version)
+               for name, version in wanted.items())
 
 
 def _version_tuple(version):

@@ -16,11 +16,15 @@ so the version of each message comes from what the sender can know:
   object's version: the object was built by the destination and passed
   through the source, so its version is the oldest either speaks.
 
-Objects always go in the versions OBJECT_VERSIONS declares for the
-newest API version the cap allows, even uncapped: an object newer than
-every compute API version (Migration 1.1, whose result fields only the
-conductor's records need) then never reaches an agent that cannot read
-it.
+Objects travel in the versions the message's API version carries
+(OBJECT_VERSIONS): each message goes at the lowest API version, from the
+one its method needs up to the cap, whose manifest carries every object
+in it at the version it has, so nothing is lost on the way to a new
+agent. An uncapped client's newest version carries every object's newest
+version (an object bumped before any manifest names it is sent as it is,
+at the newest API version: an older agent refuses that version and the
+call comes again at an older one, backported), except what HELD_BACK
+names. A capped client backports to its cap's manifest.
 """
 
 from oslo_log import log as logging
@@ -70,6 +74,13 @@ OBJECT_VERSIONS = {
     '1.3': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
 }
 
+# Objects an uncapped client sends older than their newest version (the
+# only exceptions tests/unit/test_object_manifests.py allows): Migration
+# 1.1 and 1.2 add the run's result and the admission queue, which only
+# the conductor's records read; no compute API version carries them, so
+# an agent of release 1 (which refuses Migration 1.1) can be sent any.
+HELD_BACK = {'Migration': '1.0'}
+
 
 class ComputeAPI:
     """Client side of the compute RPC API.
@@ -116,16 +127,15 @@ class ComputeAPI:
         self.version_cap = version_cap
         target = messaging.Target(topic=topic, exchange=exchange,
                                   version='1.0')
-        self.client = rpc.get_client(
-            transport, target, version_cap=version_cap,
-            version_manifest=rpc.manifest_for_cap(
-                OBJECT_VERSIONS, version_cap or self.VERSION),
-            known_versions=release_objects)
-        # For peers that refuse a newer API: everything backported to 1.0.
-        self._client_1_0 = rpc.get_client(
-            transport, target, version_cap='1.0',
-            version_manifest=OBJECT_VERSIONS['1.0'],
-            known_versions=release_objects)
+        # What the newest message this client may send carries.
+        self._manifest = rpc.manifest_for_cap(OBJECT_VERSIONS, version_cap,
+                                              HELD_BACK)
+        # The newest API version it may send (a cap names one it knows).
+        self._newest = _versions('1.0', version_cap or self.VERSION)[-1]
+        self._clients = _clients_by_version(
+            transport, target, self._newest, self._manifest,
+            release_objects)
+        self.client = self._clients[self._newest]
 
     @classmethod
     def from_conf(cls, conf, transport, **kwargs):
@@ -141,30 +151,53 @@ class ComputeAPI:
         """Whether this client may send the NUMA-aware live migration API."""
         return self.client.can_send_version(NUMA_LIVE_MIGRATION_VERSION)
 
-    def _prepare(self, host, version='1.0', timeout=None, client=None):
+    def _prepare(self, host, version='1.0', timeout=None):
+        """A call context at ``version``, whose serializer backports the
+        objects to what that version carries."""
         kwargs = {'server': host, 'version': version}
         if timeout is not None:
             kwargs['timeout'] = timeout
-        return (client or self.client).prepare(**kwargs)
+        return self._clients[version].prepare(**kwargs)
 
     def _call(self, ctxt, host, version, method, timeout=None,
-              kwargs_1_0=None, **kwargs):
-        """Call ``method`` at ``version``; at 1.0 if ``host`` refuses it.
+              kwargs_1_0=None, floor='1.0', **kwargs):
+        """Call ``method``; again at an older version if ``host`` refuses.
+
+        It goes first at the version carrying its objects (_version_for),
+        then, refused, at ``version`` (what its arguments need), then at
+        ``floor`` (1.0 unless the method is newer).
 
         :param kwargs_1_0: the arguments API 1.0 takes, when they differ.
+        :raises UnsupportedVersion: refused at ``floor`` too.
         """
-        try:
-            return self._prepare(host, version, timeout).call(
-                ctxt, method, **kwargs)
-        except messaging.UnsupportedVersion:
-            if version == '1.0':
-                raise
-        LOG.info("Compute host %s does not serve API %s (an agent of the "
-                 "release before NUMA-aware live migration); %s sent again "
-                 "at 1.0", host, version, method)
-        cctxt = self._prepare(host, '1.0', timeout, client=self._client_1_0)
-        return cctxt.call(ctxt, method, **(
-            kwargs if kwargs_1_0 is None else kwargs_1_0))
+        tries = list(dict.fromkeys(
+            (self._version_for(version, *kwargs.values()), version, floor)))
+        for attempt in tries:
+            sent = kwargs_1_0 if attempt == '1.0' and \
+                kwargs_1_0 is not None else kwargs
+            try:
+                return self._prepare(host, attempt, timeout).call(
+                    ctxt, method, **sent)
+            except messaging.UnsupportedVersion:
+                if attempt == tries[-1]:
+                    raise
+                LOG.info("Compute host %s does not serve API %s (an agent "
+                         "of an older release); %s sent again at an older "
+                         "version", host, attempt, method)
+
+    def _version_for(self, since, *values):
+        """The API version to send ``values`` at: the lowest from ``since``
+        up to the cap whose manifest carries each object in them at its
+        version (held back as this client's manifest says); the newest
+        allowed when none does."""
+        wanted = {name: min(version, self._manifest.get(name, version),
+                            key=versionutils.convert_version_to_tuple)
+                  for name, version in rpc.object_versions_in(
+                      values).items()}
+        for version in _versions(since, self._newest):
+            if rpc.carries(OBJECT_VERSIONS[version], wanted):
+                return version
+        return self._newest
 
     # -- live migration, destination side ---------------------------------
 
@@ -189,11 +222,11 @@ class ComputeAPI:
                   'migration_uuid': migration.uuid}
         if source_data is not None and self.supports_conductor_checks():
             try:
-                return self._prepare(
-                    dest_host, CONDUCTOR_CHECKS_VERSION, timeout).call(
-                        ctxt, 'check_can_live_migrate_destination',
-                        migration=migration, limits=limits,
-                        source_data=source_data, **kwargs)
+                return self._call(
+                    ctxt, dest_host, CONDUCTOR_CHECKS_VERSION,
+                    'check_can_live_migrate_destination', timeout,
+                    floor=CONDUCTOR_CHECKS_VERSION, migration=migration,
+                    limits=limits, source_data=source_data, **kwargs)
             except messaging.UnsupportedVersion:
                 LOG.info("Compute host %s does not serve API %s; it checks "
                          "migration %s the 1.1 way (asking the source "
@@ -232,15 +265,15 @@ class ComputeAPI:
                 kwargs_1_0={'instance': instance, 'migration': migration},
                 instance=instance, migration=migration,
                 records_by_source=True)
-        cctxt = self._prepare(migration.dest_host)
-        return cctxt.call(ctxt, 'post_live_migration_at_destination',
+        return self._call(ctxt, migration.dest_host, '1.0',
+                          'post_live_migration_at_destination',
                           instance=instance, migration=migration)
 
     def rollback_live_migration_at_destination(self, ctxt, instance,
                                                migration):
         """Remove whatever the destination prepared for the guest."""
-        cctxt = self._prepare(migration.dest_host)
-        return cctxt.call(ctxt, 'rollback_live_migration_at_destination',
+        return self._call(ctxt, migration.dest_host, '1.0',
+                          'rollback_live_migration_at_destination',
                           instance=instance, migration=migration)
 
     def drop_move_claim_at_destination(self, ctxt, instance, migration,
@@ -254,11 +287,12 @@ class ComputeAPI:
         """
         if not self.supports_numa_live_migration():
             return False
-        cctxt = self._prepare(migration.dest_host,
-                              NUMA_LIVE_MIGRATION_VERSION, timeout)
         try:
-            cctxt.call(ctxt, 'drop_move_claim_at_destination',
-                       instance=instance, migration=migration)
+            self._call(ctxt, migration.dest_host,
+                       NUMA_LIVE_MIGRATION_VERSION,
+                       'drop_move_claim_at_destination', timeout,
+                       floor=NUMA_LIVE_MIGRATION_VERSION, instance=instance,
+                       migration=migration)
         except messaging.UnsupportedVersion:
             LOG.info("Compute host %s does not serve API %s: it took no "
                      "claim for migration %s to drop", migration.dest_host,
@@ -273,10 +307,9 @@ class ComputeAPI:
             its fields, or None from an agent of a release that answered
             nothing (the caller measures the run itself then).
         """
-        cctxt = self._prepare(migration.dest_host)
-        return cctxt.call(ctxt, 'accept_emulated_migration',
-                          instance=instance, migration=migration,
-                          dest_xml=dest_xml)
+        return self._call(ctxt, migration.dest_host, '1.0',
+                          'accept_emulated_migration', instance=instance,
+                          migration=migration, dest_xml=dest_xml)
 
     # -- live migration, source side --------------------------------------
 
@@ -305,23 +338,22 @@ class ComputeAPI:
 
     def live_migration_abort(self, ctxt, instance, migration):
         """Ask the source to abort the running migration."""
-        cctxt = self._prepare(migration.source_host)
-        return cctxt.call(ctxt, 'live_migration_abort', instance=instance,
+        return self._call(ctxt, migration.source_host, '1.0',
+                          'live_migration_abort', instance=instance,
                           migration=migration)
 
     def live_migration_force_complete(self, ctxt, instance, migration):
         """Ask the source to make the running migration converge."""
-        cctxt = self._prepare(migration.source_host)
-        return cctxt.call(ctxt, 'live_migration_force_complete',
-                          instance=instance, migration=migration)
+        return self._call(ctxt, migration.source_host, '1.0',
+                          'live_migration_force_complete', instance=instance,
+                          migration=migration)
 
     # -- guests -------------------------------------------------------------
 
     def build_instance(self, ctxt, instance, host, limits=None):
         """Claim on ``host`` and create the guest; returns the Instance."""
-        cctxt = self._prepare(host)
-        return cctxt.call(ctxt, 'build_instance', instance=instance,
-                          limits=limits)
+        return self._call(ctxt, host, '1.0', 'build_instance',
+                          instance=instance, limits=limits)
 
     def adopt_guests(self, ctxt, host):
         """Have ``host`` count and describe the guests numamig lacks.
@@ -362,21 +394,44 @@ class ComputeAPI:
         """
         if not self.can_operate():
             raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
-        return self._prepare(instance.host, OPERATIONS_VERSION,
-                             timeout).call(ctxt, 'delete_instance',
-                                           instance=instance)
+        return self._call(ctxt, instance.host, OPERATIONS_VERSION,
+                          'delete_instance', timeout,
+                          floor=OPERATIONS_VERSION, instance=instance)
 
     def _lmd_version(self, migrate_data):
         """The API version to carry ``migrate_data`` at.
 
-        The newest the cap allows whose LiveMigrateData is not newer than
-        the object: an object in an old peer's version goes at that
-        peer's API version.
+        The lowest the cap allows whose manifest carries the object's
+        version: an object in an old peer's version goes at that peer's
+        API version (the casts' only clue), with every other object of
+        the message backported to what that version carries.
         """
-        as_tuple = versionutils.convert_version_to_tuple
-        numa = OBJECT_VERSIONS[NUMA_LIVE_MIGRATION_VERSION]
-        if self.supports_numa_live_migration() and \
-                as_tuple(migrate_data.VERSION) >= \
-                as_tuple(numa['LiveMigrateData']):
-            return NUMA_LIVE_MIGRATION_VERSION
-        return '1.0'
+        return self._version_for('1.0', migrate_data)
+
+
+def _versions(oldest, newest):
+    """The API versions from ``oldest`` to ``newest``, oldest first."""
+    as_tuple = versionutils.convert_version_to_tuple
+    return sorted((v for v in OBJECT_VERSIONS
+                   if as_tuple(oldest) <= as_tuple(v) <= as_tuple(newest)),
+                  key=as_tuple)
+
+
+def _clients_by_version(transport, target, newest, manifest,
+                        release_objects):
+    """API version -> the RPC client sending at it, up to ``newest``.
+
+    Each backports to the manifest of its version (``manifest`` for
+    ``newest``); versions with equal manifests share one client.
+    """
+    clients, by_manifest = {}, {}
+    for version in reversed(_versions('1.0', newest)):
+        objects_ = manifest if version == newest else \
+            OBJECT_VERSIONS[version]
+        key = tuple(sorted(objects_.items()))
+        if key not in by_manifest:
+            by_manifest[key] = rpc.get_client(
+                transport, target, version_cap=version,
+                version_manifest=objects_, known_versions=release_objects)
+        clients[version] = by_manifest[key]
+    return clients

@@ -1,35 +1,65 @@
-"""Enumerated field types: CPU policies and migration states."""
+"""Enumerated field types: CPU policies and migration states.
+
+An older peer's enum knows fewer values, and OVO's enum coercion refuses
+the rest, so a value an older peer cannot parse must never reach it:
+each enum says what such a peer gets instead (BackportableEnum), and
+each object says in which of its versions a value arrived
+(``obj_enum_values``, see numamig.objects.base).
+"""
 
 from oslo_versionedobjects import fields
 
 
-class CPUAllocationPolicy(fields.Enum):
+class BackportableEnum(fields.Enum):
+    """An enum whose newer values an older peer may not parse.
+
+    Sent to a peer reading an object version that predates a value, the
+    value becomes ``OLDER[value]``, else ``FALLBACK``; with neither it
+    is refused (the object is not sent), because a guess would be
+    acted on as if true. Each subclass says which it chose and why.
+    """
+
+    # A value added later -> the older value a peer without it is sent.
+    OLDER = {}
+    # Sent for a later value OLDER does not name; None: refuse it.
+    FALLBACK = None
+
+    def __init__(self):
+        super().__init__(valid_values=self.ALL)
+
+    def older_value(self, value):
+        """What a peer lacking ``value`` is sent; None: refuse to send."""
+        return self.OLDER.get(value, self.FALLBACK)
+
+
+class CPUAllocationPolicy(BackportableEnum):
+    """Refused, never mapped: a policy decides which pCPUs a guest may
+    use, and an older peer given a stand-in (``mixed`` sent as
+    ``dedicated``) would claim or pin differently from what was asked."""
+
     SHARED = 'shared'
     DEDICATED = 'dedicated'
     MIXED = 'mixed'
     ALL = (SHARED, DEDICATED, MIXED)
 
-    def __init__(self):
-        super().__init__(valid_values=self.ALL)
 
+class CPUThreadAllocationPolicy(BackportableEnum):
+    """Refused, never mapped: SMT sibling use is part of the placement
+    an older peer would otherwise compute wrongly."""
 
-class CPUThreadAllocationPolicy(fields.Enum):
     PREFER = 'prefer'
     ISOLATE = 'isolate'
     REQUIRE = 'require'
     ALL = (PREFER, ISOLATE, REQUIRE)
 
-    def __init__(self):
-        super().__init__(valid_values=self.ALL)
 
+class CPUEmulatorThreadsPolicy(BackportableEnum):
+    """Refused, never mapped: it decides whether a pCPU is reserved for
+    emulator threads, i.e. what an older peer claims."""
 
-class CPUEmulatorThreadsPolicy(fields.Enum):
     SHARE = 'share'
     ISOLATE = 'isolate'
     ALL = (SHARE, ISOLATE)
-
-    def __init__(self):
-        super().__init__(valid_values=self.ALL)
 
 
 def _transitions(status):
@@ -56,13 +86,20 @@ def _transitions(status):
     }
 
 
-class MigrationStatus(fields.Enum):
+class MigrationStatus(BackportableEnum):
     """Live-migration states, in the order a successful migration walks.
 
     The groups every module uses are named here, once; those that follow
     from the transition table are computed from it, so adding a status
     means placing it in TRANSITIONS and, if the table cannot tell, in
     NOT_STARTED (a unit test fails until every status is placed).
+
+    Mapped, never refused: every listing, wait and status record of a
+    migration carries its status, so refusing would make an older peer
+    lose the whole migration. A new status must refine one an older peer
+    knows (as queued refined accepted) and name it in OLDER; the older
+    peer then sees the state it would have recorded, whose transitions
+    and groups still hold (a unit test fails until it is named).
     """
 
     ACCEPTED = 'accepted'
@@ -94,9 +131,6 @@ class MigrationStatus(fields.Enum):
     # The guest runs on the destination: nothing is left to copy.
     COPIED = ()
 
-    def __init__(self):
-        super().__init__(valid_values=self.ALL)
-
 
 def _name_groups(status):
     table = _transitions(status)
@@ -120,16 +154,19 @@ def _name_groups(status):
 _name_groups(MigrationStatus)
 
 
-class PowerState(fields.Enum):
+class PowerState(BackportableEnum):
+    """Mapped to ``unknown``: the power state is what the hypervisor last
+    reported, only shown and compared with the next report; ``unknown``
+    is already what a peer gets when it cannot tell, and refusing would
+    hide the whole instance from it."""
+
     RUNNING = 'running'
     PAUSED = 'paused'
     SHUTDOWN = 'shutdown'
     CRASHED = 'crashed'
     UNKNOWN = 'unknown'
     ALL = (RUNNING, PAUSED, SHUTDOWN, CRASHED, UNKNOWN)
-
-    def __init__(self):
-        super().__init__(valid_values=self.ALL)
+    FALLBACK = UNKNOWN
 
 
 class CPUAllocationPolicyField(fields.BaseEnumField):
@@ -153,7 +190,7 @@ class PowerStateField(fields.BaseEnumField):
 
 
 __all__ = [
-    'CPUAllocationPolicy', 'CPUThreadAllocationPolicy',
+    'BackportableEnum', 'CPUAllocationPolicy', 'CPUThreadAllocationPolicy',
     'CPUEmulatorThreadsPolicy', 'MigrationStatus', 'PowerState',
     'CPUAllocationPolicyField', 'CPUThreadAllocationPolicyField',
     'CPUEmulatorThreadsPolicyField', 'MigrationStatusField',

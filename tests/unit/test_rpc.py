@@ -22,7 +22,18 @@ VERSIONS = {
 class ManifestForCapTest(base.TestCase):
 
     def test_no_cap_means_newest(self):
-        self.assertIsNone(rpc.manifest_for_cap(VERSIONS, None))
+        # Each registered object's newest version, whatever the manifests
+        # say (they name LiveMigrateData 2.0 here).
+        manifest = rpc.manifest_for_cap(VERSIONS, None)
+        self.assertEqual(objects.LiveMigrateData.VERSION,
+                         manifest['LiveMigrateData'])
+        self.assertEqual(objects.Migration.VERSION, manifest['Migration'])
+
+    def test_no_cap_holds_back_what_it_is_told(self):
+        manifest = rpc.manifest_for_cap(VERSIONS, None,
+                                        held_back={'Migration': '1.0'})
+        self.assertEqual('1.0', manifest['Migration'])
+        self.assertEqual(objects.Instance.VERSION, manifest['Instance'])
 
     def test_exact_version(self):
         self.assertEqual({'LiveMigrateData': '1.0'},

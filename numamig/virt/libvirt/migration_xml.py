@@ -110,8 +110,12 @@ def _check_shape(doc, info):
 
 
 def _update_vcpu(doc, info):
+    # Placement 'auto' (numad, as virt-install writes it) makes libvirt
+    # drop the cpuset: the floating vCPUs would run anywhere on the
+    # destination. Found by the XML corpus (issue 17).
     vcpu = doc.find('vcpu')
     if info.floating_cpus:
+        vcpu.set('placement', 'static')
         vcpu.set('cpuset', cpuspec.format_cpu_spec(info.floating_cpus))
     else:
         vcpu.attrib.pop('cpuset', None)
@@ -135,13 +139,38 @@ def _update_emulatorpin(doc, info):
 
 def _update_iothreadpins(doc, info):
     # I/O threads share the emulator threads' pCPUs: both serve the guest
-    # without being its vCPUs. Guests without I/O threads have none.
+    # without being its vCPUs. Every I/O thread gets its pin, whether the
+    # source had one or not: guests created before their pins were
+    # written (Nova bug 2139351's) would otherwise run their I/O threads
+    # on any destination pCPU, other guests' dedicated ones included.
+    # Pins only name threads the guest has: libvirt refuses the others.
     cputune = _child(doc, 'cputune', after='vcpu')
-    for pin in cputune.findall('iothreadpin'):
-        if info.emulator_pins:
-            pin.set('cpuset', cpuspec.format_cpu_spec(info.emulator_pins))
-        else:
-            cputune.remove(pin)
+    _remove_all(cputune, 'iothreadpin')
+    if info.emulator_pins:
+        cpuset = cpuspec.format_cpu_spec(info.emulator_pins)
+        for thread in iothread_ids(doc):
+            _insert(cputune, 'iothreadpin', iothread=str(thread),
+                    cpuset=cpuset)
+
+
+def iothread_ids(doc):
+    """Return the ids of the guest's I/O threads, as libvirt numbers them.
+
+    ``<iothreadids>`` names some or all; libvirt gives the rest of the
+    ``<iothreads>`` count the lowest ids not taken, from 1.
+
+    :raises DomainXMLError: ``<iothreads>`` or an id is not a number.
+    """
+    try:
+        count = int(doc.findtext('iothreads') or 0)
+        named = [int(el.get('id'))
+                 for el in doc.iterfind('iothreadids/iothread')]
+    except (TypeError, ValueError) as exc:
+        raise exception.DomainXMLError(
+            domain=domain_name(doc), reason=f"malformed I/O threads: {exc}")
+    free = (i for i in range(1, count + len(named) + 1) if i not in named)
+    return sorted(named + [next(free)
+                           for _ in range(max(count - len(named), 0))])
 
 
 def _update_vcpusched(doc, info):

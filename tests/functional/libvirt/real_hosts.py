@@ -128,16 +128,22 @@ class MigrationRun:
                 self._changed.wait(PROGRESS_INTERVAL_S)
 
 
+def start_root(test):
+    """Skip ``test`` (saying why) where this machine cannot run libvirtd
+    hosts; else return a temporary directory for them."""
+    reason = libvirt_daemons.missing_requirements()
+    if reason:
+        print(f"SKIP real libvirt tier: {reason}")
+        test.skipTest(reason)
+    return test.useFixture(fixtures.TempDir()).path
+
+
 class RealHostsTestCase(base.TestCase):
     """Hosts 'src' and 'dst', the blocker on dst, the dirtying kernel."""
 
     def setUp(self):
         super().setUp()
-        reason = libvirt_daemons.missing_requirements()
-        if reason:
-            print(f"SKIP real libvirt tier: {reason}")
-            self.skipTest(reason)
-        root = self.useFixture(fixtures.TempDir()).path
+        root = start_root(self)
         self.hosts, self.drivers = {}, {}
         for name in ('src', 'dst'):
             daemon = self.useFixture(libvirt_daemons.LibvirtDaemon(name,

@@ -189,12 +189,21 @@ class ComputeAPIVersionsTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        clients = [mock.Mock(name='client'), mock.Mock(name='client_1_0')]
-        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
-                                           side_effect=clients))
+        self.useFixture(fixtures.MockPatch(
+            'numamig.rpc.get_client',
+            side_effect=lambda *a, version_cap, **kw: mock.Mock(
+                name=f'client-{version_cap}')))
         self.api = compute_rpcapi.ComputeAPI(mock.sentinel.transport)
-        self.assertEqual(clients, [self.api.client, self.api._client_1_0])
-        self.api.client.can_send_version.return_value = True
+        # One client per set of objects an API version carries.
+        self.assertEqual(
+            {'1.0': 'client-1.0', '1.1': 'client-1.2',
+             '1.2': 'client-1.2', '1.3': 'client-1.3'},
+            {v: c._extract_mock_name()
+             for v, c in self.api._clients.items()})
+        self._client_1_0 = self.api._clients['1.0']
+        self._client_1_1 = self.api._clients['1.1']
+        for client in self.api._clients.values():
+            client.can_send_version.return_value = True
         self.inst = cbase.instance()
         self.migration = cbase.migration(self.inst)
 
@@ -202,39 +211,44 @@ class ComputeAPIVersionsTest(base.TestCase):
         return [c.kwargs['version'] for c in client.prepare.call_args_list]
 
     def test_old_destination_refuses_then_gets_1_0(self):
-        self.api.client.prepare.return_value.call.side_effect = \
+        self._client_1_1.prepare.return_value.call.side_effect = \
             messaging.UnsupportedVersion('1.1')
         self.api.check_can_live_migrate_destination(
             None, self.inst, 'dst', self.migration, None)
-        self.assertEqual(['1.1'], self._prepared(self.api.client))
-        self.assertEqual(['1.0'], self._prepared(self.api._client_1_0))
-        kwargs = self.api._client_1_0.prepare.return_value.call.call_args[1]
+        self.assertEqual(['1.1'], self._prepared(self._client_1_1))
+        self.assertEqual(['1.0'], self._prepared(self._client_1_0))
+        kwargs = self._client_1_0.prepare.return_value.call.call_args[1]
         self.assertNotIn('migration', kwargs)
         self.assertNotIn('limits', kwargs)
 
     def test_other_errors_are_not_retried(self):
-        self.api.client.prepare.return_value.call.side_effect = \
+        self._client_1_1.prepare.return_value.call.side_effect = \
             messaging.MessagingTimeout()
         self.assertRaises(messaging.MessagingTimeout,
                           self.api.check_can_live_migrate_destination,
                           None, self.inst, 'dst', self.migration, None)
-        self.api._client_1_0.prepare.assert_not_called()
+        self._client_1_0.prepare.assert_not_called()
 
     def test_capped_client_sends_1_0_without_trying(self):
         self.api.client.can_send_version.return_value = False
         self.api.check_can_live_migrate_destination(
             None, self.inst, 'dst', self.migration, None)
-        self.assertEqual(['1.0'], self._prepared(self.api.client))
+        self.assertEqual(['1.0'], self._prepared(self._client_1_0))
+        self.api.client.prepare.assert_not_called()
 
     def test_cast_follows_the_object_version(self):
-        old = releases.backported(samples.live_migrate_data(), '1.0')
-        self.api.live_migration(None, self.inst, self.migration, old)
-        self.api.live_migration(None, self.inst, self.migration,
-                                samples.live_migrate_data())
-        self.assertEqual(['1.0', '1.1'], self._prepared(self.api.client))
+        # Each goes at the API version carrying its LiveMigrateData, by
+        # the client backporting to that version's objects.
+        for version in ('1.0', '1.1', '1.2'):
+            self.api.live_migration(
+                None, self.inst, self.migration,
+                releases.backported(samples.live_migrate_data(), version))
+        self.assertEqual(['1.0'], self._prepared(self._client_1_0))
+        self.assertEqual(['1.1'], self._prepared(self._client_1_1))
+        self.assertEqual(['1.3'], self._prepared(self.api.client))
 
     def test_drop_refused_by_old_destination_is_nothing_to_drop(self):
-        self.api.client.prepare.return_value.call.side_effect = \
+        self._client_1_1.prepare.return_value.call.side_effect = \
             messaging.UnsupportedVersion('1.1')
         self.assertFalse(self.api.drop_move_claim_at_destination(
             None, self.inst, self.migration))

@@ -150,7 +150,7 @@ class FastPathTest(base.TestCase):
                 and any(isinstance(item, obj_base.NumamigObject)
                         for item in _as_list(getattr(obj, field)))}
             self.assertLessEqual(
-                holding, set(obj_base._object_fields(type(obj))), name)
+                holding, set(obj_base.object_fields(type(obj))), name)
 
     def test_unknown_attribute_raises_like_ovo(self):
         self.assertRaisesRegex(AttributeError, "no attribute 'nope'",
@@ -189,7 +189,7 @@ class FastPathTest(base.TestCase):
         for name, build in samples.BUILDERS.items():
             obj = build()
             obj.obj_reset_changes(recursive=True)
-            for child in obj_base._object_fields(type(obj)):
+            for child in obj_base.object_fields(type(obj)):
                 value = getattr(obj, child, None)
                 if isinstance(value, obj_base.NumamigObject):
                     value._changed_fields.add(next(iter(value.fields)))

@@ -250,3 +250,57 @@ class RewritePropertyTestCase(base.TestCase):
             [(c.id, c.cpuset, c.pcpuset, c.memory_mb) for c in topo.cells],
             [(c.id, c.cpuset, c.pcpuset, c.memory_mb)
              for c in parsed.cells])
+
+
+class Issue17RegressionTestCase(base.TestCase):
+    """What the XML corpus (tests/fixtures/domains) found."""
+
+    def _guest(self, vcpu, extra=''):
+        return (f"<domain><name>g</name>{vcpu}{extra}<cpu><numa>"
+                f"<cell id='0' cpus='0-1' memory='1048576' unit='KiB'/>"
+                f"</numa></cpu></domain>")
+
+    def _rewrite(self, xml, **kwargs):
+        values = {'cpu_pins': {}, 'cell_pins': {0: {1}},
+                  'emulator_pins': {4, 5}, 'floating_cpus': {4, 5}}
+        values.update(kwargs)
+        return etree.fromstring(migration_xml.get_updated_xml(
+            xml, objects.NUMAMigrateInfo(**values).validate()))
+
+    def test_iothreads_without_pins_get_the_emulator_pins(self):
+        doc = self._rewrite(self._guest(
+            "<vcpu placement='static'>2</vcpu>", '<iothreads>2</iothreads>'))
+        self.assertEqual([{'iothread': '1', 'cpuset': '4-5'},
+                          {'iothread': '2', 'cpuset': '4-5'}],
+                         _attrs(doc, 'cputune/iothreadpin'))
+
+    def test_iothread_ids_named_and_filled_as_libvirt_does(self):
+        doc = self._rewrite(self._guest(
+            "<vcpu>2</vcpu>", "<iothreads>3</iothreads><iothreadids>"
+            "<iothread id='2'/><iothread id='7'/></iothreadids><cputune>"
+            "<iothreadpin iothread='9' cpuset='0'/></cputune>"))
+        # The stale pin of a thread the guest lacks is gone (libvirt
+        # refuses it); thread 1 is the one libvirt adds.
+        self.assertEqual(['1', '2', '7'], [
+            el.get('iothread') for el in doc.iterfind('cputune/iothreadpin')])
+
+    def test_no_emulator_pins_no_iothread_pins(self):
+        doc = self._rewrite(self._guest(
+            "<vcpu>2</vcpu>", '<iothreads>1</iothreads>'),
+            emulator_pins=set())
+        self.assertIsNone(doc.find('cputune'))
+
+    def test_auto_placement_becomes_static_with_the_cpuset(self):
+        doc = self._rewrite(self._guest("<vcpu placement='auto'>2</vcpu>"))
+        self.assertEqual({'placement': 'static', 'cpuset': '4-5'},
+                         dict(doc.find('vcpu').attrib))
+
+    def test_auto_placement_kept_without_floating_cpus(self):
+        doc = self._rewrite(self._guest("<vcpu placement='auto'>2</vcpu>"),
+                            cpu_pins={0: {6}, 1: {7}}, floating_cpus=None)
+        self.assertEqual({'placement': 'auto'}, dict(doc.find('vcpu').attrib))
+
+    def test_malformed_iothreads_refused(self):
+        self.assertRaises(exception.DomainXMLError, self._rewrite,
+                          self._guest("<vcpu>2</vcpu>",
+                                      '<iothreads>two</iothreads>'))
