@@ -10,6 +10,7 @@ import typing
 
 from numamig.numa import pages
 from numamig.numa import placed
+from numamig.objects import fields
 
 
 class Demand(typing.NamedTuple):
@@ -18,6 +19,9 @@ class Demand(typing.NamedTuple):
     Guest cells with equal demands fit the same host cells, so the fit
     checks each distinct demand once per host cell. (A named tuple: a
     fit makes one per guest cell, and it is the cheapest to make.)
+    ``pinned_policy``: the cell's CPU policy pins vCPUs (dedicated or
+    mixed, even for a mixed cell whose vCPUs all float), so its memory
+    may not be overcommitted.
     """
 
     floating: int
@@ -25,6 +29,11 @@ class Demand(typing.NamedTuple):
     memory_mb: int
     pagesize: int | None
     thread_policy: str | None
+    pinned_policy: bool = False
+
+
+_PINNED_POLICIES = (fields.CPUAllocationPolicy.DEDICATED,
+                    fields.CPUAllocationPolicy.MIXED)
 
 
 def demand_of(guest_cell, extra_pcpus, pagesize_kb):
@@ -38,7 +47,8 @@ def demand_of(guest_cell, extra_pcpus, pagesize_kb):
     return Demand(len(guest_cell.cpuset),
                   len(guest_cell.pcpuset) + extra_pcpus,
                   guest_cell.memory_mb, pagesize,
-                  guest_cell.cpu_thread_policy)
+                  guest_cell.cpu_thread_policy,
+                  guest_cell.cpu_policy in _PINNED_POLICIES)
 
 
 def explain(why):
@@ -58,7 +68,7 @@ def check(host_cell, demand, limits):
 
     :param host_cell: a views.CellView.
     :param limits: views.LimitsView or None. Without limits only the
-        cell's size bounds floating vCPUs and small-page memory.
+        cell's size bounds floating vCPUs and unpinned memory.
     """
     size = None
     if demand.pagesize is not None:
@@ -67,7 +77,8 @@ def check(host_cell, demand, limits):
         if size is None:
             return why, None
     else:
-        why = _check_memory(host_cell, demand.memory_mb, limits)
+        why = _check_memory(host_cell, demand.memory_mb, limits,
+                            demand.pinned_policy)
         if why:
             return why, None
     why = _check_floating(host_cell, demand.floating, limits)
@@ -76,39 +87,55 @@ def check(host_cell, demand, limits):
     return why, (None if why else size)
 
 
-def _check_memory(host_cell, memory_mb, limits):
-    """Check a guest cell without a page size: against the cell's memory,
-    then against what its smallest pages have (pages.small_page_memory).
-    Without limits only the sizes count."""
-    ratio = 1.0 if limits is None else limits.ram_ratio
-    if limits is None:
-        if memory_mb > host_cell.memory_mb:
-            return ("needs %d MiB, the cell has %d MiB",
-                    (memory_mb, host_cell.memory_mb))
-    else:
-        limit = host_cell.memory_mb * ratio
-        if host_cell.memory_usage_mb + memory_mb > limit:
-            return ("needs %d MiB, %d of %g MiB (ram_allocation_ratio %g) "
-                    "are used",
-                    (memory_mb, host_cell.memory_usage_mb, limit, ratio))
+def _check_memory(host_cell, memory_mb, limits, pinned_policy):
+    """Check a guest cell without a page size.
+
+    Whatever the ratio, no guest cell is larger than the host cell or,
+    when the cell reports page pools, than what its smallest pages hold
+    (pages.small_page_memory). A pinned guest cell takes no more than is
+    free: memory is never overcommitted under pinned vCPUs. Any other is
+    bounded by ram_allocation_ratio when there are limits.
+    """
     small = host_cell.small_memory
-    if small is None:
+    if memory_mb > host_cell.memory_mb:
+        return ("needs %d MiB, the cell has %d MiB",
+                (memory_mb, host_cell.memory_mb))
+    if small is not None and memory_mb > small[0]:
+        return ("needs %d MiB of small pages, the cell has %d MiB "
+                "outside huge pages and reservations", (memory_mb, small[0]))
+    if pinned_policy:
+        why = _check_free_memory(host_cell, memory_mb, small)
+        if why:
+            return why
+    if limits is None:
         return None
-    return _check_small_memory(memory_mb, *small,
-                               None if limits is None else ratio)
-
-
-def _check_small_memory(memory_mb, capacity, used, ratio):
-    """Check memory against the smallest pages; ratio None: no limits."""
-    if ratio is None:
-        if memory_mb > capacity:
-            return ("needs %d MiB of small pages, the cell has %d MiB "
-                    "outside huge pages and reservations",
-                    (memory_mb, capacity))
-    elif used + memory_mb > capacity * ratio:
+    ratio = limits.ram_ratio
+    limit = host_cell.memory_mb * ratio
+    if host_cell.memory_usage_mb + memory_mb > limit:
+        return ("needs %d MiB, %d of %g MiB (ram_allocation_ratio %g) "
+                "are used",
+                (memory_mb, host_cell.memory_usage_mb, limit, ratio))
+    if small is not None and small[1] + memory_mb > small[0] * ratio:
         return ("needs %d MiB of small pages, %d of %g MiB outside huge "
                 "pages and reservations (ram_allocation_ratio %g) are used",
-                (memory_mb, used, capacity * ratio, ratio))
+                (memory_mb, small[1], small[0] * ratio, ratio))
+    return None
+
+
+def _check_free_memory(host_cell, memory_mb, small):
+    """Check a pinned guest cell's memory against what is free: of the
+    small pages when the cell reports pools, else of the cell."""
+    if small is not None:
+        capacity, used = small
+        if used + memory_mb > capacity:
+            return ("needs %d MiB of small pages free for pinned vCPUs "
+                    "(never overcommitted), %d of %d MiB outside huge pages "
+                    "and reservations are used", (memory_mb, used, capacity))
+        return None
+    if host_cell.memory_usage_mb + memory_mb > host_cell.memory_mb:
+        return ("needs %d MiB free for pinned vCPUs (never overcommitted), "
+                "%d of %d MiB are used",
+                (memory_mb, host_cell.memory_usage_mb, host_cell.memory_mb))
     return None
 
 

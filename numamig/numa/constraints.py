@@ -98,6 +98,8 @@ def _parse(spec, key, value, vcpus):
         return specs_mod.parse_positive_int(key, value)
     if spec.kind == 'pagesize':
         return specs_mod.parse_page_size(key, value)
+    if spec.kind == 'vcpus':
+        return specs_mod.parse_vcpu_list(key, value, vcpus)
     return specs_mod.parse_vcpu_mask(key, value, vcpus)
 
 
@@ -240,10 +242,11 @@ def _dedicated_vcpus(settings, vcpus):
             reason="mixed needs hw:cpu_dedicated_mask (or a realtime mask) "
                    "to say which vCPUs are pinned")
     if not mask.value or mask.value == set(range(vcpus)):
+        left = "no dedicated" if not mask.value else "no shared"
         raise exception.InvalidNUMASpec(
             key=mask.key, value=mask.raw,
-            reason=f"mixed needs at least one pinned and one shared vCPU of "
-                   f"the {vcpus}")
+            reason=f"leaves {left} vCPU of the {vcpus}; mixed needs at "
+                   f"least one pinned and one shared vCPU")
     return set(mask.value)
 
 

@@ -31,8 +31,9 @@ _FALSE = ('0', 'false', 'no', 'off', 'n', 'f')
 class Spec:
     """One NUMA-related setting and where a guest may ask for it.
 
-    ``kind`` is one of 'choice', 'bool', 'int', 'mask' (a vCPU list,
-    ``^`` exclusions allowed), 'pagesize'. Per-cell specs (``per_cell``)
+    ``kind`` is one of 'choice', 'bool', 'int', 'mask' (a vCPU mask:
+    one starting with ``^`` is read against all vCPUs), 'vcpus' (a guest
+    node's vCPU list), 'pagesize'. Per-cell specs (``per_cell``)
     are written ``<key>.N`` with N a guest cell number.
     """
 
@@ -64,15 +65,17 @@ SPECS = (
          "Give the vCPUs of the realtime mask a FIFO scheduler priority."),
     Spec('cpu_realtime_mask', 'hw:cpu_realtime_mask', 'hw_cpu_realtime_mask',
          'mask',
-         "Which vCPUs are realtime, e.g. '^0-1' (all but 0 and 1)."),
+         "Which vCPUs are realtime, e.g. '^0-1' (all but 0 and 1); a "
+         "mask starting with '^' is read against all vCPUs."),
     Spec('cpu_dedicated_mask', 'hw:cpu_dedicated_mask', None, 'mask',
-         "Which vCPUs are pinned under hw:cpu_policy=mixed, e.g. '^0'."),
+         "Which vCPUs are pinned under hw:cpu_policy=mixed, e.g. '^0' "
+         "(all but 0) or '^0,2' (all but 0, and 2 again)."),
     Spec('mem_page_size', 'hw:mem_page_size', 'hw_mem_page_size', 'pagesize',
          "Back guest memory with small, large, any, or a given page size "
          "such as 2MB or 1GB (a bare number is KiB)."),
     Spec('numa_nodes', 'hw:numa_nodes', 'hw_numa_nodes', 'int',
          "Number of guest NUMA nodes, each on its own host node."),
-    Spec('numa_cpus', 'hw:numa_cpus', 'hw_numa_cpus', 'mask',
+    Spec('numa_cpus', 'hw:numa_cpus', 'hw_numa_cpus', 'vcpus',
          "vCPUs of guest node N (hw:numa_cpus.N), for an asymmetric split.",
          per_cell=True),
     Spec('numa_mem', 'hw:numa_mem', 'hw_numa_mem', 'int',
@@ -174,17 +177,44 @@ def parse_page_size(key, value):
 def parse_vcpu_mask(key, value, vcpus):
     """Return the set of vCPUs a mask names, out of ``vcpus`` vCPUs.
 
-    A mask made only of ``^`` exclusions names every vCPU but those (the
-    way hw:cpu_realtime_mask is usually written); otherwise it names
-    exactly the listed vCPUs, minus any exclusions.
+    The rule of hw:cpu_dedicated_mask and hw:cpu_realtime_mask, as Nova
+    reads them: a mask that starts with ``^`` is read against all the
+    guest's vCPUs, so on 4 vCPUs ``^0,2`` is 0-3, less 0, plus 2: {1, 2,
+    3}. Any other mask names exactly the listed vCPUs, less its ``^``
+    terms. Exclusions win over inclusions wherever they stand.
     """
-    text = str(value).strip()
+    text = _mask_text(key, value)
+    if text.startswith('^'):
+        text = f"0-{vcpus - 1},{text}"
+    return _named_vcpus(key, value, text, vcpus)
+
+
+def parse_vcpu_list(key, value, vcpus):
+    """Return the set of vCPUs of a guest node (hw:numa_cpus.N).
+
+    The listed vCPUs less the ``^`` terms, as Nova reads it; a list made
+    only of exclusions, which Nova reads as no vCPU at all, names every
+    vCPU but those (numamig has read it so since its first release, and
+    recorded guests keep it).
+    """
+    text = _mask_text(key, value)
     terms = [t.strip() for t in text.split(',') if t.strip()]
-    if not terms:
+    if all(t.startswith('^') for t in terms):
+        text = f"0-{vcpus - 1},{text}"
+    return _named_vcpus(key, value, text, vcpus)
+
+
+def _mask_text(key, value):
+    """Return the stripped text of a vCPU mask; refuse a blank one."""
+    text = str(value).strip()
+    if not text.replace(',', '').strip():
         raise exception.InvalidNUMASpec(key=key, value=value,
                                         reason="names no vCPU")
-    if all(t.startswith('^') for t in terms):
-        text = f"0-{vcpus - 1},{text}" if vcpus > 1 else f"0,{text}"
+    return text
+
+
+def _named_vcpus(key, value, text, vcpus):
+    """Parse ``text`` (the mask as read) into vCPUs of the guest."""
     try:
         named = cpuspec.parse_cpu_spec(text)
     except cpuspec.CPUSpecError as exc:

@@ -79,6 +79,42 @@ class RequestTest(testscenarios.WithScenarios, base.TestCase):
             'vcpus': 4, 'specs': {'hw:cpu_policy': 'mixed',
                             'hw:cpu_dedicated_mask': '^0-1'}, 'image': {},
             'expected': [([2, 3], [0, 1], 2048, None, None, [])]}),
+        ('mixed_caret_mask_relisting_a_vcpu', {
+            'vcpus': 4, 'specs': {'hw:cpu_policy': 'mixed',
+                                  'hw:cpu_dedicated_mask': '^0,2'},
+            'image': {},
+            'expected': [([1, 2, 3], [0], 2048, None, None, [])]}),
+        ('mixed_caret_mask_over_two_nodes', {
+            'vcpus': 8, 'specs': {'hw:cpu_policy': 'mixed',
+                                  'hw:numa_nodes': '2',
+                                  'hw:cpu_dedicated_mask': '^0,4'},
+            'image': {},
+            'expected': [([1, 2, 3], [0], 1024, None, None, []),
+                         ([4, 5, 6, 7], [], 1024, None, None, [])]}),
+        ('mixed_caret_mask_tokens_and_ranges', {
+            'vcpus': 8, 'specs': {'hw:cpu_policy': 'mixed',
+                                  'hw:cpu_dedicated_mask': '^0-3,1,^6,2-3'},
+            'image': {},
+            'expected': [([4, 5, 7], [0, 1, 2, 3, 6], 2048, None, None,
+                          [])]}),
+        ('realtime_caret_mask_relisting_a_vcpu', {
+            'vcpus': 4, 'specs': {**DEDICATED, 'hw:cpu_realtime': 'yes',
+                                  'hw:cpu_realtime_mask': '^0-1,1'},
+            'image': {},
+            'expected': [([0, 1, 2, 3], [], 2048, None, None, [2, 3])]}),
+        ('mixed_from_caret_realtime_mask', {
+            'vcpus': 4,
+            'specs': {'hw:cpu_policy': 'mixed', 'hw:cpu_realtime': 'yes',
+                      'hw:cpu_realtime_mask': '^1,3'}, 'image': {},
+            'expected': [([0, 2, 3], [1], 2048, None, None, [0, 2, 3])]}),
+        ('split_list_starting_with_caret_is_a_list', {
+            'vcpus': 4, 'specs': {'hw:numa_nodes': '2',
+                                  'hw:numa_cpus.0': '^1,0',
+                                  'hw:numa_cpus.1': '1-3',
+                                  'hw:numa_mem.0': '1024',
+                                  'hw:numa_mem.1': '1024'}, 'image': {},
+            'expected': [([], [0], 1024, None, None, []),
+                         ([], [1, 2, 3], 1024, None, None, [])]}),
         ('mixed_from_realtime_mask', {
             'vcpus': 4,
             'specs': {'hw:cpu_policy': 'mixed', 'hw:cpu_realtime': 'yes',
@@ -214,6 +250,33 @@ class InvalidRequestTest(testscenarios.WithScenarios, base.TestCase):
                    'hw:cpu_dedicated_mask': '0-3'}, 'image': {},
             'exc': exception.InvalidNUMASpec,
             'fragment': "at least one pinned and one shared vCPU"}),
+        ('mixed_caret_mask_leaves_no_dedicated', {
+            'specs': {'hw:cpu_policy': 'mixed',
+                      'hw:cpu_dedicated_mask': '^0-3'}, 'image': {},
+            'exc': exception.InvalidNUMASpec,
+            'fragment': "hw:cpu_dedicated_mask='^0-3': leaves no dedicated "
+                        "vCPU of the 4"}),
+        ('mixed_caret_mask_excludes_only_absent_vcpus', {
+            'specs': {'hw:cpu_policy': 'mixed',
+                      'hw:cpu_dedicated_mask': '^4-5'}, 'image': {},
+            'exc': exception.InvalidNUMASpec,
+            'fragment': "hw:cpu_dedicated_mask='^4-5': leaves no shared "
+                        "vCPU of the 4"}),
+        ('mixed_caret_mask_several_exclusions_leave_none', {
+            'specs': {'hw:cpu_policy': 'mixed',
+                      'hw:cpu_dedicated_mask': '^0-1,^2-3,1,^1'},
+            'image': {}, 'exc': exception.InvalidNUMASpec,
+            'fragment': "leaves no dedicated vCPU of the 4"}),
+        ('mixed_caret_mask_beyond_guest', {
+            'specs': {'hw:cpu_policy': 'mixed',
+                      'hw:cpu_dedicated_mask': '^0,4'}, 'image': {},
+            'exc': exception.InvalidNUMASpec,
+            'fragment': "names vCPUs [4] but the guest has vCPUs 0-3"}),
+        ('realtime_caret_mask_names_none', {
+            'specs': {**DEDICATED, 'hw:cpu_realtime': 'yes',
+                      'hw:cpu_realtime_mask': '^0-3,2,^2'}, 'image': {},
+            'exc': exception.InvalidNUMASpec,
+            'fragment': "names no realtime vCPU"}),
         ('page_size_not_power_of_two', {
             'specs': {'hw:mem_page_size': '3MB'}, 'image': {},
             'exc': exception.InvalidNUMASpec,

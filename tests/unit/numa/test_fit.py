@@ -2,13 +2,18 @@
 
 import copy
 
+import testscenarios
+
 from numamig import exception
 from numamig import objects
+from numamig.numa import constraints
 from numamig.numa import fit
 from tests import base
 from tests.unit.numa import hosts
 
 GIB, MIB2 = 1048576, 2048
+
+load_tests = testscenarios.load_tests_apply_scenarios
 
 
 def _one_cell_host(pinned=(1,)):
@@ -185,6 +190,108 @@ class GoldenLimitsTest(base.TestCase):
         self.assertIn("needs 2 shared pCPUs for floating vCPUs, has 0",
                       fit.fit(host, hosts.request(
                           [(0, 2, 512, None, None)])).reason)
+
+
+def _no_pages_cell(memory_mb, memory_usage_mb):
+    """One cell of 4 dedicated and 4 shared pCPUs that reports no page
+    pools, only its memory."""
+    return objects.HostNUMACell(
+        id=0, pcpuset={0, 1, 2, 3}, cpuset={4, 5, 6, 7}, memory_mb=memory_mb,
+        memory_usage_mb=memory_usage_mb)
+
+
+GIB_MB = 1024
+
+
+class GoldenPinnedMemoryTest(testscenarios.WithScenarios, base.TestCase):
+    """Pinned guests never overcommit memory; no guest cell exceeds its
+    host cell whatever the ratio (issue 16, written from the rules).
+
+    The host cell: 64 GiB, ``used`` GiB in use; pools as ``pools`` says
+    (none, or small pages for 48 GiB and 16 GiB of 1 GiB pages with
+    ``huge_used`` of them used). The guest: 1 cell of ``memory`` GiB,
+    ``pinned`` vCPUs pinned and ``floating`` floating.
+    """
+
+    scenarios = [
+        # name, pools, used GiB, huge used, guest GiB, pinned, floating,
+        # ram ratio (None: no limits), expected reason fragment or None
+        (name, dict(zip(('pools', 'used', 'huge_used', 'memory', 'pinned',
+                         'floating', 'ratio', 'why'), values, strict=True)))
+        for name, *values in (
+            ('issue_dedicated_6g_on_4g_free', False, 60, 0, 6, 2, 0, None,
+             "needs 6144 MiB free for pinned vCPUs (never overcommitted), "
+             "61440 of 65536 MiB are used"),
+            ('dedicated_4g_on_4g_free', False, 60, 0, 4, 2, 0, None, None),
+            ('dedicated_ratio_does_not_help', False, 60, 0, 6, 2, 0, 1.5,
+             "needs 6144 MiB free for pinned vCPUs"),
+            ('mixed_counts_as_pinned', False, 60, 0, 6, 1, 1, None,
+             "needs 6144 MiB free for pinned vCPUs"),
+            ('floating_overcommits_without_limits', False, 60, 0, 6, 0, 1,
+             None, None),
+            ('floating_overcommits_within_ratio', False, 60, 0, 6, 0, 1,
+             1.5, None),
+            ('floating_never_beyond_the_cell', False, 0, 0, 65, 0, 1, 2.0,
+             "needs 66560 MiB, the cell has 65536 MiB"),
+            ('dedicated_small_pages_free', True, 40, 8, 16, 2, 0, None,
+             None),
+            ('dedicated_small_pages_one_gib_short', True, 41, 8, 16, 2, 0,
+             1.5, "needs 16384 MiB of small pages free for pinned vCPUs "
+                  "(never overcommitted), 33792 of 49152 MiB outside huge "
+                  "pages and reservations are used"),
+            ('floating_small_pages_within_ratio', True, 41, 8, 16, 0, 1,
+             1.5, None),
+            ('floating_never_beyond_small_pages', True, 0, 0, 49, 0, 1, 2.0,
+             "needs 50176 MiB of small pages, the cell has 49152 MiB "
+             "outside huge pages and reservations"),
+        )]
+
+    def _host(self):
+        cell = _no_pages_cell(64 * GIB_MB, self.used * GIB_MB)
+        if self.pools:
+            cell.mempages = [
+                objects.NUMAPagesTopology(size_kb=4, total=48 * 262144),
+                objects.NUMAPagesTopology(size_kb=GIB, total=16,
+                                          used=self.huge_used)]
+        return objects.HostNUMATopology(cells=[cell])
+
+    def test_fit(self):
+        policy = ('dedicated' if not self.floating else
+                  'mixed' if self.pinned else None)
+        request = objects.InstanceNUMATopology(cells=[
+            objects.InstanceNUMACell(
+                id=0, pcpuset=set(range(self.pinned)),
+                cpuset=set(range(self.pinned, self.pinned + self.floating)),
+                memory_mb=self.memory * GIB_MB, cpu_policy=policy)])
+        limits = (None if self.ratio is None else objects.NUMALimits(
+            cpu_allocation_ratio=1.0, ram_allocation_ratio=self.ratio))
+        result = fit.fit(self._host(), request, limits)
+        if self.why is None:
+            self.assertTrue(result.fits, result.reason)
+        else:
+            self.assertFalse(result.fits)
+            self.assertIn(self.why, result.reason)
+
+
+class GoldenCaretMaskFitTest(base.TestCase):
+
+    def test_issue_mixed_8_vcpus_2_nodes_caret_mask_fits(self):
+        # ^0,4 pins vCPUs 1-7: guest node 0 floats vCPU 0 and pins 1-3,
+        # node 1 pins 4-7. Each host cell: 1 shared and 4 dedicated pCPUs;
+        # read as {4}, node 0 wanted 4 shared pCPUs and fitted nowhere.
+        host = hosts.make_host(cells=2, cores=5, threads=1, shared=1)
+        request = constraints.get_numa_request(
+            8, 4096, {'hw:cpu_policy': 'mixed', 'hw:numa_nodes': '2',
+                      'hw:cpu_dedicated_mask': '^0,4'}, {})
+        result = fit.fit(host, request)
+        self.assertTrue(result.fits, result.reason)
+        pins = {}
+        for cell, host_cell in zip(result.topology.cells, host.cells,
+                                   strict=True):
+            self.assertLessEqual(set(cell.cpu_pinning.values()),
+                                 host_cell.pcpuset)
+            pins.update(cell.cpu_pinning)
+        self.assertEqual([1, 2, 3, 4, 5, 6, 7], sorted(pins))
 
 
 class FitContractTest(base.TestCase):

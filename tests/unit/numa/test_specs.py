@@ -1,8 +1,12 @@
 """Tests of numamig.numa.specs: which keys a new guest may carry."""
 
+import testscenarios
+
 from numamig import exception
 from numamig.numa import specs
 from tests import base
+
+load_tests = testscenarios.load_tests_apply_scenarios
 
 
 class CheckKnownTest(base.TestCase):
@@ -55,3 +59,68 @@ class CheckKnownTest(base.TestCase):
         flavor = {'hw:cpu_policy': 'dedicated'}
         specs.check_known(flavor, {})
         self.assertEqual({'hw:cpu_policy': 'dedicated'}, flavor)
+
+
+class VCPUMaskTest(testscenarios.WithScenarios, base.TestCase):
+    """hw:cpu_dedicated_mask / hw:cpu_realtime_mask, from the rule: a mask
+    starting with ``^`` is read against all vCPUs, any other names just
+    its vCPUs; exclusions win wherever they stand."""
+
+    scenarios = [
+        ('issue_example', {'vcpus': 4, 'mask': '^0,2', 'named': {1, 2, 3}}),
+        ('only_exclusions', {'vcpus': 4, 'mask': '^0', 'named': {1, 2, 3}}),
+        ('exclusion_range', {'vcpus': 8, 'mask': '^0-1', 'named':
+                             {2, 3, 4, 5, 6, 7}}),
+        ('several_of_each', {'vcpus': 8, 'mask': '^0,^4,2,5,^7',
+                             'named': {1, 2, 3, 5, 6}}),
+        ('ranges_both_ways', {'vcpus': 8, 'mask': '^2-3,3-5,^5',
+                              'named': {0, 1, 4, 6, 7}}),
+        ('exclusion_beats_inclusion', {'vcpus': 4, 'mask': '^2,2',
+                                       'named': {0, 1, 3}}),
+        ('spaces_around_caret', {'vcpus': 4, 'mask': ' ^ 1 , 3',
+                                 'named': {0, 2, 3}}),
+        ('one_vcpu_guest', {'vcpus': 1, 'mask': '^0', 'named': set()}),
+        ('plain_list', {'vcpus': 8, 'mask': '1,4-5', 'named': {1, 4, 5}}),
+        ('plain_list_with_exclusion', {'vcpus': 8, 'mask': '0-5,^2,7',
+                                       'named': {0, 1, 3, 4, 5, 7}}),
+        ('exclusion_after_inclusion', {'vcpus': 4, 'mask': '2,^0',
+                                       'named': {2}}),
+    ]
+
+    def test_named(self):
+        self.assertEqual(self.named, specs.parse_vcpu_mask(
+            'hw:cpu_dedicated_mask', self.mask, self.vcpus))
+
+
+class VCPUListTest(testscenarios.WithScenarios, base.TestCase):
+    """hw:numa_cpus.N: the listed vCPUs less exclusions, whatever comes
+    first; only exclusions: every vCPU but those."""
+
+    scenarios = [
+        ('caret_first_lists_vcpus', {'mask': '^0,2-3', 'named': {2, 3}}),
+        ('only_exclusions', {'mask': '^0-1', 'named': {2, 3, 4, 5}}),
+        ('plain', {'mask': '0-2,^1', 'named': {0, 2}}),
+    ]
+
+    def test_named(self):
+        self.assertEqual(self.named, specs.parse_vcpu_list(
+            'hw:numa_cpus.0', self.mask, 6))
+
+
+class BadVCPUMaskTest(testscenarios.WithScenarios, base.TestCase):
+    scenarios = [
+        ('blank', {'mask': ' ', 'fragment': "names no vCPU"}),
+        ('commas_only', {'mask': ',,', 'fragment': "names no vCPU"}),
+        ('beyond_the_guest', {'mask': '^0,5', 'fragment':
+                              "names vCPUs [5] but the guest has vCPUs "
+                              "0-3"}),
+        ('backwards_range', {'mask': '^3-1', 'fragment': "runs backwards"}),
+        ('not_a_number', {'mask': '^x', 'fragment': "invalid CPU number"}),
+    ]
+
+    def test_refused_naming_the_key(self):
+        for parse in (specs.parse_vcpu_mask, specs.parse_vcpu_list):
+            exc = self.assertRaises(exception.InvalidNUMASpec, parse,
+                                    'hw:cpu_realtime_mask', self.mask, 4)
+            self.assertIn('hw:cpu_realtime_mask', str(exc))
+            self.assertIn(self.fragment, str(exc))

@@ -75,9 +75,10 @@ class RequestViewTest(base.TestCase):
         view = views.RequestView(request)
         self.assertEqual([0, 1], [g.id for g in view.guests])
         own, forced = view.demands(), view.demands(4)
-        # Isolated emulator threads: one more pinned pCPU on cell 0.
-        self.assertEqual([(0, 3, 1024, 2048, 'prefer'),
-                          (1, 1, 512, None, None)], list(own))
+        # Isolated emulator threads: one more pinned pCPU on cell 0; both
+        # cells' policies pin (dedicated, mixed): no memory overcommit.
+        self.assertEqual([(0, 3, 1024, 2048, 'prefer', True),
+                          (1, 1, 512, None, None, True)], list(own))
         self.assertEqual([4, 4], [d.pagesize for d in forced])
         self.assertIs(own, view.demands())
 

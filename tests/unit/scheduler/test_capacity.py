@@ -70,16 +70,17 @@ class CapacityTest(base.TestCase):
         limits = objects.NUMALimits(cpu_allocation_ratio=1.0,
                                     ram_allocation_ratio=1.5)
         # 8192 * 1.5 - 6000 = 6288 MiB fit; the small pages are 8192 *
-        # 1.5 - 0 on their side.
-        host = hosts.make_host(cells=1, memory_mb=8192,
+        # 1.5 - 0 on their side. A floating guest: pinned ones never
+        # overcommit memory.
+        host = hosts.make_host(cells=1, memory_mb=8192, shared=1,
                                memory_usage_mb=6000)
-        request = hosts.request([(1, 0, 6288, None, None)])
+        request = hosts.request([(0, 1, 6288, None, None)])
         needs = self._assert_boundary(host, request, capacity.MEMORY,
                                       limits=limits)
         # The bound is a necessary condition with a little slack.
         self.assertGreaterEqual(needs._memory_limit(
             capacity.HostCapacity(host)), 6288)
-        fuller = hosts.make_host(cells=1, memory_mb=8192,
+        fuller = hosts.make_host(cells=1, memory_mb=8192, shared=1,
                                  memory_usage_mb=8000)
         self.assertFalse(fit.fit(fuller, request, limits).fits)
         self.assertEqual(capacity.MEMORY,
