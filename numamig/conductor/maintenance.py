@@ -161,6 +161,30 @@ def host_domains(worker, ctxt, host):
     return domains
 
 
+def refresh_usage(worker, ctxt, host):
+    """Have ``host``'s agent recompute its usage from the records now.
+
+    The agent does so every ``[compute] update_resources_interval``
+    anyway; ``heal claims`` asks for it when the host's report and the
+    records differ, then compares the fresh report.
+
+    :returns: the ComputeNodeReport the agent sent (and stored).
+    :raises HostNotFound: ``host`` never reported.
+    :raises Invalid: its agent (or [upgrade_levels] compute) is older
+        than compute API 1.4.
+    """
+    worker.cache.get(host)
+    try:
+        return worker.compute_api.refresh_usage(
+            ctxt, host, timeout=worker.check_timeout)
+    except messaging.UnsupportedVersion as exc:
+        raise exception.Invalid(
+            reason=f"compute host {host} cannot recompute its usage on "
+                   f"request: its agent (or [upgrade_levels] compute) is "
+                   f"older than compute API 1.4; it does so every "
+                   f"[compute] update_resources_interval") from exc
+
+
 def delete_host(worker, host):
     """Forget a host that no longer runs numamig: its record and its
     place in the scheduler's cache (and so in upgrade checks).
