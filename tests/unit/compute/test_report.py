@@ -1,7 +1,9 @@
 """Tests of numamig.compute.report: the background reporter."""
 
 import threading
+from unittest import mock
 
+from numamig.compute import report
 from tests import base
 from tests.unit.compute import base as cbase
 
@@ -72,3 +74,18 @@ class BackgroundReporterTest(base.TestCase):
             self.sent.wait_for(lambda: len(calls) >= 2, WAIT_S)
         self.assertEqual(2, len(calls))
         self.assertEqual(1, self.agent.reporter.sent)
+
+
+class RefreshTest(base.TestCase):
+    """report.refresh: recompute from the records, then report."""
+
+    def test_recompute_then_report_what_it_counts(self):
+        agent = mock.Mock()
+        agent.tracker.update_available_resource.side_effect = [False, True]
+        with mock.patch.object(report, 'build') as build:
+            fresh = report.refresh(agent, 'ctxt')
+        self.assertEqual(2, agent.tracker.update_available_resource
+                         .call_count)
+        self.assertIs(build.return_value, fresh)
+        agent.conductor_api.report_compute_node.assert_called_once_with(
+            'ctxt', fresh)
