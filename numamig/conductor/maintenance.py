@@ -88,11 +88,18 @@ def _delete_on_host(worker, ctxt, instance):
         worker.compute_api.delete_instance(
             ctxt, instance, timeout=worker.check_timeout)
     except messaging.UnsupportedVersion as exc:
-        raise exception.Invalid(
-            reason=f"compute host {instance.host} cannot delete instance "
-                   f"{instance.uuid}: its agent (or [upgrade_levels] "
-                   f"compute) is older than compute API 1.2; upgrade it "
-                   f"first") from exc
+        raise _agent_too_old(instance.host, f"delete instance "
+                             f"{instance.uuid}", '1.2',
+                             "upgrade it first") from exc
+
+
+def _agent_too_old(host, what, version, then):
+    """Invalid: ``host``'s agent cannot ``what`` below compute API
+    ``version``; ``then`` says what follows."""
+    return exception.Invalid(
+        reason=f"compute host {host} cannot {what}: its agent (or "
+               f"[upgrade_levels] compute) is older than compute API "
+               f"{version}; {then}")
 
 
 def heal_claims(worker, ctxt, dry_run=False):
@@ -178,11 +185,9 @@ def refresh_usage(worker, ctxt, host):
         return worker.compute_api.refresh_usage(
             ctxt, host, timeout=worker.check_timeout)
     except messaging.UnsupportedVersion as exc:
-        raise exception.Invalid(
-            reason=f"compute host {host} cannot recompute its usage on "
-                   f"request: its agent (or [upgrade_levels] compute) is "
-                   f"older than compute API 1.4; it does so every "
-                   f"[compute] update_resources_interval") from exc
+        raise _agent_too_old(host, "recompute its usage on request", '1.4',
+                             "it does so every [compute] "
+                             "update_resources_interval") from exc
 
 
 def delete_host(worker, host):
