@@ -167,6 +167,12 @@ class BrokerUnreachable(NumamigException):
                "that the broker runs")
 
 
+class BrokerRefused(BrokerUnreachable):
+    """The message broker answered but refused this client's login
+    (TLS handshake, certificate, credentials or vhost)."""
+    msg_fmt = "The message broker %(url)s refused this client: %(reason)s"
+
+
 class UnknownNUMASpec(InvalidNUMARequest):
     """A flavor key of the hw: namespace (or an image property hw_*)
     numamig does not read: most often a typo that would leave the guest

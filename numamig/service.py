@@ -17,6 +17,7 @@ from oslo_service import service as os_service
 from oslo_utils import versionutils
 
 from numamig import context as nm_context
+from numamig import filemodes
 from numamig import objects
 from numamig import periodic
 from numamig import releases
@@ -415,7 +416,9 @@ def parse_args(conf, argv, description=None):
     conf.register_opts(transport_opts())
     conf(argv, project='numamig', version=version.version_string(),
          description=description)
+    filemodes.prepare_log_file(conf)
     logging.setup(conf, 'numamig')
+    filemodes.warn_readable_secrets(conf)
     checks.check(conf)
 
 

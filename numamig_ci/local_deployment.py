@@ -35,6 +35,7 @@ from oslo_utils import uuidutils
 
 from numamig import cpuspec
 from numamig import exception
+from numamig import filemodes
 from numamig import service
 from numamig.db import api as db_api
 from numamig_ci import broker
@@ -136,8 +137,7 @@ class LocalDeployment(lifecycle.StartStop):
 
     def _spawn(self, name, command, host=None, sets=None):
         config = os.path.join(self.state_dir, f'{name}.conf')
-        with open(config, 'w') as f:
-            f.write(self._config(name, host, sets))
+        filemodes.write_private(config, self._config(name, host, sets))
         log = open(os.path.join(self.state_dir, f'{name}.log'), 'wb')
         script = os.path.join(os.path.dirname(sys.executable), command)
         # A session of its own: a terminal's Ctrl-C reaches the harness

@@ -21,8 +21,10 @@ EMULATOR_WRONG_SET = 'emulator-threads-on-wrong-set'
 XML_DIFFERS = 'xml-differs-from-records'
 UNREADABLE_XML = 'xml-unreadable'
 LEAKED_CLAIM = 'leaked-claim'
+USAGE_UNOWNED = 'reported-usage-no-record-owns'
+USAGE_UNREPORTED = 'recorded-usage-not-reported'
 KINDS = (SHARED_PCPU, OUTSIDE_DEDICATED, EMULATOR_WRONG_SET, XML_DIFFERS,
-         UNREADABLE_XML, LEAKED_CLAIM)
+         UNREADABLE_XML, LEAKED_CLAIM, USAGE_UNOWNED, USAGE_UNREPORTED)
 
 TITLES = {
     SHARED_PCPU: "pCPUs pinned by more than one guest",
@@ -31,6 +33,8 @@ TITLES = {
     XML_DIFFERS: "domain XML differs from numamig's records",
     UNREADABLE_XML: "domain XML that could not be read",
     LEAKED_CLAIM: "claims held by migrations no longer in progress",
+    USAGE_UNOWNED: "usage an agent reports that no record owns",
+    USAGE_UNREPORTED: "recorded usage an agent does not report",
 }
 
 

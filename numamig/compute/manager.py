@@ -277,6 +277,13 @@ class ComputeManager:
     def list_domains(self, ctxt):
         return domains.list_domains(self.agent)
 
+    @wire.args()
+    @messaging.expected_exceptions(*_EXPECTED)
+    def refresh_usage(self, ctxt):
+        """Recompute usage from the records and report it; idempotent
+        (a second run recomputes the same). See report.refresh."""
+        return report.refresh(self.agent, ctxt)
+
     @wire.args(instance=wire.obj('Instance'))
     @messaging.expected_exceptions(*_EXPECTED)
     def delete_instance(self, ctxt, instance):

@@ -54,6 +54,27 @@ def cast(agent, ctxt):
     agent.conductor_api.report_compute_node_cast(ctxt, build(agent))
 
 
+def refresh(agent, ctxt, attempts=3):
+    """Recompute usage from the records now, report it, return the report.
+
+    What the periodic recompute does (numamig.compute.resource_tracker:
+    usage no record owns goes, except claims of migrations still in
+    progress; recorded usage is counted), asked for by an operator's
+    ``heal claims`` so that it need not wait for the next run. A
+    recompute that raced an explicit change is tried again; after
+    ``attempts`` the report is of the usage as it stands, and the
+    caller's comparison says what remains.
+    """
+    for _attempt in range(attempts):
+        if agent.tracker.update_available_resource(ctxt):
+            break
+    fresh = build(agent)
+    agent.conductor_api.report_compute_node(ctxt, fresh)
+    LOG.info("%s: usage recomputed from the records on request",
+             agent.host)
+    return fresh
+
+
 def send_now(agent, ctxt, why):
     """Report at once after this host's guests changed; best effort.
 

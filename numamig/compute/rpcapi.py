@@ -66,12 +66,16 @@ OPERATIONS_VERSION = '1.2'
 # returns; the source records the claim applied with ``completed``.
 CONDUCTOR_CHECKS_VERSION = '1.3'
 
+# The API version that brought refresh_usage (heal claims).
+USAGE_VERSION = '1.4'
+
 # API version -> the object versions a receiver of that version reads.
 OBJECT_VERSIONS = {
     '1.0': dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
     '1.1': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
     '1.2': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
     '1.3': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
+    '1.4': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
 }
 
 # Objects an uncapped client sends older than their newest version (the
@@ -110,9 +114,11 @@ class ComputeAPI:
             record; post_live_migration_at_destination takes
             records_by_source (the source records the claim applied
             with ``completed``: the destination only counts the guest).
+    * 1.4 - refresh_usage: recompute usage from the records now and
+            report it (numamig-manage heal claims).
     """
 
-    VERSION = '1.3'
+    VERSION = '1.4'
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
                  exchange=None, release_objects=None):
@@ -385,6 +391,18 @@ class ComputeAPI:
             raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
         return self._prepare(host, OPERATIONS_VERSION, timeout).call(
             ctxt, 'list_domains')
+
+    def refresh_usage(self, ctxt, host, timeout=None):
+        """Have ``host`` recompute its usage from the records and report.
+
+        :returns: the ComputeNodeReport it sent.
+        :raises UnsupportedVersion: the cap or the agent is older than
+            1.4 (it recomputes every [compute] update_resources_interval).
+        """
+        if not self.client.can_send_version(USAGE_VERSION):
+            raise messaging.UnsupportedVersion(USAGE_VERSION)
+        return self._prepare(host, USAGE_VERSION, timeout).call(
+            ctxt, 'refresh_usage')
 
     def delete_instance(self, ctxt, instance, timeout=None):
         """Destroy a guest on its host and release its usage there.

@@ -88,11 +88,18 @@ def _delete_on_host(worker, ctxt, instance):
         worker.compute_api.delete_instance(
             ctxt, instance, timeout=worker.check_timeout)
     except messaging.UnsupportedVersion as exc:
-        raise exception.Invalid(
-            reason=f"compute host {instance.host} cannot delete instance "
-                   f"{instance.uuid}: its agent (or [upgrade_levels] "
-                   f"compute) is older than compute API 1.2; upgrade it "
-                   f"first") from exc
+        raise _agent_too_old(instance.host, f"delete instance "
+                             f"{instance.uuid}", '1.2',
+                             "upgrade it first") from exc
+
+
+def _agent_too_old(host, what, version, then):
+    """Invalid: ``host``'s agent cannot ``what`` below compute API
+    ``version``; ``then`` says what follows."""
+    return exception.Invalid(
+        reason=f"compute host {host} cannot {what}: its agent (or "
+               f"[upgrade_levels] compute) is older than compute API "
+               f"{version}; {then}")
 
 
 def heal_claims(worker, ctxt, dry_run=False):
@@ -159,6 +166,28 @@ def host_domains(worker, ctxt, host):
             entry['error'] = f"domain XML not read: {exc}"
         domains.append(entry)
     return domains
+
+
+def refresh_usage(worker, ctxt, host):
+    """Have ``host``'s agent recompute its usage from the records now.
+
+    The agent does so every ``[compute] update_resources_interval``
+    anyway; ``heal claims`` asks for it when the host's report and the
+    records differ, then compares the fresh report.
+
+    :returns: the ComputeNodeReport the agent sent (and stored).
+    :raises HostNotFound: ``host`` never reported.
+    :raises Invalid: its agent (or [upgrade_levels] compute) is older
+        than compute API 1.4.
+    """
+    worker.cache.get(host)
+    try:
+        return worker.compute_api.refresh_usage(
+            ctxt, host, timeout=worker.check_timeout)
+    except messaging.UnsupportedVersion as exc:
+        raise _agent_too_old(host, "recompute its usage on request", '1.4',
+                             "it does so every [compute] "
+                             "update_resources_interval") from exc
 
 
 def delete_host(worker, host):

@@ -480,6 +480,12 @@ class ConductorManager:
     def host_domains(self, ctxt, host):
         return maintenance.host_domains(self.worker, ctxt, host)
 
+    @wire.args(host=wire.HOST)
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_refresh_usage(self, ctxt, host):
+        """Idempotent: a second recompute finds the same records."""
+        return maintenance.refresh_usage(self.worker, ctxt, host)
+
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def get_domain_xml(self, ctxt, instance_uuid):

@@ -41,6 +41,7 @@ OBJECT_VERSIONS['1.2'] = dict(OBJECT_VERSIONS['1.1'], Migration='1.1')
 OBJECT_VERSIONS['1.3'] = dict(OBJECT_VERSIONS['1.2'], Migration='1.2')
 OBJECT_VERSIONS['1.4'] = dict(OBJECT_VERSIONS['1.3'])
 OBJECT_VERSIONS['1.5'] = dict(OBJECT_VERSIONS['1.4'])
+OBJECT_VERSIONS['1.6'] = dict(OBJECT_VERSIONS['1.5'])
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -70,6 +71,8 @@ SHORT_PATH_VERSION = '1.3'
 HOSTS_VERSION = '1.4'
 # The API version that brought migration_wait.
 WAIT_VERSION = '1.5'
+# The API version that brought host_refresh_usage (heal claims).
+USAGE_VERSION = '1.6'
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.
 CALL_MARGIN_S = 10
@@ -100,6 +103,8 @@ class ConductorAPI:
             numamig).
     * 1.5 - migration_wait (answered once a migration changes, instead
             of polled).
+    * 1.6 - host_refresh_usage (a host recomputes its usage from the
+            records now and reports it).
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -108,7 +113,7 @@ class ConductorAPI:
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.5'
+    VERSION = '1.6'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -442,19 +447,36 @@ class ConductorAPI:
         :raises HostInUse: it still reports, or records still use it.
         :raises Invalid: the conductor (or a cap) is older than 1.4.
         """
-        if not self.client.can_send_version(HOSTS_VERSION):
+        return self._since(ctxt, 'compute_node_delete', HOSTS_VERSION,
+                           "deleting a host", host=host)
+
+    def host_refresh_usage(self, ctxt, host, timeout=None):
+        """Have ``host`` recompute its usage from the records and report.
+
+        :returns: the ComputeNodeReport the host sent.
+        :raises Invalid: the conductor (or a cap) is older than 1.6, or
+            the host's agent (or its cap) older than compute API 1.4.
+        :raises HostNotFound: ``host`` never reported.
+        """
+        return self._since(ctxt, 'host_refresh_usage', USAGE_VERSION,
+                           "recomputing a host's usage", timeout=timeout,
+                           host=host)
+
+    def _since(self, ctxt, method, version, what, timeout=None, **kwargs):
+        """Call ``method``, which needs API ``version``; Invalid, naming
+        ``what`` needs it, when the cap or the conductor is older."""
+        if not self.client.can_send_version(version):
             raise exception.Invalid(
-                reason=f"deleting a host needs conductor API "
-                       f"{HOSTS_VERSION}, but [upgrade_levels] conductor "
-                       f"caps this client below it")
+                reason=f"{what} needs conductor API {version}, but "
+                       f"[upgrade_levels] conductor caps this client "
+                       f"below it")
         try:
-            return self._call(ctxt, 'compute_node_delete',
-                              version=HOSTS_VERSION, host=host)
+            return self._call(ctxt, method, timeout=timeout,
+                              version=version, **kwargs)
         except messaging.UnsupportedVersion:
             raise exception.Invalid(
-                reason=f"deleting a host needs conductor API "
-                       f"{HOSTS_VERSION}; the conductor is older: upgrade "
-                       f"it first")
+                reason=f"{what} needs conductor API {version}; the "
+                       f"conductor is older: upgrade it first")
 
     def migration_wait(self, ctxt, migration, timeout):
         """``migration`` as recorded once its status or progress differs

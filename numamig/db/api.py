@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from numamig import exception
+from numamig import filemodes
 
 LOG = logging.getLogger(__name__)
 
@@ -110,9 +111,13 @@ class Database:
                        f"--config-file)")
 
     def _make_sqlite_directory(self):
+        """Create the SQLite file's directory and the file itself with
+        numamig.filemodes' modes: SQLite would create the file with the
+        umask's (usually 0644, every record readable by every user)."""
         path = self._sqlite_path()
         if path:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            filemodes.make_directory(os.path.dirname(path))
+            filemodes.create(path, filemodes.DATABASE_MODE)
 
     def _start_engine(self):
         self._context.append_on_engine_create(self._prepare_engine)

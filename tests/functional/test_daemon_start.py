@@ -42,3 +42,33 @@ class StartFailureTest(base.TestCase):
                           "[DEFAULT]\nstate_path = {work}\n"
                           "transport_url = fake://\n")
         self.assert_one_line(run, "run 'numamig-manage db sync'")
+
+
+class FileModesTest(base.TestCase):
+    """What a daemon writes is not readable by every user of the host."""
+
+    def test_database_and_log_modes_and_a_readable_password(self):
+        work = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(work, 'numamig.conf')
+        with open(path, 'w', encoding='utf-8') as handle:
+            handle.write(f"[DEFAULT]\nstate_path = {work}/state\n"
+                         f"log_file = {work}/log/conductor.log\n"
+                         f"transport_url = rabbit://nm:secret@127.0.0.1:1/\n")
+        os.chmod(path, 0o644)
+        # Stops at the unsynced database, after creating its files.
+        run = subprocess.run(
+            [os.path.join(BIN, 'numamig-conductor'), '--config-file', path],
+            capture_output=True, text=True, timeout=60,
+            preexec_fn=lambda: os.umask(0o022))
+        self.assertEqual(2, run.returncode, run.stdout + run.stderr)
+        modes = {name: oct(os.stat(os.path.join(work, name)).st_mode & 0o777)
+                 for name in ('state', 'state/numamig.sqlite', 'log',
+                              'log/conductor.log')}
+        self.assertEqual({'state': '0o750', 'state/numamig.sqlite': '0o600',
+                          'log': '0o750', 'log/conductor.log': '0o640'},
+                         modes)
+        with open(os.path.join(work, 'log', 'conductor.log')) as f:
+            log = f.read()
+        self.assertIn(f'{path} holds a password and every user of this '
+                      f'host can read it (mode 0644)', log)
+        self.assertNotIn('secret', log)

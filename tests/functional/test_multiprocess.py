@@ -23,6 +23,7 @@ from oslo_utils import uuidutils
 
 from numamig import embedded
 from numamig import objects
+from numamig import rpc
 from numamig import service
 from numamig.db import instances
 from tests import base
@@ -41,16 +42,18 @@ class MultiProcessTestBase(base.TestCase):
     def setUp(self):
         super().setUp()
         database.server_or_skip(self, 'postgresql')
-        self.rpc = self.useFixture(rpc_fixture.RPCFixture('rabbit'))
-        self.db = self.useFixture(database.ServerDatabase('postgresql'))
         self.dir = self.useFixture(fixtures.TempDir()).path
         tag = uuid.uuid4().hex[:8]
         self.hosts = {f'mp-a-{tag}': 'numa-2cell-a.xml',
                       f'mp-b-{tag}': 'numa-2cell-b.xml'}
+        self.rpc = self.useFixture(self.rpc_fixture())
+        self.db = self.useFixture(database.ServerDatabase('postgresql'))
         # The daemons run on this test's exchange, so their topics carry
-        # its name (service.RPCNames.from_conf).
-        self.names = service.RPCNames(suffix=self.rpc.exchange,
-                                      exchange=self.rpc.exchange)
+        # its name (service.RPCNames.from_conf), unless it is numamig's.
+        self.names = service.RPCNames() \
+            if self.rpc.exchange == rpc.CONTROL_EXCHANGE else \
+            service.RPCNames(suffix=self.rpc.exchange,
+                             exchange=self.rpc.exchange)
         self.rpc._queues.update(
             {self.names.conductor_topic, self.names.compute_topic,
              f'{self.names.conductor_topic}.mp-{tag}'} |
@@ -63,6 +66,11 @@ class MultiProcessTestBase(base.TestCase):
         self.api = self.names.conductor_api(self.rpc.transport, timeout=30)
         self.probe = self.names.conductor_api(self.rpc.transport, timeout=2)
         self.wait_for_reports()
+
+    def rpc_fixture(self):
+        """The broker the daemons and the test use (set up after the
+        test's directory and host names exist)."""
+        return rpc_fixture.RPCFixture('rabbit')
 
     def write_config(self, host, caps=None):
         lines = ['[DEFAULT]', f'host = {host}',

@@ -100,6 +100,7 @@ LAYERS = {
     'version': ('the package version (pbr); a leaf', ()),
     'broker': ('whether the message broker answers', ('exception',)),
     'crash': ('crash emulation for tests; a leaf', ()),
+    'filemodes': ('modes of the files numamig writes; a leaf', ()),
     '_backend': ('the daemons\' oslo.service backend choice; a leaf', ()),
     'periodic': ('the services\' periodic jobs', ('_backend',)),
     '__init__': ('the package; selects and loads nothing', ()),
@@ -108,7 +109,8 @@ LAYERS = {
     'numa': ('the pure NUMA engine',
              ('objects', 'exception', 'cpuspec', 'pagesize')),
     'virt': ('libvirt and domain XML', ('objects', 'exception', 'cpuspec')),
-    'db': ('the conductor\'s records', ('objects', 'exception')),
+    'db': ('the conductor\'s records',
+           ('objects', 'exception', 'filemodes')),
     'wire': ('declared RPC arguments, checked before any work',
              ('objects', 'exception')),
     'rpc': ('transport, serializer, clients',
@@ -122,8 +124,9 @@ LAYERS = {
                   'exception')),
     'scheduler': ('destination choice',
                   ('numa', 'fingerprint', 'conf', 'exception')),
-    'audit': ('pin audits of hypervisors and records',
-              ('virt', 'db', 'cpuspec', 'exception')),
+    'audit': ('pin and usage audits of hypervisors, reports and records',
+              ('virt', 'db', 'numa', 'fingerprint', 'cpuspec',
+               'exception')),
     'compute': ('the compute agent',
                 ('compute.rpcapi', 'releases', 'numa', 'fingerprint',
                  'objects', 'context', 'cpuspec', 'exception')),
@@ -148,7 +151,8 @@ LAYERS = {
                 ('compute.manager', 'conductor.manager', 'conductor',
                  'compute.rpcapi',
                  'conductor.rpcapi', 'releases', 'scheduler', 'db', 'rpc',
-                 'periodic', 'conf', 'context', 'objects', 'version')),
+                 'periodic', 'conf', 'context', 'objects', 'version',
+                 'filemodes')),
     'upgradecheck': ('numamig-status checks',
                      ('compute.rpcapi', 'conductor.rpcapi', 'db', 'conf',
                       'objects', 'exception')),
@@ -169,7 +173,8 @@ LAYERS = {
 # The numamig units the third-party CI harness (the numamig_ci package,
 # outside the runtime) drives; numamig itself never imports the harness.
 HARNESS_USES = ('embedded', 'service', 'db', 'virt', 'numa', 'rpc', 'conf',
-                'context', 'objects', 'cpuspec', 'exception', '_backend')
+                'context', 'objects', 'cpuspec', 'exception', '_backend',
+                'filemodes')
 
 
 def harness_violations(root):

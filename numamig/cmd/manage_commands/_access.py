@@ -47,8 +47,11 @@ def conductor(timeout=CALL_TIMEOUT):
     from numamig import rpc
     from numamig.conductor import rpcapi
     transport = rpc.get_transport(CONF)
-    broker.check_reachable(rpc.transport_url(CONF),
-                           CONF.cli_broker_retries)
+    url = rpc.transport_url(CONF)
+    broker.check_reachable(url, CONF.cli_broker_retries)
+    if url.transport in ('rabbit', 'kombu'):
+        # Registered by get_transport, which loaded the rabbit driver.
+        broker.check_accepted(url, CONF.oslo_messaging_rabbit)
     topic, exchange = rpcapi.TOPIC, CONF.control_exchange
     if exchange == rpc.CONTROL_EXCHANGE:
         exchange = None

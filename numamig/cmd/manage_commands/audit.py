@@ -8,6 +8,7 @@ conductor) and prints the findings grouped by kind.
 
 from numamig.audit import claims
 from numamig.audit import pins
+from numamig.audit import usage
 from numamig.cmd import common
 from numamig.cmd.manage_commands import _access
 
@@ -30,10 +31,12 @@ class AuditCommands:
         vCPU pins outside the host's dedicated set, emulator threads on
         the wrong CPU set, guests whose XML differs from numamig's
         records (or whose persistent definition differs from the running
-        domain), and claims held by migrations no longer in progress
-        ('heal claims' releases those). Changes nothing. Exit codes: 0
-        nothing found; 3 problems found; 127 unknown host; 255 the
-        database cannot be used.
+        domain), claims held by migrations no longer in progress, and
+        usage (pinned pCPUs, pages per host cell, guests and claims) an
+        agent's last report shows that the records do not hold, or the
+        other way round ('heal claims' fixes both). Changes nothing.
+        Exit codes: 0 nothing found; 3 problems found; 127 unknown host;
+        255 the database cannot be used.
         """
         from numamig.db import compute_nodes
         api, ctxt = _access.conductor(timeout=XML_TIMEOUT), _access.context()
@@ -47,6 +50,7 @@ class AuditCommands:
                     _guests(db, api, ctxt, report.host)
                 findings += pins.audit_host(report.host, report.topology,
                                             guests)
+                findings += usage.of_host(db, report)
             findings += [f for f in claims.leaked(db)
                          if host is None or f.host == host]
         data = grouped(findings, hosts=[r.host for r in reports])

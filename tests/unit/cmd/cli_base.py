@@ -14,9 +14,12 @@ from unittest import mock
 import fixtures
 import oslo_messaging as messaging
 
+from numamig import fingerprint
+from numamig.audit import usage as audit_usage
 from numamig.cmd import manage
 from numamig.db import compute_nodes
 from numamig.db import instances
+from numamig.numa import usage
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import numa_info
 from tests import base
@@ -64,6 +67,21 @@ class CLITestCase(base.TestCase):
         overrides.setdefault('reported_at', _now())
         return compute_nodes.save_report(
             self.db, db_base.make_report(host, **overrides))
+
+    def report_as_recorded(self, host='src'):
+        """Store a report of ``host`` counting exactly what the records
+        hold there, as an agent's recompute would."""
+        held = [r.instance for r in instances.get_all(self.db, host=host)]
+        claims = [r.instance for r in
+                  instances.get_claims_on_host(self.db, host)]
+        topologies = [i.numa_topology for i in held] + [
+            i.migration_context.new_numa_topology for i in claims]
+        topology = usage.host_with_usage(
+            audit_usage.without_usage(db_base.make_host_topology()),
+            topologies, on_conflict=lambda *a: None)
+        pairs = sorted({(i.project_id, i.uuid) for i in held + claims})
+        return self.add_report(host, topology=topology,
+                               fingerprint=fingerprint.compute(pairs))
 
     def add_instance(self, host='src', **overrides):
         return instances.create(self.db,

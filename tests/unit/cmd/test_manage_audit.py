@@ -28,6 +28,7 @@ class ManageAuditTestCase(cli_base.CLITestCase):
         instance.numa_topology.cells[0].cpu_pinning = pins
         instance = instances.create(self.db, instance).instance
         self.xml[instance.uuid] = cli_base.domain_xml(instance)
+        self.report_as_recorded()
         return instance
 
     def test_nothing_found(self):

@@ -2,6 +2,7 @@
 
 import threading
 import time
+from unittest import mock
 
 from numamig.compute import report
 from tests import base
@@ -112,3 +113,18 @@ class PacedReporterTest(base.TestCase):
             reporter.request(why)
             self.assertTrue(sent.acquire(timeout=WAIT_S))
         self.assertLess(time.monotonic() - started, WAIT_S)
+
+
+class RefreshTest(base.TestCase):
+    """report.refresh: recompute from the records, then report."""
+
+    def test_recompute_then_report_what_it_counts(self):
+        agent = mock.Mock()
+        agent.tracker.update_available_resource.side_effect = [False, True]
+        with mock.patch.object(report, 'build') as build:
+            fresh = report.refresh(agent, 'ctxt')
+        self.assertEqual(2, agent.tracker.update_available_resource
+                         .call_count)
+        self.assertIs(build.return_value, fresh)
+        agent.conductor_api.report_compute_node.assert_called_once_with(
+            'ctxt', fresh)

@@ -69,3 +69,19 @@ class ComputeAPI13Test(base.TestCase):
         self.assertEqual(
             [('1.3', True), ('1.3', True), ('1.0', False)],
             [(v, 'records_by_source' in kw) for v, _, kw in self.sent])
+
+
+class ComputeAPI14Test(ComputeAPI13Test):
+    """refresh_usage (1.4), and a cap below it."""
+
+    def test_refresh_usage_at_1_4_to_the_host(self):
+        self.assertEqual('answer', self.api.refresh_usage(None, 'h-1'))
+        self.assertEqual([('1.4', 'refresh_usage', [])], self.sent)
+        self.assertEqual('h-1',
+                         self.client.prepare.call_args.kwargs['server'])
+
+    def test_refresh_usage_capped_below_1_4_is_unsupported(self):
+        self.client.can_send_version.side_effect = lambda v: v < '1.4'
+        self.assertRaises(messaging.UnsupportedVersion,
+                          self.api.refresh_usage, None, 'h-1')
+        self.assertEqual([], self.sent)

@@ -1,5 +1,7 @@
 """Tests of numamig.conductor.maintenance: deletion and domain listing."""
 
+from unittest import mock
+
 import oslo_messaging as messaging
 
 from numamig import exception
@@ -83,6 +85,28 @@ class HostDomainsTest(base.ConductorTestCase):
                           'nope')
 
 
+class RefreshUsageTest(base.ConductorTestCase):
+
+    def test_the_agent_recomputes_and_its_report_is_answered(self):
+        self.compute_api.refresh_usage.return_value = 'report'
+        self.assertEqual('report', self.call('host_refresh_usage', 'dst1'))
+        self.compute_api.refresh_usage.assert_called_once_with(
+            mock.ANY, 'dst1', timeout=mock.ANY)
+
+    def test_old_agent_is_named_with_what_happens_instead(self):
+        self.compute_api.refresh_usage.side_effect = \
+            messaging.UnsupportedVersion('1.4')
+        self.assertRaisesMessage(
+            exception.Invalid, 'older than compute API 1.4; it does so '
+            'every [compute] update_resources_interval', self.call,
+            'host_refresh_usage', 'dst1')
+
+    def test_unknown_host(self):
+        self.assertRaises(exception.HostNotFound, self.call,
+                          'host_refresh_usage', 'nope')
+        self.compute_api.refresh_usage.assert_not_called()
+
+
 class DeleteHostTest(base.ConductorTestCase):
     """Forgetting a decommissioned host, never one still in use."""
 
@@ -112,3 +136,5 @@ class DeleteHostTest(base.ConductorTestCase):
                                 'compute_node_delete', 'src')
         self.assertIn(guest.uuid, str(exc))
         compute_nodes.get(self.db, 'src')
+
+

@@ -65,6 +65,27 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertIn('needs conductor API 1.4', str(exc))
         self.assertEqual([], self.sent)
 
+    def test_refresh_usage_sent_at_1_6(self):
+        self.client.can_send_version.return_value = True
+        self.api.host_refresh_usage(None, 'h-1')
+        (version, method, kwargs), = self.sent
+        self.assertEqual(('1.6', 'host_refresh_usage', {'host': 'h-1'}),
+                         (version, method, kwargs))
+
+    def test_refresh_usage_capped_or_refused_is_invalid(self):
+        self.client.can_send_version.side_effect = lambda v: v < '1.6'
+        exc = self.assertRaises(exception.Invalid,
+                                self.api.host_refresh_usage, None, 'h-1')
+        self.assertIn("recomputing a host's usage needs conductor API 1.6, "
+                      "but [upgrade_levels] conductor caps", str(exc))
+        self.assertEqual([], self.sent)
+        self.client.can_send_version.side_effect = None
+        self.client.can_send_version.return_value = True
+        self.answers = [messaging.UnsupportedVersion('1.6')]
+        exc = self.assertRaises(exception.Invalid,
+                                self.api.host_refresh_usage, None, 'h-1')
+        self.assertIn('the conductor is older: upgrade it first', str(exc))
+
     def test_wait_sent_at_1_5_with_what_the_caller_saw(self):
         self.client.can_send_version.return_value = True
         seen = mock.Mock(uuid='m-1', status='running',
