@@ -5,6 +5,8 @@ serialization differ between the two transports, so passing on fake alone
 proves little about production.
 """
 
+import time
+
 import fixtures
 import oslo_messaging as messaging
 import testscenarios
@@ -214,3 +216,44 @@ class ConfiguredTransportTest(RPCTestBase):
     def test_get_transport_returns_the_fixture_transport(self):
         from numamig.conf import CONF
         self.assertIs(self.rpc.transport, rpc.get_transport(CONF))
+
+
+class AMQPPollingTest(base.TestCase):
+    """After a call, a daemon's AMQP pollers do not spin in 1 ms slices.
+
+    oslo.messaging restarts each listener's and reply waiter's wait at
+    1 ms after every message; numamig starts it at rpc.AMQP_FIRST_POLL_S
+    (each wake is a pass through kombu, per poller, after every
+    message).
+    """
+
+    def test_pollers_wake_a_few_times_after_a_call_not_dozens(self):
+        reason = rpc_fixture.rabbit_unreachable_reason()
+        if reason:
+            self.skipTest(reason)
+        from oslo_messaging._drivers import impl_rabbit
+        rig = self.useFixture(rpc_fixture.RPCFixture('rabbit'))
+        topic = rig.topic('compute')
+        endpoint = Endpoint('1.1')
+        rig.start_server([endpoint], topic)
+        client = rig.client(topic)
+        topology = samples.host_topology()
+        client.call(rig.context, 'echo_topology', topology=topology)
+        polls = []
+        real = impl_rabbit.Connection.consume
+
+        def counted(connection, timeout=None):
+            polls.append(timeout)
+            return real(connection, timeout=timeout)
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_messaging._drivers.impl_rabbit.Connection.consume',
+            counted))
+        for _ in range(3):
+            client.call(rig.context, 'echo_topology', topology=topology)
+        # Two pollers (the server's listener, the client's reply
+        # waiter) for 0.4 s after three calls: with 1 ms first slices
+        # they woke ~9 times each after every message (1, 2, 4, ... 256
+        # ms); from 50 ms, 3 or 4 times.
+        time.sleep(0.4)
+        self.assertLessEqual(len(polls), 24, sorted(polls))
+        self.assertGreaterEqual(min(polls), rpc.AMQP_FIRST_POLL_S)
