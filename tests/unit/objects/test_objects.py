@@ -24,7 +24,7 @@ from tests.unit.objects import samples
 load_tests = testscenarios.load_tests_apply_scenarios
 
 OBJECT_DATA = {
-    'ComputeNodeReport': '1.0-37bd2171078d91d3420edcb8a2f52c01',
+    'ComputeNodeReport': '1.1-c841bd5920a9a79afc3ddfe2204e543e',
     'HostNUMACell': '1.0-948e72246b9f8ba643295c23cad8e28c',
     'HostNUMATopology': '1.0-429fe2a66d163131723d4a35cb1b6d1c',
     'Instance': '1.0-f5b3572fa251d6fa5e2476a27f63a8dd',
