@@ -57,7 +57,7 @@ def admit(db, limits, max_count, lease_s=None):
         must renew (``renew``); None: no lease (judged by age).
     :returns: the uuids admitted, in the order they should run.
     """
-    if max_count <= 0:
+    if max_count <= 0 or not _anything_waits(db):
         return []
     now = _rows.utcnow()
     lease = None if lease_s is None else now + _seconds(lease_s)
@@ -87,6 +87,15 @@ def admit(db, limits, max_count, lease_s=None):
             if row.requested_host:
                 incoming[row.requested_host] += 1
     return admitted
+
+
+def _anything_waits(db):
+    """Whether a migration waits, read without the admission lock: most
+    looks (after a migration ends) find the queue empty, and a read takes
+    no write lock away from the workers recording migrations."""
+    with db.reader() as session:
+        return session.scalar(sa.select(_M.id).where(WAITING).limit(1)) \
+            is not None
 
 
 def _next_waiting():

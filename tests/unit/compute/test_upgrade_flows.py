@@ -194,10 +194,11 @@ class ComputeAPIVersionsTest(base.TestCase):
             side_effect=lambda *a, version_cap, **kw: mock.Mock(
                 name=f'client-{version_cap}')))
         self.api = compute_rpcapi.ComputeAPI(mock.sentinel.transport)
-        # One client per set of objects an API version carries.
+        # One client per set of objects an API version carries (1.4
+        # added a method, no object).
         self.assertEqual(
             {'1.0': 'client-1.0', '1.1': 'client-1.2',
-             '1.2': 'client-1.2', '1.3': 'client-1.3'},
+             '1.2': 'client-1.2', '1.3': 'client-1.4', '1.4': 'client-1.4'},
             {v: c._extract_mock_name()
              for v, c in self.api._clients.items()})
         self._client_1_0 = self.api._clients['1.0']

@@ -25,6 +25,15 @@ class QueueTestCase(base.DBTestCase):
 
 class AdmitTestCase(QueueTestCase):
 
+    def test_an_empty_queue_is_looked_at_without_the_write_lock(self):
+        admitted = self.request()
+        self.assertEqual([admitted.uuid], queue.admit(self.db, LIMITS, 5))
+        writer = self.db.writer
+        writes = []
+        self.db.writer = lambda: (writes.append(1), writer())[1]
+        self.assertEqual([], queue.admit(self.db, LIMITS, 5))
+        self.assertEqual([], writes)
+
     def test_highest_priority_first_then_oldest(self):
         old = self.request(source='a')
         drain = self.request(source='b', priority=100)
