@@ -49,7 +49,7 @@ def main(argv=None, stdin=None, stdout=None, stderr=None, now=None):
             hook_path=None, claims_file=args.claims_file,
             max_age_s=args.max_age, when_unknown=args.when_unknown,
             log_file=args.log_file, deadline_s=args.deadline)
-    except (SystemExit, Exception) as exc:  # noqa: BLE001 - never fail
+    except Exception as exc:  # noqa: BLE001 - never fail
         # libvirt's other operations must never fail because of a bad
         # shim; an incoming migration goes on unchecked, said on stderr.
         stderr.write(f"numamig migration guard: unusable arguments "
@@ -69,8 +69,15 @@ def main(argv=None, stdin=None, stdout=None, stderr=None, now=None):
     return EXIT_OK
 
 
+class _Parser(argparse.ArgumentParser):
+    """Raises instead of printing a usage text and exiting."""
+
+    def error(self, message):
+        raise ValueError(message)
+
+
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog='numamig migration guard', add_help=False,
         description="libvirt qemu hook of numamig's migration guard")
     parser.add_argument('--claims-file', required=True)
