@@ -30,15 +30,21 @@ STATES = (OFF, ON, FAILED)
 
 def shim_text(settings):
     """The hook script for GuardSettings ``settings``."""
-    command = [settings.python, '-m', 'numamig.virt.libvirt.guard_hook',
+    # -I: libvirtd's environment and working directory choose no module.
+    command = [settings.python, '-I', '-m',
+               'numamig.virt.libvirt.guard_hook',
                '--claims-file', settings.claims_file,
                '--max-age', str(settings.max_age_s),
                '--when-unknown', settings.when_unknown,
                '--deadline', str(settings.deadline_s)]
     if settings.log_file:
         command += ['--log-file', settings.log_file]
+    # Every other operation (each guest's start, stop, reconnect) ends
+    # here, without Python: the XML is drained so that libvirt's write of
+    # it never meets a closed pipe.
     return (f"#!/bin/sh\n{MARKER}; do not edit (it is rewritten at the\n"
             f"# agent's start from [libvirt] migration_guard_* options).\n"
+            f"[ \"$2\" = migrate ] || {{ cat >/dev/null; exit 0; }}\n"
             f"exec {' '.join(shlex.quote(c) for c in command)} -- \"$@\"\n")
 
 

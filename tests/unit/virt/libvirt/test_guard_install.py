@@ -44,16 +44,33 @@ class InstallTest(gb.GuardTestCase):
         os.mkdir(self.settings.hook_path)  # a directory in its place
         self.assertEqual(guard_install.FAILED, self._install()[0])
 
+    def _hook(self, operation, stdin):
+        # As libvirtd runs it: a sanitised environment, its own cwd.
+        return subprocess.run(
+            [self.settings.hook_path, 'nm-pinned', operation, 'begin', '-'],
+            input=stdin, capture_output=True, timeout=60, cwd='/',
+            env={'PATH': '/usr/bin:/bin', 'LC_ALL': 'C'})
+
     def test_the_shim_runs_the_guard_as_libvirt_would(self):
         self._install()
         self.publish(written_at=None)
-        result = subprocess.run(
-            [self.settings.hook_path, 'nm-pinned', 'migrate', 'begin', '-'],
-            input=gb.source_xml().encode(), capture_output=True,
-            timeout=60, cwd='/', env={'PATH': '/usr/bin:/bin',
-                                      'LC_ALL': 'C'})
+        result = self._hook('migrate', gb.source_xml().encode())
         self.assertEqual(0, result.returncode, result.stderr)
         info = guest_parse.extract_numa_info(result.stdout.decode())
         self.assertEqual({0: {6}, 1: {7}, 2: {14}, 3: {15}}, info.cpu_pins)
         with open(self.settings.log_file) as f:
             self.assertIn('rewritten', f.read())
+
+    def test_the_shim_passes_other_operations_without_python(self):
+        self._install()
+        # No claims file and a refusing guard: only Python would fail.
+        self.settings = self.settings.__class__(
+            **dict(vars(self.settings), when_unknown='refuse'))
+        self._install()
+        big = b'<domain>' + b' ' * (1 << 20) + b'</domain>'
+        for operation in ('prepare', 'start', 'reconnect', 'release'):
+            result = self._hook(operation, big)
+            self.assertEqual((0, b'', b''), (result.returncode,
+                                             result.stdout, result.stderr))
+        self.assertFalse(os.path.exists(self.settings.log_file))
+        self.assertEqual(1, self._hook('migrate', big).returncode)
