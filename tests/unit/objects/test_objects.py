@@ -205,3 +205,32 @@ class BackportBoundsTest(base.TestCase):
     def test_objects_package_exports_every_class(self):
         for name in numamig_classes():
             self.assertTrue(hasattr(objects, name), name)
+
+
+class ComputeNodeReportGuardTest(base.TestCase):
+    """ComputeNodeReport 1.1: the migration guard's state."""
+
+    def _report(self, **overrides):
+        from tests.unit.db import base as db_base
+        return db_base.make_report(**overrides)
+
+    def test_backport_to_1_0_drops_the_state(self):
+        primitive = self._report(migration_guard='failed').obj_to_primitive(
+            target_version='1.0')
+        self.assertNotIn('migration_guard', primitive['numamig_object.data'])
+
+    def test_states_are_the_guards(self):
+        from numamig.objects import compute_node_report
+        from numamig.virt.libvirt import guard_install
+        self.assertEqual(
+            guard_install.STATES,
+            compute_node_report.ComputeNodeReport.GUARD_STATES)
+
+    def test_unknown_state_is_refused(self):
+        self.assertRaisesMessage(
+            exception.ObjectValidationError, "migration_guard must be one "
+            "of off, on, failed, got 'maybe'",
+            self._report(migration_guard='maybe').validate)
+
+    def test_older_agents_report_none(self):
+        self._report().validate()
