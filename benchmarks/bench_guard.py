@@ -28,6 +28,9 @@ import sys
 import tempfile
 import time
 
+# The script's own directory is on sys.path: its siblings import.
+from bench_cli import percentile
+
 from numamig.virt.libvirt import guard
 from numamig.virt.libvirt import guard_claims
 from numamig.virt.libvirt import guard_install
@@ -92,11 +95,6 @@ def run_once(argv, stdin):
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: "
                          f"{done.stderr.decode(errors='replace')[-500:]}")
     return elapsed
-
-
-def percentile(values, share):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def main():

@@ -15,6 +15,17 @@ from tests.unit.compute import test_migration_dest as tmd
 load_tests = testscenarios.load_tests_apply_scenarios
 
 
+def _agent_and_guest(test):
+    """An agent (mocks around a real tracker) and a guest of 2 pinned
+    vCPUs with its migration; logs captured in ``test.logs``."""
+    test.logs = test.useFixture(fixtures.FakeLogger(name='numamig'))
+    test.agent = cbase.agent()
+    test.agent.driver.build_migrate_info.return_value = \
+        objects.NUMAMigrateInfo(cell_pins={0: {1}})
+    test.inst = cbase.instance(pins={0: 2, 1: 10})
+    test.migration = cbase.migration(test.inst)
+
+
 class GuardedClaimTest(base.TestCase):
     """An old source, asked by the destination (API 1.1) or by the
     conductor (API 1.3, LiveMigrateData 1.0 handed over)."""
@@ -24,13 +35,8 @@ class GuardedClaimTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.logs = self.useFixture(fixtures.FakeLogger(name='numamig'))
-        self.agent = cbase.agent()
-        self.agent.driver.build_migrate_info.return_value = \
-            objects.NUMAMigrateInfo(cell_pins={0: {1}})
+        _agent_and_guest(self)
         self.agent.driver.check_arrival.return_value = None
-        self.inst = cbase.instance(pins={0: 2, 1: 10})
-        self.migration = cbase.migration(self.inst)
 
     def _check(self, guard='on', migration=True):
         self.agent.driver.migration_guard_state.return_value = guard
@@ -86,15 +92,10 @@ class GuardedArrivalTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.logs = self.useFixture(fixtures.FakeLogger(name='numamig'))
-        self.agent = cbase.agent()
-        self.agent.driver.build_migrate_info.return_value = \
-            objects.NUMAMigrateInfo(cell_pins={0: {1}})
+        _agent_and_guest(self)
         self.agent.driver.migration_guard_state.return_value = 'on'
         self.agent.compute_api.check_can_live_migrate_source.side_effect = \
             tmd._source_answers(False)
-        self.inst = cbase.instance(pins={0: 2, 1: 10})
-        self.migration = cbase.migration(self.inst)
         migration_dest.check_destination(
             self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
             migration=self.migration)

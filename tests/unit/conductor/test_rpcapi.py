@@ -16,9 +16,14 @@ RESULT = {'emulated': True, 'elapsed_ms': 3}
 
 
 class ConductorAPIVersionsTest(base.TestCase):
+    """Calls recorded as (version, method, kwargs) in ``sent``; each gets
+    the next of ``answers``."""
 
     def setUp(self):
         super().setUp()
+        self.record_calls()
+
+    def record_calls(self):
         self.client = mock.Mock(name='client')
         self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
                                            return_value=self.client))
@@ -180,16 +185,13 @@ class ReportVersionsTest(base.TestCase):
     """Reports carry the migration guard's state only to a conductor of
     API 1.7 (ComputeNodeReport 1.1); an older one gets 1.0."""
 
+    # ConductorAPIVersionsTest's recording client, not its tests.
+    record_calls = ConductorAPIVersionsTest.record_calls
     _prepare = ConductorAPIVersionsTest._prepare
 
     def setUp(self):
         super().setUp()
-        self.client = mock.Mock(name='client')
-        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
-                                           return_value=self.client))
-        self.api = rpcapi.ConductorAPI(mock.sentinel.transport)
-        self.sent, self.answers = [], ['answer']
-        self.client.prepare.side_effect = self._prepare
+        self.record_calls()
         self.report = db_base.make_report(migration_guard='on')
 
     def test_sent_at_1_7_with_the_guard_state(self):
