@@ -36,6 +36,7 @@ from numamig.db import api as db_api
 from numamig.objects import fields
 from numamig.objects import service as service_obj
 from numamig.virt.libvirt import driver as lv_driver
+from numamig.virt.libvirt import guard
 from numamig.virt.libvirt import settings as lv_settings
 
 LOG = logging.getLogger(__name__)
@@ -104,6 +105,10 @@ class HostDefinition:
     :param service_version: the release the agent behaves as (a testing
         aid for mixed-version clouds).
     :param compute_version_cap: its ``[upgrade_levels] compute``.
+    :param migration_guard: its ``[libvirt] migration_guard``: its
+        emulated incoming migrations go through the guard (numamig.virt.
+        libvirt.guard) as libvirt passes real ones through the hook. Only
+        a host of the current release has one.
     """
 
     name: str
@@ -113,20 +118,32 @@ class HostDefinition:
     reserved_host_memory_mb: int = 0
     service_version: int = service_obj.SERVICE_VERSION
     compute_version_cap: str = None
+    migration_guard: bool = False
 
     def caps_path(self):
         if os.path.isabs(self.capabilities_file):
             return self.capabilities_file
         return os.path.join(HOSTS_DIR, self.capabilities_file)
 
-    def driver(self):
+    def driver(self, state_dir=None):
+        """Its driver; the guard's claims file goes in ``state_dir``."""
         settings = lv_settings.LibvirtSettings(
             host=self.name, uri=f'test://{TEST_NODE_FILE}',
             capabilities_file=self.caps_path(),
             cpu_dedicated_set=_frozen(self.cpu_dedicated_set),
             cpu_shared_set=_frozen(self.cpu_shared_set),
-            reserved_host_memory_mb=self.reserved_host_memory_mb)
+            reserved_host_memory_mb=self.reserved_host_memory_mb,
+            migration_guard=self._guard_settings(state_dir))
         return lv_driver.LibvirtDriver(settings)
+
+    def _guard_settings(self, state_dir):
+        if not self.migration_guard or \
+                self.service_version < service_obj.SERVICE_VERSION:
+            return None
+        directory = state_dir or tempfile.gettempdir()
+        return guard.GuardSettings(
+            hook_path=None, claims_file=os.path.join(
+                directory, f'{self.name}-migration-guard-claims.json'))
 
 
 def _frozen(cpus):
@@ -226,7 +243,8 @@ class EmbeddedDeployment:
     def _start_agent(self, host, transport):
         driver = self._drivers.get(host.name)
         if driver is None:
-            driver = self._drivers[host.name] = host.driver()
+            driver = self._drivers[host.name] = host.driver(
+                self.state_dir)
         agent = service.ComputeService(
             host.name, driver, transport, names=self.names,
             compute_version_cap=host.compute_version_cap,

@@ -25,9 +25,13 @@ Sections below are owned by the package named in their heading; add new
 exceptions to the section of the package that raises them.
 """
 
-from oslo_log import log as logging
 
-LOG = logging.getLogger(__name__)
+def _log():
+    # oslo.log is imported when first needed (a format error): the
+    # libvirt migration guard imports this module inside libvirtd's
+    # incoming migration, and oslo.log alone costs ~100 ms to import.
+    from oslo_log import log as logging
+    return logging.getLogger(__name__)
 
 
 class NumamigException(Exception):
@@ -51,7 +55,7 @@ class NumamigException(Exception):
             except (KeyError, TypeError, ValueError):
                 if self.FATAL_FORMAT_ERRORS:
                     raise
-                LOG.exception("Cannot format %s with %s",
+                _log().exception("Cannot format %s with %s",
                               type(self).__name__, kwargs)
                 message = self.msg_fmt
         self.message = message

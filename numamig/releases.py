@@ -44,6 +44,9 @@ OLD_PATH_NUMA_INFO = 'destination NUMA objects and claim'
 OLD_PATH_XML = 'source XML'
 OLD_PATH_SOURCE_DROP = 'source usage drop'
 OLD_PATH_DEST_DROP = 'destination claim drop'
+# A destination whose migration guard places the guest of an older
+# source claims, but cannot send that source the NUMA objects.
+OLD_PATH_NUMA_OBJECTS = 'destination NUMA objects (guarded claim)'
 
 
 @dataclasses.dataclass(frozen=True)

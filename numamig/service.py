@@ -238,6 +238,10 @@ class ComputeService(_RPCService):
             # is worthless, and a stopping agent waits for this run.
             'report', self.report_interval,
             lambda: manager.report(ctxt, timeout=self.report_interval))
+        guard_refresh = manager.driver.migration_guard_refresh_s()
+        if guard_refresh:
+            self.periodic.add('publish claims to the migration guard',
+                              guard_refresh, manager.tracker.publish_claims)
         self.periodic.start()
         LOG.info("Compute agent %s started (service version %s)", self.host,
                  self.manager.service_version)

@@ -73,8 +73,12 @@ class LibvirtHost:
         and hosts (see ``seed_cache`` and ``publish_cache``).
     """
 
-    def __init__(self, name, root, cache_root=CACHE_ROOT):
+    def __init__(self, name, root, cache_root=CACHE_ROOT, before_start=None):
         self.name = name
+        # Called with the host's directory once its configuration is
+        # written, before libvirtd starts: libvirtd runs only the hooks
+        # present at its start (``<directory>/etc/hooks``).
+        self.before_start = before_start
         self.directory = os.path.join(root, name)
         self.cache_root = cache_root
         self.port = free_port()
@@ -103,6 +107,8 @@ class LibvirtHost:
         """
         self._prepare_dirs()
         self._write_config()
+        if self.before_start is not None:
+            self.before_start(self.directory)
         try:
             self._start()
         except BaseException:

@@ -35,7 +35,7 @@ def _fit_here(tracker, request, limits, pagesize_kb, what):
 
 
 def move_claim(tracker, conductor, ctxt, instance, migration, limits,
-               persist=True):
+               persist=True, guarded=False):
     """Claim the destination's resources for a migrating instance.
 
     Idempotent per migration: a repeated request (an RPC redelivered
@@ -45,6 +45,8 @@ def move_claim(tracker, conductor, ctxt, instance, migration, limits,
         returning (compute API 1.1). False (API 1.3): the caller returns
         it (see ``context_of``) and the conductor records it; until the
         records show it the tracker keeps it for a bounded time only.
+    :param guarded: the source cannot rewrite the XML; this host's
+        migration guard will (MoveClaim.guarded).
 
     :returns: the MoveClaim, or None for a guest without NUMA
         characteristics (nothing specific to claim).
@@ -63,7 +65,8 @@ def move_claim(tracker, conductor, ctxt, instance, migration, limits,
                            f"instance {instance.uuid}")
         placed.instance_uuid = instance.uuid
         claim = resource_tracker.MoveClaim(
-            instance.uuid, instance.project_id, migration.uuid, placed)
+            instance.uuid, instance.project_id, migration.uuid, placed,
+            guarded=guarded)
         tracker.add_claim(claim)
     if persist:
         _persist(tracker, conductor, ctxt, instance, migration, claim)

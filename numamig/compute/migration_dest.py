@@ -12,7 +12,12 @@ each side setting only what it can know (see the spec's upgrade table):
 * the destination claims only when both flags came back set, and the
   source rewrites the XML only when ``dst_numa_info`` is present;
 * the destination answers in the version it was asked in: a conductor
-  that sent API 1.0 gets LiveMigrateData 1.0 back.
+  that sent API 1.0 gets LiveMigrateData 1.0 back;
+* a source that cannot take part copies its XML verbatim. When this
+  host's migration guard is on (numamig.virt.libvirt.guard), the
+  destination claims all the same (a "guarded" claim, recorded by this
+  host) and the guard rewrites the incoming XML to it; the source never
+  sees the NUMA objects, which its release cannot read.
 
 These are the current release's flows. An agent running as the release
 before (a testing aid, numamig.releases) takes previous_release's
@@ -70,11 +75,9 @@ def check_destination(agent, ctxt, instance, source_host, migration_uuid,
             migrate_data, releases.lmd_version_for_api('1.0'))
     if not (migrate_data.get('src_supports_numa_live_migration') and
             dest_check_data.dst_supports_numa_live_migration):
-        _log_no_offer(agent, migration_uuid,
-                      f"source {source_host} cannot take part (older "
-                      f"release, or capped below "
-                      f"{compute_rpcapi.NUMA_LIVE_MIGRATION_VERSION})")
-        return migrate_data
+        return _source_cannot_take_part(
+            agent, ctxt, instance, migration, limits, source_host,
+            migrate_data, dest_check_data.dst_supports_numa_live_migration)
     claim = claims.move_claim(agent.tracker, agent.conductor_api, ctxt,
                               instance, migration, limits)
     if claim is not None:
@@ -96,12 +99,12 @@ def _check_with_source_answer(agent, ctxt, instance, migration, limits,
         source_data.get('src_supports_numa_live_migration'))
     if not (migrate_data.src_supports_numa_live_migration and
             dest_check_data.dst_supports_numa_live_migration):
-        _log_no_offer(agent, migration.uuid,
-                      f"source {source_data.source_host} cannot take part "
-                      f"(older release, or capped below "
-                      f"{compute_rpcapi.NUMA_LIVE_MIGRATION_VERSION})")
         # In the version the source spoke: the conductor casts it on.
-        return releases.backported(migrate_data, source_data.VERSION)
+        return _source_cannot_take_part(
+            agent, ctxt, instance, migration, limits,
+            source_data.source_host,
+            releases.backported(migrate_data, source_data.VERSION),
+            dest_check_data.dst_supports_numa_live_migration)
     claim = claims.move_claim(agent.tracker, agent.conductor_api, ctxt,
                               instance, migration, limits, persist=False)
     if claim is None:
@@ -114,6 +117,30 @@ def _check_with_source_answer(agent, ctxt, instance, migration, limits,
         raise
     migrate_data.migration_context = claims.context_of(agent.tracker,
                                                        instance, claim)
+    return migrate_data
+
+
+def _source_cannot_take_part(agent, ctxt, instance, migration, limits,
+                             source_host, migrate_data, offered):
+    """The old path, or a guarded claim when this host offered NUMA-aware
+    live migration and its guard is on.
+
+    A guarded claim is recorded by this host (as with API 1.1) and
+    ``migrate_data`` goes back as it is: the source's release reads no
+    NUMA objects and copies the XML, which the guard rewrites here.
+    """
+    why = (f"source {source_host} cannot take part (older release, or "
+           f"capped below {compute_rpcapi.NUMA_LIVE_MIGRATION_VERSION})")
+    if not (offered and agent.driver.migration_guard_state() == 'on'):
+        _log_no_offer(agent, migration.uuid, why)
+        return migrate_data
+    claim = claims.move_claim(agent.tracker, agent.conductor_api, ctxt,
+                              instance, migration, limits, guarded=True)
+    if claim is not None:
+        releases.log_old_path(
+            agent.host, migration.uuid, releases.OLD_PATH_NUMA_OBJECTS,
+            f"{why}; claimed for this host's migration guard, which "
+            f"rewrites the incoming XML to the claim")
     return migrate_data
 
 
@@ -206,6 +233,9 @@ def post_at_destination(agent, ctxt, instance, migration,
         counted = _counted_here(agent, instance, migration, claim)
         if counted is not None:
             return counted
+    if claim is not None and claim.guarded and \
+            not _guard_placed(agent, ctxt, instance, migration, claim):
+        return place_from_guest(agent, ctxt, instance, migration)
     if claim is not None:
         updated = agent.conductor_api.migration_context_apply(
             ctxt, instance.uuid, migration.uuid)
@@ -220,6 +250,27 @@ def post_at_destination(agent, ctxt, instance, migration,
         updated = place_from_guest(agent, ctxt, instance, migration)
     report.request(agent, f"the arrival of {instance.uuid}")
     return updated
+
+
+def _guard_placed(agent, ctxt, instance, migration, claim):
+    """Whether the migration guard placed an arrived guest as claimed.
+
+    It did not when libvirtd never loaded the hook (it was installed
+    after libvirtd started): the guest then runs with the source's
+    copied XML, and recording the claim would make the records lie.
+    Then the claim is dropped and the arrival takes the old path.
+    """
+    mismatch = agent.driver.check_arrival(instance.uuid, migration.uuid,
+                                          claim.topology)
+    if mismatch is None:
+        return True
+    LOG.error("%s: instance %s arrived (migration %s) WITHOUT the placement "
+              "of its guarded claim, so the migration guard did not run "
+              "(restart libvirtd after installing it): %s; its placement is "
+              "read back from its XML instead", agent.host, instance.uuid,
+              migration.uuid, mismatch)
+    drop_claim(agent, ctxt, instance, migration.uuid)
+    return False
 
 
 def place_from_guest(agent, ctxt, instance, migration):
@@ -277,11 +328,18 @@ def rollback_at_destination(agent, ctxt, instance, migration):
     (idempotent); when it holds none, only this old path remains.
     """
     remove_partial_copy(agent, instance, migration)
-    if agent.tracker.get_claim(migration.uuid) is None:
+    claim = agent.tracker.get_claim(migration.uuid)
+    if claim is None:
         releases.log_old_path(
             agent.host, migration.uuid, releases.OLD_PATH_DEST_DROP,
             "no claim held; the rollback drops any record of one, as "
             "no drop request comes when none was taken")
+    elif claim.guarded:
+        releases.log_old_path(
+            agent.host, migration.uuid, releases.OLD_PATH_DEST_DROP,
+            "the claim was taken for the migration guard, and the "
+            "source's release sends no drop request: the rollback drops "
+            "it")
     drop_claim(agent, ctxt, instance, migration.uuid)
 
 

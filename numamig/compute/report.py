@@ -37,7 +37,8 @@ def build(agent):
         topology=topology,
         service_version=agent.service_version,
         fingerprint=fingerprint.compute(pairs),
-        reported_at=timeutils.utcnow(with_timezone=True))
+        reported_at=timeutils.utcnow(with_timezone=True),
+        migration_guard=agent.driver.migration_guard_state())
 
 
 def send(agent, ctxt, timeout=None):

@@ -48,19 +48,22 @@ class MoveClaim:
 
     ``persisted`` turns True once the migration context is recorded by the
     conductor; until then the claim exists only here, and only the agent
-    that took it may drop it.
+    that took it may drop it. ``guarded``: taken for a source that cannot
+    rewrite the XML (an older release), so that this host's migration
+    guard places the guest (numamig.virt.libvirt.guard).
     """
 
     __slots__ = ('instance_uuid', 'project_id', 'migration_uuid',
-                 'topology', 'persisted', 'taken_at')
+                 'topology', 'persisted', 'taken_at', 'guarded')
 
     def __init__(self, instance_uuid, project_id, migration_uuid, topology,
-                 persisted=False):
+                 persisted=False, guarded=False):
         self.instance_uuid = instance_uuid
         self.project_id = project_id
         self.migration_uuid = migration_uuid
         self.topology = topology
         self.persisted = persisted
+        self.guarded = guarded
         # time.monotonic() when taken: bounds how long it may stay
         # unrecorded.
         self.taken_at = time.monotonic()
@@ -80,6 +83,11 @@ class ResourceTracker:
 
         :param unrecorded_claim_timeout: seconds a claim the records do
             not show is kept by the recompute (see the module docstring).
+
+        Every change of the claims is published to the driver
+        (``publish_move_claims``: the migration guard reads them) before
+        the change returns, so a claim is known to the guard before the
+        answer that lets the source start.
         """
         self.host = host
         self.unrecorded_claim_timeout = unrecorded_claim_timeout
@@ -162,6 +170,7 @@ class ResourceTracker:
             new_usage = usage.apply(self.usage_topology(), claim.topology)
             self._claims[claim.migration_uuid] = claim
             self._changed(new_usage)
+            self.publish_claims()
 
     def mark_persisted(self, migration_uuid):
         with self.lock:
@@ -179,6 +188,7 @@ class ResourceTracker:
             claim = self._claims.pop(migration_uuid, None)
             if claim is not None:
                 self._changed()
+                self.publish_claims()
                 LOG.info("%s: dropped the move claim of migration %s "
                          "(instance %s)", self.host, migration_uuid,
                          claim.instance_uuid)
@@ -191,6 +201,7 @@ class ResourceTracker:
             self._instances[instance.uuid] = instance
             self._deleted.discard(instance.uuid)
             self._changed()
+            self.publish_claims()
 
     def track_instance(self, instance):
         """Count an instance that now runs here (build, adoption)."""
@@ -262,7 +273,23 @@ class ResourceTracker:
             self._claims = self._merge_claims(claimed, ended)
             self._changed()
             self._usage = self._compute_usage()
+            self.publish_claims()
         return True
+
+    def publish_claims(self):
+        """Publish every claim's placement to the driver's migration guard
+        (also periodically, so that the guard can tell a live agent's
+        claims from a dead one's). A failure is the driver's to log: a
+        claim never fails for it."""
+        with self.lock:
+            claims = {c.instance_uuid: (c.migration_uuid, c.topology)
+                      for c in self._claims.values()
+                      if c.topology is not None}
+            try:
+                self.driver.publish_move_claims(claims)
+            except Exception:  # noqa: BLE001 - advisory, logged
+                LOG.exception("%s: publishing the move claims to the "
+                              "migration guard failed", self.host)
 
     def _ended_unrecorded(self, ctxt, claimed):
         """{migration uuid: why} of the claims only this host holds whose
@@ -298,9 +325,11 @@ class ResourceTracker:
         recorded = {}
         for instance in claimed:
             ctx = instance.migration_context
+            held = self._claims.get(ctx.migration_uuid)
             recorded[ctx.migration_uuid] = MoveClaim(
                 instance.uuid, instance.project_id, ctx.migration_uuid,
-                ctx.new_numa_topology, persisted=True)
+                ctx.new_numa_topology, persisted=True,
+                guarded=held is not None and held.guarded)
         now = time.monotonic()
         for uuid, claim in self._claims.items():
             if uuid in recorded:

@@ -83,7 +83,10 @@ OBJECT_VERSIONS = {
 # 1.1 and 1.2 add the run's result and the admission queue, which only
 # the conductor's records read; no compute API version carries them, so
 # an agent of release 1 (which refuses Migration 1.1) can be sent any.
-HELD_BACK = {'Migration': '1.0'}
+# ComputeNodeReport 1.1 (the migration guard's state) travels from agents
+# to the conductor only (conductor API 1.7); no compute message carries a
+# report to an agent.
+HELD_BACK = {'Migration': '1.0', 'ComputeNodeReport': '1.0'}
 
 
 class ComputeAPI:

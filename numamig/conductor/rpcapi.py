@@ -42,6 +42,8 @@ OBJECT_VERSIONS['1.3'] = dict(OBJECT_VERSIONS['1.2'], Migration='1.2')
 OBJECT_VERSIONS['1.4'] = dict(OBJECT_VERSIONS['1.3'])
 OBJECT_VERSIONS['1.5'] = dict(OBJECT_VERSIONS['1.4'])
 OBJECT_VERSIONS['1.6'] = dict(OBJECT_VERSIONS['1.5'])
+OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'],
+                              ComputeNodeReport='1.1')
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -73,6 +75,9 @@ HOSTS_VERSION = '1.4'
 WAIT_VERSION = '1.5'
 # The API version that brought host_refresh_usage (heal claims).
 USAGE_VERSION = '1.6'
+# The API version whose reports carry the migration guard's state
+# (ComputeNodeReport 1.1).
+GUARD_VERSION = '1.7'
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.
 CALL_MARGIN_S = 10
@@ -105,6 +110,9 @@ class ConductorAPI:
             of polled).
     * 1.6 - host_refresh_usage (a host recomputes its usage from the
             records now and reports it).
+    * 1.7 - compute node reports carry the migration guard's state
+            (ComputeNodeReport 1.1); answers to older messages carry
+            ComputeNodeReport 1.0.
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -113,7 +121,7 @@ class ConductorAPI:
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.6'
+    VERSION = '1.7'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -142,6 +150,9 @@ class ConductorAPI:
                 known_versions=release_objects)
         self._client_for = client_for
         self.client = client_for(topic)
+        # Whether the conductor reads ComputeNodeReport 1.1 (None: not
+        # known yet; see report_compute_node).
+        self._reads_guard = None
 
     @classmethod
     def from_conf(cls, conf, transport, **kwargs):
@@ -238,15 +249,40 @@ class ConductorAPI:
 
     def report_compute_node(self, ctxt, report, timeout=None):
         """Send a report and wait until it is stored (``timeout``: seconds,
-        default the client's)."""
-        return self._call(ctxt, 'report_compute_node', timeout=timeout,
-                          report=report)
+        default the client's).
+
+        Sent at GUARD_VERSION with the guard's state when the cap allows;
+        a conductor that refuses it (an older release) is sent the report
+        again at 1.0, without the state, and so are this client's casts
+        until a call at GUARD_VERSION is answered (the conductor was
+        upgraded).
+        """
+        if self.client.can_send_version(GUARD_VERSION):
+            try:
+                answer = self._send(ctxt, 'report_compute_node',
+                                    GUARD_VERSION, timeout, report=report)
+                self._reads_guard = True
+                return answer
+            except messaging.UnsupportedVersion:
+                LOG.info("The conductor does not serve API %s (an older "
+                         "release): reports go without the migration "
+                         "guard's state", GUARD_VERSION)
+                self._reads_guard = False
+        return self._send(ctxt, 'report_compute_node', '1.0', timeout,
+                          report=_report_1_0(report))
 
     def report_compute_node_cast(self, ctxt, report):
-        """Send a report without waiting (cast, API 1.0): the reports an
-        agent sends after a guest arrived or left, off every migration's
-        path; a lost one is replaced by the next periodic report."""
-        self.client.cast(ctxt, 'report_compute_node', report=report)
+        """Send a report without waiting (cast): the reports an agent
+        sends after a guest arrived or left, off every migration's path;
+        a lost one is replaced by the next periodic report. A cast gets
+        no refusal back: it goes at GUARD_VERSION only once a call there
+        was answered."""
+        if self._reads_guard:
+            self.client.prepare(version=GUARD_VERSION).cast(
+                ctxt, 'report_compute_node', report=report)
+            return
+        self.client.cast(ctxt, 'report_compute_node',
+                         report=_report_1_0(report))
 
     def instance_get(self, ctxt, instance_uuid):
         return self._call(ctxt, 'instance_get', instance_uuid=instance_uuid)
@@ -524,3 +560,11 @@ def _taken_at(version, newer_kwargs):
     """The arguments of ``newer_kwargs`` API ``version`` takes."""
     return {name: value for name, value in newer_kwargs.items()
             if _tuple(_SINCE[name]) <= _tuple(version)}
+
+
+def _report_1_0(report):
+    """``report`` as ComputeNodeReport 1.0 (no migration guard state)."""
+    if report.VERSION == '1.0':
+        return report
+    primitive = rpc.primitive_for(report, '1.0')
+    return type(report).obj_from_primitive(primitive)

@@ -23,6 +23,7 @@ def check(conf):
     _check_cpu_sets(conf)
     _check_reserved_huge_pages(conf)
     _check_report_timing(conf)
+    _check_migration_guard(conf)
     _check_placeholders(conf)
 
 
@@ -107,3 +108,21 @@ def _check_report_timing(conf):
             reason=f"{conf.report_interval} s is not below "
                    f"service_down_time ({conf.service_down_time} s): every "
                    f"compute host would look down between two reports")
+
+
+def _check_migration_guard(conf):
+    """The guard's files are named by absolute paths: libvirtd runs the
+    hook from its own working directory, not the agent's."""
+    if not conf.libvirt.migration_guard:
+        return
+    for option in ('migration_guard_hook_path',
+                   'migration_guard_claims_file',
+                   'migration_guard_log_file'):
+        path = getattr(conf.libvirt, option)
+        if option == 'migration_guard_log_file' and not path:
+            continue
+        if not path or not path.startswith('/'):
+            raise exception.InvalidConfiguration(
+                option=f'[libvirt] {option}',
+                reason=f"{path!r} is not an absolute path; libvirtd runs "
+                       f"the guard from its own working directory")

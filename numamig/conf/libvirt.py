@@ -83,7 +83,74 @@ migration_opts = [
                     "statistics (progress reporting and timeouts)."),
 ]
 
-opts = connection_opts + migration_opts
+guard_opts = [
+    cfg.BoolOpt('migration_guard', default=False,
+                help="Install the destination-side migration guard: a "
+                     "libvirt qemu hook that checks every incoming "
+                     "migration's domain XML against this host's move "
+                     "claim for the guest, rewrites its NUMA parts to the "
+                     "claim (pins, numatune, page nodesets) or refuses the "
+                     "migration when they cannot be reconciled. Enable it "
+                     "on every compute host before a rolling upgrade: a "
+                     "source of an older release copies the XML verbatim, "
+                     "and only the destination's guard then places the "
+                     "guest where its claim says. libvirtd runs hooks "
+                     "present when it started: restart libvirtd after the "
+                     "agent's first start with this option (see "
+                     "doc/source/upgrades.rst)."),
+    cfg.StrOpt('migration_guard_hook_path',
+               default='/etc/libvirt/hooks/qemu.d/numamig-migration-guard',
+               help="Where the agent writes the guard's hook. libvirt 6.5 "
+                    "and later run every executable of "
+                    "/etc/libvirt/hooks/qemu.d/ as a filter after the "
+                    "main qemu hook; with an older libvirt use "
+                    "/etc/libvirt/hooks/qemu. A file there that numamig "
+                    "did not write is never overwritten (the guard is then "
+                    "reported failed). Change it only where libvirt looks "
+                    "for hooks elsewhere (its SYSCONFDIR)."),
+    cfg.StrOpt('migration_guard_claims_file',
+               default='/var/lib/numamig/migration-guard-claims.json',
+               help="The file the agent publishes its move claims to and "
+                    "the guard reads (mode 0640, rewritten atomically). It "
+                    "must be on a local file system both the agent and "
+                    "libvirtd see at this path."),
+    cfg.IntOpt('migration_guard_claims_max_age', default=60, min=6,
+               max=3600,
+               help="Seconds after which the guard treats the claims file "
+                    "as stale (the agent is down) and applies "
+                    "migration_guard_when_unknown. The agent rewrites the "
+                    "file whenever its claims change and every third of "
+                    "this. Raise it only if the agent's host is so loaded "
+                    "that it misses such rewrites."),
+    cfg.StrOpt('migration_guard_when_unknown', default='pass',
+               choices=[('pass', 'let the XML through unchanged and log '
+                                 'it: the guard never fails a migration '
+                                 'that would run without it'),
+                        ('refuse', 'refuse the incoming migration: no '
+                                   'unchecked XML ever runs here')],
+               help="What the guard does when it cannot know this host's "
+                    "claims (claims file missing, stale or unreadable, or "
+                    "its deadline passed). numamig's own migrations need "
+                    "the agent up (it claims before the migration starts), "
+                    "so an unknown claim set mostly means a migration "
+                    "started outside numamig or a dead agent; choose "
+                    "refuse where every migration must go through "
+                    "numamig."),
+    cfg.FloatOpt('migration_guard_deadline', default=5.0, min=0.5,
+                 max=60.0,
+                 help="Seconds the guard may take for one incoming "
+                      "migration; past them (a hung file system) it "
+                      "answers as migration_guard_when_unknown says. It "
+                      "normally takes about a tenth of a second."),
+    cfg.StrOpt('migration_guard_log_file',
+               default='/var/log/numamig/migration-guard.log',
+               help="Where the guard appends one line per incoming "
+                    "migration: what it changed, passed or refused, and "
+                    "why. Unset: standard error, which libvirt logs only "
+                    "for a refused migration."),
+]
+
+opts = connection_opts + migration_opts + guard_opts
 
 
 def register_opts(conf):

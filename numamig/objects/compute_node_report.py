@@ -1,5 +1,6 @@
 """ComputeNodeReport: what a compute agent periodically tells the conductor."""
 
+from oslo_utils import versionutils
 from oslo_versionedobjects import fields
 
 from numamig.objects import base
@@ -12,12 +13,18 @@ class ComputeNodeReport(base.NumamigObject):
     ``fingerprint`` is a podfingerprint v001 string over the guests the
     host runs or holds claims for; the scheduler compares it with the set
     it expects to know when a report reflects its in-flight placements.
+
+    ``migration_guard`` says whether the host's destination-side
+    migration guard checks incoming migrations: 'on', 'off' or 'failed'
+    (numamig.virt.libvirt.guard_install); None in a report of an agent
+    older than the guard.
     """
 
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: migration_guard
+    VERSION = '1.1'
 
-    obj_relationships = {'topology': [('1.0', '1.0')]}
+    obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.0')]}
 
     fields = {
         'host': fields.StringField(),
@@ -27,13 +34,29 @@ class ComputeNodeReport(base.NumamigObject):
         'service_version': fields.IntegerField(),
         'fingerprint': fields.StringField(),
         'reported_at': fields.DateTimeField(),
+        'migration_guard': fields.StringField(nullable=True, default=None),
     }
+
+    # The values of migration_guard (guard_install's states; objects/
+    # imports nothing from virt/).
+    GUARD_STATES = ('off', 'on', 'failed')
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 1):
+            primitive.pop('migration_guard', None)
 
     def _validate(self):
         if self.service_version < 1:
             raise self.invalid(
                 f"service_version must be at least 1, got "
                 f"{self.service_version}")
+        guard = self.get('migration_guard')
+        if guard is not None and guard not in self.GUARD_STATES:
+            raise self.invalid(
+                f"migration_guard must be one of "
+                f"{', '.join(self.GUARD_STATES)}, got {guard!r}")
         if not self.fingerprint.startswith('pfp0v001'):
             raise self.invalid(
                 f"fingerprint {self.fingerprint!r} is not a podfingerprint "

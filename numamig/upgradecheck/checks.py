@@ -103,6 +103,45 @@ def _old_hosts_text(old, needed):
             f"version below {needed}): {', '.join(old)}")
 
 
+def check_migration_guard(conf, sources):
+    """Which compute hosts guard their incoming migrations.
+
+    A host's report says whether its destination-side migration guard
+    (``[libvirt] migration_guard``) is on. While some host is older than
+    NUMA-aware live migration, a migration from it copies the XML, and
+    only a destination whose guard is on places the guest as claimed: a
+    new host without it is a warning then, and so is a guard that failed.
+    """
+    from numamig.db import compute_nodes
+    try:
+        sources.db.check_schema()
+        reports = compute_nodes.get_all(sources.db)
+    except exception.NumamigException as exc:
+        return Result(FAILURE, f"cannot read compute host reports: {exc}")
+    needed = service_obj.NUMA_LIVE_MIGRATION_VERSION
+    by_state = {}
+    for report in reports:
+        if report.service_version >= needed:
+            state = report.get('migration_guard') or 'not reported'
+            by_state.setdefault(state, []).append(report.host)
+    text = '; '.join(f"{state}: {', '.join(sorted(hosts))}"
+                     for state, hosts in sorted(by_state.items()))
+    if not by_state:
+        return Result(SUCCESS, "no compute host of this release has "
+                               "reported yet")
+    mixed = any(r.service_version < needed for r in reports)
+    unguarded = set(by_state) - {'on'}
+    if 'failed' in by_state or (mixed and unguarded):
+        return Result(WARNING, f"migration guard {text}. "
+                      + ("Hosts of an older release copy the XML of the "
+                         "guests they send: " if mixed else '')
+                      + "enable [libvirt] migration_guard on every "
+                        "upgraded host, restart libvirtd after its agent "
+                        "started, and see the agents' logs for a failed "
+                        "guard")
+    return Result(SUCCESS, f"migration guard {text}")
+
+
 def check_upgrade_levels(conf, sources):
     """No ``[upgrade_levels]`` cap silently disables the new path."""
     problems, warnings = [], []
@@ -181,6 +220,7 @@ def _deprecated_in_use(conf):
 CHECKS = (
     ('Database schema', check_schema),
     ('Compute service versions', check_compute_versions),
+    ('Migration guard', check_migration_guard),
     ('RPC version caps', check_upgrade_levels),
     ('Configuration', check_configuration),
 )

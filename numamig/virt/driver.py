@@ -157,3 +157,33 @@ class ComputeDriver(abc.ABC):
 
         :returns: a MigrationResult with ``emulated`` set.
         """
+
+    # -- the destination-side migration guard (optional) -----------------
+
+    def migration_guard_state(self):
+        """'off', 'on' or 'failed': whether incoming migrations here are
+        checked against this host's claims (numamig.virt.libvirt.guard).
+        A driver without a guard reports 'off'."""
+        return 'off'
+
+    def migration_guard_refresh_s(self):
+        """Seconds between two publications of the claims when none
+        changes (so the guard can tell a live agent); None: no guard."""
+        return None
+
+    def publish_move_claims(self, claims):
+        """Tell the guard this host's move claims now.
+
+        :param claims: {instance uuid: (migration uuid, placed
+            InstanceNUMATopology)}, every claim held here.
+        """
+        return None
+
+    def check_arrival(self, instance_uuid, migration_uuid, topology):
+        """Make an arrived guest's persistent definition follow the claim
+        the guard applied, and say whether its live XML does.
+
+        :returns: None when the live XML has the claim's placement, else
+            why not (the guard did not run for it).
+        """
+        return None

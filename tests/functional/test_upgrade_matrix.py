@@ -53,9 +53,25 @@ Claim drop for dest on failure (the destination's call; failure only)
     path for "destination claim drop". no: neither message, nothing
     logged.
 
+Destination guard (the destination's libvirt hook; success only)
+    Scenarios run with and without ``[libvirt] migration_guard`` on the
+    NEW hosts (an OLD host has no guard). yes: the destination's guard
+    checked the incoming XML against its claim (rewrote it, or found it
+    matching), and the XML defined there has the vCPU pins of the
+    instance's record, not the source's when the source copied them.
+    old path: the guard ran but the destination held no claim for the
+    guest (it passed the XML through). off: a NEW destination without
+    the guard. no: an OLD destination.
+
 With an OLD conductor the claim parameters are never sent, so every
 "yes" of the spec's table becomes "old path" (each NEW node takes its
 old path); the other entries are the spec's.
+
+With the guard on, a NEW destination claims even for an OLD source
+(a "guarded" claim, recorded by itself): "Initial claim on dest" and
+"Destination guard" of old source / NEW destination become "yes" (the
+NUMA objects still cannot reach that source: old path, logged as such),
+and the rollback drops the claim itself (old path, logged).
 
 Whatever the cell, the test also checks that no OLD node was ever sent
 an API or object version newer than it reads (except calls it refused
@@ -88,11 +104,11 @@ from tests.functional import test_live_migration as lm
 load_tests = testscenarios.load_tests_apply_scenarios
 
 OLD, NEW = 1, 2
-NUMA, XML, CLAIM, SRC_DROP, DST_DROP = (
+NUMA, XML, CLAIM, SRC_DROP, DST_DROP, GUARD = (
     'New NUMA objects from dest', 'New XML from source',
     'Initial claim on dest', 'Claim drop for source on success',
-    'Claim drop for dest on failure')
-YES, OLD_PATH, NO = 'yes', 'old path', 'no'
+    'Claim drop for dest on failure', 'Destination guard')
+YES, OLD_PATH, NO, OFF = 'yes', 'old path', 'no', 'off'
 
 # The spec's table, (source, destination) -> row, with a NEW conductor.
 SPEC_TABLE = {
@@ -104,7 +120,15 @@ SPEC_TABLE = {
     (NEW, NEW): {NUMA: YES, XML: YES, CLAIM: YES, SRC_DROP: YES,
                  DST_DROP: YES},
 }
-SUCCESS_ENTRIES = (NUMA, XML, CLAIM, SRC_DROP)
+# What the destination's migration guard changes, with a NEW conductor
+# (doc/source/upgrades.rst, "The mixed-release table").
+GUARD_TABLE = {
+    (OLD, OLD): {GUARD: NO},
+    (OLD, NEW): {CLAIM: YES, GUARD: YES},
+    (NEW, OLD): {GUARD: NO},
+    (NEW, NEW): {GUARD: YES},
+}
+SUCCESS_ENTRIES = (NUMA, XML, CLAIM, SRC_DROP, GUARD)
 FAILURE_ENTRIES = (NUMA, XML, CLAIM, DST_DROP)
 
 DEDICATED = {'hw:cpu_policy': 'dedicated'}
@@ -113,8 +137,11 @@ OBJ = 'numamig_object'
 API_1_0_OBJECTS = compute_rpcapi.OBJECT_VERSIONS['1.0']
 
 
-def expected_row(source, dest, conductor):
-    row = dict(SPEC_TABLE[(source, dest)])
+def expected_row(source, dest, conductor, guard=False):
+    row = dict(SPEC_TABLE[(source, dest)], **{GUARD: NO if dest == OLD
+                                               else OFF})
+    if guard:
+        row.update(GUARD_TABLE[(source, dest)])
     if conductor == OLD:
         row = {entry: OLD_PATH if value == YES else value
                for entry, value in row.items()}
@@ -201,6 +228,7 @@ class MatrixCellTests:
     """
 
     transport_kind = 'fake'
+    guard = False
 
     def setUp(self):
         super().setUp()
@@ -214,8 +242,8 @@ class MatrixCellTests:
         # workaround while the bystander is OLD.
         settings['enable_numa_live_migration_workaround'] = \
             self.conductor == NEW
-        hosts = [self._host('src', self.source),
-                 self._host('dst', self.dest),
+        hosts = [self._host('src', self.source, self.guard),
+                 self._host('dst', self.dest, self.guard),
                  self._host('bystander', OLD)]
         self.dep = self.useFixture(deployment.DeploymentFixture(
             self.transport_kind, hosts, conductor_settings=settings,
@@ -228,10 +256,11 @@ class MatrixCellTests:
         self.source_xml = self._xml('src')
 
     @staticmethod
-    def _host(name, version):
+    def _host(name, version, guard=False):
         return embedded.HostDefinition(name, 'numa-2cell-a.xml',
                                        cpu_shared_set=SHARED,
-                                       service_version=version)
+                                       service_version=version,
+                                       migration_guard=guard)
 
     def _create(self, host_name):
         uuid = uuidutils.generate_uuid()
@@ -273,8 +302,9 @@ class MatrixCellTests:
     # -- observing the table's entries ---------------------------------
 
     def _logged(self, host, item):
-        return (f"{host}: migration {self.migration_uuid}: old path for "
-                f"the {item}") in self.logs.output
+        items = item if isinstance(item, tuple) else (item,)
+        return any(f"{host}: migration {self.migration_uuid}: old path for "
+                   f"the {one}" in self.logs.output for one in items)
 
     def _classify(self, new_seen, host, item, old_seen=True):
         """yes / old path / no, or what contradicts the definitions."""
@@ -293,7 +323,8 @@ class MatrixCellTests:
     def observe_numa_objects(self):
         data = self._dest_reply()[f'{OBJ}.data']
         return self._classify(data.get('dst_numa_info') is not None, 'dst',
-                              releases.OLD_PATH_NUMA_INFO)
+                              (releases.OLD_PATH_NUMA_INFO,
+                               releases.OLD_PATH_NUMA_OBJECTS))
 
     def observe_xml(self):
         (sent,) = self.tap.sent('accept_emulated_migration', 'dst')
@@ -332,11 +363,39 @@ class MatrixCellTests:
                               not self._logged('dst',
                                                releases.OLD_PATH_DEST_DROP))
 
+    def observe_guard(self):
+        dest = self.dep.agent('dst')
+        if dest.release.service_version == OLD:
+            return NO
+        if dest.driver.migration_guard_state() == 'off':
+            return OFF
+        checked = [line for line in self.logs.output.splitlines()
+                   if line.startswith('INFO dst: migration guard, incoming '
+                                      f'migration of {self.mover.name}')]
+        if len(checked) != 1:
+            return f"the guard logged {len(checked)} decisions"
+        if 'holds no move claim' in checked[0]:
+            return OLD_PATH
+        if 'claim of migration' not in checked[0]:
+            return f"unexpected decision: {checked[0]}"
+        pins = lm.xml_placement(dest.driver.get_domain_xml(
+            self.mover.uuid))[0]
+        record = self.api.instance_get(self.ctxt, self.mover.uuid)
+        recorded = {v: str(p) for v, p in
+                    record.numa_topology.cpu_pinning.items()}
+        if pins != recorded:
+            return f"pins {pins} on dst, {recorded} in the record"
+        if self.source == OLD and pins == lm.xml_placement(
+                self.source_xml)[0]:
+            return "the source's copied pins run on dst"
+        return YES
+
     def observed_row(self, entries):
         observers = {NUMA: self.observe_numa_objects, XML: self.observe_xml,
                      CLAIM: self.observe_claim,
                      SRC_DROP: self.observe_source_drop,
-                     DST_DROP: self.observe_dest_drop}
+                     DST_DROP: self.observe_dest_drop,
+                     GUARD: self.observe_guard}
         return {entry: observers[entry]() for entry in entries}
 
     # -- invariants ----------------------------------------------------
@@ -388,7 +447,8 @@ class MatrixCellTests:
         self.assertEqual('completed', migration.status, migration.error)
         self.assertEqual(
             {e: v for e, v in expected_row(self.source, self.dest,
-                                           self.conductor).items()
+                                           self.conductor,
+                                           self.guard).items()
              if e in SUCCESS_ENTRIES},
             self.observed_row(SUCCESS_ENTRIES))
         self.assert_old_nodes_got_old_versions()
@@ -401,7 +461,8 @@ class MatrixCellTests:
         self.assertIn('injected by the test', migration.error)
         self.assertEqual(
             {e: v for e, v in expected_row(self.source, self.dest,
-                                           self.conductor).items()
+                                           self.conductor,
+                                           self.guard).items()
              if e in FAILURE_ENTRIES},
             self.observed_row(FAILURE_ENTRIES))
         self.assert_old_nodes_got_old_versions()
@@ -414,12 +475,15 @@ _CELLS = [(f'{s}-source-{d}-dest', {'source': sv, 'dest': dv})
           for d, dv in (('old', OLD), ('new', NEW))]
 _CONDUCTORS = [('new-conductor', {'conductor': NEW}),
                ('old-conductor', {'conductor': OLD})]
+_GUARDS = [('no-guard', {'guard': False}), ('guard', {'guard': True})]
 
 
 class MatrixTest(MatrixCellTests, base.TestCase):
-    """Every cell, with a NEW and with an OLD conductor, over fake://."""
+    """Every cell, with a NEW and with an OLD conductor, with and without
+    the destination's migration guard, over fake://."""
 
-    scenarios = testscenarios.multiply_scenarios(_CELLS, _CONDUCTORS)
+    scenarios = testscenarios.multiply_scenarios(_CELLS, _CONDUCTORS,
+                                                 _GUARDS)
 
 
 class MatrixOverRabbitMQTest(MatrixCellTests, base.TestCase):
@@ -432,4 +496,6 @@ class MatrixOverRabbitMQTest(MatrixCellTests, base.TestCase):
                                  'conductor': NEW}),
         ('old-source-new-dest', {'source': OLD, 'dest': NEW,
                                  'conductor': NEW}),
+        ('old-source-new-dest-guard', {'source': OLD, 'dest': NEW,
+                                       'conductor': NEW, 'guard': True}),
     ]

@@ -26,6 +26,9 @@ ALLOWED = {
         "Migration 1.1 and 1.2 add the run's result and the admission "
         "queue, read only by the conductor's records; agents of release "
         "1 refuse anything above 1.0.",
+    ('compute', 'ComputeNodeReport'):
+        "reports go from agents to the conductor (conductor API 1.7); "
+        "no compute message carries one to an agent.",
     ('conductor', 'LiveMigrateData'):
         "no conductor method takes or answers LiveMigrateData.",
 }

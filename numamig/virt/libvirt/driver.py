@@ -19,6 +19,9 @@ from numamig import exception
 from numamig.virt import driver
 from numamig.virt.libvirt import errors
 from numamig.virt.libvirt import events
+from numamig.virt.libvirt import guard
+from numamig.virt.libvirt import guard_claims
+from numamig.virt.libvirt import guard_install
 from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import host_topology
@@ -47,6 +50,11 @@ class LibvirtDriver(driver.ComputeDriver):
         self._host_topology = None
         self._jobs = {}
         self._jobs_lock = threading.Lock()
+        # The guard's hook is in place, and its claims file was written
+        # by the last publication.
+        self._hook_installed = self._claims_published = False
+        # Serialises the claims file's writers (claim changes, refresh).
+        self._claims_lock = threading.Lock()
 
     @property
     def supports_native_migration(self):
@@ -96,6 +104,88 @@ class LibvirtDriver(driver.ComputeDriver):
                      *(c.cpuset for c in self._host_topology.cells))),
                  ' (embedded: migrations are emulated)'
                  if self._settings.is_test_driver else '')
+        self._install_guard()
+
+    # -- the destination-side migration guard --------------------------------
+
+    def _install_guard(self):
+        """Install the guard's hook (real hosts) and publish no claims yet.
+
+        A test-driver host has no libvirtd to run a hook: its emulated
+        migrations call the guard's decision themselves.
+        """
+        settings = self._settings.migration_guard
+        if settings is None:
+            return
+        state = guard_install.ON
+        if not self._settings.is_test_driver:
+            state, _changed = guard_install.install(settings, self.host)
+        self._hook_installed = state == guard_install.ON
+        self.publish_move_claims({})
+
+    def migration_guard_state(self):
+        if self._settings.migration_guard is None:
+            return guard_install.OFF
+        if self._hook_installed and self._claims_published:
+            return guard_install.ON
+        return guard_install.FAILED
+
+    def migration_guard_refresh_s(self):
+        settings = self._settings.migration_guard
+        # A third of the age at which the guard calls the file stale:
+        # two refreshes may be late before a live agent looks dead.
+        return None if settings is None else settings.max_age_s / 3
+
+    def publish_move_claims(self, claims):
+        """Write every claim's placement to the guard's claims file; see
+        ComputeDriver. A write that fails is logged and the guard reported
+        failed (the hook then finds the file stale)."""
+        settings = self._settings.migration_guard
+        if settings is None:
+            return
+        host_topology = self.get_host_topology()
+        placements = {
+            uuid: guard_claims.ClaimPlacement.from_info(
+                migration, self.build_migrate_info(topology, host_topology))
+            for uuid, (migration, topology) in claims.items()}
+        with self._claims_lock:
+            try:
+                guard_claims.write(settings.claims_file, self.host,
+                                   placements)
+            except OSError as exc:
+                LOG.error("%s: cannot publish the move claims to the "
+                          "migration guard (%s): %s; incoming migrations "
+                          "are not guarded until it works", self.host,
+                          settings.claims_file, exc.strerror or exc)
+                self._claims_published = False
+                return
+            self._claims_published = True
+
+    def check_arrival(self, instance_uuid, migration_uuid, topology):
+        """See ComputeDriver. The live XML is compared with the claim as
+        the guard compares an incoming one; a persistent definition that
+        differs from the claim is defined anew from the claim (libvirt's
+        migrate hook filters only the live XML)."""
+        info = self.build_migrate_info(topology, self.get_host_topology())
+        placement = guard_claims.ClaimPlacement.from_info(migration_uuid,
+                                                          info)
+        live = migration_xml.parse_domain(self.get_domain_xml(instance_uuid))
+        verdict = guard.against_claim(live, instance_uuid, self.host,
+                                      placement)
+        if verdict.action != guard.UNCHANGED:
+            return verdict.describe()
+        persistent = self.get_domain_xml(instance_uuid, persistent=True)
+        doc = migration_xml.parse_domain(persistent)
+        if guard.against_claim(doc, instance_uuid, self.host,
+                               placement).action == guard.REWRITTEN:
+            self._call(self._connection().defineXML,
+                       f"define the claimed placement of {instance_uuid}",
+                       migration_xml.get_updated_xml(persistent, info))
+            LOG.info("%s: persistent definition of %s rewritten to the "
+                     "claim of migration %s (the migration guard changed "
+                     "only its live XML)", self.host, instance_uuid,
+                     migration_uuid)
+        return None
 
     def _capabilities(self):
         path = self._settings.capabilities_file
@@ -271,6 +361,8 @@ class LibvirtDriver(driver.ComputeDriver):
                 domain=migration_xml.domain_name(doc),
                 reason=f"its uuid {doc.findtext('uuid')} is not the "
                        f"migrating instance {instance_uuid}")
+        dest_xml = self._emulated_guard(dest_xml, instance_uuid,
+                                        doc.findtext('name'))
         started = time.monotonic()
         self._define_and_start(dest_xml, instance_uuid,
                                'accept an emulated migration of')
@@ -280,6 +372,25 @@ class LibvirtDriver(driver.ComputeDriver):
                  elapsed_ms)
         return driver.MigrationResult(emulated=True, elapsed_ms=elapsed_ms,
                                       downtime_ms=None)
+
+    def _emulated_guard(self, dest_xml, instance_uuid, name):
+        """Pass an emulated migration's XML through the guard, as libvirt
+        passes a real one through the hook: the XML to define.
+
+        :raises HypervisorError: the guard refused it, as libvirt would.
+        """
+        settings = self._settings.migration_guard
+        if settings is None:
+            return dest_xml
+        verdict = guard.decide(dest_xml, settings)
+        LOG.info("%s: migration guard, incoming migration of %s (emulated): "
+                 "%s", self.host, name, verdict.describe())
+        if verdict.action == guard.REFUSED:
+            raise exception.HypervisorError(
+                host=self.host, action=f"accept the migration of "
+                                       f"{instance_uuid}",
+                reason=f"numamig migration guard: {verdict.reason}")
+        return verdict.xml if verdict.action == guard.REWRITTEN else dest_xml
 
     def _define_and_start(self, xml, instance_uuid, action):
         conn = self._connection()

@@ -13,10 +13,6 @@ from numamig.objects import fields as nm_fields
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import migration_xml
 
-_UNIT_KIB = {'b': 1 / 1024, 'bytes': 1 / 1024, 'k': 1, 'kib': 1,
-             'kb': 1000 / 1024, 'm': 1024, 'mib': 1024, 'mb': 1000 ** 2 /
-             1024, 'g': 1024 ** 2, 'gib': 1024 ** 2}
-
 
 def parse_guest_topology(xml_text):
     """Return the InstanceNUMATopology a domain XML expresses.
@@ -65,7 +61,7 @@ def _info(doc):
         else set(),
         sched_vcpus=set(sched),
         sched_priority=min(priorities) if priorities else None,
-        pagesizes=_pagesizes(doc, migration_xml.guest_cell_ids(doc)),
+        pagesizes=migration_xml.page_sizes(doc),
         floating_cpus=_cpus(floating) if floating else None)
 
 
@@ -77,7 +73,8 @@ def _topology(doc):
     pins = _vcpu_pins(doc)
     pinned = _pinned_vcpus(meta, pins)
     memnodes = _memnodes(doc)
-    pagesizes = _pagesizes(doc, {int(c.get('id')) for c in cells})
+    pagesizes = migration_xml.page_sizes(
+        doc, {int(c.get('id')) for c in cells})
     realtime = set(_sched_vcpus(doc))
     emulator = doc.find('cputune/emulatorpin')
     isolate = meta.get('emulator_threads_policy') == \
@@ -88,7 +85,8 @@ def _topology(doc):
         guest_cells.append(objects.InstanceNUMACell(
             id=cell_id, host_cell=memnodes.get(cell_id),
             cpuset=vcpus - pinned, pcpuset=vcpus & pinned,
-            memory_mb=int(_kib(el.get('memory'), el.get('unit', 'KiB'))
+            memory_mb=int(migration_xml.kib(el.get('memory'),
+                                             el.get('unit', 'KiB'))
                           // 1024),
             pagesize=pagesizes.get(cell_id),
             cpu_pinning={v: min(pins[v]) for v in vcpus & pinned
@@ -142,17 +140,6 @@ def _memnodes(doc):
     return result
 
 
-def _pagesizes(doc, cells):
-    """Return {guest cell: page size KiB} from <memoryBacking><hugepages>."""
-    result = {}
-    for el in doc.iterfind('memoryBacking/hugepages/page'):
-        size = int(_kib(el.get('size'), el.get('unit', 'KiB')))
-        nodeset = el.get('nodeset')
-        for cell in (_cpus(nodeset) if nodeset else cells):
-            result[cell] = size
-    return result
-
-
 def _sched_vcpus(doc):
     """Return {vCPU: priority} of realtime-scheduled vCPUs."""
     result = {}
@@ -166,11 +153,3 @@ def _sched_vcpus(doc):
 
 def _cpus(spec):
     return cpuspec.parse_cpu_spec(spec)
-
-
-def _kib(value, unit):
-    try:
-        factor = _UNIT_KIB[unit.lower()]
-    except KeyError:
-        raise ValueError(f"unknown memory unit {unit!r}")
-    return int(value) * factor

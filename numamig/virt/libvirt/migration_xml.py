@@ -83,6 +83,41 @@ def guest_cell_ids(doc):
     return {int(cell.get('id')) for cell in doc.iterfind('cpu/numa/cell')}
 
 
+def page_sizes(doc, cells=None):
+    """Return {guest cell: page size KiB} from ``<memoryBacking>``.
+
+    A ``<page>`` without a nodeset backs every guest cell (``cells``,
+    default the domain's own); cells without one use small pages and
+    are absent.
+    """
+    if cells is None:
+        cells = guest_cell_ids(doc)
+    result = {}
+    for el in doc.iterfind('memoryBacking/hugepages/page'):
+        size = int(kib(el.get('size'), el.get('unit', 'KiB')))
+        nodeset = el.get('nodeset')
+        for cell in (cpuspec.parse_cpu_spec(nodeset) if nodeset else cells):
+            result[cell] = size
+    return result
+
+
+_UNIT_KIB = {'b': 1 / 1024, 'bytes': 1 / 1024, 'k': 1, 'kib': 1,
+             'kb': 1000 / 1024, 'm': 1024, 'mib': 1024, 'mb': 1000 ** 2 /
+             1024, 'g': 1024 ** 2, 'gib': 1024 ** 2}
+
+
+def kib(value, unit):
+    """``value`` in libvirt's ``unit`` (KiB, M, GiB, bytes...) as KiB.
+
+    :raises ValueError: an unknown unit or a value that is no number.
+    """
+    try:
+        factor = _UNIT_KIB[unit.lower()]
+    except KeyError:
+        raise ValueError(f"unknown memory unit {unit!r}")
+    return int(value) * factor
+
+
 def _check_shape(doc, info):
     name, cells = domain_name(doc), guest_cell_ids(doc)
     vcpus = set(range(vcpu_count(doc)))

@@ -11,6 +11,7 @@ import dataclasses
 
 from numamig import cpuspec
 from numamig import exception
+from numamig.virt.libvirt import guard
 
 VIRT_TYPES = ('kvm', 'qemu')
 TIMEOUT_ACTIONS = ('abort', 'force_complete')
@@ -79,6 +80,9 @@ class LibvirtSettings:
     reserved_huge_pages: tuple = ()
     realtime_priority: int = 1
     migration: MigrationSettings = MigrationSettings()
+    # The destination-side migration guard (guard.GuardSettings), None:
+    # not installed.
+    migration_guard: guard.GuardSettings | None = None
 
     def __post_init__(self):
         if self.virt_type not in VIRT_TYPES:
@@ -123,7 +127,20 @@ class LibvirtSettings:
                               count=r['count'])
                 for r in compute.reserved_huge_pages or ()),
             realtime_priority=lv.realtime_scheduler_priority,
-            migration=_migration_from_conf(lv))
+            migration=_migration_from_conf(lv),
+            migration_guard=_guard_from_conf(lv))
+
+
+def _guard_from_conf(lv):
+    if not lv.migration_guard:
+        return None
+    return guard.GuardSettings(
+        hook_path=lv.migration_guard_hook_path,
+        claims_file=lv.migration_guard_claims_file,
+        max_age_s=lv.migration_guard_claims_max_age,
+        when_unknown=lv.migration_guard_when_unknown,
+        log_file=lv.migration_guard_log_file,
+        deadline_s=lv.migration_guard_deadline)
 
 
 def _migration_from_conf(lv):

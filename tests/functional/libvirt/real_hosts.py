@@ -145,9 +145,10 @@ class RealHostsTestCase(base.TestCase):
         super().setUp()
         root = start_root(self)
         self.hosts, self.drivers = {}, {}
+        self.root = root
         for name in ('src', 'dst'):
-            daemon = self.useFixture(libvirt_daemons.LibvirtDaemon(name,
-                                                                   root))
+            daemon = self.useFixture(libvirt_daemons.LibvirtDaemon(
+                name, root, before_start=self.before_start(name)))
             self.hosts[name] = daemon
             self.drivers[name] = self.driver(name)
         self.kernel = os.path.join(root, 'dirty.bin')
@@ -155,6 +156,15 @@ class RealHostsTestCase(base.TestCase):
             f.write(libvirt_daemons.dirtying_kernel())
         self.drivers['dst'].spawn(
             guests.instance(1, MEMORY_MB, 'blocker', BLOCKER), placement(0))
+
+    def before_start(self, name):
+        """What to do in host ``name``'s directory before its libvirtd
+        starts (a callable, or None)."""
+        return None
+
+    def guard_settings(self, name):
+        """Host ``name``'s migration guard settings (None: no guard)."""
+        return None
 
     def driver(self, name, **migration):
         """A driver of host ``name`` with these MigrationSettings."""
@@ -166,7 +176,8 @@ class RealHostsTestCase(base.TestCase):
             reserved_host_memory_mb=0,
             migration=lv_settings.MigrationSettings(
                 inbound_addr='127.0.0.1', libvirtd_port=daemon.port,
-                **migration))
+                **migration),
+            migration_guard=self.guard_settings(name))
         drv = driver.LibvirtDriver(settings)
         self.addCleanup(drv.cleanup_host)
         drv.init_host(name)

@@ -81,6 +81,41 @@ class UpgradeCheckTestCase(cli_base.CLITestCase):
                          compute_nodes.get(self.db, 'cn1').reported_at)
 
 
+class MigrationGuardCheckTestCase(cli_base.CLITestCase):
+    """One named scenario per cloud: (host, service version, guard)."""
+
+    main = staticmethod(status.main)
+    scenarios = [
+        ('all-new-guarded', {'hosts': [('cn1', 2, 'on'), ('cn2', 2, 'on')],
+                             'result': 0, 'named': 'on: cn1, cn2'}),
+        ('all-new-no-guard', {'hosts': [('cn1', 2, 'off')], 'result': 0,
+                              'named': 'off: cn1'}),
+        ('mixed-unguarded', {'hosts': [('cn-old', 1, None),
+                                       ('cn1', 2, 'on'), ('cn2', 2, 'off')],
+                             'result': 1, 'named': 'off: cn2; on: cn1'}),
+        ('mixed-guarded', {'hosts': [('cn-old', 1, None), ('cn1', 2, 'on')],
+                           'result': 0, 'named': 'on: cn1'}),
+        ('failed', {'hosts': [('cn1', 2, 'failed')], 'result': 1,
+                    'named': 'failed: cn1'}),
+        ('mixed-not-reported', {'hosts': [('cn-old', 1, None),
+                                          ('cn1', 2, None)],
+                                'result': 1, 'named': 'not reported: cn1'}),
+    ]
+
+    def test_migration_guard(self):
+        for host, version, guard in self.hosts:
+            self.add_report(host, service_version=version,
+                            migration_guard=guard)
+        self.flags(group='workarounds', enable_numa_live_migration=True)
+        _code, out, err = self.run_cli('upgrade', 'check', '--json')
+        self.assertEqual('', err)
+        (entry,) = [c for c in json.loads(out)['checks']
+                    if c['check'] == 'Migration guard']
+        self.assertEqual(self.result, entry['result'], entry['details'])
+        self.assertIn(self.named, entry['details'])
+        self.assertNotIn('cn-old', entry['details'])
+
+
 class UpgradeLevelsTestCase(cli_base.CLITestCase):
     """[upgrade_levels] caps: one row per value."""
 

@@ -91,6 +91,7 @@ def manager(host=HOST, topology=None, instances=(), claimed=(),
     driver.list_guests.return_value = guests if guests is not None else {
         i.uuid: i.name for i in instances}
     driver.migration_target.return_value = (f'test:///{host}', None)
+    driver.migration_guard_state.return_value = 'off'
     conductor = mock.Mock(name='conductor')
     conductor.instance_get_all_by_host.return_value = list(instances)
     conductor.instance_get_claims_on_host.return_value = list(claimed)

@@ -128,3 +128,13 @@ class RefreshTest(base.TestCase):
         self.assertIs(build.return_value, fresh)
         agent.conductor_api.report_compute_node.assert_called_once_with(
             'ctxt', fresh)
+
+
+class BuildTest(base.TestCase):
+
+    def test_the_report_carries_the_migration_guard_state(self):
+        agent = cbase.agent()
+        agent.driver.migration_guard_state.return_value = 'failed'
+        built = report.build(agent)
+        self.assertEqual('failed', built.migration_guard)
+        built.validate()

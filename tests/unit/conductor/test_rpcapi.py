@@ -7,16 +7,23 @@ import fixtures
 import oslo_messaging as messaging
 
 from numamig import exception
+from numamig import rpc
 from numamig.conductor import rpcapi
 from tests import base
+from tests.unit.db import base as db_base
 
 RESULT = {'emulated': True, 'elapsed_ms': 3}
 
 
 class ConductorAPIVersionsTest(base.TestCase):
+    """Calls recorded as (version, method, kwargs) in ``sent``; each gets
+    the next of ``answers``."""
 
     def setUp(self):
         super().setUp()
+        self.record_calls()
+
+    def record_calls(self):
         self.client = mock.Mock(name='client')
         self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
                                            return_value=self.client))
@@ -172,3 +179,53 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertRaises(messaging.UnsupportedVersion,
                           self.api.migration_complete, None, 'm')
         self.assertEqual(['1.3'], [v for v, _, _ in self.sent])
+
+
+class ReportVersionsTest(base.TestCase):
+    """Reports carry the migration guard's state only to a conductor of
+    API 1.7 (ComputeNodeReport 1.1); an older one gets 1.0."""
+
+    # ConductorAPIVersionsTest's recording client, not its tests.
+    record_calls = ConductorAPIVersionsTest.record_calls
+    _prepare = ConductorAPIVersionsTest._prepare
+
+    def setUp(self):
+        super().setUp()
+        self.record_calls()
+        self.report = db_base.make_report(migration_guard='on')
+
+    def test_sent_at_1_7_with_the_guard_state(self):
+        self.client.can_send_version.return_value = True
+        self.api.report_compute_node(None, self.report)
+        (version, _method, kwargs), = self.sent
+        self.assertEqual(rpcapi.GUARD_VERSION, version)
+        self.assertEqual(('1.1', 'on'), (kwargs['report'].VERSION,
+                                         kwargs['report'].migration_guard))
+
+    def test_older_conductor_gets_1_0_and_so_do_later_casts(self):
+        self.client.can_send_version.return_value = True
+        self.answers = [messaging.UnsupportedVersion('1.7'), 'stored']
+        self.assertEqual('stored', self.api.report_compute_node(
+            None, self.report))
+        self.assertEqual(['1.7', '1.0'], [v for v, _m, _k in self.sent])
+        resent = self.sent[1][2]['report']
+        self.assertEqual('1.0', resent.VERSION)
+        # As the serializer puts it on the wire.
+        self.assertNotIn('migration_guard', rpc.primitive_for(resent)[
+            'numamig_object.data'])
+        self.api.report_compute_node_cast(None, self.report)
+        cast_report = self.client.cast.call_args[1]['report']
+        self.assertEqual('1.0', cast_report.VERSION)
+
+    def test_casts_go_at_1_7_once_a_call_was_answered_there(self):
+        self.client.can_send_version.return_value = True
+        self.api.report_compute_node(None, self.report)
+        self.api.report_compute_node_cast(None, self.report)
+        self.client.prepare.assert_called_with(version=rpcapi.GUARD_VERSION)
+
+    def test_capped_client_sends_1_0_without_trying(self):
+        self.client.can_send_version.side_effect = lambda v: v < '1.7'
+        self.api.report_compute_node(None, self.report)
+        (version, _method, kwargs), = self.sent
+        self.assertEqual(('1.0', '1.0'), (version,
+                                          kwargs['report'].VERSION))

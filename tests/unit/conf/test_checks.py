@@ -161,6 +161,17 @@ class CrossOptionTest(ConfFileMixin, base.TestCase):
             'CPUs 2-3 are also in [compute] cpu_shared_set',
             checks.check, conf)
 
+    def test_migration_guard_paths_must_be_absolute(self):
+        conf = self.load('[libvirt]\nmigration_guard = true\n'
+                         'migration_guard_claims_file = guard.json\n')
+        self.assertRaisesMessage(
+            exception.InvalidConfiguration,
+            "[libvirt] migration_guard_claims_file: 'guard.json' is not an "
+            "absolute path", checks.check, conf)
+
+    def test_migration_guard_defaults_pass(self):
+        checks.check(self.load('[libvirt]\nmigration_guard = true\n'))
+
     def test_exclusion_resolves_overlap(self):
         checks.check(self.load('[compute]\ncpu_dedicated_set = 0-7,^0-1\n'
                                'cpu_shared_set = 0-1\n'))

@@ -24,7 +24,7 @@ from tests.unit.objects import samples
 load_tests = testscenarios.load_tests_apply_scenarios
 
 OBJECT_DATA = {
-    'ComputeNodeReport': '1.0-37bd2171078d91d3420edcb8a2f52c01',
+    'ComputeNodeReport': '1.1-c841bd5920a9a79afc3ddfe2204e543e',
     'HostNUMACell': '1.0-948e72246b9f8ba643295c23cad8e28c',
     'HostNUMATopology': '1.0-429fe2a66d163131723d4a35cb1b6d1c',
     'Instance': '1.0-f5b3572fa251d6fa5e2476a27f63a8dd',
@@ -205,3 +205,32 @@ class BackportBoundsTest(base.TestCase):
     def test_objects_package_exports_every_class(self):
         for name in numamig_classes():
             self.assertTrue(hasattr(objects, name), name)
+
+
+class ComputeNodeReportGuardTest(base.TestCase):
+    """ComputeNodeReport 1.1: the migration guard's state."""
+
+    def _report(self, **overrides):
+        from tests.unit.db import base as db_base
+        return db_base.make_report(**overrides)
+
+    def test_backport_to_1_0_drops_the_state(self):
+        primitive = self._report(migration_guard='failed').obj_to_primitive(
+            target_version='1.0')
+        self.assertNotIn('migration_guard', primitive['numamig_object.data'])
+
+    def test_states_are_the_guards(self):
+        from numamig.objects import compute_node_report
+        from numamig.virt.libvirt import guard_install
+        self.assertEqual(
+            guard_install.STATES,
+            compute_node_report.ComputeNodeReport.GUARD_STATES)
+
+    def test_unknown_state_is_refused(self):
+        self.assertRaisesMessage(
+            exception.ObjectValidationError, "migration_guard must be one "
+            "of off, on, failed, got 'maybe'",
+            self._report(migration_guard='maybe').validate)
+
+    def test_older_agents_report_none(self):
+        self._report().validate()

@@ -1,0 +1,217 @@
+"""The destination-side migration guard: an incoming XML against the claim.
+
+The source of a live migration writes the domain XML; during a rolling
+upgrade the source is often the older node, whose XML logic is the old
+one (it copies the pins verbatim), while the destination's move claim is
+right. The guard runs on the destination, inside libvirtd's incoming
+migration (the ``qemu`` hook, operation ``migrate``): it compares the
+XML with the move claim this host holds for the guest and
+
+* passes it through when no claim is held for it here (a guest without
+  NUMA characteristics, or a migration numamig did not claim), or when
+  it already matches the claim (a source of this release rewrote it);
+* rewrites its NUMA parts to the claim with the same pipeline the source
+  uses (numamig.virt.libvirt.migration_xml), so that an old or faulty
+  source still yields the claimed vCPU, emulator and I/O thread pins,
+  numatune, page nodesets and ``<vcpu cpuset>``;
+* refuses the migration when XML and claim cannot be reconciled: other
+  guest cells, vCPUs or page sizes than were claimed (libvirt would
+  refuse those as ABI changes, or the guest would not fit).
+
+When the claims file cannot be trusted (missing, stale: the agent is
+down, unreadable) nothing is known; ``when_unknown`` decides: ``pass``
+(the default: the XML goes through unchanged and the guard logs it, so
+the guard never fails a migration that would have run without it) or
+``refuse``.
+
+This module decides; guard_hook runs it as libvirt's hook and the
+embedded tier's emulated migration calls ``decide`` the same way. Both
+import little: it runs at every incoming migration.
+"""
+
+import copy
+import dataclasses
+import sys
+
+from lxml import etree
+
+from numamig import cpuspec
+from numamig import exception
+from numamig.virt.libvirt import guard_claims
+from numamig.virt.libvirt import migration_xml
+
+PASS, REFUSE = 'pass', 'refuse'
+WHEN_UNKNOWN = (PASS, REFUSE)
+UNCHANGED, REWRITTEN, REFUSED = 'unchanged', 'rewritten', 'refused'
+SMALL_PAGE_KB = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardSettings:
+    """How one host's migration guard runs ([libvirt] migration_guard_*).
+
+    :param hook_path: where libvirt finds the hook (the agent writes it).
+    :param claims_file: the file the agent publishes its claims to.
+    :param max_age_s: seconds after which the claims file is stale.
+    :param when_unknown: PASS or REFUSE, when the claims are unknown.
+    :param log_file: where the hook logs its decisions (None: stderr,
+        which libvirt logs only when the hook fails).
+    :param deadline_s: the hook's own time limit; past it, when_unknown.
+    :param python: the interpreter the hook runs with.
+    """
+
+    hook_path: str
+    claims_file: str
+    max_age_s: float = 60
+    when_unknown: str = PASS
+    log_file: str = None
+    deadline_s: float = 5.0
+    python: str = sys.executable
+
+    def __post_init__(self):
+        if self.when_unknown not in WHEN_UNKNOWN:
+            raise exception.InvalidConfiguration(
+                option='[libvirt] migration_guard_when_unknown',
+                reason=f"{self.when_unknown!r} is not one of "
+                       f"{', '.join(WHEN_UNKNOWN)}")
+        if self.max_age_s <= 0 or self.deadline_s <= 0:
+            raise exception.InvalidConfiguration(
+                option='[libvirt] migration_guard_claims_max_age',
+                reason=f"the claims' max age ({self.max_age_s}) and the "
+                       f"deadline ({self.deadline_s}) must be positive")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What the guard does with one incoming XML.
+
+    :ivar action: UNCHANGED, REWRITTEN or REFUSED.
+    :ivar xml: the rewritten XML (REWRITTEN only).
+    :ivar reason: why, in one line naming the guest.
+    :ivar changes: ``(part, before, after)`` of every NUMA part changed.
+    """
+
+    action: str
+    instance_uuid: str
+    reason: str
+    xml: str = None
+    changes: tuple = ()
+
+    def describe(self):
+        """One log line: the decision, then each change."""
+        changed = '; '.join(f"{part}: {before} -> {after}"
+                            for part, before, after in self.changes)
+        return f"{self.action} {self.instance_uuid}: {self.reason}" + (
+            f" ({changed})" if changed else '')
+
+
+def decide(xml_text, settings, now=None):
+    """The guard's Verdict on an incoming domain XML; reads the claims.
+
+    Never raises for what it is given: an XML or a claims file it cannot
+    use gives the ``when_unknown`` verdict.
+    """
+    try:
+        doc = migration_xml.parse_domain(xml_text)
+    except exception.DomainXMLError as exc:
+        return unknown(settings, '(unparsed)', exc.message)
+    uuid = doc.findtext('uuid') or '(no uuid)'
+    try:
+        host, placements = guard_claims.read(settings.claims_file,
+                                             settings.max_age_s, now)
+    except guard_claims.ClaimsUnavailable as exc:
+        return unknown(settings, uuid, str(exc))
+    placement = placements.get(uuid)
+    if placement is None:
+        return Verdict(UNCHANGED, uuid,
+                       f"{host} holds no move claim for it (not a "
+                       f"migration numamig claimed here)")
+    return against_claim(doc, uuid, host, placement)
+
+
+def unknown(settings, uuid, why):
+    """The verdict when the claims cannot be known (``when_unknown``)."""
+    if settings.when_unknown == REFUSE:
+        return Verdict(REFUSED, uuid, f"claims unknown, refused "
+                                      f"(when_unknown = refuse): {why}")
+    return Verdict(UNCHANGED, uuid, f"claims unknown, XML passed "
+                                    f"through unchecked: {why}")
+
+
+def against_claim(doc, uuid, host, placement):
+    """The Verdict on domain element ``doc`` for the claim ``placement``
+    (a ClaimPlacement); ``doc`` is not modified."""
+    claimed = f"claim of migration {placement.migration} on {host}"
+    problem = _irreconcilable(doc, placement)
+    if problem:
+        return Verdict(REFUSED, uuid, f"cannot be reconciled with the "
+                                      f"{claimed}: {problem}")
+    rewritten = copy.deepcopy(doc)
+    try:
+        migration_xml.apply_numa_info(rewritten, placement)
+    except exception.DomainXMLError as exc:
+        return Verdict(REFUSED, uuid, f"cannot be reconciled with the "
+                                      f"{claimed}: {exc.message}")
+    changes = _changes(numa_parts(doc), numa_parts(rewritten))
+    if not changes:
+        return Verdict(UNCHANGED, uuid, f"matches the {claimed}")
+    return Verdict(REWRITTEN, uuid, f"rewritten to the {claimed}",
+                   xml=etree.tostring(rewritten, encoding='unicode'),
+                   changes=changes)
+
+
+def _irreconcilable(doc, placement):
+    """Why the XML cannot take the claim's placement, or None."""
+    cells = migration_xml.guest_cell_ids(doc)
+    if cells != set(placement.cell_pins):
+        return (f"the guest has {len(cells)} NUMA cell(s) "
+                f"{sorted(cells)}, the claim places "
+                f"{len(placement.cell_pins)} {sorted(placement.cell_pins)}")
+    vcpus = set(range(migration_xml.vcpu_count(doc)))
+    if placement.cpu_pins and set(placement.cpu_pins) != vcpus:
+        return (f"the guest has vCPUs "
+                f"{cpuspec.format_cpu_spec(vcpus) or 'none'}, the claim "
+                f"pins {cpuspec.format_cpu_spec(set(placement.cpu_pins))}")
+    try:
+        pages = migration_xml.page_sizes(doc, cells)
+    except ValueError as exc:
+        return f"its page sizes cannot be read: {exc}"
+    for cell in sorted(cells):
+        have = pages.get(cell, SMALL_PAGE_KB)
+        claimed = placement.pagesizes.get(cell, SMALL_PAGE_KB)
+        if have != claimed:
+            return (f"guest cell {cell} is backed by {have} KiB pages, "
+                    f"the claim took {claimed} KiB pages")
+    return None
+
+
+def numa_parts(doc):
+    """{part: its XML attributes as text} of every NUMA part of a domain:
+    what the rewrite may change, as a log reader wants to see it."""
+    vcpu = doc.find('vcpu')
+    parts = {'vcpu cpuset': vcpu.get('cpuset') if vcpu is not None
+             else None}
+    for path, key in (('cputune/vcpupin', 'vcpu'),
+                      ('cputune/iothreadpin', 'iothread'),
+                      ('numatune/memnode', 'cellid'),
+                      ('memoryBacking/hugepages/page', 'size')):
+        for el in doc.iterfind(path):
+            parts[f"{el.tag} {el.get(key)}"] = _attributes(el, key)
+    for path in ('cputune/emulatorpin', 'cputune/vcpusched',
+                 'numatune/memory'):
+        el = doc.find(path)
+        if el is not None:
+            parts[el.tag] = _attributes(el)
+    return parts
+
+
+def _attributes(el, skip=None):
+    return ' '.join(f"{k}={v}" for k, v in sorted(el.attrib.items())
+                    if k != skip)
+
+
+def _changes(before, after):
+    return tuple((part, before.get(part, '(none)'),
+                  after.get(part, '(none)'))
+                 for part in sorted(set(before) | set(after))
+                 if before.get(part) != after.get(part))
