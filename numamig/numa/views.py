@@ -62,24 +62,57 @@ class CellView:
     """
 
     __slots__ = _HOST_FIELDS + (
-        'free_pcpus', 'free_count', 'shared_count', 'page_sizes',
+        'pools', 'free_pcpus', 'free_count', 'shared_count', 'page_sizes',
         'free_pages', 'small_memory', 'cores')
 
     def __init__(self, host_cell):
         (self.id, self.cpuset, self.pcpuset, self.pinned_cpus,
          self.siblings, self.memory_mb, self.memory_usage_mb,
          self.cpu_usage, pools) = _read_host(host_cell)
+        # (size_kb, total, used, reserved): sizes are unique in a cell,
+        # so the tuples sort by size.
+        self._derive(tuple(sorted([_read_pool(pool) for pool in pools])))
+
+    def _derive(self, pools):
+        self.pools = pools
         # As HostNUMACell.free_pcpus, which is computed on every read.
         self.free_pcpus = self.pcpuset - self.pinned_cpus
         self.free_count = len(self.free_pcpus)
         self.shared_count = len(self.cpuset)
-        # (size_kb, total, used, reserved): sizes are unique in a cell,
-        # so the tuples sort by size.
-        pools = sorted([_read_pool(pool) for pool in pools])
         self.small_memory, self.free_pages = pages.budget(
             pools, self.memory_usage_mb)
         self.page_sizes = tuple(self.free_pages)    # in pool order
         self.cores = pinning.CellCores(self)
+
+    def used(self, pcpus, memory_mb, floating, pages_used):
+        """Return a new CellView of this cell with more in use.
+
+        :param pcpus: pCPUs newly pinned (a set, already checked free).
+        :param memory_mb: memory newly used; ``floating``: floating
+            vCPUs newly counted on the shared set.
+        :param pages_used: {page size: pages newly used}.
+        What numa.usage.apply does to a HostNUMACell, on a view: a
+        search that places many guests one after another (a drain plan)
+        makes a view per step instead of copying objects.
+        """
+        cell = CellView.__new__(CellView)
+        (cell.id, cell.cpuset, cell.pcpuset, cell.siblings,
+         cell.memory_mb) = (self.id, self.cpuset, self.pcpuset,
+                            self.siblings, self.memory_mb)
+        cell.pinned_cpus = self.pinned_cpus | pcpus
+        cell.memory_usage_mb = self.memory_usage_mb + memory_mb
+        cell.cpu_usage = self.cpu_usage + floating
+        cell._derive(tuple(
+            (size, total, used + pages_used.get(size, 0), reserved)
+            for size, total, used, reserved in self.pools))
+        return cell
+
+    def is_idle(self):
+        """Whether nothing uses the cell: no pin, memory, floating
+        vCPU nor page (a NUMA node an operator may want kept whole)."""
+        return not (self.pinned_cpus & self.pcpuset or self.memory_usage_mb
+                    or self.cpu_usage or any(used for _, _, used, _ in
+                                             self.pools))
 
     def fullness(self):
         """Smaller is fuller: free dedicated pCPUs, free memory, then
@@ -100,6 +133,16 @@ class HostView(_View):
     def __init__(self, host_topology):
         self.cells = tuple(CellView(cell) for cell in host_topology.cells)
         self._orders = {}
+
+    @classmethod
+    def of_cells(cls, cells):
+        """Return a HostView of the given CellViews (in that order):
+        what view_usage makes after a placement, and what a plan makes
+        of a host with some cells left out."""
+        view = cls.__new__(cls)
+        view.cells = tuple(cells)
+        view._orders = {}
+        return view
 
     def order(self, strategy):
         """Return the cells in ``strategy`` order ('spread': emptiest
