@@ -25,6 +25,8 @@ class RequestSpec:
     :param hypervisor_type: destinations must have this type; None
         accepts any.
     :param exclude: host names the caller refuses (e.g. already tried).
+    :param disabled: {host name: the operator's reason} of the hosts
+        disabled for maintenance (``numamig-manage host disable``).
     :param pagesize_kb: the page size the guest must keep (a migrating
         guest keeps its source's), or None to let the fit choose.
     :param strategy: ``'spread'`` or ``'pack'``, for the host cells.
@@ -38,6 +40,7 @@ class RequestSpec:
     limits: object = None
     hypervisor_type: str = None
     exclude: frozenset = frozenset()
+    disabled: dict = dataclasses.field(default_factory=dict)
     pagesize_kb: int = None
     strategy: str = 'spread'
     request_view: object = None
@@ -85,6 +88,18 @@ class HostUpFilter(HostFilter):
             f"host is down: its last report is "
             f"{int(state.age.total_seconds())} s old (service_down_time is "
             f"{state.service_down_time} s)")
+
+
+class HostEnabledFilter(HostFilter):
+    """Refuse hosts an operator disabled, giving the operator's reason."""
+
+    name = 'HostEnabled'
+
+    def check(self, state, spec):
+        if state.host not in spec.disabled:
+            return PASS
+        return Verdict(f"disabled for maintenance: "
+                       f"{spec.disabled[state.host]}")
 
 
 class HypervisorTypeFilter(HostFilter):
@@ -146,5 +161,5 @@ class NUMATopologyFilter(HostFilter):
 
 def default_filters():
     """Return the filters the scheduler runs, cheapest first."""
-    return (HostUpFilter(), ExcludedHostFilter(),
+    return (HostUpFilter(), HostEnabledFilter(), ExcludedHostFilter(),
             HypervisorTypeFilter(), NUMATopologyFilter())

@@ -39,6 +39,7 @@ from numamig import exception
 from numamig.numa import fit as numa_fit
 from numamig.numa import views as numa_views
 from numamig.scheduler import capacity
+from numamig.scheduler import drain
 from numamig.scheduler import filters as host_filters
 from numamig.scheduler import weighers
 
@@ -180,7 +181,7 @@ class Scheduler:
 
     def select_destinations(self, request, source_host, limits=None,
                             hypervisor_type=None, exclude=(),
-                            pagesize_kb=None):
+                            pagesize_kb=None, disabled=None):
         """Return the Selection of destinations for a guest.
 
         Nothing is reserved: call ``reserve`` for the candidate tried.
@@ -195,9 +196,11 @@ class Scheduler:
             host's type when the cache knows it, else accepts any.
         :param exclude: host names not to choose.
         :param pagesize_kb: page size the guest must keep, or None.
+        :param disabled: {host: reason} of the hosts disabled for
+            maintenance, refused with that reason; None: none.
         """
         spec = self._spec(request, source_host, limits, hypervisor_type,
-                          exclude, pagesize_kb)
+                          exclude, pagesize_kb, disabled)
         needs = capacity.Needs.of(spec.request_view, spec.limits_view,
                                   spec.pagesize_kb) if self._indexed \
             else None
@@ -215,7 +218,7 @@ class Scheduler:
             # host's own reason, which costs a few fits on this path only.
             return self._select_exhaustive(request, source_host, limits,
                                            hypervisor_type, exclude,
-                                           pagesize_kb)
+                                           pagesize_kb, disabled)
         return selection
 
     def _walk(self, walk, spec, needs):
@@ -247,13 +250,13 @@ class Scheduler:
 
     def _select_exhaustive(self, request, source_host, limits=None,
                            hypervisor_type=None, exclude=(),
-                           pagesize_kb=None):
+                           pagesize_kb=None, disabled=None):
         """Filter and weigh EVERY host, as before the index: the
         reference the indexed selection must agree with (tests and
         benchmarks/bench_scheduler.py); same arguments and answer as
         ``select_destinations``, with every refused host listed."""
         spec = self._spec(request, source_host, limits, hypervisor_type,
-                          exclude, pagesize_kb)
+                          exclude, pagesize_kb, disabled)
         walk = self.cache.walk(self.strategy)
         weighed, rejected = [], []
         for state in sorted((walk.state(r) for r in walk.records),
@@ -269,6 +272,47 @@ class Scheduler:
         candidates = tuple(Candidate(host, weight, fit)
                            for host, weight, fit in ordered)
         return Selection(candidates[:self.max_candidates], tuple(rejected))
+
+    def plan_drain(self, source_host, guests, limits=None, disabled=None,
+                   to=None, keep_free_nodes=0,
+                   max_steps=drain.DEFAULT_MAX_STEPS):
+        """Plan moving every guest off ``source_host`` at once (drain.py).
+
+        Destinations are the cached hosts the filters other than the
+        NUMA fit accept (up, enabled, not the source, its hypervisor
+        type), best weight first, each with its free resources as the
+        last report and the reservations in flight leave them; the plan
+        then fits the guests. Nothing is reserved.
+
+        :param guests: drain.Guests.
+        :param disabled: {host: reason} of the hosts disabled for
+            maintenance.
+        :param to: host names the destinations are chosen among, or None
+            for any.
+        :returns: (drain.Plan, {host: why it is no destination}).
+        :raises HostNotFound: the source never reported.
+        """
+        source = self.cache.get(source_host)
+        spec = self._spec(None, source_host, None, source.hypervisor_type,
+                          (), None, disabled)
+        walk = self.cache.walk(self.strategy)
+        destinations, left_out = [], {}
+        for record in walk.records:
+            if record.host == source_host or \
+                    (to is not None and record.host not in to):
+                continue
+            verdict, _ = self._filter(walk.state(record, with_view=False),
+                                      spec)
+            if verdict.passed:
+                destinations.append(drain.Destination(record.host,
+                                                      record.view()))
+            else:
+                left_out[record.host] = verdict.reason
+        plan = drain.plan(guests, destinations, limits=limits,
+                          strategy=self.cell_strategy,
+                          keep_free_nodes=keep_free_nodes,
+                          max_steps=max_steps)
+        return plan, left_out
 
     def reserve(self, host, instance_uuid, project_id, request, limits=None,
                 pagesize_kb=None):
@@ -300,7 +344,7 @@ class Scheduler:
                                           place)
 
     def _spec(self, request, source_host, limits, hypervisor_type, exclude,
-              pagesize_kb):
+              pagesize_kb, disabled=None):
         if isinstance(exclude, str):
             # A bare host name would be excluded letter by letter.
             raise exception.Invalid(
@@ -311,7 +355,7 @@ class Scheduler:
         return host_filters.RequestSpec(
             request=request, source_host=source_host, limits=limits,
             hypervisor_type=hypervisor_type, exclude=frozenset(exclude),
-            pagesize_kb=pagesize_kb, strategy=self.cell_strategy,
+            disabled=dict(disabled or {}), pagesize_kb=pagesize_kb, strategy=self.cell_strategy,
             request_view=(None if request is None
                           else numa_views.RequestView.of(request)),
             limits_view=numa_views.limits_view(limits))

@@ -148,10 +148,24 @@ class TestNUMATopologyFilter(base.TestCase):
                                   verdict.fit.topology.cells})
 
 
+class TestHostEnabledFilter(base.TestCase):
+
+    def test_enabled_passes(self):
+        verdict = filters.HostEnabledFilter().check(
+            _state(), _spec(disabled={'other': 'new DIMMs'}))
+        self.assertTrue(verdict.passed)
+
+    def test_disabled_refused_with_the_operators_reason(self):
+        verdict = filters.HostEnabledFilter().check(
+            _state('cmp1'), _spec(disabled={'cmp1': 'new DIMMs'}))
+        self.assertEqual('disabled for maintenance: new DIMMs',
+                         verdict.reason)
+
+
 class TestDefaultFilters(base.TestCase):
 
     def test_cheap_checks_before_the_fit(self):
         names = [f.name for f in filters.default_filters()]
         self.assertEqual('NUMATopology', names[-1])
-        self.assertEqual({'HostUp', 'ExcludedHost', 'HypervisorType',
-                          'NUMATopology'}, set(names))
+        self.assertEqual({'HostUp', 'HostEnabled', 'ExcludedHost',
+                          'HypervisorType', 'NUMATopology'}, set(names))

@@ -120,6 +120,17 @@ class TestSelect(SchedulerTestCase):
                    self._select(exclude=['half']).rejected}
         self.assertEqual('ExcludedHost', reasons['half'])
 
+    def test_disabled_hosts_refused_with_the_reason(self):
+        selection = self._select(disabled={'empty': 'firmware update'})
+        self.assertEqual(['half'], selection.hosts)
+        refused = {r.host: (r.filter, r.reason) for r in selection.rejected}
+        self.assertEqual(('HostEnabled', 'disabled for maintenance: '
+                                         'firmware update'),
+                         refused['empty'])
+        exhaustive = scheduler.Scheduler(self.cache)._select_exhaustive(
+            _request(), 'src', disabled={'empty': 'firmware update'})
+        self.assertEqual(selection.hosts, exhaustive.hosts)
+
     def test_hypervisor_type_defaults_to_the_source(self):
         self.cache.update(hosts.report('kvm1', topology=_busy(0),
                                        hypervisor_type='kvm'))
