@@ -9,7 +9,11 @@ scalars in columns for liveness and version queries. Public API::
     get(db, host) -> ComputeNodeReport
     get_all(db, reported_since=None) -> [ComputeNodeReport]
     delete(db, host) -> bool
+    set_disabled(db, host, reason) / set_enabled(db, host) -> Maintenance
+    maintenance(db) -> {host: Maintenance} of the disabled hosts
 """
+
+import typing
 
 from oslo_db import exception as db_exc
 import sqlalchemy as sa
@@ -136,6 +140,73 @@ def delete(db, host):
         result = session.execute(sa.delete(models.ComputeNode).where(
             models.ComputeNode.host == host))
         return result.rowcount == 1
+
+
+class Maintenance(typing.NamedTuple):
+    """A host's maintenance state: disabled since when and why (both
+    None while it is enabled)."""
+
+    host: str
+    disabled_at: object = None
+    reason: str = None
+
+    @property
+    def disabled(self):
+        return self.disabled_at is not None
+
+
+def set_disabled(db, host, reason):
+    """Disable ``host`` with ``reason``; the scheduler chooses it no more.
+
+    Idempotent: disabling a disabled host keeps when it was disabled
+    and records the new reason.
+
+    :returns: the host's Maintenance.
+    :raises HostNotFound: if the host never reported.
+    """
+    now = _rows.utcnow()
+    with db.writer() as session:
+        row = _maintenance_row(session, host)
+        session.execute(sa.update(models.ComputeNode).where(
+            models.ComputeNode.host == host).values(
+                disabled_at=row.disabled_at or now, disabled_reason=reason))
+    return Maintenance(host, row.disabled_at or now, reason)
+
+
+def set_enabled(db, host):
+    """Enable ``host`` again; idempotent.
+
+    :returns: the host's Maintenance (enabled).
+    :raises HostNotFound: if the host never reported.
+    """
+    with db.writer() as session:
+        _maintenance_row(session, host)
+        session.execute(sa.update(models.ComputeNode).where(
+            models.ComputeNode.host == host).values(
+                disabled_at=None, disabled_reason=None))
+    return Maintenance(host)
+
+
+def maintenance(db):
+    """{host: Maintenance} of every disabled host (few: one query of
+    an unindexed column costs the hosts' count of rows, not reports)."""
+    query = sa.select(models.ComputeNode.host,
+                      models.ComputeNode.disabled_at,
+                      models.ComputeNode.disabled_reason).where(
+        models.ComputeNode.disabled_at.is_not(None))
+    with db.reader() as session:
+        return {row.host: Maintenance(row.host, row.disabled_at,
+                                      row.disabled_reason)
+                for row in session.execute(query)}
+
+
+def _maintenance_row(session, host):
+    row = session.execute(sa.select(
+        models.ComputeNode.disabled_at).where(
+            models.ComputeNode.host == host).with_for_update()).one_or_none()
+    if row is None:
+        raise exception.HostNotFound(host=host)
+    return row
 
 
 def _to_object(row):

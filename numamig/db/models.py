@@ -73,6 +73,8 @@ class UTCDateTime(sa.types.TypeDecorator):
 
 UUID_LENGTH = 36
 HOST_LENGTH = 255
+# An operator's reason for disabling a host.
+REASON_LENGTH = 255
 
 
 class Base(orm.DeclarativeBase):
@@ -107,6 +109,11 @@ class ComputeNode(TimestampMixin, Base):
     # (revision 0004): a conductor worker reads only the reports written
     # since the highest number it has seen.
     change_seq = sa.Column(sa.BigInteger, nullable=False, server_default='0')
+    # Maintenance (revision 0006): set while an operator has the host
+    # disabled (NULL: enabled), with the reason given. Reports never
+    # write these columns.
+    disabled_at = sa.Column(UTCDateTime, nullable=True)
+    disabled_reason = sa.Column(sa.String(REASON_LENGTH), nullable=True)
 
 
 class Instance(TimestampMixin, Base):

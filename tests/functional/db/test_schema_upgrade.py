@@ -146,6 +146,8 @@ class UpgradeTo0004TestCase(base.ServerDBTestCase):
                 report=json.dumps(primitives.dump(report)),
                 created_at=WHEN, updated_at=WHEN))
         self.assertEqual('0004', self.db.sync('0004'))
+        # Today's repository reads the columns later revisions add.
+        self.db.sync()
         reports, seen = compute_nodes.changed_since(self.db, -1)
         self.assertEqual((['old-host'], 0), ([r.host for r in reports], seen))
         compute_nodes.save_report(self.db, unit_base.make_report(
@@ -175,3 +177,28 @@ class UpgradeTo0005TestCase(base.ServerDBTestCase):
             self.db, updated + datetime.timedelta(seconds=50), 100))
         self.assertEqual([old_uuid], queue.stalled(
             self.db, updated + datetime.timedelta(seconds=150), 100))
+
+
+class UpgradeTo0006TestCase(base.ServerDBTestCase):
+    """Hosts that reported before maintenance states are enabled."""
+
+    sync = False
+
+    def test_hosts_reported_before_are_enabled_and_can_be_disabled(self):
+        self.db.sync('0005')
+        report = unit_base.make_report('old')
+        table = sa.Table('compute_nodes', sa.MetaData(),
+                         autoload_with=self.db.engine)
+        with self.db.engine.begin() as connection:
+            connection.execute(sa.insert(table).values(
+                host='old', hypervisor_uri=report.hypervisor_uri,
+                hypervisor_type=report.hypervisor_type,
+                service_version=report.service_version,
+                fingerprint=report.fingerprint,
+                reported_at=report.reported_at.replace(tzinfo=None),
+                report=json.dumps(primitives.dump(report)),
+                created_at=WHEN, updated_at=WHEN))
+        self.assertEqual('0006', self.db.sync('0006'))
+        self.assertEqual({}, compute_nodes.maintenance(self.db))
+        compute_nodes.set_disabled(self.db, 'old', 'retired')
+        self.assertEqual(['old'], list(compute_nodes.maintenance(self.db)))
