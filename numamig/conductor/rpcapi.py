@@ -44,6 +44,7 @@ OBJECT_VERSIONS['1.5'] = dict(OBJECT_VERSIONS['1.4'])
 OBJECT_VERSIONS['1.6'] = dict(OBJECT_VERSIONS['1.5'])
 OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'],
                               ComputeNodeReport='1.1')
+OBJECT_VERSIONS['1.8'] = dict(OBJECT_VERSIONS['1.7'])
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -78,6 +79,9 @@ USAGE_VERSION = '1.6'
 # The API version whose reports carry the migration guard's state
 # (ComputeNodeReport 1.1).
 GUARD_VERSION = '1.7'
+# The API version that brought host maintenance: host_set_disabled and
+# host_drain_plan.
+MAINTENANCE_VERSION = '1.8'
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.
 CALL_MARGIN_S = 10
@@ -113,6 +117,9 @@ class ConductorAPI:
     * 1.7 - compute node reports carry the migration guard's state
             (ComputeNodeReport 1.1); answers to older messages carry
             ComputeNodeReport 1.0.
+    * 1.8 - host_set_disabled (disable a host for maintenance, or enable
+            it) and host_drain_plan (where every guest of a host would
+            go, at once; nothing moves).
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -121,7 +128,7 @@ class ConductorAPI:
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.7'
+    VERSION = '1.8'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
