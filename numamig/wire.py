@@ -87,6 +87,13 @@ def mapping(max_items=MAX_ITEMS):
                 lambda v: isinstance(v, dict) and len(v) <= max_items)
 
 
+def host_list(max_items=MAX_ITEMS):
+    """A list of host names."""
+    return Kind(f"a list of at most {max_items} host names",
+                lambda v: isinstance(v, list) and len(v) <= max_items and
+                all(HOST.problem(item) is None for item in v))
+
+
 UUID = Kind("a UUID", lambda v: isinstance(v, str) and bool(_UUID.match(v)))
 HOST = text(255, "a host name (a string of at most 255 characters)")
 TEXT = text(MAX_TEXT)

@@ -16,6 +16,7 @@ from numamig import exception
 from numamig import objects
 from numamig import releases
 from numamig import wire
+from numamig.conductor import drain
 from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor import rpcapi as conductor_rpcapi
@@ -485,6 +486,30 @@ class ConductorManager:
     def host_refresh_usage(self, ctxt, host):
         """Idempotent: a second recompute finds the same records."""
         return maintenance.refresh_usage(self.worker, ctxt, host)
+
+    @wire.args(host=wire.HOST, disabled=wire.BOOL,
+               reason=wire.text(drain.REASON_LENGTH).or_none())
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_set_disabled(self, ctxt, host, disabled, reason=None):
+        """Disable a host for maintenance (API 1.7), or enable it.
+
+        Idempotent: the same request again leaves the same state (a
+        disabled host keeps since when it is disabled).
+        """
+        return drain.set_disabled(self.worker, host, disabled, reason)
+
+    @wire.args(host=wire.HOST,
+               to=wire.host_list(drain.MAX_DESTINATIONS).or_none(),
+               keep_free_nodes=wire.integer(0, drain.MAX_KEEP_FREE))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_drain_plan(self, ctxt, host, to=None, keep_free_nodes=0):
+        """Where every guest of ``host`` would go, at once (API 1.7).
+
+        Reads only: nothing is recorded, reserved or claimed, so a
+        repeated request is harmless.
+        """
+        return drain.plan(self.worker, host, to=to,
+                          keep_free_nodes=keep_free_nodes)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)

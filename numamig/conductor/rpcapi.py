@@ -505,6 +505,36 @@ class ConductorAPI:
                            "recomputing a host's usage", timeout=timeout,
                            host=host)
 
+    def host_set_disabled(self, ctxt, host, disabled, reason=None):
+        """Disable ``host`` for maintenance with ``reason``, or enable
+        it; idempotent.
+
+        :returns: {'host', 'disabled', 'disabled_at', 'reason'}.
+        :raises HostNotFound: ``host`` never reported.
+        :raises Invalid: the conductor (or a cap) is older than 1.7.
+        """
+        what = "disabling a host" if disabled else "enabling a host"
+        return self._since(ctxt, 'host_set_disabled', MAINTENANCE_VERSION,
+                           what, host=host, disabled=disabled,
+                           reason=reason)
+
+    def host_drain_plan(self, ctxt, host, to=None, keep_free_nodes=0,
+                        timeout=None):
+        """Where every guest of ``host`` would go, at once; nothing
+        moves.
+
+        :param to: host names the destinations are chosen among, or None.
+        :param keep_free_nodes: whole NUMA cells to leave free on each
+            destination.
+        :returns: the plan (see numamig.conductor.drain.plan).
+        :raises HostNotFound: ``host`` or a host of ``to`` never reported.
+        :raises Invalid: the conductor (or a cap) is older than 1.7.
+        """
+        return self._since(ctxt, 'host_drain_plan', MAINTENANCE_VERSION,
+                           "planning a drain", timeout=timeout, host=host,
+                           to=None if to is None else list(to),
+                           keep_free_nodes=keep_free_nodes)
+
     def _since(self, ctxt, method, version, what, timeout=None, **kwargs):
         """Call ``method``, which needs API ``version``; Invalid, naming
         ``what`` needs it, when the cap or the conductor is older."""

@@ -34,6 +34,15 @@ opts = [
                     "its dedicated pCPUs, shared CPUs, memory and huge "
                     "pages, counting in-flight migrations; ties go to the "
                     "alphabetically first host."),
+    cfg.IntOpt('drain_plan_max_steps', default=20000, min=100,
+               max=10000000,
+               help="Placements a drain plan (numamig-manage host drain) "
+                    "may try while it searches for a destination for "
+                    "every guest of a host. Each costs well under a "
+                    "millisecond. A plan that reaches the limit says so "
+                    "and names the guests it found no room for; raise it "
+                    "when such a plan is reported for a host you believe "
+                    "can be emptied, lower it if plans take too long."),
 ]
 
 

@@ -14,8 +14,7 @@ places every guest of the host before anything moves, as one search:
   them is struck from its list, and a guest left with none undoes the
   last choice (backtracking) and tries the next one;
 * two destinations whose free resources are identical are tried once
-  per guest, and guests with identical requests take destinations in
-  one fixed order, so that no arrangement is searched twice.
+  per guest: what fails on one fails on the other.
 
 The search is exhaustive within ``max_steps`` placements: a plan that
 finds no room for a guest either proved there is none or says that it
@@ -116,7 +115,8 @@ def plan(guests, destinations, limits=None, strategy='spread',
     """Return the Plan that empties a host of ``guests``, or the most of
     it the search found.
 
-    :param guests: Guests, in any order.
+    :param guests: Guests, in any order (or objects with the same
+        attributes; ``request`` may be the InstanceNUMATopology itself).
     :param destinations: Destinations, best first (the scheduler's
         weight order): guests without a NUMA request take the first.
     :param limits: NUMALimits (or a views.LimitsView) or None.
@@ -140,7 +140,9 @@ def plan(guests, destinations, limits=None, strategy='spread',
             else:
                 unplaced.append(Unplaced(guest, "no destination is left"))
         else:
-            searched.append(guest)
+            searched.append(Guest(guest.uuid, guest.name,
+                                  numa_views.RequestView.of(guest.request),
+                                  guest.pagesize_kb))
     search = _Search(searched, views, order, limits, strategy, max_steps)
     found = search.run()
     moves.extend(found)
@@ -252,17 +254,9 @@ class _Search:
         return False
 
     def _candidates(self, index):
-        """The guest's destinations, fullest first; a guest with the
-        same request as one placed before takes none ranked before
-        that one's (they are interchangeable: one order suffices)."""
-        floor = -1
-        for other, (host, _) in self.assigned.items():
-            if self.keys[other] == self.keys[index] and \
-                    self.guests[other].uuid < self.guests[index].uuid:
-                floor = max(floor, self.rank[host])
-        hosts = [h for h in self.domains[index] if self.rank[h] >= floor]
-        return sorted(hosts, key=lambda h: (_free(self.views[h]),
-                                            self.rank[h]))
+        """The guest's destinations, fullest first."""
+        return sorted(self.domains[index],
+                      key=lambda h: (_free(self.views[h]), self.rank[h]))
 
     def _assign(self, index, host, placement):
         """Place guest ``index``; strike ``host`` from the guests it no

@@ -148,7 +148,8 @@ class Scheduler:
     """
 
     def __init__(self, cache, strategy=weighers.SPREAD, max_candidates=10,
-                 filters=None, cell_strategy=None):
+                 filters=None, cell_strategy=None,
+                 drain_max_steps=drain.DEFAULT_MAX_STEPS):
         cell_strategy = strategy if cell_strategy is None else cell_strategy
         for value in (strategy, cell_strategy):
             if value not in weighers.STRATEGIES:
@@ -163,6 +164,7 @@ class Scheduler:
         self.strategy = strategy
         self.cell_strategy = cell_strategy
         self.max_candidates = max_candidates
+        self.drain_max_steps = drain_max_steps
         self.filters = tuple(filters) if filters is not None else \
             host_filters.default_filters()
         # The index's conditions are the NUMA filter's: without that
@@ -177,7 +179,8 @@ class Scheduler:
         return cls(cache, strategy=conf.scheduler.strategy,
                    max_candidates=conf.scheduler.max_candidates,
                    cell_strategy=weighers.PACK if packing else
-                   weighers.SPREAD)
+                   weighers.SPREAD,
+                   drain_max_steps=conf.scheduler.drain_plan_max_steps)
 
     def select_destinations(self, request, source_host, limits=None,
                             hypervisor_type=None, exclude=(),
@@ -274,8 +277,7 @@ class Scheduler:
         return Selection(candidates[:self.max_candidates], tuple(rejected))
 
     def plan_drain(self, source_host, guests, limits=None, disabled=None,
-                   to=None, keep_free_nodes=0,
-                   max_steps=drain.DEFAULT_MAX_STEPS):
+                   to=None, keep_free_nodes=0, max_steps=None):
         """Plan moving every guest off ``source_host`` at once (drain.py).
 
         Destinations are the cached hosts the filters other than the
@@ -289,6 +291,8 @@ class Scheduler:
             maintenance.
         :param to: host names the destinations are chosen among, or None
             for any.
+        :param max_steps: placements the plan may try; None: this
+            scheduler's ``drain_max_steps``.
         :returns: (drain.Plan, {host: why it is no destination}).
         :raises HostNotFound: the source never reported.
         """
@@ -311,7 +315,7 @@ class Scheduler:
         plan = drain.plan(guests, destinations, limits=limits,
                           strategy=self.cell_strategy,
                           keep_free_nodes=keep_free_nodes,
-                          max_steps=max_steps)
+                          max_steps=max_steps or self.drain_max_steps)
         return plan, left_out
 
     def reserve(self, host, instance_uuid, project_id, request, limits=None,

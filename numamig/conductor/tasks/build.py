@@ -10,6 +10,7 @@ them as they are placed there.
 from oslo_log import log as logging
 
 from numamig import exception
+from numamig.conductor import drain
 from numamig.conductor.tasks import base
 from numamig.db import instances
 from numamig.numa import instance_request
@@ -71,7 +72,8 @@ class BuildInstanceTask(base.TaskBase):
         if self.host:
             return [self.host]
         selection = self.worker.scheduler.select_destinations(
-            request, None, limits=self.worker.limits)
+            request, None, limits=self.worker.limits,
+            disabled=drain.disabled_hosts(self.worker))
         self.refused.update(selection.refusals())
         return selection.hosts
 

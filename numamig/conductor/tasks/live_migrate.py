@@ -27,6 +27,7 @@ import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import objects
+from numamig.conductor import drain
 from numamig.conductor import records
 from numamig.conductor.tasks import base
 from numamig.db import migrations
@@ -162,6 +163,7 @@ class LiveMigrationTask(base.TaskBase):
                 host=host, instance_uuid=self.instance.uuid,
                 reason="it is the instance's source host")
         state = self.worker.cache.check_up(host)
+        drain.check_enabled(self.worker, host, self.instance.uuid)
         source = self.worker.cache.get(self.migration.source_host)
         if state.hypervisor_type != source.hypervisor_type:
             raise exception.InvalidDestination(
@@ -175,7 +177,8 @@ class LiveMigrationTask(base.TaskBase):
         selection = self.worker.scheduler.select_destinations(
             self.request, self.migration.source_host,
             limits=self.worker.limits, pagesize_kb=self.pagesize_kb,
-            exclude=self._busy_destinations())
+            exclude=self._busy_destinations(),
+            disabled=drain.disabled_hosts(self.worker))
         refusals = selection.refusals()
         refusals.pop(self.migration.source_host, None)
         self.refused.update(refusals)

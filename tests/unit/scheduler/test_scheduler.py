@@ -309,10 +309,12 @@ class TestConstruction(base.TestCase):
                                      max_candidates=value)
 
     def test_from_conf(self):
-        self.flags(strategy='pack', max_candidates=3, group='scheduler')
+        self.flags(strategy='pack', max_candidates=3,
+                   drain_plan_max_steps=500, group='scheduler')
         self.flags(packing_host_numa_cells_allocation_strategy=False,
                    group='compute')
         sched = scheduler.Scheduler.from_conf(host_state.HostStateCache(),
                                               CONF)
-        self.assertEqual(('pack', 'spread', 3), (
-            sched.strategy, sched.cell_strategy, sched.max_candidates))
+        self.assertEqual(('pack', 'spread', 3, 500), (
+            sched.strategy, sched.cell_strategy, sched.max_candidates,
+            sched.drain_max_steps))

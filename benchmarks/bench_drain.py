@@ -1,0 +1,271 @@
+"""Drain plans against one-guest-at-a-time scheduling, on simulated clouds.
+
+    .venv/bin/python benchmarks/bench_drain.py [--clouds 5] [--hosts 50]
+        [--seed 1] [--big-hosts 1000] [--repeats 5]
+
+Part 1, how many hosts can be emptied. Each cloud (seeded) has
+``--hosts`` hosts of 2-4 cells (8-12 SMT cores of 2 threads per cell, 1
+shared; 64 GiB per cell with 8 GiB of 2 MiB pages), filled with guests of
+a flavor mix (pinned guests of 2-8 vCPUs on one or two NUMA nodes, some
+isolate/require, some on 2 MiB pages) to a pinned utilisation drawn in
+60-90% per host. Then, for every host, with the rest of the cloud as it
+is:
+
+* one at a time (Nova's way, the baseline): the guests in their order
+  of creation, each sent to the scheduler's first candidate
+  (``select_destinations``, spread) and reserved there before the next;
+* the plan: ``Scheduler.plan_drain``, all guests at once.
+
+The host counts as emptiable when every guest found a destination. The
+plan's search is exhaustive within its step limit: a host it cannot
+empty is PROVEN not emptiable unless the plan says it stopped at the
+limit (counted as "undecided"). Target: no host undecided, and every
+host one-at-a-time empties the plan empties too.
+
+Part 2, plan time: a cloud of ``--big-hosts`` hosts, one of them with 40
+guests (4 cells of 16 cores), timed over ``--repeats`` plans (median,
+wall clock) against the one-at-a-time baseline of the same host in the
+same run. Target: under 1 s.
+"""
+
+import argparse
+import datetime
+import random
+import statistics
+import sys
+import time
+
+from numamig import fingerprint
+from numamig import objects
+from numamig.numa import constraints
+from numamig.numa import fit
+from numamig.numa import usage
+from numamig.numa import view_usage
+from numamig.numa import views
+from numamig.scheduler import drain
+from numamig.scheduler import host_state
+from numamig.scheduler import scheduler
+
+T0 = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
+PLAN_TARGET_S = 1.0
+_EMPTY = fingerprint.compute(())
+
+# (weight, vcpus, memory MiB, extra specs): a pinned-heavy flavor mix.
+FLAVORS = [
+    (4, 2, 4096, {'hw:cpu_policy': 'dedicated'}),
+    (4, 4, 8192, {'hw:cpu_policy': 'dedicated'}),
+    (2, 8, 16384, {'hw:cpu_policy': 'dedicated'}),
+    (2, 8, 16384, {'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '2'}),
+    (1, 4, 4096, {'hw:cpu_policy': 'dedicated',
+                  'hw:cpu_thread_policy': 'isolate'}),
+    (1, 4, 8192, {'hw:cpu_policy': 'dedicated',
+                  'hw:cpu_thread_policy': 'require'}),
+    (2, 4, 2048, {'hw:cpu_policy': 'dedicated', 'hw:mem_page_size': '2MB'}),
+    (1, 6, 4096, {'hw:cpu_policy': 'dedicated', 'hw:mem_page_size': '2MB',
+                  'hw:emulator_threads_policy': 'isolate'}),
+]
+
+
+def host_topology(cells, cores, memory_mb=65536, pages_2m=4096):
+    """Cells of ``cores`` SMT cores (2 threads), core 0 shared."""
+    total = cells * cores
+    result = []
+    for cell_id in range(cells):
+        siblings = [{cell_id * cores + c, cell_id * cores + c + total}
+                    for c in range(cores)]
+        shared = set(siblings[0])
+        result.append(objects.HostNUMACell(
+            id=cell_id, cpuset=shared,
+            pcpuset=set().union(*siblings) - shared, pinned_cpus=set(),
+            siblings=siblings, memory_mb=memory_mb, memory_usage_mb=0,
+            cpu_usage=0,
+            distances={o: 10 if o == cell_id else 21 for o in range(cells)},
+            mempages=[
+                objects.NUMAPagesTopology(
+                    size_kb=4, total=(memory_mb - pages_2m * 2) * 256),
+                objects.NUMAPagesTopology(size_kb=2048, total=pages_2m)]))
+    return objects.HostNUMATopology(cells=result)
+
+
+class SimHost:
+    """A host, its guests (request, placement) and its usage."""
+
+    def __init__(self, name, topology):
+        self.name = name
+        self.empty = topology
+        self.view = views.HostView(topology)
+        self.guests = []
+
+    def pinned_share(self):
+        free = sum(c.free_count for c in self.view.cells)
+        total = sum(len(c.pcpuset) for c in self.view.cells)
+        return 1 - free / total
+
+    def try_add(self, name, request):
+        result = fit.fit(self.view, request, strategy='spread')
+        if not result.fits:
+            return False
+        self.view = view_usage.apply(self.view, result.placement)
+        self.guests.append((name, request, result.placement))
+        return True
+
+    def topology(self):
+        return usage.host_with_usage(
+            self.empty, [p.topology() for _, _, p in self.guests])
+
+
+def _requests(rng):
+    weights = [w for w, *_ in FLAVORS]
+    while True:
+        _, vcpus, memory, specs = rng.choices(FLAVORS, weights)[0]
+        yield constraints.get_numa_request(vcpus, memory, specs, {})
+
+
+def make_cloud(rng, count, shape=None):
+    """``count`` SimHosts filled to 60-90% of their pinned pCPUs."""
+    hosts = []
+    requests = _requests(rng)
+    for index in range(count):
+        cells, cores = shape or (rng.choice((2, 3, 4)), rng.choice((8, 12)))
+        host = SimHost(f'host{index:04d}', host_topology(cells, cores))
+        target, misses = rng.uniform(0.6, 0.9), 0
+        while host.pinned_share() < target and misses < 20:
+            misses += not host.try_add(f'{host.name}-g{len(host.guests)}',
+                                       next(requests))
+        hosts.append(host)
+    return hosts
+
+
+def make_cache(hosts):
+    cache = host_state.HostStateCache(clock=lambda: T0)
+    for host in hosts:
+        cache.update(objects.ComputeNodeReport(
+            host=host.name, hypervisor_uri='qemu:///system',
+            hypervisor_type='qemu', topology=host.topology(),
+            service_version=2, fingerprint=_EMPTY, reported_at=T0))
+    return cache
+
+
+def drain_guests(host):
+    return [drain.Guest(uuid=f'{name}-uuid', name=name,
+                        request=views.RequestView(request),
+                        pagesize_kb=_page_size(placement))
+            for name, request, placement in host.guests]
+
+
+def _page_size(placement):
+    sizes = {cell.pagesize for cell in placement.cells}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def one_at_a_time(sched, host):
+    """Nova's way: each guest to the first candidate, reserved; True
+    when every guest found one. Reservations are released after."""
+    reserved, emptied = [], True
+    for name, request, placement in host.guests:
+        selection = sched.select_destinations(
+            request, host.name, pagesize_kb=_page_size(placement))
+        if not selection.candidates:
+            emptied = False
+            break
+        dest = selection.candidates[0].host
+        sched.reserve(dest, f'{name}-uuid', 'p', request,
+                      pagesize_kb=_page_size(placement))
+        reserved.append((dest, f'{name}-uuid'))
+    for dest, uuid in reserved:
+        sched.cache.release(dest, uuid)
+    return emptied
+
+
+def emptiable(args):
+    """Part 1: per cloud, hosts emptied by each way; returns totals."""
+    totals = {'hosts': 0, 'baseline': 0, 'plan': 0, 'proven_not': 0,
+              'undecided': 0, 'baseline_only': 0, 'guests': 0}
+    plan_s = []
+    for cloud in range(args.clouds):
+        rng = random.Random(args.seed * 1000 + cloud)
+        hosts = make_cloud(rng, args.hosts)
+        sched = scheduler.Scheduler(make_cache(hosts))
+        row = dict.fromkeys(totals, 0)
+        for host in hosts:
+            base_ok = one_at_a_time(sched, host)
+            start = time.perf_counter()
+            plan, _ = sched.plan_drain(host.name, drain_guests(host))
+            plan_s.append(time.perf_counter() - start)
+            row['hosts'] += 1
+            row['guests'] += len(host.guests)
+            row['baseline'] += base_ok
+            row['plan'] += plan.complete
+            row['undecided'] += (not plan.complete) and plan.stopped
+            row['proven_not'] += (not plan.complete) and not plan.stopped
+            row['baseline_only'] += base_ok and not plan.complete
+        utilisation = statistics.mean(h.pinned_share() for h in hosts)
+        print(f"cloud {cloud}: {row['hosts']} hosts, {row['guests']} "
+              f"guests, pinned {utilisation:.0%}: one at a time empties "
+              f"{row['baseline']}, the plan {row['plan']} (proven not "
+              f"emptiable {row['proven_not']}, undecided "
+              f"{row['undecided']})")
+        for key in totals:
+            totals[key] += row[key]
+    return totals, plan_s
+
+
+def plan_time(args):
+    """Part 2: a 40-guest host among ``--big-hosts``; median seconds of
+    the plan and of one-at-a-time."""
+    rng = random.Random(args.seed)
+    hosts = make_cloud(rng, args.big_hosts - 1)
+    big = SimHost('big', host_topology(4, 16))
+    requests = _requests(rng)
+    while len(big.guests) < 40:
+        big.try_add(f'big-g{len(big.guests)}', next(requests))
+    build = time.perf_counter()
+    sched = scheduler.Scheduler(make_cache(hosts + [big]))
+    print(f"\n{args.big_hosts} hosts cached in "
+          f"{time.perf_counter() - build:.1f} s; host 'big' has "
+          f"{len(big.guests)} guests, {big.pinned_share():.0%} pinned")
+    guests = drain_guests(big)
+    plans, bases = [], []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        plan, _ = sched.plan_drain('big', guests)
+        plans.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        one_at_a_time(sched, big)
+        bases.append(time.perf_counter() - start)
+    return statistics.median(plans), statistics.median(bases), plan
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--clouds', type=int, default=5)
+    parser.add_argument('--hosts', type=int, default=50)
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--big-hosts', type=int, default=1000)
+    parser.add_argument('--repeats', type=int, default=5)
+    args = parser.parse_args(argv)
+    totals, plan_s = emptiable(args)
+    share = {k: totals[k] / max(1, totals['hosts'])
+             for k in ('baseline', 'plan')}
+    print(f"\nall clouds: {totals['hosts']} hosts; emptiable one at a time "
+          f"{totals['baseline']} ({share['baseline']:.1%}), by the plan "
+          f"{totals['plan']} ({share['plan']:.1%}); proven not emptiable "
+          f"{totals['proven_not']}, undecided {totals['undecided']}; "
+          f"emptied one at a time but not by the plan "
+          f"{totals['baseline_only']}")
+    print(f"plan time per host, {args.hosts}-host clouds: median "
+          f"{statistics.median(plan_s) * 1000:.1f} ms, max "
+          f"{max(plan_s) * 1000:.1f} ms")
+    median, base, plan = plan_time(args)
+    print(f"plan of 40 guests among {args.big_hosts} hosts: median "
+          f"{median * 1000:.0f} ms (target {PLAN_TARGET_S * 1000:.0f} ms), "
+          f"{plan.steps} placements, complete={plan.complete}; one at a "
+          f"time (baseline, same run): {base * 1000:.0f} ms")
+    ok = (totals['undecided'] == 0 and totals['baseline_only'] == 0
+          and median < PLAN_TARGET_S)
+    print(f"VERDICT: {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
