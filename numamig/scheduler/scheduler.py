@@ -359,7 +359,8 @@ class Scheduler:
         return host_filters.RequestSpec(
             request=request, source_host=source_host, limits=limits,
             hypervisor_type=hypervisor_type, exclude=frozenset(exclude),
-            disabled=dict(disabled or {}), pagesize_kb=pagesize_kb, strategy=self.cell_strategy,
+            disabled=dict(disabled or {}), pagesize_kb=pagesize_kb,
+            strategy=self.cell_strategy,
             request_view=(None if request is None
                           else numa_views.RequestView.of(request)),
             limits_view=numa_views.limits_view(limits))

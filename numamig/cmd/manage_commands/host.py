@@ -1,15 +1,19 @@
 """numamig-manage host: compute hosts as their last reports describe them.
 
-Every action but ``delete`` reads the conductor's database (the hosts'
-last reports, with usage and move claims applied) and changes nothing;
-``delete`` asks the conductor, which refuses while the host is in use.
+``list``, ``show`` and ``export-topology`` read the conductor's database
+(the hosts' last reports, with usage, move claims and maintenance state)
+and change nothing; ``delete``, ``disable``, ``enable`` and ``drain``
+ask the conductor, which applies its rules (a host in use is not
+deleted; a drain plan reads the scheduler's cache).
 """
 
 import datetime
 
+from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
+from numamig.cmd.manage_commands import _drain_output
 from numamig.conf import CONF
 
 
@@ -23,7 +27,8 @@ class HostCommands:
 
         Per host: up or down (last report within [DEFAULT]
         service_down_time), service version, age of the last report and,
-        per cell, free/total dedicated pCPUs and free/total huge pages.
+        per cell, free/total dedicated pCPUs and free/total huge pages;
+        a host disabled for maintenance is marked, with the reason.
         Exit codes: 0 listed (also when no host reported yet); 255 the
         database cannot be used.
         """
@@ -32,7 +37,9 @@ class HostCommands:
         with _access.database() as db:
             reports = compute_nodes.get_all(db)
             counts = _instance_counts(instances.get_all(db))
-        rows = [_host_row(r, counts.get(r.host, 0)) for r in reports]
+            disabled = compute_nodes.maintenance(db)
+        rows = [_host_row(r, counts.get(r.host, 0), disabled.get(r.host))
+                for r in reports]
         common.print_output({'hosts': rows}, output_format, _print_list)
         return common.EXIT_OK
 
@@ -66,7 +73,8 @@ class HostCommands:
 
         Per cell: dedicated, shared, pinned and free pCPUs drawn by SMT
         core, memory, page pools used/free and distances; then the
-        guests recorded on the host and the move claims held on it.
+        guests recorded on the host and the move claims held on it. A
+        host disabled for maintenance says since when and why.
         Exit codes: 0 shown; 127 unknown host; 255 the database cannot
         be used.
         """
@@ -77,7 +85,8 @@ class HostCommands:
             guests = [r.instance for r in instances.get_all(db, host=host)]
             claims = [r.instance for r in
                       instances.get_claims_on_host(db, host)]
-        data = dict(_host_row(report, len(guests)),
+            maintenance = compute_nodes.maintenance(db).get(host)
+        data = dict(_host_row(report, len(guests), maintenance),
                     topology=common.plain(report.topology),
                     guests=[_guest_entry(g) for g in guests],
                     claims=[_claim_entry(c) for c in claims])
@@ -107,6 +116,124 @@ class HostCommands:
         return common.EXIT_OK
 
 
+    @common.args('host', metavar='HOST', help="Compute host name.")
+    @common.args('--reason', required=True,
+                 help="Why (shown to operators; at most 255 characters).")
+    @common.format_option
+    @common.guarded
+    def disable(self, host, reason, output_format='human'):
+        """Disable a host for maintenance: the scheduler chooses it no more.
+
+        Its guests stay; migrations and new guests are no longer sent
+        there (a migration naming it is refused), and host list/show
+        give the reason. Disabling again keeps since when and takes the
+        new reason. Exit codes: 0 disabled; 127 unknown host or a bad
+        reason (nothing changed); 255 the conductor cannot be reached.
+        """
+        _check_reason(reason)
+        with _access.database() as db:
+            _known(db, host)
+        answer = _access.conductor().host_set_disabled(
+            _access.context(), host, True, reason)
+        common.print_output(answer, output_format, _print_maintenance)
+        return common.EXIT_OK
+
+    @common.args('host', metavar='HOST', help="Compute host name.")
+    @common.format_option
+    @common.guarded
+    def enable(self, host, output_format='human'):
+        """Enable a host again after maintenance; idempotent.
+
+        Exit codes: 0 enabled (also when it was); 127 unknown host; 255
+        the conductor cannot be reached.
+        """
+        with _access.database() as db:
+            _known(db, host)
+        answer = _access.conductor().host_set_disabled(
+            _access.context(), host, False)
+        common.print_output(answer, output_format, _print_maintenance)
+        return common.EXIT_OK
+
+    @common.args('host', metavar='HOST', help="Compute host name.")
+    @common.args('--dry-run', dest='dry_run', action='store_true',
+                 help="Compute and show the plan; move nothing.")
+    @common.args('--to', metavar='HOST,...',
+                 help="Choose destinations among these hosts only.")
+    @common.args('--keep-free-nodes', dest='keep_free_nodes', type=int,
+                 default=0, metavar='N',
+                 help="Leave N whole NUMA nodes free on every destination "
+                      "(of its idle nodes, the highest-numbered).")
+    @common.format_option
+    @common.guarded
+    def drain(self, host, dry_run=False, to=None, keep_free_nodes=0,
+              output_format='human'):
+        """Plan the moves that empty a host: every guest at once.
+
+        Before anything moves, a destination and the exact placement
+        (cells, pins, page sizes) for every guest, honouring its
+        policies, the per-cell limits, disabled hosts and admission;
+        the hardest guests are placed first and alternatives searched,
+        so a drain that is possible is found (doc/source/drain.rst).
+        Prints the plan, what cannot be placed and why. Only --dry-run
+        is available in this release. Exit codes: 0 the host can be
+        emptied; 1 it cannot (nothing moved); 127 unknown host, bad
+        input or no --dry-run (nothing changed); 255 the conductor
+        cannot be reached.
+        """
+        if not dry_run:
+            raise exception.Invalid(
+                reason="only --dry-run is available: this release plans a "
+                       "drain and moves nothing")
+        destinations = _host_names(to)
+        if not 0 <= keep_free_nodes <= 64:
+            raise exception.Invalid(
+                reason=f"--keep-free-nodes must be 0 to 64, got "
+                       f"{keep_free_nodes}")
+        with _access.database() as db:
+            _known(db, host)
+            for name in destinations or ():
+                _known(db, name)
+        answer = _access.conductor().host_drain_plan(
+            _access.context(), host, to=destinations,
+            keep_free_nodes=keep_free_nodes)
+        data = _drain_output.plain(answer)
+        common.print_output(data, output_format, _drain_output.show)
+        return common.EXIT_OK if data['emptiable'] else common.EXIT_NO
+
+
+def _known(db, host):
+    """Raise HostNotFound (127) for a host that never reported."""
+    from numamig.db import compute_nodes
+    compute_nodes.get(db, host)
+
+
+def _check_reason(reason):
+    if not reason.strip() or len(reason) > 255:
+        raise exception.Invalid(
+            reason=f"--reason must be 1 to 255 characters, got "
+                   f"{len(reason.strip())}")
+
+
+def _host_names(text):
+    """The host names of ``--to``, or None when it is not given."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(',')]
+    if not all(names):
+        raise exception.Invalid(
+            reason=f"--to must list host names separated by commas, got "
+                   f"{text!r}")
+    return sorted(set(names))
+
+
+def _print_maintenance(data):
+    if data['disabled']:
+        print(f"Host {data['host']} disabled since {data['disabled_at']}: "
+              f"{data['reason']}")
+    else:
+        print(f"Host {data['host']} enabled.")
+
+
 def report_age(report, now=None):
     """Seconds since a ComputeNodeReport was made."""
     now = now or datetime.datetime.now(datetime.UTC)
@@ -116,8 +243,9 @@ def report_age(report, now=None):
     return max(0.0, (now - reported).total_seconds())
 
 
-def _host_row(report, instance_count):
+def _host_row(report, instance_count, maintenance=None):
     age = report_age(report)
+    disabled = maintenance is not None
     return {
         'host': report.host,
         'state': 'up' if age <= CONF.service_down_time else 'down',
@@ -125,6 +253,10 @@ def _host_row(report, instance_count):
         'hypervisor': f"{report.hypervisor_type} {report.hypervisor_uri}",
         'report_age_s': round(age, 1),
         'instances': instance_count,
+        'disabled': disabled,
+        'disabled_at': (maintenance.disabled_at.isoformat() if disabled
+                        else None),
+        'disabled_reason': maintenance.reason if disabled else None,
         'cells': {str(c.id): _cell_free(c) for c in report.topology.cells},
         'summary': ' | '.join(pictures.cell_summary(c) for c in
                               sorted(report.topology.cells,
@@ -171,13 +303,18 @@ def _print_list(data):
     for row in data['hosts']:
         print(f"{row['host']:<16} {row['state']:<5} "
               f"{row['service_version']:>3} {_age(row['report_age_s']):>7} "
-              f"{row['instances']:>6}  {row['summary']}")
+              f"{row['instances']:>6}  {row['summary']}"
+              + (f"  DISABLED: {row['disabled_reason']}"
+                 if row['disabled'] else ''))
 
 
 def _print_show(data, report):
     print(f"Host {data['host']}: {data['state']}, service version "
           f"{data['service_version']}, {data['hypervisor']}, reported "
           f"{_age(data['report_age_s'])} ago")
+    if data['disabled']:
+        print(f"Disabled for maintenance since {data['disabled_at']}: "
+              f"{data['disabled_reason']}")
     for line in pictures.host_lines(report.topology):
         print(f"  {line}")
     print(f"Guests ({len(data['guests'])}):")

@@ -96,3 +96,139 @@ class HostDeleteTestCase(cli_base.CLITestCase):
         self.assertEqual(127, code)
         self.assertEqual(['error: Compute host src cannot be deleted: its '
                           'agent still reports'], err.strip().splitlines())
+
+
+class HostMaintenanceTestCase(cli_base.CLITestCase):
+
+    def test_disable_through_the_conductor(self):
+        self.add_report('cn1')
+        self.api.host_set_disabled.return_value = {
+            'host': 'cn1', 'disabled': True,
+            'disabled_at': '2026-12-01T10:00:00+00:00',
+            'reason': 'new DIMMs'}
+        code, out, _ = self.run_cli('host', 'disable', 'cn1', '--reason',
+                                    'new DIMMs')
+        self.assertEqual((0, 'Host cn1 disabled since '
+                             '2026-12-01T10:00:00+00:00: new DIMMs\n'),
+                         (code, out))
+        self.api.host_set_disabled.assert_called_once_with(
+            mock.ANY, 'cn1', True, 'new DIMMs')
+
+    def test_enable(self):
+        self.add_report('cn1')
+        self.api.host_set_disabled.return_value = {
+            'host': 'cn1', 'disabled': False, 'disabled_at': None,
+            'reason': None}
+        code, out, _ = self.run_cli('host', 'enable', 'cn1', '--format',
+                                    'json')
+        self.assertEqual((0, False), (code, json.loads(out)['disabled']))
+        self.api.host_set_disabled.assert_called_once_with(
+            mock.ANY, 'cn1', False)
+
+    def test_bad_input_asks_nothing(self):
+        self.add_report('cn1')
+        for argv, said in (
+                (('disable', 'nope', '--reason', 'x'),
+                 'Compute host nope is not known'),
+                (('disable', 'cn1', '--reason', ' '),
+                 '--reason must be 1 to 255 characters'),
+                (('disable', 'cn1', '--reason', 'x' * 256),
+                 '--reason must be 1 to 255 characters, got 256'),
+                (('disable', 'cn1'), 'the following arguments are '
+                                     'required: --reason'),
+                (('enable', 'nope'), 'Compute host nope is not known')):
+            code, out, err = self.run_cli('host', *argv)
+            self.assertEqual((127, ''), (code, out), argv)
+            self.assertEqual(1, len(err.strip().splitlines()), err)
+            self.assertIn(said, err)
+        self.api.host_set_disabled.assert_not_called()
+
+    def test_list_and_show_give_the_state_and_reason(self):
+        from numamig.db import compute_nodes
+        self.add_report('cn1')
+        self.add_report('cn2')
+        compute_nodes.set_disabled(self.db, 'cn2', 'firmware update')
+        _, out, _ = self.run_cli('host', 'list')
+        cn1, cn2 = out.splitlines()[1:]
+        self.assertNotIn('DISABLED', cn1)
+        self.assertTrue(cn2.endswith('DISABLED: firmware update'), cn2)
+        _, out, _ = self.run_cli('host', 'list', '--format', 'json')
+        rows = {r['host']: r for r in json.loads(out)['hosts']}
+        self.assertEqual((False, True, 'firmware update'), (
+            rows['cn1']['disabled'], rows['cn2']['disabled'],
+            rows['cn2']['disabled_reason']))
+        _, out, _ = self.run_cli('host', 'show', 'cn2')
+        self.assertIn('Disabled for maintenance since ', out)
+        self.assertIn(': firmware update', out)
+
+
+def _plan(emptiable=True):
+    from numamig.numa import fit
+    from tests.unit.numa import hosts
+    placed = fit.fit(hosts.make_host(), hosts.request(
+        [(2, 0, 1024, None, None)])).topology
+    unplaced = [] if emptiable else [{
+        'instance_uuid': 'u-2', 'name': 'big',
+        'reason': 'it fits on none of the 1 destination(s): dst: ...'}]
+    return {'host': 'src', 'disabled': True, 'reason': 'new DIMMs',
+            'emptiable': emptiable,
+            'moves': [{'instance_uuid': 'u-1', 'name': 'web-1',
+                       'dest_host': 'dst', 'numa_topology': placed}],
+            'unplaced': unplaced, 'left_out': {'old': 'host is down'},
+            'kept_free': {'dst': [1]},
+            'admission': {'waves': 1, 'queue_room': 10000, 'refused': None},
+            'search': {'steps': 1, 'stopped': False, 'elapsed_ms': 3.5}}
+
+
+class HostDrainTestCase(cli_base.CLITestCase):
+
+    def setUp(self):
+        super().setUp()
+        for host in ('src', 'dst'):
+            self.add_report(host)
+
+    def test_a_plan_that_empties_the_host(self):
+        self.api.host_drain_plan.return_value = _plan()
+        code, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run',
+                                    '--to', 'dst', '--keep-free-nodes', '1')
+        self.assertEqual(0, code)
+        self.assertIn('Drain plan of host src (disabled: new DIMMs): 1 '
+                      'guest(s)', out)
+        self.assertIn('  web-1 u-1 -> dst', out)
+        self.assertIn('guest cell 0 -> host cell 0', out)
+        self.assertIn('Kept free on dst: NUMA node(s) 1', out)
+        self.assertIn('old: host is down', out)
+        self.assertIn('Host src can be emptied; nothing was moved.', out)
+        self.api.host_drain_plan.assert_called_once_with(
+            mock.ANY, 'src', to=['dst'], keep_free_nodes=1)
+
+    def test_a_host_that_cannot_be_emptied_answers_1(self):
+        self.api.host_drain_plan.return_value = _plan(emptiable=False)
+        code, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run')
+        self.assertEqual(1, code)
+        self.assertIn('Cannot be placed (1):\n  big u-2: it fits on none',
+                      out)
+        self.assertIn('Host src cannot be emptied; nothing was moved.', out)
+        code, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run',
+                                    '--format', 'json')
+        data = json.loads(out)
+        self.assertEqual((1, False, 'dst'), (code, data['emptiable'],
+                                             data['moves'][0]['dest_host']))
+        self.assertEqual(0, data['moves'][0]['numa_topology']['cells'][0]
+                         ['host_cell'])
+
+    def test_bad_input_asks_nothing(self):
+        for argv, said in (
+                (('nope', '--dry-run'), 'Compute host nope is not known'),
+                (('src', '--dry-run', '--to', 'dst,nope'),
+                 'Compute host nope is not known'),
+                (('src', '--dry-run', '--to', 'dst,,x'),
+                 '--to must list host names separated by commas'),
+                (('src', '--dry-run', '--keep-free-nodes', '-1'),
+                 '--keep-free-nodes must be 0 to 64, got -1'),
+                (('src',), 'only --dry-run is available')):
+            code, out, err = self.run_cli('host', 'drain', *argv)
+            self.assertEqual((127, ''), (code, out), argv)
+            self.assertEqual(1, len(err.strip().splitlines()), err)
+            self.assertIn(said, err)
+        self.api.host_drain_plan.assert_not_called()

@@ -1,0 +1,66 @@
+"""How ``numamig-manage host drain`` shows a drain plan.
+
+The conductor answers with plain data and a placed InstanceNUMATopology
+per move; ``plain`` turns it into what ``--format json`` prints (and
+keeps the topology for the drawing), ``show`` prints it for people.
+"""
+
+from numamig.cmd import common
+from numamig.cmd import pictures
+
+
+def plain(answer):
+    """The plan as JSON data; each move keeps its ``numa_topology`` as
+    plain data and gains ``placement``, the lines ``show`` prints."""
+    data = dict(answer)
+    data['moves'] = [dict(move, numa_topology=common.plain(
+        move['numa_topology']), placement=pictures.placement_lines(
+            move['numa_topology'])) for move in answer['moves']]
+    return data
+
+
+def show(data):
+    """Print the plan: moves with their placements, then what cannot be
+    placed and why, the hosts that are no destination, the admission
+    and the verdict."""
+    state = (f"disabled: {data['reason']}" if data['disabled']
+             else "enabled")
+    total = len(data['moves']) + len(data['unplaced'])
+    print(f"Drain plan of host {data['host']} ({state}): {total} guest(s)")
+    for move in data['moves']:
+        print(f"  {move['name']} {move['instance_uuid']} -> "
+              f"{move['dest_host']}")
+        for line in move['placement']:
+            print(f"      {line}")
+    if data['unplaced']:
+        print(f"Cannot be placed ({len(data['unplaced'])}):")
+    for guest in data['unplaced']:
+        print(f"  {guest['name']} {guest['instance_uuid']}: "
+              f"{guest['reason']}")
+    if data['left_out']:
+        print(f"Not destinations ({len(data['left_out'])}):")
+    for host, why in data['left_out'].items():
+        print(f"  {host}: {why}")
+    for host, cells in data['kept_free'].items():
+        print(f"Kept free on {host}: NUMA node(s) "
+              f"{', '.join(str(c) for c in cells)}")
+    _show_admission(data)
+    search = data['search']
+    print(f"Search: {search['steps']} placement(s) tried in "
+          f"{search['elapsed_ms']} ms"
+          + (" (stopped at [scheduler] drain_plan_max_steps)"
+             if search['stopped'] else ''))
+    if data['emptiable']:
+        print(f"Host {data['host']} can be emptied; nothing was moved.")
+    else:
+        print(f"Host {data['host']} cannot be emptied; nothing was moved.")
+
+
+def _show_admission(data):
+    admission = data['admission']
+    if admission['refused']:
+        print(f"Admission: {admission['refused']}")
+    elif data['moves']:
+        print(f"Admission: {len(data['moves'])} migration(s) in at least "
+              f"{admission['waves']} wave(s) under the conductor's "
+              f"per-host limits")
