@@ -52,8 +52,17 @@ def show(data):
              if search['stopped'] else ''))
     if data['emptiable']:
         print(f"Host {data['host']} can be emptied; nothing was moved.")
+
+
+def why_not(data):
+    """The one line saying why the host cannot be emptied."""
+    if data['unplaced']:
+        why = (f"{len(data['unplaced'])} guest(s) have no destination, "
+               f"e.g. {data['unplaced'][0]['name']}: "
+               f"{data['unplaced'][0]['reason']}")
     else:
-        print(f"Host {data['host']} cannot be emptied; nothing was moved.")
+        why = data['admission']['refused']
+    return f"host {data['host']} cannot be emptied: {why}; nothing was moved"
 
 
 def _show_admission(data):

@@ -198,7 +198,10 @@ class HostCommands:
             keep_free_nodes=keep_free_nodes)
         data = _drain_output.plain(answer)
         common.print_output(data, output_format, _drain_output.show)
-        return common.EXIT_OK if data['emptiable'] else common.EXIT_NO
+        if data['emptiable']:
+            return common.EXIT_OK
+        # stderr only: stdout already holds the plan.
+        return common.fail(_drain_output.why_not(data), common.EXIT_NO)
 
 
 def _known(db, host):

@@ -204,14 +204,17 @@ class HostDrainTestCase(cli_base.CLITestCase):
 
     def test_a_host_that_cannot_be_emptied_answers_1(self):
         self.api.host_drain_plan.return_value = _plan(emptiable=False)
-        code, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run')
+        code, out, err = self.run_cli('host', 'drain', 'src', '--dry-run')
         self.assertEqual(1, code)
         self.assertIn('Cannot be placed (1):\n  big u-2: it fits on none',
                       out)
-        self.assertIn('Host src cannot be emptied; nothing was moved.', out)
+        self.assertEqual(['error: host src cannot be emptied: 1 guest(s) '
+                          'have no destination, e.g. big: it fits on none '
+                          'of the 1 destination(s): dst: ...; nothing was '
+                          'moved'], err.splitlines())
         code, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run',
                                     '--format', 'json')
-        data = json.loads(out)
+        data = json.loads(out)   # one document: the error is on stderr
         self.assertEqual((1, False, 'dst'), (code, data['emptiable'],
                                              data['moves'][0]['dest_host']))
         self.assertEqual(0, data['moves'][0]['numa_topology']['cells'][0]
