@@ -31,6 +31,7 @@ linear constraints, which would then differ from the fit the
 destinations' claims run, and the plans it found could be refused.
 """
 
+import collections
 import dataclasses
 
 from numamig.numa import fit as numa_fit
@@ -195,6 +196,7 @@ class _Search:
         self.trail = []
         self.assigned = {}           # guest index -> (host, placement)
         self.best = {}
+        self.failed = {}             # request key -> Counter of hosts
         self._signatures = {}
 
     def _fit(self, index, view):
@@ -229,10 +231,16 @@ class _Search:
         left = [i for i in self.searched if i not in self.assigned]
         if not left:
             return True
-        index = min(left, key=lambda i: (len(self.domains[i]),
-                                         self.size[i], self.guests[i].uuid))
-        tried = set()
-        for host in self._candidates(index):
+        index = min(left, key=lambda i: (self._open(i), self.size[i],
+                                         self.guests[i].uuid))
+        # Hosts this guest's subtree failed on are closed to the guests
+        # of the same request placed after it on this path: a solution
+        # with such a guest there would, its two guests swapped, have
+        # been found in that subtree.
+        failed = self.failed.setdefault(self.keys[index],
+                                        collections.Counter())
+        closed, tried = [], set()
+        for host in self._candidates(index, failed):
             if self.steps >= self.max_steps:
                 self.stopped = True
                 return False
@@ -251,11 +259,23 @@ class _Search:
                 self._undo(index, host, mark)
             if self.stopped:
                 return False
+            failed[host] += 1
+            closed.append(host)
+        failed.subtract(closed)
         return False
 
-    def _candidates(self, index):
-        """The guest's destinations, fullest first."""
-        return sorted(self.domains[index],
+    def _open(self, index):
+        """How many destinations guest ``index`` has left open."""
+        domain = self.domains[index]
+        failed = self.failed.get(self.keys[index])
+        if not failed:
+            return len(domain)
+        return len(domain) - sum(1 for host, count in failed.items()
+                                 if count > 0 and host in domain)
+
+    def _candidates(self, index, failed):
+        """The guest's open destinations, fullest first."""
+        return sorted((h for h in self.domains[index] if failed[h] <= 0),
                       key=lambda h: (_free(self.views[h]), self.rank[h]))
 
     def _assign(self, index, host, placement):
@@ -282,7 +302,7 @@ class _Search:
             if not verdicts[key]:
                 self.domains[other].discard(host)
                 self.trail.append((other, host, None))
-                emptied = emptied or not self.domains[other]
+                emptied = emptied or not self._open(other)
         if emptied:
             self._undo(index, host, mark)
             return None
