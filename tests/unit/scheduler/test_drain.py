@@ -113,6 +113,18 @@ class RefusalTest(base.TestCase):
                          'arrangement was tried', unplaced.reason)
         self.assertFalse(plan.stopped)
 
+    def test_identical_guests_are_not_permuted_to_prove_no_room(self):
+        # Seven guests of 3 pCPUs, six hosts (all different) each with
+        # room for one: no arrangement exists, and trying the guests'
+        # permutations over the hosts would take 6! steps and more.
+        guests = [_guest(f'g{i}', 3) for i in range(7)]
+        dests = _destinations(**{f'h{i}': _one_cell(4, 4096 + 512 * i)
+                                 for i in range(6)})
+        plan = drain.plan(guests, dests, max_steps=500)
+        self.assertFalse(plan.stopped)
+        self.assertEqual(1, len(plan.unplaced))
+        self.assertLess(plan.steps, 100)
+
     def test_the_step_limit_stops_and_says_so(self):
         guests = [_guest(f'g{i}', 1) for i in range(6)] + [_guest('x', 3)]
         dests = _destinations(a=_one_cell(4), b=_one_cell(4))
