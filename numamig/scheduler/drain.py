@@ -33,6 +33,7 @@ destinations' claims run, and the plans it found could be refused.
 
 import collections
 import dataclasses
+import heapq
 
 from numamig.numa import fit as numa_fit
 from numamig.numa import view_usage
@@ -198,6 +199,7 @@ class _Search:
         self.best = {}
         self.failed = {}             # request key -> Counter of hosts
         self._signatures = {}
+        self._free = {}              # host -> (view, its _free)
 
     def _fit(self, index, view):
         guest = self.guests[index]
@@ -274,9 +276,21 @@ class _Search:
                                  if count > 0 and host in domain)
 
     def _candidates(self, index, failed):
-        """The guest's open destinations, fullest first."""
-        return sorted((h for h in self.domains[index] if failed[h] <= 0),
-                      key=lambda h: (_free(self.views[h]), self.rank[h]))
+        """The guest's open destinations, fullest first, made one by one:
+        most guests take the first (a heap, not a sort of every host)."""
+        heap = [(self._free_of(h), self.rank[h], h)
+                for h in self.domains[index] if failed[h] <= 0]
+        heapq.heapify(heap)
+        while heap:
+            yield heapq.heappop(heap)[2]
+
+    def _free_of(self, host):
+        """_free of the host's current view, worked out once per view."""
+        view = self.views[host]
+        cached = self._free.get(host)
+        if cached is None or cached[0] is not view:
+            cached = self._free[host] = (view, _free(view))
+        return cached[1]
 
     def _assign(self, index, host, placement):
         """Place guest ``index``; strike ``host`` from the guests it no
