@@ -26,9 +26,9 @@ limit (counted as "undecided"). Target: no host undecided, and every
 host one-at-a-time empties the plan empties too.
 
 Part 2, plan time: a cloud of ``--big-hosts`` hosts, one of them with 40
-guests (4 cells of 28 cores and 128 GiB), timed over ``--repeats`` plans (median,
-wall clock) against the one-at-a-time baseline of the same host in the
-same run. Target: under 1 s.
+guests (4 cells of 28 cores and 128 GiB), timed over ``--repeats`` plans
+(median, wall clock) against the one-at-a-time baseline of the same host
+in the same run. Target: under 1 s.
 """
 
 import argparse
