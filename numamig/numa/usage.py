@@ -77,8 +77,9 @@ def _topology(host_topology, cells):
         cells=[cells[cell.id] for cell in host_topology.cells])
 
 
-class _Demand:
-    """What one guest holds in one host cell, summed over its guest cells."""
+class CellDemand:
+    """What one guest holds in one host cell, summed over its guest cells
+    (view_usage sums placements on views with it too)."""
 
     __slots__ = ('pcpus', 'pages', 'memory_mb', 'floating')
 
@@ -87,6 +88,26 @@ class _Demand:
         self.pages = collections.Counter()
         self.memory_mb = 0
         self.floating = 0
+
+    def add(self, cell_id, guest_cell_id, pcpus, pages_of_size, memory_mb,
+            floating):
+        """Add one guest cell: its pCPUs, (page size, pages) or None,
+        memory and floating vCPUs.
+
+        :raises UsageConflict: two cells of the guest hold one pCPU.
+        """
+        if pcpus & self.pcpus:
+            raise exception.UsageConflict(
+                cell=cell_id, reason=f"guest cell {guest_cell_id} holds "
+                                     f"pCPUs {sorted(pcpus & self.pcpus)} "
+                                     "that another cell of the same guest "
+                                     "holds")
+        self.pcpus |= pcpus
+        if pages_of_size is not None:
+            size, count = pages_of_size
+            self.pages[size] += count
+        self.memory_mb += memory_mb
+        self.floating += floating
 
 
 def _change(cells, placed, sign):
@@ -100,7 +121,7 @@ def _change(cells, placed, sign):
         if host_cell not in cells:
             raise exception.UnknownHostCell(cell=host_cell,
                                             guest_cell=guest.id)
-        _add_demand(demands.setdefault(host_cell, _Demand()),
+        _add_demand(demands.setdefault(host_cell, CellDemand()),
                     cells[host_cell], guest)
     pools = {host_cell: _check_cell(cells[host_cell], demand, sign)
              for host_cell, demand in demands.items()}
@@ -109,18 +130,11 @@ def _change(cells, placed, sign):
 
 
 def _add_demand(demand, cell, guest):
-    pcpus = _pcpus_held(cell, guest)
-    if pcpus & demand.pcpus:
-        raise exception.UsageConflict(
-            cell=cell.id, reason=f"guest cell {guest.id} holds pCPUs "
-                                 f"{sorted(pcpus & demand.pcpus)} that "
-                                 "another cell of the same guest holds")
-    demand.pcpus |= pcpus
     size = guest.get('pagesize')
-    if size is not None:
-        demand.pages[size] += _page_count(cell, guest, size)
-    demand.memory_mb += guest.memory_mb
-    demand.floating += len(guest.cpuset)
+    demand.add(cell.id, guest.id, _pcpus_held(cell, guest),
+               None if size is None else (size,
+                                          _page_count(cell, guest, size)),
+               guest.memory_mb, len(guest.cpuset))
 
 
 def _check_cell(cell, demand, sign):

@@ -13,11 +13,10 @@ pin already taken, pages that are not free) raises as usage.apply does,
 so a bug can never hide behind a quietly wrong plan.
 """
 
-import collections
-
 from numamig import exception
 from numamig.numa import pages
 from numamig.numa import pinning
+from numamig.numa import usage
 from numamig.numa import views
 from numamig.objects import fields
 
@@ -38,23 +37,11 @@ def apply(host_view, placement):
         if cell is None:
             raise exception.UnknownHostCell(cell=placed.host_cell,
                                             guest_cell=placed.guest.id)
-        _add(demands.setdefault(cell.id, _Demand()), cell, placed)
+        _add(demands.setdefault(cell.id, usage.CellDemand()), cell, placed)
     changed = {cell_id: _used(by_id[cell_id], demand)
                for cell_id, demand in demands.items()}
     return views.HostView.of_cells(changed.get(cell.id, cell)
                                    for cell in host_view.cells)
-
-
-class _Demand:
-    """What one guest takes from one host cell, over its guest cells."""
-
-    __slots__ = ('pcpus', 'pages', 'memory_mb', 'floating')
-
-    def __init__(self):
-        self.pcpus = set()
-        self.pages = collections.Counter()
-        self.memory_mb = 0
-        self.floating = 0
 
 
 def _add(demand, cell, placed):
@@ -62,12 +49,7 @@ def _add(demand, cell, placed):
     pcpus = set(placed.pins.values()) | (placed.reserved or set())
     if guest.cpu_thread_policy == fields.CPUThreadAllocationPolicy.ISOLATE:
         pcpus = pinning.isolate_siblings(cell, pcpus)
-    if pcpus & demand.pcpus:
-        raise exception.UsageConflict(
-            cell=cell.id, reason=f"guest cell {guest.id} holds pCPUs "
-                                 f"{sorted(pcpus & demand.pcpus)} that "
-                                 "another cell of the same guest holds")
-    demand.pcpus |= pcpus
+    pages_of_size = None
     if placed.pagesize is not None:
         count = pages.pages_needed(guest.memory_mb, placed.pagesize)
         if count is None or placed.pagesize not in cell.free_pages:
@@ -75,9 +57,9 @@ def _add(demand, cell, placed):
                 cell=cell.id, reason=f"guest cell {guest.id} uses "
                                      f"{placed.pagesize} KiB pages the cell "
                                      f"cannot give")
-        demand.pages[placed.pagesize] += count
-    demand.memory_mb += guest.memory_mb
-    demand.floating += len(guest.cpuset)
+        pages_of_size = (placed.pagesize, count)
+    demand.add(cell.id, guest.id, pcpus, pages_of_size, guest.memory_mb,
+               len(guest.cpuset))
 
 
 def _used(cell, demand):

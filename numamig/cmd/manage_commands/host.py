@@ -131,12 +131,7 @@ class HostCommands:
         reason (nothing changed); 255 the conductor cannot be reached.
         """
         _check_reason(reason)
-        with _access.database() as db:
-            _known(db, host)
-        answer = _access.conductor().host_set_disabled(
-            _access.context(), host, True, reason)
-        common.print_output(answer, output_format, _print_maintenance)
-        return common.EXIT_OK
+        return _set_disabled(host, True, output_format, reason=reason)
 
     @common.args('host', metavar='HOST', help="Compute host name.")
     @common.format_option
@@ -147,12 +142,7 @@ class HostCommands:
         Exit codes: 0 enabled (also when it was); 127 unknown host; 255
         the conductor cannot be reached.
         """
-        with _access.database() as db:
-            _known(db, host)
-        answer = _access.conductor().host_set_disabled(
-            _access.context(), host, False)
-        common.print_output(answer, output_format, _print_maintenance)
-        return common.EXIT_OK
+        return _set_disabled(host, False, output_format)
 
     @common.args('host', metavar='HOST', help="Compute host name.")
     @common.args('--dry-run', dest='dry_run', action='store_true',
@@ -202,6 +192,16 @@ class HostCommands:
             return common.EXIT_OK
         # stderr only: stdout already holds the plan.
         return common.fail(_drain_output.why_not(data), common.EXIT_NO)
+
+
+def _set_disabled(host, disabled, output_format, **reason):
+    """Ask the conductor to disable or enable a known host; print it."""
+    with _access.database() as db:
+        _known(db, host)
+    answer = _access.conductor().host_set_disabled(
+        _access.context(), host, disabled, **reason)
+    common.print_output(answer, output_format, _print_maintenance)
+    return common.EXIT_OK
 
 
 def _known(db, host):

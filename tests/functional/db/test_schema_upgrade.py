@@ -46,6 +46,22 @@ def _insert_0001_rows(db, instance_uuid, migration_uuid):
                 detail=f'{status} before 0002'))
 
 
+def _insert_report_row(db, host):
+    """A host's report as the columns of the revision the database is at
+    hold it (plain SQL: today's repository writes later columns)."""
+    report = unit_base.make_report(host=host)
+    table = sa.Table('compute_nodes', sa.MetaData(), autoload_with=db.engine)
+    with db.engine.begin() as connection:
+        connection.execute(sa.insert(table).values(
+            host=host, hypervisor_uri=report.hypervisor_uri,
+            hypervisor_type=report.hypervisor_type,
+            service_version=report.service_version,
+            fingerprint=report.fingerprint,
+            reported_at=report.reported_at.replace(tzinfo=None),
+            report=json.dumps(primitives.dump(report)),
+            created_at=WHEN, updated_at=WHEN))
+
+
 class UpgradeTo0002TestCase(base.ServerDBTestCase):
 
     sync = False
@@ -133,18 +149,7 @@ class UpgradeTo0004TestCase(base.ServerDBTestCase):
 
     def test_reports_written_before_are_read_then_numbers_grow(self):
         self.db.sync('0003')
-        report = unit_base.make_report(host='old-host')
-        table = sa.Table('compute_nodes', sa.MetaData(),
-                         autoload_with=self.db.engine)
-        with self.db.engine.begin() as connection:
-            connection.execute(sa.insert(table).values(
-                host='old-host', hypervisor_uri=report.hypervisor_uri,
-                hypervisor_type=report.hypervisor_type,
-                service_version=report.service_version,
-                fingerprint=report.fingerprint,
-                reported_at=report.reported_at.replace(tzinfo=None),
-                report=json.dumps(primitives.dump(report)),
-                created_at=WHEN, updated_at=WHEN))
+        _insert_report_row(self.db, 'old-host')
         self.assertEqual('0004', self.db.sync('0004'))
         # Today's repository reads the columns later revisions add.
         self.db.sync()
@@ -186,18 +191,7 @@ class UpgradeTo0006TestCase(base.ServerDBTestCase):
 
     def test_hosts_reported_before_are_enabled_and_can_be_disabled(self):
         self.db.sync('0005')
-        report = unit_base.make_report('old')
-        table = sa.Table('compute_nodes', sa.MetaData(),
-                         autoload_with=self.db.engine)
-        with self.db.engine.begin() as connection:
-            connection.execute(sa.insert(table).values(
-                host='old', hypervisor_uri=report.hypervisor_uri,
-                hypervisor_type=report.hypervisor_type,
-                service_version=report.service_version,
-                fingerprint=report.fingerprint,
-                reported_at=report.reported_at.replace(tzinfo=None),
-                report=json.dumps(primitives.dump(report)),
-                created_at=WHEN, updated_at=WHEN))
+        _insert_report_row(self.db, 'old')
         self.assertEqual('0006', self.db.sync('0006'))
         self.assertEqual({}, compute_nodes.maintenance(self.db))
         compute_nodes.set_disabled(self.db, 'old', 'retired')

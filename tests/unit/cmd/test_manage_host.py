@@ -112,7 +112,7 @@ class HostMaintenanceTestCase(cli_base.CLITestCase):
                              '2026-12-01T10:00:00+00:00: new DIMMs\n'),
                          (code, out))
         self.api.host_set_disabled.assert_called_once_with(
-            mock.ANY, 'cn1', True, 'new DIMMs')
+            mock.ANY, 'cn1', True, reason='new DIMMs')
 
     def test_enable(self):
         self.add_report('cn1')
