@@ -1,7 +1,8 @@
 """Drain plans against one-guest-at-a-time scheduling, on simulated clouds.
 
     .venv/bin/python benchmarks/bench_drain.py [--clouds 5]
-        [--regimes 50:0.6-0.9,10:0.7-0.9,30:0.8-0.92] [--seed 1]
+        [--regimes 50:0.6-0.9,10:0.6-0.85,20:0.7-0.88,30:0.8-0.92]
+        [--seed 1]
         [--big-hosts 1000] [--repeats 5]
 
 Part 1, how many hosts can be emptied. A regime HOSTS:LOW-HIGH is
@@ -260,7 +261,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--clouds', type=int, default=5)
     parser.add_argument('--regimes',
-                        default='50:0.6-0.9,10:0.7-0.9,30:0.8-0.92')
+                        default='50:0.6-0.9,10:0.6-0.85,20:0.7-0.88,'
+                                '30:0.8-0.92')
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--big-hosts', type=int, default=1000)
     parser.add_argument('--repeats', type=int, default=5)
