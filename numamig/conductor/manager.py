@@ -491,7 +491,7 @@ class ConductorManager:
                reason=wire.text(drain.REASON_LENGTH).or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def host_set_disabled(self, ctxt, host, disabled, reason=None):
-        """Disable a host for maintenance (API 1.7), or enable it.
+        """Disable a host for maintenance (API 1.8), or enable it.
 
         Idempotent: the same request again leaves the same state (a
         disabled host keeps since when it is disabled).
@@ -503,7 +503,7 @@ class ConductorManager:
                keep_free_nodes=wire.integer(0, drain.MAX_KEEP_FREE))
     @messaging.expected_exceptions(*_EXPECTED)
     def host_drain_plan(self, ctxt, host, to=None, keep_free_nodes=0):
-        """Where every guest of ``host`` would go, at once (API 1.7).
+        """Where every guest of ``host`` would go, at once (API 1.8).
 
         Reads only: nothing is recorded, reserved or claimed, so a
         repeated request is harmless.

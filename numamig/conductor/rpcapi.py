@@ -511,7 +511,7 @@ class ConductorAPI:
 
         :returns: {'host', 'disabled', 'disabled_at', 'reason'}.
         :raises HostNotFound: ``host`` never reported.
-        :raises Invalid: the conductor (or a cap) is older than 1.7.
+        :raises Invalid: the conductor (or a cap) is older than 1.8.
         """
         what = "disabling a host" if disabled else "enabling a host"
         return self._since(ctxt, 'host_set_disabled', MAINTENANCE_VERSION,
@@ -528,7 +528,7 @@ class ConductorAPI:
             destination.
         :returns: the plan (see numamig.conductor.drain.plan).
         :raises HostNotFound: ``host`` or a host of ``to`` never reported.
-        :raises Invalid: the conductor (or a cap) is older than 1.7.
+        :raises Invalid: the conductor (or a cap) is older than 1.8.
         """
         return self._since(ctxt, 'host_drain_plan', MAINTENANCE_VERSION,
                            "planning a drain", timeout=timeout, host=host,

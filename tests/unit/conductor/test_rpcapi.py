@@ -100,24 +100,24 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.api.host_drain_plan(None, 'h-1', to=('h-2',),
                                  keep_free_nodes=1)
         self.assertEqual([
-            ('1.7', 'host_set_disabled',
+            ('1.8', 'host_set_disabled',
              {'host': 'h-1', 'disabled': True, 'reason': 'new DIMMs'}),
-            ('1.7', 'host_drain_plan',
+            ('1.8', 'host_drain_plan',
              {'host': 'h-1', 'to': ['h-2'], 'keep_free_nodes': 1})],
             self.sent)
 
     def test_maintenance_capped_or_refused_is_invalid(self):
-        self.client.can_send_version.side_effect = lambda v: v < '1.7'
+        self.client.can_send_version.side_effect = lambda v: v < '1.8'
         exc = self.assertRaises(exception.Invalid,
                                 self.api.host_set_disabled, None, 'h-1',
                                 False)
-        self.assertIn('enabling a host needs conductor API 1.7', str(exc))
+        self.assertIn('enabling a host needs conductor API 1.8', str(exc))
         self.client.can_send_version.side_effect = None
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.7')]
+        self.answers = [messaging.UnsupportedVersion('1.8')]
         exc = self.assertRaises(exception.Invalid,
                                 self.api.host_drain_plan, None, 'h-1')
-        self.assertIn('planning a drain needs conductor API 1.7; the '
+        self.assertIn('planning a drain needs conductor API 1.8; the '
                       'conductor is older', str(exc))
 
     def test_wait_sent_at_1_5_with_what_the_caller_saw(self):
