@@ -179,13 +179,21 @@ class World:
         conductor_api.migration_set_running = running_then_wait
         self.test.addCleanup(setattr, conductor_api,
                              'migration_set_running', real)
-        self.test.addCleanup(gate.set)
+        self.test.addCleanup(self._unblock, gate, migration.uuid)
         self.compute_api().live_migration(
             self.ctxt, self.record(guest.uuid), migration, migrate_data)
         self.test.assertTrue(reached.wait(SETTLE_S), "the source never "
                              "recorded running")
         self.parked.add(migration.uuid)
         return self.migration(migration.uuid)
+
+    def _unblock(self, gate, migration_uuid):
+        """Let a blocked migration go on, and wait for its end while the
+        services still answer (a source whose conductor has stopped
+        would wait out RPC timeouts)."""
+        gate.set()
+        self.parked.discard(migration_uuid)
+        self.settle()
 
     def compute_api(self):
         return self.worker.compute_api
