@@ -265,7 +265,7 @@ class ComputeManager:
     @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)
     def adopt_guests(self, ctxt):
-        return build.adopt_guests(self.agent)
+        return build.adopt_guests(self.agent, ctxt)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
