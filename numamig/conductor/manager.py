@@ -275,22 +275,68 @@ class ConductorManager:
     # -- operators ------------------------------------------------------------
 
     @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none(),
-               priority=wire.integer(0, 100).or_none())
+               priority=wire.integer(0, 100).or_none(),
+               migration_uuid=wire.UUID.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
-                              priority=None):
+                              priority=None, migration_uuid=None):
         """Check, record and queue a migration; return at once.
 
         Only what can be checked without asking a host is checked here
         (the instance, its source, a requested destination, the specs);
         the migration then waits in the admission queue and a migration
         thread chooses and claims its destination (see executor.py).
-        Idempotent under redelivery: a second request for an instance
-        with a migration in progress is refused (InstanceBusy) and
-        records nothing.
+
+        Idempotent: a repeat (the same ``migration_uuid``, which clients
+        of API 1.8 choose) returns the migration the first recorded,
+        whatever its status now, and records nothing. A request without
+        it (an older client) is refused while a migration of the
+        instance is in progress (InstanceBusy); one that comes after it
+        ended is a new request.
 
         :returns: the Migration, ``accepted``, with its queue position.
+        :raises Invalid: ``migration_uuid`` names a migration of another
+            instance.
         """
+        if migration_uuid is not None:
+            recorded = self._requested_already(instance_uuid,
+                                               migration_uuid)
+            if recorded is not None:
+                return recorded
+        try:
+            return self._record_request(ctxt, instance_uuid, dest_host,
+                                        priority, migration_uuid)
+        except (exception.InstanceBusy, exception.RecordExists):
+            # The same request, delivered twice at once, may have been
+            # recorded by the other delivery meanwhile.
+            recorded = migration_uuid and self._requested_already(
+                instance_uuid, migration_uuid)
+            if not recorded:
+                raise
+            return recorded
+
+    def _requested_already(self, instance_uuid, migration_uuid):
+        """The migration a request with ``migration_uuid`` recorded, or
+        None.
+
+        :raises Invalid: it is a migration of another instance.
+        """
+        try:
+            migration = migrations.get(self.db, migration_uuid)
+        except exception.MigrationNotFound:
+            return None
+        if migration.instance_uuid != instance_uuid:
+            raise exception.Invalid(
+                reason=f"migration {migration_uuid} is a migration of "
+                       f"instance {migration.instance_uuid}, not of "
+                       f"{instance_uuid}; nothing was recorded")
+        LOG.info("Migration %s of %s was requested already (a repeated "
+                 "request); it is %s", migration_uuid, instance_uuid,
+                 migration.status)
+        return self._with_position(migration)
+
+    def _record_request(self, ctxt, instance_uuid, dest_host, priority,
+                        migration_uuid):
         instance = instances.get(self.db, instance_uuid).instance
         if instance.get('task_state') == maintenance.DELETING:
             raise exception.InstanceBusy(
@@ -298,7 +344,8 @@ class ConductorManager:
                 reason="it is being deleted")
         records.sync_reports(self.worker)
         migration = objects.Migration(
-            uuid=uuidutils.generate_uuid(), instance_uuid=instance_uuid,
+            uuid=migration_uuid or uuidutils.generate_uuid(),
+            instance_uuid=instance_uuid,
             source_host=instance.host, requested_host=dest_host,
             status=STATUS.ACCEPTED, priority=priority or 0)
         live_migrate.LiveMigrationTask(ctxt, self.worker, instance,
