@@ -150,7 +150,10 @@ class ConductorManager:
 
     @wire.args()
     def ping(self, ctxt):
-        """Answer agents waiting for a conductor at their start."""
+        """Answer agents waiting for a conductor at their start.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         return 'pong'
 
     # -- compute agents -----------------------------------------------------
@@ -158,21 +161,30 @@ class ConductorManager:
     @wire.args(report=wire.obj('ComputeNodeReport'))
     @messaging.expected_exceptions(*_EXPECTED)
     def report_compute_node(self, ctxt, report):
+        """Store a host's report and feed it to the scheduler's cache.
+
+        Idempotent: a repeat stores the same report again; one older than
+        the stored report (delayed in transit) is ignored. Reports carry
+        whole seconds, so two made within one second are not ordered.
+        """
         records.save_report(self.worker, report)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_get(self, ctxt, instance_uuid):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return instances.get(self.db, instance_uuid).instance
 
     @wire.args(host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_get_all(self, ctxt, host=None):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return [r.instance for r in instances.get_all(self.db, host=host)]
 
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_get_claims_on_host(self, ctxt, host):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return [r.instance for r in
                 instances.get_claims_on_host(self.db, host)]
 
@@ -181,17 +193,28 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_set_placement(self, ctxt, instance_uuid, host,
                                numa_topology):
+        """Record where an instance runs and its placement there.
+
+        Idempotent: a repeat finds it recorded and writes nothing (the
+        revision stays).
+        """
         return records.set_placement(self.worker, instance_uuid, host,
                                      numa_topology)
 
     @wire.args(instance_uuid=wire.UUID, values=wire.mapping(16))
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_update(self, ctxt, instance_uuid, values):
+        """Change an instance's power or task state.
+
+        Idempotent: a repeat finds it recorded and writes nothing (the
+        revision stays).
+        """
         return records.update_instance(self.worker, instance_uuid, values)
 
     @wire.args(migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get(self, ctxt, migration_uuid):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return self._with_position(migrations.get(self.db, migration_uuid))
 
     @wire.args(migration_uuid=wire.UUID, status=STATUS_KIND,
@@ -203,7 +226,10 @@ class ConductorManager:
         """The migration once its status or progress differs from
         ``status`` and ``memory_processed`` (what the caller last saw),
         or after ``timeout`` seconds (at most watch.MAX_WAIT_S); see
-        numamig.conductor.watch. Reads only: any repeat is harmless.
+        numamig.conductor.watch.
+
+        Idempotent: a repeat reads only (a waiting one holds one of the
+        limited watchers again).
         """
         def changed(migration):
             return (migration.status, migration.memory_processed) != \
@@ -216,6 +242,7 @@ class ConductorManager:
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get_in_progress_by_host(self, ctxt, host):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return migrations.get_in_progress_by_host(self.db, host)
 
     @wire.args(migration_uuid=wire.UUID, status=STATUS_KIND,
@@ -227,9 +254,11 @@ class ConductorManager:
         """Record a status change (at API 1.3 a source moves a migration
         queued -> running in one step).
 
-        A repeated change is refused (InvalidStatusTransition, nothing
-        changed); a sender whose first request's answer was lost reads
-        the status and counts it done (SourceMigration._set_status).
+        Idempotent: a repeat is refused (InvalidStatusTransition) and
+        changes nothing, as is a change that comes after the migration
+        moved past it (running after it completed); a sender whose first
+        request's answer was lost reads the status and counts it done
+        (SourceMigration._set_status).
         """
         return records.set_status(self.worker, migration_uuid, status,
                                   detail=detail, error=error, result=result)
@@ -241,13 +270,22 @@ class ConductorManager:
     def migration_complete(self, ctxt, migration_uuid, result=None,
                            detail=None):
         """``completed``, the run's result and the applied claim, in one
-        transaction (API 1.3). Idempotent: a redelivered request finds
-        the migration completed and returns it."""
+        transaction (API 1.3).
+
+        Idempotent: a repeat finds the migration completed and returns
+        it, changing nothing.
+        """
         return records.complete(self.worker, migration_uuid, result=result,
                                 detail=detail)
 
     @wire.args(migration_uuid=wire.UUID, progress=wire.mapping(16))
     def migration_update_progress(self, ctxt, migration_uuid, progress):
+        """Record a progress sample (a cast).
+
+        Idempotent: a repeat records the same values; a sample older than
+        the recorded one (less memory copied), or one that comes after the
+        migration ended, is ignored.
+        """
         fields_ = {k: v for k, v in progress.items()
                    if k in migrations.PROGRESS_FIELDS}
         migrations.update_progress(self.db, migration_uuid, **fields_)
@@ -255,6 +293,12 @@ class ConductorManager:
     @wire.args(context=wire.obj('MigrationContext'))
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_set(self, ctxt, context):
+        """Record a destination's move claim (compute API 1.1 path).
+
+        Idempotent: a repeat finds the claim recorded and writes nothing;
+        one that comes after the migration ended or moved on to another
+        destination is refused (MigrationPreCheckError), changing nothing.
+        """
         records.set_migration_context(self.worker, context)
 
     @wire.args(instance_uuid=wire.UUID, migration_uuid=wire.UUID,
@@ -262,13 +306,22 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_drop(self, ctxt, instance_uuid, migration_uuid,
                                dest_host=None):
-        """Drop a claim; with ``dest_host`` only the one held there."""
+        """Drop a claim; with ``dest_host`` only the one held there.
+
+        Idempotent: a repeat, or one after the claim was applied or
+        replaced, finds nothing held and answers False.
+        """
         return instances.drop_migration_context(
             self.db, instance_uuid, migration_uuid, claim_host=dest_host)
 
     @wire.args(instance_uuid=wire.UUID, migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_apply(self, ctxt, instance_uuid, migration_uuid):
+        """Make the claim the instance's placement and drop it.
+
+        Idempotent: a repeat, or one after the claim was dropped, is refused
+        (MigrationContextConflict) and changes nothing.
+        """
         return instances.apply_migration_context(
             self.db, instance_uuid, migration_uuid).instance
 
@@ -423,6 +476,10 @@ class ConductorManager:
     @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
+        """Where the guest would go and how it would be pinned.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         instance = instances.get(self.db, instance_uuid).instance
         records.sync_reports(self.worker)
         return dry_run.LiveMigrationDryRun(ctxt, self.worker, instance,
@@ -432,6 +489,10 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_abort(self, ctxt, migration_uuid):
         """Cancel a migration not yet started, or abort a running one.
+
+        Idempotent: a repeat after the migration was cancelled is refused
+        (MigrationNotAbortable) and changes nothing; while it still runs
+        the source is asked again, which changes nothing more.
 
         :returns: the Migration as it is after the request.
         """
@@ -461,6 +522,11 @@ class ConductorManager:
     @wire.args(migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_force_complete(self, ctxt, migration_uuid):
+        """Ask the source to make a running migration converge.
+
+        Idempotent: a repeat asks the source again, which changes nothing
+        more; once the migration ended it is refused.
+        """
         migration = migrations.get(self.db, migration_uuid)
         if migration.status != STATUS.RUNNING:
             raise exception.MigrationNotAbortable(
@@ -477,6 +543,7 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get_all(self, ctxt, instance_uuid=None, status=None,
                           host=None):
+        """Idempotent: a repeat reads only and gets the same answer."""
         found = migrations.get_all(self.db, instance_uuid=instance_uuid,
                                    status=status)
         if host is not None:
@@ -492,6 +559,11 @@ class ConductorManager:
     @wire.args(instance=wire.obj('Instance'), host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_create(self, ctxt, instance, host=None):
+        """Record an instance and build it on a chosen or scheduled host.
+
+        Idempotent: a repeat finds the instance recorded and is refused
+        (RecordExists), changing nothing.
+        """
         records.sync_reports(self.worker)
         return build.BuildInstanceTask(ctxt, self.worker, instance,
                                        host).execute()
@@ -499,43 +571,73 @@ class ConductorManager:
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_adopt(self, ctxt, host):
+        """Record the NUMA guests of ``host`` numamig does not know.
+
+        Idempotent: a repeat finds them recorded and records nothing more.
+        """
         records.sync_reports(self.worker)
         return build.adopt_guests(self.worker, ctxt, host)
 
     @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)
     def compute_node_get_all(self, ctxt):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return compute_nodes.get_all(self.db)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_delete(self, ctxt, instance_uuid):
+        """Destroy an instance's guest, release its usage, drop its record.
+
+        Idempotent: a repeat finds no record and answers False.
+        """
         return maintenance.delete_instance(self.worker, ctxt, instance_uuid)
 
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def compute_node_delete(self, ctxt, host):
+        """Forget a host that no longer runs numamig.
+
+        Idempotent: a repeat finds no record and answers False.
+        """
         return maintenance.delete_host(self.worker, host)
 
     @wire.args(dry_run=wire.BOOL)
     @messaging.expected_exceptions(*_EXPECTED)
     def heal_claims(self, ctxt, dry_run=False):
+        """Find, and unless ``dry_run`` release, leaked claims.
+
+        Idempotent: a repeat finds no leaked claim left and releases
+        nothing.
+        """
         return maintenance.heal_claims(self.worker, ctxt, dry_run=dry_run)
 
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def host_domains(self, ctxt, host):
+        """Every domain of ``host`` with its XML.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         return maintenance.host_domains(self.worker, ctxt, host)
 
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def host_refresh_usage(self, ctxt, host):
-        """Idempotent: a second recompute finds the same records."""
+        """Have ``host`` recompute its usage from the records and report.
+
+        Idempotent: a repeat recomputes the same usage from the same
+        records.
+        """
         return maintenance.refresh_usage(self.worker, ctxt, host)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def get_domain_xml(self, ctxt, instance_uuid):
+        """The live domain XML of an instance, from its host.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         instance = instances.get(self.db, instance_uuid).instance
         if not instance.host:
             raise exception.InstanceNotFound(instance_uuid=instance_uuid)
