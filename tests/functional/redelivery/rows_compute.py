@@ -52,11 +52,16 @@ def _check_dest_after_drop(world):
     return delivery
 
 
-def _pre(world):
-    guest = world.guest()
-    _, migrate_data = world.claimed(guest)
-    return _to('host-b', 'pre_live_migration',
-               instance=world.record(guest.uuid), migrate_data=migrate_data)
+def _at_claimed_destination(method, argument):
+    """A message to the destination of a migration that holds its claim,
+    with the ``migration`` or the ``migrate_data`` the source sends."""
+    def setup(world):
+        guest = world.guest()
+        migration, migrate_data = world.claimed(guest)
+        sent = {'migration': migration, 'migrate_data': migrate_data}
+        return _to('host-b', method, instance=world.record(guest.uuid),
+                   **{argument: sent[argument]})
+    return setup
 
 
 def _accept(world):
@@ -102,13 +107,6 @@ def _rollback_after_completed(world):
     migration = world.completed(guest)
     return _to('host-b', 'rollback_live_migration_at_destination',
                instance=guest, migration=migration)
-
-
-def _drop(world):
-    guest = world.guest()
-    migration, _ = world.claimed(guest)
-    return _to('host-b', 'drop_move_claim_at_destination',
-               instance=world.record(guest.uuid), migration=migration)
 
 
 def _drop_after_apply(world):
@@ -183,7 +181,8 @@ ROWS = [
              _check_dest_old_way, variant='asks-the-source'),
     rows.Row('compute', 'check_can_live_migrate_destination',
              _check_dest_after_drop, variant='after-drop', stale=True),
-    rows.read('compute', 'pre_live_migration', _pre),
+    rows.read('compute', 'pre_live_migration',
+              _at_claimed_destination('pre_live_migration', 'migrate_data')),
     rows.Row('compute', 'accept_emulated_migration', _accept),
     rows.Row('compute', 'accept_emulated_migration', _accept_after_rollback,
              variant='after-rollback', stale=True),
@@ -196,8 +195,9 @@ ROWS = [
     rows.Row('compute', 'rollback_live_migration_at_destination',
              _rollback_after_completed, variant='after-completed',
              stale=True),
-    rows.Row('compute', 'drop_move_claim_at_destination', _drop,
-             rabbit=True),
+    rows.Row('compute', 'drop_move_claim_at_destination',
+             _at_claimed_destination('drop_move_claim_at_destination',
+                                     'migration'), rabbit=True),
     rows.Row('compute', 'drop_move_claim_at_destination', _drop_after_apply,
              variant='after-apply', stale=True, rabbit=True),
     rows.read('compute', 'check_can_live_migrate_source', _check_source),
