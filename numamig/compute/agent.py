@@ -10,6 +10,7 @@ endpoint, and a unit test builds exactly these parts.
 import dataclasses
 
 from numamig import releases
+from numamig.compute import incoming as incoming_mod
 from numamig.compute import outgoing as outgoing_mod
 from numamig.compute import resource_tracker
 
@@ -30,6 +31,8 @@ class Agent:
     :param reporter: sends a report soon after a guest changed here
         (report.BackgroundReporter, or anything with ``request(why)``).
     :param outgoing: the migrations this host runs as source.
+    :param incoming: the migrations this host rolled back as
+        destination (a late define of their guest is refused).
     """
 
     host: str
@@ -41,6 +44,8 @@ class Agent:
     reporter: object
     outgoing: outgoing_mod.OutgoingMigrations
     flows: object
+    incoming: incoming_mod.IncomingMigrations = dataclasses.field(
+        default_factory=incoming_mod.IncomingMigrations)
 
     @property
     def service_version(self):

@@ -87,16 +87,24 @@ def build_instance(agent, ctxt, instance, limits):
     return recorded
 
 
-def adopt_guests(agent):
+def adopt_guests(agent, ctxt):
     """Describe the NUMA guests the hypervisor runs that numamig lacks.
 
     Each is counted in this host's usage at once (it runs here whatever
     the records say), and returned as an Instance for the conductor to
     record. Guests without NUMA characteristics are left out (and
     logged): their usage is not NUMA-specific, so there is nothing to
-    track for them.
+    track for them; so are guests arriving by a migration (this host
+    holds their claim).
+
+    Which guests numamig lacks is asked of the records, not of this
+    host's usage: a repeated request (the first answer was lost before
+    the conductor recorded anything) describes the same guests again,
+    although the first one counted them here already.
     """
-    known = agent.tracker.instance_uuids()
+    recorded = {i.uuid for i in agent.conductor_api.instance_get_all_by_host(
+        ctxt, agent.host)}
+    known = recorded | {c.instance_uuid for c in agent.tracker.claims()}
     result = []
     for uuid, name in sorted(agent.driver.list_guests().items()):
         if uuid in known:

@@ -145,7 +145,15 @@ class ComputeManager:
     def check_can_live_migrate_destination(self, ctxt, instance, source_host,
                                            migration_uuid, migration=None,
                                            limits=None, source_data=None):
-        """Check and claim; idempotent (see migration_dest)."""
+        """Check this host can take the guest, and claim it (see
+        migration_dest.check_destination).
+
+        Idempotent: a repeat returns the claim already held for the
+        migration. One that comes after the claim was dropped (the
+        migration ended) claims again, unrecorded: this host's next
+        usage recompute releases it, as it does any claim whose migration
+        has ended.
+        """
         return self.agent.flows.check_destination(
             self.agent, ctxt, instance, source_host, migration_uuid,
             migration=migration, limits=limits, source_data=source_data)
@@ -154,6 +162,10 @@ class ComputeManager:
                migrate_data=wire.obj('LiveMigrateData'))
     @messaging.expected_exceptions(*_EXPECTED)
     def pre_live_migration(self, ctxt, instance, migrate_data):
+        """Get ready for the guest; check this host still holds its claim.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         return migration_dest.pre_live_migration(self.agent, ctxt, instance,
                                                  migrate_data)
 
@@ -162,6 +174,12 @@ class ComputeManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def accept_emulated_migration(self, ctxt, instance, migration,
                                   dest_xml):
+        """Define and start the guest's XML here (an emulated migration).
+
+        Idempotent: a repeat leaves the guest that runs here untouched and
+        answers None; one after this host rolled the migration back is
+        refused (see migration_dest.accept_emulated).
+        """
         return migration_dest.accept_emulated(self.agent, ctxt, instance,
                                               migration, dest_xml)
 
@@ -170,7 +188,13 @@ class ComputeManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def post_live_migration_at_destination(self, ctxt, instance, migration,
                                            records_by_source=False):
-        """Adopt the arrived guest; idempotent (see migration_dest)."""
+        """Make the arrived guest this host's (see
+        migration_dest.post_at_destination).
+
+        Idempotent: a repeat finds the guest counted here (or placed here
+        by the records) and counts it once; before the guest arrived it
+        is refused (GuestNotArrived), changing nothing.
+        """
         return self.agent.flows.post_at_destination(
             self.agent, ctxt, instance, migration,
             records_by_source=records_by_source)
@@ -179,12 +203,22 @@ class ComputeManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def rollback_live_migration_at_destination(self, ctxt, instance,
                                                migration):
+        """Remove the guest's partial copy and the claim here.
+
+        Idempotent: a repeat finds nothing left to remove; one after the
+        migration completed never destroys the guest that arrived.
+        """
         self.agent.flows.rollback_at_destination(self.agent, ctxt,
                                                  instance, migration)
 
     @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'))
     @messaging.expected_exceptions(*_EXPECTED)
     def drop_move_claim_at_destination(self, ctxt, instance, migration):
+        """Drop this host's claim of a migration, here and in the records.
+
+        Idempotent: a repeat, or one after the claim was applied, finds
+        nothing held and changes nothing.
+        """
         migration_dest.drop_claim(self.agent, ctxt, instance, migration.uuid)
 
     # -- live migration, source side --------------------------------------
@@ -195,7 +229,9 @@ class ComputeManager:
     def check_can_live_migrate_source(self, ctxt, instance, dest_check_data):
         """Confirm the guest runs here and report this host's NUMA flag;
         asked by the conductor (API 1.3) or by a destination asked the
-        way before. Reads only: a repeated request gets the same answer.
+        way before.
+
+        Idempotent: a repeat reads only and gets the same answer.
         """
         return self.agent.flows.check_source(self.agent, ctxt, instance,
                                              dest_check_data)
@@ -206,9 +242,9 @@ class ComputeManager:
         """Start an outgoing migration (cast): hand it to the migration
         executor and return at once.
 
-        Idempotent under redelivery: a migration this agent already runs
-        or waits to run is not taken twice, and one that ran already
-        finds its status moved on and does nothing (SourceMigration).
+        Idempotent: a repeat of a migration this agent runs or waits to
+        run is not taken twice, and one that comes after the migration ran
+        finds its status moved on and undoes nothing (SourceMigration).
         """
         job = migration_source.SourceMigration(
             self.agent, ctxt, instance, migration, migrate_data)
@@ -237,12 +273,23 @@ class ComputeManager:
     @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'))
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_abort(self, ctxt, instance, migration):
-        """:returns: True if the abort will take effect."""
+        """Ask the running outgoing migration to stop.
+
+        Idempotent: a repeat asks the same job again, which changes
+        nothing more, and gets the same answer.
+
+        :returns: True if the abort will take effect.
+        """
         return self._outgoing_job(migration).abort()
 
     @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'))
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_force_complete(self, ctxt, instance, migration):
+        """Ask the running outgoing migration to converge.
+
+        Idempotent: a repeat asks the hypervisor again, which changes
+        nothing more; with no migration running here it is refused.
+        """
         self._outgoing_job(migration)
         self.driver.live_migration_force_complete(instance.uuid)
 
@@ -260,31 +307,57 @@ class ComputeManager:
                limits=wire.obj('NUMALimits').or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def build_instance(self, ctxt, instance, limits=None):
+        """Claim and create a guest here (see build.build_instance).
+
+        Idempotent: a repeat for a guest that runs here returns its record
+        and changes nothing.
+        """
         return build.build_instance(self.agent, ctxt, instance, limits)
 
     @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)
     def adopt_guests(self, ctxt):
-        return build.adopt_guests(self.agent)
+        """Describe, and count here, the NUMA guests the records lack.
+
+        Idempotent: a repeat describes the same guests until the conductor
+        records them, and counts each here once.
+        """
+        return build.adopt_guests(self.agent, ctxt)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def get_domain_xml(self, ctxt, instance_uuid):
+        """The live domain XML of a guest here.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         return self.driver.get_domain_xml(instance_uuid)
 
     @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)
     def list_domains(self, ctxt):
+        """Every domain here with its live and persistent XML.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         return domains.list_domains(self.agent)
 
     @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)
     def refresh_usage(self, ctxt):
-        """Recompute usage from the records and report it; idempotent
-        (a second run recomputes the same). See report.refresh."""
+        """Recompute usage from the records and report it (see
+        report.refresh).
+
+        Idempotent: a repeat recomputes the same usage from the same
+        records.
+        """
         return report.refresh(self.agent, ctxt)
 
     @wire.args(instance=wire.obj('Instance'))
     @messaging.expected_exceptions(*_EXPECTED)
     def delete_instance(self, ctxt, instance):
+        """Destroy a guest here and stop counting it.
+
+        Idempotent: a repeat finds no domain left and answers False.
+        """
         return domains.delete_instance(self.agent, ctxt, instance)

@@ -194,14 +194,33 @@ def pre_live_migration(agent, ctxt, instance, migrate_data):
 def accept_emulated(agent, ctxt, instance, migration, dest_xml):
     """Emulated migration: define and start the guest's destination XML.
 
+    Idempotent: a repeat for a guest that runs here already (the first
+    request's answer was lost) changes nothing and answers None (the
+    source then reports what it measured); one that comes after this
+    host rolled the migration back is refused, so that no late copy
+    starts beside the guest that stayed on the source.
+
     :returns: the driver's MigrationResult as a dict, for the source to
         report (a dict, not an object: a source of any release reads it,
         and one that ignores answers loses nothing).
+    :raises MigrationError: this host rolled the migration back.
     """
-    LOG.info("%s: EMULATED migration %s: defining instance %s from the "
-             "source's XML (the hypervisor cannot migrate)", agent.host,
-             migration.uuid, instance.uuid)
-    result = agent.driver.accept_emulated_migration(instance.uuid, dest_xml)
+    with agent.incoming.lock:
+        if agent.incoming.rolled_back(migration.uuid):
+            raise exception.MigrationError(
+                reason=f"host {agent.host} rolled migration "
+                       f"{migration.uuid} back; instance {instance.uuid} "
+                       f"is not defined here")
+        if instance.uuid in agent.driver.list_guests():
+            LOG.info("%s: instance %s already runs here (a repeated "
+                     "request of migration %s); nothing done", agent.host,
+                     instance.uuid, migration.uuid)
+            return None
+        LOG.info("%s: EMULATED migration %s: defining instance %s from "
+                 "the source's XML (the hypervisor cannot migrate)",
+                 agent.host, migration.uuid, instance.uuid)
+        result = agent.driver.accept_emulated_migration(instance.uuid,
+                                                        dest_xml)
     return result.as_dict() if result is not None else None
 
 
@@ -326,8 +345,13 @@ def rollback_at_destination(agent, ctxt, instance, migration):
     release before never calls drop_move_claim_at_destination. When this
     host holds a claim the source is new and asks for the drop as well
     (idempotent); when it holds none, only this old path remains.
+
+    The migration is remembered as rolled back here: a request to
+    define its guest that comes later is refused (accept_emulated).
     """
-    remove_partial_copy(agent, instance, migration)
+    with agent.incoming.lock:
+        agent.incoming.mark_rolled_back(migration.uuid)
+        remove_partial_copy(agent, instance, migration)
     claim = agent.tracker.get_claim(migration.uuid)
     if claim is None:
         releases.log_old_path(

@@ -151,7 +151,10 @@ class ConductorManager:
 
     @wire.args()
     def ping(self, ctxt):
-        """Answer agents waiting for a conductor at their start."""
+        """Answer agents waiting for a conductor at their start.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         return 'pong'
 
     # -- compute agents -----------------------------------------------------
@@ -159,21 +162,30 @@ class ConductorManager:
     @wire.args(report=wire.obj('ComputeNodeReport'))
     @messaging.expected_exceptions(*_EXPECTED)
     def report_compute_node(self, ctxt, report):
+        """Store a host's report and feed it to the scheduler's cache.
+
+        Idempotent: a repeat stores the same report again; one older than
+        the stored report (delayed in transit) is ignored. Reports carry
+        whole seconds, so two made within one second are not ordered.
+        """
         records.save_report(self.worker, report)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_get(self, ctxt, instance_uuid):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return instances.get(self.db, instance_uuid).instance
 
     @wire.args(host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_get_all(self, ctxt, host=None):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return [r.instance for r in instances.get_all(self.db, host=host)]
 
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_get_claims_on_host(self, ctxt, host):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return [r.instance for r in
                 instances.get_claims_on_host(self.db, host)]
 
@@ -182,17 +194,28 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_set_placement(self, ctxt, instance_uuid, host,
                                numa_topology):
+        """Record where an instance runs and its placement there.
+
+        Idempotent: a repeat finds it recorded and writes nothing (the
+        revision stays).
+        """
         return records.set_placement(self.worker, instance_uuid, host,
                                      numa_topology)
 
     @wire.args(instance_uuid=wire.UUID, values=wire.mapping(16))
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_update(self, ctxt, instance_uuid, values):
+        """Change an instance's power or task state.
+
+        Idempotent: a repeat finds it recorded and writes nothing (the
+        revision stays).
+        """
         return records.update_instance(self.worker, instance_uuid, values)
 
     @wire.args(migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get(self, ctxt, migration_uuid):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return self._with_position(migrations.get(self.db, migration_uuid))
 
     @wire.args(migration_uuid=wire.UUID, status=STATUS_KIND,
@@ -204,7 +227,10 @@ class ConductorManager:
         """The migration once its status or progress differs from
         ``status`` and ``memory_processed`` (what the caller last saw),
         or after ``timeout`` seconds (at most watch.MAX_WAIT_S); see
-        numamig.conductor.watch. Reads only: any repeat is harmless.
+        numamig.conductor.watch.
+
+        Idempotent: a repeat reads only (a waiting one holds one of the
+        limited watchers again).
         """
         def changed(migration):
             return (migration.status, migration.memory_processed) != \
@@ -217,6 +243,7 @@ class ConductorManager:
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get_in_progress_by_host(self, ctxt, host):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return migrations.get_in_progress_by_host(self.db, host)
 
     @wire.args(migration_uuid=wire.UUID, status=STATUS_KIND,
@@ -228,9 +255,11 @@ class ConductorManager:
         """Record a status change (at API 1.3 a source moves a migration
         queued -> running in one step).
 
-        A repeated change is refused (InvalidStatusTransition, nothing
-        changed); a sender whose first request's answer was lost reads
-        the status and counts it done (SourceMigration._set_status).
+        Idempotent: a repeat is refused (InvalidStatusTransition) and
+        changes nothing, as is a change that comes after the migration
+        moved past it (running after it completed); a sender whose first
+        request's answer was lost reads the status and counts it done
+        (SourceMigration._set_status).
         """
         return records.set_status(self.worker, migration_uuid, status,
                                   detail=detail, error=error, result=result)
@@ -242,13 +271,22 @@ class ConductorManager:
     def migration_complete(self, ctxt, migration_uuid, result=None,
                            detail=None):
         """``completed``, the run's result and the applied claim, in one
-        transaction (API 1.3). Idempotent: a redelivered request finds
-        the migration completed and returns it."""
+        transaction (API 1.3).
+
+        Idempotent: a repeat finds the migration completed and returns
+        it, changing nothing.
+        """
         return records.complete(self.worker, migration_uuid, result=result,
                                 detail=detail)
 
     @wire.args(migration_uuid=wire.UUID, progress=wire.mapping(16))
     def migration_update_progress(self, ctxt, migration_uuid, progress):
+        """Record a progress sample (a cast).
+
+        Idempotent: a repeat records the same values; a sample older than
+        the recorded one (less memory copied), or one that comes after the
+        migration ended, is ignored.
+        """
         fields_ = {k: v for k, v in progress.items()
                    if k in migrations.PROGRESS_FIELDS}
         migrations.update_progress(self.db, migration_uuid, **fields_)
@@ -256,6 +294,12 @@ class ConductorManager:
     @wire.args(context=wire.obj('MigrationContext'))
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_set(self, ctxt, context):
+        """Record a destination's move claim (compute API 1.1 path).
+
+        Idempotent: a repeat finds the claim recorded and writes nothing;
+        one that comes after the migration ended or moved on to another
+        destination is refused (MigrationPreCheckError), changing nothing.
+        """
         records.set_migration_context(self.worker, context)
 
     @wire.args(instance_uuid=wire.UUID, migration_uuid=wire.UUID,
@@ -263,35 +307,90 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_drop(self, ctxt, instance_uuid, migration_uuid,
                                dest_host=None):
-        """Drop a claim; with ``dest_host`` only the one held there."""
+        """Drop a claim; with ``dest_host`` only the one held there.
+
+        Idempotent: a repeat, or one after the claim was applied or
+        replaced, finds nothing held and answers False.
+        """
         return instances.drop_migration_context(
             self.db, instance_uuid, migration_uuid, claim_host=dest_host)
 
     @wire.args(instance_uuid=wire.UUID, migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_context_apply(self, ctxt, instance_uuid, migration_uuid):
+        """Make the claim the instance's placement and drop it.
+
+        Idempotent: a repeat, or one after the claim was dropped, is refused
+        (MigrationContextConflict) and changes nothing.
+        """
         return instances.apply_migration_context(
             self.db, instance_uuid, migration_uuid).instance
 
     # -- operators ------------------------------------------------------------
 
     @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none(),
-               priority=wire.integer(0, 100).or_none())
+               priority=wire.integer(0, 100).or_none(),
+               migration_uuid=wire.UUID.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
-                              priority=None):
+                              priority=None, migration_uuid=None):
         """Check, record and queue a migration; return at once.
 
         Only what can be checked without asking a host is checked here
         (the instance, its source, a requested destination, the specs);
         the migration then waits in the admission queue and a migration
         thread chooses and claims its destination (see executor.py).
-        Idempotent under redelivery: a second request for an instance
-        with a migration in progress is refused (InstanceBusy) and
-        records nothing.
+
+        Idempotent: a repeat (the same ``migration_uuid``, which clients
+        of API 1.9 choose) returns the migration the first recorded,
+        whatever its status now, and records nothing. A request without
+        it (an older client) is refused while a migration of the
+        instance is in progress (InstanceBusy); one that comes after it
+        ended is a new request.
 
         :returns: the Migration, ``accepted``, with its queue position.
+        :raises Invalid: ``migration_uuid`` names a migration of another
+            instance.
         """
+        if migration_uuid is not None:
+            recorded = self._requested_already(instance_uuid,
+                                               migration_uuid)
+            if recorded is not None:
+                return recorded
+        try:
+            return self._record_request(ctxt, instance_uuid, dest_host,
+                                        priority, migration_uuid)
+        except (exception.InstanceBusy, exception.RecordExists):
+            # The same request, delivered twice at once, may have been
+            # recorded by the other delivery meanwhile.
+            recorded = migration_uuid and self._requested_already(
+                instance_uuid, migration_uuid)
+            if not recorded:
+                raise
+            return recorded
+
+    def _requested_already(self, instance_uuid, migration_uuid):
+        """The migration a request with ``migration_uuid`` recorded, or
+        None.
+
+        :raises Invalid: it is a migration of another instance.
+        """
+        try:
+            migration = migrations.get(self.db, migration_uuid)
+        except exception.MigrationNotFound:
+            return None
+        if migration.instance_uuid != instance_uuid:
+            raise exception.Invalid(
+                reason=f"migration {migration_uuid} is a migration of "
+                       f"instance {migration.instance_uuid}, not of "
+                       f"{instance_uuid}; nothing was recorded")
+        LOG.info("Migration %s of %s was requested already (a repeated "
+                 "request); it is %s", migration_uuid, instance_uuid,
+                 migration.status)
+        return self._with_position(migration)
+
+    def _record_request(self, ctxt, instance_uuid, dest_host, priority,
+                        migration_uuid):
         instance = instances.get(self.db, instance_uuid).instance
         if instance.get('task_state') == maintenance.DELETING:
             raise exception.InstanceBusy(
@@ -299,7 +398,8 @@ class ConductorManager:
                 reason="it is being deleted")
         records.sync_reports(self.worker)
         migration = objects.Migration(
-            uuid=uuidutils.generate_uuid(), instance_uuid=instance_uuid,
+            uuid=migration_uuid or uuidutils.generate_uuid(),
+            instance_uuid=instance_uuid,
             source_host=instance.host, requested_host=dest_host,
             status=STATUS.ACCEPTED, priority=priority or 0)
         live_migrate.LiveMigrationTask(ctxt, self.worker, instance,
@@ -377,6 +477,10 @@ class ConductorManager:
     @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
+        """Where the guest would go and how it would be pinned.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         instance = instances.get(self.db, instance_uuid).instance
         records.sync_reports(self.worker)
         return dry_run.LiveMigrationDryRun(ctxt, self.worker, instance,
@@ -386,6 +490,10 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_abort(self, ctxt, migration_uuid):
         """Cancel a migration not yet started, or abort a running one.
+
+        Idempotent: a repeat after the migration was cancelled is refused
+        (MigrationNotAbortable) and changes nothing; while it still runs
+        the source is asked again, which changes nothing more.
 
         :returns: the Migration as it is after the request.
         """
@@ -415,6 +523,11 @@ class ConductorManager:
     @wire.args(migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_force_complete(self, ctxt, migration_uuid):
+        """Ask the source to make a running migration converge.
+
+        Idempotent: a repeat asks the source again, which changes nothing
+        more; once the migration ended it is refused.
+        """
         migration = migrations.get(self.db, migration_uuid)
         if migration.status != STATUS.RUNNING:
             raise exception.MigrationNotAbortable(
@@ -431,6 +544,7 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get_all(self, ctxt, instance_uuid=None, status=None,
                           host=None):
+        """Idempotent: a repeat reads only and gets the same answer."""
         found = migrations.get_all(self.db, instance_uuid=instance_uuid,
                                    status=status)
         if host is not None:
@@ -446,6 +560,11 @@ class ConductorManager:
     @wire.args(instance=wire.obj('Instance'), host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_create(self, ctxt, instance, host=None):
+        """Record an instance and build it on a chosen or scheduled host.
+
+        Idempotent: a repeat finds the instance recorded and is refused
+        (RecordExists), changing nothing.
+        """
         records.sync_reports(self.worker)
         return build.BuildInstanceTask(ctxt, self.worker, instance,
                                        host).execute()
@@ -453,38 +572,64 @@ class ConductorManager:
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_adopt(self, ctxt, host):
+        """Record the NUMA guests of ``host`` numamig does not know.
+
+        Idempotent: a repeat finds them recorded and records nothing more.
+        """
         records.sync_reports(self.worker)
         return build.adopt_guests(self.worker, ctxt, host)
 
     @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)
     def compute_node_get_all(self, ctxt):
+        """Idempotent: a repeat reads only and gets the same answer."""
         return compute_nodes.get_all(self.db)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def instance_delete(self, ctxt, instance_uuid):
+        """Destroy an instance's guest, release its usage, drop its record.
+
+        Idempotent: a repeat finds no record and answers False.
+        """
         return maintenance.delete_instance(self.worker, ctxt, instance_uuid)
 
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def compute_node_delete(self, ctxt, host):
+        """Forget a host that no longer runs numamig.
+
+        Idempotent: a repeat finds no record and answers False.
+        """
         return maintenance.delete_host(self.worker, host)
 
     @wire.args(dry_run=wire.BOOL)
     @messaging.expected_exceptions(*_EXPECTED)
     def heal_claims(self, ctxt, dry_run=False):
+        """Find, and unless ``dry_run`` release, leaked claims.
+
+        Idempotent: a repeat finds no leaked claim left and releases
+        nothing.
+        """
         return maintenance.heal_claims(self.worker, ctxt, dry_run=dry_run)
 
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def host_domains(self, ctxt, host):
+        """Every domain of ``host`` with its XML.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         return maintenance.host_domains(self.worker, ctxt, host)
 
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*_EXPECTED)
     def host_refresh_usage(self, ctxt, host):
-        """Idempotent: a second recompute finds the same records."""
+        """Have ``host`` recompute its usage from the records and report.
+
+        Idempotent: a repeat recomputes the same usage from the same
+        records.
+        """
         return maintenance.refresh_usage(self.worker, ctxt, host)
 
     @wire.args(host=wire.HOST, disabled=wire.BOOL,
@@ -514,6 +659,10 @@ class ConductorManager:
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def get_domain_xml(self, ctxt, instance_uuid):
+        """The live domain XML of an instance, from its host.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
         instance = instances.get(self.db, instance_uuid).instance
         if not instance.host:
             raise exception.InstanceNotFound(instance_uuid=instance_uuid)

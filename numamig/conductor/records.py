@@ -73,11 +73,22 @@ def _newer_than_cached(worker, host, reported_at):
 def set_migration_context(worker, context):
     """Record a destination's move claim; answer only once committed.
 
+    Idempotent: a repeat of a claim recorded already writes nothing;
+    one that comes after its migration ended (or moved on to another
+    destination) is refused as above.
+
     :raises MigrationPreCheckError: the migration has ended or now tries
         another destination, or another in-progress migration holds a
         claim on the instance; nothing is recorded.
     """
-    expected = _claim_replaces(worker.db, context)
+    held = _held_for(worker.db, context)
+    if held == context:
+        LOG.info("The claim of migration %s on %s is recorded already (a "
+                 "repeated request)", context.migration_uuid,
+                 context.dest_host)
+        return
+    expected = None if held is None else _replaceable(worker.db, held,
+                                                      context)
     try:
         instances.set_migration_context(worker.db, context.instance_uuid,
                                         context,
@@ -153,6 +164,19 @@ def _claim_replaces(db, context):
     :raises MigrationPreCheckError: the migration has ended or tries
         another destination, or another one holds a claim.
     """
+    held = _held_for(db, context)
+    if held is None:
+        return None
+    return _replaceable(db, held, context)
+
+
+def _held_for(db, context):
+    """The claim the instance holds now (None: none), once its migration
+    is found still to want ``context``.
+
+    :raises MigrationPreCheckError: the migration has ended or tries
+        another destination.
+    """
     migration = migrations.get(db, context.migration_uuid,
                                with_history=False)
     if not migration.in_progress or migration.dest_host != context.dest_host:
@@ -161,10 +185,7 @@ def _claim_replaces(db, context):
                    f"destination {migration.dest_host}; the claim of "
                    f"{context.dest_host} was not recorded")
     current = instances.get(db, context.instance_uuid).instance
-    held = current.get('migration_context')
-    if held is None:
-        return None
-    return _replaceable(db, held, context)
+    return current.get('migration_context')
 
 
 def _replaceable(db, held, context):

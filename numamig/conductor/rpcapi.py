@@ -13,6 +13,7 @@ objects that version carries (numamig.conductor.endpoints).
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
+from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import rpc
@@ -45,6 +46,7 @@ OBJECT_VERSIONS['1.6'] = dict(OBJECT_VERSIONS['1.5'])
 OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'],
                               ComputeNodeReport='1.1')
 OBJECT_VERSIONS['1.8'] = dict(OBJECT_VERSIONS['1.7'])
+OBJECT_VERSIONS['1.9'] = dict(OBJECT_VERSIONS['1.8'])
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -63,8 +65,12 @@ RESULTS_VERSION = '1.2'
 # records and queues (with a priority) and returns at once; answers carry
 # Migration 1.2; agents call on AGENT_TOPIC.
 QUEUE_VERSION = '1.3'
+# The API version that brought the migration uuid a client gives
+# live_migrate_instance: a repeated request is then known as such.
+REQUEST_UUID_VERSION = '1.9'
 # Arguments a call may carry only from the API version given.
-_SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION}
+_SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
+          'migration_uuid': REQUEST_UUID_VERSION}
 # The API version that brought the short status path of a migration:
 # migration_set_status may move queued -> running, and migration_complete
 # records completed, the result and the applied claim at once.
@@ -120,6 +126,10 @@ class ConductorAPI:
     * 1.8 - host_set_disabled (disable a host for maintenance, or enable
             it) and host_drain_plan (where every guest of a host would
             go, at once; nothing moves).
+    * 1.9 - live_migrate_instance takes the migration's uuid, chosen by
+            the client: a request delivered again (or sent again after
+            a timeout) returns the migration it recorded instead of
+            recording another.
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -128,7 +138,7 @@ class ConductorAPI:
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.8'
+    VERSION = '1.9'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -177,7 +187,12 @@ class ConductorAPI:
             sent only at a version that takes them.
         """
         newer_kwargs = newer_kwargs or {}
-        newer = [v for v in (QUEUE_VERSION, RESULTS_VERSION)
+        # Versions above QUEUE_VERSION carry the same objects: they are
+        # tried only for the arguments that need them, so that a call
+        # costs no refused round trip against an older conductor.
+        wanted = {QUEUE_VERSION, RESULTS_VERSION} | \
+            {_SINCE[name] for name in newer_kwargs}
+        newer = [v for v in sorted(wanted, key=_tuple, reverse=True)
                  if _tuple(v) > _tuple(version)]
         for attempt in newer:
             if not self.client.can_send_version(attempt):
@@ -412,7 +427,8 @@ class ConductorAPI:
     # -- operators ------------------------------------------------------------
 
     def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
-                              timeout=None, priority=None):
+                              timeout=None, priority=None,
+                              migration_uuid=None):
         """Request a live migration.
 
         A conductor of API 1.3 checks and records the request in its
@@ -424,13 +440,22 @@ class ConductorAPI:
         :param priority: 0-100, higher first (see
             numamig.objects.migration.PRIORITIES); an older conductor is
             not sent it.
+        :param migration_uuid: the uuid to record the migration under
+            (default: a new one). A conductor of API 1.9 answers a
+            request whose migration it recorded already with that
+            migration, so the same request delivered (or sent) again
+            never records a second; an older conductor is not sent it
+            and makes up its own.
         :returns: the Migration.
         :raises InstanceBusy: a migration of the instance is in progress.
         :raises MigrationQueueFull: too many migrations wait already.
         :raises NoValidHost: (older conductors only) no destination
             could take the guest.
         """
-        newer = None if priority is None else {'priority': priority}
+        newer = {'migration_uuid': migration_uuid or
+                 uuidutils.generate_uuid()}
+        if priority is not None:
+            newer['priority'] = priority
         return self._call(ctxt, 'live_migrate_instance', timeout=timeout,
                           instance_uuid=instance_uuid, dest_host=dest_host,
                           newer_kwargs=newer)

@@ -122,6 +122,10 @@ def update(db, uuid, values, expected_revision=None):
     :raises ObjectValidationError: if the result would be invalid.
     :raises ConcurrentUpdate: if the record is not at the expected
         revision; nothing is changed then.
+
+    A change to what is recorded already (a repeated request) writes
+    nothing: the revision stays, so a writer that read it is not
+    refused because of a request that changed nothing.
     """
     unknown = set(values) - UPDATABLE_FIELDS
     if unknown:
@@ -131,10 +135,13 @@ def update(db, uuid, values, expected_revision=None):
     with db.writer() as session:
         row = _row(session, uuid)
         _check_revision(row, expected_revision)
-        instance = _to_record(row).instance
+        recorded = _to_record(row)
+        instance = recorded.instance.obj_clone()
         for name, value in values.items():
             _set_field(instance, name, value)
         instance.validate()
+        if instance == recorded.instance:
+            return recorded
         _conditional_update(session, row, _columns_of(instance))
         return _to_record(_row(session, uuid))
 

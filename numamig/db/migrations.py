@@ -237,7 +237,9 @@ def update_progress(db, uuid, **progress):
 
     :param progress: any of PROGRESS_FIELDS, non-negative integers.
     :returns: True if recorded, False if the migration is no longer in
-        progress (a late report; nothing written).
+        progress, or the sample is older than the recorded one (less
+        memory processed: samples are casts, and a redelivered one can
+        arrive after a later one); nothing written then.
     :raises Invalid: for unknown fields or negative values.
     """
     unknown = set(progress) - set(PROGRESS_FIELDS)
@@ -248,10 +250,14 @@ def update_progress(db, uuid, **progress):
             reason=f"migration {uuid} progress: fields must be some of "
                    f"{', '.join(PROGRESS_FIELDS)} with non-negative "
                    f"integers, got {progress}")
+    conditions = [models.Migration.status.in_(STATUS.IN_PROGRESS)]
+    if 'memory_processed' in progress:
+        # Memory copied only grows during a run.
+        conditions.append(models.Migration.memory_processed <=
+                          progress['memory_processed'])
     with db.writer() as session:
-        result = session.execute(_update(uuid).where(
-            models.Migration.status.in_(STATUS.IN_PROGRESS)).values(
-                updated_at=_rows.utcnow(), **progress))
+        result = session.execute(_update(uuid).where(*conditions).values(
+            updated_at=_rows.utcnow(), **progress))
         if result.rowcount != 1:
             _row(session, uuid)
             return False

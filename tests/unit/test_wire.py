@@ -114,3 +114,20 @@ class EveryEndpointDeclaredTestCase(base.TestCase):
             self.assertEqual(set(), exposed - called,
                              f"{manager_cls.__name__}: exposed, never "
                              f"called by its client")
+
+
+class EveryEndpointSaysWhatARepeatDoesTestCase(base.TestCase):
+    """At-least-once delivery repeats any message: each endpoint's
+    docstring says what a repeat does (doc/source/control-plane.rst,
+    Redelivery), so a new one cannot skip the question."""
+
+    def test_every_declared_method_says_what_a_repeat_does(self):
+        silent = sorted(
+            f'{manager_cls.__name__}.{name}'
+            for manager_cls in (conductor_manager.ConductorManager,
+                                compute_manager.ComputeManager)
+            for name in _exposed(manager_cls)
+            if 'Idempotent: a repeat' not in ' '.join(
+                (inspect.getdoc(getattr(manager_cls, name)) or '').split()))
+        self.assertEqual([], silent, "RPC methods whose docstring does not "
+                                     "say 'Idempotent: a repeat ...'")

@@ -181,10 +181,29 @@ class DestinationStepsTest(base.TestCase):
             2, self.agent.conductor_api.migration_context_drop.call_count)
 
     def test_accept_emulated_defines_the_xml(self):
+        self.agent.driver.list_guests.return_value = {}
         migration_dest.accept_emulated(self.agent, None, self.inst,
                                        self.migration, '<domain/>')
         self.agent.driver.accept_emulated_migration.assert_called_once_with(
             self.inst.uuid, '<domain/>')
+
+    def test_accept_emulated_again_leaves_the_arrived_guest(self):
+        # Defined again, the running guest would lose its persistent
+        # definition (libvirt refuses to start it twice, and the define
+        # was undone).
+        self.agent.driver.list_guests.return_value = {self.inst.uuid: 'g'}
+        self.assertIsNone(migration_dest.accept_emulated(
+            self.agent, None, self.inst, self.migration, '<domain/>'))
+        self.agent.driver.accept_emulated_migration.assert_not_called()
+
+    def test_accept_emulated_after_the_rollback_is_refused(self):
+        self.agent.driver.list_guests.return_value = {}
+        migration_dest.rollback_at_destination(self.agent, None, self.inst,
+                                               self.migration)
+        self.assertRaises(exception.MigrationError,
+                          migration_dest.accept_emulated, self.agent, None,
+                          self.inst, self.migration, '<domain/>')
+        self.agent.driver.accept_emulated_migration.assert_not_called()
 
 
 

@@ -5,6 +5,7 @@ from unittest import mock
 
 import fixtures
 import oslo_messaging as messaging
+from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import rpc
@@ -174,10 +175,34 @@ class ConductorAPIVersionsTest(base.TestCase):
 
     def test_priority_only_to_a_conductor_with_the_queue(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.3'), 'answer']
+        self.answers = [messaging.UnsupportedVersion('1.9'),
+                        messaging.UnsupportedVersion('1.3'), 'answer']
         self.api.live_migrate_instance(None, 'i', priority=100)
-        self.assertEqual([('1.3', 100), ('1.2', None)],
+        self.assertEqual([('1.9', 100), ('1.3', 100), ('1.2', None)],
                          [(v, kw.get('priority')) for v, _, kw in self.sent])
+
+    def test_request_uuid_only_to_a_conductor_that_knows_it(self):
+        self.client.can_send_version.return_value = True
+        self.answers = [messaging.UnsupportedVersion('1.9'), 'answer']
+        self.api.live_migrate_instance(None, 'i')
+        (first, uuid), (older, none) = [
+            (v, kw.get('migration_uuid')) for v, _, kw in self.sent]
+        self.assertEqual((rpcapi.REQUEST_UUID_VERSION, True, '1.3', None),
+                         (first, uuidutils.is_uuid_like(uuid), older, none))
+
+    def test_the_caller_s_request_uuid_is_sent(self):
+        self.client.can_send_version.return_value = True
+        self.api.live_migrate_instance(None, 'i', migration_uuid='m-1')
+        (version, _, kwargs), = self.sent
+        self.assertEqual(('1.9', 'm-1'),
+                         (version, kwargs['migration_uuid']))
+
+    def test_calls_without_newer_arguments_never_try_1_9(self):
+        # 1.9 carries what 1.8 does: trying it first would cost every
+        # call a refusal by a conductor of 1.3 to 1.8.
+        self.client.can_send_version.return_value = True
+        self.api.migration_get(None, 'm')
+        self.assertEqual([rpcapi.QUEUE_VERSION], [v for v, _, _ in self.sent])
 
     def test_short_path_goes_at_1_3(self):
         self.client.can_send_version.return_value = True

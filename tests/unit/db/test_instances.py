@@ -74,6 +74,16 @@ class UpdateTestCase(base.DBTestCase):
         self.assertEqual(2, record.revision)
         self.assertEqual('migrating', record.instance.task_state)
 
+    def test_a_repeated_update_writes_nothing(self):
+        # A redelivered request must not bump the revision: a writer that
+        # read revision 2 would be refused for a change that changed
+        # nothing.
+        instances.update(self.db, self.uuid, {'task_state': 'migrating'})
+        again = instances.update(self.db, self.uuid,
+                                 {'task_state': 'migrating'},
+                                 expected_revision=2)
+        self.assertEqual(2, again.revision)
+
     def test_stale_revision_loses_and_changes_nothing(self):
         instances.update(self.db, self.uuid, {'task_state': 'a'}, 1)
         exc = self.assertRaises(exception.ConcurrentUpdate,

@@ -226,6 +226,18 @@ class InProgressUpdateTestCase(_MigrationTestCase):
         self.assertEqual(0, migrations.get(self.db,
                                            migration.uuid).memory_total)
 
+    def test_an_older_sample_is_ignored(self):
+        # Samples are casts: a redelivered one can come after a later one.
+        migration = self._create(status=STATUS.RUNNING)
+        migrations.update_progress(self.db, migration.uuid,
+                                   memory_processed=70)
+        self.assertFalse(migrations.update_progress(
+            self.db, migration.uuid, memory_processed=40))
+        self.assertTrue(migrations.update_progress(
+            self.db, migration.uuid, memory_processed=70))
+        self.assertEqual(70, migrations.get(self.db,
+                                            migration.uuid).memory_processed)
+
     def test_bad_progress_is_refused(self):
         migration = self._create()
         self.assertRaises(exception.Invalid, migrations.update_progress,

@@ -1,0 +1,294 @@
+"""Redelivery rows of the conductor's RPC methods (one or more each)."""
+
+import datetime
+
+from oslo_utils import timeutils
+
+from numamig.compute import report
+from numamig.conductor import records
+from numamig.db import compute_nodes
+from numamig.db import migrations
+from tests.functional.redelivery import rows
+from tests.functional.redelivery.world import Delivery
+
+# A fixed migration uuid: what a client sends with its request.
+REQUEST_UUID = '9a3f1c5e-2b7d-4e8a-9c61-0d4f7b2e8a15'
+
+
+def _to(method, **kwargs):
+    return Delivery('conductor', method, kwargs)
+
+
+def _report_of(world, host):
+    return report.build(world.dep.agent(host).agent)
+
+
+def _reported(world):
+    return world.stored_report('host-a')
+
+
+def _report(world):
+    # Reports travel with whole seconds: one made a second later than
+    # the one stored at start is surely newer.
+    newer = _report_of(world, 'host-a')
+    newer.reported_at += datetime.timedelta(seconds=1)
+    return _to('report_compute_node', report=newer)
+
+
+def _older_report(world):
+    older = _report_of(world, 'host-a')
+    older.reported_at -= datetime.timedelta(seconds=1)
+    world.guest('host-a')   # the build stores a newer report of host-a
+    return _to('report_compute_node', report=older)
+
+
+def _guest_read(method, key='instance_uuid'):
+    def setup(world):
+        return _to(method, **{key: world.guest().uuid})
+    return setup
+
+
+def _migration_get(world):
+    migration, _ = world.claimed(world.guest())
+    return _to('migration_get', migration_uuid=migration.uuid)
+
+
+def _migration_wait(world):
+    migration, _ = world.claimed(world.guest())
+    return _to('migration_wait', migration_uuid=migration.uuid,
+               status='accepted', memory_processed=0, timeout=1)
+
+
+def _migration_get_all(world):
+    migration, _ = world.claimed(world.guest())
+    return _to('migration_get_all', instance_uuid=migration.instance_uuid,
+               status=None, host=None)
+
+
+def _claims_on_host(world):
+    world.claimed(world.guest())
+    return _to('instance_get_claims_on_host', host='host-b')
+
+
+def _in_progress(world):
+    world.claimed(world.guest())
+    return _to('migration_get_in_progress_by_host', host='host-a')
+
+
+def _set_placement(world):
+    guest = world.guest()
+    rows.unplaced(world, guest)
+    return _to('instance_set_placement', instance_uuid=guest.uuid,
+               host='host-a', numa_topology=guest.numa_topology)
+
+
+def _instance_update(world):
+    return _to('instance_update', instance_uuid=world.guest().uuid,
+               values={'power_state': 'shutdown'})
+
+
+def _set_failed(world):
+    migration, _ = world.claimed(world.guest())
+    return _to('migration_set_status', migration_uuid=migration.uuid,
+               status='failed', detail=None, error='the copy failed',
+               result=None)
+
+
+def _running_after_completed(world):
+    migration = world.completed(world.guest())
+    return _to('migration_set_status', migration_uuid=migration.uuid,
+               status='running', detail=None, error=None, result=None)
+
+
+def _complete(world):
+    migration = world.counted(world.guest())
+    return _to('migration_complete', migration_uuid=migration.uuid,
+               result={'emulated': True, 'elapsed_ms': 12},
+               detail='copied')
+
+
+def _progress(world):
+    migration, _ = world.running(world.guest())
+    return _to('migration_update_progress', migration_uuid=migration.uuid,
+               progress={'memory_total': 1000, 'memory_processed': 400})
+
+
+def _older_progress(world):
+    migration, _ = world.running(world.guest())
+    migrations.update_progress(world.dep.db, migration.uuid,
+                               memory_total=1000, memory_processed=700)
+    return _to('migration_update_progress', migration_uuid=migration.uuid,
+               progress={'memory_total': 1000, 'memory_processed': 400})
+
+
+def _context_of(world, guest):
+    migration = world.admitted(guest)
+    answer = world.compute_api().check_can_live_migrate_destination(
+        world.ctxt, world.record(guest.uuid), 'host-b',
+        **_dest_kwargs(world, guest, migration))
+    return answer.migration_context
+
+
+def _dest_kwargs(world, guest, migration):
+    kwargs = rows.dest_answer(world, guest, migration)
+    return {'migration': kwargs['migration'], 'limits': None,
+            'source_data': kwargs['source_data']}
+
+
+def _context_set(world):
+    return _to('migration_context_set',
+               context=_context_of(world, world.guest()))
+
+
+def _context_set_after_failed(world):
+    guest = world.guest()
+    migration, _ = world.claimed(guest)
+    context = world.record(guest.uuid).migration_context
+    records.set_status(world.worker, migration.uuid, 'failed',
+                       error='the copy failed')
+    return _to('migration_context_set', context=context)
+
+
+def _context_drop(world):
+    migration, _ = world.claimed(world.guest())
+    return _to('migration_context_drop',
+               instance_uuid=migration.instance_uuid,
+               migration_uuid=migration.uuid, dest_host='host-b')
+
+
+def _drop_after_apply(world):
+    migration = world.completed(world.guest())
+    return _to('migration_context_drop',
+               instance_uuid=migration.instance_uuid,
+               migration_uuid=migration.uuid, dest_host='host-b')
+
+
+def _context_apply(world):
+    migration, _ = world.claimed(world.guest())
+    return _to('migration_context_apply',
+               instance_uuid=migration.instance_uuid,
+               migration_uuid=migration.uuid)
+
+
+def _apply_after_drop(world):
+    migration, _ = world.claimed(world.guest())
+    world.api.migration_context_drop(world.ctxt, migration.instance_uuid,
+                                     migration.uuid)
+    return _to('migration_context_apply',
+               instance_uuid=migration.instance_uuid,
+               migration_uuid=migration.uuid)
+
+
+def _live_migrate(world):
+    return _to('live_migrate_instance', instance_uuid=world.guest().uuid,
+               dest_host=None, priority=None, migration_uuid=REQUEST_UUID)
+
+
+def _dry_run(world):
+    return _to('live_migration_dry_run', instance_uuid=world.guest().uuid,
+               dest_host=None)
+
+
+def _abort_waiting(world):
+    return _to('migration_abort',
+               migration_uuid=world.admitted(world.guest()).uuid)
+
+
+def _abort_running(world):
+    return _to('migration_abort',
+               migration_uuid=world.blocked(world.guest()).uuid)
+
+
+def _force_complete(world):
+    return _to('migration_force_complete',
+               migration_uuid=world.blocked(world.guest()).uuid)
+
+
+def _instance_create(world):
+    return _to('instance_create', instance=rows.new_instance(),
+               host='host-a')
+
+
+def _instance_adopt(world):
+    rows.unrecorded_guest(world)
+    return _to('instance_adopt', host='host-a')
+
+
+def _instance_delete(world):
+    return _to('instance_delete', instance_uuid=world.guest().uuid)
+
+
+def _node_delete(world):
+    gone = _report_of(world, 'host-a')
+    gone.host = 'host-gone'
+    gone.reported_at = timeutils.utcnow(with_timezone=True).replace(
+        year=2020)
+    compute_nodes.save_report(world.dep.db, gone)
+    return _to('compute_node_delete', host='host-gone')
+
+
+def _heal(world):
+    rows.leaked(world, world.guest())
+    return _to('heal_claims', dry_run=False)
+
+
+ROWS = [
+    rows.read('conductor', 'ping', lambda world: _to('ping')),
+    rows.Row('conductor', 'report_compute_node', _report, extra=_reported,
+             rabbit=True),
+    rows.Row('conductor', 'report_compute_node', _older_report,
+             variant='older-than-stored', stale=True, extra=_reported,
+             rabbit=True),
+    rows.read('conductor', 'instance_get', _guest_read('instance_get')),
+    rows.read('conductor', 'instance_get_all',
+              lambda world: _to('instance_get_all',
+                                host=world.guest().host)),
+    rows.read('conductor', 'instance_get_claims_on_host', _claims_on_host),
+    rows.Row('conductor', 'instance_set_placement', _set_placement),
+    rows.Row('conductor', 'instance_update', _instance_update),
+    rows.read('conductor', 'migration_get', _migration_get),
+    rows.read('conductor', 'migration_wait', _migration_wait),
+    rows.read('conductor', 'migration_get_in_progress_by_host',
+              _in_progress),
+    rows.Row('conductor', 'migration_set_status', _set_failed,
+             rabbit=True),
+    rows.Row('conductor', 'migration_set_status', _running_after_completed,
+             variant='after-completed', stale=True, rabbit=True),
+    rows.Row('conductor', 'migration_complete', _complete, rabbit=True),
+    rows.Row('conductor', 'migration_update_progress', _progress),
+    rows.Row('conductor', 'migration_update_progress', _older_progress,
+             variant='older-sample', stale=True),
+    rows.Row('conductor', 'migration_context_set', _context_set,
+             rabbit=True),
+    rows.Row('conductor', 'migration_context_set',
+             _context_set_after_failed, variant='after-failed', stale=True,
+             rabbit=True),
+    rows.Row('conductor', 'migration_context_drop', _context_drop,
+             rabbit=True),
+    rows.Row('conductor', 'migration_context_drop', _drop_after_apply,
+             variant='after-apply', stale=True, rabbit=True),
+    rows.Row('conductor', 'migration_context_apply', _context_apply),
+    rows.Row('conductor', 'migration_context_apply', _apply_after_drop,
+             variant='after-drop', stale=True),
+    rows.Row('conductor', 'live_migrate_instance', _live_migrate),
+    rows.read('conductor', 'live_migration_dry_run', _dry_run),
+    rows.Row('conductor', 'migration_abort', _abort_waiting, rabbit=True),
+    rows.Row('conductor', 'migration_abort', _abort_running,
+             variant='running', rabbit=True),
+    rows.Row('conductor', 'migration_force_complete', _force_complete,
+             changes=False),
+    rows.read('conductor', 'migration_get_all', _migration_get_all),
+    rows.Row('conductor', 'instance_create', _instance_create),
+    rows.Row('conductor', 'instance_adopt', _instance_adopt),
+    rows.read('conductor', 'compute_node_get_all',
+              lambda world: _to('compute_node_get_all')),
+    rows.Row('conductor', 'instance_delete', _instance_delete, rabbit=True),
+    rows.Row('conductor', 'compute_node_delete', _node_delete),
+    rows.Row('conductor', 'heal_claims', _heal),
+    rows.read('conductor', 'host_domains',
+              lambda world: _to('host_domains', host=world.guest().host)),
+    rows.Row('conductor', 'host_refresh_usage',
+             lambda world: _to('host_refresh_usage', host='host-a'),
+             changes=False),
+    rows.read('conductor', 'get_domain_xml', _guest_read('get_domain_xml')),
+]
