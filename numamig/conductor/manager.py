@@ -638,8 +638,8 @@ class ConductorManager:
     def host_set_disabled(self, ctxt, host, disabled, reason=None):
         """Disable a host for maintenance (API 1.8), or enable it.
 
-        Idempotent: the same request again leaves the same state (a
-        disabled host keeps since when it is disabled).
+        Idempotent: a repeat leaves the same state (a disabled host keeps
+        since when it is disabled).
         """
         return drain.set_disabled(self.worker, host, disabled, reason)
 
@@ -650,8 +650,8 @@ class ConductorManager:
     def host_drain_plan(self, ctxt, host, to=None, keep_free_nodes=0):
         """Where every guest of ``host`` would go, at once (API 1.8).
 
-        Reads only: nothing is recorded, reserved or claimed, so a
-        repeated request is harmless.
+        Idempotent: a repeat reads only and gets the same plan; nothing
+        is recorded, reserved or claimed.
         """
         return drain.plan(self.worker, host, to=to,
                           keep_free_nodes=keep_free_nodes)

@@ -23,6 +23,22 @@ def _report_of(world, host):
     return report.build(world.dep.agent(host).agent)
 
 
+def _maintenance(world):
+    return compute_nodes.maintenance(world.dep.db)
+
+
+def _drain_plan(world):
+    world.guest()
+    return _to('host_drain_plan', host='host-a')
+
+
+def _planned(world):
+    plan = world.dep.conductor.manager.host_drain_plan(
+        world.dep.context, host='host-a')
+    return sorted((move['instance_uuid'], move['dest_host'])
+                  for move in plan['moves'])
+
+
 def _reported(world):
     return world.stored_report('host-a')
 
@@ -291,4 +307,12 @@ ROWS = [
              lambda world: _to('host_refresh_usage', host='host-a'),
              changes=False),
     rows.read('conductor', 'get_domain_xml', _guest_read('get_domain_xml')),
+    rows.Row('conductor', 'host_set_disabled',
+             lambda world: _to('host_set_disabled', host='host-b',
+                               disabled=True, reason='firmware upgrade'),
+             extra=_maintenance),
+    # A plan is read only; its answer is compared by its moves (the
+    # placed objects' change lists may come in another order).
+    rows.Row('conductor', 'host_drain_plan', _drain_plan, changes=False,
+             extra=_planned),
 ]
