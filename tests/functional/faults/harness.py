@@ -20,6 +20,7 @@ process group; clean-ups kill everything even after a failure.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,6 +44,8 @@ from tests.fixtures import rpc as rpc_fixture
 from tests.functional.faults import proxy
 
 START_TIMEOUT_S = 90
+# A directory to copy the daemons' logs into at clean-up.
+KEEP_LOGS_ENV = 'NUMAMIG_FAULT_KEEP_LOGS'
 RABBIT_ADDRESS = ('127.0.0.1', 5672)
 # Each host: 2 cells x 8 pCPUs, 4 of them shared: 12 dedicated pCPUs.
 CAPABILITIES = 'numa-2cell-a.xml'
@@ -127,6 +130,9 @@ class FaultDeployment(fixtures.Fixture):
 
     def _setUp(self):  # noqa: N802 - the fixtures API
         self.dir = self.useFixture(fixtures.TempDir()).path
+        keep = os.environ.get(KEEP_LOGS_ENV)
+        if keep:
+            self.addCleanup(self._keep_logs, keep)
         self.tag = uuid.uuid4().hex[:8]
         self.hosts = [f'fault-{self.tag}-{i}' for i in range(self.host_count)]
         direct_url = self._vhost()
@@ -205,6 +211,11 @@ class FaultDeployment(fixtures.Fixture):
             handle.write('\n'.join(lines) + '\n')
         return Daemon(command, host, config,
                       os.path.join(self.dir, f'{host}.log'))
+
+    def _keep_logs(self, where):
+        os.makedirs(where, exist_ok=True)
+        for daemon in self.daemons():
+            shutil.copy(daemon.log_path, where)
 
     def daemons(self):
         return [self.conductor, *self.agents.values()]

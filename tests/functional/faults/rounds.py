@@ -173,16 +173,21 @@ def run_round(deployment, fault, rng, movers=4, known=None):
         cleared, missed = time.monotonic(), str(exc)
     else:
         missed = None
+    # The records' clock is the wall clock.
+    cleared_wall = time.time() - (time.monotonic() - cleared)
     settle_s, found = settle(deployment, cleared)
     found += world.unexplained_ends(deployment, requested)
-    ends = tuple(_end(m) for m in rnd._migrations())
+    ends = tuple(_end(m, cleared_wall) for m in rnd._migrations())
     return RoundResult(fault.name, not found, settle_s, tuple(found), ends,
                        missed, (known or {}).get(fault.name))
 
 
-def _end(migration):
+def _end(migration, cleared_wall):
+    """(status, error, seconds from the fault clearing to the end)."""
     error = migration.get('error') or ''
-    return (migration.status, error[:200])
+    ended = migration.get('updated_at')
+    after = None if ended is None else ended.timestamp() - cleared_wall
+    return (migration.status, error[:200], after)
 
 
 def settle(deployment, cleared):

@@ -14,7 +14,8 @@ the live domain XML.
 * ``test_long_run`` runs when NUMAMIG_FAULT_ROUNDS=N is set: N rounds of
   every fault (kills of every role at random moments and at every
   status, cuts and freezes of both proxies), in a random order.
-  NUMAMIG_FAULT_SEED=S replays an order and its random moments.
+  NUMAMIG_FAULT_SEED=S replays an order and its random moments;
+  NUMAMIG_FAULTS=name,name runs only those faults (names as printed).
 
 Both print a summary (rounds run per fault, rounds clean, time to settle
 median and max) and fail on any unclean round that is not a known
@@ -32,6 +33,7 @@ from tests.functional.faults import rounds
 
 ROUNDS_ENV = 'NUMAMIG_FAULT_ROUNDS'
 SEED_ENV = 'NUMAMIG_FAULT_SEED'
+FAULTS_ENV = 'NUMAMIG_FAULTS'
 GUESTS_PER_HOST = 3
 # fault name -> why its rounds are known not to come out clean.
 KNOWN_FAILURES = {}
@@ -69,8 +71,9 @@ class FaultSuiteTest(base.TestCase):
                     else "UNCLEAN"
                 lines.append(f"{result.fault}: {label}:")
                 lines += [f"    {p}" for p in result.problems[:10]]
-            lines += [f"    {result.fault}: {status} {error}"
-                      for status, error in result.ends if error]
+            lines += [f"    {result.fault}: {status} "
+                      f"{_after(after)} after the fault cleared: {error}"
+                      for status, error, after in result.ends if error]
         text = '\n'.join(lines)
         print(text)
         self.addDetail('fault-summary', testtools.content.text_content(text))
@@ -95,6 +98,12 @@ class FaultSuiteTest(base.TestCase):
         if count <= 0:
             self.skipTest(f"set {ROUNDS_ENV}=N to run N rounds of every "
                           f"fault")
-        faults = rounds.every_fault() * count
+        chosen = os.environ.get(FAULTS_ENV)
+        faults = [f for f in rounds.every_fault()
+                  if not chosen or f.name in chosen.split(',')] * count
         self.rng.shuffle(faults)
         self.run_faults(faults)
+
+
+def _after(seconds):
+    return '?' if seconds is None else f"{seconds:.1f} s"
