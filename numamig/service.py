@@ -211,7 +211,7 @@ class ComputeService(_RPCService):
                    min_change_report_interval=(
                        conf.compute.min_change_report_interval),
                    status_timeout=compute_manager.status_timeout(
-                       conf.rpc_response_timeout))
+                       rpc.response_timeout(conf)))
 
     def _endpoints(self):
         return releases.endpoints_for(self.manager, self.release)
