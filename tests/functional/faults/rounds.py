@@ -32,9 +32,15 @@ from tests.functional.faults import world
 
 # Looks at the world while waiting for it to settle.
 SETTLE_POLL_S = 0.25
-# A round that has not settled after this is unclean. Item 5's target is
-# one stall interval after the fault clears (30 s with the defaults).
+# A round that has not settled after this is unclean.
 SETTLE_DEADLINE_S = 120
+# Recovery in seconds, not minutes: interrupted migrations resume or end
+# within one stall interval of the fault clearing, under 30 s with the
+# defaults. A round that settles later is not clean either.
+SETTLE_TARGET_S = 30
+# What a round that did not settle left behind must end within this
+# before the next round starts.
+QUIET_DEADLINE_S = 300
 STATUS_POLL_S = 0.01
 # A fault at a status waits this long for a migration to reach it.
 STATUS_DEADLINE_S = 30
@@ -55,6 +61,21 @@ class Fault:
     act: object
 
 
+@dataclasses.dataclass(frozen=True)
+class KnownFailure:
+    """A failure the suite found and numamig does not fix yet.
+
+    :param reason: exactly why, for the summary.
+    :param matches: ``matches(result)`` tells whether every problem of
+        an unclean round is this failure (then the round counts as a
+        known failure, not as a new one).
+    """
+
+    name: str
+    reason: str
+    matches: object
+
+
 @dataclasses.dataclass
 class RoundResult:
     fault: str
@@ -64,6 +85,8 @@ class RoundResult:
     ends: tuple = ()
     missed: str = None
     known: str = None
+    # The host of the agent the fault killed, if it killed one.
+    killed: str = None
 
 
 class Round:
@@ -74,6 +97,13 @@ class Round:
         self.rng = rng
         self.migration_uuids = migration_uuids
         self.guests = guests
+        self.killed = None
+
+    def kill(self, daemon):
+        """SIGKILL and restart ``daemon``; remember an agent's host."""
+        if daemon is not self.dep.conductor:
+            self.killed = daemon.host
+        self.dep.restart(daemon)
 
     def daemon_for(self, role, migration=None):
         """The conductor, or the source/dest agent of ``migration`` (a
@@ -121,7 +151,7 @@ class Round:
 def kill_random(role):
     def act(rnd):
         time.sleep(rnd.rng.uniform(0, 1.5))
-        rnd.dep.restart(rnd.daemon_for(role))
+        rnd.kill(rnd.daemon_for(role))
         return time.monotonic()
     return Fault(f'kill-{role}-random', act)
 
@@ -129,7 +159,7 @@ def kill_random(role):
 def kill_at(role, status):
     def act(rnd):
         migration = rnd.wait_for_status(status, role)
-        rnd.dep.restart(rnd.daemon_for(role, migration))
+        rnd.kill(rnd.daemon_for(role, migration))
         return time.monotonic()
     return Fault(f'kill-{role}-at-{status}', act)
 
@@ -155,11 +185,12 @@ def every_fault(outage_s=5):
     return faults
 
 
-def run_round(deployment, fault, rng, movers=4, known=None):
+def run_round(deployment, fault, rng, movers=4, known=()):
     """Migrate ``movers`` random guests, make ``fault``, wait to settle.
 
-    :param known: {fault name: reason} of known failures.
+    :param known: KnownFailures.
     """
+    _wait_for_quiet(deployment)
     deployment.api.wait_until_ready(deployment.context, attempt_timeout=5,
                                     max_attempts=24)
     guests = rng.sample(sorted(
@@ -177,9 +208,28 @@ def run_round(deployment, fault, rng, movers=4, known=None):
     cleared_wall = time.time() - (time.monotonic() - cleared)
     settle_s, found = settle(deployment, cleared)
     found += world.unexplained_ends(deployment, requested)
+    if settle_s is not None and settle_s > SETTLE_TARGET_S:
+        found.append(f"settled {settle_s:.1f} s after the fault cleared, "
+                     f"over the {SETTLE_TARGET_S} s target")
     ends = tuple(_end(m, cleared_wall) for m in rnd._migrations())
-    return RoundResult(fault.name, not found, settle_s, tuple(found), ends,
-                       missed, (known or {}).get(fault.name))
+    result = RoundResult(fault.name, not found, settle_s, tuple(found),
+                         ends, missed, killed=rnd.killed)
+    for failure in known:
+        if found and failure.matches(result):
+            result.known = f"{failure.name}: {failure.reason}"
+    return result
+
+
+def _wait_for_quiet(deployment, timeout=QUIET_DEADLINE_S):
+    """Let what a round that did not settle left in progress end before
+    the next round starts (its time is not the next round's)."""
+    deadline = time.monotonic() + timeout
+    while any(m.status not in world.FINAL
+              for m in migrations.get_all(deployment.db)):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"migrations still in progress {timeout} s "
+                                 f"after their round ended")
+        time.sleep(SETTLE_POLL_S)
 
 
 def _end(migration, cleared_wall):

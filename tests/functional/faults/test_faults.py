@@ -24,6 +24,7 @@ failure (KNOWN_FAILURES: the fault, and exactly why it fails).
 
 import os
 import random
+import re
 
 import testtools
 
@@ -35,8 +36,40 @@ ROUNDS_ENV = 'NUMAMIG_FAULT_ROUNDS'
 SEED_ENV = 'NUMAMIG_FAULT_SEED'
 FAULTS_ENV = 'NUMAMIG_FAULTS'
 GUESTS_PER_HOST = 3
-# fault name -> why its rounds are known not to come out clean.
-KNOWN_FAILURES = {}
+
+
+def _start_lost_with_killed_source(result):
+    """Every problem is a migration still queued (or ended queued) whose
+    source is the agent the round killed."""
+    if result.killed is None:
+        return False
+    stuck = re.compile(r"migration (\S+) of \S+ still queued \(source "
+                       + re.escape(result.killed) + r",")
+    uuids = {m.group(1) for m in map(stuck.match, result.problems) if m}
+    allowed = {f"migration {u} ended queued without an error saying why"
+               for u in uuids}
+    return bool(uuids) and all(
+        stuck.match(p) or p in allowed or p.startswith('settled ')
+        for p in result.problems)
+
+
+# Failures the suite found that are not fixed yet; a round counts as one
+# only when every problem it shows is that failure.
+KNOWN_FAILURES = (
+    rounds.KnownFailure(
+        'start-lost-with-killed-source',
+        "a live_migration cast that the killed agent (the migration's "
+        "source) had taken off its queue but not started dies with the "
+        "process; the restarted agent leaves 'queued' migrations to the "
+        "conductor (its start request might still come), and the "
+        "conductor ends them only after 2 x "
+        "rpc_response_timeout_migration (120 s with the defaults), "
+        "'failed' saying the source was never told to start: recovery in "
+        "minutes, not seconds. A fix re-sends the start (the destination's "
+        "migrate data is not kept for that today) or has the restarted "
+        "source end it at once",
+        _start_lost_with_killed_source),
+)
 
 
 class FaultSuiteTest(base.TestCase):

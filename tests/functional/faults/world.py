@@ -40,7 +40,8 @@ def problems(deployment):
                   if m.status not in FINAL]
     if unfinished:
         return [f"migration {m.uuid} of {m.instance_uuid} still "
-                f"{m.status}" for m in unfinished]
+                f"{m.status} (source {m.source_host}, destination "
+                f"{m.dest_host})" for m in unfinished]
     records = {r.instance.uuid: r.instance
                for r in instances.get_all(deployment.db)}
     domains = {host: _domains(conn)
