@@ -9,8 +9,8 @@ one host, no pCPU pinned twice in the records, the agents' reports or
 the live domain XML.
 
 * ``test_short_subset`` runs always: one round of a few faults of each
-  kind (a kill at a random moment and at a status, a broker cut and
-  freeze, a database cut), in about two minutes;
+  kind (kills at a random moment and at a status, a cut and a freeze of
+  the broker and of the database), in about a minute and a half;
 * ``test_long_run`` runs when NUMAMIG_FAULT_ROUNDS=N is set: N rounds of
   every fault (kills of every role at random moments and at every
   status, cuts and freezes of both proxies), in a random order.
@@ -124,6 +124,7 @@ class FaultSuiteTest(base.TestCase):
             rounds.outage('cut', 'broker', 5),
             rounds.outage('freeze', 'broker', 5),
             rounds.outage('cut', 'database', 5),
+            rounds.outage('freeze', 'database', 5),
         ])
 
     def test_long_run(self):
