@@ -6,7 +6,8 @@ host's hypervisor (its libvirtd, the live and the persistent domain XML).
 It holds the deployment to:
 
 * every migration final, and every unsuccessful one with an error that
-  says what happened;
+  says what happened (not only oslo.messaging's "Timed out waiting for
+  a reply to message ID ...");
 * no claim left: no instance record still carries a migration context;
 * each guest defined on exactly one host, the one its record names;
 * no pCPU pinned by two guests: in the records, in what the agents last
@@ -32,6 +33,9 @@ from numamig.objects import fields
 
 FINAL = fields.MigrationStatus.FINAL
 COMPLETED = fields.MigrationStatus.COMPLETED
+# oslo.messaging's words for a call nobody answered: they say neither who
+# did not answer nor what was asked.
+RAW_TIMEOUT = 'Timed out waiting for a reply to message ID'
 
 
 def problems(deployment):
@@ -60,9 +64,13 @@ def unexplained_ends(deployment, migration_uuids):
     found = []
     for uuid in migration_uuids:
         migration = migrations.get(deployment.db, uuid, with_history=False)
-        if migration.status != COMPLETED and not migration.get('error'):
+        error = migration.get('error') or ''
+        if migration.status != COMPLETED and not error:
             found.append(f"migration {uuid} ended {migration.status} "
                          f"without an error saying why")
+        elif error.startswith(RAW_TIMEOUT):
+            found.append(f"migration {uuid} ended {migration.status} with "
+                         f"an error naming only a message ID: {error}")
     return found
 
 
