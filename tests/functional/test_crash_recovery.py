@@ -123,10 +123,10 @@ class CrashTrigger:
                 self._fire('conductor')
             return result
 
-        def queue_hook(conductor, context, detail):
+        def queue_hook(conductor, context, detail, **kwargs):
             if self.status == STATUS.ACCEPTED:
                 self._fire('conductor')
-            result = queue(conductor, context, detail)
+            result = queue(conductor, context, detail, **kwargs)
             if self.status == STATUS.QUEUED:
                 self._fire('conductor')
             return result
