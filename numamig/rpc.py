@@ -105,6 +105,26 @@ def _configured_url(conf):
         return None
 
 
+def response_timeout(conf):
+    """``[DEFAULT] rpc_response_timeout``, as oslo.messaging reads it.
+
+    oslo.messaging registers the option only when it first builds an RPC
+    client; a daemon that derives a wait from it before that registers
+    it here, from the library's own definition (the one its config
+    generator lists), so the operator's value is read either way.
+    """
+    try:
+        return conf.rpc_response_timeout
+    except cfg.NoSuchOptError:
+        pass
+    import oslo_messaging.opts as messaging_opts
+    for group, group_opts in messaging_opts.list_opts():
+        if group is None:
+            conf.register_opts([o for o in group_opts
+                                if o.name == 'rpc_response_timeout'])
+    return conf.rpc_response_timeout
+
+
 def cleanup():
     """Close every cached transport (service stop, test tear-down)."""
     while _TRANSPORTS:

@@ -77,7 +77,7 @@ class RPCNames:
             release_objects=release.object_versions)
 
     def conductor_api(self, transport, version_cap=None, timeout=None,
-                      release=None, agent=False):
+                      release=None, agent=False, status_timeout=None):
         """A conductor client; ``release``: the one the caller runs as.
 
         :param agent: a compute agent's client: from its start
@@ -90,7 +90,8 @@ class RPCNames:
             transport, version_cap=version_cap, timeout=timeout,
             topic=self.conductor_topic, exchange=self.exchange,
             release_objects=release and release.object_versions,
-            agent_topic=self.conductor_agent_topic if agent else None)
+            agent_topic=self.conductor_agent_topic if agent else None,
+            status_timeout=status_timeout)
 
 
 def _allows(version_cap, version):
@@ -162,8 +163,10 @@ class ComputeService(_RPCService):
                  strategy='spread',
                  service_version=service_obj.SERVICE_VERSION,
                  reconcile_interval=None, update_resources_interval=None,
-                 **manager_options):
+                 status_timeout=None, **manager_options):
         """:param report_interval: seconds between reports.
+        :param status_timeout: seconds one request recording a
+            migration's status waits (numamig.compute.patience).
         :param reconcile_interval: seconds between looks for outgoing
             migrations left interrupted; None: ``report_interval``.
         :param update_resources_interval: seconds between usage
@@ -173,8 +176,9 @@ class ComputeService(_RPCService):
         names = names or RPCNames()
         release = releases.for_service_version(service_version)
         manager = compute_manager.ComputeManager(
-            host, driver, names.conductor_api(transport, release=release,
-                                              agent=True),
+            host, driver, names.conductor_api(
+                transport, release=release, agent=True,
+                status_timeout=status_timeout),
             names.compute_api(transport, compute_version_cap, release),
             strategy=strategy, service_version=service_version,
             **manager_options)
@@ -205,7 +209,9 @@ class ComputeService(_RPCService):
                    unrecorded_claim_timeout=(
                        2 * conf.rpc_response_timeout_migration),
                    min_change_report_interval=(
-                       conf.compute.min_change_report_interval))
+                       conf.compute.min_change_report_interval),
+                   status_timeout=compute_manager.status_timeout(
+                       rpc.response_timeout(conf)))
 
     def _endpoints(self):
         return releases.endpoints_for(self.manager, self.release)

@@ -22,6 +22,7 @@ from numamig.compute import flows as flows_mod
 from numamig.compute import migration_dest
 from numamig.compute import migration_source
 from numamig.compute import outgoing
+from numamig.compute import patience
 from numamig.compute import reconcile
 from numamig.compute import report
 from numamig.compute import resource_tracker
@@ -29,6 +30,13 @@ from numamig.compute import rpcapi as compute_rpcapi
 from numamig.objects import service as service_obj
 
 LOG = logging.getLogger(__name__)
+
+
+def status_timeout(rpc_response_timeout):
+    """Seconds an agent's request recording a migration's status waits
+    (the daemon's wiring sets its conductor client with it)."""
+    return patience.attempt_timeout(rpc_response_timeout)
+
 
 # Defaults of what ComputeService.from_conf takes from configuration.
 DEFAULT_MAX_CONCURRENT_LIVE_MIGRATIONS = 4

@@ -44,6 +44,7 @@ import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import releases
+from numamig.compute import patience
 from numamig.compute import report
 from numamig.objects import fields
 
@@ -52,9 +53,6 @@ STATUS = fields.MigrationStatus
 
 # Progress is written to the Migration record at most this often.
 PROGRESS_INTERVAL_S = 1.0
-# A status change whose answer is lost (the conductor worker died with
-# it) is sent again this many times: another worker answers.
-STATUS_ATTEMPTS = 3
 
 
 def check_source(agent, ctxt, instance, dest_check_data):
@@ -160,19 +158,25 @@ def _at_destination(agent, ctxt, instance, migration, records_by_source):
 
 
 def _retried(agent, migration, what, send):
-    """``send()``, sent again while unanswered, STATUS_ATTEMPTS times in
-    all: every request of the completion is idempotent, and the service
-    that lost the answer (a dead conductor worker or agent) is replaced.
+    """``send()``, sent again while unanswered or while the conductor's
+    database is out (numamig.compute.patience): every request of the
+    completion is idempotent, and the service that lost the answer (a
+    dead conductor worker or agent) is replaced.
     """
-    for attempt in range(1, STATUS_ATTEMPTS + 1):
+    asking = _asking(agent, migration, what)
+    while True:
         try:
             return send()
-        except messaging.MessagingTimeout:
-            if attempt == STATUS_ATTEMPTS:
-                raise
-            LOG.warning("%s: migration %s: no answer %s (attempt %d); "
-                        "asking again", agent.host, migration.uuid, what,
-                        attempt)
+        except patience.RETRIED as exc:
+            asking.again(exc)
+
+
+def _asking(agent, migration, what):
+    timeout = getattr(agent.conductor_api, 'status_timeout', None)
+    return patience.Asking(
+        agent.host, migration.uuid, what,
+        # A test's stand-in client may have none.
+        timeout=timeout if isinstance(timeout, (int, float)) else None)
 
 
 def _apply_claim(conductor, ctxt, instance, migration):
@@ -305,8 +309,16 @@ class SourceMigration:
 
     def _prepare(self):
         agent = self.agent
-        self.migrate_data = agent.compute_api.pre_live_migration(
-            self.ctxt, self.instance, self.migrate_data)
+        try:
+            self.migrate_data = agent.compute_api.pre_live_migration(
+                self.ctxt, self.instance, self.migrate_data)
+        except messaging.MessagingTimeout as exc:
+            # The record must say what happened, not a message ID.
+            raise exception.MigrationError(
+                reason=f"destination {self.migration.dest_host} did not "
+                       f"answer pre_live_migration in time (its agent "
+                       f"stopped or restarted, or is stuck): "
+                       f"{exception.brief(exc)}") from exc
         numa_info = self.migrate_data.dst_numa_info if self.numa_path \
             else None
         if numa_info is None and self.instance.get('numa_topology'):
@@ -457,7 +469,9 @@ class SourceMigration:
         :param send: how to send it (default: migration_set_status).
         """
         send = send or self._send_status
-        for attempt in range(1, STATUS_ATTEMPTS + 1):
+        asking = _asking(self.agent, self.migration,
+                         f"recording status {status}")
+        while True:
             try:
                 self.migration = send(status, error=error, result=result)
                 self._recorded.add(status)
@@ -468,25 +482,18 @@ class SourceMigration:
                 LOG.error("%s: %s; recording status %s without it",
                           self.agent.host, exc, status)
                 result = None
-                continue
             except exception.InvalidStatusTransition as exc:
                 current = self.agent.conductor_api.migration_get(
                     self.ctxt, self.migration.uuid)
-                if attempt > 1 and current.status == status:
+                if asking.retried and current.status == status:
                     self.migration = current
                     self._recorded.add(status)
                     return True
                 LOG.warning("%s: migration %s: %s", self.agent.host,
                             self.migration.uuid, exc)
                 return False
-            except messaging.MessagingTimeout:
-                if attempt == STATUS_ATTEMPTS:
-                    raise
-                LOG.warning("%s: migration %s: no answer recording status "
-                            "%s (attempt %d); asking again",
-                            self.agent.host, self.migration.uuid, status,
-                            attempt)
-        return False
+            except patience.RETRIED as exc:
+                asking.again(exc)
 
     def _send_status(self, status, error=None, result=None):
         return self.agent.conductor_api.migration_set_status(

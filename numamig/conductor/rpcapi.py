@@ -142,8 +142,12 @@ class ConductorAPI:
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
-                 agent_topic=None):
+                 agent_topic=None, status_timeout=None):
         """:param timeout: default seconds to wait for an answer.
+        :param status_timeout: seconds one request recording a
+            migration's status or completion waits (they take the
+            conductor milliseconds; an agent asks again, see
+            numamig.compute.patience); None: ``timeout``.
 
         :param topic, exchange: where the conductor listens (tests and
             embedded deployments sharing a broker use their own).
@@ -154,6 +158,7 @@ class ConductorAPI:
             used once ``wait_until_ready`` found a conductor serving it.
         """
         self.timeout = timeout
+        self.status_timeout = status_timeout
         self.topic = topic
         self.agent_topic = agent_topic
         manifest = release_objects or rpc.manifest_for_cap(
@@ -349,7 +354,8 @@ class ConductorAPI:
         newer = None if result is None else {'result': result}
         return self._call(ctxt, 'migration_set_status',
                           migration_uuid=migration_uuid, status=status,
-                          detail=detail, error=error, newer_kwargs=newer)
+                          detail=detail, error=error, newer_kwargs=newer,
+                          timeout=self.status_timeout)
 
     def supports_short_path(self):
         """Whether the cap lets the 1.3 status calls be sent at all."""
@@ -385,7 +391,8 @@ class ConductorAPI:
     def _send_short_path(self, ctxt, method, **kwargs):
         if not self.supports_short_path():
             raise messaging.UnsupportedVersion(SHORT_PATH_VERSION)
-        return self._send(ctxt, method, SHORT_PATH_VERSION, None, **kwargs)
+        return self._send(ctxt, method, SHORT_PATH_VERSION,
+                          self.status_timeout, **kwargs)
 
     def migration_update_progress(self, ctxt, migration_uuid, progress):
         """Record a progress sample (cast: a lost sample does not matter)."""

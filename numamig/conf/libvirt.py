@@ -11,7 +11,10 @@ connection_opts = [
     cfg.StrOpt('connection_uri', default='qemu:///system',
                help="libvirt URI of this host's hypervisor. Use "
                     "'test:///default' (or a test:///path file) for the "
-                    "embedded tier, where numamig emulates migration."),
+                    "embedded tier, where numamig emulates migration; "
+                    "'test+unix:///default?socket=PATH' for the test "
+                    "driver of a libvirtd of its own, whose guests "
+                    "outlive the agent's process."),
     cfg.StrOpt('virt_type', default='kvm',
                choices=[('kvm', 'hardware virtualisation (/dev/kvm)'),
                         ('qemu', 'software emulation (TCG), slow')],

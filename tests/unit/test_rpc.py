@@ -1,6 +1,7 @@
 """Unit tests of numamig.rpc: manifests, serializers, transport cache."""
 
 import fixtures
+from oslo_config import cfg
 import oslo_messaging as messaging
 
 from numamig import context as nm_context
@@ -206,6 +207,29 @@ class TransportTest(base.TestCase):
                                 version_cap='1.0')
         self.assertFalse(client.can_send_version('1.1'))
         self.assertTrue(client.can_send_version('1.0'))
+
+
+class ResponseTimeoutTest(base.TestCase):
+
+    def test_read_before_any_client_registered_it(self):
+        # A daemon's wiring reads it before oslo.messaging built a client
+        # (the fault suite's agents failed to start without this).
+        conf = cfg.ConfigOpts()
+        conf([], project='numamig-test')
+        self.assertRaises(cfg.NoSuchOptError, getattr, conf,
+                          'rpc_response_timeout')
+        self.assertEqual(60, rpc.response_timeout(conf))
+        conf.set_override('rpc_response_timeout', 42)
+        self.assertEqual(42, rpc.response_timeout(conf))
+
+    def test_the_library_registering_it_later_does_not_clash(self):
+        conf = cfg.ConfigOpts()
+        conf([], project='numamig-test')
+        rpc.response_timeout(conf)
+        transport = messaging.get_rpc_transport(conf, url='fake://')
+        self.addCleanup(transport.cleanup)
+        messaging.get_rpc_client(transport, messaging.Target(topic='t'))
+        self.assertEqual(60, rpc.response_timeout(conf))
 
 
 class _Echo:

@@ -378,6 +378,46 @@ class ShortPathTest(_SourceMigrationTestCase):
         conductor.migration_set_running.side_effect = running
         conductor.migration_complete.side_effect = complete
 
+    def test_database_outage_at_running_resumes_once_it_is_back(self):
+        # The fault suite's cut-database round: the conductor answered
+        # 'running' with a DatabaseError; the source used to roll back,
+        # fail to record 'failed' too, and leave the migration queued
+        # until the stalled sweep ended it minutes later, saying the
+        # source was never told to start.
+        self.patch(migration_source.patience.time, 'sleep', lambda s: None)
+        running = self.agent.conductor_api.migration_set_running
+        answer = running.side_effect
+        outage = [exception.DatabaseError(url='db', reason='gone')] * 2
+
+        def database_out_then_back(ctxt, uuid):
+            if outage:
+                raise outage.pop()
+            return answer(ctxt, uuid)
+        running.side_effect = database_out_then_back
+        self._run()
+        self.assertEqual(['running', 'completed'], self.statuses)
+        self.assertEqual(3, running.call_count)
+        self.agent.compute_api.rollback_live_migration_at_destination.\
+            assert_not_called()
+
+    def test_destination_not_answering_is_said_in_the_error(self):
+        # The fault suite's kill-dest-at-queued round recorded only
+        # "Timed out waiting for a reply to message ID ...".
+        self.agent.compute_api.pre_live_migration.side_effect = \
+            messaging.MessagingTimeout('Timed out waiting for a reply')
+        errors = []
+        fail = self.agent.conductor_api.migration_set_status.side_effect
+
+        def record(ctxt, uuid, status, detail=None, error=None,
+                   result=None):
+            errors.append(error)
+            return fail(ctxt, uuid, status, detail, error, result)
+        self.agent.conductor_api.migration_set_status.side_effect = record
+        self._run()
+        self.assertEqual(['failed'], self.statuses)
+        self.assertIn(f"destination {cbase.HOST} did not answer "
+                      f"pre_live_migration in time", errors[-1])
+
     def test_two_status_calls_and_the_destination_only_counts(self):
         self._run()
         self.assertEqual(['running', 'completed'], self.statuses)

@@ -40,6 +40,17 @@ class FromConfTestCase(base.TestCase):
         self.assertEqual(100, settings.migration.bandwidth_mib)
         self.assertFalse(settings.is_test_driver)
 
+    def test_test_driver_in_process_or_served_by_libvirtd(self):
+        for uri, expected in (
+                ('test:///default', True),
+                ('test+unix:///default?socket=/tmp/s', True),
+                ('testing+unix:///default', False),
+                ('qemu+unix:///system?socket=/tmp/test', False),
+                ('qemu+tcp://test/system', False)):
+            self.flags(group='libvirt', connection_uri=uri)
+            settings = lv_settings.LibvirtSettings.from_conf(CONF)
+            self.assertEqual(expected, settings.is_test_driver, uri)
+
     def test_unset_cpu_sets_stay_none(self):
         settings = lv_settings.LibvirtSettings.from_conf(CONF)
         self.assertIsNone(settings.cpu_dedicated_set)

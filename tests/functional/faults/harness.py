@@ -1,0 +1,282 @@
+"""A deployment to break: daemons as processes behind proxies the test holds.
+
+One ``numamig-conductor`` and N ``numamig-compute`` daemons run as
+processes started from configuration files, as an operator runs them.
+What they reach goes through the test's hands:
+
+* RabbitMQ through a Proxy (proxy.py), on a vhost of the test's own
+  (created with rabbitmqctl, deleted at clean-up): the shared server is
+  never stopped or paused, its connections are cut or frozen instead;
+* PostgreSQL through another Proxy, on a database of the test's own;
+* each compute host's hypervisor is the libvirt test driver served by a
+  libvirtd of the host's own (numamig_ci.libvirt_hosts), reached as
+  ``test+unix:///default?socket=...``: its guests outlive the agent's
+  process, as a real host's guests outlive a killed numamig-compute.
+
+The test itself talks to the broker and the database directly, so its
+own requests and its world checks do not suffer the faults it makes.
+Every daemon runs in a session of its own and is killed with its whole
+process group; clean-ups kill everything even after a failure.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import fixtures
+import libvirt
+from oslo_utils import uuidutils
+import sqlalchemy as sa
+
+from numamig import embedded
+from numamig import objects
+from numamig import rpc
+from numamig import service
+from numamig.db import compute_nodes
+from numamig_ci import libvirt_hosts
+from tests.fixtures import database
+from tests.fixtures import libvirt_daemons
+from tests.fixtures import rpc as rpc_fixture
+from tests.functional.faults import proxy
+
+START_TIMEOUT_S = 90
+# A directory to copy the daemons' logs into at clean-up.
+KEEP_LOGS_ENV = 'NUMAMIG_FAULT_KEEP_LOGS'
+RABBIT_ADDRESS = ('127.0.0.1', 5672)
+# Each host: 2 cells x 8 pCPUs, 4 of them shared: 12 dedicated pCPUs.
+CAPABILITIES = 'numa-2cell-a.xml'
+SHARED_SET = '0,4,8,12'
+
+
+def missing_requirements():
+    """Why this deployment cannot run here, or None."""
+    return libvirt_hosts.missing_requirements() or \
+        rpc_fixture.rabbit_unreachable_reason() or \
+        (None if _rabbitmqctl_works() else
+         "rabbitmqctl cannot add a vhost here (not root on the broker's "
+         "machine?)")
+
+
+def _rabbitmqctl_works():
+    try:
+        return subprocess.run(['rabbitmqctl', 'list_vhosts'],
+                              capture_output=True, timeout=30
+                              ).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+class Daemon:
+    """One daemon process: started, killed and restarted by the test."""
+
+    def __init__(self, command, host, config, log_path):
+        self.command = command
+        self.host = host
+        self.config = config
+        self.log_path = log_path
+        self.proc = None
+        self.starts = 0
+
+    def start(self):
+        script = os.path.join(os.path.dirname(sys.executable), self.command)
+        with open(self.log_path, 'a') as log:
+            log.write(f"\n=== start #{self.starts + 1} by the fault suite "
+                      f"===\n")
+            log.flush()
+            self.proc = subprocess.Popen(
+                [script, '--config-file', self.config], stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        self.starts += 1
+
+    def kill(self):
+        """SIGKILL the daemon's whole process group and reap it."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=30)
+
+    def exited(self):
+        """The exit code of a daemon that stopped by itself, or None."""
+        return None if self.proc is None else self.proc.poll()
+
+    def log_tail(self, size=3000):
+        with open(self.log_path, errors='replace') as log:
+            return log.read()[-size:]
+
+
+class FaultDeployment(fixtures.Fixture):
+    """The daemons, their proxies, hypervisors, vhost and database.
+
+    :ivar api: a conductor client reaching the broker directly.
+    :ivar db: numamig.db.api.Database on the test's database, direct.
+    :ivar broker: the Proxy between the daemons and RabbitMQ.
+    :ivar database: the Proxy between the daemons and PostgreSQL.
+    :ivar conductor: the conductor's Daemon; ``agents``: host -> Daemon.
+    :ivar hypervisors: host -> libvirt connection to its test driver.
+    """
+
+    def __init__(self, hosts=3, conductor_options=()):
+        super().__init__()
+        self.host_count = hosts
+        self.conductor_options = tuple(conductor_options)
+
+    def _setUp(self):  # noqa: N802 - the fixtures API
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        keep = os.environ.get(KEEP_LOGS_ENV)
+        if keep:
+            self.addCleanup(self._keep_logs, keep)
+        self.tag = uuid.uuid4().hex[:8]
+        self.hosts = [f'fault-{self.tag}-{i}' for i in range(self.host_count)]
+        direct_url = self._vhost()
+        self.broker = self._proxy(RABBIT_ADDRESS, 'broker')
+        db = self.useFixture(database.ServerDatabase('postgresql'))
+        self.db = db.db
+        db_url = sa.engine.make_url(db.url)
+        self.database = self._proxy(
+            (db_url.host or '127.0.0.1', db_url.port or 5432), 'database')
+        self._daemon_db_url = db_url.set(
+            host='127.0.0.1', port=self.database.port).render_as_string(
+                hide_password=False)
+        self._daemon_broker_url = (f'rabbit://guest:guest@127.0.0.1:'
+                                   f'{self.broker.port}/{self.vhost}')
+        self.rpc = self.useFixture(rpc_fixture.RPCFixture(
+            'rabbit', url=direct_url, exchange=rpc.CONTROL_EXCHANGE))
+        self.context = self.rpc.context
+        names = service.RPCNames()
+        self.api = names.conductor_api(self.rpc.transport, timeout=30)
+        self._probe = names.conductor_api(self.rpc.transport, timeout=2)
+        self._uris = {}
+        self.hypervisors = {h: self._hypervisor(h) for h in self.hosts}
+        self.conductor = self._daemon('numamig-conductor', f'fault-{self.tag}')
+        self.agents = {h: self._daemon('numamig-compute', h)
+                       for h in self.hosts}
+        # Registered last: run first at clean-up, before the proxies,
+        # database and vhost go.
+        self.addCleanup(self._kill_all)
+        for daemon in self.daemons():
+            daemon.start()
+        self.wait_for_reports()
+
+    def _vhost(self):
+        self.vhost = f'numamig-faults-{self.tag}'
+        _rabbitmqctl('add_vhost', self.vhost)
+        self.addCleanup(_rabbitmqctl, 'delete_vhost', self.vhost)
+        _rabbitmqctl('set_permissions', '-p', self.vhost, 'guest', '.*',
+                     '.*', '.*')
+        return (f'rabbit://guest:guest@{RABBIT_ADDRESS[0]}:'
+                f'{RABBIT_ADDRESS[1]}/{self.vhost}')
+
+    def _proxy(self, upstream, name):
+        found = proxy.Proxy(upstream, name)
+        self.addCleanup(found.close)
+        return found
+
+    def _hypervisor(self, host):
+        """Start the host's libvirtd; return a connection to its test
+        driver, emptied of the driver's built-in example guest."""
+        daemon = self.useFixture(libvirt_daemons.LibvirtDaemon(
+            host, os.path.join(self.dir, 'libvirt')))
+        uri = f'test+unix:///default?socket={daemon.socket_path}'
+        conn = libvirt.open(uri)
+        self.addCleanup(conn.close)
+        for dom in conn.listAllDomains():
+            if dom.isActive():
+                dom.destroy()
+            dom.undefine()
+        self._uris[host] = uri
+        return conn
+
+    def _daemon(self, command, host):
+        lines = ['[DEFAULT]', f'host = {host}',
+                 f'transport_url = {self._daemon_broker_url}',
+                 f'state_path = {self.dir}', 'report_interval = 2',
+                 '[database]', f'connection = {self._daemon_db_url}',
+                 '[conductor]', 'workers = 1', *self.conductor_options]
+        if command == 'numamig-compute':
+            lines += ['[libvirt]', f'connection_uri = {self._uris[host]}',
+                      'capabilities_file = ' + os.path.join(
+                          embedded.HOSTS_DIR, CAPABILITIES),
+                      '[compute]', f'cpu_shared_set = {SHARED_SET}',
+                      'reserved_host_memory_mb = 0']
+        config = os.path.join(self.dir, f'{host}.conf')
+        with open(config, 'w') as handle:
+            handle.write('\n'.join(lines) + '\n')
+        return Daemon(command, host, config,
+                      os.path.join(self.dir, f'{host}.log'))
+
+    def _keep_logs(self, where):
+        os.makedirs(where, exist_ok=True)
+        for daemon in self.daemons():
+            shutil.copy(daemon.log_path, where)
+
+    def daemons(self):
+        return [self.conductor, *self.agents.values()]
+
+    def _kill_all(self):
+        for daemon in self.daemons():
+            daemon.kill()
+
+    def wait_for_reports(self, timeout=START_TIMEOUT_S):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                reported = {r.host for r in self._probe.compute_node_get_all(
+                    self.context)}
+            except Exception:  # noqa: BLE001 - not listening yet
+                reported = set()
+            if set(self.hosts) <= reported:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"compute agents did not report within "
+                             f"{timeout} s:\n{self.logs()}")
+
+    def check_alive(self):
+        """Fail if a daemon stopped by itself (the suite kills none
+        without restarting it)."""
+        for daemon in self.daemons():
+            code = daemon.exited()
+            if code is not None:
+                raise AssertionError(
+                    f"{daemon.host} ({daemon.command}) exited with {code}:"
+                    f"\n{daemon.log_tail()}")
+
+    def logs(self, size=2000):
+        return '\n'.join(f"--- {d.host}:\n{d.log_tail(size)}"
+                         for d in self.daemons())
+
+    def restart(self, daemon):
+        """SIGKILL a daemon and start it again at once."""
+        daemon.kill()
+        daemon.start()
+
+    def create_guests(self, per_host):
+        """Create ``per_host`` pinned guests (2 dedicated vCPUs) on every
+        host; returns their uuids."""
+        created = []
+        for host in self.hosts:
+            for index in range(per_host):
+                instance = self.api.instance_create(
+                    self.context, objects.Instance(
+                        uuid=uuidutils.generate_uuid(),
+                        name=f'{host}-guest-{index}', project_id='demo',
+                        vcpus=2, memory_mb=1024,
+                        extra_specs={'hw:cpu_policy': 'dedicated'}), host)
+                created.append(instance.uuid)
+        return created
+
+    def reports(self):
+        return compute_nodes.get_all(self.db)
+
+
+def _rabbitmqctl(*args):
+    subprocess.run(['rabbitmqctl', *args], check=True, capture_output=True,
+                   timeout=60)

@@ -1,0 +1,170 @@
+"""A TCP proxy the test controls: the network between daemons and a server.
+
+The fault suite puts one between the daemons and PostgreSQL and one
+between the daemons and RabbitMQ, so that an outage can be made without
+touching the servers other people use on this machine:
+
+* ``cut(seconds)``: every open connection is reset (both sides see it
+  die, as when a server restarts or a link drops) and, for ``seconds``,
+  every new connection is reset as soon as it is accepted;
+* ``freeze(seconds)``: connections stay open and new ones are accepted,
+  but no byte crosses in either direction until the freeze ends; then
+  whatever was sent meanwhile is delivered (a broker or database that
+  hangs, or a partitioned link that heals).
+
+Plain threads, two per connection (one per direction), bound to
+127.0.0.1 on a port the kernel picks; ``close`` stops everything.
+"""
+
+import socket
+import struct
+import threading
+import time
+
+# Bytes read from one side at a time.
+CHUNK = 65536
+# SO_LINGER with a zero timeout: close() sends a RST, the peer sees the
+# connection reset rather than a clean end of stream.
+_RESET = struct.pack('ii', 1, 0)
+
+
+class Proxy:
+    """Forward 127.0.0.1:<port> to ``upstream`` (host, port).
+
+    :ivar port: the port the daemons connect to, once started.
+    """
+
+    def __init__(self, upstream, name):
+        self.upstream = upstream
+        self.name = name
+        self._listener = socket.create_server(('127.0.0.1', 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._links = set()
+        self._cut_until = 0.0
+        # Set while bytes may flow; cleared for a freeze.
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._closed = False
+        self.connections_seen = 0
+        threading.Thread(target=self._accept_loop, daemon=True,
+                         name=f'proxy-{name}').start()
+
+    def _accept_loop(self):
+        while not self._closed:
+            try:
+                client, _addr = self._listener.accept()
+            except OSError:
+                return
+            self.connections_seen += 1
+            if self._is_cut():
+                _reset(client)
+                continue
+            threading.Thread(target=self._open_link, args=(client,),
+                             daemon=True, name=f'proxy-{self.name}-link'
+                             ).start()
+
+    def _is_cut(self):
+        return time.monotonic() < self._cut_until or self._closed
+
+    def _open_link(self, client):
+        # A connection accepted during a freeze reaches the server only
+        # once the freeze ends, as a SYN held by a hung network would.
+        self._flowing.wait()
+        try:
+            server = socket.create_connection(self.upstream, timeout=10)
+            server.settimeout(None)
+        except OSError:
+            _reset(client)
+            return
+        link = (client, server)
+        with self._lock:
+            if self._is_cut():
+                _reset(client)
+                _reset(server)
+                return
+            self._links.add(link)
+        for src, dst in ((client, server), (server, client)):
+            threading.Thread(target=self._pump, args=(link, src, dst),
+                             daemon=True,
+                             name=f'proxy-{self.name}-pump').start()
+
+    def _pump(self, link, src, dst):
+        try:
+            while True:
+                data = src.recv(CHUNK)
+                if not data:
+                    break
+                # Held here during a freeze; delivered after it.
+                self._flowing.wait()
+                if link not in self._links:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        self._drop(link)
+
+    def _drop(self, link, reset=False):
+        with self._lock:
+            if link not in self._links:
+                return
+            self._links.discard(link)
+        for sock in link:
+            if reset:
+                _reset(sock)
+            else:
+                _close(sock)
+
+    def cut(self, seconds):
+        """Reset every connection now and refuse new ones for ``seconds``.
+
+        Returns at once; the outage ends by itself.
+        """
+        self._cut_until = time.monotonic() + seconds
+        with self._lock:
+            links = list(self._links)
+        for link in links:
+            self._drop(link, reset=True)
+
+    def freeze(self, seconds):
+        """Pass no byte for ``seconds`` (returns at once)."""
+        self._flowing.clear()
+        timer = threading.Timer(seconds, self._flowing.set)
+        timer.daemon = True
+        timer.start()
+
+    def open_links(self):
+        with self._lock:
+            return len(self._links)
+
+    def close(self):
+        self._closed = True
+        self._flowing.set()
+        _close(self._listener)
+        with self._lock:
+            links = list(self._links)
+        for link in links:
+            self._drop(link)
+
+
+def _reset(sock):
+    """Abort: the peer sees a reset. SHUT_RD first wakes this side's
+    pump thread blocked in recv (close alone does not)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+        sock.shutdown(socket.SHUT_RD)
+    except OSError:
+        pass
+    _quietly(sock.close)
+
+
+def _close(sock):
+    _quietly(sock.shutdown, socket.SHUT_RDWR)
+    _quietly(sock.close)
+
+
+def _quietly(action, *args):
+    try:
+        action(*args)
+    except OSError:
+        pass
