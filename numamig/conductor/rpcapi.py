@@ -17,6 +17,19 @@ from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import rpc
+from numamig.conductor.api_versions import GUARD_VERSION
+from numamig.conductor.api_versions import HELD_BACK
+from numamig.conductor.api_versions import HOSTS_VERSION
+from numamig.conductor.api_versions import MAINTENANCE_VERSION
+from numamig.conductor.api_versions import OBJECT_VERSIONS
+from numamig.conductor.api_versions import OPERATIONS_VERSION
+from numamig.conductor.api_versions import QUEUE_VERSION
+from numamig.conductor.api_versions import REQUEST_UUID_VERSION  # noqa: F401
+from numamig.conductor.api_versions import RESULTS_VERSION
+from numamig.conductor.api_versions import SHORT_PATH_VERSION
+from numamig.conductor.api_versions import SINCE as _SINCE
+from numamig.conductor.api_versions import USAGE_VERSION
+from numamig.conductor.api_versions import WAIT_VERSION
 
 LOG = logging.getLogger(__name__)
 TOPIC = 'numamig-conductor'
@@ -25,69 +38,6 @@ TOPIC = 'numamig-conductor'
 # every thread an agent's call back needs (see doc/source/control-plane.rst).
 AGENT_TOPIC = 'numamig-conductor-agents'
 
-# API version -> the object versions a receiver of that version reads.
-OBJECT_VERSIONS = {
-    '1.0': {
-        'ComputeNodeReport': '1.0', 'HostNUMACell': '1.0',
-        'HostNUMATopology': '1.0', 'Instance': '1.0',
-        'InstanceNUMACell': '1.0', 'InstanceNUMATopology': '1.0',
-        'LiveMigrateData': '1.1', 'Migration': '1.0',
-        'MigrationContext': '1.0', 'MigrationStatusChange': '1.0',
-        'NUMALimits': '1.0', 'NUMAMigrateInfo': '1.0',
-        'NUMAPagesTopology': '1.0',
-    },
-}
-OBJECT_VERSIONS['1.1'] = dict(OBJECT_VERSIONS['1.0'])
-OBJECT_VERSIONS['1.2'] = dict(OBJECT_VERSIONS['1.1'], Migration='1.1')
-OBJECT_VERSIONS['1.3'] = dict(OBJECT_VERSIONS['1.2'], Migration='1.2')
-OBJECT_VERSIONS['1.4'] = dict(OBJECT_VERSIONS['1.3'])
-OBJECT_VERSIONS['1.5'] = dict(OBJECT_VERSIONS['1.4'])
-OBJECT_VERSIONS['1.6'] = dict(OBJECT_VERSIONS['1.5'])
-OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'],
-                              ComputeNodeReport='1.1')
-OBJECT_VERSIONS['1.8'] = dict(OBJECT_VERSIONS['1.7'])
-OBJECT_VERSIONS['1.9'] = dict(OBJECT_VERSIONS['1.8'])
-
-# Objects an uncapped client sends older than their newest version (the
-# only exceptions tests/unit/test_object_manifests.py allows): no
-# conductor method takes or answers LiveMigrateData (it travels between
-# agents and in the conductor's compute calls); the entry only keeps the
-# manifests complete.
-HELD_BACK = {'LiveMigrateData': '1.1'}
-
-# The API version that brought claim drops limited to one host, instance
-# deletion, claim healing and host domain listing.
-OPERATIONS_VERSION = '1.1'
-# The API version that brought the result of a migration's run: the
-# ``result`` of migration_set_status, and Migration 1.1 in answers.
-RESULTS_VERSION = '1.2'
-# The API version that brought the admission queue: live_migrate_instance
-# records and queues (with a priority) and returns at once; answers carry
-# Migration 1.2; agents call on AGENT_TOPIC.
-QUEUE_VERSION = '1.3'
-# The API version that brought the migration uuid a client gives
-# live_migrate_instance: a repeated request is then known as such.
-REQUEST_UUID_VERSION = '1.9'
-# Arguments a call may carry only from the API version given.
-_SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
-          'migration_uuid': REQUEST_UUID_VERSION}
-# The API version that brought the short status path of a migration:
-# migration_set_status may move queued -> running, and migration_complete
-# records completed, the result and the applied claim at once.
-SHORT_PATH_VERSION = '1.3'
-
-# The API version that brought compute_node_delete.
-HOSTS_VERSION = '1.4'
-# The API version that brought migration_wait.
-WAIT_VERSION = '1.5'
-# The API version that brought host_refresh_usage (heal claims).
-USAGE_VERSION = '1.6'
-# The API version whose reports carry the migration guard's state
-# (ComputeNodeReport 1.1).
-GUARD_VERSION = '1.7'
-# The API version that brought host maintenance: host_set_disabled and
-# host_drain_plan.
-MAINTENANCE_VERSION = '1.8'
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.
 CALL_MARGIN_S = 10

@@ -117,8 +117,10 @@ LAYERS = {
             ('conf', 'context', 'exception', 'objects')),
     'rpc_inproc': ('the in-process transport driver', ()),
     'compute.rpcapi': ('the client of the compute agents\' API', ('rpc',)),
+    'conductor.api_versions': ('the conductor API\'s versions and the '
+                               'objects each carries; a leaf', ()),
     'conductor.rpcapi': ('the client of the conductor\'s API',
-                         ('rpc', 'exception')),
+                         ('rpc', 'exception', 'conductor.api_versions')),
     'releases': ('what each release speaks',
                  ('compute.rpcapi', 'conductor.rpcapi', 'rpc', 'objects',
                   'exception')),
