@@ -9,16 +9,15 @@ adopt instances through it (tasks/).
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import timeutils
-from oslo_utils import uuidutils
 
 from numamig import context as nm_context
 from numamig import exception
-from numamig import objects
 from numamig import releases
 from numamig import wire
 from numamig.conductor import drain
 from numamig.conductor import maintenance
 from numamig.conductor import records
+from numamig.conductor import requests
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor import watch
 from numamig.conductor import worker as worker_mod
@@ -132,22 +131,10 @@ class ConductorManager:
     def requeue_after_database_error(self, migration_uuid):
         """Put back in the queue an admitted migration whose task failed
         because the database was unreachable (the executor calls it once
-        the database may be back): whatever destination it had claimed
-        drops the claim, and it runs again from the start."""
-        migration = migrations.get(self.db, migration_uuid,
-                                   with_history=False)
-        if migration.status != STATUS.ACCEPTED:
-            return
-        if migration.dest_host:
-            records.drop_claim_at(self.worker,
-                                  nm_context.get_admin_context(),
-                                  migration, migration.dest_host)
-        if queue.requeue(self.db, migration_uuid):
-            LOG.warning("Migration %s is back in the queue: the database "
-                        "failed while its destination was chosen",
-                        migration_uuid)
-            if self.executor is not None:
-                self.executor.wake()
+        the database may be back); see records.requeue_after_outage."""
+        if records.requeue_after_outage(self.worker, migration_uuid) and \
+                self.executor is not None:
+            self.executor.wake()
 
     @wire.args()
     def ping(self, ctxt):
@@ -216,7 +203,7 @@ class ConductorManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get(self, ctxt, migration_uuid):
         """Idempotent: a repeat reads only and gets the same answer."""
-        return self._with_position(migrations.get(self.db, migration_uuid))
+        return requests.get(self.db, migration_uuid)
 
     @wire.args(migration_uuid=wire.UUID, status=STATUS_KIND,
                memory_processed=wire.integer().or_none(),
@@ -236,8 +223,7 @@ class ConductorManager:
             return (migration.status, migration.memory_processed) != \
                 (status, memory_processed)
         return self.watch.wait(
-            lambda: self._with_position(migrations.get(self.db,
-                                                       migration_uuid)),
+            lambda: requests.get(self.db, migration_uuid),
             migration_uuid, changed, timeout)
 
     @wire.args(host=wire.HOST)
@@ -353,62 +339,21 @@ class ConductorManager:
             instance.
         """
         if migration_uuid is not None:
-            recorded = self._requested_already(instance_uuid,
-                                               migration_uuid)
+            recorded = requests.recorded_already(self.db, instance_uuid,
+                                                 migration_uuid)
             if recorded is not None:
                 return recorded
         try:
-            return self._record_request(ctxt, instance_uuid, dest_host,
-                                        priority, migration_uuid)
+            migration = requests.record(self.worker, ctxt, instance_uuid,
+                                        dest_host, priority, migration_uuid)
         except (exception.InstanceBusy, exception.RecordExists):
             # The same request, delivered twice at once, may have been
             # recorded by the other delivery meanwhile.
-            recorded = migration_uuid and self._requested_already(
-                instance_uuid, migration_uuid)
+            recorded = migration_uuid and requests.recorded_already(
+                self.db, instance_uuid, migration_uuid)
             if not recorded:
                 raise
             return recorded
-
-    def _requested_already(self, instance_uuid, migration_uuid):
-        """The migration a request with ``migration_uuid`` recorded, or
-        None.
-
-        :raises Invalid: it is a migration of another instance.
-        """
-        try:
-            migration = migrations.get(self.db, migration_uuid)
-        except exception.MigrationNotFound:
-            return None
-        if migration.instance_uuid != instance_uuid:
-            raise exception.Invalid(
-                reason=f"migration {migration_uuid} is a migration of "
-                       f"instance {migration.instance_uuid}, not of "
-                       f"{instance_uuid}; nothing was recorded")
-        LOG.info("Migration %s of %s was requested already (a repeated "
-                 "request); it is %s", migration_uuid, instance_uuid,
-                 migration.status)
-        return self._with_position(migration)
-
-    def _record_request(self, ctxt, instance_uuid, dest_host, priority,
-                        migration_uuid):
-        instance = instances.get(self.db, instance_uuid).instance
-        if instance.get('task_state') == maintenance.DELETING:
-            raise exception.InstanceBusy(
-                instance_uuid=instance_uuid, action='migrated',
-                reason="it is being deleted")
-        records.sync_reports(self.worker)
-        migration = objects.Migration(
-            uuid=migration_uuid or uuidutils.generate_uuid(),
-            instance_uuid=instance_uuid,
-            source_host=instance.host, requested_host=dest_host,
-            status=STATUS.ACCEPTED, priority=priority or 0)
-        live_migrate.LiveMigrationTask(ctxt, self.worker, instance,
-                                       migration).precheck()
-        migration = migrations.create(self.db, migration,
-                                      max_queued=self.admission.queued)
-        LOG.info("Migration %s of %s from %s accepted (priority %d)",
-                 migration.uuid, instance_uuid, instance.host,
-                 migration.priority)
         if self.executor is not None:
             self.executor.wake()
         return migration
@@ -467,12 +412,6 @@ class ConductorManager:
         must not raise: it runs in the thread that recorded the end.
         """
         self._end_listeners.append(listener)
-
-    def _with_position(self, migration):
-        if migration.waiting:
-            migration.queue_position = queue.position(self.db,
-                                                      migration.uuid)
-        return migration
 
     @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none())
     @messaging.expected_exceptions(*_EXPECTED)

@@ -18,6 +18,7 @@ Every function takes the conductor's Worker first
 
 from oslo_log import log as logging
 
+from numamig import context as nm_context
 from numamig import exception
 from numamig.conductor import results
 from numamig.db import compute_nodes
@@ -356,3 +357,24 @@ def update_instance(worker, instance_uuid, values):
             reason=f"agents may only update {sorted(allowed)} of instance "
                    f"{instance_uuid}, not {sorted(set(values) - allowed)}")
     return instances.update(worker.db, instance_uuid, values).instance
+
+
+def requeue_after_outage(worker, migration_uuid):
+    """Put back in the queue an admitted migration whose task failed
+    because the database was unreachable: whatever destination it had
+    claimed drops the claim, and it runs again from the start.
+
+    :returns: True if it went back (False: it has moved on meanwhile).
+    """
+    migration = migrations.get(worker.db, migration_uuid,
+                               with_history=False)
+    if migration.status != STATUS.ACCEPTED:
+        return False
+    if migration.dest_host:
+        drop_claim_at(worker, nm_context.get_admin_context(), migration,
+                      migration.dest_host)
+    if not queue.requeue(worker.db, migration_uuid):
+        return False
+    LOG.warning("Migration %s is back in the queue: the database failed "
+                "while its destination was chosen", migration_uuid)
+    return True
