@@ -172,9 +172,7 @@ class ObjectSerializer(ovo_base.VersionedObjectSerializer):
         return super().serialize_entity(ctxt, entity)
 
     def deserialize_entity(self, ctxt, entity):
-        _check_shape(entity)
-        if self.known_versions:
-            _check_known(entity, self.known_versions)
+        _check_shape(entity, self.known_versions)
         try:
             result = super().deserialize_entity(ctxt, entity)
         except (ovo_exception.VersionedObjectsException,
@@ -212,43 +210,53 @@ def _lower(version_a, version_b):
     return min(version_a, version_b, key=_version_tuple)
 
 
-def _check_shape(entity, depth=0):
-    """Refuse object primitives whose data is missing or no mapping.
+def _check_shape(entity, known_versions=None):
+    """Refuse object primitives whose data is missing or no mapping,
+    nesting deeper than MAX_DEPTH, and (with ``known_versions``, object
+    name -> newest version) objects newer than a service reads.
 
-    oslo.versionedobjects reads such data as "no field set", so a
-    message carrying ``"data": "x"`` would arrive as an object of
-    defaults instead of being refused.
+    oslo.versionedobjects reads missing or non-mapping data as "no field
+    set", so a message carrying ``"data": "x"`` would arrive as an object
+    of defaults instead of being refused. One walk over the primitive,
+    without a call per value: it runs on every value of every message.
     """
-    prefix = obj_base.NumamigObject.OBJ_SERIAL_NAMESPACE
-    if depth > MAX_DEPTH:
-        raise exception.ObjectValidationError(
-            objname=_primitive_name(entity),
-            reason=f"nested deeper than {MAX_DEPTH} levels")
-    if isinstance(entity, dict) and f'{prefix}.name' in entity and \
-            not isinstance(entity.get(f'{prefix}.data'), dict):
-        raise exception.ObjectValidationError(
-            objname=_primitive_name(entity),
-            reason="its data is missing or not a mapping")
-    for value in _children(entity):
-        _check_shape(value, depth + 1)
-
-
-def _check_known(entity, known_versions):
-    """Refuse a primitive holding an object newer than ``known_versions``."""
-    prefix = obj_base.NumamigObject.OBJ_SERIAL_NAMESPACE
-    if isinstance(entity, dict):
-        name = entity.get(f'{prefix}.name')
-        version = entity.get(f'{prefix}.version')
-        if name in known_versions and version is not None and \
-                _version_tuple(version) > _version_tuple(
-                    known_versions[name]):
+    name_key = f'{obj_base.NumamigObject.OBJ_SERIAL_NAMESPACE}.name'
+    data_key = f'{obj_base.NumamigObject.OBJ_SERIAL_NAMESPACE}.data'
+    pending = [(entity, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict):
+            if name_key in value:
+                if not isinstance(value.get(data_key), dict):
+                    raise exception.ObjectValidationError(
+                        objname=_primitive_name(value),
+                        reason="its data is missing or not a mapping")
+                if known_versions:
+                    _check_known(value, known_versions)
+            children = value.values()
+        elif isinstance(value, (list, tuple)):
+            children = value
+        else:
+            continue
+        if depth >= MAX_DEPTH and children:
             raise exception.ObjectValidationError(
-                objname=name,
-                reason=f"version {version} is newer than "
-                       f"{known_versions[name]}, the newest this service "
-                       f"reads")
-    for value in _children(entity):
-        _check_known(value, known_versions)
+                objname=_primitive_name(entity),
+                reason=f"nested deeper than {MAX_DEPTH} levels")
+        pending.extend((child, depth + 1) for child in children
+                       if isinstance(child, (dict, list, tuple)))
+
+
+def _check_known(primitive, known_versions):
+    """Refuse an object primitive newer than ``known_versions``."""
+    prefix = obj_base.NumamigObject.OBJ_SERIAL_NAMESPACE
+    name = primitive.get(f'{prefix}.name')
+    version = primitive.get(f'{prefix}.version')
+    if name in known_versions and version is not None and \
+            _version_tuple(version) > _version_tuple(known_versions[name]):
+        raise exception.ObjectValidationError(
+            objname=name,
+            reason=f"version {version} is newer than "
+                   f"{known_versions[name]}, the newest this service reads")
 
 
 def _children(entity):

@@ -99,9 +99,15 @@ class NumamigObject(ovo_base.VersionedObject,
         obj = cls.__new__(cls)
         ovo_base.VersionedObject.__init__(obj, context)
         obj.VERSION = objver
+        stored = vars(obj)
         for name, field in cls.fields.items():
             if name in data:
-                setattr(obj, name, field.from_primitive(obj, name, data[name]))
+                # What OVO's property setter stores, without its frame: on
+                # a fresh object it only coerces (no read-only value to
+                # compare yet) and marks the field changed, which the
+                # primitive's own list of changes replaces below.
+                stored[_ATTR_PREFIX + name] = field.coerce(
+                    obj, name, field.from_primitive(obj, name, data[name]))
             elif field.default != ovo_fields.UnspecifiedDefault:
                 obj.obj_set_defaults(name)
         changes = cls._obj_primitive_field(primitive, 'changes', [])

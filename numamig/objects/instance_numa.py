@@ -54,8 +54,11 @@ class InstanceNUMACell(base.NumamigObject):
 
     @property
     def vcpus(self):
-        """All vCPUs of the cell, floating and pinned."""
-        return self.cpuset | self.pcpuset
+        """All vCPUs of the cell, floating and pinned.
+
+        A plain set: OVO's coercing set would coerce every vCPU again to
+        build a value nobody stores."""
+        return set.union(self.cpuset, self.pcpuset)
 
     @property
     def is_pinned(self):
