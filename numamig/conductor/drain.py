@@ -75,16 +75,25 @@ def maintenance_entry(state):
 def disabled_hosts(worker):
     """{host: reason} of the hosts disabled now (a query of its own:
     another worker may have disabled one since this one looked)."""
-    return {host: state.reason or NO_REASON for host, state in
-            compute_nodes.maintenance(worker.db).items()}
+    return disabled_reasons(compute_nodes.maintenance(worker.db))
 
 
-def check_enabled(worker, host, instance_uuid):
+def disabled_reasons(maintenance):
+    """{host: reason} of compute_nodes.maintenance's answer."""
+    return {host: state.reason or NO_REASON
+            for host, state in maintenance.items()}
+
+
+def check_enabled(worker, host, instance_uuid, maintenance=None):
     """Refuse a requested destination an operator disabled.
 
+    :param maintenance: compute_nodes.maintenance's answer, read by the
+        caller in its own transaction; None: asked now.
     :raises InvalidDestination: naming the operator's reason.
     """
-    state = compute_nodes.maintenance(worker.db).get(host)
+    if maintenance is None:
+        maintenance = compute_nodes.maintenance(worker.db)
+    state = maintenance.get(host)
     if state is not None:
         raise exception.InvalidDestination(
             host=host, instance_uuid=instance_uuid,

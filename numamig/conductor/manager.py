@@ -338,17 +338,13 @@ class ConductorManager:
         :raises Invalid: ``migration_uuid`` names a migration of another
             instance.
         """
-        if migration_uuid is not None:
-            recorded = requests.recorded_already(self.db, instance_uuid,
-                                                 migration_uuid)
-            if recorded is not None:
-                return recorded
         try:
             migration = requests.record(self.worker, ctxt, instance_uuid,
                                         dest_host, priority, migration_uuid)
-        except (exception.InstanceBusy, exception.RecordExists):
-            # The same request, delivered twice at once, may have been
-            # recorded by the other delivery meanwhile.
+        except exception.NumamigException:
+            # A repeat finds its migration recorded (the uuid taken, the
+            # instance busy with it, or a check that no longer passes):
+            # looked for only then, so a first request reads nothing more.
             recorded = migration_uuid and requests.recorded_already(
                 self.db, instance_uuid, migration_uuid)
             if not recorded:
@@ -385,15 +381,14 @@ class ConductorManager:
         :returns: the Migration as the task left it, or None when it was
             cancelled while it waited.
         """
-        migration = migrations.get(self.db, migration_uuid,
-                                   with_history=False)
-        if migration.status != STATUS.ACCEPTED:
+        admitted = records.read_admitted(self.worker, migration_uuid)
+        if admitted.instance is None:
             return None
-        instance = instances.get(self.db, migration.instance_uuid).instance
-        records.sync_reports(self.worker)
         return live_migrate.LiveMigrationTask(
-            nm_context.get_admin_context(), self.worker, instance,
-            migration).execute()
+            nm_context.get_admin_context(), self.worker, admitted.instance,
+            admitted.migration,
+            hosts=live_migrate.HostsRead(admitted.busy,
+                                         admitted.maintenance)).execute()
 
     def migration_ended(self, migration):
         """``migration`` reached a final status here: its slot is free,

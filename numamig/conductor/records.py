@@ -16,6 +16,8 @@ Every function takes the conductor's Worker first
 (numamig.conductor.worker).
 """
 
+import typing
+
 from oslo_log import log as logging
 
 from numamig import context as nm_context
@@ -34,9 +36,8 @@ STATUS = fields.MigrationStatus
 
 def save_report(worker, report):
     """Store a host's report and feed it to the scheduler's cache."""
-    compute_nodes.save_report(worker.db, report)
-    guests = instances.guest_pairs(worker.db, [report.host])
-    worker.cache.update(report, guests=guests[report.host])
+    _, guests = compute_nodes.save_report_reading_guests(worker.db, report)
+    worker.cache.update(report, guests=guests)
 
 
 def sync_reports(worker):
@@ -50,17 +51,73 @@ def sync_reports(worker):
     never the number of hosts. Each counts as received when it was made,
     so that a host that died does not look up.
     """
+    with worker.reports.lock, worker.db.reader() as session:
+        _sync_reports_in(worker, session)
+
+
+def _sync_reports_in(worker, session):
+    """``sync_reports`` in the caller's transaction; the caller holds
+    the worker's report cursor lock (taken before the transaction, as
+    sync_reports does, so that no two orders of the two exist)."""
     cursor = worker.reports
-    with cursor.lock:
-        reports, cursor.seen = compute_nodes.changed_since(
-            worker.db, cursor.seen,
-            newer_than=lambda host, at: _newer_than_cached(worker, host,
-                                                         at))
-        guests = instances.guest_pairs(worker.db,
-                                       [r.host for r in reports])
-        for report in reports:
-            worker.cache.update(report, guests=guests[report.host],
-                                 received_at=report.reported_at)
+    reports, cursor.seen = compute_nodes.changed_since_in(
+        session, cursor.seen,
+        newer_than=lambda host, at: _newer_than_cached(worker, host, at))
+    guests = instances.guest_pairs_in(session, [r.host for r in reports])
+    for report in reports:
+        worker.cache.update(report, guests=guests[report.host],
+                            received_at=report.reported_at)
+
+
+def read_instance(worker, instance_uuid):
+    """An instance, with the reports stored since this worker last
+    looked fed to its cache in the same transaction (what a request's
+    checks read first).
+
+    :raises InstanceNotFound:
+    """
+    with worker.reports.lock, worker.db.reader() as session:
+        instance = instances.get_in(session, instance_uuid).instance
+        _sync_reports_in(worker, session)
+        return instance
+
+
+class Admitted(typing.NamedTuple):
+    """What a migration thread reads before it runs an admitted
+    migration's task (see read_admitted)."""
+
+    migration: object
+    instance: object = None
+    busy: frozenset = frozenset()
+    maintenance: dict = None
+
+
+def read_admitted(worker, migration_uuid):
+    """An admitted migration and what its task reads first, in one
+    transaction: its instance, the reports stored since this worker last
+    looked (fed to its cache, as sync_reports does), the destinations at
+    their incoming limit and the hosts disabled for maintenance.
+
+    A migration thread used to open five transactions for these, one per
+    read; the task takes them as given instead of reading each again.
+
+    :returns: Admitted; only its migration is set when the migration is
+        no longer ``accepted`` (cancelled while it waited).
+    :raises MigrationNotFound:
+    """
+    with worker.reports.lock, worker.db.reader() as session:
+        migration = migrations.get_in(session, migration_uuid,
+                                      with_history=False)
+        if migration.status != STATUS.ACCEPTED:
+            return Admitted(migration)
+        instance = instances.get_in(session,
+                                    migration.instance_uuid).instance
+        _sync_reports_in(worker, session)
+        return Admitted(
+            migration, instance,
+            frozenset(queue.busy_destinations_in(
+                session, worker.admission.per_dest)),
+            compute_nodes.maintenance_in(session))
 
 
 def _newer_than_cached(worker, host, reported_at):
@@ -146,13 +203,10 @@ def complete(worker, migration_uuid, result=None, detail=None):
         values = results.record_values(migration_uuid, result,
                                        STATUS.COMPLETED)
         detail = detail or results.describe(result)
-    current = migrations.get(worker.db, migration_uuid,
-                             with_history=False)
-    if current.status == STATUS.COMPLETED:
-        return current
     migration, instance = migration_claims.complete(
-        worker.db, migration_uuid, current.instance_uuid, detail=detail,
-        result=values)
+        worker.db, migration_uuid, detail=detail, result=values)
+    if instance is None:
+        return migration        # completed already: a repeat
     LOG.info("Migration %s of %s completed on %s: %s", migration.uuid,
              migration.instance_uuid, instance.host, detail)
     worker.migration_ended(migration)

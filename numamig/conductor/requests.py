@@ -15,7 +15,6 @@ from numamig import objects
 from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor.tasks import live_migrate
-from numamig.db import instances
 from numamig.db import migrations
 from numamig.db import queue
 from numamig.objects import fields
@@ -30,12 +29,11 @@ def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid):
     :returns: the Migration, with its queue position.
     :raises InstanceBusy: being deleted, or migrated already.
     """
-    instance = instances.get(worker.db, instance_uuid).instance
+    instance = records.read_instance(worker, instance_uuid)
     if instance.get('task_state') == maintenance.DELETING:
         raise exception.InstanceBusy(
             instance_uuid=instance_uuid, action='migrated',
             reason="it is being deleted")
-    records.sync_reports(worker)
     migration = objects.Migration(
         uuid=migration_uuid or uuidutils.generate_uuid(),
         instance_uuid=instance_uuid,

@@ -5,12 +5,16 @@ report per host is kept whole (as its versioned primitive) with its
 scalars in columns for liveness and version queries. Public API::
 
     save_report(db, report) -> ComputeNodeReport
+    save_report_reading_guests(db, report) -> (ComputeNodeReport, guests)
     changed_since(db, number, newer_than=None) -> ([report], number)
+    changed_since_in(session, number, newer_than=None): the same inside a
+        caller's transaction
     get(db, host) -> ComputeNodeReport
     get_all(db, reported_since=None) -> [ComputeNodeReport]
     delete(db, host) -> bool
     set_disabled(db, host, reason) / set_enabled(db, host) -> Maintenance
     maintenance(db) -> {host: Maintenance} of the disabled hosts
+    maintenance_in(session): the same inside a caller's transaction
 """
 
 import typing
@@ -21,6 +25,7 @@ import sqlalchemy as sa
 from numamig import exception
 from numamig import objects
 from numamig.db import _rows
+from numamig.db import instances
 from numamig.db import models
 from numamig.db import primitives
 
@@ -39,6 +44,21 @@ def save_report(db, report):
     :raises ObjectValidationError: if the report is invalid; the stored
         one is kept then.
     """
+    return _save(db, report, read_guests=False)[0]
+
+
+def save_report_reading_guests(db, report):
+    """``save_report``, and in the same transaction the guests the
+    records place on the report's host: what the conductor hands its
+    scheduler cache with each report, in one transaction, not two.
+
+    :returns: (what save_report returns, [(project id, instance uuid)]
+        of the host's instances, in record order).
+    """
+    return _save(db, report, read_guests=True)
+
+
+def _save(db, report, read_guests):
     values = {
         'host': report.host, 'hypervisor_uri': report.hypervisor_uri,
         'hypervisor_type': report.hypervisor_type,
@@ -46,32 +66,39 @@ def save_report(db, report):
         'fingerprint': report.fingerprint, 'reported_at': report.reported_at,
         'report': primitives.dump(report), 'updated_at': _rows.utcnow()}
     try:
-        stored = _store(db, values)
+        stored, guests = _store(db, values, read_guests)
     except db_exc.DBDuplicateEntry:
         # The host's first report raced with another; it exists now.
-        stored = _store(db, values)
-    return report if stored else get(db, report.host)
+        stored, guests = _store(db, values, read_guests)
+    return (report if stored else get(db, report.host)), guests
 
 
-def _store(db, values):
-    """Insert or replace in one transaction; False if the stored report
-    is newer (nothing written)."""
+def _store(db, values, read_guests):
+    """Insert or replace in one transaction: (False if the stored report
+    is newer and nothing was written, the host's guests if asked)."""
     with db.writer() as session:
-        values = dict(values, change_seq=_next_number(session))
-        result = session.execute(sa.update(models.ComputeNode).where(
-            models.ComputeNode.host == values['host'],
-            # A report delayed in transit must not hide a newer one.
-            models.ComputeNode.reported_at <= values['reported_at']).values(
-                **values))
-        if result.rowcount == 1:
-            return True
-        exists = session.scalar(sa.select(models.ComputeNode.id).where(
-            models.ComputeNode.host == values['host'])) is not None
-        if exists:
-            return False
-        session.execute(sa.insert(models.ComputeNode).values(
-            created_at=values['updated_at'], **values))
+        stored = _store_in(session, values)
+        guests = instances.guest_pairs_in(session, [values['host']])[
+            values['host']] if read_guests else None
+        return stored, guests
+
+
+def _store_in(session, values):
+    values = dict(values, change_seq=_next_number(session))
+    result = session.execute(sa.update(models.ComputeNode).where(
+        models.ComputeNode.host == values['host'],
+        # A report delayed in transit must not hide a newer one.
+        models.ComputeNode.reported_at <= values['reported_at']).values(
+            **values))
+    if result.rowcount == 1:
         return True
+    exists = session.scalar(sa.select(models.ComputeNode.id).where(
+        models.ComputeNode.host == values['host'])) is not None
+    if exists:
+        return False
+    session.execute(sa.insert(models.ComputeNode).values(
+        created_at=values['updated_at'], **values))
+    return True
 
 
 def _next_number(session):
@@ -95,20 +122,25 @@ def changed_since(db, number, newer_than=None):
     :returns: ([ComputeNodeReport], highest number seen).
     """
     with db.reader() as session:
-        heads = session.execute(sa.select(
-            models.ComputeNode.id, models.ComputeNode.host,
-            models.ComputeNode.reported_at,
-            models.ComputeNode.change_seq).where(
-                models.ComputeNode.change_seq > number)).all()
-        highest = max((h.change_seq for h in heads), default=number)
-        wanted = [h.id for h in heads
-                  if newer_than is None or newer_than(h.host, h.reported_at)]
-        if not wanted:
-            return [], highest
-        rows = session.scalars(sa.select(models.ComputeNode).where(
-            models.ComputeNode.id.in_(wanted)).order_by(
-                models.ComputeNode.host))
-        return [_to_object(row) for row in rows], highest
+        return changed_since_in(session, number, newer_than)
+
+
+def changed_since_in(session, number, newer_than=None):
+    """``changed_since`` inside the caller's transaction."""
+    heads = session.execute(sa.select(
+        models.ComputeNode.id, models.ComputeNode.host,
+        models.ComputeNode.reported_at,
+        models.ComputeNode.change_seq).where(
+            models.ComputeNode.change_seq > number)).all()
+    highest = max((h.change_seq for h in heads), default=number)
+    wanted = [h.id for h in heads
+              if newer_than is None or newer_than(h.host, h.reported_at)]
+    if not wanted:
+        return [], highest
+    rows = session.scalars(sa.select(models.ComputeNode).where(
+        models.ComputeNode.id.in_(wanted)).order_by(
+            models.ComputeNode.host))
+    return [_to_object(row) for row in rows], highest
 
 
 def get(db, host):
@@ -190,14 +222,19 @@ def set_enabled(db, host):
 def maintenance(db):
     """{host: Maintenance} of every disabled host (few: one query of
     an unindexed column costs the hosts' count of rows, not reports)."""
+    with db.reader() as session:
+        return maintenance_in(session)
+
+
+def maintenance_in(session):
+    """``maintenance`` inside the caller's transaction."""
     query = sa.select(models.ComputeNode.host,
                       models.ComputeNode.disabled_at,
                       models.ComputeNode.disabled_reason).where(
         models.ComputeNode.disabled_at.is_not(None))
-    with db.reader() as session:
-        return {row.host: Maintenance(row.host, row.disabled_at,
-                                      row.disabled_reason)
-                for row in session.execute(query)}
+    return {row.host: Maintenance(row.host, row.disabled_at,
+                                  row.disabled_reason)
+            for row in session.execute(query)}
 
 
 def _maintenance_row(session, host):

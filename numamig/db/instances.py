@@ -19,7 +19,9 @@ can never both be recorded. Public API::
     drop_migration_context(db, uuid, migration_uuid, claim_host=None)
         -> bool
     apply_migration_context(db, uuid, migration_uuid) -> InstanceRecord
-    set_migration_context_in / apply_migration_context_in(session, ...):
+    guest_pairs(db, hosts) -> {host: [(project id, uuid)]}
+    get_in / guest_pairs_in / set_migration_context_in /
+    apply_migration_context_in(session, ...):
         the same inside a caller's transaction
     get_claims_on_host(db, host) -> [InstanceRecord]
     get_leaked_claims(db) -> [InstanceRecord]
@@ -100,15 +102,22 @@ def guest_pairs(db, hosts):
     What the scheduler's guest-set fingerprint counts, read from two
     columns in one query instead of whole records.
     """
+    if not hosts:
+        return {}
+    with db.reader() as session:
+        return guest_pairs_in(session, hosts)
+
+
+def guest_pairs_in(session, hosts):
+    """``guest_pairs`` inside the caller's transaction."""
     pairs = {host: [] for host in hosts}
     if not pairs:
         return pairs
     query = sa.select(models.Instance.host, models.Instance.project_id,
                       models.Instance.uuid).where(
         models.Instance.host.in_(sorted(pairs))).order_by(models.Instance.id)
-    with db.reader() as session:
-        for host, project_id, uuid in session.execute(query):
-            pairs[host].append((project_id, uuid))
+    for host, project_id, uuid in session.execute(query):
+        pairs[host].append((project_id, uuid))
     return pairs
 
 

@@ -10,8 +10,8 @@ rules about which claim may be replaced stay with the caller
 
     queue_with_claim(db, context, expected_migration_uuid, detail)
         -> Migration
-    complete(db, migration_uuid, instance_uuid, detail=None, result=None)
-        -> (Migration, Instance)
+    complete(db, migration_uuid, detail=None, result=None)
+        -> (Migration, Instance or None)
 """
 
 from numamig import exception
@@ -48,21 +48,29 @@ def queue_with_claim(db, context, expected_migration_uuid, detail):
         return migration
 
 
-def complete(db, migration_uuid, instance_uuid, detail=None, result=None):
+def complete(db, migration_uuid, detail=None, result=None):
     """Record ``completed`` (with the run's result) and apply the claim.
 
     The claim is applied (the instance takes the destination host and the
     claimed topology) when this migration holds the instance's context;
     a migration that took none (the old path: the destination recorded
     the placement itself) or whose claim was applied already only changes
-    status.
+    status. A migration ``completed`` already is returned as it is, with
+    no Instance: a repeated request changes nothing.
 
     :param result: checked values for the migration's result columns.
-    :returns: the Migration and the Instance after the change.
+    :returns: the Migration and the Instance after the change (None when
+        it was completed already).
+    :raises MigrationNotFound:
     :raises InvalidStatusTransition: the migration may not complete;
         nothing is changed then.
     """
     with db.writer() as session:
+        current = migrations.get_in(session, migration_uuid,
+                                    with_history=False)
+        if current.status == STATUS.COMPLETED:
+            return current, None
+        instance_uuid = current.instance_uuid
         migration = migrations.set_status_in(
             session, migration_uuid, STATUS.COMPLETED, detail=detail,
             result=result)

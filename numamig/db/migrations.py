@@ -15,6 +15,7 @@ which saves a query and a list of objects on every step. Public API::
 
     create(db, migration) -> Migration
     get(db, uuid, with_history=True) -> Migration
+    get_in(session, uuid, with_history=True) -> Migration
     get_all(db, instance_uuid=None, status=None) -> [Migration]
     get_in_progress_by_host(db, host) -> [Migration]
     set_status(db, uuid, status, detail=None, expected=None, error=None,
@@ -115,8 +116,13 @@ def get(db, uuid, with_history=True):
         reads the status and hosts only).
     :raises MigrationNotFound: if there is no such migration."""
     with db.reader() as session:
-        return _to_object(session, _row(session, uuid),
-                          with_history=with_history)
+        return get_in(session, uuid, with_history=with_history)
+
+
+def get_in(session, uuid, with_history=True):
+    """``get`` inside the caller's transaction."""
+    return _to_object(session, _row(session, uuid),
+                      with_history=with_history)
 
 
 def get_all(db, instance_uuid=None, status=None):

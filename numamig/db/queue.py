@@ -149,10 +149,15 @@ def position(db, uuid):
 def busy_destinations(db, per_dest):
     """Hosts with ``per_dest`` or more migrations in flight into them."""
     with db.reader() as session:
-        return set(session.scalars(
-            sa.select(_M.dest_host).where(
-                IN_FLIGHT, _M.dest_host.is_not(None)).group_by(
-                    _M.dest_host).having(sa.func.count() >= per_dest)))
+        return busy_destinations_in(session, per_dest)
+
+
+def busy_destinations_in(session, per_dest):
+    """``busy_destinations`` inside the caller's transaction."""
+    return set(session.scalars(
+        sa.select(_M.dest_host).where(
+            IN_FLIGHT, _M.dest_host.is_not(None)).group_by(
+                _M.dest_host).having(sa.func.count() >= per_dest)))
 
 
 def requeue(db, uuid):

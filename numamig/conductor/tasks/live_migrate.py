@@ -22,6 +22,8 @@ If no destination takes the guest the migration ends ``error`` with the
 reason of every host tried, and nothing stays claimed or reserved.
 """
 
+import typing
+
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
@@ -45,13 +47,24 @@ _REFUSALS = (exception.MigrationPreCheckError, exception.ComputeHostDown,
              messaging.MessagingTimeout)
 
 
+class HostsRead(typing.NamedTuple):
+    """What the task's choice needs of the records' hosts, read by its
+    caller with the migration (records.read_admitted)."""
+
+    busy: frozenset         # destinations at their incoming limit
+    maintenance: dict       # {host: compute_nodes.Maintenance} disabled
+
+
 class LiveMigrationTask(base.TaskBase):
     """Choose, claim and start one recorded (``accepted``) migration."""
 
-    def __init__(self, ctxt, worker, instance, migration):
+    def __init__(self, ctxt, worker, instance, migration, hosts=None):
+        """:param hosts: HostsRead with the migration; None: the task
+            reads them when it chooses (a precheck or a dry run)."""
         super().__init__(ctxt, worker)
         self.instance = instance
         self.migration = migration
+        self.hosts = hosts
         self.request = None
         self.pagesize_kb = None
         self.refused = {}
@@ -163,7 +176,9 @@ class LiveMigrationTask(base.TaskBase):
                 host=host, instance_uuid=self.instance.uuid,
                 reason="it is the instance's source host")
         state = self.worker.cache.check_up(host)
-        drain.check_enabled(self.worker, host, self.instance.uuid)
+        drain.check_enabled(self.worker, host, self.instance.uuid,
+                            None if self.hosts is None
+                            else self.hosts.maintenance)
         source = self.worker.cache.get(self.migration.source_host)
         if state.hypervisor_type != source.hypervisor_type:
             raise exception.InvalidDestination(
@@ -174,11 +189,16 @@ class LiveMigrationTask(base.TaskBase):
         return host
 
     def _scheduled_destinations(self):
+        if self.hosts is None:
+            busy = self._busy_destinations()
+            disabled = drain.disabled_hosts(self.worker)
+        else:
+            busy = set(self.hosts.busy)
+            disabled = drain.disabled_reasons(self.hosts.maintenance)
         selection = self.worker.scheduler.select_destinations(
             self.request, self.migration.source_host,
             limits=self.worker.limits, pagesize_kb=self.pagesize_kb,
-            exclude=self._busy_destinations(),
-            disabled=drain.disabled_hosts(self.worker))
+            exclude=busy, disabled=disabled)
         refusals = selection.refusals()
         refusals.pop(self.migration.source_host, None)
         self.refused.update(refusals)

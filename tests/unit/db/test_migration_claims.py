@@ -52,8 +52,7 @@ class MigrationClaimsTestCase(base.DBTestCase):
     def test_complete_applies_the_claim(self):
         self._running_with_claim()
         migration, instance = migration_claims.complete(
-            self.db, self.migration.uuid, self.instance.uuid,
-            result={'elapsed_ms': 7})
+            self.db, self.migration.uuid, result={'elapsed_ms': 7})
         self.assertEqual(('completed', 7),
                          (migration.status, migration.elapsed_ms))
         self.assertEqual(('dst', self.context.new_numa_topology, None),
@@ -65,7 +64,7 @@ class MigrationClaimsTestCase(base.DBTestCase):
         migration_claims.queue_with_claim(self.db, self.context, None, 'c')
         self.assertRaises(exception.InvalidStatusTransition,
                           migration_claims.complete, self.db,
-                          self.migration.uuid, self.instance.uuid)
+                          self.migration.uuid)
         self.assertEqual(('src', self.context), (
             self._record().host, self._record().migration_context))
 
@@ -73,6 +72,19 @@ class MigrationClaimsTestCase(base.DBTestCase):
         migrations.set_status(self.db, self.migration.uuid, 'queued')
         migrations.set_status(self.db, self.migration.uuid, 'running')
         migration, instance = migration_claims.complete(
-            self.db, self.migration.uuid, self.instance.uuid)
+            self.db, self.migration.uuid)
         self.assertEqual('completed', migration.status)
         self.assertEqual(self.instance, instance)
+
+    def test_complete_again_changes_nothing(self):
+        self._running_with_claim()
+        first, _ = migration_claims.complete(self.db, self.migration.uuid,
+                                             detail='first')
+        again, instance = migration_claims.complete(
+            self.db, self.migration.uuid, detail='again')
+        self.assertIsNone(instance)
+        self.assertEqual(first.updated_at, again.updated_at)
+        self.assertEqual(['first'], [
+            h.detail for h in migrations.get(
+                self.db, self.migration.uuid).history
+            if h.status == 'completed'])
