@@ -135,9 +135,15 @@ def position_in(session, uuid):
         _M.uuid == uuid, WAITING)).first()
     if row is None:
         return None
+    return position_of(session, row.id, row.priority)
+
+
+def position_of(session, row_id, priority):
+    """The place in line of the waiting migration of row ``row_id``
+    with ``priority`` (what its writer knows without reading it)."""
     return session.scalar(sa.select(sa.func.count()).select_from(_M).where(
-        WAITING, sa.or_(_M.priority > row.priority, sa.and_(
-            _M.priority == row.priority, _M.id <= row.id))))
+        WAITING, sa.or_(_M.priority > priority, sa.and_(
+            _M.priority == priority, _M.id <= row_id))))
 
 
 def position(db, uuid):

@@ -39,6 +39,24 @@ class CreateGetTestCase(_MigrationTestCase):
         self.assertIsNotNone(migration.created_at.tzinfo)
         self.assertEqual(migration, migrations.get(self.db, migration.uuid))
 
+    def test_queued_round_trip_with_its_position(self):
+        # create() answers with what it wrote, not a read-back: it must
+        # equal what a read finds, whatever the columns' types do.
+        first = migrations.create(
+            self.db, base.make_migration(self.instance_uuid, priority=5),
+            max_queued=10)
+        other = instances.create(self.db, base.make_instance()).instance
+        second = migrations.create(
+            self.db, base.make_migration(other.uuid, priority=7,
+                                         refused_hosts={'x': 'full'}),
+            max_queued=10)
+        self.assertEqual((1, 1), (first.queue_position,
+                                  second.queue_position))
+        for created in (first, second):
+            stored = migrations.get(self.db, created.uuid)
+            stored.queue_position = created.queue_position
+            self.assertEqual(stored, created)
+
     def test_unknown_instance(self):
         migration = base.make_migration(base.new_uuid())
         self.assertRaisesMessage(exception.InstanceNotFound,
