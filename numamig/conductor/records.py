@@ -69,17 +69,21 @@ def _sync_reports_in(worker, session):
                             received_at=report.reported_at)
 
 
-def read_instance(worker, instance_uuid):
+def read_instance(worker, instance_uuid, with_maintenance=False):
     """An instance, with the reports stored since this worker last
     looked fed to its cache in the same transaction (what a request's
     checks read first).
 
+    :param with_maintenance: also read the hosts disabled for
+        maintenance (a request naming its destination checks it).
+    :returns: (Instance, {host: Maintenance} or None when not asked).
     :raises InstanceNotFound:
     """
     with worker.reports.lock, worker.db.reader() as session:
         instance = instances.get_in(session, instance_uuid).instance
         _sync_reports_in(worker, session)
-        return instance
+        return instance, (compute_nodes.maintenance_in(session)
+                          if with_maintenance else None)
 
 
 class Admitted(typing.NamedTuple):

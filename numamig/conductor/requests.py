@@ -29,7 +29,8 @@ def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid):
     :returns: the Migration, with its queue position.
     :raises InstanceBusy: being deleted, or migrated already.
     """
-    instance = records.read_instance(worker, instance_uuid)
+    instance, disabled = records.read_instance(
+        worker, instance_uuid, with_maintenance=dest_host is not None)
     if instance.get('task_state') == maintenance.DELETING:
         raise exception.InstanceBusy(
             instance_uuid=instance_uuid, action='migrated',
@@ -39,8 +40,9 @@ def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid):
         instance_uuid=instance_uuid,
         source_host=instance.host, requested_host=dest_host,
         status=STATUS.ACCEPTED, priority=priority or 0)
-    live_migrate.LiveMigrationTask(ctxt, worker, instance,
-                                   migration).precheck()
+    live_migrate.LiveMigrationTask(
+        ctxt, worker, instance, migration,
+        hosts=live_migrate.HostsRead(None, disabled)).precheck()
     migration = migrations.create(worker.db, migration,
                                   max_queued=worker.admission.queued)
     LOG.info("Migration %s of %s from %s accepted (priority %d)",

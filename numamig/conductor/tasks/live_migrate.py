@@ -54,6 +54,8 @@ class HostsRead(typing.NamedTuple):
     busy: frozenset         # destinations at their incoming limit
     maintenance: dict       # {host: compute_nodes.Maintenance} disabled
 
+    # A field left None was not read: the task reads it when it needs it.
+
 
 class LiveMigrationTask(base.TaskBase):
     """Choose, claim and start one recorded (``accepted``) migration."""
@@ -177,8 +179,7 @@ class LiveMigrationTask(base.TaskBase):
                 reason="it is the instance's source host")
         state = self.worker.cache.check_up(host)
         drain.check_enabled(self.worker, host, self.instance.uuid,
-                            None if self.hosts is None
-                            else self.hosts.maintenance)
+                            self._hosts_read('maintenance'))
         source = self.worker.cache.get(self.migration.source_host)
         if state.hypervisor_type != source.hypervisor_type:
             raise exception.InvalidDestination(
@@ -189,12 +190,11 @@ class LiveMigrationTask(base.TaskBase):
         return host
 
     def _scheduled_destinations(self):
-        if self.hosts is None:
-            busy = self._busy_destinations()
-            disabled = drain.disabled_hosts(self.worker)
-        else:
-            busy = set(self.hosts.busy)
-            disabled = drain.disabled_reasons(self.hosts.maintenance)
+        busy = self._hosts_read('busy')
+        busy = self._busy_destinations() if busy is None else set(busy)
+        maintenance = self._hosts_read('maintenance')
+        disabled = drain.disabled_hosts(self.worker) if maintenance is None \
+            else drain.disabled_reasons(maintenance)
         selection = self.worker.scheduler.select_destinations(
             self.request, self.migration.source_host,
             limits=self.worker.limits, pagesize_kb=self.pagesize_kb,
@@ -205,6 +205,10 @@ class LiveMigrationTask(base.TaskBase):
         if not selection.candidates:
             raise selection.no_valid_host()
         return selection.hosts
+
+    def _hosts_read(self, name):
+        """A field of the HostsRead given, None if it was not read."""
+        return None if self.hosts is None else getattr(self.hosts, name)
 
     def _busy_destinations(self):
         """Hosts at their incoming limit, left out of the choice."""

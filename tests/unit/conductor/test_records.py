@@ -355,3 +355,64 @@ class SyncReportsTest(base.ConductorTestCase):
                                wraps=compute_nodes._to_object) as load:
             records.sync_reports(self.worker)
         load.assert_not_called()
+
+
+class ReadAdmittedTest(base.ConductorTestCase):
+    """What a migration thread reads first comes from one transaction
+    and says the same as the reads it replaced."""
+
+    def setUp(self):
+        super().setUp()
+        self.inst = self.create_instance()
+        self.migration = migrations.create(self.db, cbase.migration(
+            self.inst, status='accepted'), max_queued=10)
+        self.began = []
+        self.patch_begin()
+
+    def patch_begin(self):
+        reader, writer = self.db.reader, self.db.writer
+
+        def counted(opener):
+            def open_(*args, **kwargs):
+                self.began.append(opener.__name__)
+                return opener(*args, **kwargs)
+            return open_
+        self.patch(self.db, 'reader', counted(reader))
+        self.patch(self.db, 'writer', counted(writer))
+
+    def test_one_transaction_reads_what_the_task_chooses_with(self):
+        compute_nodes.set_disabled(self.db, 'dst2', 'firmware')
+        del self.began[:]
+        read = records.read_admitted(self.worker, self.migration.uuid)
+        self.assertEqual(['reader'], self.began)
+        self.assertEqual(self.migration.uuid, read.migration.uuid)
+        self.assertEqual(self.inst.uuid, read.instance.uuid)
+        self.assertEqual(queue.busy_destinations(
+            self.db, self.worker.admission.per_dest), set(read.busy))
+        self.assertEqual({'dst2'}, set(read.maintenance))
+
+    def test_a_cancelled_migration_reads_nothing_more(self):
+        migrations.set_status(self.db, self.migration.uuid, 'cancelled')
+        read = records.read_admitted(self.worker, self.migration.uuid)
+        self.assertEqual('cancelled', read.migration.status)
+        self.assertIsNone(read.instance)
+
+    def test_reports_stored_by_another_worker_reach_the_cache(self):
+        newer = self.now + datetime.timedelta(seconds=5)
+        report = compute_nodes.get(self.db, 'dst3')
+        report.reported_at = newer
+        compute_nodes.save_report(self.db, report)     # another worker
+        records.read_admitted(self.worker, self.migration.uuid)
+        self.assertEqual(newer,
+                         self.worker.cache.get('dst3').report.reported_at)
+
+    def test_read_instance_reads_maintenance_only_when_asked(self):
+        compute_nodes.set_disabled(self.db, 'dst1', None)
+        del self.began[:]
+        instance, disabled = records.read_instance(self.worker,
+                                                   self.inst.uuid)
+        self.assertEqual((self.inst.uuid, None), (instance.uuid, disabled))
+        _, disabled = records.read_instance(self.worker, self.inst.uuid,
+                                            with_maintenance=True)
+        self.assertEqual({'dst1'}, set(disabled))
+        self.assertEqual(['reader', 'reader'], self.began)
