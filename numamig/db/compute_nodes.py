@@ -102,9 +102,14 @@ def _store_in(session, values):
 
 
 def _next_number(session):
-    session.execute(sa.update(models.Sequence).where(
+    bump = sa.update(models.Sequence).where(
         models.Sequence.name == REPORTS).values(
-            value=models.Sequence.value + 1))
+            value=models.Sequence.value + 1)
+    if session.get_bind().dialect.update_returning:
+        # One statement where the database can say what it wrote
+        # (PostgreSQL, SQLite); MariaDB cannot, and reads it back.
+        return session.scalar(bump.returning(models.Sequence.value))
+    session.execute(bump)
     return session.scalar(sa.select(models.Sequence.value).where(
         models.Sequence.name == REPORTS))
 
