@@ -133,7 +133,7 @@ class LiveMigrationTask(base.TaskBase):
             # Cancelled meanwhile; its claims were released then.
             return
         if self.migrate_data is not None and \
-                self.migrate_data.get('dst_numa_info') is not None:
+                _may_hold_claim(self.migrate_data):
             # A destination claimed, then the start failed: it holds the
             # claim in memory until told.
             records.drop_claim_at(self.worker, self.ctxt, self.migration,
@@ -342,7 +342,7 @@ class LiveMigrationTask(base.TaskBase):
         except exception.InvalidStatusTransition:
             # Cancelled meanwhile: drop the claim, if one was taken (an
             # old destination has neither a claim nor the drop method).
-            if migrate_data.get('dst_numa_info') is not None:
+            if _may_hold_claim(migrate_data):
                 self.worker.compute_api.drop_move_claim_at_destination(
                     self.ctxt, self.instance, self.migration)
             raise
@@ -351,6 +351,16 @@ class LiveMigrationTask(base.TaskBase):
     def _start(self, migrate_data):
         self.worker.compute_api.live_migration(
             self.ctxt, self.instance, self.migration, migrate_data)
+
+
+def _may_hold_claim(migrate_data):
+    """Whether the destination that answered with ``migrate_data`` may
+    hold a claim in memory: it sent one, or it offered NUMA-aware live
+    migration to a source that cannot take part, where its migration
+    guard claims on its own (migration_dest._source_cannot_take_part).
+    Either way it is of a release that serves the drop."""
+    return migrate_data.get('dst_numa_info') is not None or \
+        migrate_data.get('dst_supports_numa_live_migration', False)
 
 
 def _reason_of(exc, timeout):

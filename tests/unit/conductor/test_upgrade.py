@@ -70,8 +70,14 @@ class CancelledBeforeQueuedTest(base.ConductorTestCase):
     """A cancellation between claim and cast drops only a taken claim."""
 
     scenarios = [
-        ('claimed', {'numa_info': samples.migrate_info, 'dropped': True}),
-        ('old-path', {'numa_info': lambda: None, 'dropped': False}),
+        ('claimed', {'numa_info': samples.migrate_info, 'offered': True,
+                     'dropped': True}),
+        # An old source: the destination's migration guard claimed on its
+        # own and sends no NUMA objects (issue 17).
+        ('guarded', {'numa_info': lambda: None, 'offered': True,
+                     'dropped': True}),
+        ('old-path', {'numa_info': lambda: None, 'offered': False,
+                      'dropped': False}),
     ]
 
     def test_drop(self):
@@ -82,7 +88,8 @@ class CancelledBeforeQueuedTest(base.ConductorTestCase):
             return objects.LiveMigrateData(
                 instance_uuid=instance.uuid, source_host=instance.host,
                 dest_host=host, migration_uuid=migration.uuid,
-                dst_numa_info=self.numa_info())
+                dst_numa_info=self.numa_info(),
+                dst_supports_numa_live_migration=self.offered)
         self.compute_api.check_can_live_migrate_destination.side_effect = \
             check
         real = manager.live_migrate.records.set_status
