@@ -335,13 +335,11 @@ def _conditional_update(session, row, values):
             **values))
     if result.rowcount != 1:
         raise _lost_race(session, row)
-    # The ORM's copy of the row is stale now; the caller re-reads it.
-    session.expire(row)
+    # ``row`` is stale now; a caller that needs the result re-reads it.
 
 
 def _lost_race(session, row):
     expected = row.revision
-    session.expire(row)
     current = session.scalars(sa.select(models.Instance.revision).where(
         models.Instance.uuid == row.uuid)).one_or_none()
     if current is None:

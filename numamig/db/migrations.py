@@ -313,11 +313,9 @@ def _update_in_progress(session, row, **values):
         row read before and the values written: no read back.
     """
     values['updated_at'] = _rows.utcnow()
-    before = {column.key: getattr(row, column.key)
-              for column in models.Migration.__table__.columns}
+    before = dict(row._mapping)
     result = session.execute(_update(row.uuid).where(
         models.Migration.status.in_(STATUS.IN_PROGRESS)).values(**values))
-    session.expire(row)
     if result.rowcount != 1:
         raise exception.MigrationNotInProgress(
             migration_uuid=row.uuid, status=row.status,
