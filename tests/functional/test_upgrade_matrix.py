@@ -499,3 +499,51 @@ class MatrixOverRabbitMQTest(MatrixCellTests, base.TestCase):
         ('old-source-new-dest-guard', {'source': OLD, 'dest': NEW,
                                        'conductor': NEW, 'guard': True}),
     ]
+
+
+class GuardRefusalOverRabbitMQTest(MatrixCellTests, base.TestCase):
+    """The guard's refusal of XML it cannot reconcile with the claim, from
+    the destination's hypervisor to the operator, over real RabbitMQ: the
+    old source's emulated copy meets the guard on the destination, whose
+    error crosses the broker as itself and ends the migration failed with
+    the guard's words; the guest stays on the source and nothing stays
+    claimed."""
+
+    transport_kind = 'rabbit'
+    scenarios = [('old-source-new-dest-guard', {
+        'source': OLD, 'dest': NEW, 'conductor': NEW, 'guard': True})]
+    # MatrixOverRabbitMQTest runs this cell's success and failure already.
+    test_successful_migration = None
+    test_failing_migration = None
+
+    def _irreconcilable_claims(self):
+        dest = self.dep.agent('dst').driver
+        real = type(dest).publish_move_claims
+
+        def publish(driver, claims):
+            if driver is dest:
+                # What no source could send for a 2 MiB-backed guest: the
+                # claim's cells on 1 GiB pages.
+                claims = {uuid: (migration, _on_1g_pages(topology))
+                          for uuid, (migration, topology) in claims.items()}
+            return real(driver, claims)
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig.virt.libvirt.driver.LibvirtDriver.publish_move_claims',
+            publish))
+
+    def test_refusal_reaches_the_operator(self):
+        self._irreconcilable_claims()
+        migration = self._migrate()
+        self.assertEqual('failed', migration.status)
+        self.assertIn('numamig migration guard: cannot be reconciled with '
+                      'the claim of migration', migration.error)
+        self.assertIn('1048576 KiB pages', migration.error)
+        self.assertEqual(self.source_xml, self._xml('src'))
+        self.assert_converged('src')
+
+
+def _on_1g_pages(topology):
+    changed = topology.obj_clone()
+    for cell in changed.cells:
+        cell.pagesize = 1048576
+    return changed
