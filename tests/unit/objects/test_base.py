@@ -180,6 +180,25 @@ class FastPathTest(base.TestCase):
             self.assertEqual(_stored_types(theirs), _stored_types(ours),
                              name)
 
+    def test_encoding_matches_ovo(self):
+        from numamig.conductor import api_versions
+        manifests = [None] + [api_versions.OBJECT_VERSIONS[v]
+                              for v in ('1.0', max(
+                                  api_versions.OBJECT_VERSIONS,
+                                  key=lambda v: tuple(map(int,
+                                                          v.split('.')))))]
+        for name, build in samples.BUILDERS.items():
+            obj = build()
+            for manifest in manifests:
+                target = (manifest or {}).get(obj.obj_name(), obj.VERSION)
+                ours = obj.obj_to_primitive(target, manifest)
+                theirs = obj_base.ovo_base.VersionedObject.obj_to_primitive(
+                    obj, target, manifest)
+                self.assertEqual(theirs, ours, (name, target))
+            self.assertRaises(
+                obj_base.ovo_exception.InvalidTargetVersion,
+                obj.obj_to_primitive, '99.0')
+
     def test_absent_field_decodes_as_its_default(self):
         primitive = samples.pages().obj_to_primitive()
         del primitive[DATA]['reserved']
