@@ -346,7 +346,8 @@ class ConductorService(_RPCService):
         self.executor.start()
         self.periodic = periodic.PeriodicJobs(self.rpc_target.server).add(
             'end stalled migrations', self.sweep_interval,
-            lambda: self.manager.end_stalled_migrations(ctxt))
+            lambda: self.manager.end_stalled_migrations(
+                ctxt, resend_after=self.sweep_interval))
         self.periodic.start()
         LOG.info("Conductor %s started (service version %s)",
                  self.rpc_target.server, self.release.service_version)

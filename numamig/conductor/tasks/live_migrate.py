@@ -276,11 +276,12 @@ class LiveMigrationTask(base.TaskBase):
         if context is not None:
             # The source needs none of it: the records hold it now.
             migrate_data.migration_context = None
-            self._record_claim(host, context)
+            self._record_claim(host, context, migrate_data)
         return migrate_data
 
-    def _record_claim(self, host, context):
-        """Record the destination's claim and ``queued`` together.
+    def _record_claim(self, host, context, migrate_data):
+        """Record the destination's claim and ``queued`` together, with
+        the start request (``migrate_data``) kept for a resend.
 
         :raises MigrationPreCheckError: the records refuse the claim
             (another migration holds one): dropped at ``host``, and the
@@ -292,7 +293,8 @@ class LiveMigrationTask(base.TaskBase):
         try:
             self.migration = records.queue_with_claim(
                 self.worker, context, detail=f"destination {host} claimed",
-                held=None if held is None else held.migration_uuid)
+                held=None if held is None else held.migration_uuid,
+                start=migrate_data)
         except (exception.MigrationPreCheckError,
                 exception.InvalidStatusTransition):
             records.drop_claim_at(self.worker, self.ctxt, self.migration,
