@@ -53,9 +53,11 @@ class SendAgainTest(base.ConductorTestCase):
         instance, migration, data = self._cast()
         self.assertEqual((self.inst.uuid, self.migration.uuid, 'queued'),
                          (instance.uuid, migration.uuid, migration.status))
-        data_of = 'numamig_object.data'
-        self.assertEqual(self.start.obj_to_primitive()[data_of],
-                         data.obj_to_primitive()[data_of])
+        self.assertEqual(
+            (self.migration.uuid, 'dst1', True, {0: {1}}),
+            (data.migration_uuid, data.dest_host,
+             data.src_supports_numa_live_migration,
+             data.dst_numa_info.cell_pins))
 
     def test_only_once_unchanged_for_the_interval(self):
         self._queue()
