@@ -31,6 +31,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import versionutils
 
+from numamig import exception
 from numamig import rpc
 
 LOG = logging.getLogger(__name__)
@@ -87,6 +88,20 @@ OBJECT_VERSIONS = {
 # to the conductor only (conductor API 1.7); no compute message carries a
 # report to an agent.
 HELD_BACK = {'Migration': '1.0', 'ComputeNodeReport': '1.0'}
+
+
+# The options a call's deadline comes from: the conductor passes its
+# [DEFAULT] rpc_response_timeout_migration to every call it times
+# itself; other calls wait oslo.messaging's [DEFAULT] rpc_response_timeout.
+TIMEOUT_OPTION_MIGRATION = 'rpc_response_timeout_migration'
+TIMEOUT_OPTION = 'rpc_response_timeout'
+
+
+class AgentCallTimeout(exception.AgentDidNotAnswer, messaging.MessagingTimeout):
+    """A call to an agent that got no answer: numamig's message (host,
+    method, deadline and its option) on oslo.messaging's timeout, so that
+    every caller that retries or moves on after a timeout still does.
+    Its module is in numamig.rpc.ALLOWED_EXMODS: it crosses the wire."""
 
 
 class ComputeAPI:
@@ -187,12 +202,36 @@ class ComputeAPI:
             try:
                 return self._prepare(host, attempt, timeout).call(
                     ctxt, method, **sent)
+            except messaging.MessagingTimeout as exc:
+                raise self._timed_out(host, method, timeout) from exc
             except messaging.UnsupportedVersion:
                 if attempt == tries[-1]:
                     raise
                 LOG.info("Compute host %s does not serve API %s (an agent "
                          "of an older release); %s sent again at an older "
                          "version", host, attempt, method)
+
+    def _call_once(self, ctxt, host, version, method, timeout=None,
+                   **kwargs):
+        """Call ``method`` at ``version`` only (no older one is tried)."""
+        try:
+            return self._prepare(host, version, timeout).call(
+                ctxt, method, **kwargs)
+        except messaging.MessagingTimeout as exc:
+            raise self._timed_out(host, method, timeout) from exc
+
+    def _timed_out(self, host, method, timeout):
+        """What a call nobody answered says: who, what, which deadline
+        (not oslo.messaging's bare message ID)."""
+        if timeout is not None:
+            # Every caller that sets one gives the conductor's.
+            option = TIMEOUT_OPTION_MIGRATION
+        else:
+            option = TIMEOUT_OPTION
+            timeout = self.client.timeout or \
+                self.client.transport.conf.rpc_response_timeout
+        return AgentCallTimeout(host=host, method=method, timeout=timeout,
+                                option=f"[DEFAULT] {option}")
 
     def _version_for(self, since, *values):
         """The API version to send ``values`` at: the lowest from ``since``
@@ -370,12 +409,12 @@ class ComputeAPI:
         :returns: an unrecorded Instance per NUMA guest not yet known,
             with uuid, name, sizes and placement parsed from its XML.
         """
-        return self._prepare(host).call(ctxt, 'adopt_guests')
+        return self._call_once(ctxt, host, '1.0', 'adopt_guests')
 
     def get_domain_xml(self, ctxt, host, instance_uuid):
         """Return the live domain XML of a guest on ``host``."""
-        return self._prepare(host).call(ctxt, 'get_domain_xml',
-                                        instance_uuid=instance_uuid)
+        return self._call_once(ctxt, host, '1.0', 'get_domain_xml',
+                               instance_uuid=instance_uuid)
 
     def can_operate(self):
         """Whether list_domains and delete_instance may be sent."""
@@ -392,8 +431,8 @@ class ComputeAPI:
         """
         if not self.can_operate():
             raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
-        return self._prepare(host, OPERATIONS_VERSION, timeout).call(
-            ctxt, 'list_domains')
+        return self._call_once(ctxt, host, OPERATIONS_VERSION,
+                               'list_domains', timeout)
 
     def refresh_usage(self, ctxt, host, timeout=None):
         """Have ``host`` recompute its usage from the records and report.
@@ -404,8 +443,8 @@ class ComputeAPI:
         """
         if not self.client.can_send_version(USAGE_VERSION):
             raise messaging.UnsupportedVersion(USAGE_VERSION)
-        return self._prepare(host, USAGE_VERSION, timeout).call(
-            ctxt, 'refresh_usage')
+        return self._call_once(ctxt, host, USAGE_VERSION, 'refresh_usage',
+                               timeout)
 
     def delete_instance(self, ctxt, instance, timeout=None):
         """Destroy a guest on its host and release its usage there.

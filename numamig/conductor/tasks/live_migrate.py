@@ -39,6 +39,11 @@ from numamig.objects import service as service_obj
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
 
+# The source's check is asked this many times within check_timeout: a
+# source agent killed holding the request never answers it, and its
+# restarted agent answers the next attempt (the check only reads).
+SOURCE_ATTEMPTS = 3
+
 # Errors after which the next candidate is tried.
 _REFUSALS = (exception.MigrationPreCheckError, exception.ComputeHostDown,
              exception.ReservationConflict, exception.HostNotFound,
@@ -194,9 +199,15 @@ class LiveMigrationTask(base.TaskBase):
     def _ask_source(self, first_host):
         """The source's check and NUMA flag, for every candidate.
 
+        It is asked up to SOURCE_ATTEMPTS times, each waiting its share
+        of ``[DEFAULT] rpc_response_timeout_migration``: the whole wait
+        stays that option, and a source whose agent was killed holding
+        the request costs one share (20 s with the defaults), not all.
+
         :returns: its LiveMigrateData, or None when destinations must ask
             it themselves (compute API capped below 1.3).
         :raises MigrationPreCheckError: the guest is not on the source.
+        :raises AgentDidNotAnswer: no attempt was answered.
         """
         api = self.worker.compute_api
         if not api.supports_conductor_checks():
@@ -209,9 +220,24 @@ class LiveMigrationTask(base.TaskBase):
             # reports whether it takes part itself.
             dst_supports_numa_live_migration=(
                 api.supports_numa_live_migration()))
-        return api.check_can_live_migrate_source(
-            self.ctxt, self.instance, request,
-            timeout=self.worker.check_timeout)
+        share = max(1, self.worker.check_timeout // SOURCE_ATTEMPTS)
+        for attempt in range(1, SOURCE_ATTEMPTS + 1):
+            try:
+                return api.check_can_live_migrate_source(
+                    self.ctxt, self.instance, request, timeout=share)
+            except messaging.MessagingTimeout:
+                if attempt == SOURCE_ATTEMPTS:
+                    raise exception.AgentDidNotAnswer(
+                        host=self.migration.source_host,
+                        method='check_can_live_migrate_source',
+                        timeout=share * SOURCE_ATTEMPTS,
+                        option=f"[DEFAULT] rpc_response_timeout_migration, "
+                               f"asked {SOURCE_ATTEMPTS} times") from None
+                LOG.warning("Migration %s: source %s did not answer "
+                            "check_can_live_migrate_source within %s s "
+                            "(attempt %d of %d); asking again",
+                            self.migration.uuid, self.migration.source_host,
+                            share, attempt, SOURCE_ATTEMPTS)
 
     # -- claiming ------------------------------------------------------------
 
@@ -332,6 +358,7 @@ class LiveMigrationTask(base.TaskBase):
 
 
 def _reason_of(exc, timeout):
-    if isinstance(exc, messaging.MessagingTimeout):
+    if isinstance(exc, messaging.MessagingTimeout) and \
+            not isinstance(exc, exception.AgentDidNotAnswer):
         return f"did not answer within {timeout} s"
     return exception.brief(exc)
