@@ -97,7 +97,8 @@ TIMEOUT_OPTION_MIGRATION = 'rpc_response_timeout_migration'
 TIMEOUT_OPTION = 'rpc_response_timeout'
 
 
-class AgentCallTimeout(exception.AgentDidNotAnswer, messaging.MessagingTimeout):
+class AgentCallTimeout(exception.AgentDidNotAnswer,
+                       messaging.MessagingTimeout):
     """A call to an agent that got no answer: numamig's message (host,
     method, deadline and its option) on oslo.messaging's timeout, so that
     every caller that retries or moves on after a timeout still does.
