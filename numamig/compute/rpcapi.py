@@ -185,7 +185,7 @@ class ComputeAPI:
         return self._clients[version].prepare(**kwargs)
 
     def _call(self, ctxt, host, version, method, timeout=None,
-              kwargs_1_0=None, floor='1.0', **kwargs):
+              kwargs_1_0=None, floor='1.0', timeout_option=None, **kwargs):
         """Call ``method``; again at an older version if ``host`` refuses.
 
         It goes first at the version carrying its objects (_version_for),
@@ -193,6 +193,8 @@ class ComputeAPI:
         ``floor`` (1.0 unless the method is newer).
 
         :param kwargs_1_0: the arguments API 1.0 takes, when they differ.
+        :param timeout_option: the option ``timeout`` comes from, for the
+            error when nobody answers (default: see _timed_out).
         :raises UnsupportedVersion: refused at ``floor`` too.
         """
         tries = list(dict.fromkeys(
@@ -204,7 +206,8 @@ class ComputeAPI:
                 return self._prepare(host, attempt, timeout).call(
                     ctxt, method, **sent)
             except messaging.MessagingTimeout as exc:
-                raise self._timed_out(host, method, timeout) from exc
+                raise self._timed_out(host, method, timeout,
+                                      timeout_option) from exc
             except messaging.UnsupportedVersion:
                 if attempt == tries[-1]:
                     raise
@@ -221,18 +224,18 @@ class ComputeAPI:
         except messaging.MessagingTimeout as exc:
             raise self._timed_out(host, method, timeout) from exc
 
-    def _timed_out(self, host, method, timeout):
+    def _timed_out(self, host, method, timeout, option=None):
         """What a call nobody answered says: who, what, which deadline
-        (not oslo.messaging's bare message ID)."""
-        if timeout is not None:
-            # Every caller that sets one gives the conductor's.
-            option = TIMEOUT_OPTION_MIGRATION
-        else:
-            option = TIMEOUT_OPTION
+        and its option (not oslo.messaging's bare message ID)."""
+        if timeout is None:
             timeout = self.client.timeout or \
                 self.client.transport.conf.rpc_response_timeout
+            option = f"[DEFAULT] {TIMEOUT_OPTION}"
+        # A caller that sets a timeout without naming its option is the
+        # conductor, which times every call it makes itself.
+        option = option or f"[DEFAULT] {TIMEOUT_OPTION_MIGRATION}"
         return AgentCallTimeout(host=host, method=method, timeout=timeout,
-                                option=f"[DEFAULT] {option}")
+                                option=option)
 
     def _version_for(self, since, *values):
         """The API version to send ``values`` at: the lowest from ``since``
@@ -349,16 +352,22 @@ class ComputeAPI:
             return False
         return True
 
-    def accept_emulated_migration(self, ctxt, instance, migration, dest_xml):
+    def accept_emulated_migration(self, ctxt, instance, migration, dest_xml,
+                                  timeout=None, timeout_option=None):
         """Emulated migration: the destination defines the guest's XML.
 
+        :param timeout: seconds to wait; None: rpc_response_timeout.
+        :param timeout_option: where ``timeout`` comes from, for the
+            error when nobody answers.
         :returns: the destination driver's MigrationResult as a dict of
             its fields, or None from an agent of a release that answered
             nothing (the caller measures the run itself then).
         """
         return self._call(ctxt, migration.dest_host, '1.0',
-                          'accept_emulated_migration', instance=instance,
-                          migration=migration, dest_xml=dest_xml)
+                          'accept_emulated_migration', timeout,
+                          timeout_option=timeout_option,
+                          instance=instance, migration=migration,
+                          dest_xml=dest_xml)
 
     # -- live migration, source side --------------------------------------
 
