@@ -23,6 +23,8 @@ from numamig import exception
 # inproc://) have nothing to reach.
 _BROKER_TRANSPORTS = ('rabbit', 'amqp', 'kombu')
 _DEFAULT_PORT = 5672
+# How refusal() begins when the broker refused the login itself.
+_REFUSED_LOGIN = 'it refused the login'
 CONNECT_TIMEOUT_S = 5
 
 
@@ -95,6 +97,26 @@ def check_accepted(transport_url, rabbit_conf, connect=None):
     raise exception.BrokerRefused(url=masked(transport_url), reason=reason)
 
 
+def check_not_refused(transport_url, rabbit_conf, connect=None):
+    """At a daemon's start: raise if the broker refuses this client's
+    login (wrong user, password or vhost permissions).
+
+    A daemon must outlive a broker that is down or restarting (it waits
+    for it, as oslo.messaging does), so only a refusal ends its start: a
+    broker that cannot be reached, or fails otherwise, is left to
+    oslo.messaging's retries. Without this check a refused daemon died
+    in its first RPC connection with kombu's traceback.
+
+    :raises BrokerRefused: naming the URL (password masked) and what to
+        change.
+    """
+    try:
+        check_accepted(transport_url, rabbit_conf, connect=connect)
+    except exception.BrokerRefused as exc:
+        if _REFUSED_LOGIN in str(exc):
+            raise
+
+
 def _kombu_login(**kwargs):
     import kombu
     with kombu.Connection(transport='pyamqp', **kwargs) as conn:
@@ -139,7 +161,7 @@ def refusal(exc, rabbit_conf):
                 f"ssl = true with ssl_ca_file, ssl_cert_file, ssl_key_file")
     text = _brief(exc)
     if 'ACCESS_REFUSED' in text or 'NOT_ALLOWED' in text:
-        return (f"it refused the login ({text}); check the user, password "
+        return (f"{_REFUSED_LOGIN} ({text}); check the user, password "
                 f"and vhost in [DEFAULT] transport_url")
     return text
 

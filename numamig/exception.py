@@ -400,6 +400,16 @@ class MigrationError(NumamigException):
     msg_fmt = "Migration failed: %(reason)s"
 
 
+class AgentDidNotAnswer(MigrationError):
+    """A compute agent sent no answer within the call's deadline: it
+    stopped or restarted holding the request (which died with it), or
+    is stuck. Raised as numamig.compute.rpcapi.AgentCallTimeout, which is
+    also oslo.messaging's MessagingTimeout."""
+    msg_fmt = ("Compute host %(host)s did not answer %(method)s within "
+               "%(timeout)s s (%(option)s): its agent stopped or restarted "
+               "while it held the request, or is stuck")
+
+
 class InvalidRPCArgument(Invalid):
     """A message whose argument does not fit what the method declares
     (numamig.wire); refused before the method runs."""

@@ -30,24 +30,25 @@ class PeriodicJobs:
         self._jobs = []
         self._calls = []
 
-    def add(self, name, interval, func):
-        """Run ``func()`` every ``interval`` seconds once started."""
-        self._jobs.append((name, interval, func))
+    def add(self, name, interval, func, first=None):
+        """Run ``func()`` every ``interval`` seconds once started, the
+        first time after ``first`` seconds (default: ``interval``)."""
+        self._jobs.append((name, interval, func, first))
         return self
 
     @property
     def intervals(self):
         """{job name: seconds}, as configured."""
-        return {name: interval for name, interval, _ in self._jobs}
+        return {name: interval for name, interval, _, _ in self._jobs}
 
     def start(self):
         """Start every job; raise if oslo.service runs on eventlet."""
         _backend.select_threading(strict=True)
-        for name, interval, func in self._jobs:
+        for name, interval, func, first in self._jobs:
             call = loopingcall.FixedIntervalLoopingCall(
                 self._guarded(name, func))
-            call.start(interval, initial_delay=interval,
-                       stop_on_exception=False)
+            call.start(interval, initial_delay=interval if first is None
+                       else first, stop_on_exception=False)
             self._calls.append(call)
 
     def stop(self, wait=True):

@@ -51,7 +51,10 @@ from numamig.objects import base as obj_base
 # subclass) instead of as a generic RemoteError. The dispatcher's own
 # (UnsupportedVersion, NoSuchMethod) are included so that an rpcapi can
 # catch an old peer's refusal by type on every transport, as on fake://.
-ALLOWED_EXMODS = [exception.__name__, dispatcher.__name__]
+# numamig.compute.rpcapi: its AgentCallTimeout (a compute agent that did
+# not answer) reaches operators through the conductor.
+ALLOWED_EXMODS = [exception.__name__, dispatcher.__name__,
+                  'numamig.compute.rpcapi']
 CONTROL_EXCHANGE = conf_opts.CONTROL_EXCHANGE
 
 _TRANSPORTS = {}

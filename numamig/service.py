@@ -344,9 +344,15 @@ class ConductorService(_RPCService):
         self._start_server()
         self.manager.executor = self.executor
         self.executor.start()
+        # The first sweep after this start's comes once this worker has
+        # had the database for a whole lease (15 s with the defaults):
+        # the first that may trust leases and end what a dead worker
+        # left, 5 s sooner than the second interval's sweep would.
         self.periodic = periodic.PeriodicJobs(self.rpc_target.server).add(
             'end stalled migrations', self.sweep_interval,
-            lambda: self.manager.end_stalled_migrations(ctxt))
+            lambda: self.manager.end_stalled_migrations(
+                ctxt, resend_after=self.sweep_interval),
+            first=self.executor.lease_s)
         self.periodic.start()
         LOG.info("Conductor %s started (service version %s)",
                  self.rpc_target.server, self.release.service_version)

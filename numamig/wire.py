@@ -16,10 +16,13 @@ import functools
 import inspect
 import re
 
+from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception
 from numamig.objects import base as obj_base
+
+LOG = logging.getLogger(__name__)
 
 _UUID = re.compile(r'^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?'
                    r'[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$')
@@ -134,7 +137,15 @@ def args(**kinds):
                 # A refusal, not a crash: the server answers it without
                 # logging a trace (as expected_exceptions does).
                 raise messaging.ExpectedException()
-            return func(self, ctxt, **kwargs)
+            try:
+                return func(self, ctxt, **kwargs)
+            except exception.DatabaseError as exc:
+                # An outage, not a bug: one line per request, not a
+                # traceback each; the caller gets the DatabaseError
+                # (numamig's, so it crosses the wire) and may retry.
+                LOG.warning("%s not served: %s", method,
+                            ' '.join(exception.brief(exc).split()))
+                raise messaging.ExpectedException()
         checked.wire_args = kinds
         checked.exposed = True
         return checked

@@ -26,11 +26,13 @@ def main(argv=None):
 def _main(argv):
     from numamig import rpc
     from numamig import service
+    from numamig.cmd import daemon
     from numamig.conf import CONF
     from numamig.virt.libvirt import driver as lv_driver
     from numamig.virt.libvirt import settings as lv_settings
     service.parse_args(CONF, sys.argv[1:] if argv is None else argv,
                        description=__doc__)
+    daemon.check_broker(CONF)
     driver = lv_driver.LibvirtDriver(lv_settings.LibvirtSettings.from_conf(
         CONF))
     agent = service.ComputeService.from_conf(CONF, driver,

@@ -43,10 +43,12 @@ def main(argv=None):
 def _main(argv):
     from numamig import rpc
     from numamig import service
+    from numamig.cmd import daemon
     from numamig.conf import CONF
     from numamig.db import api as db_api
     service.parse_args(CONF, sys.argv[1:] if argv is None else argv,
                        description=__doc__)
+    daemon.check_broker(CONF)
     db = db_api.Database.from_config(CONF)
     db.wait_until_reachable(max_retries=CONF.database.max_retries,
                             interval=CONF.database.retry_interval)

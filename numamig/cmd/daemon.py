@@ -19,7 +19,28 @@ EXIT_CANNOT_START = 2
 
 # The errors a daemon meets before it serves, each saying what to fix.
 _START_ERRORS = (exception.InvalidConfiguration, exception.DatabaseError,
-                 cfg.Error)
+                 exception.BrokerRefused, cfg.Error)
+
+
+def check_broker(conf):
+    """Refuse to start when the broker refuses this daemon's login.
+
+    :raises BrokerRefused: see numamig.broker.check_not_refused.
+    """
+    from numamig import broker
+    from numamig import rpc
+    url = rpc.transport_url(conf)
+    if url.transport not in ('rabbit', 'kombu'):
+        return
+    # Registered here as the rabbit driver registers them (equal options,
+    # oslo.messaging's public list): no transport may be built before
+    # the conductor's workers fork.
+    from oslo_messaging import opts as messaging_opts
+    group = 'oslo_messaging_rabbit'
+    for name, opts in messaging_opts.list_opts():
+        if name == group:
+            conf.register_opts(opts, group=group)
+    broker.check_not_refused(url, conf.oslo_messaging_rabbit)
 
 
 def start(name, main_body):

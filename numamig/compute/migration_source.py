@@ -172,11 +172,16 @@ def _retried(agent, migration, what, send):
 
 
 def _asking(agent, migration, what):
+    return patience.Asking(agent.host, migration.uuid, what,
+                           timeout=_status_timeout(agent))
+
+
+def _status_timeout(agent):
+    """Seconds one attempt waits (a third of [DEFAULT]
+    rpc_response_timeout), or None."""
     timeout = getattr(agent.conductor_api, 'status_timeout', None)
-    return patience.Asking(
-        agent.host, migration.uuid, what,
-        # A test's stand-in client may have none.
-        timeout=timeout if isinstance(timeout, (int, float)) else None)
+    # A test's stand-in client may have none.
+    return timeout if isinstance(timeout, (int, float)) else None
 
 
 def _apply_claim(conductor, ctxt, instance, migration):
@@ -344,12 +349,32 @@ class SourceMigration:
             return
         self._check_abort()
         self._run_started = time.monotonic()
-        result = agent.compute_api.accept_emulated_migration(
-            self.ctxt, self.instance, self.migration, dest_xml)
+        result = self._accept_emulated(dest_xml)
         # The destination runs the guest now; an abort would lose it.
         self.left_source = True
         self.result = self._reported(result, emulated=True)
         agent.driver.destroy(self.instance.uuid)
+
+    def _accept_emulated(self, dest_xml):
+        """The destination's accept_emulated_migration, asked in
+        patience.ATTEMPTS shares of [DEFAULT] rpc_response_timeout.
+
+        A destination agent killed holding the request never answers it;
+        its restarted agent answers the next try (the request is
+        idempotent: a guest defined by the lost one is left as it is),
+        so the migration goes on after one share (20 s with the
+        defaults) instead of failing after the whole timeout.
+        """
+        share = _status_timeout(self.agent) or patience.attempt_timeout(None)
+        option = (f"one of {patience.ATTEMPTS} tries, each a third of "
+                  f"[DEFAULT] rpc_response_timeout")
+        return _retried(
+            self.agent, self.migration,
+            f"from destination {self.migration.dest_host} "
+            f"(accept_emulated_migration)",
+            lambda: self.agent.compute_api.accept_emulated_migration(
+                self.ctxt, self.instance, self.migration, dest_xml,
+                timeout=share, timeout_option=option))
 
     def _reported(self, result, emulated):
         """The run's result to report: the driver's, or (from a driver

@@ -31,6 +31,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import versionutils
 
+from numamig import exception
 from numamig import rpc
 
 LOG = logging.getLogger(__name__)
@@ -87,6 +88,21 @@ OBJECT_VERSIONS = {
 # to the conductor only (conductor API 1.7); no compute message carries a
 # report to an agent.
 HELD_BACK = {'Migration': '1.0', 'ComputeNodeReport': '1.0'}
+
+
+# The options a call's deadline comes from: the conductor passes its
+# [DEFAULT] rpc_response_timeout_migration to every call it times
+# itself; other calls wait oslo.messaging's [DEFAULT] rpc_response_timeout.
+TIMEOUT_OPTION_MIGRATION = 'rpc_response_timeout_migration'
+TIMEOUT_OPTION = 'rpc_response_timeout'
+
+
+class AgentCallTimeout(exception.AgentDidNotAnswer,
+                       messaging.MessagingTimeout):
+    """A call to an agent that got no answer: numamig's message (host,
+    method, deadline and its option) on oslo.messaging's timeout, so that
+    every caller that retries or moves on after a timeout still does.
+    Its module is in numamig.rpc.ALLOWED_EXMODS: it crosses the wire."""
 
 
 class ComputeAPI:
@@ -169,7 +185,7 @@ class ComputeAPI:
         return self._clients[version].prepare(**kwargs)
 
     def _call(self, ctxt, host, version, method, timeout=None,
-              kwargs_1_0=None, floor='1.0', **kwargs):
+              kwargs_1_0=None, floor='1.0', timeout_option=None, **kwargs):
         """Call ``method``; again at an older version if ``host`` refuses.
 
         It goes first at the version carrying its objects (_version_for),
@@ -177,6 +193,8 @@ class ComputeAPI:
         ``floor`` (1.0 unless the method is newer).
 
         :param kwargs_1_0: the arguments API 1.0 takes, when they differ.
+        :param timeout_option: the option ``timeout`` comes from, for the
+            error when nobody answers (default: see _timed_out).
         :raises UnsupportedVersion: refused at ``floor`` too.
         """
         tries = list(dict.fromkeys(
@@ -187,12 +205,37 @@ class ComputeAPI:
             try:
                 return self._prepare(host, attempt, timeout).call(
                     ctxt, method, **sent)
+            except messaging.MessagingTimeout as exc:
+                raise self._timed_out(host, method, timeout,
+                                      timeout_option) from exc
             except messaging.UnsupportedVersion:
                 if attempt == tries[-1]:
                     raise
                 LOG.info("Compute host %s does not serve API %s (an agent "
                          "of an older release); %s sent again at an older "
                          "version", host, attempt, method)
+
+    def _call_once(self, ctxt, host, version, method, timeout=None,
+                   **kwargs):
+        """Call ``method`` at ``version`` only (no older one is tried)."""
+        try:
+            return self._prepare(host, version, timeout).call(
+                ctxt, method, **kwargs)
+        except messaging.MessagingTimeout as exc:
+            raise self._timed_out(host, method, timeout) from exc
+
+    def _timed_out(self, host, method, timeout, option=None):
+        """What a call nobody answered says: who, what, which deadline
+        and its option (not oslo.messaging's bare message ID)."""
+        if timeout is None:
+            timeout = self.client.timeout or \
+                self.client.transport.conf.rpc_response_timeout
+            option = f"[DEFAULT] {TIMEOUT_OPTION}"
+        # A caller that sets a timeout without naming its option is the
+        # conductor, which times every call it makes itself.
+        option = option or f"[DEFAULT] {TIMEOUT_OPTION_MIGRATION}"
+        return AgentCallTimeout(host=host, method=method, timeout=timeout,
+                                option=option)
 
     def _version_for(self, since, *values):
         """The API version to send ``values`` at: the lowest from ``since``
@@ -309,16 +352,22 @@ class ComputeAPI:
             return False
         return True
 
-    def accept_emulated_migration(self, ctxt, instance, migration, dest_xml):
+    def accept_emulated_migration(self, ctxt, instance, migration, dest_xml,
+                                  timeout=None, timeout_option=None):
         """Emulated migration: the destination defines the guest's XML.
 
+        :param timeout: seconds to wait; None: rpc_response_timeout.
+        :param timeout_option: where ``timeout`` comes from, for the
+            error when nobody answers.
         :returns: the destination driver's MigrationResult as a dict of
             its fields, or None from an agent of a release that answered
             nothing (the caller measures the run itself then).
         """
         return self._call(ctxt, migration.dest_host, '1.0',
-                          'accept_emulated_migration', instance=instance,
-                          migration=migration, dest_xml=dest_xml)
+                          'accept_emulated_migration', timeout,
+                          timeout_option=timeout_option,
+                          instance=instance, migration=migration,
+                          dest_xml=dest_xml)
 
     # -- live migration, source side --------------------------------------
 
@@ -370,12 +419,12 @@ class ComputeAPI:
         :returns: an unrecorded Instance per NUMA guest not yet known,
             with uuid, name, sizes and placement parsed from its XML.
         """
-        return self._prepare(host).call(ctxt, 'adopt_guests')
+        return self._call_once(ctxt, host, '1.0', 'adopt_guests')
 
     def get_domain_xml(self, ctxt, host, instance_uuid):
         """Return the live domain XML of a guest on ``host``."""
-        return self._prepare(host).call(ctxt, 'get_domain_xml',
-                                        instance_uuid=instance_uuid)
+        return self._call_once(ctxt, host, '1.0', 'get_domain_xml',
+                               instance_uuid=instance_uuid)
 
     def can_operate(self):
         """Whether list_domains and delete_instance may be sent."""
@@ -392,8 +441,8 @@ class ComputeAPI:
         """
         if not self.can_operate():
             raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
-        return self._prepare(host, OPERATIONS_VERSION, timeout).call(
-            ctxt, 'list_domains')
+        return self._call_once(ctxt, host, OPERATIONS_VERSION,
+                               'list_domains', timeout)
 
     def refresh_usage(self, ctxt, host, timeout=None):
         """Have ``host`` recompute its usage from the records and report.
@@ -404,8 +453,8 @@ class ComputeAPI:
         """
         if not self.client.can_send_version(USAGE_VERSION):
             raise messaging.UnsupportedVersion(USAGE_VERSION)
-        return self._prepare(host, USAGE_VERSION, timeout).call(
-            ctxt, 'refresh_usage')
+        return self._call_once(ctxt, host, USAGE_VERSION, 'refresh_usage',
+                               timeout)
 
     def delete_instance(self, ctxt, instance, timeout=None):
         """Destroy a guest on its host and release its usage there.

@@ -18,6 +18,7 @@ from numamig.conductor import drain
 from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor import requests
+from numamig.conductor import restarts
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor import watch
 from numamig.conductor import worker as worker_mod
@@ -104,9 +105,11 @@ class ConductorManager:
         """
         records.sync_reports(self.worker)
 
-    def end_stalled_migrations(self, ctxt):
+    def end_stalled_migrations(self, ctxt, resend_after=0):
         """End migrations a dead conductor worker (or a source that lost
-        its cast) left behind; at start and periodically.
+        its cast) left behind, and send again the start requests of
+        queued ones not changed for ``resend_after`` seconds (see
+        restarts.py); at start (0: every queued one) and periodically.
 
         Leases count only once this worker has had the database for a
         whole lease: right after an outage (or this worker's start) no
@@ -126,6 +129,8 @@ class ConductorManager:
             raise
         if self._database_since is None:
             self._database_since = now
+        restarts.send_again(self.worker, ctxt, now, resend_after,
+                            held=executor.held() if executor else ())
         return ended
 
     def requeue_after_database_error(self, migration_uuid):

@@ -159,7 +159,7 @@ def set_migration_context(worker, context):
         raise exception.MigrationPreCheckError(reason=str(exc)) from exc
 
 
-def queue_with_claim(worker, context, detail, held=None):
+def queue_with_claim(worker, context, detail, held=None, start=None):
     """Record the claim a destination returned and ``queued``, together.
 
     The rules are set_migration_context's; the claim and the status are
@@ -172,21 +172,24 @@ def queue_with_claim(worker, context, detail, held=None):
         expecting that claim, with no read before it: the common case is
         one transaction. Only when the records differ are the rules
         applied to what they hold.
+    :param start: the LiveMigrateData the source will be cast, kept with
+        ``queued`` in the same write (numamig.conductor.restarts).
     :raises MigrationPreCheckError: as set_migration_context; nothing is
         recorded.
     :raises InvalidStatusTransition: the migration is no longer
         ``accepted`` (cancelled); nothing is recorded.
     """
+    kept = None if start is None else start.obj_to_primitive()
     if held is None or held == context.migration_uuid:
         try:
-            return migration_claims.queue_with_claim(worker.db, context,
-                                                     held, detail)
+            return migration_claims.queue_with_claim(
+                worker.db, context, held, detail, start_request=kept)
         except exception.MigrationContextConflict:
             pass        # changed since the caller read it: the rules decide
     expected = _claim_replaces(worker.db, context)
     try:
-        return migration_claims.queue_with_claim(worker.db, context,
-                                                 expected, detail)
+        return migration_claims.queue_with_claim(
+            worker.db, context, expected, detail, start_request=kept)
     except exception.MigrationContextConflict as exc:
         raise exception.MigrationPreCheckError(reason=str(exc)) from exc
 
@@ -344,9 +347,12 @@ def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True):
                 worker.check_timeout * 2:
             candidates.append((
                 migration.uuid, STATUS.QUEUED, STATUS.FAILED,
-                "its source was never told to start (a conductor worker "
-                "or the source stopped); nothing ran, the guest stays on "
-                "the source"))
+                f"its source {migration.source_host} did not start it "
+                f"within {worker.check_timeout * 2} s (twice [DEFAULT] "
+                f"rpc_response_timeout_migration): the start request was "
+                f"lost with a conductor worker or the source's agent that "
+                f"stopped, or that agent is down or stuck; nothing ran, "
+                f"the guest stays on the source"))
     return [ended for ended in (
         _end_stalled(worker, ctxt, *candidate) for candidate in candidates
         if candidate[0] not in held) if ended is not None]

@@ -22,11 +22,15 @@ from numamig.objects import fields
 STATUS = fields.MigrationStatus
 
 
-def queue_with_claim(db, context, expected_migration_uuid, detail):
+def queue_with_claim(db, context, expected_migration_uuid, detail,
+                     start_request=None):
     """Record a move claim and move its migration accepted -> queued.
 
     :param expected_migration_uuid: the claim the new one may replace
         (None: the instance must hold none).
+    :param start_request: the primitive of the live-migrate data the
+        source will be cast, kept while ``queued`` (see
+        migrations.set_status_in).
     :raises MigrationContextConflict: another claim is held.
     :raises MigrationPreCheckError: the migration tries another
         destination than the claim's.
@@ -38,7 +42,7 @@ def queue_with_claim(db, context, expected_migration_uuid, detail):
             session, context.instance_uuid, context, expected_migration_uuid)
         migration = migrations.set_status_in(
             session, context.migration_uuid, STATUS.QUEUED, detail=detail,
-            expected=[STATUS.ACCEPTED])
+            expected=[STATUS.ACCEPTED], start_request=start_request)
         if migration.dest_host != context.dest_host:
             # Rolled back with the claim: another destination is tried.
             raise exception.MigrationPreCheckError(

@@ -176,9 +176,14 @@ def set_status(db, uuid, status, detail=None, expected=None, error=None,
 
 
 def set_status_in(session, uuid, status, detail=None, expected=None,
-                  error=None, result=None):
+                  error=None, result=None, start_request=None):
     """``set_status`` inside the caller's write transaction, so that a
     status change and another record's change commit (or not) together.
+
+    :param start_request: the primitive of the live-migrate data cast to
+        the source, kept with ``queued`` so that a start request lost
+        with a dead conductor worker or source can be sent again
+        (numamig.conductor.restarts); every other change clears it.
     """
     if status not in STATUS.ALL:
         raise exception.Invalid(
@@ -189,7 +194,7 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
         allowed &= set(expected)
     now = _rows.utcnow()
     values = dict(_checked_result(uuid, result or {}), status=status,
-                  updated_at=now)
+                  updated_at=now, start_request=start_request)
     if error is not None:
         values['error'] = error
     result = session.execute(_update(uuid).where(
@@ -199,6 +204,20 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
         raise _refused(row, status, expected)
     _add_history(session, row.id, status, now, detail)
     return _to_object(session, row, with_history=False)
+
+
+def queued_start_requests(db, updated_before):
+    """(Migration, start request primitive) of every ``queued`` migration
+    last changed before ``updated_before`` that kept its start request
+    (revision 0010; recorded with its claim)."""
+    query = sa.select(models.Migration).where(
+        models.Migration.status == STATUS.QUEUED,
+        models.Migration.start_request.is_not(None),
+        models.Migration.updated_at < updated_before).order_by(
+            models.Migration.id)
+    with db.reader() as session:
+        return [(_to_object(session, row, with_history=False),
+                 row.start_request) for row in session.scalars(query)]
 
 
 def set_dest_host(db, uuid, dest_host, max_incoming=None):

@@ -202,6 +202,10 @@ class Migration(TimestampMixin, Base):
     # migration (revision 0005): renewed while its task runs; once past,
     # the worker is gone (numamig.conductor.records.end_stalled_migrations).
     lease_expires_at = sa.Column(UTCDateTime, nullable=True)
+    # A queued migration's start request (revision 0010): the
+    # live-migrate data cast to its source, as a primitive; NULL once it
+    # left 'queued' (numamig.conductor.restarts sends it again).
+    start_request = sa.Column(JSONText, nullable=True)
 
 
 class MigrationStatusChange(Base):

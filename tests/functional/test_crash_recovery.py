@@ -70,7 +70,9 @@ OUTCOMES = {
     # The destination answered before it died; its restart recovers the
     # claim from the records.
     (STATUS.ACCEPTED, 'dest'): {DONE, FAILED},
-    (STATUS.QUEUED, 'conductor'): {FAILED},
+    # The start request died with the conductor; the restarted one sends
+    # it again from the records (conductor/restarts.py).
+    (STATUS.QUEUED, 'conductor'): {DONE},
     (STATUS.QUEUED, 'source'): {DONE, FAILED},
     (STATUS.QUEUED, 'dest'): {DONE, FAILED},
     (STATUS.PREPARING, 'conductor'): {DONE},

@@ -7,6 +7,7 @@ import sys
 import fixtures
 
 from tests import base
+from tests.fixtures import rpc as rpc_fixture
 
 BIN = os.path.dirname(sys.executable)
 
@@ -36,6 +37,22 @@ class StartFailureTest(base.TestCase):
             self.assert_one_line(
                 run, f"{daemon} cannot start: Invalid configuration option "
                      f"[DEFAULT] report_interval")
+
+    def test_refused_by_the_broker(self):
+        reason = rpc_fixture.rabbit_unreachable_reason()
+        if reason:
+            self.skipTest(reason)
+        for daemon in ('numamig-conductor', 'numamig-compute'):
+            run = self._start(
+                daemon, "[DEFAULT]\nstate_path = {work}\n"
+                        "transport_url = rabbit://guest:not-the-password@"
+                        "127.0.0.1:5672/\n")
+            self.assert_one_line(
+                run, f"{daemon} cannot start: The message broker "
+                     f"rabbit://guest:***@127.0.0.1:5672/ refused this "
+                     f"client: it refused the login")
+            self.assertIn('ACCESS_REFUSED', run.stderr)
+            self.assertNotIn('not-the-password', run.stdout + run.stderr)
 
     def test_unsynced_database(self):
         run = self._start('numamig-conductor',

@@ -14,6 +14,7 @@ import testscenarios
 from numamig import exception
 from numamig import objects
 from numamig import rpc
+from numamig.compute import rpcapi as compute_rpcapi
 from numamig.objects import live_migrate_data
 from tests import base
 from tests.fixtures import rpc as rpc_fixture
@@ -58,6 +59,15 @@ class Endpoint:
         raise exception.MigrationPreCheckError(
             reason=f"{host} has no free 2048 KiB pages on any cell")
 
+    # What a conductor handler passes on when the agent it asked did not
+    # answer (numamig.compute.rpcapi).
+    @messaging.expected_exceptions(exception.MigrationError)
+    def ask_silent_agent(self, context, host):
+        self.calls.append(('ask_silent_agent', context, host))
+        raise compute_rpcapi.AgentCallTimeout(
+            host=host, method='delete_instance', timeout=60,
+            option='[DEFAULT] rpc_response_timeout_migration')
+
 
 class RPCTestBase(base.TestCase):
 
@@ -101,6 +111,20 @@ class RoundTripTest(RPCTestBase):
         self.assertEqual(topology, received)
         self.assertEqual({2, 3}, received.cell(0).pinned_cpus)
         self.assertEqual('test-project', context.project_id)
+
+    def test_an_agent_that_did_not_answer_arrives_named(self):
+        exc = self.assertRaises(exception.AgentDidNotAnswer,
+                                self.client.call, self.ctxt,
+                                'ask_silent_agent', host='h1')
+        # Still a timeout for callers that retry or move on after one.
+        self.assertIsInstance(exc, messaging.MessagingTimeout)
+        if self.transport_kind == 'rabbit':
+            self.assertEqual('AgentCallTimeout_Remote', type(exc).__name__)
+        self.assertEqual(
+            "Compute host h1 did not answer delete_instance within 60 s "
+            "([DEFAULT] rpc_response_timeout_migration): its agent stopped "
+            "or restarted while it held the request, or is stuck",
+            exception.brief(exc))
 
     def test_numamig_exception_arrives_as_itself(self):
         exc = self.assertRaises(exception.MigrationPreCheckError,

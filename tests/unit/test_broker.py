@@ -131,3 +131,24 @@ class CheckAcceptedTest(base.TestCase):
     def test_transports_without_a_broker_are_not_checked(self):
         broker.check_accepted(_url('fake://'), self._conf(),
                               connect=self.fail)
+
+
+class CheckNotRefusedTest(CheckAcceptedTest):
+    """A daemon's start: only a refused login ends it."""
+
+    def _check(self, exc):
+        def connect(**kwargs):
+            raise exc
+        broker.check_not_refused(_url('rabbit://numamig:secret@mq:5672/nm'),
+                                 self._conf(), connect=connect)
+
+    def test_a_refused_login_ends_the_start(self):
+        exc = self.assertRaises(
+            exception.BrokerRefused, self._check,
+            Exception('(0, 0): (403) ACCESS_REFUSED - Login was refused'))
+        self.assertIn('rabbit://numamig:***@mq:5672/nm refused this client: '
+                      'it refused the login', str(exc))
+
+    def test_a_broker_down_is_waited_for_by_oslo_messaging(self):
+        self._check(ConnectionRefusedError(111, 'Connection refused'))
+        self._check(OSError('timed out'))

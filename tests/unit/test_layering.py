@@ -116,7 +116,8 @@ LAYERS = {
     'rpc': ('transport, serializer, clients',
             ('conf', 'context', 'exception', 'objects')),
     'rpc_inproc': ('the in-process transport driver', ()),
-    'compute.rpcapi': ('the client of the compute agents\' API', ('rpc',)),
+    'compute.rpcapi': ('the client of the compute agents\' API',
+                       ('rpc', 'exception')),
     'conductor.api_versions': ('the conductor API\'s versions and the '
                                'objects each carries; a leaf', ()),
     'conductor.rpcapi': ('the client of the conductor\'s API',

@@ -37,6 +37,13 @@ class PeriodicJobsTest(base.TestCase):
         self.assertEqual(0, runs['slow'])
         self.assertEqual({'fast': 0.02, 'slow': 5}, jobs.intervals)
 
+    def test_a_job_may_run_first_sooner_than_its_interval(self):
+        ran = threading.Event()
+        jobs = self._jobs().add('sweep', 60, ran.set, first=0.02)
+        jobs.start()
+        self.assertTrue(ran.wait(WAIT))
+        self.assertEqual({'sweep': 60}, jobs.intervals)
+
     def test_a_failing_job_is_logged_and_runs_again(self):
         logs = self.useFixture(fixtures.FakeLogger(name='numamig.periodic'))
         calls = []

@@ -41,6 +41,11 @@ from numamig.objects import service as service_obj
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
 
+# The source's check is asked this many times within check_timeout: a
+# source agent killed holding the request never answers it, and its
+# restarted agent answers the next attempt (the check only reads).
+SOURCE_ATTEMPTS = 3
+
 # Errors after which the next candidate is tried.
 _REFUSALS = (exception.MigrationPreCheckError, exception.ComputeHostDown,
              exception.ReservationConflict, exception.HostNotFound,
@@ -218,9 +223,15 @@ class LiveMigrationTask(base.TaskBase):
     def _ask_source(self, first_host):
         """The source's check and NUMA flag, for every candidate.
 
+        It is asked up to SOURCE_ATTEMPTS times, each waiting its share
+        of ``[DEFAULT] rpc_response_timeout_migration``: the whole wait
+        stays that option, and a source whose agent was killed holding
+        the request costs one share (20 s with the defaults), not all.
+
         :returns: its LiveMigrateData, or None when destinations must ask
             it themselves (compute API capped below 1.3).
         :raises MigrationPreCheckError: the guest is not on the source.
+        :raises AgentDidNotAnswer: no attempt was answered.
         """
         api = self.worker.compute_api
         if not api.supports_conductor_checks():
@@ -233,9 +244,24 @@ class LiveMigrationTask(base.TaskBase):
             # reports whether it takes part itself.
             dst_supports_numa_live_migration=(
                 api.supports_numa_live_migration()))
-        return api.check_can_live_migrate_source(
-            self.ctxt, self.instance, request,
-            timeout=self.worker.check_timeout)
+        share = max(1, self.worker.check_timeout // SOURCE_ATTEMPTS)
+        for attempt in range(1, SOURCE_ATTEMPTS + 1):
+            try:
+                return api.check_can_live_migrate_source(
+                    self.ctxt, self.instance, request, timeout=share)
+            except messaging.MessagingTimeout:
+                if attempt == SOURCE_ATTEMPTS:
+                    raise exception.AgentDidNotAnswer(
+                        host=self.migration.source_host,
+                        method='check_can_live_migrate_source',
+                        timeout=share * SOURCE_ATTEMPTS,
+                        option=f"[DEFAULT] rpc_response_timeout_migration, "
+                               f"asked {SOURCE_ATTEMPTS} times") from None
+                LOG.warning("Migration %s: source %s did not answer "
+                            "check_can_live_migrate_source within %s s "
+                            "(attempt %d of %d); asking again",
+                            self.migration.uuid, self.migration.source_host,
+                            share, attempt, SOURCE_ATTEMPTS)
 
     # -- claiming ------------------------------------------------------------
 
@@ -300,11 +326,12 @@ class LiveMigrationTask(base.TaskBase):
         if context is not None:
             # The source needs none of it: the records hold it now.
             migrate_data.migration_context = None
-            self._record_claim(host, context)
+            self._record_claim(host, context, migrate_data)
         return migrate_data
 
-    def _record_claim(self, host, context):
-        """Record the destination's claim and ``queued`` together.
+    def _record_claim(self, host, context, migrate_data):
+        """Record the destination's claim and ``queued`` together, with
+        the start request (``migrate_data``) kept for a resend.
 
         :raises MigrationPreCheckError: the records refuse the claim
             (another migration holds one): dropped at ``host``, and the
@@ -316,7 +343,8 @@ class LiveMigrationTask(base.TaskBase):
         try:
             self.migration = records.queue_with_claim(
                 self.worker, context, detail=f"destination {host} claimed",
-                held=None if held is None else held.migration_uuid)
+                held=None if held is None else held.migration_uuid,
+                start=migrate_data)
         except (exception.MigrationPreCheckError,
                 exception.InvalidStatusTransition):
             records.drop_claim_at(self.worker, self.ctxt, self.migration,
@@ -364,6 +392,7 @@ def _may_hold_claim(migrate_data):
 
 
 def _reason_of(exc, timeout):
-    if isinstance(exc, messaging.MessagingTimeout):
+    if isinstance(exc, messaging.MessagingTimeout) and \
+            not isinstance(exc, exception.AgentDidNotAnswer):
         return f"did not answer within {timeout} s"
     return exception.brief(exc)

@@ -196,3 +196,42 @@ class UpgradeTo0006TestCase(base.ServerDBTestCase):
         self.assertEqual({}, compute_nodes.maintenance(self.db))
         compute_nodes.set_disabled(self.db, 'old', 'retired')
         self.assertEqual(['old'], list(compute_nodes.maintenance(self.db)))
+
+
+class UpgradeTo0010TestCase(base.ServerDBTestCase):
+    """Migrations queued before start requests were kept have none: the
+    conductor never sends theirs again (the sweep ends them)."""
+
+    sync = False
+
+    def test_queued_before_has_no_start_request_after(self):
+        self.db.sync('0001')
+        instance_uuid, old_uuid = unit_base.new_uuid(), unit_base.new_uuid()
+        _insert_0001_rows(self.db, instance_uuid, old_uuid)
+        self.db.sync('0006')
+        with self.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE migrations SET status = 'queued' WHERE uuid = "
+                ":uuid"), {'uuid': old_uuid})
+        self.assertEqual('0010', self.db.sync('0010'))
+        later = WHEN.replace(tzinfo=datetime.UTC) + datetime.timedelta(
+            days=1)
+        self.assertEqual([], migrations.queued_start_requests(self.db,
+                                                              later))
+        # Queued by today's code, it keeps its start request until it
+        # leaves 'queued'.
+        with self.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE migrations SET status = 'accepted' WHERE uuid = "
+                ":uuid"), {'uuid': old_uuid})
+            migrations.set_status_in(session, old_uuid, 'queued',
+                                     start_request={'kept': [1, 2]})
+        later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
+            seconds=5)
+        self.assertEqual(
+            [(old_uuid, {'kept': [1, 2]})],
+            [(m.uuid, start) for m, start in
+             migrations.queued_start_requests(self.db, later)])
+        migrations.set_status(self.db, old_uuid, 'running')
+        self.assertEqual([], migrations.queued_start_requests(self.db,
+                                                              later))

@@ -38,7 +38,10 @@ SETTLE_DEADLINE_S = 120
 # within one stall interval of the fault clearing, under 30 s with the
 # defaults. A round of those faults that settles later is not clean.
 SETTLE_TARGET_S = 30
-SETTLE_TARGET_FAULTS = ('kill-conductor', 'cut-', 'freeze-')
+SETTLE_TARGET_FAULTS = ('kill-conductor', 'cut-', 'freeze-',
+                        # A start request lost with the killed source is
+                        # sent again within two sweeps.
+                        'kill-source-at-queued')
 # What a round that did not settle left behind must end within this
 # before the next round starts.
 QUIET_DEADLINE_S = 300

@@ -24,7 +24,6 @@ failure (KNOWN_FAILURES: the fault, and exactly why it fails).
 
 import os
 import random
-import re
 
 import testtools
 
@@ -38,67 +37,13 @@ FAULTS_ENV = 'NUMAMIG_FAULTS'
 GUESTS_PER_HOST = 3
 
 
-_QUEUED = r"migration \S+ of \S+ still queued \(source (\S+),"
-_QUEUED_END = r"migration \S+ ended queued without an error"
-
-
-def _start_lost_with_killed_source(result, problem):
-    """A migration still queued whose source is the agent the round
-    killed."""
-    found = re.match(_QUEUED, problem)
-    return result.killed is not None and (
-        (found is not None and found.group(1) == result.killed) or
-        re.match(_QUEUED_END, problem) is not None)
-
-
-def _start_lost_with_killed_conductor(result, problem):
-    return result.fault.startswith('kill-conductor') and any(
-        re.match(p, problem) for p in (_QUEUED, _QUEUED_END, 'settled '))
-
-
-def _timeout_to_killed_agent(result, problem):
-    return result.killed is not None and re.match(
-        r"migration \S+ ended \S+ with an error naming only",
-        problem) is not None
-
-
 # Failures the suite found that are not fixed yet; a round counts as one
-# only when every problem it shows is that failure.
-KNOWN_FAILURES = (
-    rounds.KnownFailure(
-        'start-lost-with-killed-source',
-        "a live_migration cast that the killed agent (the migration's "
-        "source) had taken off its queue but not started dies with the "
-        "process; the restarted agent leaves 'queued' migrations to the "
-        "conductor (its start request might still come), and the "
-        "conductor ends them only after 2 x "
-        "rpc_response_timeout_migration (120 s with the defaults), "
-        "'failed' saying the source was never told to start: recovery in "
-        "minutes, not seconds. A fix re-sends the start (the destination's "
-        "migrate data is not kept for that today) or has the restarted "
-        "source end it at once",
-        _start_lost_with_killed_source),
-    rounds.KnownFailure(
-        'start-lost-with-killed-conductor',
-        "the conductor was killed after recording 'queued' with the claim "
-        "(records.queue_with_claim) and before its live_migration cast "
-        "reached the source; nothing re-sends the cast, and the stalled "
-        "sweep ends the migration only after 2 x "
-        "rpc_response_timeout_migration (120 s with the defaults), over "
-        "item 5's 30 s",
-        _start_lost_with_killed_conductor),
-    rounds.KnownFailure(
-        'timeout-to-killed-agent-unexplained',
-        "a call to an agent killed while it held the request waits its "
-        "whole timeout (60 s) and the migration records only "
-        "oslo.messaging's 'Timed out waiting for a reply to message ID "
-        "...': the conductor's check_can_live_migrate_source "
-        "(conductor/tasks/live_migrate.py _ask_source, also logged with a "
-        "traceback as 'its conductor task failed') and the source's "
-        "accept_emulated_migration to a killed destination; "
-        "pre_live_migration already names the destination",
-        _timeout_to_killed_agent),
-)
+# only when every problem it shows is that failure (rounds.KnownFailure:
+# its name, exactly why, and a matcher of its problems). None now: the
+# three found before (a start request lost with a killed source or
+# conductor, and a raw timeout from a killed agent) are fixed, and a
+# round that shows one again fails.
+KNOWN_FAILURES = ()
 
 
 class FaultSuiteTest(base.TestCase):

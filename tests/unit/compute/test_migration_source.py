@@ -8,6 +8,7 @@ import testscenarios
 from numamig import exception
 from numamig import objects
 from numamig.compute import migration_source
+from numamig.compute import rpcapi
 from tests import base
 from tests.unit.compute import base as cbase
 
@@ -111,6 +112,43 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         api.post_live_migration_at_destination.assert_called_once()
         api.rollback_live_migration_at_destination.assert_not_called()
         self.assertEqual(set(), self.agent.tracker.instance_uuids())
+
+    def test_a_destination_that_lost_the_definition_is_asked_again(self):
+        # Its agent was killed holding the request; the restarted one
+        # answers the next try.
+        self.patch(migration_source.patience, 'attempt_timeout',
+                   lambda timeout: 7)
+        self.agent.compute_api.accept_emulated_migration.side_effect = [
+            rpcapi.AgentCallTimeout(host=cbase.HOST,
+                                    method='accept_emulated_migration',
+                                    timeout=7, option='a third'), None]
+        self._run()
+        self.assertEqual('completed', self.statuses[-1])
+        calls = self.agent.compute_api.accept_emulated_migration.call_args_list
+        self.assertEqual([7, 7], [c[1]['timeout'] for c in calls])
+        self.agent.driver.destroy.assert_called_once_with(self.inst.uuid)
+
+    def test_a_destination_that_never_answers_is_named_in_the_error(self):
+        errors = []
+        fail = self.agent.conductor_api.migration_set_status.side_effect
+
+        def record(ctxt, uuid, status, detail=None, error=None,
+                   result=None):
+            errors.append(error)
+            return fail(ctxt, uuid, status, detail, error, result)
+        self.agent.conductor_api.migration_set_status.side_effect = record
+        self.agent.compute_api.accept_emulated_migration.side_effect = \
+            rpcapi.AgentCallTimeout(host=cbase.HOST,
+                                    method='accept_emulated_migration',
+                                    timeout=20, option='one of 3 tries')
+        self._run()
+        self.assertEqual('failed', self.statuses[-1])
+        self.assertEqual(
+            3, self.agent.compute_api.accept_emulated_migration.call_count)
+        self.assertIn(f"Compute host {cbase.HOST} did not answer "
+                      f"accept_emulated_migration within 20 s (one of 3 "
+                      f"tries)", errors[-1])
+        self.agent.driver.destroy.assert_not_called()
 
     def test_old_path_copies_the_xml_and_keeps_the_usage(self):
         self._run(numa=False)

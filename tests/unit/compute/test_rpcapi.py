@@ -71,6 +71,32 @@ class ComputeAPI13Test(base.TestCase):
             [(v, 'records_by_source' in kw) for v, _, kw in self.sent])
 
 
+    def test_an_unanswered_call_names_host_method_and_option(self):
+        self.answers = [messaging.MessagingTimeout('Timed out waiting for '
+                                                   'a reply to message ID 1')]
+        exc = self.assertRaises(
+            rpcapi.AgentCallTimeout, self.api.check_can_live_migrate_source,
+            None, self.inst, mock.sentinel.data, timeout=20)
+        # Still oslo.messaging's timeout: callers that retry keep doing so.
+        self.assertIsInstance(exc, messaging.MessagingTimeout)
+        self.assertEqual(
+            f"Compute host {cbase.SOURCE} did not answer "
+            f"check_can_live_migrate_source within 20 s ([DEFAULT] "
+            f"rpc_response_timeout_migration): its agent stopped or "
+            f"restarted while it held the request, or is stuck", str(exc))
+
+    def test_without_a_timeout_the_option_is_rpc_response_timeout(self):
+        self.client.timeout = None
+        self.client.transport.conf.rpc_response_timeout = 45
+        self.answers = [messaging.MessagingTimeout()]
+        exc = self.assertRaises(
+            rpcapi.AgentCallTimeout, self.api.accept_emulated_migration,
+            None, self.inst, self.migration, '<domain/>')
+        self.assertIn(f"{cbase.HOST} did not answer accept_emulated_"
+                      f"migration within 45 s ([DEFAULT] "
+                      f"rpc_response_timeout)", str(exc))
+
+
 class ComputeAPI14Test(ComputeAPI13Test):
     """refresh_usage (1.4), and a cap below it."""
 

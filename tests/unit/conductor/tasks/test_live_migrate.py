@@ -279,6 +279,40 @@ class ConductorDrivenChecksTest(base.ConductorTestCase):
         self.assertIsNone(cast.get('migration_context'))
         self.assertIsNotNone(cast.dst_numa_info)
 
+    def test_a_source_that_lost_the_check_is_asked_again(self):
+        self._claiming()
+        answers = [messaging.MessagingTimeout(), None]
+
+        def source(ctxt, instance, request, timeout=None):
+            self.assertEqual(5 // 3, timeout)
+            answer = answers.pop(0)
+            if answer is not None:
+                raise answer
+            return self._source_answer(ctxt, instance, request)
+        self.compute_api.check_can_live_migrate_source.side_effect = source
+        self.assertEqual('queued', self._migrate().status)
+        self.assertEqual(
+            2, self.compute_api.check_can_live_migrate_source.call_count)
+
+    def test_a_source_that_never_answers_is_named_in_the_error(self):
+        self._claiming()
+        self.compute_api.check_can_live_migrate_source.side_effect = \
+            messaging.MessagingTimeout('Timed out waiting for a reply')
+        migration = migrations.create(self.db, cbase.migration(
+            self.inst, dest_host=None))
+        self.assertEqual([migration.uuid], queue.admit(
+            self.db, self.conductor.admission, 1))
+        # An expected refusal: no traceback is logged for it.
+        self.assertTrue(self.conductor.run_admitted(migration.uuid))
+        ended = migrations.get(self.db, migration.uuid)
+        self.assertEqual('error', ended.status)
+        self.assertIn("Compute host src did not answer check_can_live_"
+                      "migrate_source within 3 s ([DEFAULT] rpc_response_"
+                      "timeout_migration, asked 3 times)", ended.error)
+        self.assertNotIn('Timed out', ended.error)
+        self.assertEqual(
+            3, self.compute_api.check_can_live_migrate_source.call_count)
+
     def test_a_claim_the_records_refuse_is_dropped_there(self):
         self._claiming()
         # Another in-progress migration holds a claim on the instance

@@ -1,0 +1,61 @@
+"""A conductor whose database is out, asked over RabbitMQ.
+
+Each request that meets the outage is answered with numamig's
+DatabaseError (the caller can tell an outage from a refusal and ask
+again) and costs the conductor's log one warning line naming the method
+and the database error, not a traceback per request.
+"""
+
+import logging
+
+import fixtures
+
+from numamig import exception
+from numamig.conductor import manager
+from numamig.db import api as db_api
+from numamig.scheduler import host_state
+from numamig.scheduler import scheduler
+from tests import base
+from tests.fixtures import rpc as rpc_fixture
+from tests.unit.compute import base as cbase
+
+# Nothing listens there: every transaction fails to connect.
+UNREACHABLE = 'postgresql+psycopg2://numamig@127.0.0.1:1/numamig'
+
+
+class DatabaseOutageOverRabbitTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.rpc = self.useFixture(rpc_fixture.RPCFixture('rabbit'))
+        self.log = self.useFixture(fixtures.FakeLogger(
+            level=logging.DEBUG, format='%(levelname)s %(name)s %(message)s'))
+        db = db_api.Database(UNREACHABLE)
+        self.addCleanup(db.dispose)
+        cache = host_state.HostStateCache()
+        conductor = manager.ConductorManager(
+            db, cache, scheduler.Scheduler(cache), compute_api=None,
+            settings={'migrate_max_retries': 0, 'check_timeout': 5})
+        topic = self.rpc.topic('conductor')
+        self.rpc.start_server([conductor], topic)
+        self.client = self.rpc.client(topic, version='1.3').prepare()
+
+    def test_each_request_gets_numamig_error_and_one_warning_line(self):
+        uuid = cbase.new_uuid()
+        exc = self.assertRaises(
+            exception.DatabaseError, self.client.call, self.rpc.context,
+            'migration_get', migration_uuid=uuid)
+        self.assertIn('127.0.0.1:1', str(exc))
+        self.assertRaises(
+            exception.DatabaseError, self.client.call, self.rpc.context,
+            'migration_set_status', migration_uuid=uuid, status='running')
+        lines = self.log.output.splitlines()
+        warnings = [line for line in lines if line.startswith('WARNING')]
+        self.assertEqual(
+            ['migration_get', 'migration_set_status'],
+            [line.split()[2] for line in warnings], self.log.output)
+        for line in warnings:
+            self.assertIn('not served: Database postgresql', line)
+        self.assertNotIn('Traceback', self.log.output)
+        self.assertEqual([], [line for line in lines
+                              if line.startswith(('ERROR', 'CRITICAL'))])
