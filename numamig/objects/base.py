@@ -229,8 +229,15 @@ class NumamigObject(ovo_base.VersionedObject,
 
     def get(self, name, default=None):
         """Return a field's value, or ``default`` when it is not set."""
-        if self.obj_attr_is_set(name):
-            return getattr(self, name)
+        # The stored value, as OVO's property returns it, without the
+        # property and obj_attr_is_set frames (validation calls this for
+        # every field of every object received).
+        value = vars(self).get(_ATTR_PREFIX + name, _UNSET)
+        if value is not _UNSET:
+            return value
+        if name not in self.fields and name not in self.obj_extra_fields:
+            raise AttributeError(
+                f"{self.obj_name()} object has no attribute '{name}'")
         return default
 
 

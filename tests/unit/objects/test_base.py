@@ -79,6 +79,17 @@ class ValidateTest(base.TestCase):
         self.assertEqual(7, pool.get('total', 7))
         self.assertEqual(0, pool.get('used'))
 
+    def test_get_matches_reading_the_field(self):
+        for name, build in samples.BUILDERS.items():
+            obj = build()
+            for field in obj.fields:
+                expected = getattr(obj, field) \
+                    if obj.obj_attr_is_set(field) else 'unset'
+                self.assertEqual(expected, obj.get(field, 'unset'),
+                                 (name, field))
+        self.assertRaisesRegex(AttributeError, "no attribute 'nope'",
+                               samples.pages().get, 'nope')
+
 
 class EqualityTest(base.TestCase):
 
