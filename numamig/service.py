@@ -318,6 +318,7 @@ class ConductorService(_RPCService):
         """Stop taking requests, then admitting migrations; let the
         running ones reach a point where another worker can go on."""
         self._stop_servers()
+        self.manager.drains.stop()
         self.executor.stop(graceful)
         super().stop(graceful)
 
@@ -344,6 +345,8 @@ class ConductorService(_RPCService):
         self._start_server()
         self.manager.executor = self.executor
         self.executor.start()
+        # Drains recorded before this start (a restart) carry on.
+        self.manager.drains.start()
         self.periodic = periodic.PeriodicJobs(self.rpc_target.server).add(
             'end stalled migrations', self.sweep_interval,
             lambda: self.manager.end_stalled_migrations(ctxt))
@@ -511,4 +514,5 @@ def conductor_settings_from_conf(conf):
             per_dest=conf.conductor.max_incoming_migrations_per_host,
             queued=conf.conductor.max_queued_migrations),
         'foreign_numa_specs': tuple(conf.foreign_numa_specs),
+        'drain_replan_attempts': conf.conductor.drain_replan_attempts,
     }
