@@ -29,7 +29,6 @@ threads run them.
 import threading
 
 from oslo_log import log as logging
-from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from numamig import context as nm_context
@@ -74,6 +73,8 @@ class DrainDriver:
         self._stopping = threading.Event()
         self._pass_lock = threading.Lock()
         self._active = True         # unknown until the first pass
+        # (drain, instance) of ended moves whose reservation was let go.
+        self._let_go = set()
         self._thread = None
 
     def start(self):
@@ -115,6 +116,7 @@ class DrainDriver:
         with self._pass_lock:
             active = drains.active(self.worker.db)
             self._active = bool(active)
+            self._let_go = {key for key in self._let_go if key[0] in active}
             for drain_uuid in active:
                 self._advance(drain_uuid)
 
@@ -235,7 +237,15 @@ class DrainDriver:
             "no destination is left"
 
     def _reserve(self, data):
-        """Hold every unclaimed move's placement in this cache."""
+        """Hold every unclaimed move's placement in this cache; let go of
+        those of moves cancelled or failed (once each)."""
+        for move in data['moves']:
+            key = (data['uuid'], move['instance_uuid'])
+            if move['status'] in (drains.CANCELLED, drains.FAILED) and \
+                    key not in self._let_go:
+                self._let_go.add(key)
+                self.worker.cache.release(move['planned_host'],
+                                          move['instance_uuid'])
         if data['status'] != drains.RUNNING:
             return
         for move in data['moves']:
@@ -265,7 +275,8 @@ class DrainDriver:
         held = {r.instance_uuid: r for r in state.reservations}.get(
             move['instance_uuid'])
         if held is not None and \
-                _age(held) < RENEW_SHARE * cache.reservation_timeout:
+                (cache.now() - held.reserved_at).total_seconds() < \
+                RENEW_SHARE * cache.reservation_timeout:
             return
         cache.release(host, move['instance_uuid'])
         topology = objects.InstanceNUMATopology.obj_from_primitive(
@@ -304,11 +315,6 @@ class DrainDriver:
 
 def _dump(topology):
     return primitives.dump(topology)
-
-
-def _age(reservation):
-    return (timeutils.utcnow(with_timezone=True) -
-            reservation.reserved_at).total_seconds()
 
 
 def _refusals(refused):
