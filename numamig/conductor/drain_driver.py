@@ -162,7 +162,8 @@ class DrainDriver:
         reason = migration.error or f"migration {migration.status}"
         if migration.status == STATUS.ERROR and \
                 data['status'] == drains.RUNNING:
-            return self._replan(data, move, reason)
+            return self._replan(data, move, reason, refused_by=dict(
+                migration.get('refused_hosts') or {}))
         return drains.end_move(*args, drains.FAILED, error=reason)
 
     def _record(self, data, move):
@@ -189,21 +190,30 @@ class DrainDriver:
             self._replan(data, move, exception.brief(exc))
             return False
 
-    def _replan(self, data, move, reason):
+    def _replan(self, data, move, reason, refused_by=None):
         """Plan the refused guest again, away from every host that
         refused it; fail its move when it cannot be placed or has been
-        re-planned ``max_replans`` times."""
+        re-planned ``max_replans`` times.
+
+        :param refused_by: {host: reason} the migration recorded; None:
+            the planned host refused the request itself. A migration that
+            ended ``error`` with no refusal of the planned host (its
+            conductor worker died, say) does not strike the host.
+        """
         refused = dict(move['refused'] or {})
-        refused[move['planned_host']] = reason
+        if refused_by is None:
+            refused[move['planned_host']] = reason
+        else:
+            refused.update(refused_by)
         self.worker.cache.release(move['planned_host'],
                                   move['instance_uuid'])
         args = (self.worker.db, data['uuid'], move['instance_uuid'],
                 move['migration_uuid'])
         if move['attempts'] > self.max_replans:
             return drains.end_move(*args, drains.FAILED, error=(
-                f"refused by {len(refused)} destination(s), re-planned "
-                f"{self.max_replans} time(s) ([conductor] "
-                f"drain_replan_attempts): {_refusals(refused)}"))
+                f"{reason}; re-planned {self.max_replans} time(s) "
+                f"([conductor] drain_replan_attempts) already; refused by: "
+                f"{_refusals(refused) or 'none'}"))
         found = self._place_again(data, move, refused)
         if isinstance(found, str):
             return drains.end_move(*args, drains.FAILED, error=(
