@@ -184,10 +184,23 @@ class DrainDriver:
             return True
         except (exception.Invalid, exception.NotFound,
                 exception.MigrationError) as exc:
+            if self._recorded_meanwhile(move):
+                # Another conductor worker recorded it at the same time
+                # (the move's uuid is the same): the request was not
+                # refused.
+                return True
             LOG.info("Drain %s: the migration of %s to %s was refused: %s",
                      data['uuid'], move['instance_uuid'],
                      move['planned_host'], exception.brief(exc))
             self._replan(data, move, exception.brief(exc))
+            return False
+
+    def _recorded_meanwhile(self, move):
+        try:
+            return requests.recorded_already(
+                self.worker.db, move['instance_uuid'],
+                move['migration_uuid']) is not None
+        except exception.Invalid:
             return False
 
     def _replan(self, data, move, reason, refused_by=None):
