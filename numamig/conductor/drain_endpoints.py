@@ -53,7 +53,7 @@ class DrainEndpoints:
                 reason="name either a host or a drain uuid")
         return drain_run.show(self.worker, host=host, drain_uuid=drain_uuid)
 
-    @wire.args(drain_uuid=wire.UUID, signature=wire.text(4096),
+    @wire.args(drain_uuid=wire.UUID, signature=wire.text(64),
                wait_s=wire.number(0, 3600))
     @messaging.expected_exceptions(*_EXPECTED)
     def host_drain_wait(self, ctxt, drain_uuid, signature, wait_s):

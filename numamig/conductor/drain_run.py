@@ -9,6 +9,7 @@ the scheduler's cache and runs the moves through the admission queue.
 Functions take the conductor's Worker and the driver.
 """
 
+import hashlib
 import types
 
 from oslo_log import log as logging
@@ -115,9 +116,12 @@ def view(worker, data):
         moves.append(entry)
     data = dict(data, moves=moves)
     data['report'] = report(data)
-    data['signature'] = f"{data['revision']}:" + ','.join(
+    # Short whatever the number of moves: a waiter sends it back.
+    progress = ','.join(
         f"{m['migration']['status']}/{m['migration']['memory_processed']}"
         for m in moves if m['migration'] is not None)
+    data['signature'] = f"{data['revision']}:" + hashlib.sha1(
+        progress.encode(), usedforsecurity=False).hexdigest()[:16]
     for key in ('created_at', 'updated_at', 'ended_at'):
         if data[key] is not None:
             data[key] = data[key].isoformat()
