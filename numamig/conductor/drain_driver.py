@@ -181,6 +181,8 @@ class DrainDriver:
                 requests.record(self.worker, ctxt, move['instance_uuid'],
                                 move['planned_host'], data['priority'],
                                 move['migration_uuid'])
+                self._cancel_if_aborted(data['uuid'],
+                                        move['migration_uuid'])
             return True
         except (exception.Invalid, exception.NotFound,
                 exception.MigrationError) as exc:
@@ -194,6 +196,15 @@ class DrainDriver:
                      move['planned_host'], exception.brief(exc))
             self._replan(data, move, exception.brief(exc))
             return False
+
+    def _cancel_if_aborted(self, drain_uuid, migration_uuid):
+        """Cancel a migration just recorded for a drain aborted
+        meanwhile: the abort records ``aborting`` before it looks at the
+        migrations, this looks after recording one, so one of the two
+        sees the other."""
+        if drains.get(self.worker.db, drain_uuid)['status'] != \
+                drains.RUNNING:
+            drain_run.stop_migration(self.worker, migration_uuid, False)
 
     def _recorded_meanwhile(self, move):
         try:

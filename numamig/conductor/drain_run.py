@@ -90,7 +90,7 @@ def abort(worker, driver, host, abort_running=False):
     cancelled = drains.cancel_pending(worker.db, uuid, "drain aborted")
     for move in active['moves']:
         if move['status'] == drains.MIGRATING and move['migration_uuid']:
-            _stop_migration(worker, move['migration_uuid'], abort_running)
+            stop_migration(worker, move['migration_uuid'], abort_running)
     LOG.info("Drain %s of %s aborting: %d pending move(s) cancelled%s",
              uuid, host, cancelled,
              ", running migrations aborted" if abort_running else "")
@@ -210,7 +210,7 @@ def _migration_progress(worker, move):
             'memory_total': migration.memory_total}
 
 
-def _stop_migration(worker, migration_uuid, abort_running):
+def stop_migration(worker, migration_uuid, abort_running):
     """Cancel a drain's migration not yet started; abort a running one
     when asked (best effort: the drain ends when it does)."""
     try:

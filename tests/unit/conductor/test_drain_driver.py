@@ -16,6 +16,7 @@ from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
 
 DRAIN = '6a1e0c3b-9f2d-4e7a-8b5c-1d2e3f4a5b6c'
+MIGRATION = '7b2d4f6a-1c3e-4a5b-9d8f-0e1a2b3c4d5e'
 
 
 class DrainDriverTestCase(base.ConductorTestCase):
@@ -147,3 +148,17 @@ class DrainDriverTestCase(base.ConductorTestCase):
         for kwargs in ({}, {'host': 'src', 'drain_uuid': DRAIN}):
             self.assertRaises(exception.Invalid, self.call,
                               'host_drain_show', **kwargs)
+
+    def test_a_move_recorded_after_an_abort_is_cancelled(self):
+        # A worker marked the move migrating; the abort came before it
+        # recorded the migration.
+        (move,) = drains.start_moves(self.db, DRAIN, lambda: MIGRATION)
+        self.call('host_drain_abort', 'src')
+        self.driver.run_once()
+        (migration,) = migrations.get_all(self.db)
+        self.assertEqual((move['migration_uuid'], 'cancelled'),
+                         (migration.uuid, migration.status))
+        self.driver.run_once()
+        data = self.call('host_drain_show', drain_uuid=DRAIN)
+        self.assertEqual(('aborted', 2), (data['status'],
+                                          data['report']['cancelled']))
