@@ -9,6 +9,7 @@ import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import wire
+from numamig.conductor import defragment
 from numamig.conductor import drain
 from numamig.conductor import drain_run
 from numamig.conductor import watch
@@ -18,9 +19,9 @@ _EXPECTED = (exception.MigrationError, exception.Invalid,
 
 
 class DrainEndpoints:
-    """host_drain_start, host_drain_show, host_drain_wait and
-    host_drain_abort; the manager sets ``worker``, ``drains`` (the
-    DrainDriver) and ``drain_watch``."""
+    """host_drain_start, host_drain_show, host_drain_wait,
+    host_drain_abort and host_defragment_plan; the manager sets
+    ``worker``, ``drains`` (the DrainDriver) and ``drain_watch``."""
 
     @wire.args(host=wire.HOST, drain_uuid=wire.UUID,
                parallel=wire.integer(1, drain_run.MAX_PARALLEL),
@@ -67,6 +68,22 @@ class DrainEndpoints:
             lambda: drain_run.show(self.worker, drain_uuid=drain_uuid),
             drain_uuid, lambda data: data['signature'] != signature,
             wait_s)
+
+    @wire.args(vcpus=wire.integer(1, 4096),
+               memory_mb=wire.integer(1, 2 ** 31),
+               extra_specs=wire.mapping(64),
+               hosts=wire.host_list(defragment.MAX_HOSTS).or_none(),
+               max_moves=wire.integer(0, defragment.MAX_MOVES))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_defragment_plan(self, ctxt, vcpus, memory_mb, extra_specs,
+                             hosts=None, max_moves=3):
+        """The fewest migrations that make room for a guest of these
+        specs on one host (API 1.10); nothing moves.
+
+        Idempotent: a repeat reads only and gets the same plan.
+        """
+        return defragment.plan(self.worker, vcpus, memory_mb, extra_specs,
+                               hosts=hosts, max_moves=max_moves)
 
     @wire.args(host=wire.HOST, abort_running=wire.BOOL)
     @messaging.expected_exceptions(*_EXPECTED)

@@ -56,6 +56,20 @@ class DrainCalls:
                            drain_uuid=drain['uuid'],
                            signature=drain['signature'], wait_s=timeout)
 
+    def host_defragment_plan(self, ctxt, vcpus, memory_mb, extra_specs,
+                             hosts=None, max_moves=3):
+        """The fewest migrations that make room for a guest of these
+        specs on one host (of ``hosts``, or any); nothing moves.
+
+        :raises InvalidNUMARequest: the specs make no valid request.
+        """
+        return self._since(ctxt, 'host_defragment_plan', DRAIN_VERSION,
+                           "planning a defragmentation", vcpus=vcpus,
+                           memory_mb=memory_mb,
+                           extra_specs=dict(extra_specs),
+                           hosts=None if hosts is None else list(hosts),
+                           max_moves=max_moves)
+
     def host_drain_abort(self, ctxt, host, abort_running=False):
         """Cancel the pending moves of the host's drain (and abort its
         running migrations with ``abort_running``)."""

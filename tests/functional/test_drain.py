@@ -267,3 +267,44 @@ def _refusing(how):
     return fixtures.MonkeyPatch(
         'numamig.compute.manager.ComputeManager.'
         'check_can_live_migrate_destination', check)
+
+
+class DefragmentPlanTest(DrainTestCase):
+
+    WHOLE_NODE = {'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '1'}
+
+    def setUp(self):
+        super().setUp()
+        # Every host: 6 pCPUs used in one cell, 2 in the other; no whole
+        # cell of 8 is free anywhere.
+        self.guests = {host: {self.create(host, 6).uuid,
+                              self.create(host, 2).uuid} for host in NAMES}
+
+    def test_one_move_makes_room_and_nothing_moves(self):
+        plan = self.api.host_defragment_plan(self.ctxt, 8, 512,
+                                             self.WHOLE_NODE)
+        self.assertTrue(plan['found'], plan['reason'])
+        # Either guest of the host, moved alone, frees its cell.
+        (move,) = plan['moves']
+        self.assertIn(move['instance_uuid'], self.guests[plan['host']])
+        self.assertNotEqual(plan['host'], move['dest_host'])
+        self.assertEqual(8, len(plan['placement'].cells[0].cpu_pinning))
+        self.assertEqual([], migrations.get_all(self.dep.db))
+
+    def test_no_room_within_the_moves_allowed(self):
+        plan = self.api.host_defragment_plan(
+            self.ctxt, 8, 512, self.WHOLE_NODE, hosts=['host-b'],
+            max_moves=0)
+        self.assertEqual((False, None), (plan['found'], plan['host']))
+        self.assertIn('no set of up to 0 guest(s) on 1 host(s)',
+                      plan['reason'])
+
+    def test_specs_that_make_no_request_are_refused(self):
+        error = self.assertRaises(
+            exception.InvalidNUMARequest, self.api.host_defragment_plan,
+            self.ctxt, 2, 512, {'hw:numa_nodes': '3'})
+        self.assertIn('hw:numa_nodes', str(error))
+        error = self.assertRaises(exception.Invalid,
+                                  self.api.host_defragment_plan,
+                                  self.ctxt, 2, 512, {})
+        self.assertIn('nothing to defragment for', str(error))

@@ -13,6 +13,7 @@ from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
+from numamig.cmd.manage_commands import _defrag_output
 from numamig.cmd.manage_commands import _drain_output
 from numamig.cmd.manage_commands import _drain_run_output
 from numamig.conf import CONF
@@ -220,6 +221,59 @@ class HostCommands:
         return common.fail(_drain_output.why_not(data), common.EXIT_NO)
 
 
+    @common.args('--for', dest='flavor', required=True,
+                 metavar='vcpus=N,memory_mb=N,KEY=VALUE,...',
+                 help="The guest to make room for: its size and extra "
+                      "specs, e.g. vcpus=8,memory_mb=16384,"
+                      "hw:cpu_policy=dedicated,hw:numa_nodes=1.")
+    @common.args('--hosts', metavar='HOST,...',
+                 help="Make room on one of these hosts only.")
+    @common.args('--max-moves', dest='max_moves', type=int, default=3,
+                 metavar='N', help="Most migrations to consider (0-8).")
+    @common.args('--dry-run', dest='dry_run', action='store_true',
+                 help="Compute and show the plan; move nothing.")
+    @common.args('--execute', action='store_true',
+                 help="Carry the plan out (not in this release).")
+    @common.format_option
+    @common.guarded
+    def defragment(self, flavor, hosts=None, max_moves=3, dry_run=False,
+                   execute=False, output_format='human'):
+        """Find the fewest migrations that make room for a guest.
+
+        Sets of guests are tried by increasing size on every host (or
+        those of --hosts): the first whose moves let the guest fit, each
+        moved guest placed elsewhere at once, is printed with the
+        guest's placement (doc/source/drain.rst). --execute is not in
+        this release: run the moves shown, in order, with 'migration
+        start INSTANCE --host DEST'. Exit codes: 0 room can be made (or
+        exists); 1 no set within --max-moves makes room; 127 bad input,
+        an unknown host or --execute (nothing changed); 255 the
+        conductor cannot be reached.
+        """
+        if execute or not dry_run:
+            raise exception.Invalid(
+                reason="only --dry-run is available: run the moves it "
+                       "shows with 'numamig-manage migration start "
+                       "INSTANCE --host DEST', in their order")
+        vcpus, memory_mb, specs = _defrag_output.parse_spec(flavor)
+        names = _host_names(hosts, option='--hosts')
+        if not 0 <= max_moves <= 8:
+            raise exception.Invalid(
+                reason=f"--max-moves must be 0 to 8, got {max_moves}")
+        with _access.database() as db:
+            for name in names or ():
+                _known(db, name)
+        answer = _access.conductor().host_defragment_plan(
+            _access.context(), vcpus, memory_mb, specs, hosts=names,
+            max_moves=max_moves)
+        data = _defrag_output.plain(answer)
+        common.print_output(data, output_format, _defrag_output.show)
+        if data['found']:
+            return common.EXIT_OK
+        return common.fail(f"no room for the guest: {data['reason']}",
+                           common.EXIT_NO)
+
+
 def _drain_words(words):
     """(None|'show'|'abort', HOST) from ``drain``'s positional words."""
     if len(words) == 1:
@@ -272,15 +326,15 @@ def _check_reason(reason):
                    f"{len(reason.strip())}")
 
 
-def _host_names(text):
+def _host_names(text, option='--to'):
     """The host names of ``--to``, or None when it is not given."""
     if text is None:
         return None
     names = [name.strip() for name in text.split(',')]
     if not all(names):
         raise exception.Invalid(
-            reason=f"--to must list host names separated by commas, got "
-                   f"{text!r}")
+            reason=f"{option} must list host names separated by commas, "
+                   f"got {text!r}")
     return sorted(set(names))
 
 

@@ -80,6 +80,12 @@ def _drain_abort(world):
     return _to('host_drain_abort', host='host-a')
 
 
+def _defragment_plan(world):
+    world.guest()
+    return _to('host_defragment_plan', vcpus=2, memory_mb=512,
+               extra_specs={'hw:cpu_policy': 'dedicated'})
+
+
 def _reported(world):
     return world.stored_report('host-a')
 
@@ -365,4 +371,6 @@ ROWS = [
     rows.Row('conductor', 'host_drain_show', _drain_show, changes=False),
     rows.Row('conductor', 'host_drain_wait', _drain_wait, changes=False),
     rows.Row('conductor', 'host_drain_abort', _drain_abort, rabbit=True),
+    rows.Row('conductor', 'host_defragment_plan', _defragment_plan,
+             changes=False),
 ]

@@ -361,3 +361,64 @@ class HostDrainRunTestCase(cli_base.CLITestCase):
         self.assertEqual((1, ''), (code, out))
         self.assertEqual(['error: Host src cannot be drained: 1 guest(s) '
                           'have no destination'], err.splitlines())
+
+
+class HostDefragmentTestCase(cli_base.CLITestCase):
+
+    def setUp(self):
+        super().setUp()
+        for host in ('src', 'dst'):
+            self.add_report(host)
+
+    def _answer(self, found=True):
+        return {'found': found, 'host': 'src' if found else None,
+                'placement': None, 'reason': None if found else 'none fit',
+                'moves': [{'instance_uuid': 'u-1', 'name': 'web-1',
+                           'source_host': 'src', 'dest_host': 'dst',
+                           'numa_topology': None}] if found else [],
+                'search': {'steps': 3, 'stopped': False, 'elapsed_ms': 2.0}}
+
+    def test_the_plan_is_printed_and_asked_with_the_specs(self):
+        self.api.host_defragment_plan.return_value = self._answer()
+        code, out, _ = self.run_cli(
+            'host', 'defragment', '--dry-run', '--for',
+            'vcpus=8,memory_mb=16384,hw:cpu_policy=dedicated,'
+            'hw:numa_nodes=1', '--hosts', 'src', '--max-moves', '2')
+        self.assertEqual(0, code)
+        self.assertIn('Room on src after 1 migration(s), in this order:\n'
+                      '  web-1 u-1: src -> dst', out)
+        self.api.host_defragment_plan.assert_called_once_with(
+            mock.ANY, 8, 16384, {'hw:cpu_policy': 'dedicated',
+                                 'hw:numa_nodes': '1'},
+            hosts=['src'], max_moves=2)
+
+    def test_no_room_answers_1(self):
+        self.api.host_defragment_plan.return_value = self._answer(False)
+        code, out, err = self.run_cli('host', 'defragment', '--dry-run',
+                                      '--for', 'vcpus=2,memory_mb=512')
+        self.assertEqual(1, code)
+        self.assertIn('No room found: none fit', out)
+        self.assertEqual(['error: no room for the guest: none fit'],
+                         err.splitlines())
+
+    def test_bad_input_asks_nothing(self):
+        for argv, said in (
+                (('--for', 'vcpus=2,memory_mb=512'), 'only --dry-run'),
+                (('--for', 'vcpus=2,memory_mb=512', '--execute'),
+                 'only --dry-run'),
+                (('--dry-run', '--for', 'memory_mb=512'),
+                 "--for needs vcpus=N with N a positive integer, got "
+                 "None"),
+                (('--dry-run', '--for', 'vcpus=two,memory_mb=512'),
+                 "got 'two'"),
+                (('--dry-run', '--for', 'vcpus=2,memory_mb'),
+                 "--for takes KEY=VALUE pairs"),
+                (('--dry-run', '--for', 'vcpus=2,memory_mb=1',
+                  '--max-moves', '9'), '--max-moves must be 0 to 8'),
+                (('--dry-run', '--for', 'vcpus=2,memory_mb=1', '--hosts',
+                  'nope'), 'Compute host nope is not known')):
+            code, out, err = self.run_cli('host', 'defragment', *argv)
+            self.assertEqual((127, ''), (code, out), argv)
+            self.assertEqual(1, len(err.strip().splitlines()), err)
+            self.assertIn(said, err)
+        self.api.host_defragment_plan.assert_not_called()

@@ -140,6 +140,15 @@ class ConductorAPIVersionsTest(base.TestCase):
             ('1.10', 'host_drain_abort',
              {'host': 'h-1', 'abort_running': True})], self.sent)
 
+    def test_defragment_plan_sent_at_1_10(self):
+        self.client.can_send_version.return_value = True
+        self.api.host_defragment_plan(None, 8, 1024, {'hw:numa_nodes': '1'},
+                                      hosts=('h-1',), max_moves=2)
+        self.assertEqual([('1.10', 'host_defragment_plan', {
+            'vcpus': 8, 'memory_mb': 1024,
+            'extra_specs': {'hw:numa_nodes': '1'}, 'hosts': ['h-1'],
+            'max_moves': 2})], self.sent)
+
     def test_a_drain_start_chooses_its_uuid_once(self):
         self.client.can_send_version.return_value = True
         self.api.host_drain_start(None, 'h-1', 1)
