@@ -1,11 +1,11 @@
 """Defragmentation plans against the optimum, on small simulated clouds.
 
     .venv/bin/python benchmarks/bench_defrag.py [--clouds 30] [--seed 1]
-        [--hosts 3] [--max-moves 3]
+        [--hosts 3] [--max-moves 3] [--util 0.6-0.95]
 
 Each cloud: ``--hosts`` hosts of 2 cells of 4 cores x 2 threads (core 0
 shared; 6 dedicated pCPUs and 64 GiB per cell), filled with a pinned
-flavor mix (bench_drain's) to 60-95 % of their pCPUs, seeded. The new
+flavor mix (bench_drain's) to ``--util`` of their pCPUs, seeded. The new
 guest needs a whole NUMA node: 6 pinned vCPUs, ``hw:numa_nodes=1``.
 For every cloud where it fits nowhere as it is:
 
@@ -47,9 +47,8 @@ WHOLE_NODE = constraints.get_numa_request(
     6, 8192, {'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '1'}, {})
 
 
-def make_cloud(rng, count):
-    return bench_drain.make_cloud(rng, count, shape=(2, 4),
-                                  util=(0.6, 0.95))
+def make_cloud(rng, count, util=(0.6, 0.95)):
+    return bench_drain.make_cloud(rng, count, shape=(2, 4), util=util)
 
 
 def _state(hosts):
@@ -145,13 +144,16 @@ def main(argv=None):
     parser.add_argument('--hosts', type=int, default=3)
     parser.add_argument('--max-moves', type=int, default=3)
     parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--util', default='0.6-0.95', metavar='LOW-HIGH',
+                        help="Pinned share each host is filled to.")
     args = parser.parse_args(argv)
+    util = tuple(float(v) for v in args.util.split('-'))
     rng = random.Random(args.seed)
     results = {'plan': [], 'optimum': [], 'greedy': []}
     times = {'plan': [], 'optimum': [], 'greedy': []}
     worse, needed = [], 0
     for index in range(args.clouds):
-        state = _state(make_cloud(rng, args.hosts))
+        state = _state(make_cloud(rng, args.hosts, util))
         if fits_somewhere(state):
             continue
         needed += 1
@@ -169,8 +171,9 @@ def main(argv=None):
                 answers['optimum'] is None or
                 answers['plan'] > answers['optimum']):
             worse.append((index, answers))
-    print(f"clouds: {args.clouds} of {args.hosts} hosts (seed "
-          f"{args.seed}); room needed for a whole-node guest in {needed}")
+    print(f"clouds: {args.clouds} of {args.hosts} hosts filled to "
+          f"{args.util} (seed {args.seed}); room needed for a whole-node "
+          f"guest in {needed}")
     for method in ('optimum', 'plan', 'greedy'):
         solved = [n for n in results[method] if n is not None]
         mean = statistics.mean(solved) if solved else 0
