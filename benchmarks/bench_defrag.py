@@ -16,9 +16,10 @@ For every cloud where it fits nowhere as it is:
   moves (a move needs room on its destination before its source frees
   its own), then the new guest on any host: chains (a guest moved so
   that another can take its place) count, which the plan never uses;
-* the baseline: greedy eviction, the largest guest of the fullest host
-  first, each to the scheduler's first fit, until the new guest fits
-  (what an operator moving guests by hand tends to do).
+* the baseline: greedy eviction, on each host its largest guests first
+  (one that fits nowhere else skipped), each to the first host that fits
+  it, until the new guest fits; the best host's count (what an
+  operator moving guests by hand tends to do).
 
 Printed: clouds where room was needed, how many each method solved,
 moves per solved cloud, clouds where the plan used more moves than the
@@ -114,14 +115,21 @@ def _replay(topologies, group, dests, order):
 
 
 def by_greedy(state, max_moves):
-    """Largest guest of the fullest host first, first fit elsewhere."""
+    """Per host, its largest guests first, each to the first host that
+    fits it, until the new guest fits; the best host's count."""
+    counts = [n for n in (_greedy_on(state, host, max_moves)
+                          for host in state) if n is not None]
+    return min(counts) if counts else None
+
+
+def _greedy_on(state, host, max_moves):
+    """Largest guest first; one that fits nowhere else is skipped."""
     topologies = {h: t for h, (t, _) in state.items()}
-    host = min(topologies, key=lambda h: sum(
-        len(c.pcpuset) - len(c.pinned_cpus) for c in topologies[h].cells))
-    guests = sorted(state[host][1], key=lambda g: -len(
-        g[2].cpu_pinning))
-    for moves, (_name, request, placed) in enumerate(guests[:max_moves],
-                                                      start=1):
+    guests = sorted(state[host][1], key=lambda g: -len(g[2].cpu_pinning))
+    moves = 0
+    for _name, request, placed in guests:
+        if moves >= max_moves:
+            return None
         for other in topologies:
             if other == host:
                 continue
@@ -130,10 +138,9 @@ def by_greedy(state, max_moves):
                 topologies[other] = usage.apply(topologies[other],
                                                 result.topology)
                 topologies[host] = usage.release(topologies[host], placed)
+                moves += 1
                 break
-        else:
-            return None
-        if fit.fit(topologies[host], WHOLE_NODE).fits:
+        if moves and fit.fit(topologies[host], WHOLE_NODE).fits:
             return moves
     return None
 
