@@ -39,8 +39,12 @@ def parse_spec(text):
 
 
 def plain(answer):
+    """The plan as JSON data; the guest's placement as plain data and as
+    the lines ``show`` prints."""
     data = dict(answer)
     data['placement'] = common.plain(answer['placement'])
+    data['placement_lines'] = [] if answer['placement'] is None else \
+        pictures.placement_lines(answer['placement'])
     data['moves'] = [dict(move, numa_topology=common.plain(
         move['numa_topology'])) for move in answer['moves']]
     return data
@@ -56,7 +60,7 @@ def show(data):
         print(f"  {move['name']} {move['instance_uuid']}: "
               f"{move['source_host']} -> {move['dest_host']}")
     print("The guest would be placed:")
-    for line in pictures.placement_lines(data['placement']):
+    for line in data['placement_lines']:
         print(f"  {line}")
     search = data['search']
     print(f"Search: {search['steps']} set(s) tried in "

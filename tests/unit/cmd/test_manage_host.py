@@ -371,8 +371,10 @@ class HostDefragmentTestCase(cli_base.CLITestCase):
             self.add_report(host)
 
     def _answer(self, found=True):
+        placement = _plan()['moves'][0]['numa_topology'] if found else None
         return {'found': found, 'host': 'src' if found else None,
-                'placement': None, 'reason': None if found else 'none fit',
+                'placement': placement,
+                'reason': None if found else 'none fit',
                 'moves': [{'instance_uuid': 'u-1', 'name': 'web-1',
                            'source_host': 'src', 'dest_host': 'dst',
                            'numa_topology': None}] if found else [],
@@ -387,7 +389,14 @@ class HostDefragmentTestCase(cli_base.CLITestCase):
         self.assertEqual(0, code)
         self.assertIn('Room on src after 1 migration(s), in this order:\n'
                       '  web-1 u-1: src -> dst', out)
-        self.api.host_defragment_plan.assert_called_once_with(
+        self.assertIn('guest cell 0 -> host cell 0', out)
+        code, out, _ = self.run_cli(
+            'host', 'defragment', '--dry-run', '--format', 'json', '--for',
+            'vcpus=8,memory_mb=16384,hw:cpu_policy=dedicated')
+        data = json.loads(out)
+        self.assertEqual((0, 0), (code, data['placement']['cells'][0][
+            'host_cell']))
+        self.api.host_defragment_plan.assert_any_call(
             mock.ANY, 8, 16384, {'hw:cpu_policy': 'dedicated',
                                  'hw:numa_nodes': '1'},
             hosts=['src'], max_moves=2)
