@@ -114,6 +114,7 @@ def crash_conductor(svc):
         _drop_server(svc.agent_server)
         svc.agent_server = None
     svc.executor.abandon()
+    svc.manager.drains.stop()
     manager = svc.manager
     sever_rpc_client(manager.compute_api, owner)
     manager.db = Dead(owner, 'database')

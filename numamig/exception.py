@@ -500,3 +500,20 @@ class InstanceBusy(Invalid):
     msg_fmt = ("Instance %(instance_uuid)s cannot be %(action)s now: "
                "%(reason)s")
     code = 409
+
+
+class DrainRefused(MigrationError):
+    """A drain that cannot empty its host, refused before anything
+    moved (the host's maintenance state unchanged)."""
+    msg_fmt = "Host %(host)s cannot be drained: %(reason)s"
+
+
+class DrainNotFound(NotFound):
+    msg_fmt = "No drain of %(what)s is recorded."
+
+
+class DrainInProgress(Invalid):
+    msg_fmt = ("Host %(host)s is being drained already by drain "
+               "%(drain_uuid)s (%(status)s); follow it with "
+               "'numamig-manage host drain show %(host)s'")
+    code = 409

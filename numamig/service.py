@@ -318,6 +318,7 @@ class ConductorService(_RPCService):
         """Stop taking requests, then admitting migrations; let the
         running ones reach a point where another worker can go on."""
         self._stop_servers()
+        self.manager.drains.stop()
         self.executor.stop(graceful)
         super().stop(graceful)
 
@@ -344,6 +345,8 @@ class ConductorService(_RPCService):
         self._start_server()
         self.manager.executor = self.executor
         self.executor.start()
+        # Drains recorded before this start (a restart) carry on.
+        self.manager.drains.start()
         # The first sweep after this start's comes once this worker has
         # had the database for a whole lease (15 s with the defaults):
         # the first that may trust leases and end what a dead worker
@@ -517,4 +520,5 @@ def conductor_settings_from_conf(conf):
             per_dest=conf.conductor.max_incoming_migrations_per_host,
             queued=conf.conductor.max_queued_migrations),
         'foreign_numa_specs': tuple(conf.foreign_numa_specs),
+        'drain_replan_attempts': conf.conductor.drain_replan_attempts,
     }

@@ -31,6 +31,10 @@ def _parser():
     parser.add_argument('--state-dir', default=None,
                         help="Keep the SQLite database here (default: a "
                              "temporary directory, removed at the end).")
+    parser.add_argument('--drain', action='store_true',
+                        help="Run the drain showcase instead: a host "
+                             "emptied by a plan that one guest at a time "
+                             "would not find.")
     parser.add_argument('--debug', action='store_true',
                         help="Show the services' logs, and the traceback "
                              "if the job cannot run.")
@@ -45,6 +49,8 @@ def main(argv=None):
     logging.basicConfig(
         level=logging.INFO if args.debug else logging.ERROR,
         format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    if args.drain:
+        return _drain(args)
     try:
         outcomes, final = _run(args.state_dir)
     except Exception as exc:  # noqa: BLE001 - the job's last resort
@@ -60,6 +66,30 @@ def main(argv=None):
         print('\n'.join(job.render(outcomes, final)))
     return common.EXIT_OK if all(o.passed for o in outcomes) \
         else common.EXIT_NO
+
+
+def _drain(args):
+    """The drain showcase (numamig.showcase.drain_job)."""
+    from numamig.conf import CONF
+    from numamig.showcase import drain_job
+    CONF([], project='numamig', default_config_files=[])
+    try:
+        with tempfile.TemporaryDirectory(prefix='numamig-drain-') as tmp:
+            outcome = drain_job.run(state_dir=args.state_dir or tmp)
+    except Exception as exc:  # noqa: BLE001 - the job's last resort
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: the drain showcase could not run: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_UNEXPECTED
+    if args.output_format == 'json':
+        print(json.dumps({
+            'passed': outcome.passed, 'drain': outcome.drain,
+            'checks': [c._asdict() for c in outcome.checks]},
+            indent=2, sort_keys=True, default=str))
+    else:
+        print('\n'.join(drain_job.render(outcome)))
+    return common.EXIT_OK if outcome.passed else common.EXIT_NO
 
 
 def _run(state_dir):

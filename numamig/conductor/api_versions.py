@@ -27,6 +27,7 @@ OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'],
                               ComputeNodeReport='1.1')
 OBJECT_VERSIONS['1.8'] = dict(OBJECT_VERSIONS['1.7'])
 OBJECT_VERSIONS['1.9'] = dict(OBJECT_VERSIONS['1.8'])
+OBJECT_VERSIONS['1.10'] = dict(OBJECT_VERSIONS['1.9'])
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -68,3 +69,6 @@ GUARD_VERSION = '1.7'
 # The API version that brought host maintenance: host_set_disabled and
 # host_drain_plan.
 MAINTENANCE_VERSION = '1.8'
+# The API version that brought drains that move guests:
+# host_drain_start, host_drain_show, host_drain_wait, host_drain_abort.
+DRAIN_VERSION = '1.10'

@@ -157,6 +157,12 @@ def _guests(worker, host):
     return guests
 
 
+def guest_of(instance):
+    """The DrainGuest of an instance no migration moves now (a guest
+    planned again during a drain)."""
+    return _guest(instance, None)
+
+
 def _guest(instance, migration):
     if migration is not None and migration.source_host == instance.host:
         return DrainGuest(instance.uuid, instance.name, problem=(

@@ -15,6 +15,8 @@ from numamig import exception
 from numamig import releases
 from numamig import wire
 from numamig.conductor import drain
+from numamig.conductor import drain_driver
+from numamig.conductor import drain_endpoints
 from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor import requests
@@ -44,7 +46,7 @@ _EXPECTED = (exception.MigrationError, exception.Invalid,
              exception.InstanceBuildError)
 
 
-class ConductorManager:
+class ConductorManager(drain_endpoints.DrainEndpoints):
     """The endpoints of a conductor worker.
 
     Only the methods declared with ``wire.args`` are callable over RPC.
@@ -93,6 +95,13 @@ class ConductorManager:
         self.watch = watch.MigrationWatch(
             settings.get('migration_watchers', DEFAULT_WATCHERS))
         self.add_end_listener(self.watch.heard)
+        # Drains (API 1.10): the service starts the driver's thread.
+        self.drain_watch = drain_endpoints.make_watch(
+            settings.get('migration_watchers', DEFAULT_WATCHERS))
+        self.drains = drain_driver.DrainDriver(
+            self.worker, self._wake_executor, self.drain_watch.heard,
+            max_replans=settings.get('drain_replan_attempts', 2))
+        self.add_end_listener(self.drains.heard)
         # Since when this worker's stalled-migration sweeps have reached
         # the database without a break (None: not yet, or it failed).
         self._database_since = None
@@ -394,6 +403,10 @@ class ConductorManager:
             admitted.migration,
             hosts=live_migrate.HostsRead(admitted.busy,
                                          admitted.maintenance)).execute()
+
+    def _wake_executor(self):
+        if self.executor is not None:
+            self.executor.wake()
 
     def migration_ended(self, migration):
         """``migration`` reached a final status here: its slot is free,

@@ -17,6 +17,7 @@ from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import rpc
+from numamig.conductor import rpcapi_drain
 from numamig.conductor.api_versions import GUARD_VERSION
 from numamig.conductor.api_versions import HELD_BACK
 from numamig.conductor.api_versions import HOSTS_VERSION
@@ -43,7 +44,7 @@ AGENT_TOPIC = 'numamig-conductor-agents'
 CALL_MARGIN_S = 10
 
 
-class ConductorAPI:
+class ConductorAPI(rpcapi_drain.DrainCalls):
     """Client side of the conductor RPC API.
 
     API version history:
@@ -80,6 +81,9 @@ class ConductorAPI:
             the client: a request delivered again (or sent again after
             a timeout) returns the migration it recorded instead of
             recording another.
+    * 1.10 - host_drain_start (disable a host and move every guest by
+             a plan), host_drain_show, host_drain_wait and
+             host_drain_abort (numamig.conductor.rpcapi_drain).
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -88,7 +92,7 @@ class ConductorAPI:
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.9'
+    VERSION = '1.10'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,

@@ -69,6 +69,20 @@ opts = [
                     "message saying the queue is full, so that a "
                     "runaway script cannot grow the queue without "
                     "bound."),
+    cfg.IntOpt('drain_parallel', default=2, min=1, max=64,
+               help="Moves a drain ('numamig-manage host drain HOST') "
+                    "runs at once unless the operator gives --parallel. "
+                    "Moves into one destination always run one after "
+                    "another, in the plan's order; "
+                    "max_outgoing_migrations_per_host bounds them too. "
+                    "Raise it to empty a host sooner when the network "
+                    "carries more copies at once."),
+    cfg.IntOpt('drain_replan_attempts', default=2, min=0, max=10,
+               help="Times a drain plans a guest again onto another "
+                    "host after its destination refused it (its claim "
+                    "did not fit, it was down or disabled). A guest "
+                    "refused once more ends its move failed with every "
+                    "refusal's reason. 0: a refusal fails the move."),
 ]
 
 

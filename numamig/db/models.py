@@ -228,6 +228,70 @@ class MigrationStatusChange(Base):
     detail = sa.Column(sa.Text, nullable=True)
 
 
+class Drain(TimestampMixin, Base):
+    """A drain of a host (revision 0007): its moves are DrainMoves.
+
+    ``revision`` grows by one on every change of the drain or of one of
+    its moves, so that a waiter knows when to look again.
+    """
+
+    __tablename__ = 'drains'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='drains_uuid_uc'),
+        sa.Index('drains_host_idx', 'host'),
+        sa.Index('drains_status_idx', 'status'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid = sa.Column(sa.String(UUID_LENGTH), nullable=False)
+    host = sa.Column(sa.String(HOST_LENGTH), nullable=False)
+    status = sa.Column(sa.String(32), nullable=False)
+    revision = sa.Column(sa.Integer, nullable=False)
+    parallel = sa.Column(sa.Integer, nullable=False)
+    priority = sa.Column(sa.Integer, nullable=False)
+    # Whether the host was disabled before the drain disabled it.
+    was_disabled = sa.Column(sa.Boolean, nullable=False)
+    # {'to': [hosts] or None, 'keep_free_nodes': N}: what re-plans honour.
+    options = sa.Column(JSONText, nullable=False)
+    error = sa.Column(sa.Text, nullable=True)
+    ended_at = sa.Column(UTCDateTime, nullable=True)
+
+
+class DrainMove(TimestampMixin, Base):
+    """One guest of a drain: where the plan sends it, and how it went."""
+
+    __tablename__ = 'drain_moves'
+    __table_args__ = (
+        sa.UniqueConstraint('drain_uuid', 'instance_uuid',
+                            name='drain_moves_instance_uc'),
+        sa.Index('drain_moves_migration_uuid_idx', 'migration_uuid'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    drain_uuid = sa.Column(
+        sa.String(UUID_LENGTH),
+        sa.ForeignKey('drains.uuid', ondelete='CASCADE',
+                      name='drain_moves_drain_uuid_fkey'),
+        nullable=False)
+    # The plan's order: moves to one destination start in this order.
+    position = sa.Column(sa.Integer, nullable=False)
+    instance_uuid = sa.Column(sa.String(UUID_LENGTH), nullable=False)
+    name = sa.Column(sa.String(255), nullable=False)
+    status = sa.Column(sa.String(32), nullable=False)
+    planned_host = sa.Column(sa.String(HOST_LENGTH), nullable=True)
+    # The planned InstanceNUMATopology's primitive (NULL: no NUMA).
+    planned_topology = sa.Column(JSONText, nullable=True)
+    migration_uuid = sa.Column(sa.String(UUID_LENGTH), nullable=True)
+    # Migrations started for it (one, plus one per re-plan).
+    attempts = sa.Column(sa.Integer, nullable=False)
+    # {host: reason} of the destinations that refused it.
+    refused = sa.Column(JSONText, nullable=False)
+    dest_host = sa.Column(sa.String(HOST_LENGTH), nullable=True)
+    error = sa.Column(sa.Text, nullable=True)
+    started_at = sa.Column(UTCDateTime, nullable=True)
+    ended_at = sa.Column(UTCDateTime, nullable=True)
+
+
 class Lock(Base):
     """A named row that transactions lock to run one at a time.
 

@@ -173,6 +173,10 @@ class HostStateCache:
         # than a release is asked on every NUMA migration.
         self._by_version = {}
 
+    def now(self):
+        """The cache's time: what reservations' ages are measured by."""
+        return self._clock()
+
     @property
     def reservation_timeout(self):
         if self._reservation_timeout is not None:

@@ -39,6 +39,7 @@ from numamig import exception
 from numamig.numa import fit as numa_fit
 from numamig.numa import views as numa_views
 from numamig.scheduler import capacity
+from numamig.scheduler import defrag
 from numamig.scheduler import drain
 from numamig.scheduler import filters as host_filters
 from numamig.scheduler import weighers
@@ -317,6 +318,40 @@ class Scheduler:
                           keep_free_nodes=keep_free_nodes,
                           max_steps=max_steps or self.drain_max_steps)
         return plan, left_out
+
+    def plan_defragment(self, request, residents, limits=None,
+                        disabled=None, hosts=None, pagesize_kb=None,
+                        max_moves=defrag.DEFAULT_MAX_MOVES):
+        """The fewest moves that make room for ``request`` (defrag.py).
+
+        Candidates and destinations are the cached hosts the filters
+        other than the NUMA fit accept (up, enabled), best weight first,
+        with their free resources as the last report and reservations
+        leave them. Nothing is reserved.
+
+        :param residents: {host: defrag.Residents (or alike)} of the
+            hosts' guests that may move.
+        :param hosts: names the new guest may go to, or None for any.
+        :returns: defrag.Plan.
+        """
+        spec = self._spec(None, None, None, None, (), None, disabled)
+        walk = self.cache.walk(self.strategy)
+        candidates, destinations = [], []
+        for record in walk.records:
+            verdict, _ = self._filter(walk.state(record, with_view=False),
+                                      spec)
+            if not verdict.passed:
+                continue
+            destinations.append(drain.Destination(record.host,
+                                                  record.view()))
+            if hosts is None or record.host in hosts:
+                candidates.append(defrag.Candidate(
+                    record.host, record.topology,
+                    tuple(residents.get(record.host, ()))))
+        return defrag.plan(request, candidates, destinations, limits=limits,
+                           strategy=self.cell_strategy,
+                           pagesize_kb=pagesize_kb, max_moves=max_moves,
+                           max_steps=self.drain_max_steps)
 
     def reserve(self, host, instance_uuid, project_id, request, limits=None,
                 pagesize_kb=None):

@@ -27,3 +27,17 @@ class EmbeddedJobTestCase(base.TestCase):
         self.assertTrue(data['verdict'].startswith('VERDICT: PASS'))
         for scenario in data['scenarios']:
             self.assertNotEqual(scenario['source'], scenario['dest'])
+
+
+class DrainShowcaseTestCase(base.TestCase):
+
+    def test_the_drain_showcase_passes(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = embedded.main(['--drain', '--format', 'json'])
+        data = json.loads(out.getvalue())
+        failed = [c for c in data['checks'] if not c['passed']]
+        self.assertEqual((0, True, []), (code, data['passed'], failed))
+        self.assertEqual(6, len(data['checks']))
+        self.assertEqual(('completed', 2), (data['drain']['status'],
+                                            data['drain']['report']['moved']))

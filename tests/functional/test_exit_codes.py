@@ -86,6 +86,18 @@ class ExitCodeContractTest(test_multiprocess.MultiProcessTestBase):
             (0, True, ('host', 'drain', source, '--dry-run')),
             (0, False, ('host', 'disable', dest, '--reason', 'contract')),
             (1, True, ('host', 'drain', source, '--dry-run')),
+            # Refused up front: nothing recorded, the host left enabled.
+            (1, True, ('host', 'drain', source)),
+            (127, True, ('host', 'drain', 'show', source)),
+            (127, True, ('host', 'drain', 'abort', source)),
+            (127, True, ('host', 'drain', source, '--parallel', '0')),
+            (127, True, ('host', 'drain', 'halt', source)),
+            (0, True, ('host', 'defragment', '--dry-run', '--for',
+                       'vcpus=2,memory_mb=512,hw:cpu_policy=dedicated')),
+            (127, True, ('host', 'defragment', '--dry-run', '--for',
+                         'vcpus=2,memory_mb=512,hw:numa_nodes=3')),
+            (127, True, ('host', 'defragment', '--execute', '--for',
+                         'vcpus=2,memory_mb=512')),
             (1, True, ('migration', 'start', guest.uuid, '--host', dest)),
             (0, False, ('host', 'enable', dest)),
             (0, True, ('instance', 'list')),
@@ -124,4 +136,11 @@ class ExitCodeContractTest(test_multiprocess.MultiProcessTestBase):
         self.assert_code(0, 'numamig-manage', 'migration', 'start',
                          guest.uuid, '--host', dest, '--wait',
                          '--wait-timeout', '60')
+        # A drain that goes through moves the guest back, then shows.
+        self.assert_code(0, 'numamig-manage', 'host', 'drain', dest,
+                         '--wait', '--timeout', '90')
+        run = self.assert_code(0, 'numamig-manage', 'host', 'drain', 'show',
+                               dest, '--format', 'json')
+        self.assertIn('"status": "completed"', run.stdout)
+        self.assert_code(0, 'numamig-manage', 'host', 'enable', dest)
         self.stop_daemons()

@@ -108,8 +108,10 @@ def calls(methods, misfits_only=()):
 
 
 def declared(manager_cls):
-    return {name: member.wire_args for name, member in
-            vars(manager_cls).items() if hasattr(member, 'wire_args')}
+    # The manager's mixins (the conductor's drain endpoints) count too.
+    return {name: member.wire_args for klass in manager_cls.__mro__
+            for name, member in vars(klass).items()
+            if hasattr(member, 'wire_args')}
 
 
 class WireFuzzTest(base.TestCase):

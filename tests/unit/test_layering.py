@@ -120,8 +120,12 @@ LAYERS = {
                        ('rpc', 'exception')),
     'conductor.api_versions': ('the conductor API\'s versions and the '
                                'objects each carries; a leaf', ()),
+    'conductor.rpcapi_drain': ('the conductor client\'s drain calls, '
+                               'mixed into its client',
+                               ('conductor.api_versions',)),
     'conductor.rpcapi': ('the client of the conductor\'s API',
-                         ('rpc', 'exception', 'conductor.api_versions')),
+                         ('rpc', 'exception', 'conductor.api_versions',
+                          'conductor.rpcapi_drain')),
     'releases': ('what each release speaks',
                  ('compute.rpcapi', 'conductor.rpcapi', 'rpc', 'objects',
                   'exception')),
@@ -146,9 +150,13 @@ LAYERS = {
     'conductor': ('the conductor',
                   ('conductor.rpcapi', 'releases', 'db', 'audit', 'numa',
                    'objects', 'rpc', 'context', 'exception')),
+    'conductor.drain_endpoints': ('the conductor\'s drain endpoints, '
+                                  'mixed into its manager',
+                                  ('conductor', 'wire', 'exception')),
     'conductor.manager': ('the conductor\'s RPC endpoints; the flows get '
                           'a Worker, never this',
-                          ('conductor', 'conductor.rpcapi', 'releases', 'db',
+                          ('conductor', 'conductor.drain_endpoints',
+                           'conductor.rpcapi', 'releases', 'db',
                            'wire', 'objects', 'context', 'exception')),
     'service': ('the daemons: wiring of managers, RPC and periodic work',
                 ('compute.manager', 'conductor.manager', 'conductor',

@@ -14,6 +14,7 @@ from numamig.compute import manager as compute_manager
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import manager as conductor_manager
 from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor import rpcapi_drain
 from tests import base
 
 UUID = '9d0e1f2a-3b4c-4d5e-8f60-718293a4b5c6'
@@ -88,12 +89,13 @@ class ArgsTestCase(base.TestCase):
         self.assertTrue(policy.is_allowed(Plain(), 'echo'))
 
 
-def _called_methods(module, manager_cls):
-    """The manager's methods an rpcapi module names in quotes: what its
+def _called_methods(modules, manager_cls):
+    """The manager's methods rpcapi modules name in quotes: what their
     calls and casts send."""
     public = {name for name, _ in inspect.getmembers(
         manager_cls, inspect.isfunction) if not name.startswith('_')}
-    return set(re.findall(r"'(\w+)'", inspect.getsource(module))) & public
+    source = ''.join(inspect.getsource(module) for module in modules)
+    return set(re.findall(r"'(\w+)'", source)) & public
 
 
 def _exposed(cls):
@@ -105,8 +107,9 @@ class EveryEndpointDeclaredTestCase(base.TestCase):
 
     def test_what_the_clients_call_is_declared_and_no_more(self):
         for manager_cls, rpcapi in (
-                (conductor_manager.ConductorManager, conductor_rpcapi),
-                (compute_manager.ComputeManager, compute_rpcapi)):
+                (conductor_manager.ConductorManager,
+                 (conductor_rpcapi, rpcapi_drain)),
+                (compute_manager.ComputeManager, (compute_rpcapi,))):
             called = _called_methods(rpcapi, manager_cls)
             exposed = _exposed(manager_cls)
             self.assertEqual(set(), called - exposed,

@@ -4,7 +4,7 @@
 (the hosts' last reports, with usage, move claims and maintenance state)
 and change nothing; ``delete``, ``disable``, ``enable`` and ``drain``
 ask the conductor, which applies its rules (a host in use is not
-deleted; a drain plan reads the scheduler's cache).
+deleted; a drain plans from the scheduler's cache, then moves).
 """
 
 import datetime
@@ -13,7 +13,9 @@ from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
+from numamig.cmd.manage_commands import _defrag_output
 from numamig.cmd.manage_commands import _drain_output
+from numamig.cmd.manage_commands import _drain_run_output
 from numamig.conf import CONF
 
 
@@ -144,7 +146,9 @@ class HostCommands:
         """
         return _set_disabled(host, False, output_format)
 
-    @common.args('host', metavar='HOST', help="Compute host name.")
+    @common.args('words', nargs='+', metavar='[show|abort] HOST',
+                 help="The host to drain; 'show HOST' prints its drain, "
+                      "'abort HOST' aborts it.")
     @common.args('--dry-run', dest='dry_run', action='store_true',
                  help="Compute and show the plan; move nothing.")
     @common.args('--to', metavar='HOST,...',
@@ -153,36 +157,59 @@ class HostCommands:
                  default=0, metavar='N',
                  help="Leave N whole NUMA nodes free on every destination "
                       "(of its idle nodes, the highest-numbered).")
+    @common.args('--parallel', type=int, default=None, metavar='N',
+                 help="Moves at once (default: [conductor] "
+                      "drain_parallel).")
+    @common.args('--wait', action='store_true', default=False,
+                 help="Follow the drain, guest by guest, until it ends.")
+    @common.args('--timeout', type=float, default=None, metavar='SECONDS',
+                 help="With --wait: stop following after SECONDS and exit "
+                      "1 (the drain goes on).")
+    @common.args('--abort-running', dest='abort_running',
+                 action='store_true', default=False,
+                 help="With abort: abort running migrations too (default: "
+                      "they finish).")
     @common.format_option
     @common.guarded
-    def drain(self, host, dry_run=False, to=None, keep_free_nodes=0,
+    def drain(self, words, dry_run=False, to=None, keep_free_nodes=0,
+              parallel=None, wait=False, timeout=None, abort_running=False,
               output_format='human'):
-        """Plan the moves that empty a host: every guest at once.
+        """Empty a host by a plan: every guest placed at once, then moved.
 
         Before anything moves, a destination and the exact placement
         (cells, pins, page sizes) for every guest, honouring its
         policies, the per-cell limits, disabled hosts and admission;
         the hardest guests are placed first and alternatives searched,
         so a drain that is possible is found (doc/source/drain.rst).
-        Prints the plan, what cannot be placed and why. Only --dry-run
-        is available in this release. Exit codes: 0 the host can be
-        emptied; 1 it cannot (nothing moved); 127 unknown host, bad
-        input or no --dry-run (nothing changed); 255 the conductor
-        cannot be reached.
+        With --dry-run only the plan is printed. Without it the host is
+        disabled, the plan reserved and the moves run through the
+        admission queue (--parallel at once); --wait follows them.
+        'drain show HOST' prints the host's drain, 'drain abort HOST'
+        cancels its pending moves. Exit codes: 0 the host can be (or
+        was) emptied, or shown/aborted; 1 it cannot (nothing moved),
+        or with --wait the drain ended with failures, was aborted or
+        did not end within --timeout; 127 unknown host or drain, a
+        drain already running, bad input (nothing changed); 255 the
+        conductor cannot be reached.
         """
-        if not dry_run:
-            raise exception.Invalid(
-                reason="only --dry-run is available: this release plans a "
-                       "drain and moves nothing")
+        action, host = _drain_words(words)
+        if action == 'show':
+            return _drain_run_output.show_drain(host, output_format)
+        if action == 'abort':
+            return _drain_run_output.abort(host, abort_running,
+                                           output_format)
         destinations = _host_names(to)
-        if not 0 <= keep_free_nodes <= 64:
-            raise exception.Invalid(
-                reason=f"--keep-free-nodes must be 0 to 64, got "
-                       f"{keep_free_nodes}")
+        _check_drain_options(keep_free_nodes, parallel, wait, timeout,
+                             dry_run)
         with _access.database() as db:
             _known(db, host)
             for name in destinations or ():
                 _known(db, name)
+        if not dry_run:
+            return _drain_run_output.start(
+                host, destinations, keep_free_nodes,
+                parallel or CONF.conductor.drain_parallel, wait, timeout,
+                output_format)
         answer = _access.conductor().host_drain_plan(
             _access.context(), host, to=destinations,
             keep_free_nodes=keep_free_nodes)
@@ -192,6 +219,88 @@ class HostCommands:
             return common.EXIT_OK
         # stderr only: stdout already holds the plan.
         return common.fail(_drain_output.why_not(data), common.EXIT_NO)
+
+
+    @common.args('--for', dest='flavor', required=True,
+                 metavar='vcpus=N,memory_mb=N,KEY=VALUE,...',
+                 help="The guest to make room for: its size and extra "
+                      "specs, e.g. vcpus=8,memory_mb=16384,"
+                      "hw:cpu_policy=dedicated,hw:numa_nodes=1.")
+    @common.args('--hosts', metavar='HOST,...',
+                 help="Make room on one of these hosts only.")
+    @common.args('--max-moves', dest='max_moves', type=int, default=3,
+                 metavar='N', help="Most migrations to consider (0-8).")
+    @common.args('--dry-run', dest='dry_run', action='store_true',
+                 help="Compute and show the plan; move nothing.")
+    @common.args('--execute', action='store_true',
+                 help="Carry the plan out (not in this release).")
+    @common.format_option
+    @common.guarded
+    def defragment(self, flavor, hosts=None, max_moves=3, dry_run=False,
+                   execute=False, output_format='human'):
+        """Find the fewest migrations that make room for a guest.
+
+        Sets of guests are tried by increasing size on every host (or
+        those of --hosts): the first whose moves let the guest fit, each
+        moved guest placed elsewhere at once, is printed with the
+        guest's placement (doc/source/drain.rst). --execute is not in
+        this release: run the moves shown, in order, with 'migration
+        start INSTANCE --host DEST'. Exit codes: 0 room can be made (or
+        exists); 1 no set within --max-moves makes room; 127 bad input,
+        an unknown host or --execute (nothing changed); 255 the
+        conductor cannot be reached.
+        """
+        if execute or not dry_run:
+            raise exception.Invalid(
+                reason="only --dry-run is available: run the moves it "
+                       "shows with 'numamig-manage migration start "
+                       "INSTANCE --host DEST', in their order")
+        vcpus, memory_mb, specs = _defrag_output.parse_spec(flavor)
+        names = _host_names(hosts, option='--hosts')
+        if not 0 <= max_moves <= 8:
+            raise exception.Invalid(
+                reason=f"--max-moves must be 0 to 8, got {max_moves}")
+        with _access.database() as db:
+            for name in names or ():
+                _known(db, name)
+        answer = _access.conductor().host_defragment_plan(
+            _access.context(), vcpus, memory_mb, specs, hosts=names,
+            max_moves=max_moves)
+        data = _defrag_output.plain(answer)
+        common.print_output(data, output_format, _defrag_output.show)
+        if data['found']:
+            return common.EXIT_OK
+        return common.fail(f"no room for the guest: {data['reason']}",
+                           common.EXIT_NO)
+
+
+def _drain_words(words):
+    """(None|'show'|'abort', HOST) from ``drain``'s positional words."""
+    if len(words) == 1:
+        return None, words[0]
+    if len(words) == 2 and words[0] in ('show', 'abort'):
+        return words[0], words[1]
+    raise exception.Invalid(
+        reason=f"drain takes HOST, 'show HOST' or 'abort HOST', got "
+               f"{' '.join(words)!r}")
+
+
+def _check_drain_options(keep_free_nodes, parallel, wait, timeout, dry_run):
+    if not 0 <= keep_free_nodes <= 64:
+        raise exception.Invalid(
+            reason=f"--keep-free-nodes must be 0 to 64, got "
+                   f"{keep_free_nodes}")
+    if parallel is not None and not 1 <= parallel <= 64:
+        raise exception.Invalid(
+            reason=f"--parallel must be 1 to 64, got {parallel}")
+    if dry_run and (wait or parallel is not None):
+        raise exception.Invalid(
+            reason="--wait and --parallel need a drain that moves guests; "
+                   "--dry-run moves nothing")
+    if timeout is not None and not (wait and 0 < timeout <= 86400):
+        raise exception.Invalid(
+            reason=f"--timeout {timeout} needs --wait and a number of "
+                   f"seconds from 0 to 86400")
 
 
 def _set_disabled(host, disabled, output_format, **reason):
@@ -217,15 +326,15 @@ def _check_reason(reason):
                    f"{len(reason.strip())}")
 
 
-def _host_names(text):
+def _host_names(text, option='--to'):
     """The host names of ``--to``, or None when it is not given."""
     if text is None:
         return None
     names = [name.strip() for name in text.split(',')]
     if not all(names):
         raise exception.Invalid(
-            reason=f"--to must list host names separated by commas, got "
-                   f"{text!r}")
+            reason=f"{option} must list host names separated by commas, "
+                   f"got {text!r}")
     return sorted(set(names))
 
 

@@ -2,6 +2,7 @@
 
 import datetime
 
+import fixtures
 from oslo_utils import timeutils
 
 from numamig.compute import report
@@ -37,6 +38,52 @@ def _planned(world):
         world.dep.context, host='host-a')
     return sorted((move['instance_uuid'], move['dest_host'])
                   for move in plan['moves'])
+
+
+DRAIN_UUID = '5c0e2f4a-7d1b-4f3e-9a28-6b1d0c7e9f42'
+
+
+def _held_drain(world, start=True):
+    """A guest on host-a and, with ``start``, its drain recorded with
+    the driver held (the move stays pending: nothing runs between the
+    two deliveries)."""
+    world.test.useFixture(fixtures.MockPatchObject(
+        world.dep.conductor.manager.drains, 'run_once'))
+    world.guest()
+    if start:
+        world.dep.conductor.manager.host_drain_start(
+            world.dep.context, host='host-a', drain_uuid=DRAIN_UUID,
+            parallel=1)
+
+
+def _drain_start(world):
+    _held_drain(world, start=False)
+    return _to('host_drain_start', host='host-a', drain_uuid=DRAIN_UUID,
+               parallel=1)
+
+
+def _drain_show(world):
+    _held_drain(world)
+    return _to('host_drain_show', host='host-a')
+
+
+def _drain_wait(world):
+    _held_drain(world)
+    shown = world.dep.conductor.manager.host_drain_show(
+        world.dep.context, drain_uuid=DRAIN_UUID)
+    return _to('host_drain_wait', drain_uuid=DRAIN_UUID,
+               signature=shown['signature'], wait_s=0)
+
+
+def _drain_abort(world):
+    _held_drain(world)
+    return _to('host_drain_abort', host='host-a')
+
+
+def _defragment_plan(world):
+    world.guest()
+    return _to('host_defragment_plan', vcpus=2, memory_mb=512,
+               extra_specs={'hw:cpu_policy': 'dedicated'})
 
 
 def _reported(world):
@@ -315,4 +362,15 @@ ROWS = [
     # placed objects' change lists may come in another order).
     rows.Row('conductor', 'host_drain_plan', _drain_plan, changes=False,
              extra=_planned),
+    # Drains (API 1.10): the records hold the drain and its moves; a
+    # repeat start answers with the drain recorded, a repeat abort finds
+    # nothing left to cancel. Reads answer with the time elapsed, so
+    # only the state is compared.
+    rows.Row('conductor', 'host_drain_start', _drain_start,
+             extra=_maintenance, rabbit=True),
+    rows.Row('conductor', 'host_drain_show', _drain_show, changes=False),
+    rows.Row('conductor', 'host_drain_wait', _drain_wait, changes=False),
+    rows.Row('conductor', 'host_drain_abort', _drain_abort, rabbit=True),
+    rows.Row('conductor', 'host_defragment_plan', _defragment_plan,
+             changes=False),
 ]

@@ -38,7 +38,8 @@ MANAGERS = {'conductor': conductor_manager.ConductorManager,
 def declared_methods():
     """'<api>.<method>' of every method the managers declare for RPC."""
     return {f'{api}.{name}' for api, cls in MANAGERS.items()
-            for name, member in vars(cls).items()
+            for klass in cls.__mro__
+            for name, member in vars(klass).items()
             if hasattr(member, 'wire_args')}
 
 

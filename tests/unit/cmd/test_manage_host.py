@@ -229,9 +229,205 @@ class HostDrainTestCase(cli_base.CLITestCase):
                  '--to must list host names separated by commas'),
                 (('src', '--dry-run', '--keep-free-nodes', '-1'),
                  '--keep-free-nodes must be 0 to 64, got -1'),
-                (('src',), 'only --dry-run is available')):
+                (('src', '--parallel', '0'),
+                 '--parallel must be 1 to 64, got 0'),
+                (('src', '--timeout', '5'), '--timeout 5.0 needs --wait'),
+                (('src', '--wait', '--timeout', '0'),
+                 '--timeout 0.0 needs --wait and a number of seconds'),
+                (('src', '--dry-run', '--wait'),
+                 '--dry-run moves nothing'),
+                (('nope',), 'Compute host nope is not known'),
+                (('show', 'src', 'x'),
+                 "drain takes HOST, 'show HOST' or 'abort HOST', got "
+                 "'show src x'"),
+                (('stop', 'src'), "got 'stop src'")):
             code, out, err = self.run_cli('host', 'drain', *argv)
             self.assertEqual((127, ''), (code, out), argv)
             self.assertEqual(1, len(err.strip().splitlines()), err)
             self.assertIn(said, err)
         self.api.host_drain_plan.assert_not_called()
+        self.api.host_drain_start.assert_not_called()
+
+
+def _drain(status='running', moves=None, signature='1:', **report):
+    moves = moves if moves is not None else [_drain_move()]
+    summary = {'moved': 0, 'failed': [], 'cancelled': 0, 'pending': 0,
+               'migrating': 1, 'replanned': 0, 'elapsed_s': 1.5}
+    summary.update(report)
+    return {'uuid': 'd-1', 'host': 'src', 'status': status, 'parallel': 2,
+            'created_at': '2026-11-25T22:00:00+00:00', 'moves': moves,
+            'report': summary, 'signature': signature}
+
+
+def _drain_move(status='migrating', migration='running', processed=512,
+                dest=None, attempts=1, error=None):
+    return {'instance_uuid': 'u-1', 'name': 'web-1', 'status': status,
+            'planned_host': 'dst', 'dest_host': dest, 'attempts': attempts,
+            'error': error,
+            'migration': None if migration is None else {
+                'uuid': 'm-1', 'status': migration,
+                'memory_processed': processed, 'memory_total': 1024}}
+
+
+class HostDrainRunTestCase(cli_base.CLITestCase):
+
+    def setUp(self):
+        super().setUp()
+        for host in ('src', 'dst'):
+            self.add_report(host)
+
+    def test_start_prints_the_drain_and_returns(self):
+        self.api.host_drain_start.return_value = _drain()
+        code, out, _ = self.run_cli('host', 'drain', 'src', '--parallel', '3')
+        self.assertEqual(0, code)
+        self.assertIn('Drain d-1 of host src: running (1 guest(s), 2 at '
+                      'once', out)
+        self.assertIn('web-1 u-1 -> dst: migrating (migration m-1 running, '
+                      '50%)', out)
+        self.api.host_drain_start.assert_called_once_with(
+            mock.ANY, 'src', 3, to=None, keep_free_nodes=0)
+        self.api.host_drain_wait.assert_not_called()
+
+    def test_the_default_parallelism_is_the_option(self):
+        self.flags(drain_parallel=5, group='conductor')
+        self.api.host_drain_start.return_value = _drain()
+        self.run_cli('host', 'drain', 'src')
+        self.assertEqual(5, self.api.host_drain_start.call_args[0][2])
+
+    def test_wait_follows_each_change_until_the_end(self):
+        self.api.host_drain_start.return_value = _drain()
+        done = _drain('completed', [_drain_move(
+            'completed', migration=None, dest='dst')], signature='2:',
+            moved=1, migrating=0)
+        self.api.host_drain_wait.side_effect = [
+            _drain(moves=[_drain_move(processed=1024)], signature='1:x'),
+            done]
+        code, out, err = self.run_cli('host', 'drain', 'src', '--wait',
+                                      '--timeout', '60')
+        self.assertEqual(0, code, err)
+        self.assertEqual([
+            '  web-1 u-1 -> dst: migrating (migration m-1 running, 50%)',
+            '  web-1 u-1 -> dst: migrating (migration m-1 running, 100%)',
+            '  web-1 u-1 -> dst: completed'], err.splitlines())
+        self.assertIn('Moved 1, failed 0', out)
+        self.assertIn('Host src stays disabled', out)
+        self.assertEqual(2, self.api.host_drain_wait.call_count)
+
+    def test_wait_on_a_drain_that_failed_answers_1_with_why(self):
+        self.api.host_drain_start.return_value = _drain()
+        self.api.host_drain_wait.return_value = _drain(
+            'failed', [_drain_move('failed', migration=None,
+                                   error='fits nowhere')], signature='2:',
+            failed=[{'instance_uuid': 'u-1', 'name': 'web-1',
+                     'reason': 'fits nowhere'}])
+        code, out, err = self.run_cli('host', 'drain', 'src', '--wait',
+                                      '--format', 'json')
+        self.assertEqual(1, code)
+        self.assertEqual('failed', json.loads(out.split('\n{"error"')[0])[
+            'status'])
+        self.assertIn('error: drain d-1 of src failed: 0 moved, 1 failed '
+                      '(web-1: fits nowhere), 0 cancelled', err)
+
+    def test_wait_stops_at_its_timeout(self):
+        self.api.host_drain_start.return_value = _drain()
+        self.api.host_drain_wait.side_effect = \
+            lambda ctxt, data, asked: _drain(signature=f"1:{asked}")
+        code, _, err = self.run_cli('host', 'drain', 'src', '--wait',
+                                    '--timeout', '0.05')
+        self.assertEqual(1, code)
+        self.assertIn('did not end within 0.05 s; it goes on', err)
+        for call in self.api.host_drain_wait.call_args_list:
+            self.assertLessEqual(call[0][2], 0.05)
+
+    def test_show_and_abort(self):
+        self.api.host_drain_show.return_value = _drain('completed')
+        code, out, _ = self.run_cli('host', 'drain', 'show', 'src',
+                                    '--format', 'json')
+        self.assertEqual((0, 'completed'), (code, json.loads(out)['status']))
+        self.api.host_drain_show.assert_called_once_with(mock.ANY,
+                                                         host='src')
+        self.api.host_drain_abort.return_value = _drain('aborting')
+        code, out, _ = self.run_cli('host', 'drain', 'abort', 'src',
+                                    '--abort-running')
+        self.assertEqual(0, code)
+        self.assertIn('aborting', out)
+        self.api.host_drain_abort.assert_called_once_with(
+            mock.ANY, 'src', abort_running=True)
+
+    def test_a_refused_drain_answers_1_in_one_line(self):
+        self.api.host_drain_start.side_effect = exception.DrainRefused(
+            host='src', reason='1 guest(s) have no destination')
+        code, out, err = self.run_cli('host', 'drain', 'src')
+        self.assertEqual((1, ''), (code, out))
+        self.assertEqual(['error: Host src cannot be drained: 1 guest(s) '
+                          'have no destination'], err.splitlines())
+
+
+class HostDefragmentTestCase(cli_base.CLITestCase):
+
+    def setUp(self):
+        super().setUp()
+        for host in ('src', 'dst'):
+            self.add_report(host)
+
+    def _answer(self, found=True):
+        placement = _plan()['moves'][0]['numa_topology'] if found else None
+        return {'found': found, 'host': 'src' if found else None,
+                'placement': placement,
+                'reason': None if found else 'none fit',
+                'moves': [{'instance_uuid': 'u-1', 'name': 'web-1',
+                           'source_host': 'src', 'dest_host': 'dst',
+                           'numa_topology': None}] if found else [],
+                'search': {'steps': 3, 'stopped': False, 'elapsed_ms': 2.0}}
+
+    def test_the_plan_is_printed_and_asked_with_the_specs(self):
+        self.api.host_defragment_plan.return_value = self._answer()
+        code, out, _ = self.run_cli(
+            'host', 'defragment', '--dry-run', '--for',
+            'vcpus=8,memory_mb=16384,hw:cpu_policy=dedicated,'
+            'hw:numa_nodes=1', '--hosts', 'src', '--max-moves', '2')
+        self.assertEqual(0, code)
+        self.assertIn('Room on src after 1 migration(s), in this order:\n'
+                      '  web-1 u-1: src -> dst', out)
+        self.assertIn('guest cell 0 -> host cell 0', out)
+        code, out, _ = self.run_cli(
+            'host', 'defragment', '--dry-run', '--format', 'json', '--for',
+            'vcpus=8,memory_mb=16384,hw:cpu_policy=dedicated')
+        data = json.loads(out)
+        self.assertEqual((0, 0), (code, data['placement']['cells'][0][
+            'host_cell']))
+        self.api.host_defragment_plan.assert_any_call(
+            mock.ANY, 8, 16384, {'hw:cpu_policy': 'dedicated',
+                                 'hw:numa_nodes': '1'},
+            hosts=['src'], max_moves=2)
+
+    def test_no_room_answers_1(self):
+        self.api.host_defragment_plan.return_value = self._answer(False)
+        code, out, err = self.run_cli('host', 'defragment', '--dry-run',
+                                      '--for', 'vcpus=2,memory_mb=512')
+        self.assertEqual(1, code)
+        self.assertIn('No room found: none fit', out)
+        self.assertEqual(['error: no room for the guest: none fit'],
+                         err.splitlines())
+
+    def test_bad_input_asks_nothing(self):
+        for argv, said in (
+                (('--for', 'vcpus=2,memory_mb=512'), 'only --dry-run'),
+                (('--for', 'vcpus=2,memory_mb=512', '--execute'),
+                 'only --dry-run'),
+                (('--dry-run', '--for', 'memory_mb=512'),
+                 "--for needs vcpus=N with N a positive integer, got "
+                 "None"),
+                (('--dry-run', '--for', 'vcpus=two,memory_mb=512'),
+                 "got 'two'"),
+                (('--dry-run', '--for', 'vcpus=2,memory_mb'),
+                 "--for takes KEY=VALUE pairs"),
+                (('--dry-run', '--for', 'vcpus=2,memory_mb=1',
+                  '--max-moves', '9'), '--max-moves must be 0 to 8'),
+                (('--dry-run', '--for', 'vcpus=2,memory_mb=1', '--hosts',
+                  'nope'), 'Compute host nope is not known')):
+            code, out, err = self.run_cli('host', 'defragment', *argv)
+            self.assertEqual((127, ''), (code, out), argv)
+            self.assertEqual(1, len(err.strip().splitlines()), err)
+            self.assertIn(said, err)
+        self.api.host_defragment_plan.assert_not_called()

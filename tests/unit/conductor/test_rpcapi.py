@@ -121,6 +121,50 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertIn('planning a drain needs conductor API 1.8; the '
                       'conductor is older', str(exc))
 
+    def test_drains_sent_at_1_10(self):
+        self.client.can_send_version.return_value = True
+        self.answers = ['started', 'shown', 'waited', 'aborted']
+        self.api.host_drain_start(None, 'h-1', 3, to=('h-2',),
+                                  drain_uuid='d-1')
+        self.api.host_drain_show(None, host='h-1')
+        self.api.host_drain_wait(None, {'uuid': 'd-1', 'signature': 's'},
+                                 5)
+        self.api.host_drain_abort(None, 'h-1', abort_running=True)
+        self.assertEqual([
+            ('1.10', 'host_drain_start',
+             {'host': 'h-1', 'drain_uuid': 'd-1', 'parallel': 3,
+              'to': ['h-2'], 'keep_free_nodes': 0}),
+            ('1.10', 'host_drain_show', {'host': 'h-1', 'drain_uuid': None}),
+            ('1.10', 'host_drain_wait',
+             {'drain_uuid': 'd-1', 'signature': 's', 'wait_s': 5}),
+            ('1.10', 'host_drain_abort',
+             {'host': 'h-1', 'abort_running': True})], self.sent)
+
+    def test_defragment_plan_sent_at_1_10(self):
+        self.client.can_send_version.return_value = True
+        self.api.host_defragment_plan(None, 8, 1024, {'hw:numa_nodes': '1'},
+                                      hosts=('h-1',), max_moves=2)
+        self.assertEqual([('1.10', 'host_defragment_plan', {
+            'vcpus': 8, 'memory_mb': 1024,
+            'extra_specs': {'hw:numa_nodes': '1'}, 'hosts': ['h-1'],
+            'max_moves': 2})], self.sent)
+
+    def test_a_drain_start_chooses_its_uuid_once(self):
+        self.client.can_send_version.return_value = True
+        self.api.host_drain_start(None, 'h-1', 1)
+        (_, _, kwargs), = self.sent
+        self.assertTrue(uuidutils.is_uuid_like(kwargs['drain_uuid']))
+
+    def test_drains_capped_below_1_10_are_refused_clearly(self):
+        self.client.can_send_version.side_effect = \
+            lambda v: tuple(map(int, v.split('.'))) < (1, 10)
+        for call in (lambda: self.api.host_drain_start(None, 'h-1', 1),
+                     lambda: self.api.host_drain_abort(None, 'h-1')):
+            exc = self.assertRaises(exception.Invalid, call)
+            self.assertIn('needs conductor API 1.10, but [upgrade_levels] '
+                          'conductor caps', str(exc))
+        self.assertEqual([], self.sent)
+
     def test_wait_sent_at_1_5_with_what_the_caller_saw(self):
         self.client.can_send_version.return_value = True
         seen = mock.Mock(uuid='m-1', status='running',

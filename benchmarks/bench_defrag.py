@@ -1,0 +1,201 @@
+"""Defragmentation plans against the optimum, on small simulated clouds.
+
+    .venv/bin/python benchmarks/bench_defrag.py [--clouds 30] [--seed 1]
+        [--hosts 3] [--max-moves 3] [--util 0.6-0.95]
+
+Each cloud: ``--hosts`` hosts of 2 cells of 4 cores x 2 threads (core 0
+shared; 6 dedicated pCPUs and 64 GiB per cell), filled with a pinned
+flavor mix (bench_drain's) to ``--util`` of their pCPUs, seeded. The new
+guest needs a whole NUMA node: 6 pinned vCPUs, ``hw:numa_nodes=1``.
+For every cloud where it fits nowhere as it is:
+
+* the plan (numamig.scheduler.defrag.plan): the fewest guests of one
+  host to move, each placed elsewhere at once by the drain search;
+* the optimum, solved exhaustively: every set of up to ``--max-moves``
+  guests of ANY hosts, every destination of each, every order of the
+  moves (a move needs room on its destination before its source frees
+  its own), then the new guest on any host: chains (a guest moved so
+  that another can take its place) count, which the plan never uses;
+* the baseline: greedy eviction, on each host its largest guests first
+  (one that fits nowhere else skipped), each to the first host that fits
+  it, until the new guest fits; the best host's count (what an
+  operator moving guests by hand tends to do).
+
+Printed: clouds where room was needed, how many each method solved,
+moves per solved cloud, clouds where the plan used more moves than the
+optimum (target: 0), and time per cloud of each, measured in this run.
+"""
+
+import argparse
+import itertools
+import random
+import statistics
+import sys
+import time
+
+from numamig import exception
+from numamig.numa import constraints
+from numamig.numa import fit
+from numamig.numa import usage
+from numamig.numa import views
+from numamig.scheduler import defrag
+from numamig.scheduler import drain
+
+sys.path.insert(0, __file__.rsplit('/', 1)[0])
+import bench_drain  # noqa: E402 - the sibling benchmark's cloud
+
+WHOLE_NODE = constraints.get_numa_request(
+    6, 8192, {'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '1'}, {})
+
+
+def make_cloud(rng, count, util=(0.6, 0.95)):
+    return bench_drain.make_cloud(rng, count, shape=(2, 4), util=util)
+
+
+def _state(hosts):
+    """{host: (topology with usage, [(name, request, placed)])}."""
+    return {h.name: (h.topology(), [(n, r, p.topology())
+                                    for n, r, p in h.guests])
+            for h in hosts}
+
+
+def fits_somewhere(state):
+    return any(fit.fit(t, WHOLE_NODE).fits for t, _ in state.values())
+
+
+def by_plan(state):
+    candidates = [defrag.Candidate(host, topology, tuple(
+        defrag.Resident(name, name, placed, request)
+        for name, request, placed in guests))
+        for host, (topology, guests) in state.items()]
+    destinations = [drain.Destination(host, views.HostView(topology))
+                    for host, (topology, _) in state.items()]
+    found = defrag.plan(WHOLE_NODE, candidates, destinations, max_moves=3)
+    return len(found.moves) if found.found else None
+
+
+def by_optimum(state, max_moves):
+    """The fewest moves, any guests, any destinations, any order."""
+    guests = [(host, name, request, placed)
+              for host, (_, listed) in state.items()
+              for name, request, placed in listed]
+    for size in range(max_moves + 1):
+        for group in itertools.combinations(guests, size):
+            if _some_order_works(state, group):
+                return size
+    return None
+
+
+def _some_order_works(state, group):
+    targets = [[h for h in state if h != g[0]] for g in group]
+    for dests in itertools.product(*targets):
+        for order in itertools.permutations(range(len(group))):
+            topologies = {h: t for h, (t, _) in state.items()}
+            if _replay(topologies, group, dests, order) and \
+                    any(fit.fit(t, WHOLE_NODE).fits
+                        for t in topologies.values()):
+                return True
+    return False
+
+
+def _replay(topologies, group, dests, order):
+    """Apply the moves in ``order``; False when one finds no room."""
+    for index in order:
+        source, _name, request, placed = group[index]
+        result = fit.fit(topologies[dests[index]], request)
+        if not result.fits:
+            return False
+        topologies[dests[index]] = usage.apply(topologies[dests[index]],
+                                               result.topology)
+        try:
+            topologies[source] = usage.release(topologies[source], placed)
+        except exception.UsageConflict:
+            return False
+    return True
+
+
+def by_greedy(state, max_moves):
+    """Per host, its largest guests first, each to the first host that
+    fits it, until the new guest fits; the best host's count."""
+    counts = [n for n in (_greedy_on(state, host, max_moves)
+                          for host in state) if n is not None]
+    return min(counts) if counts else None
+
+
+def _greedy_on(state, host, max_moves):
+    """Largest guest first; one that fits nowhere else is skipped."""
+    topologies = {h: t for h, (t, _) in state.items()}
+    guests = sorted(state[host][1], key=lambda g: -len(g[2].cpu_pinning))
+    moves = 0
+    for _name, request, placed in guests:
+        if moves >= max_moves:
+            return None
+        for other in topologies:
+            if other == host:
+                continue
+            result = fit.fit(topologies[other], request)
+            if result.fits:
+                topologies[other] = usage.apply(topologies[other],
+                                                result.topology)
+                topologies[host] = usage.release(topologies[host], placed)
+                moves += 1
+                break
+        if moves and fit.fit(topologies[host], WHOLE_NODE).fits:
+            return moves
+    return None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--clouds', type=int, default=30)
+    parser.add_argument('--hosts', type=int, default=3)
+    parser.add_argument('--max-moves', type=int, default=3)
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--util', default='0.6-0.95', metavar='LOW-HIGH',
+                        help="Pinned share each host is filled to.")
+    args = parser.parse_args(argv)
+    util = tuple(float(v) for v in args.util.split('-'))
+    rng = random.Random(args.seed)
+    results = {'plan': [], 'optimum': [], 'greedy': []}
+    times = {'plan': [], 'optimum': [], 'greedy': []}
+    worse, needed = [], 0
+    for index in range(args.clouds):
+        state = _state(make_cloud(rng, args.hosts, util))
+        if fits_somewhere(state):
+            continue
+        needed += 1
+        answers = {}
+        for method, run in (('plan', by_plan),
+                            ('optimum', lambda s: by_optimum(
+                                s, args.max_moves)),
+                            ('greedy', lambda s: by_greedy(
+                                s, args.max_moves))):
+            start = time.perf_counter()
+            answers[method] = run(state)
+            times[method].append(time.perf_counter() - start)
+            results[method].append(answers[method])
+        if answers['plan'] is not None and (
+                answers['optimum'] is None or
+                answers['plan'] > answers['optimum']):
+            worse.append((index, answers))
+    print(f"clouds: {args.clouds} of {args.hosts} hosts filled to "
+          f"{args.util} (seed {args.seed}); room needed for a whole-node "
+          f"guest in {needed}")
+    for method in ('optimum', 'plan', 'greedy'):
+        solved = [n for n in results[method] if n is not None]
+        mean = statistics.mean(solved) if solved else 0
+        median_ms = 1000 * statistics.median(times[method]) \
+            if times[method] else 0
+        print(f"  {method:8s} solved {len(solved):3d}/{needed}, moves "
+              f"{sum(solved):3d} (mean {mean:.2f}), median "
+              f"{median_ms:.1f} ms/cloud")
+    missed = sum(1 for p, o in zip(results['plan'], results['optimum'],
+                                   strict=True)
+                 if p is None and o is not None)
+    print(f"  plan worse than the optimum: {len(worse)}; optimum found "
+          f"where the plan found none (chains of moves): {missed}")
+    return 0 if not worse else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

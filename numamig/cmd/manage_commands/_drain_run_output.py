@@ -1,0 +1,141 @@
+"""``numamig-manage host drain HOST`` (without --dry-run), ``drain show``
+and ``drain abort``: start a drain, follow it guest by guest, print it.
+
+Following uses the conductor's ``host_drain_wait`` (API 1.10): each
+call is held in the conductor until the drain or one of its migrations
+changes, so progress is drawn as it happens with no polling at a fixed
+interval; every wait is bounded by what is left of ``--timeout``.
+"""
+
+import sys
+import time
+
+from numamig.cmd import common
+from numamig.cmd.manage_commands import _access
+
+# Longest single host_drain_wait; the command asks again after it.
+WAIT_CHUNK_S = 10.0
+# A wait answered unchanged well before its time (the conductor held as
+# many waits as it allows) is followed by this pause.
+BUSY_PAUSE_S = 0.5
+ENDED = ('completed', 'failed', 'aborted')
+
+
+def start(host, to, keep_free_nodes, parallel, wait, timeout,
+          output_format, clock=time.monotonic, sleep=time.sleep):
+    """Start the drain; with ``wait`` follow it to its end."""
+    api = _access.conductor()
+    ctxt = _access.context()
+    data = api.host_drain_start(ctxt, host, parallel, to=to,
+                                keep_free_nodes=keep_free_nodes)
+    if not wait:
+        common.print_output(data, output_format, _show)
+        return common.EXIT_OK
+    data = follow(api, ctxt, data, output_format, timeout, clock=clock,
+                  sleep=sleep)
+    common.print_output(data, output_format, _show)
+    return _verdict(data, timeout)
+
+
+def show_drain(host, output_format):
+    data = _access.conductor().host_drain_show(_access.context(), host=host)
+    common.print_output(data, output_format, _show)
+    return common.EXIT_OK
+
+
+def abort(host, abort_running, output_format):
+    data = _access.conductor().host_drain_abort(
+        _access.context(), host, abort_running=abort_running)
+    common.print_output(data, output_format, _show)
+    return common.EXIT_OK
+
+
+def follow(api, ctxt, data, output_format, timeout=None, stream=None,
+           clock=time.monotonic, sleep=time.sleep):
+    """Follow a drain until it ends (or ``timeout`` s), printing a line
+    per guest whose state changed to ``stream`` (stderr: stdout keeps
+    the final answer; nothing with --format json)."""
+    stream = stream or sys.stderr
+    draw = output_format != 'json'
+    deadline = None if timeout is None else clock() + timeout
+    shown = {}
+    while True:
+        if draw:
+            _draw_changes(data, shown, stream)
+        if data['status'] in ENDED:
+            return data
+        remaining = None if deadline is None else deadline - clock()
+        if remaining is not None and remaining <= 0:
+            return data
+        asked = WAIT_CHUNK_S if remaining is None else \
+            min(WAIT_CHUNK_S, remaining)
+        began = clock()
+        seen = api.host_drain_wait(ctxt, data, asked)
+        if seen['signature'] == data['signature'] and \
+                clock() - began < asked / 2:
+            sleep(min(BUSY_PAUSE_S, asked))
+        data = seen
+
+
+def move_line(move):
+    """One guest's state, as --wait and ``show`` print it."""
+    where = move['dest_host'] or move['planned_host'] or '?'
+    line = f"{move['name']} {move['instance_uuid']} -> {where}: " \
+        f"{move['status']}"
+    migration = move.get('migration')
+    if migration is not None:
+        line += f" (migration {migration['uuid']} {migration['status']}"
+        total = migration['memory_total']
+        if total:
+            line += f", {100 * migration['memory_processed'] // total}%"
+        line += ")"
+    if move['attempts'] > 1:
+        line += f", re-planned {move['attempts'] - 1} time(s)"
+    if move['error']:
+        line += f": {move['error']}"
+    return line
+
+
+def _draw_changes(data, shown, stream):
+    for move in data['moves']:
+        line = move_line(move)
+        if shown.get(move['instance_uuid']) != line:
+            shown[move['instance_uuid']] = line
+            print(f"  {line}", file=stream, flush=True)
+
+
+def _verdict(data, timeout):
+    if data['status'] == 'completed':
+        return common.EXIT_OK
+    if data['status'] not in ENDED:
+        return common.fail(
+            f"drain {data['uuid']} of {data['host']} did not end within "
+            f"{timeout} s; it goes on: follow it with 'numamig-manage host "
+            f"drain show {data['host']}'", common.EXIT_NO)
+    report = data['report']
+    why = '; '.join(f"{f['name']}: {f['reason']}" for f in report['failed'])
+    return common.fail(
+        f"drain {data['uuid']} of {data['host']} {data['status']}: "
+        f"{report['moved']} moved, {len(report['failed'])} failed"
+        + (f" ({why})" if why else '')
+        + f", {report['cancelled']} cancelled", common.EXIT_NO)
+
+
+def _show(data):
+    """Print a drain for people: its state, each move, the report."""
+    print(f"Drain {data['uuid']} of host {data['host']}: {data['status']} "
+          f"({len(data['moves'])} guest(s), {data['parallel']} at once, "
+          f"started {data['created_at']})")
+    for move in data['moves']:
+        print(f"  {move_line(move)}")
+    report = data['report']
+    print(f"Moved {report['moved']}, failed {len(report['failed'])}, "
+          f"cancelled {report['cancelled']}, pending {report['pending']}, "
+          f"migrating {report['migrating']}; re-planned "
+          f"{report['replanned']} time(s); {report['elapsed_s']} s")
+    for failed in report['failed']:
+        print(f"  failed: {failed['name']} {failed['instance_uuid']}: "
+              f"{failed['reason']}")
+    if data['status'] in ENDED:
+        print(f"Host {data['host']} stays disabled; 'numamig-manage host "
+              f"enable {data['host']}' after the maintenance.")

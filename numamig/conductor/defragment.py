@@ -1,0 +1,97 @@
+"""Defragmentation plans (API 1.10): the fewest migrations that make room
+for a guest of given specs on one host; nothing moves.
+
+The conductor gives the scheduler (numamig.scheduler.defrag) every
+guest numamig may move, with its placement and its request rebuilt from
+its specs; the scheduler searches. A guest whose migration is in
+progress, or whose specs make no request, stays where it is. Executing
+a plan is not in this release: the operator runs its moves with
+``migration start --host`` in the order given.
+"""
+
+import time
+import typing
+
+from numamig import exception
+from numamig.conductor import drain
+from numamig.conductor import records
+from numamig.db import instances
+from numamig.db import migrations
+from numamig.numa import constraints
+from numamig.numa import instance_request
+from numamig.objects import fields
+
+STATUS = fields.MigrationStatus
+
+# Most guests one plan may move, and most hosts --hosts may name.
+MAX_MOVES = 8
+MAX_HOSTS = drain.MAX_DESTINATIONS
+
+
+class Resident(typing.NamedTuple):
+    """A guest as the scheduler's defragmentation plan takes it."""
+
+    uuid: str
+    name: str
+    placed: object
+    request: object = None
+    pagesize_kb: int = None
+
+
+def plan(worker, vcpus, memory_mb, extra_specs, hosts=None, max_moves=3):
+    """Where a guest of ``extra_specs`` could go after the fewest moves.
+
+    :raises InvalidNUMARequest: the specs make no valid request.
+    :raises Invalid: they make no NUMA request at all (any host with
+        room takes such a guest; nothing to defragment for).
+    :raises HostNotFound: a host of ``hosts`` never reported.
+    """
+    start = time.monotonic()
+    request = constraints.get_numa_request(vcpus, memory_mb, extra_specs,
+                                           {})
+    if request is None:
+        raise exception.Invalid(
+            reason="the specs ask for no NUMA characteristic (no pinned "
+                   "vCPU, guest node or page size): there is nothing to "
+                   "defragment for")
+    records.sync_reports(worker)
+    for host in hosts or ():
+        worker.cache.get(host)
+    found = worker.scheduler.plan_defragment(
+        request, _residents(worker), limits=worker.limits,
+        disabled=drain.disabled_hosts(worker),
+        hosts=None if hosts is None else set(hosts),
+        pagesize_kb=None, max_moves=max_moves)
+    return {
+        'found': found.found, 'host': found.host,
+        'placement': None if found.placement is None
+        else found.placement.topology(),
+        'moves': [{'instance_uuid': m.guest.uuid, 'name': m.guest.name,
+                   'source_host': found.host, 'dest_host': m.host,
+                   'numa_topology': None if m.placement is None
+                   else m.placement.topology()} for m in found.moves],
+        'reason': found.reason,
+        'search': {'steps': found.steps, 'stopped': found.stopped,
+                   'elapsed_ms': round((time.monotonic() - start) * 1000,
+                                       1)},
+    }
+
+
+def _residents(worker):
+    """{host: Residents} of every guest that may move now."""
+    moving = {m.instance_uuid for status in STATUS.IN_PROGRESS
+              for m in migrations.get_all(worker.db, status=status)}
+    found = {}
+    for record in instances.get_all(worker.db):
+        instance = record.instance
+        if not instance.host or instance.uuid in moving or \
+                instance.get('numa_topology') is None:
+            continue
+        try:
+            request = instance_request.numa_request(instance)
+        except exception.Invalid:
+            continue
+        found.setdefault(instance.host, []).append(Resident(
+            instance.uuid, instance.name, instance.numa_topology, request,
+            instance_request.source_page_size(instance)))
+    return found

@@ -1,0 +1,355 @@
+"""The thread of a conductor worker that carries drains forward.
+
+Every conductor worker runs one. It wakes when a drain starts or is
+aborted here, when a migration ends here (the manager's end listeners),
+and after ``recheck`` seconds at the latest (ends recorded by another
+worker, a restart). Each pass, for every active drain in the database:
+
+* follows its migrating moves: a migration that completed ends its move
+  ``completed``; one that ended ``error`` before anything ran (its
+  destination refused the claim, or could not be prepared) is re-planned
+  onto another host, up to ``max_replans`` times, else its move fails
+  with the reason; one that ``failed`` or was cancelled ends its move so;
+* starts the moves whose turn has come (numamig.db.drains.start_moves):
+  each is a migration recorded with the planned host as its destination,
+  the drain priority and a uuid chosen before it is recorded, so a
+  worker that dies in between is followed by one that records the same
+  migration (requests.recorded_already);
+* keeps the plan reserved in this worker's scheduler cache: every move
+  not yet claimed holds a reservation of its planned placement on its
+  planned host (rebuilt after a restart, renewed before it expires);
+* ends the drain once nothing is pending or migrating.
+
+All of it is conditional database writes, so two workers passing over
+one drain at once start nothing twice. Nothing here waits on an RPC
+pool: the driver records migrations and wakes the executor, whose
+threads run them.
+"""
+
+import threading
+
+from oslo_log import log as logging
+from oslo_utils import uuidutils
+
+from numamig import context as nm_context
+from numamig import exception
+from numamig import objects
+from numamig.conductor import drain
+from numamig.conductor import drain_run
+from numamig.conductor import requests
+from numamig.db import drains
+from numamig.db import instances
+from numamig.db import migrations
+from numamig.db import primitives
+from numamig.objects import fields
+
+LOG = logging.getLogger(__name__)
+STATUS = fields.MigrationStatus
+
+# A reservation is renewed once older than this share of the cache's
+# reservation_timeout.
+RENEW_SHARE = 0.5
+
+
+class DrainDriver:
+    """Carry this conductor's active drains forward.
+
+    :param worker: the conductor's Worker.
+    :param wake_executor: called after migrations were recorded.
+    :param changed: called with an object whose ``uuid`` is a drain's
+        when it changed (the drain watch's ``heard``).
+    :param max_replans: re-plans of one guest after refusals.
+    :param recheck: longest seconds between two passes.
+    """
+
+    def __init__(self, worker, wake_executor, changed, max_replans=2,
+                 recheck=5.0):
+        self.worker = worker
+        self.max_replans = max_replans
+        self._wake_executor = wake_executor
+        self._changed = changed
+        self._recheck = recheck
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._pass_lock = threading.Lock()
+        self._active = True         # unknown until the first pass
+        # (drain, instance) of ended moves whose reservation was let go.
+        self._let_go = set()
+        self._thread = None
+
+    def start(self):
+        self._thread = threading.Thread(
+            target=self._loop, name='numamig-drain-driver', daemon=True)
+        self._thread.start()
+        self.wake()
+
+    def stop(self):
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None and self._thread.is_alive() and \
+                self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def wake(self):
+        self._wake.set()
+
+    def heard(self, migration):
+        """A migration ended here: look at the drains if any is active
+        (an end listener: quick, never raises)."""
+        if self._active:
+            self._wake.set()
+
+    def _loop(self):
+        while not self._stopping.is_set():
+            self._wake.wait(self._recheck)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self.run_once()
+            except Exception as exc:  # noqa: BLE001 - retried next pass
+                LOG.warning("Carrying drains forward failed (%s); trying "
+                            "again within %s s", exc, self._recheck)
+
+    def run_once(self):
+        """One pass over every active drain (tests call it directly)."""
+        with self._pass_lock:
+            active = drains.active(self.worker.db)
+            self._active = bool(active)
+            self._let_go = {key for key in self._let_go if key[0] in active}
+            for drain_uuid in active:
+                self._advance(drain_uuid)
+
+    # -- one drain -------------------------------------------------------
+
+    def _advance(self, drain_uuid):
+        data = drains.get(self.worker.db, drain_uuid)
+        changed = False
+        for move in data['moves']:
+            if move['status'] == drains.MIGRATING:
+                changed |= self._follow(data, move)
+        started = drains.start_moves(self.worker.db, drain_uuid,
+                                     uuidutils.generate_uuid)
+        recorded = [self._record(data, move) for move in started]
+        if any(recorded):
+            self._wake_executor()
+        data = drains.get(self.worker.db, drain_uuid)
+        self._reserve(data)
+        if started or changed:
+            self._changed(drain_run.end_key(drain_uuid))
+        if self._end_if_done(data):
+            self._changed(drain_run.end_key(drain_uuid))
+
+    def _follow(self, data, move):
+        """Conclude a migrating move whose migration ended; record its
+        migration if a worker died before it did. True if it changed."""
+        try:
+            migration = migrations.get(self.worker.db,
+                                       move['migration_uuid'],
+                                       with_history=False)
+        except exception.MigrationNotFound:
+            return self._record(data, move)
+        if migration.status not in STATUS.FINAL:
+            return False
+        args = (self.worker.db, data['uuid'], move['instance_uuid'],
+                migration.uuid)
+        if migration.status == STATUS.COMPLETED:
+            return drains.end_move(*args, drains.COMPLETED,
+                                   dest_host=migration.dest_host)
+        if migration.status == STATUS.CANCELLED:
+            return drains.end_move(*args, drains.CANCELLED,
+                                   error=migration.error or "cancelled")
+        reason = migration.error or f"migration {migration.status}"
+        if migration.status == STATUS.ERROR and \
+                data['status'] == drains.RUNNING:
+            return self._replan(data, move, reason, refused_by=dict(
+                migration.get('refused_hosts') or {}))
+        return drains.end_move(*args, drains.FAILED, error=reason)
+
+    def _record(self, data, move):
+        """Record the move's migration (idempotent by its uuid).
+
+        :returns: True when recorded (or found recorded); a move whose
+            migration is refused at once is re-planned or failed.
+        """
+        ctxt = nm_context.get_admin_context()
+        try:
+            recorded = requests.recorded_already(
+                self.worker.db, move['instance_uuid'],
+                move['migration_uuid'])
+            if recorded is None:
+                requests.record(self.worker, ctxt, move['instance_uuid'],
+                                move['planned_host'], data['priority'],
+                                move['migration_uuid'])
+                self._cancel_if_aborted(data['uuid'],
+                                        move['migration_uuid'])
+            return True
+        except (exception.Invalid, exception.NotFound,
+                exception.MigrationError) as exc:
+            if self._recorded_meanwhile(move):
+                # Another conductor worker recorded it at the same time
+                # (the move's uuid is the same): the request was not
+                # refused.
+                return True
+            LOG.info("Drain %s: the migration of %s to %s was refused: %s",
+                     data['uuid'], move['instance_uuid'],
+                     move['planned_host'], exception.brief(exc))
+            self._replan(data, move, exception.brief(exc))
+            return False
+
+    def _cancel_if_aborted(self, drain_uuid, migration_uuid):
+        """Cancel a migration just recorded for a drain aborted
+        meanwhile: the abort records ``aborting`` before it looks at the
+        migrations, this looks after recording one, so one of the two
+        sees the other."""
+        if drains.get(self.worker.db, drain_uuid)['status'] != \
+                drains.RUNNING:
+            drain_run.stop_migration(self.worker, migration_uuid, False)
+
+    def _recorded_meanwhile(self, move):
+        try:
+            return requests.recorded_already(
+                self.worker.db, move['instance_uuid'],
+                move['migration_uuid']) is not None
+        except exception.Invalid:
+            return False
+
+    def _replan(self, data, move, reason, refused_by=None):
+        """Plan the refused guest again, away from every host that
+        refused it; fail its move when it cannot be placed or has been
+        re-planned ``max_replans`` times.
+
+        :param refused_by: {host: reason} the migration recorded; None:
+            the planned host refused the request itself. A migration that
+            ended ``error`` with no refusal of the planned host (its
+            conductor worker died, say) does not strike the host.
+        """
+        refused = dict(move['refused'] or {})
+        if refused_by is None:
+            refused[move['planned_host']] = reason
+        else:
+            refused.update(refused_by)
+        self.worker.cache.release(move['planned_host'],
+                                  move['instance_uuid'])
+        args = (self.worker.db, data['uuid'], move['instance_uuid'],
+                move['migration_uuid'])
+        if move['attempts'] > self.max_replans:
+            return drains.end_move(*args, drains.FAILED, error=(
+                f"{reason}; re-planned {self.max_replans} time(s) "
+                f"([conductor] drain_replan_attempts) already; refused by: "
+                f"{_refusals(refused) or 'none'}"))
+        found = self._place_again(data, move, refused)
+        if isinstance(found, str):
+            return drains.end_move(*args, drains.FAILED, error=(
+                f"{found} (refused before: {_refusals(refused)})"))
+        LOG.info("Drain %s: %s refused %s (%s); re-planned onto %s",
+                 data['uuid'], move['planned_host'], move['instance_uuid'],
+                 reason, found.host)
+        return drains.replan_move(
+            *args, found.host, None if found.placement is None else
+            _dump(found.placement.topology()), refused)
+
+    def _place_again(self, data, move, refused):
+        """The guest's new drain.Move, or why it has none."""
+        try:
+            instance = instances.get(self.worker.db,
+                                     move['instance_uuid']).instance
+        except exception.InstanceNotFound:
+            return "the guest was deleted"
+        guest = drain.guest_of(instance)
+        options = data['options'] or {}
+        hosts = set(options.get('to') or
+                    (s.host for s in self.worker.cache.host_states()))
+        plan, _left_out = self.worker.scheduler.plan_drain(
+            data['host'], [guest], limits=self.worker.limits,
+            disabled=drain.disabled_hosts(self.worker),
+            to=hosts - set(refused),
+            keep_free_nodes=options.get('keep_free_nodes', 0))
+        if plan.moves:
+            return plan.moves[0]
+        return plan.unplaced[0].reason if plan.unplaced else \
+            "no destination is left"
+
+    def _reserve(self, data):
+        """Hold every unclaimed move's placement in this cache; let go of
+        those of moves cancelled or failed (once each)."""
+        for move in data['moves']:
+            key = (data['uuid'], move['instance_uuid'])
+            if move['status'] in (drains.CANCELLED, drains.FAILED) and \
+                    key not in self._let_go:
+                self._let_go.add(key)
+                self.worker.cache.release(move['planned_host'],
+                                          move['instance_uuid'])
+        if data['status'] != drains.RUNNING:
+            return
+        for move in data['moves']:
+            if move['status'] not in (drains.PENDING, drains.MIGRATING) or \
+                    move['planned_topology'] is None:
+                continue
+            if move['status'] == drains.MIGRATING and \
+                    not self._unclaimed(move):
+                continue
+            self._hold(data, move)
+
+    def _unclaimed(self, move):
+        try:
+            migration = migrations.get(self.worker.db,
+                                       move['migration_uuid'],
+                                       with_history=False)
+        except exception.MigrationNotFound:
+            return True
+        return migration.status == STATUS.ACCEPTED
+
+    def _hold(self, data, move):
+        cache, host = self.worker.cache, move['planned_host']
+        try:
+            state = cache.get(host)
+        except exception.HostNotFound:
+            return
+        held = {r.instance_uuid: r for r in state.reservations}.get(
+            move['instance_uuid'])
+        if held is not None and \
+                (cache.now() - held.reserved_at).total_seconds() < \
+                RENEW_SHARE * cache.reservation_timeout:
+            return
+        cache.release(host, move['instance_uuid'])
+        topology = objects.InstanceNUMATopology.obj_from_primitive(
+            move['planned_topology'])
+        try:
+            project = instances.get(self.worker.db, move['instance_uuid']) \
+                .instance.project_id
+            cache.reserve(host, move['instance_uuid'], project, topology)
+        except (exception.ReservationConflict, exception.NotFound) as exc:
+            LOG.info("Drain %s: the plan of %s on %s cannot be reserved "
+                     "(%s); its destination's claim decides", data['uuid'],
+                     move['instance_uuid'], host, exception.brief(exc))
+
+    def _end_if_done(self, data):
+        left = [m for m in data['moves']
+                if m['status'] in (drains.PENDING, drains.MIGRATING)]
+        if left:
+            return False
+        if data['status'] == drains.ABORTING:
+            final = drains.ABORTED
+        elif any(m['status'] != drains.COMPLETED for m in data['moves']):
+            final = drains.FAILED
+        else:
+            final = drains.COMPLETED
+        ended = drains.set_status(self.worker.db, data['uuid'], final,
+                                  list(drains.ACTIVE))
+        if ended:
+            summary = drain_run.report(drains.get(self.worker.db,
+                                                  data['uuid']))
+            LOG.info("Drain %s of %s %s: %d moved, %d failed, %d cancelled "
+                     "in %s s", data['uuid'], data['host'], final,
+                     summary['moved'], len(summary['failed']),
+                     summary['cancelled'], summary['elapsed_s'])
+        return ended
+
+
+def _dump(topology):
+    return primitives.dump(topology)
+
+
+def _refusals(refused):
+    return '; '.join(f"{host}: {why}" for host, why in refused.items())

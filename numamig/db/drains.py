@@ -1,0 +1,266 @@
+"""Drains of hosts and their moves, kept in the database (revision 0007).
+
+A drain is ``running`` from its start until no move is pending or
+migrating, then ``completed`` (every guest moved) or ``failed`` (some
+could not be); an abort makes it ``aborting`` until its migrations in
+flight end, then ``aborted``. A move is ``pending`` (waits for its turn),
+``migrating`` (its migration is recorded), then ``completed``,
+``failed`` or ``cancelled``; a refused one goes back to ``pending`` with
+a new destination (a re-plan).
+
+Every change is conditional on the state its caller read, so two
+conductor workers driving the same drain never start one move twice;
+and every change bumps the drain's ``revision``, which waiters compare.
+Rows are returned as plain dicts (RPC answers and the CLI's JSON).
+"""
+
+import sqlalchemy as sa
+
+from numamig import exception
+from numamig.db import _rows
+from numamig.db import models
+
+DRAIN_LOCK = 'host-drains'
+
+RUNNING = 'running'
+ABORTING = 'aborting'
+COMPLETED = 'completed'
+FAILED = 'failed'
+ABORTED = 'aborted'
+ACTIVE = (RUNNING, ABORTING)
+
+PENDING = 'pending'
+MIGRATING = 'migrating'
+CANCELLED = 'cancelled'
+MOVE_ENDED = (COMPLETED, FAILED, CANCELLED)
+
+_D = models.Drain
+_M = models.DrainMove
+_DRAIN_FIELDS = ('uuid', 'host', 'status', 'revision', 'parallel',
+                 'priority', 'was_disabled', 'options', 'error',
+                 'created_at', 'updated_at', 'ended_at')
+_MOVE_FIELDS = ('position', 'instance_uuid', 'name', 'status',
+                'planned_host', 'planned_topology', 'migration_uuid',
+                'attempts', 'refused', 'dest_host', 'error', 'started_at',
+                'ended_at')
+
+
+def create(db, drain, moves):
+    """Record a drain and its moves, unless the host has one active.
+
+    :param drain: {'uuid', 'host', 'parallel', 'priority',
+        'was_disabled', 'options'}.
+    :param moves: [{'instance_uuid', 'name', 'planned_host',
+        'planned_topology'}] in the plan's order.
+    :raises DrainInProgress: another drain of the host is active;
+        nothing recorded.
+    """
+    now = _rows.utcnow()
+    with db.writer() as session:
+        session.execute(sa.select(models.Lock.name).where(
+            models.Lock.name == DRAIN_LOCK).with_for_update())
+        active = session.execute(sa.select(_D.uuid, _D.status).where(
+            _D.host == drain['host'], _D.status.in_(ACTIVE))).first()
+        if active is not None:
+            raise exception.DrainInProgress(
+                host=drain['host'], drain_uuid=active.uuid,
+                status=active.status)
+        session.add(_D(status=RUNNING, revision=1, created_at=now,
+                       updated_at=now, **drain))
+        session.flush()
+        for position, move in enumerate(moves):
+            session.add(_M(drain_uuid=drain['uuid'], position=position,
+                           status=PENDING, attempts=0, refused={},
+                           created_at=now, updated_at=now, **move))
+
+
+def get(db, drain_uuid):
+    """The drain with its moves.
+
+    :raises DrainNotFound:
+    """
+    with db.reader() as session:
+        row = session.scalars(sa.select(_D).where(
+            _D.uuid == drain_uuid)).one_or_none()
+        if row is None:
+            raise exception.DrainNotFound(what=f"uuid {drain_uuid}")
+        return _with_moves(session, row)
+
+
+def latest_for_host(db, host):
+    """The host's active drain, or its last one.
+
+    :raises DrainNotFound: the host was never drained.
+    """
+    with db.reader() as session:
+        row = session.scalars(sa.select(_D).where(_D.host == host).order_by(
+            _D.status.in_(ACTIVE).desc(), _D.id.desc()).limit(1)).first()
+        if row is None:
+            raise exception.DrainNotFound(what=f"host {host}")
+        return _with_moves(session, row)
+
+
+def active(db):
+    """uuids of the drains running or aborting, oldest first."""
+    with db.reader() as session:
+        return list(session.scalars(sa.select(_D.uuid).where(
+            _D.status.in_(ACTIVE)).order_by(_D.id)))
+
+
+def move_of_migration(db, migration_uuid):
+    """(drain uuid, instance uuid) of the move a migration carries, or
+    None when it carries none."""
+    with db.reader() as session:
+        row = session.execute(sa.select(_M.drain_uuid, _M.instance_uuid)
+                              .where(_M.migration_uuid == migration_uuid)
+                              ).first()
+    return None if row is None else (row.drain_uuid, row.instance_uuid)
+
+
+def start_moves(db, drain_uuid, uuid_factory):
+    """Mark ``migrating`` the pending moves whose turn has come, each
+    with a new migration uuid.
+
+    A move's turn comes when fewer than ``parallel`` moves migrate, no
+    move to its destination migrates, and no move before it in the plan
+    goes to its destination and is pending: moves into one host land in
+    the plan's order, so each destination claim finds what the plan
+    fitted it on. Only a running drain starts moves.
+
+    :returns: the moves started (dicts, with their migration uuid).
+    """
+    now = _rows.utcnow()
+    with db.writer() as session:
+        drain = _locked(session, drain_uuid)
+        if drain is None or drain.status != RUNNING:
+            return []
+        moves = _moves(session, drain_uuid)
+        migrating = [m for m in moves if m.status == MIGRATING]
+        busy = {m.planned_host for m in migrating}
+        room = drain.parallel - len(migrating)
+        started = []
+        for move in moves:
+            if room <= 0:
+                break
+            if move.status != PENDING:
+                continue
+            host = move.planned_host
+            if host in busy:
+                continue
+            busy.add(host)
+            move.status = MIGRATING
+            move.migration_uuid = uuid_factory()
+            move.attempts += 1
+            move.started_at = move.started_at or now
+            move.updated_at = now
+            started.append(_move_dict(move))
+            room -= 1
+        if started:
+            _touch(drain, now)
+        return started
+
+
+def end_move(db, drain_uuid, instance_uuid, migration_uuid, status,
+             dest_host=None, error=None):
+    """End the move its migration ``migration_uuid`` carries.
+
+    :returns: True if this call ended it (False: it moved on already,
+        a repeat).
+    """
+    return _update_move(db, drain_uuid, instance_uuid, migration_uuid,
+                        status=status, dest_host=dest_host, error=error,
+                        ended=True)
+
+
+def replan_move(db, drain_uuid, instance_uuid, migration_uuid, host,
+                topology, refused):
+    """Send a refused move back to ``pending`` towards ``host``.
+
+    :param refused: {host: reason} of every destination refused so far.
+    :returns: True if this call changed it.
+    """
+    return _update_move(db, drain_uuid, instance_uuid, migration_uuid,
+                        status=PENDING, planned_host=host,
+                        planned_topology=topology, refused=refused,
+                        migration_uuid=None)
+
+
+def cancel_pending(db, drain_uuid, reason):
+    """Cancel every pending move of the drain; returns how many."""
+    now = _rows.utcnow()
+    with db.writer() as session:
+        drain = _locked(session, drain_uuid)
+        count = 0
+        for move in _moves(session, drain_uuid):
+            if move.status == PENDING:
+                move.status, move.error = CANCELLED, reason
+                move.ended_at = move.updated_at = now
+                count += 1
+        if count and drain is not None:
+            _touch(drain, now)
+        return count
+
+
+def set_status(db, drain_uuid, status, expected, error=None):
+    """Move the drain to ``status`` if it is one of ``expected``.
+
+    :returns: True if it changed.
+    """
+    now = _rows.utcnow()
+    with db.writer() as session:
+        drain = _locked(session, drain_uuid)
+        if drain is None or drain.status not in expected:
+            return False
+        drain.status = status
+        if error is not None:
+            drain.error = error
+        if status not in ACTIVE:
+            drain.ended_at = now
+        _touch(drain, now)
+        return True
+
+
+def _update_move(db, drain_uuid, instance_uuid, current_migration,
+                 ended=False, **values):
+    now = _rows.utcnow()
+    with db.writer() as session:
+        drain = _locked(session, drain_uuid)
+        move = session.scalars(sa.select(_M).where(
+            _M.drain_uuid == drain_uuid,
+            _M.instance_uuid == instance_uuid).execution_options(
+                populate_existing=True)).one_or_none()
+        if drain is None or move is None or move.status != MIGRATING or \
+                move.migration_uuid != current_migration:
+            return False
+        for key, value in values.items():
+            setattr(move, key, value)
+        move.updated_at = now
+        if ended:
+            move.ended_at = now
+        _touch(drain, now)
+        return True
+
+
+def _locked(session, drain_uuid):
+    return _rows.fresh_by_uuid(session, _D, drain_uuid, lock=True)
+
+
+def _moves(session, drain_uuid):
+    return list(session.scalars(sa.select(_M).where(
+        _M.drain_uuid == drain_uuid).order_by(_M.position).execution_options(
+            populate_existing=True)))
+
+
+def _touch(drain, now):
+    drain.revision += 1
+    drain.updated_at = now
+
+
+def _with_moves(session, row):
+    data = {name: getattr(row, name) for name in _DRAIN_FIELDS}
+    data['moves'] = [_move_dict(m) for m in _moves(session, row.uuid)]
+    return data
+
+
+def _move_dict(move):
+    return {name: getattr(move, name) for name in _MOVE_FIELDS}

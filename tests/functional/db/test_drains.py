@@ -1,0 +1,121 @@
+"""Drains and their moves on PostgreSQL, MariaDB and SQLite: one active
+drain per host, the turn of each move, conditional ends and re-plans."""
+
+import itertools
+
+from numamig import exception
+from numamig.db import drains
+from tests.functional.db import base
+
+UUIDS = [f'00000000-0000-4000-8000-{n:012d}' for n in range(1, 40)]
+
+
+def _drain(uuid=UUIDS[0], host='src', parallel=2):
+    return {'uuid': uuid, 'host': host, 'parallel': parallel,
+            'priority': 100, 'was_disabled': False,
+            'options': {'to': None, 'keep_free_nodes': 0}}
+
+
+def _move(n, host):
+    return {'instance_uuid': UUIDS[10 + n], 'name': f'g{n}',
+            'planned_host': host, 'planned_topology': {'cells': [n]}}
+
+
+class DrainRecordsTestCase(base.ServerDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.ids = (f'10000000-0000-4000-8000-{n:012d}'
+                    for n in itertools.count(1))
+        # g0 and g2 to dst1 (in that order), g1 to dst2, g3 to dst3.
+        drains.create(self.db, _drain(), [
+            _move(0, 'dst1'), _move(1, 'dst2'), _move(2, 'dst1'),
+            _move(3, 'dst3')])
+
+    def start(self):
+        return [m['name'] for m in drains.start_moves(
+            self.db, UUIDS[0], lambda: next(self.ids))]
+
+    def test_recorded_in_the_plans_order(self):
+        data = drains.get(self.db, UUIDS[0])
+        self.assertEqual(('running', 1, 2), (data['status'],
+                                             data['revision'],
+                                             data['parallel']))
+        self.assertEqual(['g0', 'g1', 'g2', 'g3'],
+                         [m['name'] for m in data['moves']])
+        self.assertEqual({'cells': [0]}, data['moves'][0]['planned_topology'])
+        self.assertEqual([UUIDS[0]], drains.active(self.db))
+        self.assertEqual(UUIDS[0], drains.latest_for_host(self.db,
+                                                          'src')['uuid'])
+
+    def test_one_active_drain_per_host(self):
+        error = self.assertRaises(exception.DrainInProgress, drains.create,
+                                  self.db, _drain(UUIDS[1]), [])
+        self.assertIn(UUIDS[0], str(error))
+        drains.create(self.db, _drain(UUIDS[2], host='other'), [])
+        self.assertEqual([UUIDS[0], UUIDS[2]], drains.active(self.db))
+
+    def test_parallel_and_one_move_per_destination_in_order(self):
+        self.assertEqual(['g0', 'g1'], self.start())
+        self.assertEqual([], self.start())      # two migrate already
+        first = drains.get(self.db, UUIDS[0])['moves'][0]
+        self.assertTrue(drains.end_move(
+            self.db, UUIDS[0], first['instance_uuid'],
+            first['migration_uuid'], drains.COMPLETED, dest_host='dst1'))
+        # dst1's next move (g2) comes before g3: the plan's order.
+        self.assertEqual(['g2'], self.start())
+        data = drains.get(self.db, UUIDS[0])
+        self.assertEqual(['completed', 'migrating', 'migrating', 'pending'],
+                         [m['status'] for m in data['moves']])
+        self.assertEqual(1, data['moves'][2]['attempts'])
+
+    def test_an_end_is_conditional_on_the_migration(self):
+        self.start()
+        move = drains.get(self.db, UUIDS[0])['moves'][0]
+        args = (self.db, UUIDS[0], move['instance_uuid'])
+        self.assertFalse(drains.end_move(*args, UUIDS[5], drains.FAILED))
+        self.assertTrue(drains.end_move(*args, move['migration_uuid'],
+                                        drains.FAILED, error='why'))
+        revision = drains.get(self.db, UUIDS[0])['revision']
+        self.assertFalse(drains.end_move(*args, move['migration_uuid'],
+                                         drains.COMPLETED))
+        data = drains.get(self.db, UUIDS[0])
+        self.assertEqual(('failed', 'why', revision),
+                         (data['moves'][0]['status'],
+                          data['moves'][0]['error'], data['revision']))
+
+    def test_replan_sends_the_move_back_with_its_refusals(self):
+        self.start()
+        move = drains.get(self.db, UUIDS[0])['moves'][0]
+        self.assertTrue(drains.replan_move(
+            self.db, UUIDS[0], move['instance_uuid'],
+            move['migration_uuid'], 'dst4', {'cells': [9]},
+            {'dst1': 'claim refused'}))
+        again = drains.get(self.db, UUIDS[0])['moves'][0]
+        self.assertEqual(('pending', 'dst4', None, {'dst1': 'claim refused'},
+                          {'cells': [9]}),
+                         (again['status'], again['planned_host'],
+                          again['migration_uuid'], again['refused'],
+                          again['planned_topology']))
+        self.assertFalse(drains.replan_move(
+            self.db, UUIDS[0], move['instance_uuid'],
+            move['migration_uuid'], 'dst5', None, {}))
+
+    def test_abort_cancels_pending_and_starts_nothing_more(self):
+        self.start()
+        self.assertTrue(drains.set_status(self.db, UUIDS[0],
+                                          drains.ABORTING, [drains.RUNNING]))
+        self.assertFalse(drains.set_status(self.db, UUIDS[0],
+                                           drains.ABORTING, [drains.RUNNING]))
+        self.assertEqual(2, drains.cancel_pending(self.db, UUIDS[0], 'x'))
+        self.assertEqual(0, drains.cancel_pending(self.db, UUIDS[0], 'x'))
+        self.assertEqual([], self.start())
+        self.assertTrue(drains.set_status(self.db, UUIDS[0], drains.ABORTED,
+                                          list(drains.ACTIVE)))
+        data = drains.get(self.db, UUIDS[0])
+        self.assertIsNotNone(data['ended_at'])
+        self.assertEqual([], drains.active(self.db))
+        self.assertRaises(exception.DrainNotFound, drains.get, self.db,
+                          UUIDS[9])
+        self.assertRaises(exception.DrainNotFound, drains.latest_for_host,
+                          self.db, 'nope')
