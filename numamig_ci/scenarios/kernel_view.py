@@ -1,0 +1,82 @@
+"""The kernel's own view of a guest's memory, on nested hosts.
+
+Backends with the 'kernel_pages' feature (--nested) let a scenario read,
+from inside the machine that runs the libvirtd hosts, the per-node huge
+page counters (``/sys/devices/system/node/node*/hugepages/*``) and a
+QEMU process's ``numa_maps`` and ``numastat -p``. These checks do not
+trust libvirt or numamig: pages the guest really holds show in the
+kernel's counters and maps, wherever the XML says they are.
+
+The libvirtd hosts of one nested machine share its kernel, so a move
+from host A's node X to host B's node Y gives back X's pages and takes
+Y's: ``expected_after`` computes that from the counters before.
+"""
+
+import re
+
+FEATURE = 'kernel_pages'
+_NODE_PAGES = re.compile(r'\bN(\d+)=(\d+)')
+
+
+def available(s):
+    return FEATURE in s.backend.features
+
+
+def counters(s):
+    """{(node, page size KiB): free pages} the kernel counts now."""
+    return {key: free for key, (free, _total)
+            in s.backend.kernel_pages().items()}
+
+
+def expected_after(before, size_kb, pages, freed_node, taken_node):
+    """The counters after ``pages`` pages of ``size_kb`` were given back
+    on ``freed_node`` (None: none) and taken on ``taken_node``."""
+    after = dict(before)
+    if freed_node is not None:
+        after[(freed_node, size_kb)] += pages
+    if taken_node is not None:
+        after[(taken_node, size_kb)] -= pages
+    return after
+
+
+def check_counters(s, guest, host, expected, what):
+    """Fail for every pool whose free count is not ``expected``."""
+    actual = counters(s)
+    for (node, size), free in sorted(expected.items()):
+        if actual.get((node, size)) != free:
+            s.fail(guest, host, f"kernel node{node} hugepages-{size}kB "
+                                f"free_hugepages", f"{free} ({what})",
+                   actual.get((node, size)))
+    return actual
+
+
+def hugepage_nodes(s, host, guest):
+    """{node: pages of any huge size} the guest's QEMU maps, and the
+    ``bind:`` node lists of those mappings, from its ``numa_maps``."""
+    pid = s.backend.deployment.qemu_pid(host, s.backend.guests(host)[guest.uuid])
+    maps = s.backend.agent.numa_maps(pid)
+    nodes, binds = {}, set()
+    for line in maps.splitlines():
+        if 'kernelpagesize_kB=4 ' in line + ' ' or 'huge' not in line:
+            continue
+        for node, count in _NODE_PAGES.findall(line):
+            nodes[int(node)] = nodes.get(int(node), 0) + int(count)
+        bind = re.search(r'\bbind:([\d,-]+)', line)
+        if bind:
+            binds.add(bind.group(1))
+    return nodes, binds, pid
+
+
+def check_bound(s, guest, host, node, pages):
+    """The guest's huge pages are all on ``node``, bound there
+    (QEMU's memory backend policy, seen in ``numa_maps``)."""
+    nodes, binds, pid = hugepage_nodes(s, host, guest)
+    s.say(f"kernel view of {guest.name} on {host}: huge pages per node "
+          f"{nodes}, bind {sorted(binds) or 'none'}; numastat -p:\n"
+          f"{s.backend.agent.numastat(pid).strip()}")
+    if nodes != {node: pages}:
+        s.fail(guest, host, 'QEMU numa_maps huge pages per node',
+               {node: pages}, nodes)
+    if binds != {str(node)}:
+        s.fail(guest, host, 'QEMU numa_maps bind policy', f"bind:{node}",
+               sorted(binds) or 'none')
