@@ -9,6 +9,8 @@ QEMU thread affinity, numa_maps). Torn down after success, failure or
 Ctrl-C; the image and QEMU capability cache are kept between runs.
 """
 
+import contextlib
+
 from numamig import cpuspec
 from numamig_ci.backends import local_libvirt
 from numamig_ci.nested import deployment as nested_deployment
@@ -32,7 +34,7 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             state_dir=state_dir, log=log)
         self._init_remote()
         layout = self.deployment.layout
-        features = {'qemu_threads', 'kernel_pages'}
+        features = {'qemu_threads', 'kernel_pages', 'inject_failure'}
         if layout.nodes > 1:
             features.add('multi_node')
         if any(layout.pages_2m) or any(layout.pages_1g):
@@ -56,3 +58,15 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         pid = self.deployment.qemu_pid(host, self.guests(host)[uuid])
         return {int(vcpu): frozenset(cpuspec.parse_cpu_spec(text))
                 for vcpu, text in self.agent.vcpu_affinity(pid).items()}
+
+    @contextlib.contextmanager
+    def inject_failure(self, host, operation='started'):
+        """``host`` fails incoming migrations at QEMU ``operation`` (a
+        libvirt hook inside the machine): with 'started', after the
+        destination QEMU has taken its memory, so that the rollback
+        must give every page back."""
+        self.agent.fail_at(host, operation)
+        try:
+            yield
+        finally:
+            self.agent.fail_at(host, '')

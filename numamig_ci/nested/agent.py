@@ -37,6 +37,21 @@ HUGETLBFS_SETUP = (
     'mount -t hugetlbfs -o pagesize=1G hugetlbfs /dev/hugepages1G; fi')
 
 
+# libvirtd runs the hooks present at its start; this one fails the QEMU
+# operation named in the host's flag file (prepare, start, started) while
+# the file exists: the harness's way to make a destination fail an
+# incoming migration for real, at a chosen point (with 'started', after
+# the destination QEMU took its memory).
+FAIL_HOOK = """#!/bin/sh
+flag={flag}
+if [ -e "$flag" ] && [ "$2" = "$(cat "$flag")" ]; then
+    echo "numamig-ci: failure injected at '$2' of $1" >&2
+    exit 1
+fi
+exit 0
+"""
+
+
 class Agent:
     """What the harness may ask; every method returns plain data."""
 
@@ -54,6 +69,7 @@ class Agent:
         os.makedirs(CAPS_CACHE, exist_ok=True)
         host = libvirt_hosts.LibvirtHost(
             name, HOSTS_ROOT, cache_root=CAPS_CACHE, port=port,
+            before_start=_install_hook,
             migration_port_min=migration_port_min, listen_addr='0.0.0.0',
             namespace_setup=HUGETLBFS_SETUP)
         host.start()
@@ -66,6 +82,16 @@ class Agent:
         for host in self.hosts.values():
             host.stop()
         self.hosts = {}
+        return True
+
+    def fail_at(self, host, operation):
+        """Fail ``host``'s QEMU ``operation`` from now on ('' stops)."""
+        flag = _flag_path(self.hosts[host].directory)
+        if operation:
+            with open(flag, 'w') as f:
+                f.write(operation)
+        elif os.path.exists(flag):
+            os.unlink(flag)
         return True
 
     def huge_pages(self):
@@ -121,6 +147,19 @@ class Agent:
         self.stop_hosts()
         threading.Thread(target=self._server.shutdown).start()
         return True
+
+
+def _flag_path(directory):
+    return os.path.join(directory, 'fail-at')
+
+
+def _install_hook(directory):
+    hooks = os.path.join(directory, 'etc', 'hooks')
+    os.makedirs(hooks, exist_ok=True)
+    path = os.path.join(hooks, 'qemu')
+    with open(path, 'w') as f:
+        f.write(FAIL_HOOK.format(flag=_flag_path(directory)))
+    os.chmod(path, 0o755)
 
 
 def _command(argv, timeout=COMMAND_TIMEOUT_S):

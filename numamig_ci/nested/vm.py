@@ -14,6 +14,7 @@ then waits for the power-off, then kills QEMU by its pid, and may be
 called at any point of ``start``.
 """
 
+import ctypes
 import dataclasses
 import os
 import signal
@@ -29,6 +30,7 @@ POWEROFF_TIMEOUT_S = 30
 GUEST_ADDR = '10.0.2.15'
 AGENT_PORT = 8765
 GIB_MB = 1024
+PR_SET_PDEATHSIG = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +157,8 @@ class NestedVM:
         self._proc = subprocess.Popen(
             ['nice', '-n', '15'] + self.qemu_argv(),
             stdout=self._console, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True)
+            stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_die_with_parent)
 
     def qemu_argv(self):
         layout = self.layout
@@ -257,6 +260,14 @@ class NestedVM:
         if self._console is not None:
             self._console.close()
             self._console = None
+
+
+def _die_with_parent():
+    """In the child before exec: SIGKILL it when the harness dies, even
+    by SIGKILL, so that no machine outlives a killed CI job."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
 
 class _TimeoutTransport(xmlrpc.client.Transport):
