@@ -67,6 +67,10 @@ class Agent:
         if name in self.hosts:
             return self.hosts[name].pid
         os.makedirs(CAPS_CACHE, exist_ok=True)
+        # The image lacks the directories libvirt-daemon-system would
+        # create; the host's bind mounts need them as mount points.
+        for _sub, target in libvirt_hosts.BIND_DIRS:
+            os.makedirs(target, exist_ok=True)
         host = libvirt_hosts.LibvirtHost(
             name, HOSTS_ROOT, cache_root=CAPS_CACHE, port=port,
             before_start=_install_hook,

@@ -31,6 +31,10 @@ GUEST_ADDR = '10.0.2.15'
 AGENT_PORT = 8765
 GIB_MB = 1024
 PR_SET_PDEATHSIG = 1
+# TCG's 'max' CPU with an Intel vendor: Linux then reads the SMT siblings
+# from CPUID leaf 0xB (with the AMD vendor it wants 'topoext' and shows
+# every thread as a core of its own). 'max' has pdpe1gb (1 GiB pages).
+CPU_MODEL = 'max,vendor=GenuineIntel'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +168,7 @@ class NestedVM:
         layout = self.layout
         total = sum(layout.memory_mb)
         argv = ['qemu-system-x86_64', '-name', 'numamig-nested',
-                '-accel', 'tcg,thread=multi', '-cpu', 'max',
+                '-accel', 'tcg,thread=multi', '-cpu', CPU_MODEL,
                 '-machine', 'q35',
                 '-smp', f'{layout.nodes * layout.cores * layout.threads},'
                         f'sockets={layout.nodes},cores={layout.cores},'
