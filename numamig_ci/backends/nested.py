@@ -34,7 +34,7 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             state_dir=state_dir, log=log)
         self._init_remote()
         layout = self.deployment.layout
-        features = {'qemu_threads', 'kernel_pages', 'inject_failure'}
+        features = {'qemu_threads', 'kernel_view', 'inject_failure'}
         if layout.nodes > 1:
             features.add('multi_node')
         if any(layout.pages_2m) or any(layout.pages_1g):

@@ -1,6 +1,6 @@
 """The kernel's own view of a guest's memory, on nested hosts.
 
-Backends with the 'kernel_pages' feature (--nested) let a scenario read,
+Backends with the 'kernel_view' feature (--nested) let a scenario read,
 from inside the machine that runs the libvirtd hosts, the per-node huge
 page counters (``/sys/devices/system/node/node*/hugepages/*``) and a
 QEMU process's ``numa_maps`` and ``numastat -p``. These checks do not
@@ -14,7 +14,13 @@ Y's: ``expected_after`` computes that from the counters before.
 
 import re
 
-FEATURE = 'kernel_pages'
+from numamig import cpuspec
+from numamig_ci import domain
+
+FEATURE = 'kernel_view'
+# The name (comm, 15 characters) of QEMU's main thread, which runs the
+# emulator's work and follows <emulatorpin>.
+MAIN_THREAD = 'qemu-system-x86'
 _NODE_PAGES = re.compile(r'\bN(\d+)=(\d+)')
 
 
@@ -80,3 +86,37 @@ def check_bound(s, guest, host, node, pages):
     if binds != {str(node)}:
         s.fail(guest, host, 'QEMU numa_maps bind policy', f"bind:{node}",
                sorted(binds) or 'none')
+
+
+def check_binds(s, guest, host, nodes):
+    """QEMU's guest memory is bound (``bind:N`` in ``numa_maps``) to
+    exactly the host nodes ``nodes`` (the records' guest cells)."""
+    pid = s.backend.deployment.qemu_pid(host,
+                                        s.backend.guests(host)[guest.uuid])
+    binds = set(re.findall(r'\bbind:([\d,-]+)',
+                           s.backend.agent.numa_maps(pid)))
+    expected = {str(node) for node in nodes}
+    s.say(f"kernel view of {guest.name} on {host}: memory bound to nodes "
+          f"{sorted(binds) or 'none'}")
+    if binds != expected:
+        s.fail(guest, host, 'QEMU numa_maps bind policies',
+               sorted(expected), sorted(binds) or 'none')
+
+
+def check_emulator(s, guest, host):
+    """QEMU's main (emulator) thread may run exactly on <emulatorpin>."""
+    if guest.uuid not in s.backend.guests(host):
+        return        # the placement checks reported that already
+    xml = domain.parse(s.backend.domain_xml(host, guest.uuid))
+    pid = s.backend.deployment.qemu_pid(host,
+                                        s.backend.guests(host)[guest.uuid])
+    threads = s.backend.agent.thread_affinity(pid)
+    main = threads.get(MAIN_THREAD, [])
+    s.say(f"kernel view of {guest.name} on {host}: emulator thread "
+          f"Cpus_allowed_list {main}, <emulatorpin> "
+          f"{domain.fmt(xml.emulator_pins)}")
+    expected = domain.fmt(xml.emulator_pins)
+    if [domain.fmt(frozenset(cpuspec.parse_cpu_spec(c))) for c in main] \
+            != [expected]:
+        s.fail(guest, host, 'QEMU emulator thread Cpus_allowed_list',
+               f"<emulatorpin> {expected}", main or 'no such thread')

@@ -67,7 +67,7 @@ def huge_pages(s):
           "The destination fails after its QEMU took the guest's huge "
           "pages: the guest keeps running on the source on its pages, and "
           "every kernel page counter is as before the migration.",
-          requires=('huge_pages', 'kernel_pages', 'inject_failure'))
+          requires=('huge_pages', 'kernel_view', 'inject_failure'))
 def huge_page_rollback(s):
     src, dst = s.pair()
     size, count = _huge_pool(s, src)
@@ -162,4 +162,6 @@ def multi_node(s):
         if len(set(nodes)) != 2:
             s.fail(guest, dst, '<numatune><memnode>', 'two distinct nodes',
                    nodes)
+        if kernel_view.available(s):
+            kernel_view.check_binds(s, guest, dst, nodes)
         s.check_host(dst)
