@@ -142,7 +142,7 @@ class Agent:
         return _command(['numastat', '-p', str(int(pid))])
 
     def dumpxml(self, host, domain_name, inactive=False):
-        """``virsh dumpxml`` (live or inactive) as this host's virsh sees it."""
+        """``virsh dumpxml`` (live or inactive), as virsh inside sees it."""
         argv = ['virsh', '-c', self.hosts[host].uri, 'dumpxml', domain_name]
         return _command(argv + (['--inactive'] if inactive else []))
 

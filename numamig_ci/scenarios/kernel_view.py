@@ -59,7 +59,8 @@ def check_counters(s, guest, host, expected, what):
 def hugepage_nodes(s, host, guest):
     """{node: pages of any huge size} the guest's QEMU maps, and the
     ``bind:`` node lists of those mappings, from its ``numa_maps``."""
-    pid = s.backend.deployment.qemu_pid(host, s.backend.guests(host)[guest.uuid])
+    name = s.backend.guests(host)[guest.uuid]
+    pid = s.backend.deployment.qemu_pid(host, name)
     maps = s.backend.agent.numa_maps(pid)
     nodes, binds = {}, set()
     for line in maps.splitlines():
@@ -86,6 +87,13 @@ def check_bound(s, guest, host, node, pages):
     if binds != {str(node)}:
         s.fail(guest, host, 'QEMU numa_maps bind policy', f"bind:{node}",
                sorted(binds) or 'none')
+    name = s.backend.guests(host)[guest.uuid]
+    for inactive in (False, True):
+        xml = domain.parse(s.backend.agent.dumpxml(host, name, inactive))
+        if xml.memnodes.get(0) != frozenset({node}):
+            s.fail(guest, host, f"virsh dumpxml{' --inactive' * inactive} "
+                                f"<memnode cellid='0'>", node,
+                   domain.fmt(xml.memnodes.get(0)))
 
 
 def check_binds(s, guest, host, nodes):

@@ -27,9 +27,9 @@ class LayoutTest(base.TestCase):
                                  vm.Layout.parse, 'pages_2m=64')
 
     def test_pages_must_leave_memory_to_the_node(self):
-        self.assertRaisesMessage(ValueError, 'node 1: 1024 MiB of huge pages leave',
-                                 vm.Layout.parse,
-                                 'memory=4096:1024,pages_2m=0:0,pages_1g=1:1')
+        self.assertRaisesMessage(
+            ValueError, 'node 1: 1024 MiB of huge pages leave',
+            vm.Layout.parse, 'memory=4096:1024,pages_2m=0:0,pages_1g=1:1')
 
 
 class CommandLineTest(base.TestCase):

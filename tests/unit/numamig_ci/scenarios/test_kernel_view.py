@@ -28,6 +28,10 @@ class FakeAgent:
     def numastat(self, pid):
         return 'Huge 16.00'
 
+    def dumpxml(self, host, name, inactive):
+        return ("<domain><name>ci-pages</name><numatune><memnode "
+                "cellid='0' mode='strict' nodeset='1'/></numatune></domain>")
+
     def thread_affinity(self, pid):
         return self.threads
 
@@ -79,7 +83,10 @@ class NumaMapsTest(base.TestCase):
         kernel_view.check_bound(s, GUEST, 'h', 0, 8)
         self.assertEqual([('QEMU numa_maps huge pages per node', '{0: 8}',
                            '{1: 8}'),
-                          ('QEMU numa_maps bind policy', 'bind:0', "['1']")],
+                          ('QEMU numa_maps bind policy', 'bind:0', "['1']"),
+                          ("virsh dumpxml <memnode cellid='0'>", '0', '1'),
+                          ("virsh dumpxml --inactive <memnode cellid='0'>",
+                           '0', '1')],
                          s.failures)
 
     def test_binds_of_a_two_cell_guest(self):
