@@ -3,6 +3,8 @@
     numamig-ci --embedded
     numamig-ci --local-libvirt 2 --subunit out.subunit --junit out.xml
     numamig-ci --nested --nested-layout cores=2,threads=2,pages_2m=128:128
+    numamig-ci --nested --nested-layout memory=1536:1536:1536 \
+        --nested-layout memory=1536:1536 --scenario fewer-nodes
     numamig-ci --deployment deployment.json --scenario pins-recomputed
     numamig-ci --list
 
@@ -71,11 +73,14 @@ def build_parser():
                         help="--local-libvirt: where hosts, configs and "
                              "logs go, kept afterwards (default: a "
                              "temporary directory, removed afterwards)")
-    parser.add_argument('--nested-layout', default=None, metavar='LAYOUT',
+    parser.add_argument('--nested-layout', action='append', default=[],
+                        metavar='LAYOUT',
                         help="--nested: the virtual machine's NUMA layout, "
                              "e.g. 'cores=2,threads=2,memory=2048:2048,"
                              "pages_2m=128:128,pages_1g=0:0' (':' separates "
-                             "nodes; default: that one)")
+                             "nodes; default: that one). Given twice: one "
+                             "machine per host, with these layouts (hosts "
+                             "with different node counts)")
     parser.add_argument('--log-file', default=None,
                         help="write numamig's own log messages there "
                              "(default: errors only, to stderr)")
@@ -121,14 +126,12 @@ def make_backend(args):
 def _nested_backend(args):
     from numamig_ci.backends import nested
     from numamig_ci.nested import vm
-    layout = None
-    if args.nested_layout:
-        try:
-            layout = vm.Layout.parse(args.nested_layout)
-        except ValueError as exc:
-            raise exception.Invalid(reason=f"--nested-layout: {exc}")
+    try:
+        layouts = [vm.Layout.parse(text) for text in args.nested_layout]
+    except ValueError as exc:
+        raise exception.Invalid(reason=f"--nested-layout: {exc}")
     return nested.NestedBackend(
-        layout=layout, transport_url=args.transport_url,
+        layouts=layouts or None, transport_url=args.transport_url,
         db_url=args.database, state_dir=args.state_dir)
 
 

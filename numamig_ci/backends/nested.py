@@ -27,37 +27,45 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
     migration_timeout_s = 300
     start_timeout_s = START_TIMEOUT_S
 
-    def __init__(self, layout=None, transport_url=None, db_url=None,
+    def __init__(self, layouts=None, transport_url=None, db_url=None,
                  state_dir=None, log=print):
         self.deployment = nested_deployment.NestedDeployment(
-            2, layout=layout, transport_url=transport_url, db_url=db_url,
+            2, layouts=layouts, transport_url=transport_url, db_url=db_url,
             state_dir=state_dir, log=log)
         self._init_remote()
-        layout = self.deployment.layout
+        layouts = self.deployment.layouts
         features = {'qemu_threads', 'kernel_view', 'inject_failure'}
-        if layout.nodes > 1:
+        if all(layout.nodes > 1 for layout in layouts):
             features.add('multi_node')
-        if any(layout.pages_2m) or any(layout.pages_1g):
+        if all(any(layout.pages_2m) or any(layout.pages_1g)
+               for layout in layouts):
             features.add('huge_pages')
-        if layout.threads > 1:
+        if all(layout.threads > 1 for layout in layouts):
             features.add('smt')
         self.features = frozenset(features)
 
-    @property
-    def agent(self):
-        """The nested host's agent (the kernel's own view)."""
-        return self.deployment.vm.agent
+    def agent_of(self, host):
+        """The agent of the machine ``host`` runs in (its kernel's view)."""
+        return self.deployment.libvirt[host].machine.agent
+
+    def kernel_of(self, host):
+        """Which kernel (machine index) ``host`` runs on."""
+        return self.deployment.machines.index(
+            self.deployment.libvirt[host].machine)
 
     def kernel_pages(self):
-        """{(node, size KiB): (free, total)} the kernel counts right now."""
-        return {(int(node), int(size)): tuple(counts)
-                for node, sizes in self.agent.huge_pages().items()
+        """{(kernel, node, size KiB): (free, total)} of every machine's
+        kernel right now."""
+        return {(index, int(node), int(size)): tuple(counts)
+                for index, machine in enumerate(self.deployment.machines)
+                for node, sizes in machine.agent.huge_pages().items()
                 for size, counts in sizes.items()}
 
     def vcpu_affinity(self, host, uuid):
         pid = self.deployment.qemu_pid(host, self.guests(host)[uuid])
         return {int(vcpu): frozenset(cpuspec.parse_cpu_spec(text))
-                for vcpu, text in self.agent.vcpu_affinity(pid).items()}
+                for vcpu, text in self.agent_of(host).vcpu_affinity(
+                    pid).items()}
 
     @contextlib.contextmanager
     def inject_failure(self, host, operation='started'):
@@ -65,8 +73,8 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         libvirt hook inside the machine): with 'started', after the
         destination QEMU has taken its memory, so that the rollback
         must give every page back."""
-        self.agent.fail_at(host, operation)
+        self.agent_of(host).fail_at(host, operation)
         try:
             yield
         finally:
-            self.agent.fail_at(host, '')
+            self.agent_of(host).fail_at(host, '')

@@ -88,6 +88,18 @@ class Agent:
         self.hosts = {}
         return True
 
+    def link_up(self, mac, address):
+        """Give the NIC with ``mac`` (the link to another nested machine)
+        ``address`` (CIDR); return the interface's name."""
+        for nic in os.listdir('/sys/class/net'):
+            with open(f'/sys/class/net/{nic}/address') as f:
+                if f.read().strip() != mac.lower():
+                    continue
+            _command(['ip', 'link', 'set', nic, 'up'])
+            _command(['ip', 'addr', 'replace', address, 'dev', nic])
+            return nic
+        raise RuntimeError(f"no network interface with MAC {mac}")
+
     def fail_at(self, host, operation):
         """Fail ``host``'s QEMU ``operation`` from now on ('' stops)."""
         flag = _flag_path(self.hosts[host].directory)

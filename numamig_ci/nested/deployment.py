@@ -14,15 +14,24 @@ reserves the other hosts' part with ``reserved_huge_pages``), and the
 CPU sets differ (the first host keeps each node's last CPU shared, the
 others only node 0's). Page counts are split from what the kernel really
 reserved, read back after boot.
+
+With one layout per host instead, each host gets a machine of its own
+(so the hosts may differ in node count: the spec's missing-node
+problem); the two machines are joined by a second NIC on a QEMU socket
+network, over which each libvirtd reaches its peer at 10.1.0.N.
 """
 
 import os
+import time
 
+from numamig import exception
+from numamig_ci import libvirt_hosts
 from numamig_ci import local_deployment
 from numamig_ci.nested import image
 from numamig_ci.nested import vm as nested_vm
 
 MIGRATION_PORT_BASE = 49200
+LINK_NET = '10.1.0'
 
 
 class NestedHost:
@@ -42,52 +51,94 @@ class NestedHost:
 
 
 class NestedDeployment(local_deployment.LocalDeployment):
-    """``count`` libvirtd hosts in one nested host, daemons here.
+    """``count`` libvirtd hosts in nested machines, daemons here.
 
-    After ``start_hosts``: ``vm`` is the running NestedVM and ``pools``
-    {host: {(node, size KiB): pages it may give guests}}.
+    :param layouts: one Layout (every host in one machine) or one per
+        host (a machine each; two hosts only).
+
+    After ``start_hosts``: ``machines`` the running NestedVMs and
+    ``pools`` {host: {(node, size KiB): (pages in the pool, pages it may
+    give guests)}}.
     """
 
-    def __init__(self, count=2, layout=None, transport_url=None,
+    def __init__(self, count=2, layouts=None, transport_url=None,
                  db_url=None, state_dir=None, log=print,
                  boot_timeout=nested_vm.BOOT_TIMEOUT_S):
         super().__init__(count, transport_url=transport_url, db_url=db_url,
                          state_dir=state_dir)
-        self.layout = layout or nested_vm.Layout()
+        self.layouts = tuple(layouts or (nested_vm.Layout(),))
+        if len(self.layouts) != 1 and (len(self.layouts) != count
+                                       or count != 2):
+            raise exception.Invalid(
+                reason=f"give one nested layout for all hosts, or one per "
+                       f"host for two hosts; got {len(self.layouts)} for "
+                       f"{count} hosts")
         self.boot_timeout = boot_timeout
         self.log = log
-        self.vm = None
+        self.machines = []
         self.pools = {}
 
+    @property
+    def shared_machine(self):
+        return len(self.layouts) == 1
+
     def start_hosts(self):
-        """Build or find the image, boot the machine, start the hosts.
+        """Build or find the image, boot the machines, start the hosts.
 
         :raises image.ImageUnavailable: no image and none can be built.
-        :raises RuntimeError: the machine or a daemon did not start.
+        :raises RuntimeError: a machine or a daemon did not start.
         """
         image_dir = image.ensure(log=self.log)
         os.makedirs(self.state_dir, exist_ok=True)
         from numamig.db import api as db_api
         db_api.Database(self.db_url).sync()
-        self.vm = nested_vm.NestedVM(
-            self.layout, image_dir, code_dir=_code_dir(),
-            state_dir=os.path.join(self.state_dir, 'vm'),
-            caps_dir=image_dir + '.qemu-caps', ports=len(self.host_names),
-            boot_timeout=self.boot_timeout)
-        self.vm.start()
-        kernel = self.vm.agent.huge_pages()
-        self.pools = split_pools(kernel, self.host_names)
-        for index, name in enumerate(self.host_names):
-            port = self.vm.ports[index]
-            self.vm.agent.start_host(name, port,
+        groups = [self.host_names] if self.shared_machine else \
+            [[name] for name in self.host_names]
+        link_port = libvirt_hosts.free_port()
+        for index, (layout, names) in enumerate(zip(self.layouts, groups,
+                                                         strict=True)):
+            link = None if self.shared_machine else \
+                (index, 'listen' if index == 0 else 'connect', link_port)
+            self.machines.append(nested_vm.NestedVM(
+                layout, image_dir, code_dir=_code_dir(),
+                state_dir=os.path.join(self.state_dir, f'vm{index}'),
+                caps_dir=image_dir + '.qemu-caps', ports=len(names),
+                boot_timeout=self.boot_timeout, link=link))
+        for machine in self.machines:   # the listening end first
+            machine.boot()
+            if machine.link is not None and machine.link[1] == 'listen':
+                _wait_listening(link_port, self.boot_timeout)
+        for machine, names in zip(self.machines, groups, strict=True):
+            machine.wait_ready()
+            self._start_in(machine, names)
+
+    def _start_in(self, machine, names):
+        if machine.link is not None:
+            index = machine.link[0]
+            machine.agent.link_up(f'{nested_vm.LINK_MAC_PREFIX}:{index:02x}',
+                                  f'{LINK_NET}.{index + 1}/24')
+        self.pools.update(split_pools(machine.agent.huge_pages(), names))
+        for offset, name in enumerate(names):
+            index = self.host_names.index(name)
+            port = machine.ports[offset]
+            machine.agent.start_host(name, port,
                                      MIGRATION_PORT_BASE + 64 * index)
-            self.libvirt[name] = NestedHost(name, port, self.vm)
-            self.sets[name] = host_sets(index, self.layout)
+            self.libvirt[name] = NestedHost(name, port, machine)
+            self.sets[name] = host_sets(index, machine.layout)
+
+    def inbound_address(self, name):
+        """Where the other hosts' libvirtd reach host ``name``."""
+        if self.shared_machine:
+            return '127.0.0.1'
+        return f'{LINK_NET}.{self.host_names.index(name) + 1}'
 
     def _config(self, name, host, sets):
         text = super()._config(name, host, sets)
         if host is None:
             return text
+        text = text.replace('live_migration_inbound_addr = 127.0.0.1',
+                            f'live_migration_inbound_addr = '
+                            f'{self.inbound_address(name)}')
         lines = [f'reserved_huge_pages = node:{node},size:{size},'
                  f'count:{total - mine}'
                  for (node, size), (total, mine)
@@ -98,9 +149,9 @@ class NestedDeployment(local_deployment.LocalDeployment):
         try:
             super().stop()
         finally:
-            if self.vm is not None:
-                self.vm.stop()
-                self.vm = None
+            for machine in self.machines:
+                machine.stop()
+            self.machines = []
 
 
 def split_pools(kernel, hosts):
@@ -137,6 +188,22 @@ def host_sets(index, layout):
     if len(cpus) < 2:
         return frozenset(cpus), None
     return frozenset(cpus) - shared, shared
+
+
+def _wait_listening(port, timeout):
+    """Return once a socket listens on TCP ``port`` here (read from
+    /proc/net/tcp: connecting would take the place of the peer QEMU)."""
+    deadline = time.monotonic() + timeout
+    needle = f':{port:04X} '
+    while True:
+        with open('/proc/net/tcp') as f:
+            if any(needle in line and line.split()[3] == '0A'
+                   for line in f.readlines()[1:]):
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the first nested machine did not listen "
+                               f"on its link port {port} within {timeout} s")
+        time.sleep(0.2)
 
 
 def _code_dir():

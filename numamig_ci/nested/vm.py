@@ -31,6 +31,8 @@ GUEST_ADDR = '10.0.2.15'
 AGENT_PORT = 8765
 GIB_MB = 1024
 PR_SET_PDEATHSIG = 1
+# The NIC joining two nested machines (the agent finds it by this).
+LINK_MAC_PREFIX = '52:54:00:6e:6d'
 # TCG's 'max' CPU with an Intel vendor: Linux then reads the SMT siblings
 # from CPUID leaf 0xB (with the AMD vendor it wants 'topoext' and shows
 # every thread as a core of its own). 'max' has pdpe1gb (1 GiB pages).
@@ -118,10 +120,13 @@ class NestedVM:
     :param caps_dir: libvirt's QEMU capability cache for this image,
         kept between boots.
     :param ports: how many libvirtd ports to forward.
+    :param link: (index, 'listen' or 'connect', TCP port): a second NIC
+        on a QEMU socket network joining this machine to another one
+        (two-machine deployments: the libvirtd hosts migrate over it).
     """
 
     def __init__(self, layout, image_dir, code_dir, state_dir, caps_dir,
-                 ports=2, boot_timeout=BOOT_TIMEOUT_S):
+                 ports=2, boot_timeout=BOOT_TIMEOUT_S, link=None):
         layout.check()
         self.layout = layout
         self.image_dir = image_dir
@@ -131,6 +136,7 @@ class NestedVM:
         self.boot_timeout = boot_timeout
         self.agent_port = libvirt_hosts.free_port()
         self.ports = [libvirt_hosts.free_port() for _ in range(ports)]
+        self.link = link
         self.agent = None
         self._proc = None
         self._console = None
@@ -145,16 +151,18 @@ class NestedVM:
         :raises RuntimeError: QEMU exited or the agent did not answer
             within the boot deadline (the serial log's end attached).
         """
-        os.makedirs(self.state_dir, exist_ok=True)
-        os.makedirs(self.caps_dir, exist_ok=True)
         try:
-            self._boot()
-            self._wait_for_agent()
+            self.boot()
+            self.wait_ready()
         except BaseException:
             self.stop()
             raise
 
-    def _boot(self):
+    def boot(self):
+        """Start QEMU and return at once (``wait_ready`` waits): several
+        machines then boot side by side."""
+        os.makedirs(self.state_dir, exist_ok=True)
+        os.makedirs(self.caps_dir, exist_ok=True)
         self._console = open(os.path.join(self.state_dir, 'qemu.out'), 'wb')
         # A session of its own: a terminal's Ctrl-C reaches the harness,
         # which then powers the machine off in order.
@@ -189,6 +197,11 @@ class NestedVM:
                  '-drive', f"file={os.path.join(self.image_dir, 'root.img')},"
                            f"if=virtio,format=raw,snapshot=on",
                  '-nic', f'user,model=virtio-net-pci{forwards}']
+        if self.link is not None:
+            index, mode, port = self.link
+            argv += ['-netdev', f'socket,id=link,{mode}=127.0.0.1:{port}',
+                     '-device', f'virtio-net-pci,netdev=link,'
+                                f'mac={LINK_MAC_PREFIX}:{index:02x}']
         for tag, path, readonly in (('numamig', self.code_dir, True),
                                     ('state', self.state_dir, False),
                                     ('caps', self.caps_dir, False)):
@@ -211,7 +224,7 @@ class NestedVM:
             line += f' hugepagesz=1G hugepages={per_node}'
         return line
 
-    def _wait_for_agent(self):
+    def wait_ready(self):
         # The agent listens on AGENT_PORT inside; outside on agent_port.
         deadline = time.monotonic() + self.boot_timeout
         probe = _proxy(self.agent_port, timeout=5)

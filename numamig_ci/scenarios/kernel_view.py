@@ -29,30 +29,37 @@ def available(s):
 
 
 def counters(s):
-    """{(node, page size KiB): free pages} the kernel counts now."""
+    """{(kernel, node, page size KiB): free pages} every kernel counts
+    now (hosts of one machine share its kernel)."""
     return {key: free for key, (free, _total)
             in s.backend.kernel_pages().items()}
 
 
-def expected_after(before, size_kb, pages, freed_node, taken_node):
+def where(s, host, node):
+    """(kernel, node): host ``host``'s node ``node`` in the counters."""
+    return s.backend.kernel_of(host), node
+
+
+def expected_after(before, size_kb, pages, freed, taken):
     """The counters after ``pages`` pages of ``size_kb`` were given back
-    on ``freed_node`` (None: none) and taken on ``taken_node``."""
+    on ``freed`` ((kernel, node) or None) and taken on ``taken``."""
     after = dict(before)
-    if freed_node is not None:
-        after[(freed_node, size_kb)] += pages
-    if taken_node is not None:
-        after[(taken_node, size_kb)] -= pages
+    if freed is not None:
+        after[freed + (size_kb,)] += pages
+    if taken is not None:
+        after[taken + (size_kb,)] -= pages
     return after
 
 
 def check_counters(s, guest, host, expected, what):
     """Fail for every pool whose free count is not ``expected``."""
     actual = counters(s)
-    for (node, size), free in sorted(expected.items()):
-        if actual.get((node, size)) != free:
-            s.fail(guest, host, f"kernel node{node} hugepages-{size}kB "
-                                f"free_hugepages", f"{free} ({what})",
-                   actual.get((node, size)))
+    for key, free in sorted(expected.items()):
+        if actual.get(key) != free:
+            kernel, node, size = key
+            s.fail(guest, host, f"kernel {kernel} node{node} hugepages-"
+                                f"{size}kB free_hugepages",
+                   f"{free} ({what})", actual.get(key))
     return actual
 
 
@@ -61,7 +68,7 @@ def hugepage_nodes(s, host, guest):
     ``bind:`` node lists of those mappings, from its ``numa_maps``."""
     name = s.backend.guests(host)[guest.uuid]
     pid = s.backend.deployment.qemu_pid(host, name)
-    maps = s.backend.agent.numa_maps(pid)
+    maps = s.backend.agent_of(host).numa_maps(pid)
     nodes, binds = {}, set()
     for line in maps.splitlines():
         if 'kernelpagesize_kB=4 ' in line + ' ' or 'huge' not in line:
@@ -80,7 +87,7 @@ def check_bound(s, guest, host, node, pages):
     nodes, binds, pid = hugepage_nodes(s, host, guest)
     s.say(f"kernel view of {guest.name} on {host}: huge pages per node "
           f"{nodes}, bind {sorted(binds) or 'none'}; numastat -p:\n"
-          f"{s.backend.agent.numastat(pid).strip()}")
+          f"{s.backend.agent_of(host).numastat(pid).strip()}")
     if nodes != {node: pages}:
         s.fail(guest, host, 'QEMU numa_maps huge pages per node',
                {node: pages}, nodes)
@@ -89,7 +96,8 @@ def check_bound(s, guest, host, node, pages):
                sorted(binds) or 'none')
     name = s.backend.guests(host)[guest.uuid]
     for inactive in (False, True):
-        xml = domain.parse(s.backend.agent.dumpxml(host, name, inactive))
+        xml = domain.parse(
+            s.backend.agent_of(host).dumpxml(host, name, inactive))
         if xml.memnodes.get(0) != frozenset({node}):
             s.fail(guest, host, f"virsh dumpxml{' --inactive' * inactive} "
                                 f"<memnode cellid='0'>", node,
@@ -102,7 +110,7 @@ def check_binds(s, guest, host, nodes):
     pid = s.backend.deployment.qemu_pid(host,
                                         s.backend.guests(host)[guest.uuid])
     binds = set(re.findall(r'\bbind:([\d,-]+)',
-                           s.backend.agent.numa_maps(pid)))
+                           s.backend.agent_of(host).numa_maps(pid)))
     expected = {str(node) for node in nodes}
     s.say(f"kernel view of {guest.name} on {host}: memory bound to nodes "
           f"{sorted(binds) or 'none'}")
@@ -118,7 +126,7 @@ def check_emulator(s, guest, host):
     xml = domain.parse(s.backend.domain_xml(host, guest.uuid))
     pid = s.backend.deployment.qemu_pid(host,
                                         s.backend.guests(host)[guest.uuid])
-    threads = s.backend.agent.thread_affinity(pid)
+    threads = s.backend.agent_of(host).thread_affinity(pid)
     main = threads.get(MAIN_THREAD, [])
     s.say(f"kernel view of {guest.name} on {host}: emulator thread "
           f"Cpus_allowed_list {main}, <emulatorpin> "

@@ -56,8 +56,9 @@ def huge_pages(s):
         # The pages really moved: given back on the source's node, taken
         # on the destination's; the full node lost none to the mover.
         kernel_view.check_counters(s, mover, dst, kernel_view.expected_after(
-            kernel, size, 1, mover.numa_topology.cells[0].host_cell,
-            cell.host_cell), 'after the move')
+            kernel, size, 1, kernel_view.where(
+                s, src, mover.numa_topology.cells[0].host_cell),
+            kernel_view.where(s, dst, cell.host_cell)), 'after the move')
         kernel_view.check_bound(s, mover, dst, cell.host_cell, 1)
     s.check_host(dst)
     s.check_host(src)

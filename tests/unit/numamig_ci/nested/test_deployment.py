@@ -1,5 +1,8 @@
 """How two libvirtd hosts of one nested machine share its kernel."""
 
+import fixtures
+
+from numamig import exception
 from numamig_ci.nested import deployment
 from numamig_ci.nested import vm
 from tests import base
@@ -38,16 +41,29 @@ class HostSetsTest(base.TestCase):
 
 class ConfigTest(base.TestCase):
 
+    def state(self):
+        return self.useFixture(fixtures.TempDir()).path
+
+    def test_one_layout_or_one_per_host_of_two(self):
+        two = deployment.NestedDeployment(2, layouts=[vm.Layout()] * 2,
+                                          state_dir=self.state())
+        self.assertFalse(two.shared_machine)
+        self.assertEqual('10.1.0.2', two.inbound_address(two.host_names[1]))
+        self.assertRaisesMessage(
+            exception.Invalid, 'one per host for two hosts; got 2 for 3',
+            deployment.NestedDeployment, 3, layouts=[vm.Layout()] * 2,
+            state_dir=self.state())
+
     def test_each_host_reserves_the_other_hosts_pages(self):
-        nested = deployment.NestedDeployment(2, state_dir=self.useFixture(
-            __import__('fixtures').TempDir()).path)
+        nested = deployment.NestedDeployment(2, state_dir=self.state())
         names = nested.host_names
         nested.pools = deployment.split_pools(KERNEL, names)
         host = deployment.NestedHost(names[0], 16509, machine=None)
         text = nested._config(names[0], host, deployment.host_sets(
-            0, nested.layout))
+            0, nested.layouts[0]))
         self.assertIn('connection_uri = qemu+tcp://127.0.0.1:16509/system',
                       text)
+        self.assertIn('live_migration_inbound_addr = 127.0.0.1', text)
         self.assertIn('reserved_huge_pages = node:0,size:2048,count:64',
                       text)
         self.assertIn('reserved_huge_pages = node:1,size:1048576,count:1',

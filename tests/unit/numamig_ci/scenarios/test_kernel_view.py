@@ -43,7 +43,7 @@ class FakeSession:
         self.said = []
         deployment = types.SimpleNamespace(qemu_pid=lambda host, name: 42)
         self.backend = types.SimpleNamespace(
-            agent=agent, deployment=deployment,
+            agent_of=lambda host: agent, deployment=deployment,
             guests=lambda host: {UUID: 'ci-pages'},
             domain_xml=lambda host, uuid: xml,
             features=frozenset({'kernel_view'}))
@@ -57,12 +57,20 @@ class FakeSession:
 
 class CountersTest(base.TestCase):
 
-    def test_expected_after_a_move_between_nodes(self):
-        before = {(0, 2048): 64, (1, 2048): 60}
-        self.assertEqual({(0, 2048): 72, (1, 2048): 52},
-                         kernel_view.expected_after(before, 2048, 8, 0, 1))
+    def test_expected_after_a_move_between_nodes_of_one_kernel(self):
+        before = {(0, 0, 2048): 64, (0, 1, 2048): 60}
+        self.assertEqual({(0, 0, 2048): 72, (0, 1, 2048): 52},
+                         kernel_view.expected_after(before, 2048, 8,
+                                                    (0, 0), (0, 1)))
         self.assertEqual(before, kernel_view.expected_after(
             before, 2048, 8, None, None))
+
+    def test_expected_after_a_move_between_kernels(self):
+        before = {(0, 0, 2048): 64, (1, 0, 2048): 64, (1, 1, 2048): 64}
+        self.assertEqual({(0, 0, 2048): 72, (1, 0, 2048): 64,
+                          (1, 1, 2048): 56},
+                         kernel_view.expected_after(before, 2048, 8,
+                                                    (0, 0), (1, 1)))
 
 
 class NumaMapsTest(base.TestCase):
