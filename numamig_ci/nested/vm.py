@@ -51,7 +51,10 @@ class Layout:
     the request.
     """
 
-    cores: int = 2
+    # Three cores per node: a host then keeps two whole dedicated cores
+    # in a node beside its shared CPU (hw:cpu_thread_policy=isolate with
+    # two vCPUs needs them).
+    cores: int = 3
     threads: int = 2
     memory_mb: tuple = (2048, 2048)
     pages_2m: tuple = (128, 128)

@@ -30,7 +30,7 @@ class SplitPoolsTest(base.TestCase):
 class HostSetsTest(base.TestCase):
 
     def test_sets_differ_and_both_hosts_have_shared_cpus(self):
-        layout = vm.Layout()
+        layout = vm.Layout(cores=2)
         first = deployment.host_sets(0, layout)
         second = deployment.host_sets(1, layout)
         self.assertEqual((frozenset({0, 1, 2, 4, 5, 6}), frozenset({3, 7})),

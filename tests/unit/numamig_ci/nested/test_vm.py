@@ -6,11 +6,11 @@ from tests import base
 
 class LayoutTest(base.TestCase):
 
-    def test_default_is_two_nodes_of_two_smt_cores(self):
+    def test_default_is_two_nodes_of_three_smt_cores(self):
         layout = vm.Layout()
         self.assertEqual(2, layout.nodes)
-        self.assertEqual((0, 1, 2, 3), layout.node_cpus(0))
-        self.assertEqual((4, 5, 6, 7), layout.node_cpus(1))
+        self.assertEqual((0, 1, 2, 3, 4, 5), layout.node_cpus(0))
+        self.assertEqual((6, 7, 8, 9, 10, 11), layout.node_cpus(1))
 
     def test_parse_fills_per_node_defaults_for_more_nodes(self):
         layout = vm.Layout.parse('cores=1,threads=1,memory=3072:2048:2048,'
@@ -40,8 +40,8 @@ class CommandLineTest(base.TestCase):
 
     def test_one_socket_and_memory_backend_per_node(self):
         argv = ' '.join(self.machine(vm.Layout()).qemu_argv())
-        self.assertIn('-smp 8,sockets=2,cores=2,threads=2', argv)
-        self.assertIn('-numa node,nodeid=1,cpus=4-7,memdev=mem1', argv)
+        self.assertIn('-smp 12,sockets=2,cores=3,threads=2', argv)
+        self.assertIn('-numa node,nodeid=1,cpus=6-11,memdev=mem1', argv)
         self.assertIn('memory-backend-ram,id=mem0,size=2048M', argv)
         self.assertIn('file=/img/root.img,if=virtio,format=raw,snapshot=on',
                       argv)
