@@ -11,9 +11,8 @@ inside the machine is the peer's own port.
 The hosts share one kernel, so its resources are split between them by
 numamig's own configuration: every huge page pool is divided (each host
 reserves the other hosts' part with ``reserved_huge_pages``), and the
-CPU sets differ (the first host keeps each node's last CPU shared, the
-others only node 0's). Page counts are split from what the kernel really
-reserved, read back after boot.
+CPU sets differ (see ``host_sets``). Page counts are split from what
+the kernel really reserved, read back after boot.
 
 With one layout per host instead, each host gets a machine of its own
 (so the hosts may differ in node count: the spec's missing-node
@@ -177,16 +176,24 @@ def split_pools(kernel, hosts):
 def host_sets(index, layout):
     """(dedicated, shared) of the ``index``-th host (from 0).
 
-    The first host keeps the last CPU of every node shared, the others
-    only node 0's last CPU: the sets differ and every host has a shared
-    set (mixed and shared emulator policies need one on both sides).
+    The first host keeps the last core of every node (all its threads)
+    shared, the others only node 0's last CPU: the sets differ, every
+    host has a shared set (mixed and shared emulator policies need one
+    on both sides), the first host keeps whole dedicated cores (thread
+    policies) and has less room per node than the others (a guest can
+    fit on the others only: ``refusal``).
     """
     cpus = [cpu for node in range(layout.nodes)
             for cpu in layout.node_cpus(node)]
-    nodes = range(layout.nodes) if index == 0 else (0,)
-    shared = frozenset(layout.node_cpus(node)[-1] for node in nodes)
     if len(cpus) < 2:
         return frozenset(cpus), None
+    if index == 0:
+        shared = frozenset(cpu for node in range(layout.nodes)
+                           for cpu in layout.node_cpus(node)[-layout.threads:])
+    else:
+        shared = frozenset(layout.node_cpus(0)[-1:])
+    if shared == frozenset(cpus):       # one core per node: keep one CPU
+        shared = frozenset(layout.node_cpus(0)[-1:])
     return frozenset(cpus) - shared, shared
 
 

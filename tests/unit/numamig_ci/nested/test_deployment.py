@@ -33,10 +33,17 @@ class HostSetsTest(base.TestCase):
         layout = vm.Layout(cores=2)
         first = deployment.host_sets(0, layout)
         second = deployment.host_sets(1, layout)
-        self.assertEqual((frozenset({0, 1, 2, 4, 5, 6}), frozenset({3, 7})),
+        # The first host's last core of each node is shared, whole.
+        self.assertEqual((frozenset({0, 1, 4, 5}), frozenset({2, 3, 6, 7})),
                          first)
         self.assertEqual((frozenset({0, 1, 2, 4, 5, 6, 7}), frozenset({3})),
                          second)
+
+    def test_one_core_per_node_keeps_dedicated_cpus(self):
+        layout = vm.Layout(cores=1, threads=1, memory_mb=(1024, 1024),
+                           pages_2m=(0, 0), pages_1g=(0, 0))
+        self.assertEqual((frozenset({1}), frozenset({0})),
+                         deployment.host_sets(0, layout))
 
 
 class ConfigTest(base.TestCase):
