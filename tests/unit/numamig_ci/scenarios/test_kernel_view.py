@@ -113,14 +113,14 @@ class EmulatorTest(base.TestCase):
            "<emulatorpin cpuset='2'/></cputune></domain>")
 
     def test_main_thread_on_emulatorpin_passes(self):
-        s = FakeSession(FakeAgent(threads={'qemu-system-x86': ['2'],
+        s = FakeSession(FakeAgent(threads={'qemu-system-x86': ['2', '2'],
                                            'CPU 0/TCG': ['1']}), self.XML)
         kernel_view.check_emulator(s, GUEST, 'h')
         self.assertEqual([], s.failures)
 
     def test_main_thread_elsewhere_fails(self):
-        s = FakeSession(FakeAgent(threads={'qemu-system-x86': ['0-7']}),
+        s = FakeSession(FakeAgent(threads={'qemu-system-x86': ['2', '0-7']}),
                         self.XML)
         kernel_view.check_emulator(s, GUEST, 'h')
         self.assertEqual([('QEMU emulator thread Cpus_allowed_list',
-                           '<emulatorpin> 2', "['0-7']")], s.failures)
+                           '<emulatorpin> 2', "['2', '0-7']")], s.failures)
