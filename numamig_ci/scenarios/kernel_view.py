@@ -105,18 +105,26 @@ def check_bound(s, guest, host, node, pages):
 
 
 def check_binds(s, guest, host, nodes):
-    """QEMU's guest memory is bound (``bind:N`` in ``numa_maps``) to
-    exactly the host nodes ``nodes`` (the records' guest cells)."""
+    """QEMU's guest memory is bound per guest cell (``bind:N`` in
+    ``numa_maps``) to exactly the host nodes ``nodes`` (the records'
+    guest cells); the rest of the process (bound to the guest's whole
+    ``<numatune><memory>`` nodeset) stays within them."""
     pid = s.backend.deployment.qemu_pid(host,
                                         s.backend.guests(host)[guest.uuid])
-    binds = set(re.findall(r'\bbind:([\d,-]+)',
-                           s.backend.agent_of(host).numa_maps(pid)))
-    expected = {str(node) for node in nodes}
+    binds = {frozenset(cpuspec.parse_cpu_spec(b)) for b in re.findall(
+        r'\bbind:([\d,-]+)', s.backend.agent_of(host).numa_maps(pid))}
+    expected = frozenset(nodes)
+    cells = {b for b in binds if len(b) == 1}
     s.say(f"kernel view of {guest.name} on {host}: memory bound to nodes "
-          f"{sorted(binds) or 'none'}")
-    if binds != expected:
+          f"{sorted(domain.fmt(b) for b in binds) or 'none'}")
+    if cells != {frozenset({n}) for n in expected}:
+        s.fail(guest, host, 'QEMU numa_maps per-node bind policies',
+               sorted(expected), sorted(domain.fmt(b) for b in cells))
+    wider = [b for b in binds if not b <= expected]
+    if wider:
         s.fail(guest, host, 'QEMU numa_maps bind policies',
-               sorted(expected), sorted(binds) or 'none')
+               f"within nodes {domain.fmt(expected)}",
+               sorted(domain.fmt(b) for b in wider))
 
 
 def check_emulator(s, guest, host):

@@ -98,13 +98,24 @@ class NumaMapsTest(base.TestCase):
                          s.failures)
 
     def test_binds_of_a_two_cell_guest(self):
+        # One backend per cell, the process itself bound to both nodes.
         maps = MAPS + ("7f3b00000000 bind:0 anon=3 N0=3 "
+                       "kernelpagesize_kB=4\n"
+                       "7f3c00000000 bind:0-1 anon=3 N0=3 "
                        "kernelpagesize_kB=4\n")
         s = FakeSession(FakeAgent(maps))
         kernel_view.check_binds(s, GUEST, 'h', [0, 1])
         self.assertEqual([], s.failures)
-        kernel_view.check_binds(s, GUEST, 'h', [1])
-        self.assertEqual(1, len(s.failures))
+
+    def test_binds_elsewhere_fail(self):
+        maps = MAPS + ("7f3b00000000 bind:0-1 anon=3 N0=3 "
+                       "kernelpagesize_kB=4\n")
+        s = FakeSession(FakeAgent(maps))
+        kernel_view.check_binds(s, GUEST, 'h', [0])
+        self.assertEqual([('QEMU numa_maps per-node bind policies', '[0]',
+                           "['1']"),
+                          ('QEMU numa_maps bind policies', 'within nodes 0',
+                           "['0-1', '1']")], s.failures)
 
 
 class EmulatorTest(base.TestCase):
