@@ -30,7 +30,10 @@ unmount_chroot() {
 }
 trap unmount_chroot EXIT
 
-rm -rf "$work"
+# A build killed outright (SIGKILL) may have left the chroot's mounts:
+# never let rm descend into a bind-mounted /dev.
+unmount_chroot
+rm -rf --one-file-system "$work"
 mkdir -p "$work"
 t0=$(now)
 debootstrap --variant=minbase "$suite" "$root" "$mirror" > "$work/debootstrap.log" 2>&1 \
@@ -72,5 +75,5 @@ mke2fs -q -t ext4 -L numamig-l1 -d "$root" -E root_owner=0:0 "$work/root.img" \
     "$(( size_mb * 13 / 10 + 256 ))M"
 rm -rf "$root"
 echo "image: $(( $(now) - t2 )) s, root filesystem ${size_mb} MiB"
-rm -rf "$out"
+rm -rf --one-file-system "$out"
 mv "$work" "$out"
