@@ -114,8 +114,9 @@ class Agent:
         """{node: {page size KiB: [free, total]}} from sysfs."""
         pools = {}
         for path in glob.glob(f'{NODE_DIR}/node*/hugepages/hugepages-*kB'):
-            node = path.split('/')[5][4:]
-            size = path.rsplit('-', 1)[1][:-2]
+            node_dir, _, pool = os.path.relpath(path, NODE_DIR).split('/')
+            node = node_dir[len('node'):]
+            size = pool[len('hugepages-'):-len('kB')]
             pools.setdefault(node, {})[size] = [
                 _read_int(f'{path}/free_hugepages'),
                 _read_int(f'{path}/nr_hugepages')]
