@@ -15,7 +15,9 @@ test case), ``runner`` and ``reporters`` (human, subunit v2, JUnit XML),
 ``suite`` (the cases for stestr), ``libvirt_hosts`` (libvirtd hosts
 side by side),
 ``local_deployment`` (those hosts with a conductor and agents as
-processes: --local-libvirt and the --deployment tests), and
+processes: --local-libvirt and the --deployment tests), ``nested`` (the
+same inside nested multi-NUMA QEMU machines: --nested; its ``image``
+recipe, ``vm``, the ``agent`` inside and the ``deployment``), and
 ``deployment_file`` (the --deployment file, checked up front) and
 ``broker`` (a run's queues removed afterwards).
 """

@@ -2,6 +2,9 @@
 
     numamig-ci --embedded
     numamig-ci --local-libvirt 2 --subunit out.subunit --junit out.xml
+    numamig-ci --nested --nested-layout cores=2,threads=2,pages_2m=128:128
+    numamig-ci --nested --nested-layout memory=1536:1536:1536 \
+        --nested-layout memory=1536:1536 --scenario fewer-nodes
     numamig-ci --deployment deployment.json --scenario pins-recomputed
     numamig-ci --list
 
@@ -37,6 +40,11 @@ def build_parser():
     where.add_argument('--local-libvirt', type=int, metavar='N',
                        help="N real libvirtd hosts on this machine (root), "
                             "a conductor and N compute agents as processes")
+    where.add_argument('--nested', action='store_true',
+                       help="two real libvirtd hosts inside a nested "
+                            "multi-NUMA QEMU (TCG) virtual machine built "
+                            "from Debian packages (root; the image is "
+                            "cached, see doc/source/third-party-ci.rst)")
     where.add_argument('--deployment', metavar='FILE',
                        help="an existing deployment described by a JSON "
                             "file (see doc/source/third-party-ci.rst)")
@@ -55,7 +63,8 @@ def build_parser():
                         help="also write JUnit XML to FILE")
     parser.add_argument('--transport-url', default=None,
                         help="--embedded: oslo.messaging URL (default "
-                             "inproc://); --local-libvirt: default "
+                             "inproc://); --local-libvirt, --nested: "
+                             "default "
                              "rabbit://guest:guest@127.0.0.1:5672/")
     parser.add_argument('--database', default=None,
                         help="--local-libvirt: SQLAlchemy URL for the "
@@ -64,6 +73,14 @@ def build_parser():
                         help="--local-libvirt: where hosts, configs and "
                              "logs go, kept afterwards (default: a "
                              "temporary directory, removed afterwards)")
+    parser.add_argument('--nested-layout', action='append', default=[],
+                        metavar='LAYOUT',
+                        help="--nested: the virtual machine's NUMA layout, "
+                             "e.g. 'cores=3,threads=2,memory=2048:2048,"
+                             "pages_2m=128:128,pages_1g=0:0' (':' separates "
+                             "nodes; default: that one). Given twice: one "
+                             "machine per host, with these layouts (hosts "
+                             "with different node counts)")
     parser.add_argument('--log-file', default=None,
                         help="write numamig's own log messages there "
                              "(default: errors only, to stderr)")
@@ -100,8 +117,22 @@ def make_backend(args):
         return local_libvirt.LocalLibvirtBackend(
             args.local_libvirt, transport_url=args.transport_url,
             db_url=args.database, state_dir=args.state_dir)
+    if args.nested:
+        return _nested_backend(args)
     from numamig_ci.backends import deployment
     return deployment.DeploymentBackend.from_file(args.deployment)
+
+
+def _nested_backend(args):
+    from numamig_ci.backends import nested
+    from numamig_ci.nested import vm
+    try:
+        layouts = [vm.Layout.parse(text) for text in args.nested_layout]
+    except ValueError as exc:
+        raise exception.Invalid(reason=f"--nested-layout: {exc}")
+    return nested.NestedBackend(
+        layouts=layouts or None, transport_url=args.transport_url,
+        db_url=args.database, state_dir=args.state_dir)
 
 
 def main(argv=None, stdout=None):
@@ -116,9 +147,9 @@ def main(argv=None, stdout=None):
         stdout.write(suite_top() + '\n')
         return EXIT_OK
     if not (args.embedded or args.local_libvirt is not None
-            or args.deployment):
-        stdout.write("numamig-ci: choose --embedded, --local-libvirt N or "
-                     "--deployment FILE (or --list)\n")
+            or args.nested or args.deployment):
+        stdout.write("numamig-ci: choose --embedded, --local-libvirt N, "
+                     "--nested or --deployment FILE (or --list)\n")
         return EXIT_USAGE
     from numamig_ci.scenarios import registry
     try:

@@ -71,9 +71,18 @@ class LibvirtHost:
 
     :param cache_root: the QEMU capability cache shared between runs
         and hosts (see ``seed_cache`` and ``publish_cache``).
+    :param port, migration_port_min: fixed ports (default: free ones);
+        a nested host takes the ports its virtual machine forwards.
+    :param listen_addr: where libvirtd listens for TCP clients.
+    :param namespace_setup: shell commands run inside the host's mount
+        namespace before libvirtd starts (a nested host mounts its own
+        hugetlbfs instances there, so that two daemons' per-domain page
+        directories never collide).
     """
 
-    def __init__(self, name, root, cache_root=CACHE_ROOT, before_start=None):
+    def __init__(self, name, root, cache_root=CACHE_ROOT, before_start=None,
+                 port=None, migration_port_min=None, listen_addr='127.0.0.1',
+                 namespace_setup=()):
         self.name = name
         # Called with the host's directory once its configuration is
         # written, before libvirtd starts: libvirtd runs only the hooks
@@ -81,8 +90,10 @@ class LibvirtHost:
         self.before_start = before_start
         self.directory = os.path.join(root, name)
         self.cache_root = cache_root
-        self.port = free_port()
-        self.migration_port_min = free_port()
+        self.port = port or free_port()
+        self.migration_port_min = migration_port_min or free_port()
+        self.listen_addr = listen_addr
+        self.namespace_setup = tuple(namespace_setup)
         self.host_uuid = str(uuid.uuid4())
         self.pid = None
         self._proc = None
@@ -135,7 +146,7 @@ class LibvirtHost:
             f.write(f'\n# numamig test host {self.name}\n'
                     f'host_uuid = "{self.host_uuid}"\n'
                     'listen_tls = 0\nlisten_tcp = 1\n'
-                    'listen_addr = "127.0.0.1"\n'
+                    f'listen_addr = "{self.listen_addr}"\n'
                     f'tcp_port = "{self.port}"\n'
                     'auth_tcp = "none"\nauth_unix_rw = "none"\n'
                     'log_outputs = "3:file:/var/log/libvirt/libvirtd.log"\n')
@@ -154,6 +165,7 @@ class LibvirtHost:
         mounts = ' && '.join(
             f'mount --bind {self._source(sub)} {target}'
             for sub, target in BIND_DIRS)
+        mounts = ' && '.join((mounts,) + self.namespace_setup)
         script = (f'hostname {self.name} && {mounts} && exec libvirtd '
                   f'--listen --pid-file /run/libvirt/libvirtd-numamig.pid')
         self._out = open(os.path.join(self.directory, 'daemon.out'), 'wb')

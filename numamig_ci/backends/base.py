@@ -29,6 +29,8 @@ FEATURES = {
     'smt': 'hosts with SMT thread siblings',
     'qemu_threads': 'real QEMU processes whose vCPU threads can be read',
     'inject_failure': 'failures injected into a compute agent',
+    'kernel_view': "the hosts' kernel read from inside (per-node huge "
+                   "page counters, QEMU numa_maps and thread affinity)",
 }
 
 

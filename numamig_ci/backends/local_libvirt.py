@@ -27,12 +27,17 @@ class LocalLibvirtBackend(remote.RemoteBackend):
     features = frozenset({'qemu_threads'})
     guest_memory_mb = 128
     migration_timeout_s = 120
+    start_timeout_s = START_TIMEOUT_S
 
     def __init__(self, count, transport_url=None, db_url=None,
                  state_dir=None, cache_root=libvirt_hosts.CACHE_ROOT):
         self.deployment = local_deployment.LocalDeployment(
             count, transport_url=transport_url, db_url=db_url,
             state_dir=state_dir, cache_root=cache_root)
+        self._init_remote()
+
+    def _init_remote(self):
+        """Reach ``self.deployment``'s broker, database and exchange."""
         super().__init__(self.deployment.transport_url,
                          self.deployment.db_url,
                          self.deployment.control_exchange,
@@ -50,10 +55,11 @@ class LocalLibvirtBackend(remote.RemoteBackend):
         # An agent's first call to a conductor whose queue does not
         # exist yet is lost and retried seconds later: start the agents
         # once the conductor answers.
-        self.wait_for_conductor(START_TIMEOUT_S,
+        self.wait_for_conductor(self.start_timeout_s,
                                 procs_alive=deployment.alive)
         deployment.start_agents()
-        self.wait_for_reports(START_TIMEOUT_S, procs_alive=deployment.alive)
+        self.wait_for_reports(self.start_timeout_s,
+                              procs_alive=deployment.alive)
 
     def stop(self):
         self.disconnect()

@@ -2,6 +2,7 @@
 mismatch refused, fewer destination nodes, multi-node guests."""
 
 from numamig.objects import fields
+from numamig_ci.scenarios import kernel_view
 from numamig_ci.scenarios.registry import scenario
 from numamig_ci.session import DEDICATED
 
@@ -38,6 +39,7 @@ def huge_pages(s):
     full = resident.numa_topology.cells[0].host_cell
     mover = s.create(src, 1, memory_mb=size // 1024,
                      specs=_pages_specs(size), label='pages')
+    kernel = kernel_view.counters(s) if kernel_view.available(s) else None
     migration = s.migrate(mover, dst)
     if not s.expect_status(migration, mover, 'completed'):
         return
@@ -50,8 +52,42 @@ def huge_pages(s):
         s.fail(mover, dst, "<memnode cellid='0'> nodeset",
                f"a node other than {full} (its pages are taken)",
                cell.host_cell)
+    if kernel is not None:
+        # The pages really moved: given back on the source's node, taken
+        # on the destination's; the full node lost none to the mover.
+        kernel_view.check_counters(s, mover, dst, kernel_view.expected_after(
+            kernel, size, 1, kernel_view.where(
+                s, src, mover.numa_topology.cells[0].host_cell),
+            kernel_view.where(s, dst, cell.host_cell)), 'after the move')
+        kernel_view.check_bound(s, mover, dst, cell.host_cell, 1)
     s.check_host(dst)
     s.check_host(src)
+
+
+@scenario('huge-page-rollback',
+          "The destination fails after its QEMU took the guest's huge "
+          "pages: the guest keeps running on the source on its pages, and "
+          "every kernel page counter is as before the migration.",
+          requires=('huge_pages', 'kernel_view', 'inject_failure'))
+def huge_page_rollback(s):
+    src, dst = s.pair()
+    size, count = _huge_pool(s, src)
+    s.require(size and count, f"host {src} node 0 has no huge pages")
+    pages = min(count, 16)
+    mover = s.create(src, 1, memory_mb=pages * size // 1024,
+                     specs=_pages_specs(size), label='pages')
+    node = mover.numa_topology.cells[0].host_cell
+    before = s.snapshots.take(mover)
+    kernel = kernel_view.counters(s)
+    with s.backend.inject_failure(dst):
+        migration = s.migrate(mover, dst)
+    s.expect_status(migration, mover, 'failed')
+    kernel_view.check_counters(s, mover, dst, kernel,
+                               'as before the migration')
+    kernel_view.check_bound(s, mover, src, node, pages)
+    s.snapshots.compare(mover, before)
+    s.check_placed(mover, src)
+    s.check_host(dst)
 
 
 @scenario('page-size-mismatch',
@@ -127,4 +163,6 @@ def multi_node(s):
         if len(set(nodes)) != 2:
             s.fail(guest, dst, '<numatune><memnode>', 'two distinct nodes',
                    nodes)
+        if kernel_view.available(s):
+            kernel_view.check_binds(s, guest, dst, nodes)
         s.check_host(dst)

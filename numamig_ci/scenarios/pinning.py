@@ -9,6 +9,7 @@ from numamig.numa import constraints
 from numamig.numa import fit
 from numamig_ci import domain
 from numamig_ci.results import brief
+from numamig_ci.scenarios import kernel_view
 from numamig_ci.scenarios.registry import scenario
 from numamig_ci.session import DEDICATED
 from numamig_ci.session import FLOATING
@@ -114,6 +115,8 @@ def emulator_threads_isolate(s):
     s.create(dst, 1, specs=specs, label='resident')
     guest = _create_or_skip(s, src, 1, specs, 'isolate')
     _migrate_and_check(s, guest, src, dst)
+    if kernel_view.available(s):
+        kernel_view.check_emulator(s, guest, dst)
 
 
 IOTHREAD_XML = """<domain type='{type}'>

@@ -1,0 +1,234 @@
+"""The host agent inside a nested host (run by recipe/l1-init, python3).
+
+It starts and stops the libvirtd hosts of the virtual machine (each in
+its own mount namespace, with its own hugetlbfs mounts, listening on the
+port the machine forwards from the outer host) and answers what the
+harness reads from the kernel's own view: per-node huge page counters,
+QEMU's thread affinities, ``numa_maps`` and ``numastat -p``. It speaks
+XML-RPC on the port the outer host forwards to it from 127.0.0.1 only.
+
+Read from the 9p share, not the image: it uses only the standard
+library, python3-libvirt and numamig_ci.libvirt_hosts, never numamig.
+"""
+
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import threading
+import xmlrpc.server
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+from numamig_ci import libvirt_hosts  # noqa: E402 (path set just above)
+
+HOSTS_ROOT = '/tmp/numamig-hosts'
+CAPS_CACHE = '/numamig-caps'
+NODE_DIR = '/sys/devices/system/node'
+COMMAND_TIMEOUT_S = 60
+# Each libvirtd host mounts hugetlbfs instances of its own: both keep a
+# domain's pages under <mount>/libvirt/qemu/<id>-<name>, and a guest
+# migrating between two hosts of one machine has the same id and name
+# on both.
+HUGETLBFS_SETUP = (
+    'mount -t hugetlbfs -o pagesize=2M hugetlbfs /dev/hugepages',
+    'if grep -q " /dev/hugepages1G " /proc/mounts; then '
+    'mount -t hugetlbfs -o pagesize=1G hugetlbfs /dev/hugepages1G; fi')
+
+
+# libvirtd runs the hooks present at its start; this one fails the QEMU
+# operation named in the host's flag file (prepare, start, started) while
+# the file exists: the harness's way to make a destination fail an
+# incoming migration for real, at a chosen point (with 'started', after
+# the destination QEMU took its memory).
+FAIL_HOOK = """#!/bin/sh
+flag={flag}
+if [ -e "$flag" ] && [ "$2" = "$(cat "$flag")" ]; then
+    echo "numamig-ci: failure injected at '$2' of $1" >&2
+    exit 1
+fi
+exit 0
+"""
+
+
+class Agent:
+    """What the harness may ask; every method returns plain data."""
+
+    def __init__(self):
+        self.hosts = {}
+
+    def ping(self):
+        with open('/proc/uptime') as f:
+            return float(f.read().split()[0])
+
+    def start_host(self, name, port, migration_port_min):
+        """Start libvirtd host ``name`` listening on 0.0.0.0:``port``."""
+        if name in self.hosts:
+            return self.hosts[name].pid
+        os.makedirs(CAPS_CACHE, exist_ok=True)
+        # The image lacks the directories libvirt-daemon-system would
+        # create; the host's bind mounts need them as mount points.
+        for _sub, target in libvirt_hosts.BIND_DIRS:
+            os.makedirs(target, exist_ok=True)
+        host = libvirt_hosts.LibvirtHost(
+            name, HOSTS_ROOT, cache_root=CAPS_CACHE, port=port,
+            before_start=_install_hook,
+            migration_port_min=migration_port_min, listen_addr='0.0.0.0',
+            namespace_setup=HUGETLBFS_SETUP)
+        host.start()
+        self.hosts[name] = host
+        return host.pid
+
+    def stop_hosts(self):
+        """Destroy every guest and stop every daemon (publishes the QEMU
+        capability cache for the next boot of this image)."""
+        for host in self.hosts.values():
+            host.stop()
+        self.hosts = {}
+        return True
+
+    def link_up(self, mac, address):
+        """Give the NIC with ``mac`` (the link to another nested machine)
+        ``address`` (CIDR); return the interface's name."""
+        for nic in os.listdir('/sys/class/net'):
+            with open(f'/sys/class/net/{nic}/address') as f:
+                if f.read().strip() != mac.lower():
+                    continue
+            _command(['ip', 'link', 'set', nic, 'up'])
+            _command(['ip', 'addr', 'replace', address, 'dev', nic])
+            return nic
+        raise RuntimeError(f"no network interface with MAC {mac}")
+
+    def fail_at(self, host, operation):
+        """Fail ``host``'s QEMU ``operation`` from now on ('' stops)."""
+        flag = _flag_path(self.hosts[host].directory)
+        if operation:
+            with open(flag, 'w') as f:
+                f.write(operation)
+        elif os.path.exists(flag):
+            os.unlink(flag)
+        return True
+
+    def huge_pages(self):
+        """{node: {page size KiB: [free, total]}} from sysfs."""
+        pools = {}
+        for path in glob.glob(f'{NODE_DIR}/node*/hugepages/hugepages-*kB'):
+            node_dir, _, pool = os.path.relpath(path, NODE_DIR).split('/')
+            node = node_dir[len('node'):]
+            size = pool[len('hugepages-'):-len('kB')]
+            pools.setdefault(node, {})[size] = [
+                _read_int(f'{path}/free_hugepages'),
+                _read_int(f'{path}/nr_hugepages')]
+        return pools
+
+    def qemu_pid(self, host, domain_name):
+        return self.hosts[host].qemu_pid(domain_name)
+
+    def vcpu_affinity(self, pid):
+        """{vCPU index (str): Cpus_allowed_list} of QEMU's vCPU threads."""
+        return {str(k): v for k, v in
+                libvirt_hosts.vcpu_thread_affinity(pid).items()}
+
+    def thread_affinity(self, pid):
+        """{thread name: [Cpus_allowed_list, ...]} of every QEMU thread."""
+        found = {}
+        for task in glob.glob(f'/proc/{pid}/task/*'):
+            try:
+                with open(f'{task}/comm') as f:
+                    comm = f.read().strip()
+                with open(f'{task}/status') as f:
+                    allowed = [line.split(':', 1)[1].strip() for line in f
+                               if line.startswith('Cpus_allowed_list:')]
+            except OSError:      # the thread ended meanwhile
+                continue
+            found.setdefault(comm, []).extend(allowed)
+        return found
+
+    def numa_maps(self, pid):
+        with open(f'/proc/{pid}/numa_maps') as f:
+            return f.read()
+
+    def numastat(self, pid):
+        """``numastat -p`` of a process (it counts a 1 GiB page as 2 MB:
+        read ``numa_maps`` or the sysfs counters for 1 GiB pages)."""
+        return _command(['numastat', '-p', str(int(pid))])
+
+    def dumpxml(self, host, domain_name, inactive=False):
+        """``virsh dumpxml`` (live or inactive), as virsh inside sees it."""
+        argv = ['virsh', '-c', self.hosts[host].uri, 'dumpxml', domain_name]
+        return _command(argv + (['--inactive'] if inactive else []))
+
+    def shutdown(self):
+        """Stop the hosts, then the agent (the machine powers off)."""
+        self.stop_hosts()
+        threading.Thread(target=self._server.shutdown).start()
+        return True
+
+
+def _flag_path(directory):
+    return os.path.join(directory, 'fail-at')
+
+
+def _install_hook(directory):
+    hooks = os.path.join(directory, 'etc', 'hooks')
+    os.makedirs(hooks, exist_ok=True)
+    path = os.path.join(hooks, 'qemu')
+    with open(path, 'w') as f:
+        f.write(FAIL_HOOK.format(flag=_flag_path(directory)))
+    os.chmod(path, 0o755)
+
+
+def _command(argv, timeout=COMMAND_TIMEOUT_S):
+    """The output of a command; raises (the harness sees a Fault) when it
+    fails or overruns ``timeout``."""
+    proc = subprocess.run(argv, capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited with "
+                           f"{proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def reserve_pages(counts, size_kb=2048):
+    """Reserve ``counts[n]`` pages of ``size_kb`` on node n; return what
+    the kernel really gave (it may give fewer: read back, never trust)."""
+    given = []
+    for node, count in enumerate(counts):
+        pool = (f'{NODE_DIR}/node{node}/hugepages/hugepages-{size_kb}kB/'
+                f'nr_hugepages')
+        with open(pool, 'w') as f:
+            f.write(str(count))
+        given.append(_read_int(pool))
+    return given
+
+
+def _read_int(path):
+    with open(path) as f:
+        return int(f.read())
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--port', type=int, required=True)
+    parser.add_argument('--hp2m', default='',
+                        help="2 MiB pages per node, e.g. 64,64")
+    args = parser.parse_args()
+    if args.hp2m:
+        counts = [int(c) for c in args.hp2m.split(',')]
+        print(f"2 MiB pages asked {counts}, given {reserve_pages(counts)}",
+              flush=True)
+    agent = Agent()
+    server = xmlrpc.server.SimpleXMLRPCServer(
+        ('0.0.0.0', args.port), allow_none=True, logRequests=False)
+    agent._server = server
+    server.register_instance(agent)
+    print(f"agent listening on {args.port}", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        agent.stop_hosts()
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,220 @@
+"""A numamig deployment whose libvirtd hosts run in a nested NUMA host.
+
+One virtual machine (numamig_ci.nested.vm) with a multi-node layout runs
+two (or more) libvirtd hosts side by side, each in its own mount
+namespace with its own hugetlbfs mounts; the conductor and one compute
+agent per host run here, as in --local-libvirt, and reach their libvirtd
+over the forwarded TCP port (``qemu+tcp://127.0.0.1:PORT/system``). A
+libvirtd inside dials its migration peer at that same address, which
+inside the machine is the peer's own port.
+
+The hosts share one kernel, so its resources are split between them by
+numamig's own configuration: every huge page pool is divided (each host
+reserves the other hosts' part with ``reserved_huge_pages``), and the
+CPU sets differ (see ``host_sets``). Page counts are split from what
+the kernel really reserved, read back after boot.
+
+With one layout per host instead, each host gets a machine of its own
+(so the hosts may differ in node count: the spec's missing-node
+problem); the two machines are joined by a second NIC on a QEMU socket
+network, over which each libvirtd reaches its peer at 10.1.0.N.
+"""
+
+import os
+import time
+
+from numamig import exception
+from numamig_ci import libvirt_hosts
+from numamig_ci import local_deployment
+from numamig_ci.nested import image
+from numamig_ci.nested import vm as nested_vm
+
+MIGRATION_PORT_BASE = 49200
+LINK_NET = '10.1.0'
+
+
+class NestedHost:
+    """A libvirtd host inside the machine, as the daemons here see it."""
+
+    def __init__(self, name, port, machine):
+        self.name = name
+        self.port = port
+        self.uri = f'qemu+tcp://127.0.0.1:{port}/system'
+        self.machine = machine
+
+    def qemu_pid(self, domain_name):
+        return self.machine.agent.qemu_pid(self.name, domain_name)
+
+    def stop(self):
+        """Nothing here: the machine's power-off stops every daemon."""
+
+
+class NestedDeployment(local_deployment.LocalDeployment):
+    """``count`` libvirtd hosts in nested machines, daemons here.
+
+    :param layouts: one Layout (every host in one machine) or one per
+        host (a machine each; two hosts only).
+
+    After ``start_hosts``: ``machines`` the running NestedVMs and
+    ``pools`` {host: {(node, size KiB): (pages in the pool, pages it may
+    give guests)}}.
+    """
+
+    def __init__(self, count=2, layouts=None, transport_url=None,
+                 db_url=None, state_dir=None, log=print,
+                 boot_timeout=nested_vm.BOOT_TIMEOUT_S):
+        super().__init__(count, transport_url=transport_url, db_url=db_url,
+                         state_dir=state_dir)
+        self.layouts = tuple(layouts or (nested_vm.Layout(),))
+        if len(self.layouts) != 1 and (len(self.layouts) != count
+                                       or count != 2):
+            raise exception.Invalid(
+                reason=f"give one nested layout for all hosts, or one per "
+                       f"host for two hosts; got {len(self.layouts)} for "
+                       f"{count} hosts")
+        self.boot_timeout = boot_timeout
+        self.log = log
+        self.machines = []
+        self.pools = {}
+
+    @property
+    def shared_machine(self):
+        return len(self.layouts) == 1
+
+    def start_hosts(self):
+        """Build or find the image, boot the machines, start the hosts.
+
+        :raises image.ImageUnavailable: no image and none can be built.
+        :raises RuntimeError: a machine or a daemon did not start.
+        """
+        image_dir = image.ensure(log=self.log)
+        os.makedirs(self.state_dir, exist_ok=True)
+        from numamig.db import api as db_api
+        db_api.Database(self.db_url).sync()
+        groups = [self.host_names] if self.shared_machine else \
+            [[name] for name in self.host_names]
+        link_port = libvirt_hosts.free_port()
+        for index, (layout, names) in enumerate(zip(self.layouts, groups,
+                                                         strict=True)):
+            link = None if self.shared_machine else \
+                (index, 'listen' if index == 0 else 'connect', link_port)
+            self.machines.append(nested_vm.NestedVM(
+                layout, image_dir, code_dir=_code_dir(),
+                state_dir=os.path.join(self.state_dir, f'vm{index}'),
+                caps_dir=image_dir + '.qemu-caps', ports=len(names),
+                boot_timeout=self.boot_timeout, link=link))
+        for machine in self.machines:   # the listening end first
+            machine.boot()
+            if machine.link is not None and machine.link[1] == 'listen':
+                _wait_listening(link_port, self.boot_timeout)
+        for machine, names in zip(self.machines, groups, strict=True):
+            machine.wait_ready()
+            self._start_in(machine, names)
+
+    def _start_in(self, machine, names):
+        if machine.link is not None:
+            index = machine.link[0]
+            machine.agent.link_up(f'{nested_vm.LINK_MAC_PREFIX}:{index:02x}',
+                                  f'{LINK_NET}.{index + 1}/24')
+        self.pools.update(split_pools(machine.agent.huge_pages(), names))
+        for offset, name in enumerate(names):
+            index = self.host_names.index(name)
+            port = machine.ports[offset]
+            machine.agent.start_host(name, port,
+                                     MIGRATION_PORT_BASE + 64 * index)
+            self.libvirt[name] = NestedHost(name, port, machine)
+            self.sets[name] = host_sets(index, machine.layout)
+
+    def inbound_address(self, name):
+        """Where the other hosts' libvirtd reach host ``name``."""
+        if self.shared_machine:
+            return '127.0.0.1'
+        return f'{LINK_NET}.{self.host_names.index(name) + 1}'
+
+    def _config(self, name, host, sets):
+        text = super()._config(name, host, sets)
+        if host is None:
+            return text
+        text = text.replace('live_migration_inbound_addr = 127.0.0.1',
+                            f'live_migration_inbound_addr = '
+                            f'{self.inbound_address(name)}')
+        lines = [f'reserved_huge_pages = node:{node},size:{size},'
+                 f'count:{total - mine}'
+                 for (node, size), (total, mine)
+                 in sorted(self.pools[name].items()) if total > mine]
+        return text + ''.join(line + '\n' for line in lines)
+
+    def stop(self):
+        try:
+            super().stop()
+        finally:
+            for machine in self.machines:
+                machine.stop()
+            self.machines = []
+
+
+def split_pools(kernel, hosts):
+    """{host: {(node, size KiB): (pages in the pool, pages it may use)}}.
+
+    ``kernel`` is the agent's ``huge_pages()``: {node: {size: [free,
+    total]}} as strings. Each pool is divided evenly; the remainder goes
+    to the hosts after an offset that turns with the node, so that a
+    pool of one page per node gives each host one node's page.
+    """
+    count = len(hosts)
+    result = {host: {} for host in hosts}
+    for node, sizes in kernel.items():
+        for size, (_free, total) in sizes.items():
+            for index, host in enumerate(hosts):
+                extra = 1 if (index - int(node)) % count < total % count \
+                    else 0
+                result[host][(int(node), int(size))] = (
+                    total, total // count + extra)
+    return result
+
+
+def host_sets(index, layout):
+    """(dedicated, shared) of the ``index``-th host (from 0).
+
+    The first host keeps the last core of every node (all its threads)
+    shared, the others only node 0's last CPU: the sets differ, every
+    host has a shared set (mixed and shared emulator policies need one
+    on both sides), the first host keeps whole dedicated cores (thread
+    policies) and has less room per node than the others (a guest can
+    fit on the others only: ``refusal``).
+    """
+    cpus = [cpu for node in range(layout.nodes)
+            for cpu in layout.node_cpus(node)]
+    if len(cpus) < 2:
+        return frozenset(cpus), None
+    if index == 0:
+        shared = frozenset(cpu for node in range(layout.nodes)
+                           for cpu in layout.node_cpus(node)[-layout.threads:])
+    else:
+        shared = frozenset(layout.node_cpus(0)[-1:])
+    if shared == frozenset(cpus):       # one core per node: keep one CPU
+        shared = frozenset(layout.node_cpus(0)[-1:])
+    return frozenset(cpus) - shared, shared
+
+
+def _wait_listening(port, timeout):
+    """Return once a socket listens on TCP ``port`` here (read from
+    /proc/net/tcp: connecting would take the place of the peer QEMU)."""
+    deadline = time.monotonic() + timeout
+    needle = f':{port:04X} '
+    while True:
+        with open('/proc/net/tcp') as f:
+            if any(needle in line and line.split()[3] == '0A'
+                   for line in f.readlines()[1:]):
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the first nested machine did not listen "
+                               f"on its link port {port} within {timeout} s")
+        time.sleep(0.2)
+
+
+def _code_dir():
+    """The directory holding the numamig_ci package (the agent's code)."""
+    import numamig_ci
+    return os.path.dirname(os.path.dirname(os.path.abspath(
+        numamig_ci.__file__)))

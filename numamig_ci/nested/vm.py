@@ -1,0 +1,308 @@
+"""One nested host: a QEMU (TCG) virtual machine with a NUMA layout.
+
+The machine boots the cached image (numamig_ci.nested.image) read-only
+(``snapshot=on``), with one virtual socket per NUMA node, ``cores`` x
+``threads`` CPUs per node (SMT siblings when threads > 1), its own
+memory per node, 2 MiB pages reserved per node by the agent and 1 GiB
+pages by the kernel at boot. Its agent (numamig_ci/nested/agent.py) and
+the libvirtd ports are forwarded from 127.0.0.1 of this machine, each on
+the same port number inside, so that a libvirtd inside dials its peer at
+the very address the numamig agents outside are configured with.
+
+Every step has a deadline; ``stop`` asks the agent to stop the daemons,
+then waits for the power-off, then kills QEMU by its pid, and may be
+called at any point of ``start``.
+"""
+
+import ctypes
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+import xmlrpc.client
+
+from numamig_ci import libvirt_hosts
+
+BOOT_TIMEOUT_S = 300
+CALL_TIMEOUT_S = 120
+POWEROFF_TIMEOUT_S = 30
+GUEST_ADDR = '10.0.2.15'
+AGENT_PORT = 8765
+GIB_MB = 1024
+PR_SET_PDEATHSIG = 1
+# The NIC joining two nested machines (the agent finds it by this).
+LINK_MAC_PREFIX = '52:54:00:6e:6d'
+# TCG's 'max' CPU with an Intel vendor: Linux then reads the SMT siblings
+# from CPUID leaf 0xB (with the AMD vendor it wants 'topoext' and shows
+# every thread as a core of its own). 'max' has pdpe1gb (1 GiB pages).
+CPU_MODEL = 'max,vendor=GenuineIntel'
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """The NUMA layout of one nested host.
+
+    ``memory_mb``, ``pages_2m`` and ``pages_1g`` have one entry per node.
+    A 1 GiB page on node 0 needs more than 2 GiB there (q35 keeps the
+    firmware, kernel and initrd in node 0's low range); the kernel may
+    put a node's boot-time 1 GiB page on another node: read the
+    per-node counters back (the agent's ``huge_pages``), never trust
+    the request.
+    """
+
+    # Three cores per node: a host then keeps two whole dedicated cores
+    # in a node beside its shared CPU (hw:cpu_thread_policy=isolate with
+    # two vCPUs needs them).
+    cores: int = 3
+    threads: int = 2
+    memory_mb: tuple = (2048, 2048)
+    pages_2m: tuple = (128, 128)
+    pages_1g: tuple = (0, 0)
+
+    @property
+    def nodes(self):
+        return len(self.memory_mb)
+
+    def node_cpus(self, node):
+        """The CPU numbers QEMU gives node ``node`` (one socket each)."""
+        per_node = self.cores * self.threads
+        return tuple(range(node * per_node, (node + 1) * per_node))
+
+    def check(self):
+        """:raises ValueError: naming what is inconsistent."""
+        if self.nodes < 1 or self.cores < 1 or self.threads < 1:
+            raise ValueError(f"a layout needs at least one node, core and "
+                             f"thread: {self}")
+        for name in ('pages_2m', 'pages_1g'):
+            if len(getattr(self, name)) != self.nodes:
+                raise ValueError(f"{name} has {len(getattr(self, name))} "
+                                 f"entries for {self.nodes} nodes")
+        for node, memory in enumerate(self.memory_mb):
+            pages_mb = 2 * self.pages_2m[node] + GIB_MB * self.pages_1g[node]
+            if pages_mb + 512 > memory:
+                raise ValueError(f"node {node}: {pages_mb} MiB of huge "
+                                 f"pages leave less than 512 MiB of its "
+                                 f"{memory} MiB")
+
+    @classmethod
+    def parse(cls, text):
+        """A layout from 'cores=2,threads=2,memory=2048:2048,
+        pages_2m=128:128,pages_1g=0:0' (any subset; ':' separates nodes).
+
+        :raises ValueError: an unknown key or a bad number.
+        """
+        values = {}
+        for item in filter(None, text.split(',')):
+            key, _, value = item.partition('=')
+            key = {'memory': 'memory_mb'}.get(key.strip(), key.strip())
+            if key not in {f.name for f in dataclasses.fields(cls)}:
+                raise ValueError(f"unknown layout key {key!r} in {text!r}")
+            numbers = tuple(int(v) for v in value.split(':'))
+            values[key] = numbers[0] if key in ('cores', 'threads') \
+                else numbers
+        layout = cls(**values)
+        if 'memory_mb' in values:
+            nodes = len(layout.memory_mb)
+            for key in ('pages_2m', 'pages_1g'):
+                if key not in values:
+                    layout = dataclasses.replace(
+                        layout, **{key: (getattr(cls, key)[0],) * nodes})
+        layout.check()
+        return layout
+
+
+class NestedVM:
+    """A running nested host. After ``start``: ``agent`` (an XML-RPC
+    proxy to the agent inside) and ``ports`` (the forwarded ports).
+
+    :param image_dir: a finished image (numamig_ci.nested.image.ensure).
+    :param code_dir: the directory holding the numamig_ci package,
+        shared read-only with the machine (its agent runs from there).
+    :param state_dir: this run's directory: serial log, agent log.
+    :param caps_dir: libvirt's QEMU capability cache for this image,
+        kept between boots.
+    :param ports: how many libvirtd ports to forward.
+    :param link: (index, 'listen' or 'connect', TCP port): a second NIC
+        on a QEMU socket network joining this machine to another one
+        (two-machine deployments: the libvirtd hosts migrate over it).
+    """
+
+    def __init__(self, layout, image_dir, code_dir, state_dir, caps_dir,
+                 ports=2, boot_timeout=BOOT_TIMEOUT_S, link=None):
+        layout.check()
+        self.layout = layout
+        self.image_dir = image_dir
+        self.code_dir = code_dir
+        self.state_dir = state_dir
+        self.caps_dir = caps_dir
+        self.boot_timeout = boot_timeout
+        self.agent_port = libvirt_hosts.free_port()
+        self.ports = [libvirt_hosts.free_port() for _ in range(ports)]
+        self.link = link
+        self.agent = None
+        self._proc = None
+        self._console = None
+
+    @property
+    def serial_log(self):
+        return os.path.join(self.state_dir, 'serial.log')
+
+    def start(self):
+        """Boot and wait for the agent.
+
+        :raises RuntimeError: QEMU exited or the agent did not answer
+            within the boot deadline (the serial log's end attached).
+        """
+        try:
+            self.boot()
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def boot(self):
+        """Start QEMU and return at once (``wait_ready`` waits): several
+        machines then boot side by side."""
+        os.makedirs(self.state_dir, exist_ok=True)
+        os.makedirs(self.caps_dir, exist_ok=True)
+        self._console = open(os.path.join(self.state_dir, 'qemu.out'), 'wb')
+        # A session of its own: a terminal's Ctrl-C reaches the harness,
+        # which then powers the machine off in order.
+        self._proc = subprocess.Popen(
+            ['nice', '-n', '15'] + self.qemu_argv(),
+            stdout=self._console, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_die_with_parent)
+
+    def qemu_argv(self):
+        layout = self.layout
+        total = sum(layout.memory_mb)
+        argv = ['qemu-system-x86_64', '-name', 'numamig-nested',
+                '-accel', 'tcg,thread=multi', '-cpu', CPU_MODEL,
+                '-machine', 'q35',
+                '-smp', f'{layout.nodes * layout.cores * layout.threads},'
+                        f'sockets={layout.nodes},cores={layout.cores},'
+                        f'threads={layout.threads}',
+                '-m', f'{total}M']
+        for node, memory in enumerate(layout.memory_mb):
+            cpus = layout.node_cpus(node)
+            argv += ['-object', f'memory-backend-ram,id=mem{node},'
+                                f'size={memory}M',
+                     '-numa', f'node,nodeid={node},cpus={cpus[0]}-{cpus[-1]},'
+                              f'memdev=mem{node}']
+        pairs = [(self.agent_port, AGENT_PORT)] + [(p, p) for p in self.ports]
+        forwards = ''.join(f',hostfwd=tcp:127.0.0.1:{outside}-{GUEST_ADDR}:'
+                           f'{inside}' for outside, inside in pairs)
+        argv += ['-kernel', os.path.join(self.image_dir, 'vmlinuz'),
+                 '-initrd', os.path.join(self.image_dir, 'initrd.img'),
+                 '-append', self.kernel_cmdline(),
+                 '-drive', f"file={os.path.join(self.image_dir, 'root.img')},"
+                           f"if=virtio,format=raw,snapshot=on",
+                 '-nic', f'user,model=virtio-net-pci{forwards}']
+        if self.link is not None:
+            index, mode, port = self.link
+            argv += ['-netdev', f'socket,id=link,{mode}=127.0.0.1:{port}',
+                     '-device', f'virtio-net-pci,netdev=link,'
+                                f'mac={LINK_MAC_PREFIX}:{index:02x}']
+        for tag, path, readonly in (('numamig', self.code_dir, True),
+                                    ('state', self.state_dir, False),
+                                    ('caps', self.caps_dir, False)):
+            argv += ['-virtfs', f'local,path={path},mount_tag={tag},'
+                                f'security_model=none,id={tag}'
+                                + (',readonly=on' if readonly else '')]
+        argv += ['-display', 'none', '-monitor', 'none',
+                 '-serial', f'file:{self.serial_log}', '-no-reboot']
+        return argv
+
+    def kernel_cmdline(self):
+        layout = self.layout
+        line = ('root=/dev/vda rw console=ttyS0 init=/sbin/numamig-l1-init '
+                'quiet loglevel=4 nokaslr mitigations=off '
+                f'numamig.agent_port={AGENT_PORT} '
+                f"numamig.hp2m={','.join(map(str, layout.pages_2m))}")
+        if any(layout.pages_1g):
+            per_node = ','.join(f'{node}:{count}' for node, count
+                                in enumerate(layout.pages_1g))
+            line += f' hugepagesz=1G hugepages={per_node}'
+        return line
+
+    def wait_ready(self):
+        # The agent listens on AGENT_PORT inside; outside on agent_port.
+        deadline = time.monotonic() + self.boot_timeout
+        probe = _proxy(self.agent_port, timeout=5)
+        while True:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"the nested host's QEMU exited with "
+                                   f"{self._proc.returncode}: "
+                                   f"{self.tail('qemu.out')}")
+            try:
+                probe.ping()
+                break
+            except (OSError, xmlrpc.client.Error):
+                pass                   # not up yet
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the nested host's agent did not answer within "
+                    f"{self.boot_timeout} s; serial log: "
+                    f"{self.tail('serial.log')}")
+            time.sleep(1)
+        self.agent = _proxy(self.agent_port, timeout=CALL_TIMEOUT_S)
+
+    def tail(self, name, size=1500):
+        try:
+            with open(os.path.join(self.state_dir, name), 'rb') as f:
+                return f.read().decode(errors='replace')[-size:]
+        except OSError as exc:
+            return f"({exc})"
+
+    def stop(self):
+        """Stop the daemons inside, power off, kill QEMU if it lingers."""
+        if self._proc is None:
+            return
+        powering_off = False
+        if self.agent is not None and self._proc.poll() is None:
+            try:
+                _proxy(self.agent_port, POWEROFF_TIMEOUT_S).shutdown()
+                powering_off = True
+            except (OSError, xmlrpc.client.Error):
+                pass     # the kill below is the last resort anyway
+        if not powering_off and self._proc.poll() is None:
+            # No agent to power it off: nothing inside needs a clean end.
+            os.killpg(self._proc.pid, signal.SIGTERM)
+        try:
+            self._proc.wait(timeout=POWEROFF_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait(timeout=POWEROFF_TIMEOUT_S)
+        self._proc = None
+        self.agent = None
+        if self._console is not None:
+            self._console.close()
+            self._console = None
+
+
+def _die_with_parent():
+    """In the child before exec: SIGKILL it when the harness dies, even
+    by SIGKILL, so that no machine outlives a killed CI job."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+
+
+class _TimeoutTransport(xmlrpc.client.Transport):
+    def __init__(self, timeout):
+        super().__init__()
+        self.timeout = timeout
+
+    def make_connection(self, host):
+        connection = super().make_connection(host)
+        connection.timeout = self.timeout
+        return connection
+
+
+def _proxy(port, timeout):
+    """An agent client whose every call gives up after ``timeout`` s."""
+    return xmlrpc.client.ServerProxy(
+        f'http://127.0.0.1:{port}/', transport=_TimeoutTransport(timeout),
+        allow_none=True)

@@ -1,0 +1,78 @@
+"""How two libvirtd hosts of one nested machine share its kernel."""
+
+import fixtures
+
+from numamig import exception
+from numamig_ci.nested import deployment
+from numamig_ci.nested import vm
+from tests import base
+
+KERNEL = {'0': {'2048': [128, 128], '1048576': [1, 1]},
+          '1': {'2048': [127, 127], '1048576': [1, 1]}}
+
+
+class SplitPoolsTest(base.TestCase):
+
+    def test_every_page_goes_to_exactly_one_host(self):
+        pools = deployment.split_pools(KERNEL, ['a', 'b'])
+        for key in pools['a']:
+            total = pools['a'][key][0]
+            self.assertEqual(total, pools['a'][key][1] + pools['b'][key][1])
+
+    def test_one_page_per_node_gives_each_host_one_nodes_page(self):
+        pools = deployment.split_pools(KERNEL, ['a', 'b'])
+        self.assertEqual((1, 1), pools['a'][(0, 1048576)])
+        self.assertEqual((1, 0), pools['a'][(1, 1048576)])
+        self.assertEqual((1, 1), pools['b'][(1, 1048576)])
+        self.assertEqual((127, 63), pools['a'][(1, 2048)])
+
+
+class HostSetsTest(base.TestCase):
+
+    def test_sets_differ_and_both_hosts_have_shared_cpus(self):
+        layout = vm.Layout(cores=2)
+        first = deployment.host_sets(0, layout)
+        second = deployment.host_sets(1, layout)
+        # The first host's last core of each node is shared, whole.
+        self.assertEqual((frozenset({0, 1, 4, 5}), frozenset({2, 3, 6, 7})),
+                         first)
+        self.assertEqual((frozenset({0, 1, 2, 4, 5, 6, 7}), frozenset({3})),
+                         second)
+
+    def test_one_core_per_node_keeps_dedicated_cpus(self):
+        layout = vm.Layout(cores=1, threads=1, memory_mb=(1024, 1024),
+                           pages_2m=(0, 0), pages_1g=(0, 0))
+        self.assertEqual((frozenset({1}), frozenset({0})),
+                         deployment.host_sets(0, layout))
+
+
+class ConfigTest(base.TestCase):
+
+    def state(self):
+        return self.useFixture(fixtures.TempDir()).path
+
+    def test_one_layout_or_one_per_host_of_two(self):
+        two = deployment.NestedDeployment(2, layouts=[vm.Layout()] * 2,
+                                          state_dir=self.state())
+        self.assertFalse(two.shared_machine)
+        self.assertEqual('10.1.0.2', two.inbound_address(two.host_names[1]))
+        self.assertRaisesMessage(
+            exception.Invalid, 'one per host for two hosts; got 2 for 3',
+            deployment.NestedDeployment, 3, layouts=[vm.Layout()] * 2,
+            state_dir=self.state())
+
+    def test_each_host_reserves_the_other_hosts_pages(self):
+        nested = deployment.NestedDeployment(2, state_dir=self.state())
+        names = nested.host_names
+        nested.pools = deployment.split_pools(KERNEL, names)
+        host = deployment.NestedHost(names[0], 16509, machine=None)
+        text = nested._config(names[0], host, deployment.host_sets(
+            0, nested.layouts[0]))
+        self.assertIn('connection_uri = qemu+tcp://127.0.0.1:16509/system',
+                      text)
+        self.assertIn('live_migration_inbound_addr = 127.0.0.1', text)
+        self.assertIn('reserved_huge_pages = node:0,size:2048,count:64',
+                      text)
+        self.assertIn('reserved_huge_pages = node:1,size:1048576,count:1',
+                      text)
+        self.assertNotIn('node:0,size:1048576', text)

@@ -1,0 +1,66 @@
+"""The nested host's layout and the QEMU command line it becomes."""
+
+from numamig_ci.nested import vm
+from tests import base
+
+
+class LayoutTest(base.TestCase):
+
+    def test_default_is_two_nodes_of_three_smt_cores(self):
+        layout = vm.Layout()
+        self.assertEqual(2, layout.nodes)
+        self.assertEqual((0, 1, 2, 3, 4, 5), layout.node_cpus(0))
+        self.assertEqual((6, 7, 8, 9, 10, 11), layout.node_cpus(1))
+
+    def test_parse_fills_per_node_defaults_for_more_nodes(self):
+        layout = vm.Layout.parse('cores=1,threads=1,memory=3072:2048:2048,'
+                                 'pages_2m=64:64:0')
+        self.assertEqual(3, layout.nodes)
+        self.assertEqual((64, 64, 0), layout.pages_2m)
+        self.assertEqual((0, 0, 0), layout.pages_1g)
+        self.assertEqual((2,), layout.node_cpus(2))
+
+    def test_parse_refuses_unknown_keys_and_mismatched_nodes(self):
+        self.assertRaisesMessage(ValueError, "unknown layout key 'sockets'",
+                                 vm.Layout.parse, 'sockets=2')
+        self.assertRaisesMessage(ValueError, 'pages_2m has 1 entries for 2',
+                                 vm.Layout.parse, 'pages_2m=64')
+
+    def test_pages_must_leave_memory_to_the_node(self):
+        self.assertRaisesMessage(
+            ValueError, 'node 1: 1024 MiB of huge pages leave',
+            vm.Layout.parse, 'memory=4096:1024,pages_2m=0:0,pages_1g=1:1')
+
+
+class CommandLineTest(base.TestCase):
+
+    def machine(self, layout):
+        return vm.NestedVM(layout, '/img', '/code', '/state', '/caps',
+                           ports=2)
+
+    def test_one_socket_and_memory_backend_per_node(self):
+        argv = ' '.join(self.machine(vm.Layout()).qemu_argv())
+        self.assertIn('-smp 12,sockets=2,cores=3,threads=2', argv)
+        self.assertIn('-numa node,nodeid=1,cpus=6-11,memdev=mem1', argv)
+        self.assertIn('memory-backend-ram,id=mem0,size=2048M', argv)
+        self.assertIn('file=/img/root.img,if=virtio,format=raw,snapshot=on',
+                      argv)
+
+    def test_agent_and_libvirtd_ports_forwarded_from_loopback(self):
+        machine = self.machine(vm.Layout())
+        argv = ' '.join(machine.qemu_argv())
+        self.assertIn(f'hostfwd=tcp:127.0.0.1:{machine.agent_port}-'
+                      f'10.0.2.15:{vm.AGENT_PORT}', argv)
+        for port in machine.ports:     # the same number inside
+            self.assertIn(f'hostfwd=tcp:127.0.0.1:{port}-10.0.2.15:{port}',
+                          argv)
+        self.assertIn('mount_tag=numamig,security_model=none,id=numamig,'
+                      'readonly=on', argv)
+
+    def test_kernel_reserves_1g_pages_per_node_only_when_asked(self):
+        plain = self.machine(vm.Layout()).kernel_cmdline()
+        self.assertIn('numamig.hp2m=128,128', plain)
+        self.assertNotIn('hugepagesz=1G', plain)
+        big = self.machine(vm.Layout.parse(
+            'memory=4096:2048,pages_1g=1:1')).kernel_cmdline()
+        self.assertIn('hugepagesz=1G hugepages=0:1,1:1', big)
