@@ -242,7 +242,11 @@ def _update_move(db, drain_uuid, instance_uuid, current_migration,
 
 
 def _locked(session, drain_uuid):
-    return _rows.fresh_by_uuid(session, _D, drain_uuid, lock=True)
+    # An ORM instance, locked and fresh: the callers change it and the
+    # session writes it back (_rows.fresh_by_uuid reads plain rows).
+    return session.scalars(sa.select(_D).where(
+        _D.uuid == drain_uuid).with_for_update().execution_options(
+            populate_existing=True)).one_or_none()
 
 
 def _moves(session, drain_uuid):

@@ -97,7 +97,8 @@ class TableTest(base.TestCase):
             'compute.post_live_migration_at_destination',
             'conductor.migration_complete', 'conductor.migration_set_status',
             'conductor.migration_abort', 'conductor.instance_delete',
-            'compute.delete_instance', 'conductor.report_compute_node'},
+            'compute.delete_instance', 'conductor.report_compute_node',
+            'conductor.host_drain_start', 'conductor.host_drain_abort'},
             over_rabbit)
 
 
