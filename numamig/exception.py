@@ -490,3 +490,12 @@ class InstanceBusy(Invalid):
     msg_fmt = ("Instance %(instance_uuid)s cannot be %(action)s now: "
                "%(reason)s")
     code = 409
+
+
+class UnknownMigrationPolicy(Invalid):
+    msg_fmt = ("Unknown live-migration policy %(name)s (%(where)s); known "
+               "policies: %(known)s")
+
+
+class InvalidMigrationPolicy(Invalid):
+    msg_fmt = "Invalid live-migration policy %(name)s: %(reason)s"
