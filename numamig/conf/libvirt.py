@@ -81,6 +81,43 @@ migration_opts = [
     cfg.IntOpt('live_migration_parallel_connections', default=1, min=1,
                help="Parallel connections for the migration stream; above "
                     "1 enables libvirt's parallel migration."),
+    cfg.StrOpt('live_migration_policy', default='timer',
+               help="Convergence policy of migrations whose flavor "
+                    "(hw:live_migration_policy), image "
+                    "(hw_live_migration_policy) and request (numamig-manage "
+                    "migration start --policy) name none. Shipped: 'timer' "
+                    "(downtime raised on a timer by "
+                    "live_migration_downtime*, then "
+                    "live_migration_timeout_action: the behaviour before "
+                    "policies existed), 'nfv' (50-200 ms by stalled memory "
+                    "pass, then post-copy, then abort), 'finish' (100-500 "
+                    "ms, then auto-converge, post-copy, pause: it always "
+                    "ends), 'never_pause' (as finish but abort instead of "
+                    "pausing); or a name from live_migration_policies. The "
+                    "conductor and every compute host must know the same "
+                    "names."),
+    cfg.MultiStrOpt('live_migration_policies', default=[],
+                    help="Operator-defined convergence policies, one per "
+                         "line: 'NAME: downtime=MS,MS,...; then=TIER,...; "
+                         "stall_iterations=N; min_progress=PCT'. Every "
+                         "stall_iterations passes over memory in which the "
+                         "remaining bytes shrank by less than min_progress "
+                         "percent (a stall), the next downtime step is "
+                         "allowed; once they are used up, each further "
+                         "stall applies the next tier: auto_converge, "
+                         "post_copy, pause or abort (pause and abort end "
+                         "the list; a tier after post_copy applies only if "
+                         "the switch fails). Past "
+                         "live_migration_completion_timeout the last tier "
+                         "applies at once. 'NAME: timer' names the timer "
+                         "behaviour. A shipped name here replaces the "
+                         "shipped policy. Example: 'gold: downtime=100,200,"
+                         "400; then=post_copy,abort; stall_iterations=2'."),
+    cfg.BoolOpt('live_migration_policy_observe_only', default=False,
+                help="Run every migration with the timer behaviour and only "
+                     "log, per stalled memory pass, what its policy would "
+                     "have done ('observe-only: policy P would ...'): a way "
+                     "to try a policy on live traffic before it acts."),
     cfg.IntOpt('live_migration_progress_interval', default=1, min=1,
                help="Seconds between polls of a running migration's job "
                     "statistics (progress reporting and timeouts)."),

@@ -310,8 +310,14 @@ class LibvirtDriver(driver.ComputeDriver):
             return xml
         return migration_xml.get_updated_xml(xml, numa_info)
 
+    def select_migration_policy(self, requested=None, flavor=None,
+                                image=None):
+        """See ComputeDriver: from this host's [libvirt] policies."""
+        return self._settings.migration.select_policy(requested, flavor,
+                                                      image)
+
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
-                     progress_callback=None):
+                     progress_callback=None, policy=None):
         """Migrate natively to ``migrate_data``'s destination; see base."""
         if self._settings.is_test_driver:
             raise exception.MigrationNotSupported(
@@ -322,7 +328,7 @@ class LibvirtDriver(driver.ComputeDriver):
         dom = self._lookup(instance_uuid)
         job = migration.MigrationJob(dom, self._settings.migration,
                                      self.host, migrate_data.dest_host,
-                                     progress_callback)
+                                     progress_callback, policy=policy)
         with self._jobs_lock:
             self._jobs[instance_uuid] = job
         try:

@@ -11,6 +11,7 @@ import dataclasses
 
 from numamig import cpuspec
 from numamig import exception
+from numamig.convergence import policy as convergence
 from numamig.virt.libvirt import guard
 
 VIRT_TYPES = ('kvm', 'qemu')
@@ -44,8 +45,21 @@ class MigrationSettings:
     native_tls: bool = False
     parallel_connections: int = 1
     progress_interval_s: float = 1.0
+    # Convergence policies: the default's name, the operator's lines
+    # (numamig.convergence.policy format) and whether they only log.
+    policy: str = convergence.TIMER
+    policies: tuple = ()
+    observe_only: bool = False
 
     def __post_init__(self):
+        try:
+            known = convergence.catalog(self.policies)
+        except exception.InvalidMigrationPolicy as exc:
+            raise _invalid('[libvirt] live_migration_policies', str(exc))
+        if self.policy not in known:
+            raise _invalid('[libvirt] live_migration_policy',
+                           f"{self.policy!r} is not a known policy "
+                           f"({', '.join(sorted(known))})")
         if self.timeout_action not in TIMEOUT_ACTIONS:
             raise _invalid('live_migration_timeout_action',
                            f"{self.timeout_action!r} is not one of "
@@ -59,6 +73,15 @@ class MigrationSettings:
             raise _invalid('live_migration_progress_interval',
                            f"must be positive, got "
                            f"{self.progress_interval_s}")
+
+    def select_policy(self, requested=None, flavor=None, image=None):
+        """The convergence policy of one migration and where its name
+        came from; see numamig.convergence.policy.select.
+
+        :raises UnknownMigrationPolicy:
+        """
+        return convergence.select(convergence.catalog(self.policies),
+                                  requested, flavor, image, self.policy)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +185,10 @@ def _migration_from_conf(lv):
         permit_auto_converge=lv.live_migration_permit_auto_converge,
         native_tls=lv.live_migration_with_native_tls,
         parallel_connections=lv.live_migration_parallel_connections,
-        progress_interval_s=lv.live_migration_progress_interval)
+        progress_interval_s=lv.live_migration_progress_interval,
+        policy=lv.live_migration_policy,
+        policies=tuple(lv.live_migration_policies),
+        observe_only=lv.live_migration_policy_observe_only)
 
 
 def _cpu_set(spec):
