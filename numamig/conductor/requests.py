@@ -13,6 +13,7 @@ from oslo_utils import uuidutils
 from numamig import exception
 from numamig import objects
 from numamig.conductor import maintenance
+from numamig.convergence import policy as convergence
 from numamig.conductor import records
 from numamig.conductor.tasks import live_migrate
 from numamig.db import instances
@@ -24,11 +25,15 @@ LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
 
 
-def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid):
+def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid,
+           policy=None):
     """Check what needs no host and record the migration ``accepted``.
 
+    :param policy: the convergence policy requested, or None.
     :returns: the Migration, with its queue position.
     :raises InstanceBusy: being deleted, or migrated already.
+    :raises UnknownMigrationPolicy: the request, flavor or image names a
+        policy this conductor does not know; nothing is recorded.
     """
     instance = instances.get(worker.db, instance_uuid).instance
     if instance.get('task_state') == maintenance.DELETING:
@@ -40,7 +45,8 @@ def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid):
         uuid=migration_uuid or uuidutils.generate_uuid(),
         instance_uuid=instance_uuid,
         source_host=instance.host, requested_host=dest_host,
-        status=STATUS.ACCEPTED, priority=priority or 0)
+        status=STATUS.ACCEPTED, priority=priority or 0,
+        convergence_policy=choose_policy(worker, instance, policy).name)
     live_migrate.LiveMigrationTask(ctxt, worker, instance,
                                    migration).precheck()
     migration = migrations.create(worker.db, migration,
@@ -49,6 +55,22 @@ def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid):
              migration.uuid, instance_uuid, instance.host,
              migration.priority)
     return migration
+
+
+def choose_policy(worker, instance, requested=None):
+    """The convergence Policy of a migration of ``instance``: the one
+    requested, else its flavor's, else its image's, else the default.
+
+    :raises UnknownMigrationPolicy:
+    """
+    policy, where = convergence.select(
+        worker.migration_policies, requested,
+        (instance.get('extra_specs') or {}).get(convergence.FLAVOR_KEY),
+        (instance.get('image_properties') or {}).get(convergence.IMAGE_KEY),
+        worker.default_migration_policy)
+    LOG.debug("Migration of %s: convergence policy %s (%s)", instance.uuid,
+              policy.name, where)
+    return policy
 
 
 def recorded_already(db, instance_uuid, migration_uuid):

@@ -17,6 +17,8 @@ from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import rpc
+from numamig.conductor.api_versions import CONVERGENCE_RESULT_FIELDS
+from numamig.conductor.api_versions import CONVERGENCE_VERSION
 from numamig.conductor.api_versions import GUARD_VERSION
 from numamig.conductor.api_versions import HELD_BACK
 from numamig.conductor.api_versions import HOSTS_VERSION
@@ -80,6 +82,11 @@ class ConductorAPI:
             the client: a request delivered again (or sent again after
             a timeout) returns the migration it recorded instead of
             recording another.
+    * 1.10, 1.11 - (reserved: changes merged separately).
+    * 1.12 - live_migrate_instance takes a convergence policy name
+            (``policy``); answers carry Migration 1.3 (the migration's
+            convergence policy and actions, and the pre-flight
+            prediction next to the outcome).
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -88,7 +95,7 @@ class ConductorAPI:
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.9'
+    VERSION = '1.12'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -301,7 +308,8 @@ class ConductorAPI:
             (migration_get reads it).
         :raises InvalidStatusTransition: nothing changed then.
         """
-        newer = None if result is None else {'result': result}
+        newer = None if result is None else {
+            'result': self._result_for_cap(result)}
         return self._call(ctxt, 'migration_set_status',
                           migration_uuid=migration_uuid, status=status,
                           detail=detail, error=error, newer_kwargs=newer,
@@ -336,7 +344,18 @@ class ConductorAPI:
         """
         return self._send_short_path(ctxt, 'migration_complete',
                                      migration_uuid=migration_uuid,
-                                     result=result, detail=detail)
+                                     result=self._result_for_cap(result),
+                                     detail=detail)
+
+    def _result_for_cap(self, result):
+        """``result`` without what a conductor older than 1.12 refuses
+        (the convergence policy and actions: it would refuse the whole
+        result), when the cap says the conductor is older."""
+        if not isinstance(result, dict) or \
+                self.client.can_send_version(CONVERGENCE_VERSION):
+            return result
+        return {k: v for k, v in result.items()
+                if k not in CONVERGENCE_RESULT_FIELDS}
 
     def _send_short_path(self, ctxt, method, **kwargs):
         if not self.supports_short_path():
@@ -385,7 +404,7 @@ class ConductorAPI:
 
     def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
                               timeout=None, priority=None,
-                              migration_uuid=None):
+                              migration_uuid=None, policy=None):
         """Request a live migration.
 
         A conductor of API 1.3 checks and records the request in its
@@ -403,6 +422,12 @@ class ConductorAPI:
             migration, so the same request delivered (or sent) again
             never records a second; an older conductor is not sent it
             and makes up its own.
+        :param policy: the convergence policy to run it under (a name
+            of numamig.convergence.policy or ``[libvirt]
+            live_migration_policies``); a conductor of API 1.12 refuses
+            an unknown one (UnknownMigrationPolicy). An older conductor
+            cannot take it: the request is then refused here, not sent
+            without it (the migration would run under another policy).
         :returns: the Migration.
         :raises InstanceBusy: a migration of the instance is in progress.
         :raises MigrationQueueFull: too many migrations wait already.
@@ -413,6 +438,13 @@ class ConductorAPI:
                  uuidutils.generate_uuid()}
         if priority is not None:
             newer['priority'] = priority
+        if policy is not None:
+            newer['policy'] = policy
+            if not self.client.can_send_version(CONVERGENCE_VERSION):
+                raise exception.Invalid(
+                    reason=f"a convergence policy needs conductor API "
+                           f"{CONVERGENCE_VERSION}; [upgrade_levels] "
+                           f"conductor allows less; nothing was recorded")
         return self._call(ctxt, 'live_migrate_instance', timeout=timeout,
                           instance_uuid=instance_uuid, dest_host=dest_host,
                           newer_kwargs=newer)

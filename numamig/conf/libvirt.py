@@ -25,6 +25,20 @@ connection_opts = [
                help="SCHED_FIFO priority of the realtime vCPUs of guests "
                     "with hw:cpu_realtime. Raise it only if host threads "
                     "at priority 1 starve those vCPUs."),
+    cfg.IntOpt('emulated_migration_bandwidth', default=0, min=0,
+               help="Embedded tier only (test driver hosts): MiB/s of the "
+                    "modelled pre-copy run before an emulated migration, "
+                    "so that its statistics (passes, remaining bytes, dirty "
+                    "rate) and the convergence policies can be exercised. "
+                    "0: no model, an emulated migration copies nothing "
+                    "and reports no passes (the behaviour before)."),
+    cfg.IntOpt('emulated_migration_dirty_rate', default=0, min=0,
+               help="Embedded tier only: MiB/s its guests dirty during a "
+                    "modelled pre-copy (see emulated_migration_bandwidth)."),
+    cfg.IntOpt('emulated_migration_working_set', default=0, min=0,
+               help="Embedded tier only: MiB its guests keep dirtying (the "
+                    "most one pass can leave to resend); 0: all their "
+                    "memory."),
     cfg.StrOpt('capabilities_file',
                help="Path of a libvirt capabilities XML file describing "
                     "this host's NUMA topology. Only for the embedded tier: "

@@ -51,6 +51,10 @@ NFV = 'nfv'
 FINISH = 'finish'
 NEVER_PAUSE = 'never_pause'
 
+# Where a guest names its policy: a flavor key and an image property.
+FLAVOR_KEY = 'hw:live_migration_policy'
+IMAGE_KEY = 'hw_live_migration_policy'
+
 MAX_STEPS = 32
 MAX_DOWNTIME_MS = 60000
 MAX_NAME = 64

@@ -41,6 +41,10 @@ PROGRESS_FIELDS = ('memory_total', 'memory_processed', 'memory_remaining',
                    'disk_total', 'disk_processed', 'disk_remaining')
 RESULT_FIELDS = migration_obj.RESULT_FIELDS
 _RESULT_FLAGS = ('emulated', 'post_copy', 'paused')
+# Stored with the migration (revision 0009); the first two may come with
+# a run's result.
+CONVERGENCE_FIELDS = migration_obj.CONVERGENCE_FIELDS
+PREDICTION_FIELDS = migration_obj.PREDICTION_FIELDS
 
 
 def sources_of(status):
@@ -266,7 +270,7 @@ def update_progress(db, uuid, **progress):
 
 def _checked_result(uuid, result):
     """``result`` if every value fits its column, else Invalid."""
-    known = RESULT_FIELDS + PROGRESS_FIELDS
+    known = RESULT_FIELDS + PROGRESS_FIELDS + CONVERGENCE_FIELDS
     bad = sorted(name for name, value in result.items()
                  if name not in known or not _fits(name, value))
     if bad:
@@ -281,6 +285,15 @@ def _checked_result(uuid, result):
 
 
 def _fits(name, value):
+    if name == 'convergence_policy':
+        return value is None or (isinstance(value, str) and 0 < len(
+            value) <= migration_obj.MAX_POLICY_NAME)
+    if name == 'convergence_actions':
+        return value is None or (
+            isinstance(value, list) and
+            len(value) <= migration_obj.MAX_ACTIONS and
+            all(isinstance(a, str) and
+                len(a) <= migration_obj.MAX_ACTION_LENGTH for a in value))
     if name in _RESULT_FLAGS:
         return value is None or isinstance(value, bool)
     if value is None:
@@ -348,7 +361,7 @@ def _columns_of(migration):
     columns = {name: migration.get(name) for name in (
         'uuid', 'instance_uuid', 'source_host', 'dest_host',
         'requested_host', 'status', 'error') + PROGRESS_FIELDS +
-        RESULT_FIELDS}
+        RESULT_FIELDS + CONVERGENCE_FIELDS + PREDICTION_FIELDS}
     columns['refused_hosts'] = dict(migration.refused_hosts)
     columns['priority'] = migration.get('priority', 0)
     columns['admitted_at'] = migration.get('admitted_at')
@@ -363,7 +376,8 @@ def _to_object(session, row, with_history):
             **{name: getattr(row, name) for name in (
                 'uuid', 'instance_uuid', 'source_host', 'dest_host',
                 'requested_host', 'status', 'error', 'priority',
-                'admitted_at') + PROGRESS_FIELDS + RESULT_FIELDS})
+                'admitted_at') + PROGRESS_FIELDS + RESULT_FIELDS +
+                CONVERGENCE_FIELDS + PREDICTION_FIELDS})
         if with_history:
             migration.history = _history(session, row.id)
         migration.validate()

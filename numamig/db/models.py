@@ -202,6 +202,15 @@ class Migration(TimestampMixin, Base):
     # migration (revision 0005): renewed while its task runs; once past,
     # the worker is gone (numamig.conductor.records.end_stalled_migrations).
     lease_expires_at = sa.Column(UTCDateTime, nullable=True)
+    # Convergence (revision 0009): the policy chosen, then run; what it
+    # did (a JSON list); the pre-flight prediction, read next to the
+    # outcome above.
+    convergence_policy = sa.Column(sa.String(64), nullable=True)
+    convergence_actions = sa.Column(JSONText, nullable=True)
+    prediction = sa.Column(sa.String(32), nullable=True)
+    predicted_elapsed_ms = sa.Column(sa.BigInteger, nullable=True)
+    predicted_downtime_ms = sa.Column(sa.BigInteger, nullable=True)
+    sampled_dirty_rate = sa.Column(sa.BigInteger, nullable=True)
 
 
 class MigrationStatusChange(Base):

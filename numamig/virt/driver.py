@@ -158,6 +158,17 @@ class ComputeDriver(abc.ABC):
         """
         return convergence.SHIPPED[convergence.TIMER], 'the default'
 
+    def emulate_copy(self, instance_uuid, policy, progress_callback=None):
+        """Source side of an emulated migration: model its pre-copy under
+        ``policy`` (numamig.convergence.emulated), reporting each pass to
+        ``progress_callback``.
+
+        :returns: a MigrationResult of the modelled copy, or None where
+            no copy is modelled (then the migration copies nothing).
+        :raises MigrationAborted: the policy aborted it; the guest stays.
+        """
+        return None
+
     @abc.abstractmethod
     def live_migration_abort(self, instance_uuid):
         """Abort a running migration of the guest."""

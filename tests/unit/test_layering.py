@@ -162,7 +162,7 @@ LAYERS = {
                  'compute.rpcapi',
                  'conductor.rpcapi', 'releases', 'scheduler', 'db', 'rpc',
                  'periodic', 'conf', 'context', 'objects', 'version',
-                 'filemodes')),
+                 'filemodes', 'convergence', 'exception')),
     'upgradecheck': ('numamig-status checks',
                      ('compute.rpcapi', 'conductor.rpcapi', 'db', 'conf',
                       'objects', 'exception')),

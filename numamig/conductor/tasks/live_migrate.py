@@ -325,6 +325,11 @@ class LiveMigrationTask(base.TaskBase):
         self._start(migrate_data)
 
     def _start(self, migrate_data):
+        # The policy chosen when the request was recorded; a source too
+        # old to read it (LiveMigrateData 1.2) is sent none and chooses.
+        if self.migration.get('convergence_policy'):
+            migrate_data.convergence_policy = \
+                self.migration.convergence_policy
         self.worker.compute_api.live_migration(
             self.ctxt, self.instance, self.migration, migrate_data)
 

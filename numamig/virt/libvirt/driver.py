@@ -17,6 +17,7 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig.virt import driver
+from numamig.virt.libvirt import emulated_copy
 from numamig.virt.libvirt import errors
 from numamig.virt.libvirt import events
 from numamig.virt.libvirt import guard
@@ -338,6 +339,18 @@ class LibvirtDriver(driver.ComputeDriver):
         finally:
             with self._jobs_lock:
                 self._jobs.pop(instance_uuid, None)
+
+    def emulate_copy(self, instance_uuid, policy, progress_callback=None):
+        """See ComputeDriver: test-driver hosts with [libvirt]
+        emulated_migration_bandwidth set model the copy."""
+        if not self._settings.is_test_driver:
+            return None
+        dom = self._lookup(instance_uuid)
+        memory_kib = self._call(dom.info, f"read the memory of "
+                                          f"{instance_uuid}")[1]
+        return emulated_copy.run(self._settings.migration, self.host,
+                                 instance_uuid, memory_kib, policy,
+                                 progress_callback)
 
     def live_migration_abort(self, instance_uuid):
         job = self._job(instance_uuid, 'abort')

@@ -50,6 +50,11 @@ class MigrationSettings:
     policy: str = convergence.TIMER
     policies: tuple = ()
     observe_only: bool = False
+    # The modelled pre-copy of test-driver hosts (MiB/s, MiB; bandwidth
+    # 0: none). See numamig.convergence.emulated.
+    emulated_bandwidth_mib: int = 0
+    emulated_dirty_rate_mib: int = 0
+    emulated_working_set_mib: int = 0
 
     def __post_init__(self):
         try:
@@ -65,7 +70,9 @@ class MigrationSettings:
                            f"{self.timeout_action!r} is not one of "
                            f"{', '.join(TIMEOUT_ACTIONS)}")
         for name in ('downtime_ms', 'downtime_steps', 'bandwidth_mib',
-                     'parallel_connections', 'completion_timeout_s'):
+                     'parallel_connections', 'completion_timeout_s',
+                     'emulated_bandwidth_mib', 'emulated_dirty_rate_mib',
+                     'emulated_working_set_mib'):
             if getattr(self, name) < 0:
                 raise _invalid(name, f"must not be negative, got "
                                      f"{getattr(self, name)}")
@@ -74,14 +81,18 @@ class MigrationSettings:
                            f"must be positive, got "
                            f"{self.progress_interval_s}")
 
+    def catalog(self):
+        """{name: Policy} of the shipped and configured policies."""
+        return convergence.catalog(self.policies)
+
     def select_policy(self, requested=None, flavor=None, image=None):
         """The convergence policy of one migration and where its name
         came from; see numamig.convergence.policy.select.
 
         :raises UnknownMigrationPolicy:
         """
-        return convergence.select(convergence.catalog(self.policies),
-                                  requested, flavor, image, self.policy)
+        return convergence.select(self.catalog(), requested, flavor, image,
+                                  self.policy)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +199,10 @@ def _migration_from_conf(lv):
         progress_interval_s=lv.live_migration_progress_interval,
         policy=lv.live_migration_policy,
         policies=tuple(lv.live_migration_policies),
-        observe_only=lv.live_migration_policy_observe_only)
+        observe_only=lv.live_migration_policy_observe_only,
+        emulated_bandwidth_mib=lv.emulated_migration_bandwidth,
+        emulated_dirty_rate_mib=lv.emulated_migration_dirty_rate,
+        emulated_working_set_mib=lv.emulated_migration_working_set)
 
 
 def _cpu_set(spec):
