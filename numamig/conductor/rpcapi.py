@@ -40,6 +40,12 @@ TOPIC = 'numamig-conductor'
 # every thread an agent's call back needs (see doc/source/control-plane.rst).
 AGENT_TOPIC = 'numamig-conductor-agents'
 
+# Calls answering with migrations operators read (their convergence
+# fields need API 1.12).
+_SHOWS_MIGRATIONS = frozenset({
+    'migration_get', 'migration_get_all', 'live_migrate_instance',
+    'migration_abort', 'migration_force_complete'})
+
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.
 CALL_MARGIN_S = 10
@@ -154,6 +160,10 @@ class ConductorAPI:
         # costs no refused round trip against an older conductor.
         wanted = {QUEUE_VERSION, RESULTS_VERSION} | \
             {_SINCE[name] for name in newer_kwargs}
+        if method in _SHOWS_MIGRATIONS:
+            # What operators read: the convergence fields of Migration
+            # 1.3 come only in answers at 1.12.
+            wanted.add(CONVERGENCE_VERSION)
         newer = [v for v in sorted(wanted, key=_tuple, reverse=True)
                  if _tuple(v) > _tuple(version)]
         for attempt in newer:
@@ -576,14 +586,24 @@ class ConductorAPI:
         """
         if not self.client.can_send_version(WAIT_VERSION):
             raise messaging.UnsupportedVersion(WAIT_VERSION)
-        cctxt = self.client.prepare(
-            version=WAIT_VERSION,
-            timeout=timeout + (self.timeout or CALL_MARGIN_S))
-        return cctxt.call(ctxt, 'migration_wait',
-                          migration_uuid=migration.uuid,
-                          status=migration.status,
-                          memory_processed=migration.memory_processed,
-                          timeout=timeout)
+        for version in (CONVERGENCE_VERSION, WAIT_VERSION):
+            if not self.client.can_send_version(version):
+                continue
+            cctxt = self.client.prepare(
+                version=version,
+                timeout=timeout + (self.timeout or CALL_MARGIN_S))
+            try:
+                return cctxt.call(
+                    ctxt, 'migration_wait', migration_uuid=migration.uuid,
+                    status=migration.status,
+                    memory_processed=migration.memory_processed,
+                    timeout=timeout)
+            except messaging.UnsupportedVersion:
+                if version == WAIT_VERSION:
+                    raise
+                LOG.info("The conductor does not serve API %s; "
+                         "migration_wait sent again at %s", version,
+                         WAIT_VERSION)
 
     def heal_claims(self, ctxt, dry_run=False):
         """Find (and unless ``dry_run`` release) leaked claims.

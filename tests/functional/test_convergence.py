@@ -1,0 +1,105 @@
+"""Convergence policies end to end on the embedded tier (fake:// and
+RabbitMQ): a stalled migration escalated pass by pass.
+
+The test driver cannot migrate; its hosts here model the pre-copy of
+their emulated migrations ([libvirt] emulated_migration_bandwidth): a
+1 GiB guest dirtying 150 MiB/s over 100 MiB/s never converges by
+itself, so what ends it is the policy::
+
+    host-a  models 100 MiB/s, guests dirty 150 MiB/s (busy)
+    host-b  the same topology, no model
+    host-c  as host-a, observe-only
+"""
+
+from numamig import embedded
+from numamig import exception
+from numamig.virt.libvirt import settings as lv_settings
+from tests.functional import test_live_migration as lm
+
+load_tests = lm.load_tests
+
+BUSY = lv_settings.MigrationSettings(
+    emulated_bandwidth_mib=100, emulated_dirty_rate_mib=150,
+    completion_timeout_s=800)
+OBSERVING = lv_settings.MigrationSettings(
+    emulated_bandwidth_mib=100, emulated_dirty_rate_mib=150,
+    completion_timeout_s=800, policy='nfv', observe_only=True)
+
+
+def _host(name, migration=None):
+    return embedded.HostDefinition(name, 'numa-2cell-a.xml',
+                                   cpu_shared_set=lm.SHARED,
+                                   migration=migration)
+
+
+class ConvergenceTest(lm.LiveMigrationTestCase):
+
+    HOSTS = (_host('host-a', BUSY), _host('host-b'),
+             _host('host-c', OBSERVING))
+
+    def migrate_with(self, instance, dest, policy=None):
+        migration = self.api.live_migrate_instance(
+            self.ctxt, instance.uuid, dest, policy=policy)
+        return self.dep.wait_for_migration(migration.uuid)
+
+    def test_stalled_migration_escalated_per_pass(self):
+        mover = self.create('host-a')
+        migration = self.migrate_with(mover, 'host-b', policy='nfv')
+        self.assertEqual('completed', migration.status, migration.error)
+        self.assertEqual('nfv', migration.convergence_policy)
+        self.assertEqual(['allow 50 ms', 'allow 100 ms', 'allow 150 ms',
+                          'allow 200 ms', 'post-copy'],
+                         [a.split(' of downtime')[0].split(' (')[0]
+                          for a in migration.convergence_actions])
+        self.assertIn('dirtying 157286400 B/s against 104857600 B/s',
+                      migration.convergence_actions[1])
+        self.assertTrue(migration.post_copy)
+        self.assertTrue(migration.emulated)
+        self.assertEqual('host-b', self.record(mover).host)
+
+    def test_flavor_policy_finishes_whatever_it_takes(self):
+        mover = self.create('host-a', specs=dict(
+            lm.DEDICATED, **{'hw:live_migration_policy': 'finish'}))
+        migration = self.migrate_with(mover, 'host-b')
+        self.assertEqual('completed', migration.status, migration.error)
+        self.assertEqual('finish', migration.convergence_policy)
+        self.assertTrue(any(a.startswith('auto-converge')
+                            for a in migration.convergence_actions))
+
+    def test_timer_policy_times_out_guest_stays(self):
+        mover = self.create('host-a')
+        migration = self.migrate_with(mover, 'host-b')
+        self.assertEqual('failed', migration.status)
+        self.assertIn('completion timeout of 800 s', migration.error)
+        self.assertEqual('timer', migration.convergence_policy)
+        self.assertEqual('host-a', self.record(mover).host)
+        self.assertIn(mover.uuid, self.dep.agent('host-a').driver
+                      .list_guests())
+        self.assert_nothing_claimed(mover)
+
+    def test_observe_only_logs_what_the_policy_would_do(self):
+        mover = self.create('host-c')
+        migration = self.migrate_with(mover, 'host-b')
+        # The timer acted (and timed out); nfv only watched.
+        self.assertEqual('failed', migration.status)
+        self.assertIn('completion timeout', migration.error)
+        self.assertEqual('host-c', self.record(mover).host)
+
+    def test_unknown_policy_refused_nothing_recorded(self):
+        mover = self.create('host-a')
+        exc = self.assertRaises(
+            exception.UnknownMigrationPolicy,
+            self.api.live_migrate_instance, self.ctxt, mover.uuid,
+            'host-b', policy='goldd')
+        self.assertIn('Unknown live-migration policy goldd (requested '
+                      'for the migration); known policies: finish, '
+                      'never_pause, nfv, timer', str(exc))
+        self.assertEqual([], self.api.migration_get_all(self.ctxt))
+
+    def test_unknown_flavor_policy_refused(self):
+        mover = self.create('host-a', specs=dict(
+            lm.DEDICATED, **{'hw:live_migration_policy': 'nope'}))
+        exc = self.assertRaises(exception.UnknownMigrationPolicy,
+                                self.api.live_migrate_instance, self.ctxt,
+                                mover.uuid, 'host-b')
+        self.assertIn('flavor key hw:live_migration_policy', str(exc))
