@@ -13,9 +13,9 @@ from oslo_utils import uuidutils
 from numamig import exception
 from numamig import objects
 from numamig.conductor import maintenance
-from numamig.convergence import policy as convergence
 from numamig.conductor import records
 from numamig.conductor.tasks import live_migrate
+from numamig.convergence import policy as convergence
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.db import queue

@@ -298,7 +298,8 @@ def observe(policy, state, sample):
         return state, []
     if sample.iteration <= state.iteration:
         if state.start_remaining is None:
-            state = dataclasses.replace(state, start_remaining=sample.remaining)
+            state = dataclasses.replace(state,
+                                        start_remaining=sample.remaining)
         return state, []
     before, passes = state.start_remaining, sample.iteration - state.iteration
     state = dataclasses.replace(state, iteration=sample.iteration,
