@@ -499,3 +499,9 @@ class UnknownMigrationPolicy(Invalid):
 
 class InvalidMigrationPolicy(Invalid):
     msg_fmt = "Invalid live-migration policy %(name)s: %(reason)s"
+
+
+class MigrationWillNotConverge(Invalid):
+    msg_fmt = ("Migration %(migration_uuid)s of %(instance_uuid)s is "
+               "predicted not to converge under policy %(policy)s "
+               "([conductor] convergence_prediction = refuse): %(reason)s")

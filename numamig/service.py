@@ -515,6 +515,7 @@ def conductor_settings_from_conf(conf):
         'foreign_numa_specs': tuple(conf.foreign_numa_specs),
         'migration_policies': _migration_policies(conf),
         'default_migration_policy': conf.libvirt.live_migration_policy,
+        'convergence_prediction': conf.conductor.convergence_prediction,
     }
 
 

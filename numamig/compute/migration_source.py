@@ -158,6 +158,19 @@ def _at_destination(agent, ctxt, instance, migration, records_by_source):
             ctxt, instance, migration, records_by_source=records_by_source))
 
 
+def choose_policy(driver, instance, requested=None):
+    """(Policy, where its name came from) of a migration of
+    ``instance`` from this host: ``requested``, else the flavor's, the
+    image's, or the host's default.
+
+    :raises UnknownMigrationPolicy:
+    """
+    return driver.select_migration_policy(
+        requested,
+        (instance.get('extra_specs') or {}).get(convergence.FLAVOR_KEY),
+        (instance.get('image_properties') or {}).get(convergence.IMAGE_KEY))
+
+
 def _with_copy(accepted, copy):
     """An emulated run's result: the modelled copy's (a MigrationResult,
     or None where none was modelled) with the destination's define and
@@ -382,12 +395,8 @@ class SourceMigration:
         """
         requested = self.migrate_data.get('convergence_policy') \
             if 'convergence_policy' in self.migrate_data.fields else None
-        policy, where = self.agent.driver.select_migration_policy(
-            requested,
-            (self.instance.get('extra_specs') or {}).get(
-                convergence.FLAVOR_KEY),
-            (self.instance.get('image_properties') or {}).get(
-                convergence.IMAGE_KEY))
+        policy, where = choose_policy(self.agent.driver, self.instance,
+                                      requested)
         LOG.info("%s: migration %s of %s runs under convergence policy %s "
                  "(%s)", self.agent.host, self.migration.uuid,
                  self.instance.uuid, policy.name, where)

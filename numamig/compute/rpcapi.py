@@ -130,6 +130,8 @@ class ComputeAPI:
     * 1.6 - LiveMigrateData 1.3 (convergence_policy: the policy the
             conductor chose, which the source's live_migration runs
             under); an older source is sent 1.2 and chooses its own.
+            predict_convergence (sample a guest's dirty rate, predict
+            its migration).
     """
 
     VERSION = '1.6'
@@ -405,6 +407,21 @@ class ComputeAPI:
             raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
         return self._prepare(host, OPERATIONS_VERSION, timeout).call(
             ctxt, 'list_domains')
+
+    def predict_convergence(self, ctxt, instance, policy=None,
+                            timeout=None):
+        """Ask the instance's host to sample its dirty rate and predict
+        its migration (API 1.6).
+
+        :returns: see ComputeDriver.predict_convergence.
+        :raises UnsupportedVersion: the cap or the agent is older than
+            1.6 (the caller records no prediction).
+        """
+        if not self.client.can_send_version(CONVERGENCE_VERSION):
+            raise messaging.UnsupportedVersion(CONVERGENCE_VERSION)
+        return self._prepare(instance.host, CONVERGENCE_VERSION,
+                             timeout).call(ctxt, 'predict_convergence',
+                                           instance=instance, policy=policy)
 
     def refresh_usage(self, ctxt, host, timeout=None):
         """Have ``host`` recompute its usage from the records and report.

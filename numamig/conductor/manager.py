@@ -86,7 +86,8 @@ class ConductorManager:
             foreign_numa_specs=tuple(settings.get('foreign_numa_specs',
                                                   ())),
             **{name: settings[name] for name in (
-                'migration_policies', 'default_migration_policy')
+                'migration_policies', 'default_migration_policy',
+                'convergence_prediction')
                if settings.get(name)})
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).

@@ -57,6 +57,8 @@ class Worker:
         under (numamig.convergence.policy.catalog).
     :param default_migration_policy: the name of the one a migration
         runs under when neither its request, flavor nor image names one.
+    :param convergence_prediction: 'off', 'record' or 'refuse' (see
+        [conductor] convergence_prediction).
     """
 
     db: object
@@ -74,4 +76,5 @@ class Worker:
     migration_policies: dict = dataclasses.field(
         default_factory=lambda: convergence.catalog(()))
     default_migration_policy: str = convergence.TIMER
+    convergence_prediction: str = 'off'
     reports: ReportCursor = dataclasses.field(default_factory=ReportCursor)

@@ -132,6 +132,13 @@ migration_opts = [
                      "log, per stalled memory pass, what its policy would "
                      "have done ('observe-only: policy P would ...'): a way "
                      "to try a policy on live traffic before it acts."),
+    cfg.FloatOpt('live_migration_dirty_rate_deadline', default=10.0,
+                 min=1.0, max=120.0,
+                 help="Seconds a guest's dirty-rate measurement (the "
+                      "pre-flight convergence prediction) may take per "
+                      "mode tried before it counts as unmeasurable and the "
+                      "prediction says 'unknown'. Each measurement itself "
+                      "lasts 1 s."),
     cfg.IntOpt('live_migration_progress_interval', default=1, min=1,
                help="Seconds between polls of a running migration's job "
                     "statistics (progress reporting and timeouts)."),

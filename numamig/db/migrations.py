@@ -23,6 +23,7 @@ which saves a query and a list of objects on every step. Public API::
     set_dest_host(db, uuid, dest_host) -> Migration
     add_refused_host(db, uuid, host, reason) -> Migration
     update_progress(db, uuid, **progress) -> bool
+    set_prediction(db, uuid, prediction)
 """
 
 from oslo_db import exception as db_exc
@@ -266,6 +267,36 @@ def update_progress(db, uuid, **progress):
             _row(session, uuid)
             return False
         return True
+
+
+def set_prediction(db, uuid, prediction):
+    """Record the pre-flight prediction (PREDICTION_FIELDS) of a
+    migration.
+
+    :raises Invalid: a value does not fit its column; nothing changed.
+    :raises MigrationNotFound:
+    """
+    values = {name: prediction.get(name) for name in PREDICTION_FIELDS}
+    bad = sorted(name for name, value in values.items()
+                 if not _prediction_fits(name, value))
+    if bad:
+        raise exception.Invalid(
+            reason=f"prediction of migration {uuid}: {', '.join(bad)} "
+                   f"unusable in {values}")
+    with db.writer() as session:
+        result = session.execute(_update(uuid).values(
+            updated_at=_rows.utcnow(), **values))
+        if result.rowcount != 1:
+            _row(session, uuid)
+
+
+def _prediction_fits(name, value):
+    if value is None:
+        return True
+    if name == 'prediction':
+        return isinstance(value, str) and 0 < len(value) <= 32
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        value >= 0
 
 
 def _checked_result(uuid, result):

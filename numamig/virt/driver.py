@@ -169,6 +169,20 @@ class ComputeDriver(abc.ABC):
         """
         return None
 
+    def predict_convergence(self, instance_uuid, policy):
+        """Source side: sample the guest's dirty rate and predict whether
+        its migration under ``policy`` converges (numamig.convergence.
+        predict).
+
+        :returns: a dict: prediction, reason, predicted_elapsed_ms,
+            predicted_downtime_ms, sampled_dirty_rate (B/s or None),
+            dirty_rate_method (or why none measured), policy.
+        """
+        return {'prediction': 'unknown', 'policy': policy.name,
+                'reason': 'this driver cannot measure dirty rates',
+                'predicted_elapsed_ms': None, 'predicted_downtime_ms': None,
+                'sampled_dirty_rate': None, 'dirty_rate_method': None}
+
     @abc.abstractmethod
     def live_migration_abort(self, instance_uuid):
         """Abort a running migration of the guest."""

@@ -13,7 +13,10 @@ itself, so what ends it is the policy::
 
 from numamig import embedded
 from numamig import exception
+from numamig import service
 from numamig.virt.libvirt import settings as lv_settings
+from tests import base
+from tests.fixtures import deployment
 from tests.functional import test_live_migration as lm
 
 load_tests = lm.load_tests
@@ -103,3 +106,63 @@ class ConvergenceTest(lm.LiveMigrationTestCase):
                                 self.api.live_migrate_instance, self.ctxt,
                                 mover.uuid, 'host-b')
         self.assertIn('flavor key hw:live_migration_policy', str(exc))
+
+
+class PredictionTest(lm.LiveMigrationTestCase):
+    """The pre-flight prediction: in dry runs, recorded next to the
+    outcome, and refusing what will not converge."""
+
+    HOSTS = ConvergenceTest.HOSTS
+    MODE = 'refuse'
+
+    def setUp(self):
+        base.TestCase.setUp(self)
+        settings = dict(service.default_conductor_settings(),
+                        convergence_prediction=self.MODE)
+        self.dep = self.useFixture(deployment.DeploymentFixture(
+            self.transport_kind, self.hosts(),
+            conductor_settings=settings)).deployment
+        self.api, self.ctxt = self.dep.api, self.dep.context
+
+    def test_dry_run_predicts_from_the_sampled_rate(self):
+        busy = self.create('host-a')
+        answer = self.api.live_migration_dry_run(self.ctxt, busy.uuid,
+                                                 'host-b')
+        prediction = answer['prediction']
+        self.assertEqual(('will-not-converge', 'timer', 'emulated',
+                          150 * 2 ** 20),
+                         (prediction['prediction'], prediction['policy'],
+                          prediction['dirty_rate_method'],
+                          prediction['sampled_dirty_rate']))
+        self.assertEqual([], self.api.migration_get_all(self.ctxt))
+
+    def test_dry_run_unknown_where_nothing_measures(self):
+        idle = self.create('host-b')
+        prediction = self.api.live_migration_dry_run(
+            self.ctxt, idle.uuid, 'host-a')['prediction']
+        self.assertEqual('unknown', prediction['prediction'])
+        # The test driver refuses every calculation mode, by name.
+        self.assertIn('page-sampling: this function is not supported',
+                      prediction['reason'])
+        self.assertIsNone(prediction['sampled_dirty_rate'])
+
+    def test_refused_before_anything_is_claimed(self):
+        busy = self.create('host-a')
+        migration = self.migrate(busy, 'host-b')
+        self.assertEqual('error', migration.status)
+        self.assertIn('predicted not to converge under policy timer',
+                      migration.error)
+        self.assertEqual(('will-not-converge', 150 * 2 ** 20),
+                         (migration.prediction,
+                          migration.sampled_dirty_rate))
+        self.assertEqual('host-a', self.record(busy).host)
+        self.assert_nothing_claimed(busy)
+
+    def test_prediction_recorded_next_to_the_outcome(self):
+        busy = self.create('host-a', specs=dict(
+            lm.DEDICATED, **{'hw:live_migration_policy': 'nfv'}))
+        migration = self.migrate(busy, 'host-b')
+        self.assertEqual('completed', migration.status, migration.error)
+        # Predicted: post-copy needed; outcome: post-copy.
+        self.assertEqual(('needs-post-copy', True),
+                         (migration.prediction, migration.post_copy))

@@ -50,11 +50,27 @@ def lines(data):
 
 def _figures(data):
     parts = []
-    if data['predicted_elapsed_ms'] is not None:
+    if data.get('predicted_elapsed_ms') is not None:
         parts.append(f"in {data['predicted_elapsed_ms'] / 1000:.1f} s")
-    if data['predicted_downtime_ms'] is not None:
+    if data.get('predicted_downtime_ms') is not None:
         parts.append(f"downtime {data['predicted_downtime_ms']} ms")
-    if data['sampled_dirty_rate'] is not None:
+    if data.get('sampled_dirty_rate') is not None:
         parts.append(f"dirty rate {data['sampled_dirty_rate'] / 2 ** 20:.1f}"
                      f" MiB/s")
     return f" ({', '.join(parts)})" if parts else ''
+
+
+def prediction_lines(prediction):
+    """Dry-run lines of the source's prediction (None: not asked)."""
+    if not prediction:
+        return []
+    head = f"convergence: {prediction['prediction']}"
+    if prediction.get('policy'):
+        head += f" under policy {prediction['policy']}"
+    found = [head + _figures(prediction)]
+    if prediction.get('reason'):
+        found.append(f"  {prediction['reason']}")
+    if prediction.get('dirty_rate_method'):
+        found.append(f"  dirty rate measured by "
+                     f"{prediction['dirty_rate_method']}")
+    return found

@@ -366,6 +366,7 @@ def _dry_run_view(answer):
         'refused_hosts': dict(answer.get('refused') or {}),
         'numa_topology': common.plain(topology),
         'placement': pictures.placement_lines(topology),
+        'prediction': answer.get('prediction'),
     }
 
 
@@ -513,3 +514,5 @@ def _print_dry_run(data):
         print(f"  candidates in order: {', '.join(data['candidates'])}")
     for host, reason in data['refused_hosts'].items():
         print(f"  {host} refused: {reason}")
+    for line in convergence_view.prediction_lines(data['prediction']):
+        print(f"  {line}")

@@ -30,6 +30,7 @@ from numamig import objects
 from numamig.conductor import drain
 from numamig.conductor import records
 from numamig.conductor.tasks import base
+from numamig.convergence import predict
 from numamig.db import migrations
 from numamig.db import queue
 from numamig.numa import instance_request
@@ -63,6 +64,7 @@ class LiveMigrationTask(base.TaskBase):
     def _execute(self):
         hosts = self._check_and_choose()
         self.source_data = self._ask_source(hosts[0])
+        self._predict()
         self.migrate_data = self._claim_on_first_taker(hosts)
         self._queue(self.migrate_data)
         return self.migration
@@ -299,6 +301,29 @@ class LiveMigrationTask(base.TaskBase):
                                   host)
             raise
 
+    def _predict(self):
+        """Record the convergence prediction ([conductor]
+        convergence_prediction record or refuse) before anything is
+        claimed; refuse one predicted not to converge.
+
+        :raises MigrationWillNotConverge:
+        """
+        mode = self.worker.convergence_prediction
+        if mode == 'off':
+            return
+        answer = prediction_of(self.worker, self.ctxt, self.instance,
+                               self.migration.get('convergence_policy'))
+        if answer.get('sampled') is False:
+            return
+        migrations.set_prediction(self.worker.db, self.migration.uuid,
+                                  answer)
+        if mode == 'refuse' and \
+                answer['prediction'] == predict.WILL_NOT_CONVERGE:
+            raise exception.MigrationWillNotConverge(
+                migration_uuid=self.migration.uuid,
+                instance_uuid=self.instance.uuid,
+                policy=answer.get('policy'), reason=answer.get('reason'))
+
     def _record_refusal(self, host, reason):
         # Raises MigrationNotInProgress if the migration was cancelled
         # meanwhile, which ends the task.
@@ -332,6 +357,24 @@ class LiveMigrationTask(base.TaskBase):
                 self.migration.convergence_policy
         self.worker.compute_api.live_migration(
             self.ctxt, self.instance, self.migration, migrate_data)
+
+
+def prediction_of(worker, ctxt, instance, policy):
+    """The source's convergence prediction (a dict, see
+    ComputeDriver.predict_convergence); ``sampled`` False with the
+    reason where the source could not be asked (older than compute API
+    1.6, or no answer in time)."""
+    try:
+        return worker.compute_api.predict_convergence(
+            ctxt, instance, policy=policy, timeout=worker.check_timeout)
+    except messaging.UnsupportedVersion:
+        reason = "the source is older than compute API 1.6"
+    except messaging.MessagingTimeout:
+        reason = f"the source did not answer within " \
+                 f"{worker.check_timeout} s"
+    LOG.info("No convergence prediction for %s: %s", instance.uuid, reason)
+    return {'prediction': predict.UNKNOWN, 'reason': reason,
+            'sampled': False}
 
 
 def _reason_of(exc, timeout):

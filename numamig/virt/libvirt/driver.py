@@ -17,6 +17,7 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig.virt import driver
+from numamig.virt.libvirt import dirty_rate
 from numamig.virt.libvirt import emulated_copy
 from numamig.virt.libvirt import errors
 from numamig.virt.libvirt import events
@@ -351,6 +352,28 @@ class LibvirtDriver(driver.ComputeDriver):
         return emulated_copy.run(self._settings.migration, self.host,
                                  instance_uuid, memory_kib, policy,
                                  progress_callback)
+
+    def predict_convergence(self, instance_uuid, policy):
+        """See ComputeDriver. A test-driver host cannot measure; with a
+        modelled pre-copy its configured dirty rate stands in
+        (``emulated``)."""
+        dom = self._lookup(instance_uuid)
+        memory = self._call(dom.info, f"read the memory of "
+                                      f"{instance_uuid}")[1] * 1024
+        mig = self._settings.migration
+        if self._settings.is_test_driver and mig.emulated_bandwidth_mib:
+            rate, method = mig.emulated_dirty_rate_mib * 1024 * 1024, \
+                'emulated'
+        else:
+            rate, method = dirty_rate.sample(
+                self._connection(), dom,
+                deadline_s=mig.dirty_rate_deadline_s)
+        answer = dirty_rate.prediction(mig, policy, memory, rate, method)
+        LOG.info("%s: migration of %s under policy %s predicted %s (%s; "
+                 "dirty rate %s)", self.host, instance_uuid, policy.name,
+                 answer['prediction'], answer['reason'],
+                 'unknown' if rate is None else f"{rate} B/s by {method}")
+        return answer
 
     def live_migration_abort(self, instance_uuid):
         job = self._job(instance_uuid, 'abort')

@@ -55,6 +55,8 @@ class MigrationSettings:
     emulated_bandwidth_mib: int = 0
     emulated_dirty_rate_mib: int = 0
     emulated_working_set_mib: int = 0
+    # Seconds a dirty-rate measurement may take (pre-flight prediction).
+    dirty_rate_deadline_s: float = 10.0
 
     def __post_init__(self):
         try:
@@ -202,7 +204,8 @@ def _migration_from_conf(lv):
         observe_only=lv.live_migration_policy_observe_only,
         emulated_bandwidth_mib=lv.emulated_migration_bandwidth,
         emulated_dirty_rate_mib=lv.emulated_migration_dirty_rate,
-        emulated_working_set_mib=lv.emulated_migration_working_set)
+        emulated_working_set_mib=lv.emulated_migration_working_set,
+        dirty_rate_deadline_s=lv.live_migration_dirty_rate_deadline)
 
 
 def _cpu_set(spec):
