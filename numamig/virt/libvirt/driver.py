@@ -367,7 +367,8 @@ class LibvirtDriver(driver.ComputeDriver):
         else:
             rate, method = dirty_rate.sample(
                 self._connection(), dom,
-                deadline_s=mig.dirty_rate_deadline_s)
+                deadline_s=mig.dirty_rate_deadline_s,
+                modes=dirty_rate.modes_for(self._settings.virt_type))
         answer = dirty_rate.prediction(mig, policy, memory, rate, method)
         LOG.info("%s: migration of %s under policy %s predicted %s (%s; "
                  "dirty rate %s)", self.host, instance_uuid, policy.name,

@@ -96,6 +96,24 @@ class SampleTestCase(base.TestCase):
         self.assertEqual([1, 0.05, 0.1], clock.sleeps)
 
 
+class ModesTestCase(base.TestCase):
+
+    def test_tcg_tries_page_sampling_only(self):
+        self.assertEqual(['page-sampling'],
+                         [n for n, _ in dirty_rate.modes_for('qemu')])
+        self.assertEqual(3, len(dirty_rate.modes_for('kvm')))
+
+    def test_only_the_given_modes(self):
+        dom = Dom(refused=(PAGE,))
+        clock = FakeClock()
+        rate, why = dirty_rate.sample(Conn(dom), dom, clock=clock,
+                                      sleep=clock.sleep,
+                                      modes=dirty_rate.modes_for('qemu'))
+        self.assertIsNone(rate)
+        self.assertEqual([], dom.started)
+        self.assertNotIn('dirty-bitmap', why)
+
+
 class PredictionDictTestCase(base.TestCase):
 
     def test_figures_from_the_settings(self):
