@@ -516,6 +516,8 @@ def conductor_settings_from_conf(conf):
         'migration_policies': _migration_policies(conf),
         'default_migration_policy': conf.libvirt.live_migration_policy,
         'convergence_prediction': conf.conductor.convergence_prediction,
+        'convergence_fallback_policies': tuple(
+            conf.conductor.convergence_fallback_policies),
     }
 
 

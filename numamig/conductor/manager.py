@@ -87,7 +87,7 @@ class ConductorManager:
                                                   ())),
             **{name: settings[name] for name in (
                 'migration_policies', 'default_migration_policy',
-                'convergence_prediction')
+                'convergence_prediction', 'convergence_fallback_policies')
                if settings.get(name)})
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).

@@ -57,8 +57,9 @@ class Worker:
         under (numamig.convergence.policy.catalog).
     :param default_migration_policy: the name of the one a migration
         runs under when neither its request, flavor nor image names one.
-    :param convergence_prediction: 'off', 'record' or 'refuse' (see
-        [conductor] convergence_prediction).
+    :param convergence_prediction: 'off', 'record', 'refuse' or
+        'choose' (see [conductor] convergence_prediction).
+    :param convergence_fallback_policies: the names 'choose' tries.
     """
 
     db: object
@@ -77,4 +78,6 @@ class Worker:
         default_factory=lambda: convergence.catalog(()))
     default_migration_policy: str = convergence.TIMER
     convergence_prediction: str = 'off'
+    convergence_fallback_policies: tuple = (convergence.NEVER_PAUSE,
+                                            convergence.FINISH)
     reports: ReportCursor = dataclasses.field(default_factory=ReportCursor)

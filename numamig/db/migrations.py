@@ -24,6 +24,7 @@ which saves a query and a list of objects on every step. Public API::
     add_refused_host(db, uuid, host, reason) -> Migration
     update_progress(db, uuid, **progress) -> bool
     set_prediction(db, uuid, prediction)
+    set_policy(db, uuid, name) -> Migration
 """
 
 from oslo_db import exception as db_exc
@@ -288,6 +289,21 @@ def set_prediction(db, uuid, prediction):
             updated_at=_rows.utcnow(), **values))
         if result.rowcount != 1:
             _row(session, uuid)
+
+
+def set_policy(db, uuid, name):
+    """Record ``name`` as the migration's convergence policy (the
+    conductor chose another before the run); return the Migration.
+
+    :raises MigrationNotFound:
+    """
+    if not isinstance(name, str) or \
+            not 0 < len(name) <= migration_obj.MAX_POLICY_NAME:
+        raise exception.Invalid(reason=f"policy name {name!r} unusable")
+    with db.writer() as session:
+        session.execute(_update(uuid).values(updated_at=_rows.utcnow(),
+                                             convergence_policy=name))
+        return _to_object(session, _row(session, uuid), with_history=False)
 
 
 def _prediction_fits(name, value):

@@ -14,6 +14,7 @@ itself, so what ends it is the policy::
 from numamig import embedded
 from numamig import exception
 from numamig import service
+from numamig.convergence import policy as convergence
 from numamig.virt.libvirt import settings as lv_settings
 from tests import base
 from tests.fixtures import deployment
@@ -21,9 +22,10 @@ from tests.functional import test_live_migration as lm
 
 load_tests = lm.load_tests
 
+STRICT = ('strict: downtime=50; then=abort',)
 BUSY = lv_settings.MigrationSettings(
     emulated_bandwidth_mib=100, emulated_dirty_rate_mib=150,
-    completion_timeout_s=800)
+    completion_timeout_s=800, policies=STRICT)
 OBSERVING = lv_settings.MigrationSettings(
     emulated_bandwidth_mib=100, emulated_dirty_rate_mib=150,
     completion_timeout_s=800, policy='nfv', observe_only=True)
@@ -118,7 +120,8 @@ class PredictionTest(lm.LiveMigrationTestCase):
     def setUp(self):
         base.TestCase.setUp(self)
         settings = dict(service.default_conductor_settings(),
-                        convergence_prediction=self.MODE)
+                        convergence_prediction=self.MODE,
+                        migration_policies=convergence.catalog(STRICT))
         self.dep = self.useFixture(deployment.DeploymentFixture(
             self.transport_kind, self.hosts(),
             conductor_settings=settings)).deployment
@@ -166,3 +169,36 @@ class PredictionTest(lm.LiveMigrationTestCase):
         # Predicted: post-copy needed; outcome: post-copy.
         self.assertEqual(('needs-post-copy', True),
                          (migration.prediction, migration.post_copy))
+
+
+class ChoosePolicyTest(PredictionTest):
+    """convergence_prediction = choose: a migration predicted not to
+    converge under its policy runs under the first fallback that ends
+    it."""
+
+    MODE = 'choose'
+
+    def test_refused_before_anything_is_claimed(self):
+        self.skipTest("choose runs it under a fallback instead (below)")
+
+    def test_fallback_policy_chosen_and_run(self):
+        busy = self.create('host-a')
+        migration = self.migrate(busy, 'host-b')
+        self.assertEqual('completed', migration.status, migration.error)
+        # timer will not converge; never_pause (the first fallback) ends
+        # it by auto-converge or post-copy.
+        self.assertEqual('never_pause', migration.convergence_policy)
+        self.assertEqual('needs-auto-converge', migration.prediction)
+        self.assertTrue(any(a.startswith('auto-converge')
+                            for a in migration.convergence_actions))
+
+    def test_requested_policy_is_never_replaced(self):
+        busy = self.create('host-a')
+        migration = self.api.live_migrate_instance(
+            self.ctxt, busy.uuid, 'host-b', policy='strict')
+        migration = self.dep.wait_for_migration(migration.uuid)
+        self.assertEqual('error', migration.status)
+        self.assertIn('predicted not to converge under policy strict',
+                      migration.error)
+        self.assertEqual('strict', migration.convergence_policy)
+        self.assertEqual('host-a', self.record(busy).host)

@@ -30,6 +30,7 @@ from numamig import objects
 from numamig.conductor import drain
 from numamig.conductor import records
 from numamig.conductor.tasks import base
+from numamig.convergence import policy as convergence
 from numamig.convergence import predict
 from numamig.db import migrations
 from numamig.db import queue
@@ -315,14 +316,56 @@ class LiveMigrationTask(base.TaskBase):
                                self.migration.get('convergence_policy'))
         if answer.get('sampled') is False:
             return
+        if mode == 'choose' and \
+                answer['prediction'] == predict.WILL_NOT_CONVERGE:
+            answer = self._other_policy(answer)
         migrations.set_prediction(self.worker.db, self.migration.uuid,
                                   answer)
-        if mode == 'refuse' and \
+        if mode in ('refuse', 'choose') and \
                 answer['prediction'] == predict.WILL_NOT_CONVERGE:
             raise exception.MigrationWillNotConverge(
                 migration_uuid=self.migration.uuid,
                 instance_uuid=self.instance.uuid,
                 policy=answer.get('policy'), reason=answer.get('reason'))
+
+    def _other_policy(self, answer):
+        """The first fallback policy predicted to end the migration
+        (same sample, ``by_policy``), recorded as its policy; ``answer``
+        unchanged when there is none. A requested policy stays."""
+        if self._requested_policy():
+            return answer
+        by_policy = answer.get('by_policy') or {}
+        for name in self.worker.convergence_fallback_policies:
+            outcome = by_policy.get(name)
+            if outcome and outcome not in (predict.WILL_NOT_CONVERGE,
+                                           predict.UNKNOWN):
+                LOG.info("Migration %s of %s: predicted not to converge "
+                         "under policy %s; policy %s is predicted %s and "
+                         "is chosen", self.migration.uuid,
+                         self.instance.uuid, answer.get('policy'), name,
+                         outcome)
+                self.migration = migrations.set_policy(
+                    self.worker.db, self.migration.uuid, name)
+                return dict(answer, prediction=outcome, policy=name,
+                            reason=f"{answer.get('reason')}; policy {name} "
+                                   f"chosen instead",
+                            predicted_elapsed_ms=None,
+                            predicted_downtime_ms=None)
+        return answer
+
+    def _requested_policy(self):
+        """Whether the operator asked for this migration's policy: it
+        differs from what the flavor, image and default choose (one
+        requested equal to that choice counts as not requested)."""
+        derived, _where = convergence.select(
+            self.worker.migration_policies, None,
+            (self.instance.get('extra_specs') or {}).get(
+                convergence.FLAVOR_KEY),
+            (self.instance.get('image_properties') or {}).get(
+                convergence.IMAGE_KEY),
+            self.worker.default_migration_policy)
+        return self.migration.get('convergence_policy') not in (
+            None, derived.name)
 
     def _record_refusal(self, host, reason):
         # Raises MigrationNotInProgress if the migration was cancelled

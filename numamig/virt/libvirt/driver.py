@@ -370,6 +370,12 @@ class LibvirtDriver(driver.ComputeDriver):
                 deadline_s=mig.dirty_rate_deadline_s,
                 modes=dirty_rate.modes_for(self._settings.virt_type))
         answer = dirty_rate.prediction(mig, policy, memory, rate, method)
+        # The same sample under every policy: what a conductor choosing
+        # the policy ([conductor] convergence_prediction = choose) reads.
+        answer['by_policy'] = {
+            name: dirty_rate.prediction(mig, other, memory, rate,
+                                        method)['prediction']
+            for name, other in sorted(mig.catalog().items())}
         LOG.info("%s: migration of %s under policy %s predicted %s (%s; "
                  "dirty rate %s)", self.host, instance_uuid, policy.name,
                  answer['prediction'], answer['reason'],
