@@ -92,6 +92,18 @@ migration_opts = [
     cfg.BoolOpt('live_migration_with_native_tls', default=False,
                 help="Encrypt migration streams with QEMU's native TLS. "
                      "Both hosts need certificates configured in qemu.conf."),
+    cfg.StrOpt('live_migration_compression', default='none',
+               choices=[('none', 'no compression'),
+                        ('zlib', 'zlib on each parallel connection'),
+                        ('zstd', 'zstd on each parallel connection (less '
+                                 'CPU than zlib for a better ratio)')],
+               help="Compress the migration stream's parallel connections "
+                    "(QEMU multifd compression). Needs "
+                    "live_migration_parallel_connections >= 2 and libvirt "
+                    ">= 9.4 on the source: a migration from an older "
+                    "libvirt is refused when it starts, before anything "
+                    "moves. Worth it on links slower than the hosts' "
+                    "CPUs can compress."),
     cfg.IntOpt('live_migration_parallel_connections', default=1, min=1,
                help="Parallel connections for the migration stream; above "
                     "1 enables libvirt's parallel migration."),

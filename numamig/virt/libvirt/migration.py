@@ -22,6 +22,7 @@ from oslo_log import log as logging
 
 from numamig.convergence import policy as convergence
 from numamig.virt import driver
+from numamig.virt.libvirt import data_plane
 from numamig.virt.libvirt import errors
 from numamig.virt.libvirt import events
 
@@ -64,7 +65,7 @@ def migration_flags(settings, policy=None):
         flags |= getattr(libvirt, 'VIR_MIGRATE_TLS', 1 << 16)
     if settings.parallel_connections > 1:
         flags |= getattr(libvirt, 'VIR_MIGRATE_PARALLEL', 1 << 17)
-    return flags
+    return flags | data_plane.flags_and_params(settings)[0]
 
 
 def migration_params(settings, dest_xml, migration_uri, bandwidth_mib=None):
@@ -82,6 +83,7 @@ def migration_params(settings, dest_xml, migration_uri, bandwidth_mib=None):
     if settings.parallel_connections > 1:
         params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] = \
             settings.parallel_connections
+    params.update(data_plane.flags_and_params(settings)[1])
     return params
 
 
@@ -133,7 +135,12 @@ class MigrationJob:
         self.actions = []
 
     def run(self, peer_uri, dest_xml, migration_uri, bandwidth_mib=None):
-        """Migrate; return a MigrationResult or raise a numamig error."""
+        """Migrate; return a MigrationResult or raise a numamig error.
+
+        :raises MigrationNotSupported: a stream option this libvirt
+            lacks (numamig.virt.libvirt.data_plane); nothing started.
+        """
+        self._check_data_plane(peer_uri, bandwidth_mib)
         flags = migration_flags(self._settings, self._policy)
         params = migration_params(self._settings, dest_xml, migration_uri,
                                   bandwidth_mib)
@@ -149,6 +156,15 @@ class MigrationJob:
         finally:
             self._completion.stop()
         return self._result(completed)
+
+    def _check_data_plane(self, peer_uri, bandwidth_mib):
+        try:
+            version = self._dom.connect().getLibVersion()
+        except libvirt.libvirtError as exc:
+            raise errors.hypervisor_error(exc, self._host,
+                                          'report its libvirt version')
+        data_plane.check(self._settings, version, self._host, peer_uri,
+                         bandwidth_mib)
 
     def _migrate_monitored(self, peer_uri, params, flags):
         self._started = self._clock()

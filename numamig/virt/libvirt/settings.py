@@ -16,6 +16,7 @@ from numamig.virt.libvirt import guard
 
 VIRT_TYPES = ('kvm', 'qemu')
 TIMEOUT_ACTIONS = ('abort', 'force_complete')
+COMPRESSION_METHODS = ('none', 'zlib', 'zstd')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +58,8 @@ class MigrationSettings:
     emulated_working_set_mib: int = 0
     # Seconds a dirty-rate measurement may take (pre-flight prediction).
     dirty_rate_deadline_s: float = 10.0
+    # Compression of the parallel (multifd) stream: none, zlib or zstd.
+    compression: str = 'none'
 
     def __post_init__(self):
         try:
@@ -67,6 +70,16 @@ class MigrationSettings:
             raise _invalid('[libvirt] live_migration_policy',
                            f"{self.policy!r} is not a known policy "
                            f"({', '.join(sorted(known))})")
+        if self.compression not in COMPRESSION_METHODS:
+            raise _invalid('[libvirt] live_migration_compression',
+                           f"{self.compression!r} is not one of "
+                           f"{', '.join(COMPRESSION_METHODS)}")
+        if self.compression != 'none' and self.parallel_connections < 2:
+            raise _invalid('[libvirt] live_migration_compression',
+                           f"{self.compression} compresses parallel "
+                           f"connections only: set "
+                           f"live_migration_parallel_connections to 2 or "
+                           f"more")
         if self.timeout_action not in TIMEOUT_ACTIONS:
             raise _invalid('live_migration_timeout_action',
                            f"{self.timeout_action!r} is not one of "
@@ -205,7 +218,8 @@ def _migration_from_conf(lv):
         emulated_bandwidth_mib=lv.emulated_migration_bandwidth,
         emulated_dirty_rate_mib=lv.emulated_migration_dirty_rate,
         emulated_working_set_mib=lv.emulated_migration_working_set,
-        dirty_rate_deadline_s=lv.live_migration_dirty_rate_deadline)
+        dirty_rate_deadline_s=lv.live_migration_dirty_rate_deadline,
+        compression=lv.live_migration_compression)
 
 
 def _cpu_set(spec):
