@@ -104,6 +104,16 @@ migration_opts = [
                     "libvirt is refused when it starts, before anything "
                     "moves. Worth it on links slower than the hosts' "
                     "CPUs can compress."),
+    cfg.StrOpt('migration_thread_cpus',
+               help="pCPUs (a CPU list such as '1,9' or '2-3') QEMU's "
+                    "migration threads of outgoing migrations are pinned "
+                    "to as they appear (live_migration, multifdsend_N, "
+                    "return path). Unset: they stay where they start, on "
+                    "the guest's emulator pCPUs, competing with its "
+                    "vCPUs when those are shared. Give shared CPUs "
+                    "([compute] cpu_shared_set) of the NUMA nodes holding "
+                    "guest memory, never dedicated ones. Needs the agent "
+                    "to run as root on the host."),
     cfg.IntOpt('live_migration_parallel_connections', default=1, min=1,
                help="Parallel connections for the migration stream; above "
                     "1 enables libvirt's parallel migration."),

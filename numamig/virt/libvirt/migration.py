@@ -25,6 +25,7 @@ from numamig.virt import driver
 from numamig.virt.libvirt import data_plane
 from numamig.virt.libvirt import errors
 from numamig.virt.libvirt import events
+from numamig.virt.libvirt import migration_threads
 
 LOG = logging.getLogger(__name__)
 
@@ -133,6 +134,9 @@ class MigrationJob:
         # active, and every action applied (or, observe-only, logged).
         self._state, self._due = convergence.start(self._policy)
         self.actions = []
+        self.threads = None if settings.thread_cpus is None else \
+            migration_threads.ThreadPinner(self.instance,
+                                           settings.thread_cpus)
 
     def run(self, peer_uri, dest_xml, migration_uri, bandwidth_mib=None):
         """Migrate; return a MigrationResult or raise a numamig error.
@@ -242,6 +246,8 @@ class MigrationJob:
         self._last = _progress(stats)
         if self._callback is not None:
             self._callback(self._last)
+        if self.threads is not None:
+            self.threads.poll()
         if self._acting:
             self._apply(self._decide(stats, elapsed))
             return True

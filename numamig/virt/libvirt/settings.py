@@ -60,6 +60,9 @@ class MigrationSettings:
     dirty_rate_deadline_s: float = 10.0
     # Compression of the parallel (multifd) stream: none, zlib or zstd.
     compression: str = 'none'
+    # pCPUs QEMU's migration threads are pinned to (None: left where
+    # they start, on the emulator threads' pCPUs).
+    thread_cpus: frozenset | None = None
 
     def __post_init__(self):
         try:
@@ -219,7 +222,8 @@ def _migration_from_conf(lv):
         emulated_dirty_rate_mib=lv.emulated_migration_dirty_rate,
         emulated_working_set_mib=lv.emulated_migration_working_set,
         dirty_rate_deadline_s=lv.live_migration_dirty_rate_deadline,
-        compression=lv.live_migration_compression)
+        compression=lv.live_migration_compression,
+        thread_cpus=_cpu_set(lv.migration_thread_cpus))
 
 
 def _cpu_set(spec):

@@ -16,6 +16,7 @@ own pCPU while pCPU 1 idles.
 """
 
 import os
+import time
 
 from tests.functional.libvirt import real_hosts
 from tests.functional.libvirt.real_hosts import GUEST
@@ -56,4 +57,31 @@ class MigrationThreadsTestCase(real_hosts.RealHostsTestCase):
                              if n.startswith(('live_migration',
                                               'multifdsend', 'mig/'))}
         self.assertTrue(migration_threads, during)
+        self.assert_still_on_src()
+
+
+    def test_migration_threads_pinned_away_from_the_guest(self):
+        self.spawn_guest(dirty=True)
+        source = self.driver('src', parallel_connections=2,
+                             thread_cpus=frozenset({1}))
+        name = self.drivers['src'].list_guests()[GUEST]
+        pid = self.hosts['src'].qemu_pid(name)
+        run = self.start_migration(source, bandwidth_mib=8)
+        run.wait_for_progress()
+        # The monitor pins on each poll; give it one more.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            during = threads(pid)
+            mig = {n: a for n, a in during.items()
+                   if n.startswith(('live_migration', 'multifdsend'))}
+            if mig and all(a == ['1'] for a in mig.values()):
+                break
+            time.sleep(0.2)
+        source.live_migration_abort(GUEST)
+        run.wait_for_end()
+        self.record(f"pinned: {during}")
+        self.assertEqual({'live_migration': ['1'], 'multifdsend_0': ['1'],
+                          'multifdsend_1': ['1']}, mig)
+        # The guest's own threads stay where they were.
+        self.assertEqual(['0'], during['CPU 0/TCG'])
         self.assert_still_on_src()
