@@ -109,6 +109,9 @@ class HostDefinition:
         emulated incoming migrations go through the guard (numamig.virt.
         libvirt.guard) as libvirt passes real ones through the hook. Only
         a host of the current release has one.
+    :param migration: its MigrationSettings (the [libvirt] migration
+        options: convergence policies, the modelled pre-copy of its
+        emulated migrations); None: the defaults.
     """
 
     name: str
@@ -119,6 +122,7 @@ class HostDefinition:
     service_version: int = service_obj.SERVICE_VERSION
     compute_version_cap: str = None
     migration_guard: bool = False
+    migration: lv_settings.MigrationSettings = None
 
     def caps_path(self):
         if os.path.isabs(self.capabilities_file):
@@ -133,6 +137,7 @@ class HostDefinition:
             cpu_dedicated_set=_frozen(self.cpu_dedicated_set),
             cpu_shared_set=_frozen(self.cpu_shared_set),
             reserved_host_memory_mb=self.reserved_host_memory_mb,
+            migration=self.migration or lv_settings.MigrationSettings(),
             migration_guard=self._guard_settings(state_dir))
         return lv_driver.LibvirtDriver(settings)
 

@@ -517,3 +517,18 @@ class DrainInProgress(Invalid):
                "%(drain_uuid)s (%(status)s); follow it with "
                "'numamig-manage host drain show %(host)s'")
     code = 409
+
+
+class UnknownMigrationPolicy(Invalid):
+    msg_fmt = ("Unknown live-migration policy %(name)s (%(where)s); known "
+               "policies: %(known)s")
+
+
+class InvalidMigrationPolicy(Invalid):
+    msg_fmt = "Invalid live-migration policy %(name)s: %(reason)s"
+
+
+class MigrationWillNotConverge(Invalid):
+    msg_fmt = ("Migration %(migration_uuid)s of %(instance_uuid)s is "
+               "predicted not to converge under policy %(policy)s "
+               "([conductor] convergence_prediction = refuse): %(reason)s")

@@ -17,6 +17,7 @@ from oslo_service import service as os_service
 from oslo_utils import versionutils
 
 from numamig import context as nm_context
+from numamig import exception
 from numamig import filemodes
 from numamig import objects
 from numamig import periodic
@@ -30,6 +31,7 @@ from numamig.conductor import executor
 from numamig.conductor import manager as conductor_manager
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conf import checks
+from numamig.convergence import policy as convergence
 from numamig.db import queue as db_queue
 from numamig.objects import service as service_obj
 from numamig.scheduler import host_state
@@ -521,4 +523,30 @@ def conductor_settings_from_conf(conf):
             queued=conf.conductor.max_queued_migrations),
         'foreign_numa_specs': tuple(conf.foreign_numa_specs),
         'drain_replan_attempts': conf.conductor.drain_replan_attempts,
+        'migration_policies': _migration_policies(conf),
+        'default_migration_policy': conf.libvirt.live_migration_policy,
+        'convergence_prediction': conf.conductor.convergence_prediction,
+        'convergence_fallback_policies': tuple(
+            conf.conductor.convergence_fallback_policies),
     }
+
+
+def _migration_policies(conf):
+    """The convergence policies of [libvirt] (the conductor checks
+    requests against them).
+
+    :raises InvalidConfiguration: a line does not parse, or the default
+        names no policy.
+    """
+    lv = conf.libvirt
+    try:
+        known = convergence.catalog(lv.live_migration_policies)
+    except exception.InvalidMigrationPolicy as exc:
+        raise exception.InvalidConfiguration(
+            option='[libvirt] live_migration_policies', reason=str(exc))
+    if lv.live_migration_policy not in known:
+        raise exception.InvalidConfiguration(
+            option='[libvirt] live_migration_policy',
+            reason=f"{lv.live_migration_policy!r} is not a known policy "
+                   f"({', '.join(sorted(known))})")
+    return known

@@ -350,6 +350,23 @@ class ComputeManager:
         """
         return domains.list_domains(self.agent)
 
+    @wire.args(instance=wire.obj('Instance'),
+               policy=wire.text(64, "a convergence policy name (at most "
+                                    "64 characters)").or_none())
+    @messaging.expected_exceptions(*_EXPECTED)
+    def predict_convergence(self, ctxt, instance, policy=None):
+        """Sample the guest's dirty rate here and predict whether its
+        migration under ``policy`` (default: its flavor's, image's or this
+        host's) converges; see ComputeDriver.predict_convergence.
+
+        Idempotent: a repeat measures again and changes nothing.
+
+        :raises UnknownMigrationPolicy: InstanceNotFound:
+        """
+        chosen, _where = migration_source.choose_policy(
+            self.driver, instance, policy)
+        return self.driver.predict_convergence(instance.uuid, chosen)
+
     @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)
     def refresh_usage(self, ctxt):

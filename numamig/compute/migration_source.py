@@ -46,6 +46,7 @@ from numamig import exception
 from numamig import releases
 from numamig.compute import patience
 from numamig.compute import report
+from numamig.convergence import policy as convergence
 from numamig.objects import fields
 
 LOG = logging.getLogger(__name__)
@@ -155,6 +156,32 @@ def _at_destination(agent, ctxt, instance, migration, records_by_source):
         agent, migration, f"from destination {migration.dest_host}",
         lambda: agent.compute_api.post_live_migration_at_destination(
             ctxt, instance, migration, records_by_source=records_by_source))
+
+
+def choose_policy(driver, instance, requested=None):
+    """(Policy, where its name came from) of a migration of
+    ``instance`` from this host: ``requested``, else the flavor's, the
+    image's, or the host's default.
+
+    :raises UnknownMigrationPolicy:
+    """
+    return driver.select_migration_policy(
+        requested,
+        (instance.get('extra_specs') or {}).get(convergence.FLAVOR_KEY),
+        (instance.get('image_properties') or {}).get(convergence.IMAGE_KEY))
+
+
+def _with_copy(accepted, copy):
+    """An emulated run's result: the modelled copy's (a MigrationResult,
+    or None where none was modelled) with the destination's define and
+    start (a dict, or None from an older destination) added to its time.
+    """
+    if copy is None:
+        return accepted
+    result = copy.as_dict()
+    if isinstance(accepted, dict) and accepted.get('elapsed_ms'):
+        result['elapsed_ms'] += accepted['elapsed_ms']
+    return result
 
 
 def _retried(agent, migration, what, send):
@@ -338,21 +365,28 @@ class SourceMigration:
 
     def _migrate(self, dest_xml):
         agent = self.agent
+        policy = self._policy()
         if agent.driver.supports_native_migration:
             self._run_started = time.monotonic()
             result = agent.driver.live_migrate(
                 self.instance.uuid, dest_xml, self.migrate_data,
-                progress_callback=self._progress)
+                progress_callback=self._progress, policy=policy)
             self.left_source = True
             self.result = self._reported(result and result.as_dict(),
                                          emulated=False)
             return
         self._check_abort()
         self._run_started = time.monotonic()
+        copy = agent.driver.emulate_copy(self.instance.uuid, policy,
+                                         self._progress)
+        if copy is not None and self._last_sample is not None:
+            self._progress(self._last_sample, force=True)
+        self._check_abort()
         result = self._accept_emulated(dest_xml)
         # The destination runs the guest now; an abort would lose it.
         self.left_source = True
-        self.result = self._reported(result, emulated=True)
+        self.result = self._reported(_with_copy(result, copy),
+                                     emulated=True)
         agent.driver.destroy(self.instance.uuid)
 
     def _accept_emulated(self, dest_xml):
@@ -376,6 +410,23 @@ class SourceMigration:
                 self.ctxt, self.instance, self.migration, dest_xml,
                 timeout=share, timeout_option=option))
 
+    def _policy(self):
+        """The convergence Policy to run under: the conductor's choice
+        (LiveMigrateData 1.3), else the flavor's, the image's, or this
+        host's default (as a source chose before conductors chose).
+
+        :raises UnknownMigrationPolicy: this host does not know it (the
+            hosts' [libvirt] live_migration_policies differ).
+        """
+        requested = self.migrate_data.get('convergence_policy') \
+            if 'convergence_policy' in self.migrate_data.fields else None
+        policy, where = choose_policy(self.agent.driver, self.instance,
+                                      requested)
+        LOG.info("%s: migration %s of %s runs under convergence policy %s "
+                 "(%s)", self.agent.host, self.migration.uuid,
+                 self.instance.uuid, policy.name, where)
+        return policy
+
     def _reported(self, result, emulated):
         """The run's result to report: the driver's, or (from a driver
         or destination that gave none) what this source measured."""
@@ -397,10 +448,10 @@ class SourceMigration:
                     sample.memory_processed if sample else None,
                 'post_copy': None, 'paused': None}
 
-    def _progress(self, sample):
+    def _progress(self, sample, force=False):
         self._last_sample = sample
         now = time.monotonic()
-        if now - self._last_progress < PROGRESS_INTERVAL_S:
+        if not force and now - self._last_progress < PROGRESS_INTERVAL_S:
             return
         self._last_progress = now
         try:

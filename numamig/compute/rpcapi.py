@@ -77,7 +77,14 @@ OBJECT_VERSIONS = {
     '1.2': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
     '1.3': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
     '1.4': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
+    # Reserved for a change merged separately; the objects of 1.4.
+    '1.5': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
+    '1.6': dict(_BASE_OBJECTS, LiveMigrateData='1.3'),
 }
+
+# The API version that brought LiveMigrateData 1.3 (the migration's
+# convergence policy, given to the source with live_migration).
+CONVERGENCE_VERSION = '1.6'
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): Migration
@@ -135,9 +142,15 @@ class ComputeAPI:
             with ``completed``: the destination only counts the guest).
     * 1.4 - refresh_usage: recompute usage from the records now and
             report it (numamig-manage heal claims).
+    * 1.5 - (reserved: another change in flight; the objects of 1.4).
+    * 1.6 - LiveMigrateData 1.3 (convergence_policy: the policy the
+            conductor chose, which the source's live_migration runs
+            under); an older source is sent 1.2 and chooses its own.
+            predict_convergence (sample a guest's dirty rate, predict
+            its migration).
     """
 
-    VERSION = '1.4'
+    VERSION = '1.6'
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
                  exchange=None, release_objects=None):
@@ -443,6 +456,21 @@ class ComputeAPI:
             raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
         return self._call_once(ctxt, host, OPERATIONS_VERSION,
                                'list_domains', timeout)
+
+    def predict_convergence(self, ctxt, instance, policy=None,
+                            timeout=None):
+        """Ask the instance's host to sample its dirty rate and predict
+        its migration (API 1.6).
+
+        :returns: see ComputeDriver.predict_convergence.
+        :raises UnsupportedVersion: the cap or the agent is older than
+            1.6 (the caller records no prediction).
+        """
+        if not self.client.can_send_version(CONVERGENCE_VERSION):
+            raise messaging.UnsupportedVersion(CONVERGENCE_VERSION)
+        return self._prepare(instance.host, CONVERGENCE_VERSION,
+                             timeout).call(ctxt, 'predict_convergence',
+                                           instance=instance, policy=policy)
 
     def refresh_usage(self, ctxt, host, timeout=None):
         """Have ``host`` recompute its usage from the records and report.

@@ -28,6 +28,9 @@ OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'],
 OBJECT_VERSIONS['1.8'] = dict(OBJECT_VERSIONS['1.7'])
 OBJECT_VERSIONS['1.9'] = dict(OBJECT_VERSIONS['1.8'])
 OBJECT_VERSIONS['1.10'] = dict(OBJECT_VERSIONS['1.9'])
+# 1.11: reserved for the memory reclaim change merged separately.
+OBJECT_VERSIONS['1.11'] = dict(OBJECT_VERSIONS['1.10'])
+OBJECT_VERSIONS['1.12'] = dict(OBJECT_VERSIONS['1.11'], Migration='1.3')
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -35,6 +38,7 @@ OBJECT_VERSIONS['1.10'] = dict(OBJECT_VERSIONS['1.9'])
 # agents and in the conductor's compute calls); the entry only keeps the
 # manifests complete.
 HELD_BACK = {'LiveMigrateData': '1.1'}
+# (LiveMigrateData 1.2 and 1.3 are held back for the same reason.)
 
 # The API version that brought claim drops limited to one host, instance
 # deletion, claim healing and host domain listing.
@@ -49,9 +53,17 @@ QUEUE_VERSION = '1.3'
 # The API version that brought the migration uuid a client gives
 # live_migrate_instance: a repeated request is then known as such.
 REQUEST_UUID_VERSION = '1.9'
+# The API version that brought convergence policies and predictions:
+# live_migrate_instance takes a policy name, answers carry Migration 1.3
+# (convergence_policy and actions, the prediction).
+CONVERGENCE_VERSION = '1.12'
+# The fields of a run's result a conductor reads from 1.12 (older ones
+# refuse a result naming them).
+CONVERGENCE_RESULT_FIELDS = ('convergence_policy', 'convergence_actions')
 # Arguments a call may carry only from the API version given.
 SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
-          'migration_uuid': REQUEST_UUID_VERSION}
+          'migration_uuid': REQUEST_UUID_VERSION,
+          'policy': CONVERGENCE_VERSION}
 # The API version that brought the short status path of a migration:
 # migration_set_status may move queued -> running, and migration_complete
 # records completed, the result and the applied claim at once.

@@ -87,7 +87,11 @@ class ConductorManager(drain_endpoints.DrainEndpoints):
                 'enable_numa_live_migration_workaround', False),
             admission=self.admission,
             foreign_numa_specs=tuple(settings.get('foreign_numa_specs',
-                                                  ())))
+                                                  ())),
+            **{name: settings[name] for name in (
+                'migration_policies', 'default_migration_policy',
+                'convergence_prediction', 'convergence_fallback_policies')
+               if settings.get(name)})
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).
         self.executor = None
@@ -330,10 +334,13 @@ class ConductorManager(drain_endpoints.DrainEndpoints):
 
     @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none(),
                priority=wire.integer(0, 100).or_none(),
-               migration_uuid=wire.UUID.or_none())
+               migration_uuid=wire.UUID.or_none(),
+               policy=wire.text(64, "a convergence policy name (at most "
+                                    "64 characters)").or_none())
     @messaging.expected_exceptions(*_EXPECTED)
     def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
-                              priority=None, migration_uuid=None):
+                              priority=None, migration_uuid=None,
+                              policy=None):
         """Check, record and queue a migration; return at once.
 
         Only what can be checked without asking a host is checked here
@@ -348,13 +355,18 @@ class ConductorManager(drain_endpoints.DrainEndpoints):
         instance is in progress (InstanceBusy); one that comes after it
         ended is a new request.
 
+        :param policy: the convergence policy requested for this
+            migration (API 1.12); else the flavor's, the image's or the
+            configured default is recorded.
         :returns: the Migration, ``accepted``, with its queue position.
         :raises Invalid: ``migration_uuid`` names a migration of another
             instance.
+        :raises UnknownMigrationPolicy: no policy of that name.
         """
         try:
             migration = requests.record(self.worker, ctxt, instance_uuid,
-                                        dest_host, priority, migration_uuid)
+                                        dest_host, priority, migration_uuid,
+                                        policy)
         except exception.NumamigException:
             # A repeat finds its migration recorded (the uuid taken, the
             # instance busy with it, or a check that no longer passes):

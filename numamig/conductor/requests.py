@@ -15,6 +15,7 @@ from numamig import objects
 from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor.tasks import live_migrate
+from numamig.convergence import policy as convergence
 from numamig.db import migrations
 from numamig.db import queue
 from numamig.objects import fields
@@ -23,11 +24,15 @@ LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
 
 
-def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid):
+def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid,
+           policy=None):
     """Check what needs no host and record the migration ``accepted``.
 
+    :param policy: the convergence policy requested, or None.
     :returns: the Migration, with its queue position.
     :raises InstanceBusy: being deleted, or migrated already.
+    :raises UnknownMigrationPolicy: the request, flavor or image names a
+        policy this conductor does not know; nothing is recorded.
     """
     instance, disabled = records.read_instance(
         worker, instance_uuid, with_maintenance=dest_host is not None)
@@ -39,7 +44,8 @@ def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid):
         uuid=migration_uuid or uuidutils.generate_uuid(),
         instance_uuid=instance_uuid,
         source_host=instance.host, requested_host=dest_host,
-        status=STATUS.ACCEPTED, priority=priority or 0)
+        status=STATUS.ACCEPTED, priority=priority or 0,
+        convergence_policy=choose_policy(worker, instance, policy).name)
     live_migrate.LiveMigrationTask(
         ctxt, worker, instance, migration,
         hosts=live_migrate.HostsRead(None, disabled)).precheck()
@@ -49,6 +55,22 @@ def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid):
              migration.uuid, instance_uuid, instance.host,
              migration.priority)
     return migration
+
+
+def choose_policy(worker, instance, requested=None):
+    """The convergence Policy of a migration of ``instance``: the one
+    requested, else its flavor's, else its image's, else the default.
+
+    :raises UnknownMigrationPolicy:
+    """
+    policy, where = convergence.select(
+        worker.migration_policies, requested,
+        (instance.get('extra_specs') or {}).get(convergence.FLAVOR_KEY),
+        (instance.get('image_properties') or {}).get(convergence.IMAGE_KEY),
+        worker.default_migration_policy)
+    LOG.debug("Migration of %s: convergence policy %s (%s)", instance.uuid,
+              policy.name, where)
+    return policy
 
 
 def recorded_already(db, instance_uuid, migration_uuid):

@@ -18,7 +18,8 @@ STATUS = fields.MigrationStatus
 
 # What a source may report (MigrationResult's fields).
 REPORTED = ('emulated', 'elapsed_ms', 'downtime_ms', 'memory_total',
-            'memory_processed', 'post_copy', 'paused')
+            'memory_processed', 'post_copy', 'paused') + \
+    migration_obj.CONVERGENCE_FIELDS
 # The progress figures a result refreshes when it has them.
 _PROGRESS = ('memory_total', 'memory_processed')
 
@@ -45,6 +46,9 @@ def record_values(migration_uuid, result, status):
                    f"reports {', '.join(REPORTED)}")
     values = {name: result.get(name)
               for name in migration_obj.RESULT_FIELDS}
+    values.update({name: _bounded(name, result[name])
+                   for name in migration_obj.CONVERGENCE_FIELDS
+                   if result.get(name) is not None})
     values.update({name: result[name] for name in _PROGRESS
                    if result.get(name) is not None})
     if status in STATUS.COPIED:
@@ -52,6 +56,16 @@ def record_values(migration_uuid, result, status):
         # (a source of API 1.3 reports the result with ``completed``).
         values['memory_remaining'] = 0
     return values
+
+
+def _bounded(name, value):
+    """A convergence field cut to what the record holds (a long run may
+    have taken more actions than it keeps: the last ones are kept)."""
+    if name == 'convergence_policy':
+        return str(value)[:migration_obj.MAX_POLICY_NAME]
+    actions = [str(a)[:migration_obj.MAX_ACTION_LENGTH]
+               for a in list(value)]
+    return actions[-migration_obj.MAX_ACTIONS:]
 
 
 def describe(result):
@@ -67,6 +81,10 @@ def describe(result):
         parts.append("converged by post-copy")
     if result.get('paused'):
         parts.append("converged by pausing the guest")
+    if result.get('convergence_policy'):
+        taken = len(result.get('convergence_actions') or ())
+        parts.append(f"policy {result['convergence_policy']} "
+                     f"({taken} action{'' if taken == 1 else 's'})")
     if result.get('emulated'):
         parts.append("numamig defined the guest on the destination itself "
                      "(the hypervisor cannot migrate)")

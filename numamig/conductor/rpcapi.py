@@ -18,6 +18,8 @@ from oslo_utils import uuidutils
 from numamig import exception
 from numamig import rpc
 from numamig.conductor import rpcapi_drain
+from numamig.conductor.api_versions import CONVERGENCE_RESULT_FIELDS
+from numamig.conductor.api_versions import CONVERGENCE_VERSION
 from numamig.conductor.api_versions import GUARD_VERSION
 from numamig.conductor.api_versions import HELD_BACK
 from numamig.conductor.api_versions import HOSTS_VERSION
@@ -38,6 +40,12 @@ TOPIC = 'numamig-conductor'
 # RPC threads of their own: an operator's requests can then never take
 # every thread an agent's call back needs (see doc/source/control-plane.rst).
 AGENT_TOPIC = 'numamig-conductor-agents'
+
+# Calls answering with migrations operators read (their convergence
+# fields need API 1.12).
+_SHOWS_MIGRATIONS = frozenset({
+    'migration_get', 'migration_get_all', 'live_migrate_instance',
+    'migration_abort', 'migration_force_complete'})
 
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.
@@ -84,6 +92,11 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
     * 1.10 - host_drain_start (disable a host and move every guest by
              a plan), host_drain_show, host_drain_wait and
              host_drain_abort (numamig.conductor.rpcapi_drain).
+    * 1.10, 1.11 - (reserved: changes merged separately).
+    * 1.12 - live_migrate_instance takes a convergence policy name
+            (``policy``); answers carry Migration 1.3 (the migration's
+            convergence policy and actions, and the pre-flight
+            prediction next to the outcome).
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -92,7 +105,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.10'
+    VERSION = '1.12'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -151,6 +164,10 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
         # costs no refused round trip against an older conductor.
         wanted = {QUEUE_VERSION, RESULTS_VERSION} | \
             {_SINCE[name] for name in newer_kwargs}
+        if method in _SHOWS_MIGRATIONS:
+            # What operators read: the convergence fields of Migration
+            # 1.3 come only in answers at 1.12.
+            wanted.add(CONVERGENCE_VERSION)
         newer = [v for v in sorted(wanted, key=_tuple, reverse=True)
                  if _tuple(v) > _tuple(version)]
         for attempt in newer:
@@ -305,7 +322,8 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
             (migration_get reads it).
         :raises InvalidStatusTransition: nothing changed then.
         """
-        newer = None if result is None else {'result': result}
+        newer = None if result is None else {
+            'result': self._result_for_cap(result)}
         return self._call(ctxt, 'migration_set_status',
                           migration_uuid=migration_uuid, status=status,
                           detail=detail, error=error, newer_kwargs=newer,
@@ -340,7 +358,18 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
         """
         return self._send_short_path(ctxt, 'migration_complete',
                                      migration_uuid=migration_uuid,
-                                     result=result, detail=detail)
+                                     result=self._result_for_cap(result),
+                                     detail=detail)
+
+    def _result_for_cap(self, result):
+        """``result`` without what a conductor older than 1.12 refuses
+        (the convergence policy and actions: it would refuse the whole
+        result), when the cap says the conductor is older."""
+        if not isinstance(result, dict) or \
+                self.client.can_send_version(CONVERGENCE_VERSION):
+            return result
+        return {k: v for k, v in result.items()
+                if k not in CONVERGENCE_RESULT_FIELDS}
 
     def _send_short_path(self, ctxt, method, **kwargs):
         if not self.supports_short_path():
@@ -389,7 +418,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
 
     def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
                               timeout=None, priority=None,
-                              migration_uuid=None):
+                              migration_uuid=None, policy=None):
         """Request a live migration.
 
         A conductor of API 1.3 checks and records the request in its
@@ -407,6 +436,12 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
             migration, so the same request delivered (or sent) again
             never records a second; an older conductor is not sent it
             and makes up its own.
+        :param policy: the convergence policy to run it under (a name
+            of numamig.convergence.policy or ``[libvirt]
+            live_migration_policies``); a conductor of API 1.12 refuses
+            an unknown one (UnknownMigrationPolicy). An older conductor
+            cannot take it: the request is then refused here, not sent
+            without it (the migration would run under another policy).
         :returns: the Migration.
         :raises InstanceBusy: a migration of the instance is in progress.
         :raises MigrationQueueFull: too many migrations wait already.
@@ -417,6 +452,13 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
                  uuidutils.generate_uuid()}
         if priority is not None:
             newer['priority'] = priority
+        if policy is not None:
+            newer['policy'] = policy
+            if not self.client.can_send_version(CONVERGENCE_VERSION):
+                raise exception.Invalid(
+                    reason=f"a convergence policy needs conductor API "
+                           f"{CONVERGENCE_VERSION}; [upgrade_levels] "
+                           f"conductor allows less; nothing was recorded")
         return self._call(ctxt, 'live_migrate_instance', timeout=timeout,
                           instance_uuid=instance_uuid, dest_host=dest_host,
                           newer_kwargs=newer)
@@ -548,14 +590,24 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
         """
         if not self.client.can_send_version(WAIT_VERSION):
             raise messaging.UnsupportedVersion(WAIT_VERSION)
-        cctxt = self.client.prepare(
-            version=WAIT_VERSION,
-            timeout=timeout + (self.timeout or CALL_MARGIN_S))
-        return cctxt.call(ctxt, 'migration_wait',
-                          migration_uuid=migration.uuid,
-                          status=migration.status,
-                          memory_processed=migration.memory_processed,
-                          timeout=timeout)
+        for version in (CONVERGENCE_VERSION, WAIT_VERSION):
+            if not self.client.can_send_version(version):
+                continue
+            cctxt = self.client.prepare(
+                version=version,
+                timeout=timeout + (self.timeout or CALL_MARGIN_S))
+            try:
+                return cctxt.call(
+                    ctxt, 'migration_wait', migration_uuid=migration.uuid,
+                    status=migration.status,
+                    memory_processed=migration.memory_processed,
+                    timeout=timeout)
+            except messaging.UnsupportedVersion:
+                if version == WAIT_VERSION:
+                    raise
+                LOG.info("The conductor does not serve API %s; "
+                         "migration_wait sent again at %s", version,
+                         WAIT_VERSION)
 
     def heal_claims(self, ctxt, dry_run=False):
         """Find (and unless ``dry_run`` release) leaked claims.

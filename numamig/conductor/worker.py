@@ -12,6 +12,7 @@ import threading
 import typing
 
 from numamig import releases
+from numamig.convergence import policy as convergence
 from numamig.db import queue
 
 # Admission when the service gives none (tests driving a manager).
@@ -52,6 +53,13 @@ class Worker:
     :param admission: queue.Limits on migrations at once.
     :param foreign_numa_specs: keys of numamig's spec namespaces it
         accepts on a new guest without reading them.
+    :param migration_policies: {name: Policy} the migrations may run
+        under (numamig.convergence.policy.catalog).
+    :param default_migration_policy: the name of the one a migration
+        runs under when neither its request, flavor nor image names one.
+    :param convergence_prediction: 'off', 'record', 'refuse' or
+        'choose' (see [conductor] convergence_prediction).
+    :param convergence_fallback_policies: the names 'choose' tries.
     """
 
     db: object
@@ -66,4 +74,10 @@ class Worker:
     enable_numa_live_migration_workaround: bool = False
     admission: queue.Limits = DEFAULT_ADMISSION
     foreign_numa_specs: tuple = ()
+    migration_policies: dict = dataclasses.field(
+        default_factory=lambda: convergence.catalog(()))
+    default_migration_policy: str = convergence.TIMER
+    convergence_prediction: str = 'off'
+    convergence_fallback_policies: tuple = (convergence.NEVER_PAUSE,
+                                            convergence.FINISH)
     reports: ReportCursor = dataclasses.field(default_factory=ReportCursor)

@@ -22,6 +22,34 @@ opts = [
                     "crash is cleaned up 15-30 s later; lower it to "
                     "recover sooner, raise it to query the database "
                     "less."),
+    cfg.StrOpt('convergence_prediction', default='off',
+               choices=[('off', 'predict only in dry runs (as before)'),
+                        ('record', 'predict before claiming and record the '
+                                   'prediction on the migration'),
+                        ('refuse', 'as record, and end a migration '
+                                   'predicted not to converge (error) '
+                                   'before anything is claimed'),
+                        ('choose', 'as record, and run a migration '
+                                   'predicted not to converge under the '
+                                   'first of convergence_fallback_policies '
+                                   'predicted to end it; refuse it if none '
+                                   'is (a policy requested with --policy '
+                                   'is never replaced)')],
+               help="Whether the conductor predicts a migration's "
+                    "convergence before choosing its destination: the "
+                    "source samples the guest's dirty rate ([libvirt] "
+                    "live_migration_dirty_rate_deadline) and compares it "
+                    "with its bandwidth, downtime limit and the "
+                    "migration's policy. An unknown prediction (no "
+                    "dirty-rate measurement on that hypervisor, no "
+                    "bandwidth figure) never refuses. Needs compute API "
+                    "1.6 on the source."),
+    cfg.ListOpt('convergence_fallback_policies',
+                default=['never_pause', 'finish'],
+                help="With convergence_prediction = choose: the policies "
+                     "tried, in order, for a migration predicted not to "
+                     "converge under its own (names of [libvirt] "
+                     "live_migration_policies or the shipped ones)."),
     cfg.IntOpt('migration_workers', default=8, min=1, max=256,
                help="Threads per conductor worker that choose a "
                     "destination and take its claim for admitted "

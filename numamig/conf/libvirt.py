@@ -25,6 +25,20 @@ connection_opts = [
                help="SCHED_FIFO priority of the realtime vCPUs of guests "
                     "with hw:cpu_realtime. Raise it only if host threads "
                     "at priority 1 starve those vCPUs."),
+    cfg.IntOpt('emulated_migration_bandwidth', default=0, min=0,
+               help="Embedded tier only (test driver hosts): MiB/s of the "
+                    "modelled pre-copy run before an emulated migration, "
+                    "so that its statistics (passes, remaining bytes, dirty "
+                    "rate) and the convergence policies can be exercised. "
+                    "0: no model, an emulated migration copies nothing "
+                    "and reports no passes (the behaviour before)."),
+    cfg.IntOpt('emulated_migration_dirty_rate', default=0, min=0,
+               help="Embedded tier only: MiB/s its guests dirty during a "
+                    "modelled pre-copy (see emulated_migration_bandwidth)."),
+    cfg.IntOpt('emulated_migration_working_set', default=0, min=0,
+               help="Embedded tier only: MiB its guests keep dirtying (the "
+                    "most one pass can leave to resend); 0: all their "
+                    "memory."),
     cfg.StrOpt('capabilities_file',
                help="Path of a libvirt capabilities XML file describing "
                     "this host's NUMA topology. Only for the embedded tier: "
@@ -78,9 +92,75 @@ migration_opts = [
     cfg.BoolOpt('live_migration_with_native_tls', default=False,
                 help="Encrypt migration streams with QEMU's native TLS. "
                      "Both hosts need certificates configured in qemu.conf."),
+    cfg.StrOpt('live_migration_compression', default='none',
+               choices=[('none', 'no compression'),
+                        ('zlib', 'zlib on each parallel connection'),
+                        ('zstd', 'zstd on each parallel connection (less '
+                                 'CPU than zlib for a better ratio)')],
+               help="Compress the migration stream's parallel connections "
+                    "(QEMU multifd compression). Needs "
+                    "live_migration_parallel_connections >= 2 and libvirt "
+                    ">= 9.4 on the source: a migration from an older "
+                    "libvirt is refused when it starts, before anything "
+                    "moves. Worth it on links slower than the hosts' "
+                    "CPUs can compress."),
+    cfg.StrOpt('migration_thread_cpus',
+               help="pCPUs (a CPU list such as '1,9' or '2-3') QEMU's "
+                    "migration threads of outgoing migrations are pinned "
+                    "to as they appear (live_migration, multifdsend_N, "
+                    "return path). Unset: they stay where they start, on "
+                    "the guest's emulator pCPUs, competing with its "
+                    "vCPUs when those are shared. Give shared CPUs "
+                    "([compute] cpu_shared_set) of the NUMA nodes holding "
+                    "guest memory, never dedicated ones. Needs the agent "
+                    "to run as root on the host."),
     cfg.IntOpt('live_migration_parallel_connections', default=1, min=1,
                help="Parallel connections for the migration stream; above "
                     "1 enables libvirt's parallel migration."),
+    cfg.StrOpt('live_migration_policy', default='timer',
+               help="Convergence policy of migrations whose flavor "
+                    "(hw:live_migration_policy), image "
+                    "(hw_live_migration_policy) and request (numamig-manage "
+                    "migration start --policy) name none. Shipped: 'timer' "
+                    "(downtime raised on a timer by "
+                    "live_migration_downtime*, then "
+                    "live_migration_timeout_action: the behaviour before "
+                    "policies existed), 'nfv' (50-200 ms by stalled memory "
+                    "pass, then post-copy, then abort), 'finish' (100-500 "
+                    "ms, then auto-converge, post-copy, pause: it always "
+                    "ends), 'never_pause' (as finish but abort instead of "
+                    "pausing); or a name from live_migration_policies. The "
+                    "conductor and every compute host must know the same "
+                    "names."),
+    cfg.MultiStrOpt('live_migration_policies', default=[],
+                    help="Operator-defined convergence policies, one per "
+                         "line: 'NAME: downtime=MS,MS,...; then=TIER,...; "
+                         "stall_iterations=N; min_progress=PCT'. Every "
+                         "stall_iterations passes over memory in which the "
+                         "remaining bytes shrank by less than min_progress "
+                         "percent (a stall), the next downtime step is "
+                         "allowed; once they are used up, each further "
+                         "stall applies the next tier: auto_converge, "
+                         "post_copy, pause or abort (pause and abort end "
+                         "the list; a tier after post_copy applies only if "
+                         "the switch fails). Past "
+                         "live_migration_completion_timeout the last tier "
+                         "applies at once. 'NAME: timer' names the timer "
+                         "behaviour. A shipped name here replaces the "
+                         "shipped policy. Example: 'gold: downtime=100,200,"
+                         "400; then=post_copy,abort; stall_iterations=2'."),
+    cfg.BoolOpt('live_migration_policy_observe_only', default=False,
+                help="Run every migration with the timer behaviour and only "
+                     "log, per stalled memory pass, what its policy would "
+                     "have done ('observe-only: policy P would ...'): a way "
+                     "to try a policy on live traffic before it acts."),
+    cfg.FloatOpt('live_migration_dirty_rate_deadline', default=10.0,
+                 min=1.0, max=120.0,
+                 help="Seconds a guest's dirty-rate measurement (the "
+                      "pre-flight convergence prediction) may take per "
+                      "mode tried before it counts as unmeasurable and the "
+                      "prediction says 'unknown'. Each measurement itself "
+                      "lasts 1 s."),
     cfg.IntOpt('live_migration_progress_interval', default=1, min=1,
                help="Seconds between polls of a running migration's job "
                     "statistics (progress reporting and timeouts)."),

@@ -24,6 +24,8 @@ which saves a query and a list of objects on every step. Public API::
     set_dest_host(db, uuid, dest_host) -> Migration
     add_refused_host(db, uuid, host, reason) -> Migration
     update_progress(db, uuid, **progress) -> bool
+    set_prediction(db, uuid, prediction)
+    set_policy(db, uuid, name) -> Migration
 """
 
 import types
@@ -44,6 +46,10 @@ PROGRESS_FIELDS = ('memory_total', 'memory_processed', 'memory_remaining',
                    'disk_total', 'disk_processed', 'disk_remaining')
 RESULT_FIELDS = migration_obj.RESULT_FIELDS
 _RESULT_FLAGS = ('emulated', 'post_copy', 'paused')
+# Stored with the migration (revision 0009); the first two may come with
+# a run's result.
+CONVERGENCE_FIELDS = migration_obj.CONVERGENCE_FIELDS
+PREDICTION_FIELDS = migration_obj.PREDICTION_FIELDS
 
 
 def sources_of(status):
@@ -294,9 +300,54 @@ def update_progress(db, uuid, **progress):
         return True
 
 
+def set_prediction(db, uuid, prediction):
+    """Record the pre-flight prediction (PREDICTION_FIELDS) of a
+    migration.
+
+    :raises Invalid: a value does not fit its column; nothing changed.
+    :raises MigrationNotFound:
+    """
+    values = {name: prediction.get(name) for name in PREDICTION_FIELDS}
+    bad = sorted(name for name, value in values.items()
+                 if not _prediction_fits(name, value))
+    if bad:
+        raise exception.Invalid(
+            reason=f"prediction of migration {uuid}: {', '.join(bad)} "
+                   f"unusable in {values}")
+    with db.writer() as session:
+        result = session.execute(_update(uuid).values(
+            updated_at=_rows.utcnow(), **values))
+        if result.rowcount != 1:
+            _row(session, uuid)
+
+
+def set_policy(db, uuid, name):
+    """Record ``name`` as the migration's convergence policy (the
+    conductor chose another before the run); return the Migration.
+
+    :raises MigrationNotFound:
+    """
+    if not isinstance(name, str) or \
+            not 0 < len(name) <= migration_obj.MAX_POLICY_NAME:
+        raise exception.Invalid(reason=f"policy name {name!r} unusable")
+    with db.writer() as session:
+        session.execute(_update(uuid).values(updated_at=_rows.utcnow(),
+                                             convergence_policy=name))
+        return _to_object(session, _row(session, uuid), with_history=False)
+
+
+def _prediction_fits(name, value):
+    if value is None:
+        return True
+    if name == 'prediction':
+        return isinstance(value, str) and 0 < len(value) <= 32
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        value >= 0
+
+
 def _checked_result(uuid, result):
     """``result`` if every value fits its column, else Invalid."""
-    known = RESULT_FIELDS + PROGRESS_FIELDS
+    known = RESULT_FIELDS + PROGRESS_FIELDS + CONVERGENCE_FIELDS
     bad = sorted(name for name, value in result.items()
                  if name not in known or not _fits(name, value))
     if bad:
@@ -311,6 +362,15 @@ def _checked_result(uuid, result):
 
 
 def _fits(name, value):
+    if name == 'convergence_policy':
+        return value is None or (isinstance(value, str) and 0 < len(
+            value) <= migration_obj.MAX_POLICY_NAME)
+    if name == 'convergence_actions':
+        return value is None or (
+            isinstance(value, list) and
+            len(value) <= migration_obj.MAX_ACTIONS and
+            all(isinstance(a, str) and
+                len(a) <= migration_obj.MAX_ACTION_LENGTH for a in value))
     if name in _RESULT_FLAGS:
         return value is None or isinstance(value, bool)
     if value is None:
@@ -385,7 +445,7 @@ def _columns_of(migration):
     columns = {name: migration.get(name) for name in (
         'uuid', 'instance_uuid', 'source_host', 'dest_host',
         'requested_host', 'status', 'error') + PROGRESS_FIELDS +
-        RESULT_FIELDS}
+        RESULT_FIELDS + CONVERGENCE_FIELDS + PREDICTION_FIELDS}
     columns['refused_hosts'] = dict(migration.refused_hosts)
     columns['priority'] = migration.get('priority', 0)
     columns['admitted_at'] = migration.get('admitted_at')
@@ -400,7 +460,8 @@ def _to_object(session, row, with_history):
             **{name: getattr(row, name) for name in (
                 'uuid', 'instance_uuid', 'source_host', 'dest_host',
                 'requested_host', 'status', 'error', 'priority',
-                'admitted_at') + PROGRESS_FIELDS + RESULT_FIELDS})
+                'admitted_at') + PROGRESS_FIELDS + RESULT_FIELDS +
+                CONVERGENCE_FIELDS + PREDICTION_FIELDS})
         if with_history:
             migration.history = _history(session, row.id)
         migration.validate()

@@ -206,6 +206,15 @@ class Migration(TimestampMixin, Base):
     # live-migrate data cast to its source, as a primitive; NULL once it
     # left 'queued' (numamig.conductor.restarts sends it again).
     start_request = sa.Column(JSONText, nullable=True)
+    # Convergence (revision 0009): the policy chosen, then run; what it
+    # did (a JSON list); the pre-flight prediction, read next to the
+    # outcome above.
+    convergence_policy = sa.Column(sa.String(64), nullable=True)
+    convergence_actions = sa.Column(JSONText, nullable=True)
+    prediction = sa.Column(sa.String(32), nullable=True)
+    predicted_elapsed_ms = sa.Column(sa.BigInteger, nullable=True)
+    predicted_downtime_ms = sa.Column(sa.BigInteger, nullable=True)
+    sampled_dirty_rate = sa.Column(sa.BigInteger, nullable=True)
 
 
 class MigrationStatusChange(Base):

@@ -89,6 +89,9 @@ SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
 # refused when a guest is created, so that a typo is not silently ignored.
 FLAVOR_NAMESPACE = 'hw:'
 IMAGE_NAMESPACE = 'hw_'
+# Keys of those namespaces that numamig reads outside the NUMA engine:
+# the convergence policy of a guest's migrations (numamig.convergence).
+OTHER_KEYS = ('hw:live_migration_policy', 'hw_live_migration_policy')
 
 
 def check_known(extra_specs, image_properties, foreign=()):
@@ -108,7 +111,7 @@ def check_known(extra_specs, image_properties, foreign=()):
         known = _known_keys(attr)
         for key in sorted(source or {}, key=str):
             if not str(key).startswith(namespace) or key in foreign or \
-                    _declared(key, known):
+                    key in OTHER_KEYS or _declared(key, known):
                 continue
             close = difflib.get_close_matches(str(key).split('.')[0],
                                               sorted(known), n=1)

@@ -23,10 +23,15 @@ class LiveMigrateData(base.NumamigObject):
     # Version 1.2: Added migration_context: the destination returns the
     #              claim it took for the conductor to record (compute API
     #              1.3), instead of recording it itself
-    VERSION = '1.2'
+    # Version 1.3: Added convergence_policy: the policy the conductor chose
+    #              for the migration, which the source runs it under
+    #              (compute API 1.6)
+    VERSION = '1.3'
 
-    obj_relationships = {'dst_numa_info': [('1.1', '1.0'), ('1.2', '1.0')],
-                         'migration_context': [('1.2', '1.0')]}
+    obj_relationships = {'dst_numa_info': [('1.1', '1.0'), ('1.2', '1.0'),
+                                           ('1.3', '1.0')],
+                         'migration_context': [('1.2', '1.0'),
+                                               ('1.3', '1.0')]}
 
     fields = {
         'instance_uuid': fields.UUIDField(),
@@ -52,11 +57,18 @@ class LiveMigrateData(base.NumamigObject):
         # destination's answer to the conductor, never sent on.
         'migration_context': fields.ObjectField(
             'MigrationContext', nullable=True, default=None),
+        # The convergence policy's name (numamig.convergence.policy); None:
+        # the source chooses (flavor, image, its default), as before 1.3.
+        'convergence_policy': fields.StringField(nullable=True,
+                                                 default=None),
     }
 
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
         target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 3):
+            # An older source chooses its own (timer-based) behaviour.
+            primitive.pop('convergence_policy', None)
         if target < (1, 2):
             # A receiver that old records claims itself: the destination
             # recorded it already (API 1.1), or took none (API 1.0).

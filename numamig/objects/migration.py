@@ -14,6 +14,19 @@ STATUS = nm_fields.MigrationStatus
 RESULT_FIELDS = ('elapsed_ms', 'downtime_ms', 'emulated', 'post_copy',
                  'paused')
 
+# How the run converged (1.3): the policy it ran under and what the
+# policy did (or, observe-only, would have done), as the source reported.
+CONVERGENCE_FIELDS = ('convergence_policy', 'convergence_actions')
+# The pre-flight convergence prediction (1.3), recorded before the run
+# so that the outcome can be read next to it; see
+# numamig.convergence.predict.
+PREDICTION_FIELDS = ('prediction', 'predicted_elapsed_ms',
+                     'predicted_downtime_ms', 'sampled_dirty_rate')
+# Bounds of what a source may report (checked before it is recorded).
+MAX_POLICY_NAME = 64
+MAX_ACTIONS = 40
+MAX_ACTION_LENGTH = 300
+
 # Admission order: a waiting migration of a higher priority is admitted
 # before any of a lower one (1.2). The names are what operators type;
 # any integer in [0, MAX_PRIORITY] is accepted.
@@ -58,10 +71,14 @@ class Migration(base.NumamigObject):
     #              paused (the result of the run)
     # Version 1.2: Added priority, admitted_at and queue_position (the
     #              admission queue)
-    VERSION = '1.2'
+    # Version 1.3: Added convergence_policy and convergence_actions (how
+    #              the run converged), prediction, predicted_elapsed_ms,
+    #              predicted_downtime_ms and sampled_dirty_rate (the
+    #              pre-flight convergence prediction)
+    VERSION = '1.3'
 
     obj_relationships = {'history': [('1.0', '1.0'), ('1.1', '1.0'),
-                                     ('1.2', '1.0')]}
+                                     ('1.2', '1.0'), ('1.3', '1.0')]}
 
     fields = {
         'uuid': fields.UUIDField(),
@@ -103,11 +120,31 @@ class Migration(base.NumamigObject):
         'admitted_at': fields.DateTimeField(nullable=True, default=None),
         # 1 for the next to be admitted, while it waits; else None.
         'queue_position': fields.IntegerField(nullable=True, default=None),
+        # The convergence policy chosen for it (the request's, the
+        # flavor's, the image's or the default), then the one the source
+        # ran under; and what that policy did, in order.
+        'convergence_policy': fields.StringField(nullable=True,
+                                                 default=None),
+        'convergence_actions': fields.ListOfStringsField(nullable=True,
+                                                         default=None),
+        # The pre-flight prediction: converges, post-copy, auto-converge,
+        # will-not-converge or unknown (numamig.convergence.predict).
+        'prediction': fields.StringField(nullable=True, default=None),
+        'predicted_elapsed_ms': fields.IntegerField(nullable=True,
+                                                    default=None),
+        'predicted_downtime_ms': fields.IntegerField(nullable=True,
+                                                     default=None),
+        # The guest's dirty rate the prediction used, bytes per second.
+        'sampled_dirty_rate': fields.IntegerField(nullable=True,
+                                                  default=None),
     }
 
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
         target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 3):
+            for name in CONVERGENCE_FIELDS + PREDICTION_FIELDS:
+                primitive.pop(name, None)
         if target < (1, 2):
             for name in QUEUE_FIELDS:
                 primitive.pop(name, None)
@@ -134,7 +171,9 @@ class Migration(base.NumamigObject):
         base.require_nonnegative(
             self, 'memory_total', 'memory_processed', 'memory_remaining',
             'disk_total', 'disk_processed', 'disk_remaining',
-            'elapsed_ms', 'downtime_ms')
+            'elapsed_ms', 'downtime_ms', 'predicted_elapsed_ms',
+            'predicted_downtime_ms', 'sampled_dirty_rate')
+        self._validate_convergence()
         if not 0 <= self.get('priority', 0) <= MAX_PRIORITY:
             raise self.invalid(
                 f"priority {self.priority} is outside 0-{MAX_PRIORITY} "
@@ -145,3 +184,15 @@ class Migration(base.NumamigObject):
         if self.get('dest_host') and self.dest_host == self.source_host:
             raise self.invalid(
                 f"source and destination are both {self.source_host}")
+
+    def _validate_convergence(self):
+        name = self.get('convergence_policy')
+        if name is not None and not 1 <= len(name) <= MAX_POLICY_NAME:
+            raise self.invalid(f"convergence policy name of {len(name)} "
+                               f"characters (1-{MAX_POLICY_NAME})")
+        actions = self.get('convergence_actions') or []
+        if len(actions) > MAX_ACTIONS or any(
+                len(a) > MAX_ACTION_LENGTH for a in actions):
+            raise self.invalid(
+                f"convergence actions: at most {MAX_ACTIONS} of at most "
+                f"{MAX_ACTION_LENGTH} characters each")

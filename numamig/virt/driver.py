@@ -15,6 +15,8 @@ tells the agent which.
 
 import abc
 
+from numamig.convergence import policy as convergence
+
 
 class MigrationProgress:
     """One sample of a running migration's job statistics (bytes)."""
@@ -43,7 +45,8 @@ class MigrationResult:
     """
 
     __slots__ = ('emulated', 'elapsed_ms', 'downtime_ms', 'memory_total',
-                 'memory_processed', 'post_copy', 'paused')
+                 'memory_processed', 'post_copy', 'paused',
+                 'convergence_policy', 'convergence_actions')
 
     def __init__(self, **kwargs):
         for name in self.__slots__:
@@ -133,15 +136,52 @@ class ComputeDriver(abc.ABC):
 
     @abc.abstractmethod
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
-                     progress_callback=None):
+                     progress_callback=None, policy=None):
         """Source side: migrate natively and block until it ends.
 
         :param progress_callback: called with a MigrationProgress sample
             while the job runs.
+        :param policy: the convergence Policy (numamig.convergence.policy)
+            the job runs under; None: this host's default.
         :returns: a MigrationResult.
         :raises MigrationError or HypervisorError: the guest stays on the
             source with its old placement.
         """
+
+    def select_migration_policy(self, requested=None, flavor=None,
+                                image=None):
+        """The convergence Policy of a migration from here, and where its
+        name came from (the request, the flavor, the image or this
+        host's default); the timer policy unless overridden.
+
+        :raises UnknownMigrationPolicy:
+        """
+        return convergence.SHIPPED[convergence.TIMER], 'the default'
+
+    def emulate_copy(self, instance_uuid, policy, progress_callback=None):
+        """Source side of an emulated migration: model its pre-copy under
+        ``policy`` (numamig.convergence.emulated), reporting each pass to
+        ``progress_callback``.
+
+        :returns: a MigrationResult of the modelled copy, or None where
+            no copy is modelled (then the migration copies nothing).
+        :raises MigrationAborted: the policy aborted it; the guest stays.
+        """
+        return None
+
+    def predict_convergence(self, instance_uuid, policy):
+        """Source side: sample the guest's dirty rate and predict whether
+        its migration under ``policy`` converges (numamig.convergence.
+        predict).
+
+        :returns: a dict: prediction, reason, predicted_elapsed_ms,
+            predicted_downtime_ms, sampled_dirty_rate (B/s or None),
+            dirty_rate_method (or why none measured), policy.
+        """
+        return {'prediction': 'unknown', 'policy': policy.name,
+                'reason': 'this driver cannot measure dirty rates',
+                'predicted_elapsed_ms': None, 'predicted_downtime_ms': None,
+                'sampled_dirty_rate': None, 'dirty_rate_method': None}
 
     @abc.abstractmethod
     def live_migration_abort(self, instance_uuid):

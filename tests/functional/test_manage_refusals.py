@@ -91,6 +91,12 @@ class ManageRefusalsTestCase(base.TestCase):
         self.assert_refused(('migration', 'start', uuid, '--host', 'host-z'),
                             'host-z')
 
+    def test_unknown_convergence_policy(self):
+        uuid = self.create_guest()
+        err = self.assert_refused(('migration', 'start', uuid, '--policy',
+                                   'goldd'), 'goldd')
+        self.assertIn('known policies: finish, never_pause, nfv, timer', err)
+
     def test_unknown_instance(self):
         self.assert_refused(('migration', 'start', UNKNOWN_UUID),
                             UNKNOWN_UUID)

@@ -70,6 +70,9 @@ RULES = [
                  'and pagesize only, and no I/O',
          allowed_own=('objects', 'exception', 'cpuspec', 'pagesize'),
          forbidden_external=IO_MODULES),
+    Rule('convergence', 'convergence/ is pure: decisions from job '
+                        'statistics, no I/O',
+         allowed_own=('exception',), forbidden_external=IO_MODULES),
     Rule('objects', 'objects/ sits below every service package',
          forbidden=('numa', 'virt', 'db', 'compute', 'conductor',
                     'scheduler', 'cmd', 'rpc', 'service')),
@@ -108,7 +111,10 @@ LAYERS = {
     'objects': ('versioned objects', ('exception',)),
     'numa': ('the pure NUMA engine',
              ('objects', 'exception', 'cpuspec', 'pagesize')),
-    'virt': ('libvirt and domain XML', ('objects', 'exception', 'cpuspec')),
+    'convergence': ('pure convergence policies, prediction and emulated '
+                    'copy', ('exception',)),
+    'virt': ('libvirt and domain XML', ('objects', 'exception', 'cpuspec',
+                                        'convergence')),
     'db': ('the conductor\'s records',
            ('objects', 'exception', 'filemodes')),
     'wire': ('declared RPC arguments, checked before any work',
@@ -135,7 +141,8 @@ LAYERS = {
               ('virt', 'db', 'numa', 'fingerprint', 'cpuspec',
                'exception')),
     'compute': ('the compute agent',
-                ('compute.rpcapi', 'releases', 'numa', 'fingerprint',
+                ('compute.rpcapi', 'releases', 'numa', 'convergence',
+                 'fingerprint',
                  'objects', 'context', 'cpuspec', 'exception')),
     'compute.previous_release': ('the flows of the release before, a '
                                  'testing aid; reached only through '
@@ -149,6 +156,7 @@ LAYERS = {
                          'releases', 'wire', 'objects', 'exception')),
     'conductor': ('the conductor',
                   ('conductor.rpcapi', 'releases', 'db', 'audit', 'numa',
+                   'convergence',
                    'objects', 'rpc', 'context', 'exception')),
     'conductor.drain_endpoints': ('the conductor\'s drain endpoints, '
                                   'mixed into its manager',
@@ -163,7 +171,7 @@ LAYERS = {
                  'compute.rpcapi',
                  'conductor.rpcapi', 'releases', 'scheduler', 'db', 'rpc',
                  'periodic', 'conf', 'context', 'objects', 'version',
-                 'filemodes')),
+                 'filemodes', 'convergence', 'exception')),
     'upgradecheck': ('numamig-status checks',
                      ('compute.rpcapi', 'conductor.rpcapi', 'db', 'conf',
                       'objects', 'exception')),
@@ -172,7 +180,8 @@ LAYERS = {
                   'context', 'objects', 'exception')),
     'cmd': ('the operators\' commands (not the demo)',
             ('upgradecheck', 'service', 'broker', 'version', 'scheduler',
-             'audit', 'conductor.rpcapi', 'db', 'virt', 'numa', 'rpc', 'conf',
+             'audit', 'conductor.rpcapi', 'db', 'virt', 'numa', 'convergence',
+             'rpc', 'conf',
              'context', 'objects', 'cpuspec', 'exception', '_backend')),
     'showcase': ('the demo', ('cmd', 'embedded', 'audit', 'virt', 'objects',
                               'cpuspec')),

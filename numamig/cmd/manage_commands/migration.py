@@ -12,6 +12,7 @@ from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
+from numamig.cmd.manage_commands import convergence_view
 from numamig.objects import fields
 from numamig.objects import migration as migration_obj
 
@@ -51,6 +52,13 @@ class MigrationCommands:
                  help="Place in the admission queue: routine (default), "
                       "maintenance, drain, or a number from 0 to 100; "
                       "higher is admitted first.")
+    @common.args('--policy', dest='policy', metavar='NAME', default=None,
+                 help="Convergence policy to run it under (default: the "
+                      "flavor's hw:live_migration_policy, the image's "
+                      "hw_live_migration_policy, else [libvirt] "
+                      "live_migration_policy): timer, nfv, finish, "
+                      "never_pause or one of [libvirt] "
+                      "live_migration_policies.")
     @common.args('--wait-timeout', dest='wait_timeout', type=float,
                  default=None, metavar='SECONDS',
                  help="With --wait: stop following after SECONDS and exit "
@@ -59,7 +67,8 @@ class MigrationCommands:
     @common.format_option
     @common.guarded
     def start(self, instance, host=None, dry_run=False, wait=False,
-              priority=None, wait_timeout=None, output_format='human'):
+              priority=None, wait_timeout=None, policy=None,
+              output_format='human'):
         """Live-migrate a guest, re-pinning it for the destination.
 
         The request is checked and queued at once; when the admission
@@ -71,8 +80,8 @@ class MigrationCommands:
         fits); 1 (--wait) no destination could take the guest, the
         migration failed or it was aborted (shown cancelled), (--dry-run)
         no destination fits; 127 bad input
-        (unknown instance or host, a guest already migrating, a full
-        queue; nothing changed); 130 interrupted (--wait: the migration
+        (unknown instance, host or policy, a guest already migrating, a
+        full queue; nothing changed); 130 interrupted (--wait: the migration
         goes on, printed first); 255 the conductor cannot be reached.
         """
         _access.require_uuid(instance, 'instance')
@@ -92,7 +101,8 @@ class MigrationCommands:
             return common.EXIT_OK if data['dest_host'] else common.EXIT_NO
         try:
             migration = api.live_migrate_instance(ctxt, instance, host,
-                                                  priority=priority)
+                                                  priority=priority,
+                                                  policy=policy)
         except exception.NoValidHost as exc:
             # A conductor older than the admission queue chooses the
             # destination before it answers.
@@ -342,6 +352,7 @@ def _view(migration):
         # of sources that never report it).
         'result': ({name: migration.get(name) for name in RESULT_FIELDS}
                    if migration.has_result else None),
+        'convergence': convergence_view.view(migration),
     }
 
 
@@ -355,6 +366,7 @@ def _dry_run_view(answer):
         'refused_hosts': dict(answer.get('refused') or {}),
         'numa_topology': common.plain(topology),
         'placement': pictures.placement_lines(topology),
+        'prediction': answer.get('prediction'),
     }
 
 
@@ -431,7 +443,8 @@ def _print_show(data):
         print(f"  memory {_gib(progress['memory_processed'])} of "
               f"{_gib(progress['memory_total'])} GiB transferred, "
               f"{_gib(progress['memory_remaining'])} GiB remaining")
-    for line in _result_lines(data['result'], data['status']):
+    for line in _result_lines(data['result'], data['status']) + \
+            convergence_view.lines(data['convergence']):
         print(f"  {line}")
     if data['history']:
         print("  history:")
@@ -458,6 +471,14 @@ def _result_lines(result, status):
                STATUS.CANCELLED: " (before it was cancelled)"}
     lines = [f"duration: {_ms(result['elapsed_ms'])}"
              f"{partial.get(status, '')}"]
+    if result['emulated'] and result['downtime_ms'] is not None:
+        return lines + [
+            f"downtime: {_ms(result['downtime_ms'])} (modelled)",
+            "emulated: yes, with a modelled pre-copy ([libvirt] "
+            "emulated_migration_bandwidth); the guest was defined on the "
+            "destination by numamig",
+            f"post-copy: {_yes_no(result['post_copy'])}, paused to "
+            f"converge: {_yes_no(result['paused'])}"]
     if result['emulated']:
         # No live copy happened, so downtime and convergence do not apply.
         return lines + [
@@ -493,3 +514,5 @@ def _print_dry_run(data):
         print(f"  candidates in order: {', '.join(data['candidates'])}")
     for host, reason in data['refused_hosts'].items():
         print(f"  {host} refused: {reason}")
+    for line in convergence_view.prediction_lines(data['prediction']):
+        print(f"  {line}")

@@ -10,6 +10,7 @@ as good as the hosts' last reports.
 from numamig import exception
 from numamig import objects
 from numamig.conductor.tasks import live_migrate
+from numamig.convergence import policy as convergence
 from numamig.numa import fit
 
 
@@ -19,16 +20,19 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
     ``execute`` returns a dict: ``instance_uuid``, ``source_host``,
     ``dest_host`` (None when no host fits), ``numa_topology`` (the
     placement there, None for a guest without NUMA characteristics),
-    ``candidates`` (every host that would be tried, in order) and
-    ``refused`` (host -> reason).
+    ``candidates`` (every host that would be tried, in order),
+    ``refused`` (host -> reason) and ``prediction`` (whether it would
+    converge: a dict, see ComputeDriver.predict_convergence).
     """
 
-    def __init__(self, ctxt, worker, instance, requested_host=None):
+    def __init__(self, ctxt, worker, instance, requested_host=None,
+                 policy=None):
         migration = objects.Migration(
             uuid='00000000-0000-0000-0000-000000000000',
             instance_uuid=instance.uuid, source_host=instance.host,
             requested_host=requested_host)
         super().__init__(ctxt, worker, instance, migration)
+        self.policy = policy
 
     def _execute(self):
         try:
@@ -46,7 +50,22 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
                 answer.update(dest_host=host, numa_topology=placed)
                 break
             self.refused[host] = reason
+        answer['prediction'] = self._prediction()
         return answer
+
+    def _prediction(self):
+        """Whether it would converge, as the source predicts it (the
+        dirty rate sampled now): a dict, see
+        ComputeDriver.predict_convergence."""
+        policy, _where = convergence.select(
+            self.worker.migration_policies, self.policy,
+            (self.instance.get('extra_specs') or {}).get(
+                convergence.FLAVOR_KEY),
+            (self.instance.get('image_properties') or {}).get(
+                convergence.IMAGE_KEY),
+            self.worker.default_migration_policy)
+        return live_migrate.prediction_of(self.worker, self.ctxt,
+                                          self.instance, policy.name)
 
     def _busy_destinations(self):
         """None: the answer is where the guest fits, whatever is in

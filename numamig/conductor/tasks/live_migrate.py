@@ -32,6 +32,8 @@ from numamig import objects
 from numamig.conductor import drain
 from numamig.conductor import records
 from numamig.conductor.tasks import base
+from numamig.convergence import policy as convergence
+from numamig.convergence import predict
 from numamig.db import migrations
 from numamig.db import queue
 from numamig.numa import instance_request
@@ -83,6 +85,7 @@ class LiveMigrationTask(base.TaskBase):
     def _execute(self):
         hosts = self._check_and_choose()
         self.source_data = self._ask_source(hosts[0])
+        self._predict()
         self.migrate_data = self._claim_on_first_taker(hosts)
         self._queue(self.migrate_data)
         return self.migration
@@ -351,6 +354,71 @@ class LiveMigrationTask(base.TaskBase):
                                   host)
             raise
 
+    def _predict(self):
+        """Record the convergence prediction ([conductor]
+        convergence_prediction record or refuse) before anything is
+        claimed; refuse one predicted not to converge.
+
+        :raises MigrationWillNotConverge:
+        """
+        mode = self.worker.convergence_prediction
+        if mode == 'off':
+            return
+        answer = prediction_of(self.worker, self.ctxt, self.instance,
+                               self.migration.get('convergence_policy'))
+        if answer.get('sampled') is False:
+            return
+        if mode == 'choose' and \
+                answer['prediction'] == predict.WILL_NOT_CONVERGE:
+            answer = self._other_policy(answer)
+        migrations.set_prediction(self.worker.db, self.migration.uuid,
+                                  answer)
+        if mode in ('refuse', 'choose') and \
+                answer['prediction'] == predict.WILL_NOT_CONVERGE:
+            raise exception.MigrationWillNotConverge(
+                migration_uuid=self.migration.uuid,
+                instance_uuid=self.instance.uuid,
+                policy=answer.get('policy'), reason=answer.get('reason'))
+
+    def _other_policy(self, answer):
+        """The first fallback policy predicted to end the migration
+        (same sample, ``by_policy``), recorded as its policy; ``answer``
+        unchanged when there is none. A requested policy stays."""
+        if self._requested_policy():
+            return answer
+        by_policy = answer.get('by_policy') or {}
+        for name in self.worker.convergence_fallback_policies:
+            outcome = by_policy.get(name)
+            if outcome and outcome not in (predict.WILL_NOT_CONVERGE,
+                                           predict.UNKNOWN):
+                LOG.info("Migration %s of %s: predicted not to converge "
+                         "under policy %s; policy %s is predicted %s and "
+                         "is chosen", self.migration.uuid,
+                         self.instance.uuid, answer.get('policy'), name,
+                         outcome)
+                self.migration = migrations.set_policy(
+                    self.worker.db, self.migration.uuid, name)
+                return dict(answer, prediction=outcome, policy=name,
+                            reason=f"{answer.get('reason')}; policy {name} "
+                                   f"chosen instead",
+                            predicted_elapsed_ms=None,
+                            predicted_downtime_ms=None)
+        return answer
+
+    def _requested_policy(self):
+        """Whether the operator asked for this migration's policy: it
+        differs from what the flavor, image and default choose (one
+        requested equal to that choice counts as not requested)."""
+        derived, _where = convergence.select(
+            self.worker.migration_policies, None,
+            (self.instance.get('extra_specs') or {}).get(
+                convergence.FLAVOR_KEY),
+            (self.instance.get('image_properties') or {}).get(
+                convergence.IMAGE_KEY),
+            self.worker.default_migration_policy)
+        return self.migration.get('convergence_policy') not in (
+            None, derived.name)
+
     def _record_refusal(self, host, reason):
         # Raises MigrationNotInProgress if the migration was cancelled
         # meanwhile, which ends the task.
@@ -377,6 +445,11 @@ class LiveMigrationTask(base.TaskBase):
         self._start(migrate_data)
 
     def _start(self, migrate_data):
+        # The policy chosen when the request was recorded; a source too
+        # old to read it (LiveMigrateData 1.2) is sent none and chooses.
+        if self.migration.get('convergence_policy'):
+            migrate_data.convergence_policy = \
+                self.migration.convergence_policy
         self.worker.compute_api.live_migration(
             self.ctxt, self.instance, self.migration, migrate_data)
 
@@ -389,6 +462,24 @@ def _may_hold_claim(migrate_data):
     Either way it is of a release that serves the drop."""
     return migrate_data.get('dst_numa_info') is not None or \
         migrate_data.get('dst_supports_numa_live_migration', False)
+
+
+def prediction_of(worker, ctxt, instance, policy):
+    """The source's convergence prediction (a dict, see
+    ComputeDriver.predict_convergence); ``sampled`` False with the
+    reason where the source could not be asked (older than compute API
+    1.6, or no answer in time)."""
+    try:
+        return worker.compute_api.predict_convergence(
+            ctxt, instance, policy=policy, timeout=worker.check_timeout)
+    except messaging.UnsupportedVersion:
+        reason = "the source is older than compute API 1.6"
+    except messaging.MessagingTimeout:
+        reason = f"the source did not answer within " \
+                 f"{worker.check_timeout} s"
+    LOG.info("No convergence prediction for %s: %s", instance.uuid, reason)
+    return {'prediction': predict.UNKNOWN, 'reason': reason,
+            'sampled': False}
 
 
 def _reason_of(exc, timeout):

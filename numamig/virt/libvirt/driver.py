@@ -17,6 +17,8 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig.virt import driver
+from numamig.virt.libvirt import dirty_rate
+from numamig.virt.libvirt import emulated_copy
 from numamig.virt.libvirt import errors
 from numamig.virt.libvirt import events
 from numamig.virt.libvirt import guard
@@ -310,8 +312,14 @@ class LibvirtDriver(driver.ComputeDriver):
             return xml
         return migration_xml.get_updated_xml(xml, numa_info)
 
+    def select_migration_policy(self, requested=None, flavor=None,
+                                image=None):
+        """See ComputeDriver: from this host's [libvirt] policies."""
+        return self._settings.migration.select_policy(requested, flavor,
+                                                      image)
+
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
-                     progress_callback=None):
+                     progress_callback=None, policy=None):
         """Migrate natively to ``migrate_data``'s destination; see base."""
         if self._settings.is_test_driver:
             raise exception.MigrationNotSupported(
@@ -322,7 +330,7 @@ class LibvirtDriver(driver.ComputeDriver):
         dom = self._lookup(instance_uuid)
         job = migration.MigrationJob(dom, self._settings.migration,
                                      self.host, migrate_data.dest_host,
-                                     progress_callback)
+                                     progress_callback, policy=policy)
         with self._jobs_lock:
             self._jobs[instance_uuid] = job
         try:
@@ -332,6 +340,47 @@ class LibvirtDriver(driver.ComputeDriver):
         finally:
             with self._jobs_lock:
                 self._jobs.pop(instance_uuid, None)
+
+    def emulate_copy(self, instance_uuid, policy, progress_callback=None):
+        """See ComputeDriver: test-driver hosts with [libvirt]
+        emulated_migration_bandwidth set model the copy."""
+        if not self._settings.is_test_driver:
+            return None
+        dom = self._lookup(instance_uuid)
+        memory_kib = self._call(dom.info, f"read the memory of "
+                                          f"{instance_uuid}")[1]
+        return emulated_copy.run(self._settings.migration, self.host,
+                                 instance_uuid, memory_kib, policy,
+                                 progress_callback)
+
+    def predict_convergence(self, instance_uuid, policy):
+        """See ComputeDriver. A test-driver host cannot measure; with a
+        modelled pre-copy its configured dirty rate stands in
+        (``emulated``)."""
+        dom = self._lookup(instance_uuid)
+        memory = self._call(dom.info, f"read the memory of "
+                                      f"{instance_uuid}")[1] * 1024
+        mig = self._settings.migration
+        if self._settings.is_test_driver and mig.emulated_bandwidth_mib:
+            rate, method = mig.emulated_dirty_rate_mib * 1024 * 1024, \
+                'emulated'
+        else:
+            rate, method = dirty_rate.sample(
+                self._connection(), dom,
+                deadline_s=mig.dirty_rate_deadline_s,
+                modes=dirty_rate.modes_for(self._settings.virt_type))
+        answer = dirty_rate.prediction(mig, policy, memory, rate, method)
+        # The same sample under every policy: what a conductor choosing
+        # the policy ([conductor] convergence_prediction = choose) reads.
+        answer['by_policy'] = {
+            name: dirty_rate.prediction(mig, other, memory, rate,
+                                        method)['prediction']
+            for name, other in sorted(mig.catalog().items())}
+        LOG.info("%s: migration of %s under policy %s predicted %s (%s; "
+                 "dirty rate %s)", self.host, instance_uuid, policy.name,
+                 answer['prediction'], answer['reason'],
+                 'unknown' if rate is None else f"{rate} B/s by {method}")
+        return answer
 
     def live_migration_abort(self, instance_uuid):
         job = self._job(instance_uuid, 'abort')

@@ -2,8 +2,13 @@
 
 The calling thread blocks in ``migrateToURI3`` (peer to peer: the source
 libvirtd drives the whole protocol); a monitor thread polls the job's
-statistics meanwhile, reports progress, raises the allowed downtime in
-steps and, past the completion timeout, aborts or forces convergence.
+statistics meanwhile and reports progress. How the job is made to
+converge is the migration's policy (numamig.convergence.policy): the
+``timer`` policy raises the allowed downtime in steps on a timer and,
+past the completion timeout, aborts or forces convergence; the others
+feed each sample (memory pass, remaining bytes, dirty rate, bandwidth)
+to the policy engine and apply what it decides, or, observe-only, log
+it while the timer behaviour acts.
 ``abort`` and ``force_complete`` may be called from any other thread.
 What the finished job measured (downtime, bytes) comes from libvirt's
 job-completed event (see events).
@@ -15,9 +20,12 @@ import time
 import libvirt
 from oslo_log import log as logging
 
+from numamig.convergence import policy as convergence
 from numamig.virt import driver
+from numamig.virt.libvirt import data_plane
 from numamig.virt.libvirt import errors
 from numamig.virt.libvirt import events
+from numamig.virt.libvirt import migration_threads
 
 LOG = logging.getLogger(__name__)
 
@@ -34,10 +42,22 @@ COMPLETED_EVENT_WAIT_S = 2.0
 FIRST_POLL_S = 0.01
 
 
-def migration_flags(settings):
-    """Return the VIR_MIGRATE_* flags for MigrationSettings."""
+def acts(settings, policy):
+    """Whether ``policy``'s engine, not the timer, drives the job."""
+    return not policy.timer and not settings.observe_only
+
+
+def migration_flags(settings, policy=None):
+    """Return the VIR_MIGRATE_* flags for MigrationSettings and the
+    migration's policy (one acting needs post-copy or throttling allowed
+    from the start: libvirt cannot turn them on in a running job)."""
     flags = BASE_FLAGS
-    if settings.permit_post_copy:
+    if policy is not None and acts(settings, policy):
+        if policy.uses_post_copy:
+            flags |= libvirt.VIR_MIGRATE_POSTCOPY
+        if policy.uses_auto_converge:
+            flags |= libvirt.VIR_MIGRATE_AUTO_CONVERGE
+    elif settings.permit_post_copy:
         flags |= libvirt.VIR_MIGRATE_POSTCOPY
     elif settings.permit_auto_converge:
         # Throttling is pointless once post-copy can make it converge.
@@ -46,7 +66,7 @@ def migration_flags(settings):
         flags |= getattr(libvirt, 'VIR_MIGRATE_TLS', 1 << 16)
     if settings.parallel_connections > 1:
         flags |= getattr(libvirt, 'VIR_MIGRATE_PARALLEL', 1 << 17)
-    return flags
+    return flags | data_plane.flags_and_params(settings)[0]
 
 
 def migration_params(settings, dest_xml, migration_uri, bandwidth_mib=None):
@@ -64,6 +84,7 @@ def migration_params(settings, dest_xml, migration_uri, bandwidth_mib=None):
     if settings.parallel_connections > 1:
         params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] = \
             settings.parallel_connections
+    params.update(data_plane.flags_and_params(settings)[1])
     return params
 
 
@@ -86,9 +107,11 @@ class MigrationJob:
     """A live migration of one domain, from start to end."""
 
     def __init__(self, dom, settings, host, dest, progress_callback=None,
-                 clock=time.monotonic, completion=None):
+                 clock=time.monotonic, completion=None, policy=None):
         """:param completion: what catches the finished job's statistics;
             an events.JobCompletedWatcher of ``dom`` unless given.
+        :param policy: the convergence Policy (default: the settings'
+            default policy).
         """
         self._dom = dom
         self._completion = completion or events.JobCompletedWatcher(dom)
@@ -105,14 +128,31 @@ class MigrationJob:
         self._memory_gib = dom.info()[1] / KIB_PER_GIB
         self._steps = downtime_steps(settings, self._memory_gib)
         self._last = driver.MigrationProgress()
+        self._policy = policy or settings.select_policy()[0]
+        self._acting = acts(settings, self._policy)
+        # The engine's state, the actions due when the job is first seen
+        # active, and every action applied (or, observe-only, logged).
+        self._state, self._due = convergence.start(self._policy)
+        self.actions = []
+        self.threads = None if settings.thread_cpus is None else \
+            migration_threads.ThreadPinner(self.instance,
+                                           settings.thread_cpus)
 
     def run(self, peer_uri, dest_xml, migration_uri, bandwidth_mib=None):
-        """Migrate; return a MigrationResult or raise a numamig error."""
-        flags = migration_flags(self._settings)
+        """Migrate; return a MigrationResult or raise a numamig error.
+
+        :raises MigrationNotSupported: a stream option this libvirt
+            lacks (numamig.virt.libvirt.data_plane); nothing started.
+        """
+        self._check_data_plane(peer_uri, bandwidth_mib)
+        flags = migration_flags(self._settings, self._policy)
         params = migration_params(self._settings, dest_xml, migration_uri,
                                   bandwidth_mib)
-        LOG.info("Live-migrating %s from %s to %s (%s, flags %#x)",
-                 self.instance, self._host, self._dest, peer_uri, flags)
+        LOG.info("Live-migrating %s from %s to %s (%s, flags %#x, policy "
+                 "%s%s)", self.instance, self._host, self._dest, peer_uri,
+                 flags, self._policy.name,
+                 ', observe-only' if self._settings.observe_only and
+                 not self._policy.timer else '')
         self._completion.start()
         try:
             self._migrate_monitored(peer_uri, params, flags)
@@ -120,6 +160,15 @@ class MigrationJob:
         finally:
             self._completion.stop()
         return self._result(completed)
+
+    def _check_data_plane(self, peer_uri, bandwidth_mib):
+        try:
+            version = self._dom.connect().getLibVersion()
+        except libvirt.libvirtError as exc:
+            raise errors.hypervisor_error(exc, self._host,
+                                          'report its libvirt version')
+        data_plane.check(self._settings, version, self._host, peer_uri,
+                         bandwidth_mib)
 
     def _migrate_monitored(self, peer_uri, params, flags):
         self._started = self._clock()
@@ -197,9 +246,77 @@ class MigrationJob:
         self._last = _progress(stats)
         if self._callback is not None:
             self._callback(self._last)
+        if self.threads is not None:
+            self.threads.poll()
+        if self._acting:
+            self._apply(self._decide(stats, elapsed))
+            return True
         self._step_downtime(elapsed)
         self._check_timeout(elapsed)
+        if not self._policy.timer:
+            self._observe(self._decide(stats, elapsed))
         return True
+
+    def _decide(self, stats, elapsed):
+        """The policy engine's actions for one active sample."""
+        actions, self._due = self._due, []
+        self._state, more = convergence.observe(self._policy, self._state,
+                                                engine_sample(stats))
+        actions += more
+        limit = self._timeout_s()
+        if limit and elapsed > limit:
+            self._state, more = convergence.timed_out(
+                self._policy, self._state, limit)
+            actions += more
+        return actions
+
+    def _observe(self, actions):
+        for action in actions:
+            LOG.info("Migration of %s: observe-only: policy %s would %s",
+                     self.instance, self._policy.name, action.describe())
+            self.actions.append('would ' + action.describe())
+
+    def _apply(self, actions):
+        """Apply the engine's actions; one the hypervisor refuses makes
+        the engine choose the next tier instead."""
+        while actions:
+            action = actions.pop(0)
+            if self._aborted_reason or self._post_copy or self._paused:
+                return
+            LOG.info("Migration of %s: policy %s: %s", self.instance,
+                     self._policy.name, action.describe())
+            try:
+                self._do(action)
+                self.actions.append(action.describe())
+            except libvirt.libvirtError as exc:
+                LOG.warning("Migration of %s: %s failed: %s",
+                            self.instance, action.kind, exc)
+                self.actions.append(f"{action.describe()} failed: "
+                                    f"{exc.get_error_message()}")
+                self._state, more = convergence.failed(
+                    self._policy, self._state, action)
+                actions = more + actions
+
+    def _do(self, action):
+        if action.kind == convergence.DOWNTIME:
+            self._dom.migrateSetMaxDowntime(action.downtime_ms, 0)
+        elif action.kind == convergence.POST_COPY:
+            with self._lock:
+                self._dom.migrateStartPostCopy(0)
+                self._post_copy = True
+        elif action.kind == convergence.PAUSE:
+            with self._lock:
+                self._dom.suspend()
+                self._paused = True
+        elif action.kind == convergence.ABORT:
+            self.abort(f"policy {self._policy.name}: {action.reason}")
+        # AUTO_CONVERGE: the job started with throttling allowed; QEMU
+        # raises the throttle by itself while the guest outpaces the
+        # link, and this tier gives it stalled passes to do so.
+
+    def _timeout_s(self):
+        return self._settings.completion_timeout_s * max(
+            self._memory_gib, 1)
 
     def _step_downtime(self, elapsed):
         while self._steps and self._steps[0][0] <= elapsed:
@@ -209,8 +326,7 @@ class MigrationJob:
             self._dom.migrateSetMaxDowntime(downtime, 0)
 
     def _check_timeout(self, elapsed):
-        limit = self._settings.completion_timeout_s * max(
-            self._memory_gib, 1)
+        limit = self._timeout_s()
         if not limit or elapsed <= limit or self._aborted_reason or \
                 self._post_copy or self._paused:
             return
@@ -248,7 +364,9 @@ class MigrationJob:
                                        self._last.memory_total),
             memory_processed=completed.get('memory_processed',
                                            self._last.memory_processed),
-            post_copy=self._post_copy, paused=self._paused)
+            post_copy=self._post_copy, paused=self._paused,
+            convergence_policy=self._policy.name,
+            convergence_actions=list(self.actions))
         LOG.info("Live migration of %s to %s completed in %d ms, downtime "
                  "%s ms%s", self.instance, self._dest, elapsed_ms,
                  'unknown' if result.downtime_ms is None
@@ -269,6 +387,18 @@ def _progress(stats):
         dirty_rate=stats.get('memory_dirty_rate', 0),
         iteration=stats.get('memory_iteration', 0),
         elapsed_ms=stats.get('time_elapsed', 0))
+
+
+def engine_sample(stats):
+    """The policy engine's Sample of one jobStats() dict. libvirt gives
+    the dirty rate in pages per second (memory_dirty_rate) and the page
+    size apart (memory_page_size); the engine reads bytes."""
+    page = stats.get('memory_page_size') or 4096
+    return convergence.Sample(
+        iteration=stats.get('memory_iteration', 0),
+        remaining=stats.get('memory_remaining', 0),
+        dirty_rate=stats.get('memory_dirty_rate', 0) * page,
+        bandwidth=stats.get('memory_bps', 0))
 
 
 def backoff(first, cap):

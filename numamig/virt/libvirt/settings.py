@@ -11,10 +11,12 @@ import dataclasses
 
 from numamig import cpuspec
 from numamig import exception
+from numamig.convergence import policy as convergence
 from numamig.virt.libvirt import guard
 
 VIRT_TYPES = ('kvm', 'qemu')
 TIMEOUT_ACTIONS = ('abort', 'force_complete')
+COMPRESSION_METHODS = ('none', 'zlib', 'zstd')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,14 +46,51 @@ class MigrationSettings:
     native_tls: bool = False
     parallel_connections: int = 1
     progress_interval_s: float = 1.0
+    # Convergence policies: the default's name, the operator's lines
+    # (numamig.convergence.policy format) and whether they only log.
+    policy: str = convergence.TIMER
+    policies: tuple = ()
+    observe_only: bool = False
+    # The modelled pre-copy of test-driver hosts (MiB/s, MiB; bandwidth
+    # 0: none). See numamig.convergence.emulated.
+    emulated_bandwidth_mib: int = 0
+    emulated_dirty_rate_mib: int = 0
+    emulated_working_set_mib: int = 0
+    # Seconds a dirty-rate measurement may take (pre-flight prediction).
+    dirty_rate_deadline_s: float = 10.0
+    # Compression of the parallel (multifd) stream: none, zlib or zstd.
+    compression: str = 'none'
+    # pCPUs QEMU's migration threads are pinned to (None: left where
+    # they start, on the emulator threads' pCPUs).
+    thread_cpus: frozenset | None = None
 
     def __post_init__(self):
+        try:
+            known = convergence.catalog(self.policies)
+        except exception.InvalidMigrationPolicy as exc:
+            raise _invalid('[libvirt] live_migration_policies', str(exc))
+        if self.policy not in known:
+            raise _invalid('[libvirt] live_migration_policy',
+                           f"{self.policy!r} is not a known policy "
+                           f"({', '.join(sorted(known))})")
+        if self.compression not in COMPRESSION_METHODS:
+            raise _invalid('[libvirt] live_migration_compression',
+                           f"{self.compression!r} is not one of "
+                           f"{', '.join(COMPRESSION_METHODS)}")
+        if self.compression != 'none' and self.parallel_connections < 2:
+            raise _invalid('[libvirt] live_migration_compression',
+                           f"{self.compression} compresses parallel "
+                           f"connections only: set "
+                           f"live_migration_parallel_connections to 2 or "
+                           f"more")
         if self.timeout_action not in TIMEOUT_ACTIONS:
             raise _invalid('live_migration_timeout_action',
                            f"{self.timeout_action!r} is not one of "
                            f"{', '.join(TIMEOUT_ACTIONS)}")
         for name in ('downtime_ms', 'downtime_steps', 'bandwidth_mib',
-                     'parallel_connections', 'completion_timeout_s'):
+                     'parallel_connections', 'completion_timeout_s',
+                     'emulated_bandwidth_mib', 'emulated_dirty_rate_mib',
+                     'emulated_working_set_mib'):
             if getattr(self, name) < 0:
                 raise _invalid(name, f"must not be negative, got "
                                      f"{getattr(self, name)}")
@@ -59,6 +98,19 @@ class MigrationSettings:
             raise _invalid('live_migration_progress_interval',
                            f"must be positive, got "
                            f"{self.progress_interval_s}")
+
+    def catalog(self):
+        """{name: Policy} of the shipped and configured policies."""
+        return convergence.catalog(self.policies)
+
+    def select_policy(self, requested=None, flavor=None, image=None):
+        """The convergence policy of one migration and where its name
+        came from; see numamig.convergence.policy.select.
+
+        :raises UnknownMigrationPolicy:
+        """
+        return convergence.select(self.catalog(), requested, flavor, image,
+                                  self.policy)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +214,16 @@ def _migration_from_conf(lv):
         permit_auto_converge=lv.live_migration_permit_auto_converge,
         native_tls=lv.live_migration_with_native_tls,
         parallel_connections=lv.live_migration_parallel_connections,
-        progress_interval_s=lv.live_migration_progress_interval)
+        progress_interval_s=lv.live_migration_progress_interval,
+        policy=lv.live_migration_policy,
+        policies=tuple(lv.live_migration_policies),
+        observe_only=lv.live_migration_policy_observe_only,
+        emulated_bandwidth_mib=lv.emulated_migration_bandwidth,
+        emulated_dirty_rate_mib=lv.emulated_migration_dirty_rate,
+        emulated_working_set_mib=lv.emulated_migration_working_set,
+        dirty_rate_deadline_s=lv.live_migration_dirty_rate_deadline,
+        compression=lv.live_migration_compression,
+        thread_cpus=_cpu_set(lv.migration_thread_cpus))
 
 
 def _cpu_set(spec):

@@ -156,3 +156,31 @@ class CompletionTimeoutForceTestCase(ConvergenceTestCase):
         self.record(f"timeout -> {'post-copy' if post_copy else 'pause'}: "
                     f"{run.result.elapsed_ms} ms, downtime "
                     f"{run.result.downtime_ms} ms")
+
+
+class IterationPolicyTestCase(ConvergenceTestCase):
+    """A convergence policy escalates a stalled job pass by pass
+    (numamig.convergence.policy): the dirtying guest's 94 MiB never fit
+    50 ms at 32 MiB/s, so every pass after the first stalls, and the
+    policy's tier (post-copy) ends the job, with no timer involved."""
+
+    def test_stalled_passes_escalate_to_post_copy(self):
+        source = self.driver(
+            'src', policy='stall',
+            policies=('stall: downtime=50; then=post_copy,abort',),
+            completion_timeout_s=0)
+        self.spawn_guest(dirty=True)
+        run = self.start_migration(source, bandwidth_mib=32)
+        run.wait_for_end()
+        self.assertIsNone(run.error)
+        self.assertTrue(run.result.post_copy)
+        self.assert_moved_to_dst()
+        actions = run.result.convergence_actions
+        self.assertEqual('stall', run.result.convergence_policy)
+        self.assertEqual(2, len(actions), actions)
+        self.assertTrue(actions[0].startswith('allow 50 ms'))
+        self.assertTrue(actions[1].startswith('post-copy (pass '), actions)
+        passes = max(s.iteration for s in run.samples)
+        self.record(f"iteration policy: {run.result.elapsed_ms} ms, "
+                    f"downtime {run.result.downtime_ms} ms, {passes} "
+                    f"passes seen; {actions}")

@@ -13,6 +13,7 @@ from numamig import objects
 from numamig import releases
 from numamig.compute import flows
 from numamig.compute import manager as manager_mod
+from numamig.convergence import policy as convergence
 from tests.unit.numa import hosts
 
 HOST = 'dst'
@@ -92,6 +93,10 @@ def manager(host=HOST, topology=None, instances=(), claimed=(),
         i.uuid: i.name for i in instances}
     driver.migration_target.return_value = (f'test:///{host}', None)
     driver.migration_guard_state.return_value = 'off'
+    driver.select_migration_policy.return_value = (
+        convergence.SHIPPED[convergence.TIMER], 'the default')
+    # No modelled copy (the behaviour of a host without one).
+    driver.emulate_copy.return_value = None
     conductor = mock.Mock(name='conductor')
     conductor.instance_get_all_by_host.return_value = list(instances)
     conductor.instance_get_claims_on_host.return_value = list(claimed)

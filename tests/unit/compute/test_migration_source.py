@@ -276,7 +276,7 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         self.agent.driver.supports_native_migration = True
         from numamig.virt import driver as virt_driver
 
-        def migrate(uuid, xml, data, progress_callback):
+        def migrate(uuid, xml, data, progress_callback, policy=None):
             progress_callback(virt_driver.MigrationProgress(
                 memory_total=100, memory_processed=40,
                 memory_remaining=60))
@@ -327,7 +327,7 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
         from numamig.virt import driver as virt_driver
         self.agent.driver.supports_native_migration = True
 
-        def migrate(uuid, xml, data, progress_callback):
+        def migrate(uuid, xml, data, progress_callback, policy=None):
             progress_callback(virt_driver.MigrationProgress(
                 memory_total=100, memory_processed=40,
                 memory_remaining=60))

@@ -195,10 +195,12 @@ class ComputeAPIVersionsTest(base.TestCase):
                 name=f'client-{version_cap}')))
         self.api = compute_rpcapi.ComputeAPI(mock.sentinel.transport)
         # One client per set of objects an API version carries (1.4
-        # added a method, no object).
+        # added a method, no object; 1.5 is reserved; 1.6 brought
+        # LiveMigrateData 1.3).
         self.assertEqual(
             {'1.0': 'client-1.0', '1.1': 'client-1.2',
-             '1.2': 'client-1.2', '1.3': 'client-1.4', '1.4': 'client-1.4'},
+             '1.2': 'client-1.2', '1.3': 'client-1.5', '1.4': 'client-1.5',
+             '1.5': 'client-1.5', '1.6': 'client-1.6'},
             {v: c._extract_mock_name()
              for v, c in self.api._clients.items()})
         self._client_1_0 = self.api._clients['1.0']
@@ -240,13 +242,14 @@ class ComputeAPIVersionsTest(base.TestCase):
     def test_cast_follows_the_object_version(self):
         # Each goes at the API version carrying its LiveMigrateData, by
         # the client backporting to that version's objects.
-        for version in ('1.0', '1.1', '1.2'):
+        for version in ('1.0', '1.1', '1.2', '1.3'):
             self.api.live_migration(
                 None, self.inst, self.migration,
                 releases.backported(samples.live_migrate_data(), version))
         self.assertEqual(['1.0'], self._prepared(self._client_1_0))
         self.assertEqual(['1.1'], self._prepared(self._client_1_1))
-        self.assertEqual(['1.3'], self._prepared(self.api.client))
+        self.assertEqual(['1.3'], self._prepared(self.api._clients['1.3']))
+        self.assertEqual(['1.6'], self._prepared(self.api.client))
 
     def test_drop_refused_by_old_destination_is_nothing_to_drop(self):
         self._client_1_1.prepare.return_value.call.side_effect = \

@@ -140,7 +140,13 @@ def migration():
         downtime_ms=18,
         emulated=False,
         post_copy=False,
-        paused=True)
+        paused=True,
+        convergence_policy='nfv',
+        convergence_actions=['allow 50 ms of downtime (the job starts)'],
+        prediction='converges',
+        predicted_elapsed_ms=9000,
+        predicted_downtime_ms=40,
+        sampled_dirty_rate=1 << 20)
 
 
 def instance():

@@ -60,7 +60,16 @@ class BackportTest(base.TestCase):
         self.assertEqual(
             {k: v for k, v in full.items()
              if k not in live_migrate_data.NUMA_FIELDS + (
-                 'migration_context',)}, old)
+                 'migration_context', 'convergence_policy')}, old)
+
+    def test_1_2_drops_only_the_policy(self):
+        lmd = samples.live_migrate_data()
+        lmd.convergence_policy = 'nfv'
+        full = _data(lmd)
+        old = _data(lmd, target_version='1.2')
+        self.assertEqual('nfv', full['convergence_policy'])
+        self.assertEqual({k: v for k, v in full.items()
+                          if k != 'convergence_policy'}, old)
 
     def test_backport_does_not_touch_the_object(self):
         lmd = samples.live_migrate_data()

@@ -146,7 +146,9 @@ class ResultTest(base.TestCase):
             target_version='1.0')['numamig_object.data']
         self.assertEqual({k: v for k, v in full.items()
                           if k not in migration.RESULT_FIELDS +
-                          migration.QUEUE_FIELDS}, old)
+                          migration.QUEUE_FIELDS +
+                          migration.CONVERGENCE_FIELDS +
+                          migration.PREDICTION_FIELDS}, old)
 
     def test_backport_to_1_1_drops_only_the_queue(self):
         record = samples.migration()
@@ -157,7 +159,35 @@ class ResultTest(base.TestCase):
             target_version='1.1')['numamig_object.data']
         self.assertEqual(50, full['priority'])
         self.assertEqual({k: v for k, v in full.items()
-                          if k not in migration.QUEUE_FIELDS}, old)
+                          if k not in migration.QUEUE_FIELDS +
+                          migration.CONVERGENCE_FIELDS +
+                          migration.PREDICTION_FIELDS}, old)
+
+    def test_backport_to_1_2_drops_only_convergence(self):
+        record = samples.migration()
+        full = record.obj_to_primitive()['numamig_object.data']
+        old = record.obj_to_primitive(
+            target_version='1.2')['numamig_object.data']
+        self.assertEqual('nfv', full['convergence_policy'])
+        self.assertEqual(9000, full['predicted_elapsed_ms'])
+        self.assertEqual({k: v for k, v in full.items()
+                          if k not in migration.CONVERGENCE_FIELDS +
+                          migration.PREDICTION_FIELDS}, old)
+
+
+class ConvergenceValidationTest(base.TestCase):
+
+    def test_bounds(self):
+        for name, value, fragment in (
+                ('convergence_policy', 'x' * 65, 'policy name of 65'),
+                ('convergence_actions', ['a'] * 41, 'at most 40'),
+                ('convergence_actions', ['a' * 301], 'at most 300'),
+                ('predicted_elapsed_ms', -1, 'predicted_elapsed_ms')):
+            record = samples.migration()
+            setattr(record, name, value)
+            exc = self.assertRaises(exception.ObjectValidationError,
+                                    record.validate)
+            self.assertIn(fragment, str(exc), name)
 
     def test_priority_outside_its_range_rejected(self):
         for value in (-1, migration.MAX_PRIORITY + 1):

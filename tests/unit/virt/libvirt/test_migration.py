@@ -46,6 +46,9 @@ class FakeDomain:
     def info(self):
         return [1, self.memory_kib, self.memory_kib, 1, 0]
 
+    def connect(self):
+        return FakeConnection()
+
     def migrateToURI3(self, uri, params, flags):  # noqa: N802
         self.calls.append(('migrateToURI3', uri, params, flags))
         self.finished.wait(10)
@@ -84,6 +87,15 @@ class FakeDomain:
 
     def resume(self):
         self.calls.append(('resume',))
+
+
+class FakeConnection:
+    """The source's connection: its libvirt version (9.0.0 as here)."""
+
+    version = 9000000
+
+    def getLibVersion(self):  # noqa: N802
+        return self.version
 
 
 class FakeCompletion:

@@ -1,0 +1,76 @@
+"""How ``migration show`` words a migration's convergence: the policy it
+ran under, what the policy did, and the pre-flight prediction next to
+the outcome (numamig.convergence)."""
+
+from numamig.objects import fields
+
+STATUS = fields.MigrationStatus
+
+
+def view(migration):
+    """The JSON-able convergence part of a migration's view."""
+    return {
+        'policy': migration.get('convergence_policy'),
+        'actions': list(migration.get('convergence_actions') or []),
+        'prediction': migration.get('prediction'),
+        'predicted_elapsed_ms': migration.get('predicted_elapsed_ms'),
+        'predicted_downtime_ms': migration.get('predicted_downtime_ms'),
+        'sampled_dirty_rate': migration.get('sampled_dirty_rate'),
+        'outcome': outcome(migration),
+    }
+
+
+def outcome(migration):
+    """What happened, in the prediction's terms: converged (pre-copy),
+    post-copy, paused, failed, cancelled; None while it runs."""
+    if migration.status not in STATUS.FINAL:
+        return None
+    if migration.status != STATUS.COMPLETED:
+        return migration.status
+    if migration.get('post_copy'):
+        return 'post-copy'
+    if migration.get('paused'):
+        return 'paused'
+    return 'converged'
+
+
+def lines(data):
+    """``migration show`` lines of ``view``'s data."""
+    found = []
+    if data['policy']:
+        found.append(f"convergence policy: {data['policy']}")
+    for action in data['actions']:
+        found.append(f"  {action}")
+    if data['prediction']:
+        found.append(f"prediction: {data['prediction']}"
+                     + _figures(data) + (f"; outcome: {data['outcome']}"
+                                         if data['outcome'] else ''))
+    return found
+
+
+def _figures(data):
+    parts = []
+    if data.get('predicted_elapsed_ms') is not None:
+        parts.append(f"in {data['predicted_elapsed_ms'] / 1000:.1f} s")
+    if data.get('predicted_downtime_ms') is not None:
+        parts.append(f"downtime {data['predicted_downtime_ms']} ms")
+    if data.get('sampled_dirty_rate') is not None:
+        parts.append(f"dirty rate {data['sampled_dirty_rate'] / 2 ** 20:.1f}"
+                     f" MiB/s")
+    return f" ({', '.join(parts)})" if parts else ''
+
+
+def prediction_lines(prediction):
+    """Dry-run lines of the source's prediction (None: not asked)."""
+    if not prediction:
+        return []
+    head = f"convergence: {prediction['prediction']}"
+    if prediction.get('policy'):
+        head += f" under policy {prediction['policy']}"
+    found = [head + _figures(prediction)]
+    if prediction.get('reason'):
+        found.append(f"  {prediction['reason']}")
+    if prediction.get('dirty_rate_method'):
+        found.append(f"  dirty rate measured by "
+                     f"{prediction['dirty_rate_method']}")
+    return found

@@ -1,0 +1,60 @@
+"""A migration's convergence columns (revision 0009) on PostgreSQL,
+MariaDB and SQLite: the policy, its actions, the prediction."""
+
+from numamig import exception
+from numamig.db import instances
+from numamig.db import migrations
+from tests.functional.db import base
+from tests.unit.db import base as unit_base
+
+ACTIONS = ['allow 50 ms of downtime (the job starts)',
+           'post-copy (pass 3: ' + 'x' * 250 + ')']
+
+
+class ConvergenceColumnsTestCase(base.ServerDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        instance = unit_base.make_instance()
+        instances.create(self.db, instance)
+        self.migration = migrations.create(self.db, unit_base.make_migration(
+            instance.uuid, convergence_policy='nfv'))
+
+    def test_policy_prediction_and_actions_round_trip(self):
+        uuid = self.migration.uuid
+        self.assertEqual('nfv', migrations.get(self.db,
+                                               uuid).convergence_policy)
+        migrations.set_prediction(self.db, uuid, {
+            'prediction': 'needs-post-copy', 'predicted_elapsed_ms': None,
+            'predicted_downtime_ms': None,
+            'sampled_dirty_rate': 150 * 2 ** 20, 'reason': 'ignored'})
+        self.assertEqual('never_pause', migrations.set_policy(
+            self.db, uuid, 'never_pause').convergence_policy)
+        for status in ('queued', 'running'):
+            migrations.set_status(self.db, uuid, status)
+        migrations.set_status(self.db, uuid, 'completed', result={
+            'emulated': False, 'elapsed_ms': 10032, 'downtime_ms': 6,
+            'post_copy': True, 'paused': False,
+            'convergence_policy': 'never_pause',
+            'convergence_actions': ACTIONS})
+        stored = migrations.get(self.db, uuid)
+        self.assertEqual(('needs-post-copy', None, 150 * 2 ** 20,
+                          'never_pause', ACTIONS, True),
+                         (stored.prediction, stored.predicted_elapsed_ms,
+                          stored.sampled_dirty_rate,
+                          stored.convergence_policy,
+                          stored.convergence_actions, stored.post_copy))
+
+    def test_unusable_values_change_nothing(self):
+        uuid = self.migration.uuid
+        self.assertRaises(exception.Invalid, migrations.set_prediction,
+                          self.db, uuid, {'prediction': 'x' * 33})
+        self.assertRaises(exception.Invalid, migrations.set_prediction,
+                          self.db, uuid, {'sampled_dirty_rate': -1})
+        self.assertRaises(exception.InvalidMigrationResult,
+                          migrations.set_status, self.db, uuid, 'queued',
+                          result={'convergence_actions': ['a' * 301]})
+        stored = migrations.get(self.db, uuid)
+        self.assertEqual(('accepted', None, None),
+                         (stored.status, stored.prediction,
+                          stored.convergence_actions))

@@ -1,0 +1,60 @@
+"""The real tier: dirty-rate sampling on QEMU (TCG) and the prediction.
+
+Which of libvirt's dirty-rate calculation modes measure a TCG guest is
+recorded (page sampling hashes sampled pages and needs no accelerator;
+dirty bitmap and dirty ring need KVM's dirty logging), and the
+prediction follows from the measured rate: an idle guest converges, the
+dirtying guest (94 MiB kept dirty) at 1 MiB/s does not.
+"""
+
+import fixtures
+
+from numamig.convergence import policy as pol
+from numamig.virt.libvirt import dirty_rate
+from tests.functional.libvirt import real_hosts
+from tests.functional.libvirt.real_hosts import GUEST
+
+
+class PredictionTestCase(real_hosts.RealHostsTestCase):
+
+    def _predict(self, bandwidth_mib, dirty):
+        self.spawn_guest(dirty=dirty)
+        source = self.driver('src', bandwidth_mib=bandwidth_mib,
+                             downtime_ms=500)
+        answer = source.predict_convergence(GUEST, pol.SHIPPED[pol.TIMER])
+        self.record(str({'dirty': dirty, 'bandwidth_mib': bandwidth_mib,
+                         **answer}))
+        return answer
+
+    def test_idle_guest_converges(self):
+        answer = self._predict(100, dirty=False)
+        self.assertEqual('page-sampling', answer['dirty_rate_method'],
+                         answer['reason'])
+        self.assertEqual('converges', answer['prediction'],
+                         answer['reason'])
+
+    def test_dirtying_guest_over_a_slow_link_does_not(self):
+        answer = self._predict(1, dirty=True)
+        self.assertEqual('page-sampling', answer['dirty_rate_method'],
+                         answer['reason'])
+        self.assertGreater(answer['sampled_dirty_rate'], 2 ** 20)
+        self.assertEqual('will-not-converge', answer['prediction'],
+                         answer['reason'])
+
+    def test_which_modes_measure_a_tcg_guest(self):
+        self.spawn_guest(dirty=True)
+        source = self.drivers['src']
+        dom = source._lookup(GUEST)
+        found = {}
+        for mode in dirty_rate.MODES:
+            self.useFixture(fixtures.MockPatch(
+                'numamig.virt.libvirt.dirty_rate.MODES', (mode,)))
+            rate, how = dirty_rate.sample(source._connection(), dom,
+                                          deadline_s=5)
+            found[mode[0]] = how if rate is None else f"{rate} B/s"
+        self.record(str(found))
+        # Measured: page sampling measures a TCG guest, dirty ring is
+        # refused, dirty bitmap killed the guest (so the driver tries
+        # page sampling only on TCG: dirty_rate.modes_for).
+        self.assertIn('B/s', found['page-sampling'])
+        self.assertIn('dirty-ring feature', found['dirty-ring'])

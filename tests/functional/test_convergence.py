@@ -1,0 +1,204 @@
+"""Convergence policies end to end on the embedded tier (fake:// and
+RabbitMQ): a stalled migration escalated pass by pass.
+
+The test driver cannot migrate; its hosts here model the pre-copy of
+their emulated migrations ([libvirt] emulated_migration_bandwidth): a
+1 GiB guest dirtying 150 MiB/s over 100 MiB/s never converges by
+itself, so what ends it is the policy::
+
+    host-a  models 100 MiB/s, guests dirty 150 MiB/s (busy)
+    host-b  the same topology, no model
+    host-c  as host-a, observe-only
+"""
+
+from numamig import embedded
+from numamig import exception
+from numamig import service
+from numamig.convergence import policy as convergence
+from numamig.virt.libvirt import settings as lv_settings
+from tests import base
+from tests.fixtures import deployment
+from tests.functional import test_live_migration as lm
+
+load_tests = lm.load_tests
+
+STRICT = ('strict: downtime=50; then=abort',)
+BUSY = lv_settings.MigrationSettings(
+    emulated_bandwidth_mib=100, emulated_dirty_rate_mib=150,
+    completion_timeout_s=800, policies=STRICT)
+OBSERVING = lv_settings.MigrationSettings(
+    emulated_bandwidth_mib=100, emulated_dirty_rate_mib=150,
+    completion_timeout_s=800, policy='nfv', observe_only=True)
+
+
+def _host(name, migration=None):
+    return embedded.HostDefinition(name, 'numa-2cell-a.xml',
+                                   cpu_shared_set=lm.SHARED,
+                                   migration=migration)
+
+
+class ConvergenceTest(lm.LiveMigrationTestCase):
+
+    HOSTS = (_host('host-a', BUSY), _host('host-b'),
+             _host('host-c', OBSERVING))
+
+    def migrate_with(self, instance, dest, policy=None):
+        migration = self.api.live_migrate_instance(
+            self.ctxt, instance.uuid, dest, policy=policy)
+        return self.dep.wait_for_migration(migration.uuid)
+
+    def test_stalled_migration_escalated_per_pass(self):
+        mover = self.create('host-a')
+        migration = self.migrate_with(mover, 'host-b', policy='nfv')
+        self.assertEqual('completed', migration.status, migration.error)
+        self.assertEqual('nfv', migration.convergence_policy)
+        self.assertEqual(['allow 50 ms', 'allow 100 ms', 'allow 150 ms',
+                          'allow 200 ms', 'post-copy'],
+                         [a.split(' of downtime')[0].split(' (')[0]
+                          for a in migration.convergence_actions])
+        self.assertIn('dirtying 157286400 B/s against 104857600 B/s',
+                      migration.convergence_actions[1])
+        self.assertTrue(migration.post_copy)
+        self.assertTrue(migration.emulated)
+        self.assertEqual('host-b', self.record(mover).host)
+
+    def test_flavor_policy_finishes_whatever_it_takes(self):
+        mover = self.create('host-a', specs=dict(
+            lm.DEDICATED, **{'hw:live_migration_policy': 'finish'}))
+        migration = self.migrate_with(mover, 'host-b')
+        self.assertEqual('completed', migration.status, migration.error)
+        self.assertEqual('finish', migration.convergence_policy)
+        self.assertTrue(any(a.startswith('auto-converge')
+                            for a in migration.convergence_actions))
+
+    def test_timer_policy_times_out_guest_stays(self):
+        mover = self.create('host-a')
+        migration = self.migrate_with(mover, 'host-b')
+        self.assertEqual('failed', migration.status)
+        self.assertIn('completion timeout of 800 s', migration.error)
+        self.assertEqual('timer', migration.convergence_policy)
+        self.assertEqual('host-a', self.record(mover).host)
+        self.assertIn(mover.uuid, self.dep.agent('host-a').driver
+                      .list_guests())
+        self.assert_nothing_claimed(mover)
+
+    def test_observe_only_logs_what_the_policy_would_do(self):
+        mover = self.create('host-c')
+        migration = self.migrate_with(mover, 'host-b')
+        # The timer acted (and timed out); nfv only watched.
+        self.assertEqual('failed', migration.status)
+        self.assertIn('completion timeout', migration.error)
+        self.assertEqual('host-c', self.record(mover).host)
+
+    def test_unknown_policy_refused_nothing_recorded(self):
+        mover = self.create('host-a')
+        exc = self.assertRaises(
+            exception.UnknownMigrationPolicy,
+            self.api.live_migrate_instance, self.ctxt, mover.uuid,
+            'host-b', policy='goldd')
+        self.assertIn('Unknown live-migration policy goldd (requested '
+                      'for the migration); known policies: finish, '
+                      'never_pause, nfv, timer', str(exc))
+        self.assertEqual([], self.api.migration_get_all(self.ctxt))
+
+    def test_unknown_flavor_policy_refused(self):
+        mover = self.create('host-a', specs=dict(
+            lm.DEDICATED, **{'hw:live_migration_policy': 'nope'}))
+        exc = self.assertRaises(exception.UnknownMigrationPolicy,
+                                self.api.live_migrate_instance, self.ctxt,
+                                mover.uuid, 'host-b')
+        self.assertIn('flavor key hw:live_migration_policy', str(exc))
+
+
+class PredictionTest(lm.LiveMigrationTestCase):
+    """The pre-flight prediction: in dry runs, recorded next to the
+    outcome, and refusing what will not converge."""
+
+    HOSTS = ConvergenceTest.HOSTS
+    MODE = 'refuse'
+
+    def setUp(self):
+        base.TestCase.setUp(self)
+        settings = dict(service.default_conductor_settings(),
+                        convergence_prediction=self.MODE,
+                        migration_policies=convergence.catalog(STRICT))
+        self.dep = self.useFixture(deployment.DeploymentFixture(
+            self.transport_kind, self.hosts(),
+            conductor_settings=settings)).deployment
+        self.api, self.ctxt = self.dep.api, self.dep.context
+
+    def test_dry_run_predicts_from_the_sampled_rate(self):
+        busy = self.create('host-a')
+        answer = self.api.live_migration_dry_run(self.ctxt, busy.uuid,
+                                                 'host-b')
+        prediction = answer['prediction']
+        self.assertEqual(('will-not-converge', 'timer', 'emulated',
+                          150 * 2 ** 20),
+                         (prediction['prediction'], prediction['policy'],
+                          prediction['dirty_rate_method'],
+                          prediction['sampled_dirty_rate']))
+        self.assertEqual([], self.api.migration_get_all(self.ctxt))
+
+    def test_dry_run_unknown_where_nothing_measures(self):
+        idle = self.create('host-b')
+        prediction = self.api.live_migration_dry_run(
+            self.ctxt, idle.uuid, 'host-a')['prediction']
+        self.assertEqual('unknown', prediction['prediction'])
+        # The test driver refuses every calculation mode, by name.
+        self.assertIn('page-sampling: this function is not supported',
+                      prediction['reason'])
+        self.assertIsNone(prediction['sampled_dirty_rate'])
+
+    def test_refused_before_anything_is_claimed(self):
+        busy = self.create('host-a')
+        migration = self.migrate(busy, 'host-b')
+        self.assertEqual('error', migration.status)
+        self.assertIn('predicted not to converge under policy timer',
+                      migration.error)
+        self.assertEqual(('will-not-converge', 150 * 2 ** 20),
+                         (migration.prediction,
+                          migration.sampled_dirty_rate))
+        self.assertEqual('host-a', self.record(busy).host)
+        self.assert_nothing_claimed(busy)
+
+    def test_prediction_recorded_next_to_the_outcome(self):
+        busy = self.create('host-a', specs=dict(
+            lm.DEDICATED, **{'hw:live_migration_policy': 'nfv'}))
+        migration = self.migrate(busy, 'host-b')
+        self.assertEqual('completed', migration.status, migration.error)
+        # Predicted: post-copy needed; outcome: post-copy.
+        self.assertEqual(('needs-post-copy', True),
+                         (migration.prediction, migration.post_copy))
+
+
+class ChoosePolicyTest(PredictionTest):
+    """convergence_prediction = choose: a migration predicted not to
+    converge under its policy runs under the first fallback that ends
+    it."""
+
+    MODE = 'choose'
+
+    def test_refused_before_anything_is_claimed(self):
+        self.skipTest("choose runs it under a fallback instead (below)")
+
+    def test_fallback_policy_chosen_and_run(self):
+        busy = self.create('host-a')
+        migration = self.migrate(busy, 'host-b')
+        self.assertEqual('completed', migration.status, migration.error)
+        # timer will not converge; never_pause (the first fallback) ends
+        # it by auto-converge or post-copy.
+        self.assertEqual('never_pause', migration.convergence_policy)
+        self.assertEqual('needs-auto-converge', migration.prediction)
+        self.assertTrue(any(a.startswith('auto-converge')
+                            for a in migration.convergence_actions))
+
+    def test_requested_policy_is_never_replaced(self):
+        busy = self.create('host-a')
+        migration = self.api.live_migrate_instance(
+            self.ctxt, busy.uuid, 'host-b', policy='strict')
+        migration = self.dep.wait_for_migration(migration.uuid)
+        self.assertEqual('error', migration.status)
+        self.assertIn('predicted not to converge under policy strict',
+                      migration.error)
+        self.assertEqual('strict', migration.convergence_policy)
+        self.assertEqual('host-a', self.record(busy).host)

@@ -1,0 +1,54 @@
+"""How migration show and the dry run word convergence."""
+
+from numamig.cmd.manage_commands import convergence_view as cv
+from tests import base
+from tests.unit.objects import samples
+
+
+class ViewTestCase(base.TestCase):
+
+    def test_completed_post_copy_next_to_its_prediction(self):
+        migration = samples.migration()
+        migration.status = 'completed'
+        migration.post_copy, migration.paused = True, False
+        migration.prediction = 'needs-post-copy'
+        migration.predicted_elapsed_ms = None
+        data = cv.view(migration)
+        self.assertEqual('post-copy', data['outcome'])
+        self.assertEqual(
+            ['convergence policy: nfv',
+             '  allow 50 ms of downtime (the job starts)',
+             'prediction: needs-post-copy (downtime 40 ms, dirty rate 1.0 '
+             'MiB/s); outcome: post-copy'], cv.lines(data))
+
+    def test_running_has_no_outcome_and_nothing_recorded_prints_nothing(self):
+        migration = samples.migration()
+        self.assertIsNone(cv.outcome(migration))
+        for name in ('convergence_policy', 'convergence_actions',
+                     'prediction'):
+            setattr(migration, name, None)
+        self.assertEqual([], cv.lines(cv.view(migration)))
+
+    def test_failed_outcome_is_the_status(self):
+        migration = samples.migration()
+        migration.status = 'failed'
+        self.assertEqual('failed', cv.outcome(migration))
+
+    def test_dry_run_lines(self):
+        self.assertEqual([], cv.prediction_lines(None))
+        self.assertEqual(
+            ['convergence: unknown under policy timer',
+             '  the source is older than compute API 1.6'],
+            cv.prediction_lines({'prediction': 'unknown', 'policy': 'timer',
+                                 'reason': 'the source is older than '
+                                           'compute API 1.6',
+                                 'sampled': False}))
+        self.assertEqual(
+            ['convergence: converges under policy nfv (in 1.3 s, downtime '
+             '0 ms, dirty rate 0.0 MiB/s)',
+             '  2 passes', '  dirty rate measured by page-sampling'],
+            cv.prediction_lines({
+                'prediction': 'converges', 'policy': 'nfv',
+                'reason': '2 passes', 'predicted_elapsed_ms': 1280,
+                'predicted_downtime_ms': 0, 'sampled_dirty_rate': 0,
+                'dirty_rate_method': 'page-sampling'}))

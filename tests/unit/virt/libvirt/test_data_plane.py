@@ -1,0 +1,71 @@
+"""Stream options checked against the source's libvirt before moving."""
+
+import libvirt
+
+from numamig import exception
+from numamig.virt.libvirt import data_plane
+from numamig.virt.libvirt import settings as lv_settings
+from tests import base
+from tests.unit.virt.libvirt import test_migration as tm
+
+V9_0, V9_4 = 9000000, 9004000
+
+
+def _check(version, bandwidth_mib=None, **settings):
+    data_plane.check(lv_settings.MigrationSettings(**settings), version,
+                     'src', 'qemu+tcp://dst/system', bandwidth_mib)
+
+
+class CheckTestCase(base.TestCase):
+
+    def test_zstd_needs_libvirt_9_4(self):
+        exc = self.assertRaises(exception.MigrationNotSupported, _check,
+                                V9_0, compression='zstd',
+                                parallel_connections=2)
+        self.assertIn('live_migration_compression', str(exc))
+        self.assertIn('needs libvirt 9.4.0 or later; this host runs 9.0.0',
+                      str(exc))
+        _check(V9_4, compression='zstd', parallel_connections=2)
+
+    def test_parallel_and_tls_versions(self):
+        _check(V9_0, parallel_connections=4, native_tls=True)
+        exc = self.assertRaises(exception.MigrationNotSupported, _check,
+                                5001000, parallel_connections=2)
+        self.assertIn('needs libvirt 5.2.0', str(exc))
+        exc = self.assertRaises(exception.MigrationNotSupported, _check,
+                                3001000, native_tls=True)
+        self.assertIn('native TLS', str(exc))
+
+    def test_bandwidth_bounds(self):
+        _check(V9_0, bandwidth_mib=data_plane.MAX_BANDWIDTH_MIB)
+        exc = self.assertRaises(exception.MigrationNotSupported, _check,
+                                V9_0,
+                                bandwidth_mib=data_plane.MAX_BANDWIDTH_MIB + 1)
+        self.assertIn('the bandwidth must be 0 (unlimited)', str(exc))
+
+    def test_compression_needs_parallel_connections(self):
+        exc = self.assertRaises(exception.InvalidConfiguration,
+                                lv_settings.MigrationSettings,
+                                compression='zstd')
+        self.assertIn('parallel connections only', str(exc))
+
+    def test_flags_and_params(self):
+        self.assertEqual((0, {}), data_plane.flags_and_params(
+            lv_settings.MigrationSettings()))
+        self.assertEqual(
+            (libvirt.VIR_MIGRATE_COMPRESSED,
+             {libvirt.VIR_MIGRATE_PARAM_COMPRESSION: 'zstd'}),
+            data_plane.flags_and_params(lv_settings.MigrationSettings(
+                compression='zstd', parallel_connections=2)))
+
+
+class RefusedAtStartTestCase(base.TestCase):
+
+    def test_nothing_moves(self):
+        clock = tm.FakeClock()
+        dom = tm.FakeDomain(clock)
+        job = tm._job(dom, clock, compression='zstd',
+                      parallel_connections=2)
+        self.assertRaises(exception.MigrationNotSupported, job.run, 'u',
+                          '<d/>', None)
+        self.assertEqual([], dom.calls)
