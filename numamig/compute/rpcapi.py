@@ -69,6 +69,13 @@ CONDUCTOR_CHECKS_VERSION = '1.3'
 # The API version that brought refresh_usage (heal claims).
 USAGE_VERSION = '1.4'
 
+# The API version that brought virtio-mem devices in guest cells
+# (InstanceNUMACell 1.1 and the objects holding it).
+VIRTIO_MEM_VERSION = '1.5'
+VIRTIO_MEM_OBJECTS = {'InstanceNUMACell': '1.1',
+                      'InstanceNUMATopology': '1.1', 'Instance': '1.1',
+                      'MigrationContext': '1.1'}
+
 # API version -> the object versions a receiver of that version reads.
 OBJECT_VERSIONS = {
     '1.0': dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
@@ -76,6 +83,8 @@ OBJECT_VERSIONS = {
     '1.2': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
     '1.3': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
     '1.4': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
+    '1.5': dict(_BASE_OBJECTS, LiveMigrateData='1.2',
+                **VIRTIO_MEM_OBJECTS),
 }
 
 # Objects an uncapped client sends older than their newest version (the
@@ -119,9 +128,11 @@ class ComputeAPI:
             with ``completed``: the destination only counts the guest).
     * 1.4 - refresh_usage: recompute usage from the records now and
             report it (numamig-manage heal claims).
+    * 1.5 - virtio-mem devices: InstanceNUMACell 1.1 (and
+            InstanceNUMATopology, Instance, MigrationContext 1.1).
     """
 
-    VERSION = '1.4'
+    VERSION = '1.5'
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
                  exchange=None, release_objects=None):

@@ -27,6 +27,11 @@ OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'],
                               ComputeNodeReport='1.1')
 OBJECT_VERSIONS['1.8'] = dict(OBJECT_VERSIONS['1.7'])
 OBJECT_VERSIONS['1.9'] = dict(OBJECT_VERSIONS['1.8'])
+# 1.10 belongs to another branch; the lead re-chains at merge.
+OBJECT_VERSIONS['1.11'] = dict(OBJECT_VERSIONS['1.9'],
+                               InstanceNUMACell='1.1',
+                               InstanceNUMATopology='1.1', Instance='1.1',
+                               MigrationContext='1.1')
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -65,6 +70,9 @@ USAGE_VERSION = '1.6'
 # The API version whose reports carry the migration guard's state
 # (ComputeNodeReport 1.1).
 GUARD_VERSION = '1.7'
+# The API version whose messages carry virtio-mem devices in guest cells
+# (InstanceNUMACell 1.1 and the objects holding it).
+VIRTIO_MEM_VERSION = '1.11'
 # The API version that brought host maintenance: host_set_disabled and
 # host_drain_plan.
 MAINTENANCE_VERSION = '1.8'

@@ -80,6 +80,8 @@ class ConductorAPI:
             the client: a request delivered again (or sent again after
             a timeout) returns the migration it recorded instead of
             recording another.
+    * 1.11 - virtio-mem devices: InstanceNUMACell 1.1 (and
+            InstanceNUMATopology, Instance, MigrationContext 1.1).
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -88,7 +90,7 @@ class ConductorAPI:
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.9'
+    VERSION = '1.11'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,

@@ -17,11 +17,13 @@ class Instance(base.NumamigObject):
     """
 
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: InstanceNUMATopology and MigrationContext 1.1
+    #              (virtio-mem devices in guest cells)
+    VERSION = '1.1'
 
     obj_relationships = {
-        'numa_topology': [('1.0', '1.0')],
-        'migration_context': [('1.0', '1.0')],
+        'numa_topology': [('1.0', '1.0'), ('1.1', '1.1')],
+        'migration_context': [('1.0', '1.0'), ('1.1', '1.1')],
     }
 
     fields = {

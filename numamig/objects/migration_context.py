@@ -15,11 +15,12 @@ class MigrationContext(base.NumamigObject):
     """
 
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: InstanceNUMATopology 1.1 (virtio-mem devices)
+    VERSION = '1.1'
 
     obj_relationships = {
-        'old_numa_topology': [('1.0', '1.0')],
-        'new_numa_topology': [('1.0', '1.0')],
+        'old_numa_topology': [('1.0', '1.0'), ('1.1', '1.1')],
+        'new_numa_topology': [('1.0', '1.0'), ('1.1', '1.1')],
     }
 
     fields = {
