@@ -412,8 +412,9 @@ def newest_versions(held_back=None):
 
 
 def object_versions_in(values):
-    """Object name -> the highest version of it in ``values`` (walked
-    through lists, dict values and the objects' own object fields)."""
+    """Object name -> the highest version of it ``values`` need
+    (``obj_version_needed``; walked through lists, dict values and the
+    objects' own object fields)."""
     found = {}
     _collect_versions(values, found)
     return found
@@ -422,9 +423,10 @@ def object_versions_in(values):
 def _collect_versions(value, found):
     if isinstance(value, obj_base.NumamigObject):
         name = value.obj_name()
-        if name not in found or _version_tuple(value.VERSION) > \
+        needed = value.obj_version_needed()
+        if name not in found or _version_tuple(needed) > \
                 _version_tuple(found[name]):
-            found[name] = value.VERSION
+            found[name] = needed
         value = [value.get(field) for field in
                  obj_base.object_fields(type(value))]
     for item in _children(value):

@@ -187,9 +187,17 @@ class ComputeAPI:
         then, refused, at ``version`` (what its arguments need), then at
         ``floor`` (1.0 unless the method is newer).
 
+        A guest with virtio-mem devices is never sent below
+        VIRTIO_MEM_VERSION: an older agent would get it without them and
+        account and write its memory wrongly; its refusal is raised.
+
         :param kwargs_1_0: the arguments API 1.0 takes, when they differ.
         :raises UnsupportedVersion: refused at ``floor`` too.
         """
+        if _carries_virtio_mem(tuple(kwargs.values())):
+            floor = version = max(
+                (floor, version, VIRTIO_MEM_VERSION),
+                key=versionutils.convert_version_to_tuple)
         tries = list(dict.fromkeys(
             (self._version_for(version, *kwargs.values()), version, floor)))
         for attempt in tries:
@@ -439,6 +447,13 @@ class ComputeAPI:
         the message backported to what that version carries.
         """
         return self._version_for('1.0', migrate_data)
+
+
+def _carries_virtio_mem(values):
+    """Whether ``values`` hold a guest cell with a virtio-mem device."""
+    needed = rpc.object_versions_in(values).get('InstanceNUMACell')
+    return needed is not None and \
+        versionutils.convert_version_to_tuple(needed) >= (1, 1)
 
 
 def _versions(oldest, newest):

@@ -115,6 +115,11 @@ class InstanceNUMACell(base.NumamigObject):
     def has_virtio_mem(self):
         return self.get('virtio_mem_size_mb') is not None
 
+    def obj_version_needed(self):
+        """1.0 for a cell without a virtio-mem device: an older peer
+        loses nothing of it."""
+        return self.VERSION if self.has_virtio_mem else '1.0'
+
     @property
     def virtio_mem_held_mb(self):
         """Host memory the cell's virtio-mem device holds: the larger of
@@ -234,7 +239,12 @@ class InstanceNUMATopology(base.NumamigObject):
 
     @property
     def has_virtio_mem(self):
-        return any(cell.has_virtio_mem for cell in self.cells)
+        return any(cell.has_virtio_mem for cell in self.get('cells', ()))
+
+    def obj_version_needed(self):
+        """1.1 only for a guest with virtio-mem devices (its cells'
+        version is 1.1's only change)."""
+        return self.VERSION if self.has_virtio_mem else '1.0'
 
     @property
     def cpu_pinning(self):

@@ -45,6 +45,10 @@ def bumped_cell_class():
                       l3_ways=fields.IntegerField(nullable=True,
                                                   default=None))
 
+        def obj_version_needed(self):
+            # l3_ways is always sent: the newest version is needed.
+            return self.VERSION
+
         def obj_make_compatible(self, primitive, target_version):
             super().obj_make_compatible(primitive, target_version)
             if versionutils.convert_version_to_tuple(target_version) < (1, 2):
