@@ -103,3 +103,24 @@ def cell_fields(device):
     return {'virtio_mem_size_mb': device.size_mb,
             'virtio_mem_block_kb': device.block_kb,
             'virtio_mem_requested_mb': device.requested_mb}
+
+
+_STATE_FIELDS = ('virtio_mem_requested_mb', 'virtio_mem_current_mb')
+
+
+def with_device_state(request, placed):
+    """Return a copy of ``request`` whose devices have ``placed``'s
+    requested and current sizes (guest cells matched by id).
+
+    Cells without a device on either side are copied as they are; the
+    inputs are not modified.
+    """
+    result = request.obj_clone()
+    state = {cell.id: cell for cell in placed.cells if cell.has_virtio_mem}
+    for cell in result.cells:
+        now = state.get(cell.id)
+        if now is None or not cell.has_virtio_mem:
+            continue
+        for name in _STATE_FIELDS:
+            setattr(cell, name, now.get(name))
+    return result

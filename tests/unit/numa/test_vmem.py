@@ -8,6 +8,7 @@ from numamig import exception
 from numamig import objects
 from numamig.numa import constraints
 from numamig.numa import fit
+from numamig.numa import instance_request
 from numamig.numa import specs
 from numamig.numa import usage
 from numamig.numa import view_usage
@@ -186,3 +187,37 @@ class AccountingTest(base.TestCase):
             [c.memory_usage_mb for c in view.cells])
         self.assertEqual([512, 512], [c.virtio_mem_requested_mb
                                       for c in result.topology.cells])
+
+
+class DeviceStateTest(base.TestCase):
+    """A migrating guest is claimed with its devices as they are now."""
+
+    def _instance(self):
+        specs = dict(_TWO_NODES, **{'hw:virtio_mem_requested': '512'})
+        host = hosts.make_host(cells=2, cores=4, threads=1, shared=2,
+                               memory_mb=8192)
+        placed = fit.fit(host, constraints.get_numa_request(
+            4, 2048, specs, {})).topology
+        placed.cells[1].virtio_mem_requested_mb = 128
+        placed.cells[1].virtio_mem_current_mb = 256
+        return objects.Instance(uuid='5a1e0000-aaaa-4bbb-8ccc-000000000002',
+                                name='g', vcpus=4, memory_mb=2048,
+                                extra_specs=specs, numa_topology=placed)
+
+    def test_request_takes_the_placed_sizes(self):
+        instance = self._instance()
+        before = copy.deepcopy(instance)
+        request = instance_request.numa_request(instance)
+        self.assertEqual(
+            [(512, None, 1536), (128, 256, 1280)],
+            [(c.virtio_mem_requested_mb, c.virtio_mem_current_mb,
+              c.memory_held_mb) for c in request.cells])
+        self.assertEqual(before, instance)
+        self.assertIsNone(request.cells[0].host_cell)
+
+    def test_unplaced_guest_takes_the_flavor_sizes(self):
+        instance = self._instance()
+        instance.numa_topology = None
+        self.assertEqual([512, 512], [
+            c.virtio_mem_requested_mb
+            for c in instance_request.numa_request(instance).cells])
