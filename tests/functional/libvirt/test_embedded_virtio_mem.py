@@ -8,6 +8,7 @@ guest (there is no guest driver). It has no updateDeviceFlags, so a
 resize (reclaim) cannot be carried out here: the real tier does that.
 """
 
+from numamig import exception
 from numamig.virt.libvirt import migration_xml
 from numamig.virt.libvirt import virtio_mem
 from tests import base
@@ -68,3 +69,14 @@ class EmbeddedVirtioMemTestCase(base.TestCase):
             self.assertEqual({0: ('1', '2048'), 1: ('0', '2048')}, sources)
             self.assertEqual({256}, {f['virtio_mem_requested_mb']
                                      for f in sizes.values()})
+
+    def test_resize_is_refused_by_the_test_driver(self):
+        # No updateDeviceFlags in the test driver: refused, nothing
+        # changed; the real tier carries resizes out.
+        exc = self.assertRaises(exception.HypervisorError,
+                                self.src.resize_virtio_mem, guests.UUID,
+                                {1: 128}, 1.0)
+        self.assertIn('resize the virtio-mem device of guest cell 1',
+                      str(exc))
+        _, sizes = self._devices(self.src)
+        self.assertEqual(256, sizes[1]['virtio_mem_requested_mb'])
