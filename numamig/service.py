@@ -27,6 +27,7 @@ from numamig.compute import manager as compute_manager
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import endpoints as conductor_endpoints
 from numamig.conductor import executor
+from numamig.conductor import memory as conductor_memory
 from numamig.conductor import manager as conductor_manager
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conf import checks
@@ -490,7 +491,8 @@ def default_conductor_settings():
             'migration_workers': 8,
             'migration_watchers': 16,
             'admission': conductor_manager.DEFAULT_ADMISSION,
-            'foreign_numa_specs': ()}
+            'foreign_numa_specs': (),
+            'virtio_mem': conductor_memory.DEFAULT_SETTINGS}
 
 
 def conductor_settings_from_conf(conf):
@@ -511,4 +513,7 @@ def conductor_settings_from_conf(conf):
             per_dest=conf.conductor.max_incoming_migrations_per_host,
             queued=conf.conductor.max_queued_migrations),
         'foreign_numa_specs': tuple(conf.foreign_numa_specs),
+        'virtio_mem': conductor_memory.Settings(
+            resize_timeout=conf.virtio_mem.resize_timeout,
+            max_loss_mb=conf.virtio_mem.max_loss_mb),
     }

@@ -129,7 +129,8 @@ class ComputeAPI:
     * 1.4 - refresh_usage: recompute usage from the records now and
             report it (numamig-manage heal claims).
     * 1.5 - virtio-mem devices: InstanceNUMACell 1.1 (and
-            InstanceNUMATopology, Instance, MigrationContext 1.1).
+            InstanceNUMATopology, Instance, MigrationContext 1.1);
+            resize_virtio_mem.
     """
 
     VERSION = '1.5'
@@ -425,6 +426,22 @@ class ComputeAPI:
             raise messaging.UnsupportedVersion(USAGE_VERSION)
         return self._prepare(host, USAGE_VERSION, timeout).call(
             ctxt, 'refresh_usage')
+
+    def resize_virtio_mem(self, ctxt, host, instance_uuid, requested,
+                          deadline_s, timeout=None):
+        """Have ``host`` set a guest's virtio-mem requested sizes
+        ({guest cell: MiB}) and wait up to ``deadline_s`` for the guest.
+
+        :returns: {'current': {cell text: MiB}, 'reached': bool}.
+        :raises UnsupportedVersion: the cap or the agent is older than
+            1.5.
+        """
+        if not self.client.can_send_version(VIRTIO_MEM_VERSION):
+            raise messaging.UnsupportedVersion(VIRTIO_MEM_VERSION)
+        return self._prepare(host, VIRTIO_MEM_VERSION, timeout).call(
+            ctxt, 'resize_virtio_mem', instance_uuid=instance_uuid,
+            requested={str(cell): mib for cell, mib in requested.items()},
+            deadline_s=deadline_s)
 
     def delete_instance(self, ctxt, instance, timeout=None):
         """Destroy a guest on its host and release its usage there.

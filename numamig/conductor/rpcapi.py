@@ -29,6 +29,7 @@ from numamig.conductor.api_versions import RESULTS_VERSION
 from numamig.conductor.api_versions import SHORT_PATH_VERSION
 from numamig.conductor.api_versions import SINCE as _SINCE
 from numamig.conductor.api_versions import USAGE_VERSION
+from numamig.conductor.api_versions import VIRTIO_MEM_VERSION
 from numamig.conductor.api_versions import WAIT_VERSION
 
 LOG = logging.getLogger(__name__)
@@ -81,7 +82,8 @@ class ConductorAPI:
             a timeout) returns the migration it recorded instead of
             recording another.
     * 1.11 - virtio-mem devices: InstanceNUMACell 1.1 (and
-            InstanceNUMATopology, Instance, MigrationContext 1.1).
+            InstanceNUMATopology, Instance, MigrationContext 1.1);
+            instance_memory_set and host_reclaim.
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -144,10 +146,14 @@ class ConductorAPI:
             sent only at a version that takes them.
         """
         newer_kwargs = newer_kwargs or {}
-        # Versions above QUEUE_VERSION carry the same objects: they are
-        # tried only for the arguments that need them, so that a call
-        # costs no refused round trip against an older conductor.
-        wanted = {QUEUE_VERSION, RESULTS_VERSION} | \
+        # Versions from QUEUE_VERSION to below VIRTIO_MEM_VERSION carry
+        # the same objects: they are tried only for the arguments that
+        # need them, so that a call costs no refused round trip against
+        # an older conductor. VIRTIO_MEM_VERSION is tried first by every
+        # call: its questions and answers may hold guest cells with
+        # virtio-mem devices, which older versions drop (a conductor of
+        # an older release costs one refused round trip then).
+        wanted = {QUEUE_VERSION, RESULTS_VERSION, VIRTIO_MEM_VERSION} | \
             {_SINCE[name] for name in newer_kwargs}
         newer = [v for v in sorted(wanted, key=_tuple, reverse=True)
                  if _tuple(v) > _tuple(version)]
@@ -518,6 +524,37 @@ class ConductorAPI:
                            "planning a drain", timeout=timeout, host=host,
                            to=None if to is None else list(to),
                            keep_free_nodes=keep_free_nodes)
+
+    def instance_memory_set(self, ctxt, change_uuid, instance_uuid, node,
+                            size_mb, exact=False, dry_run=False,
+                            timeout=None):
+        """Set a guest's plugged virtio-mem memory to ``size_mb``, host
+        node ``node`` first (only there with ``exact``).
+
+        :returns: the change's record: {'uuid', 'host', 'status',
+            'request', 'plan', 'result'}.
+        :raises InvalidMemoryChange, InstanceNotFound, HypervisorError.
+        :raises Invalid: the conductor (or a cap) is older than 1.11.
+        """
+        return self._since(ctxt, 'instance_memory_set', VIRTIO_MEM_VERSION,
+                           "changing a guest's memory", timeout=timeout,
+                           change_uuid=change_uuid,
+                           instance_uuid=instance_uuid, node=node,
+                           size_mb=size_mb, exact=exact, dry_run=dry_run)
+
+    def host_reclaim(self, ctxt, change_uuid, host, node, size_mb,
+                     exact=False, dry_run=False, timeout=None):
+        """Free ``size_mb`` MiB on ``host``'s node ``node`` from its
+        guests' virtio-mem devices (elsewhere too without ``exact``).
+
+        :returns: the change's record (as instance_memory_set).
+        :raises InvalidMemoryChange, HostNotFound, HypervisorError.
+        :raises Invalid: the conductor (or a cap) is older than 1.11.
+        """
+        return self._since(ctxt, 'host_reclaim', VIRTIO_MEM_VERSION,
+                           "reclaiming memory on a host", timeout=timeout,
+                           change_uuid=change_uuid, host=host, node=node,
+                           size_mb=size_mb, exact=exact, dry_run=dry_run)
 
     def _since(self, ctxt, method, version, what, timeout=None, **kwargs):
         """Call ``method``, which needs API ``version``; Invalid, naming

@@ -14,6 +14,7 @@ from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
 from numamig.cmd.manage_commands import _drain_output
+from numamig.cmd.manage_commands import _memory
 from numamig.conf import CONF
 
 
@@ -143,6 +144,39 @@ class HostCommands:
         the conductor cannot be reached.
         """
         return _set_disabled(host, False, output_format)
+
+    @common.args('host', metavar='HOST', help="Compute host name.")
+    @common.args('--node', type=int, required=True, metavar='P',
+                 help="Host NUMA node to free memory on.")
+    @common.args('--size', type=int, required=True, metavar='MiB',
+                 help="How much to free there.")
+    @common.args('--exact', action='store_true', default=False,
+                 help="Take memory only from guest nodes backed by node P "
+                      "(possibly short of --size).")
+    @common.args('--dry-run', dest='dry_run', action='store_true',
+                 default=False, help="Show the plan; change nothing.")
+    @common.format_option
+    @common.guarded
+    def reclaim(self, host, node=None, size=None, exact=False,
+                dry_run=False, output_format='human'):
+        """Free memory on one host node from the guests' virtio-mem devices.
+
+        Guests whose devices node P backs give first, the one with most
+        plugged there first, each at most [virtio_mem] max_loss_mb;
+        without --exact what P cannot give comes from the same guests'
+        other nodes. Prints what was freed on P, elsewhere and as best
+        effort (guest nodes backed by several host nodes); host memory
+        is released only by what the guests really unplugged. Exit
+        codes: 0 freed (or planned) in full; 1 short of --size or a
+        guest did not answer in time; 127 bad input or unknown host
+        (nothing changed); 255 the conductor cannot be reached.
+        """
+        _memory.check(node, size, minimum=1)
+        with _access.database() as db:
+            _known(db, host)
+        return _memory.run('host_reclaim', output_format, host=host,
+                           node=node, size_mb=size, exact=exact,
+                           dry_run=dry_run)
 
     @common.args('host', metavar='HOST', help="Compute host name.")
     @common.args('--dry-run', dest='dry_run', action='store_true',
