@@ -124,3 +124,26 @@ def with_device_state(request, placed):
         for name in _STATE_FIELDS:
             setattr(cell, name, now.get(name))
     return result
+
+
+def by_host_node(topologies):
+    """What the guests' virtio-mem devices hold and could take, per host
+    node: {node: {'devices', 'reclaimable_mb', 'growable_mb'}}.
+
+    ``reclaimable_mb``: what the devices hold there (a reclaim can free
+    at most this, less the per-guest bound); ``growable_mb``: what they
+    could still plug (size minus requested). Nodes without a device are
+    absent.
+    """
+    result = {}
+    for topology in topologies:
+        for cell in (topology.cells if topology is not None else ()):
+            if not cell.has_virtio_mem or cell.host_cell is None:
+                continue
+            entry = result.setdefault(cell.host_cell, {
+                'devices': 0, 'reclaimable_mb': 0, 'growable_mb': 0})
+            entry['devices'] += 1
+            entry['reclaimable_mb'] += cell.virtio_mem_held_mb
+            entry['growable_mb'] += (cell.virtio_mem_size_mb -
+                                     cell.virtio_mem_requested_mb)
+    return result

@@ -72,3 +72,22 @@ class ManageVirtioMemTestCase(embedded_base.ManageEmbeddedTestCase):
             self.assertIn(fragment, err)
         self.assertEqual(before, self.json_of('instance', 'show', uuid,
                                               '--no-xml'))
+
+    def test_host_show_and_export_show_reclaimable_per_node(self):
+        self._create()
+        shown = self.json_of('host', 'show', 'host-a')
+        self.assertEqual(
+            {'0': {'devices': 1, 'reclaimable_mb': 256, 'growable_mb': 256},
+             '1': {'devices': 1, 'reclaimable_mb': 256,
+                   'growable_mb': 256}}, shown['virtio_mem'])
+        code, out, _ = self.cli('host', 'show', 'host-a')
+        self.assertIn('node 1: virtio-mem 1 devices, reclaimable 256 MiB',
+                      out)
+        nrt = self.json_of('host', 'export-topology', 'host-a')
+        attributes = {a['name']: a['value']
+                      for a in nrt['zones'][1]['attributes']}
+        self.assertEqual(str(256 * 1024 * 1024),
+                         attributes['virtio-mem.reclaimable'])
+        # The host holds boot + device memory for the guest's node 1.
+        cell = next(c for c in shown['topology']['cells'] if c['id'] == 1)
+        self.assertEqual(512 + 256, cell['memory_usage_mb'])

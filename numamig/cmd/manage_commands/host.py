@@ -87,10 +87,14 @@ class HostCommands:
             claims = [r.instance for r in
                       instances.get_claims_on_host(db, host)]
             maintenance = compute_nodes.maintenance(db).get(host)
+        from numamig.numa import vmem
+        devices = vmem.by_host_node(g.get('numa_topology') for g in guests)
         data = dict(_host_row(report, len(guests), maintenance),
                     topology=common.plain(report.topology),
                     guests=[_guest_entry(g) for g in guests],
-                    claims=[_claim_entry(c) for c in claims])
+                    claims=[_claim_entry(c) for c in claims],
+                    virtio_mem={str(node): entry for node, entry in
+                                sorted(devices.items())})
         common.print_output(data, output_format,
                             lambda d: _print_show(d, report))
         return common.EXIT_OK
@@ -109,10 +113,16 @@ class HostCommands:
         cannot be used.
         """
         from numamig.db import compute_nodes
+        from numamig.db import instances
+        from numamig.numa import vmem
         from numamig.scheduler import nrt
         with _access.database() as db:
             report = compute_nodes.get(db, host)
-        data = nrt.export(report.host, report.topology, report.fingerprint)
+            devices = vmem.by_host_node(
+                r.instance.get('numa_topology')
+                for r in instances.get_all(db, host=host))
+        data = nrt.export(report.host, report.topology, report.fingerprint,
+                          virtio_mem=devices)
         common.print_output(data, output_format, _print_nrt)
         return common.EXIT_OK
 
@@ -354,6 +364,10 @@ def _print_show(data, report):
               f"{data['disabled_reason']}")
     for line in pictures.host_lines(report.topology):
         print(f"  {line}")
+    for node, entry in data['virtio_mem'].items():
+        print(f"  node {node}: virtio-mem {entry['devices']} devices, "
+              f"reclaimable {entry['reclaimable_mb']} MiB, growable "
+              f"{entry['growable_mb']} MiB")
     print(f"Guests ({len(data['guests'])}):")
     for guest in data['guests']:
         print(f"  {guest['name']} {guest['uuid']}")

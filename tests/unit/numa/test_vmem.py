@@ -221,3 +221,26 @@ class DeviceStateTest(base.TestCase):
         self.assertEqual([512, 512], [
             c.virtio_mem_requested_mb
             for c in instance_request.numa_request(instance).cells])
+
+
+class ByHostNodeTest(base.TestCase):
+
+    def test_sums_per_host_node(self):
+        host = hosts.make_host(cells=2, cores=4, threads=1, shared=2,
+                               memory_mb=8192)
+        one = fit.fit(host, _request(
+            {'hw:virtio_mem_requested': '256'})).topology
+        two = fit.fit(host, _request()).topology
+        two.cells[0].virtio_mem_current_mb = 1024
+        two.cells[0].virtio_mem_requested_mb = 512
+        plain = fit.fit(host, constraints.get_numa_request(
+            2, 512, {'hw:numa_nodes': '2'}, {})).topology
+        found = vmem.by_host_node([one, two, plain, None])
+        node_of_two_0 = two.cells[0].host_cell
+        self.assertEqual({0, 1}, set(found))
+        self.assertEqual(2, found[node_of_two_0]['devices'])
+        # 256 (one) + 1024 (two: current above requested is still held).
+        self.assertEqual(256 + 1024,
+                         found[node_of_two_0]['reclaimable_mb'])
+        self.assertEqual((1024 - 256) + (1024 - 512),
+                         found[node_of_two_0]['growable_mb'])
