@@ -433,6 +433,18 @@ def _collect_versions(value, found):
         _collect_versions(item, found)
 
 
+def holds_virtio_mem(values):
+    """Whether ``values`` (walked as object_versions_in walks them) hold
+    a guest cell with a virtio-mem device: what an agent or conductor
+    older than the virtio-mem API versions would lose."""
+    if isinstance(values, obj_base.NumamigObject):
+        if values.obj_name() == 'InstanceNUMACell':
+            return values.has_virtio_mem
+        values = [values.get(field) for field in
+                  obj_base.object_fields(type(values))]
+    return any(holds_virtio_mem(item) for item in _children(values))
+
+
 def carries(manifest, wanted):
     """Whether ``manifest`` holds each object of ``wanted`` (name ->
     version) in that version or a newer one."""

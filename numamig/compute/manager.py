@@ -370,8 +370,8 @@ class ComputeManager:
         """Set a guest's virtio-mem requested sizes ({cell: MiB}) and
         answer what it has plugged by ``deadline_s`` (API 1.5).
 
-        Idempotent: the sizes are absolute; a repeat asks for what is
-        asked already and answers the guest's state then.
+        Idempotent: a repeat asks for the same absolute sizes, which are
+        asked already, and answers the guest's state then.
         """
         return compute_memory.resize(self.agent, instance_uuid, requested,
                                      deadline_s)

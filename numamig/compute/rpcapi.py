@@ -468,9 +468,7 @@ class ComputeAPI:
 
 def _carries_virtio_mem(values):
     """Whether ``values`` hold a guest cell with a virtio-mem device."""
-    needed = rpc.object_versions_in(values).get('InstanceNUMACell')
-    return needed is not None and \
-        versionutils.convert_version_to_tuple(needed) >= (1, 1)
+    return rpc.holds_virtio_mem(values)
 
 
 def _versions(oldest, newest):

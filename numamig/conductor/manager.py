@@ -29,7 +29,6 @@ from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.db import queue
-from numamig.numa import constraints
 from numamig.objects import fields
 from numamig.objects import service as service_obj
 
@@ -39,10 +38,6 @@ STATUS = fields.MigrationStatus
 DEFAULT_ADMISSION = worker_mod.DEFAULT_ADMISSION
 DEFAULT_WATCHERS = 16
 STATUS_KIND = wire.one_of(fields.MigrationStatus.ALL)
-
-# The highest host NUMA node id a request may name (Linux's MAX_NUMNODES
-# is 1024 on the largest configurations).
-MAX_NODE = 1023
 
 _EXPECTED = (exception.MigrationError, exception.Invalid,
              exception.NotFound, exception.ConcurrentUpdate,
@@ -580,8 +575,8 @@ class ConductorManager:
         return maintenance.refresh_usage(self.worker, ctxt, host)
 
     @wire.args(change_uuid=wire.UUID, instance_uuid=wire.UUID,
-               node=wire.integer(0, MAX_NODE),
-               size_mb=wire.integer(0, constraints.MAX_MEMORY_MB),
+               node=wire.integer(0, memory.MAX_NODE),
+               size_mb=wire.integer(0, memory.MAX_SIZE_MB),
                exact=wire.BOOL, dry_run=wire.BOOL)
     @messaging.expected_exceptions(*_EXPECTED, exception.HypervisorError)
     def instance_memory_set(self, ctxt, change_uuid, instance_uuid, node,
@@ -596,8 +591,8 @@ class ConductorManager:
             exact, dry_run, self.virtio_mem)
 
     @wire.args(change_uuid=wire.UUID, host=wire.HOST,
-               node=wire.integer(0, MAX_NODE),
-               size_mb=wire.integer(1, constraints.MAX_MEMORY_MB),
+               node=wire.integer(0, memory.MAX_NODE),
+               size_mb=wire.integer(1, memory.MAX_SIZE_MB),
                exact=wire.BOOL, dry_run=wire.BOOL)
     @messaging.expected_exceptions(*_EXPECTED, exception.HypervisorError)
     def host_reclaim(self, ctxt, change_uuid, host, node, size_mb, exact,

@@ -27,9 +27,15 @@ import oslo_messaging as messaging
 from numamig import exception
 from numamig.db import instances
 from numamig.db import memory_changes
+from numamig.numa import constraints
 from numamig.numa import reclaim
 
 LOG = logging.getLogger(__name__)
+
+# The highest host NUMA node id a request may name (Linux's MAX_NUMNODES
+# is 1024 on the largest configurations), and the largest size.
+MAX_NODE = 1023
+MAX_SIZE_MB = constraints.MAX_MEMORY_MB
 
 # Extra seconds an RPC call waits beyond the guest's deadline (the agent
 # answers at the deadline at the latest).

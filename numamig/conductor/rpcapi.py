@@ -44,6 +44,21 @@ AGENT_TOPIC = 'numamig-conductor-agents'
 CALL_MARGIN_S = 10
 
 
+# Methods whose answers hold instances or their topologies (records an
+# agent counts usage from): asked at VIRTIO_MEM_VERSION first.
+_GUEST_ANSWERS = frozenset((
+    'instance_get', 'instance_get_all', 'instance_get_all_by_host',
+    'instance_get_claims_on_host', 'instance_set_placement',
+    'instance_update', 'instance_create', 'instance_adopt',
+    'migration_context_set', 'migration_context_apply',
+    'migration_complete'))
+
+
+def _carries_virtio_mem(kwargs):
+    """Whether the arguments hold a guest cell with a virtio-mem device."""
+    return rpc.holds_virtio_mem(tuple(kwargs.values()))
+
+
 class ConductorAPI:
     """Client side of the conductor RPC API.
 
@@ -149,12 +164,13 @@ class ConductorAPI:
         # Versions from QUEUE_VERSION to below VIRTIO_MEM_VERSION carry
         # the same objects: they are tried only for the arguments that
         # need them, so that a call costs no refused round trip against
-        # an older conductor. VIRTIO_MEM_VERSION is tried first by every
-        # call: its questions and answers may hold guest cells with
-        # virtio-mem devices, which older versions drop (a conductor of
-        # an older release costs one refused round trip then).
-        wanted = {QUEUE_VERSION, RESULTS_VERSION, VIRTIO_MEM_VERSION} | \
+        # an older conductor. VIRTIO_MEM_VERSION is tried first by the
+        # calls whose questions or answers hold guest cells that may
+        # have virtio-mem devices, which older versions drop.
+        wanted = {QUEUE_VERSION, RESULTS_VERSION} | \
             {_SINCE[name] for name in newer_kwargs}
+        if method in _GUEST_ANSWERS or _carries_virtio_mem(kwargs):
+            wanted.add(VIRTIO_MEM_VERSION)
         newer = [v for v in sorted(wanted, key=_tuple, reverse=True)
                  if _tuple(v) > _tuple(version)]
         for attempt in newer:
