@@ -125,3 +125,50 @@ class RealVirtioMemTestCase(base.TestCase):
                                                          5)
         self.assertEqual(({0: 0}, False), (current, reached))
         self.assertLess(time.monotonic() - started, 30)
+
+
+class RealVirtioMemMigrationTestCase(real_hosts.RealHostsTestCase):
+    """A guest with a virtio-mem device, resized, live-migrates between
+    two real libvirtd hosts with the rewritten XML: on the destination
+    its device keeps requested and current, backed by the claimed node,
+    and can still be resized there."""
+
+    def setUp(self):
+        if os.environ.get(OPT_IN) != '1':
+            self.skipTest(f"opt-in: set {OPT_IN}=1 (fetches a kernel, "
+                          f"boots it under TCG)")
+        try:
+            self.vmem_kernel, self.vmem_initrd = vmem_guest.build()
+        except vmem_guest.Unavailable as exc:
+            self.skipTest(f"no guest kernel: {exc}")
+        super().setUp()
+
+    def test_devices_keep_their_sizes_across_migration(self):
+        serial = os.path.join(self.root, 'mig.console')
+        self.drivers['src'].spawn(
+            guests.instance(1, 256, 'guest-1', real_hosts.GUEST),
+            _topology(), base_xml=_BASE.format(
+                kernel=self.vmem_kernel, initrd=self.vmem_initrd,
+                serial=serial, extra=''))
+        src, dst = self.drivers['src'], self.drivers['dst']
+        self.assertEqual(({0: 256}, True), src.resize_virtio_mem(
+            real_hosts.GUEST, {0: 256}, BOOT_S))
+        self.assertEqual(({0: 128}, True), src.resize_virtio_mem(
+            real_hosts.GUEST, {0: 128}, 60))
+        claimed = _topology()
+        claimed.cells[0].cpu_pinning = {0: 1}
+        claimed.cells[0].virtio_mem_requested_mb = 128
+        info = dst.build_migrate_info(claimed, dst.get_host_topology())
+        dest_xml = src.get_destination_xml(real_hosts.GUEST, info)
+        src.live_migrate(real_hosts.GUEST, dest_xml, self.migrate_data(),
+                         lambda sample: None)
+        self.assertNotIn(real_hosts.GUEST, src.list_guests())
+        for persistent in (False, True):
+            xml = dst.get_domain_xml(real_hosts.GUEST,
+                                     persistent=persistent)
+            self.assertIn('<nodemask>0</nodemask>', xml)
+            self.assertIn("<requested unit='KiB'>131072</requested>", xml)
+        self.assertIn("<current unit='KiB'>131072</current>",
+                      dst.get_domain_xml(real_hosts.GUEST))
+        self.assertEqual(({0: 64}, True), dst.resize_virtio_mem(
+            real_hosts.GUEST, {0: 64}, 60))
