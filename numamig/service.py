@@ -27,8 +27,8 @@ from numamig.compute import manager as compute_manager
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import endpoints as conductor_endpoints
 from numamig.conductor import executor
-from numamig.conductor import memory as conductor_memory
 from numamig.conductor import manager as conductor_manager
+from numamig.conductor import memory as conductor_memory
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conf import checks
 from numamig.db import queue as db_queue

@@ -181,13 +181,12 @@ def plan_host(devices, node, amount_mb, exact, free_mb=None,
 def _plan(devices, node, wanted, exact, free_mb, bounds):
     shrink = wanted < 0
     free = dict(free_mb) if free_mb is not None else None
-    if not shrink and free is not None and \
-            free.get(node, 0) < min(wanted, _room(devices, node, False)):
+    on_node = min(wanted, _room(devices, node, False))
+    if not shrink and free is not None and free.get(node, 0) < on_node:
         raise exception.InvalidMemoryChange(
             reason=f"host node {node} has {free.get(node, 0)} MiB free, "
-                   f"the growth needs {min(wanted, _room(devices, node, False))}"
-                   f" MiB there")
-    loss = {uuid: 0 for uuid in bounds}
+                   f"the growth needs {on_node} MiB there")
+    loss = dict.fromkeys(bounds, 0)
     left, steps, notes = abs(wanted), [], []
     passes = [True] if exact else [True, False]
     for on_node in passes:

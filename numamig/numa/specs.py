@@ -34,8 +34,9 @@ class Spec:
     ``kind`` is one of 'choice', 'bool', 'int', 'mask' (a vCPU mask:
     one starting with ``^`` is read against all vCPUs), 'vcpus' (a guest
     node's vCPU list), 'pagesize', 'size' (a memory size such as 2MB,
-    read as KiB), 'mib' (a whole number of MiB, 0 allowed). Per-cell specs (``per_cell``)
-    are written ``<key>.N`` with N a guest cell number.
+    read as KiB), 'mib' (a whole number of MiB, 0 allowed). Per-cell
+    specs (``per_cell``) are written ``<key>.N`` with N a guest cell
+    number.
     """
 
     name: str

@@ -17,8 +17,8 @@ from numamig import exception
 from numamig.numa import pages
 from numamig.numa import pinning
 from numamig.numa import usage
-from numamig.numa import vmem
 from numamig.numa import views
+from numamig.numa import vmem
 from numamig.objects import fields
 
 

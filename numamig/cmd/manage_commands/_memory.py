@@ -62,7 +62,8 @@ def show(data):
     print(f"Memory change {data['uuid']} on {data['host']}: "
           f"{data['status']}")
     kind = 'exact' if plan.get('exact') else 'best effort'
-    print(f"  node {plan.get('node')} ({kind}): asked {plan.get('wanted_mb')} MiB, on the node "
+    print(f"  node {plan.get('node')} ({kind}): asked "
+          f"{plan.get('wanted_mb')} MiB, on the node "
           f"{plan.get('on_node_mb')} MiB, elsewhere "
           f"{plan.get('elsewhere_mb')} MiB, best effort (one-to-many) "
           f"{plan.get('best_effort_mb')} MiB, short {plan.get('short_mb')}"

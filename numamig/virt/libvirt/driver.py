@@ -25,8 +25,8 @@ from numamig.virt.libvirt import guard_install
 from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import host_topology
-from numamig.virt.libvirt import migration
 from numamig.virt.libvirt import memory_resize
+from numamig.virt.libvirt import migration
 from numamig.virt.libvirt import migration_xml
 from numamig.virt.libvirt import numa_info
 

@@ -131,8 +131,8 @@ class VirtioMemCellTest(base.TestCase):
     """InstanceNUMACell 1.1: the virtio-mem device of a guest cell."""
 
     def _cell(self, **kwargs):
-        values = dict(virtio_mem_size_mb=1024, virtio_mem_block_kb=2048,
-                      virtio_mem_requested_mb=512)
+        values = {'virtio_mem_size_mb': 1024, 'virtio_mem_block_kb': 2048,
+                  'virtio_mem_requested_mb': 512}
         values.update(kwargs)
         return objects.InstanceNUMACell(id=0, cpuset={0}, memory_mb=512,
                                         **values)

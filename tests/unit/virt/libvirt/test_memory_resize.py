@@ -12,7 +12,8 @@ from numamig.virt.libvirt import migration_xml
 from numamig.virt.libvirt import virtio_mem
 from tests import base
 
-_DOMAIN = """<domain type='qemu'><name>g</name><devices>{}</devices></domain>"""
+_DOMAIN = """<domain type='qemu'><name>g</name>
+<devices>{}</devices></domain>"""
 _DEVICE = """<memory model='virtio-mem'><source><nodemask>0</nodemask>
 <pagesize unit='KiB'>4</pagesize></source><target>
 <size unit='KiB'>524288</size><node>{cell}</node>
@@ -33,26 +34,27 @@ class FakeDomain:
         self.events = events
         self.refuse = refuse
 
-    def UUIDString(self):
+    def UUIDString(self):  # noqa: N802 - libvirt API
         return 'u'
 
-    def XMLDesc(self, flags):
+    def XMLDesc(self, flags):  # noqa: N802 - libvirt API
         return etree.tostring(self.doc, encoding='unicode')
 
     def connect(self):
         return self
 
-    def domainEventRegisterAny(self, dom, event, callback, opaque):
+    def domainEventRegisterAny(self, dom, event, callback,  # noqa: N802
+                               opaque):
         if not self.events:
             raise libvirt.libvirtError('no event loop')
         assert event == memory_resize.SIZE_CHANGE_EVENT
         self.callback = callback
         return 7
 
-    def domainEventDeregisterAny(self, callback_id):
+    def domainEventDeregisterAny(self, callback_id):  # noqa: N802
         self.callback = None
 
-    def updateDeviceFlags(self, xml, flags):
+    def updateDeviceFlags(self, xml, flags):  # noqa: N802 - libvirt
         if self.refuse:
             raise self.refuse
         device = etree.fromstring(xml)
