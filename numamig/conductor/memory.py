@@ -84,7 +84,10 @@ def reclaim_on_host(worker, ctxt, change_uuid, host, node, size_mb, exact,
     devices = []
     for record in instances.get_all(worker.db, host=host):
         topology = record.instance.get('numa_topology')
-        if topology is not None and topology.has_virtio_mem:
+        # A migrating guest is left alone: its claim elsewhere counts
+        # its devices as they were.
+        if record.instance.get('migration_context') is None and \
+                topology is not None and topology.has_virtio_mem:
             devices.extend(reclaim.devices_of(record.instance.uuid,
                                               topology))
     if not devices:
@@ -106,6 +109,11 @@ def _host_of(instance):
         raise exception.InvalidMemoryChange(
             reason=f"instance {instance.uuid} is not running with "
                    f"virtio-mem devices")
+    if instance.get('migration_context') is not None:
+        raise exception.InvalidMemoryChange(
+            reason=f"instance {instance.uuid} is migrating (migration "
+                   f"{instance.migration_context.migration_uuid}); change "
+                   f"its memory once it has ended")
     return instance.host
 
 
