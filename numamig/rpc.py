@@ -164,7 +164,10 @@ class ObjectSerializer(ovo_base.VersionedObjectSerializer):
 
     def serialize_entity(self, ctxt, entity):
         if isinstance(entity, obj_base.NumamigObject):
-            target = entity.VERSION
+            # Never above what the object needs (obj_version_needed): a
+            # guest without virtio-mem devices reaches any peer as the
+            # 1.0 objects every release reads, answers included.
+            target = _lower(entity.obj_version_needed(), entity.VERSION)
             if self.version_manifest:
                 target = _lower(self.version_manifest.get(
                     entity.obj_name(), target), target)

@@ -133,14 +133,29 @@ class ConductorAPI:
         manifest = release_objects or rpc.manifest_for_cap(
             OBJECT_VERSIONS, version_cap, HELD_BACK)
 
-        def client_for(topic):
+        def client_for(topic, objects_=manifest):
             return rpc.get_client(
                 transport, messaging.Target(topic=topic, exchange=exchange,
                                             version='1.0'),
-                version_cap=version_cap, version_manifest=manifest,
+                version_cap=version_cap, version_manifest=objects_,
                 known_versions=release_objects)
         self._client_for = client_for
         self.client = client_for(topic)
+        # Calls sent below VIRTIO_MEM_VERSION (to a conductor of an older
+        # release) backport their objects to what it reads: the newest
+        # manifest below that version, unless a cap or release_objects
+        # already hold the client below it.
+        older = rpc.manifest_for_cap(OBJECT_VERSIONS, _before(
+            VIRTIO_MEM_VERSION))
+        self._older_manifest = None if release_objects or (
+            version_cap and _tuple(version_cap) < _tuple(
+                VIRTIO_MEM_VERSION)) else older
+        self._older_clients = {}
+        # A client that reads guest cells with devices (not one running
+        # as an older release) asks at VIRTIO_MEM_VERSION where answers
+        # hold guests.
+        self._reads_virtio_mem = _tuple(
+            manifest.get('InstanceNUMACell', '1.0')) >= (1, 1)
         # Whether the conductor reads ComputeNodeReport 1.1 (None: not
         # known yet; see report_compute_node).
         self._reads_guard = None
@@ -169,7 +184,8 @@ class ConductorAPI:
         # have virtio-mem devices, which older versions drop.
         wanted = {QUEUE_VERSION, RESULTS_VERSION} | \
             {_SINCE[name] for name in newer_kwargs}
-        if method in _GUEST_ANSWERS or _carries_virtio_mem(kwargs):
+        if self._reads_virtio_mem and (method in _GUEST_ANSWERS or
+                                       _carries_virtio_mem(kwargs)):
             wanted.add(VIRTIO_MEM_VERSION)
         newer = [v for v in sorted(wanted, key=_tuple, reverse=True)
                  if _tuple(v) > _tuple(version)]
@@ -197,7 +213,19 @@ class ConductorAPI:
         options = {'version': version}
         if timeout:
             options['timeout'] = timeout
-        return self.client.prepare(**options).call(ctxt, method, **kwargs)
+        return self._client_at(version).prepare(**options).call(
+            ctxt, method, **kwargs)
+
+    def _client_at(self, version):
+        """The client whose serializer backports to what ``version``
+        reads (one per topic, made on first use)."""
+        if self._older_manifest is None or \
+                _tuple(version) >= _tuple(VIRTIO_MEM_VERSION):
+            return self.client
+        if self.topic not in self._older_clients:
+            self._older_clients[self.topic] = self._client_for(
+                self.topic, self._older_manifest)
+        return self._older_clients[self.topic]
 
     def _operation(self, ctxt, method, timeout=None, **kwargs):
         """Call a 1.1 operation, refusing clearly when capped below."""
@@ -623,6 +651,12 @@ class ConductorAPI:
         """
         return self._operation(ctxt, 'host_domains', timeout=timeout,
                                host=host)
+
+
+def _before(version):
+    """The newest declared API version below ``version``."""
+    return max((v for v in OBJECT_VERSIONS if _tuple(v) < _tuple(version)),
+               key=_tuple)
 
 
 def _tuple(version):

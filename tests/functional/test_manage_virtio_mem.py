@@ -91,3 +91,25 @@ class ManageVirtioMemTestCase(embedded_base.ManageEmbeddedTestCase):
         # The host holds boot + device memory for the guest's node 1.
         cell = next(c for c in shown['topology']['cells'] if c['id'] == 1)
         self.assertEqual(512 + 256, cell['memory_usage_mb'])
+
+    def test_migration_keeps_the_devices_in_records_xml_and_usage(self):
+        uuid = self._create()
+        moved = self.json_of('migration', 'start', uuid, '--host', 'host-b',
+                             '--wait')
+        self.assertEqual(('completed', 'host-b'),
+                         (moved['status'], moved['dest_host']))
+        shown = self.json_of('instance', 'show', uuid)
+        self.assertEqual([], shown['xml_check']['differences'])
+        self.assertEqual([(512, 256), (512, 256)], [
+            (c['virtio_mem_size_mb'], c['virtio_mem_requested_mb'])
+            for c in shown['numa_topology']['cells']])
+        xml = self.dep.agent('host-b').driver.get_domain_xml(uuid)
+        self.assertEqual(2, xml.count("<memory model='virtio-mem'>"))
+        self.dep.report_all()
+        dest = self.json_of('host', 'show', 'host-b')
+        self.assertEqual({'0', '1'}, set(dest['virtio_mem']))
+        for cell in dest['topology']['cells']:
+            self.assertEqual(512 + 256, cell['memory_usage_mb'])
+        source = self.json_of('host', 'show', 'host-a')
+        self.assertEqual(({}, [0, 0]), (source['virtio_mem'], [
+            c['memory_usage_mb'] for c in source['topology']['cells']]))

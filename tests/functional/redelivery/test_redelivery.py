@@ -96,7 +96,9 @@ class TableTest(base.TestCase):
             'compute.post_live_migration_at_destination',
             'conductor.migration_complete', 'conductor.migration_set_status',
             'conductor.migration_abort', 'conductor.instance_delete',
-            'compute.delete_instance', 'conductor.report_compute_node'},
+            'compute.delete_instance', 'conductor.report_compute_node',
+            # A resize the test driver refuses, and the change record.
+            'compute.resize_virtio_mem', 'conductor.instance_memory_set'},
             over_rabbit)
 
 
