@@ -158,6 +158,11 @@ class InvalidNUMASpec(InvalidNUMARequest):
     msg_fmt = "Invalid NUMA request: %(key)s=%(value)r: %(reason)s"
 
 
+class InvalidMemoryChange(Invalid):
+    """A virtio-mem memory change that cannot be made as asked."""
+    msg_fmt = "Memory change refused: %(reason)s"
+
+
 class HostInUse(Invalid):
     """A host record an operator asked to delete is still in use."""
     msg_fmt = "Compute host %(host)s cannot be deleted: %(reason)s"

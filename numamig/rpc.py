@@ -167,7 +167,10 @@ class ObjectSerializer(ovo_base.VersionedObjectSerializer):
 
     def serialize_entity(self, ctxt, entity):
         if isinstance(entity, obj_base.NumamigObject):
-            target = entity.VERSION
+            # Never above what the object needs (obj_version_needed): a
+            # guest without virtio-mem devices reaches any peer as the
+            # 1.0 objects every release reads, answers included.
+            target = _lower(entity.obj_version_needed(), entity.VERSION)
             if self.version_manifest:
                 target = _lower(self.version_manifest.get(
                     entity.obj_name(), target), target)
@@ -423,8 +426,9 @@ def newest_versions(held_back=None):
 
 
 def object_versions_in(values):
-    """Object name -> the highest version of it in ``values`` (walked
-    through lists, dict values and the objects' own object fields)."""
+    """Object name -> the highest version of it ``values`` need
+    (``obj_version_needed``; walked through lists, dict values and the
+    objects' own object fields)."""
     found = {}
     _collect_versions(values, found)
     return found
@@ -433,13 +437,26 @@ def object_versions_in(values):
 def _collect_versions(value, found):
     if isinstance(value, obj_base.NumamigObject):
         name = value.obj_name()
-        if name not in found or _version_tuple(value.VERSION) > \
+        needed = value.obj_version_needed()
+        if name not in found or _version_tuple(needed) > \
                 _version_tuple(found[name]):
-            found[name] = value.VERSION
+            found[name] = needed
         value = [value.get(field) for field in
                  obj_base.object_fields(type(value))]
     for item in _children(value):
         _collect_versions(item, found)
+
+
+def holds_virtio_mem(values):
+    """Whether ``values`` (walked as object_versions_in walks them) hold
+    a guest cell with a virtio-mem device: what an agent or conductor
+    older than the virtio-mem API versions would lose."""
+    if isinstance(values, obj_base.NumamigObject):
+        if values.obj_name() == 'InstanceNUMACell':
+            return values.has_virtio_mem
+        values = [values.get(field) for field in
+                  obj_base.object_fields(type(values))]
+    return any(holds_virtio_mem(item) for item in _children(values))
 
 
 def carries(manifest, wanted):

@@ -29,6 +29,7 @@ from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import endpoints as conductor_endpoints
 from numamig.conductor import executor
 from numamig.conductor import manager as conductor_manager
+from numamig.conductor import memory as conductor_memory
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conf import checks
 from numamig.convergence import policy as convergence
@@ -501,7 +502,8 @@ def default_conductor_settings():
             'migration_workers': 8,
             'migration_watchers': 16,
             'admission': conductor_manager.DEFAULT_ADMISSION,
-            'foreign_numa_specs': ()}
+            'foreign_numa_specs': (),
+            'virtio_mem': conductor_memory.DEFAULT_SETTINGS}
 
 
 def conductor_settings_from_conf(conf):
@@ -528,6 +530,9 @@ def conductor_settings_from_conf(conf):
         'convergence_prediction': conf.conductor.convergence_prediction,
         'convergence_fallback_policies': tuple(
             conf.conductor.convergence_fallback_policies),
+        'virtio_mem': conductor_memory.Settings(
+            resize_timeout=conf.virtio_mem.resize_timeout,
+            max_loss_mb=conf.virtio_mem.max_loss_mb),
     }
 
 

@@ -111,6 +111,8 @@ def adopt_guests(agent, ctxt):
             continue
         try:
             topology = agent.driver.get_guest_topology(uuid)
+            specs = specs_of(topology) if topology and topology.cells \
+                else None
         except exception.NumamigException as exc:
             LOG.warning("%s: guest %s (%s) cannot be described: %s",
                         agent.host, name, uuid, exc)
@@ -124,7 +126,7 @@ def adopt_guests(agent, ctxt):
             uuid=uuid, name=name, host=agent.host,
             vcpus=len(topology.vcpus),
             memory_mb=sum(cell.memory_mb for cell in topology.cells),
-            extra_specs=specs_of(topology), numa_topology=topology))
+            extra_specs=specs, numa_topology=topology))
     for instance in result:
         agent.tracker.track_instance(instance)
     return result
@@ -154,4 +156,29 @@ def specs_of(topology):
         specs['hw:mem_page_size'] = str(max(sizes))
     if topology.cpuset_reserved:
         specs['hw:emulator_threads_policy'] = 'isolate'
+    specs.update(_virtio_mem_specs(topology))
     return specs
+
+
+def _virtio_mem_specs(topology):
+    """The hw:virtio_mem_* keys of a guest whose cells all have one
+    device of one size and block (the only shape the flavor keys ask
+    for); the requested size now travels in the topology itself.
+
+    :raises InvalidNUMARequest: devices the flavor keys cannot describe
+        (on some cells only, or of different sizes); such a guest is
+        not adopted.
+    """
+    shapes = {(c.get('virtio_mem_size_mb'), c.get('virtio_mem_block_kb'))
+              for c in topology.cells}
+    if shapes == {(None, None)}:
+        return {}
+    if len(shapes) != 1 or not all(c.has_virtio_mem
+                                   for c in topology.cells):
+        raise exception.InvalidNUMASpec(
+            key='hw:virtio_mem_size', value=sorted(shapes, key=str),
+            reason="numamig gives every guest cell one virtio-mem device "
+                   "of one size and block; this guest's differ")
+    (size, block), = shapes
+    return {'hw:virtio_mem_size': str(size),
+            'hw:virtio_mem_block': str(block)}

@@ -19,6 +19,7 @@ from numamig.compute import agent as agent_mod
 from numamig.compute import build
 from numamig.compute import domains
 from numamig.compute import flows as flows_mod
+from numamig.compute import memory as compute_memory
 from numamig.compute import migration_dest
 from numamig.compute import migration_source
 from numamig.compute import outgoing
@@ -377,6 +378,20 @@ class ComputeManager:
         records.
         """
         return report.refresh(self.agent, ctxt)
+
+    @wire.args(instance_uuid=wire.UUID,
+               requested=wire.mapping(compute_memory.MAX_CELLS),
+               deadline_s=wire.number(0, compute_memory.MAX_DEADLINE_S))
+    @messaging.expected_exceptions(*_EXPECTED, exception.HypervisorError)
+    def resize_virtio_mem(self, ctxt, instance_uuid, requested, deadline_s):
+        """Set a guest's virtio-mem requested sizes ({cell: MiB}) and
+        answer what it has plugged by ``deadline_s`` (API 1.5).
+
+        Idempotent: a repeat asks for the same absolute sizes, which are
+        asked already, and answers the guest's state then.
+        """
+        return compute_memory.resize(self.agent, instance_uuid, requested,
+                                     deadline_s)
 
     @wire.args(instance=wire.obj('Instance'))
     @messaging.expected_exceptions(*_EXPECTED)

@@ -70,6 +70,13 @@ CONDUCTOR_CHECKS_VERSION = '1.3'
 # The API version that brought refresh_usage (heal claims).
 USAGE_VERSION = '1.4'
 
+# The API version that brought virtio-mem devices in guest cells
+# (InstanceNUMACell 1.1 and the objects holding it).
+VIRTIO_MEM_VERSION = '1.5'
+VIRTIO_MEM_OBJECTS = {'InstanceNUMACell': '1.1',
+                      'InstanceNUMATopology': '1.1', 'Instance': '1.1',
+                      'MigrationContext': '1.1'}
+
 # API version -> the object versions a receiver of that version reads.
 OBJECT_VERSIONS = {
     '1.0': dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
@@ -77,9 +84,10 @@ OBJECT_VERSIONS = {
     '1.2': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
     '1.3': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
     '1.4': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
-    # Reserved for a change merged separately; the objects of 1.4.
-    '1.5': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
-    '1.6': dict(_BASE_OBJECTS, LiveMigrateData='1.3'),
+    '1.5': dict(_BASE_OBJECTS, LiveMigrateData='1.2',
+                **VIRTIO_MEM_OBJECTS),
+    '1.6': dict(_BASE_OBJECTS, LiveMigrateData='1.3',
+                **VIRTIO_MEM_OBJECTS),
 }
 
 # The API version that brought LiveMigrateData 1.3 (the migration's
@@ -142,7 +150,9 @@ class ComputeAPI:
             with ``completed``: the destination only counts the guest).
     * 1.4 - refresh_usage: recompute usage from the records now and
             report it (numamig-manage heal claims).
-    * 1.5 - (reserved: another change in flight; the objects of 1.4).
+    * 1.5 - virtio-mem devices: InstanceNUMACell 1.1 (and
+            InstanceNUMATopology, Instance, MigrationContext 1.1);
+            resize_virtio_mem.
     * 1.6 - LiveMigrateData 1.3 (convergence_policy: the policy the
             conductor chose, which the source's live_migration runs
             under); an older source is sent 1.2 and chooses its own.
@@ -205,11 +215,19 @@ class ComputeAPI:
         then, refused, at ``version`` (what its arguments need), then at
         ``floor`` (1.0 unless the method is newer).
 
+        A guest with virtio-mem devices is never sent below
+        VIRTIO_MEM_VERSION: an older agent would get it without them and
+        account and write its memory wrongly; its refusal is raised.
+
         :param kwargs_1_0: the arguments API 1.0 takes, when they differ.
         :param timeout_option: the option ``timeout`` comes from, for the
             error when nobody answers (default: see _timed_out).
         :raises UnsupportedVersion: refused at ``floor`` too.
         """
+        if _carries_virtio_mem(tuple(kwargs.values())):
+            floor = version = max(
+                (floor, version, VIRTIO_MEM_VERSION),
+                key=versionutils.convert_version_to_tuple)
         tries = list(dict.fromkeys(
             (self._version_for(version, *kwargs.values()), version, floor)))
         for attempt in tries:
@@ -484,6 +502,22 @@ class ComputeAPI:
         return self._call_once(ctxt, host, USAGE_VERSION, 'refresh_usage',
                                timeout)
 
+    def resize_virtio_mem(self, ctxt, host, instance_uuid, requested,
+                          deadline_s, timeout=None):
+        """Have ``host`` set a guest's virtio-mem requested sizes
+        ({guest cell: MiB}) and wait up to ``deadline_s`` for the guest.
+
+        :returns: {'current': {cell text: MiB}, 'reached': bool}.
+        :raises UnsupportedVersion: the cap or the agent is older than
+            1.5.
+        """
+        if not self.client.can_send_version(VIRTIO_MEM_VERSION):
+            raise messaging.UnsupportedVersion(VIRTIO_MEM_VERSION)
+        return self._prepare(host, VIRTIO_MEM_VERSION, timeout).call(
+            ctxt, 'resize_virtio_mem', instance_uuid=instance_uuid,
+            requested={str(cell): mib for cell, mib in requested.items()},
+            deadline_s=deadline_s)
+
     def delete_instance(self, ctxt, instance, timeout=None):
         """Destroy a guest on its host and release its usage there.
 
@@ -505,6 +539,11 @@ class ComputeAPI:
         the message backported to what that version carries.
         """
         return self._version_for('1.0', migrate_data)
+
+
+def _carries_virtio_mem(values):
+    """Whether ``values`` hold a guest cell with a virtio-mem device."""
+    return rpc.holds_virtio_mem(values)
 
 
 def _versions(oldest, newest):

@@ -28,8 +28,10 @@ OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'],
 OBJECT_VERSIONS['1.8'] = dict(OBJECT_VERSIONS['1.7'])
 OBJECT_VERSIONS['1.9'] = dict(OBJECT_VERSIONS['1.8'])
 OBJECT_VERSIONS['1.10'] = dict(OBJECT_VERSIONS['1.9'])
-# 1.11: reserved for the memory reclaim change merged separately.
-OBJECT_VERSIONS['1.11'] = dict(OBJECT_VERSIONS['1.10'])
+OBJECT_VERSIONS['1.11'] = dict(OBJECT_VERSIONS['1.10'],
+                               InstanceNUMACell='1.1',
+                               InstanceNUMATopology='1.1', Instance='1.1',
+                               MigrationContext='1.1')
 OBJECT_VERSIONS['1.12'] = dict(OBJECT_VERSIONS['1.11'], Migration='1.3')
 
 # Objects an uncapped client sends older than their newest version (the
@@ -78,6 +80,9 @@ USAGE_VERSION = '1.6'
 # The API version whose reports carry the migration guard's state
 # (ComputeNodeReport 1.1).
 GUARD_VERSION = '1.7'
+# The API version whose messages carry virtio-mem devices in guest cells
+# (InstanceNUMACell 1.1 and the objects holding it).
+VIRTIO_MEM_VERSION = '1.11'
 # The API version that brought host maintenance: host_set_disabled and
 # host_drain_plan.
 MAINTENANCE_VERSION = '1.8'

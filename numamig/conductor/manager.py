@@ -18,6 +18,7 @@ from numamig.conductor import drain
 from numamig.conductor import drain_driver
 from numamig.conductor import drain_endpoints
 from numamig.conductor import maintenance
+from numamig.conductor import memory
 from numamig.conductor import records
 from numamig.conductor import requests
 from numamig.conductor import restarts
@@ -95,6 +96,8 @@ class ConductorManager(drain_endpoints.DrainEndpoints):
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).
         self.executor = None
+        self.virtio_mem = settings.get('virtio_mem',
+                                       memory.DEFAULT_SETTINGS)
         self._end_listeners = []
         self.watch = watch.MigrationWatch(
             settings.get('migration_watchers', DEFAULT_WATCHERS))
@@ -595,6 +598,38 @@ class ConductorManager(drain_endpoints.DrainEndpoints):
         records.
         """
         return maintenance.refresh_usage(self.worker, ctxt, host)
+
+    @wire.args(change_uuid=wire.UUID, instance_uuid=wire.UUID,
+               node=wire.integer(0, memory.MAX_NODE),
+               size_mb=wire.integer(0, memory.MAX_SIZE_MB),
+               exact=wire.BOOL, dry_run=wire.BOOL)
+    @messaging.expected_exceptions(*_EXPECTED, exception.HypervisorError)
+    def instance_memory_set(self, ctxt, change_uuid, instance_uuid, node,
+                            size_mb, exact, dry_run):
+        """Set a guest's plugged virtio-mem memory, node ``node`` first
+        (API 1.11; see conductor.memory).
+
+        Idempotent: a repeat of ``change_uuid`` gets the recorded change.
+        """
+        return memory.set_instance_memory(
+            self.worker, ctxt, change_uuid, instance_uuid, node, size_mb,
+            exact, dry_run, self.virtio_mem)
+
+    @wire.args(change_uuid=wire.UUID, host=wire.HOST,
+               node=wire.integer(0, memory.MAX_NODE),
+               size_mb=wire.integer(1, memory.MAX_SIZE_MB),
+               exact=wire.BOOL, dry_run=wire.BOOL)
+    @messaging.expected_exceptions(*_EXPECTED, exception.HypervisorError)
+    def host_reclaim(self, ctxt, change_uuid, host, node, size_mb, exact,
+                     dry_run):
+        """Free ``size_mb`` MiB on host node ``node`` from the host's
+        guests (API 1.11; see conductor.memory).
+
+        Idempotent: a repeat of ``change_uuid`` gets the recorded change.
+        """
+        return memory.reclaim_on_host(
+            self.worker, ctxt, change_uuid, host, node, size_mb, exact,
+            dry_run, self.virtio_mem)
 
     @wire.args(host=wire.HOST, disabled=wire.BOOL,
                reason=wire.text(drain.REASON_LENGTH).or_none())

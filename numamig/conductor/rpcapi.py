@@ -32,6 +32,7 @@ from numamig.conductor.api_versions import RESULTS_VERSION
 from numamig.conductor.api_versions import SHORT_PATH_VERSION
 from numamig.conductor.api_versions import SINCE as _SINCE
 from numamig.conductor.api_versions import USAGE_VERSION
+from numamig.conductor.api_versions import VIRTIO_MEM_VERSION
 from numamig.conductor.api_versions import WAIT_VERSION
 
 LOG = logging.getLogger(__name__)
@@ -50,6 +51,21 @@ _SHOWS_MIGRATIONS = frozenset({
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.
 CALL_MARGIN_S = 10
+
+
+# Methods whose answers hold instances or their topologies (records an
+# agent counts usage from): asked at VIRTIO_MEM_VERSION first.
+_GUEST_ANSWERS = frozenset((
+    'instance_get', 'instance_get_all', 'instance_get_all_by_host',
+    'instance_get_claims_on_host', 'instance_set_placement',
+    'instance_update', 'instance_create', 'instance_adopt',
+    'migration_context_set', 'migration_context_apply',
+    'migration_complete'))
+
+
+def _carries_virtio_mem(kwargs):
+    """Whether the arguments hold a guest cell with a virtio-mem device."""
+    return rpc.holds_virtio_mem(tuple(kwargs.values()))
 
 
 class ConductorAPI(rpcapi_drain.DrainCalls):
@@ -92,11 +108,13 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
     * 1.10 - host_drain_start (disable a host and move every guest by
              a plan), host_drain_show, host_drain_wait and
              host_drain_abort (numamig.conductor.rpcapi_drain).
-    * 1.10, 1.11 - (reserved: changes merged separately).
+    * 1.11 - virtio-mem devices: InstanceNUMACell 1.1 (and
+             InstanceNUMATopology, Instance, MigrationContext 1.1);
+             instance_memory_set and host_reclaim.
     * 1.12 - live_migrate_instance takes a convergence policy name
-            (``policy``); answers carry Migration 1.3 (the migration's
-            convergence policy and actions, and the pre-flight
-            prediction next to the outcome).
+             (``policy``); answers carry Migration 1.3 (the migration's
+             convergence policy and actions, and the pre-flight
+             prediction next to the outcome).
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release
@@ -131,14 +149,29 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
         manifest = release_objects or rpc.manifest_for_cap(
             OBJECT_VERSIONS, version_cap, HELD_BACK)
 
-        def client_for(topic):
+        def client_for(topic, objects_=manifest):
             return rpc.get_client(
                 transport, messaging.Target(topic=topic, exchange=exchange,
                                             version='1.0'),
-                version_cap=version_cap, version_manifest=manifest,
+                version_cap=version_cap, version_manifest=objects_,
                 known_versions=release_objects)
         self._client_for = client_for
         self.client = client_for(topic)
+        # Calls sent below VIRTIO_MEM_VERSION (to a conductor of an older
+        # release) backport their objects to what it reads: the newest
+        # manifest below that version, unless a cap or release_objects
+        # already hold the client below it.
+        older = rpc.manifest_for_cap(OBJECT_VERSIONS, _before(
+            VIRTIO_MEM_VERSION))
+        self._older_manifest = None if release_objects or (
+            version_cap and _tuple(version_cap) < _tuple(
+                VIRTIO_MEM_VERSION)) else older
+        self._older_clients = {}
+        # A client that reads guest cells with devices (not one running
+        # as an older release) asks at VIRTIO_MEM_VERSION where answers
+        # hold guests.
+        self._reads_virtio_mem = _tuple(
+            manifest.get('InstanceNUMACell', '1.0')) >= (1, 1)
         # Whether the conductor reads ComputeNodeReport 1.1 (None: not
         # known yet; see report_compute_node).
         self._reads_guard = None
@@ -159,15 +192,21 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
             sent only at a version that takes them.
         """
         newer_kwargs = newer_kwargs or {}
-        # Versions above QUEUE_VERSION carry the same objects: they are
-        # tried only for the arguments that need them, so that a call
-        # costs no refused round trip against an older conductor.
+        # Versions from QUEUE_VERSION to below VIRTIO_MEM_VERSION carry
+        # the same objects: they are tried only for the arguments that
+        # need them, so that a call costs no refused round trip against
+        # an older conductor. VIRTIO_MEM_VERSION is tried first by the
+        # calls whose questions or answers hold guest cells that may
+        # have virtio-mem devices, which older versions drop.
         wanted = {QUEUE_VERSION, RESULTS_VERSION} | \
             {_SINCE[name] for name in newer_kwargs}
         if method in _SHOWS_MIGRATIONS:
             # What operators read: the convergence fields of Migration
             # 1.3 come only in answers at 1.12.
             wanted.add(CONVERGENCE_VERSION)
+        if self._reads_virtio_mem and (method in _GUEST_ANSWERS or
+                                       _carries_virtio_mem(kwargs)):
+            wanted.add(VIRTIO_MEM_VERSION)
         newer = [v for v in sorted(wanted, key=_tuple, reverse=True)
                  if _tuple(v) > _tuple(version)]
         for attempt in newer:
@@ -194,7 +233,19 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
         options = {'version': version}
         if timeout:
             options['timeout'] = timeout
-        return self.client.prepare(**options).call(ctxt, method, **kwargs)
+        return self._client_at(version).prepare(**options).call(
+            ctxt, method, **kwargs)
+
+    def _client_at(self, version):
+        """The client whose serializer backports to what ``version``
+        reads (one per topic, made on first use)."""
+        if self._older_manifest is None or \
+                _tuple(version) >= _tuple(VIRTIO_MEM_VERSION):
+            return self.client
+        if self.topic not in self._older_clients:
+            self._older_clients[self.topic] = self._client_for(
+                self.topic, self._older_manifest)
+        return self._older_clients[self.topic]
 
     def _operation(self, ctxt, method, timeout=None, **kwargs):
         """Call a 1.1 operation, refusing clearly when capped below."""
@@ -563,6 +614,37 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
                            to=None if to is None else list(to),
                            keep_free_nodes=keep_free_nodes)
 
+    def instance_memory_set(self, ctxt, change_uuid, instance_uuid, node,
+                            size_mb, exact=False, dry_run=False,
+                            timeout=None):
+        """Set a guest's plugged virtio-mem memory to ``size_mb``, host
+        node ``node`` first (only there with ``exact``).
+
+        :returns: the change's record: {'uuid', 'host', 'status',
+            'request', 'plan', 'result'}.
+        :raises InvalidMemoryChange, InstanceNotFound, HypervisorError.
+        :raises Invalid: the conductor (or a cap) is older than 1.11.
+        """
+        return self._since(ctxt, 'instance_memory_set', VIRTIO_MEM_VERSION,
+                           "changing a guest's memory", timeout=timeout,
+                           change_uuid=change_uuid,
+                           instance_uuid=instance_uuid, node=node,
+                           size_mb=size_mb, exact=exact, dry_run=dry_run)
+
+    def host_reclaim(self, ctxt, change_uuid, host, node, size_mb,
+                     exact=False, dry_run=False, timeout=None):
+        """Free ``size_mb`` MiB on ``host``'s node ``node`` from its
+        guests' virtio-mem devices (elsewhere too without ``exact``).
+
+        :returns: the change's record (as instance_memory_set).
+        :raises InvalidMemoryChange, HostNotFound, HypervisorError.
+        :raises Invalid: the conductor (or a cap) is older than 1.11.
+        """
+        return self._since(ctxt, 'host_reclaim', VIRTIO_MEM_VERSION,
+                           "reclaiming memory on a host", timeout=timeout,
+                           change_uuid=change_uuid, host=host, node=node,
+                           size_mb=size_mb, exact=exact, dry_run=dry_run)
+
     def _since(self, ctxt, method, version, what, timeout=None, **kwargs):
         """Call ``method``, which needs API ``version``; Invalid, naming
         ``what`` needs it, when the cap or the conductor is older."""
@@ -624,6 +706,12 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
         """
         return self._operation(ctxt, 'host_domains', timeout=timeout,
                                host=host)
+
+
+def _before(version):
+    """The newest declared API version below ``version``."""
+    return max((v for v in OBJECT_VERSIONS if _tuple(v) < _tuple(version)),
+               key=_tuple)
 
 
 def _tuple(version):

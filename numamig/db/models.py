@@ -328,3 +328,27 @@ class Sequence(Base):
 
     name = sa.Column(sa.String(64), primary_key=True)
     value = sa.Column(sa.BigInteger, nullable=False)
+
+
+class MemoryChange(TimestampMixin, Base):
+    """One virtio-mem memory change an operator asked for (revision 0008).
+
+    ``uuid`` is the client's: a request delivered again finds its row
+    and gets the recorded answer instead of changing memory twice.
+    ``request`` is what was asked (instance or host, node, size, exact),
+    ``plan`` the numa.reclaim plan made for it, ``result`` what the
+    guests really did (None while it runs); ``status`` is 'running',
+    'done' or 'failed'.
+    """
+
+    __tablename__ = 'memory_changes'
+    __table_args__ = (
+        sa.Index('memory_changes_host_idx', 'host'),
+    )
+
+    uuid = sa.Column(sa.String(36), primary_key=True)
+    host = sa.Column(sa.String(HOST_LENGTH), nullable=False)
+    status = sa.Column(sa.String(16), nullable=False)
+    request = sa.Column(JSONText, nullable=False)
+    plan = sa.Column(JSONText, nullable=True)
+    result = sa.Column(JSONText, nullable=True)

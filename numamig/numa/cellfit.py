@@ -10,6 +10,7 @@ import typing
 
 from numamig.numa import pages
 from numamig.numa import placed
+from numamig.numa import vmem
 from numamig.objects import fields
 
 
@@ -46,7 +47,7 @@ def demand_of(guest_cell, extra_pcpus, pagesize_kb):
     pagesize = pagesize_kb or guest_cell.pagesize
     return Demand(len(guest_cell.cpuset),
                   len(guest_cell.pcpuset) + extra_pcpus,
-                  guest_cell.memory_mb, pagesize,
+                  vmem.held_mb(guest_cell), pagesize,
                   guest_cell.cpu_thread_policy,
                   guest_cell.cpu_policy in _PINNED_POLICIES)
 

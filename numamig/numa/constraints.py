@@ -11,6 +11,7 @@ values involved; nothing here reads configuration or the host.
 from numamig import exception
 from numamig import objects
 from numamig.numa import specs as specs_mod
+from numamig.numa import vmem
 from numamig.objects import fields
 from numamig.objects import instance_numa
 
@@ -70,10 +71,12 @@ def get_numa_request(vcpus, memory_mb, extra_specs, image_properties):
     page = settings['mem_page_size']
     nodes = settings['numa_nodes']
     explicit_split = any(settings['cells'])
-    if not (nodes or page or pinned or explicit_split):
+    device = vmem.device_request(settings)
+    if not (nodes or page or pinned or explicit_split or device):
         return None
     split = _split(settings, vcpus, memory_mb)
-    cells = [_cell(i, vcpus_i, mem_i, settings, dedicated, realtime)
+    cells = [_cell(i, vcpus_i, mem_i, settings, dedicated, realtime,
+                   device)
              for i, (vcpus_i, mem_i) in enumerate(split)]
     emulator = settings['emulator_threads_policy'].value if pinned else None
     return objects.InstanceNUMATopology(
@@ -98,6 +101,10 @@ def _parse(spec, key, value, vcpus):
         return specs_mod.parse_positive_int(key, value)
     if spec.kind == 'pagesize':
         return specs_mod.parse_page_size(key, value)
+    if spec.kind == 'size':
+        return specs_mod.parse_size_kb(key, value)
+    if spec.kind == 'mib':
+        return specs_mod.parse_nonnegative_int(key, value)
     if spec.kind == 'vcpus':
         return specs_mod.parse_vcpu_list(key, value, vcpus)
     return specs_mod.parse_vcpu_mask(key, value, vcpus)
@@ -345,7 +352,7 @@ def _explicit_split(nodes, cpus, mems, vcpus, memory_mb):
     return [(set(cpus[n].value), mems[n].value) for n in range(count)]
 
 
-def _cell(index, vcpus, memory_mb, settings, dedicated, realtime):
+def _cell(index, vcpus, memory_mb, settings, dedicated, realtime, device):
     page = settings['mem_page_size']
     if page and page.value > 0 and (memory_mb * 1024) % page.value:
         raise exception.PageSizeMemoryMismatch(
@@ -357,4 +364,5 @@ def _cell(index, vcpus, memory_mb, settings, dedicated, realtime):
     return objects.InstanceNUMACell(
         id=index, cpuset=vcpus - pinned, pcpuset=pinned,
         memory_mb=memory_mb, pagesize=page.value, cpu_policy=policy,
-        cpu_thread_policy=thread_policy, realtime_vcpus=vcpus & realtime)
+        cpu_thread_policy=thread_policy, realtime_vcpus=vcpus & realtime,
+        **vmem.cell_fields(device))

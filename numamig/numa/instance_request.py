@@ -6,18 +6,28 @@ the NUMA engine so that neither service borrows the other's code.
 """
 
 from numamig.numa import constraints
+from numamig.numa import vmem
 
 
 def numa_request(instance):
     """Rebuild an instance's unplaced NUMA request from its specs.
 
+    A guest placed with virtio-mem devices keeps their sizes now (what a
+    reclaim or a growth left them at, and what the guest reports
+    plugged), not the flavor's starting ones: a destination must claim
+    what the guest holds.
+
     :returns: an InstanceNUMATopology, or None for a guest without NUMA
         characteristics.
     :raises InvalidNUMARequest: if the recorded specs make no request.
     """
-    return constraints.get_numa_request(
+    request = constraints.get_numa_request(
         instance.vcpus, instance.memory_mb, instance.extra_specs,
         instance.image_properties)
+    placed = instance.get('numa_topology')
+    if request is None or placed is None or not placed.has_virtio_mem:
+        return request
+    return vmem.with_device_state(request, placed)
 
 
 def source_page_size(instance):

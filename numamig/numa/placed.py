@@ -31,7 +31,11 @@ def instance_cell(guest, host_cell, pagesize, pins, reserved):
         cpu_pinning=pins, cpuset_reserved=reserved,
         cpu_policy=guest.cpu_policy,
         cpu_thread_policy=guest.cpu_thread_policy,
-        realtime_vcpus=guest.realtime_vcpus or ())
+        realtime_vcpus=guest.realtime_vcpus or (),
+        virtio_mem_size_mb=guest.virtio_mem_size_mb,
+        virtio_mem_block_kb=guest.virtio_mem_block_kb,
+        virtio_mem_requested_mb=guest.virtio_mem_requested_mb,
+        virtio_mem_current_mb=guest.virtio_mem_current_mb)
 
 
 def instance_topology(instance_uuid, cells, emulator_threads_policy):

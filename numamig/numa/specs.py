@@ -33,8 +33,10 @@ class Spec:
 
     ``kind`` is one of 'choice', 'bool', 'int', 'mask' (a vCPU mask:
     one starting with ``^`` is read against all vCPUs), 'vcpus' (a guest
-    node's vCPU list), 'pagesize'. Per-cell specs (``per_cell``)
-    are written ``<key>.N`` with N a guest cell number.
+    node's vCPU list), 'pagesize', 'size' (a memory size such as 2MB,
+    read as KiB), 'mib' (a whole number of MiB, 0 allowed). Per-cell
+    specs (``per_cell``) are written ``<key>.N`` with N a guest cell
+    number.
     """
 
     name: str
@@ -80,6 +82,17 @@ SPECS = (
          per_cell=True),
     Spec('numa_mem', 'hw:numa_mem', 'hw_numa_mem', 'int',
          "Memory in MiB of guest node N (hw:numa_mem.N).", per_cell=True),
+    # virtio-mem: the flavor's only (memory is the operator's to size).
+    Spec('virtio_mem_size', 'hw:virtio_mem_size', None, 'int',
+         "Give every guest NUMA node a virtio-mem device of this many MiB "
+         "(its maximum), on top of the node's boot memory, so that "
+         "memory can be reclaimed from and given back to that node."),
+    Spec('virtio_mem_block', 'hw:virtio_mem_block', None, 'size',
+         "Block size of the virtio-mem devices, a power of two of at "
+         "least 1MB such as 2MB (default) or 1GB; a bare number is KiB."),
+    Spec('virtio_mem_requested', 'hw:virtio_mem_requested', None, 'mib',
+         "MiB each virtio-mem device starts plugged with (0 up to "
+         "hw:virtio_mem_size; default: all of it)."),
 )
 
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
@@ -162,6 +175,25 @@ def parse_positive_int(key, value):
         raise exception.InvalidNUMASpec(
             key=key, value=value, reason="must be a positive integer")
     return int(text)
+
+
+def parse_nonnegative_int(key, value):
+    if isinstance(value, bool):
+        value = str(value)
+    text = str(value).strip()
+    if not re.fullmatch(r'\+?\d+', text):
+        raise exception.InvalidNUMASpec(
+            key=key, value=value, reason="must be a whole number (0 or more)")
+    return int(text)
+
+
+def parse_size_kb(key, value):
+    """Return a memory size such as '2MB' in KiB (a bare number is KiB)."""
+    try:
+        return pagesize.parse_page_size_kb(str(value).strip().lower())
+    except (ValueError, IndexError) as exc:
+        raise exception.InvalidNUMASpec(
+            key=key, value=value, reason=f"must be a size such as 2MB ({exc})")
 
 
 def parse_page_size(key, value):

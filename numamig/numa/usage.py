@@ -17,6 +17,7 @@ from numamig import exception
 from numamig import objects
 from numamig.numa import pages
 from numamig.numa import pinning
+from numamig.numa import vmem
 from numamig.objects import fields
 
 _APPLY, _RELEASE = 1, -1
@@ -134,7 +135,7 @@ def _add_demand(demand, cell, guest):
     demand.add(cell.id, guest.id, _pcpus_held(cell, guest),
                None if size is None else (size,
                                           _page_count(cell, guest, size)),
-               guest.memory_mb, len(guest.cpuset))
+               vmem.held_mb(guest), len(guest.cpuset))
 
 
 def _check_cell(cell, demand, sign):
@@ -196,10 +197,11 @@ def _page_count(cell, guest, size):
             cell=cell.id, reason=f"guest cell {guest.id} holds a page size "
                                  f"request ({size}), not a placed size")
     pool = cell.pages_of(size)
-    count = pages.pages_needed(guest.memory_mb, size)
+    memory_mb = vmem.held_mb(guest)
+    count = pages.pages_needed(memory_mb, size)
     if pool is None or count is None:
         problem = ("the cell has no such pool" if pool is None else
-                   f"{guest.memory_mb} MiB is not a whole number of pages")
+                   f"{memory_mb} MiB is not a whole number of pages")
         raise exception.UsageConflict(
             cell=cell.id,
             reason=f"guest cell {guest.id} uses {size} KiB pages: {problem}")

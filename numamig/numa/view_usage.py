@@ -18,6 +18,7 @@ from numamig.numa import pages
 from numamig.numa import pinning
 from numamig.numa import usage
 from numamig.numa import views
+from numamig.numa import vmem
 from numamig.objects import fields
 
 
@@ -51,14 +52,14 @@ def _add(demand, cell, placed):
         pcpus = pinning.isolate_siblings(cell, pcpus)
     pages_of_size = None
     if placed.pagesize is not None:
-        count = pages.pages_needed(guest.memory_mb, placed.pagesize)
+        count = pages.pages_needed(vmem.held_mb(guest), placed.pagesize)
         if count is None or placed.pagesize not in cell.free_pages:
             raise exception.UsageConflict(
                 cell=cell.id, reason=f"guest cell {guest.id} uses "
                                      f"{placed.pagesize} KiB pages the cell "
                                      f"cannot give")
         pages_of_size = (placed.pagesize, count)
-    demand.add(cell.id, guest.id, pcpus, pages_of_size, guest.memory_mb,
+    demand.add(cell.id, guest.id, pcpus, pages_of_size, vmem.held_mb(guest),
                len(guest.cpuset))
 
 

@@ -29,7 +29,9 @@ _HOST_FIELDS = ('id', 'cpuset', 'pcpuset', 'pinned_cpus', 'siblings',
 _POOL_FIELDS = ('size_kb', 'total', 'used', 'reserved')
 _LIMIT_FIELDS = ('cpu_allocation_ratio', 'ram_allocation_ratio')
 _GUEST_FIELDS = ('id', 'cpuset', 'pcpuset', 'memory_mb', 'pagesize',
-                 'cpu_policy', 'cpu_thread_policy', 'realtime_vcpus')
+                 'cpu_policy', 'cpu_thread_policy', 'realtime_vcpus',
+                 'virtio_mem_size_mb', 'virtio_mem_block_kb',
+                 'virtio_mem_requested_mb', 'virtio_mem_current_mb')
 
 
 _read_host = base.field_reader(_HOST_FIELDS + ('mempages',))
@@ -169,8 +171,10 @@ class GuestView:
 
     def __init__(self, guest_cell):
         (self.id, self.cpuset, self.pcpuset, self.memory_mb, self.pagesize,
-         self.cpu_policy, self.cpu_thread_policy,
-         self.realtime_vcpus) = _read_guest(guest_cell)
+         self.cpu_policy, self.cpu_thread_policy, self.realtime_vcpus,
+         self.virtio_mem_size_mb, self.virtio_mem_block_kb,
+         self.virtio_mem_requested_mb,
+         self.virtio_mem_current_mb) = _read_guest(guest_cell)
 
 
 class RequestView(_View):

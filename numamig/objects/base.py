@@ -227,6 +227,16 @@ class NumamigObject(ovo_base.VersionedObject,
         return exception.ObjectValidationError(
             objname=self.obj_name(), reason=reason)
 
+    def obj_version_needed(self):
+        """The lowest version that holds everything this object carries.
+
+        A client sends a message at the lowest API version whose manifest
+        carries each object in the version it needs (compute rpcapi's
+        _version_for): an object whose newest fields are unset needs no
+        newer peer. By default, its VERSION.
+        """
+        return self.VERSION
+
     def get(self, name, default=None):
         """Return a field's value, or ``default`` when it is not set."""
         # The stored value, as OVO's property returns it, without the

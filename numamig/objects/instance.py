@@ -6,6 +6,13 @@ from numamig.objects import base
 from numamig.objects import fields as nm_fields
 
 
+def has_virtio_mem(*holders):
+    """Whether any topology or migration context given has a virtio-mem
+    device (None entries are skipped)."""
+    return any(holder is not None and holder.has_virtio_mem
+               for holder in holders)
+
+
 @base.register
 class Instance(base.NumamigObject):
     """A guest: its flavor-like request, where it runs and how it is placed.
@@ -17,11 +24,20 @@ class Instance(base.NumamigObject):
     """
 
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: InstanceNUMATopology and MigrationContext 1.1
+    #              (virtio-mem devices in guest cells)
+    VERSION = '1.1'
+
+    def obj_version_needed(self):
+        """1.1 only for a guest with virtio-mem devices (1.1's only
+        change is the version of the topologies it holds)."""
+        return self.VERSION if has_virtio_mem(self.get('numa_topology'),
+                                              self.get('migration_context')
+                                              ) else '1.0'
 
     obj_relationships = {
-        'numa_topology': [('1.0', '1.0')],
-        'migration_context': [('1.0', '1.0')],
+        'numa_topology': [('1.0', '1.0'), ('1.1', '1.1')],
+        'migration_context': [('1.0', '1.0'), ('1.1', '1.1')],
     }
 
     fields = {

@@ -5,6 +5,7 @@ placement (host cell chosen, every pinned vCPU mapped to a pCPU). Which
 of the two an object is can be asked with ``is_placed``.
 """
 
+from oslo_utils import versionutils
 from oslo_versionedobjects import fields
 
 from numamig.objects import base
@@ -20,6 +21,34 @@ PAGESIZE_ANY = -3
 PAGESIZE_REQUESTS = (PAGESIZE_SMALL, PAGESIZE_LARGE, PAGESIZE_ANY)
 
 
+VIRTIO_MEM_FIELDS = ('virtio_mem_size_mb', 'virtio_mem_block_kb',
+                     'virtio_mem_requested_mb', 'virtio_mem_current_mb')
+
+
+def virtio_mem_problem(size_mb, block_kb, requested_mb, current_mb=None):
+    """Return why a virtio-mem device's sizes are wrong, or None.
+
+    QEMU's rules: a power-of-two block size of at least 1 MiB, a size
+    that is a whole number of blocks, a requested size of whole blocks
+    between 0 and the size. ``current_mb`` (what the guest reports) is
+    only bounded by the size.
+    """
+    if block_kb is None or block_kb < 1024 or block_kb & (block_kb - 1):
+        return (f"block size {block_kb} KiB must be a power of two of at "
+                f"least 1024 KiB")
+    if size_mb < 1 or (size_mb * 1024) % block_kb:
+        return (f"size {size_mb} MiB must be a positive whole number of "
+                f"{block_kb} KiB blocks")
+    if requested_mb is None or not 0 <= requested_mb <= size_mb or \
+            (requested_mb * 1024) % block_kb:
+        return (f"requested {requested_mb} MiB must be whole {block_kb} "
+                f"KiB blocks between 0 and the size {size_mb} MiB")
+    if current_mb is not None and not 0 <= current_mb <= size_mb:
+        return (f"current {current_mb} MiB must be between 0 and the size "
+                f"{size_mb} MiB")
+    return None
+
+
 @base.register
 class InstanceNUMACell(base.NumamigObject):
     """One guest NUMA cell and, once placed, where it runs on the host.
@@ -30,10 +59,20 @@ class InstanceNUMACell(base.NumamigObject):
     threads (guest cell 0 only); ``pagesize`` is in KiB (None: the host's
     default small pages, no explicit backing; before placement it may be
     one of the PAGESIZE_* requests).
+
+    The ``virtio_mem_*`` fields describe the cell's virtio-mem device
+    (None: the cell has none): ``virtio_mem_size_mb`` is its maximum,
+    ``virtio_mem_block_kb`` its block size, ``virtio_mem_requested_mb``
+    what the host last asked the guest to have plugged and
+    ``virtio_mem_current_mb`` what the guest last reported plugged (None
+    until it reports). ``memory_mb`` stays the cell's boot memory; the
+    host holds ``memory_held_mb`` for the cell (see numa/vmem.py).
     """
 
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: virtio_mem_size_mb, virtio_mem_block_kb,
+    #              virtio_mem_requested_mb, virtio_mem_current_mb
+    VERSION = '1.1'
 
     fields = {
         'id': fields.IntegerField(),
@@ -50,7 +89,52 @@ class InstanceNUMACell(base.NumamigObject):
         'cpu_thread_policy': nm_fields.CPUThreadAllocationPolicyField(
             nullable=True, default=None),
         'realtime_vcpus': fields.SetOfIntegersField(default=set()),
+        'virtio_mem_size_mb': fields.IntegerField(nullable=True,
+                                                  default=None),
+        'virtio_mem_block_kb': fields.IntegerField(nullable=True,
+                                                   default=None),
+        'virtio_mem_requested_mb': fields.IntegerField(nullable=True,
+                                                       default=None),
+        'virtio_mem_current_mb': fields.IntegerField(nullable=True,
+                                                     default=None),
     }
+
+    def obj_make_compatible(self, primitive, target_version):
+        """A 1.0 receiver knows no virtio-mem device: the fields go.
+
+        Peers of API versions that carry InstanceNUMACell 1.0 never see a
+        guest with virtio-mem (the conductor refuses such destinations),
+        so dropping them loses nothing a 1.0 peer could act on.
+        """
+        super().obj_make_compatible(primitive, target_version)
+        if versionutils.convert_version_to_tuple(target_version) < (1, 1):
+            for name in VIRTIO_MEM_FIELDS:
+                primitive.pop(name, None)
+
+    @property
+    def has_virtio_mem(self):
+        return self.get('virtio_mem_size_mb') is not None
+
+    def obj_version_needed(self):
+        """1.0 for a cell without a virtio-mem device: an older peer
+        loses nothing of it."""
+        return self.VERSION if self.has_virtio_mem else '1.0'
+
+    @property
+    def virtio_mem_held_mb(self):
+        """Host memory the cell's virtio-mem device holds: the larger of
+        what was asked for (growth is held before the guest plugs it)
+        and what the guest still has plugged (a shrink is released only
+        once the guest really unplugged)."""
+        if not self.has_virtio_mem:
+            return 0
+        return max(self.get('virtio_mem_requested_mb') or 0,
+                   self.get('virtio_mem_current_mb') or 0)
+
+    @property
+    def memory_held_mb(self):
+        """Boot memory plus what the virtio-mem device holds."""
+        return self.memory_mb + self.virtio_mem_held_mb
 
     @property
     def vcpus(self):
@@ -83,6 +167,24 @@ class InstanceNUMACell(base.NumamigObject):
                 f"guest cell {self.id}: vCPUs {sorted(both)} are both "
                 f"floating and pinned")
         self._validate_pins()
+        self._validate_virtio_mem()
+
+    def _validate_virtio_mem(self):
+        values = {name: self.get(name) for name in VIRTIO_MEM_FIELDS}
+        size, block = values['virtio_mem_size_mb'], \
+            values['virtio_mem_block_kb']
+        if size is None:
+            stray = sorted(k for k, v in values.items() if v is not None)
+            if stray:
+                raise self.invalid(
+                    f"guest cell {self.id}: {', '.join(stray)} without "
+                    f"virtio_mem_size_mb")
+            return
+        why = virtio_mem_problem(size, block,
+                                 values['virtio_mem_requested_mb'],
+                                 values['virtio_mem_current_mb'])
+        if why:
+            raise self.invalid(f"guest cell {self.id}: virtio-mem {why}")
 
     def _validate_pins(self):
         pinning = self.get('cpu_pinning') or {}
@@ -122,9 +224,10 @@ class InstanceNUMATopology(base.NumamigObject):
     """A guest's NUMA cells; with host cells and pins once placed."""
 
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: InstanceNUMACell 1.1 (virtio-mem devices)
+    VERSION = '1.1'
 
-    obj_relationships = {'cells': [('1.0', '1.0')]}
+    obj_relationships = {'cells': [('1.0', '1.0'), ('1.1', '1.1')]}
 
     fields = {
         'instance_uuid': fields.UUIDField(nullable=True, default=None),
@@ -136,6 +239,15 @@ class InstanceNUMATopology(base.NumamigObject):
     @property
     def vcpus(self):
         return set().union(*(cell.vcpus for cell in self.cells))
+
+    @property
+    def has_virtio_mem(self):
+        return any(cell.has_virtio_mem for cell in self.get('cells', ()))
+
+    def obj_version_needed(self):
+        """1.1 only for a guest with virtio-mem devices (its cells'
+        version is 1.1's only change)."""
+        return self.VERSION if self.has_virtio_mem else '1.0'
 
     @property
     def cpu_pinning(self):

@@ -26,12 +26,13 @@ class LiveMigrateData(base.NumamigObject):
     # Version 1.3: Added convergence_policy: the policy the conductor chose
     #              for the migration, which the source runs it under
     #              (compute API 1.6)
+    #              and migration_context as MigrationContext 1.1 (virtio-mem)
     VERSION = '1.3'
 
     obj_relationships = {'dst_numa_info': [('1.1', '1.0'), ('1.2', '1.0'),
                                            ('1.3', '1.0')],
                          'migration_context': [('1.2', '1.0'),
-                                               ('1.3', '1.0')]}
+                                               ('1.3', '1.1')]}
 
     fields = {
         'instance_uuid': fields.UUIDField(),

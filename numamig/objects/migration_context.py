@@ -15,11 +15,22 @@ class MigrationContext(base.NumamigObject):
     """
 
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: InstanceNUMATopology 1.1 (virtio-mem devices)
+    VERSION = '1.1'
+
+    def obj_version_needed(self):
+        """1.1 only when a topology it holds has virtio-mem devices."""
+        return self.VERSION if self.has_virtio_mem else '1.0'
+
+    @property
+    def has_virtio_mem(self):
+        return any(topology is not None and topology.has_virtio_mem
+                   for topology in (self.get('old_numa_topology'),
+                                    self.get('new_numa_topology')))
 
     obj_relationships = {
-        'old_numa_topology': [('1.0', '1.0')],
-        'new_numa_topology': [('1.0', '1.0')],
+        'old_numa_topology': [('1.0', '1.0'), ('1.1', '1.1')],
+        'new_numa_topology': [('1.0', '1.0'), ('1.1', '1.1')],
     }
 
     fields = {

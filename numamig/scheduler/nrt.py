@@ -62,13 +62,17 @@ def hugepages_resource(size_kb):
     raise ValueError(f"page size {size_kb} KiB is not a whole KiB count")
 
 
-def export(host, topology, fingerprint=None):
+def export(host, topology, fingerprint=None, virtio_mem=None):
     """Return the NodeResourceTopology of a host as a JSON-ready dict.
 
     :param host: the host name (the object's ``metadata.name``).
     :param topology: its HostNUMATopology with usage; not modified.
     :param fingerprint: the podfingerprint of its guest set, recorded in
         the annotation the NRT ecosystem reads; omitted when None.
+    :param virtio_mem: numa.vmem.by_host_node of the host's guests: the
+        zones of nodes with devices get the attributes
+        ``virtio-mem.reclaimable`` and ``virtio-mem.growable`` (bytes)
+        and ``virtio-mem.devices``; None or {}: none.
     """
     metadata = {'name': host}
     if fingerprint is not None:
@@ -80,8 +84,8 @@ def export(host, topology, fingerprint=None):
         'topologyPolicies': [LEGACY_POLICY],
         'attributes': [_attribute('topologyManagerPolicy', POLICY),
                        _attribute('topologyManagerScope', SCOPE)],
-        'zones': [_zone(cell) for cell in
-                  sorted(topology.cells, key=lambda c: c.id)],
+        'zones': [_zone(cell, (virtio_mem or {}).get(cell.id))
+                  for cell in sorted(topology.cells, key=lambda c: c.id)],
     }
 
 
@@ -90,7 +94,7 @@ def export_host_state(state):
     return export(state.host, state.topology, state.report.fingerprint)
 
 
-def _zone(cell):
+def _zone(cell, devices=None):
     zone = {
         'name': zone_name(cell.id),
         'type': ZONE_TYPE,
@@ -100,6 +104,13 @@ def _zone(cell):
             _attribute('cpus.shared.usage', str(cell.cpu_usage)),
         ],
     }
+    if devices:
+        zone['attributes'].extend([
+            _attribute('virtio-mem.devices', str(devices['devices'])),
+            _attribute('virtio-mem.reclaimable',
+                       str(devices['reclaimable_mb'] * _MIB)),
+            _attribute('virtio-mem.growable',
+                       str(devices['growable_mb'] * _MIB))])
     if cell.distances:
         zone['costs'] = [{'name': zone_name(other), 'value': distance}
                          for other, distance in sorted(

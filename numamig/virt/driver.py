@@ -15,6 +15,7 @@ tells the agent which.
 
 import abc
 
+from numamig import exception
 from numamig.convergence import policy as convergence
 
 
@@ -112,6 +113,18 @@ class ComputeDriver(abc.ABC):
     @abc.abstractmethod
     def destroy(self, instance_uuid):
         """Stop and undefine a guest; a missing guest is not an error."""
+
+    def resize_virtio_mem(self, instance_uuid, requested_mb, deadline_s):
+        """Set a running guest's virtio-mem requested sizes ({guest cell:
+        MiB}) and wait up to ``deadline_s`` for ``current`` to follow.
+
+        :returns: ({guest cell: current MiB}, reached).
+        :raises HypervisorError: the hypervisor cannot resize them.
+        """
+        raise exception.HypervisorError(
+            host=getattr(self, 'host', '?'),
+            action='resize virtio-mem devices',
+            reason=f"{type(self).__name__} cannot resize them")
 
     @abc.abstractmethod
     def build_migrate_info(self, new_topology, host_topology):

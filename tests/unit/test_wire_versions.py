@@ -1,6 +1,6 @@
 """No silent field loss: what version of an object each client sends.
 
-Issue 17 measured it: bump InstanceNUMACell to 1.1 with a new field and
+Issue 17 measured it: bump InstanceNUMACell with a new field and
 its ``obj_make_compatible`` step, and an uncapped compute client still
 sent 1.0 without the field, because the client backported to the object
 manifest of the newest API version even with no cap set. These tests
@@ -31,21 +31,27 @@ from tests.unit.compute import base as cbase
 
 
 def bumped_cell_class():
-    """InstanceNUMACell 1.1 with a new field, as a developer would add it
-    (VERSION, history, obj_make_compatible step), for one test."""
+    """InstanceNUMACell bumped once more (to 1.2) with a new field, as a
+    developer would add it (VERSION, history, obj_make_compatible step),
+    for one test."""
 
     class InstanceNUMACell(objects.InstanceNUMACell):
         # Version 1.0: Initial version
-        # Version 1.1: Added l3_ways (test only)
-        VERSION = '1.1'
+        # Version 1.1: virtio-mem fields (the real 1.1)
+        # Version 1.2: Added l3_ways (test only)
+        VERSION = '1.2'
 
         fields = dict(objects.InstanceNUMACell.fields,
                       l3_ways=fields.IntegerField(nullable=True,
                                                   default=None))
 
+        def obj_version_needed(self):
+            # l3_ways is always sent: the newest version is needed.
+            return self.VERSION
+
         def obj_make_compatible(self, primitive, target_version):
             super().obj_make_compatible(primitive, target_version)
-            if versionutils.convert_version_to_tuple(target_version) < (1, 1):
+            if versionutils.convert_version_to_tuple(target_version) < (1, 2):
                 primitive.pop('l3_ways', None)
 
     return InstanceNUMACell
@@ -70,7 +76,7 @@ class Recorder:
 
 
 class BumpedObjectTestCase(base.TestCase):
-    """InstanceNUMACell bumped to 1.1 in a test-local registry."""
+    """InstanceNUMACell bumped to 1.2 in a test-local registry."""
 
     def setUp(self):
         super().setUp()
@@ -112,7 +118,7 @@ class ComputeClientTest(BumpedObjectTestCase):
         recorder = self.serve()
         self.api().build_instance(self.rpc.context, self.instance(), 'host1')
         cell = self.received_cell(recorder)
-        self.assertEqual(('1.1', 4),
+        self.assertEqual(('1.2', 4),
                          (cell.VERSION, getattr(cell, 'l3_ways', None)))
 
     def test_capped_client_backports_to_its_cap(self):
@@ -120,7 +126,7 @@ class ComputeClientTest(BumpedObjectTestCase):
         self.api(version_cap=compute_rpcapi.ComputeAPI.VERSION).\
             build_instance(self.rpc.context, self.instance(), 'host1')
         cell = self.received_cell(recorder)
-        self.assertEqual(('1.0', False),
+        self.assertEqual(('1.1', False),
                          (cell.VERSION, 'l3_ways' in cell.fields))
 
     def test_agent_of_release_1_gets_it_again_at_1_0(self):
@@ -150,10 +156,13 @@ class ConductorClientTest(BumpedObjectTestCase):
 
     def test_uncapped_client_sends_the_newest_version(self):
         cell = self.place(self.api())
-        self.assertEqual(('1.1', 4),
+        self.assertEqual(('1.2', 4),
                          (cell.VERSION, getattr(cell, 'l3_ways', None)))
 
     def test_capped_client_backports_to_its_cap(self):
         cell = self.place(self.api(version_cap='1.0'))
-        self.assertEqual(('1.0', False),
-                         (cell.VERSION, 'l3_ways' in cell.fields))
+        # Received as 1.0; no 1.0 class is registered any more, so it is
+        # read into the newest class (defaults filled in): the value sent
+        # (4) must not arrive.
+        self.assertEqual(('1.0', None),
+                         (cell.VERSION, cell.get('l3_ways')))

@@ -16,6 +16,7 @@ from numamig.cmd.manage_commands import _access
 from numamig.cmd.manage_commands import _defrag_output
 from numamig.cmd.manage_commands import _drain_output
 from numamig.cmd.manage_commands import _drain_run_output
+from numamig.cmd.manage_commands import _memory
 from numamig.conf import CONF
 
 
@@ -88,10 +89,14 @@ class HostCommands:
             claims = [r.instance for r in
                       instances.get_claims_on_host(db, host)]
             maintenance = compute_nodes.maintenance(db).get(host)
+        from numamig.numa import vmem
+        devices = vmem.by_host_node(g.get('numa_topology') for g in guests)
         data = dict(_host_row(report, len(guests), maintenance),
                     topology=common.plain(report.topology),
                     guests=[_guest_entry(g) for g in guests],
-                    claims=[_claim_entry(c) for c in claims])
+                    claims=[_claim_entry(c) for c in claims],
+                    virtio_mem={str(node): entry for node, entry in
+                                sorted(devices.items())})
         common.print_output(data, output_format,
                             lambda d: _print_show(d, report))
         return common.EXIT_OK
@@ -110,10 +115,16 @@ class HostCommands:
         cannot be used.
         """
         from numamig.db import compute_nodes
+        from numamig.db import instances
+        from numamig.numa import vmem
         from numamig.scheduler import nrt
         with _access.database() as db:
             report = compute_nodes.get(db, host)
-        data = nrt.export(report.host, report.topology, report.fingerprint)
+            devices = vmem.by_host_node(
+                r.instance.get('numa_topology')
+                for r in instances.get_all(db, host=host))
+        data = nrt.export(report.host, report.topology, report.fingerprint,
+                          virtio_mem=devices)
         common.print_output(data, output_format, _print_nrt)
         return common.EXIT_OK
 
@@ -145,6 +156,39 @@ class HostCommands:
         the conductor cannot be reached.
         """
         return _set_disabled(host, False, output_format)
+
+    @common.args('host', metavar='HOST', help="Compute host name.")
+    @common.args('--node', type=int, required=True, metavar='P',
+                 help="Host NUMA node to free memory on.")
+    @common.args('--size', type=int, required=True, metavar='MiB',
+                 help="How much to free there.")
+    @common.args('--exact', action='store_true', default=False,
+                 help="Take memory only from guest nodes backed by node P "
+                      "(possibly short of --size).")
+    @common.args('--dry-run', dest='dry_run', action='store_true',
+                 default=False, help="Show the plan; change nothing.")
+    @common.format_option
+    @common.guarded
+    def reclaim(self, host, node=None, size=None, exact=False,
+                dry_run=False, output_format='human'):
+        """Free memory on one host node from the guests' virtio-mem devices.
+
+        Guests whose devices node P backs give first, the one with most
+        plugged there first, each at most [virtio_mem] max_loss_mb;
+        without --exact what P cannot give comes from the same guests'
+        other nodes. Prints what was freed on P, elsewhere and as best
+        effort (guest nodes backed by several host nodes); host memory
+        is released only by what the guests really unplugged. Exit
+        codes: 0 freed (or planned) in full; 1 short of --size or a
+        guest did not answer in time; 127 bad input or unknown host
+        (nothing changed); 255 the conductor cannot be reached.
+        """
+        _memory.check(node, size, minimum=1)
+        with _access.database() as db:
+            _known(db, host)
+        return _memory.run('host_reclaim', output_format, host=host,
+                           node=node, size_mb=size, exact=exact,
+                           dry_run=dry_run)
 
     @common.args('words', nargs='+', metavar='[show|abort] HOST',
                  help="The host to drain; 'show HOST' prints its drain, "
@@ -429,6 +473,10 @@ def _print_show(data, report):
               f"{data['disabled_reason']}")
     for line in pictures.host_lines(report.topology):
         print(f"  {line}")
+    for node, entry in data['virtio_mem'].items():
+        print(f"  node {node}: virtio-mem {entry['devices']} devices, "
+              f"reclaimable {entry['reclaimable_mb']} MiB, growable "
+              f"{entry['growable_mb']} MiB")
     print(f"Guests ({len(data['guests'])}):")
     for guest in data['guests']:
         print(f"  {guest['name']} {guest['uuid']}")

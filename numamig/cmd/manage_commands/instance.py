@@ -13,6 +13,7 @@ from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
+from numamig.cmd.manage_commands import _memory
 
 # Seconds ``show`` waits for the domain XML before showing records only.
 XML_TIMEOUT = 10
@@ -132,6 +133,43 @@ class InstanceCommands:
         differs = data.get('xml_check', {}).get('differences')
         return common.EXIT_PROBLEMS if differs else common.EXIT_OK
 
+
+    @common.args('operation', choices=['set'],
+                 help="'set': set the guest's plugged virtio-mem memory.")
+    @common.args('uuid', metavar='UUID', help="Instance UUID.")
+    @common.args('--host-node', dest='host_node', type=int, required=True,
+                 metavar='P', help="Host NUMA node to take from or give to "
+                                   "first.")
+    @common.args('--size', type=int, required=True, metavar='MiB',
+                 help="The guest's new plugged virtio-mem memory, all its "
+                      "nodes together.")
+    @common.args('--exact', action='store_true', default=False,
+                 help="Change only guest nodes backed by node P (possibly "
+                      "short of --size).")
+    @common.args('--dry-run', dest='dry_run', action='store_true',
+                 default=False, help="Show the plan; change nothing.")
+    @common.format_option
+    @common.guarded
+    def memory(self, operation, uuid, host_node=None, size=None, exact=False,
+               dry_run=False, output_format='human'):
+        """Set a guest's memory through its virtio-mem devices, node P first.
+
+        The seed's mem-set -n P [-e]: the change (--size minus what the
+        devices have now) is made on the guest nodes backed by host node
+        P first, then (without --exact) on the others. A growth is
+        refused when node P has not the memory free. Host memory is
+        released only by what the guest really unplugged; a guest that
+        does not answer within [virtio_mem] resize_timeout is reported
+        and keeps what it had. Exit codes: 0 done (or planned) in full;
+        1 short of --size or the guest did not answer in time; 127 bad
+        input or unknown instance (nothing changed); 255 the conductor
+        cannot be reached.
+        """
+        _access.require_uuid(uuid, 'instance')
+        _memory.check(host_node, size)
+        return _memory.run('instance_memory_set', output_format,
+                           instance_uuid=uuid, node=host_node, size_mb=size,
+                           exact=exact, dry_run=dry_run)
 
     @common.args('uuid', metavar='UUID', help="Instance UUID.")
     @common.format_option

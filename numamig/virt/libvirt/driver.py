@@ -27,6 +27,7 @@ from numamig.virt.libvirt import guard_install
 from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import host_topology
+from numamig.virt.libvirt import memory_resize
 from numamig.virt.libvirt import migration
 from numamig.virt.libvirt import migration_xml
 from numamig.virt.libvirt import numa_info
@@ -284,6 +285,16 @@ class LibvirtDriver(driver.ComputeDriver):
             self._call(dom.destroy, action)
         self._call(dom.create, action)
         LOG.info("Restarted guest %s on %s", instance_uuid, self.host)
+
+    def resize_virtio_mem(self, instance_uuid, requested_mb, deadline_s):
+        """Set the requested size of a running guest's virtio-mem devices
+        ({guest cell: MiB}) and wait up to ``deadline_s`` for the guest.
+
+        :returns: ({guest cell: current MiB}, reached).
+        :raises InstanceNotFound, HypervisorError: see memory_resize.
+        """
+        return memory_resize.resize(self._lookup(instance_uuid),
+                                    requested_mb, deadline_s, self.host)
 
     def build_migrate_info(self, new_topology, host_topology):
         return numa_info.build_migrate_info(

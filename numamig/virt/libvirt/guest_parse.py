@@ -12,6 +12,7 @@ from numamig import objects
 from numamig.objects import fields as nm_fields
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import migration_xml
+from numamig.virt.libvirt import virtio_mem
 
 
 def parse_guest_topology(xml_text):
@@ -79,6 +80,7 @@ def _topology(doc):
     emulator = doc.find('cputune/emulatorpin')
     isolate = meta.get('emulator_threads_policy') == \
         nm_fields.CPUEmulatorThreadsPolicy.ISOLATE
+    devices = virtio_mem.read_devices(doc, migration_xml.kib)
     guest_cells = []
     for el in sorted(cells, key=lambda c: int(c.get('id'))):
         cell_id, vcpus = int(el.get('id')), _cpus(el.get('cpus'))
@@ -96,7 +98,8 @@ def _topology(doc):
             cpu_policy=meta.get('cpu_policy') if meta else
             _policy(vcpus, pinned),
             cpu_thread_policy=meta.get('cpu_thread_policy'),
-            realtime_vcpus=vcpus & realtime))
+            realtime_vcpus=vcpus & realtime,
+            **devices.get(cell_id, {})))
     return objects.InstanceNUMATopology(
         instance_uuid=doc.findtext('uuid'), cells=guest_cells,
         emulator_threads_policy=meta.get('emulator_threads_policy'))

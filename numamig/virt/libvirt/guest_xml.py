@@ -13,6 +13,7 @@ from lxml import etree
 
 from numamig import cpuspec
 from numamig.virt.libvirt import migration_xml
+from numamig.virt.libvirt import virtio_mem
 
 METADATA_NS = 'http://numamig.org/xmlns/instance/1.0'
 METADATA_TAG = f'{{{METADATA_NS}}}numa'
@@ -51,11 +52,14 @@ def build_domain_xml(instance, topology, info, domain_type, base_xml=None):
     doc.set('type', domain_type)
     _set_text(doc, 'name', instance.name)
     _set_text(doc, 'uuid', instance.uuid)
-    for tag in ('memory', 'currentMemory'):
-        el = _set_text(doc, tag, str(instance.memory_mb * 1024))
+    device_mb, plugged_mb = virtio_mem.device_memory_mb(topology)
+    for tag, mib in (('memory', instance.memory_mb + device_mb),
+                     ('currentMemory', instance.memory_mb + plugged_mb)):
+        el = _set_text(doc, tag, str(mib * 1024))
         el.set('unit', 'KiB')
     _set_text(doc, 'vcpu', str(instance.vcpus))
     _set_numa_cells(doc, topology)
+    virtio_mem.write_devices(doc, topology)
     _set_metadata(doc, topology)
     if info is not None:
         migration_xml.apply_numa_info(doc, info)

@@ -3,7 +3,8 @@
 The source of a live migration turns its own domain XML into the one the
 destination must run: every NUMA-related part (vCPU, emulator and I/O
 thread pins, realtime scheduling, guest cell -> host node memory binding,
-huge page backing, the floating vCPU set) is replaced from the
+huge page backing, the floating vCPU set, the host node and page size
+backing each guest cell's virtio-mem device) is replaced from the
 destination's NUMAMigrateInfo; everything else is left as it was. Each
 XML section has one ``_update_<section>(doc, info)`` step. A guest
 numamig creates goes through the same steps, so there is one writer.
@@ -13,6 +14,7 @@ from lxml import etree
 
 from numamig import cpuspec
 from numamig import exception
+from numamig.virt.libvirt import virtio_mem
 
 DEFAULT_SCHEDULER = 'fifo'
 REALTIME_SCHEDULERS = ('fifo', 'rr')
@@ -135,6 +137,7 @@ def _check_shape(doc, info):
                 domain=name,
                 reason=f"NUMA info has {what} for vCPUs {sorted(stray)}, "
                        f"the guest has vCPUs 0-{len(vcpus) - 1}")
+    virtio_mem.check_shape(doc, info, cells)
     stray_pages = set(info.pagesizes) - cells
     if stray_pages:
         raise exception.DomainXMLError(
@@ -267,6 +270,12 @@ def _update_memory_backing(doc, info):
                          nodeset=cpuspec.format_cpu_spec(cells))
 
 
+def _update_virtio_mem(doc, info):
+    # Each guest cell's virtio-mem device follows the cell's host node
+    # and page size; its requested/current sizes travel unchanged.
+    virtio_mem.update_sources(doc, info)
+
+
 def _drop_empty_cputune(doc, info):
     cputune = doc.find('cputune')
     if cputune is not None and len(cputune) == 0:
@@ -275,7 +284,7 @@ def _drop_empty_cputune(doc, info):
 
 _STEPS = (_update_vcpu, _update_vcpupins, _update_emulatorpin,
           _update_iothreadpins, _update_vcpusched, _update_numatune,
-          _update_memory_backing, _drop_empty_cputune)
+          _update_memory_backing, _update_virtio_mem, _drop_empty_cputune)
 
 
 def _child(parent, tag, after):

@@ -24,6 +24,7 @@ from numamig import cpuspec
 from numamig import objects
 from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import migration_xml
+from numamig.virt.libvirt import virtio_mem
 from tests import base
 
 load_tests = testscenarios.load_tests_apply_scenarios
@@ -86,7 +87,9 @@ def for_test_driver(xml):
 # What the steps own: removed from both sides before comparing the rest.
 _NUMA_PARTS = ('cputune/vcpupin', 'cputune/emulatorpin',
                'cputune/iothreadpin', 'cputune/vcpusched', 'numatune',
-               'memoryBacking/hugepages')
+               'memoryBacking/hugepages',
+               "devices/memory[@model='virtio-mem']/source/nodemask",
+               "devices/memory[@model='virtio-mem']/source/pagesize")
 
 
 def without_numa_parts(xml):
@@ -140,6 +143,28 @@ class CorpusRewriteTestCase(base.TestCase):
         self.assertEqual(without_numa_parts(self.xml),
                          without_numa_parts(self.rewritten))
 
+    def test_virtio_mem_devices_follow_their_guest_cell(self):
+        # Each device is backed by its cell's destination node and page
+        # size; its sizes, alias and address travel unchanged.
+        before = migration_xml.parse_domain(self.xml)
+        after = migration_xml.parse_domain(self.rewritten)
+        devices = virtio_mem.device_elements(after)
+        self.assertEqual(set(virtio_mem.device_elements(before)),
+                         set(devices))
+        for cell, el in devices.items():
+            self.assertEqual(
+                (cpuspec.format_cpu_spec(self.info.cell_pins[cell]),
+                 self.info.pagesizes.get(cell)),
+                (el.findtext('source/nodemask'),
+                 int(el.findtext('source/pagesize'))
+                 if el.find('source/pagesize') is not None else None))
+            self.assertEqual(
+                etree.tostring(virtio_mem.device_elements(before)[cell]
+                               .find('target')),
+                etree.tostring(el.find('target')))
+        self.assertEqual(virtio_mem.read_devices(before, migration_xml.kib),
+                         virtio_mem.read_devices(after, migration_xml.kib))
+
     def test_rewrite_is_idempotent(self):
         self.assertEqual(self.rewritten, migration_xml.get_updated_xml(
             self.rewritten, self.info))
@@ -161,6 +186,7 @@ _WRITTEN = {
     'cputune/vcpusched': 'vcpu',
     'numatune/memnode': 'cell',
     'memoryBacking/hugepages/page': 'cell',
+    "devices/memory[@model='virtio-mem']/source/nodemask": 'cell',
 }
 
 

@@ -20,6 +20,23 @@ def _to(method, **kwargs):
     return Delivery('conductor', method, kwargs)
 
 
+# A fixed memory change uuid: what numamig-manage sends with a request.
+CHANGE_UUID = '5c0de000-18aa-4bbb-8ccc-000000000018'
+
+
+def _memory_set(world):
+    guest = world.vmem_guest()
+    return _to('instance_memory_set', change_uuid=CHANGE_UUID,
+               instance_uuid=guest.uuid, node=0, size_mb=256, exact=True,
+               dry_run=False)
+
+
+def _host_reclaim(world):
+    world.vmem_guest()
+    return _to('host_reclaim', change_uuid=CHANGE_UUID, host='host-a',
+               node=1, size_mb=100, exact=False, dry_run=False)
+
+
 def _report_of(world, host):
     return report.build(world.dep.agent(host).agent)
 
@@ -358,6 +375,12 @@ ROWS = [
              lambda world: _to('host_set_disabled', host='host-b',
                                disabled=True, reason='firmware upgrade'),
              extra=_maintenance),
+    # The test driver cannot resize: the first delivery records the
+    # change (refused per guest, the guest's record restored), the
+    # repeat is answered from that record.
+    rows.Row('conductor', 'instance_memory_set', _memory_set,
+             same_answer=True, rabbit=True),
+    rows.Row('conductor', 'host_reclaim', _host_reclaim, same_answer=True),
     # A plan is read only; its answer is compared by its moves (the
     # placed objects' change lists may come in another order).
     rows.Row('conductor', 'host_drain_plan', _drain_plan, changes=False,

@@ -98,7 +98,9 @@ class TableTest(base.TestCase):
             'conductor.migration_complete', 'conductor.migration_set_status',
             'conductor.migration_abort', 'conductor.instance_delete',
             'compute.delete_instance', 'conductor.report_compute_node',
-            'conductor.host_drain_start', 'conductor.host_drain_abort'},
+            'conductor.host_drain_start', 'conductor.host_drain_abort',
+            # A resize the test driver refuses, and the change record.
+            'compute.resize_virtio_mem', 'conductor.instance_memory_set'},
             over_rabbit)
 
 

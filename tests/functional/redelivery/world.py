@@ -95,6 +95,17 @@ class World:
             vcpus=vcpus, memory_mb=1024, extra_specs=dict(DEDICATED))
         return self.api.instance_create(self.ctxt, instance, host)
 
+    def vmem_guest(self, host='host-a'):
+        """A guest with one virtio-mem device per guest node (512 MiB,
+        256 plugged)."""
+        uuid = uuidutils.generate_uuid()
+        instance = objects.Instance(
+            uuid=uuid, name=f'guest-{uuid[:8]}', project_id='demo',
+            vcpus=2, memory_mb=1024, extra_specs={
+                'hw:numa_nodes': '2', 'hw:virtio_mem_size': '512',
+                'hw:virtio_mem_requested': '256'})
+        return self.api.instance_create(self.ctxt, instance, host)
+
     def record(self, instance_uuid):
         return self.api.instance_get(self.ctxt, instance_uuid)
 

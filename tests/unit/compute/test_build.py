@@ -1,7 +1,9 @@
 """Tests of numamig.compute.build: creating a guest on this host."""
 
 from numamig import exception
+from numamig import objects
 from numamig.compute import build
+from numamig.numa import constraints
 from tests import base
 from tests.unit.compute import base as cbase
 
@@ -71,3 +73,36 @@ class RepeatedBuildTest(BuildInstanceTest):
                           self.guest, None)
         self.agent.conductor_api.instance_set_placement.assert_not_called()
         self.agent.driver.destroy.assert_not_called()
+
+
+class AdoptedSpecsTest(base.TestCase):
+    """An adopted guest's specs ask for its virtio-mem devices again."""
+
+    def _topology(self, sizes=(512, 512)):
+        return objects.InstanceNUMATopology(cells=[
+            objects.InstanceNUMACell(
+                id=i, host_cell=i, cpuset={i}, memory_mb=256,
+                **({} if size is None else {
+                    'virtio_mem_size_mb': size, 'virtio_mem_block_kb': 2048,
+                    'virtio_mem_requested_mb': 128,
+                    'virtio_mem_current_mb': 128}))
+            for i, size in enumerate(sizes)])
+
+    def test_specs_rebuild_the_devices(self):
+        specs = build.specs_of(self._topology())
+        self.assertEqual(('512', '2048'), (specs['hw:virtio_mem_size'],
+                                           specs['hw:virtio_mem_block']))
+        request = constraints.get_numa_request(2, 512, specs, {})
+        self.assertEqual([(512, 2048)] * 2, [
+            (c.virtio_mem_size_mb, c.virtio_mem_block_kb)
+            for c in request.cells])
+
+    def test_no_device_no_key(self):
+        specs = build.specs_of(self._topology(sizes=(None, None)))
+        self.assertFalse([k for k in specs if 'virtio_mem' in k])
+
+    def test_devices_the_keys_cannot_describe_are_refused(self):
+        for sizes in ((512, 1024), (512, None)):
+            exc = self.assertRaises(exception.InvalidNUMASpec, build.specs_of,
+                                    self._topology(sizes=sizes))
+            self.assertIn('one virtio-mem device of one size', str(exc))

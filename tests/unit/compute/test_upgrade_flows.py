@@ -195,11 +195,11 @@ class ComputeAPIVersionsTest(base.TestCase):
                 name=f'client-{version_cap}')))
         self.api = compute_rpcapi.ComputeAPI(mock.sentinel.transport)
         # One client per set of objects an API version carries (1.4
-        # added a method, no object; 1.5 is reserved; 1.6 brought
+        # added a method, no object; 1.5 virtio-mem objects; 1.6
         # LiveMigrateData 1.3).
         self.assertEqual(
             {'1.0': 'client-1.0', '1.1': 'client-1.2',
-             '1.2': 'client-1.2', '1.3': 'client-1.5', '1.4': 'client-1.5',
+             '1.2': 'client-1.2', '1.3': 'client-1.4', '1.4': 'client-1.4',
              '1.5': 'client-1.5', '1.6': 'client-1.6'},
             {v: c._extract_mock_name()
              for v, c in self.api._clients.items()})
@@ -223,6 +223,25 @@ class ComputeAPIVersionsTest(base.TestCase):
         kwargs = self._client_1_0.prepare.return_value.call.call_args[1]
         self.assertNotIn('migration', kwargs)
         self.assertNotIn('limits', kwargs)
+
+    def test_virtio_mem_guest_is_not_sent_to_an_old_destination(self):
+        # Backported to 1.0, the guest would arrive without its devices:
+        # the old agent's refusal is raised, nothing is sent again.
+        self.inst = cbase.instance(pins={0: 2, 1: 3})
+        cell = self.inst.numa_topology.cells[0]
+        cell.virtio_mem_size_mb = 512
+        cell.virtio_mem_block_kb = 2048
+        cell.virtio_mem_requested_mb = 512
+        newest = self.api._clients['1.5']
+        newest.prepare.return_value.call.side_effect = \
+            messaging.UnsupportedVersion('1.5')
+        self.assertRaises(messaging.UnsupportedVersion,
+                          self.api.check_can_live_migrate_destination,
+                          None, self.inst, 'dst', self.migration, None)
+        self.assertEqual(['1.5'], self._prepared(newest))
+        for version in ('1.0', '1.1', '1.3'):
+            self.assertEqual([], self._prepared(self.api._clients[version]),
+                             version)
 
     def test_other_errors_are_not_retried(self):
         self._client_1_1.prepare.return_value.call.side_effect = \

@@ -66,7 +66,9 @@ def instance_cell(cell_id=0, host_cell_id=1):
         cpuset_reserved={14 + cell_id} if cell_id == 0 else None,
         cpu_policy='mixed',
         cpu_thread_policy='prefer',
-        realtime_vcpus={first + 1})
+        realtime_vcpus={first + 1},
+        virtio_mem_size_mb=512, virtio_mem_block_kb=2048,
+        virtio_mem_requested_mb=256, virtio_mem_current_mb=128)
 
 
 def instance_topology():

@@ -2,6 +2,7 @@
 
 import testscenarios
 
+from numamig import exception
 from numamig import objects
 from tests import base
 from tests.unit.objects import samples
@@ -124,3 +125,46 @@ class InstanceTopologyTest(base.TestCase):
             objects.InstanceNUMACell(id=0, cpuset={0}, memory_mb=512)])
         self.assertFalse(topology.is_placed)
         self.assertFalse(objects.InstanceNUMATopology().is_placed)
+
+
+class VirtioMemCellTest(base.TestCase):
+    """InstanceNUMACell 1.1: the virtio-mem device of a guest cell."""
+
+    def _cell(self, **kwargs):
+        values = {'virtio_mem_size_mb': 1024, 'virtio_mem_block_kb': 2048,
+                  'virtio_mem_requested_mb': 512}
+        values.update(kwargs)
+        return objects.InstanceNUMACell(id=0, cpuset={0}, memory_mb=512,
+                                        **values)
+
+    def test_held_is_the_larger_of_requested_and_current(self):
+        self.assertEqual((512, 1024), (self._cell().virtio_mem_held_mb,
+                                       self._cell().memory_held_mb))
+        cell = self._cell(virtio_mem_current_mb=768)
+        self.assertEqual(768, cell.virtio_mem_held_mb)
+        plain = objects.InstanceNUMACell(id=0, cpuset={0}, memory_mb=512)
+        self.assertEqual((0, 512, False), (plain.virtio_mem_held_mb,
+                                           plain.memory_held_mb,
+                                           plain.has_virtio_mem))
+
+    def test_bad_devices_refused(self):
+        for kwargs, fragment in (
+                ({'virtio_mem_block_kb': 3000}, 'block size 3000'),
+                ({'virtio_mem_size_mb': 3}, 'size 3 MiB'),
+                ({'virtio_mem_requested_mb': 1025}, 'requested 1025'),
+                ({'virtio_mem_current_mb': 2048}, 'current 2048'),
+                ({'virtio_mem_size_mb': None}, 'without virtio_mem_size_mb')):
+            exc = self.assertRaises(exception.ObjectValidationError,
+                                    self._cell(**kwargs).validate)
+            self.assertIn(fragment, str(exc))
+
+    def test_backport_to_1_0_drops_the_device(self):
+        topology = objects.InstanceNUMATopology(cells=[self._cell()])
+        primitive = topology.obj_to_primitive(target_version='1.0')
+        cell = primitive['numamig_object.data']['cells'][0]
+        self.assertEqual('1.0', cell['numamig_object.version'])
+        self.assertFalse(any(k.startswith('virtio_mem') for k in
+                             cell['numamig_object.data']))
+        current = topology.obj_to_primitive()['numamig_object.data'][
+            'cells'][0]['numamig_object.data']
+        self.assertEqual(512, current['virtio_mem_requested_mb'])

@@ -27,12 +27,12 @@ OBJECT_DATA = {
     'ComputeNodeReport': '1.1-c841bd5920a9a79afc3ddfe2204e543e',
     'HostNUMACell': '1.0-948e72246b9f8ba643295c23cad8e28c',
     'HostNUMATopology': '1.0-429fe2a66d163131723d4a35cb1b6d1c',
-    'Instance': '1.0-f5b3572fa251d6fa5e2476a27f63a8dd',
-    'InstanceNUMACell': '1.0-483a8f438a46bb83a728e145e20f13e6',
-    'InstanceNUMATopology': '1.0-4fa1d4c4b593a27816d50e3a4c541c98',
+    'Instance': '1.1-f5b3572fa251d6fa5e2476a27f63a8dd',
+    'InstanceNUMACell': '1.1-cb66a6f23c69d02d82416434b5b57b38',
+    'InstanceNUMATopology': '1.1-4fa1d4c4b593a27816d50e3a4c541c98',
     'LiveMigrateData': '1.3-8af5c946b7284d3fc3385c477cf61db3',
     'Migration': '1.3-94a3cb40060c06a59a3c18debf673b02',
-    'MigrationContext': '1.0-26d330cb0b3335895f050fd23a8c02d5',
+    'MigrationContext': '1.1-26d330cb0b3335895f050fd23a8c02d5',
     'MigrationStatusChange': '1.0-a536d107255f04dc4766e8b383325fdd',
     'NUMALimits': '1.0-50f3092fed2eb389287a8f12e7d61dda',
     'NUMAMigrateInfo': '1.0-a368697a43e296e7ae33d0b693e6f665',
@@ -43,10 +43,11 @@ OBJECT_DATA = {
 # (what ObjectVersionChecker.test_relationships tracks).
 OBJECT_RELATIONSHIPS = {
     'ComputeNodeReport': {'HostNUMATopology': '1.0'},
-    'Instance': {'InstanceNUMATopology': '1.0', 'MigrationContext': '1.0'},
-    'LiveMigrateData': {'MigrationContext': '1.0', 'NUMAMigrateInfo': '1.0'},
-    'MigrationContext': {'InstanceNUMATopology': '1.0'},
+    'Instance': {'InstanceNUMATopology': '1.1', 'MigrationContext': '1.1'},
+    'LiveMigrateData': {'MigrationContext': '1.1', 'NUMAMigrateInfo': '1.0'},
+    'MigrationContext': {'InstanceNUMATopology': '1.1'},
 }
+
 
 
 def numamig_classes():

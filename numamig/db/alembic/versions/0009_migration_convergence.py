@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from numamig.db import models
 
 revision = '0009'
-down_revision = '0007'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 

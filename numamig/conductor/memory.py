@@ -1,0 +1,245 @@
+"""virtio-mem memory changes: plan, record, carry out, record again.
+
+``numamig-manage instance memory set`` and ``host reclaim`` end here.
+Each change is planned by numa.reclaim from the records (the guests'
+devices, the host's free memory per node as its last report says),
+recorded under the client's uuid (a redelivered request gets the
+recorded answer), then carried out guest by guest by the guest's agent
+(compute API 1.5), each within ``[virtio_mem] resize_timeout``:
+
+1. before asking, the instance record gets the new requested sizes: a
+   growth is held on the host from then on, a shrink is not released
+   (the host holds the larger of requested and current);
+2. the agent answers what the guest really has plugged (``current``),
+   in time or at the deadline; the record gets it: only then does a
+   shrink free host memory, by what the guest released;
+3. the host's agent recomputes its usage from the records.
+
+A guest that does not answer (no driver, hung) keeps its old current
+size: nothing is released for it and the answer says so.
+"""
+
+import typing
+
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from numamig import exception
+from numamig.db import instances
+from numamig.db import memory_changes
+from numamig.numa import constraints
+from numamig.numa import reclaim
+
+LOG = logging.getLogger(__name__)
+
+# The highest host NUMA node id a request may name (Linux's MAX_NUMNODES
+# is 1024 on the largest configurations), and the largest size.
+MAX_NODE = 1023
+MAX_SIZE_MB = constraints.MAX_MEMORY_MB
+
+# Extra seconds an RPC call waits beyond the guest's deadline (the agent
+# answers at the deadline at the latest).
+CALL_MARGIN_S = 10
+
+
+class Settings(typing.NamedTuple):
+    """[virtio_mem] resize_timeout (s) and max_loss_mb."""
+
+    resize_timeout: float
+    max_loss_mb: int
+
+
+DEFAULT_SETTINGS = Settings(resize_timeout=30, max_loss_mb=1024)
+
+
+def set_instance_memory(worker, ctxt, change_uuid, instance_uuid, node,
+                        size_mb, exact, dry_run, conf):
+    """Set a guest's plugged device memory to ``size_mb``, taken from or
+    given to host node ``node`` first (the seed's mem-set -n [-e]).
+
+    :returns: the change's record ('status', 'plan', 'result').
+    :raises InstanceNotFound, InvalidMemoryChange.
+    """
+    instance = instances.get(worker.db, instance_uuid).instance
+    host = _host_of(instance)
+    request = {'instance': instance_uuid, 'node': node, 'size_mb': size_mb,
+               'exact': exact}
+    plan = reclaim.plan_guest(
+        reclaim.devices_of(instance_uuid, instance.numa_topology), node,
+        size_mb, exact, free_mb=_free_mb(worker, host),
+        max_loss_mb=conf.max_loss_mb)
+    return _run(worker, ctxt, change_uuid, host, request, plan, dry_run,
+                conf)
+
+
+def reclaim_on_host(worker, ctxt, change_uuid, host, node, size_mb, exact,
+                    dry_run, conf):
+    """Free ``size_mb`` MiB on host node ``node`` from the host's guests
+    (each bounded by ``max_loss_mb``), or give it back when negative.
+
+    :returns: the change's record.
+    :raises HostNotFound, InvalidMemoryChange.
+    """
+    worker.cache.get(host)
+    devices = []
+    for record in instances.get_all(worker.db, host=host):
+        topology = record.instance.get('numa_topology')
+        # A migrating guest is left alone: its claim elsewhere counts
+        # its devices as they were.
+        if record.instance.get('migration_context') is None and \
+                topology is not None and topology.has_virtio_mem:
+            devices.extend(reclaim.devices_of(record.instance.uuid,
+                                              topology))
+    if not devices:
+        raise exception.InvalidMemoryChange(
+            reason=f"no guest on {host} has a virtio-mem device")
+    request = {'host': host, 'node': node, 'size_mb': size_mb,
+               'exact': exact}
+    plan = reclaim.plan_host(devices, node, -size_mb, exact,
+                             free_mb=_free_mb(worker, host),
+                             max_loss_mb=conf.max_loss_mb)
+    return _run(worker, ctxt, change_uuid, host, request, plan, dry_run,
+                conf)
+
+
+def _host_of(instance):
+    topology = instance.get('numa_topology')
+    if not instance.get('host') or topology is None or \
+            not topology.has_virtio_mem:
+        raise exception.InvalidMemoryChange(
+            reason=f"instance {instance.uuid} is not running with "
+                   f"virtio-mem devices")
+    if instance.get('migration_context') is not None:
+        raise exception.InvalidMemoryChange(
+            reason=f"instance {instance.uuid} is migrating (migration "
+                   f"{instance.migration_context.migration_uuid}); change "
+                   f"its memory once it has ended")
+    return instance.host
+
+
+def _free_mb(worker, host):
+    """{host node: MiB not used}, from the host's last report with the
+    scheduler's reservations applied."""
+    topology = worker.cache.get(host).topology
+    return {cell.id: cell.memory_mb - cell.memory_usage_mb
+            for cell in topology.cells}
+
+
+def _run(worker, ctxt, change_uuid, host, request, plan, dry_run, conf):
+    if dry_run:
+        return {'uuid': change_uuid, 'host': host, 'status': 'planned',
+                'request': request, 'plan': plan.as_dict(), 'result': None}
+    row, created = memory_changes.start(worker.db, change_uuid, host,
+                                        request)
+    if not created:
+        return row
+    try:
+        result = _carry_out(worker, ctxt, host, plan, conf)
+    except Exception as exc:  # noqa: BLE001 - recorded failed, re-raised
+        memory_changes.finish(worker.db, change_uuid, memory_changes.FAILED,
+                              plan.as_dict(), {'error': str(exc)})
+        raise
+    return memory_changes.finish(worker.db, change_uuid,
+                                 memory_changes.DONE, plan.as_dict(),
+                                 result)
+
+
+def _carry_out(worker, ctxt, host, plan, conf):
+    """Each guest of the plan in turn; returns the per-guest outcome."""
+    by_guest = {}
+    for step in plan.steps:
+        by_guest.setdefault(step.instance_uuid, {})[step.cell] = \
+            step.after_mb
+    guests = []
+    for instance_uuid, sizes in by_guest.items():
+        try:
+            guests.append(_resize_guest(worker, ctxt, host, instance_uuid,
+                                        sizes, conf))
+        except exception.HypervisorError as exc:
+            # The hypervisor refused this guest (the libvirt test driver
+            # cannot resize): reported, its record restored; the others
+            # still go.
+            LOG.warning("Memory change of %s on %s refused: %s",
+                        instance_uuid, host, exc)
+            guests.append({'instance': instance_uuid, 'requested': sizes,
+                           'current': None, 'reached': False,
+                           'released_mb': 0, 'error': str(exc)})
+    _refresh(worker, ctxt, host)
+    released = sum(g['released_mb'] for g in guests)
+    return {'guests': guests, 'released_mb': released,
+            'all_reached': all(g['reached'] for g in guests)}
+
+
+def _resize_guest(worker, ctxt, host, instance_uuid, sizes, conf):
+    before = instances.get(worker.db, instance_uuid).instance
+    held_before = _held(before)
+    _record_sizes(worker, before, requested=sizes)
+    try:
+        answer = worker.compute_api.resize_virtio_mem(
+            ctxt, host, instance_uuid, sizes, conf.resize_timeout,
+            timeout=conf.resize_timeout + CALL_MARGIN_S)
+    except messaging.UnsupportedVersion as exc:
+        _restore(worker, before)
+        raise exception.InvalidMemoryChange(
+            reason=f"the agent of {host} (or [upgrade_levels] compute) is "
+                   f"older than compute API 1.5 and cannot resize virtio-mem "
+                   f"devices") from exc
+    except (exception.HypervisorError, exception.NotFound,
+            exception.Invalid):
+        # Refused before the guest was asked: the record goes back to
+        # what it said. (A timeout is not caught: the guest may have been
+        # asked, so the larger requested size stays held until a usage
+        # audit or the next change reads the device.)
+        _restore(worker, before)
+        raise
+    current = {int(cell): mib for cell, mib in answer['current'].items()}
+    after = _record_sizes(worker, instances.get(worker.db,
+                                                instance_uuid).instance,
+                          current=current)
+    outcome = {'instance': instance_uuid, 'requested': sizes,
+               'current': current, 'reached': answer['reached'],
+               'released_mb': held_before - _held(after)}
+    if not answer['reached']:
+        LOG.warning("Memory change of %s on %s: the guest did not reach "
+                    "%s MiB within %s s (now %s MiB)", instance_uuid, host,
+                    sizes, conf.resize_timeout, current)
+    return outcome
+
+
+def _restore(worker, instance):
+    instances.update(worker.db, instance.uuid,
+                     {'numa_topology': instance.numa_topology})
+
+
+def _held(instance):
+    return sum(cell.memory_held_mb for cell in instance.numa_topology.cells)
+
+
+def _record_sizes(worker, instance, requested=None, current=None):
+    """Write requested and/or current sizes into the instance record.
+
+    A device whose current size was never reported gets its requested
+    size as current before a change: the host has held that much.
+    """
+    topology = instance.numa_topology.obj_clone()
+    for cell in topology.cells:
+        if not cell.has_virtio_mem:
+            continue
+        if requested and cell.id in requested:
+            if cell.virtio_mem_current_mb is None:
+                cell.virtio_mem_current_mb = cell.virtio_mem_requested_mb
+            cell.virtio_mem_requested_mb = requested[cell.id]
+        if current and current.get(cell.id) is not None:
+            cell.virtio_mem_current_mb = current[cell.id]
+    return instances.update(worker.db, instance.uuid,
+                            {'numa_topology': topology}).instance
+
+
+def _refresh(worker, ctxt, host):
+    try:
+        worker.compute_api.refresh_usage(ctxt, host,
+                                         timeout=worker.check_timeout)
+    except Exception as exc:  # noqa: BLE001 - the periodic recompute heals
+        LOG.warning("%s did not recompute its usage after a memory change "
+                    "(%s); it does at its next periodic recompute", host,
+                    exc)

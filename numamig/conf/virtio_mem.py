@@ -1,0 +1,36 @@
+"""Options of the [virtio_mem] group: memory changes of running guests."""
+
+from oslo_config import cfg
+
+virtio_mem_group = cfg.OptGroup(
+    'virtio_mem', title='virtio-mem memory changes',
+    help="How the conductor carries out 'numamig-manage instance memory "
+         "set' and 'host reclaim' on guests with virtio-mem devices "
+         "(flavor key hw:virtio_mem_size).")
+
+opts = [
+    cfg.IntOpt('resize_timeout', default=30, min=1, max=3600,
+               help="Seconds a guest has to plug or unplug what a memory "
+                    "change asks of it. A guest still short then (no "
+                    "virtio_mem driver, a hung or busy guest) is reported "
+                    "as such and keeps what it had: the host releases only "
+                    "what the guest really unplugged. Measured with a "
+                    "Debian guest under TCG: 1-5 s per change. Raise it "
+                    "for large changes of busy guests."),
+    cfg.IntOpt('max_loss_mb', default=1024, min=2,
+               help="The most MiB one guest may lose in one memory change "
+                    "(per request, summed over its devices). The guest "
+                    "driver keeps no reserve for the guest: asking it to "
+                    "unplug memory it uses can run it out of memory, so a "
+                    "host reclaim spreads over several guests instead. "
+                    "Lower it for guests that use most of their memory."),
+]
+
+
+def register_opts(conf):
+    conf.register_group(virtio_mem_group)
+    conf.register_opts(opts, group=virtio_mem_group)
+
+
+def list_opts():
+    return {virtio_mem_group: opts}

@@ -1,0 +1,130 @@
+"""Memory changes in the conductor: record, ask the agent, record what
+the guest really did (a mocked compute client answers for the guest)."""
+
+from oslo_utils import uuidutils
+
+from numamig import exception
+from numamig import objects
+from numamig.conductor import memory
+from numamig.db import instances
+from numamig.db import memory_changes
+from tests.unit.conductor import base
+
+SETTINGS = memory.Settings(resize_timeout=7, max_loss_mb=1024)
+
+
+class MemoryChangeTest(base.ConductorTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.uuid = uuidutils.generate_uuid()
+        topology = objects.InstanceNUMATopology(
+            instance_uuid=self.uuid, cells=[
+                objects.InstanceNUMACell(
+                    id=i, host_cell=i, pcpuset={i}, cpu_pinning={i: i},
+                    memory_mb=512, cpu_policy='dedicated',
+                    virtio_mem_size_mb=512, virtio_mem_block_kb=2048,
+                    virtio_mem_requested_mb=256,
+                    virtio_mem_current_mb=256) for i in (0, 1)])
+        instances.create(self.db, objects.Instance(
+            uuid=self.uuid, name='g', project_id='demo', host='src', vcpus=2,
+            memory_mb=1024, extra_specs={
+                'hw:numa_nodes': '2', 'hw:cpu_policy': 'dedicated',
+                'hw:virtio_mem_size': '512'},
+            numa_topology=topology))
+        self.asked = []
+
+    def answer(self, current, reached=True):
+        def resize(ctxt, host, instance_uuid, sizes, deadline, timeout):
+            # What the record holds while the guest is being asked.
+            self.asked.append((host, sizes, deadline, self.cells()))
+            return {'current': {str(k): v for k, v in current.items()},
+                    'reached': reached}
+        self.compute_api.resize_virtio_mem.side_effect = resize
+
+    def cells(self):
+        topology = instances.get(self.db, self.uuid).instance.numa_topology
+        return [(c.virtio_mem_requested_mb, c.virtio_mem_current_mb)
+                for c in topology.cells]
+
+    def set_memory(self, change, size_mb, **kwargs):
+        kwargs.setdefault('exact', True)
+        kwargs.setdefault('dry_run', False)
+        return memory.set_instance_memory(
+            self.worker, None, change, self.uuid, 1, size_mb,
+            conf=SETTINGS, **kwargs)
+
+    def test_shrink_released_only_by_what_the_guest_unplugged(self):
+        # Asked 256 -> 64 on node 1; the guest gets to 128 by the deadline.
+        self.answer({0: 256, 1: 128}, reached=False)
+        change = uuidutils.generate_uuid()
+        done = self.set_memory(change, 320)
+        # While asked: requested 64 recorded, current still 256 (held).
+        self.assertEqual([('src', {1: 64}, 7, [(256, 256), (64, 256)])],
+                         self.asked)
+        self.assertEqual([(256, 256), (64, 128)], self.cells())
+        guest, = done['result']['guests']
+        self.assertEqual((128, False, 128),
+                         (guest['released_mb'], guest['reached'],
+                          done['result']['released_mb']))
+        self.compute_api.refresh_usage.assert_called_once_with(
+            None, 'src', timeout=5)
+        # Delivered again: the recorded answer, the guest not asked again.
+        self.assertEqual(done, self.set_memory(change, 320))
+        self.assertEqual(1, len(self.asked))
+
+    def test_growth_held_before_the_guest_is_asked(self):
+        self.answer({0: 256, 1: 512})
+        self.set_memory(uuidutils.generate_uuid(), 768)
+        self.assertEqual([(256, 256), (512, 256)], self.asked[0][3])
+        self.assertEqual([(256, 256), (512, 512)], self.cells())
+
+    def test_refusal_restores_the_record(self):
+        self.compute_api.resize_virtio_mem.side_effect = \
+            exception.HypervisorError(host='src', action='resize',
+                                      reason='not supported')
+        change = uuidutils.generate_uuid()
+        done = self.set_memory(change, 320)
+        self.assertEqual([(256, 256), (256, 256)], self.cells())
+        self.assertIn('not supported', done['result']['guests'][0]['error'])
+        self.assertEqual('done', memory_changes.get(self.db,
+                                                    change)['status'])
+
+    def test_dry_run_records_nothing(self):
+        change = uuidutils.generate_uuid()
+        planned = self.set_memory(change, 320, dry_run=True)
+        self.assertEqual(('planned', -192), (planned['status'],
+                                             planned['plan']['wanted_mb']))
+        self.assertIsNone(memory_changes.get(self.db, change))
+        self.compute_api.resize_virtio_mem.assert_not_called()
+
+    def test_size_beyond_the_devices_refused(self):
+        exc = self.assertRaises(exception.InvalidMemoryChange,
+                                self.set_memory, uuidutils.generate_uuid(),
+                                1025)
+        self.assertIn('0 to 1024 MiB', str(exc))
+        self.compute_api.resize_virtio_mem.assert_not_called()
+
+    def test_growth_refused_when_the_node_lacks_memory(self):
+        # Node 1 of 'src' is full (its report says so).
+        topology = base.cbase.host_topology()
+        topology.cells[1].memory_usage_mb = topology.cells[1].memory_mb
+        self.report('src', topology=topology)
+        exc = self.assertRaises(exception.InvalidMemoryChange,
+                                self.set_memory, uuidutils.generate_uuid(),
+                                768)
+        self.assertIn('host node 1 has 0 MiB free', str(exc))
+        self.compute_api.resize_virtio_mem.assert_not_called()
+
+    def test_migrating_guest_refused(self):
+        record = instances.get(self.db, self.uuid).instance
+        context = objects.MigrationContext(
+            instance_uuid=self.uuid, migration_uuid=uuidutils.generate_uuid(),
+            source_host='src', dest_host='dst1',
+            old_numa_topology=record.numa_topology,
+            new_numa_topology=record.numa_topology)
+        instances.set_migration_context(self.db, self.uuid, context)
+        exc = self.assertRaises(exception.InvalidMemoryChange,
+                                self.set_memory, uuidutils.generate_uuid(),
+                                320)
+        self.assertIn('is migrating', str(exc))
