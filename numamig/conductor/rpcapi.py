@@ -18,12 +18,11 @@ from oslo_utils import uuidutils
 from numamig import exception
 from numamig import rpc
 from numamig.conductor import rpcapi_drain
+from numamig.conductor import rpcapi_hosts
 from numamig.conductor.api_versions import CONVERGENCE_RESULT_FIELDS
 from numamig.conductor.api_versions import CONVERGENCE_VERSION
 from numamig.conductor.api_versions import GUARD_VERSION
 from numamig.conductor.api_versions import HELD_BACK
-from numamig.conductor.api_versions import HOSTS_VERSION
-from numamig.conductor.api_versions import MAINTENANCE_VERSION
 from numamig.conductor.api_versions import OBJECT_VERSIONS
 from numamig.conductor.api_versions import OPERATIONS_VERSION
 from numamig.conductor.api_versions import QUEUE_VERSION
@@ -31,7 +30,6 @@ from numamig.conductor.api_versions import REQUEST_UUID_VERSION  # noqa: F401
 from numamig.conductor.api_versions import RESULTS_VERSION
 from numamig.conductor.api_versions import SHORT_PATH_VERSION
 from numamig.conductor.api_versions import SINCE as _SINCE
-from numamig.conductor.api_versions import USAGE_VERSION
 from numamig.conductor.api_versions import VIRTIO_MEM_VERSION
 from numamig.conductor.api_versions import WAIT_VERSION
 
@@ -68,7 +66,7 @@ def _carries_virtio_mem(kwargs):
     return rpc.holds_virtio_mem(tuple(kwargs.values()))
 
 
-class ConductorAPI(rpcapi_drain.DrainCalls):
+class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls):
     """Client side of the conductor RPC API.
 
     API version history:
@@ -562,89 +560,6 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
         return self._operation(ctxt, 'instance_delete', timeout=timeout,
                                instance_uuid=instance_uuid)
 
-    def compute_node_delete(self, ctxt, host):
-        """Forget a host that no longer runs numamig; idempotent.
-
-        :returns: False if the host was not recorded (nothing to do).
-        :raises HostInUse: it still reports, or records still use it.
-        :raises Invalid: the conductor (or a cap) is older than 1.4.
-        """
-        return self._since(ctxt, 'compute_node_delete', HOSTS_VERSION,
-                           "deleting a host", host=host)
-
-    def host_refresh_usage(self, ctxt, host, timeout=None):
-        """Have ``host`` recompute its usage from the records and report.
-
-        :returns: the ComputeNodeReport the host sent.
-        :raises Invalid: the conductor (or a cap) is older than 1.6, or
-            the host's agent (or its cap) older than compute API 1.4.
-        :raises HostNotFound: ``host`` never reported.
-        """
-        return self._since(ctxt, 'host_refresh_usage', USAGE_VERSION,
-                           "recomputing a host's usage", timeout=timeout,
-                           host=host)
-
-    def host_set_disabled(self, ctxt, host, disabled, reason=None):
-        """Disable ``host`` for maintenance with ``reason``, or enable
-        it; idempotent.
-
-        :returns: {'host', 'disabled', 'disabled_at', 'reason'}.
-        :raises HostNotFound: ``host`` never reported.
-        :raises Invalid: the conductor (or a cap) is older than 1.8.
-        """
-        what = "disabling a host" if disabled else "enabling a host"
-        return self._since(ctxt, 'host_set_disabled', MAINTENANCE_VERSION,
-                           what, host=host, disabled=disabled,
-                           reason=reason)
-
-    def host_drain_plan(self, ctxt, host, to=None, keep_free_nodes=0,
-                        timeout=None):
-        """Where every guest of ``host`` would go, at once; nothing
-        moves.
-
-        :param to: host names the destinations are chosen among, or None.
-        :param keep_free_nodes: whole NUMA cells to leave free on each
-            destination.
-        :returns: the plan (see numamig.conductor.drain.plan).
-        :raises HostNotFound: ``host`` or a host of ``to`` never reported.
-        :raises Invalid: the conductor (or a cap) is older than 1.8.
-        """
-        return self._since(ctxt, 'host_drain_plan', MAINTENANCE_VERSION,
-                           "planning a drain", timeout=timeout, host=host,
-                           to=None if to is None else list(to),
-                           keep_free_nodes=keep_free_nodes)
-
-    def instance_memory_set(self, ctxt, change_uuid, instance_uuid, node,
-                            size_mb, exact=False, dry_run=False,
-                            timeout=None):
-        """Set a guest's plugged virtio-mem memory to ``size_mb``, host
-        node ``node`` first (only there with ``exact``).
-
-        :returns: the change's record: {'uuid', 'host', 'status',
-            'request', 'plan', 'result'}.
-        :raises InvalidMemoryChange, InstanceNotFound, HypervisorError.
-        :raises Invalid: the conductor (or a cap) is older than 1.11.
-        """
-        return self._since(ctxt, 'instance_memory_set', VIRTIO_MEM_VERSION,
-                           "changing a guest's memory", timeout=timeout,
-                           change_uuid=change_uuid,
-                           instance_uuid=instance_uuid, node=node,
-                           size_mb=size_mb, exact=exact, dry_run=dry_run)
-
-    def host_reclaim(self, ctxt, change_uuid, host, node, size_mb,
-                     exact=False, dry_run=False, timeout=None):
-        """Free ``size_mb`` MiB on ``host``'s node ``node`` from its
-        guests' virtio-mem devices (elsewhere too without ``exact``).
-
-        :returns: the change's record (as instance_memory_set).
-        :raises InvalidMemoryChange, HostNotFound, HypervisorError.
-        :raises Invalid: the conductor (or a cap) is older than 1.11.
-        """
-        return self._since(ctxt, 'host_reclaim', VIRTIO_MEM_VERSION,
-                           "reclaiming memory on a host", timeout=timeout,
-                           change_uuid=change_uuid, host=host, node=node,
-                           size_mb=size_mb, exact=exact, dry_run=dry_run)
-
     def _since(self, ctxt, method, version, what, timeout=None, **kwargs):
         """Call ``method``, which needs API ``version``; Invalid, naming
         ``what`` needs it, when the cap or the conductor is older."""
@@ -691,21 +606,6 @@ class ConductorAPI(rpcapi_drain.DrainCalls):
                          "migration_wait sent again at %s", version,
                          WAIT_VERSION)
 
-    def heal_claims(self, ctxt, dry_run=False):
-        """Find (and unless ``dry_run`` release) leaked claims.
-
-        :returns: {'found': [...], 'released': [...], 'skipped': [...]},
-            each a list of audit Finding dicts.
-        """
-        return self._operation(ctxt, 'heal_claims', dry_run=dry_run)
-
-    def host_domains(self, ctxt, host, timeout=None):
-        """Every domain on ``host`` with its live and persistent XML.
-
-        :returns: see ComputeAPI.list_domains.
-        """
-        return self._operation(ctxt, 'host_domains', timeout=timeout,
-                               host=host)
 
 
 def _before(version):

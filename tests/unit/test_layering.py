@@ -129,9 +129,13 @@ LAYERS = {
     'conductor.rpcapi_drain': ('the conductor client\'s drain calls, '
                                'mixed into its client',
                                ('conductor.api_versions',)),
+    'conductor.rpcapi_hosts': ('the conductor client\'s calls about '
+                               'hosts, mixed into its client',
+                               ('conductor.api_versions',)),
     'conductor.rpcapi': ('the client of the conductor\'s API',
                          ('rpc', 'exception', 'conductor.api_versions',
-                          'conductor.rpcapi_drain')),
+                          'conductor.rpcapi_drain',
+                          'conductor.rpcapi_hosts')),
     'releases': ('what each release speaks',
                  ('compute.rpcapi', 'conductor.rpcapi', 'rpc', 'objects',
                   'exception')),
