@@ -67,7 +67,50 @@ def _run_event_loop():
             time.sleep(LOOP_RETRY_S)
 
 
-class JobCompletedWatcher:
+class DomainEventSubscription:
+    """One domain's subscription to one libvirt event: ``start``
+    registers ``_on_event``, ``stop`` releases it (in any case). Where
+    the event cannot be had (no event loop, a libvirt without it) the
+    subscription stays off and ``_unavailable`` says what follows."""
+
+    # The libvirt event id (VIR_DOMAIN_EVENT_ID_*), and what stopping it
+    # is called in a log line.
+    EVENT = None
+    NAME = 'event'
+
+    def __init__(self, dom):
+        self._dom = dom
+        self._conn = None
+        self._callback_id = None
+
+    def start(self):
+        try:
+            self._conn = self._dom.connect()
+            self._callback_id = self._conn.domainEventRegisterAny(
+                self._dom, self.EVENT, self._on_event, None)
+        except libvirt.libvirtError as exc:
+            self._unavailable(exc)
+            self._callback_id = None
+
+    def stop(self):
+        if self._callback_id is None:
+            return
+        try:
+            self._conn.domainEventDeregisterAny(self._callback_id)
+        except libvirt.libvirtError as exc:
+            # The connection may have closed; nothing is left to release.
+            LOG.debug("Deregistering the %s of %s: %s", self.NAME,
+                      self._dom.UUIDString(), exc)
+        self._callback_id = None
+
+    def _on_event(self, *args):
+        raise NotImplementedError
+
+    def _unavailable(self, exc):
+        raise NotImplementedError
+
+
+class JobCompletedWatcher(DomainEventSubscription):
     """Catches the statistics of one domain's outgoing migration job.
 
     ``start`` before the migration, ``wait`` after it succeeded, ``stop``
@@ -76,25 +119,20 @@ class JobCompletedWatcher:
     downtime stays unknown rather than guessed.
     """
 
+    EVENT = JOB_COMPLETED
+    NAME = 'job event'
+
     def __init__(self, dom):
-        self._dom = dom
-        self._conn = None
-        self._callback_id = None
+        super().__init__(dom)
         self._stats = None
         self._arrived = threading.Event()
 
-    def start(self):
-        try:
-            self._conn = self._dom.connect()
-            self._callback_id = self._conn.domainEventRegisterAny(
-                self._dom, JOB_COMPLETED, self._on_job_completed, None)
-        except libvirt.libvirtError as exc:
-            LOG.info("Cannot watch the migration job of %s for its "
-                     "statistics, its downtime will be unknown: %s",
-                     self._dom.UUIDString(), exc)
-            self._callback_id = None
+    def _unavailable(self, exc):
+        LOG.info("Cannot watch the migration job of %s for its "
+                 "statistics, its downtime will be unknown: %s",
+                 self._dom.UUIDString(), exc)
 
-    def _on_job_completed(self, _conn, _dom, params, _opaque):
+    def _on_event(self, _conn, _dom, params, _opaque):
         if params.get('operation', OPERATION_MIGRATION_OUT) != \
                 OPERATION_MIGRATION_OUT:
             return
@@ -114,14 +152,3 @@ class JobCompletedWatcher:
                      "downtime is unknown", self._dom.UUIDString(), timeout)
             return None
         return self._stats
-
-    def stop(self):
-        if self._callback_id is None:
-            return
-        try:
-            self._conn.domainEventDeregisterAny(self._callback_id)
-        except libvirt.libvirtError as exc:
-            # The connection may have closed; nothing is left to release.
-            LOG.debug("Deregistering the job event of %s: %s",
-                      self._dom.UUIDString(), exc)
-        self._callback_id = None

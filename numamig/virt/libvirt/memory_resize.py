@@ -21,6 +21,7 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig.virt.libvirt import errors
+from numamig.virt.libvirt import events
 from numamig.virt.libvirt import migration_xml
 from numamig.virt.libvirt import virtio_mem
 
@@ -105,30 +106,25 @@ def _wait(dom, watcher, requested_mb, deadline_s, host, clock):
             return final, reached
 
 
-class _SizeChanges:
+class _SizeChanges(events.DomainEventSubscription):
     """Wakes the waiter on each memory-device-size-change event of one
     domain. Without events (no event loop, an older libvirt), ``wait``
     returns False at once only when the deadline is reached: the state
     is then read once, at the deadline."""
 
+    EVENT = SIZE_CHANGE_EVENT
+    NAME = 'size events'
+
     def __init__(self, dom):
-        self._dom = dom
-        self._conn = None
-        self._callback_id = None
+        super().__init__(dom)
         self._changed = threading.Event()
 
-    def start(self):
-        try:
-            self._conn = self._dom.connect()
-            self._callback_id = self._conn.domainEventRegisterAny(
-                self._dom, SIZE_CHANGE_EVENT, self._on_change, None)
-        except libvirt.libvirtError as exc:
-            LOG.info("No memory-device-size-change events for %s; its "
-                     "devices are read at the deadline: %s",
-                     self._dom.UUIDString(), exc)
-            self._callback_id = None
+    def _unavailable(self, exc):
+        LOG.info("No memory-device-size-change events for %s; its "
+                 "devices are read at the deadline: %s",
+                 self._dom.UUIDString(), exc)
 
-    def _on_change(self, *_args):
+    def _on_event(self, *_args):
         self._changed.set()
 
     def wait(self, timeout):
@@ -139,14 +135,3 @@ class _SizeChanges:
         arrived = self._changed.wait(timeout)
         self._changed.clear()
         return arrived
-
-    def stop(self):
-        if self._callback_id is None:
-            return
-        try:
-            self._conn.domainEventDeregisterAny(self._callback_id)
-        except libvirt.libvirtError as exc:
-            # The connection may have closed; nothing is left to release.
-            LOG.debug("Deregistering the size events of %s: %s",
-                      self._dom.UUIDString(), exc)
-        self._callback_id = None
