@@ -14,9 +14,9 @@ from numamig import context as nm_context
 from numamig import exception
 from numamig import releases
 from numamig import wire
-from numamig.conductor import drain
 from numamig.conductor import drain_driver
 from numamig.conductor import drain_endpoints
+from numamig.conductor import host_endpoints
 from numamig.conductor import maintenance
 from numamig.conductor import memory
 from numamig.conductor import records
@@ -42,12 +42,11 @@ DEFAULT_ADMISSION = worker_mod.DEFAULT_ADMISSION
 DEFAULT_WATCHERS = 16
 STATUS_KIND = wire.one_of(fields.MigrationStatus.ALL)
 
-_EXPECTED = (exception.MigrationError, exception.Invalid,
-             exception.NotFound, exception.ConcurrentUpdate,
-             exception.InstanceBuildError)
+_EXPECTED = host_endpoints.EXPECTED
 
 
-class ConductorManager(drain_endpoints.DrainEndpoints):
+class ConductorManager(drain_endpoints.DrainEndpoints,
+                        host_endpoints.HostEndpoints):
     """The endpoints of a conductor worker.
 
     Only the methods declared with ``wire.args`` are callable over RPC.
@@ -560,100 +559,6 @@ class ConductorManager(drain_endpoints.DrainEndpoints):
         Idempotent: a repeat finds no record and answers False.
         """
         return maintenance.delete_instance(self.worker, ctxt, instance_uuid)
-
-    @wire.args(host=wire.HOST)
-    @messaging.expected_exceptions(*_EXPECTED)
-    def compute_node_delete(self, ctxt, host):
-        """Forget a host that no longer runs numamig.
-
-        Idempotent: a repeat finds no record and answers False.
-        """
-        return maintenance.delete_host(self.worker, host)
-
-    @wire.args(dry_run=wire.BOOL)
-    @messaging.expected_exceptions(*_EXPECTED)
-    def heal_claims(self, ctxt, dry_run=False):
-        """Find, and unless ``dry_run`` release, leaked claims.
-
-        Idempotent: a repeat finds no leaked claim left and releases
-        nothing.
-        """
-        return maintenance.heal_claims(self.worker, ctxt, dry_run=dry_run)
-
-    @wire.args(host=wire.HOST)
-    @messaging.expected_exceptions(*_EXPECTED)
-    def host_domains(self, ctxt, host):
-        """Every domain of ``host`` with its XML.
-
-        Idempotent: a repeat reads only and gets the same answer.
-        """
-        return maintenance.host_domains(self.worker, ctxt, host)
-
-    @wire.args(host=wire.HOST)
-    @messaging.expected_exceptions(*_EXPECTED)
-    def host_refresh_usage(self, ctxt, host):
-        """Have ``host`` recompute its usage from the records and report.
-
-        Idempotent: a repeat recomputes the same usage from the same
-        records.
-        """
-        return maintenance.refresh_usage(self.worker, ctxt, host)
-
-    @wire.args(change_uuid=wire.UUID, instance_uuid=wire.UUID,
-               node=wire.integer(0, memory.MAX_NODE),
-               size_mb=wire.integer(0, memory.MAX_SIZE_MB),
-               exact=wire.BOOL, dry_run=wire.BOOL)
-    @messaging.expected_exceptions(*_EXPECTED, exception.HypervisorError)
-    def instance_memory_set(self, ctxt, change_uuid, instance_uuid, node,
-                            size_mb, exact, dry_run):
-        """Set a guest's plugged virtio-mem memory, node ``node`` first
-        (API 1.11; see conductor.memory).
-
-        Idempotent: a repeat of ``change_uuid`` gets the recorded change.
-        """
-        return memory.set_instance_memory(
-            self.worker, ctxt, change_uuid, instance_uuid, node, size_mb,
-            exact, dry_run, self.virtio_mem)
-
-    @wire.args(change_uuid=wire.UUID, host=wire.HOST,
-               node=wire.integer(0, memory.MAX_NODE),
-               size_mb=wire.integer(1, memory.MAX_SIZE_MB),
-               exact=wire.BOOL, dry_run=wire.BOOL)
-    @messaging.expected_exceptions(*_EXPECTED, exception.HypervisorError)
-    def host_reclaim(self, ctxt, change_uuid, host, node, size_mb, exact,
-                     dry_run):
-        """Free ``size_mb`` MiB on host node ``node`` from the host's
-        guests (API 1.11; see conductor.memory).
-
-        Idempotent: a repeat of ``change_uuid`` gets the recorded change.
-        """
-        return memory.reclaim_on_host(
-            self.worker, ctxt, change_uuid, host, node, size_mb, exact,
-            dry_run, self.virtio_mem)
-
-    @wire.args(host=wire.HOST, disabled=wire.BOOL,
-               reason=wire.text(drain.REASON_LENGTH).or_none())
-    @messaging.expected_exceptions(*_EXPECTED)
-    def host_set_disabled(self, ctxt, host, disabled, reason=None):
-        """Disable a host for maintenance (API 1.8), or enable it.
-
-        Idempotent: a repeat leaves the same state (a disabled host keeps
-        since when it is disabled).
-        """
-        return drain.set_disabled(self.worker, host, disabled, reason)
-
-    @wire.args(host=wire.HOST,
-               to=wire.host_list(drain.MAX_DESTINATIONS).or_none(),
-               keep_free_nodes=wire.integer(0, drain.MAX_KEEP_FREE))
-    @messaging.expected_exceptions(*_EXPECTED)
-    def host_drain_plan(self, ctxt, host, to=None, keep_free_nodes=0):
-        """Where every guest of ``host`` would go, at once (API 1.8).
-
-        Idempotent: a repeat reads only and gets the same plan; nothing
-        is recorded, reserved or claimed.
-        """
-        return drain.plan(self.worker, host, to=to,
-                          keep_free_nodes=keep_free_nodes)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)

@@ -69,50 +69,8 @@ def _carries_virtio_mem(kwargs):
 class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls):
     """Client side of the conductor RPC API.
 
-    API version history:
-
-    * 1.0 - Initial version: ping; compute node reports; instance records
-            (get, list, create, adopt, placement, update); migration
-            records (get, list, status, progress) and migration contexts
-            (set, drop, apply); live_migrate_instance, its dry run,
-            migration_abort and migration_force_complete.
-    * 1.1 - migration_context_drop takes dest_host (drop only the claim
-            held there); instance_delete, heal_claims and host_domains.
-    * 1.2 - migration_set_status takes the run's result; answers carry
-            Migration 1.1 (messages at 1.0-1.1 get Migration 1.0).
-    * 1.3 - live_migrate_instance takes a priority, records the request
-            in the admission queue and returns it at once (accepted,
-            with its queue position); answers carry Migration 1.2
-            (messages at 1.2 get Migration 1.1); agents call on
-            AGENT_TOPIC. migration_complete (completed, the run's result
-            and the applied claim in one call); migration_set_status
-            sent at 1.3 may move queued -> running (no preparing step).
-    * 1.4 - compute_node_delete (forget a host that no longer runs
-            numamig).
-    * 1.5 - migration_wait (answered once a migration changes, instead
-            of polled).
-    * 1.6 - host_refresh_usage (a host recomputes its usage from the
-            records now and reports it).
-    * 1.7 - compute node reports carry the migration guard's state
-            (ComputeNodeReport 1.1); answers to older messages carry
-            ComputeNodeReport 1.0.
-    * 1.8 - host_set_disabled (disable a host for maintenance, or enable
-            it) and host_drain_plan (where every guest of a host would
-            go, at once; nothing moves).
-    * 1.9 - live_migrate_instance takes the migration's uuid, chosen by
-            the client: a request delivered again (or sent again after
-            a timeout) returns the migration it recorded instead of
-            recording another.
-    * 1.10 - host_drain_start (disable a host and move every guest by
-             a plan), host_drain_show, host_drain_wait and
-             host_drain_abort (numamig.conductor.rpcapi_drain).
-    * 1.11 - virtio-mem devices: InstanceNUMACell 1.1 (and
-             InstanceNUMATopology, Instance, MigrationContext 1.1);
-             instance_memory_set and host_reclaim.
-    * 1.12 - live_migrate_instance takes a convergence policy name
-             (``policy``); answers carry Migration 1.3 (the migration's
-             convergence policy and actions, and the pre-flight
-             prediction next to the outcome).
+    The API version history is numamig.conductor.api_versions's
+    docstring, beside the version table.
 
     A client sends every call at the newest version its cap allows, so
     that answers carry what it reads; a conductor of an older release

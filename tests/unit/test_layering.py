@@ -165,9 +165,13 @@ LAYERS = {
     'conductor.drain_endpoints': ('the conductor\'s drain endpoints, '
                                   'mixed into its manager',
                                   ('conductor', 'wire', 'exception')),
+    'conductor.host_endpoints': ('the conductor\'s endpoints about hosts, '
+                                 'mixed into its manager',
+                                 ('conductor', 'wire', 'exception')),
     'conductor.manager': ('the conductor\'s RPC endpoints; the flows get '
                           'a Worker, never this',
                           ('conductor', 'conductor.drain_endpoints',
+                           'conductor.host_endpoints',
                            'conductor.rpcapi', 'releases', 'db',
                            'wire', 'objects', 'context', 'exception')),
     'service': ('the daemons: wiring of managers, RPC and periodic work',
