@@ -173,6 +173,13 @@ class EmbeddedDeployment:
         (a testing aid for mixed-version clouds; see doc/source/upgrades.rst).
     :param sweep_interval: seconds between the conductor's looks for
         stalled migrations.
+    :param sqlite_synchronous: whether a SQLite commit waits for the
+        disk (numamig.db.api.SQLITE_SYNCHRONOUS). False by default: the
+        embedded tier's database lives as long as its test run, so a
+        commit must survive a crash of its services (the crash tests
+        kill them), which NORMAL keeps, not a power cut; a daemon's
+        ``[database] sqlite_synchronous`` stays True unless an operator
+        says otherwise.
     """
 
     def __init__(self, hosts, transport_url='inproc://', db_url=None,
@@ -180,7 +187,7 @@ class EmbeddedDeployment:
                  report_interval=60, call_timeout=120,
                  conductor_compute_version_cap=None,
                  conductor_service_version=service_obj.SERVICE_VERSION,
-                 sweep_interval=10):
+                 sweep_interval=10, sqlite_synchronous=False):
         names_seen = [h.name for h in hosts]
         if len(set(names_seen)) != len(names_seen):
             raise exception.Invalid(
@@ -198,6 +205,7 @@ class EmbeddedDeployment:
         self.conductor_compute_version_cap = conductor_compute_version_cap
         self.conductor_service_version = conductor_service_version
         self.sweep_interval = sweep_interval
+        self.sqlite_synchronous = sqlite_synchronous
         self.context = nm_context.get_admin_context()
         self.db = None
         self.conductor = None
@@ -219,7 +227,8 @@ class EmbeddedDeployment:
         """Sync the database, start the conductor, then every agent."""
         transport = self._transport = rpc.get_transport(
             CONF, url=self.transport_url)
-        self.db = db_api.Database(self.db_url)
+        self.db = db_api.Database(
+            self.db_url, sqlite_synchronous=self.sqlite_synchronous)
         self.db.sync()
         self._start_conductor()
         self.api = self.names.conductor_api(transport,
