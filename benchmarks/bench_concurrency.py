@@ -7,8 +7,9 @@ An embedded deployment (one conductor, H compute agents on libvirt
 test-driver hosts with 2 cells x 8 pCPUs, SQLite as the embedded tier
 runs it, commits not waiting for the disk; ``--sqlite-synchronous`` for
 a daemon's default) over the chosen transport. Every host gets guests
-pinned to one pCPU each; then N migrations are requested at once, the scheduler choosing every
-destination, and the run waits for all of them to end. It prints:
+pinned to one pCPU each; then N migrations are requested at once, the
+scheduler choosing every destination, and the run waits for all of them
+to end. It prints:
 
 * the baseline: the median of a bare oslo.messaging call (an echo
   endpoint with numamig's serializer) on the same transport;
