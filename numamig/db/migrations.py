@@ -42,6 +42,7 @@ from numamig.objects import fields as nm_fields
 from numamig.objects import migration as migration_obj
 
 STATUS = nm_fields.MigrationStatus
+_T = models.Migration.__table__
 PROGRESS_FIELDS = ('memory_total', 'memory_processed', 'memory_remaining',
                    'disk_total', 'disk_processed', 'disk_remaining')
 RESULT_FIELDS = migration_obj.RESULT_FIELDS
@@ -85,7 +86,7 @@ def create(db, migration, max_queued=None):
                 _check_can_queue(session, migration, max_queued)
             columns = dict(_columns_of(migration), created_at=now,
                            updated_at=now)
-            row_id = session.execute(sa.insert(models.Migration).values(
+            row_id = _rows.run(session, sa.insert(_T).values(
                 **columns)).inserted_primary_key[0]
             for change in history:
                 _add_history(session, row_id, change.status,
@@ -107,10 +108,8 @@ def create(db, migration, max_queued=None):
 
 def _check_can_queue(session, migration, max_queued):
     queue.lock(session)
-    busy = session.execute(sa.select(
-        models.Migration.uuid, models.Migration.status).where(
-            models.Migration.instance_uuid == migration.instance_uuid,
-            models.Migration.status.in_(STATUS.IN_PROGRESS))).first()
+    busy = _rows.run(session, _busy_with(), {
+        'instance_uuid': migration.instance_uuid}).first()
     if busy is not None:
         raise exception.InstanceBusy(
             instance_uuid=migration.instance_uuid, action='migrated',
@@ -121,6 +120,19 @@ def _check_can_queue(session, migration, max_queued):
         raise exception.MigrationQueueFull(
             instance_uuid=migration.instance_uuid, count=waiting,
             limit=max_queued)
+
+
+@_rows.prebuilt
+def _instance_id():
+    table = models.Instance.__table__
+    return sa.select(table.c.id).where(table.c.uuid == sa.bindparam('uuid'))
+
+
+@_rows.prebuilt
+def _busy_with():
+    return sa.select(_T.c.uuid, _T.c.status).where(
+        _T.c.instance_uuid == sa.bindparam('instance_uuid'),
+        _T.c.status.in_(STATUS.IN_PROGRESS))
 
 
 def get(db, uuid, with_history=True):
@@ -203,8 +215,8 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
                   updated_at=now, start_request=start_request)
     if error is not None:
         values['error'] = error
-    result = session.execute(_update(uuid).where(
-        models.Migration.status.in_(sorted(allowed))).values(**values))
+    result = _rows.run(session, _update(uuid).where(
+        _T.c.status.in_(sorted(allowed))).values(**values))
     row = _row(session, uuid)
     if result.rowcount != 1:
         raise _refused(row, status, expected)
@@ -286,13 +298,13 @@ def update_progress(db, uuid, **progress):
             reason=f"migration {uuid} progress: fields must be some of "
                    f"{', '.join(PROGRESS_FIELDS)} with non-negative "
                    f"integers, got {progress}")
-    conditions = [models.Migration.status.in_(STATUS.IN_PROGRESS)]
+    conditions = [_T.c.status.in_(STATUS.IN_PROGRESS)]
     if 'memory_processed' in progress:
         # Memory copied only grows during a run.
-        conditions.append(models.Migration.memory_processed <=
+        conditions.append(_T.c.memory_processed <=
                           progress['memory_processed'])
     with db.writer() as session:
-        result = session.execute(_update(uuid).where(*conditions).values(
+        result = _rows.run(session, _update(uuid).where(*conditions).values(
             updated_at=_rows.utcnow(), **progress))
         if result.rowcount != 1:
             _row(session, uuid)
@@ -315,7 +327,7 @@ def set_prediction(db, uuid, prediction):
             reason=f"prediction of migration {uuid}: {', '.join(bad)} "
                    f"unusable in {values}")
     with db.writer() as session:
-        result = session.execute(_update(uuid).values(
+        result = _rows.run(session, _update(uuid).values(
             updated_at=_rows.utcnow(), **values))
         if result.rowcount != 1:
             _row(session, uuid)
@@ -331,8 +343,8 @@ def set_policy(db, uuid, name):
             not 0 < len(name) <= migration_obj.MAX_POLICY_NAME:
         raise exception.Invalid(reason=f"policy name {name!r} unusable")
     with db.writer() as session:
-        session.execute(_update(uuid).values(updated_at=_rows.utcnow(),
-                                             convergence_policy=name))
+        _rows.run(session, _update(uuid).values(updated_at=_rows.utcnow(),
+                                                convergence_policy=name))
         return _to_object(session, _row(session, uuid), with_history=False)
 
 
@@ -380,9 +392,10 @@ def _fits(name, value):
 
 
 def _update(uuid):
-    return sa.update(models.Migration).where(
-        models.Migration.uuid == uuid).execution_options(
-            synchronize_session=False)
+    # On the Core table: the ORM's bulk-update layer costs more CPU than
+    # the statement, and no ORM entity of a migration is ever loaded for
+    # it to synchronise.
+    return sa.update(_T).where(_T.c.uuid == uuid)
 
 
 def _update_in_progress(session, row, **values):
@@ -393,8 +406,8 @@ def _update_in_progress(session, row, **values):
     """
     values['updated_at'] = _rows.utcnow()
     before = dict(row._mapping)
-    result = session.execute(_update(row.uuid).where(
-        models.Migration.status.in_(STATUS.IN_PROGRESS)).values(**values))
+    result = _rows.run(session, _update(row.uuid).where(
+        _T.c.status.in_(STATUS.IN_PROGRESS)).values(**values))
     if result.rowcount != 1:
         raise exception.MigrationNotInProgress(
             migration_uuid=row.uuid, status=row.status,
@@ -415,16 +428,21 @@ def _refused(row, status, expected):
 
 
 def _require_instance(session, instance_uuid):
-    found = session.scalar(sa.select(models.Instance.id).where(
-        models.Instance.uuid == instance_uuid))
+    found = _rows.run(session, _instance_id(), {
+        'uuid': instance_uuid}).first()
     if found is None:
         raise exception.InstanceNotFound(instance_uuid=instance_uuid)
 
 
 def _add_history(session, migration_id, status, changed_at, detail):
-    session.execute(sa.insert(models.MigrationStatusChange).values(
-        migration_id=migration_id, status=status, changed_at=changed_at,
-        detail=detail))
+    _rows.run(session, _history_insert(), {
+        'migration_id': migration_id, 'status': status,
+        'changed_at': changed_at, 'detail': detail})
+
+
+@_rows.prebuilt
+def _history_insert():
+    return sa.insert(models.MigrationStatusChange.__table__)
 
 
 def _row(session, uuid, lock=False):

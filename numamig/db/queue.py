@@ -19,6 +19,7 @@ anyway), so the limits hold across workers and processes.
 import collections
 import dataclasses
 import datetime
+import functools
 
 import sqlalchemy as sa
 
@@ -30,8 +31,11 @@ STATUS = nm_fields.MigrationStatus
 ADMISSION_LOCK = 'migration-admission'
 
 _M = models.Migration
-WAITING = sa.and_(_M.status == STATUS.ACCEPTED, _M.admitted_at.is_(None))
-IN_FLIGHT = sa.and_(_M.status.in_(STATUS.IN_PROGRESS), sa.not_(WAITING))
+# On the Core table: the same clauses serve ORM statements and the Core
+# statements built once (_rows.prebuilt).
+_T = _M.__table__
+WAITING = sa.and_(_T.c.status == STATUS.ACCEPTED, _T.c.admitted_at.is_(None))
+IN_FLIGHT = sa.and_(_T.c.status.in_(STATUS.IN_PROGRESS), sa.not_(WAITING))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +50,14 @@ class Limits:
 
 def lock(session):
     """Take the admission lock for the rest of the transaction."""
-    session.execute(sa.select(models.Lock.name).where(
-        models.Lock.name == ADMISSION_LOCK).with_for_update())
+    _rows.run(session, _lock_statement())
+
+
+@_rows.prebuilt
+def _lock_statement():
+    locks = models.Lock.__table__
+    return sa.select(locks.c.name).where(
+        locks.c.name == ADMISSION_LOCK).with_for_update()
 
 
 def admit(db, limits, max_count, lease_s=None):
@@ -63,24 +73,22 @@ def admit(db, limits, max_count, lease_s=None):
     lease = None if lease_s is None else now + _seconds(lease_s)
     with db.writer() as session:
         lock(session)
-        flights = session.execute(sa.select(
-            _M.source_host, _M.dest_host, _M.requested_host).where(
-                IN_FLIGHT)).all()
+        flights = _rows.run(session, _flights()).all()
         total = len(flights)
         outgoing = collections.Counter(f.source_host for f in flights)
         incoming = collections.Counter(f.dest_host or f.requested_host
                                        for f in flights)
         admitted = []
-        for row in session.execute(_next_waiting()):
+        for row in _rows.run(session, _next_waiting()):
             if len(admitted) >= max_count or total >= limits.total:
                 break
             if outgoing[row.source_host] >= limits.per_source or \
                     (row.requested_host and
                      incoming[row.requested_host] >= limits.per_dest):
                 continue
-            session.execute(sa.update(_M).where(
-                _M.id == row.id, WAITING).values(
-                    admitted_at=now, updated_at=now, lease_expires_at=lease))
+            _rows.run(session, _admit_one(), {
+                'row_id': row.id, 'admitted_at': now, 'updated_at': now,
+                'lease_expires_at': lease})
             admitted.append(row.uuid)
             total += 1
             outgoing[row.source_host] += 1
@@ -94,29 +102,57 @@ def _anything_waits(db):
     looks (after a migration ends) find the queue empty, and a read takes
     no write lock away from the workers recording migrations."""
     with db.reader() as session:
-        return session.scalar(sa.select(_M.id).where(WAITING).limit(1)) \
-            is not None
+        return _rows.run(session, _first_waiting()).first() is not None
 
 
+@_rows.prebuilt
+def _first_waiting():
+    return sa.select(_T.c.id).where(WAITING).limit(1)
+
+
+@_rows.prebuilt
 def _next_waiting():
-    return sa.select(_M.id, _M.uuid, _M.source_host,
-                     _M.requested_host).where(WAITING).order_by(
-                         _M.priority.desc(), _M.id)
+    return sa.select(_T.c.id, _T.c.uuid, _T.c.source_host,
+                     _T.c.requested_host).where(WAITING).order_by(
+                         _T.c.priority.desc(), _T.c.id)
+
+
+@_rows.prebuilt
+def _flights():
+    return sa.select(_T.c.source_host, _T.c.dest_host,
+                     _T.c.requested_host).where(IN_FLIGHT)
+
+
+@_rows.prebuilt
+def _admit_one():
+    # The update's SET takes its values from the parameters of the same
+    # names; WHERE binds the row by its own name.
+    return sa.update(_T).where(_T.c.id == sa.bindparam('row_id'), WAITING)
 
 
 def waiting_count(session):
     """How many migrations wait for admission (inside a transaction)."""
-    return session.scalar(sa.select(sa.func.count()).select_from(_M).where(
-        WAITING))
+    return _rows.run(session, _waiting_count()).scalar()
+
+
+@_rows.prebuilt
+def _waiting_count():
+    return sa.select(sa.func.count()).select_from(_T).where(WAITING)
 
 
 def in_flight_into(session, host, excluding=None):
     """How many migrations in flight have ``host`` as destination."""
-    query = sa.select(sa.func.count()).select_from(_M).where(
-        IN_FLIGHT, _M.dest_host == host)
-    if excluding is not None:
-        query = query.where(_M.uuid != excluding)
-    return session.scalar(query)
+    return _rows.run(session, _in_flight_into(excluding is not None), {
+        'host': host, 'excluding': excluding}).scalar()
+
+
+@functools.cache
+def _in_flight_into(excluding):
+    query = sa.select(sa.func.count()).select_from(_T).where(
+        IN_FLIGHT, _T.c.dest_host == sa.bindparam('host'))
+    if excluding:
+        query = query.where(_T.c.uuid != sa.bindparam('excluding'))
+    return query
 
 
 def positions(db):
@@ -141,9 +177,16 @@ def position_in(session, uuid):
 def position_of(session, row_id, priority):
     """The place in line of the waiting migration of row ``row_id``
     with ``priority`` (what its writer knows without reading it)."""
-    return session.scalar(sa.select(sa.func.count()).select_from(_M).where(
-        WAITING, sa.or_(_M.priority > priority, sa.and_(
-            _M.priority == priority, _M.id <= row_id))))
+    return _rows.run(session, _ahead_of(), {
+        'row_id': row_id, 'priority': priority}).scalar()
+
+
+@_rows.prebuilt
+def _ahead_of():
+    priority = sa.bindparam('priority')
+    return sa.select(sa.func.count()).select_from(_T).where(
+        WAITING, sa.or_(_T.c.priority > priority, sa.and_(
+            _T.c.priority == priority, _T.c.id <= sa.bindparam('row_id'))))
 
 
 def position(db, uuid):
@@ -160,10 +203,16 @@ def busy_destinations(db, per_dest):
 
 def busy_destinations_in(session, per_dest):
     """``busy_destinations`` inside the caller's transaction."""
-    return set(session.scalars(
-        sa.select(_M.dest_host).where(
-            IN_FLIGHT, _M.dest_host.is_not(None)).group_by(
-                _M.dest_host).having(sa.func.count() >= per_dest)))
+    return set(_rows.run(session, _busy_destinations(), {
+        'per_dest': per_dest}).scalars())
+
+
+@_rows.prebuilt
+def _busy_destinations():
+    return sa.select(_T.c.dest_host).where(
+        IN_FLIGHT, _T.c.dest_host.is_not(None)).group_by(
+            _T.c.dest_host).having(
+                sa.func.count() >= sa.bindparam('per_dest'))
 
 
 def requeue(db, uuid):
