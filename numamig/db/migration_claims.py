@@ -70,10 +70,10 @@ def complete(db, migration_uuid, detail=None, result=None):
         nothing is changed then.
     """
     with db.writer() as session:
-        current = migrations.get_in(session, migration_uuid,
-                                    with_history=False)
+        current = migrations.row_in(session, migration_uuid)
         if current.status == STATUS.COMPLETED:
-            return current, None
+            return migrations.get_in(session, migration_uuid,
+                                     with_history=False), None
         instance_uuid = current.instance_uuid
         migration = migrations.set_status_in(
             session, migration_uuid, STATUS.COMPLETED, detail=detail,

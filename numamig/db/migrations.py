@@ -149,6 +149,16 @@ def get_in(session, uuid, with_history=True):
                       with_history=with_history)
 
 
+def row_in(session, uuid):
+    """The migration's row (columns by name) inside the caller's
+    transaction, for a flow that checks a column or two: building the
+    Migration costs more than reading it.
+
+    :raises MigrationNotFound:
+    """
+    return _row(session, uuid)
+
+
 def get_all(db, instance_uuid=None, status=None):
     """Migrations, oldest first, optionally of one instance or status."""
     query = sa.select(models.Migration)

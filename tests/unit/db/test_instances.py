@@ -195,6 +195,17 @@ class MigrationContextTestCase(base.DBTestCase):
         self.assertIsNone(record.instance.migration_context)
         self.assertEqual([], instances.get_claims_on_host(self.db, 'dst'))
 
+    def test_apply_answers_what_a_read_finds(self):
+        # The answer is built from what was written, not read back.
+        instances.set_migration_context(self.db, self.uuid, self.context)
+        record = instances.apply_migration_context(self.db, self.uuid,
+                                                   self.migration.uuid)
+        stored = instances.get(self.db, self.uuid)
+        self.assertEqual(stored.revision, record.revision)
+        self.assertEqual(stored.instance.obj_to_primitive(),
+                         record.instance.obj_to_primitive())
+        self.assertEqual(set(), record.instance.obj_what_changed())
+
     def test_apply_without_the_claim_is_refused(self):
         self.assertRaises(exception.MigrationContextConflict,
                           instances.apply_migration_context, self.db,
