@@ -46,6 +46,7 @@ from numamig import context as nm_context
 from numamig import exception
 from numamig.conf import opts as conf_opts
 from numamig.objects import base as obj_base
+from numamig.objects import instance_numa
 
 # Modules whose exceptions cross RabbitMQ as themselves (a Name_Remote
 # subclass) instead of as a generic RemoteError. The dispatcher's own
@@ -457,6 +458,15 @@ def holds_virtio_mem(values):
         values = [values.get(field) for field in
                   obj_base.object_fields(type(values))]
     return any(holds_virtio_mem(item) for item in _children(values))
+
+
+def virtio_mem_in(versions):
+    """``holds_virtio_mem`` from what ``object_versions_in`` found, for a
+    caller that walks its values once: a guest cell needs its virtio-mem
+    version only when it has a virtio-mem device."""
+    cell = versions.get('InstanceNUMACell')
+    return cell is not None and _version_tuple(cell) >= _version_tuple(
+        instance_numa.InstanceNUMACell.VIRTIO_MEM_VERSION)
 
 
 def carries(manifest, wanted):

@@ -224,12 +224,14 @@ class ComputeAPI:
             error when nobody answers (default: see _timed_out).
         :raises UnsupportedVersion: refused at ``floor`` too.
         """
-        if _carries_virtio_mem(tuple(kwargs.values())):
+        # One walk of the arguments' objects serves both questions.
+        needed = rpc.object_versions_in(tuple(kwargs.values()))
+        if rpc.virtio_mem_in(needed):
             floor = version = max(
                 (floor, version, VIRTIO_MEM_VERSION),
                 key=versionutils.convert_version_to_tuple)
         tries = list(dict.fromkeys(
-            (self._version_for(version, *kwargs.values()), version, floor)))
+            (self._version_needing(version, needed), version, floor)))
         for attempt in tries:
             sent = kwargs_1_0 if attempt == '1.0' and \
                 kwargs_1_0 is not None else kwargs
@@ -273,10 +275,13 @@ class ComputeAPI:
         up to the cap whose manifest carries each object in them at its
         version (held back as this client's manifest says); the newest
         allowed when none does."""
+        return self._version_needing(since, rpc.object_versions_in(values))
+
+    def _version_needing(self, since, needed):
+        """``_version_for`` from what ``rpc.object_versions_in`` found."""
         wanted = {name: min(version, self._manifest.get(name, version),
                             key=versionutils.convert_version_to_tuple)
-                  for name, version in rpc.object_versions_in(
-                      values).items()}
+                  for name, version in needed.items()}
         for version in _versions(since, self._newest):
             if rpc.carries(OBJECT_VERSIONS[version], wanted):
                 return version
@@ -539,11 +544,6 @@ class ComputeAPI:
         the message backported to what that version carries.
         """
         return self._version_for('1.0', migrate_data)
-
-
-def _carries_virtio_mem(values):
-    """Whether ``values`` hold a guest cell with a virtio-mem device."""
-    return rpc.holds_virtio_mem(values)
 
 
 def _versions(oldest, newest):

@@ -258,3 +258,39 @@ class RequestPoolTest(base.TestCase):
         # futurist.ThreadPoolExecutor would hold 20 threads by now.
         self.assertLessEqual(pool.num_workers, 2)
         self.assertEqual(CONF.executor_thread_pool_size, pool._max_workers)
+
+
+class VirtioMemInTest(base.TestCase):
+    """virtio_mem_in (one walk, from the versions found) answers what
+    holds_virtio_mem (its own walk) answers."""
+
+    def _without(self, topology):
+        for cell in topology.cells:
+            for name in ('virtio_mem_size_mb', 'virtio_mem_block_kb',
+                         'virtio_mem_requested_mb', 'virtio_mem_current_mb'):
+                setattr(cell, name, None)
+        return topology
+
+    def _cases(self):
+        plain = samples.instance()
+        self._without(plain.numa_topology)
+        self._without(plain.migration_context.old_numa_topology)
+        self._without(plain.migration_context.new_numa_topology)
+        in_context_only = plain.obj_clone()
+        in_context_only.migration_context.new_numa_topology = \
+            samples.instance_topology()
+        data = samples.live_migrate_data()
+        data.migration_context = in_context_only.migration_context
+        return [
+            ((plain, samples.migration(), 'host-b'), False),
+            ((samples.instance(),), True),
+            ((in_context_only,), True),
+            (([plain, {'nested': data}],), True),
+            (('no objects', 3), False),
+        ]
+
+    def test_agrees_with_holds_virtio_mem(self):
+        for values, expected in self._cases():
+            found = rpc.object_versions_in(values)
+            self.assertEqual(expected, rpc.holds_virtio_mem(values))
+            self.assertEqual(expected, rpc.virtio_mem_in(found))
