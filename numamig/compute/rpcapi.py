@@ -184,6 +184,9 @@ class ComputeAPI:
             transport, target, self._newest, self._manifest,
             release_objects)
         self.client = self._clients[self._newest]
+        # (since, objects' versions needed) -> version: a few dozen keys
+        # at most (objects x their versions); asked on every call.
+        self._version_by_need = {}
 
     @classmethod
     def from_conf(cls, conf, transport, **kwargs):
@@ -278,7 +281,16 @@ class ComputeAPI:
         return self._version_needing(since, rpc.object_versions_in(values))
 
     def _version_needing(self, since, needed):
-        """``_version_for`` from what ``rpc.object_versions_in`` found."""
+        """``_version_for`` from what ``rpc.object_versions_in`` found,
+        remembered per (since, needed)."""
+        key = (since, tuple(sorted(needed.items())))
+        version = self._version_by_need.get(key)
+        if version is None:
+            version = self._version_by_need[key] = self._search_version(
+                since, needed)
+        return version
+
+    def _search_version(self, since, needed):
         wanted = {name: min(version, self._manifest.get(name, version),
                             key=versionutils.convert_version_to_tuple)
                   for name, version in needed.items()}

@@ -261,8 +261,7 @@ def apply_migration_context_in(session, uuid, migration_uuid):
     instance.host = context.dest_host
     instance.numa_topology = context.new_numa_topology
     instance.migration_context = None
-    instance.validate()
-    values = _columns_of(instance)
+    values = _columns_of(instance)  # validates it
     values.update(migration_context=None, **_claim_columns(None))
     _conditional_update(session, row, values)
     # What was just written, not read back: the instance is validated
