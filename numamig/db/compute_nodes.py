@@ -30,6 +30,7 @@ from numamig.db import models
 from numamig.db import primitives
 
 REPORTS = 'compute-node-reports'
+_T = models.ComputeNode.__table__
 
 
 def save_report(db, report):
@@ -85,33 +86,58 @@ def _store(db, values, read_guests):
 
 def _store_in(session, values):
     values = dict(values, change_seq=_next_number(session))
-    result = session.execute(sa.update(models.ComputeNode).where(
-        models.ComputeNode.host == values['host'],
-        # A report delayed in transit must not hide a newer one.
-        models.ComputeNode.reported_at <= values['reported_at']).values(
-            **values))
+    result = _rows.run(session, _replace_report(), dict(
+        values, b_host=values['host'], b_reported_at=values['reported_at']))
     if result.rowcount == 1:
         return True
-    exists = session.scalar(sa.select(models.ComputeNode.id).where(
-        models.ComputeNode.host == values['host'])) is not None
+    exists = _rows.run(session, _host_id(), {'host': values['host']}) \
+        .first() is not None
     if exists:
         return False
-    session.execute(sa.insert(models.ComputeNode).values(
-        created_at=values['updated_at'], **values))
+    _rows.run(session, sa.insert(_T), dict(
+        values, created_at=values['updated_at']))
     return True
 
 
+@_rows.prebuilt
+def _replace_report():
+    # SET takes the columns of the parameters; WHERE binds its own names.
+    return sa.update(_T).where(
+        _T.c.host == sa.bindparam('b_host'),
+        # A report delayed in transit must not hide a newer one.
+        _T.c.reported_at <= sa.bindparam('b_reported_at'))
+
+
+@_rows.prebuilt
+def _host_id():
+    return sa.select(_T.c.id).where(_T.c.host == sa.bindparam('host'))
+
+
+@_rows.prebuilt
+def _bump_number():
+    sequences = models.Sequence.__table__
+    return sa.update(sequences).where(sequences.c.name == REPORTS).values(
+        value=sequences.c.value + 1)
+
+
+@_rows.prebuilt
+def _bump_number_returning():
+    return _bump_number().returning(models.Sequence.__table__.c.value)
+
+
+@_rows.prebuilt
+def _read_number():
+    sequences = models.Sequence.__table__
+    return sa.select(sequences.c.value).where(sequences.c.name == REPORTS)
+
+
 def _next_number(session):
-    bump = sa.update(models.Sequence).where(
-        models.Sequence.name == REPORTS).values(
-            value=models.Sequence.value + 1)
     if session.get_bind().dialect.update_returning:
         # One statement where the database can say what it wrote
         # (PostgreSQL, SQLite); MariaDB cannot, and reads it back.
-        return session.scalar(bump.returning(models.Sequence.value))
-    session.execute(bump)
-    return session.scalar(sa.select(models.Sequence.value).where(
-        models.Sequence.name == REPORTS))
+        return _rows.run(session, _bump_number_returning()).scalar()
+    _rows.run(session, _bump_number())
+    return _rows.run(session, _read_number()).scalar()
 
 
 def changed_since(db, number, newer_than=None):
