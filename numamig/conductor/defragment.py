@@ -67,7 +67,7 @@ def plan(worker, vcpus, memory_mb, extra_specs, hosts=None, max_moves=3):
         'placement': None if found.placement is None
         else found.placement.topology(),
         'moves': [{'instance_uuid': m.guest.uuid, 'name': m.guest.name,
-                   'source_host': found.host, 'dest_host': m.host,
+                   'source_host': m.source, 'dest_host': m.host,
                    'numa_topology': None if m.placement is None
                    else m.placement.topology()} for m in found.moves],
         'reason': found.reason,
