@@ -9,13 +9,14 @@ flavor mix (bench_drain's) to ``--util`` of their pCPUs, seeded. The new
 guest needs a whole NUMA node: 6 pinned vCPUs, ``hw:numa_nodes=1``.
 For every cloud where it fits nowhere as it is:
 
-* the plan (numamig.scheduler.defrag.plan): the fewest guests of one
-  host to move, each placed elsewhere at once by the drain search;
+* the plan (numamig.scheduler.defrag.plan): the fewest moves, guests
+  of the target and, in chains, of third hosts, each placed elsewhere
+  at once by the drain search;
 * the optimum, solved exhaustively: every set of up to ``--max-moves``
   guests of ANY hosts, every destination of each, every order of the
   moves (a move needs room on its destination before its source frees
   its own), then the new guest on any host: chains (a guest moved so
-  that another can take its place) count, which the plan never uses;
+  that another can take its place) count;
 * the baseline: greedy eviction, on each host its largest guests first
   (one that fits nowhere else skipped), each to the first host that fits
   it, until the new guest fits; the best host's count (what an
@@ -30,9 +31,9 @@ seeded from ``--seed``; make_chain_cloud): a target T whose guest A
 would free a whole node, a host X where A fits only once its guest B
 left, a host Y with room for B but not for A, and up to two hosts with
 room for neither; B's size, Y's room, the guests' memory, the number of
-other hosts and the hosts' order are drawn. Among them, the clouds where the plan
-without chains (the target's guests only) does worse than the optimum
-are counted as needing chains; on those the plan with chains is compared
+other hosts and the hosts' order are drawn. Among them, the clouds
+where the plan without chains (the target's guests only) does worse
+than the optimum are counted as needing chains; on those the plan with chains is compared
 with the optimum (target: every one solved, none with more moves) and
 with the plan without chains, with their times.
 """
@@ -134,12 +135,12 @@ def chain_family(args):
         if fits_somewhere(state):
             continue
         found = {}
-        for method, run in (
-                ('optimum', lambda: by_optimum(state, args.max_moves)),
-                ('direct', lambda: by_plan(state, args.max_moves, False)),
-                ('chains', lambda: by_plan(state, args.max_moves))):
+        for method, run, more in (
+                ('optimum', by_optimum, ()),
+                ('direct', by_plan, (False,)),
+                ('chains', by_plan, ())):
             start = time.perf_counter()
-            found[method] = run()
+            found[method] = run(state, args.max_moves, *more)
             times[method].append(time.perf_counter() - start)
         if found['optimum'] is None or (
                 found['direct'] is not None and

@@ -177,7 +177,8 @@ class DefragChainTest(base.TestCase):
         self.assertIn('no set of up to 1 guest(s)', found.reason)
 
     def test_a_direct_move_beats_a_chain(self):
-        self.hosts['Z'] = _filled(_host(1), 1, prefix='Z')       # 3 free: takes a 3
+        # Z has 3 free: it takes a 3.
+        self.hosts['Z'] = _filled(_host(1), 1, prefix='Z')
         target = self.hosts['T']
         names = ('X', 'Y', 'Z')
         found = defrag.plan(
