@@ -33,9 +33,9 @@ left, a host Y with room for B but not for A, and up to two hosts with
 room for neither; B's size, Y's room, the guests' memory, the number of
 other hosts and the hosts' order are drawn. Among them, the clouds
 where the plan without chains (the target's guests only) does worse
-than the optimum are counted as needing chains; on those the plan with chains is compared
-with the optimum (target: every one solved, none with more moves) and
-with the plan without chains, with their times.
+than the optimum are counted as needing chains; on those the plan with
+chains is compared with the optimum (target: every one solved, none
+with more moves) and with the plan without chains, with their times.
 """
 
 import argparse
