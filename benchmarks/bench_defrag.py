@@ -9,13 +9,14 @@ flavor mix (bench_drain's) to ``--util`` of their pCPUs, seeded. The new
 guest needs a whole NUMA node: 6 pinned vCPUs, ``hw:numa_nodes=1``.
 For every cloud where it fits nowhere as it is:
 
-* the plan (numamig.scheduler.defrag.plan): the fewest guests of one
-  host to move, each placed elsewhere at once by the drain search;
+* the plan (numamig.scheduler.defrag.plan): the fewest moves, guests
+  of the target and, in chains, of third hosts, each placed elsewhere
+  at once by the drain search;
 * the optimum, solved exhaustively: every set of up to ``--max-moves``
   guests of ANY hosts, every destination of each, every order of the
   moves (a move needs room on its destination before its source frees
   its own), then the new guest on any host: chains (a guest moved so
-  that another can take its place) count, which the plan never uses;
+  that another can take its place) count;
 * the baseline: greedy eviction, on each host its largest guests first
   (one that fits nowhere else skipped), each to the first host that fits
   it, until the new guest fits; the best host's count (what an
@@ -24,6 +25,17 @@ For every cloud where it fits nowhere as it is:
 Printed: clouds where room was needed, how many each method solved,
 moves per solved cloud, clouds where the plan used more moves than the
 optimum (target: 0), and time per cloud of each, measured in this run.
+
+Then a family of clouds where chains are needed (``--chain-clouds``,
+seeded from ``--seed``; make_chain_cloud): a target T whose guest A
+would free a whole node, a host X where A fits only once its guest B
+left, a host Y with room for B but not for A, and up to two hosts with
+room for neither; B's size, Y's room, the guests' memory, the number of
+other hosts and the hosts' order are drawn. Among them, the clouds
+where the plan without chains (the target's guests only) does worse
+than the optimum are counted as needing chains; on those the plan with
+chains is compared with the optimum (target: every one solved, none
+with more moves) and with the plan without chains, with their times.
 """
 
 import argparse
@@ -63,15 +75,93 @@ def fits_somewhere(state):
     return any(fit.fit(t, WHOLE_NODE).fits for t, _ in state.values())
 
 
-def by_plan(state):
+def by_plan(state, max_moves=3, chains=True):
+    """The plan's move count, or None; ``chains``: guests of third hosts
+    may move too (every host's guests are movable)."""
     candidates = [defrag.Candidate(host, topology, tuple(
         defrag.Resident(name, name, placed, request)
         for name, request, placed in guests))
         for host, (topology, guests) in state.items()]
     destinations = [drain.Destination(host, views.HostView(topology))
                     for host, (topology, _) in state.items()]
-    found = defrag.plan(WHOLE_NODE, candidates, destinations, max_moves=3)
+    found = defrag.plan(WHOLE_NODE, candidates, destinations,
+                        max_moves=max_moves,
+                        movable=candidates if chains else ())
     return len(found.moves) if found.found else None
+
+
+def make_chain_cloud(rng):
+    """One cloud of the chain family: {host: (topology, guests)}.
+
+    Node 0 of every host is full (one 6-pCPU guest); node 1 holds:
+    on T, A (4 pCPUs); on X, B (``b``), ``d`` >= 2 one-pCPU guests and
+    ``f`` free, A fitting once B left (f < 4 <= f + b); on Y, one-pCPU
+    guests and ``r`` free, b <= r <= 3 (B fits, A does not, and freeing
+    the node takes 3 moves or more); on up to two others, one-pCPU
+    guests and less than ``b`` free. So no move of T's guests alone
+    makes room, nor do two moves anywhere but B to Y, then A to X.
+    """
+    b = rng.randint(1, 3)
+    f = 4 - b
+    r = rng.randint(b, 3)
+    shapes = {'T': [4], 'X': [b] + [1] * (6 - b - f), 'Y': [1] * (6 - r)}
+    for index in range(rng.randint(0, 2)):
+        shapes[f'N{index}'] = [1] * (6 - rng.randint(0, b - 1))
+    hosts = []
+    for name in sorted(shapes, key=lambda _: rng.random()):
+        host = bench_drain.SimHost(name, bench_drain.host_topology(2, 4))
+        for index, size in enumerate([6] + shapes[name]):
+            host.try_add(f'{name}-g{index}', _pinned(size, rng))
+        assert len(host.guests) == 1 + len(shapes[name]), name
+        hosts.append(host)
+    return _state(hosts)
+
+
+def _pinned(vcpus, rng):
+    return constraints.get_numa_request(
+        vcpus, rng.choice((2048, 4096, 8192)),
+        {'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '1'}, {})
+
+
+def chain_family(args):
+    """Run the chain family; returns how many clouds the plan with
+    chains solved worse than the optimum (target: 0)."""
+    rng = random.Random(args.seed)
+    needing, worse = 0, 0
+    answers = {'chains': [], 'direct': [], 'optimum': []}
+    times = {name: [] for name in answers}
+    for _ in range(args.chain_clouds):
+        state = make_chain_cloud(rng)
+        if fits_somewhere(state):
+            continue
+        found = {}
+        for method, run, more in (
+                ('optimum', by_optimum, ()),
+                ('direct', by_plan, (False,)),
+                ('chains', by_plan, ())):
+            start = time.perf_counter()
+            found[method] = run(state, args.max_moves, *more)
+            times[method].append(time.perf_counter() - start)
+        if found['optimum'] is None or (
+                found['direct'] is not None and
+                found['direct'] <= found['optimum']):
+            continue            # chains not needed in this cloud
+        needing += 1
+        for method in answers:
+            answers[method].append(found[method])
+        if found['chains'] is None or found['chains'] > found['optimum']:
+            worse += 1
+    print(f"chain family: {args.chain_clouds} clouds (seed {args.seed}); "
+          f"chains needed in {needing}")
+    for method in ('optimum', 'chains', 'direct'):
+        solved = [n for n in answers[method] if n is not None]
+        median_ms = 1000 * statistics.median(times[method]) \
+            if times[method] else 0
+        print(f"  {method:8s} solved {len(solved):3d}/{needing}, moves "
+              f"{sum(solved):3d}, median {median_ms:.1f} ms/cloud")
+    print(f"  plan with chains worse than the optimum (or unsolved): "
+          f"{worse}")
+    return worse
 
 
 def by_optimum(state, max_moves):
@@ -153,6 +243,8 @@ def main(argv=None):
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--util', default='0.6-0.95', metavar='LOW-HIGH',
                         help="Pinned share each host is filled to.")
+    parser.add_argument('--chain-clouds', type=int, default=40,
+                        help="Clouds of the chain family (0: none).")
     args = parser.parse_args(argv)
     util = tuple(float(v) for v in args.util.split('-'))
     rng = random.Random(args.seed)
@@ -165,7 +257,7 @@ def main(argv=None):
             continue
         needed += 1
         answers = {}
-        for method, run in (('plan', by_plan),
+        for method, run in (('plan', lambda s: by_plan(s, args.max_moves)),
                             ('optimum', lambda s: by_optimum(
                                 s, args.max_moves)),
                             ('greedy', lambda s: by_greedy(
@@ -194,7 +286,8 @@ def main(argv=None):
                  if p is None and o is not None)
     print(f"  plan worse than the optimum: {len(worse)}; optimum found "
           f"where the plan found none (chains of moves): {missed}")
-    return 0 if not worse else 1
+    chain_worse = chain_family(args) if args.chain_clouds else 0
+    return 0 if not worse and not chain_worse else 1
 
 
 if __name__ == '__main__':

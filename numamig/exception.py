@@ -513,6 +513,12 @@ class DrainRefused(MigrationError):
     msg_fmt = "Host %(host)s cannot be drained: %(reason)s"
 
 
+class DefragmentRefused(MigrationError):
+    """A defragmentation with no plan within its limits, refused before
+    anything moved."""
+    msg_fmt = "No room can be made for the guest: %(reason)s"
+
+
 class DrainNotFound(NotFound):
     msg_fmt = "No drain of %(what)s is recorded."
 

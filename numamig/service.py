@@ -525,6 +525,8 @@ def conductor_settings_from_conf(conf):
             queued=conf.conductor.max_queued_migrations),
         'foreign_numa_specs': tuple(conf.foreign_numa_specs),
         'drain_replan_attempts': conf.conductor.drain_replan_attempts,
+        'defragment_verify_timeout':
+            conf.conductor.defragment_verify_timeout,
         'migration_policies': _migration_policies(conf),
         'default_migration_policy': conf.libvirt.live_migration_policy,
         'convergence_prediction': conf.conductor.convergence_prediction,

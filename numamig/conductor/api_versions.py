@@ -48,6 +48,10 @@ API version history:
          (``policy``); answers carry Migration 1.3 (the migration's
          convergence policy and actions, and the pre-flight
          prediction next to the outcome).
+* 1.13 - host_defragment_start (carry a defragmentation plan out as a
+         drain of kind ``defragment``); drains answered carry
+         ``kind`` and ``outcome``, their moves ``source_host``, and
+         defragmentation plans chains through third hosts.
 """
 
 # API version -> the object versions a receiver of that version reads.
@@ -78,6 +82,7 @@ OBJECT_VERSIONS['1.11'] = dict(OBJECT_VERSIONS['1.10'],
                                InstanceNUMATopology='1.1', Instance='1.1',
                                MigrationContext='1.1')
 OBJECT_VERSIONS['1.12'] = dict(OBJECT_VERSIONS['1.11'], Migration='1.3')
+OBJECT_VERSIONS['1.13'] = dict(OBJECT_VERSIONS['1.12'])
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -134,3 +139,6 @@ MAINTENANCE_VERSION = '1.8'
 # The API version that brought drains that move guests:
 # host_drain_start, host_drain_show, host_drain_wait, host_drain_abort.
 DRAIN_VERSION = '1.10'
+# The API version that brought defragmentations carried out:
+# host_defragment_start.
+DEFRAGMENT_VERSION = '1.13'

@@ -3,10 +3,11 @@ for a guest of given specs on one host; nothing moves.
 
 The conductor gives the scheduler (numamig.scheduler.defrag) every
 guest numamig may move, with its placement and its request rebuilt from
-its specs; the scheduler searches. A guest whose migration is in
-progress, or whose specs make no request, stays where it is. Executing
-a plan is not in this release: the operator runs its moves with
-``migration start --host`` in the order given.
+its specs; the scheduler searches (with chains through third hosts). A
+guest whose migration is in progress, or whose specs make no request,
+stays where it is. A guest that fits on none of the candidate hosts
+even were they empty is refused as bad input before any search.
+Carrying a plan out is defragment_run.py's (API 1.13).
 """
 
 import time
@@ -18,7 +19,9 @@ from numamig.conductor import records
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.numa import constraints
+from numamig.numa import fit as numa_fit
 from numamig.numa import instance_request
+from numamig.numa import usage
 from numamig.objects import fields
 
 STATUS = fields.MigrationStatus
@@ -38,15 +41,12 @@ class Resident(typing.NamedTuple):
     pagesize_kb: int = None
 
 
-def plan(worker, vcpus, memory_mb, extra_specs, hosts=None, max_moves=3):
-    """Where a guest of ``extra_specs`` could go after the fewest moves.
+def request_of(vcpus, memory_mb, extra_specs):
+    """The unplaced InstanceNUMATopology of a guest of these specs.
 
     :raises InvalidNUMARequest: the specs make no valid request.
-    :raises Invalid: they make no NUMA request at all (any host with
-        room takes such a guest; nothing to defragment for).
-    :raises HostNotFound: a host of ``hosts`` never reported.
+    :raises Invalid: they make no NUMA request at all.
     """
-    start = time.monotonic()
     request = constraints.get_numa_request(vcpus, memory_mb, extra_specs,
                                            {})
     if request is None:
@@ -54,20 +54,54 @@ def plan(worker, vcpus, memory_mb, extra_specs, hosts=None, max_moves=3):
             reason="the specs ask for no NUMA characteristic (no pinned "
                    "vCPU, guest node or page size): there is nothing to "
                    "defragment for")
+    return request
+
+
+def check_fits_empty(worker, request, hosts=None):
+    """Refuse a guest no candidate host could hold were it empty: no
+    number of migrations makes room for it.
+
+    :raises Invalid: naming the hosts looked at.
+    """
+    names = sorted(hosts) if hosts is not None else \
+        [state.host for state in worker.cache.host_states()]
+    for name in names:
+        topology = usage.cleared(worker.cache.get(name).report.topology)
+        if numa_fit.fit(topology, request, limits=worker.limits,
+                        strategy=worker.scheduler.cell_strategy).fits:
+            return
+    raise exception.Invalid(
+        reason=f"the guest fits on none of the {len(names)} host(s) "
+               f"{'named' if hosts is not None else 'known'} even were "
+               f"they empty: no migration can make room for it")
+
+
+def plan(worker, vcpus, memory_mb, extra_specs, hosts=None, max_moves=3):
+    """Where a guest of ``extra_specs`` could go after the fewest moves.
+
+    :raises InvalidNUMARequest: the specs make no valid request.
+    :raises Invalid: they make no NUMA request at all (any host with
+        room takes such a guest; nothing to defragment for), or the
+        guest fits on no candidate host even empty.
+    :raises HostNotFound: a host of ``hosts`` never reported.
+    """
+    start = time.monotonic()
+    request = request_of(vcpus, memory_mb, extra_specs)
     records.sync_reports(worker)
     for host in hosts or ():
         worker.cache.get(host)
+    check_fits_empty(worker, request, hosts)
     found = worker.scheduler.plan_defragment(
         request, _residents(worker), limits=worker.limits,
         disabled=drain.disabled_hosts(worker),
         hosts=None if hosts is None else set(hosts),
         pagesize_kb=None, max_moves=max_moves)
     return {
-        'found': found.found, 'host': found.host,
+        'found': found.found, 'host': found.host, 'chained': found.chained,
         'placement': None if found.placement is None
         else found.placement.topology(),
         'moves': [{'instance_uuid': m.guest.uuid, 'name': m.guest.name,
-                   'source_host': found.host, 'dest_host': m.host,
+                   'source_host': m.source, 'dest_host': m.host,
                    'numa_topology': None if m.placement is None
                    else m.placement.topology()} for m in found.moves],
         'reason': found.reason,

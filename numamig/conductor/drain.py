@@ -203,13 +203,18 @@ def _admission(worker, found):
     whether the queue has room for them all, and in how many waves at
     least they run (``max_outgoing_migrations_per_host`` out of the host,
     ``max_incoming_migrations_per_host`` into each destination)."""
+    return admission_of(worker, [move.host for move in found.moves])
+
+
+def admission_of(worker, dest_hosts):
+    """_admission of moves into ``dest_hosts`` (one per move)."""
     limits = worker.admission
     with worker.db.reader() as session:
         waiting = queue.waiting_count(session)
-    moves = len(found.moves)
+    moves = len(dest_hosts)
     per_dest = {}
-    for move in found.moves:
-        per_dest[move.host] = per_dest.get(move.host, 0) + 1
+    for host in dest_hosts:
+        per_dest[host] = per_dest.get(host, 0) + 1
     waves = max([math.ceil(moves / limits.per_source)] +
                 [math.ceil(n / limits.per_dest) for n in per_dest.values()])
     room = max(0, limits.queued - waiting)

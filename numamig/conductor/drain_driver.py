@@ -20,6 +20,14 @@ worker, a restart). Each pass, for every active drain in the database:
   planned host (rebuilt after a restart, renewed before it expires);
 * ends the drain once nothing is pending or migrating.
 
+A defragmentation (defragment_run.py) is carried the same way, with
+three differences: its moves and the room for its guest on the target
+are held in the cache (``HostStateCache.hold``: counted from the report
+that leaves room for them), a refused move is planned again away from
+the target and from the host it leaves, and its end waits for the
+target's report that shows the moves, then records whether the room is
+there (defragment_run.conclude).
+
 All of it is conditional database writes, so two workers passing over
 one drain at once start nothing twice. Nothing here waits on an RPC
 pool: the driver records migrations and wakes the executor, whose
@@ -34,6 +42,7 @@ from oslo_utils import uuidutils
 from numamig import context as nm_context
 from numamig import exception
 from numamig import objects
+from numamig.conductor import defragment_run
 from numamig.conductor import drain
 from numamig.conductor import drain_run
 from numamig.conductor import requests
@@ -60,12 +69,16 @@ class DrainDriver:
         when it changed (the drain watch's ``heard``).
     :param max_replans: re-plans of one guest after refusals.
     :param recheck: longest seconds between two passes.
+    :param verify_timeout: longest seconds a defragmentation waits for
+        its target's report after its last move off it.
     """
 
     def __init__(self, worker, wake_executor, changed, max_replans=2,
-                 recheck=5.0):
+                 recheck=5.0,
+                 verify_timeout=defragment_run.DEFAULT_VERIFY_TIMEOUT):
         self.worker = worker
         self.max_replans = max_replans
+        self.verify_timeout = verify_timeout
         self._wake_executor = wake_executor
         self._changed = changed
         self._recheck = recheck
@@ -260,10 +273,13 @@ class DrainDriver:
         options = data['options'] or {}
         hosts = set(options.get('to') or
                     (s.host for s in self.worker.cache.host_states()))
+        # A drain's guests leave its host; a defragmentation's leave the
+        # host their move names, and none goes onto its target.
         plan, _left_out = self.worker.scheduler.plan_drain(
-            data['host'], [guest], limits=self.worker.limits,
+            move['source_host'] or data['host'], [guest],
+            limits=self.worker.limits,
             disabled=drain.disabled_hosts(self.worker),
-            to=hosts - set(refused),
+            to=hosts - set(refused) - {data['host']},
             keep_free_nodes=options.get('keep_free_nodes', 0))
         if plan.moves:
             return plan.moves[0]
@@ -280,8 +296,13 @@ class DrainDriver:
                 self._let_go.add(key)
                 self.worker.cache.release(move['planned_host'],
                                           move['instance_uuid'])
+        defragmenting = data['kind'] == drains.DEFRAGMENT
         if data['status'] != drains.RUNNING:
+            if defragmenting:
+                defragment_run.let_go(self.worker, data)
             return
+        if defragmenting:
+            defragment_run.hold_room(self.worker, data)
         for move in data['moves']:
             if move['status'] not in (drains.PENDING, drains.MIGRATING) or \
                     move['planned_topology'] is None:
@@ -312,12 +333,16 @@ class DrainDriver:
                 (cache.now() - held.reserved_at).total_seconds() < \
                 RENEW_SHARE * cache.reservation_timeout:
             return
-        cache.release(host, move['instance_uuid'])
         topology = objects.InstanceNUMATopology.obj_from_primitive(
             move['planned_topology'])
         try:
             project = instances.get(self.worker.db, move['instance_uuid']) \
                 .instance.project_id
+            if data['kind'] == drains.DEFRAGMENT:
+                # Its room may come from a guest still to leave the host.
+                cache.hold(host, move['instance_uuid'], project, topology)
+                return
+            cache.release(host, move['instance_uuid'])
             cache.reserve(host, move['instance_uuid'], project, topology)
         except (exception.ReservationConflict, exception.NotFound) as exc:
             LOG.info("Drain %s: the plan of %s on %s cannot be reserved "
@@ -329,19 +354,29 @@ class DrainDriver:
                 if m['status'] in (drains.PENDING, drains.MIGRATING)]
         if left:
             return False
-        if data['status'] == drains.ABORTING:
+        outcome = None
+        if data['kind'] == drains.DEFRAGMENT:
+            concluded = defragment_run.conclude(self.worker, data,
+                                                self.verify_timeout)
+            if concluded is None:
+                return False        # the target's report is awaited
+            final, outcome = concluded
+        elif data['status'] == drains.ABORTING:
             final = drains.ABORTED
         elif any(m['status'] != drains.COMPLETED for m in data['moves']):
             final = drains.FAILED
         else:
             final = drains.COMPLETED
         ended = drains.set_status(self.worker.db, data['uuid'], final,
-                                  list(drains.ACTIVE))
+                                  list(drains.ACTIVE), outcome=outcome)
+        if data['kind'] == drains.DEFRAGMENT:
+            defragment_run.let_go(self.worker, data)
         if ended:
             summary = drain_run.report(drains.get(self.worker.db,
                                                   data['uuid']))
-            LOG.info("Drain %s of %s %s: %d moved, %d failed, %d cancelled "
-                     "in %s s", data['uuid'], data['host'], final,
+            LOG.info("%s %s of %s %s: %d moved, %d failed, %d cancelled "
+                     "in %s s", data['kind'].capitalize(), data['uuid'],
+                     data['host'], final,
                      summary['moved'], len(summary['failed']),
                      summary['cancelled'], summary['elapsed_s'])
         return ended

@@ -1,4 +1,5 @@
-"""The conductor's drain endpoints (API 1.10), mixed into its manager.
+"""The conductor's drain endpoints (API 1.10; defragmentations carried
+out, 1.13), mixed into its manager.
 
 Kept beside the manager (numamig.conductor.manager) so that its
 migration paths stay as they are; each endpoint delegates to
@@ -10,6 +11,7 @@ import oslo_messaging as messaging
 from numamig import exception
 from numamig import wire
 from numamig.conductor import defragment
+from numamig.conductor import defragment_run
 from numamig.conductor import drain
 from numamig.conductor import drain_run
 from numamig.conductor import watch
@@ -20,7 +22,8 @@ _EXPECTED = (exception.MigrationError, exception.Invalid,
 
 class DrainEndpoints:
     """host_drain_start, host_drain_show, host_drain_wait,
-    host_drain_abort and host_defragment_plan; the manager sets
+    host_drain_abort, host_defragment_plan and host_defragment_start;
+    the manager sets
     ``worker``, ``drains`` (the DrainDriver) and ``drain_watch``."""
 
     @wire.args(host=wire.HOST, drain_uuid=wire.UUID,
@@ -84,6 +87,28 @@ class DrainEndpoints:
         """
         return defragment.plan(self.worker, vcpus, memory_mb, extra_specs,
                                hosts=hosts, max_moves=max_moves)
+
+    @wire.args(vcpus=wire.integer(1, 4096),
+               memory_mb=wire.integer(1, 2 ** 31),
+               extra_specs=wire.mapping(64), drain_uuid=wire.UUID,
+               parallel=wire.integer(1, drain_run.MAX_PARALLEL),
+               hosts=wire.host_list(defragment.MAX_HOSTS).or_none(),
+               max_moves=wire.integer(0, defragment.MAX_MOVES))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_defragment_start(self, ctxt, vcpus, memory_mb, extra_specs,
+                              drain_uuid, parallel, hosts=None,
+                              max_moves=3):
+        """Plan room for a guest of these specs on one host and, if a
+        plan is found, carry it out as a drain of kind ``defragment``
+        (API 1.13); refused with nothing recorded otherwise.
+
+        Idempotent: a repeat (the same ``drain_uuid``, chosen by the
+        client) answers with the defragmentation the first started and
+        starts nothing.
+        """
+        return defragment_run.start(
+            self.worker, self.drains, drain_uuid, vcpus, memory_mb,
+            extra_specs, parallel, hosts=hosts, max_moves=max_moves)
 
     @wire.args(host=wire.HOST, abort_running=wire.BOOL)
     @messaging.expected_exceptions(*_EXPECTED)

@@ -148,6 +148,11 @@ def report(data):
         'migrating': count.get(drains.MIGRATING, 0),
         'replanned': sum(max(0, m['attempts'] - 1) for m in data['moves']),
         'elapsed_s': round((end - data['created_at']).total_seconds(), 1),
+        # A defragmentation's finding once its moves ended: whether the
+        # room for its guest is on its host (None: not known), and why
+        # not.
+        'room': (data.get('outcome') or {}).get('room'),
+        'room_reason': (data.get('outcome') or {}).get('reason'),
     }
 
 
@@ -161,7 +166,7 @@ def _recorded(worker, drain_uuid, host):
         data = drains.get(worker.db, drain_uuid)
     except exception.DrainNotFound:
         return None
-    if data['host'] != host:
+    if data['host'] != host or data['kind'] != drains.DRAIN:
         raise exception.Invalid(
             reason=f"drain {drain_uuid} is a drain of {data['host']}, not "
                    f"of {host}; nothing was started")

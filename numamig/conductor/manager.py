@@ -14,6 +14,7 @@ from numamig import context as nm_context
 from numamig import exception
 from numamig import releases
 from numamig import wire
+from numamig.conductor import defragment_run
 from numamig.conductor import drain_driver
 from numamig.conductor import drain_endpoints
 from numamig.conductor import host_endpoints
@@ -106,7 +107,10 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
             settings.get('migration_watchers', DEFAULT_WATCHERS))
         self.drains = drain_driver.DrainDriver(
             self.worker, self._wake_executor, self.drain_watch.heard,
-            max_replans=settings.get('drain_replan_attempts', 2))
+            max_replans=settings.get('drain_replan_attempts', 2),
+            verify_timeout=settings.get(
+                'defragment_verify_timeout',
+                defragment_run.DEFAULT_VERIFY_TIMEOUT))
         self.add_end_listener(self.drains.heard)
         # Since when this worker's stalled-migration sweeps have reached
         # the database without a break (None: not yet, or it failed).

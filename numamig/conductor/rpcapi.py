@@ -79,7 +79,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls):
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.12'
+    VERSION = '1.13'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,

@@ -1,13 +1,14 @@
 """The conductor client's drain calls (API 1.10), mixed into ConductorAPI.
 
 Apart from numamig.conductor.rpcapi so that the client stays one
-readable module; each call needs API 1.10 and is refused clearly (one
-Invalid line) when ``[upgrade_levels] conductor`` or the conductor is
-older.
+readable module; each call needs API 1.10 (host_defragment_start 1.13)
+and is refused clearly (one Invalid line) when ``[upgrade_levels]
+conductor`` or the conductor is older.
 """
 
 from oslo_utils import uuidutils
 
+from numamig.conductor.api_versions import DEFRAGMENT_VERSION
 from numamig.conductor.api_versions import DRAIN_VERSION
 
 # Added to a wait's timeout for the call's own round trip.
@@ -67,6 +68,32 @@ class DrainCalls:
                            "planning a defragmentation", vcpus=vcpus,
                            memory_mb=memory_mb,
                            extra_specs=dict(extra_specs),
+                           hosts=None if hosts is None else list(hosts),
+                           max_moves=max_moves)
+
+    def host_defragment_start(self, ctxt, vcpus, memory_mb, extra_specs,
+                              parallel, hosts=None, max_moves=3,
+                              drain_uuid=None):
+        """Plan room for a guest of these specs on one host (of
+        ``hosts``, or any) and carry the plan out like a drain: the
+        target stays enabled, ``drain show``/``abort`` serve it.
+
+        :param drain_uuid: its uuid (chosen here when None): a call sent
+            again with it answers with the defragmentation it started.
+        :returns: the defragmentation (drain_run.view; kind
+            ``defragment``).
+        :raises DefragmentRefused: no plan within ``max_moves``, or no
+            room in the admission queue; nothing moved.
+        :raises InvalidNUMARequest, Invalid, HostNotFound: bad input
+            (a guest that fits on no host even empty is one).
+        """
+        return self._since(ctxt, 'host_defragment_start',
+                           DEFRAGMENT_VERSION,
+                           "carrying out a defragmentation", vcpus=vcpus,
+                           memory_mb=memory_mb,
+                           extra_specs=dict(extra_specs),
+                           drain_uuid=drain_uuid or
+                           uuidutils.generate_uuid(), parallel=parallel,
                            hosts=None if hosts is None else list(hosts),
                            max_moves=max_moves)
 

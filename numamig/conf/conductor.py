@@ -111,6 +111,15 @@ opts = [
                     "did not fit, it was down or disabled). A guest "
                     "refused once more ends its move failed with every "
                     "refusal's reason. 0: a refusal fails the move."),
+    cfg.IntOpt('defragment_verify_timeout', default=120, min=1,
+               max=3600,
+               help="Seconds a defragmentation ('numamig-manage host "
+                    "defragment --execute') whose moves ended waits "
+                    "for its target host to report, so that it can say "
+                    "whether the room for the guest is there. Past it, "
+                    "the defragmentation ends failed, saying the host "
+                    "did not report; raise it above the agents' "
+                    "report_interval when their reports come slower."),
 ]
 
 

@@ -8,6 +8,11 @@ flight end, then ``aborted``. A move is ``pending`` (waits for its turn),
 ``failed`` or ``cancelled``; a refused one goes back to ``pending`` with
 a new destination (a re-plan).
 
+A defragmentation (revision 0011) is a drain of kind ``defragment``:
+its host is the one it makes room on (left enabled), its moves may come
+from other hosts too (``source_host``), and its ``outcome`` says, once
+its moves ended, whether the room exists.
+
 Every change is conditional on the state its caller read, so two
 conductor workers driving the same drain never start one move twice;
 and every change bumps the drain's ``revision``, which waiters compare.
@@ -29,6 +34,9 @@ FAILED = 'failed'
 ABORTED = 'aborted'
 ACTIVE = (RUNNING, ABORTING)
 
+DRAIN = 'drain'
+DEFRAGMENT = 'defragment'
+
 PENDING = 'pending'
 MIGRATING = 'migrating'
 CANCELLED = 'cancelled'
@@ -36,22 +44,24 @@ MOVE_ENDED = (COMPLETED, FAILED, CANCELLED)
 
 _D = models.Drain
 _M = models.DrainMove
-_DRAIN_FIELDS = ('uuid', 'host', 'status', 'revision', 'parallel',
-                 'priority', 'was_disabled', 'options', 'error',
+_DRAIN_FIELDS = ('uuid', 'host', 'kind', 'status', 'revision', 'parallel',
+                 'priority', 'was_disabled', 'options', 'outcome', 'error',
                  'created_at', 'updated_at', 'ended_at')
 _MOVE_FIELDS = ('position', 'instance_uuid', 'name', 'status',
-                'planned_host', 'planned_topology', 'migration_uuid',
-                'attempts', 'refused', 'dest_host', 'error', 'started_at',
-                'ended_at')
+                'source_host', 'planned_host', 'planned_topology',
+                'migration_uuid', 'attempts', 'refused', 'dest_host',
+                'error', 'started_at', 'ended_at')
 
 
 def create(db, drain, moves):
     """Record a drain and its moves, unless the host has one active.
 
     :param drain: {'uuid', 'host', 'parallel', 'priority',
-        'was_disabled', 'options'}.
+        'was_disabled', 'options'} and optionally 'kind' (default
+        DRAIN).
     :param moves: [{'instance_uuid', 'name', 'planned_host',
-        'planned_topology'}] in the plan's order.
+        'planned_topology'}] (and optionally 'source_host') in the
+        plan's order.
     :raises DrainInProgress: another drain of the host is active;
         nothing recorded.
     """
@@ -66,7 +76,7 @@ def create(db, drain, moves):
                 host=drain['host'], drain_uuid=active.uuid,
                 status=active.status)
         session.add(_D(status=RUNNING, revision=1, created_at=now,
-                       updated_at=now, **drain))
+                       updated_at=now, **dict({'kind': DRAIN}, **drain)))
         session.flush()
         for position, move in enumerate(moves):
             session.add(_M(drain_uuid=drain['uuid'], position=position,
@@ -122,10 +132,12 @@ def start_moves(db, drain_uuid, uuid_factory):
     with a new migration uuid.
 
     A move's turn comes when fewer than ``parallel`` moves migrate, no
-    move to its destination migrates, and no move before it in the plan
-    goes to its destination and is pending: moves into one host land in
-    the plan's order, so each destination claim finds what the plan
-    fitted it on. Only a running drain starts moves.
+    move to its destination migrates, no move before it in the plan
+    goes to its destination and is pending, and no move before it
+    leaves its destination and is pending or migrating: moves into one
+    host land in the plan's order, after the guests planned to leave it
+    left (a defragmentation's chains), so each destination claim finds
+    what the plan fitted it on. Only a running drain starts moves.
 
     :returns: the moves started (dicts, with their migration uuid).
     """
@@ -139,13 +151,18 @@ def start_moves(db, drain_uuid, uuid_factory):
         busy = {m.planned_host for m in migrating}
         room = drain.parallel - len(migrating)
         started = []
+        leaving = set()           # hosts with a guest still to leave
         for move in moves:
+            waits = move.planned_host in leaving
+            if move.source_host and move.status in (PENDING, MIGRATING):
+                leaving.add(move.source_host)
             if room <= 0:
                 break
             if move.status != PENDING:
                 continue
             host = move.planned_host
-            if host in busy:
+            if host in busy or waits:
+                busy.add(host)
                 continue
             busy.add(host)
             move.status = MIGRATING
@@ -201,8 +218,10 @@ def cancel_pending(db, drain_uuid, reason):
         return count
 
 
-def set_status(db, drain_uuid, status, expected, error=None):
-    """Move the drain to ``status`` if it is one of ``expected``.
+def set_status(db, drain_uuid, status, expected, error=None,
+               outcome=None):
+    """Move the drain to ``status`` if it is one of ``expected``; with
+    ``outcome``, record a defragmentation's finding at once.
 
     :returns: True if it changed.
     """
@@ -214,6 +233,8 @@ def set_status(db, drain_uuid, status, expected, error=None):
         drain.status = status
         if error is not None:
             drain.error = error
+        if outcome is not None:
+            drain.outcome = outcome
         if status not in ACTIVE:
             drain.ended_at = now
         _touch(drain, now)

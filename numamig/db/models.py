@@ -260,10 +260,15 @@ class Drain(TimestampMixin, Base):
     priority = sa.Column(sa.Integer, nullable=False)
     # Whether the host was disabled before the drain disabled it.
     was_disabled = sa.Column(sa.Boolean, nullable=False)
-    # {'to': [hosts] or None, 'keep_free_nodes': N}: what re-plans honour.
+    # {'to': [hosts] or None, 'keep_free_nodes': N}: what re-plans honour
+    # (a defragmentation's: the guest's size and specs, its placement).
     options = sa.Column(JSONText, nullable=False)
     error = sa.Column(sa.Text, nullable=True)
     ended_at = sa.Column(UTCDateTime, nullable=True)
+    # 'drain' or 'defragment' (revision 0011).
+    kind = sa.Column(sa.String(16), nullable=False, server_default='drain')
+    # A defragmentation's finding once its moves ended (revision 0011).
+    outcome = sa.Column(JSONText, nullable=True)
 
 
 class DrainMove(TimestampMixin, Base):
@@ -299,6 +304,8 @@ class DrainMove(TimestampMixin, Base):
     error = sa.Column(sa.Text, nullable=True)
     started_at = sa.Column(UTCDateTime, nullable=True)
     ended_at = sa.Column(UTCDateTime, nullable=True)
+    # The host its guest leaves (revision 0011); NULL: the drain's host.
+    source_host = sa.Column(sa.String(HOST_LENGTH), nullable=True)
 
 
 class Lock(Base):

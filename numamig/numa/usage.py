@@ -69,6 +69,21 @@ def host_with_usage(host_topology, placed_topologies, on_conflict=None):
     return _topology(host_topology, cells)
 
 
+def cleared(host_topology):
+    """Return a new HostNUMATopology of the same host with nothing used:
+    what the host would offer were every guest gone (pages the host
+    reserves for itself stay reserved).
+    """
+    cells = _private_cells(host_topology)
+    for cell in cells.values():
+        cell.pinned_cpus = set()
+        cell.memory_usage_mb = 0
+        cell.cpu_usage = 0
+        for pool in cell.mempages:
+            pool.used = 0
+    return _topology(host_topology, cells)
+
+
 def _private_cells(host_topology):
     return {cell.id: cell.obj_clone() for cell in host_topology.cells}
 

@@ -55,6 +55,9 @@ class Guest:
     :param pagesize_kb: the page size it keeps, or None.
     :param problem: why it cannot be moved at all (unusable specs, a
         migration of it in progress), or None.
+    :param exclude: hosts it may not go to although they are
+        destinations of the others (a defragmentation's guest moved off
+        a third host must not go back there).
     """
 
     uuid: str
@@ -62,6 +65,7 @@ class Guest:
     request: object = None
     pagesize_kb: int = None
     problem: str = None
+    exclude: frozenset = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,20 +141,29 @@ def plan(guests, destinations, limits=None, strategy='spread',
         if guest.problem:
             unplaced.append(Unplaced(guest, guest.problem))
         elif guest.request is None:
-            if order:
-                moves.append(Move(guest, order[0], None))
+            allowed = [host for host in order
+                       if host not in _excluded(guest)]
+            if allowed:
+                moves.append(Move(guest, allowed[0], None))
             else:
                 unplaced.append(Unplaced(guest, "no destination is left"))
         else:
             searched.append(Guest(guest.uuid, guest.name,
                                   numa_views.RequestView.of(guest.request),
-                                  guest.pagesize_kb))
+                                  guest.pagesize_kb,
+                                  exclude=_excluded(guest)))
     search = _Search(searched, views, order, limits, strategy, max_steps)
     found = search.run()
     moves.extend(found)
     unplaced.extend(search.unplaced(found))
     return Plan(tuple(moves), tuple(unplaced), kept, search.steps,
                 search.stopped)
+
+
+def _excluded(guest):
+    """The guest's excluded hosts (callers may pass objects without
+    the attribute)."""
+    return frozenset(getattr(guest, 'exclude', None) or ())
 
 
 def _keep_free(destinations, count):
@@ -184,8 +197,10 @@ class _Search:
         self.max_steps = max_steps
         self.steps = 0
         self.stopped = False
-        self.keys = [(g.request.demands(g.pagesize_kb), g.pagesize_kb)
-                     for g in guests]
+        # Guests of one key are interchangeable (their domains, refusals
+        # and failures are shared): the excluded hosts are part of it.
+        self.keys = [(g.request.demands(g.pagesize_kb), g.pagesize_kb,
+                      g.exclude) for g in guests]
         # The largest first among equally constrained guests.
         self.size = [_size(key[0]) for key in self.keys]
         self.refusals = {}
@@ -213,6 +228,8 @@ class _Search:
             return set(self.refusals[key][0])
         domain, refused = set(), {}
         for host in sorted(self.views, key=self.rank.get):
+            if host in key[2]:
+                continue
             result = self._fit(index, self.views[host])
             if result.fits:
                 domain.add(host)

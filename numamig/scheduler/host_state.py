@@ -73,6 +73,12 @@ class Reservation:
     project_id: str
     topology: object          # the placed InstanceNUMATopology
     reserved_at: datetime.datetime
+    # A hold (``HostStateCache.hold``): counted once the host's report
+    # leaves room for it; ``arrives``: a guest comes under this uuid (a
+    # report may confirm it), else it keeps room for a guest not yet
+    # created (no report ever confirms it).
+    held: bool = False
+    arrives: bool = True
 
     @property
     def guest(self):
@@ -324,6 +330,45 @@ class HostStateCache:
         LOG.debug("Reserved %s on %s", instance_uuid, host)
         return reservation
 
+    def hold(self, host, key, project_id, placed_topology, arrives=True):
+        """Reserve a placement that may not be free yet, and renew it.
+
+        A defragmentation plans moves into room that other moves make
+        (a guest leaves the host first) and keeps room for a guest on a
+        host its guests are still leaving. Such a placement clashes with
+        the host's last report until the report shows the room free; it
+        is held all the same, not counted while it clashes, and counted
+        from the report that leaves room for it, under the same lock that
+        takes the report: no request fitted in between can take the
+        room. Holding a key held already renews it (its age starts
+        again) in one step.
+
+        :param arrives: False for room kept for no guest in flight (the
+            key is no instance): no report's fingerprint confirms it;
+            it lasts until released or ``reservation_timeout``.
+        :returns: the Reservation.
+        :raises HostNotFound: if the host never reported.
+        :raises ReservationConflict: if the topology is not placed.
+        """
+        if not placed_topology.is_placed:
+            raise exception.ReservationConflict(
+                instance_uuid=key, host=host,
+                reason="the topology is not placed (a guest cell has no "
+                       "host cell)")
+        now = self._clock()
+        with self._lock:
+            entry = self._entry(host)
+            self._expire(entry, now)
+            entry.reservations.pop(key, None)
+            reservation = Reservation(host, key, project_id,
+                                      placed_topology, now, held=True,
+                                      arrives=arrives)
+            entry.reservations[key] = reservation
+            heapq.heappush(self._deadlines, (now, host, key))
+            self._publish(entry, self._reserved_topology(entry))
+        LOG.debug("Holding %s on %s", key, host)
+        return reservation
+
     def release(self, host, instance_uuid):
         """Drop a reservation; True if there was one (idempotent)."""
         with self._lock:
@@ -467,7 +512,7 @@ class HostStateCache:
         guests, with the recorded ones, give the reported fingerprint is
         what the host now accounts for itself.
         """
-        pending = list(entry.reservations.values())
+        pending = [r for r in entry.reservations.values() if r.arrives]
         expected = fingerprint.Fingerprint(entry.guests)
         confirmed = 0
         for count, reservation in enumerate(pending, start=1):
@@ -494,6 +539,11 @@ class HostStateCache:
             try:
                 topology = usage.apply(topology, reservation.topology)
             except exception.UsageConflict as exc:
+                if reservation.held:
+                    LOG.debug("Hold of %s on %s waits for room: %s",
+                              reservation.instance_uuid, entry.report.host,
+                              exc)
+                    continue
                 LOG.info("Reservation of %s on %s clashes with the host's "
                          "last report and is not counted: %s",
                          reservation.instance_uuid, entry.report.host, exc)

@@ -327,7 +327,9 @@ class Scheduler:
         Candidates and destinations are the cached hosts the filters
         other than the NUMA fit accept (up, enabled), best weight first,
         with their free resources as the last report and reservations
-        leave them. Nothing is reserved.
+        leave them; the guests of every destination may move to make
+        room for a guest moved off the target (chains). Nothing is
+        reserved.
 
         :param residents: {host: defrag.Residents (or alike)} of the
             hosts' guests that may move.
@@ -336,7 +338,7 @@ class Scheduler:
         """
         spec = self._spec(None, None, None, None, (), None, disabled)
         walk = self.cache.walk(self.strategy)
-        candidates, destinations = [], []
+        movable, destinations = [], []
         for record in walk.records:
             verdict, _ = self._filter(walk.state(record, with_view=False),
                                       spec)
@@ -344,14 +346,14 @@ class Scheduler:
                 continue
             destinations.append(drain.Destination(record.host,
                                                   record.view()))
-            if hosts is None or record.host in hosts:
-                candidates.append(defrag.Candidate(
-                    record.host, record.topology,
-                    tuple(residents.get(record.host, ()))))
+            movable.append(defrag.Candidate(
+                record.host, record.topology,
+                tuple(residents.get(record.host, ()))))
+        candidates = [c for c in movable if hosts is None or c.host in hosts]
         return defrag.plan(request, candidates, destinations, limits=limits,
                            strategy=self.cell_strategy,
                            pagesize_kb=pagesize_kb, max_moves=max_moves,
-                           max_steps=self.drain_max_steps)
+                           max_steps=self.drain_max_steps, movable=movable)
 
     def reserve(self, host, instance_uuid, project_id, request, limits=None,
                 pagesize_kb=None):

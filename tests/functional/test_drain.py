@@ -282,7 +282,7 @@ def _refusing(how):
         'check_can_live_migrate_destination', check)
 
 
-class DefragmentPlanTest(DrainTestCase):
+class DefragmentTestCase(DrainTestCase):
 
     WHOLE_NODE = {'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '1'}
 
@@ -292,6 +292,9 @@ class DefragmentPlanTest(DrainTestCase):
         # cell of 8 is free anywhere.
         self.guests = {host: {self.create(host, 6).uuid,
                               self.create(host, 2).uuid} for host in NAMES}
+
+
+class DefragmentPlanTest(DefragmentTestCase):
 
     def test_one_move_makes_room_and_nothing_moves(self):
         plan = self.api.host_defragment_plan(self.ctxt, 8, 512,
@@ -321,3 +324,52 @@ class DefragmentPlanTest(DrainTestCase):
                                   self.api.host_defragment_plan,
                                   self.ctxt, 2, 512, {})
         self.assertIn('nothing to defragment for', str(error))
+
+
+class DefragmentExecutionTest(DefragmentTestCase):
+    """``host defragment --execute``: the plan carried out as a drain of
+    kind defragment, over fake:// and RabbitMQ."""
+
+    def execute(self, **kwargs):
+        return self.api.host_defragment_start(
+            self.ctxt, 8, 512, self.WHOLE_NODE, kwargs.pop('parallel', 2),
+            **kwargs)
+
+    def test_the_room_is_made_and_found_after_the_moves(self):
+        started = self.execute(hosts=['host-b'])
+        self.assertEqual(('defragment', 'host-b', 'running'), (
+            started['kind'], started['host'], started['status']))
+        (move,) = started['moves']
+        self.assertIn(move['instance_uuid'], self.guests['host-b'])
+        ended = self.wait_for_drain(started)
+        self.assertEqual('completed', ended['status'], ended)
+        self.assertEqual((1, True), (ended['report']['moved'],
+                                     ended['report']['room']))
+        guest = self.api.instance_get(self.ctxt, move['instance_uuid'])
+        self.assertEqual(move['planned_host'], guest.host)
+        # The target was never disabled; the move went through the queue
+        # at the drain priority.
+        self.assertEqual({}, compute_nodes.maintenance(self.dep.db))
+        self.assertEqual({100}, {m.priority for m in
+                                 migrations.get_all(self.dep.db)})
+        # Room now: a plan needs no move on host-b.
+        plan = self.api.host_defragment_plan(self.ctxt, 8, 512,
+                                             self.WHOLE_NODE,
+                                             hosts=['host-b'])
+        self.assertEqual([], plan['moves'])
+
+    def test_refusals_move_nothing(self):
+        for error, kwargs, said in (
+                (exception.HostNotFound, {'hosts': ['host-z']}, 'host-z'),
+                (exception.DefragmentRefused,
+                 {'hosts': ['host-b'], 'max_moves': 0},
+                 'no set of up to 0 guest(s) on 1 host(s) makes room')):
+            raised = self.assertRaises(error, self.execute, **kwargs)
+            self.assertIn(said, str(raised))
+        raised = self.assertRaises(
+            exception.Invalid, self.api.host_defragment_start, self.ctxt,
+            9, 512, self.WHOLE_NODE, 1)
+        self.assertIn('fits on none of the 3 host(s) known even were they '
+                      'empty', str(raised))
+        self.assertEqual([], drains.active(self.dep.db))
+        self.assertEqual([], migrations.get_all(self.dep.db))

@@ -37,6 +37,22 @@ def start(host, to, keep_free_nodes, parallel, wait, timeout,
     return _verdict(data, timeout)
 
 
+def defragment(vcpus, memory_mb, specs, hosts, max_moves, parallel, wait,
+               timeout, output_format, clock=time.monotonic,
+               sleep=time.sleep):
+    """Start the defragmentation; with ``wait`` follow it to its end."""
+    api = _access.conductor()
+    ctxt = _access.context()
+    data = api.host_defragment_start(ctxt, vcpus, memory_mb, specs,
+                                     parallel, hosts=hosts,
+                                     max_moves=max_moves)
+    if wait:
+        data = follow(api, ctxt, data, output_format, timeout, clock=clock,
+                      sleep=sleep)
+    common.print_output(data, output_format, _show)
+    return _verdict(data, timeout) if wait else common.EXIT_OK
+
+
 def show_drain(host, output_format):
     data = _access.conductor().host_drain_show(_access.context(), host=host)
     common.print_output(data, output_format, _show)
@@ -80,7 +96,8 @@ def follow(api, ctxt, data, output_format, timeout=None, stream=None,
 def move_line(move):
     """One guest's state, as --wait and ``show`` print it."""
     where = move['dest_host'] or move['planned_host'] or '?'
-    line = f"{move['name']} {move['instance_uuid']} -> {where}: " \
+    source = f"{move['source_host']} " if move.get('source_host') else ''
+    line = f"{move['name']} {move['instance_uuid']} {source}-> {where}: " \
         f"{move['status']}"
     migration = move.get('migration')
     if migration is not None:
@@ -104,26 +121,36 @@ def _draw_changes(data, shown, stream):
             print(f"  {line}", file=stream, flush=True)
 
 
+def _what(data, of='of'):
+    if data.get('kind') == 'defragment':
+        return f"defragmentation {data['uuid']} on {data['host']}"
+    return f"drain {data['uuid']} {of} {data['host']}"
+
+
 def _verdict(data, timeout):
     if data['status'] == 'completed':
         return common.EXIT_OK
     if data['status'] not in ENDED:
         return common.fail(
-            f"drain {data['uuid']} of {data['host']} did not end within "
-            f"{timeout} s; it goes on: follow it with 'numamig-manage host "
-            f"drain show {data['host']}'", common.EXIT_NO)
+            f"{_what(data)} did not end within {timeout} s; it goes on: "
+            f"follow it with 'numamig-manage host drain show "
+            f"{data['host']}'", common.EXIT_NO)
     report = data['report']
     why = '; '.join(f"{f['name']}: {f['reason']}" for f in report['failed'])
+    room = ''
+    if data.get('kind') == 'defragment' and not report.get('room'):
+        room = f"; no room for the guest: {report.get('room_reason')}"
     return common.fail(
-        f"drain {data['uuid']} of {data['host']} {data['status']}: "
+        f"{_what(data)} {data['status']}: "
         f"{report['moved']} moved, {len(report['failed'])} failed"
         + (f" ({why})" if why else '')
-        + f", {report['cancelled']} cancelled", common.EXIT_NO)
+        + f", {report['cancelled']} cancelled" + room, common.EXIT_NO)
 
 
 def _show(data):
     """Print a drain for people: its state, each move, the report."""
-    print(f"Drain {data['uuid']} of host {data['host']}: {data['status']} "
+    what = _what(data, of='of host')
+    print(f"{what[0].upper()}{what[1:]}: {data['status']} "
           f"({len(data['moves'])} guest(s), {data['parallel']} at once, "
           f"started {data['created_at']})")
     for move in data['moves']:
@@ -136,6 +163,20 @@ def _show(data):
     for failed in report['failed']:
         print(f"  failed: {failed['name']} {failed['instance_uuid']}: "
               f"{failed['reason']}")
-    if data['status'] in ENDED:
+    if data.get('kind') == 'defragment':
+        if data['status'] in ENDED:
+            _show_room(data)
+    elif data['status'] in ENDED:
         print(f"Host {data['host']} stays disabled; 'numamig-manage host "
               f"enable {data['host']}' after the maintenance.")
+
+
+def _show_room(data):
+    report = data['report']
+    if report.get('room'):
+        print(f"Room for the guest on {data['host']}: yes (looked for "
+              f"after the moves; no longer held).")
+    else:
+        print(f"Room for the guest on {data['host']}: "
+              f"{'no' if report.get('room') is False else 'unknown'}: "
+              f"{report.get('room_reason')}")

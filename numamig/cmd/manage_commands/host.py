@@ -277,28 +277,47 @@ class HostCommands:
     @common.args('--dry-run', dest='dry_run', action='store_true',
                  help="Compute and show the plan; move nothing.")
     @common.args('--execute', action='store_true',
-                 help="Carry the plan out (not in this release).")
+                 help="Carry the plan out like a drain: reserved, moved "
+                      "through the admission queue; 'drain show HOST' "
+                      "and 'drain abort HOST' serve it.")
+    @common.args('--parallel', type=int, default=None, metavar='N',
+                 help="With --execute: moves at once (default: "
+                      "[conductor] drain_parallel).")
+    @common.args('--wait', action='store_true', default=False,
+                 help="With --execute: follow the moves until the end "
+                      "and the room is looked for.")
+    @common.args('--timeout', type=float, default=None, metavar='SECONDS',
+                 help="With --wait: stop following after SECONDS and exit "
+                      "1 (the defragmentation goes on).")
     @common.format_option
     @common.guarded
     def defragment(self, flavor, hosts=None, max_moves=3, dry_run=False,
-                   execute=False, output_format='human'):
-        """Find the fewest migrations that make room for a guest.
+                   execute=False, parallel=None, wait=False, timeout=None,
+                   output_format='human'):
+        """Find, and with --execute make, the fewest migrations that make
+        room for a guest.
 
-        Sets of guests are tried by increasing size on every host (or
-        those of --hosts): the first whose moves let the guest fit, each
-        moved guest placed elsewhere at once, is printed with the
-        guest's placement (doc/source/drain.rst). --execute is not in
-        this release: run the moves shown, in order, with 'migration
-        start INSTANCE --host DEST'. Exit codes: 0 room can be made (or
-        exists); 1 no set within --max-moves makes room; 127 bad input,
-        an unknown host or --execute (nothing changed); 255 the
-        conductor cannot be reached.
+        Plans are tried by increasing number of moves on every host (or
+        those of --hosts): guests of the host, and, in chains, guests of
+        third hosts that make room for them, each placed elsewhere at
+        once; the plan is printed with the guest's placement
+        (doc/source/drain.rst). --execute carries it out like a drain
+        (the host stays enabled): the plan and the room are reserved,
+        the moves run through the admission queue at the drain priority,
+        a refused move is planned again; --wait follows it until the
+        room is looked for. Exit codes: 0 room can be made (or exists),
+        or with --execute was started (with --wait: made); 1 no plan
+        within --max-moves makes room (nothing moved), or with --wait it
+        failed, was aborted, did not end within --timeout or the room is
+        not there; 127 bad input, an unknown host, a guest that fits on
+        no host even empty, a drain or defragmentation of the host
+        running (nothing changed); 255 the conductor cannot be reached.
         """
-        if execute or not dry_run:
+        if dry_run == execute:
             raise exception.Invalid(
-                reason="only --dry-run is available: run the moves it "
-                       "shows with 'numamig-manage migration start "
-                       "INSTANCE --host DEST', in their order")
+                reason="give one of --dry-run (show the plan) and "
+                       "--execute (carry it out)")
+        _check_drain_options(0, parallel, wait, timeout, dry_run)
         vcpus, memory_mb, specs = _defrag_output.parse_spec(flavor)
         names = _host_names(hosts, option='--hosts')
         if not 0 <= max_moves <= 8:
@@ -307,6 +326,11 @@ class HostCommands:
         with _access.database() as db:
             for name in names or ():
                 _known(db, name)
+        if execute:
+            return _drain_run_output.defragment(
+                vcpus, memory_mb, specs, names, max_moves,
+                parallel or CONF.conductor.drain_parallel, wait, timeout,
+                output_format)
         answer = _access.conductor().host_defragment_plan(
             _access.context(), vcpus, memory_mb, specs, hosts=names,
             max_moves=max_moves)

@@ -55,6 +55,30 @@ class DrainRecordsTestCase(base.ServerDBTestCase):
         drains.create(self.db, _drain(UUIDS[2], host='other'), [])
         self.assertEqual([UUIDS[0], UUIDS[2]], drains.active(self.db))
 
+    def test_a_move_into_a_host_waits_for_the_moves_off_it(self):
+        # A defragmentation's chain: x leaves dst1 for dst2, then a
+        # leaves src for dst1; c (to dst3) does not wait.
+        chain = [dict(_move(5, 'dst2'), source_host='dst1'),
+                 dict(_move(6, 'dst1'), source_host='src'),
+                 dict(_move(7, 'dst3'), source_host='src')]
+        drains.create(self.db, dict(_drain(UUIDS[3], host='t'),
+                                    kind=drains.DEFRAGMENT, parallel=3),
+                      chain)
+        data = drains.get(self.db, UUIDS[3])
+        self.assertEqual(('defragment', ['dst1', 'src', 'src']), (
+            data['kind'], [m['source_host'] for m in data['moves']]))
+        started = drains.start_moves(self.db, UUIDS[3],
+                                     lambda: next(self.ids))
+        self.assertEqual(['g5', 'g7'], [m['name'] for m in started])
+        first = started[0]
+        self.assertTrue(drains.end_move(
+            self.db, UUIDS[3], first['instance_uuid'],
+            first['migration_uuid'], drains.COMPLETED, dest_host='dst2'))
+        self.assertEqual(['g6'], [m['name'] for m in drains.start_moves(
+            self.db, UUIDS[3], lambda: next(self.ids))])
+        # A drain's moves name no source: nothing waits.
+        self.assertEqual('drain', drains.get(self.db, UUIDS[0])['kind'])
+
     def test_parallel_and_one_move_per_destination_in_order(self):
         self.assertEqual(['g0', 'g1'], self.start())
         self.assertEqual([], self.start())      # two migrate already

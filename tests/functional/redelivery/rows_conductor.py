@@ -103,6 +103,20 @@ def _defragment_plan(world):
                extra_specs={'hw:cpu_policy': 'dedicated'})
 
 
+DEFRAGMENT_UUID = '8e3f1a2b-4c5d-4e6f-8a7b-9c0d1e2f3a4b'
+
+
+def _defragment_start(world):
+    """A guest on host-a; room for another asked (found with no move:
+    the defragmentation is recorded and held, its driver too)."""
+    world.test.useFixture(fixtures.MockPatchObject(
+        world.dep.conductor.manager.drains, 'run_once'))
+    world.guest()
+    return _to('host_defragment_start', vcpus=2, memory_mb=512,
+               extra_specs={'hw:cpu_policy': 'dedicated'},
+               drain_uuid=DEFRAGMENT_UUID, parallel=1)
+
+
 def _reported(world):
     return world.stored_report('host-a')
 
@@ -396,4 +410,7 @@ ROWS = [
     rows.Row('conductor', 'host_drain_abort', _drain_abort, rabbit=True),
     rows.Row('conductor', 'host_defragment_plan', _defragment_plan,
              changes=False),
+    # A defragmentation carried out (API 1.13): a repeat start answers
+    # with the one recorded and records nothing more.
+    rows.Row('conductor', 'host_defragment_start', _defragment_start),
 ]

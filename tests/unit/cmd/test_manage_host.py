@@ -412,9 +412,16 @@ class HostDefragmentTestCase(cli_base.CLITestCase):
 
     def test_bad_input_asks_nothing(self):
         for argv, said in (
-                (('--for', 'vcpus=2,memory_mb=512'), 'only --dry-run'),
-                (('--for', 'vcpus=2,memory_mb=512', '--execute'),
-                 'only --dry-run'),
+                (('--for', 'vcpus=2,memory_mb=512'),
+                 'give one of --dry-run (show the plan) and --execute'),
+                (('--for', 'vcpus=2,memory_mb=512', '--execute',
+                  '--dry-run'), 'give one of --dry-run'),
+                (('--for', 'vcpus=2,memory_mb=512', '--dry-run', '--wait'),
+                 '--wait and --parallel need a drain that moves guests'),
+                (('--for', 'vcpus=2,memory_mb=512', '--execute',
+                  '--parallel', '65'), '--parallel must be 1 to 64'),
+                (('--execute', '--for', 'vcpus=2,memory_mb=1', '--hosts',
+                  'nope'), 'Compute host nope is not known'),
                 (('--dry-run', '--for', 'memory_mb=512'),
                  "--for needs vcpus=N with N a positive integer, got "
                  "None"),
@@ -431,3 +438,43 @@ class HostDefragmentTestCase(cli_base.CLITestCase):
             self.assertEqual(1, len(err.strip().splitlines()), err)
             self.assertIn(said, err)
         self.api.host_defragment_plan.assert_not_called()
+        self.api.host_defragment_start.assert_not_called()
+
+    def _defragmentation(self, status='running', room=None):
+        data = _drain(status, [dict(_drain_move(), source_host='src')],
+                      room=room, room_reason=None if room else 'taken')
+        data['kind'] = 'defragment'
+        return data
+
+    def test_execute_starts_it_and_prints_it(self):
+        self.api.host_defragment_start.return_value = \
+            self._defragmentation()
+        code, out, _ = self.run_cli(
+            'host', 'defragment', '--execute', '--parallel', '3', '--for',
+            'vcpus=8,memory_mb=512,hw:numa_nodes=1', '--hosts', 'src')
+        self.assertEqual(0, code)
+        self.assertIn('Defragmentation d-1 on src: running (1 guest(s)',
+                      out)
+        self.assertIn('web-1 u-1 src -> dst: migrating', out)
+        self.api.host_defragment_start.assert_called_once_with(
+            mock.ANY, 8, 512, {'hw:numa_nodes': '1'}, 3, hosts=['src'],
+            max_moves=3)
+        self.api.host_defragment_plan.assert_not_called()
+
+    def test_execute_wait_ends_with_the_room_or_why_not(self):
+        for room, code_wanted, said in (
+                (True, 0, 'Room for the guest on src: yes'),
+                (False, 1, 'Room for the guest on src: no: taken')):
+            self.api.host_defragment_start.return_value = \
+                self._defragmentation()
+            ended = self._defragmentation(
+                'completed' if room else 'failed', room=room)
+            ended['signature'] = '2:'
+            self.api.host_drain_wait.return_value = ended
+            code, out, err = self.run_cli(
+                'host', 'defragment', '--execute', '--wait', '--for',
+                'vcpus=8,memory_mb=512,hw:numa_nodes=1')
+            self.assertEqual(code_wanted, code, err)
+            self.assertIn(said, out)
+            if not room:
+                self.assertIn('no room for the guest: taken', err)

@@ -149,6 +149,24 @@ class ConductorAPIVersionsTest(base.TestCase):
             'extra_specs': {'hw:numa_nodes': '1'}, 'hosts': ['h-1'],
             'max_moves': 2})], self.sent)
 
+    def test_defragment_start_sent_at_1_13_or_refused_clearly(self):
+        self.client.can_send_version.return_value = True
+        self.api.host_defragment_start(None, 8, 1024, {'hw:numa_nodes': '1'},
+                                       2, hosts=('h-1',), max_moves=2,
+                                       drain_uuid='d-1')
+        self.assertEqual([('1.13', 'host_defragment_start', {
+            'vcpus': 8, 'memory_mb': 1024,
+            'extra_specs': {'hw:numa_nodes': '1'}, 'drain_uuid': 'd-1',
+            'parallel': 2, 'hosts': ['h-1'], 'max_moves': 2})], self.sent)
+        self.client.can_send_version.side_effect = \
+            lambda v: tuple(map(int, v.split('.'))) < (1, 13)
+        error = self.assertRaises(exception.Invalid,
+                                  self.api.host_defragment_start, None, 8,
+                                  1024, {}, 1)
+        self.assertIn('carrying out a defragmentation needs conductor API '
+                      '1.13', str(error))
+        self.assertEqual(1, len(self.sent))
+
     def test_a_drain_start_chooses_its_uuid_once(self):
         self.client.can_send_version.return_value = True
         self.api.host_drain_start(None, 'h-1', 1)

@@ -397,3 +397,63 @@ class TestConcurrency(CacheTestCase):
         state = self.cache.get('cmp1')
         self.assertEqual(0, _free_pcpus(state.topology))
         state.topology.validate()
+
+
+class HoldTest(base.TestCase):
+    """Holds: counted once the host's report leaves room for them."""
+
+    def setUp(self):
+        super().setUp()
+        self.cache = host_state.HostStateCache(
+            clock=hosts.Clock(), reservation_timeout=300,
+            service_down_time=60)
+        self.placed = _hold_placed()
+
+    def pinned(self):
+        return self.cache.get('h1').topology.cells[0].pinned_cpus
+
+    def test_a_hold_waits_for_the_room_then_counts_at_once(self):
+        busy = hosts.host_topology()
+        busy.cells[0].pinned_cpus = {0, 1}
+        self.cache.update(hosts.report('h1', topology=busy))
+        self.cache.hold('h1', 'room', 'p', self.placed, arrives=False)
+        # The room is still taken by the guest leaving: not counted.
+        self.assertEqual({0, 1}, self.pinned())
+        self.assertEqual(['room'], [r.instance_uuid for r in
+                                    self.cache.get('h1').reservations])
+        later = hosts.T0 + datetime.timedelta(seconds=5)
+        self.cache.update(hosts.report('h1', reported_at=later))
+        self.assertEqual({0, 1}, self.pinned())
+        # A request fitted now cannot take pCPUs 0-1.
+        self.assertRaises(exception.ReservationConflict, self.cache.reserve,
+                          'h1', 'other', 'p', _hold_placed())
+        # It is the hold that keeps them.
+        self.cache.release('h1', 'room')
+        self.assertEqual(set(), self.pinned())
+
+    def test_room_kept_for_no_guest_is_never_confirmed_by_a_report(self):
+        self.cache.update(hosts.report('h1'))
+        self.cache.hold('h1', 'room', 'p', self.placed, arrives=False)
+        # A report whose fingerprint counts the hold's key (as a guest of
+        # its project) would confirm a reservation; not a hold for no
+        # guest.
+        later = hosts.T0 + datetime.timedelta(seconds=5)
+        self.cache.update(hosts.report('h1', guests=[('p', 'room')],
+                                       reported_at=later), guests=[])
+        self.assertEqual({0, 1}, self.pinned())
+
+    def test_holding_again_renews_it(self):
+        self.cache.update(hosts.report('h1'))
+        first = self.cache.hold('h1', 'room', 'p', self.placed)
+        self.cache._clock.advance(200)
+        again = self.cache.hold('h1', 'room', 'p', self.placed)
+        self.assertEqual(200, (again.reserved_at -
+                               first.reserved_at).total_seconds())
+        self.cache._clock.advance(200)
+        self.assertEqual(1, len(self.cache.get('h1').reservations))
+
+
+def _hold_placed():
+    return objects.InstanceNUMATopology(cells=[objects.InstanceNUMACell(
+        id=0, host_cell=0, pcpuset={0, 1}, cpu_pinning={0: 0, 1: 1},
+        memory_mb=512, cpu_policy='dedicated')])
