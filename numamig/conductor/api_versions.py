@@ -48,6 +48,11 @@ API version history:
          (``policy``); answers carry Migration 1.3 (the migration's
          convergence policy and actions, and the pre-flight
          prediction next to the outcome).
+* 1.13 - (reserved: a change merged separately).
+* 1.14 - answers carry Migration 1.4 (memory_reclaim: virtio-mem
+         memory reclaimed from other guests to place the guest,
+         [virtio_mem] placement_reclaim); messages at 1.12-1.13 get
+         Migration 1.3.
 """
 
 # API version -> the object versions a receiver of that version reads.
@@ -78,6 +83,8 @@ OBJECT_VERSIONS['1.11'] = dict(OBJECT_VERSIONS['1.10'],
                                InstanceNUMATopology='1.1', Instance='1.1',
                                MigrationContext='1.1')
 OBJECT_VERSIONS['1.12'] = dict(OBJECT_VERSIONS['1.11'], Migration='1.3')
+OBJECT_VERSIONS['1.13'] = dict(OBJECT_VERSIONS['1.12'])
+OBJECT_VERSIONS['1.14'] = dict(OBJECT_VERSIONS['1.13'], Migration='1.4')
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -107,6 +114,9 @@ CONVERGENCE_VERSION = '1.12'
 # The fields of a run's result a conductor reads from 1.12 (older ones
 # refuse a result naming them).
 CONVERGENCE_RESULT_FIELDS = ('convergence_policy', 'convergence_actions')
+# The API version whose answers carry Migration 1.4 (what was reclaimed
+# from other guests to place the migration's guest).
+MEMORY_RECLAIM_VERSION = '1.14'
 # Arguments a call may carry only from the API version given.
 SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
           'migration_uuid': REQUEST_UUID_VERSION,
