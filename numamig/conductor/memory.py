@@ -137,7 +137,7 @@ def _run(worker, ctxt, change_uuid, host, request, plan, dry_run, conf):
     if not created:
         return row
     try:
-        result = _carry_out(worker, ctxt, host, plan, conf)
+        result = carry_out(worker, ctxt, host, plan, conf)
     except Exception as exc:  # noqa: BLE001 - recorded failed, re-raised
         memory_changes.finish(worker.db, change_uuid, memory_changes.FAILED,
                               plan.as_dict(), {'error': str(exc)})
@@ -147,7 +147,7 @@ def _run(worker, ctxt, change_uuid, host, request, plan, dry_run, conf):
                                  result)
 
 
-def _carry_out(worker, ctxt, host, plan, conf):
+def carry_out(worker, ctxt, host, plan, conf):
     """Each guest of the plan in turn; returns the per-guest outcome."""
     by_guest = {}
     for step in plan.steps:
