@@ -42,7 +42,8 @@ LOG = logging.getLogger(__name__)
 
 # Change uuids are derived from the placement's key and the host.
 _NAMESPACE = uuid_mod.UUID('6f1d5a3e-2b8c-4e61-9a0f-8d7c3b5e4a21')
-KEPT, GIVEN_BACK, NOT_GIVEN_BACK = 'kept', 'given back', 'not given back'
+KEPT, GIVEN_BACK, NOT_GIVEN_BACK, REFUSED = (
+    'kept', 'given back', 'not given back', 'refused')
 
 
 @dataclasses.dataclass
@@ -216,11 +217,17 @@ def give_back(worker, ctxt, room, key):
     outcome (conductor.memory.carry_out's result), recorded under its own
     uuid (a run again returns the recorded one)."""
     conf = settings_of(worker)
+    # A guest whose resize the hypervisor refused kept its record as it
+    # was (conductor.memory): nothing to give back.
+    refused = _refused(room.result)
     steps = tuple(reclaim.Step(s.instance_uuid, s.cell, s.nodes,
                                s.after_mb, s.before_mb, s.on_target)
-                  for s in room.choice.plan.steps)
-    plan = reclaim.Plan(room.choice.node, True, -room.choice.plan.wanted_mb,
-                        steps, ())
+                  for s in room.choice.plan.steps
+                  if s.instance_uuid not in refused)
+    if not steps:
+        return {'guests': [], 'all_reached': True}
+    plan = reclaim.Plan(room.choice.node, True,
+                        sum(s.change_mb for s in steps), steps, ())
     uuid = change_uuid(key, room.host, 'give-back')
     row, created = memory_changes.start(
         worker.db, uuid, room.host, {'placement': key, 'host': room.host,
@@ -252,10 +259,13 @@ def entries(room, back=None):
     returned = _current_by_device(back) if back is not None else {}
     reached = {g['instance']: g.get('reached', False)
                for g in (back or {}).get('guests', ())}
+    refused = _refused(room.result)
     result = []
     for step in room.choice.plan.steps:
         now = current.get((step.instance_uuid, step.cell))
-        if back is None:
+        if step.instance_uuid in refused:
+            outcome = REFUSED
+        elif back is None:
             outcome = KEPT
         elif reached.get(step.instance_uuid):
             outcome = GIVEN_BACK
@@ -273,6 +283,12 @@ def entries(room, back=None):
     return result
 
 
+def _refused(result):
+    """The guests whose resize the hypervisor refused."""
+    return {g['instance'] for g in (result or {}).get('guests', ())
+            if g.get('error')}
+
+
 def _current_by_device(result):
     found = {}
     for guest in (result or {}).get('guests', ()):
@@ -282,10 +298,18 @@ def _current_by_device(result):
 
 
 def _short_words(result, conf):
-    short = [g['instance'] for g in result['guests'] if not g['reached']]
-    return (f"guest(s) {', '.join(short)} did not give their part back "
-            f"within [virtio_mem] resize_timeout ({conf.resize_timeout} s) "
-            f"or refused")
+    refused = _refused(result)
+    words = []
+    if refused:
+        words.append(f"the hypervisor refused to resize guest(s) "
+                     f"{', '.join(sorted(refused))}")
+    late = sorted(g['instance'] for g in result['guests']
+                  if not g['reached'] and g['instance'] not in refused)
+    if late:
+        words.append(f"guest(s) {', '.join(late)} did not give their part "
+                     f"back within [virtio_mem] resize_timeout "
+                     f"({conf.resize_timeout} s)")
+    return '; '.join(words)
 
 
 def _given_back_words(back):

@@ -34,8 +34,9 @@ MEMORY_RECLAIM_KEYS = ('host', 'host_node', 'instance_uuid', 'cell',
 # kept: the claim succeeded, the guest keeps its smaller size; given
 # back: the reclaim fell short or the host still refused, its size was
 # set back; not given back: setting it back failed or timed out (the
-# entry says what it has).
-RECLAIM_OUTCOMES = ('kept', 'given back', 'not given back')
+# entry says what it has); refused: the hypervisor refused to resize
+# the device, nothing was taken.
+RECLAIM_OUTCOMES = ('kept', 'given back', 'not given back', 'refused')
 MAX_RECLAIM_ENTRIES = 256
 # Bounds of what a source may report (checked before it is recorded).
 MAX_POLICY_NAME = 64

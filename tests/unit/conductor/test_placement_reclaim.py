@@ -135,8 +135,8 @@ class PlacementReclaimTest(base.ConductorTestCase):
         why = self._refused()
         self.assertIn('dst1 lacks 1024 MiB on host node 0', why)
         self.assertIn('did not give their part back within [virtio_mem] '
-                      'resize_timeout (7 s) or refused; what the guests '
-                      'gave was given back', why)
+                      'resize_timeout (7 s); what the guests gave was '
+                      'given back', why)
         # Asked for 3072, then given back its 4096.
         self.assertEqual([{0: 3072}, {0: 4096}],
                          [sizes for _, _, sizes, _ in self.resized])
@@ -233,3 +233,18 @@ class PlacementReclaimTest(base.ConductorTestCase):
                          (entry['current_mb'], entry['outcome']))
         # The record holds what the guest has: 4096 asked, 3584 plugged.
         self.assertEqual((4096, 3584), self._device(self.slack_uuid))
+
+    def test_hypervisor_refusal_nothing_taken_nothing_to_give_back(self):
+        self.answer_with(FULL)
+        self.compute_api.resize_virtio_mem.side_effect = \
+            exception.HypervisorError(
+                host='dst1', action='resize', reason='no updateDeviceFlags')
+        why = self._refused()
+        self.assertIn(f'the hypervisor refused to resize guest(s) '
+                      f'{self.slack_uuid}; what the guests gave was given '
+                      f'back', why)
+        self.assertEqual(1, self.compute_api.resize_virtio_mem.call_count)
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
+        (entry,) = self._migration().memory_reclaim
+        self.assertEqual(('0', 'refused'), (entry['released_mb'],
+                                            entry['outcome']))
