@@ -534,7 +534,10 @@ def conductor_settings_from_conf(conf):
             conf.conductor.convergence_fallback_policies),
         'virtio_mem': conductor_memory.Settings(
             resize_timeout=conf.virtio_mem.resize_timeout,
-            max_loss_mb=conf.virtio_mem.max_loss_mb),
+            max_loss_mb=conf.virtio_mem.max_loss_mb,
+            placement_reclaim=conf.virtio_mem.placement_reclaim,
+            placement_reclaim_max_mb=(
+                conf.virtio_mem.placement_reclaim_max_mb)),
     }
 
 

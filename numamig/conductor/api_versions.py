@@ -52,6 +52,10 @@ API version history:
          drain of kind ``defragment``); drains answered carry
          ``kind`` and ``outcome``, their moves ``source_host``, and
          defragmentation plans chains through third hosts.
+* 1.14 - answers carry Migration 1.4 (memory_reclaim: virtio-mem
+         memory reclaimed from other guests to place the guest,
+         [virtio_mem] placement_reclaim); messages at 1.12-1.13 get
+         Migration 1.3.
 """
 
 # API version -> the object versions a receiver of that version reads.
@@ -83,6 +87,7 @@ OBJECT_VERSIONS['1.11'] = dict(OBJECT_VERSIONS['1.10'],
                                MigrationContext='1.1')
 OBJECT_VERSIONS['1.12'] = dict(OBJECT_VERSIONS['1.11'], Migration='1.3')
 OBJECT_VERSIONS['1.13'] = dict(OBJECT_VERSIONS['1.12'])
+OBJECT_VERSIONS['1.14'] = dict(OBJECT_VERSIONS['1.13'], Migration='1.4')
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -112,6 +117,9 @@ CONVERGENCE_VERSION = '1.12'
 # The fields of a run's result a conductor reads from 1.12 (older ones
 # refuse a result naming them).
 CONVERGENCE_RESULT_FIELDS = ('convergence_policy', 'convergence_actions')
+# The API version whose answers carry Migration 1.4 (what was reclaimed
+# from other guests to place the migration's guest).
+MEMORY_RECLAIM_VERSION = '1.14'
 # Arguments a call may carry only from the API version given.
 SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
           'migration_uuid': REQUEST_UUID_VERSION,

@@ -89,6 +89,7 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
             admission=self.admission,
             foreign_numa_specs=tuple(settings.get('foreign_numa_specs',
                                                   ())),
+            virtio_mem=settings.get('virtio_mem', memory.DEFAULT_SETTINGS),
             **{name: settings[name] for name in (
                 'migration_policies', 'default_migration_policy',
                 'convergence_prediction', 'convergence_fallback_policies')

@@ -43,10 +43,13 @@ CALL_MARGIN_S = 10
 
 
 class Settings(typing.NamedTuple):
-    """[virtio_mem] resize_timeout (s) and max_loss_mb."""
+    """[virtio_mem] resize_timeout (s), max_loss_mb, and the reclaim
+    for placements: placement_reclaim and placement_reclaim_max_mb."""
 
     resize_timeout: float
     max_loss_mb: int
+    placement_reclaim: bool = False
+    placement_reclaim_max_mb: int = 2048
 
 
 DEFAULT_SETTINGS = Settings(resize_timeout=30, max_loss_mb=1024)
@@ -134,7 +137,7 @@ def _run(worker, ctxt, change_uuid, host, request, plan, dry_run, conf):
     if not created:
         return row
     try:
-        result = _carry_out(worker, ctxt, host, plan, conf)
+        result = carry_out(worker, ctxt, host, plan, conf)
     except Exception as exc:  # noqa: BLE001 - recorded failed, re-raised
         memory_changes.finish(worker.db, change_uuid, memory_changes.FAILED,
                               plan.as_dict(), {'error': str(exc)})
@@ -144,7 +147,7 @@ def _run(worker, ctxt, change_uuid, host, request, plan, dry_run, conf):
                                  result)
 
 
-def _carry_out(worker, ctxt, host, plan, conf):
+def carry_out(worker, ctxt, host, plan, conf):
     """Each guest of the plan in turn; returns the per-guest outcome."""
     by_guest = {}
     for step in plan.steps:

@@ -23,6 +23,7 @@ from numamig.conductor.api_versions import CONVERGENCE_RESULT_FIELDS
 from numamig.conductor.api_versions import CONVERGENCE_VERSION
 from numamig.conductor.api_versions import GUARD_VERSION
 from numamig.conductor.api_versions import HELD_BACK
+from numamig.conductor.api_versions import MEMORY_RECLAIM_VERSION
 from numamig.conductor.api_versions import OBJECT_VERSIONS
 from numamig.conductor.api_versions import OPERATIONS_VERSION
 from numamig.conductor.api_versions import QUEUE_VERSION
@@ -79,7 +80,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls):
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.13'
+    VERSION = '1.14'
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -158,8 +159,9 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls):
             {_SINCE[name] for name in newer_kwargs}
         if method in _SHOWS_MIGRATIONS:
             # What operators read: the convergence fields of Migration
-            # 1.3 come only in answers at 1.12.
-            wanted.add(CONVERGENCE_VERSION)
+            # 1.3 come only in answers at 1.12, the memory reclaimed to
+            # place the guest (1.4) at 1.14.
+            wanted.update((CONVERGENCE_VERSION, MEMORY_RECLAIM_VERSION))
         if self._reads_virtio_mem and (method in _GUEST_ANSWERS or
                                        _carries_virtio_mem(kwargs)):
             wanted.add(VIRTIO_MEM_VERSION)
@@ -545,7 +547,8 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls):
         """
         if not self.client.can_send_version(WAIT_VERSION):
             raise messaging.UnsupportedVersion(WAIT_VERSION)
-        for version in (CONVERGENCE_VERSION, WAIT_VERSION):
+        for version in (MEMORY_RECLAIM_VERSION, CONVERGENCE_VERSION,
+                        WAIT_VERSION):
             if not self.client.can_send_version(version):
                 continue
             cctxt = self.client.prepare(

@@ -60,6 +60,8 @@ class Worker:
     :param convergence_prediction: 'off', 'record', 'refuse' or
         'choose' (see [conductor] convergence_prediction).
     :param convergence_fallback_policies: the names 'choose' tries.
+    :param virtio_mem: conductor.memory.Settings ([virtio_mem]: resize
+        deadline, bounds, reclaim for placements); None: the defaults.
     """
 
     db: object
@@ -81,3 +83,4 @@ class Worker:
     convergence_fallback_policies: tuple = (convergence.NEVER_PAUSE,
                                             convergence.FINISH)
     reports: ReportCursor = dataclasses.field(default_factory=ReportCursor)
+    virtio_mem: typing.Any = None

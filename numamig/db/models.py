@@ -215,6 +215,9 @@ class Migration(TimestampMixin, Base):
     predicted_elapsed_ms = sa.Column(sa.BigInteger, nullable=True)
     predicted_downtime_ms = sa.Column(sa.BigInteger, nullable=True)
     sampled_dirty_rate = sa.Column(sa.BigInteger, nullable=True)
+    # virtio-mem memory reclaimed from other guests to place it (revision
+    # 0012): a JSON list of Migration.MEMORY_RECLAIM_KEYS dicts.
+    memory_reclaim = sa.Column(JSONText, nullable=True)
 
 
 class MigrationStatusChange(Base):

@@ -93,6 +93,11 @@ SPECS = (
     Spec('virtio_mem_requested', 'hw:virtio_mem_requested', None, 'mib',
          "MiB each virtio-mem device starts plugged with (0 up to "
          "hw:virtio_mem_size; default: all of it)."),
+    Spec('virtio_mem_min', 'hw:virtio_mem_min', None, 'mib',
+         "MiB each virtio-mem device keeps plugged when numamig reclaims "
+         "memory from the guest to place another guest ([virtio_mem] "
+         "placement_reclaim); default: what it started with "
+         "(hw:virtio_mem_requested)."),
 )
 
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}

@@ -12,6 +12,7 @@ usage, reports) reads the cell through ``held_mb`` so that they agree.
 import typing
 
 from numamig import exception
+from numamig.numa import specs as specs_mod
 from numamig.objects import instance_numa
 
 # QEMU's default (and Linux's THP size on x86): the smallest block a
@@ -49,8 +50,9 @@ def device_request(settings):
     size, block, requested = (settings['virtio_mem_size'],
                               settings['virtio_mem_block'],
                               settings['virtio_mem_requested'])
+    floor = settings['virtio_mem_min']
     if not size:
-        for orphan in (block, requested):
+        for orphan in (block, requested, floor):
             if orphan:
                 raise exception.InvalidNUMASpec(
                     key=orphan.key, value=orphan.raw,
@@ -65,7 +67,44 @@ def device_request(settings):
         raise exception.InvalidNUMASpec(key=culprit.key, value=culprit.raw,
                                         reason=f"virtio-mem {why}")
     _check_page_size(settings['mem_page_size'], size, block_kb)
+    if floor and (floor.value > size.value or
+                  (floor.value * 1024) % block_kb):
+        raise exception.InvalidNUMASpec(
+            key=floor.key, value=floor.raw,
+            reason=f"virtio-mem floor must be whole {block_kb} KiB blocks "
+                   f"from 0 to the size {size.value} MiB")
     return DeviceRequest(size.value, block_kb, requested_mb)
+
+
+# The flavor keys a device's placement floor is read from, first found.
+_FLOOR_KEYS = ('hw:virtio_mem_min', 'hw:virtio_mem_requested')
+
+
+def placement_floor_mb(extra_specs, cell):
+    """MiB the device of guest cell ``cell`` keeps plugged when memory
+    is reclaimed from it to place another guest.
+
+    The flavor's ``hw:virtio_mem_min``, else the size the device started
+    with (``hw:virtio_mem_requested``, default the whole size): a guest
+    never loses, for someone else's placement, memory its flavor gave it
+    unless the flavor says it can do with less. Rounded up to whole
+    blocks. A key that does not read as MiB (a guest adopted with keys
+    numamig did not check) gives the device's size: no slack.
+
+    Works on an InstanceNUMACell with a device.
+    """
+    size = cell.virtio_mem_size_mb
+    block_mb = max(1, cell.virtio_mem_block_kb // 1024)
+    floor = size
+    for key in _FLOOR_KEYS:
+        if key in (extra_specs or {}):
+            try:
+                floor = specs_mod.parse_nonnegative_int(key,
+                                                        extra_specs[key])
+            except exception.InvalidNUMASpec:
+                floor = size
+            break
+    return min(size, -(-floor // block_mb) * block_mb)
 
 
 def _culprit(why, size, block, requested):

@@ -22,6 +22,22 @@ CONVERGENCE_FIELDS = ('convergence_policy', 'convergence_actions')
 # numamig.convergence.predict.
 PREDICTION_FIELDS = ('prediction', 'predicted_elapsed_ms',
                      'predicted_downtime_ms', 'sampled_dirty_rate')
+# What was reclaimed from other guests' virtio-mem devices to place the
+# guest on its destination (1.4), one entry per device: the host and
+# host node, the guest and its guest cell, the device's requested size
+# before and as asked (MiB), what the guest reported plugged after,
+# what the host stopped holding, and the outcome (RECLAIM_OUTCOMES).
+# Values are text (a dict of strings on the wire); numbers are MiB.
+MEMORY_RECLAIM_KEYS = ('host', 'host_node', 'instance_uuid', 'cell',
+                       'before_mb', 'after_mb', 'current_mb', 'released_mb',
+                       'outcome')
+# kept: the claim succeeded, the guest keeps its smaller size; given
+# back: the reclaim fell short or the host still refused, its size was
+# set back; not given back: setting it back failed or timed out (the
+# entry says what it has); refused: the hypervisor refused to resize
+# the device, nothing was taken.
+RECLAIM_OUTCOMES = ('kept', 'given back', 'not given back', 'refused')
+MAX_RECLAIM_ENTRIES = 256
 # Bounds of what a source may report (checked before it is recorded).
 MAX_POLICY_NAME = 64
 MAX_ACTIONS = 40
@@ -75,10 +91,13 @@ class Migration(base.NumamigObject):
     #              the run converged), prediction, predicted_elapsed_ms,
     #              predicted_downtime_ms and sampled_dirty_rate (the
     #              pre-flight convergence prediction)
-    VERSION = '1.3'
+    # Version 1.4: Added memory_reclaim (virtio-mem memory reclaimed from
+    #              other guests to place it)
+    VERSION = '1.4'
 
     obj_relationships = {'history': [('1.0', '1.0'), ('1.1', '1.0'),
-                                     ('1.2', '1.0'), ('1.3', '1.0')]}
+                                     ('1.2', '1.0'), ('1.3', '1.0'),
+                                     ('1.4', '1.0')]}
 
     fields = {
         'uuid': fields.UUIDField(),
@@ -137,11 +156,16 @@ class Migration(base.NumamigObject):
         # The guest's dirty rate the prediction used, bytes per second.
         'sampled_dirty_rate': fields.IntegerField(nullable=True,
                                                   default=None),
+        # See MEMORY_RECLAIM_KEYS; None: nothing was reclaimed for it.
+        'memory_reclaim': fields.ListOfDictOfNullableStringsField(
+            nullable=True, default=None),
     }
 
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
         target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 4):
+            primitive.pop('memory_reclaim', None)
         if target < (1, 3):
             for name in CONVERGENCE_FIELDS + PREDICTION_FIELDS:
                 primitive.pop(name, None)
@@ -174,6 +198,7 @@ class Migration(base.NumamigObject):
             'elapsed_ms', 'downtime_ms', 'predicted_elapsed_ms',
             'predicted_downtime_ms', 'sampled_dirty_rate')
         self._validate_convergence()
+        self._validate_memory_reclaim()
         if not 0 <= self.get('priority', 0) <= MAX_PRIORITY:
             raise self.invalid(
                 f"priority {self.priority} is outside 0-{MAX_PRIORITY} "
@@ -196,3 +221,16 @@ class Migration(base.NumamigObject):
             raise self.invalid(
                 f"convergence actions: at most {MAX_ACTIONS} of at most "
                 f"{MAX_ACTION_LENGTH} characters each")
+
+    def _validate_memory_reclaim(self):
+        entries = self.get('memory_reclaim') or []
+        if len(entries) > MAX_RECLAIM_ENTRIES:
+            raise self.invalid(f"memory reclaim: {len(entries)} entries, "
+                               f"at most {MAX_RECLAIM_ENTRIES}")
+        for entry in entries:
+            unknown = sorted(set(entry) - set(MEMORY_RECLAIM_KEYS))
+            if unknown or entry.get('outcome') not in RECLAIM_OUTCOMES:
+                raise self.invalid(
+                    f"memory reclaim entry {entry}: keys must be some of "
+                    f"{', '.join(MEMORY_RECLAIM_KEYS)} and the outcome one "
+                    f"of {', '.join(RECLAIM_OUTCOMES)}")

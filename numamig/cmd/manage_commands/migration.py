@@ -13,6 +13,7 @@ from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
 from numamig.cmd.manage_commands import convergence_view
+from numamig.cmd.manage_commands import reclaim_view
 from numamig.objects import fields
 from numamig.objects import migration as migration_obj
 
@@ -170,8 +171,9 @@ class MigrationCommands:
     def show(self, migration, output_format='human'):
         """Show a migration: status history with times, progress, the
         result of its run (duration, downtime, whether numamig emulated
-        it, post-copy or paused to converge), and every destination
-        tried with why it refused.
+        it, post-copy or paused to converge), every destination tried
+        with why it refused, and the virtio-mem memory reclaimed from
+        other guests to place it (``[virtio_mem] placement_reclaim``).
 
         Exit codes: 0 shown; 127 unknown migration; 255 the database
         cannot be used.
@@ -353,6 +355,7 @@ def _view(migration):
         'result': ({name: migration.get(name) for name in RESULT_FIELDS}
                    if migration.has_result else None),
         'convergence': convergence_view.view(migration),
+        'memory_reclaim': reclaim_view.view(migration),
     }
 
 
@@ -444,7 +447,8 @@ def _print_show(data):
               f"{_gib(progress['memory_total'])} GiB transferred, "
               f"{_gib(progress['memory_remaining'])} GiB remaining")
     for line in _result_lines(data['result'], data['status']) + \
-            convergence_view.lines(data['convergence']):
+            convergence_view.lines(data['convergence']) + \
+            reclaim_view.lines(data['memory_reclaim']):
         print(f"  {line}")
     if data['history']:
         print("  history:")

@@ -11,6 +11,7 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig.conductor import drain
+from numamig.conductor import placement_reclaim
 from numamig.conductor.tasks import base
 from numamig.db import instances
 from numamig.numa import instance_request
@@ -31,6 +32,9 @@ class BuildInstanceTask(base.TaskBase):
         self.host = host
         self.refused = {}
         self._recorded = False
+        # What was reclaimed from whom to place the guest
+        # (Migration.memory_reclaim entries).
+        self.memory_reclaim = []
 
     def _execute(self):
         self.instance.host = None
@@ -47,7 +51,12 @@ class BuildInstanceTask(base.TaskBase):
         self._recorded = True
         for host in self._hosts(request):
             try:
-                return self._build_on(host, request)
+                built, _room = placement_reclaim.attempt(
+                    self.worker, self.ctxt, host,
+                    lambda host=host: self._build_on(host, request),
+                    request, self.instance.uuid, self.instance.uuid,
+                    self._record_reclaim)
+                return built
             except _REFUSALS as exc:
                 self.refused[host] = exception.brief(exc)
                 self.worker.cache.release(host, self.instance.uuid)
@@ -88,6 +97,18 @@ class BuildInstanceTask(base.TaskBase):
             self.ctxt, self.instance, host, limits=self.worker.limits)
         LOG.info("Instance %s created on %s", built.uuid, host)
         return built
+
+    def _record_reclaim(self, entries):
+        """A new guest has no migration record: what was reclaimed for
+        it is logged (and kept in the memory change records)."""
+        self.memory_reclaim.extend(entries)
+        for entry in entries:
+            LOG.info("Instance %s: reclaimed for its placement on %s: "
+                     "guest %s cell %s %s -> %s MiB (%s)",
+                     self.instance.uuid, entry['host'],
+                     entry['instance_uuid'], entry['cell'],
+                     entry['before_mb'], entry['current_mb'],
+                     entry['outcome'])
 
     def rollback(self, exc):
         """Forget the record of an instance no host created."""

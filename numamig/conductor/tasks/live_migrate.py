@@ -30,6 +30,7 @@ import oslo_messaging as messaging
 from numamig import exception
 from numamig import objects
 from numamig.conductor import drain
+from numamig.conductor import placement_reclaim
 from numamig.conductor import records
 from numamig.conductor.tasks import base
 from numamig.convergence import policy as convergence
@@ -81,6 +82,9 @@ class LiveMigrationTask(base.TaskBase):
         self.migrate_data = None
         # The source's answer to its check (API 1.3), asked once.
         self.source_data = None
+        # Placement reclaims on destinations, in order: [Room or None
+        # (given back), its Migration.memory_reclaim entries].
+        self.reclaims = []
 
     def _execute(self):
         hosts = self._check_and_choose()
@@ -116,12 +120,21 @@ class LiveMigrationTask(base.TaskBase):
         return self._scheduled_destinations()
 
     def rollback(self, exc):
-        """Record ``error`` with every host's reason; release claims.
+        """Record ``error`` with every host's reason; release claims;
+        give back memory reclaimed to place the guest.
 
         A migration whose destinations were all busy goes back to the
         queue instead (nothing was claimed for it), and so does one that
-        met an unreachable database, later (see MigrationExecutor).
+        met an unreachable database, later (see MigrationExecutor): its
+        reclaim stays recorded as done and is used when it runs again.
         """
+        try:
+            self._rollback(exc)
+        finally:
+            if not isinstance(exc, exception.DatabaseError):
+                self._give_back_reclaims()
+
+    def _rollback(self, exc):
         if isinstance(exc, exception.DestinationsBusy) and \
                 queue.requeue(self.worker.db, self.migration.uuid):
             return
@@ -276,7 +289,7 @@ class LiveMigrationTask(base.TaskBase):
             if len(attempts) >= budget:
                 break
             try:
-                return self._try_destination(host)
+                return self._try_with_reclaim(host)
             except exception.DestinationBusy:
                 # Not a refusal of this guest: another migration (of this
                 # or another conductor worker) took the host's last
@@ -331,6 +344,44 @@ class LiveMigrationTask(base.TaskBase):
             migrate_data.migration_context = None
             self._record_claim(host, context, migrate_data)
         return migrate_data
+
+    def _try_with_reclaim(self, host):
+        """_try_destination; where ``[virtio_mem] placement_reclaim``
+        allows, a destination refusing the guest only for memory on one
+        node is asked once more after the guests there gave it back
+        (conductor.placement_reclaim)."""
+        entry = [None, []]
+
+        def record(entries):
+            entry[1] = entries
+            if entry not in self.reclaims:
+                self.reclaims.append(entry)
+            self._record_reclaims()
+
+        answer, room = placement_reclaim.attempt(
+            self.worker, self.ctxt, host,
+            lambda: self._try_destination(host), self.request,
+            self.instance.uuid, self.migration.uuid, record,
+            pagesize_kb=self.pagesize_kb)
+        entry[0] = room
+        return answer
+
+    def _record_reclaims(self):
+        self.migration = migrations.set_memory_reclaim(
+            self.worker.db, self.migration.uuid,
+            [e for _room, entries in self.reclaims for e in entries])
+
+    def _give_back_reclaims(self):
+        """Give back what the guests of a kept reclaim gave (the claim
+        it made room for was dropped), and record it."""
+        kept = [entry for entry in self.reclaims if entry[0] is not None]
+        for entry in kept:
+            room, entry[0] = entry[0], None
+            back = placement_reclaim.give_back(self.worker, self.ctxt, room,
+                                               self.migration.uuid)
+            entry[1] = placement_reclaim.entries(room, back)
+        if kept:
+            self._record_reclaims()
 
     def _record_claim(self, host, context, migrate_data):
         """Record the destination's claim and ``queued`` together, with

@@ -214,6 +214,8 @@ class UpgradeTo0010TestCase(base.ServerDBTestCase):
                 "UPDATE migrations SET status = 'queued' WHERE uuid = "
                 ":uuid"), {'uuid': old_uuid})
         self.assertEqual('0010', self.db.sync('0010'))
+        # Today's code reads the columns of later revisions too.
+        self.db.sync()
         later = WHEN.replace(tzinfo=datetime.UTC) + datetime.timedelta(
             days=1)
         self.assertEqual([], migrations.queued_start_requests(self.db,
@@ -235,3 +237,27 @@ class UpgradeTo0010TestCase(base.ServerDBTestCase):
         migrations.set_status(self.db, old_uuid, 'running')
         self.assertEqual([], migrations.queued_start_requests(self.db,
                                                               later))
+
+
+class UpgradeTo0012TestCase(base.ServerDBTestCase):
+    """Migrations recorded before 0012 read back with nothing reclaimed;
+    the column takes what a placement reclaim records."""
+
+    sync = False
+
+    def test_rows_before_read_back_without_reclaim(self):
+        self.db.sync('0001')
+        instance_uuid, old_uuid = unit_base.new_uuid(), unit_base.new_uuid()
+        _insert_0001_rows(self.db, instance_uuid, old_uuid)
+        self.db.sync('0010')
+        self.assertEqual('0012', self.db.sync('0012'))
+        self.db.sync()
+        self.assertIsNone(migrations.get(self.db, old_uuid).memory_reclaim)
+        entry = {'host': 'h', 'host_node': 1, 'instance_uuid': old_uuid,
+                 'cell': 0, 'before_mb': 512, 'after_mb': 256,
+                 'current_mb': None, 'released_mb': 256, 'outcome': 'kept'}
+        migrations.set_memory_reclaim(self.db, old_uuid, [entry])
+        (stored,) = migrations.get(self.db, old_uuid).memory_reclaim
+        self.assertEqual(dict(entry, host_node='1', cell='0',
+                              before_mb='512', after_mb='256',
+                              released_mb='256'), stored)

@@ -148,7 +148,12 @@ def migration():
         prediction='converges',
         predicted_elapsed_ms=9000,
         predicted_downtime_ms=40,
-        sampled_dirty_rate=1 << 20)
+        sampled_dirty_rate=1 << 20,
+        memory_reclaim=[{'host': 'dst', 'host_node': '1',
+                         'instance_uuid': uuids.other, 'cell': '0',
+                         'before_mb': '1024', 'after_mb': '512',
+                         'current_mb': '512', 'released_mb': '512',
+                         'outcome': 'kept'}])
 
 
 def instance():

@@ -148,7 +148,8 @@ class ResultTest(base.TestCase):
                           if k not in migration.RESULT_FIELDS +
                           migration.QUEUE_FIELDS +
                           migration.CONVERGENCE_FIELDS +
-                          migration.PREDICTION_FIELDS}, old)
+                          migration.PREDICTION_FIELDS +
+                          ('memory_reclaim',)}, old)
 
     def test_backport_to_1_1_drops_only_the_queue(self):
         record = samples.migration()
@@ -161,7 +162,8 @@ class ResultTest(base.TestCase):
         self.assertEqual({k: v for k, v in full.items()
                           if k not in migration.QUEUE_FIELDS +
                           migration.CONVERGENCE_FIELDS +
-                          migration.PREDICTION_FIELDS}, old)
+                          migration.PREDICTION_FIELDS +
+                          ('memory_reclaim',)}, old)
 
     def test_backport_to_1_2_drops_only_convergence(self):
         record = samples.migration()
@@ -172,7 +174,34 @@ class ResultTest(base.TestCase):
         self.assertEqual(9000, full['predicted_elapsed_ms'])
         self.assertEqual({k: v for k, v in full.items()
                           if k not in migration.CONVERGENCE_FIELDS +
-                          migration.PREDICTION_FIELDS}, old)
+                          migration.PREDICTION_FIELDS +
+                          ('memory_reclaim',)}, old)
+
+
+class MemoryReclaimTest(base.TestCase):
+
+    def test_backport_to_1_3_drops_only_the_reclaim(self):
+        record = samples.migration()
+        full = record.obj_to_primitive()['numamig_object.data']
+        old = record.obj_to_primitive(
+            target_version='1.3')['numamig_object.data']
+        self.assertEqual('kept', full['memory_reclaim'][0]['outcome'])
+        self.assertEqual({k: v for k, v in full.items()
+                          if k != 'memory_reclaim'}, old)
+        received = migration.Migration.obj_from_primitive(
+            record.obj_to_primitive(target_version='1.3'))
+        self.assertIsNone(received.memory_reclaim)
+
+    def test_entries_checked(self):
+        for entries, fragment in (
+                ([{'outcome': 'kept', 'colour': 'red'}], 'keys must be'),
+                ([{'outcome': 'lost'}], 'the outcome one of'),
+                ([{'outcome': 'kept'}] * 257, '257 entries')):
+            record = samples.migration()
+            record.memory_reclaim = entries
+            exc = self.assertRaises(exception.ObjectValidationError,
+                                    record.validate)
+            self.assertIn(fragment, str(exc))
 
 
 class ConvergenceValidationTest(base.TestCase):

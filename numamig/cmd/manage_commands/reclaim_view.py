@@ -1,0 +1,43 @@
+"""How ``migration show`` words the memory reclaimed to place a guest:
+what was taken from which other guest's virtio-mem device, and whether
+it was kept or given back ([virtio_mem] placement_reclaim)."""
+
+from numamig.objects import migration as migration_obj
+
+_NUMBERS = ('host_node', 'cell', 'before_mb', 'after_mb', 'current_mb',
+            'released_mb')
+
+
+def view(migration):
+    """The JSON-able entries (numbers as numbers); [] when nothing was
+    reclaimed for the migration."""
+    result = []
+    for entry in migration.get('memory_reclaim') or []:
+        shown = {}
+        for key in migration_obj.MEMORY_RECLAIM_KEYS:
+            value = entry.get(key)
+            if key in _NUMBERS and value is not None:
+                try:
+                    value = int(value)
+                except ValueError:
+                    pass
+            shown[key] = value
+        result.append(shown)
+    return result
+
+
+def lines(entries):
+    """``migration show`` lines of ``view``'s entries."""
+    if not entries:
+        return []
+    kept = sum(e['released_mb'] or 0 for e in entries
+               if e['outcome'] == 'kept')
+    found = [f"memory reclaimed to place it: {kept} MiB kept"]
+    for e in entries:
+        now = '?' if e['current_mb'] is None else e['current_mb']
+        found.append(
+            f"  {e['host']} node {e['host_node']}: guest "
+            f"{e['instance_uuid']} cell {e['cell']}: {e['before_mb']} -> "
+            f"{e['after_mb']} MiB asked, {now} MiB plugged, released "
+            f"{e['released_mb']} MiB, {e['outcome']}")
+    return found

@@ -1,0 +1,140 @@
+"""Placement reclaim end to end, over the in-process transport and RabbitMQ.
+
+Two libvirt test-driver hosts (2 cells of 16 GiB, 11 GiB of small pages
+each) behind the real conductor with ``[virtio_mem] placement_reclaim``
+on. On host-b a guest with an 8 GiB virtio-mem device (floor 0) holds
+9 GiB of node 0 and a pinned guest fills node 1, so a 4 GiB pinned
+guest from host-a fits host-b only once node 0 gets 2 GiB back.
+
+The test driver has no updateDeviceFlags: it refuses every resize. The
+refusal is the failure path (the migration ends ``error``, nothing
+changed, the record says the hypervisor refused). For the success path
+the test stands in for the guest's driver on host-b: the agent's
+``resize_virtio_mem`` answers that the guest reached what it was asked
+(what a real guest with the virtio_mem driver does, measured on the real
+tier: see test_real_virtio_mem) - labelled as such, the rest (records,
+claims, the retried destination check, the CLI) is real.
+"""
+
+import contextlib
+import io
+import json
+import os
+
+import fixtures
+import testscenarios
+
+from numamig import embedded
+from numamig import service
+from numamig.cmd import manage
+from numamig.conductor import memory
+from tests import base
+from tests.fixtures import deployment
+from tests.fixtures import rpc as rpc_fixture
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+DEDICATED = ('--property', 'hw:cpu_policy=dedicated', '--property',
+             'hw:numa_nodes=1')
+
+
+class PlacementReclaimTestCase(base.TestCase):
+
+    scenarios = rpc_fixture.TRANSPORT_SCENARIOS
+
+    def setUp(self):
+        super().setUp()
+        settings = service.default_conductor_settings()
+        settings['virtio_mem'] = memory.Settings(
+            resize_timeout=5, max_loss_mb=4096, placement_reclaim=True,
+            placement_reclaim_max_mb=4096)
+        fixture = self.useFixture(deployment.DeploymentFixture(
+            self.transport_kind,
+            [embedded.HostDefinition('host-a', 'numa-2cell-a.xml'),
+             embedded.HostDefinition('host-b', 'numa-2cell-b.xml')],
+            cli_names=True, conductor_settings=settings))
+        self.dep = fixture.deployment
+        state = self.useFixture(fixtures.TempDir()).path
+        self.config = os.path.join(state, 'numamig.conf')
+        with open(self.config, 'w') as handle:
+            handle.write(f"[DEFAULT]\ntransport_url = {fixture.rpc.url}\n"
+                         f"control_exchange = {fixture.rpc.exchange}\n"
+                         f"[database]\nconnection = {self.dep.db_url}\n")
+        self.slack = self._create('host-b', 1, 1024, '--property',
+                                  'hw:virtio_mem_size=8192', '--property',
+                                  'hw:virtio_mem_min=0')
+        self._create('host-b', 1, 11264)
+        self.guest = self._create('host-a', 2, 4096)
+        self.dep.report_all()
+
+    def cli(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            code = manage.main(['--config-file', self.config, *argv])
+        return code, out.getvalue(), err.getvalue()
+
+    def json_of(self, *argv, expected=0):
+        code, out, err = self.cli(*argv, '--format', 'json')
+        self.assertEqual(expected, code, out + err)
+        return json.loads(out)
+
+    def _create(self, host, vcpus, memory_mb, *extra):
+        return self.json_of('instance', 'create', '--host', host, '--vcpus',
+                            str(vcpus), '--memory', str(memory_mb),
+                            *DEDICATED, *extra)['uuid']
+
+    def _device(self):
+        shown = self.json_of('instance', 'show', self.slack, '--no-xml')
+        (cell,) = shown['numa_topology']['cells']
+        return (cell['host_cell'], cell['virtio_mem_requested_mb'],
+                cell['virtio_mem_current_mb'])
+
+    def test_reclaimed_then_migrated(self):
+        driver = self.dep.agent('host-b').driver
+        # Stands in for the guest's virtio_mem driver (see above).
+        self.useFixture(fixtures.MockPatchObject(
+            driver, 'resize_virtio_mem',
+            side_effect=lambda uuid, sizes, deadline: (dict(sizes), True)))
+        moved = self.json_of('migration', 'start', self.guest, '--host',
+                             'host-b', '--wait')
+        self.assertEqual(('completed', 'host-b'),
+                         (moved['status'], moved['dest_host']))
+        self.assertEqual((0, 6144, 6144), self._device())
+        shown = self.json_of('migration', 'show', moved['uuid'])
+        self.assertEqual([{
+            'host': 'host-b', 'host_node': 0, 'instance_uuid': self.slack,
+            'cell': 0, 'before_mb': 8192, 'after_mb': 6144,
+            'current_mb': 6144, 'released_mb': 2048, 'outcome': 'kept'}],
+            shown['memory_reclaim'])
+        code, out, _ = self.cli('migration', 'show', moved['uuid'])
+        self.assertEqual(0, code)
+        self.assertIn('memory reclaimed to place it: 2048 MiB kept', out)
+        self.assertIn(f'host-b node 0: guest {self.slack} cell 0: 8192 -> '
+                      f'6144 MiB asked, 6144 MiB plugged, released 2048 '
+                      f'MiB, kept', out)
+        # The guest runs on node 0, next to what the other guest kept.
+        guest = self.json_of('instance', 'show', self.guest, '--no-xml')
+        self.assertEqual([0], [c['host_cell'] for c in
+                               guest['numa_topology']['cells']])
+
+    def test_hypervisor_refuses_migration_fails_nothing_changed(self):
+        before = self._device()
+        code, out, err = self.cli('migration', 'start', self.guest,
+                                  '--host', 'host-b', '--wait', '--format',
+                                  'json')
+        self.assertEqual(1, code, out + err)
+        ended = json.loads(out)
+        self.assertEqual('error', ended['status'])
+        reason = ended['refused_hosts']['host-b']
+        self.assertIn('host-b lacks 2048 MiB on host node 0; reclaiming it '
+                      'from guests there fell short: the hypervisor refused '
+                      f'to resize guest(s) {self.slack}', reason)
+        self.assertEqual(before, self._device())
+        shown = self.json_of('migration', 'show', ended['uuid'])
+        (entry,) = shown['memory_reclaim']
+        self.assertEqual(('refused', 0, 8192, None),
+                         (entry['outcome'], entry['released_mb'],
+                          entry['before_mb'], entry['current_mb']))
+        guest = self.json_of('instance', 'show', self.guest, '--no-xml')
+        self.assertEqual('host-a', guest['host'])

@@ -1,0 +1,250 @@
+"""Placement reclaim in the conductor: a destination refusing a guest
+only for memory on one node is asked again once the guests there gave
+it back; short or still refused, everything is given back."""
+
+from unittest import mock
+
+from oslo_utils import uuidutils
+
+from numamig import exception
+from numamig import objects
+from numamig.conductor import memory
+from numamig.conductor import placement_reclaim
+from numamig.db import instances
+from numamig.db import memory_changes
+from numamig.db import migrations
+from numamig.numa import usage
+from tests.unit.compute import base as cbase
+from tests.unit.conductor import base
+
+ON = memory.Settings(resize_timeout=7, max_loss_mb=4096,
+                     placement_reclaim=True, placement_reclaim_max_mb=4096)
+FULL = exception.MigrationPreCheckError(reason="does not fit on dst1")
+
+
+def _cell(cell_id, host_cell, pcpu, memory_mb, device=None):
+    """A pinned guest cell; ``device``: (size, requested) MiB."""
+    fields = {}
+    if device:
+        fields = {'virtio_mem_size_mb': device[0],
+                  'virtio_mem_block_kb': 2048,
+                  'virtio_mem_requested_mb': device[1],
+                  'virtio_mem_current_mb': device[1]}
+    return objects.InstanceNUMACell(
+        id=cell_id, host_cell=host_cell, pcpuset={cell_id},
+        cpu_pinning={cell_id: pcpu}, memory_mb=memory_mb,
+        cpu_policy='dedicated', **fields)
+
+
+class PlacementReclaimTest(base.ConductorTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.reconfigure(virtio_mem=ON)
+        # dst1 node 0: 4096 boot + a device of 4096 (floor 2048) of the
+        # guest with slack; node 1 full with a guest without devices.
+        self.slack_uuid = self._guest(
+            [_cell(0, 0, 1, 4096, device=(4096, 4096))],
+            {'hw:virtio_mem_size': '4096', 'hw:virtio_mem_min': '2048'})
+        self._guest([_cell(0, 1, 5, 8192)], {})
+        self.inst = self.create_instance()
+        self.resized = []
+        self.compute_api.resize_virtio_mem.side_effect = self._resize
+        self.reached = True
+
+    def _guest(self, cells, specs):
+        uuid = uuidutils.generate_uuid()
+        topology = objects.InstanceNUMATopology(instance_uuid=uuid,
+                                                cells=cells)
+        instances.create(self.db, objects.Instance(
+            uuid=uuid, name='g', project_id='demo', host='dst1',
+            vcpus=sum(len(c.pcpuset) for c in cells),
+            memory_mb=sum(c.memory_mb for c in cells),
+            extra_specs=dict(specs, **{'hw:cpu_policy': 'dedicated'}),
+            numa_topology=topology))
+        self._report_dst1()
+        return uuid
+
+    def _report_dst1(self):
+        guests = [r.instance.numa_topology
+                  for r in instances.get_all(self.db, host='dst1')]
+        self.report('dst1', topology=usage.host_with_usage(
+            cbase.host_topology(), guests))
+
+    def _resize(self, ctxt, host, instance_uuid, sizes, deadline, timeout):
+        # A guest that does not move (reached False) keeps what it had.
+        self.resized.append((host, instance_uuid, dict(sizes), deadline))
+        answer = dict(sizes) if self.reached else {
+            cell: self._device(instance_uuid)[1] for cell in sizes}
+        return {'current': {str(k): v for k, v in answer.items()},
+                'reached': answer == dict(sizes)}
+
+    def _device(self, uuid):
+        cell = instances.get(self.db, uuid).instance.numa_topology.cells[0]
+        return cell.virtio_mem_requested_mb, cell.virtio_mem_current_mb
+
+    def _refused(self):
+        """Migrate to dst1, which refuses: NoValidHost; dst1's reason."""
+        self.assertRaises(exception.NoValidHost, self.migrate,
+                          self.inst.uuid, 'dst1')
+        migration = self._migration()
+        self.assertEqual('error', migration.status)
+        return migration.refused_hosts['dst1']
+
+    def _migration(self):
+        (found,) = migrations.get_all(self.db, instance_uuid=self.inst.uuid)
+        return found
+
+    def test_refused_for_memory_reclaimed_then_claimed(self):
+        self.answer_with(FULL, True)
+        migration = self.migrate(self.inst.uuid, 'dst1')
+        self.assertEqual(('queued', 'dst1'),
+                         (migration.status, migration.dest_host))
+        # The least whole blocks: 1024 MiB for the guest's one cell.
+        self.assertEqual([('dst1', self.slack_uuid, {0: 3072}, 7)],
+                         self.resized)
+        self.assertEqual((3072, 3072), self._device(self.slack_uuid))
+        self.assertEqual(2, self.compute_api.
+                         check_can_live_migrate_destination.call_count)
+        self.assertEqual([{
+            'host': 'dst1', 'host_node': '0',
+            'instance_uuid': self.slack_uuid, 'cell': '0',
+            'before_mb': '4096', 'after_mb': '3072', 'current_mb': '3072',
+            'released_mb': '1024', 'outcome': 'kept'}],
+            self._migration().memory_reclaim)
+        self.compute_api.refresh_usage.assert_called_with(mock.ANY, 'dst1',
+                                                          timeout=5)
+
+    def test_run_again_finds_the_reclaim_done(self):
+        self.answer_with(FULL, True)
+        migration = self.migrate(self.inst.uuid, 'dst1')
+        first = memory_changes.get(self.db, placement_reclaim.change_uuid(
+            migration.uuid, 'dst1', 'reclaim'))
+        self.assertEqual('done', first['status'])
+        # The same placement's reclaim asked again (its task run again):
+        # the recorded answer, no guest asked again.
+        room = placement_reclaim.make_room(
+            self.worker, None, 'dst1', mock.Mock(node=0, freed_mb=1024),
+            migration.uuid)
+        self.assertEqual(first['result'], room.result)
+        self.assertEqual(1, len(self.resized))
+
+    def test_short_guest_given_back_and_refused(self):
+        self.reached = False
+        self.answer_with(FULL)
+        why = self._refused()
+        self.assertIn('dst1 lacks 1024 MiB on host node 0', why)
+        self.assertIn('did not give their part back within [virtio_mem] '
+                      'resize_timeout (7 s); what the guests gave was '
+                      'given back', why)
+        # Asked for 3072, then given back its 4096.
+        self.assertEqual([{0: 3072}, {0: 4096}],
+                         [sizes for _, _, sizes, _ in self.resized])
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
+        migration = self._migration()
+        self.assertIn('fell short', migration.error)
+        (entry,) = migration.memory_reclaim
+        self.assertEqual(('0', 'given back'), (entry['released_mb'],
+                                               entry['outcome']))
+        self.assertEqual(1, self.compute_api.
+                         check_can_live_migrate_destination.call_count)
+
+    def test_still_refused_after_reclaim_given_back(self):
+        self.answer_with(FULL, FULL)
+        self.assertIn('still refused once 1024 MiB were reclaimed on host '
+                      'node 0 (what the guests gave was given back): does '
+                      'not fit on dst1', self._refused())
+        self.assertEqual([{0: 3072}, {0: 4096}],
+                         [sizes for _, _, sizes, _ in self.resized])
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
+        (entry,) = self._migration().memory_reclaim
+        self.assertEqual(('1024', 'given back'),
+                         (entry['released_mb'], entry['outcome']))
+
+    def test_start_failing_after_the_claim_gives_it_back(self):
+        self.answer_with(FULL, True)
+        self.compute_api.live_migration.side_effect = \
+            exception.MigrationError(reason='the cast failed')
+        self.assertRaises(exception.MigrationError, self.migrate,
+                          self.inst.uuid, 'dst1')
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
+        (entry,) = self._migration().memory_reclaim
+        self.assertEqual('given back', entry['outcome'])
+
+    def test_off_by_default_plain_refusal(self):
+        self.reconfigure(virtio_mem=memory.DEFAULT_SETTINGS)
+        self.answer_with(FULL)
+        self.assertEqual('Migration pre-check error: does not fit on dst1',
+                         self._refused())
+        self.assertEqual([], self.resized)
+        self.assertIsNone(self._migration().memory_reclaim)
+
+    def test_not_for_memory_no_reclaim_and_says_why(self):
+        # dst1 loses every free pCPU: no reclaim can place the guest.
+        self._guest([objects.InstanceNUMACell(
+            id=0, host_cell=0, pcpuset={0, 1, 2, 3, 4, 5},
+            cpu_pinning={0: 0, 1: 2, 2: 3, 3: 8, 4: 9, 5: 10},
+            memory_mb=2, cpu_policy='dedicated'), objects.InstanceNUMACell(
+            id=1, host_cell=1, pcpuset={6, 7, 8, 9, 10, 11, 12},
+            cpu_pinning={6: 4, 7: 6, 8: 7, 9: 12, 10: 13, 11: 14, 12: 15},
+            memory_mb=2, cpu_policy='dedicated')], {})
+        self.answer_with(FULL)
+        self.assertIn('does not fit on dst1; no placement reclaim: no '
+                      'single host node can be freed enough',
+                      self._refused())
+        self.assertEqual([], self.resized)
+
+    def test_new_guest_placed_after_reclaim(self):
+        builds = []
+
+        def build(ctxt, instance, host, **kwargs):
+            builds.append(host)
+            if len(builds) == 1:
+                raise FULL
+            return instance
+
+        self.compute_api.build_instance.side_effect = build
+        new = objects.Instance(
+            uuid=uuidutils.generate_uuid(), name='new', project_id='demo',
+            vcpus=2, memory_mb=1024,
+            extra_specs={'hw:cpu_policy': 'dedicated'})
+        with self.assertLogs('numamig.conductor.tasks.build',
+                             'INFO') as logs:
+            self.call('instance_create', new, 'dst1')
+        self.assertEqual(['dst1', 'dst1'], builds)
+        self.assertEqual((3072, 3072), self._device(self.slack_uuid))
+        self.assertIn(f"guest {self.slack_uuid} cell 0 4096 -> 3072 MiB "
+                      f"(kept)", '\n'.join(logs.output))
+
+    def test_give_back_short_is_reported_as_such(self):
+        self.answer_with(FULL, FULL)
+        answers = iter([{0: 3072}, {0: 3584}])
+
+        def resize(ctxt, host, instance_uuid, sizes, deadline, timeout):
+            current = next(answers)
+            self.resized.append(sizes)
+            return {'current': {str(k): v for k, v in current.items()},
+                    'reached': current == dict(sizes)}
+
+        self.compute_api.resize_virtio_mem.side_effect = resize
+        self.assertIn('giving it back did not complete', self._refused())
+        (entry,) = self._migration().memory_reclaim
+        self.assertEqual(('3584', 'not given back'),
+                         (entry['current_mb'], entry['outcome']))
+        # The record holds what the guest has: 4096 asked, 3584 plugged.
+        self.assertEqual((4096, 3584), self._device(self.slack_uuid))
+
+    def test_hypervisor_refusal_nothing_taken_nothing_to_give_back(self):
+        self.answer_with(FULL)
+        self.compute_api.resize_virtio_mem.side_effect = \
+            exception.HypervisorError(
+                host='dst1', action='resize', reason='no updateDeviceFlags')
+        why = self._refused()
+        self.assertIn(f'the hypervisor refused to resize guest(s) '
+                      f'{self.slack_uuid}; what the guests gave was given '
+                      f'back', why)
+        self.assertEqual(1, self.compute_api.resize_virtio_mem.call_count)
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
+        (entry,) = self._migration().memory_reclaim
+        self.assertEqual(('0', 'refused'), (entry['released_mb'],
+                                            entry['outcome']))
