@@ -34,6 +34,8 @@ it refines (see numamig/objects/fields_enums.py for what each enum does
 for an older peer).
 """
 
+import typing
+
 import futurist
 from oslo_config import cfg
 import oslo_messaging as messaging
@@ -46,7 +48,6 @@ from numamig import context as nm_context
 from numamig import exception
 from numamig.conf import opts as conf_opts
 from numamig.objects import base as obj_base
-from numamig.objects import instance_numa
 
 # Modules whose exceptions cross RabbitMQ as themselves (a Name_Remote
 # subclass) instead of as a generic RemoteError. The dispatcher's own
@@ -430,14 +431,29 @@ def object_versions_in(values):
     """Object name -> the highest version of it ``values`` need
     (``obj_version_needed``; walked through lists, dict values and the
     objects' own object fields)."""
-    found = {}
-    _collect_versions(values, found)
-    return found
+    return object_needs_in(values).versions
 
 
-def _collect_versions(value, found):
+class ObjectNeeds(typing.NamedTuple):
+    """What a message's objects need of the peer receiving them."""
+
+    versions: dict          # object name -> highest version needed
+    virtio_mem: bool        # a guest cell with a virtio-mem device
+
+
+def object_needs_in(values):
+    """``object_versions_in`` and ``holds_virtio_mem`` in one walk, for a
+    client that asks both before every call."""
+    found, cells = {}, []
+    _collect_versions(values, found, cells)
+    return ObjectNeeds(found, any(cell.has_virtio_mem for cell in cells))
+
+
+def _collect_versions(value, found, cells):
     if isinstance(value, obj_base.NumamigObject):
         name = value.obj_name()
+        if name == 'InstanceNUMACell':
+            cells.append(value)
         needed = value.obj_version_needed()
         if name not in found or _version_tuple(needed) > \
                 _version_tuple(found[name]):
@@ -445,7 +461,7 @@ def _collect_versions(value, found):
         value = [value.get(field) for field in
                  obj_base.object_fields(type(value))]
     for item in _children(value):
-        _collect_versions(item, found)
+        _collect_versions(item, found, cells)
 
 
 def holds_virtio_mem(values):
@@ -458,15 +474,6 @@ def holds_virtio_mem(values):
         values = [values.get(field) for field in
                   obj_base.object_fields(type(values))]
     return any(holds_virtio_mem(item) for item in _children(values))
-
-
-def virtio_mem_in(versions):
-    """``holds_virtio_mem`` from what ``object_versions_in`` found, for a
-    caller that walks its values once: a guest cell needs its virtio-mem
-    version only when it has a virtio-mem device."""
-    cell = versions.get('InstanceNUMACell')
-    return cell is not None and _version_tuple(cell) >= _version_tuple(
-        instance_numa.InstanceNUMACell.VIRTIO_MEM_VERSION)
 
 
 def carries(manifest, wanted):

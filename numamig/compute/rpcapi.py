@@ -228,13 +228,14 @@ class ComputeAPI:
         :raises UnsupportedVersion: refused at ``floor`` too.
         """
         # One walk of the arguments' objects serves both questions.
-        needed = rpc.object_versions_in(tuple(kwargs.values()))
-        if rpc.virtio_mem_in(needed):
+        needs = rpc.object_needs_in(tuple(kwargs.values()))
+        if needs.virtio_mem:
             floor = version = max(
                 (floor, version, VIRTIO_MEM_VERSION),
                 key=versionutils.convert_version_to_tuple)
         tries = list(dict.fromkeys(
-            (self._version_needing(version, needed), version, floor)))
+            (self._version_needing(version, needs.versions), version,
+             floor)))
         for attempt in tries:
             sent = kwargs_1_0 if attempt == '1.0' and \
                 kwargs_1_0 is not None else kwargs

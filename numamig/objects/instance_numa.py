@@ -73,9 +73,6 @@ class InstanceNUMACell(base.NumamigObject):
     # Version 1.1: virtio_mem_size_mb, virtio_mem_block_kb,
     #              virtio_mem_requested_mb, virtio_mem_current_mb
     VERSION = '1.1'
-    # A cell needs this version (or a later one) only when it has a
-    # virtio-mem device (obj_version_needed).
-    VIRTIO_MEM_VERSION = '1.1'
 
     fields = {
         'id': fields.IntegerField(),
@@ -121,7 +118,7 @@ class InstanceNUMACell(base.NumamigObject):
     def obj_version_needed(self):
         """1.0 for a cell without a virtio-mem device: an older peer
         loses nothing of it."""
-        return self.VIRTIO_MEM_VERSION if self.has_virtio_mem else '1.0'
+        return self.VERSION if self.has_virtio_mem else '1.0'
 
     @property
     def virtio_mem_held_mb(self):

@@ -260,9 +260,9 @@ class RequestPoolTest(base.TestCase):
         self.assertEqual(CONF.executor_thread_pool_size, pool._max_workers)
 
 
-class VirtioMemInTest(base.TestCase):
-    """virtio_mem_in (one walk, from the versions found) answers what
-    holds_virtio_mem (its own walk) answers."""
+class ObjectNeedsInTest(base.TestCase):
+    """object_needs_in (one walk) answers what object_versions_in and
+    holds_virtio_mem (a walk each) answer."""
 
     def _without(self, topology):
         for cell in topology.cells:
@@ -291,6 +291,9 @@ class VirtioMemInTest(base.TestCase):
 
     def test_agrees_with_holds_virtio_mem(self):
         for values, expected in self._cases():
-            found = rpc.object_versions_in(values)
+            needs = rpc.object_needs_in(values)
             self.assertEqual(expected, rpc.holds_virtio_mem(values))
-            self.assertEqual(expected, rpc.virtio_mem_in(found))
+            self.assertEqual(expected, needs.virtio_mem)
+            self.assertEqual(rpc.object_versions_in(values), needs.versions)
+            self.assertEqual(expected, needs.versions.get(
+                'InstanceNUMACell') == '1.1')
