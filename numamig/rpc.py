@@ -207,11 +207,13 @@ def primitive_for(obj, target_version=None, version_manifest=None):
     version on the wire always describes the content.
     """
     target_version = target_version or obj.VERSION
-    if obj.VERSION != type(obj).VERSION:
-        obj = obj.obj_clone()
-        obj.VERSION = type(obj).VERSION
-    return obj.obj_to_primitive(target_version=target_version,
-                                version_manifest=version_manifest)
+    if obj.VERSION == type(obj).VERSION:
+        return obj.obj_to_primitive(target_version=target_version,
+                                    version_manifest=version_manifest)
+    if obj_base.version_tuple(target_version) > \
+            obj_base.version_tuple(type(obj).VERSION):
+        raise ovo_exception.InvalidTargetVersion(version=target_version)
+    return obj.obj_primitive_at(target_version, version_manifest)
 
 
 def _lower(version_a, version_b):

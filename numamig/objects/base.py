@@ -87,13 +87,22 @@ class NumamigObject(ovo_base.VersionedObject,
             target_version = self.VERSION
         if _version_tuple(target_version) > _version_tuple(self.VERSION):
             raise ovo_exception.InvalidTargetVersion(version=target_version)
+        return self.obj_primitive_at(target_version, version_manifest)
+
+    def obj_primitive_at(self, target_version, version_manifest=None):
+        """``obj_to_primitive`` up to the class's VERSION whatever the
+        object's own: one received from an older peer keeps that peer's
+        version, and what it carries now is described by the class's
+        fields, backported here to ``target_version`` (numamig.rpc's
+        primitive_for; OVO's way is a deep copy with the version raised).
+        """
         stored = vars(self)
         primitive = {}
         for name, field in self.fields.items():
             value = stored.get(_ATTR_PREFIX + name, _UNSET)
             if value is not _UNSET:
                 primitive[name] = field.to_primitive(self, name, value)
-        if target_version != self.VERSION or version_manifest:
+        if target_version != type(self).VERSION or version_manifest:
             self.obj_make_compatible_from_manifest(
                 primitive, target_version, version_manifest)
         prefix = self.OBJ_SERIAL_NAMESPACE
@@ -261,9 +270,13 @@ _UNSET = object()
 
 
 @functools.lru_cache(maxsize=256)
-def _version_tuple(version):
+def version_tuple(version):
     """OVO's parse of a version string, remembered (few distinct ones)."""
     return versionutils.convert_version_to_tuple(version)
+
+
+_version_tuple = version_tuple
+
 _IMMUTABLE = (int, str, float, bool, type(None), datetime.datetime,
               datetime.timedelta)
 
