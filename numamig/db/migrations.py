@@ -87,8 +87,8 @@ def create(db, migration, max_queued=None):
                 _check_can_queue(session, migration, max_queued)
             columns = dict(_columns_of(migration), created_at=now,
                            updated_at=now)
-            row_id = _rows.run(session, sa.insert(_T).values(
-                **columns)).inserted_primary_key[0]
+            row_id = _rows.run(session, _insert(), columns) \
+                .inserted_primary_key[0]
             for change in history:
                 _add_history(session, row_id, change.status,
                              change.changed_at, change.get('detail'))
@@ -121,6 +121,19 @@ def _check_can_queue(session, migration, max_queued):
         raise exception.MigrationQueueFull(
             instance_uuid=migration.instance_uuid, count=waiting,
             limit=max_queued)
+
+
+@_rows.prebuilt
+def _status_change():
+    # SET takes the columns of the parameters; WHERE binds its own names.
+    return sa.update(_T).where(
+        _T.c.uuid == sa.bindparam('b_uuid'),
+        _T.c.status.in_(sa.bindparam('b_allowed', expanding=True)))
+
+
+@_rows.prebuilt
+def _insert():
+    return sa.insert(_T)
 
 
 @_rows.prebuilt
@@ -226,8 +239,8 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
                   updated_at=now, start_request=start_request)
     if error is not None:
         values['error'] = error
-    result = _rows.run(session, _update(uuid).where(
-        _T.c.status.in_(sorted(allowed))).values(**values))
+    result = _rows.run(session, _status_change(), dict(
+        values, b_uuid=uuid, b_allowed=sorted(allowed)))
     row = _row(session, uuid)
     if result.rowcount != 1:
         raise _refused(row, status, expected)
