@@ -20,6 +20,7 @@ from oslo_versionedobjects import exception as ovo_exception
 from oslo_versionedobjects import fields as ovo_fields
 
 from numamig import exception
+from numamig.objects import _coerce
 
 
 class NumamigObjectRegistry(ovo_base.VersionedObjectRegistry):
@@ -45,7 +46,13 @@ class NumamigObject(ovo_base.VersionedObject,
                 objname=self.obj_name(),
                 reason=f"unknown fields {unknown}; it has "
                        f"{sorted(self.fields)}")
-        super().__init__(context, **kwargs)
+        super().__init__(context)
+        # What OVO's property setter does on a new object (coerce, store,
+        # mark changed), without its frame, for every value given.
+        stored, coerce = vars(self), _coerce.from_values(type(self))
+        for name, value in kwargs.items():
+            stored[_ATTR_PREFIX + name] = coerce[name](self, name, value)
+        self._changed_fields.update(kwargs)
         # Fields with a default are always set, so readers never meet an
         # unset attribute, and a field an older sender did not know (see
         # obj_make_compatible) arrives as its default.
@@ -139,15 +146,15 @@ class NumamigObject(ovo_base.VersionedObject,
         obj = cls.__new__(cls)
         ovo_base.VersionedObject.__init__(obj, context)
         obj.VERSION = objver
-        stored = vars(obj)
+        stored, coerce = vars(obj), _coerce.from_primitives(cls)
         for name, field in cls.fields.items():
             if name in data:
                 # What OVO's property setter stores, without its frame: on
                 # a fresh object it only coerces (no read-only value to
                 # compare yet) and marks the field changed, which the
                 # primitive's own list of changes replaces below.
-                stored[_ATTR_PREFIX + name] = field.coerce(
-                    obj, name, field.from_primitive(obj, name, data[name]))
+                stored[_ATTR_PREFIX + name] = coerce[name](
+                    obj, name, data[name])
             elif field.default != ovo_fields.UnspecifiedDefault:
                 obj.obj_set_defaults(name)
         changes = cls._obj_primitive_field(primitive, 'changes', [])
