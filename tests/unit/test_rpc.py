@@ -309,6 +309,17 @@ class PrimitiveForReceivedTest(base.TestCase):
         clone.VERSION = type(obj).VERSION
         return clone.obj_to_primitive(target_version=target)
 
+    def _ordered(self, primitive):
+        """The list of changed fields comes from a set: its order is not
+        part of the answer."""
+        if isinstance(primitive, dict):
+            return {key: sorted(value) if key.endswith('.changes')
+                    else self._ordered(value)
+                    for key, value in primitive.items()}
+        if isinstance(primitive, (list, tuple)):
+            return [self._ordered(value) for value in primitive]
+        return primitive
+
     def test_same_as_a_raised_copy(self):
         compared = 0
         for make in (samples.instance, samples.live_migrate_data,
@@ -320,7 +331,8 @@ class PrimitiveForReceivedTest(base.TestCase):
                 obj.VERSION = f'{major}.{received}'
                 for target in range(received, minor + 1):
                     version = f'{major}.{target}'
-                    self.assertEqual(self._by_copy(obj, version),
-                                     rpc.primitive_for(obj, version))
+                    self.assertEqual(
+                        self._ordered(self._by_copy(obj, version)),
+                        self._ordered(rpc.primitive_for(obj, version)))
                     compared += 1
         self.assertGreater(compared, 10)
