@@ -36,8 +36,10 @@ STATUS = fields.MigrationStatus
 
 def save_report(worker, report):
     """Store a host's report and feed it to the scheduler's cache."""
-    _, guests = compute_nodes.save_report_reading_guests(worker.db, report)
-    worker.cache.update(report, guests=guests)
+    saved = compute_nodes.save_report_reading_guests(worker.db, report)
+    worker.cache.update(report, guests=saved.guests)
+    if saved.change_seq is not None:
+        worker.reports.held[report.host] = saved.change_seq
 
 
 def sync_reports(worker):
@@ -60,13 +62,20 @@ def _sync_reports_in(worker, session):
     the worker's report cursor lock (taken before the transaction, as
     sync_reports does, so that no two orders of the two exist)."""
     cursor = worker.reports
+    taken = {}
+
+    def newer_than(host, reported_at, change_seq):
+        if _newer_than_cached(worker, host, reported_at, change_seq):
+            taken[host] = change_seq
+            return True
+        return False
     reports, cursor.seen = compute_nodes.changed_since_in(
-        session, cursor.seen,
-        newer_than=lambda host, at: _newer_than_cached(worker, host, at))
+        session, cursor.seen, newer_than=newer_than)
     guests = instances.guest_pairs_in(session, [r.host for r in reports])
     for report in reports:
         worker.cache.update(report, guests=guests[report.host],
                             received_at=report.reported_at)
+        cursor.held[report.host] = taken[report.host]
 
 
 def read_instance(worker, instance_uuid, with_maintenance=False):
@@ -124,12 +133,17 @@ def read_admitted(worker, migration_uuid):
             compute_nodes.maintenance_in(session))
 
 
-def _newer_than_cached(worker, host, reported_at):
+def _newer_than_cached(worker, host, reported_at, change_seq):
+    """Whether a stored report is newer than the one the cache holds: a
+    later second, or the same second stored after it (two reports of a
+    host within one second, the later one stored by another worker)."""
     try:
         cached = worker.cache.get(host).report
     except exception.HostNotFound:
         return True
-    return reported_at > cached.reported_at
+    if reported_at != cached.reported_at:
+        return reported_at > cached.reported_at
+    return change_seq > worker.reports.held.get(host, change_seq)
 
 
 def set_migration_context(worker, context):

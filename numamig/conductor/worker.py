@@ -26,10 +26,15 @@ class ReportCursor:
     ``seen`` is the highest report change number taken (-1: none yet);
     hold ``lock`` while reading reports and moving it (see
     records.sync_reports), so that two threads never take the same ones.
+    ``held`` is, per host, the change number of the report the cache
+    holds (as stored by this worker or read back): reports carry whole
+    seconds, so a stored report of the same second as the cached one is
+    newer only if its change number is higher.
     """
 
     def __init__(self):
         self.seen = -1
+        self.held = {}
         self.lock = threading.Lock()
 
 

@@ -5,7 +5,7 @@ report per host is kept whole (as its versioned primitive) with its
 scalars in columns for liveness and version queries. Public API::
 
     save_report(db, report) -> ComputeNodeReport
-    save_report_reading_guests(db, report) -> (ComputeNodeReport, guests)
+    save_report_reading_guests(db, report) -> SavedReport
     changed_since(db, number, newer_than=None) -> ([report], number)
     changed_since_in(session, number, newer_than=None): the same inside a
         caller's transaction
@@ -48,15 +48,23 @@ def save_report(db, report):
     return _save(db, report, read_guests=False)[0]
 
 
+class SavedReport(typing.NamedTuple):
+    """What ``save_report_reading_guests`` answers."""
+
+    report: object          # what save_report returns
+    guests: list            # [(project id, instance uuid)], record order
+    change_seq: int         # its change number; None when not stored
+
+
 def save_report_reading_guests(db, report):
     """``save_report``, and in the same transaction the guests the
-    records place on the report's host: what the conductor hands its
-    scheduler cache with each report, in one transaction, not two.
+    records place on the report's host and the change number the report
+    was stored with: what the conductor hands its scheduler cache with
+    each report, in one transaction, not two.
 
-    :returns: (what save_report returns, [(project id, instance uuid)]
-        of the host's instances, in record order).
+    :returns: SavedReport.
     """
-    return _save(db, report, read_guests=True)
+    return SavedReport(*_save(db, report, read_guests=True))
 
 
 def _save(db, report, read_guests):
@@ -67,16 +75,18 @@ def _save(db, report, read_guests):
         'fingerprint': report.fingerprint, 'reported_at': report.reported_at,
         'report': primitives.dump(report), 'updated_at': _rows.utcnow()}
     try:
-        stored, guests = _store(db, values, read_guests)
+        change_seq, guests = _store(db, values, read_guests)
     except db_exc.DBDuplicateEntry:
         # The host's first report raced with another; it exists now.
-        stored, guests = _store(db, values, read_guests)
-    return (report if stored else get(db, report.host)), guests
+        change_seq, guests = _store(db, values, read_guests)
+    return (report if change_seq is not None else get(db, report.host)), \
+        guests, change_seq
 
 
 def _store(db, values, read_guests):
-    """Insert or replace in one transaction: (False if the stored report
-    is newer and nothing was written, the host's guests if asked)."""
+    """Insert or replace in one transaction: (the change number it was
+    stored with, None if the stored report is newer and nothing was
+    written; the host's guests if asked)."""
     with db.writer() as session:
         stored = _store_in(session, values)
         guests = instances.guest_pairs_in(session, [values['host']])[
@@ -89,14 +99,14 @@ def _store_in(session, values):
     result = _rows.run(session, _replace_report(), dict(
         values, b_host=values['host'], b_reported_at=values['reported_at']))
     if result.rowcount == 1:
-        return True
+        return values['change_seq']
     exists = _rows.run(session, _host_id(), {'host': values['host']}) \
         .first() is not None
     if exists:
-        return False
+        return None
     _rows.run(session, sa.insert(_T), dict(
         values, created_at=values['updated_at']))
-    return True
+    return values['change_seq']
 
 
 @_rows.prebuilt
@@ -147,7 +157,8 @@ def changed_since(db, number, newer_than=None):
     Numbers are handed out in commit order, so no report numbered at or
     below the returned highest one can appear later.
 
-    :param newer_than: callable(host, reported_at) -> bool; a report is
+    :param newer_than: callable(host, reported_at, change_seq) -> bool; a
+        report is
         read and deserialized only when it says True (a worker skips the
         reports its cache already holds).
     :returns: ([ComputeNodeReport], highest number seen).
@@ -161,7 +172,8 @@ def changed_since_in(session, number, newer_than=None):
     heads = _rows.run(session, _heads_since(), {'number': number}).all()
     highest = max((h.change_seq for h in heads), default=number)
     wanted = [h.id for h in heads
-              if newer_than is None or newer_than(h.host, h.reported_at)]
+              if newer_than is None or
+              newer_than(h.host, h.reported_at, h.change_seq)]
     if not wanted:
         return [], highest
     rows = session.scalars(sa.select(models.ComputeNode).where(

@@ -348,6 +348,27 @@ class SyncReportsTest(base.ConductorTestCase):
             'dst1').report.reported_at)
         self.assertGreater(self.worker.reports.seen, seen)
 
+    def test_a_report_of_the_same_second_stored_later_is_taken(self):
+        # Reports carry whole seconds: two of one host in one second,
+        # the later stored by another worker, must not leave this
+        # worker's scheduler with the earlier one.
+        self.report('dst1')
+        records.sync_reports(self.worker)
+        cached = self.conductor.cache.get('dst1').report
+        later = objects.ComputeNodeReport(**{
+            name: getattr(cached, name)
+            for name in ('host', 'hypervisor_uri', 'hypervisor_type',
+                         'topology', 'fingerprint', 'reported_at')},
+            service_version=cached.service_version + 1)
+        compute_nodes.save_report(self.db, later)
+        records.sync_reports(self.worker)
+        self.assertEqual(cached.service_version + 1, self.conductor.cache.get(
+            'dst1').report.service_version)
+        with mock.patch.object(compute_nodes, '_to_object',
+                               wraps=compute_nodes._to_object) as load:
+            records.sync_reports(self.worker)
+        load.assert_not_called()
+
     def test_own_reports_are_not_read_again(self):
         records.sync_reports(self.worker)
         self.report('dst2')

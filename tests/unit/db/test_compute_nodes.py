@@ -97,7 +97,7 @@ class ChangedSinceTestCase(base.DBTestCase):
         with mock.patch.object(compute_nodes, '_to_object',
                                wraps=compute_nodes._to_object) as load:
             reports, _ = compute_nodes.changed_since(
-                self.db, -1, newer_than=lambda host, at: host == 'b')
+                self.db, -1, newer_than=lambda host, at, seq: host == 'b')
         self.assertEqual(['b'], [r.host for r in reports])
         self.assertEqual(1, load.call_count)
 

@@ -14,15 +14,19 @@ VALUES = (None, 'text', '', 7, 0, -3, True, False, 2.5,
           uuid.uuid4().hex, datetime.datetime(2026, 11, 27, 9, 0))
 
 
-def _ovo(call):
+def _ovo(coerce, *args):
     """(value, type) or the exception's type, warnings muted."""
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         try:
-            result = call()
+            result = coerce(*args)
         except Exception as exc:    # noqa: BLE001 - compared, not hidden
             return type(exc)
     return result, type(result)
+
+
+def _from_primitive(field, obj, name, value):
+    return field.coerce(obj, name, field.from_primitive(obj, name, value))
 
 
 class CoercersTest(base.TestCase):
@@ -37,17 +41,14 @@ class CoercersTest(base.TestCase):
             from_value = _coerce.from_values(cls)
             for field_name, field in cls.fields.items():
                 for value in VALUES:
+                    args = (obj, field_name, value)
                     self.assertEqual(
-                        _ovo(lambda: field.coerce(
-                            obj, field_name,
-                            field.from_primitive(obj, field_name, value))),
-                        _ovo(lambda: from_primitive[field_name](
-                            obj, field_name, value)),
+                        _ovo(_from_primitive, field, *args),
+                        _ovo(from_primitive[field_name], *args),
                         f"{name}.{field_name} from primitive {value!r}")
                     self.assertEqual(
-                        _ovo(lambda: field.coerce(obj, field_name, value)),
-                        _ovo(lambda: from_value[field_name](
-                            obj, field_name, value)),
+                        _ovo(field.coerce, *args),
+                        _ovo(from_value[field_name], *args),
                         f"{name}.{field_name} from value {value!r}")
                     compared += 1
         self.assertGreater(compared, 1000)
