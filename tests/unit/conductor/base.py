@@ -46,6 +46,18 @@ class ConductorTestCase(base.TestCase):
         for host in self.HOSTS:
             self.report(host)
 
+    def new_worker(self):
+        """(cache, manager) of another conductor worker on the same
+        database, with the reports loaded: what a restart leaves."""
+        cache = host_state.HostStateCache(clock=lambda: self.now,
+                                          reservation_timeout=300,
+                                          service_down_time=60)
+        restarted = manager.ConductorManager(
+            self.db, cache, scheduler.Scheduler(cache), self.compute_api,
+            {'migrate_max_retries': 3, 'check_timeout': 5, 'limits': None})
+        restarted.load_reports()
+        return cache, restarted
+
     def report(self, host, topology=None, hypervisor_type='test',
                service_version=2, age_s=0):
         report = objects.ComputeNodeReport(

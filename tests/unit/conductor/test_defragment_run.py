@@ -8,7 +8,6 @@ from oslo_utils import timeutils
 
 from numamig import exception
 from numamig import objects
-from numamig.conductor import manager
 from numamig.conductor import records
 from numamig.db import compute_nodes
 from numamig.db import drains
@@ -16,8 +15,6 @@ from numamig.db import instances
 from numamig.db import migrations
 from numamig.db import queue
 from numamig.numa import usage
-from numamig.scheduler import host_state
-from numamig.scheduler import scheduler
 from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
 
@@ -232,13 +229,7 @@ class DefragmentDriveTest(DefragmentRunTestCase):
 
     def test_a_new_worker_carries_it_on(self):
         self.driver.run_once()
-        cache = host_state.HostStateCache(clock=lambda: self.now,
-                                          reservation_timeout=300,
-                                          service_down_time=60)
-        restarted = manager.ConductorManager(
-            self.db, cache, scheduler.Scheduler(cache), self.compute_api,
-            {'migrate_max_retries': 3, 'check_timeout': 5, 'limits': None})
-        restarted.load_reports()
+        cache, restarted = self.new_worker()
         restarted.drains.run_once()
         # The room and the move's placement held again; nothing
         # recorded twice.

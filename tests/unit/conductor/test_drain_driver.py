@@ -4,14 +4,11 @@ renewed before it expires, moves followed to their ends, aborts."""
 import datetime
 
 from numamig import exception
-from numamig.conductor import manager
 from numamig.conductor import records
 from numamig.db import drains
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.db import queue
-from numamig.scheduler import host_state
-from numamig.scheduler import scheduler
 from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
 
@@ -69,13 +66,7 @@ class DrainDriverTestCase(base.ConductorTestCase):
 
     def test_a_new_worker_rebuilds_the_reservations(self):
         self.driver.run_once()
-        cache = host_state.HostStateCache(clock=lambda: self.now,
-                                          reservation_timeout=300,
-                                          service_down_time=60)
-        restarted = manager.ConductorManager(
-            self.db, cache, scheduler.Scheduler(cache), self.compute_api,
-            {'migrate_max_retries': 3, 'check_timeout': 5, 'limits': None})
-        restarted.load_reports()
+        cache, restarted = self.new_worker()
         self.assertEqual({}, self.reserved(cache))
         restarted.drains.run_once()
         self.assertEqual(self.planned(), self.reserved(cache))
