@@ -85,10 +85,22 @@ class LiveMigrationTask(base.TaskBase):
         # Placement reclaims on destinations, in order: [Room or None
         # (given back), its Migration.memory_reclaim entries].
         self.reclaims = []
+        # The scheduler's Selection, and the hosts a reclaim may open
+        # (placement_reclaim.Options) once asked (scheduled only).
+        self.selection = None
+        self.reclaim_options = None
 
     def _execute(self):
         hosts = self._check_and_choose()
-        self.source_data = self._ask_source(hosts[0])
+        if not hosts:
+            # No candidate: only a reclaim can place the guest.
+            options = self._reclaim_options(())
+            if not options.ranked:
+                raise self._no_valid_host()
+            first = options.ranked[0][0].host
+        else:
+            first = hosts[0]
+        self.source_data = self._ask_source(first)
         self._predict()
         self.migrate_data = self._claim_on_first_taker(hosts)
         self._queue(self.migrate_data)
@@ -223,9 +235,42 @@ class LiveMigrationTask(base.TaskBase):
         refusals = selection.refusals()
         refusals.pop(self.migration.source_host, None)
         self.refused.update(refusals)
-        if not selection.candidates:
+        self.selection = selection
+        if not selection.candidates and not self._reclaims_scheduled():
             raise selection.no_valid_host()
         return selection.hosts
+
+    def _reclaims_scheduled(self):
+        """Whether a scheduled migration may reclaim memory on a host
+        the scheduler refused ([virtio_mem] placement_reclaim)."""
+        return (self.request is not None and
+                not self.migration.requested_host and
+                placement_reclaim.enabled(self.worker))
+
+    def _reclaim_options(self, exclude):
+        """The hosts a reclaim may open (placement_reclaim.Options), read
+        once per migration; ``exclude``: hosts tried or busy."""
+        if self.reclaim_options is None:
+            busy = self._hosts_read('busy')
+            busy = self._busy_destinations() if busy is None else busy
+            maintenance = self._hosts_read('maintenance')
+            disabled = drain.disabled_hosts(self.worker) \
+                if maintenance is None \
+                else drain.disabled_reasons(maintenance)
+            self.reclaim_options = placement_reclaim.scheduled_options(
+                self.worker, self.request, self.migration.source_host,
+                self.instance.uuid, exclude=set(busy) | set(exclude),
+                disabled=disabled, pagesize_kb=self.pagesize_kb)
+        return self.reclaim_options
+
+    def _no_valid_host(self, reason=None):
+        """NoValidHost with the scheduler's reasons (or ``reason``) and
+        what placement reclaim considered."""
+        if reason is None:
+            reason = self.selection.reason()
+        if self.reclaim_options is not None:
+            reason += "; " + self.reclaim_options.note
+        return exception.NoValidHost(reason=reason)
 
     def _hosts_read(self, name):
         """A field of the HostsRead given, None if it was not read."""
@@ -283,44 +328,66 @@ class LiveMigrationTask(base.TaskBase):
 
     def _claim_on_first_taker(self, hosts):
         retries = self.worker.migrate_max_retries
-        budget = len(hosts) if retries < 0 else retries + 1
+        budget = None if retries < 0 else retries + 1
         attempts, busy = [], []
         for host in hosts:
-            if len(attempts) >= budget:
+            if budget is not None and len(attempts) >= budget:
                 break
-            try:
-                return self._try_with_reclaim(host)
-            except exception.DestinationBusy:
-                # Not a refusal of this guest: another migration (of this
-                # or another conductor worker) took the host's last
-                # incoming slot since the choice. It costs no retry.
-                LOG.info("Migration %s: %s is at its incoming limit now; "
-                         "skipped", self.migration.uuid, host)
-                busy.append(host)
-                self.worker.cache.release(host, self.instance.uuid)
-                continue
-            except _REFUSALS as exc:
-                attempts.append(host)
-                reason = _reason_of(exc, self.worker.check_timeout)
-                LOG.info("Migration %s: %s refused instance %s: %s",
-                         self.migration.uuid, host, self.instance.uuid,
-                         reason)
-                self.refused[host] = reason
-                self.worker.cache.release(host, self.instance.uuid)
-                if isinstance(exc, messaging.MessagingTimeout):
-                    # It may still claim after we stopped waiting.
-                    records.drop_claim_at(self.worker, self.ctxt,
-                                          self.migration, host)
-                self._record_refusal(host, reason)
-        if busy and len(attempts) < budget:
+            taken = self._try_counted(host, None, attempts, busy)
+            if taken is not None:
+                return taken
+        if self._reclaims_scheduled() and \
+                (budget is None or len(attempts) < budget):
+            options = self._reclaim_options(set(attempts) | set(busy))
+            for prospect, choice in options.ranked:
+                if budget is not None and len(attempts) >= budget:
+                    break
+                if prospect.host in attempts or prospect.host in busy:
+                    continue
+                taken = self._try_counted(prospect.host, choice, attempts,
+                                          busy)
+                if taken is not None:
+                    return taken
+        if busy and (budget is None or len(attempts) < budget):
             raise exception.DestinationsBusy(
                 instance_uuid=self.instance.uuid, hosts=', '.join(busy))
-        skipped = len(hosts) - len(attempts) - len(busy)
-        raise exception.NoValidHost(
-            reason=f"{len(attempts)} destination(s) tried for instance "
-                   f"{self.instance.uuid}, none could take it"
-                   + (f" ({skipped} more not tried: migrate_max_retries is "
-                      f"{retries})" if skipped else ''))
+        skipped = len(hosts) - len([h for h in hosts if h in attempts]) - \
+            len([h for h in hosts if h in busy])
+        reason = (f"{len(attempts)} destination(s) tried for instance "
+                  f"{self.instance.uuid}, none could take it"
+                  + (f" ({skipped} more not tried: migrate_max_retries is "
+                     f"{retries})" if skipped else ''))
+        raise self._no_valid_host(reason)
+
+    def _try_counted(self, host, choice, attempts, busy):
+        """Try ``host`` (after reclaiming ``choice`` when given); return
+        its answer, or None when it refused (appended to ``attempts``)
+        or is busy (to ``busy``, costing no retry)."""
+        try:
+            return self._try_with_reclaim(host, choice)
+        except exception.DestinationBusy:
+            # Not a refusal of this guest: another migration (of this
+            # or another conductor worker) took the host's last
+            # incoming slot since the choice. It costs no retry.
+            LOG.info("Migration %s: %s is at its incoming limit now; "
+                     "skipped", self.migration.uuid, host)
+            busy.append(host)
+            self.worker.cache.release(host, self.instance.uuid)
+            return None
+        except _REFUSALS as exc:
+            attempts.append(host)
+            reason = _reason_of(exc, self.worker.check_timeout)
+            LOG.info("Migration %s: %s refused instance %s: %s",
+                     self.migration.uuid, host, self.instance.uuid,
+                     reason)
+            self.refused[host] = reason
+            self.worker.cache.release(host, self.instance.uuid)
+            if isinstance(exc, messaging.MessagingTimeout):
+                # It may still claim after we stopped waiting.
+                records.drop_claim_at(self.worker, self.ctxt,
+                                      self.migration, host)
+            self._record_refusal(host, reason)
+            return None
 
     def _try_destination(self, host):
         if self.request is not None and not self.migration.requested_host:
@@ -345,11 +412,12 @@ class LiveMigrationTask(base.TaskBase):
             self._record_claim(host, context, migrate_data)
         return migrate_data
 
-    def _try_with_reclaim(self, host):
+    def _try_with_reclaim(self, host, choice=None):
         """_try_destination; where ``[virtio_mem] placement_reclaim``
         allows, a destination refusing the guest only for memory on one
         node is asked once more after the guests there gave it back
-        (conductor.placement_reclaim)."""
+        (conductor.placement_reclaim). With ``choice`` (a host the
+        scheduler refused, scheduled_options) the reclaim comes first."""
         entry = [None, []]
 
         def record(entries):
@@ -358,11 +426,17 @@ class LiveMigrationTask(base.TaskBase):
                 self.reclaims.append(entry)
             self._record_reclaims()
 
-        answer, room = placement_reclaim.attempt(
-            self.worker, self.ctxt, host,
-            lambda: self._try_destination(host), self.request,
-            self.instance.uuid, self.migration.uuid, record,
-            pagesize_kb=self.pagesize_kb)
+        if choice is not None:
+            answer, room = placement_reclaim.reclaim_first(
+                self.worker, self.ctxt, host,
+                lambda: self._try_destination(host), choice,
+                self.instance.uuid, self.migration.uuid, record)
+        else:
+            answer, room = placement_reclaim.attempt(
+                self.worker, self.ctxt, host,
+                lambda: self._try_destination(host), self.request,
+                self.instance.uuid, self.migration.uuid, record,
+                pagesize_kb=self.pagesize_kb)
         entry[0] = room
         return answer
 
