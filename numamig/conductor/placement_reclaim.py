@@ -37,7 +37,6 @@ from numamig.db import memory_changes
 from numamig.numa import placement_reclaim
 from numamig.numa import reclaim
 from numamig.numa import vmem
-from numamig.scheduler import reclaim_hosts
 
 LOG = logging.getLogger(__name__)
 
@@ -152,8 +151,9 @@ def _ask_after(worker, ctxt, host, ask, room, placing_uuid, key, record):
 @dataclasses.dataclass(frozen=True)
 class Options:
     """The hosts a scheduled placement may reclaim on, in the order to
-    try them: ``ranked`` (reclaim_hosts.Prospect, Choice) pairs; ``note``
-    one line saying what was considered, for NoValidHost."""
+    try them: ``ranked`` (scheduler.reclaim_hosts.Prospect, Choice)
+    pairs; ``note`` one line saying what was considered, for
+    NoValidHost."""
 
     ranked: tuple
     note: str
@@ -163,9 +163,9 @@ def scheduled_options(worker, request, source_host, placing_uuid,
                       exclude=(), disabled=None, pagesize_kb=None):
     """Where a reclaim would place a guest no scheduled candidate took:
     the scheduler's prospects (at most ``placement_reclaim_max_hosts``,
-    reclaim_hosts), each asked of the chooser with its guests' slack
-    (``decide``), ranked least reclaimed first. Reads only: nothing is
-    reserved or changed (a dry run calls it too).
+    scheduler.reclaim_hosts), each asked of the chooser with its guests'
+    slack (``decide``), ranked least reclaimed first. Reads only:
+    nothing is reserved or changed (a dry run calls it too).
 
     :param exclude: hosts not to consider (busy, tried already).
     :returns: Options.
@@ -191,7 +191,7 @@ def scheduled_options(worker, request, source_host, placing_uuid,
                                             conf.placement_reclaim_max_hosts))
     if misses:
         note += "; none can be freed enough: " + "; ".join(misses)
-    return Options(tuple(reclaim_hosts.rank(chosen)), note)
+    return Options(tuple(placement_reclaim.rank(chosen)), note)
 
 
 def dry_run_view(host, choice):

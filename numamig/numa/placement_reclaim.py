@@ -236,6 +236,17 @@ def _least(host, wanted, args, entries, most_mb, max_total_mb, max_loss_mb):
     return best
 
 
+def rank(choices):
+    """Order (prospect, Choice) pairs for trying: the least memory
+    reclaimed first, then the prospect's ``order`` (the scheduler's
+    weight order; scheduler.reclaim_hosts.Prospect).
+
+    :returns: a new list.
+    """
+    return sorted(choices, key=lambda pair: (pair[1].freed_mb,
+                                             pair[0].order))
+
+
 @dataclasses.dataclass(frozen=True)
 class Estimate:
     """What the host alone says a reclaim must free for the guest to

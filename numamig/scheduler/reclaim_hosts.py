@@ -16,8 +16,8 @@ three steps, each dearer and on fewer hosts:
    the host's own fit, with memory freed on each node, says how little
    would do (numa.placement_reclaim.estimate);
 3. the conductor asks the chooser of each (their guests' slack) and
-   ``rank``s the answers: least reclaimed first, then the scheduler's
-   order.
+   ranks the answers (numa.placement_reclaim.rank): least reclaimed
+   first, then the scheduler's order.
 
 Pure: no I/O, nothing given is modified.
 """
@@ -72,13 +72,3 @@ def shortlist(gaps, max_hosts):
 def by_need(prospects):
     """Prospects least need first, then the scheduler's order."""
     return tuple(sorted(prospects, key=lambda p: (p.need_mb, p.order)))
-
-
-def rank(choices):
-    """Order (Prospect, numa.placement_reclaim.Choice) pairs for trying:
-    the least memory reclaimed first, then the scheduler's order.
-
-    :returns: a new list.
-    """
-    return sorted(choices, key=lambda pair: (pair[1].freed_mb,
-                                             pair[0].order))

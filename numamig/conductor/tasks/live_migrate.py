@@ -30,9 +30,9 @@ import oslo_messaging as messaging
 from numamig import exception
 from numamig import objects
 from numamig.conductor import drain
-from numamig.conductor import placement_reclaim
 from numamig.conductor import records
 from numamig.conductor.tasks import base
+from numamig.conductor.tasks import reclaiming
 from numamig.convergence import policy as convergence
 from numamig.convergence import predict
 from numamig.db import migrations
@@ -65,7 +65,7 @@ class HostsRead(typing.NamedTuple):
     # A field left None was not read: the task reads it when it needs it.
 
 
-class LiveMigrationTask(base.TaskBase):
+class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
     """Choose, claim and start one recorded (``accepted``) migration."""
 
     def __init__(self, ctxt, worker, instance, migration, hosts=None):
@@ -240,38 +240,6 @@ class LiveMigrationTask(base.TaskBase):
             raise selection.no_valid_host()
         return selection.hosts
 
-    def _reclaims_scheduled(self):
-        """Whether a scheduled migration may reclaim memory on a host
-        the scheduler refused ([virtio_mem] placement_reclaim)."""
-        return (self.request is not None and
-                not self.migration.requested_host and
-                placement_reclaim.enabled(self.worker))
-
-    def _reclaim_options(self, exclude):
-        """The hosts a reclaim may open (placement_reclaim.Options), read
-        once per migration; ``exclude``: hosts tried or busy."""
-        if self.reclaim_options is None:
-            busy = self._hosts_read('busy')
-            busy = self._busy_destinations() if busy is None else busy
-            maintenance = self._hosts_read('maintenance')
-            disabled = drain.disabled_hosts(self.worker) \
-                if maintenance is None \
-                else drain.disabled_reasons(maintenance)
-            self.reclaim_options = placement_reclaim.scheduled_options(
-                self.worker, self.request, self.migration.source_host,
-                self.instance.uuid, exclude=set(busy) | set(exclude),
-                disabled=disabled, pagesize_kb=self.pagesize_kb)
-        return self.reclaim_options
-
-    def _no_valid_host(self, reason=None):
-        """NoValidHost with the scheduler's reasons (or ``reason``) and
-        what placement reclaim considered."""
-        if reason is None:
-            reason = self.selection.reason()
-        if self.reclaim_options is not None:
-            reason += "; " + self.reclaim_options.note
-        return exception.NoValidHost(reason=reason)
-
     def _hosts_read(self, name):
         """A field of the HostsRead given, None if it was not read."""
         return None if self.hosts is None else getattr(self.hosts, name)
@@ -411,51 +379,6 @@ class LiveMigrationTask(base.TaskBase):
             migrate_data.migration_context = None
             self._record_claim(host, context, migrate_data)
         return migrate_data
-
-    def _try_with_reclaim(self, host, choice=None):
-        """_try_destination; where ``[virtio_mem] placement_reclaim``
-        allows, a destination refusing the guest only for memory on one
-        node is asked once more after the guests there gave it back
-        (conductor.placement_reclaim). With ``choice`` (a host the
-        scheduler refused, scheduled_options) the reclaim comes first."""
-        entry = [None, []]
-
-        def record(entries):
-            entry[1] = entries
-            if entry not in self.reclaims:
-                self.reclaims.append(entry)
-            self._record_reclaims()
-
-        if choice is not None:
-            answer, room = placement_reclaim.reclaim_first(
-                self.worker, self.ctxt, host,
-                lambda: self._try_destination(host), choice,
-                self.instance.uuid, self.migration.uuid, record)
-        else:
-            answer, room = placement_reclaim.attempt(
-                self.worker, self.ctxt, host,
-                lambda: self._try_destination(host), self.request,
-                self.instance.uuid, self.migration.uuid, record,
-                pagesize_kb=self.pagesize_kb)
-        entry[0] = room
-        return answer
-
-    def _record_reclaims(self):
-        self.migration = migrations.set_memory_reclaim(
-            self.worker.db, self.migration.uuid,
-            [e for _room, entries in self.reclaims for e in entries])
-
-    def _give_back_reclaims(self):
-        """Give back what the guests of a kept reclaim gave (the claim
-        it made room for was dropped), and record it."""
-        kept = [entry for entry in self.reclaims if entry[0] is not None]
-        for entry in kept:
-            room, entry[0] = entry[0], None
-            back = placement_reclaim.give_back(self.worker, self.ctxt, room,
-                                               self.migration.uuid)
-            entry[1] = placement_reclaim.entries(room, back)
-        if kept:
-            self._record_reclaims()
 
     def _record_claim(self, host, context, migrate_data):
         """Record the destination's claim and ``queued`` together, with

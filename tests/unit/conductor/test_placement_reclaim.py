@@ -304,8 +304,8 @@ class ScheduledReclaimTest(_ReclaimBase):
         self.assertEqual(('dst1', '1024', 'kept'), (
             entry['host'], entry['released_mb'], entry['outcome']))
         # The scheduler's reservation holds the guest on dst1 now.
-        self.assertIn(self.inst.uuid, [
-            r.instance_uuid for r in self.worker.cache.get('dst1').reservations])
+        held = self.worker.cache.get('dst1').reservations
+        self.assertIn(self.inst.uuid, [r.instance_uuid for r in held])
 
     def test_every_candidate_refused_then_reclaim(self):
         # dst3 emptied: a candidate, which refuses at its claim.
@@ -359,7 +359,7 @@ class ScheduledReclaimTest(_ReclaimBase):
         def resize(ctxt, host, instance_uuid, sizes, deadline, timeout):
             self.resized.append((host, instance_uuid, dict(sizes),
                                  deadline))
-            answer = {cell: 4096 for cell in sizes} \
+            answer = dict.fromkeys(sizes, 4096) \
                 if instance_uuid in short else dict(sizes)
             return {'current': {str(k): v for k, v in answer.items()},
                     'reached': answer == dict(sizes)}
@@ -413,9 +413,9 @@ class ScheduledReclaimTest(_ReclaimBase):
         self.answer_with()
         migration = self._no_valid_host()
         self.assertIn('1 destination(s) tried', migration.error)
-        self.assertEqual(['dst1'], list(
-            h for h in migration.refused_hosts if h.startswith('dst')
-            and 'fell short' in migration.refused_hosts[h]))
+        self.assertEqual(['dst1'], [
+            h for h, why in migration.refused_hosts.items()
+            if 'fell short' in why])
         # Asked and given back on dst1 only.
         self.assertEqual({'dst1'}, {h for h, _, _, _ in self.resized})
 

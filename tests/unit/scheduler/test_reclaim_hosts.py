@@ -71,7 +71,7 @@ class RankingTest(base.TestCase):
         a = reclaim_hosts.Prospect('a', 0, 0, 100)
         b = reclaim_hosts.Prospect('b', 1, 0, 200)
         c = reclaim_hosts.Prospect('c', 2, 0, 200)
-        ranked = reclaim_hosts.rank([(a, _Choice(1024)), (c, _Choice(256)),
+        ranked = placement_reclaim.rank([(a, _Choice(1024)), (c, _Choice(256)),
                                      (b, _Choice(256))])
         self.assertEqual(['b', 'c', 'a'], [p.host for p, _ in ranked])
 
