@@ -537,7 +537,9 @@ def conductor_settings_from_conf(conf):
             max_loss_mb=conf.virtio_mem.max_loss_mb,
             placement_reclaim=conf.virtio_mem.placement_reclaim,
             placement_reclaim_max_mb=(
-                conf.virtio_mem.placement_reclaim_max_mb)),
+                conf.virtio_mem.placement_reclaim_max_mb),
+            placement_reclaim_max_hosts=(
+                conf.virtio_mem.placement_reclaim_max_hosts)),
     }
 
 

@@ -44,12 +44,14 @@ CALL_MARGIN_S = 10
 
 class Settings(typing.NamedTuple):
     """[virtio_mem] resize_timeout (s), max_loss_mb, and the reclaim
-    for placements: placement_reclaim and placement_reclaim_max_mb."""
+    for placements: placement_reclaim, placement_reclaim_max_mb and
+    placement_reclaim_max_hosts."""
 
     resize_timeout: float
     max_loss_mb: int
     placement_reclaim: bool = False
     placement_reclaim_max_mb: int = 2048
+    placement_reclaim_max_hosts: int = 8
 
 
 DEFAULT_SETTINGS = Settings(resize_timeout=30, max_loss_mb=1024)

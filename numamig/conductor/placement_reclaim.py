@@ -102,6 +102,33 @@ def attempt(worker, ctxt, host, ask, request, placing_uuid, key,
     except ReclaimShort as short:
         record(entries(short.room, short.back))
         raise short.refusal from refusal
+    return _ask_after(worker, ctxt, host, ask, room, placing_uuid, key,
+                      record)
+
+
+def reclaim_first(worker, ctxt, host, ask, choice, placing_uuid, key,
+                  record):
+    """Carry out ``choice`` on ``host`` (a host the scheduler refused
+    for memory on one node, scheduled_options), then ``ask()`` once:
+    as ``attempt`` after its first refusal.
+
+    :returns: (``ask()``'s answer, the Room kept).
+    :raises MigrationPreCheckError: the guests fell short, or the host
+        still refused (everything given back); any other error of
+        ``ask()`` (a ReservationConflict, DestinationBusy) is raised as
+        it is, once what the guests gave was given back.
+    """
+    try:
+        room = make_room(worker, ctxt, host, choice, key)
+    except ReclaimShort as short:
+        record(entries(short.room, short.back))
+        raise short.refusal from None
+    return _ask_after(worker, ctxt, host, ask, room, placing_uuid, key,
+                      record)
+
+
+def _ask_after(worker, ctxt, host, ask, room, placing_uuid, key, record):
+    """``ask()`` once ``room`` was made; give it back if that fails."""
     try:
         answer = ask()
     except Exception as exc:
@@ -119,6 +146,62 @@ def attempt(worker, ctxt, host, ask, request, placing_uuid, key,
     LOG.info("Placement %s on %s: %s MiB reclaimed on host node %s, "
              "claimed", key, host, room.choice.freed_mb, room.choice.node)
     return answer, room
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The hosts a scheduled placement may reclaim on, in the order to
+    try them: ``ranked`` (scheduler.reclaim_hosts.Prospect, Choice)
+    pairs; ``note`` one line saying what was considered, for
+    NoValidHost."""
+
+    ranked: tuple
+    note: str
+
+
+def scheduled_options(worker, request, source_host, placing_uuid,
+                      exclude=(), disabled=None, pagesize_kb=None):
+    """Where a reclaim would place a guest no scheduled candidate took:
+    the scheduler's prospects (at most ``placement_reclaim_max_hosts``,
+    scheduler.reclaim_hosts), each asked of the chooser with its guests'
+    slack (``decide``), ranked least reclaimed first. Reads only:
+    nothing is reserved or changed (a dry run calls it too).
+
+    :param exclude: hosts not to consider (busy, tried already).
+    :returns: Options.
+    """
+    conf = settings_of(worker)
+    found = worker.scheduler.reclaim_prospects(
+        request, source_host, conf.placement_reclaim_max_mb,
+        conf.placement_reclaim_max_hosts, limits=worker.limits,
+        exclude=exclude, pagesize_kb=pagesize_kb, disabled=disabled)
+    chosen, misses = [], []
+    for prospect in found.prospects:
+        try:
+            decision = decide(worker, prospect.host, request, placing_uuid,
+                              pagesize_kb)
+        except exception.HostNotFound:
+            continue
+        if decision.choice is None:
+            misses.append(f"{prospect.host}: {decision.why}")
+        else:
+            chosen.append((prospect, decision.choice))
+    note = ("placement reclaim ([virtio_mem] placement_reclaim) "
+            "considered: " + found.describe(conf.placement_reclaim_max_mb,
+                                            conf.placement_reclaim_max_hosts))
+    if misses:
+        note += "; none can be freed enough: " + "; ".join(misses)
+    return Options(tuple(placement_reclaim.rank(chosen)), note)
+
+
+def dry_run_view(host, choice):
+    """What a reclaim on ``host`` would do, for a dry run's answer."""
+    return {'host': host, 'host_node': choice.node,
+            'freed_mb': choice.freed_mb,
+            'steps': [{'instance_uuid': step.instance_uuid,
+                       'cell': step.cell, 'before_mb': step.before_mb,
+                       'after_mb': step.after_mb}
+                      for step in choice.plan.steps]}
 
 
 def _reason(exc):

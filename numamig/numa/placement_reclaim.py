@@ -234,3 +234,76 @@ def _least(host, wanted, args, entries, most_mb, max_total_mb, max_loss_mb):
         else:
             low = middle + 1
     return best
+
+
+def rank(choices):
+    """Order (prospect, Choice) pairs for trying: the least memory
+    reclaimed first, then the prospect's ``order`` (the scheduler's
+    weight order; scheduler.reclaim_hosts.Prospect).
+
+    :returns: a new list.
+    """
+    return sorted(choices, key=lambda pair: (pair[1].freed_mb,
+                                             pair[0].order))
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """What the host alone says a reclaim must free for the guest to
+    fit: ``need_mb`` MiB on host node ``node`` (0 and None: it fits as
+    it is)."""
+
+    node: int | None
+    need_mb: int
+
+
+def estimate(host_topology, request, max_mb, limits=None, strategy='spread',
+             pagesize_kb=None):
+    """The least memory freed on one node with which ``request`` fits
+    the host, from the host alone (no guest records): a scheduler's
+    ranking of the hosts worth asking ``choose`` about.
+
+    The model frees memory on the node as if any amount could be given
+    back (in huge pages of the guest's page sizes too), so it is
+    optimistic: ``choose``, which knows the devices, their blocks and
+    floors, has the last word. The least amount is found by bisection
+    over [1, ``max_mb``] MiB on each node (freeing more never makes a
+    fit fail); of the nodes, the one needing least (then the lowest id).
+
+    :returns: an Estimate, or None when no node freed of ``max_mb`` MiB
+        lets the guest fit (it lacks something a reclaim cannot give,
+        or more memory than ``max_mb``). Nothing given is modified.
+    """
+    host = views.HostView.of(host_topology)
+    wanted = views.RequestView.of(request)
+    args = {'limits': limits, 'strategy': strategy,
+            'pagesize_kb': pagesize_kb}
+    if fit.fit(host, wanted, **args).fits:
+        return Estimate(None, 0)
+    sizes = sorted({d.pagesize for d in wanted.demands(pagesize_kb)
+                    if d.pagesize is not None and d.pagesize > 4})
+    found = []
+    for cell in host.cells:
+        if not _fits_freed(host, wanted, args, cell.id, max_mb, sizes):
+            continue
+        low, high = 1, max_mb
+        while low < high:
+            middle = (low + high) // 2
+            if _fits_freed(host, wanted, args, cell.id, middle, sizes):
+                high = middle
+            else:
+                low = middle + 1
+        found.append((low, cell.id))
+    if not found:
+        return None
+    need, node = min(found)
+    return Estimate(node, need)
+
+
+def _fits_freed(host, wanted, args, node, mib, sizes):
+    """Whether ``wanted`` fits once ``mib`` MiB are freed on ``node``
+    (small pages, and as many pages of each of ``sizes``)."""
+    pages = {size: -(mib * 1024 // size) for size in sizes}
+    cells = [cell.used(set(), -mib, 0, pages) if cell.id == node else cell
+             for cell in host.cells]
+    return fit.fit(views.HostView.of_cells(cells), wanted, **args).fits

@@ -117,6 +117,32 @@ class Needs:
                 return PAGES
         return None
 
+    def reclaim_gap_mb(self, cap):
+        """What memory (MiB) ``cap``'s best cell lacks for the request,
+        as far as these numbers tell: an estimate (a lower bound) of what
+        a reclaim on one node would have to free, for ranking hosts
+        cheaply (scheduler.reclaim_prospects). None: the host lacks
+        something no memory reclaim gives (cells, pCPUs, a page size it
+        has no pool of).
+        """
+        if cap.cells < self.cells or cap.pcpus < self.pcpus or \
+                cap.shared < self.shared:
+            return None
+        gap = 0.0
+        if self.memory:
+            # The best cell's free memory, plus the overcommit a ratio
+            # allows a floating guest cell (a pinned one gets none): the
+            # most room any cell can offer, so the gap is a lower bound.
+            room = cap.free_memory + cap.memory * max(
+                0.0, (self.ram_ratio or 1.0) - 1)
+            gap = max(gap, self.memory - room)
+        for size, needed in self.pages:
+            free = cap.pages.get(size)
+            if needed is None or free is None:
+                return None
+            gap = max(gap, (needed - free) * size / 1024)
+        return max(0, int(-(-gap // 1)))
+
     def _memory_limit(self, cap):
         """The most memory a guest cell without a page size may take on
         the host's best cell: its size without limits, else (for any

@@ -37,11 +37,13 @@ import dataclasses
 
 from numamig import exception
 from numamig.numa import fit as numa_fit
+from numamig.numa import placement_reclaim as numa_reclaim
 from numamig.numa import views as numa_views
 from numamig.scheduler import capacity
 from numamig.scheduler import defrag
 from numamig.scheduler import drain
 from numamig.scheduler import filters as host_filters
+from numamig.scheduler import reclaim_hosts
 from numamig.scheduler import weighers
 
 # When nothing fits and the cloud has at most this many hosts, every
@@ -125,13 +127,16 @@ class Selection:
     def no_valid_host(self):
         """Return the NoValidHost error naming every refused host and
         summing up the skipped ones."""
+        return exception.NoValidHost(reason=self.reason())
+
+    def reason(self):
+        """Why no host was chosen: every refused host, the skipped ones
+        summed up."""
         reasons = [str(r) for r in self.rejected]
         reasons += [str(s) for s in self.skipped]
         if not reasons:
-            reason = "no compute host has reported to the conductor"
-        else:
-            reason = "; ".join(reasons)
-        return exception.NoValidHost(reason=reason)
+            return "no compute host has reported to the conductor"
+        return "; ".join(reasons)
 
 
 class Scheduler:
@@ -277,6 +282,49 @@ class Scheduler:
                            for host, weight, fit in ordered)
         return Selection(candidates[:self.max_candidates], tuple(rejected))
 
+    def reclaim_prospects(self, request, source_host, max_mb, max_hosts,
+                          limits=None, exclude=(), pagesize_kb=None,
+                          disabled=None):
+        """The hosts a placement reclaim could open to the guest, best
+        first (reclaim_hosts): up, enabled, not excluded, of the
+        source's hypervisor type, short of nothing but memory on one
+        node, at most ``max_mb`` MiB of it by their own fit. At most
+        ``max_hosts`` hosts are fitted; every other host costs a look at
+        its capacity summary. Nothing is reserved.
+
+        :returns: reclaim_hosts.Prospects (none for a guest without a
+            NUMA request: the NUMA fit never refuses it).
+        """
+        spec = self._spec(request, source_host, limits, None, exclude,
+                          pagesize_kb, disabled)
+        if request is None:
+            return reclaim_hosts.Prospects((), 0, 0)
+        needs = capacity.Needs.of(spec.request_view, spec.limits_view,
+                                  spec.pagesize_kb)
+        walk = self.cache.walk(self.strategy)
+        gaps = []
+        for order, record in enumerate(walk.records):
+            gap = needs.reclaim_gap_mb(record.capacity)
+            if gap is None or gap > max_mb or not self._filter(
+                    walk.state(record, with_view=False), spec,
+                    fitting=False)[0].passed:
+                continue
+            gaps.append((gap, order, record))
+        looked = reclaim_hosts.shortlist(gaps, max_hosts)
+        prospects = []
+        for _gap, order, record in looked:
+            found = numa_reclaim.estimate(
+                record.view(), spec.request_view, max_mb,
+                limits=spec.limits_view or spec.limits,
+                strategy=self.cell_strategy, pagesize_kb=pagesize_kb)
+            # A host that fits as it is was refused for something else
+            # (the candidates' claims): no reclaim is for it.
+            if found is not None and found.need_mb:
+                prospects.append(reclaim_hosts.Prospect(
+                    record.host, order, found.node, found.need_mb))
+        return reclaim_hosts.Prospects(reclaim_hosts.by_need(prospects),
+                                       len(gaps), len(looked))
+
     def plan_drain(self, source_host, guests, limits=None, disabled=None,
                    to=None, keep_free_nodes=0, max_steps=None):
         """Plan moving every guest off ``source_host`` at once (drain.py).
@@ -408,14 +456,18 @@ class Scheduler:
         except exception.HostNotFound:
             return None
 
-    def _filter(self, state, spec):
+    def _filter(self, state, spec, fitting=True):
         """Run the filters in order; return the last Verdict and its filter.
 
         The first refusal ends the run; a pass returns the NUMA filter's
-        verdict so its fit travels with the candidate.
+        verdict so its fit travels with the candidate. ``fitting``
+        False: every filter but the NUMA fit.
         """
         last = host_filters.PASS
         for host_filter in self.filters:
+            if not fitting and isinstance(host_filter,
+                                          host_filters.NUMATopologyFilter):
+                continue
             verdict = host_filter.check(state, spec)
             if not verdict.passed:
                 return verdict, host_filter.name

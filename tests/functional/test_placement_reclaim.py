@@ -14,6 +14,13 @@ the test stands in for the guest's driver on host-b: the agent's
 (what a real guest with the virtio_mem driver does, measured on the real
 tier: see test_real_virtio_mem) - labelled as such, the rest (records,
 claims, the retried destination check, the CLI) is real.
+
+Scheduled (no destination named), the scheduler refuses host-b before
+any destination is asked; the conductor then considers the hosts it
+refused only for memory on one node: the dry run says what it would
+reclaim from whom, the migration reclaims then claims, and the
+hypervisor's refusal ends it "No valid host" saying reclaim was
+considered.
 """
 
 import contextlib
@@ -136,5 +143,57 @@ class PlacementReclaimTestCase(base.TestCase):
         self.assertEqual(('refused', 0, 8192, None),
                          (entry['outcome'], entry['released_mb'],
                           entry['before_mb'], entry['current_mb']))
+        guest = self.json_of('instance', 'show', self.guest, '--no-xml')
+        self.assertEqual('host-a', guest['host'])
+
+    def test_scheduled_dry_run_then_reclaimed_and_migrated(self):
+        # No destination named: the scheduler refuses host-b (node 0
+        # short of 2048 MiB, node 1 full); only a reclaim places it.
+        before = self._device()
+        plan = self.json_of('migration', 'start', self.guest, '--dry-run')
+        self.assertEqual('host-b', plan['dest_host'])
+        self.assertEqual({'host': 'host-b', 'host_node': 0,
+                          'freed_mb': 2048,
+                          'steps': [{'instance_uuid': self.slack, 'cell': 0,
+                                     'before_mb': 8192, 'after_mb': 6144}]},
+                         plan['reclaim'])
+        code, out, _ = self.cli('migration', 'start', self.guest,
+                                '--dry-run')
+        self.assertEqual(0, code)
+        self.assertIn('only a reclaim places it: would go to host-b once '
+                      '2048 MiB are reclaimed on its host node 0', out)
+        # The dry run changed nothing.
+        self.assertEqual(before, self._device())
+        self.assertEqual([], self.json_of('migration', 'list')['migrations'])
+        driver = self.dep.agent('host-b').driver
+        # Stands in for the guest's virtio_mem driver (see above).
+        self.useFixture(fixtures.MockPatchObject(
+            driver, 'resize_virtio_mem',
+            side_effect=lambda uuid, sizes, deadline: (dict(sizes), True)))
+        moved = self.json_of('migration', 'start', self.guest, '--wait')
+        self.assertEqual(('completed', 'host-b'),
+                         (moved['status'], moved['dest_host']))
+        self.assertEqual((0, 6144, 6144), self._device())
+        shown = self.json_of('migration', 'show', moved['uuid'])
+        self.assertEqual([('host-b', 2048, 'kept')],
+                         [(e['host'], e['released_mb'], e['outcome'])
+                          for e in shown['memory_reclaim']])
+
+    def test_scheduled_hypervisor_refuses_no_valid_host(self):
+        before = self._device()
+        code, out, err = self.cli('migration', 'start', self.guest,
+                                  '--wait', '--format', 'json')
+        self.assertEqual(1, code, out + err)
+        ended = json.loads(out)
+        self.assertEqual('error', ended['status'])
+        self.assertIn('No valid host', ended['error'])
+        self.assertIn('placement reclaim ([virtio_mem] placement_reclaim) '
+                      'considered: 1 host(s) short only of memory',
+                      ended['error'])
+        self.assertIn('host-b lacks 2048 MiB on host node 0; reclaiming it '
+                      'from guests there fell short: the hypervisor refused '
+                      f'to resize guest(s) {self.slack}',
+                      ended['refused_hosts']['host-b'])
+        self.assertEqual(before, self._device())
         guest = self.json_of('instance', 'show', self.guest, '--no-xml')
         self.assertEqual('host-a', guest['host'])

@@ -370,6 +370,8 @@ def _dry_run_view(answer):
         'numa_topology': common.plain(topology),
         'placement': pictures.placement_lines(topology),
         'prediction': answer.get('prediction'),
+        'reclaim': answer.get('reclaim'),
+        'reclaim_note': answer.get('reclaim_note'),
     }
 
 
@@ -508,12 +510,23 @@ def _yes_no(flag):
 def _print_dry_run(data):
     print(f"Dry run for instance {data['instance_uuid']} on "
           f"{data['source_host']} (nothing claimed or recorded):")
-    if data['dest_host']:
+    reclaim = data.get('reclaim')
+    if reclaim:
+        print(f"  no host takes it as it is; only a reclaim places it: "
+              f"would go to {reclaim['host']} once {reclaim['freed_mb']} "
+              f"MiB are reclaimed on its host node {reclaim['host_node']} "
+              f"from:")
+        for step in reclaim['steps']:
+            print(f"    guest {step['instance_uuid']} cell {step['cell']}: "
+                  f"{step['before_mb']} -> {step['after_mb']} MiB")
+    elif data['dest_host']:
         print(f"  would go to {data['dest_host']}, placed as:")
         for line in data['placement']:
             print(f"    {line}")
     else:
         print("  no destination can take it")
+    if data.get('reclaim_note'):
+        print(f"  {data['reclaim_note']}")
     if data['candidates']:
         print(f"  candidates in order: {', '.join(data['candidates'])}")
     for host, reason in data['refused_hosts'].items():

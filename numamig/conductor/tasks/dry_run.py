@@ -9,6 +9,7 @@ as good as the hosts' last reports.
 
 from numamig import exception
 from numamig import objects
+from numamig.conductor import placement_reclaim
 from numamig.conductor.tasks import live_migrate
 from numamig.convergence import policy as convergence
 from numamig.numa import fit
@@ -22,7 +23,13 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
     placement there, None for a guest without NUMA characteristics),
     ``candidates`` (every host that would be tried, in order),
     ``refused`` (host -> reason) and ``prediction`` (whether it would
-    converge: a dict, see ComputeDriver.predict_convergence).
+    converge: a dict, see ComputeDriver.predict_convergence). With
+    ``[virtio_mem] placement_reclaim``, when no host takes the guest as
+    it is: ``reclaim_note`` (what was considered) and, when a reclaim
+    would place it, ``dest_host`` the host it would reclaim on first,
+    ``candidates`` those it would try in order and ``reclaim`` what it
+    would take there from whom (no placement: it is fitted only once
+    the guests gave their part).
     """
 
     def __init__(self, ctxt, worker, instance, requested_host=None,
@@ -50,8 +57,26 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
                 answer.update(dest_host=host, numa_topology=placed)
                 break
             self.refused[host] = reason
+        if answer['dest_host'] is None and self._reclaims_scheduled():
+            answer.update(self._through_reclaim(hosts))
         answer['prediction'] = self._prediction()
         return answer
+
+    def _through_reclaim(self, hosts):
+        """Where a reclaim would place the guest no host takes as it is
+        (the first host the migration would reclaim on): ``dest_host``
+        and ``reclaim`` (placement_reclaim.dry_run_view), with what was
+        considered under ``reclaim_note``. Nothing is asked or changed.
+        """
+        options = self._reclaim_options(hosts)
+        found = {'reclaim_note': options.note}
+        if options.ranked:
+            prospect, choice = options.ranked[0]
+            found.update(dest_host=prospect.host,
+                         candidates=[p.host for p, _ in options.ranked],
+                         reclaim=placement_reclaim.dry_run_view(
+                             prospect.host, choice))
+        return found
 
     def _prediction(self):
         """Whether it would converge, as the source predicts it (the

@@ -30,9 +30,9 @@ import oslo_messaging as messaging
 from numamig import exception
 from numamig import objects
 from numamig.conductor import drain
-from numamig.conductor import placement_reclaim
 from numamig.conductor import records
 from numamig.conductor.tasks import base
+from numamig.conductor.tasks import reclaiming
 from numamig.convergence import policy as convergence
 from numamig.convergence import predict
 from numamig.db import migrations
@@ -65,7 +65,7 @@ class HostsRead(typing.NamedTuple):
     # A field left None was not read: the task reads it when it needs it.
 
 
-class LiveMigrationTask(base.TaskBase):
+class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
     """Choose, claim and start one recorded (``accepted``) migration."""
 
     def __init__(self, ctxt, worker, instance, migration, hosts=None):
@@ -85,10 +85,22 @@ class LiveMigrationTask(base.TaskBase):
         # Placement reclaims on destinations, in order: [Room or None
         # (given back), its Migration.memory_reclaim entries].
         self.reclaims = []
+        # The scheduler's Selection, and the hosts a reclaim may open
+        # (placement_reclaim.Options) once asked (scheduled only).
+        self.selection = None
+        self.reclaim_options = None
 
     def _execute(self):
         hosts = self._check_and_choose()
-        self.source_data = self._ask_source(hosts[0])
+        if not hosts:
+            # No candidate: only a reclaim can place the guest.
+            options = self._reclaim_options(())
+            if not options.ranked:
+                raise self._no_valid_host()
+            first = options.ranked[0][0].host
+        else:
+            first = hosts[0]
+        self.source_data = self._ask_source(first)
         self._predict()
         self.migrate_data = self._claim_on_first_taker(hosts)
         self._queue(self.migrate_data)
@@ -223,7 +235,8 @@ class LiveMigrationTask(base.TaskBase):
         refusals = selection.refusals()
         refusals.pop(self.migration.source_host, None)
         self.refused.update(refusals)
-        if not selection.candidates:
+        self.selection = selection
+        if not selection.candidates and not self._reclaims_scheduled():
             raise selection.no_valid_host()
         return selection.hosts
 
@@ -283,44 +296,66 @@ class LiveMigrationTask(base.TaskBase):
 
     def _claim_on_first_taker(self, hosts):
         retries = self.worker.migrate_max_retries
-        budget = len(hosts) if retries < 0 else retries + 1
+        budget = None if retries < 0 else retries + 1
         attempts, busy = [], []
         for host in hosts:
-            if len(attempts) >= budget:
+            if budget is not None and len(attempts) >= budget:
                 break
-            try:
-                return self._try_with_reclaim(host)
-            except exception.DestinationBusy:
-                # Not a refusal of this guest: another migration (of this
-                # or another conductor worker) took the host's last
-                # incoming slot since the choice. It costs no retry.
-                LOG.info("Migration %s: %s is at its incoming limit now; "
-                         "skipped", self.migration.uuid, host)
-                busy.append(host)
-                self.worker.cache.release(host, self.instance.uuid)
-                continue
-            except _REFUSALS as exc:
-                attempts.append(host)
-                reason = _reason_of(exc, self.worker.check_timeout)
-                LOG.info("Migration %s: %s refused instance %s: %s",
-                         self.migration.uuid, host, self.instance.uuid,
-                         reason)
-                self.refused[host] = reason
-                self.worker.cache.release(host, self.instance.uuid)
-                if isinstance(exc, messaging.MessagingTimeout):
-                    # It may still claim after we stopped waiting.
-                    records.drop_claim_at(self.worker, self.ctxt,
-                                          self.migration, host)
-                self._record_refusal(host, reason)
-        if busy and len(attempts) < budget:
+            taken = self._try_counted(host, None, attempts, busy)
+            if taken is not None:
+                return taken
+        if self._reclaims_scheduled() and \
+                (budget is None or len(attempts) < budget):
+            options = self._reclaim_options(set(attempts) | set(busy))
+            for prospect, choice in options.ranked:
+                if budget is not None and len(attempts) >= budget:
+                    break
+                if prospect.host in attempts or prospect.host in busy:
+                    continue
+                taken = self._try_counted(prospect.host, choice, attempts,
+                                          busy)
+                if taken is not None:
+                    return taken
+        if busy and (budget is None or len(attempts) < budget):
             raise exception.DestinationsBusy(
                 instance_uuid=self.instance.uuid, hosts=', '.join(busy))
-        skipped = len(hosts) - len(attempts) - len(busy)
-        raise exception.NoValidHost(
-            reason=f"{len(attempts)} destination(s) tried for instance "
-                   f"{self.instance.uuid}, none could take it"
-                   + (f" ({skipped} more not tried: migrate_max_retries is "
-                      f"{retries})" if skipped else ''))
+        skipped = len(hosts) - len([h for h in hosts if h in attempts]) - \
+            len([h for h in hosts if h in busy])
+        reason = (f"{len(attempts)} destination(s) tried for instance "
+                  f"{self.instance.uuid}, none could take it"
+                  + (f" ({skipped} more not tried: migrate_max_retries is "
+                     f"{retries})" if skipped else ''))
+        raise self._no_valid_host(reason)
+
+    def _try_counted(self, host, choice, attempts, busy):
+        """Try ``host`` (after reclaiming ``choice`` when given); return
+        its answer, or None when it refused (appended to ``attempts``)
+        or is busy (to ``busy``, costing no retry)."""
+        try:
+            return self._try_with_reclaim(host, choice)
+        except exception.DestinationBusy:
+            # Not a refusal of this guest: another migration (of this
+            # or another conductor worker) took the host's last
+            # incoming slot since the choice. It costs no retry.
+            LOG.info("Migration %s: %s is at its incoming limit now; "
+                     "skipped", self.migration.uuid, host)
+            busy.append(host)
+            self.worker.cache.release(host, self.instance.uuid)
+            return None
+        except _REFUSALS as exc:
+            attempts.append(host)
+            reason = _reason_of(exc, self.worker.check_timeout)
+            LOG.info("Migration %s: %s refused instance %s: %s",
+                     self.migration.uuid, host, self.instance.uuid,
+                     reason)
+            self.refused[host] = reason
+            self.worker.cache.release(host, self.instance.uuid)
+            if isinstance(exc, messaging.MessagingTimeout):
+                # It may still claim after we stopped waiting.
+                records.drop_claim_at(self.worker, self.ctxt,
+                                      self.migration, host)
+            self._record_refusal(host, reason)
+            return None
 
     def _try_destination(self, host):
         if self.request is not None and not self.migration.requested_host:
@@ -344,44 +379,6 @@ class LiveMigrationTask(base.TaskBase):
             migrate_data.migration_context = None
             self._record_claim(host, context, migrate_data)
         return migrate_data
-
-    def _try_with_reclaim(self, host):
-        """_try_destination; where ``[virtio_mem] placement_reclaim``
-        allows, a destination refusing the guest only for memory on one
-        node is asked once more after the guests there gave it back
-        (conductor.placement_reclaim)."""
-        entry = [None, []]
-
-        def record(entries):
-            entry[1] = entries
-            if entry not in self.reclaims:
-                self.reclaims.append(entry)
-            self._record_reclaims()
-
-        answer, room = placement_reclaim.attempt(
-            self.worker, self.ctxt, host,
-            lambda: self._try_destination(host), self.request,
-            self.instance.uuid, self.migration.uuid, record,
-            pagesize_kb=self.pagesize_kb)
-        entry[0] = room
-        return answer
-
-    def _record_reclaims(self):
-        self.migration = migrations.set_memory_reclaim(
-            self.worker.db, self.migration.uuid,
-            [e for _room, entries in self.reclaims for e in entries])
-
-    def _give_back_reclaims(self):
-        """Give back what the guests of a kept reclaim gave (the claim
-        it made room for was dropped), and record it."""
-        kept = [entry for entry in self.reclaims if entry[0] is not None]
-        for entry in kept:
-            room, entry[0] = entry[0], None
-            back = placement_reclaim.give_back(self.worker, self.ctxt, room,
-                                               self.migration.uuid)
-            entry[1] = placement_reclaim.entries(room, back)
-        if kept:
-            self._record_reclaims()
 
     def _record_claim(self, host, context, migrate_data):
         """Record the destination's claim and ``queued`` together, with

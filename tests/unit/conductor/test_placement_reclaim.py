@@ -36,7 +36,9 @@ def _cell(cell_id, host_cell, pcpu, memory_mb, device=None):
         cpu_policy='dedicated', **fields)
 
 
-class PlacementReclaimTest(base.ConductorTestCase):
+class _ReclaimBase(base.ConductorTestCase):
+    """dst1 lacks memory on both nodes; its node 0 has a guest with
+    2048 MiB of slack."""
 
     def setUp(self):
         super().setUp()
@@ -52,23 +54,23 @@ class PlacementReclaimTest(base.ConductorTestCase):
         self.compute_api.resize_virtio_mem.side_effect = self._resize
         self.reached = True
 
-    def _guest(self, cells, specs):
+    def _guest(self, cells, specs, host='dst1'):
         uuid = uuidutils.generate_uuid()
         topology = objects.InstanceNUMATopology(instance_uuid=uuid,
                                                 cells=cells)
         instances.create(self.db, objects.Instance(
-            uuid=uuid, name='g', project_id='demo', host='dst1',
+            uuid=uuid, name='g', project_id='demo', host=host,
             vcpus=sum(len(c.pcpuset) for c in cells),
             memory_mb=sum(c.memory_mb for c in cells),
             extra_specs=dict(specs, **{'hw:cpu_policy': 'dedicated'}),
             numa_topology=topology))
-        self._report_dst1()
+        self._report_host(host)
         return uuid
 
-    def _report_dst1(self):
+    def _report_host(self, host):
         guests = [r.instance.numa_topology
-                  for r in instances.get_all(self.db, host='dst1')]
-        self.report('dst1', topology=usage.host_with_usage(
+                  for r in instances.get_all(self.db, host=host)]
+        self.report(host, topology=usage.host_with_usage(
             cbase.host_topology(), guests))
 
     def _resize(self, ctxt, host, instance_uuid, sizes, deadline, timeout):
@@ -94,6 +96,9 @@ class PlacementReclaimTest(base.ConductorTestCase):
     def _migration(self):
         (found,) = migrations.get_all(self.db, instance_uuid=self.inst.uuid)
         return found
+
+
+class PlacementReclaimTest(_ReclaimBase):
 
     def test_refused_for_memory_reclaimed_then_claimed(self):
         self.answer_with(FULL, True)
@@ -248,3 +253,183 @@ class PlacementReclaimTest(base.ConductorTestCase):
         (entry,) = self._migration().memory_reclaim
         self.assertEqual(('0', 'refused'), (entry['released_mb'],
                                             entry['outcome']))
+
+
+def _full(host_cell, first_pcpu):
+    """A guest cell without a device taking a whole host node's memory."""
+    return _cell(host_cell, host_cell, first_pcpu, 8192)
+
+
+class ScheduledReclaimTest(_ReclaimBase):
+    """No destination named: the scheduler refuses every host for
+    memory, and only a reclaim places the guest."""
+
+    def setUp(self):
+        super().setUp()
+        # dst2 and dst3 full on both nodes, no guest there has slack.
+        for host in ('dst2', 'dst3'):
+            self._guest([_full(0, 1), _full(1, 5)], {}, host=host)
+        # A host told to recompute its usage reports it, as an agent
+        # does before it answers: the scheduler's reservation then sees
+        # the memory the guests gave.
+        self.compute_api.refresh_usage.side_effect = \
+            lambda ctxt, host, timeout: self._report_host(host)
+
+    def _slack_guest(self, host):
+        """``host`` as dst1: node 1 full, node 0 full of a guest with
+        2048 MiB of slack; return that guest's uuid."""
+        self._guest([_cell(0, 1, 5, 8192)], {}, host=host)
+        return self._guest([_cell(0, 0, 1, 4096, device=(4096, 4096))],
+                           {'hw:virtio_mem_size': '4096',
+                            'hw:virtio_mem_min': '2048'}, host=host)
+
+    def _no_valid_host(self):
+        self.assertRaises(exception.NoValidHost, self.migrate,
+                          self.inst.uuid)
+        migration = self._migration()
+        self.assertEqual('error', migration.status)
+        return migration
+
+    def test_placed_only_through_reclaim(self):
+        self.answer_with(True)
+        migration = self.migrate(self.inst.uuid)
+        self.assertEqual(('queued', 'dst1'),
+                         (migration.status, migration.dest_host))
+        self.assertEqual([('dst1', self.slack_uuid, {0: 3072}, 7)],
+                         self.resized)
+        # Reclaim first, then the one claim.
+        self.assertEqual(1, self.compute_api.
+                         check_can_live_migrate_destination.call_count)
+        (entry,) = self._migration().memory_reclaim
+        self.assertEqual(('dst1', '1024', 'kept'), (
+            entry['host'], entry['released_mb'], entry['outcome']))
+        # The scheduler's reservation holds the guest on dst1 now.
+        held = self.worker.cache.get('dst1').reservations
+        self.assertIn(self.inst.uuid, [r.instance_uuid for r in held])
+
+    def test_every_candidate_refused_then_reclaim(self):
+        # dst3 emptied: a candidate, which refuses at its claim.
+        for record in instances.get_all(self.db, host='dst3'):
+            instances.destroy(self.db, record.instance.uuid)
+        self._report_host('dst3')
+        self.answer_with(exception.MigrationPreCheckError(
+            reason="dst3 says no"), True)
+        migration = self.migrate(self.inst.uuid)
+        self.assertEqual(('queued', 'dst1'),
+                         (migration.status, migration.dest_host))
+        self.assertIn('dst3 says no', migration.refused_hosts['dst3'])
+        self.assertEqual(1, len(self.resized))
+
+    def test_none_can_be_freed_no_valid_host_says_reclaim_considered(self):
+        # The guest with slack keeps its floor: nothing to take.
+        self.reconfigure(virtio_mem=ON._replace(max_loss_mb=2))
+        self.answer_with()
+        migration = self._no_valid_host()
+        self.assertIn('placement reclaim ([virtio_mem] placement_reclaim) '
+                      'considered: 3 host(s) short only of memory within '
+                      '4096 MiB, 3 looked at; none can be freed enough: ',
+                      migration.error)
+        self.assertIn('dst2: no guest on the host has virtio-mem slack '
+                      'above its floor', migration.error)
+        self.assertEqual([], self.resized)
+        self.compute_api.check_can_live_migrate_destination.\
+            assert_not_called()
+
+    def test_none_qualifies_within_max_mb(self):
+        self.reconfigure(virtio_mem=ON._replace(placement_reclaim_max_mb=2))
+        self.answer_with()
+        migration = self._no_valid_host()
+        self.assertIn('placement reclaim ([virtio_mem] placement_reclaim) '
+                      'considered: no host is short only of memory within '
+                      'placement_reclaim_max_mb (2 MiB)', migration.error)
+        # The scheduler's own reasons come first.
+        self.assertIn('dst1: NUMA topology does not fit', migration.error)
+
+    def test_off_plain_no_valid_host(self):
+        self.reconfigure(virtio_mem=memory.DEFAULT_SETTINGS)
+        self._no_valid_host()
+        self.assertNotIn('placement reclaim', self._migration().error)
+        self.assertEqual([], self.resized)
+
+    def test_short_given_back_next_host_tried(self):
+        other = self._slack_guest('dst2x')
+        short = {self.slack_uuid}
+        self.reached = True
+
+        def resize(ctxt, host, instance_uuid, sizes, deadline, timeout):
+            self.resized.append((host, instance_uuid, dict(sizes),
+                                 deadline))
+            answer = dict.fromkeys(sizes, 4096) \
+                if instance_uuid in short else dict(sizes)
+            return {'current': {str(k): v for k, v in answer.items()},
+                    'reached': answer == dict(sizes)}
+
+        self.compute_api.resize_virtio_mem.side_effect = resize
+        self.answer_with(True)
+        migration = self.migrate(self.inst.uuid)
+        self.assertEqual(('queued', 'dst2x'),
+                         (migration.status, migration.dest_host))
+        self.assertIn('dst1 lacks 1024 MiB on host node 0; reclaiming it '
+                      'from guests there fell short',
+                      migration.refused_hosts['dst1'])
+        self.assertEqual([('dst1', 'given back'), ('dst2x', 'kept')],
+                         [(e['host'], e['outcome'])
+                          for e in migration.memory_reclaim])
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
+        self.assertEqual((3072, 3072), self._device(other))
+
+    def test_reservation_conflict_after_reclaim_is_a_refusal(self):
+        other = self._slack_guest('dst2x')
+        real = self.worker.scheduler.reserve
+        calls = []
+
+        def reserve(host, *args, **kwargs):
+            calls.append(host)
+            if len(calls) == 1:
+                raise exception.ReservationConflict(
+                    instance_uuid=self.inst.uuid, host=host,
+                    reason="another guest took it")
+            return real(host, *args, **kwargs)
+
+        patcher = mock.patch.object(self.worker.scheduler, 'reserve',
+                                    side_effect=reserve)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        self.answer_with(True)
+        migration = self.migrate(self.inst.uuid)
+        self.assertEqual(['dst1', 'dst2x'], calls)
+        self.assertEqual('dst2x', migration.dest_host)
+        self.assertIn('another guest took it',
+                      migration.refused_hosts['dst1'])
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
+        self.assertEqual((3072, 3072), self._device(other))
+        self.assertEqual(['given back', 'kept'],
+                         [e['outcome'] for e in migration.memory_reclaim])
+
+    def test_retry_limit_bounds_reclaim_attempts(self):
+        self._slack_guest('dst2x')
+        self.reconfigure(migrate_max_retries=0)
+        self.reached = False
+        self.answer_with()
+        migration = self._no_valid_host()
+        self.assertIn('1 destination(s) tried', migration.error)
+        self.assertEqual(['dst1'], [
+            h for h, why in migration.refused_hosts.items()
+            if 'fell short' in why])
+        # Asked and given back on dst1 only.
+        self.assertEqual({'dst1'}, {h for h, _, _, _ in self.resized})
+
+    def test_dry_run_says_the_reclaim_and_changes_nothing(self):
+        answer = self.call('live_migration_dry_run', self.inst.uuid)
+        self.assertEqual('dst1', answer['dest_host'])
+        self.assertEqual({'host': 'dst1', 'host_node': 0, 'freed_mb': 1024,
+                          'steps': [{'instance_uuid': self.slack_uuid,
+                                     'cell': 0, 'before_mb': 4096,
+                                     'after_mb': 3072}]}, answer['reclaim'])
+        self.assertIn('3 host(s) short only of memory',
+                      answer['reclaim_note'])
+        self.assertEqual([], self.resized)
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
+        self.assertEqual([], migrations.get_all(
+            self.db, instance_uuid=self.inst.uuid))
+        self.assertEqual((), self.worker.cache.get('dst1').reservations)

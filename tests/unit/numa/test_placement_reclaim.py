@@ -283,3 +283,51 @@ class SlackTest(base.TestCase):
             exception.InvalidNUMASpec, constraints.get_numa_request, 1,
             1024, {'hw:virtio_mem_min': '0'}, {})
         self.assertIn('needs hw:virtio_mem_size', str(exc))
+
+
+class EstimateTest(base.TestCase):
+    """The host's own fit: how little freed on one node would do."""
+
+    def setUp(self):
+        super().setUp()
+        self.host = _Host()
+        request, specs = _vmem_guest(A, floor=256)
+        self.host.place(A, request, specs, node=0)
+        self.host.place(B, _guest(B, {'hw:numa_nodes': '1'},
+                                  memory_mb=1536), node=0)
+        self.host.place(C, _guest(C, {'hw:numa_nodes': '1'},
+                                  memory_mb=3584), node=1)
+        self.new = _guest('dddddddd-0000-4000-8000-000000000004',
+                          {'hw:numa_nodes': '1'}, memory_mb=1100)
+
+    def test_least_on_the_lowest_node_and_below_the_chooser(self):
+        before = copy.deepcopy(self.host.topology)
+        found = placement_reclaim.estimate(self.host.topology, self.new,
+                                           4096, limits=LIMITS)
+        # 512 MiB free on each node: 588 missing on both, node 0 first.
+        self.assertEqual(placement_reclaim.Estimate(0, 588), found)
+        self.assertEqual(before.obj_to_primitive(),
+                         self.host.topology.obj_to_primitive())
+        choice = placement_reclaim.choose(
+            self.host.topology, self.new, self.host.slack(), 4096,
+            limits=LIMITS).choice
+        self.assertLessEqual(found.need_mb, choice.freed_mb)
+
+    def test_bounded_by_max_mb(self):
+        self.assertIsNone(placement_reclaim.estimate(
+            self.host.topology, self.new, 587, limits=LIMITS))
+        self.assertEqual(588, placement_reclaim.estimate(
+            self.host.topology, self.new, 588, limits=LIMITS).need_mb)
+
+    def test_fits_as_it_is(self):
+        small = _guest(C, {'hw:numa_nodes': '1'}, memory_mb=256)
+        self.assertEqual(placement_reclaim.Estimate(None, 0),
+                         placement_reclaim.estimate(
+                             self.host.topology, small, 4096,
+                             limits=LIMITS))
+
+    def test_not_for_pcpus(self):
+        pinned = _guest(C, {'hw:numa_nodes': '1', 'hw:cpu_policy':
+                            'dedicated'}, vcpus=5, memory_mb=256)
+        self.assertIsNone(placement_reclaim.estimate(
+            self.host.topology, pinned, 4096, limits=LIMITS))
