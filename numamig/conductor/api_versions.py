@@ -48,6 +48,9 @@ API version history:
          (``policy``); answers carry Migration 1.3 (the migration's
          convergence policy and actions, and the pre-flight
          prediction next to the outcome).
+* 1.15 - migration_record_recovery (a source reports a post-copy
+         recovery's history while it recovers); a run's result may
+         carry postcopy_recovery; answers carry Migration 1.5.
 """
 
 # API version -> the object versions a receiver of that version reads.
@@ -78,6 +81,7 @@ OBJECT_VERSIONS['1.11'] = dict(OBJECT_VERSIONS['1.10'],
                                InstanceNUMATopology='1.1', Instance='1.1',
                                MigrationContext='1.1')
 OBJECT_VERSIONS['1.12'] = dict(OBJECT_VERSIONS['1.11'], Migration='1.3')
+OBJECT_VERSIONS['1.15'] = dict(OBJECT_VERSIONS['1.12'], Migration='1.5')
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -107,6 +111,10 @@ CONVERGENCE_VERSION = '1.12'
 # The fields of a run's result a conductor reads from 1.12 (older ones
 # refuse a result naming them).
 CONVERGENCE_RESULT_FIELDS = ('convergence_policy', 'convergence_actions')
+# The API version that brought post-copy recovery: migration_record_
+# recovery, the postcopy_recovery of a run's result, Migration 1.5.
+RECOVERY_VERSION = '1.15'
+RECOVERY_RESULT_FIELDS = ('postcopy_recovery',)
 # Arguments a call may carry only from the API version given.
 SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
           'migration_uuid': REQUEST_UUID_VERSION,

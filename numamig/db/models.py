@@ -215,6 +215,9 @@ class Migration(TimestampMixin, Base):
     predicted_elapsed_ms = sa.Column(sa.BigInteger, nullable=True)
     predicted_downtime_ms = sa.Column(sa.BigInteger, nullable=True)
     sampled_dirty_rate = sa.Column(sa.BigInteger, nullable=True)
+    # The post-copy recovery history (revision 0013): a JSON list of
+    # {event, at, attempt, detail}; NULL where post-copy never broke.
+    postcopy_recovery = sa.Column(JSONText, nullable=True)
 
 
 class MigrationStatusChange(Base):

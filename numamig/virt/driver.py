@@ -43,14 +43,15 @@ class MigrationResult:
     measured it (for a migration forced to converge by a pause, the whole
     paused time); None where the hypervisor did not report it. ``post_copy``
     and ``paused`` say how a forced completion made the job converge.
-    ``recovery`` is the post-copy recovery history (a list of dicts, see
-    numamig.convergence.recovery) where the connection dropped during
-    post-copy, else None.
+    ``postcopy_recovery`` is the post-copy recovery history (a list of
+    dicts, see numamig.convergence.recovery) where the connection dropped
+    during post-copy, else None.
     """
 
     __slots__ = ('emulated', 'elapsed_ms', 'downtime_ms', 'memory_total',
                  'memory_processed', 'post_copy', 'paused',
-                 'convergence_policy', 'convergence_actions', 'recovery')
+                 'convergence_policy', 'convergence_actions',
+                 'postcopy_recovery')
 
     def __init__(self, **kwargs):
         for name in self.__slots__:

@@ -353,6 +353,8 @@ def _view(migration):
         'result': ({name: migration.get(name) for name in RESULT_FIELDS}
                    if migration.has_result else None),
         'convergence': convergence_view.view(migration),
+        # None where the stream never broke during post-copy.
+        'postcopy_recovery': convergence_view.recovery_view(migration),
     }
 
 
@@ -444,7 +446,8 @@ def _print_show(data):
               f"{_gib(progress['memory_total'])} GiB transferred, "
               f"{_gib(progress['memory_remaining'])} GiB remaining")
     for line in _result_lines(data['result'], data['status']) + \
-            convergence_view.lines(data['convergence']):
+            convergence_view.lines(data['convergence']) + \
+            convergence_view.recovery_lines(data['postcopy_recovery']):
         print(f"  {line}")
     if data['history']:
         print("  history:")

@@ -411,7 +411,7 @@ class MigrationJob:
             post_copy=self._post_copy, paused=self._paused,
             convergence_policy=self._policy.name,
             convergence_actions=list(self.actions),
-            recovery=None if self.recovery is None
+            postcopy_recovery=None if self.recovery is None
             else list(self.recovery.history))
         LOG.info("Live migration of %s to %s completed in %d ms, downtime "
                  "%s ms%s", self.instance, self._dest, elapsed_ms,

@@ -103,7 +103,7 @@ class PostCopyRecoveryTestCase(real_hosts.RealHostsTestCase):
         self.assertIsNone(run.error)
         self.assertTrue(run.result.post_copy)
         self.assert_moved_to_dst()
-        history = run.result.recovery
+        history = run.result.postcopy_recovery
         self.assertEqual(rec.LINK_LOST, history[0]['event'])
         self.assertEqual(rec.RESUMED, history[-1]['event'])
         failed = [e for e in history if e['event'] == rec.ATTEMPT_FAILED]
@@ -170,7 +170,7 @@ class PostCopyRecoveryTestCase(real_hosts.RealHostsTestCase):
 
         self.assertIsNone(run.error)
         self.assert_moved_to_dst()
-        events = [e['event'] for e in run.result.recovery]
+        events = [e['event'] for e in run.result.postcopy_recovery]
         self.assertEqual(2, events.count(rec.LINK_LOST), events)
         self.assertEqual(rec.RESUMED, events[-1])
         self.record(f"two cuts: {run.result.elapsed_ms} ms; {events}")

@@ -306,7 +306,7 @@ class JobRecoveryTestCase(base.TestCase):
         self.assertNotIsInstance(result, Exception, result)
         self.assertTrue(result.post_copy)
         self.assertEqual([rec.LINK_LOST, rec.ATTEMPT_FAILED, rec.RESUMED],
-                         [e['event'] for e in result.recovery])
+                         [e['event'] for e in result.postcopy_recovery])
         resume_calls = [c for c in dom.calls if c[0] == 'migrateToURI3']
         first_flags = resume_calls[0][3]
         # The same parameters, the same flags plus RESUME.
@@ -315,7 +315,7 @@ class JobRecoveryTestCase(base.TestCase):
         self.assertEqual({id(resume_calls[0][2])},
                          {id(c[2]) for c in resume_calls})
         self.assertTrue(first_flags & libvirt.VIR_MIGRATE_POSTCOPY)
-        self.assertEqual(result.recovery, events[-1])
+        self.assertEqual(result.postcopy_recovery, events[-1])
 
     def test_unrecoverable_post_copy_raises_paused_never_resumes_src(self):
         clock = tm.FakeClock()
