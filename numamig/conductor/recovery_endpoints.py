@@ -11,15 +11,14 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig import wire
-from numamig.db import migrations
-from numamig.objects import migration as migration_obj
+from numamig.conductor import records
 
 LOG = logging.getLogger(__name__)
 
 HISTORY = wire.Kind(
-    f"a list of at most {migration_obj.MAX_RECOVERY_EVENTS} events",
+    f"a list of at most {records.MAX_RECOVERY_EVENTS} events",
     lambda v: isinstance(v, list) and
-    len(v) <= migration_obj.MAX_RECOVERY_EVENTS)
+    len(v) <= records.MAX_RECOVERY_EVENTS)
 
 
 class RecoveryEndpoints:
@@ -34,7 +33,7 @@ class RecoveryEndpoints:
         that has ended.
         """
         try:
-            if migrations.record_recovery(self.db, migration_uuid, history):
+            if records.record_recovery(self.db, migration_uuid, history):
                 LOG.info("Migration %s: post-copy recovery: %s",
                          migration_uuid, _last(history))
         except (exception.InvalidMigrationResult,

@@ -78,8 +78,9 @@ class OlderReleaseTest(base.TestCase):
         served = endpoints.for_api_version(current)
         # 1.6: the last API answering in ComputeNodeReport 1.0; 1.10: the
         # last answering in Instance/InstanceNUMACell 1.0 (virtio-mem);
-        # 1.11: the last answering in Migration 1.2.
-        self.assertEqual(['1.1', '1.2', '1.6', '1.10', '1.11',
+        # 1.11: the last answering in Migration 1.2; 1.12: the last
+        # answering in Migration 1.3 (before the post-copy recovery).
+        self.assertEqual(['1.1', '1.2', '1.6', '1.10', '1.11', '1.12',
                           rpcapi.ConductorAPI.VERSION],
                          [e.target.version for e in served])
         self.assertIs(current, served[-1])

@@ -221,20 +221,22 @@ class ConductorAPIVersionsTest(base.TestCase):
 
     def test_priority_only_to_a_conductor_with_the_queue(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.12'),
+        self.answers = [messaging.UnsupportedVersion('1.15'),
+                        messaging.UnsupportedVersion('1.12'),
                         messaging.UnsupportedVersion('1.9'),
                         messaging.UnsupportedVersion('1.3'), 'answer']
         self.api.live_migrate_instance(None, 'i', priority=100)
-        self.assertEqual([('1.12', 100), ('1.9', 100), ('1.3', 100),
-                          ('1.2', None)],
+        self.assertEqual([('1.15', 100), ('1.12', 100), ('1.9', 100),
+                          ('1.3', 100), ('1.2', None)],
                          [(v, kw.get('priority')) for v, _, kw in self.sent])
 
     def test_request_uuid_only_to_a_conductor_that_knows_it(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.12'),
+        self.answers = [messaging.UnsupportedVersion('1.15'),
+                        messaging.UnsupportedVersion('1.12'),
                         messaging.UnsupportedVersion('1.9'), 'answer']
         self.api.live_migrate_instance(None, 'i')
-        _newest, (first, uuid), (older, none) = [
+        _newest, _convergence, (first, uuid), (older, none) = [
             (v, kw.get('migration_uuid')) for v, _, kw in self.sent]
         self.assertEqual((rpcapi.REQUEST_UUID_VERSION, True, '1.3', None),
                          (first, uuidutils.is_uuid_like(uuid), older, none))
@@ -243,7 +245,7 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.client.can_send_version.return_value = True
         self.api.live_migrate_instance(None, 'i', migration_uuid='m-1')
         (version, _, kwargs), = self.sent
-        self.assertEqual(('1.12', 'm-1'),
+        self.assertEqual((rpcapi.RECOVERY_VERSION, 'm-1'),
                          (version, kwargs['migration_uuid']))
 
     def test_calls_without_newer_arguments_never_try_1_9(self):
@@ -255,9 +257,11 @@ class ConductorAPIVersionsTest(base.TestCase):
 
     def test_operator_reads_try_1_12_for_the_convergence_fields(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.12'), 'answer']
+        self.answers = [messaging.UnsupportedVersion('1.15'),
+                        messaging.UnsupportedVersion('1.12'), 'answer']
         self.api.migration_get(None, 'm')
-        self.assertEqual([rpcapi.CONVERGENCE_VERSION, rpcapi.QUEUE_VERSION],
+        self.assertEqual([rpcapi.RECOVERY_VERSION,
+                          rpcapi.CONVERGENCE_VERSION, rpcapi.QUEUE_VERSION],
                          [v for v, _, _ in self.sent])
 
     def test_policy_never_sent_without_it(self):

@@ -148,7 +148,12 @@ def migration():
         prediction='converges',
         predicted_elapsed_ms=9000,
         predicted_downtime_ms=40,
-        sampled_dirty_rate=1 << 20)
+        sampled_dirty_rate=1 << 20,
+        postcopy_recovery=[
+            {'event': 'link-lost', 'at': '2026-11-03T12:00:01.000+00:00',
+             'attempt': None, 'detail': 'stream broke'},
+            {'event': 'resumed', 'at': '2026-11-03T12:00:04.000+00:00',
+             'attempt': '2', 'detail': None}])
 
 
 def instance():

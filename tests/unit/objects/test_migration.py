@@ -148,7 +148,8 @@ class ResultTest(base.TestCase):
                           if k not in migration.RESULT_FIELDS +
                           migration.QUEUE_FIELDS +
                           migration.CONVERGENCE_FIELDS +
-                          migration.PREDICTION_FIELDS}, old)
+                          migration.PREDICTION_FIELDS +
+                          migration.RECOVERY_FIELDS}, old)
 
     def test_backport_to_1_1_drops_only_the_queue(self):
         record = samples.migration()
@@ -161,7 +162,8 @@ class ResultTest(base.TestCase):
         self.assertEqual({k: v for k, v in full.items()
                           if k not in migration.QUEUE_FIELDS +
                           migration.CONVERGENCE_FIELDS +
-                          migration.PREDICTION_FIELDS}, old)
+                          migration.PREDICTION_FIELDS +
+                          migration.RECOVERY_FIELDS}, old)
 
     def test_backport_to_1_2_drops_only_convergence(self):
         record = samples.migration()
@@ -172,7 +174,27 @@ class ResultTest(base.TestCase):
         self.assertEqual(9000, full['predicted_elapsed_ms'])
         self.assertEqual({k: v for k, v in full.items()
                           if k not in migration.CONVERGENCE_FIELDS +
-                          migration.PREDICTION_FIELDS}, old)
+                          migration.PREDICTION_FIELDS +
+                          migration.RECOVERY_FIELDS}, old)
+
+    def test_backport_below_recovery_drops_only_the_history(self):
+        record = samples.migration()
+        full = record.obj_to_primitive()['numamig_object.data']
+        old = record.obj_to_primitive(
+            target_version='1.3')['numamig_object.data']
+        self.assertEqual('resumed', full['postcopy_recovery'][-1]['event'])
+        self.assertEqual({k: v for k, v in full.items()
+                          if k not in migration.RECOVERY_FIELDS}, old)
+
+    def test_recovery_history_is_bounded(self):
+        from numamig.convergence import recovery
+        self.assertEqual(recovery.MAX_EVENTS,
+                         migration.MAX_RECOVERY_EVENTS)
+        record = samples.migration()
+        record.postcopy_recovery = [{'event': 'resume-failed'}] * 41
+        exc = self.assertRaises(exception.ObjectValidationError,
+                                record.validate)
+        self.assertIn('41 events (at most 40)', str(exc))
 
 
 class ConvergenceValidationTest(base.TestCase):
