@@ -312,6 +312,21 @@ class MigrationAborted(LiveMigrationFailed):
                "was aborted (%(reason)s); the guest stays on %(host)s")
 
 
+class PostCopyPaused(HypervisorError):
+    """A post-copy migration lost its connection and numamig could not
+    resume it: the guest runs on neither host. Nothing may be rolled
+    back (the destination holds the guest's CPU state and every page
+    sent, the source the pages not yet sent)."""
+    msg_fmt = ("Post-copy migration of %(instance)s from %(host)s to "
+               "%(dest)s lost its connection and was not resumed "
+               "(%(reason)s): the guest is PAUSED, its CPU state and the "
+               "pages sent on %(dest)s, the rest of its memory on "
+               "%(host)s; it runs on neither. Once the link works, resume "
+               "it from %(host)s (virsh migrate --postcopy "
+               "--postcopy-resume, same URIs), or give it up by destroying "
+               "it on both hosts")
+
+
 class NoRunningMigration(HypervisorError):
     msg_fmt = ("Instance %(instance)s on %(host)s has no running migration "
                "to %(action)s")

@@ -238,6 +238,9 @@ class SourceMigration:
         self._run_started = None
         self._last_sample = None
         self.result = None
+        # The post-copy recovery history, once the stream broke in
+        # post-copy (numamig.virt.libvirt.postcopy).
+        self._recovery = None
         # The statuses this run recorded itself.
         self._recorded = set()
 
@@ -261,6 +264,9 @@ class SourceMigration:
                 self.abort_requested.set()
                 self._check_abort()
             self._migrate(dest_xml)
+        except exception.PostCopyPaused as exc:
+            self._end_paused(exc)
+            return
         except Exception as exc:
             if self.left_source:
                 self._fail_after_leaving(exc)
@@ -370,7 +376,8 @@ class SourceMigration:
             self._run_started = time.monotonic()
             result = agent.driver.live_migrate(
                 self.instance.uuid, dest_xml, self.migrate_data,
-                progress_callback=self._progress, policy=policy)
+                progress_callback=self._progress, policy=policy,
+                recovery_callback=self._recovery_report)
             self.left_source = True
             self.result = self._reported(result and result.as_dict(),
                                          emulated=False)
@@ -429,10 +436,40 @@ class SourceMigration:
 
     def _reported(self, result, emulated):
         """The run's result to report: the driver's, or (from a driver
-        or destination that gave none) what this source measured."""
+        or destination that gave none) what this source measured.
+
+        A post-copy recovery history is reported only where there is one:
+        a conductor before API 1.15 refuses a result naming it.
+        """
         if isinstance(result, dict) and result:
-            return dict(result)
+            result = dict(result)
+            if result.get('postcopy_recovery') is None:
+                result.pop('postcopy_recovery', None)
+            return result
         return self._measured(emulated)
+
+    def _recovery_report(self, history):
+        """Tell the conductor how the post-copy recovery goes, each time
+        its history grows (the guest is paused meanwhile)."""
+        self._recovery = history
+        try:
+            self.agent.conductor_api.migration_record_recovery(
+                self.ctxt, self.migration.uuid, history)
+        except Exception as exc:  # noqa: BLE001 - the result repeats it
+            LOG.warning("%s: migration %s: recovery history not recorded: "
+                        "%s", self.agent.host, self.migration.uuid, exc)
+
+    def _end_paused(self, exc):
+        """The post-copy could not be resumed: the guest is paused,
+        split between the hosts. Nothing is rolled back (the destination
+        holds its CPU state): the migration ends ``error`` saying so."""
+        LOG.error("%s: migration %s of %s: %s", self.agent.host,
+                  self.migration.uuid, self.instance.uuid, exc)
+        result = self._measured(emulated=False) or {}
+        result['post_copy'] = True
+        if self._recovery:
+            result['postcopy_recovery'] = self._recovery
+        self._set_status(STATUS.ERROR, error=str(exc), result=result)
 
     def _measured(self, emulated):
         """What the source knows of a run by itself: its length and the

@@ -56,6 +56,9 @@ API version history:
          memory reclaimed from other guests to place the guest,
          [virtio_mem] placement_reclaim); messages at 1.12-1.13 get
          Migration 1.3.
+* 1.15 - migration_record_recovery (a source reports a post-copy
+         recovery's history while it recovers); a run's result may
+         carry postcopy_recovery; answers carry Migration 1.5.
 """
 
 # API version -> the object versions a receiver of that version reads.
@@ -88,6 +91,7 @@ OBJECT_VERSIONS['1.11'] = dict(OBJECT_VERSIONS['1.10'],
 OBJECT_VERSIONS['1.12'] = dict(OBJECT_VERSIONS['1.11'], Migration='1.3')
 OBJECT_VERSIONS['1.13'] = dict(OBJECT_VERSIONS['1.12'])
 OBJECT_VERSIONS['1.14'] = dict(OBJECT_VERSIONS['1.13'], Migration='1.4')
+OBJECT_VERSIONS['1.15'] = dict(OBJECT_VERSIONS['1.14'], Migration='1.5')
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -120,6 +124,10 @@ CONVERGENCE_RESULT_FIELDS = ('convergence_policy', 'convergence_actions')
 # The API version whose answers carry Migration 1.4 (what was reclaimed
 # from other guests to place the migration's guest).
 MEMORY_RECLAIM_VERSION = '1.14'
+# The API version that brought post-copy recovery: migration_record_
+# recovery, the postcopy_recovery of a run's result, Migration 1.5.
+RECOVERY_VERSION = '1.15'
+RECOVERY_RESULT_FIELDS = ('postcopy_recovery',)
 # Arguments a call may carry only from the API version given.
 SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
           'migration_uuid': REQUEST_UUID_VERSION,

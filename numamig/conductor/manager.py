@@ -21,6 +21,7 @@ from numamig.conductor import host_endpoints
 from numamig.conductor import maintenance
 from numamig.conductor import memory
 from numamig.conductor import records
+from numamig.conductor import recovery_endpoints
 from numamig.conductor import requests
 from numamig.conductor import restarts
 from numamig.conductor import rpcapi as conductor_rpcapi
@@ -47,7 +48,8 @@ _EXPECTED = host_endpoints.EXPECTED
 
 
 class ConductorManager(drain_endpoints.DrainEndpoints,
-                        host_endpoints.HostEndpoints):
+                        host_endpoints.HostEndpoints,
+                        recovery_endpoints.RecoveryEndpoints):
     """The endpoints of a conductor worker.
 
     Only the methods declared with ``wire.args`` are callable over RPC.

@@ -29,6 +29,7 @@ from numamig.db import migration_claims
 from numamig.db import migrations
 from numamig.db import queue
 from numamig.objects import fields
+from numamig.objects import migration as migration_obj
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
@@ -310,6 +311,16 @@ def set_status(worker, migration_uuid, status, detail=None, error=None,
     if status in STATUS.FINAL:
         worker.migration_ended(migration)
     return migration
+
+
+# How many events a post-copy recovery history holds at most.
+MAX_RECOVERY_EVENTS = migration_obj.MAX_RECOVERY_EVENTS
+
+
+def record_recovery(db, migration_uuid, history):
+    """Record a post-copy recovery's history; see
+    numamig.db.migrations.record_recovery."""
+    return migrations.record_recovery(db, migration_uuid, history)
 
 
 def release_claims(worker, migration):

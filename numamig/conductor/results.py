@@ -11,6 +11,7 @@ whether numamig emulated it because the hypervisor cannot migrate.
 """
 
 from numamig import exception
+from numamig.convergence import recovery
 from numamig.objects import fields
 from numamig.objects import migration as migration_obj
 
@@ -19,7 +20,7 @@ STATUS = fields.MigrationStatus
 # What a source may report (MigrationResult's fields).
 REPORTED = ('emulated', 'elapsed_ms', 'downtime_ms', 'memory_total',
             'memory_processed', 'post_copy', 'paused') + \
-    migration_obj.CONVERGENCE_FIELDS
+    migration_obj.CONVERGENCE_FIELDS + migration_obj.RECOVERY_FIELDS
 # The progress figures a result refreshes when it has them.
 _PROGRESS = ('memory_total', 'memory_processed')
 
@@ -51,6 +52,9 @@ def record_values(migration_uuid, result, status):
                    if result.get(name) is not None})
     values.update({name: result[name] for name in _PROGRESS
                    if result.get(name) is not None})
+    values.update({name: recovery.bounded(result[name])
+                   for name in migration_obj.RECOVERY_FIELDS
+                   if isinstance(result.get(name), list)})
     if status in STATUS.COPIED:
         # The guest runs on the destination: nothing is left to send
         # (a source of API 1.3 reports the result with ``completed``).
@@ -85,6 +89,9 @@ def describe(result):
         taken = len(result.get('convergence_actions') or ())
         parts.append(f"policy {result['convergence_policy']} "
                      f"({taken} action{'' if taken == 1 else 's'})")
+    if result.get('postcopy_recovery'):
+        parts.append(f"post-copy recovery: "
+                     f"{recovery.describe(result['postcopy_recovery'])}")
     if result.get('emulated'):
         parts.append("numamig defined the guest on the destination itself "
                      "(the hypervisor cannot migrate)")

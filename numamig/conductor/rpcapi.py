@@ -27,6 +27,8 @@ from numamig.conductor.api_versions import MEMORY_RECLAIM_VERSION
 from numamig.conductor.api_versions import OBJECT_VERSIONS
 from numamig.conductor.api_versions import OPERATIONS_VERSION
 from numamig.conductor.api_versions import QUEUE_VERSION
+from numamig.conductor.api_versions import RECOVERY_RESULT_FIELDS
+from numamig.conductor.api_versions import RECOVERY_VERSION
 from numamig.conductor.api_versions import REQUEST_UUID_VERSION  # noqa: F401
 from numamig.conductor.api_versions import RESULTS_VERSION
 from numamig.conductor.api_versions import SHORT_PATH_VERSION
@@ -80,7 +82,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls):
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = '1.14'
+    VERSION = RECOVERY_VERSION
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -160,8 +162,10 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls):
         if method in _SHOWS_MIGRATIONS:
             # What operators read: the convergence fields of Migration
             # 1.3 come only in answers at 1.12, the memory reclaimed to
-            # place the guest (1.4) at 1.14.
-            wanted.update((CONVERGENCE_VERSION, MEMORY_RECLAIM_VERSION))
+            # place the guest (1.4) at 1.14, the post-copy recovery (1.5)
+            # at 1.15.
+            wanted.update((CONVERGENCE_VERSION, MEMORY_RECLAIM_VERSION,
+                           RECOVERY_VERSION))
         if self._reads_virtio_mem and (method in _GUEST_ANSWERS or
                                        _carries_virtio_mem(kwargs)):
             wanted.add(VIRTIO_MEM_VERSION)
@@ -371,20 +375,39 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls):
                                      detail=detail)
 
     def _result_for_cap(self, result):
-        """``result`` without what a conductor older than 1.12 refuses
-        (the convergence policy and actions: it would refuse the whole
-        result), when the cap says the conductor is older."""
-        if not isinstance(result, dict) or \
-                self.client.can_send_version(CONVERGENCE_VERSION):
+        """``result`` without what an older conductor refuses (before
+        1.12 the convergence policy and actions, before 1.15 the
+        post-copy recovery: it would refuse the whole result), when the
+        cap says the conductor is older."""
+        if not isinstance(result, dict):
             return result
-        return {k: v for k, v in result.items()
-                if k not in CONVERGENCE_RESULT_FIELDS}
+        dropped = set()
+        if not self.client.can_send_version(CONVERGENCE_VERSION):
+            dropped.update(CONVERGENCE_RESULT_FIELDS)
+        if not self.client.can_send_version(RECOVERY_VERSION):
+            dropped.update(RECOVERY_RESULT_FIELDS)
+        return {k: v for k, v in result.items() if k not in dropped}
 
     def _send_short_path(self, ctxt, method, **kwargs):
         if not self.supports_short_path():
             raise messaging.UnsupportedVersion(SHORT_PATH_VERSION)
         return self._send(ctxt, method, SHORT_PATH_VERSION,
                           self.status_timeout, **kwargs)
+
+    def migration_record_recovery(self, ctxt, migration_uuid, history):
+        """Record a post-copy recovery's history (cast, API 1.15; each
+        report carries the whole history, so a lost one is made good by
+        the next and by the run's result).
+
+        :returns: False where the cap forbids 1.15 (nothing sent).
+        """
+        if not self.client.can_send_version(RECOVERY_VERSION):
+            return False
+        self._client_at(RECOVERY_VERSION).prepare(
+            version=RECOVERY_VERSION).cast(
+            ctxt, 'migration_record_recovery',
+            migration_uuid=migration_uuid, history=history)
+        return True
 
     def migration_update_progress(self, ctxt, migration_uuid, progress):
         """Record a progress sample (cast: a lost sample does not matter)."""
@@ -547,8 +570,8 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls):
         """
         if not self.client.can_send_version(WAIT_VERSION):
             raise messaging.UnsupportedVersion(WAIT_VERSION)
-        for version in (MEMORY_RECLAIM_VERSION, CONVERGENCE_VERSION,
-                        WAIT_VERSION):
+        for version in (RECOVERY_VERSION, MEMORY_RECLAIM_VERSION,
+                        CONVERGENCE_VERSION, WAIT_VERSION):
             if not self.client.can_send_version(version):
                 continue
             cctxt = self.client.prepare(

@@ -84,7 +84,12 @@ migration_opts = [
     cfg.BoolOpt('live_migration_permit_post_copy', default=False,
                 help="Allow switching to post-copy when a migration does "
                      "not converge. The guest runs on the destination "
-                     "sooner; a network failure during post-copy loses it."),
+                     "sooner; if the migration connection drops during "
+                     "post-copy the guest is paused on both hosts until "
+                     "numamig resumes it (see "
+                     "live_migration_postcopy_recovery_timeout; needs "
+                     "libvirt 8.5 and QEMU 3.0 or later, else the guest "
+                     "stays paused)."),
     cfg.BoolOpt('live_migration_permit_auto_converge', default=False,
                 help="Allow libvirt to throttle the guest's vCPUs so a "
                      "busy guest converges. Ignored when post-copy is "
@@ -161,6 +166,29 @@ migration_opts = [
                       "mode tried before it counts as unmeasurable and the "
                       "prediction says 'unknown'. Each measurement itself "
                       "lasts 1 s."),
+    cfg.IntOpt('live_migration_postcopy_recovery_timeout', default=600,
+               min=0, max=86400,
+               help="Seconds after a post-copy migration lost its connection "
+                    "during which numamig keeps trying to resume it "
+                    "(VIR_MIGRATE_POSTCOPY_RESUME), at intervals of 1, 2, "
+                    "4... up to 30 s, one last time at the end. Meanwhile "
+                    "the guest is paused (it cannot run on either host "
+                    "alone); past it the migration ends 'error' saying "
+                    "where the guest is. Longer keeps a guest paused "
+                    "longer through an outage; 0 disables recovery."),
+    cfg.IntOpt('live_migration_postcopy_recovery_attempts', default=20,
+               min=0, max=1000,
+               help="Resume attempts per loss of a post-copy migration's "
+                    "connection before numamig gives up (see "
+                    "live_migration_postcopy_recovery_timeout); 0 "
+                    "disables recovery."),
+    cfg.IntOpt('live_migration_postcopy_resume_attempt_timeout', default=30,
+               min=1, max=3600,
+               help="Seconds one resume attempt may take to get the "
+                    "migration stream moving again; one that has not "
+                    "(a link that drops packets silently) is interrupted "
+                    "and counts as failed. Raise it for links that take "
+                    "long to connect."),
     cfg.IntOpt('live_migration_progress_interval', default=1, min=1,
                help="Seconds between polls of a running migration's job "
                     "statistics (progress reporting and timeouts)."),

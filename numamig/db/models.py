@@ -218,6 +218,9 @@ class Migration(TimestampMixin, Base):
     # virtio-mem memory reclaimed from other guests to place it (revision
     # 0012): a JSON list of Migration.MEMORY_RECLAIM_KEYS dicts.
     memory_reclaim = sa.Column(JSONText, nullable=True)
+    # The post-copy recovery history (revision 0013): a JSON list of
+    # {event, at, attempt, detail}; NULL where post-copy never broke.
+    postcopy_recovery = sa.Column(JSONText, nullable=True)
 
 
 class MigrationStatusChange(Base):

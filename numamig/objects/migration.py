@@ -38,10 +38,19 @@ MEMORY_RECLAIM_KEYS = ('host', 'host_node', 'instance_uuid', 'cell',
 # the device, nothing was taken.
 RECLAIM_OUTCOMES = ('kept', 'given back', 'not given back', 'refused')
 MAX_RECLAIM_ENTRIES = 256
+# The post-copy recovery history (RECOVERY_VERSION): when the migration
+# stream was lost during post-copy, each resume attempt and its outcome
+# (numamig.convergence.recovery), as the source reported it; None where
+# the stream never broke in post-copy.
+RECOVERY_FIELDS = ('postcopy_recovery',)
+# The version that brought it: the one number to change if the versions
+# before it are renumbered (the backport below follows it).
+RECOVERY_VERSION = '1.5'
 # Bounds of what a source may report (checked before it is recorded).
 MAX_POLICY_NAME = 64
 MAX_ACTIONS = 40
 MAX_ACTION_LENGTH = 300
+MAX_RECOVERY_EVENTS = 40
 
 # Admission order: a waiting migration of a higher priority is admitted
 # before any of a lower one (1.2). The names are what operators type;
@@ -93,11 +102,13 @@ class Migration(base.NumamigObject):
     #              pre-flight convergence prediction)
     # Version 1.4: Added memory_reclaim (virtio-mem memory reclaimed from
     #              other guests to place it)
-    VERSION = '1.4'
+    # Version 1.5: Added postcopy_recovery (RECOVERY_VERSION)
+    VERSION = RECOVERY_VERSION
 
     obj_relationships = {'history': [('1.0', '1.0'), ('1.1', '1.0'),
                                      ('1.2', '1.0'), ('1.3', '1.0'),
-                                     ('1.4', '1.0')]}
+                                     ('1.4', '1.0'),
+                                     (RECOVERY_VERSION, '1.0')]}
 
     fields = {
         'uuid': fields.UUIDField(),
@@ -159,6 +170,10 @@ class Migration(base.NumamigObject):
         # See MEMORY_RECLAIM_KEYS; None: nothing was reclaimed for it.
         'memory_reclaim': fields.ListOfDictOfNullableStringsField(
             nullable=True, default=None),
+        # [{event, at, attempt, detail}], oldest first; see
+        # RECOVERY_FIELDS.
+        'postcopy_recovery': fields.ListOfDictOfNullableStringsField(
+            nullable=True, default=None),
     }
 
     def obj_make_compatible(self, primitive, target_version):
@@ -166,6 +181,9 @@ class Migration(base.NumamigObject):
         target = versionutils.convert_version_to_tuple(target_version)
         if target < (1, 4):
             primitive.pop('memory_reclaim', None)
+        if target < versionutils.convert_version_to_tuple(RECOVERY_VERSION):
+            for name in RECOVERY_FIELDS:
+                primitive.pop(name, None)
         if target < (1, 3):
             for name in CONVERGENCE_FIELDS + PREDICTION_FIELDS:
                 primitive.pop(name, None)
@@ -199,6 +217,11 @@ class Migration(base.NumamigObject):
             'predicted_downtime_ms', 'sampled_dirty_rate')
         self._validate_convergence()
         self._validate_memory_reclaim()
+        recovery = self.get('postcopy_recovery') or []
+        if len(recovery) > MAX_RECOVERY_EVENTS:
+            raise self.invalid(f"post-copy recovery history of "
+                               f"{len(recovery)} events (at most "
+                               f"{MAX_RECOVERY_EVENTS})")
         if not 0 <= self.get('priority', 0) <= MAX_PRIORITY:
             raise self.invalid(
                 f"priority {self.priority} is outside 0-{MAX_PRIORITY} "

@@ -43,11 +43,15 @@ class MigrationResult:
     measured it (for a migration forced to converge by a pause, the whole
     paused time); None where the hypervisor did not report it. ``post_copy``
     and ``paused`` say how a forced completion made the job converge.
+    ``postcopy_recovery`` is the post-copy recovery history (a list of
+    dicts, see numamig.convergence.recovery) where the connection dropped
+    during post-copy, else None.
     """
 
     __slots__ = ('emulated', 'elapsed_ms', 'downtime_ms', 'memory_total',
                  'memory_processed', 'post_copy', 'paused',
-                 'convergence_policy', 'convergence_actions')
+                 'convergence_policy', 'convergence_actions',
+                 'postcopy_recovery')
 
     def __init__(self, **kwargs):
         for name in self.__slots__:
@@ -149,14 +153,20 @@ class ComputeDriver(abc.ABC):
 
     @abc.abstractmethod
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
-                     progress_callback=None, policy=None):
+                     progress_callback=None, policy=None,
+                     recovery_callback=None):
         """Source side: migrate natively and block until it ends.
 
         :param progress_callback: called with a MigrationProgress sample
             while the job runs.
         :param policy: the convergence Policy (numamig.convergence.policy)
             the job runs under; None: this host's default.
+        :param recovery_callback: called with the post-copy recovery
+            history (a list of dicts) each time it grows.
         :returns: a MigrationResult.
+        :raises PostCopyPaused: the connection dropped during post-copy
+            and the job could not be resumed: the guest is paused, split
+            between the hosts; nothing may be rolled back.
         :raises MigrationError or HypervisorError: the guest stays on the
             source with its old placement.
         """

@@ -168,10 +168,15 @@ LAYERS = {
     'conductor.host_endpoints': ('the conductor\'s endpoints about hosts, '
                                  'mixed into its manager',
                                  ('conductor', 'wire', 'exception')),
+    'conductor.recovery_endpoints': ('the conductor\'s endpoint for a '
+                                     'post-copy recovery, mixed into its '
+                                     'manager',
+                                     ('conductor', 'wire', 'exception')),
     'conductor.manager': ('the conductor\'s RPC endpoints; the flows get '
                           'a Worker, never this',
                           ('conductor', 'conductor.drain_endpoints',
                            'conductor.host_endpoints',
+                           'conductor.recovery_endpoints',
                            'conductor.rpcapi', 'releases', 'db',
                            'wire', 'objects', 'context', 'exception')),
     'service': ('the daemons: wiring of managers, RPC and periodic work',

@@ -1,7 +1,9 @@
 """How ``migration show`` words a migration's convergence: the policy it
-ran under, what the policy did, and the pre-flight prediction next to
-the outcome (numamig.convergence)."""
+ran under, what the policy did, the pre-flight prediction next to the
+outcome, and the recovery of a post-copy whose stream broke
+(numamig.convergence)."""
 
+from numamig.convergence import recovery
 from numamig.objects import fields
 
 STATUS = fields.MigrationStatus
@@ -74,3 +76,34 @@ def prediction_lines(prediction):
         found.append(f"  dirty rate measured by "
                      f"{prediction['dirty_rate_method']}")
     return found
+
+
+def recovery_view(migration):
+    """The JSON-able post-copy recovery history ([{event, at, attempt,
+    detail}]), or None where the stream never broke in post-copy."""
+    history = migration.get('postcopy_recovery')
+    if not history:
+        return None
+    return [{'event': e.get('event'), 'at': e.get('at'),
+             'attempt': _int(e.get('attempt')), 'detail': e.get('detail')}
+            for e in history]
+
+
+def recovery_lines(history):
+    """``migration show`` lines of ``recovery_view``'s data: a summary
+    and one line per event."""
+    if not history:
+        return []
+    found = [f"post-copy recovery: {recovery.describe(history)}"]
+    for event in history:
+        attempt = f" {event['attempt']}" if event['attempt'] else ''
+        detail = f": {event['detail']}" if event['detail'] else ''
+        found.append(f"  {event['at']}  {event['event']}{attempt}{detail}")
+    return found
+
+
+def _int(value):
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None

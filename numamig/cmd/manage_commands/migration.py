@@ -356,6 +356,8 @@ def _view(migration):
                    if migration.has_result else None),
         'convergence': convergence_view.view(migration),
         'memory_reclaim': reclaim_view.view(migration),
+        # None where the stream never broke during post-copy.
+        'postcopy_recovery': convergence_view.recovery_view(migration),
     }
 
 
@@ -450,7 +452,8 @@ def _print_show(data):
               f"{_gib(progress['memory_remaining'])} GiB remaining")
     for line in _result_lines(data['result'], data['status']) + \
             convergence_view.lines(data['convergence']) + \
-            reclaim_view.lines(data['memory_reclaim']):
+            reclaim_view.lines(data['memory_reclaim']) + \
+            convergence_view.recovery_lines(data['postcopy_recovery']):
         print(f"  {line}")
     if data['history']:
         print("  history:")

@@ -11,7 +11,9 @@ to the policy engine and apply what it decides, or, observe-only, log
 it while the timer behaviour acts.
 ``abort`` and ``force_complete`` may be called from any other thread.
 What the finished job measured (downtime, bytes) comes from libvirt's
-job-completed event (see events).
+job-completed event (see events). A job whose connection drops during
+post-copy is resumed (numamig.virt.libvirt.postcopy) rather than failed:
+the guest cannot go back to the source then.
 """
 
 import threading
@@ -26,6 +28,7 @@ from numamig.virt.libvirt import data_plane
 from numamig.virt.libvirt import errors
 from numamig.virt.libvirt import events
 from numamig.virt.libvirt import migration_threads
+from numamig.virt.libvirt import postcopy
 
 LOG = logging.getLogger(__name__)
 
@@ -107,11 +110,14 @@ class MigrationJob:
     """A live migration of one domain, from start to end."""
 
     def __init__(self, dom, settings, host, dest, progress_callback=None,
-                 clock=time.monotonic, completion=None, policy=None):
+                 clock=time.monotonic, completion=None, policy=None,
+                 recovery_callback=None):
         """:param completion: what catches the finished job's statistics;
             an events.JobCompletedWatcher of ``dom`` unless given.
         :param policy: the convergence Policy (default: the settings'
             default policy).
+        :param recovery_callback: called with the post-copy recovery
+            history (a list of dicts) after each of its events.
         """
         self._dom = dom
         self._completion = completion or events.JobCompletedWatcher(dom)
@@ -119,8 +125,11 @@ class MigrationJob:
         self._host, self._dest = host, dest
         self._callback = progress_callback
         self._clock = clock
-        self._done = threading.Event()
         self._lock = threading.Lock()
+        self._recovery_callback = recovery_callback
+        # How recovery waits between attempts (None: in real time).
+        self._recover_wait = None
+        self.recovery = None
         self._aborted_reason = None
         self._post_copy = False
         self._paused = False
@@ -172,28 +181,63 @@ class MigrationJob:
 
     def _migrate_monitored(self, peer_uri, params, flags):
         self._started = self._clock()
-        monitor = threading.Thread(target=self._monitor, daemon=True,
-                                   name=f'migration-monitor-{self.instance}')
-        monitor.start()
-        failure = None
         try:
-            self._dom.migrateToURI3(peer_uri, params, flags)
+            self._run_monitored(peer_uri, params, flags)
+            return
         except libvirt.libvirtError as exc:
             failure = exc
+        if self._post_copy and postcopy.broken(self._dom):
+            # Nothing to roll back to: the guest's CPUs ran on the
+            # destination. Resume, with the same flags and parameters.
+            self._recover(failure, lambda extra: self._run_monitored(
+                peer_uri, params, flags | extra))
+            return
+        self._resume_if_paused()
+        raise errors.migration_error(
+            failure, self.instance, self._host, self._dest,
+            self._aborted_reason) from failure
+
+    def _run_monitored(self, peer_uri, params, flags):
+        """One migrateToURI3 call, its job polled by a monitor thread."""
+        done = threading.Event()
+        monitor = threading.Thread(target=self._monitor, args=(done,),
+                                   daemon=True,
+                                   name=f'migration-monitor-{self.instance}')
+        monitor.start()
+        try:
+            self._dom.migrateToURI3(peer_uri, params, flags)
         finally:
             self._ended = self._clock()
-            self._done.set()
+            done.set()
             monitor.join()
-        if failure is not None:
-            self._resume_if_paused()
-            raise errors.migration_error(
-                failure, self.instance, self._host, self._dest,
-                self._aborted_reason) from failure
+
+    def _recover(self, failure, migrate):
+        """:raises PostCopyPaused: it could not be resumed."""
+        with self._lock:
+            self.recovery = postcopy.Recovery(
+                self._dom, self._settings.postcopy_recovery,
+                (self.instance, self._host, self._dest), migrate,
+                on_event=self._recovery_callback, clock=self._clock,
+                wait=self._recover_wait)
+            if self._aborted_reason:
+                self.recovery.stop(self._aborted_reason)
+        try:
+            self.recovery.recover(failure)
+        finally:
+            self._ended = self._clock()
 
     def abort(self, reason='aborted by request'):
-        """Cancel the job; the guest keeps running on the source."""
+        """Cancel the job; the guest keeps running on the source.
+
+        During a post-copy recovery nothing can be cancelled any more:
+        recovery stops trying and the guest stays paused.
+        """
         with self._lock:
             self._aborted_reason = reason
+            recovering = self.recovery
+        if recovering is not None:
+            recovering.stop(reason)
+            return
         self._dom.abortJob()
 
     def force_complete(self):
@@ -214,7 +258,7 @@ class MigrationJob:
         LOG.info("Forcing migration of %s to complete by %s", self.instance,
                  'post-copy' if self._post_copy else 'pausing the guest')
 
-    def _monitor(self):
+    def _monitor(self, done):
         # The first downtime step is due when the job starts. Polled only
         # every progress interval, a job ran its first interval with
         # libvirt's default maximum downtime (300 ms) instead of the
@@ -223,7 +267,7 @@ class MigrationJob:
         interval = self._settings.progress_interval_s
         delays = backoff(FIRST_POLL_S, interval)
         active = False
-        while not self._done.wait(interval if active else next(delays)):
+        while not done.wait(interval if active else next(delays)):
             active = self._poll_quietly() or active
 
     def _poll_quietly(self):
@@ -366,7 +410,9 @@ class MigrationJob:
                                            self._last.memory_processed),
             post_copy=self._post_copy, paused=self._paused,
             convergence_policy=self._policy.name,
-            convergence_actions=list(self.actions))
+            convergence_actions=list(self.actions),
+            postcopy_recovery=None if self.recovery is None
+            else list(self.recovery.history))
         LOG.info("Live migration of %s to %s completed in %d ms, downtime "
                  "%s ms%s", self.instance, self._dest, elapsed_ms,
                  'unknown' if result.downtime_ms is None

@@ -12,6 +12,7 @@ import dataclasses
 from numamig import cpuspec
 from numamig import exception
 from numamig.convergence import policy as convergence
+from numamig.convergence import recovery
 from numamig.virt.libvirt import guard
 
 VIRT_TYPES = ('kvm', 'qemu')
@@ -63,6 +64,8 @@ class MigrationSettings:
     # pCPUs QEMU's migration threads are pinned to (None: left where
     # they start, on the emulator threads' pCPUs).
     thread_cpus: frozenset | None = None
+    # Resuming a post-copy migration whose connection dropped.
+    postcopy_recovery: recovery.Settings = recovery.Settings()
 
     def __post_init__(self):
         try:
@@ -223,7 +226,12 @@ def _migration_from_conf(lv):
         emulated_working_set_mib=lv.emulated_migration_working_set,
         dirty_rate_deadline_s=lv.live_migration_dirty_rate_deadline,
         compression=lv.live_migration_compression,
-        thread_cpus=_cpu_set(lv.migration_thread_cpus))
+        thread_cpus=_cpu_set(lv.migration_thread_cpus),
+        postcopy_recovery=recovery.Settings(
+            timeout_s=lv.live_migration_postcopy_recovery_timeout,
+            max_attempts=lv.live_migration_postcopy_recovery_attempts,
+            attempt_timeout_s=(
+                lv.live_migration_postcopy_resume_attempt_timeout)))
 
 
 def _cpu_set(spec):

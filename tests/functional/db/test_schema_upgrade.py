@@ -261,3 +261,29 @@ class UpgradeTo0012TestCase(base.ServerDBTestCase):
         self.assertEqual(dict(entry, host_node='1', cell='0',
                               before_mb='512', after_mb='256',
                               released_mb='256'), stored)
+
+
+class UpgradeTo0013TestCase(base.ServerDBTestCase):
+    """Migrations recorded before the post-copy recovery history read
+    back with none, and can record one after the upgrade."""
+
+    sync = False
+
+    def test_rows_from_before_have_no_history_then_record_one(self):
+        self.db.sync('0001')
+        instance_uuid, old_uuid = unit_base.new_uuid(), unit_base.new_uuid()
+        _insert_0001_rows(self.db, instance_uuid, old_uuid)
+        self.db.sync('0010')
+        with self.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE migrations SET status = 'running' WHERE uuid = "
+                ":uuid"), {'uuid': old_uuid})
+        self.assertEqual('0013', self.db.sync('0013'))
+        self.assertIsNone(migrations.get(self.db,
+                                         old_uuid).postcopy_recovery)
+        history = [{'event': 'link-lost', 'at': 'now', 'attempt': None,
+                    'detail': None}]
+        self.assertTrue(migrations.record_recovery(self.db, old_uuid,
+                                                   history))
+        self.assertEqual(history, migrations.get(
+            self.db, old_uuid).postcopy_recovery)

@@ -60,6 +60,8 @@ class MigrationRun:
 
     def __init__(self, source, dest_xml, migrate_data):
         self.samples = []
+        # The post-copy recovery history, each time it grew.
+        self.recovery = []
         self.result = self.error = None
         self.ended = False
         self._changed = threading.Condition()
@@ -73,8 +75,9 @@ class MigrationRun:
 
     def _migrate(self, source, dest_xml, migrate_data):
         try:
-            self.result = source.live_migrate(GUEST, dest_xml, migrate_data,
-                                              self._progress)
+            self.result = source.live_migrate(
+                GUEST, dest_xml, migrate_data, self._progress,
+                recovery_callback=self._recovered)
         except exception.NumamigException as exc:
             self.error = exc
         finally:
@@ -85,6 +88,11 @@ class MigrationRun:
     def _progress(self, sample):
         with self._changed:
             self.samples.append(sample)
+            self._changed.notify_all()
+
+    def _recovered(self, history):
+        with self._changed:
+            self.recovery.append(history)
             self._changed.notify_all()
 
     def moved_memory(self):
@@ -113,18 +121,21 @@ class MigrationRun:
         in all, with what was last seen.
         """
         started = last_change = time.monotonic()
-        seen = len(self.samples)
+        seen = len(self.samples) + len(self.recovery)
         with self._changed:
             while not done():
                 now = time.monotonic()
-                if len(self.samples) != seen:
-                    seen, last_change = len(self.samples), now
+                # A recovery event is a sign of life as a sample is.
+                if len(self.samples) + len(self.recovery) != seen:
+                    seen = len(self.samples) + len(self.recovery)
+                    last_change = now
                 if now - last_change > STALL_LIMIT_S or \
                         now - started > HARD_LIMIT_S:
+                    last = self.samples[-1].as_dict() if self.samples \
+                        else None
                     raise AssertionError(
-                        f"migration stalled: {seen} samples, last "
-                        f"{self.samples[-1].as_dict() if seen else None}, "
-                        f"{now - started:.0f} s")
+                        f"migration stalled: {len(self.samples)} samples, "
+                        f"last {last}, {now - started:.0f} s")
                 self._changed.wait(PROGRESS_INTERVAL_S)
 
 

@@ -215,6 +215,25 @@ def _older_progress(world):
                progress={'memory_total': 1000, 'memory_processed': 400})
 
 
+_RECOVERY = [{'event': 'link-lost', 'at': 't1', 'attempt': None,
+              'detail': 'stream broke'},
+             {'event': 'resume-failed', 'at': 't2', 'attempt': 1,
+              'detail': 'Connection refused'}]
+
+
+def _recovery(world):
+    migration, _ = world.running(world.guest())
+    return _to('migration_record_recovery', migration_uuid=migration.uuid,
+               history=_RECOVERY)
+
+
+def _older_recovery(world):
+    migration, _ = world.running(world.guest())
+    migrations.record_recovery(world.dep.db, migration.uuid, _RECOVERY)
+    return _to('migration_record_recovery', migration_uuid=migration.uuid,
+               history=_RECOVERY[:1])
+
+
 def _context_of(world, guest):
     migration = world.admitted(guest)
     answer = world.compute_api().check_can_live_migrate_destination(
@@ -352,6 +371,9 @@ ROWS = [
     rows.Row('conductor', 'migration_update_progress', _progress),
     rows.Row('conductor', 'migration_update_progress', _older_progress,
              variant='older-sample', stale=True),
+    rows.Row('conductor', 'migration_record_recovery', _recovery),
+    rows.Row('conductor', 'migration_record_recovery', _older_recovery,
+             variant='older-report', stale=True),
     rows.Row('conductor', 'migration_context_set', _context_set,
              rabbit=True),
     rows.Row('conductor', 'migration_context_set',

@@ -52,3 +52,25 @@ class ViewTestCase(base.TestCase):
                 'reason': '2 passes', 'predicted_elapsed_ms': 1280,
                 'predicted_downtime_ms': 0, 'sampled_dirty_rate': 0,
                 'dirty_rate_method': 'page-sampling'}))
+
+
+class RecoveryViewTestCase(base.TestCase):
+
+    def test_history_lines_and_json(self):
+        data = cv.recovery_view(samples.migration())
+        self.assertEqual(
+            [{'event': 'link-lost', 'at': '2026-11-03T12:00:01.000+00:00',
+              'attempt': None, 'detail': 'stream broke'},
+             {'event': 'resumed', 'at': '2026-11-03T12:00:04.000+00:00',
+              'attempt': 2, 'detail': None}], data)
+        self.assertEqual(
+            ['post-copy recovery: link lost 1 time, resumed',
+             '  2026-11-03T12:00:01.000+00:00  link-lost: stream broke',
+             '  2026-11-03T12:00:04.000+00:00  resumed 2'],
+            cv.recovery_lines(data))
+
+    def test_no_history_shows_nothing(self):
+        migration = samples.migration()
+        migration.postcopy_recovery = None
+        self.assertIsNone(cv.recovery_view(migration))
+        self.assertEqual([], cv.recovery_lines(None))

@@ -276,7 +276,8 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         self.agent.driver.supports_native_migration = True
         from numamig.virt import driver as virt_driver
 
-        def migrate(uuid, xml, data, progress_callback, policy=None):
+        def migrate(uuid, xml, data, progress_callback, policy=None,
+                    recovery_callback=None):
             progress_callback(virt_driver.MigrationProgress(
                 memory_total=100, memory_processed=40,
                 memory_remaining=60))
@@ -321,13 +322,18 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
             paused=False)
         self.agent.driver.live_migrate.return_value = native
         self._run()
-        self.assertEqual(native.as_dict(), self.results['post-migrating'])
+        # No recovery history (the stream never broke): not reported, so
+        # a conductor before API 1.15 accepts the result.
+        expected = native.as_dict()
+        del expected['postcopy_recovery']
+        self.assertEqual(expected, self.results['post-migrating'])
 
     def test_partial_native_run_reports_what_the_source_saw(self):
         from numamig.virt import driver as virt_driver
         self.agent.driver.supports_native_migration = True
 
-        def migrate(uuid, xml, data, progress_callback, policy=None):
+        def migrate(uuid, xml, data, progress_callback, policy=None,
+                    recovery_callback=None):
             progress_callback(virt_driver.MigrationProgress(
                 memory_total=100, memory_processed=40,
                 memory_remaining=60))
@@ -550,3 +556,52 @@ class ShortPathTest(_SourceMigrationTestCase):
         api.rollback_live_migration_at_destination.assert_called_once()
         api.drop_move_claim_at_destination.assert_called_once()
         api.accept_emulated_migration.assert_not_called()
+
+
+class PostCopyPausedTest(_SourceMigrationTestCase):
+    """A post-copy whose stream broke and was not resumed: the guest is
+    paused, split between the hosts; nothing may be rolled back."""
+
+    HISTORY = [{'event': 'link-lost', 'at': 't1', 'attempt': None,
+                'detail': 'stream broke'},
+               {'event': 'gave-up', 'at': 't2', 'attempt': None,
+                'detail': '3 resume attempts failed'}]
+
+    def setUp(self):
+        super().setUp()
+        self.agent.driver.supports_native_migration = True
+        self.errors = {}
+        set_status = self.agent.conductor_api.migration_set_status.side_effect
+
+        def recording(ctxt, uuid, status, detail=None, error=None,
+                      result=None):
+            self.errors[status] = error
+            return set_status(ctxt, uuid, status, detail, error, result)
+        self.agent.conductor_api.migration_set_status.side_effect = recording
+
+        def migrate(uuid, xml, data, progress_callback, policy=None,
+                    recovery_callback=None):
+            recovery_callback(self.HISTORY[:1])
+            recovery_callback(self.HISTORY)
+            raise exception.PostCopyPaused(
+                instance=uuid, host='src', dest='dst',
+                reason='3 resume attempts failed')
+        self.agent.driver.live_migrate.side_effect = migrate
+
+    def test_ends_error_saying_paused_without_rollback(self):
+        self._run()
+        self.assertEqual('error', self.statuses[-1])
+        self.assertIn('the guest is PAUSED', self.errors['error'])
+        result = self.results['error']
+        self.assertTrue(result['post_copy'])
+        self.assertEqual(self.HISTORY, result['postcopy_recovery'])
+        api = self.agent.compute_api
+        api.rollback_live_migration_at_destination.assert_not_called()
+        api.drop_move_claim_at_destination.assert_not_called()
+        self.agent.driver.destroy.assert_not_called()
+
+    def test_history_reported_as_it_grows(self):
+        self._run()
+        record = self.agent.conductor_api.migration_record_recovery
+        self.assertEqual([1, 2], [len(c[0][2]) for c in
+                                  record.call_args_list])

@@ -79,8 +79,10 @@ class OlderReleaseTest(base.TestCase):
         # 1.6: the last API answering in ComputeNodeReport 1.0; 1.10: the
         # last answering in Instance/InstanceNUMACell 1.0 (virtio-mem);
         # 1.11: the last answering in Migration 1.2; 1.13: the last
-        # answering in Migration 1.3.
+        # answering in Migration 1.3; 1.14: the last answering in
+        # Migration 1.4 (before the post-copy recovery).
         self.assertEqual(['1.1', '1.2', '1.6', '1.10', '1.11', '1.13',
+                          '1.14',
                           rpcapi.ConductorAPI.VERSION],
                          [e.target.version for e in served])
         self.assertIs(current, served[-1])

@@ -153,7 +153,12 @@ def migration():
                          'instance_uuid': uuids.other, 'cell': '0',
                          'before_mb': '1024', 'after_mb': '512',
                          'current_mb': '512', 'released_mb': '512',
-                         'outcome': 'kept'}])
+                         'outcome': 'kept'}],
+        postcopy_recovery=[
+            {'event': 'link-lost', 'at': '2026-11-03T12:00:01.000+00:00',
+             'attempt': None, 'detail': 'stream broke'},
+            {'event': 'resumed', 'at': '2026-11-03T12:00:04.000+00:00',
+             'attempt': '2', 'detail': None}])
 
 
 def instance():

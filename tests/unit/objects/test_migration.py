@@ -149,7 +149,8 @@ class ResultTest(base.TestCase):
                           migration.QUEUE_FIELDS +
                           migration.CONVERGENCE_FIELDS +
                           migration.PREDICTION_FIELDS +
-                          ('memory_reclaim',)}, old)
+                          ('memory_reclaim',) +
+                          migration.RECOVERY_FIELDS}, old)
 
     def test_backport_to_1_1_drops_only_the_queue(self):
         record = samples.migration()
@@ -163,7 +164,8 @@ class ResultTest(base.TestCase):
                           if k not in migration.QUEUE_FIELDS +
                           migration.CONVERGENCE_FIELDS +
                           migration.PREDICTION_FIELDS +
-                          ('memory_reclaim',)}, old)
+                          ('memory_reclaim',) +
+                          migration.RECOVERY_FIELDS}, old)
 
     def test_backport_to_1_2_drops_only_convergence(self):
         record = samples.migration()
@@ -175,19 +177,40 @@ class ResultTest(base.TestCase):
         self.assertEqual({k: v for k, v in full.items()
                           if k not in migration.CONVERGENCE_FIELDS +
                           migration.PREDICTION_FIELDS +
-                          ('memory_reclaim',)}, old)
+                          ('memory_reclaim',) +
+                          migration.RECOVERY_FIELDS}, old)
+
+    def test_backport_below_recovery_drops_only_the_history(self):
+        record = samples.migration()
+        full = record.obj_to_primitive()['numamig_object.data']
+        old = record.obj_to_primitive(
+            target_version='1.4')['numamig_object.data']
+        self.assertEqual('resumed', full['postcopy_recovery'][-1]['event'])
+        self.assertEqual({k: v for k, v in full.items()
+                          if k not in migration.RECOVERY_FIELDS}, old)
+
+    def test_recovery_history_is_bounded(self):
+        from numamig.convergence import recovery
+        self.assertEqual(recovery.MAX_EVENTS,
+                         migration.MAX_RECOVERY_EVENTS)
+        record = samples.migration()
+        record.postcopy_recovery = [{'event': 'resume-failed'}] * 41
+        exc = self.assertRaises(exception.ObjectValidationError,
+                                record.validate)
+        self.assertIn('41 events (at most 40)', str(exc))
 
 
 class MemoryReclaimTest(base.TestCase):
 
-    def test_backport_to_1_3_drops_only_the_reclaim(self):
+    def test_backport_to_1_3_drops_the_reclaim(self):
         record = samples.migration()
         full = record.obj_to_primitive()['numamig_object.data']
         old = record.obj_to_primitive(
             target_version='1.3')['numamig_object.data']
         self.assertEqual('kept', full['memory_reclaim'][0]['outcome'])
         self.assertEqual({k: v for k, v in full.items()
-                          if k != 'memory_reclaim'}, old)
+                          if k not in ('memory_reclaim',) +
+                          migration.RECOVERY_FIELDS}, old)
         received = migration.Migration.obj_from_primitive(
             record.obj_to_primitive(target_version='1.3'))
         self.assertIsNone(received.memory_reclaim)

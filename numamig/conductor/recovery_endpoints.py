@@ -1,0 +1,47 @@
+"""The conductor's endpoint for a post-copy recovery in progress.
+
+A source whose post-copy migration lost its stream resumes it
+(numamig.virt.libvirt.postcopy); meanwhile the guest is paused, so the
+operator must be told at once, not when the run ends. The source casts
+the recovery history each time it grows (API 1.15); the run's result
+carries it again at the end.
+"""
+
+from oslo_log import log as logging
+
+from numamig import exception
+from numamig import wire
+from numamig.conductor import records
+
+LOG = logging.getLogger(__name__)
+
+HISTORY = wire.Kind(
+    f"a list of at most {records.MAX_RECOVERY_EVENTS} events",
+    lambda v: isinstance(v, list) and
+    len(v) <= records.MAX_RECOVERY_EVENTS)
+
+
+class RecoveryEndpoints:
+    """The manager sets ``db``."""
+
+    @wire.args(migration_uuid=wire.UUID, history=HISTORY)
+    def migration_record_recovery(self, ctxt, migration_uuid, history):
+        """Record a post-copy recovery's history (a cast).
+
+        Idempotent: a repeat, or a report overtaken by a later one (a
+        shorter history), changes nothing; so does one for a migration
+        that has ended.
+        """
+        try:
+            if records.record_recovery(self.db, migration_uuid, history):
+                LOG.info("Migration %s: post-copy recovery: %s",
+                         migration_uuid, _last(history))
+        except (exception.InvalidMigrationResult,
+                exception.MigrationNotFound) as exc:
+            LOG.warning("Recovery history of %s not recorded: %s",
+                        migration_uuid, exc)
+
+
+def _last(history):
+    event = history[-1] if history else {}
+    return ', '.join(f"{k} {v}" for k, v in event.items() if v is not None)
