@@ -132,10 +132,15 @@ LAYERS = {
     'conductor.rpcapi_hosts': ('the conductor client\'s calls about '
                                'hosts, mixed into its client',
                                ('conductor.api_versions',)),
+    'conductor.rpcapi_runs': ('the conductor client\'s calls a source '
+                              'makes while it runs a migration, mixed '
+                              'into its client',
+                              ('conductor.api_versions',)),
     'conductor.rpcapi': ('the client of the conductor\'s API',
                          ('rpc', 'exception', 'conductor.api_versions',
                           'conductor.rpcapi_drain',
-                          'conductor.rpcapi_hosts')),
+                          'conductor.rpcapi_hosts',
+                          'conductor.rpcapi_runs')),
     'releases': ('what each release speaks',
                  ('compute.rpcapi', 'conductor.rpcapi', 'rpc', 'objects',
                   'exception')),
