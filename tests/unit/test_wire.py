@@ -16,6 +16,7 @@ from numamig.conductor import manager as conductor_manager
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor import rpcapi_drain
 from numamig.conductor import rpcapi_hosts
+from numamig.conductor import rpcapi_runs
 from tests import base
 
 UUID = '9d0e1f2a-3b4c-4d5e-8f60-718293a4b5c6'
@@ -109,7 +110,8 @@ class EveryEndpointDeclaredTestCase(base.TestCase):
     def test_what_the_clients_call_is_declared_and_no_more(self):
         for manager_cls, rpcapi in (
                 (conductor_manager.ConductorManager,
-                 (conductor_rpcapi, rpcapi_drain, rpcapi_hosts)),
+                 (conductor_rpcapi, rpcapi_drain, rpcapi_hosts,
+                  rpcapi_runs)),
                 (compute_manager.ComputeManager, (compute_rpcapi,))):
             called = _called_methods(rpcapi, manager_cls)
             exposed = _exposed(manager_cls)
