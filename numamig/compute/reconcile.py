@@ -5,7 +5,10 @@ migration, as source or as destination. On start it finds those
 migrations and ends them according to where the guest is now:
 
 * as source, a migration it was running (preparing, running,
-  post-migrating) with the guest still here rolls back (the destination
+  post-migrating) whose guest waits paused here in a post-copy that lost
+  its link ends ``error`` untouched (a rollback would destroy the
+  destination's half of the guest); one with the guest still here
+  otherwise rolls back (the destination
   drops its claim and copy, the migration ends ``failed``); with the
   guest gone it completes the post-migration steps the way the source's
   run does (migration_source.complete: with conductor API 1.3, the
@@ -117,6 +120,8 @@ def _log(agent, fixed):
 def _end_interrupted(agent, ctxt, migration, guests):
     instance = agent.conductor_api.instance_get(ctxt, migration.instance_uuid)
     api = agent.compute_api
+    if instance.uuid in guests and agent.driver.postcopy_paused(instance.uuid):
+        return _end_postcopy_paused(agent, ctxt, instance, migration)
     if instance.uuid in guests and migration.status != STATUS.POST_MIGRATING:
         api.rollback_live_migration_at_destination(ctxt, instance, migration)
         api.drop_move_claim_at_destination(ctxt, instance, migration)
@@ -134,6 +139,21 @@ def _end_interrupted(agent, ctxt, migration, guests):
     report.request(agent, f"the departure of {instance.uuid}")
     return (f"migration {migration.uuid} of {instance.uuid} completed "
             f"(the guest had left before the interruption)")
+
+
+def _end_postcopy_paused(agent, ctxt, instance, migration):
+    """The guest waits paused here after its post-copy lost the link and
+    the run that recovered it stopped: a rollback would destroy the
+    destination's half (its CPU state and every page sent). End it as
+    the run gives up (PostCopyPaused), leaving both halves for the
+    operator."""
+    paused = exception.PostCopyPaused(
+        instance=instance.uuid, host=agent.host,
+        dest=migration.dest_host,
+        reason="its agent restarted while recovering it")
+    _set_final(agent, ctxt, migration, STATUS.ERROR, error=str(paused))
+    return (f"migration {migration.uuid} of {instance.uuid} ended error: "
+            f"the guest is paused in a broken post-copy (not rolled back)")
 
 
 def _end_lost(agent, ctxt, instance, migration):

@@ -118,6 +118,13 @@ class ComputeDriver(abc.ABC):
     def destroy(self, instance_uuid):
         """Stop and undefine a guest; a missing guest is not an error."""
 
+    def postcopy_paused(self, instance_uuid):
+        """Whether the guest waits paused here in a post-copy migration
+        that lost its connection: its CPU state and the pages sent are
+        on the destination, so nothing may roll the migration back.
+        Hypervisors without post-copy never are."""
+        return False
+
     def resize_virtio_mem(self, instance_uuid, requested_mb, deadline_s):
         """Set a running guest's virtio-mem requested sizes ({guest cell:
         MiB}) and wait up to ``deadline_s`` for ``current`` to follow.

@@ -31,6 +31,7 @@ from numamig.virt.libvirt import memory_resize
 from numamig.virt.libvirt import migration
 from numamig.virt.libvirt import migration_xml
 from numamig.virt.libvirt import numa_info
+from numamig.virt.libvirt import postcopy
 
 LOG = logging.getLogger(__name__)
 
@@ -285,6 +286,12 @@ class LibvirtDriver(driver.ComputeDriver):
             self._call(dom.destroy, action)
         self._call(dom.create, action)
         LOG.info("Restarted guest %s on %s", instance_uuid, self.host)
+
+    def postcopy_paused(self, instance_uuid):
+        try:
+            return postcopy.broken(self._lookup(instance_uuid))
+        except exception.NotFound:
+            return False
 
     def resize_virtio_mem(self, instance_uuid, requested_mb, deadline_s):
         """Set the requested size of a running guest's virtio-mem devices

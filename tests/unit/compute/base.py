@@ -88,6 +88,7 @@ def manager(host=HOST, topology=None, instances=(), claimed=(),
     driver.supports_native_migration = False
     driver.hypervisor_uri = f'test:///{host}'
     driver.hypervisor_type = 'test'
+    driver.postcopy_paused.return_value = False
     driver.get_host_topology.return_value = topology or host_topology()
     driver.list_guests.return_value = guests if guests is not None else {
         i.uuid: i.name for i in instances}

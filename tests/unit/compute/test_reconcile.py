@@ -38,6 +38,22 @@ class ReconcileTest(SourceAgentTestCase):
         args = self.agent.conductor_api.migration_set_status.call_args
         self.assertEqual((migration.uuid, 'failed'), args[0][1:3])
 
+    def test_guest_paused_in_a_broken_postcopy_is_not_rolled_back(self):
+        # Its CPU state and the pages sent are on the destination: a
+        # rollback would destroy that half of the guest.
+        migration = self._interrupted('running')
+        self.agent.driver.postcopy_paused.return_value = True
+        fixed = reconcile.reconcile_host(self.agent, None)
+        self.assertIn('paused in a broken post-copy', fixed[0])
+        api = self.agent.compute_api
+        api.rollback_live_migration_at_destination.assert_not_called()
+        api.drop_move_claim_at_destination.assert_not_called()
+        args = self.agent.conductor_api.migration_set_status.call_args
+        self.assertEqual((migration.uuid, 'error'), args[0][1:3])
+        self.assertIn('PAUSED', args[1]['error'])
+        self.agent.driver.postcopy_paused.assert_called_once_with(
+            self.inst.uuid)
+
     def test_guest_gone_completes(self):
         self._interrupted('running')
         self.agent.driver.list_guests.return_value = {}

@@ -337,3 +337,31 @@ class JobRecoveryTestCase(base.TestCase):
         job = self._job(dom, rec.Settings(), [])
         self.assertIsInstance(self._run(job), exception.LiveMigrationFailed)
         self.assertIsNone(job.recovery)
+
+
+class PausedTestCase(base.TestCase):
+    """The driver's answer to reconcile: a guest paused in a broken
+    post-copy, never a missing or running one."""
+
+    def _driver(self, lookup):
+        from unittest import mock
+
+        from numamig.virt.libvirt import driver
+        drv = driver.LibvirtDriver(lv_settings.LibvirtSettings(host='src'))
+        drv._lookup = mock.Mock(side_effect=lookup)
+        return drv
+
+    def test_paused_in_a_broken_postcopy(self):
+        self.assertTrue(self._driver(
+            lambda uuid: FakeDomain([])).postcopy_paused('uuid-1'))
+
+    def test_running_or_missing(self):
+        class Running(FakeDomain):
+            def state(self):
+                return [libvirt.VIR_DOMAIN_RUNNING, 1]
+
+        def missing(uuid):
+            raise exception.InstanceNotFound(instance_uuid=uuid)
+        self.assertFalse(self._driver(
+            lambda uuid: Running([])).postcopy_paused('uuid-1'))
+        self.assertFalse(self._driver(missing).postcopy_paused('uuid-1'))
