@@ -13,7 +13,6 @@ two placements' bounds and give-back the same.
 """
 
 import dataclasses
-import typing
 
 from numamig.conductor import placement_reclaim
 
@@ -24,10 +23,10 @@ class Tries:
     of ``budget``, None: no bound), ``busy`` were at their incoming
     limit (no cost); ``answer`` is the taker's, once one took it."""
 
-    budget: typing.Optional[int]
+    budget: int | None
     attempts: list = dataclasses.field(default_factory=list)
     busy: list = dataclasses.field(default_factory=list)
-    answer: typing.Any = None
+    answer: object = None
 
     def room(self):
         """Whether another host may be tried."""
