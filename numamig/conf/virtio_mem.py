@@ -49,16 +49,18 @@ opts = [
                     "the wait of a placement short (measured under TCG: "
                     "192 MiB unplugged in about 2 s by an idle guest)."),
     cfg.IntOpt('placement_reclaim_max_hosts', default=8, min=1, max=1000,
-               help="The most hosts a scheduled live migration that no "
-                    "candidate took asks about a reclaim (with "
+               help="The most hosts a scheduled live migration or new "
+                    "guest (instance create --auto) that no candidate took "
+                    "asks about a reclaim (with "
                     "placement_reclaim). The scheduler's refused hosts "
                     "short only of memory on one node are ranked by the "
                     "memory they lack, and this many are fitted and have "
                     "their guests' slack read; each costs a database "
                     "read and a few dozen fits in the conductor (measured: "
                     "benchmarks/bench_placement_reclaim.py). Those that "
-                    "can be freed are tried, least reclaimed first, within "
-                    "[conductor] migrate_max_retries. Raise it in a cloud "
+                    "can be freed are tried, least reclaimed first (a "
+                    "migration within [conductor] migrate_max_retries). "
+                    "Raise it in a cloud "
                     "where few hosts' guests have slack."),
 ]
 

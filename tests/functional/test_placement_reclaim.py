@@ -20,7 +20,10 @@ any destination is asked; the conductor then considers the hosts it
 refused only for memory on one node: the dry run says what it would
 reclaim from whom, the migration reclaims then claims, and the
 hypervisor's refusal ends it "No valid host" saying reclaim was
-considered.
+considered. A scheduled new guest (``instance create --auto``, host-a
+disabled) goes the same way: created on host-b once its guest gave
+memory back, or, refused by the hypervisor, not created, with one line
+saying what was considered.
 """
 
 import contextlib
@@ -197,3 +200,44 @@ class PlacementReclaimTestCase(base.TestCase):
         self.assertEqual(before, self._device())
         guest = self.json_of('instance', 'show', self.guest, '--no-xml')
         self.assertEqual('host-a', guest['host'])
+
+    def _create_auto(self, expected):
+        """A 4 GiB pinned guest, scheduled; host-a is disabled, so only
+        a reclaim on host-b places it."""
+        code, out, err = self.cli('host', 'disable', 'host-a', '--reason',
+                                  'full for this test')
+        self.assertEqual(0, code, out + err)
+        return self.json_of('instance', 'create', '--auto', '--vcpus', '2',
+                            '--memory', '4096', *DEDICATED,
+                            expected=expected)
+
+    def test_scheduled_new_guest_reclaimed_then_created(self):
+        driver = self.dep.agent('host-b').driver
+        # Stands in for the guest's virtio_mem driver (see above).
+        self.useFixture(fixtures.MockPatchObject(
+            driver, 'resize_virtio_mem',
+            side_effect=lambda uuid, sizes, deadline: (dict(sizes), True)))
+        created = self._create_auto(0)
+        self.assertEqual('host-b', created['host'])
+        self.assertEqual((0, 6144, 6144), self._device())
+        # The new guest runs on node 0, next to what the other guest kept.
+        guest = self.json_of('instance', 'show', created['uuid'],
+                             '--no-xml')
+        self.assertEqual([0], [c['host_cell'] for c in
+                               guest['numa_topology']['cells']])
+
+    def test_scheduled_new_guest_hypervisor_refuses_nothing_created(self):
+        before = self._device()
+        listed = len(self.json_of('instance', 'list')['instances'])
+        failed = self._create_auto(1)
+        (line,) = failed['error'].splitlines()
+        self.assertIn('could not be created', line)
+        self.assertIn('host-b: Migration pre-check error: host-b lacks 2048 '
+                      'MiB on host node 0; reclaiming it from guests there '
+                      'fell short: the hypervisor refused to resize '
+                      f'guest(s) {self.slack}', line)
+        self.assertIn('placement reclaim ([virtio_mem] placement_reclaim) '
+                      'considered: 1 host(s) short only of memory', line)
+        self.assertEqual(before, self._device())
+        self.assertEqual(listed,
+                         len(self.json_of('instance', 'list')['instances']))

@@ -2,9 +2,13 @@
 
 Creation records the instance without a host, then asks the chosen host
 (or the scheduler's candidates in order) to claim and create it; the
-first host that takes it records the placement. Adoption asks a host to
-describe the NUMA guests it runs that numamig does not know, and records
-them as they are placed there.
+first host that takes it records the placement. With ``[virtio_mem]
+placement_reclaim`` a refusing host is asked again once its guests gave
+memory back, and a scheduled guest no candidate took tries the hosts the
+scheduler refused only for memory on one node, reclaim first
+(conductor.tasks.placing, as a scheduled migration does). Adoption asks
+a host to describe the NUMA guests it runs that numamig does not know,
+and records them as they are placed there.
 """
 
 from oslo_log import log as logging
@@ -13,6 +17,7 @@ from numamig import exception
 from numamig.conductor import drain
 from numamig.conductor import placement_reclaim
 from numamig.conductor.tasks import base
+from numamig.conductor.tasks import placing
 from numamig.db import instances
 from numamig.numa import instance_request
 from numamig.numa import specs
@@ -35,6 +40,10 @@ class BuildInstanceTask(base.TaskBase):
         # What was reclaimed from whom to place the guest
         # (Migration.memory_reclaim entries).
         self.memory_reclaim = []
+        # Scheduled only: the hosts disabled for maintenance, and the
+        # hosts a reclaim may open (placement_reclaim.Options) once asked.
+        self._disabled = None
+        self.reclaim_options = None
 
     def _execute(self):
         self.instance.host = None
@@ -49,21 +58,52 @@ class BuildInstanceTask(base.TaskBase):
         self._check_host_known()
         instances.create(self.worker.db, self.instance)
         self._recorded = True
-        for host in self._hosts(request):
-            try:
-                built, _room = placement_reclaim.attempt(
-                    self.worker, self.ctxt, host,
-                    lambda host=host: self._build_on(host, request),
-                    request, self.instance.uuid, self.instance.uuid,
-                    self._record_reclaim)
-                return built
-            except _REFUSALS as exc:
-                self.refused[host] = exception.brief(exc)
-                self.worker.cache.release(host, self.instance.uuid)
-        raise exception.InstanceBuildError(
-            instance_uuid=self.instance.uuid,
-            reason="; ".join(f"{h}: {r}" for h, r in self.refused.items())
-            or "no compute host has reported")
+        tries = placing.first_taker(
+            self._hosts(request),
+            lambda host, choice, tries: self._try(host, choice, tries,
+                                                  request),
+            self._reclaim_options(request))
+        if tries.answer is not None:
+            return tries.answer
+        reason = "; ".join(f"{h}: {r}" for h, r in self.refused.items()) \
+            or "no compute host has reported"
+        if self.reclaim_options is not None:
+            reason += "; " + self.reclaim_options.note
+        raise exception.InstanceBuildError(instance_uuid=self.instance.uuid,
+                                           reason=reason)
+
+    def _try(self, host, choice, tries, request):
+        """Build on ``host`` (after reclaiming ``choice`` when given, or
+        once it refused, placement_reclaim); None when it refused."""
+        try:
+            built, _room = placing.claim(
+                self.worker, self.ctxt, host,
+                lambda: self._build_on(host, request), choice, request,
+                self.instance.uuid, self.instance.uuid,
+                self._record_reclaim)
+            return built
+        except _REFUSALS as exc:
+            tries.attempts.append(host)
+            self.refused[host] = exception.brief(exc)
+            self.worker.cache.release(host, self.instance.uuid)
+            return None
+
+    def _reclaim_options(self, request):
+        """For a scheduled guest with ``[virtio_mem] placement_reclaim``
+        on: a function giving the hosts the scheduler refused only for
+        memory on one node, each with what a reclaim would take
+        (placement_reclaim.scheduled_options, read once); else None."""
+        if self.host or request is None or \
+                not placement_reclaim.enabled(self.worker):
+            return None
+
+        def options(exclude):
+            if self.reclaim_options is None:
+                self.reclaim_options = placement_reclaim.scheduled_options(
+                    self.worker, request, None, self.instance.uuid,
+                    exclude=exclude, disabled=self._disabled)
+            return self.reclaim_options
+        return options
 
     def _check_host_known(self):
         """Refuse a named host that never reported, before recording.
@@ -80,9 +120,10 @@ class BuildInstanceTask(base.TaskBase):
     def _hosts(self, request):
         if self.host:
             return [self.host]
+        self._disabled = drain.disabled_hosts(self.worker)
         selection = self.worker.scheduler.select_destinations(
             request, None, limits=self.worker.limits,
-            disabled=drain.disabled_hosts(self.worker))
+            disabled=self._disabled)
         self.refused.update(selection.refusals())
         return selection.hosts
 

@@ -32,6 +32,7 @@ from numamig import objects
 from numamig.conductor import drain
 from numamig.conductor import records
 from numamig.conductor.tasks import base
+from numamig.conductor.tasks import placing
 from numamig.conductor.tasks import reclaiming
 from numamig.convergence import policy as convergence
 from numamig.convergence import predict
@@ -296,41 +297,27 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
 
     def _claim_on_first_taker(self, hosts):
         retries = self.worker.migrate_max_retries
-        budget = None if retries < 0 else retries + 1
-        attempts, busy = [], []
-        for host in hosts:
-            if budget is not None and len(attempts) >= budget:
-                break
-            taken = self._try_counted(host, None, attempts, busy)
-            if taken is not None:
-                return taken
-        if self._reclaims_scheduled() and \
-                (budget is None or len(attempts) < budget):
-            options = self._reclaim_options(set(attempts) | set(busy))
-            for prospect, choice in options.ranked:
-                if budget is not None and len(attempts) >= budget:
-                    break
-                if prospect.host in attempts or prospect.host in busy:
-                    continue
-                taken = self._try_counted(prospect.host, choice, attempts,
-                                          busy)
-                if taken is not None:
-                    return taken
-        if busy and (budget is None or len(attempts) < budget):
+        tries = placing.first_taker(
+            hosts, self._try_counted,
+            self._reclaim_options if self._reclaims_scheduled() else None,
+            budget=None if retries < 0 else retries + 1)
+        if tries.answer is not None:
+            return tries.answer
+        if tries.busy and tries.room():
             raise exception.DestinationsBusy(
-                instance_uuid=self.instance.uuid, hosts=', '.join(busy))
-        skipped = len(hosts) - len([h for h in hosts if h in attempts]) - \
-            len([h for h in hosts if h in busy])
-        reason = (f"{len(attempts)} destination(s) tried for instance "
+                instance_uuid=self.instance.uuid,
+                hosts=', '.join(tries.busy))
+        skipped = len([h for h in hosts if not tries.tried(h)])
+        reason = (f"{len(tries.attempts)} destination(s) tried for instance "
                   f"{self.instance.uuid}, none could take it"
                   + (f" ({skipped} more not tried: migrate_max_retries is "
                      f"{retries})" if skipped else ''))
         raise self._no_valid_host(reason)
 
-    def _try_counted(self, host, choice, attempts, busy):
+    def _try_counted(self, host, choice, tries):
         """Try ``host`` (after reclaiming ``choice`` when given); return
-        its answer, or None when it refused (appended to ``attempts``)
-        or is busy (to ``busy``, costing no retry)."""
+        its answer, or None when it refused (appended to the Tries'
+        ``attempts``) or is busy (to ``busy``, costing no retry)."""
         try:
             return self._try_with_reclaim(host, choice)
         except exception.DestinationBusy:
@@ -339,11 +326,11 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
             # incoming slot since the choice. It costs no retry.
             LOG.info("Migration %s: %s is at its incoming limit now; "
                      "skipped", self.migration.uuid, host)
-            busy.append(host)
+            tries.busy.append(host)
             self.worker.cache.release(host, self.instance.uuid)
             return None
         except _REFUSALS as exc:
-            attempts.append(host)
+            tries.attempts.append(host)
             reason = _reason_of(exc, self.worker.check_timeout)
             LOG.info("Migration %s: %s refused instance %s: %s",
                      self.migration.uuid, host, self.instance.uuid,

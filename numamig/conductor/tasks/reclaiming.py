@@ -10,6 +10,7 @@ whom, and giving it back when the migration does not go ahead.
 from numamig import exception
 from numamig.conductor import drain
 from numamig.conductor import placement_reclaim
+from numamig.conductor.tasks import placing
 from numamig.db import migrations
 
 
@@ -64,17 +65,11 @@ class ReclaimingMixin:
                 self.reclaims.append(entry)
             self._record_reclaims()
 
-        if choice is not None:
-            answer, room = placement_reclaim.reclaim_first(
-                self.worker, self.ctxt, host,
-                lambda: self._try_destination(host), choice,
-                self.instance.uuid, self.migration.uuid, record)
-        else:
-            answer, room = placement_reclaim.attempt(
-                self.worker, self.ctxt, host,
-                lambda: self._try_destination(host), self.request,
-                self.instance.uuid, self.migration.uuid, record,
-                pagesize_kb=self.pagesize_kb)
+        answer, room = placing.claim(
+            self.worker, self.ctxt, host,
+            lambda: self._try_destination(host), choice, self.request,
+            self.instance.uuid, self.migration.uuid, record,
+            pagesize_kb=self.pagesize_kb)
         entry[0] = room
         return answer
 

@@ -260,9 +260,9 @@ def _full(host_cell, first_pcpu):
     return _cell(host_cell, host_cell, first_pcpu, 8192)
 
 
-class ScheduledReclaimTest(_ReclaimBase):
-    """No destination named: the scheduler refuses every host for
-    memory, and only a reclaim places the guest."""
+class _ScheduledBase(_ReclaimBase):
+    """No host named: the scheduler refuses every host for memory, and
+    only a reclaim places the guest."""
 
     def setUp(self):
         super().setUp()
@@ -282,6 +282,10 @@ class ScheduledReclaimTest(_ReclaimBase):
         return self._guest([_cell(0, 0, 1, 4096, device=(4096, 4096))],
                            {'hw:virtio_mem_size': '4096',
                             'hw:virtio_mem_min': '2048'}, host=host)
+
+
+class ScheduledReclaimTest(_ScheduledBase):
+    """A scheduled migration."""
 
     def _no_valid_host(self):
         self.assertRaises(exception.NoValidHost, self.migrate,
@@ -433,3 +437,139 @@ class ScheduledReclaimTest(_ReclaimBase):
         self.assertEqual([], migrations.get_all(
             self.db, instance_uuid=self.inst.uuid))
         self.assertEqual((), self.worker.cache.get('dst1').reservations)
+
+
+class ScheduledBuildReclaimTest(_ScheduledBase):
+    """A scheduled new guest (``instance create --auto``): the same walk
+    as a scheduled migration (conductor.tasks.placing)."""
+
+    def setUp(self):
+        super().setUp()
+        # src full as well (its guest holds 1024 MiB of node 0).
+        self._guest([_cell(0, 0, 3, 7168), _full(1, 5)], {}, host='src')
+        self.builds = []
+        self.refuse_builds = 0
+        self.compute_api.build_instance.side_effect = self._build
+        self.new = objects.Instance(
+            uuid=uuidutils.generate_uuid(), name='new', project_id='demo',
+            vcpus=2, memory_mb=1024,
+            extra_specs={'hw:cpu_policy': 'dedicated'})
+
+    def _build(self, ctxt, instance, host, **kwargs):
+        self.builds.append(host)
+        if len(self.builds) <= self.refuse_builds:
+            raise exception.MigrationPreCheckError(
+                reason=f"does not fit on {host}")
+        instance.host = host
+        return instance
+
+    def _create(self):
+        with self.assertLogs('numamig.conductor', 'INFO') as logs:
+            built = self.call('instance_create', self.new, None)
+        return built, '\n'.join(logs.output)
+
+    def _build_error(self):
+        exc = self.assertRaises(exception.InstanceBuildError, self.call,
+                                'instance_create', self.new, None)
+        # Nothing recorded of a guest no host created.
+        self.assertRaises(exception.InstanceNotFound, instances.get,
+                          self.db, self.new.uuid)
+        return str(exc)
+
+    def test_placed_only_through_reclaim(self):
+        built, logs = self._create()
+        self.assertEqual('dst1', built.host)
+        # Reclaim first, then the one build.
+        self.assertEqual(['dst1'], self.builds)
+        self.assertEqual([('dst1', self.slack_uuid, {0: 3072}, 7)],
+                         self.resized)
+        self.assertEqual((3072, 3072), self._device(self.slack_uuid))
+        self.assertIn(f"Instance {self.new.uuid}: reclaimed for its "
+                      f"placement on dst1: guest {self.slack_uuid} cell 0 "
+                      f"4096 -> 3072 MiB (kept)", logs)
+        change = memory_changes.get(self.db, placement_reclaim.change_uuid(
+            self.new.uuid, 'dst1', 'reclaim'))
+        self.assertEqual(('done', True), (change['status'],
+                                          change['result']['all_reached']))
+        held = self.worker.cache.get('dst1').reservations
+        self.assertIn(self.new.uuid, [r.instance_uuid for r in held])
+
+    def test_none_qualifies_one_line_says_reclaim_considered(self):
+        self.reconfigure(virtio_mem=ON._replace(max_loss_mb=2))
+        why = self._build_error()
+        self.assertIn(f'Instance {self.new.uuid} could not be created: ',
+                      why)
+        self.assertIn('dst1: NUMA topology does not fit', why)
+        self.assertIn('; placement reclaim ([virtio_mem] placement_reclaim) '
+                      'considered: 4 host(s) short only of memory within '
+                      '4096 MiB, 4 looked at; none can be freed enough: ',
+                      why)
+        self.assertIn('dst2: no guest on the host has virtio-mem slack '
+                      'above its floor', why)
+        self.assertNotIn('\n', why)
+        self.assertEqual([], self.resized)
+        self.assertEqual([], self.builds)
+
+    def test_none_within_max_mb(self):
+        self.reconfigure(virtio_mem=ON._replace(placement_reclaim_max_mb=2))
+        self.assertIn('placement reclaim ([virtio_mem] placement_reclaim) '
+                      'considered: no host is short only of memory within '
+                      'placement_reclaim_max_mb (2 MiB)',
+                      self._build_error())
+        self.assertEqual([], self.builds)
+
+    def test_off_plain_build_error(self):
+        self.reconfigure(virtio_mem=memory.DEFAULT_SETTINGS)
+        self.assertNotIn('placement reclaim', self._build_error())
+        self.assertEqual([], self.resized)
+
+    def _short_on_dst1(self):
+        """dst1's guest does not move; dst2x's does."""
+        def resize(ctxt, host, instance_uuid, sizes, deadline, timeout):
+            self.resized.append((host, instance_uuid, dict(sizes),
+                                 deadline))
+            answer = dict.fromkeys(sizes, 4096) \
+                if instance_uuid == self.slack_uuid else dict(sizes)
+            return {'current': {str(k): v for k, v in answer.items()},
+                    'reached': answer == dict(sizes)}
+
+        self.compute_api.resize_virtio_mem.side_effect = resize
+
+    def test_short_given_back_next_host(self):
+        other = self._slack_guest('dst2x')
+        self._short_on_dst1()
+        built, logs = self._create()
+        self.assertEqual('dst2x', built.host)
+        # dst1 was never asked to build: its guests fell short first.
+        self.assertEqual(['dst2x'], self.builds)
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
+        self.assertEqual((3072, 3072), self._device(other))
+        self.assertIn(f"on dst1: guest {self.slack_uuid} cell 0 4096 -> "
+                      f"4096 MiB (given back)", logs)
+        self.assertIn(f"on dst2x: guest {other} cell 0 4096 -> 3072 MiB "
+                      f"(kept)", logs)
+        back = memory_changes.get(self.db, placement_reclaim.change_uuid(
+            self.new.uuid, 'dst1', 'give-back'))
+        self.assertEqual('done', back['status'])
+
+    def test_still_refused_given_back_next_host(self):
+        other = self._slack_guest('dst2x')
+        self.refuse_builds = 1
+        built, logs = self._create()
+        self.assertEqual('dst2x', built.host)
+        self.assertEqual(['dst1', 'dst2x'], self.builds)
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
+        self.assertEqual((3072, 3072), self._device(other))
+        self.assertIn(f"on dst1: guest {self.slack_uuid} cell 0 4096 -> "
+                      f"4096 MiB (given back)", logs)
+
+    def test_every_host_refuses_one_line_with_each_reason(self):
+        self.refuse_builds = 1
+        why = self._build_error()
+        self.assertIn('dst1: Migration pre-check error: still refused once '
+                      '1024 MiB were reclaimed on host node 0 (what the '
+                      'guests gave was given back): does not fit on dst1',
+                      why)
+        self.assertIn('placement reclaim ([virtio_mem] placement_reclaim) '
+                      'considered: ', why)
+        self.assertEqual((4096, 4096), self._device(self.slack_uuid))
