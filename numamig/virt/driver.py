@@ -149,13 +149,18 @@ class ComputeDriver(abc.ABC):
 
     @abc.abstractmethod
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
-                     progress_callback=None, policy=None):
+                     progress_callback=None, policy=None,
+                     abort_requested=None):
         """Source side: migrate natively and block until it ends.
 
         :param progress_callback: called with a MigrationProgress sample
             while the job runs.
         :param policy: the convergence Policy (numamig.convergence.policy)
             the job runs under; None: this host's default.
+        :param abort_requested: a threading.Event the caller sets to
+            abort; set before the hypervisor's job exists (where
+            live_migration_abort finds none), the job does not start or
+            is aborted as soon as it exists.
         :returns: a MigrationResult.
         :raises MigrationError or HypervisorError: the guest stays on the
             source with its old placement.

@@ -330,7 +330,8 @@ class LibvirtDriver(driver.ComputeDriver):
                                                       image)
 
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
-                     progress_callback=None, policy=None):
+                     progress_callback=None, policy=None,
+                     abort_requested=None):
         """Migrate natively to ``migrate_data``'s destination; see base."""
         if self._settings.is_test_driver:
             raise exception.MigrationNotSupported(
@@ -341,7 +342,8 @@ class LibvirtDriver(driver.ComputeDriver):
         dom = self._lookup(instance_uuid)
         job = migration.MigrationJob(dom, self._settings.migration,
                                      self.host, migrate_data.dest_host,
-                                     progress_callback, policy=policy)
+                                     progress_callback, policy=policy,
+                                     abort_requested=abort_requested)
         with self._jobs_lock:
             self._jobs[instance_uuid] = job
         try:
