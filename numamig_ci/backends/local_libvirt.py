@@ -9,7 +9,6 @@ afterwards, after a failure or Ctrl-C too; the QEMU capability cache is
 kept between runs.
 """
 
-
 from numamig import cpuspec
 from numamig_ci import libvirt_hosts
 from numamig_ci import local_deployment
