@@ -123,7 +123,7 @@ class Hold:
     :param timeout: the longest ``wait`` waits.
     """
 
-    phase = 'libvirt migrating it (a dirtying guest, its copy capped at ' \
+    phase = 'libvirt migrates it (a dirtying guest, its copy capped at ' \
             f'{CAP_MIB} MiB/s)'
 
     def __init__(self, uri, uuid, kernel_path, timeout):
