@@ -73,6 +73,8 @@ def _abort(s, until, pause=False):
             return
         s.say(f"aborting migration of {guest.name} while {hold.phase}: "
               f"{seen.status}, {seen.memory_processed or 0} bytes sent")
+        if pages is not None:
+            _say_taken(s, pages)
         if pause:
             _pause(s, hold, guest, seen)
         s.api.migration_abort(s.ctxt, migration.uuid)
@@ -87,8 +89,12 @@ def _abort(s, until, pause=False):
     s.check_placed(guest, src)
     s.check_host(dst)
     if pages is not None:
+        failures = len(s.failures)
         kernel_view.check_counters(s, guest, dst, pages,
                                    'as before the migration')
+        if len(s.failures) == failures:
+            s.say(f"kernel view of {len(pages)} huge page pools after the "
+                  f"abort: every free count as before")
 
 
 def _guest(s, src):
@@ -102,6 +108,20 @@ def _guest(s, src):
             return s.create(src, 1, memory_mb=pages * size // 1024,
                             specs=memory.pages_specs(size), label='abort')
     return s.create(src, 1, specs=dict(DEDICATED), label='abort')
+
+
+def _say_taken(s, before):
+    """Say which pools hold fewer free pages now than before the
+    migration: what the destination QEMU took, which the abort must give
+    back (evidence, not a check: when QEMU takes its pages is its own
+    and libvirt's business)."""
+    now = kernel_view.counters(s)
+    taken = {key: free - now.get(key, 0) for key, free in before.items()
+             if now.get(key, 0) < free}
+    s.say("pages taken while held: " + (', '.join(
+        f"kernel {kernel} node{node} {size} KiB: {count}"
+        for (kernel, node, size), count in sorted(taken.items()))
+        or 'none'))
 
 
 def _pause(s, hold, guest, seen):
