@@ -372,14 +372,17 @@ def vcpu_thread_affinity(pid):
     return result
 
 
-def dirtying_kernel():
+def dirtying_kernel(top_mib=96):
     """Return a multiboot kernel that rewrites one word per 4 KiB page of
-    guest memory from 2 MiB to 96 MiB forever.
+    guest memory from 2 MiB to ``top_mib`` MiB forever.
 
     QEMU loads it with ``<os><kernel>``. A guest of zero pages migrates
     too fast to be caught mid-job; this one never converges under a
     bandwidth limit, so an abort can be tested deterministically.
     """
+    if not 3 <= top_mib <= 4095:
+        raise ValueError(f"the dirtied range ends at 3-4095 MiB, not "
+                         f"{top_mib}")
     magic, flags = 0x1BADB002, 0x00010000
     load = 0x100000
     header = struct.pack('<8I', magic, flags, (-(magic + flags)) & 0xFFFFFFFF,
@@ -389,7 +392,8 @@ def dirtying_kernel():
         0x89, 0x07,                           # loop:  mov [edi], eax
         0x81, 0xC7, 0x00, 0x10, 0x00, 0x00,   #        add edi, 0x1000
         0x40,                                 #        inc eax
-        0x81, 0xFF, 0x00, 0x00, 0x00, 0x06,   #        cmp edi, 0x6000000
+        0x81, 0xFF,                           #        cmp edi, top
+    ]) + struct.pack('<I', top_mib << 20) + bytes([
         0x72, 0xEF,                           #        jb loop
         0xEB, 0xE8,                           #        jmp start
     ])

@@ -373,11 +373,15 @@ class SourceMigration:
         agent = self.agent
         policy = self._policy()
         if agent.driver.supports_native_migration:
+            # An abort that came once ``running`` was recorded may find
+            # no hypervisor job yet: the driver honours the event itself.
+            self._check_abort()
             self._run_started = time.monotonic()
             result = agent.driver.live_migrate(
                 self.instance.uuid, dest_xml, self.migrate_data,
                 progress_callback=self._progress, policy=policy,
-                recovery_callback=self._recovery_report)
+                recovery_callback=self._recovery_report,
+                abort_requested=self.abort_requested)
             self.left_source = True
             self.result = self._reported(result and result.as_dict(),
                                          emulated=False)

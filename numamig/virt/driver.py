@@ -161,7 +161,7 @@ class ComputeDriver(abc.ABC):
     @abc.abstractmethod
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
                      progress_callback=None, policy=None,
-                     recovery_callback=None):
+                     recovery_callback=None, abort_requested=None):
         """Source side: migrate natively and block until it ends.
 
         :param progress_callback: called with a MigrationProgress sample
@@ -170,6 +170,10 @@ class ComputeDriver(abc.ABC):
             the job runs under; None: this host's default.
         :param recovery_callback: called with the post-copy recovery
             history (a list of dicts) each time it grows.
+        :param abort_requested: a threading.Event the caller sets to
+            abort; set before the hypervisor's job exists (where
+            live_migration_abort finds none), the job does not start or
+            is aborted as soon as it exists.
         :returns: a MigrationResult.
         :raises PostCopyPaused: the connection dropped during post-copy
             and the job could not be resumed: the guest is paused, split

@@ -29,6 +29,10 @@ FEATURES = {
     'smt': 'hosts with SMT thread siblings',
     'qemu_threads': 'real QEMU processes whose vCPU threads can be read',
     'inject_failure': 'failures injected into a compute agent',
+    'hold_migration': 'migration held in progress until the harness '
+                      'aborts it',
+    'slow_copy': 'real QEMU memory copy kept in progress (a guest '
+                 'dirtying its memory, the copy capped by libvirt)',
     'kernel_view': "the hosts' kernel read from inside (per-node huge "
                    "page counters, QEMU numa_maps and thread affinity)",
 }
@@ -114,11 +118,14 @@ class Backend(lifecycle.StartStop, abc.ABC):
         raise ScenarioSkipped(f"the {self.name} backend cannot inject a "
                               f"failure into a compute agent")
 
-    def hold_source(self, host):
-        """A context manager holding ``host``'s outgoing migrations in
-        the preparing step; yields (entered event, release callable)."""
+    def hold_migration(self, host, guest):
+        """A context manager keeping the next migration of ``guest`` (a
+        record) from ``host`` in progress; yields a hold with ``phase``
+        (where it is held, in words), ``wait(session, migration, until)``
+        -> (reached, record) and ``release()`` (see
+        numamig_ci.slow_copy.Hold)."""
         raise ScenarioSkipped(f"the {self.name} backend cannot hold a "
-                              f"migration at a chosen step")
+                              f"migration in progress")
 
     def warnings(self):
         """What makes this deployment weaker as a test bed."""

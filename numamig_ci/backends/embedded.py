@@ -61,7 +61,7 @@ class EmbeddedBackend(base.Backend):
 
     name = 'embedded'
     features = frozenset({'multi_node', 'huge_pages', 'smt',
-                          'inject_failure'})
+                          'inject_failure', 'hold_migration'})
     guest_memory_mb = 1024
     migration_timeout_s = 60
 
@@ -127,22 +127,44 @@ class EmbeddedBackend(base.Backend):
             del driver.accept_emulated_migration
 
     @contextlib.contextmanager
-    def hold_source(self, host):
-        """Hold ``host``'s outgoing migrations while preparing the XML."""
+    def hold_migration(self, host, guest):
+        """Hold ``host``'s outgoing migrations while the source prepares
+        the destination XML (before it records running: the abort
+        cancels a migration the source has not started)."""
         driver = self.probe(host)
-        entered, go = threading.Event(), threading.Event()
+        hold = _SourceHold(self.migration_timeout_s)
         original = driver.get_destination_xml
 
         def held(instance_uuid, numa_info):
-            entered.set()
-            go.wait(self.migration_timeout_s)
+            hold.entered.set()
+            hold.go.wait(self.migration_timeout_s)
             return original(instance_uuid, numa_info)
         driver.get_destination_xml = held
         try:
-            yield entered, go.set
+            yield hold
         finally:
-            go.set()
+            hold.release()
             del driver.get_destination_xml
+
+
+class _SourceHold:
+    """What EmbeddedBackend.hold_migration yields (see
+    base.Backend.hold_migration)."""
+
+    phase = 'the source prepares it (held in its destination XML step)'
+
+    def __init__(self, timeout):
+        self.entered, self.go = threading.Event(), threading.Event()
+        self.timeout = timeout
+
+    def wait(self, session, migration, until=None):
+        """Once the source holds it, whatever ``until`` asks."""
+        reached = self.entered.wait(self.timeout)
+        return reached, session.api.migration_get(session.ctxt,
+                                                  migration.uuid)
+
+    def release(self):
+        self.go.set()
 
 
 def configure_logging(debug=False):

@@ -12,7 +12,9 @@ kept between runs.
 from numamig import cpuspec
 from numamig_ci import libvirt_hosts
 from numamig_ci import local_deployment
+from numamig_ci import slow_copy
 from numamig_ci.backends import remote
+from numamig_ci.results import ScenarioSkipped
 
 START_TIMEOUT_S = 90
 
@@ -24,7 +26,7 @@ class LocalLibvirtBackend(remote.RemoteBackend):
     """
 
     name = 'local-libvirt'
-    features = frozenset({'qemu_threads'})
+    features = frozenset({'qemu_threads', 'hold_migration', 'slow_copy'})
     guest_memory_mb = 128
     migration_timeout_s = 120
     start_timeout_s = START_TIMEOUT_S
@@ -70,3 +72,19 @@ class LocalLibvirtBackend(remote.RemoteBackend):
         return {vcpu: frozenset(cpuspec.parse_cpu_spec(text))
                 for vcpu, text in
                 libvirt_hosts.vcpu_thread_affinity(pid).items()}
+
+    def hold_migration(self, host, guest):
+        """A real migration of ``guest`` kept in progress (see
+        numamig_ci.slow_copy)."""
+        return slow_copy.Hold(self.deployment.uris()[host], guest.uuid,
+                              self._dirtying_kernel(guest.memory_mb),
+                              self.migration_timeout_s)
+
+    def _dirtying_kernel(self, memory_mb):
+        """The kernel's path, as every host's libvirtd sees it: the
+        hosts share this machine's files outside their own directories.
+        """
+        try:
+            return slow_copy.write_kernel(self.state_dir, memory_mb)
+        except ValueError as exc:
+            raise ScenarioSkipped(str(exc)) from exc

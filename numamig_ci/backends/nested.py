@@ -12,8 +12,10 @@ Ctrl-C; the image and QEMU capability cache are kept between runs.
 import contextlib
 
 from numamig import cpuspec
+from numamig_ci import slow_copy
 from numamig_ci.backends import local_libvirt
 from numamig_ci.nested import deployment as nested_deployment
+from numamig_ci.results import ScenarioSkipped
 
 START_TIMEOUT_S = 300
 
@@ -34,7 +36,8 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             state_dir=state_dir, log=log)
         self._init_remote()
         layouts = self.deployment.layouts
-        features = {'qemu_threads', 'kernel_view', 'inject_failure'}
+        features = {'qemu_threads', 'kernel_view', 'inject_failure',
+                    'hold_migration', 'slow_copy'}
         if all(layout.nodes > 1 for layout in layouts):
             features.add('multi_node')
         if all(any(layout.pages_2m) or any(layout.pages_1g)
@@ -78,3 +81,16 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             yield
         finally:
             self.agent_of(host).fail_at(host, '')
+
+    def _dirtying_kernel(self, memory_mb):
+        """The kernel's path inside the machines (written into each, at
+        the same path, so that a peer's libvirtd finds it too)."""
+        try:
+            name = slow_copy.kernel_name(memory_mb)
+            top = slow_copy.dirtied_mib(memory_mb)
+        except ValueError as exc:
+            raise ScenarioSkipped(str(exc)) from exc
+        paths = {machine.agent.write_dirtying_kernel(name, top)
+                 for machine in self.deployment.machines}
+        (path,) = paths
+        return path

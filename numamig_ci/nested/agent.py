@@ -154,6 +154,17 @@ class Agent:
         read ``numa_maps`` or the sysfs counters for 1 GiB pages)."""
         return _command(['numastat', '-p', str(int(pid))])
 
+    def write_dirtying_kernel(self, name, top_mib):
+        """Write libvirt_hosts.dirtying_kernel(top_mib) as ``name`` where
+        every host's libvirtd reads it; return its path."""
+        if os.path.basename(name) != name or not name.endswith('.bin'):
+            raise ValueError(f"not a kernel file name: {name!r}")
+        os.makedirs(HOSTS_ROOT, exist_ok=True)
+        path = os.path.join(HOSTS_ROOT, name)
+        with open(path, 'wb') as f:
+            f.write(libvirt_hosts.dirtying_kernel(int(top_mib)))
+        return path
+
     def dumpxml(self, host, domain_name, inactive=False):
         """``virsh dumpxml`` (live or inactive), as virsh inside sees it."""
         argv = ['virsh', '-c', self.hosts[host].uri, 'dumpxml', domain_name]

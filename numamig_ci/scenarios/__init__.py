@@ -3,9 +3,11 @@
 Importing this package registers every scenario module; ``registry``
 holds the table, in the order below: ``pinning`` (CPU placement),
 ``memory`` (huge pages and nodes), ``lifecycle`` (persistence, rollback,
-abort, refusal, concurrency).
+refusal, concurrency), ``abort`` (an operator's abort at each moment a
+backend can hold a migration).
 """
 
 from numamig_ci.scenarios import pinning  # noqa: F401,I001
 from numamig_ci.scenarios import memory  # noqa: F401
 from numamig_ci.scenarios import lifecycle  # noqa: F401
+from numamig_ci.scenarios import abort  # noqa: F401

@@ -11,17 +11,19 @@ GIB_KB = 1024 * 1024
 COPYING = fields.MigrationStatus.STARTED
 
 
-def _huge_pool(s, host, node=0):
-    """(size_kb, total) of node ``node``'s largest huge page pool."""
+def huge_pool(s, host, node=0, size_kb=None):
+    """(size_kb, total) of node ``node``'s largest huge page pool (of
+    ``size_kb`` pages if given)."""
     for cell in s.topology(host).cells:
         if cell.id == node:
             pools = [(p.size_kb, p.total - p.reserved)
-                     for p in cell.mempages if p.size_kb > 4 and p.total]
+                     for p in cell.mempages if p.size_kb > 4 and p.total
+                     and size_kb in (None, p.size_kb)]
             return max(pools) if pools else (None, 0)
     return None, 0
 
 
-def _pages_specs(size_kb):
+def pages_specs(size_kb):
     return dict(DEDICATED, **{'hw:mem_page_size': str(size_kb),
                               'hw:numa_nodes': '1'})
 
@@ -32,13 +34,13 @@ def _pages_specs(size_kb):
           requires=('huge_pages', 'multi_node'))
 def huge_pages(s):
     src, dst = s.pair()
-    size, count = _huge_pool(s, dst)
+    size, count = huge_pool(s, dst)
     s.require(size and count >= 2, f"host {dst} node 0 has no huge pages")
     resident = s.create(dst, 1, memory_mb=count * size // 1024,
-                        specs=_pages_specs(size), label='fills-node')
+                        specs=pages_specs(size), label='fills-node')
     full = resident.numa_topology.cells[0].host_cell
     mover = s.create(src, 1, memory_mb=size // 1024,
-                     specs=_pages_specs(size), label='pages')
+                     specs=pages_specs(size), label='pages')
     kernel = kernel_view.counters(s) if kernel_view.available(s) else None
     migration = s.migrate(mover, dst)
     if not s.expect_status(migration, mover, 'completed'):
@@ -71,11 +73,11 @@ def huge_pages(s):
           requires=('huge_pages', 'kernel_view', 'inject_failure'))
 def huge_page_rollback(s):
     src, dst = s.pair()
-    size, count = _huge_pool(s, src)
+    size, count = huge_pool(s, src)
     s.require(size and count, f"host {src} node 0 has no huge pages")
     pages = min(count, 16)
     mover = s.create(src, 1, memory_mb=pages * size // 1024,
-                     specs=_pages_specs(size), label='pages')
+                     specs=pages_specs(size), label='pages')
     node = mover.numa_topology.cells[0].host_cell
     before = s.snapshots.take(mover)
     kernel = kernel_view.counters(s)
@@ -97,13 +99,13 @@ def huge_page_rollback(s):
           requires=('huge_pages',))
 def page_size_mismatch(s):
     src, dst = s.pair()
-    size, _count = _huge_pool(s, src)
+    size, _count = huge_pool(s, src)
     s.require(size, f"host {src} has no huge pages")
     for cell in s.topology(dst).cells:
         free = sum(p.free for p in cell.mempages if p.size_kb == size)
         if free:
             s.create(dst, 1, memory_mb=free * size // 1024,
-                     specs=dict(_pages_specs(size)), label='takes-pages')
+                     specs=dict(pages_specs(size)), label='takes-pages')
     mover = s.create(src, 1, memory_mb=size // 1024,
                      specs=dict(DEDICATED, **{'hw:mem_page_size': 'large',
                                               'hw:numa_nodes': '1'}),

@@ -20,9 +20,12 @@ from numamig_ci import libvirt_hosts
 from tests import base
 from tests.fixtures import rpc as rpc_fixture
 
-# What one NUMA node and two pCPUs can express.
+# What one NUMA node and two pCPUs can express (abort-paused too, left
+# out to keep the run short: it aborts a copying migration as
+# abort-copying does, after pausing the guest).
 REAL_SCENARIOS = ('pins-recomputed', 'collocation', 'emulator-threads-share',
-                  'iothreadpin', 'qemu-affinity', 'persistence', 'refusal')
+                  'iothreadpin', 'qemu-affinity', 'persistence', 'refusal',
+                  'abort', 'abort-copying')
 # The run beside it: short, but it creates, migrates and deletes guests.
 BESIDE = ('pins-recomputed',)
 

@@ -338,7 +338,7 @@ class LibvirtDriver(driver.ComputeDriver):
 
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
                      progress_callback=None, policy=None,
-                     recovery_callback=None):
+                     recovery_callback=None, abort_requested=None):
         """Migrate natively to ``migrate_data``'s destination; see base."""
         if self._settings.is_test_driver:
             raise exception.MigrationNotSupported(
@@ -350,7 +350,8 @@ class LibvirtDriver(driver.ComputeDriver):
         job = migration.MigrationJob(dom, self._settings.migration,
                                      self.host, migrate_data.dest_host,
                                      progress_callback, policy=policy,
-                                     recovery_callback=recovery_callback)
+                                     recovery_callback=recovery_callback,
+                                     abort_requested=abort_requested)
         with self._jobs_lock:
             self._jobs[instance_uuid] = job
         try:

@@ -10,6 +10,11 @@ feed each sample (memory pass, remaining bytes, dirty rate, bandwidth)
 to the policy engine and apply what it decides, or, observe-only, log
 it while the timer behaviour acts.
 ``abort`` and ``force_complete`` may be called from any other thread.
+An abort asked before libvirt's job exists (the source records
+``running`` just before it calls ``migrateToURI3``, so an operator's
+abort can land first) is not lost: the caller's ``abort_requested``
+event stops the job from starting, or aborts it at the monitor's first
+sight of it.
 What the finished job measured (downtime, bytes) comes from libvirt's
 job-completed event (see events). A job whose connection drops during
 post-copy is resumed (numamig.virt.libvirt.postcopy) rather than failed:
@@ -22,6 +27,7 @@ import time
 import libvirt
 from oslo_log import log as logging
 
+from numamig import exception
 from numamig.convergence import policy as convergence
 from numamig.virt import driver
 from numamig.virt.libvirt import data_plane
@@ -111,13 +117,15 @@ class MigrationJob:
 
     def __init__(self, dom, settings, host, dest, progress_callback=None,
                  clock=time.monotonic, completion=None, policy=None,
-                 recovery_callback=None):
+                 recovery_callback=None, abort_requested=None):
         """:param completion: what catches the finished job's statistics;
             an events.JobCompletedWatcher of ``dom`` unless given.
         :param policy: the convergence Policy (default: the settings'
             default policy).
         :param recovery_callback: called with the post-copy recovery
             history (a list of dicts) after each of its events.
+        :param abort_requested: a threading.Event the caller sets to
+            abort, honoured even before libvirt's job exists.
         """
         self._dom = dom
         self._completion = completion or events.JobCompletedWatcher(dom)
@@ -131,6 +139,10 @@ class MigrationJob:
         self._recover_wait = None
         self.recovery = None
         self._aborted_reason = None
+        self._abort_requested = abort_requested or threading.Event()
+        # Whether libvirt took an abortJob (one sent before its job
+        # existed was refused and must be sent again).
+        self._abort_sent = False
         self._post_copy = False
         self._paused = False
         self.instance = dom.UUIDString()
@@ -154,6 +166,11 @@ class MigrationJob:
             lacks (numamig.virt.libvirt.data_plane); nothing started.
         """
         self._check_data_plane(peer_uri, bandwidth_mib)
+        if self._abort_requested.is_set():
+            raise exception.MigrationAborted(
+                instance=self.instance, host=self._host, dest=self._dest,
+                code=libvirt.VIR_ERR_OPERATION_ABORTED,
+                reason='aborted by request before the job started')
         flags = migration_flags(self._settings, self._policy)
         params = migration_params(self._settings, dest_xml, migration_uri,
                                   bandwidth_mib)
@@ -231,6 +248,9 @@ class MigrationJob:
 
         During a post-copy recovery nothing can be cancelled any more:
         recovery stops trying and the guest stays paused.
+
+        :raises libvirtError: libvirt has no job yet (one asked through
+            ``abort_requested`` is then applied once the job exists).
         """
         with self._lock:
             self._aborted_reason = reason
@@ -239,6 +259,7 @@ class MigrationJob:
             recovering.stop(reason)
             return
         self._dom.abortJob()
+        self._abort_sent = True
 
     def force_complete(self):
         """Make the job converge: post-copy if permitted, else pause.
@@ -286,6 +307,10 @@ class MigrationJob:
             # No job yet, or one that has ended (completed, failed,
             # cancelled) and reports zeros: that is no progress.
             return False
+        if self._abort_requested.is_set() and not self._abort_sent:
+            # Asked before libvirt's job existed: applied now it does.
+            self.abort()
+            return True
         elapsed = self._clock() - self._started
         self._last = _progress(stats)
         if self._callback is not None:

@@ -266,6 +266,47 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         api.rollback_live_migration_at_destination.assert_not_called()
         api.drop_move_claim_at_destination.assert_not_called()
 
+    def test_native_abort_after_running_starts_no_job(self):
+        # The operator's abort lands once running is recorded, before the
+        # driver has a job to abort: the migration must not start.
+        self.agent.driver.supports_native_migration = True
+        self.agent.driver.live_migration_abort.side_effect = \
+            exception.NoRunningMigration(instance='i', host='src',
+                                         action='abort', reason='no job')
+        job = migration_source.SourceMigration(
+            self.agent, None, self.inst, self.migration, self._data())
+        set_status = self.agent.conductor_api.migration_set_status.side_effect
+
+        def abort_when_running(ctxt, uuid, status, **kwargs):
+            if status == 'running':
+                self.assertTrue(job.abort())
+            return set_status(ctxt, uuid, status, **kwargs)
+        self.agent.conductor_api.migration_set_status.side_effect = \
+            abort_when_running
+        job.run()
+        self.assertEqual('cancelled', self.statuses[-1])
+        self.agent.driver.live_migrate.assert_not_called()
+        self.agent.compute_api.drop_move_claim_at_destination.\
+            assert_called_once()
+
+    def test_native_run_gets_the_abort_event(self):
+        # An abort arriving while the driver sets its job up is honoured
+        # by the driver itself, through this event.
+        self.agent.driver.supports_native_migration = True
+        job = migration_source.SourceMigration(
+            self.agent, None, self.inst, self.migration, self._data())
+
+        def migrate(uuid, xml, data, progress_callback, policy=None,
+                    recovery_callback=None, abort_requested=None):
+            self.assertIs(job.abort_requested, abort_requested)
+            job.abort()
+            raise exception.MigrationAborted(
+                instance=uuid, host='src', dest='dst', code=1,
+                reason='aborted by request')
+        self.agent.driver.live_migrate.side_effect = migrate
+        job.run()
+        self.assertEqual('cancelled', self.statuses[-1])
+
     def test_abort_is_refused_once_the_guest_left(self):
         job = migration_source.SourceMigration(
             self.agent, None, self.inst, self.migration, self._data())
@@ -277,7 +318,7 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         from numamig.virt import driver as virt_driver
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
-                    recovery_callback=None):
+                    recovery_callback=None, abort_requested=None):
             progress_callback(virt_driver.MigrationProgress(
                 memory_total=100, memory_processed=40,
                 memory_remaining=60))
@@ -333,7 +374,7 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
         self.agent.driver.supports_native_migration = True
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
-                    recovery_callback=None):
+                    recovery_callback=None, abort_requested=None):
             progress_callback(virt_driver.MigrationProgress(
                 memory_total=100, memory_processed=40,
                 memory_remaining=60))
@@ -580,7 +621,7 @@ class PostCopyPausedTest(_SourceMigrationTestCase):
         self.agent.conductor_api.migration_set_status.side_effect = recording
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
-                    recovery_callback=None):
+                    recovery_callback=None, abort_requested=None):
             recovery_callback(self.HISTORY[:1])
             recovery_callback(self.HISTORY)
             raise exception.PostCopyPaused(

@@ -6,6 +6,7 @@ import subprocess
 
 import fixtures
 
+from numamig_ci import libvirt_hosts
 from numamig_ci.nested import agent
 from tests import base
 
@@ -53,3 +54,24 @@ class HugePagesTest(base.TestCase):
         pools = agent.Agent().huge_pages()
         self.assertEqual({'0': {'2048': [3, 64]}, '1': {'1048576': [1, 1]}},
                          pools)
+
+
+class DirtyingKernelTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig_ci.nested.agent.HOSTS_ROOT', self.root))
+
+    def test_written_where_the_hosts_read_it(self):
+        path = agent.Agent().write_dirtying_kernel('dirtying-48m.bin', 48)
+        self.assertEqual(os.path.join(self.root, 'dirtying-48m.bin'), path)
+        with open(path, 'rb') as f:
+            self.assertEqual(libvirt_hosts.dirtying_kernel(48), f.read())
+
+    def test_a_path_is_refused(self):
+        for name in ('../x.bin', '/tmp/x.bin', 'x.sh'):
+            self.assertRaises(ValueError, agent.Agent().write_dirtying_kernel,
+                              name, 48)
+        self.assertEqual([], os.listdir(self.root))

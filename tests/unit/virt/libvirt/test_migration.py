@@ -122,11 +122,13 @@ def _libvirt_error(code, message):
     return exc
 
 
-def _job(dom, clock, callback=None, completion=None, **settings):
+def _job(dom, clock, callback=None, completion=None, abort_requested=None,
+         **settings):
     settings.setdefault('progress_interval_s', 0.001)
     return migration.MigrationJob(
         dom, lv_settings.MigrationSettings(**settings), 'src', 'dst',
-        callback, clock=clock, completion=completion or FakeCompletion())
+        callback, clock=clock, completion=completion or FakeCompletion(),
+        abort_requested=abort_requested)
 
 
 class FlagsAndParamsTestCase(base.TestCase):
@@ -263,6 +265,59 @@ class MonitorTestCase(base.TestCase):
         clock = FakeClock()
         dom = FakeDomain(clock, memory_gib=1, step=1000, polls_to_finish=3)
         _job(dom, clock, completion_timeout_s=0).run('u', '<d/>', None)
+        self.assertNotIn(('abort',), dom.calls)
+
+
+class EarlyAbortDomain(StartingDomain):
+    """A job libvirt has not created yet: abortJob is refused (as libvirt
+    refuses it with no job) until the job is active."""
+
+    def abortJob(self):  # noqa: N802
+        if self.polls < self.inactive_polls:
+            self.calls.append(('abort refused',))
+            raise _libvirt_error(libvirt.VIR_ERR_OPERATION_INVALID,
+                                 'no job is active on the domain')
+        super().abortJob()
+
+    def migrateSetMaxDowntime(self, ms, flags):  # noqa: N802
+        self.calls.append(('downtime', ms))
+
+
+class EarlyAbortTestCase(base.TestCase):
+    """An abort asked before libvirt's job exists is not lost."""
+
+    def test_abort_before_the_run_starts_nothing(self):
+        clock, asked = FakeClock(), threading.Event()
+        asked.set()
+        dom = FakeDomain(clock)
+        job = _job(dom, clock, abort_requested=asked)
+        exc = self.assertRaises(exception.MigrationAborted, job.run,
+                                'qemu+tcp://dst/system', '<d/>', None)
+        self.assertIn('before the job started', str(exc))
+        self.assertEqual([], dom.calls)
+
+    def test_abort_refused_before_the_job_exists_is_sent_again(self):
+        clock, asked = FakeClock(), threading.Event()
+        dom = EarlyAbortDomain(clock, inactive_polls=2)
+        job = _job(dom, clock, abort_requested=asked)
+
+        def operator_abort(uri, params, flags):
+            # The caller's abort lands while libvirt has no job yet.
+            asked.set()
+            self.assertRaises(libvirt.libvirtError, job.abort)
+            FakeDomain.migrateToURI3(dom, uri, params, flags)
+        dom.migrateToURI3 = operator_abort
+        exc = self.assertRaises(exception.MigrationAborted, job.run,
+                                'qemu+tcp://dst/system', '<d/>', None)
+        self.assertIn('aborted by request', str(exc))
+        aborts = [c for c in dom.calls if c[0].startswith('abort')]
+        self.assertEqual([('abort refused',), ('abort',)], aborts)
+
+    def test_no_abort_without_a_request(self):
+        clock = FakeClock()
+        dom = FakeDomain(clock, memory_gib=1, polls_to_finish=3)
+        _job(dom, clock, abort_requested=threading.Event(),
+             completion_timeout_s=0).run('u', '<d/>', None)
         self.assertNotIn(('abort',), dom.calls)
 
 
