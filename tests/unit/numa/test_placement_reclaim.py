@@ -96,7 +96,9 @@ def _steps(plan):
             for s in plan.steps]
 
 
-class ChooseTest(base.TestCase):
+class TwoNodeHostTestCase(base.TestCase):
+    """A host whose two nodes each have 512 MiB free; guest A has a
+    virtio-mem device on node 0 with slack above its 256 MiB floor."""
 
     def setUp(self):
         super().setUp()
@@ -111,6 +113,9 @@ class ChooseTest(base.TestCase):
                                   memory_mb=3584), node=1)
         self.new = _guest('dddddddd-0000-4000-8000-000000000004',
                           {'hw:numa_nodes': '1'}, memory_mb=1100)
+
+
+class ChooseTest(TwoNodeHostTestCase):
 
     def _choose(self, request=None, max_total=4096, max_loss=None,
                 **kwargs):
@@ -285,20 +290,8 @@ class SlackTest(base.TestCase):
         self.assertIn('needs hw:virtio_mem_size', str(exc))
 
 
-class EstimateTest(base.TestCase):
+class EstimateTest(TwoNodeHostTestCase):
     """The host's own fit: how little freed on one node would do."""
-
-    def setUp(self):
-        super().setUp()
-        self.host = _Host()
-        request, specs = _vmem_guest(A, floor=256)
-        self.host.place(A, request, specs, node=0)
-        self.host.place(B, _guest(B, {'hw:numa_nodes': '1'},
-                                  memory_mb=1536), node=0)
-        self.host.place(C, _guest(C, {'hw:numa_nodes': '1'},
-                                  memory_mb=3584), node=1)
-        self.new = _guest('dddddddd-0000-4000-8000-000000000004',
-                          {'hw:numa_nodes': '1'}, memory_mb=1100)
 
     def test_least_on_the_lowest_node_and_below_the_chooser(self):
         before = copy.deepcopy(self.host.topology)
