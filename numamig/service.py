@@ -19,6 +19,7 @@ from oslo_utils import versionutils
 from numamig import context as nm_context
 from numamig import exception
 from numamig import filemodes
+from numamig import log_brief
 from numamig import objects
 from numamig import periodic
 from numamig import releases
@@ -440,6 +441,7 @@ def parse_args(conf, argv, description=None):
          description=description)
     filemodes.prepare_log_file(conf)
     logging.setup(conf, 'numamig')
+    log_brief.install()
     filemodes.warn_readable_secrets(conf)
     checks.check(conf)
 
