@@ -28,7 +28,10 @@ class BriefRemoteErrorsTest(base.TestCase):
     def setUp(self):
         super().setUp()
         self.out = io.StringIO()
-        self.logger = logging.getLogger('numamig.test_log_brief')
+        # Its own logger, whatever other tests did to the logging
+        # configuration (levels, disabled loggers): records go straight
+        # to its handler (see _log).
+        self.logger = logging.Logger('test_log_brief')
         self.logger.propagate = False
         handler = logging.StreamHandler(self.out)
         self.logger.addHandler(handler)
@@ -37,20 +40,24 @@ class BriefRemoteErrorsTest(base.TestCase):
         log_brief.install(self.logger)          # idempotent
         self.assertEqual(1, len(handler.filters))
 
+    def _log(self, message, *args):
+        self.logger.handle(self.logger.makeRecord(
+            self.logger.name, logging.WARNING, __file__, 0, message, args,
+            None))
+
     def test_a_peers_error_is_its_first_line(self):
-        self.logger.warning("did not start: %s (%s)", _remote('not here'),
-                            'kept')
+        self._log("did not start: %s (%s)", _remote('not here'), 'kept')
         self.assertEqual("did not start: Migration pre-check error: not "
                          "here (kept)\n", self.out.getvalue())
 
     def test_mapping_arguments_too(self):
-        self.logger.warning("%(why)s", {'why': _remote('gone')})
+        self._log("%(why)s", {'why': _remote('gone')})
         self.assertEqual("Migration pre-check error: gone\n",
                          self.out.getvalue())
 
     def test_remote_error_and_local_errors(self):
         remote = messaging.RemoteError('KeyError', "'x'", 'Traceback...')
         local = ValueError("line one\nline two")
-        self.logger.warning("%s | %s", remote, local)
+        self._log("%s | %s", remote, local)
         self.assertEqual("KeyError: 'x' | line one\nline two\n",
                          self.out.getvalue())
