@@ -23,8 +23,14 @@ PREFIXES = ('live_migration', 'multifdsend', 'multifdrecv', 'return path',
 
 def qemu_pid(instance_uuid, proc='/proc'):
     """The pid of the QEMU running guest ``instance_uuid`` on this host
-    (its command line carries ``-uuid``), or None."""
+    (its command line carries ``-uuid``), or None.
+
+    While it migrates, two hosts that share a machine (the real tier's
+    libvirtd side by side) show two such QEMUs: the destination's was
+    started for this migration, so the source's is the older one.
+    """
     wanted = instance_uuid.encode()
+    found = []
     for entry in os.listdir(proc):
         if not entry.isdigit():
             continue
@@ -35,8 +41,21 @@ def qemu_pid(instance_uuid, proc='/proc'):
             continue
         if args and b'qemu' in os.path.basename(args[0]) and \
                 wanted in args:
-            return int(entry)
-    return None
+            found.append(int(entry))
+    if len(found) > 1:
+        found.sort(key=lambda pid: _started(pid, proc))
+    return found[0] if found else None
+
+
+def _started(pid, proc):
+    """When ``pid`` started (clock ticks since boot, /proc/PID/stat's
+    22nd field; after the command name, which may hold spaces)."""
+    try:
+        with open(f'{proc}/{pid}/stat') as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return float('inf')
 
 
 def migration_threads(pid, proc='/proc'):

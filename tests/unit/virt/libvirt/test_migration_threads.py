@@ -36,6 +36,18 @@ class ProcTestCase(base.TestCase):
         self.assertEqual(42, mt.qemu_pid(UUID, self.proc))
         self.assertIsNone(mt.qemu_pid('other', self.proc))
 
+    def test_the_older_qemu_when_two_run_the_guest(self):
+        # Two hosts on one machine while a migration runs: the source's
+        # QEMU started before the destination's, whatever the pids.
+        self._process(7, [b'/usr/bin/qemu-system-x86_64', b'-uuid',
+                          UUID.encode(), b'-incoming', b'defer'], {})
+        for pid, started in ((42, 1000), (7, 5000)):
+            with open(f'{self.proc}/{pid}/stat', 'w') as f:
+                # Field 22, start time; the name may hold spaces.
+                f.write(f"{pid} (qemu-system x86) S 1 2 3 4 5 6 7 8 9 10 "
+                        f"11 12 13 14 15 16 17 18 {started} 20 21\n")
+        self.assertEqual(42, mt.qemu_pid(UUID, self.proc))
+
     def test_only_migration_threads(self):
         self.assertEqual({44: 'live_migration', 45: 'multifdsend_0',
                           46: 'return path'},
