@@ -82,6 +82,7 @@ context or reservation is left anywhere.
 
 import collections
 import logging
+import time
 
 import fixtures
 import oslo_messaging as messaging
@@ -282,8 +283,20 @@ class MatrixCellTests:
                                                    self.mover.uuid, 'dst')
         self.migration_uuid = migration.uuid
         migration = self.dep.wait_for_migration(migration.uuid)
+        self._wait_source_done(migration.uuid)
         self.source_pinned_at_end = self._pinned_on('src')
         return migration
+
+    def _wait_source_done(self, migration_uuid, timeout=30):
+        """The source drops the guest's usage once the records moved it,
+        after ``completed`` is recorded: look at its usage only once its
+        migration thread has ended (bounded; under load it took longer
+        than the end's notice)."""
+        outgoing = self.dep.agent('src').outgoing
+        deadline = time.monotonic() + timeout
+        while migration_uuid in outgoing.uuids() and \
+                time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def _fail_at_destination(self):
         dest = self.dep.agent('dst').driver
