@@ -17,15 +17,13 @@ Plain threads, two per connection (one per direction), bound to
 """
 
 import socket
-import struct
 import threading
 import time
 
+from tests.fixtures import tcp_proxy
+
 # Bytes read from one side at a time.
 CHUNK = 65536
-# SO_LINGER with a zero timeout: close() sends a RST, the peer sees the
-# connection reset rather than a clean end of stream.
-_RESET = struct.pack('ii', 1, 0)
 
 
 class Proxy:
@@ -58,7 +56,7 @@ class Proxy:
                 return
             self.connections_seen += 1
             if self._is_cut():
-                _reset(client)
+                tcp_proxy.reset(client)
                 continue
             threading.Thread(target=self._open_link, args=(client,),
                              daemon=True, name=f'proxy-{self.name}-link'
@@ -75,13 +73,13 @@ class Proxy:
             server = socket.create_connection(self.upstream, timeout=10)
             server.settimeout(None)
         except OSError:
-            _reset(client)
+            tcp_proxy.reset(client)
             return
         link = (client, server)
         with self._lock:
             if self._is_cut():
-                _reset(client)
-                _reset(server)
+                tcp_proxy.reset(client)
+                tcp_proxy.reset(server)
                 return
             self._links.add(link)
         for src, dst in ((client, server), (server, client)):
@@ -111,7 +109,7 @@ class Proxy:
             self._links.discard(link)
         for sock in link:
             if reset:
-                _reset(sock)
+                tcp_proxy.reset(sock)
             else:
                 _close(sock)
 
@@ -145,17 +143,6 @@ class Proxy:
             links = list(self._links)
         for link in links:
             self._drop(link)
-
-
-def _reset(sock):
-    """Abort: the peer sees a reset. SHUT_RD first wakes this side's
-    pump thread blocked in recv (close alone does not)."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
-        sock.shutdown(socket.SHUT_RD)
-    except OSError:
-        pass
-    _quietly(sock.close)
 
 
 def _close(sock):
