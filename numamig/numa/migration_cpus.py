@@ -26,12 +26,13 @@ and claim applied) and changes nothing.
 
 import dataclasses
 
+from numamig.objects import migration_threads as record
+
 # Where the CPUs came from, as recorded on the Migration.
-HOUSEKEEPING = 'housekeeping'
-GUEST_NODES = 'shared-guest-nodes'
-SHARED = 'shared-any-node'
-NONE = 'none'
-BASES = (HOUSEKEEPING, GUEST_NODES, SHARED, NONE)
+HOUSEKEEPING = record.HOUSEKEEPING
+GUEST_NODES = record.GUEST_NODES
+SHARED = record.SHARED
+NONE = record.NONE
 
 
 @dataclasses.dataclass(frozen=True)

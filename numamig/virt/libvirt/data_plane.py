@@ -58,6 +58,25 @@ def check(settings, lib_version, host, uri, bandwidth_mib=None):
                    f"{MAX_BANDWIDTH_MIB} MiB/s")
 
 
+def connections_for(settings, cpus):
+    """The parallel connections one migration uses, given ``cpus`` CPUs
+    for its threads on the source (0: none chosen, nothing changes).
+
+    Each multifd channel is a thread; more channels than CPUs only makes
+    them take turns. So the configured number is cut to the CPUs there
+    are, but never below 2 while compression is on (it compresses
+    parallel connections only); without compression a single CPU means
+    one plain connection.
+    """
+    configured = settings.parallel_connections
+    if configured < 2 or not cpus:
+        return configured
+    used = min(configured, cpus)
+    if used < 2 and settings.compression == 'none':
+        return 1
+    return max(used, 2)
+
+
 def flags_and_params(settings):
     """(flags, params) the stream options add to a migration."""
     if settings.compression == 'none':
