@@ -28,8 +28,6 @@ received or stored): at most MAX_THREADS threads, MAX_CPUS CPUs per
 list, names of at most MAX_NAME characters.
 """
 
-from numamig import cpuspec
-
 SIDES = ('source', 'dest')
 HOUSEKEEPING = 'housekeeping'
 GUEST_NODES = 'shared-guest-nodes'
@@ -43,6 +41,8 @@ MAX_CPUS = 1024
 MAX_NAME = 32
 MAX_HOST = 255
 MAX_CONNECTIONS = 255
+# numamig.cpuspec's bound (objects sit below it).
+MAX_CPU_ID = 65535
 
 
 def problem(record):
@@ -85,12 +85,12 @@ def side_problem(side):
 
 
 _CPUS = (f"CPUs must be a list of at most {MAX_CPUS} CPU ids within "
-         f"0-{cpuspec.MAX_CPU_ID}")
+         f"0-{MAX_CPU_ID}")
 
 
 def _cpu_list(cpus):
     return isinstance(cpus, list) and len(cpus) <= MAX_CPUS and all(
-        _is_int(c) and 0 <= c <= cpuspec.MAX_CPU_ID for c in cpus)
+        _is_int(c) and 0 <= c <= MAX_CPU_ID for c in cpus)
 
 
 def _is_int(value):
@@ -106,7 +106,7 @@ def side(host, basis, cpus, threads, connections=None):
 
 def describe(side_record):
     """One line of a side's record for logs and ``migration show``."""
-    cpus = cpuspec.format_cpu_spec(side_record['cpus']) or '-'
+    cpus = ','.join(str(c) for c in side_record['cpus']) or '-'
     parts = [f"{side_record['host']}: CPUs {cpus} ({side_record['basis']})"]
     if side_record['connections'] is not None:
         parts.append(f"{side_record['connections']} connection(s)")
