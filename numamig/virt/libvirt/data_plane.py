@@ -63,18 +63,15 @@ def connections_for(settings, cpus):
     for its threads on the source (0: none chosen, nothing changes).
 
     Each multifd channel is a thread; more channels than CPUs only makes
-    them take turns. So the configured number is cut to the CPUs there
-    are, but never below 2 while compression is on (it compresses
-    parallel connections only); without compression a single CPU means
-    one plain connection.
+    them take turns. So without compression the configured number is cut
+    to the CPUs there are, never below 2 (the operator chose parallel
+    migration). Compressed channels are left as configured: the operator
+    sized them for the compression the link needs.
     """
     configured = settings.parallel_connections
-    if configured < 2 or not cpus:
+    if configured < 2 or not cpus or settings.compression != 'none':
         return configured
-    used = min(configured, cpus)
-    if used < 2 and settings.compression == 'none':
-        return 1
-    return max(used, 2)
+    return max(min(configured, cpus), 2)
 
 
 def flags_and_params(settings):

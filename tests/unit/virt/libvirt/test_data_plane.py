@@ -86,12 +86,11 @@ class ConnectionsTestCase(base.TestCase):
     def test_never_below_two_once_parallel(self):
         self.assertEqual(2, self._used(8, 2))
 
-    def test_one_cpu_one_plain_connection_without_compression(self):
-        self.assertEqual(1, self._used(4, 1))
+    def test_one_cpu_still_two(self):
+        self.assertEqual(2, self._used(4, 1))
 
-    def test_one_cpu_keeps_two_with_compression(self):
-        # Compression works on parallel connections only.
-        self.assertEqual(2, self._used(4, 1, compression='zstd'))
+    def test_compressed_channels_left_as_configured(self):
+        self.assertEqual(4, self._used(4, 1, compression='zstd'))
 
     def test_unchanged_when_no_cpus_chosen_or_not_parallel(self):
         self.assertEqual(4, self._used(4, 0))

@@ -510,13 +510,11 @@ class ThreadsTestCase(base.TestCase):
                            'cpus': [4, 5], 'connections': 2,
                            'threads': {}}], threads.reports)
 
-    def test_one_cpu_migrates_on_one_plain_connection(self):
+    def test_one_cpu_still_two_connections(self):
         job, dom = self._run(ChosenThreads({4}), parallel_connections=4)
-        params, flags = dom.calls[0][2], dom.calls[0][3]
-        self.assertNotIn(libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS,
-                         params)
-        self.assertFalse(flags & libvirt.VIR_MIGRATE_PARALLEL)
-        self.assertEqual(1, job.connections)
+        self.assertEqual(2, dom.calls[0][2][
+            libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS])
+        self.assertEqual(2, job.connections)
 
     def test_no_cpus_chosen_records_only(self):
         threads = ChosenThreads((), basis='none')
