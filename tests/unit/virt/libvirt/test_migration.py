@@ -499,10 +499,16 @@ class ThreadsTestCase(base.TestCase):
         job.run('qemu+tcp://dst/system', '<domain/>', 'tcp://dst')
         return job, dom
 
+    @staticmethod
+    def _migrate_call(dom):
+        """(params, flags) of the migrateToURI3 call."""
+        (call,) = [c for c in dom.calls if c[0] == 'migrateToURI3']
+        return call[2], call[3]
+
     def test_connections_follow_the_cpus_and_are_reported(self):
         threads = ChosenThreads({4, 5})
         job, dom = self._run(threads, parallel_connections=8)
-        params, flags = dom.calls[0][2], dom.calls[0][3]
+        params, flags = self._migrate_call(dom)
         self.assertEqual(
             2, params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS])
         self.assertTrue(flags & libvirt.VIR_MIGRATE_PARALLEL)
@@ -512,14 +518,14 @@ class ThreadsTestCase(base.TestCase):
 
     def test_one_cpu_still_two_connections(self):
         job, dom = self._run(ChosenThreads({4}), parallel_connections=4)
-        self.assertEqual(2, dom.calls[0][2][
+        self.assertEqual(2, self._migrate_call(dom)[0][
             libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS])
         self.assertEqual(2, job.connections)
 
     def test_no_cpus_chosen_records_only(self):
         threads = ChosenThreads((), basis='none')
         job, dom = self._run(threads, parallel_connections=4)
-        self.assertEqual(4, dom.calls[0][2][
+        self.assertEqual(4, self._migrate_call(dom)[0][
             libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS])
         self.assertEqual(('none', [], 4), (
             threads.reports[0]['basis'], threads.reports[0]['cpus'],
