@@ -3,9 +3,10 @@ migration, mixed into ConductorAPI.
 
 Status changes (with the run's result), the one-step ``running`` and
 ``completed`` of API 1.3, progress samples, the post-copy recovery's
-history and where the migration's threads ran: apart from numamig.conductor.rpcapi so that the client stays
-one readable module. What an older conductor would refuse is left out
-of a result when the cap says it is older.
+history and where the migration's threads ran: apart from
+numamig.conductor.rpcapi so that the client stays one readable module.
+What an older conductor would refuse is left out of a result when the
+cap says it is older.
 """
 
 import oslo_messaging as messaging

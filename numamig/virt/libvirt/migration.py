@@ -171,7 +171,8 @@ class MigrationJob:
             (threads.cpus, threads.basis) if threads is not None else
             (self._settings.thread_cpus, thread_record.HOUSEKEEPING))
         self.threads = None if threads is None and cpus is None else \
-            migration_threads.ThreadPinner(self.instance, cpus)
+            migration_threads.ThreadPinner(self.instance, cpus,
+                                           sending=True)
         self.connections = data_plane.connections_for(self._settings,
                                                       len(cpus or ()))
         if self.connections != self._settings.parallel_connections:

@@ -24,6 +24,8 @@ from numamig.objects import migration_threads as record
 
 LOG = logging.getLogger(__name__)
 
+# The threads only a sending QEMU has.
+SENDING = ('live_migration', 'multifdsend', 'mig/src/')
 # Source: live_migration, multifdsend_N, return path (QEMU 7.2), mig/src/*
 # (QEMU 8.x). Destination: multifdrecv_N, postcopy/listen, fault-default
 # (QEMU 7.2), mig/dst/* (8.x); the incoming precopy itself runs in
@@ -115,15 +117,19 @@ class ThreadPinner:
     :param ignore_pids: QEMUs of the guest to leave alone (on a
         destination, those running before the migration: on a shared
         machine, the source's).
+    :param sending: the QEMU to watch is the one sending the guest (the
+        source's): of the guest's QEMUs, the one with a sending thread.
+        Else the first not ignored.
     """
 
     def __init__(self, instance_uuid, cpus, setaffinity=os.sched_setaffinity,
-                 proc='/proc', ignore_pids=frozenset()):
+                 proc='/proc', ignore_pids=frozenset(), sending=False):
         self.instance = instance_uuid
         self.cpus = frozenset(cpus or ())
         self._setaffinity = setaffinity
         self._proc = proc
         self._ignore = frozenset(ignore_pids)
+        self._sending = sending
         self.pid = None
         # tid -> name of every thread pinned.
         self.pinned = {}
@@ -135,8 +141,7 @@ class ThreadPinner:
         """Pin and record the migration threads not handled yet; never
         raises (a thread may end between the look and the pin)."""
         if self.pid is None:
-            self.pid = next((p for p in qemu_pids(self.instance, self._proc)
-                             if p not in self._ignore), None)
+            self.pid = self._find()
             if self.pid is None:
                 return
         for tid, name in migration_threads(self.pid, self._proc).items():
@@ -156,6 +161,22 @@ class ThreadPinner:
             if allowed is None:
                 allowed = self.cpus
             self.threads[name] = sorted(allowed)[:record.MAX_CPUS]
+
+    def _find(self):
+        """The QEMU to watch, or None while it cannot be told yet.
+
+        Several QEMUs may run the guest on one machine: the destination's
+        on a machine shared with the source (the real tier), or one a
+        failed test left behind; the one sending holds a sending thread.
+        """
+        for pid in qemu_pids(self.instance, self._proc):
+            if pid in self._ignore:
+                continue
+            if not self._sending or any(
+                    name.startswith(SENDING) for name in
+                    migration_threads(pid, self._proc).values()):
+                return pid
+        return None
 
     def _pin(self, tid, name):
         try:

@@ -10,7 +10,7 @@ from tests.unit.compute import base as cbase
 from tests.unit.compute import test_migration_dest as tmd
 
 # Two nodes, one shared core each: node 0 shares {0, 8}, node 1 {4, 12}.
-TOPOLOGY = dict(shared=1)
+TOPOLOGY = {'shared': 1}
 
 
 class SourceTest(base.TestCase):

@@ -151,3 +151,18 @@ class ProcTestCase(base.TestCase):
         self.assertTrue(pinner.alive())
         shutil.rmtree(f'{self.proc}/42')
         self.assertFalse(pinner.alive())
+
+    def test_the_sending_qemu_whatever_else_runs_the_guest(self):
+        # A QEMU of the guest a failed run left behind, older than the
+        # source's: the source's is the one with a sending thread.
+        self._process(7, [b'/usr/bin/qemu-system-x86_64', b'-uuid',
+                          UUID.encode()], {8: 'postcopy/listen'})
+        for pid, started in ((7, 10), (42, 1000)):
+            with open(f'{self.proc}/{pid}/stat', 'w') as f:
+                f.write(f"{pid} (qemu) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 "
+                        f"15 16 17 18 {started} 20 21\n")
+        pinner = mt.ThreadPinner(UUID, {1}, self.setaffinity(42),
+                                 self.proc, sending=True)
+        pinner.poll()
+        self.assertEqual(42, pinner.pid)
+        self.assertNotIn('postcopy/listen', pinner.threads)
