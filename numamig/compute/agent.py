@@ -11,6 +11,7 @@ import dataclasses
 
 from numamig import releases
 from numamig.compute import incoming as incoming_mod
+from numamig.compute import migration_threads
 from numamig.compute import outgoing as outgoing_mod
 from numamig.compute import resource_tracker
 
@@ -33,6 +34,8 @@ class Agent:
     :param outgoing: the migrations this host runs as source.
     :param incoming: the migrations this host rolled back as
         destination (a late define of their guest is refused).
+    :param thread_watches: the incoming migrations whose QEMU threads
+        this host pins meanwhile (numamig.compute.migration_threads).
     """
 
     host: str
@@ -46,6 +49,8 @@ class Agent:
     flows: object
     incoming: incoming_mod.IncomingMigrations = dataclasses.field(
         default_factory=incoming_mod.IncomingMigrations)
+    thread_watches: migration_threads.Watches = dataclasses.field(
+        default_factory=migration_threads.Watches)
 
     @property
     def service_version(self):

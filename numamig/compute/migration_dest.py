@@ -30,6 +30,7 @@ from numamig import exception
 from numamig import objects
 from numamig import releases
 from numamig.compute import claims
+from numamig.compute import migration_threads
 from numamig.compute import report
 from numamig.compute import rpcapi as compute_rpcapi
 
@@ -188,6 +189,7 @@ def pre_live_migration(agent, ctxt, instance, migrate_data):
             reason=f"host {agent.host} no longer holds the claim of "
                    f"migration {migrate_data.migration_uuid} for instance "
                    f"{instance.uuid}")
+    migration_threads.watch_incoming(agent, ctxt, instance, migrate_data)
     return migrate_data
 
 
@@ -243,6 +245,7 @@ def post_at_destination(agent, ctxt, instance, migration,
     :raises GuestNotArrived: the hypervisor here does not run the guest
         (the source lost it mid-way): nothing is applied or counted.
     """
+    migration_threads.stop_watching(agent, migration.uuid)
     if instance.uuid not in agent.driver.list_guests():
         raise exception.GuestNotArrived(instance_uuid=instance.uuid,
                                         host=agent.host,
@@ -349,6 +352,7 @@ def rollback_at_destination(agent, ctxt, instance, migration):
     The migration is remembered as rolled back here: a request to
     define its guest that comes later is refused (accept_emulated).
     """
+    migration_threads.stop_watching(agent, migration.uuid)
     with agent.incoming.lock:
         agent.incoming.mark_rolled_back(migration.uuid)
         remove_partial_copy(agent, instance, migration)

@@ -44,6 +44,7 @@ import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import releases
+from numamig.compute import migration_threads
 from numamig.compute import patience
 from numamig.compute import report
 from numamig.convergence import policy as convergence
@@ -200,15 +201,7 @@ def _retried(agent, migration, what, send):
 
 def _asking(agent, migration, what):
     return patience.Asking(agent.host, migration.uuid, what,
-                           timeout=_status_timeout(agent))
-
-
-def _status_timeout(agent):
-    """Seconds one attempt waits (a third of [DEFAULT]
-    rpc_response_timeout), or None."""
-    timeout = getattr(agent.conductor_api, 'status_timeout', None)
-    # A test's stand-in client may have none.
-    return timeout if isinstance(timeout, (int, float)) else None
+                           timeout=patience.status_timeout(agent))
 
 
 def _apply_claim(conductor, ctxt, instance, migration):
@@ -381,7 +374,9 @@ class SourceMigration:
                 self.instance.uuid, dest_xml, self.migrate_data,
                 progress_callback=self._progress, policy=policy,
                 recovery_callback=self._recovery_report,
-                abort_requested=self.abort_requested)
+                abort_requested=self.abort_requested,
+                threads=migration_threads.for_source(
+                    agent, self.ctxt, self.instance, self.migration.uuid))
             self.left_source = True
             self.result = self._reported(result and result.as_dict(),
                                          emulated=False)
@@ -410,7 +405,8 @@ class SourceMigration:
         so the migration goes on after one share (20 s with the
         defaults) instead of failing after the whole timeout.
         """
-        share = _status_timeout(self.agent) or patience.attempt_timeout(None)
+        share = patience.status_timeout(self.agent) or \
+            patience.attempt_timeout(None)
         option = (f"one of {patience.ATTEMPTS} tries, each a third of "
                   f"[DEFAULT] rpc_response_timeout")
         return _retried(

@@ -94,3 +94,11 @@ class Asking:
 
 
 RETRIED = (messaging.MessagingTimeout, exception.DatabaseError)
+
+
+def status_timeout(agent):
+    """Seconds one attempt of ``agent``'s conductor client waits (a third
+    of [DEFAULT] rpc_response_timeout), or None."""
+    timeout = getattr(agent.conductor_api, 'status_timeout', None)
+    # A test's stand-in client may have none.
+    return timeout if isinstance(timeout, (int, float)) else None

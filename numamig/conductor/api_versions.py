@@ -59,6 +59,9 @@ API version history:
 * 1.15 - migration_record_recovery (a source reports a post-copy
          recovery's history while it recovers); a run's result may
          carry postcopy_recovery; answers carry Migration 1.5.
+* 1.16 - migration_record_threads (each host of a migration reports
+         where the migration's own QEMU threads ran); answers carry
+         Migration 1.6 (migration_threads).
 """
 
 # API version -> the object versions a receiver of that version reads.
@@ -92,6 +95,7 @@ OBJECT_VERSIONS['1.12'] = dict(OBJECT_VERSIONS['1.11'], Migration='1.3')
 OBJECT_VERSIONS['1.13'] = dict(OBJECT_VERSIONS['1.12'])
 OBJECT_VERSIONS['1.14'] = dict(OBJECT_VERSIONS['1.13'], Migration='1.4')
 OBJECT_VERSIONS['1.15'] = dict(OBJECT_VERSIONS['1.14'], Migration='1.5')
+OBJECT_VERSIONS['1.16'] = dict(OBJECT_VERSIONS['1.15'], Migration='1.6')
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -128,6 +132,9 @@ MEMORY_RECLAIM_VERSION = '1.14'
 # recovery, the postcopy_recovery of a run's result, Migration 1.5.
 RECOVERY_VERSION = '1.15'
 RECOVERY_RESULT_FIELDS = ('postcopy_recovery',)
+# The API version that brought migration_record_threads and answers
+# carrying Migration 1.6 (where the migration's threads ran).
+THREADS_VERSION = '1.16'
 # Arguments a call may carry only from the API version given.
 SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
           'migration_uuid': REQUEST_UUID_VERSION,

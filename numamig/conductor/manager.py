@@ -25,6 +25,7 @@ from numamig.conductor import recovery_endpoints
 from numamig.conductor import requests
 from numamig.conductor import restarts
 from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor import threads_endpoints
 from numamig.conductor import watch
 from numamig.conductor import worker as worker_mod
 from numamig.conductor.tasks import build
@@ -49,7 +50,8 @@ _EXPECTED = host_endpoints.EXPECTED
 
 class ConductorManager(drain_endpoints.DrainEndpoints,
                         host_endpoints.HostEndpoints,
-                        recovery_endpoints.RecoveryEndpoints):
+                        recovery_endpoints.RecoveryEndpoints,
+                        threads_endpoints.ThreadsEndpoints):
     """The endpoints of a conductor worker.
 
     Only the methods declared with ``wire.args`` are callable over RPC.

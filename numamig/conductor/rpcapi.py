@@ -32,6 +32,7 @@ from numamig.conductor.api_versions import REQUEST_UUID_VERSION  # noqa: F401
 from numamig.conductor.api_versions import RESULTS_VERSION
 from numamig.conductor.api_versions import SHORT_PATH_VERSION  # noqa: F401
 from numamig.conductor.api_versions import SINCE as _SINCE
+from numamig.conductor.api_versions import THREADS_VERSION
 from numamig.conductor.api_versions import VIRTIO_MEM_VERSION
 from numamig.conductor.api_versions import WAIT_VERSION
 
@@ -82,7 +83,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = RECOVERY_VERSION
+    VERSION = THREADS_VERSION
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -163,9 +164,9 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
             # What operators read: the convergence fields of Migration
             # 1.3 come only in answers at 1.12, the memory reclaimed to
             # place the guest (1.4) at 1.14, the post-copy recovery (1.5)
-            # at 1.15.
+            # at 1.15, where the migration's threads ran (1.6) at 1.16.
             wanted.update((CONVERGENCE_VERSION, MEMORY_RECLAIM_VERSION,
-                           RECOVERY_VERSION))
+                           RECOVERY_VERSION, THREADS_VERSION))
         if self._reads_virtio_mem and (method in _GUEST_ANSWERS or
                                        _carries_virtio_mem(kwargs)):
             wanted.add(VIRTIO_MEM_VERSION)
@@ -480,8 +481,9 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         """
         if not self.client.can_send_version(WAIT_VERSION):
             raise messaging.UnsupportedVersion(WAIT_VERSION)
-        for version in (RECOVERY_VERSION, MEMORY_RECLAIM_VERSION,
-                        CONVERGENCE_VERSION, WAIT_VERSION):
+        for version in (THREADS_VERSION, RECOVERY_VERSION,
+                        MEMORY_RECLAIM_VERSION, CONVERGENCE_VERSION,
+                        WAIT_VERSION):
             if not self.client.can_send_version(version):
                 continue
             cctxt = self.client.prepare(

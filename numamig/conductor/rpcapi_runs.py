@@ -2,10 +2,11 @@
 migration, mixed into ConductorAPI.
 
 Status changes (with the run's result), the one-step ``running`` and
-``completed`` of API 1.3, progress samples and the post-copy recovery's
-history: apart from numamig.conductor.rpcapi so that the client stays
-one readable module. What an older conductor would refuse is left out
-of a result when the cap says it is older.
+``completed`` of API 1.3, progress samples, the post-copy recovery's
+history and where the migration's threads ran: apart from
+numamig.conductor.rpcapi so that the client stays one readable module.
+What an older conductor would refuse is left out of a result when the
+cap says it is older.
 """
 
 import oslo_messaging as messaging
@@ -15,6 +16,7 @@ from numamig.conductor.api_versions import CONVERGENCE_VERSION
 from numamig.conductor.api_versions import RECOVERY_RESULT_FIELDS
 from numamig.conductor.api_versions import RECOVERY_VERSION
 from numamig.conductor.api_versions import SHORT_PATH_VERSION
+from numamig.conductor.api_versions import THREADS_VERSION
 
 
 class RunCalls:
@@ -104,6 +106,21 @@ class RunCalls:
             version=RECOVERY_VERSION).cast(
             ctxt, 'migration_record_recovery',
             migration_uuid=migration_uuid, history=history)
+        return True
+
+    def migration_record_threads(self, ctxt, migration_uuid, side, record):
+        """Record where one host's migration threads ran (cast, API 1.16;
+        ``side`` is 'source' or 'dest', ``record`` that host's part of
+        Migration.migration_threads).
+
+        :returns: False where the cap forbids 1.16 (nothing sent).
+        """
+        if not self.client.can_send_version(THREADS_VERSION):
+            return False
+        self._client_at(THREADS_VERSION).prepare(
+            version=THREADS_VERSION).cast(
+            ctxt, 'migration_record_threads', migration_uuid=migration_uuid,
+            side=side, record=record)
         return True
 
     def migration_update_progress(self, ctxt, migration_uuid, progress):

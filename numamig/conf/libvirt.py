@@ -110,18 +110,31 @@ migration_opts = [
                     "moves. Worth it on links slower than the hosts' "
                     "CPUs can compress."),
     cfg.StrOpt('migration_thread_cpus',
-               help="pCPUs (a CPU list such as '1,9' or '2-3') QEMU's "
-                    "migration threads of outgoing migrations are pinned "
-                    "to as they appear (live_migration, multifdsend_N, "
-                    "return path). Unset: they stay where they start, on "
-                    "the guest's emulator pCPUs, competing with its "
-                    "vCPUs when those are shared. Give shared CPUs "
-                    "([compute] cpu_shared_set) of the NUMA nodes holding "
-                    "guest memory, never dedicated ones. Needs the agent "
-                    "to run as root on the host."),
+               help="A housekeeping set of pCPUs (a CPU list such as '1,9' "
+                    "or '2-3') for QEMU's migration threads, on both hosts "
+                    "of a migration (source: live_migration, "
+                    "multifdsend_N, return path; destination: "
+                    "multifdrecv_N, postcopy/listen, fault-default), "
+                    "pinned as they appear. It wins over the set numamig "
+                    "derives itself, less any pCPU a dedicated guest is "
+                    "pinned to. Unset: the host's shared CPUs ([compute] "
+                    "cpu_shared_set) on the NUMA nodes holding the guest's "
+                    "memory, else on any node, less pinned ones; with "
+                    "none, the threads stay where they start (the guest's "
+                    "emulator pCPUs). Pinning needs the agent to run as "
+                    "root; where the threads ran is recorded on the "
+                    "migration either way."),
     cfg.IntOpt('live_migration_parallel_connections', default=1, min=1,
                help="Parallel connections for the migration stream; above "
-                    "1 enables libvirt's parallel migration."),
+                    "1 enables libvirt's parallel migration. Each "
+                    "connection is a QEMU thread, so a migration uses at "
+                    "most as many as there are CPUs for its threads on the "
+                    "source (see migration_thread_cpus), but never fewer "
+                    "than 2 once above 1. With live_migration_compression "
+                    "on, the configured number is used as it is (the "
+                    "compressed channels were sized for the link). The "
+                    "number used is logged and recorded on the "
+                    "migration."),
     cfg.StrOpt('live_migration_policy', default='timer',
                help="Convergence policy of migrations whose flavor "
                     "(hw:live_migration_policy), image "

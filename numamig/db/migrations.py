@@ -567,6 +567,7 @@ def _columns_of(migration):
     columns['priority'] = migration.get('priority', 0)
     columns['admitted_at'] = migration.get('admitted_at')
     columns['memory_reclaim'] = migration.get('memory_reclaim')
+    columns['migration_threads'] = migration.get('migration_threads')
     return columns
 
 
@@ -578,7 +579,8 @@ def _to_object(session, row, with_history):
             **{name: getattr(row, name) for name in (
                 'uuid', 'instance_uuid', 'source_host', 'dest_host',
                 'requested_host', 'status', 'error', 'priority',
-                'admitted_at', 'memory_reclaim') + PROGRESS_FIELDS +
+                'admitted_at', 'memory_reclaim', 'migration_threads') +
+                PROGRESS_FIELDS +
                 RESULT_FIELDS + CONVERGENCE_FIELDS + PREDICTION_FIELDS +
                 RECOVERY_FIELDS})
         if with_history:

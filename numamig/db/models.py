@@ -221,6 +221,9 @@ class Migration(TimestampMixin, Base):
     # The post-copy recovery history (revision 0013): a JSON list of
     # {event, at, attempt, detail}; NULL where post-copy never broke.
     postcopy_recovery = sa.Column(JSONText, nullable=True)
+    # Where the migration's threads ran (revision 0014): a JSON dict per
+    # host side (numamig.objects.migration_threads); NULL: not recorded.
+    migration_threads = sa.Column(JSONText, nullable=True)
 
 
 class MigrationStatusChange(Base):

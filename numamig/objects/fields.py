@@ -8,6 +8,7 @@ in Python and use string keys only on the wire, where JSON requires them.
 
 from oslo_versionedobjects import fields
 
+from numamig.objects import migration_threads
 from numamig.objects.fields_enums import *  # noqa: F401,F403
 
 
@@ -78,3 +79,34 @@ class IntToIntField(fields.AutoTypedField):
 
 class IntToIntSetField(fields.AutoTypedField):
     AUTO_TYPE = IntToIntSet()
+
+
+class MigrationThreads(fields.FieldType):
+    """Where a migration's threads ran, per host
+    (numamig.objects.migration_threads): a bounded dict, refused whole
+    when its shape or size is wrong."""
+
+    def coerce(self, obj, attr, value):
+        problem = migration_threads.problem(value)
+        if problem:
+            raise ValueError(f"{attr}: {problem}")
+        return {side: migration_threads.side(
+            record['host'], record['basis'], record['cpus'],
+            record['threads'], record['connections'])
+            for side, record in value.items()}
+
+    def to_primitive(self, obj, attr, value):
+        return value
+
+    def from_primitive(self, obj, attr, value):
+        return self.coerce(obj, attr, value)
+
+    def stringify(self, value):
+        return repr(value)
+
+    def get_schema(self):
+        return {'type': ['object']}
+
+
+class MigrationThreadsField(fields.AutoTypedField):
+    AUTO_TYPE = MigrationThreads()

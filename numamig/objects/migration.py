@@ -46,6 +46,10 @@ RECOVERY_FIELDS = ('postcopy_recovery',)
 # The version that brought it: the one number to change if the versions
 # before it are renumbered (the backport below follows it).
 RECOVERY_VERSION = '1.5'
+# Where the migration's own QEMU threads ran on each host (THREADS_
+# VERSION); shape and bounds in numamig.objects.migration_threads.
+THREADS_FIELDS = ('migration_threads',)
+THREADS_VERSION = '1.6'
 # Bounds of what a source may report (checked before it is recorded).
 MAX_POLICY_NAME = 64
 MAX_ACTIONS = 40
@@ -103,12 +107,14 @@ class Migration(base.NumamigObject):
     # Version 1.4: Added memory_reclaim (virtio-mem memory reclaimed from
     #              other guests to place it)
     # Version 1.5: Added postcopy_recovery (RECOVERY_VERSION)
-    VERSION = RECOVERY_VERSION
+    # Version 1.6: Added migration_threads (THREADS_VERSION)
+    VERSION = THREADS_VERSION
 
     obj_relationships = {'history': [('1.0', '1.0'), ('1.1', '1.0'),
                                      ('1.2', '1.0'), ('1.3', '1.0'),
                                      ('1.4', '1.0'),
-                                     (RECOVERY_VERSION, '1.0')]}
+                                     (RECOVERY_VERSION, '1.0'),
+                                     (THREADS_VERSION, '1.0')]}
 
     fields = {
         'uuid': fields.UUIDField(),
@@ -174,11 +180,18 @@ class Migration(base.NumamigObject):
         # RECOVERY_FIELDS.
         'postcopy_recovery': fields.ListOfDictOfNullableStringsField(
             nullable=True, default=None),
+        # {'source': {...}, 'dest': {...}}; see THREADS_FIELDS. None:
+        # neither host recorded where the threads ran.
+        'migration_threads': nm_fields.MigrationThreadsField(
+            nullable=True, default=None),
     }
 
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
         target = versionutils.convert_version_to_tuple(target_version)
+        if target < versionutils.convert_version_to_tuple(THREADS_VERSION):
+            for name in THREADS_FIELDS:
+                primitive.pop(name, None)
         if target < (1, 4):
             primitive.pop('memory_reclaim', None)
         if target < versionutils.convert_version_to_tuple(RECOVERY_VERSION):

@@ -161,8 +161,16 @@ class ComputeDriver(abc.ABC):
     @abc.abstractmethod
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
                      progress_callback=None, policy=None,
-                     recovery_callback=None, abort_requested=None):
+                     recovery_callback=None, abort_requested=None,
+                     threads=None):
         """Source side: migrate natively and block until it ends.
+
+        :param threads: the CPUs chosen for the job's own threads: an
+            object with ``cpus`` (frozenset; empty: pin nothing),
+            ``basis`` (numamig.objects.migration_threads.BASES) and
+            ``report(record)``, called once the job ends with this host's
+            side of Migration.migration_threads. None: the driver's own
+            configuration decides.
 
         :param progress_callback: called with a MigrationProgress sample
             while the job runs.
@@ -216,6 +224,24 @@ class ComputeDriver(abc.ABC):
                 'reason': 'this driver cannot measure dirty rates',
                 'predicted_elapsed_ms': None, 'predicted_downtime_ms': None,
                 'sampled_dirty_rate': None, 'dirty_rate_method': None}
+
+    def migration_housekeeping_cpus(self):
+        """The operator's CPUs for migration threads ([libvirt]
+        migration_thread_cpus): a frozenset, or None when unset."""
+        return None
+
+    def watch_incoming_migration(self, instance_uuid, chosen, memory_mb,
+                                 on_end):
+        """Destination side: pin and record the arriving guest's
+        migration threads until the returned watch's ``stop()`` (or its
+        own time limit), then call ``on_end`` with this host's side of
+        Migration.migration_threads.
+
+        :param chosen: (cpus, basis) from numamig.numa.migration_cpus.
+        :returns: the started watch, or None where this driver has no
+            threads to watch (then ``on_end`` is never called).
+        """
+        return None
 
     @abc.abstractmethod
     def live_migration_abort(self, instance_uuid):

@@ -179,11 +179,17 @@ LAYERS = {
                                      'post-copy recovery, mixed into its '
                                      'manager',
                                      ('conductor', 'wire', 'exception')),
+    'conductor.threads_endpoints': ('the conductor\'s endpoint for where '
+                                    'a migration\'s threads ran, mixed '
+                                    'into its manager',
+                                    ('conductor', 'db', 'wire', 'objects',
+                                     'exception')),
     'conductor.manager': ('the conductor\'s RPC endpoints; the flows get '
                           'a Worker, never this',
                           ('conductor', 'conductor.drain_endpoints',
                            'conductor.host_endpoints',
                            'conductor.recovery_endpoints',
+                           'conductor.threads_endpoints',
                            'conductor.rpcapi', 'releases', 'db',
                            'wire', 'objects', 'context', 'exception')),
     'service': ('the daemons: wiring of managers, RPC and periodic work',

@@ -14,6 +14,7 @@ from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
 from numamig.cmd.manage_commands import convergence_view
 from numamig.cmd.manage_commands import reclaim_view
+from numamig.cmd.manage_commands import threads_view
 from numamig.objects import fields
 from numamig.objects import migration as migration_obj
 
@@ -358,6 +359,8 @@ def _view(migration):
         'memory_reclaim': reclaim_view.view(migration),
         # None where the stream never broke during post-copy.
         'postcopy_recovery': convergence_view.recovery_view(migration),
+        # None where no host recorded where the migration's threads ran.
+        'migration_threads': threads_view.view(migration),
     }
 
 
@@ -453,7 +456,8 @@ def _print_show(data):
     for line in _result_lines(data['result'], data['status']) + \
             convergence_view.lines(data['convergence']) + \
             reclaim_view.lines(data['memory_reclaim']) + \
-            convergence_view.recovery_lines(data['postcopy_recovery']):
+            convergence_view.recovery_lines(data['postcopy_recovery']) + \
+            threads_view.lines(data['migration_threads']):
         print(f"  {line}")
     if data['history']:
         print("  history:")

@@ -58,6 +58,22 @@ def check(settings, lib_version, host, uri, bandwidth_mib=None):
                    f"{MAX_BANDWIDTH_MIB} MiB/s")
 
 
+def connections_for(settings, cpus):
+    """The parallel connections one migration uses, given ``cpus`` CPUs
+    for its threads on the source (0: none chosen, nothing changes).
+
+    Each multifd channel is a thread; more channels than CPUs only makes
+    them take turns. So without compression the configured number is cut
+    to the CPUs there are, never below 2 (the operator chose parallel
+    migration). Compressed channels are left as configured: the operator
+    sized them for the compression the link needs.
+    """
+    configured = settings.parallel_connections
+    if configured < 2 or not cpus or settings.compression != 'none':
+        return configured
+    return max(min(configured, cpus), 2)
+
+
 def flags_and_params(settings):
     """(flags, params) the stream options add to a migration."""
     if settings.compression == 'none':

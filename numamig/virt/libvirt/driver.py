@@ -27,6 +27,7 @@ from numamig.virt.libvirt import guard_install
 from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import host_topology
+from numamig.virt.libvirt import incoming_threads
 from numamig.virt.libvirt import memory_resize
 from numamig.virt.libvirt import migration
 from numamig.virt.libvirt import migration_xml
@@ -338,7 +339,8 @@ class LibvirtDriver(driver.ComputeDriver):
 
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
                      progress_callback=None, policy=None,
-                     recovery_callback=None, abort_requested=None):
+                     recovery_callback=None, abort_requested=None,
+                     threads=None):
         """Migrate natively to ``migrate_data``'s destination; see base."""
         if self._settings.is_test_driver:
             raise exception.MigrationNotSupported(
@@ -351,7 +353,8 @@ class LibvirtDriver(driver.ComputeDriver):
                                      self.host, migrate_data.dest_host,
                                      progress_callback, policy=policy,
                                      recovery_callback=recovery_callback,
-                                     abort_requested=abort_requested)
+                                     abort_requested=abort_requested,
+                                     threads=threads)
         with self._jobs_lock:
             self._jobs[instance_uuid] = job
         try:
@@ -361,6 +364,20 @@ class LibvirtDriver(driver.ComputeDriver):
         finally:
             with self._jobs_lock:
                 self._jobs.pop(instance_uuid, None)
+
+    def migration_housekeeping_cpus(self):
+        return self._settings.migration.thread_cpus
+
+    def watch_incoming_migration(self, instance_uuid, chosen, memory_mb,
+                                 on_end):
+        """See base; test-driver hosts run no QEMU to watch."""
+        if self._settings.is_test_driver:
+            return None
+        settings = self._settings.migration
+        return incoming_threads.IncomingWatch(
+            instance_uuid, self.host, chosen, settings.progress_interval_s,
+            incoming_threads.time_limit(settings, memory_mb),
+            on_end).start()
 
     def emulate_copy(self, instance_uuid, policy, progress_callback=None):
         """See ComputeDriver: test-driver hosts with [libvirt]

@@ -21,6 +21,7 @@ post-copy is resumed (numamig.virt.libvirt.postcopy) rather than failed:
 the guest cannot go back to the source then.
 """
 
+import dataclasses
 import threading
 import time
 
@@ -29,6 +30,7 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig.convergence import policy as convergence
+from numamig.objects import migration_threads as thread_record
 from numamig.virt import driver
 from numamig.virt.libvirt import data_plane
 from numamig.virt.libvirt import errors
@@ -117,7 +119,8 @@ class MigrationJob:
 
     def __init__(self, dom, settings, host, dest, progress_callback=None,
                  clock=time.monotonic, completion=None, policy=None,
-                 recovery_callback=None, abort_requested=None):
+                 recovery_callback=None, abort_requested=None,
+                 threads=None):
         """:param completion: what catches the finished job's statistics;
             an events.JobCompletedWatcher of ``dom`` unless given.
         :param policy: the convergence Policy (default: the settings'
@@ -126,6 +129,9 @@ class MigrationJob:
             history (a list of dicts) after each of its events.
         :param abort_requested: a threading.Event the caller sets to
             abort, honoured even before libvirt's job exists.
+        :param threads: the CPUs chosen for the job's threads (see
+            ComputeDriver.live_migrate); None: [libvirt]
+            migration_thread_cpus, if set.
         """
         self._dom = dom
         self._completion = completion or events.JobCompletedWatcher(dom)
@@ -155,9 +161,45 @@ class MigrationJob:
         # active, and every action applied (or, observe-only, logged).
         self._state, self._due = convergence.start(self._policy)
         self.actions = []
-        self.threads = None if settings.thread_cpus is None else \
-            migration_threads.ThreadPinner(self.instance,
-                                           settings.thread_cpus)
+        self._threads_chosen(threads)
+
+    def _threads_chosen(self, threads):
+        """Set up the thread pinner and the number of parallel
+        connections from the CPUs chosen for the job's threads."""
+        self._threads_report = getattr(threads, 'report', None)
+        cpus, self._threads_basis = (
+            (threads.cpus, threads.basis) if threads is not None else
+            (self._settings.thread_cpus, thread_record.HOUSEKEEPING))
+        self.threads = None if threads is None and cpus is None else \
+            migration_threads.ThreadPinner(self.instance, cpus,
+                                           sending=True)
+        self.connections = data_plane.connections_for(self._settings,
+                                                      len(cpus or ()))
+        if self.connections != self._settings.parallel_connections:
+            LOG.info("Migration of %s: %d parallel connection(s) instead of "
+                     "the %d configured: %d CPU(s) for its threads",
+                     self.instance, self.connections,
+                     self._settings.parallel_connections, len(cpus))
+            self._settings = dataclasses.replace(
+                self._settings, parallel_connections=self.connections)
+
+    def threads_record(self):
+        """Where the job's threads ran (this host's side of
+        Migration.migration_threads), or None when nothing watched."""
+        if self.threads is None:
+            return None
+        return thread_record.side(
+            self._host, self._threads_basis, self.threads.cpus,
+            self.threads.threads, self.connections)
+
+    def _report_threads(self):
+        if self._threads_report is None or self.threads is None:
+            return
+        try:
+            self._threads_report(self.threads_record())
+        except Exception as exc:  # noqa: BLE001 - the record is advisory
+            LOG.warning("Migration of %s: where its threads ran was not "
+                        "recorded: %s", self.instance, exc)
 
     def run(self, peer_uri, dest_xml, migration_uri, bandwidth_mib=None):
         """Migrate; return a MigrationResult or raise a numamig error.
@@ -185,6 +227,7 @@ class MigrationJob:
             completed = self._completion.wait(COMPLETED_EVENT_WAIT_S)
         finally:
             self._completion.stop()
+            self._report_threads()
         return self._result(completed)
 
     def _check_data_plane(self, peer_uri, bandwidth_mib):

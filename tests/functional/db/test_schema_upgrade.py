@@ -6,6 +6,7 @@ import json
 import sqlalchemy as sa
 
 from numamig.db import compute_nodes
+from numamig.db import migration_threads
 from numamig.db import migrations
 from numamig.db import primitives
 from numamig.db import queue
@@ -287,3 +288,25 @@ class UpgradeTo0013TestCase(base.ServerDBTestCase):
                                                    history))
         self.assertEqual(history, migrations.get(
             self.db, old_uuid).postcopy_recovery)
+
+
+class UpgradeTo0014TestCase(base.ServerDBTestCase):
+    """Migrations recorded before migration_threads read back with none,
+    and can record where their threads ran after the upgrade."""
+
+    sync = False
+
+    def test_rows_from_before_have_none_then_record_both_sides(self):
+        self.db.sync('0001')
+        instance_uuid, old_uuid = unit_base.new_uuid(), unit_base.new_uuid()
+        _insert_0001_rows(self.db, instance_uuid, old_uuid)
+        self.assertEqual('0013', self.db.sync('0013'))
+        self.assertEqual('0014', self.db.sync('0014'))
+        self.assertIsNone(migrations.get(self.db,
+                                         old_uuid).migration_threads)
+        side = {'host': 'h', 'basis': 'none', 'cpus': [],
+                'connections': None, 'threads': {'multifdrecv_0': [0, 1]}}
+        self.assertTrue(migration_threads.record_threads(
+            self.db, old_uuid, 'dest', side))
+        self.assertEqual({'dest': side}, migrations.get(
+            self.db, old_uuid).migration_threads)

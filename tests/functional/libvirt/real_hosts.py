@@ -58,8 +58,10 @@ class MigrationRun:
     ``error`` hold the outcome once ``ended``.
     """
 
-    def __init__(self, source, dest_xml, migrate_data):
+    def __init__(self, source, dest_xml, migrate_data, threads=None):
         self.samples = []
+        # The CPUs chosen for the job's threads (see live_migrate).
+        self.threads = threads
         # The post-copy recovery history, each time it grew.
         self.recovery = []
         self.result = self.error = None
@@ -77,7 +79,7 @@ class MigrationRun:
         try:
             self.result = source.live_migrate(
                 GUEST, dest_xml, migrate_data, self._progress,
-                recovery_callback=self._recovered)
+                recovery_callback=self._recovered, threads=self.threads)
         except exception.NumamigException as exc:
             self.error = exc
         finally:

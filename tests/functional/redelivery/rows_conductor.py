@@ -8,6 +8,7 @@ from oslo_utils import timeutils
 from numamig.compute import report
 from numamig.conductor import records
 from numamig.db import compute_nodes
+from numamig.db import migration_threads
 from numamig.db import migrations
 from tests.functional.redelivery import rows
 from tests.functional.redelivery.world import Delivery
@@ -234,6 +235,26 @@ def _older_recovery(world):
                history=_RECOVERY[:1])
 
 
+_THREADS = {'host': 'host-a', 'basis': 'shared-guest-nodes',
+            'cpus': [1], 'connections': 2,
+            'threads': {'live_migration': [1], 'multifdsend_0': [1]}}
+
+
+def _threads(world):
+    migration, _ = world.running(world.guest())
+    return _to('migration_record_threads', migration_uuid=migration.uuid,
+               side='source', record=_THREADS)
+
+
+def _threads_after_completion(world):
+    # The destination's report may come after the source completed it.
+    migration, _ = world.running(world.guest())
+    migration_threads.record_threads(world.dep.db, migration.uuid, 'dest',
+                                     dict(_THREADS, host='host-b'))
+    return _to('migration_record_threads', migration_uuid=migration.uuid,
+               side='dest', record=dict(_THREADS, host='host-b'))
+
+
 def _context_of(world, guest):
     migration = world.admitted(guest)
     answer = world.compute_api().check_can_live_migrate_destination(
@@ -374,6 +395,9 @@ ROWS = [
     rows.Row('conductor', 'migration_record_recovery', _recovery),
     rows.Row('conductor', 'migration_record_recovery', _older_recovery,
              variant='older-report', stale=True),
+    rows.Row('conductor', 'migration_record_threads', _threads),
+    rows.Row('conductor', 'migration_record_threads',
+             _threads_after_completion, variant='recorded', stale=True),
     rows.Row('conductor', 'migration_context_set', _context_set,
              rabbit=True),
     rows.Row('conductor', 'migration_context_set',

@@ -8,6 +8,7 @@ import testscenarios
 from numamig import exception
 from numamig import objects
 from numamig.compute import migration_source
+from numamig.compute import migration_threads
 from numamig.compute import rpcapi
 from tests import base
 from tests.unit.compute import base as cbase
@@ -297,8 +298,11 @@ class SourceMigrationTest(_SourceMigrationTestCase):
             self.agent, None, self.inst, self.migration, self._data())
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
-                    recovery_callback=None, abort_requested=None):
+                    recovery_callback=None, abort_requested=None,
+                    threads=None):
             self.assertIs(job.abort_requested, abort_requested)
+            # The CPUs for the job's threads, chosen by this agent.
+            self.assertIsInstance(threads, migration_threads.SourceThreads)
             job.abort()
             raise exception.MigrationAborted(
                 instance=uuid, host='src', dest='dst', code=1,
@@ -318,7 +322,8 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         from numamig.virt import driver as virt_driver
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
-                    recovery_callback=None, abort_requested=None):
+                    recovery_callback=None, abort_requested=None,
+                    threads=None):
             progress_callback(virt_driver.MigrationProgress(
                 memory_total=100, memory_processed=40,
                 memory_remaining=60))
@@ -374,7 +379,8 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
         self.agent.driver.supports_native_migration = True
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
-                    recovery_callback=None, abort_requested=None):
+                    recovery_callback=None, abort_requested=None,
+                    threads=None):
             progress_callback(virt_driver.MigrationProgress(
                 memory_total=100, memory_processed=40,
                 memory_remaining=60))
@@ -621,7 +627,8 @@ class PostCopyPausedTest(_SourceMigrationTestCase):
         self.agent.conductor_api.migration_set_status.side_effect = recording
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
-                    recovery_callback=None, abort_requested=None):
+                    recovery_callback=None, abort_requested=None,
+                    threads=None):
             recovery_callback(self.HISTORY[:1])
             recovery_callback(self.HISTORY)
             raise exception.PostCopyPaused(

@@ -183,20 +183,21 @@ class ConductorAPIVersionsTest(base.TestCase):
                           'conductor caps', str(exc))
         self.assertEqual([], self.sent)
 
-    def test_wait_sent_at_1_15_1_14_1_12_then_1_5_with_what_it_saw(self):
+    def test_wait_sent_at_1_16_to_1_12_then_1_5_with_what_it_saw(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.15'),
+        self.answers = [messaging.UnsupportedVersion('1.16'),
+                        messaging.UnsupportedVersion('1.15'),
                         messaging.UnsupportedVersion('1.14'),
                         messaging.UnsupportedVersion('1.12'), 'answer']
         seen = mock.Mock(uuid='m-1', status='running',
                          memory_processed=7)
         self.api.migration_wait(None, seen, 10)
-        (newest, _, _), (reclaim, _, _), (convergence, _, _), \
-            (version, method, kwargs) = self.sent
-        self.assertEqual((rpcapi.RECOVERY_VERSION,
+        (newest, _, _), (recovery, _, _), (reclaim, _, _), \
+            (convergence, _, _), (version, method, kwargs) = self.sent
+        self.assertEqual((rpcapi.THREADS_VERSION, rpcapi.RECOVERY_VERSION,
                           rpcapi.MEMORY_RECLAIM_VERSION,
                           rpcapi.CONVERGENCE_VERSION),
-                         (newest, reclaim, convergence))
+                         (newest, recovery, reclaim, convergence))
         self.assertEqual(('1.5', 'migration_wait'), (version, method))
         self.assertEqual({'migration_uuid': 'm-1', 'status': 'running',
                           'memory_processed': 7, 'timeout': 10}, kwargs)
@@ -245,25 +246,29 @@ class ConductorAPIVersionsTest(base.TestCase):
 
     def test_priority_only_to_a_conductor_with_the_queue(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.15'),
+        self.answers = [messaging.UnsupportedVersion('1.16'),
+                        messaging.UnsupportedVersion('1.15'),
                         messaging.UnsupportedVersion('1.14'),
                         messaging.UnsupportedVersion('1.12'),
                         messaging.UnsupportedVersion('1.9'),
                         messaging.UnsupportedVersion('1.3'), 'answer']
         self.api.live_migrate_instance(None, 'i', priority=100)
-        self.assertEqual([('1.15', 100), ('1.14', 100), ('1.12', 100),
+        self.assertEqual([('1.16', 100), ('1.15', 100), ('1.14', 100),
+                          ('1.12', 100),
                           ('1.9', 100),
                           ('1.3', 100), ('1.2', None)],
                          [(v, kw.get('priority')) for v, _, kw in self.sent])
 
     def test_request_uuid_only_to_a_conductor_that_knows_it(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.15'),
+        self.answers = [messaging.UnsupportedVersion('1.16'),
+                        messaging.UnsupportedVersion('1.15'),
                         messaging.UnsupportedVersion('1.14'),
                         messaging.UnsupportedVersion('1.12'),
                         messaging.UnsupportedVersion('1.9'), 'answer']
         self.api.live_migrate_instance(None, 'i')
-        _recovery, _reclaim, _newest, (first, uuid), (older, none) = [
+        _threads, _recovery, _reclaim, _newest, (first, uuid), \
+            (older, none) = [
             (v, kw.get('migration_uuid')) for v, _, kw in self.sent]
         self.assertEqual((rpcapi.REQUEST_UUID_VERSION, True, '1.3', None),
                          (first, uuidutils.is_uuid_like(uuid), older, none))
@@ -272,7 +277,7 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.client.can_send_version.return_value = True
         self.api.live_migrate_instance(None, 'i', migration_uuid='m-1')
         (version, _, kwargs), = self.sent
-        self.assertEqual((rpcapi.RECOVERY_VERSION, 'm-1'),
+        self.assertEqual((rpcapi.THREADS_VERSION, 'm-1'),
                          (version, kwargs['migration_uuid']))
 
     def test_calls_without_newer_arguments_never_try_1_9(self):
@@ -282,23 +287,25 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.api.migration_get_in_progress_by_host(None, 'h')
         self.assertEqual([rpcapi.QUEUE_VERSION], [v for v, _, _ in self.sent])
 
-    def test_operator_reads_try_1_15_then_1_14_then_1_12(self):
-        # Migration 1.5 (the post-copy recovery) comes at 1.15, 1.4 (the
-        # memory reclaimed) at 1.14, the convergence fields of 1.3 at
-        # 1.12.
+    def test_operator_reads_try_1_16_then_1_15_then_1_14_then_1_12(self):
+        # Migration 1.6 (where the threads ran) comes at 1.16, 1.5 (the
+        # post-copy recovery) at 1.15, 1.4 (the memory reclaimed) at
+        # 1.14, the convergence fields of 1.3 at 1.12.
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.15'),
+        self.answers = [messaging.UnsupportedVersion('1.16'),
+                        messaging.UnsupportedVersion('1.15'),
                         messaging.UnsupportedVersion('1.14'),
                         messaging.UnsupportedVersion('1.12'), 'answer']
         self.api.migration_get(None, 'm')
-        self.assertEqual([rpcapi.RECOVERY_VERSION,
+        self.assertEqual([rpcapi.THREADS_VERSION, rpcapi.RECOVERY_VERSION,
                           rpcapi.MEMORY_RECLAIM_VERSION,
                           rpcapi.CONVERGENCE_VERSION, rpcapi.QUEUE_VERSION],
                          [v for v, _, _ in self.sent])
 
-    def test_operator_reads_capped_at_1_12_skip_1_14_and_1_15(self):
+    def test_operator_reads_capped_at_1_12_skip_1_14_to_1_16(self):
         self.client.can_send_version.side_effect = \
-            lambda v: v not in (rpcapi.RECOVERY_VERSION,
+            lambda v: v not in (rpcapi.THREADS_VERSION,
+                                rpcapi.RECOVERY_VERSION,
                                 rpcapi.MEMORY_RECLAIM_VERSION)
         self.answers = ['answer']
         self.api.migration_get(None, 'm')

@@ -158,7 +158,20 @@ def migration():
             {'event': 'link-lost', 'at': '2026-11-03T12:00:01.000+00:00',
              'attempt': None, 'detail': 'stream broke'},
             {'event': 'resumed', 'at': '2026-11-03T12:00:04.000+00:00',
-             'attempt': '2', 'detail': None}])
+             'attempt': '2', 'detail': None}],
+        migration_threads=THREADS)
+
+
+# Where a migration's threads ran (Migration 1.6), both hosts.
+THREADS = {
+    'source': {'host': 'src', 'basis': 'shared-guest-nodes',
+               'cpus': [6, 7], 'connections': 2,
+               'threads': {'live_migration': [6, 7],
+                           'multifdsend_0': [6, 7],
+                           'multifdsend_1': [6, 7]}},
+    'dest': {'host': 'dst', 'basis': 'none', 'cpus': [],
+             'connections': None,
+             'threads': {'multifdrecv_0': [3], 'multifdrecv_1': [3]}}}
 
 
 def instance():

@@ -150,7 +150,8 @@ class ResultTest(base.TestCase):
                           migration.CONVERGENCE_FIELDS +
                           migration.PREDICTION_FIELDS +
                           ('memory_reclaim',) +
-                          migration.RECOVERY_FIELDS}, old)
+                          migration.RECOVERY_FIELDS +
+                          migration.THREADS_FIELDS}, old)
 
     def test_backport_to_1_1_drops_only_the_queue(self):
         record = samples.migration()
@@ -165,7 +166,8 @@ class ResultTest(base.TestCase):
                           migration.CONVERGENCE_FIELDS +
                           migration.PREDICTION_FIELDS +
                           ('memory_reclaim',) +
-                          migration.RECOVERY_FIELDS}, old)
+                          migration.RECOVERY_FIELDS +
+                          migration.THREADS_FIELDS}, old)
 
     def test_backport_to_1_2_drops_only_convergence(self):
         record = samples.migration()
@@ -178,7 +180,8 @@ class ResultTest(base.TestCase):
                           if k not in migration.CONVERGENCE_FIELDS +
                           migration.PREDICTION_FIELDS +
                           ('memory_reclaim',) +
-                          migration.RECOVERY_FIELDS}, old)
+                          migration.RECOVERY_FIELDS +
+                          migration.THREADS_FIELDS}, old)
 
     def test_backport_below_recovery_drops_only_the_history(self):
         record = samples.migration()
@@ -187,7 +190,8 @@ class ResultTest(base.TestCase):
             target_version='1.4')['numamig_object.data']
         self.assertEqual('resumed', full['postcopy_recovery'][-1]['event'])
         self.assertEqual({k: v for k, v in full.items()
-                          if k not in migration.RECOVERY_FIELDS}, old)
+                          if k not in migration.RECOVERY_FIELDS +
+                          migration.THREADS_FIELDS}, old)
 
     def test_recovery_history_is_bounded(self):
         from numamig.convergence import recovery
@@ -200,6 +204,56 @@ class ResultTest(base.TestCase):
         self.assertIn('41 events (at most 40)', str(exc))
 
 
+class ThreadsTest(base.TestCase):
+
+    def test_backport_below_1_6_drops_only_the_threads(self):
+        record = samples.migration()
+        full = record.obj_to_primitive()['numamig_object.data']
+        old = record.obj_to_primitive(
+            target_version='1.5')['numamig_object.data']
+        self.assertEqual([6, 7], full['migration_threads']['source']['cpus'])
+        self.assertEqual({k: v for k, v in full.items()
+                          if k not in migration.THREADS_FIELDS}, old)
+        received = migration.Migration.obj_from_primitive(
+            record.obj_to_primitive(target_version='1.5'))
+        self.assertIsNone(received.migration_threads)
+
+    def test_round_trip_at_1_6(self):
+        record = samples.migration()
+        received = migration.Migration.obj_from_primitive(
+            record.obj_to_primitive(target_version='1.6'))
+        self.assertEqual(samples.THREADS, received.migration_threads)
+
+    def test_cpu_lists_are_sorted(self):
+        record = samples.migration()
+        side = dict(samples.THREADS['source'], cpus=[7, 6],
+                    threads={'live_migration': [7, 6]})
+        record.migration_threads = {'source': side}
+        self.assertEqual([6, 7], record.migration_threads['source']['cpus'])
+        self.assertEqual([6, 7], record.migration_threads['source'][
+            'threads']['live_migration'])
+
+    def test_shape_and_bounds_are_checked(self):
+        source = samples.THREADS['source']
+        too_many = {f'multifdsend_{i}': [1] for i in range(65)}
+        for value, fragment in (
+                ({'elsewhere': source}, "side 'elsewhere'"),
+                ({'source': dict(source, colour='red')}, 'exactly host'),
+                ({'source': dict(source, basis='anywhere')}, 'basis'),
+                ({'source': dict(source, cpus=[-1])}, 'CPU ids'),
+                ({'source': dict(source, cpus=list(range(1025)))},
+                 'at most 1024'),
+                ({'source': dict(source, threads=too_many)}, 'at most 64'),
+                ({'source': dict(source, threads={'x' * 33: [1]})},
+                 '1-32 characters'),
+                ({'source': dict(source, connections=0)}, 'connections'),
+                ([source], 'must be a dict')):
+            record = samples.migration()
+            exc = self.assertRaises(ValueError, setattr, record,
+                                    'migration_threads', value)
+            self.assertIn(fragment, str(exc))
+
+
 class MemoryReclaimTest(base.TestCase):
 
     def test_backport_to_1_3_drops_the_reclaim(self):
@@ -210,7 +264,8 @@ class MemoryReclaimTest(base.TestCase):
         self.assertEqual('kept', full['memory_reclaim'][0]['outcome'])
         self.assertEqual({k: v for k, v in full.items()
                           if k not in ('memory_reclaim',) +
-                          migration.RECOVERY_FIELDS}, old)
+                          migration.RECOVERY_FIELDS +
+                          migration.THREADS_FIELDS}, old)
         received = migration.Migration.obj_from_primitive(
             record.obj_to_primitive(target_version='1.3'))
         self.assertIsNone(received.memory_reclaim)

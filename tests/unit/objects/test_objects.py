@@ -31,7 +31,7 @@ OBJECT_DATA = {
     'InstanceNUMACell': '1.1-cb66a6f23c69d02d82416434b5b57b38',
     'InstanceNUMATopology': '1.1-4fa1d4c4b593a27816d50e3a4c541c98',
     'LiveMigrateData': '1.3-8af5c946b7284d3fc3385c477cf61db3',
-    'Migration': '1.5-24a90a0b4885dc757a47d2b74fbf99a4',
+    'Migration': '1.6-af5e5176d765c68f6baffa16bfb2e9fd',
     'MigrationContext': '1.1-26d330cb0b3335895f050fd23a8c02d5',
     'MigrationStatusChange': '1.0-a536d107255f04dc4766e8b383325fdd',
     'NUMALimits': '1.0-50f3092fed2eb389287a8f12e7d61dda',

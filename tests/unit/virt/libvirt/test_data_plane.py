@@ -69,3 +69,29 @@ class RefusedAtStartTestCase(base.TestCase):
         self.assertRaises(exception.MigrationNotSupported, job.run, 'u',
                           '<d/>', None)
         self.assertEqual([], dom.calls)
+
+
+class ConnectionsTestCase(base.TestCase):
+    """Parallel connections follow the CPUs chosen for the threads."""
+
+    def _used(self, configured, cpus, compression='none'):
+        return data_plane.connections_for(lv_settings.MigrationSettings(
+            parallel_connections=configured, compression=compression),
+            cpus)
+
+    def test_cut_to_the_cpus_available(self):
+        self.assertEqual(3, self._used(8, 3))
+        self.assertEqual(4, self._used(4, 16))
+
+    def test_never_below_two_once_parallel(self):
+        self.assertEqual(2, self._used(8, 2))
+
+    def test_one_cpu_still_two(self):
+        self.assertEqual(2, self._used(4, 1))
+
+    def test_compressed_channels_left_as_configured(self):
+        self.assertEqual(4, self._used(4, 1, compression='zstd'))
+
+    def test_unchanged_when_no_cpus_chosen_or_not_parallel(self):
+        self.assertEqual(4, self._used(4, 0))
+        self.assertEqual(1, self._used(1, 8))

@@ -2,6 +2,7 @@
 
 import threading
 
+import fixtures
 import libvirt
 import testscenarios
 
@@ -472,3 +473,74 @@ class EndedJobTestCase(base.TestCase):
         dom.jobStats = job_stats
         _job(dom, clock, samples.append).run('u', '<d/>', None)
         self.assertEqual([1], [s.memory_processed for s in samples])
+
+
+class ChosenThreads:
+    """The ``threads`` a compute agent hands live_migrate."""
+
+    def __init__(self, cpus, basis='shared-guest-nodes'):
+        self.cpus, self.basis = frozenset(cpus), basis
+        self.reports = []
+
+    def report(self, record):
+        self.reports.append(record)
+
+
+class ThreadsTestCase(base.TestCase):
+
+    def _run(self, threads, **settings):
+        clock = FakeClock()
+        dom = FakeDomain(clock, memory_gib=1, polls_to_finish=2)
+        job = migration.MigrationJob(
+            dom, lv_settings.MigrationSettings(
+                progress_interval_s=0.001, **settings), 'src', 'dst',
+            clock=clock, completion=FakeCompletion(), threads=threads)
+        job.threads._proc = self.useFixture(fixtures.TempDir()).path
+        job.run('qemu+tcp://dst/system', '<domain/>', 'tcp://dst')
+        return job, dom
+
+    @staticmethod
+    def _migrate_call(dom):
+        """(params, flags) of the migrateToURI3 call."""
+        (call,) = [c for c in dom.calls if c[0] == 'migrateToURI3']
+        return call[2], call[3]
+
+    def test_connections_follow_the_cpus_and_are_reported(self):
+        threads = ChosenThreads({4, 5})
+        job, dom = self._run(threads, parallel_connections=8)
+        params, flags = self._migrate_call(dom)
+        self.assertEqual(
+            2, params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS])
+        self.assertTrue(flags & libvirt.VIR_MIGRATE_PARALLEL)
+        self.assertEqual([{'host': 'src', 'basis': 'shared-guest-nodes',
+                           'cpus': [4, 5], 'connections': 2,
+                           'threads': {}}], threads.reports)
+
+    def test_one_cpu_still_two_connections(self):
+        job, dom = self._run(ChosenThreads({4}), parallel_connections=4)
+        self.assertEqual(2, self._migrate_call(dom)[0][
+            libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS])
+        self.assertEqual(2, job.connections)
+
+    def test_no_cpus_chosen_records_only(self):
+        threads = ChosenThreads((), basis='none')
+        job, dom = self._run(threads, parallel_connections=4)
+        self.assertEqual(4, self._migrate_call(dom)[0][
+            libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS])
+        self.assertEqual(('none', [], 4), (
+            threads.reports[0]['basis'], threads.reports[0]['cpus'],
+            threads.reports[0]['connections']))
+
+    def test_reported_when_the_job_fails_too(self):
+        threads = ChosenThreads({4})
+        clock = FakeClock()
+        dom = FakeDomain(clock, polls_to_finish=1, error=_libvirt_error(
+            libvirt.VIR_ERR_OPERATION_FAILED, 'migration failed'))
+        job = migration.MigrationJob(
+            dom, lv_settings.MigrationSettings(progress_interval_s=0.001),
+            'src', 'dst', clock=clock, completion=FakeCompletion(),
+            threads=threads)
+        job.threads._proc = self.useFixture(fixtures.TempDir()).path
+        self.assertRaises(exception.NumamigException, job.run, 'qemu+tcp://dst/system',
+                          '<domain/>', 'tcp://dst')
+        self.assertEqual(1, len(threads.reports))

@@ -1,0 +1,96 @@
+"""Where a migration's threads ran, recorded through a real conductor
+over fake:// and RabbitMQ (conductor API 1.16, Migration 1.6).
+
+An agent's report is kept and read back by an operator; one out of shape
+or too large is refused where it arrives, crossing the broker as one
+numamig error, with nothing recorded; a client capped below 1.16 sends
+nothing and reads Migration 1.5, without the field.
+"""
+
+import time
+
+from oslo_utils import uuidutils
+import testscenarios
+
+from numamig import embedded
+from numamig import exception
+from numamig import objects
+from tests import base
+from tests.fixtures import deployment
+from tests.fixtures import rpc as rpc_fixture
+from tests.unit.objects import samples
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+WAIT_S = 20
+
+
+class RecordThreadsTestCase(base.TestCase):
+
+    scenarios = rpc_fixture.TRANSPORT_SCENARIOS
+
+    def setUp(self):
+        super().setUp()
+        hosts = [embedded.HostDefinition(name, 'numa-2cell-a.xml')
+                 for name in ('host-a', 'host-b')]
+        self.dep = self.useFixture(deployment.DeploymentFixture(
+            self.transport_kind, hosts)).deployment
+        self.api, self.ctxt = self.dep.api, self.dep.context
+        uuid = uuidutils.generate_uuid()
+        instance = self.api.instance_create(self.ctxt, objects.Instance(
+            uuid=uuid, name=f'guest-{uuid[:8]}', project_id='demo',
+            vcpus=2, memory_mb=1024,
+            extra_specs={'hw:cpu_policy': 'dedicated'}), 'host-a')
+        migration = self.api.live_migrate_instance(self.ctxt, instance.uuid,
+                                                   'host-b')
+        self.migration = self.dep.wait_for_migration(migration.uuid)
+
+    def _recorded(self, side):
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            found = self.api.migration_get(
+                self.ctxt, self.migration.uuid).migration_threads
+            if found and side in found:
+                return found
+            time.sleep(0.05)
+        self.fail(f"{side} not recorded within {WAIT_S} s")
+
+    def test_both_sides_recorded_and_read_back(self):
+        for side in ('source', 'dest'):
+            self.assertTrue(self.api.migration_record_threads(
+                self.ctxt, self.migration.uuid, side,
+                samples.THREADS[side]))
+        self._recorded('source')
+        self.assertEqual(samples.THREADS, self._recorded('dest'))
+
+    def test_an_oversized_record_is_refused_over_the_wire(self):
+        too_many = dict(samples.THREADS['source'], threads={
+            f'multifdsend_{i}': [1] for i in range(65)})
+        client = self.api.client.prepare(version='1.16')
+        exc = self.assertRaises(
+            exception.InvalidRPCArgument, client.call, self.ctxt,
+            'migration_record_threads', migration_uuid=self.migration.uuid,
+            side='source', record=too_many)
+        self.assertIn('record', str(exc))
+        self.assertIn('at most 64 threads', str(exc))
+        self.assertRaises(exception.InvalidRPCArgument, client.call,
+                          self.ctxt, 'migration_record_threads',
+                          migration_uuid=self.migration.uuid,
+                          side='elsewhere',
+                          record=samples.THREADS['source'])
+        self.assertIsNone(self.api.migration_get(
+            self.ctxt, self.migration.uuid).migration_threads)
+
+    def test_a_client_capped_at_1_15_neither_sends_nor_reads_it(self):
+        self.api.migration_record_threads(self.ctxt, self.migration.uuid,
+                                          'source', samples.THREADS['source'])
+        self._recorded('source')
+        capped = self.dep.names.conductor_api(self.dep._transport,
+                                              version_cap='1.15')
+        self.assertFalse(capped.migration_record_threads(
+            self.ctxt, self.migration.uuid, 'dest',
+            samples.THREADS['dest']))
+        read = capped.migration_get(self.ctxt, self.migration.uuid)
+        self.assertEqual('1.5', read.VERSION)
+        # Read at 1.5: the field stayed at the conductor.
+        self.assertIsNone(read.get('migration_threads'))
