@@ -59,6 +59,13 @@ API version history:
 * 1.15 - migration_record_recovery (a source reports a post-copy
          recovery's history while it recovers); a run's result may
          carry postcopy_recovery; answers carry Migration 1.5.
+* 1.16 - (taken by another branch; re-chained at merge.)
+* 1.17 - status postcopy-paused: migration_set_status may record it
+         (the source's post-copy recovery gave up: both claims kept);
+         migration_resume (an operator asks the source to resume such
+         a migration); answers carry Migration 1.7 and
+         MigrationStatusChange 1.1 (messages at 1.15-1.16 get
+         Migration 1.5, whose status says ``running`` instead).
 """
 
 # API version -> the object versions a receiver of that version reads.
@@ -92,6 +99,9 @@ OBJECT_VERSIONS['1.12'] = dict(OBJECT_VERSIONS['1.11'], Migration='1.3')
 OBJECT_VERSIONS['1.13'] = dict(OBJECT_VERSIONS['1.12'])
 OBJECT_VERSIONS['1.14'] = dict(OBJECT_VERSIONS['1.13'], Migration='1.4')
 OBJECT_VERSIONS['1.15'] = dict(OBJECT_VERSIONS['1.14'], Migration='1.5')
+OBJECT_VERSIONS['1.16'] = dict(OBJECT_VERSIONS['1.15'])
+OBJECT_VERSIONS['1.17'] = dict(OBJECT_VERSIONS['1.16'], Migration='1.7',
+                               MigrationStatusChange='1.1')
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -128,6 +138,9 @@ MEMORY_RECLAIM_VERSION = '1.14'
 # recovery, the postcopy_recovery of a run's result, Migration 1.5.
 RECOVERY_VERSION = '1.15'
 RECOVERY_RESULT_FIELDS = ('postcopy_recovery',)
+# The API version that brought status postcopy-paused (recorded, and
+# read in answers: Migration 1.7) and migration_resume.
+PAUSED_VERSION = '1.17'
 # Arguments a call may carry only from the API version given.
 SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
           'migration_uuid': REQUEST_UUID_VERSION,

@@ -1,4 +1,5 @@
-"""The conductor's endpoint for a post-copy recovery in progress.
+"""The conductor's endpoints for a post-copy recovery: its history while
+it recovers, and an operator's resume once it gave up.
 
 A source whose post-copy migration lost its stream resumes it
 (numamig.virt.libvirt.postcopy); meanwhile the guest is paused, so the
@@ -8,10 +9,13 @@ carries it again at the end.
 """
 
 from oslo_log import log as logging
+import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import wire
+from numamig.conductor import host_endpoints
 from numamig.conductor import records
+from numamig.conductor import resume
 
 LOG = logging.getLogger(__name__)
 
@@ -22,7 +26,19 @@ HISTORY = wire.Kind(
 
 
 class RecoveryEndpoints:
-    """The manager sets ``db``."""
+    """The manager sets ``db`` and ``worker``."""
+
+    @wire.args(migration_uuid=wire.UUID)
+    @messaging.expected_exceptions(*host_endpoints.EXPECTED)
+    def migration_resume(self, ctxt, migration_uuid):
+        """Ask the source to resume a postcopy-paused migration (1.17).
+
+        Idempotent: a repeat finds it running (or completed) and answers
+        so, starting nothing; see numamig.conductor.resume.
+
+        :returns: {'migration': Migration, 'outcome': resume.OUTCOMES}.
+        """
+        return resume.resume(self.worker, ctxt, migration_uuid)
 
     @wire.args(migration_uuid=wire.UUID, history=HISTORY)
     def migration_record_recovery(self, ctxt, migration_uuid, history):
