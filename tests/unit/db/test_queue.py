@@ -53,8 +53,8 @@ class AdmitTestCase(QueueTestCase):
         # kept elsewhere: the instance's migration context).
         first, second, third = [self.request(source=s) for s in 'abc']
         self.assertEqual(3, len(queue.admit(self.db, LIMITS, 10)))
-        migrations.set_status(self.db, first.uuid, 'running')
-        migrations.set_status(self.db, first.uuid, 'postcopy-paused')
+        for status in ('queued', 'running', 'postcopy-paused'):
+            migrations.set_status(self.db, first.uuid, status)
         fourth = self.request(source='a')
         self.assertEqual([fourth.uuid], queue.admit(self.db, LIMITS, 10))
         self.assertTrue(migrations.get(self.db, first.uuid).in_progress)
