@@ -30,8 +30,8 @@ class PostCopyCalls:
             than API 1.8; nothing changed.
         """
         return self._resume_call(ctxt, migration.source_host,
-                                 'resume_postcopy', migration, timeout,
-                                 instance=instance, migration=migration)
+                                 'resume_postcopy', instance, migration,
+                                 timeout)
 
     def postcopy_resume_target(self, ctxt, instance, migration,
                                timeout=None):
@@ -43,12 +43,11 @@ class PostCopyCalls:
             half of the guest, or it or the cap is older than API 1.8.
         """
         return self._resume_call(ctxt, migration.dest_host,
-                                 'postcopy_resume_target', migration,
-                                 timeout, instance=instance,
-                                 migration=migration)
+                                 'postcopy_resume_target', instance,
+                                 migration, timeout)
 
-    def _resume_call(self, ctxt, host, method, migration, timeout,
-                     **kwargs):
+    def _resume_call(self, ctxt, host, method, instance, migration,
+                     timeout):
         if not self.client.can_send_version(RESUME_VERSION):
             raise exception.MigrationNotResumable(
                 migration_uuid=migration.uuid, status=migration.status,
@@ -58,7 +57,7 @@ class PostCopyCalls:
         try:
             return self._call(ctxt, host, RESUME_VERSION, method,
                               timeout=timeout, floor=RESUME_VERSION,
-                              **kwargs)
+                              instance=instance, migration=migration)
         except messaging.UnsupportedVersion as exc:
             raise exception.MigrationNotResumable(
                 migration_uuid=migration.uuid, status=migration.status,
