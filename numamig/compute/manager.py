@@ -321,7 +321,7 @@ class ComputeManager:
     @messaging.expected_exceptions(*_EXPECTED)
     def postcopy_resume_target(self, ctxt, instance, migration):
         """What a source resumes a postcopy-paused migration into (API
-        1.8). Idempotent: it only reads."""
+        1.8). Idempotent: a repeat reads only and gets the same answer."""
         return postcopy_paused.resume_target(self.agent, instance, migration)
 
     def _outgoing_job(self, migration):

@@ -13,7 +13,6 @@ import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import wire
-from numamig.conductor import host_endpoints
 from numamig.conductor import records
 from numamig.conductor import resume
 
@@ -29,7 +28,8 @@ class RecoveryEndpoints:
     """The manager sets ``db`` and ``worker``."""
 
     @wire.args(migration_uuid=wire.UUID)
-    @messaging.expected_exceptions(*host_endpoints.EXPECTED)
+    @messaging.expected_exceptions(exception.MigrationError,
+                                   exception.Invalid, exception.NotFound)
     def migration_resume(self, ctxt, migration_uuid):
         """Ask the source to resume a postcopy-paused migration (1.17).
 

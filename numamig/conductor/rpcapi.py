@@ -49,9 +49,12 @@ _SHOWS_MIGRATIONS = frozenset({
     'migration_get', 'migration_get_all', 'live_migrate_instance',
     'migration_abort', 'migration_force_complete', 'migration_resume'})
 # Calls whose answers hold migrations whose status a caller acts on: a
-# postcopy-paused one reads ``running`` below PAUSED_VERSION.
+# postcopy-paused one reads ``running`` below PAUSED_VERSION (a source's
+# reconciliation must tell it from a running one). migration_set_status
+# answers with the status just recorded; it goes at PAUSED_VERSION only
+# to record postcopy-paused (rpcapi_runs).
 _READS_STATUS = _SHOWS_MIGRATIONS | frozenset({
-    'migration_get_in_progress_by_host', 'migration_set_status'})
+    'migration_get_in_progress_by_host'})
 
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.

@@ -75,7 +75,8 @@ class AuditHostTest(base.TestCase):
         self.assertNotIn('recorded on', found[0].detail)
 
     def test_paused_half_and_another_guest_on_one_pcpu_overlap(self):
-        found = self.audit(self._paused_half_here([2, 3]), guest([3, 2], recorded=False))
+        found = self.audit(self._paused_half_here([2, 3]),
+                           guest([3, 2], recorded=False))
         self.assertIn(pins.SHARED_PCPU, [f.kind for f in found])
 
     def test_emulator_threads_on_dedicated_cpus(self):

@@ -80,9 +80,10 @@ class OlderReleaseTest(base.TestCase):
         # last answering in Instance/InstanceNUMACell 1.0 (virtio-mem);
         # 1.11: the last answering in Migration 1.2; 1.13: the last
         # answering in Migration 1.3; 1.14: the last answering in
-        # Migration 1.4 (before the post-copy recovery).
+        # Migration 1.4 (before the post-copy recovery); 1.16: the last
+        # answering in Migration 1.5 (before postcopy-paused).
         self.assertEqual(['1.1', '1.2', '1.6', '1.10', '1.11', '1.13',
-                          '1.14',
+                          '1.14', '1.16',
                           rpcapi.ConductorAPI.VERSION],
                          [e.target.version for e in served])
         self.assertIs(current, served[-1])
