@@ -83,6 +83,14 @@ def accept_resume(agent, ctxt, instance, migration, submit):
         LOG.info("%s: migration %s is already being resumed here; the "
                  "repeated request is ignored", agent.host, migration.uuid)
         return False
+    # The conductor records running before it asks: a request delivered
+    # again after its run ended (paused again, or completed) is stale.
+    current = agent.conductor_api.migration_get(ctxt, migration.uuid)
+    if current.status != STATUS.RUNNING:
+        LOG.info("%s: migration %s is %s: the resume request is a "
+                 "repeated one and is ignored", agent.host, migration.uuid,
+                 current.status)
+        return False
     if not agent.driver.supports_native_migration or \
             instance.uuid not in agent.driver.list_guests() or \
             not agent.driver.postcopy_paused(instance.uuid):

@@ -24,21 +24,27 @@ HISTORY = wire.Kind(
     len(v) <= records.MAX_RECOVERY_EVENTS)
 
 
+# How many times a migration was paused: bounded by its history's.
+PAUSES = wire.integer(0, 10000)
+
+
 class RecoveryEndpoints:
     """The manager sets ``db`` and ``worker``."""
 
-    @wire.args(migration_uuid=wire.UUID)
+    @wire.args(migration_uuid=wire.UUID, pauses=PAUSES.or_none())
     @messaging.expected_exceptions(exception.MigrationError,
                                    exception.Invalid, exception.NotFound)
-    def migration_resume(self, ctxt, migration_uuid):
+    def migration_resume(self, ctxt, migration_uuid, pauses=None):
         """Ask the source to resume a postcopy-paused migration (1.17).
 
-        Idempotent: a repeat finds it running (or completed) and answers
-        so, starting nothing; see numamig.conductor.resume.
+        Idempotent: a repeat finds it running (or completed, or paused
+        again since the ``pauses`` the caller saw) and answers so,
+        starting nothing; see numamig.conductor.resume.
 
         :returns: {'migration': Migration, 'outcome': resume.OUTCOMES}.
         """
-        return resume.resume(self.worker, ctxt, migration_uuid)
+        return resume.resume(self.worker, ctxt, migration_uuid,
+                             seen_pauses=pauses)
 
     @wire.args(migration_uuid=wire.UUID, history=HISTORY)
     def migration_record_recovery(self, ctxt, migration_uuid, history):

@@ -8,7 +8,11 @@ migration postcopy-paused -> running first, conditionally, then asks the
 source (compute API 1.8), so that:
 
 * a request delivered twice (or sent again after a lost answer) finds
-  it running and starts nothing: ``already-resuming``;
+  it running and starts nothing: ``already-resuming``; one delivered
+  again after the run it started ended postcopy-paused again is known by
+  ``pauses`` (how many times the caller saw it paused: its history's
+  postcopy-paused entries) and starts nothing either:
+  ``already-resumed``;
 * one for a migration that completed meanwhile answers
   ``already-completed``; neither changes anything;
 * a source that refuses (its guest is not paused in a broken post-copy,
@@ -35,8 +39,9 @@ STATUS = fields.MigrationStatus
 
 RESUMING = 'resuming'
 ALREADY_RESUMING = 'already-resuming'
+ALREADY_RESUMED = 'already-resumed'
 ALREADY_COMPLETED = 'already-completed'
-OUTCOMES = (RESUMING, ALREADY_RESUMING, ALREADY_COMPLETED)
+OUTCOMES = (RESUMING, ALREADY_RESUMING, ALREADY_RESUMED, ALREADY_COMPLETED)
 
 # Why an abort of a postcopy-paused (or resuming) migration is refused.
 NOT_ABORTABLE = ("its guest is paused in a broken post-copy, split "
@@ -45,6 +50,13 @@ NOT_ABORTABLE = ("its guest is paused in a broken post-copy, split "
                  "('numamig-manage migration resume'), or give the guest "
                  "up by destroying it on both hosts (see the operator "
                  "guide)")
+
+
+def pauses(migration):
+    """How many times ``migration`` (read with its history) was
+    postcopy-paused: what identifies one resume request."""
+    return sum(1 for change in migration.get('history') or ()
+               if change.status in STATUS.HALTED)
 
 
 def resuming(migration):
@@ -59,8 +71,12 @@ def halted_or_resuming(migration):
     return migration.status in STATUS.HALTED or resuming(migration)
 
 
-def resume(worker, ctxt, migration_uuid):
+def resume(worker, ctxt, migration_uuid, seen_pauses=None):
     """Ask the source to resume a postcopy-paused migration.
+
+    :param seen_pauses: ``pauses`` of the migration as the caller read
+        it; a request for a pause that has been resumed since starts
+        nothing (None: resume whatever pause it is in).
 
     :returns: {'migration': Migration, 'outcome': one of OUTCOMES}.
     :raises MigrationNotResumable: not postcopy-paused, or its source
@@ -72,6 +88,8 @@ def resume(worker, ctxt, migration_uuid):
     settled = _settled_answer(migration)
     if settled is not None:
         return settled
+    if seen_pauses is not None and seen_pauses != pauses(migration):
+        return {'migration': migration, 'outcome': ALREADY_RESUMED}
     instance = instances.get(worker.db, migration.instance_uuid).instance
     try:
         running = records.set_status(

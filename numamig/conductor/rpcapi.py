@@ -428,16 +428,19 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         return self._call(ctxt, 'migration_force_complete',
                           migration_uuid=migration_uuid)
 
-    def migration_resume(self, ctxt, migration_uuid):
+    def migration_resume(self, ctxt, migration_uuid, pauses=None):
         """Ask the source to resume a postcopy-paused migration (1.17).
 
+        :param pauses: how many times the caller saw it postcopy-paused
+            (the request's identity: a repeat after that pause was
+            resumed starts nothing).
         :returns: {'migration': Migration, 'outcome': one of
             numamig.conductor.resume.OUTCOMES}.
         :raises Invalid: the cap or the conductor is older than 1.17.
         """
         return self._since(ctxt, 'migration_resume', PAUSED_VERSION,
                            "resuming a post-copy migration",
-                           migration_uuid=migration_uuid)
+                           migration_uuid=migration_uuid, pauses=pauses)
 
     def migration_get_all(self, ctxt, instance_uuid=None, status=None,
                           host=None):

@@ -33,19 +33,26 @@ class ResumeCommand:
 
         It ends completed (the guest runs on the destination) or
         postcopy-paused again, the attempt in its recovery history. A
-        repeat while it is resumed, or after it completed, changes
-        nothing and says so. Exit codes: 0 resume started, already
-        running or already completed (with --wait: completed); 1 the
+        repeat while it is resumed, after that resume ended, or after it
+        completed, changes nothing and says so. Exit codes: 0 resume
+        started, already running, already resumed or already completed
+        (with --wait: completed); 1 the
         source did not answer (the migration stays running until its
         agent is back), or with --wait postcopy-paused again or still
         resuming at the timeout; 127 unknown migration, one that is
         not postcopy-paused, or a source that refused (its guest is not
-        paused there, or its agent is too old; nothing changed); 255 the
+        paused there, or its agent is too old: it stays postcopy-paused,
+        its history records the refused attempt); 255 the
         conductor cannot be reached.
         """
         _access.require_uuid(migration, 'migration')
         api, ctxt = _access.conductor(), _access.context()
-        answer = api.migration_resume(ctxt, migration)
+        # The pause this request resumes: delivered again after that
+        # resume ran, it starts nothing (numamig.conductor.resume).
+        seen = api.migration_get(ctxt, migration)
+        pauses = sum(1 for change in seen.get('history') or ()
+                     if change.status in STATUS.HALTED)
+        answer = api.migration_resume(ctxt, migration, pauses=pauses)
         found, outcome = answer['migration'], answer['outcome']
         if wait and found.status not in STATUS.SETTLED:
             from numamig.cmd.manage_commands import migration as commands
@@ -70,6 +77,8 @@ RESUME_LINES = {
     'resuming': "resume started on {source_host}",
     'already-resuming': "already being resumed on {source_host}: nothing "
                         "more was started",
+    'already-resumed': "the pause this request saw was resumed already "
+                       "(it is {status} now): nothing more was started",
     'already-completed': "already completed: nothing to resume",
 }
 

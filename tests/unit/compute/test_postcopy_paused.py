@@ -73,6 +73,15 @@ class AcceptResumeTest(_PausedTestCase):
             self.agent, None, self.inst, self.migration, submitted.append))
         self.assertEqual(1, len(submitted))
 
+    def test_request_delivered_after_its_run_ended_is_ignored(self):
+        ended = self.migration.obj_clone()
+        ended.status = 'postcopy-paused'
+        self.agent.conductor_api.migration_get.return_value = ended
+        submit = mock.Mock()
+        self.assertFalse(postcopy_paused.accept_resume(
+            self.agent, None, self.inst, self.migration, submit))
+        submit.assert_not_called()
+
     def test_guest_not_paused_here_is_refused(self):
         self.agent.driver.postcopy_paused.return_value = False
         submit = mock.Mock()

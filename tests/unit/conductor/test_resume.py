@@ -130,6 +130,23 @@ class ResumeTest(PausedTestCase):
         self.assertEqual(resume.ALREADY_RESUMING, answer['outcome'])
         self.compute_api.resume_postcopy.assert_called_once()
 
+    def test_repeat_after_its_run_paused_again_starts_nothing(self):
+        self.compute_api.resume_postcopy.return_value = True
+        seen = resume.pauses(migrations.get(self.db, self.migration.uuid))
+        self.assertEqual(1, seen)
+        self.call('migration_resume', self.migration.uuid, pauses=seen)
+        records.set_status(self.worker, self.migration.uuid,
+                           'postcopy-paused', error='no link')
+        answer = self.call('migration_resume', self.migration.uuid,
+                           pauses=seen)
+        self.assertEqual(resume.ALREADY_RESUMED, answer['outcome'])
+        self.assertEqual('postcopy-paused', answer['migration'].status)
+        self.compute_api.resume_postcopy.assert_called_once()
+        # A new request, for the new pause, runs.
+        answer = self.call('migration_resume', self.migration.uuid,
+                           pauses=seen + 1)
+        self.assertEqual(resume.RESUMING, answer['outcome'])
+
     def test_source_already_running_it_answers_already(self):
         self.compute_api.resume_postcopy.return_value = False
         answer = resume.resume(self.worker, None, self.migration.uuid)
