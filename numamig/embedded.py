@@ -356,7 +356,7 @@ class EmbeddedDeployment:
             while True:
                 migration = self.api.migration_get(self.context,
                                                    migration_uuid)
-                if migration.status in fields.MigrationStatus.FINAL:
+                if migration.status in fields.MigrationStatus.SETTLED:
                     return migration
                 left = deadline - time.monotonic()
                 if left <= 0:

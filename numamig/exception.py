@@ -316,15 +316,15 @@ class PostCopyPaused(HypervisorError):
     """A post-copy migration lost its connection and numamig could not
     resume it: the guest runs on neither host. Nothing may be rolled
     back (the destination holds the guest's CPU state and every page
-    sent, the source the pages not yet sent)."""
+    sent, the source the pages not yet sent); the migration waits
+    ``postcopy-paused`` with both hosts' claims kept."""
     msg_fmt = ("Post-copy migration of %(instance)s from %(host)s to "
                "%(dest)s lost its connection and was not resumed "
                "(%(reason)s): the guest is PAUSED, its CPU state and the "
                "pages sent on %(dest)s, the rest of its memory on "
-               "%(host)s; it runs on neither. Once the link works, resume "
-               "it from %(host)s (virsh migrate --postcopy "
-               "--postcopy-resume, same URIs), or give it up by destroying "
-               "it on both hosts")
+               "%(host)s; it runs on neither. Both hosts keep its "
+               "placement; once the link works, resume it with "
+               "'numamig-manage migration resume MIGRATION'")
 
 
 class NoRunningMigration(HypervisorError):
@@ -512,6 +512,14 @@ class InstanceBuildError(NumamigException):
 
 class MigrationNotAbortable(Invalid):
     msg_fmt = ("Migration %(migration_uuid)s is %(status)s: %(reason)s")
+    code = 409
+
+
+class MigrationNotResumable(Invalid):
+    """A resume asked of a migration that is not postcopy-paused, or of
+    a host that cannot resume it; nothing changed."""
+    msg_fmt = ("Migration %(migration_uuid)s (%(status)s) cannot be "
+               "resumed: %(reason)s")
     code = 409
 
 

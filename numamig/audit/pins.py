@@ -153,7 +153,8 @@ def _record_findings(host, guest):
     instance = guest.instance
     if instance is None:
         return []
-    if instance.host != host:
+    expected = _recorded_here(host, instance)
+    if expected is None:
         return [Finding(XML_DIFFERS, host,
                         f"guest {guest.name} ({guest.uuid}) runs here but "
                         f"is recorded on {instance.host}", (guest.uuid,))]
@@ -161,10 +162,28 @@ def _record_findings(host, guest):
         actual = guest_parse.parse_guest_topology(guest.xml)
     except exception.NumamigException as exc:
         return [Finding(UNREADABLE_XML, host, str(exc), (guest.uuid,))]
-    diffs = placement.differences(instance.get('numa_topology'), actual)
+    diffs = placement.differences(expected[0], actual)
     return [Finding(XML_DIFFERS, host,
                     f"guest {guest.name} ({guest.uuid}): {diff}",
                     (guest.uuid,)) for diff in diffs]
+
+
+def _recorded_here(host, instance):
+    """(topology) the records place ``instance`` with on ``host``, or
+    None when they do not place it here.
+
+    A guest is placed on its host, and, while a migration holds a claim
+    for it, on that claim's destination too: a postcopy-paused guest
+    occupies both for as long as it waits for an operator (its
+    destination half runs the claimed pins), and a migrating one does
+    for a moment. Leaked claims are reported on their own.
+    """
+    if instance.host == host:
+        return (instance.get('numa_topology'),)
+    context = instance.get('migration_context')
+    if context is not None and context.dest_host == host:
+        return (context.get('new_numa_topology'),)
+    return None
 
 
 def _persistent_findings(host, guest):

@@ -24,6 +24,7 @@ from numamig.compute import migration_dest
 from numamig.compute import migration_source
 from numamig.compute import outgoing
 from numamig.compute import patience
+from numamig.compute import postcopy_paused
 from numamig.compute import reconcile
 from numamig.compute import report
 from numamig.compute import resource_tracker
@@ -301,6 +302,27 @@ class ComputeManager:
         """
         self._outgoing_job(migration)
         self.driver.live_migration_force_complete(instance.uuid)
+
+    @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def resume_postcopy(self, ctxt, instance, migration):
+        """Resume a postcopy-paused migration (API 1.7): hand one more
+        recovery run to the migration executor and return at once.
+
+        Idempotent: a repeat while the run goes on starts nothing and
+        answers False; one after it ended finds no paused guest here and
+        is refused, changing nothing.
+        """
+        return postcopy_paused.accept_resume(
+            self.agent, ctxt, instance, migration,
+            lambda job: self._migrations.submit(self._run_outgoing, job))
+
+    @wire.args(instance=wire.obj('Instance'), migration=wire.obj('Migration'))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def postcopy_resume_target(self, ctxt, instance, migration):
+        """What a source resumes a postcopy-paused migration into (API
+        1.7). Idempotent: a repeat reads only and gets the same answer."""
+        return postcopy_paused.resume_target(self.agent, instance, migration)
 
     def _outgoing_job(self, migration):
         job = self.outgoing.get(migration.uuid)

@@ -29,7 +29,9 @@ What each step does:
 Before the guest has left the source, any failure rolls back: the
 destination drops what it prepared and claimed, the guest keeps running
 here with its old placement, and the migration ends ``failed`` (or
-``cancelled`` after an abort). After that point nothing is undone: the
+``cancelled`` after an abort). A post-copy whose stream broke and could
+not be resumed waits ``postcopy-paused`` (numamig.compute.postcopy_paused).
+After that point nothing is undone: the
 destination's and the conductor's answers are waited for again (their
 requests are idempotent), then the migration ends ``error`` and the next
 reconciliation sorts it out; a crash of any service then still ends
@@ -460,16 +462,10 @@ class SourceMigration:
                         "%s", self.agent.host, self.migration.uuid, exc)
 
     def _end_paused(self, exc):
-        """The post-copy could not be resumed: the guest is paused,
-        split between the hosts. Nothing is rolled back (the destination
-        holds its CPU state): the migration ends ``error`` saying so."""
-        LOG.error("%s: migration %s of %s: %s", self.agent.host,
-                  self.migration.uuid, self.instance.uuid, exc)
-        result = self._measured(emulated=False) or {}
-        result['post_copy'] = True
-        if self._recovery:
-            result['postcopy_recovery'] = self._recovery
-        self._set_status(STATUS.ERROR, error=str(exc), result=result)
+        """The post-copy could not be resumed: recorded postcopy-paused,
+        both claims kept (numamig.compute.postcopy_paused)."""
+        from numamig.compute import postcopy_paused
+        postcopy_paused.end_paused(self, exc)
 
     def _measured(self, emulated):
         """What the source knows of a run by itself: its length and the

@@ -6,8 +6,9 @@ migrations and ends them according to where the guest is now:
 
 * as source, a migration it was running (preparing, running,
   post-migrating) whose guest waits paused here in a post-copy that lost
-  its link ends ``error`` untouched (a rollback would destroy the
-  destination's half of the guest); one with the guest still here
+  its link is recorded ``postcopy-paused`` untouched, both claims kept (a
+  rollback would destroy the destination's half of the guest; see
+  numamig.compute.postcopy_paused); one with the guest still here
   otherwise rolls back (the destination
   drops its claim and copy, the migration ends ``failed``); with the
   guest gone it completes the post-migration steps the way the source's
@@ -20,7 +21,11 @@ migrations and ends them according to where the guest is now:
   ``error`` saying so and the destination drops its claim (the
   destination never adopts a guest its hypervisor does not run);
 * as destination, a ``post-migrating`` one whose guest runs here is
-  completed: the claim becomes the instance's placement.
+  completed: the claim becomes the instance's placement;
+* as source, a ``postcopy-paused`` one waits for an operator while its
+  guest waits paused here; one whose guest has left (a resume completed
+  in libvirt but not in the records) is completed, and one whose guest
+  runs on neither host is lost, as above. This also runs periodically.
 
 The source-side rule also runs periodically for migrations no thread of
 this agent drives any more (the source gave up waiting for a peer). It
@@ -29,6 +34,7 @@ Everything it changes is logged.
 """
 
 from oslo_log import log as logging
+import oslo_messaging as messaging
 
 from numamig import exception
 from numamig.compute import migration_source
@@ -41,7 +47,7 @@ STATUS_SHUTDOWN = fields.PowerState.SHUTDOWN
 
 # Source-side statuses in which only the (dead) source thread could make
 # progress.
-_INTERRUPTED = STATUS.STARTED
+_INTERRUPTED = tuple(s for s in STATUS.STARTED if s not in STATUS.HALTED)
 
 
 def reconcile_host(agent, ctxt):
@@ -78,8 +84,13 @@ def reconcile_outgoing(agent, ctxt):
     for migration in agent.conductor_api.migration_get_in_progress_by_host(
             ctxt, agent.host):
         if migration.source_host != agent.host or \
-                migration.status not in _INTERRUPTED or \
                 migration.uuid in agent.outgoing.uuids():
+            continue
+        if migration.status in STATUS.HALTED:
+            fixed += _guarded(agent, migration, lambda m=migration: _halted(
+                agent, ctxt, m, agent.driver.list_guests()))
+            continue
+        if migration.status not in _INTERRUPTED:
             continue
         current = agent.conductor_api.migration_get(ctxt, migration.uuid)
         if current.status not in _INTERRUPTED or \
@@ -97,6 +108,8 @@ def _at_start(agent, ctxt, migration, guests):
     if migration.source_host == agent.host:
         if migration.status in _INTERRUPTED:
             return [_end_interrupted(agent, ctxt, migration, guests)]
+        if migration.status in STATUS.HALTED:
+            return _halted(agent, ctxt, migration, guests)
     elif migration.status == STATUS.POST_MIGRATING and \
             migration.instance_uuid in guests:
         return [_complete_incoming(agent, ctxt, migration)]
@@ -144,16 +157,48 @@ def _end_interrupted(agent, ctxt, migration, guests):
 def _end_postcopy_paused(agent, ctxt, instance, migration):
     """The guest waits paused here after its post-copy lost the link and
     the run that recovered it stopped: a rollback would destroy the
-    destination's half (its CPU state and every page sent). End it as
-    the run gives up (PostCopyPaused), leaving both halves for the
-    operator."""
+    destination's half (its CPU state and every page sent). Record it
+    as the run does when it gives up (postcopy-paused, both claims
+    kept), for the operator to resume."""
     paused = exception.PostCopyPaused(
         instance=instance.uuid, host=agent.host,
         dest=migration.dest_host,
         reason="its agent restarted while recovering it")
-    _set_final(agent, ctxt, migration, STATUS.ERROR, error=str(paused))
-    return (f"migration {migration.uuid} of {instance.uuid} ended error: "
-            f"the guest is paused in a broken post-copy (not rolled back)")
+    try:
+        _set_final(agent, ctxt, migration, STATUS.POSTCOPY_PAUSED,
+                   error=str(paused))
+    except messaging.UnsupportedVersion:
+        # A conductor older than API 1.17: ended as before it.
+        _set_final(agent, ctxt, migration, STATUS.ERROR, error=str(paused))
+        return (f"migration {migration.uuid} of {instance.uuid} ended "
+                f"error: the guest is paused in a broken post-copy (not "
+                f"rolled back; the conductor is older than API 1.17)")
+    return (f"migration {migration.uuid} of {instance.uuid} is "
+            f"postcopy-paused: the guest is paused in a broken post-copy "
+            f"(not rolled back, both claims kept; resume it with "
+            f"'numamig-manage migration resume {migration.uuid}')")
+
+
+def _halted(agent, ctxt, migration, guests):
+    """A postcopy-paused migration: left to the operator while its guest
+    waits paused here; completed (or found lost) once it has left."""
+    if migration.instance_uuid in guests:
+        if not agent.driver.postcopy_paused(migration.instance_uuid):
+            LOG.warning("%s: migration %s is postcopy-paused but guest %s "
+                        "here is not paused in a broken post-copy; left "
+                        "for the operator", agent.host, migration.uuid,
+                        migration.instance_uuid)
+        return []
+    instance = agent.conductor_api.instance_get(ctxt, migration.instance_uuid)
+    try:
+        migration_source.complete(
+            agent, ctxt, instance, migration,
+            detail=f"completed by {agent.host}: the paused guest had left")
+    except exception.GuestNotArrived:
+        return [_end_lost(agent, ctxt, instance, migration)]
+    report.request(agent, f"the departure of {instance.uuid}")
+    return [f"migration {migration.uuid} of {instance.uuid} completed (the "
+            f"postcopy-paused guest had left the source)"]
 
 
 def _end_lost(agent, ctxt, instance, migration):

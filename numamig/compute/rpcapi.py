@@ -33,6 +33,7 @@ from oslo_utils import versionutils
 
 from numamig import exception
 from numamig import rpc
+from numamig.compute import rpcapi_postcopy
 
 LOG = logging.getLogger(__name__)
 
@@ -89,6 +90,7 @@ OBJECT_VERSIONS = {
     '1.6': dict(_BASE_OBJECTS, LiveMigrateData='1.3',
                 **VIRTIO_MEM_OBJECTS),
 }
+OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'])
 
 # The API version that brought LiveMigrateData 1.3 (the migration's
 # convergence policy, given to the source with live_migration).
@@ -101,8 +103,11 @@ CONVERGENCE_VERSION = '1.6'
 # an agent of release 1 (which refuses Migration 1.1) can be sent any.
 # ComputeNodeReport 1.1 (the migration guard's state) travels from agents
 # to the conductor only (conductor API 1.7); no compute message carries a
-# report to an agent.
-HELD_BACK = {'Migration': '1.0', 'ComputeNodeReport': '1.0'}
+# report to an agent. MigrationStatusChange 1.1 (status postcopy-paused)
+# travels only inside Migration 1.7, which agents read from the
+# conductor's answers (conductor API 1.17), never from a compute message.
+HELD_BACK = {'Migration': '1.0', 'ComputeNodeReport': '1.0',
+             'MigrationStatusChange': '1.0'}
 
 
 # The options a call's deadline comes from: the conductor passes its
@@ -120,7 +125,7 @@ class AgentCallTimeout(exception.AgentDidNotAnswer,
     Its module is in numamig.rpc.ALLOWED_EXMODS: it crosses the wire."""
 
 
-class ComputeAPI:
+class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
     """Client side of the compute RPC API.
 
     API version history:
@@ -158,9 +163,13 @@ class ComputeAPI:
             under); an older source is sent 1.2 and chooses its own.
             predict_convergence (sample a guest's dirty rate, predict
             its migration).
+    * 1.7 - resume_postcopy (the source runs one more post-copy
+            recovery of a postcopy-paused migration) and
+            postcopy_resume_target (what the destination's paused half
+            is resumed into); numamig.compute.rpcapi_postcopy.
     """
 
-    VERSION = '1.6'
+    VERSION = '1.7'
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
                  exchange=None, release_objects=None):

@@ -62,6 +62,12 @@ API version history:
 * 1.16 - migration_record_threads (each host of a migration reports
          where the migration's own QEMU threads ran); answers carry
          Migration 1.6 (migration_threads).
+* 1.17 - status postcopy-paused: migration_set_status may record it
+         (the source's post-copy recovery gave up: both claims kept);
+         migration_resume (an operator asks the source to resume such
+         a migration); answers carry Migration 1.7 and
+         MigrationStatusChange 1.1 (messages at 1.15-1.16 get
+         Migration 1.5, whose status says ``running`` instead).
 """
 
 # API version -> the object versions a receiver of that version reads.
@@ -96,6 +102,8 @@ OBJECT_VERSIONS['1.13'] = dict(OBJECT_VERSIONS['1.12'])
 OBJECT_VERSIONS['1.14'] = dict(OBJECT_VERSIONS['1.13'], Migration='1.4')
 OBJECT_VERSIONS['1.15'] = dict(OBJECT_VERSIONS['1.14'], Migration='1.5')
 OBJECT_VERSIONS['1.16'] = dict(OBJECT_VERSIONS['1.15'], Migration='1.6')
+OBJECT_VERSIONS['1.17'] = dict(OBJECT_VERSIONS['1.16'], Migration='1.7',
+                               MigrationStatusChange='1.1')
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -135,6 +143,9 @@ RECOVERY_RESULT_FIELDS = ('postcopy_recovery',)
 # The API version that brought migration_record_threads and answers
 # carrying Migration 1.6 (where the migration's threads ran).
 THREADS_VERSION = '1.16'
+# The API version that brought status postcopy-paused (recorded, and
+# read in answers: Migration 1.7) and migration_resume.
+PAUSED_VERSION = '1.17'
 # Arguments a call may carry only from the API version given.
 SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
           'migration_uuid': REQUEST_UUID_VERSION,

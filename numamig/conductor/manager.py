@@ -24,6 +24,7 @@ from numamig.conductor import records
 from numamig.conductor import recovery_endpoints
 from numamig.conductor import requests
 from numamig.conductor import restarts
+from numamig.conductor import resume
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor import threads_endpoints
 from numamig.conductor import watch
@@ -481,6 +482,10 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
                     detail="aborted by request before it started")
             except exception.InvalidStatusTransition:
                 migration = migrations.get(self.db, migration_uuid)
+        if resume.halted_or_resuming(migration):
+            raise exception.MigrationNotAbortable(
+                migration_uuid=migration_uuid, status=migration.status,
+                reason=resume.NOT_ABORTABLE)
         if migration.status not in STATUS.ABORTABLE:
             raise exception.MigrationNotAbortable(
                 migration_uuid=migration_uuid, status=migration.status,

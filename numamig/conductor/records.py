@@ -308,7 +308,9 @@ def set_status(worker, migration_uuid, status, detail=None, error=None,
                  migration.instance_uuid, status, detail)
     if status in STATUS.UNSUCCESSFUL:
         release_claims(worker, migration)
-    if status in STATUS.FINAL:
+    # A halted migration (postcopy-paused) keeps both claims, but frees
+    # its admission slot and settles waits as an end does.
+    if status in STATUS.SETTLED:
         worker.migration_ended(migration)
     return migration
 

@@ -1,4 +1,5 @@
-"""The conductor's endpoint for a post-copy recovery in progress.
+"""The conductor's endpoints for a post-copy recovery: its history while
+it recovers, and an operator's resume once it gave up.
 
 A source whose post-copy migration lost its stream resumes it
 (numamig.virt.libvirt.postcopy); meanwhile the guest is paused, so the
@@ -8,10 +9,12 @@ carries it again at the end.
 """
 
 from oslo_log import log as logging
+import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import wire
 from numamig.conductor import records
+from numamig.conductor import resume
 
 LOG = logging.getLogger(__name__)
 
@@ -21,8 +24,27 @@ HISTORY = wire.Kind(
     len(v) <= records.MAX_RECOVERY_EVENTS)
 
 
+# How many times a migration was paused: bounded by its history's.
+PAUSES = wire.integer(0, 10000)
+
+
 class RecoveryEndpoints:
-    """The manager sets ``db``."""
+    """The manager sets ``db`` and ``worker``."""
+
+    @wire.args(migration_uuid=wire.UUID, pauses=PAUSES.or_none())
+    @messaging.expected_exceptions(exception.MigrationError,
+                                   exception.Invalid, exception.NotFound)
+    def migration_resume(self, ctxt, migration_uuid, pauses=None):
+        """Ask the source to resume a postcopy-paused migration (1.17).
+
+        Idempotent: a repeat finds it running (or completed, or paused
+        again since the ``pauses`` the caller saw) and answers so,
+        starting nothing; see numamig.conductor.resume.
+
+        :returns: {'migration': Migration, 'outcome': resume.OUTCOMES}.
+        """
+        return resume.resume(self.worker, ctxt, migration_uuid,
+                             seen_pauses=pauses)
 
     @wire.args(migration_uuid=wire.UUID, history=HISTORY)
     def migration_record_recovery(self, ctxt, migration_uuid, history):

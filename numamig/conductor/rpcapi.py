@@ -26,6 +26,7 @@ from numamig.conductor.api_versions import HELD_BACK
 from numamig.conductor.api_versions import MEMORY_RECLAIM_VERSION
 from numamig.conductor.api_versions import OBJECT_VERSIONS
 from numamig.conductor.api_versions import OPERATIONS_VERSION
+from numamig.conductor.api_versions import PAUSED_VERSION
 from numamig.conductor.api_versions import QUEUE_VERSION
 from numamig.conductor.api_versions import RECOVERY_VERSION
 from numamig.conductor.api_versions import REQUEST_UUID_VERSION  # noqa: F401
@@ -47,7 +48,14 @@ AGENT_TOPIC = 'numamig-conductor-agents'
 # fields need API 1.12).
 _SHOWS_MIGRATIONS = frozenset({
     'migration_get', 'migration_get_all', 'live_migrate_instance',
-    'migration_abort', 'migration_force_complete'})
+    'migration_abort', 'migration_force_complete', 'migration_resume'})
+# Calls whose answers hold migrations whose status a caller acts on: a
+# postcopy-paused one reads ``running`` below PAUSED_VERSION (a source's
+# reconciliation must tell it from a running one). migration_set_status
+# answers with the status just recorded; it goes at PAUSED_VERSION only
+# to record postcopy-paused (rpcapi_runs).
+_READS_STATUS = _SHOWS_MIGRATIONS | frozenset({
+    'migration_get_in_progress_by_host'})
 
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.
@@ -83,7 +91,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = THREADS_VERSION
+    VERSION = PAUSED_VERSION
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -167,6 +175,8 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
             # at 1.15, where the migration's threads ran (1.6) at 1.16.
             wanted.update((CONVERGENCE_VERSION, MEMORY_RECLAIM_VERSION,
                            RECOVERY_VERSION, THREADS_VERSION))
+        if method in _READS_STATUS:
+            wanted.add(PAUSED_VERSION)
         if self._reads_virtio_mem and (method in _GUEST_ANSWERS or
                                        _carries_virtio_mem(kwargs)):
             wanted.add(VIRTIO_MEM_VERSION)
@@ -419,6 +429,20 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         return self._call(ctxt, 'migration_force_complete',
                           migration_uuid=migration_uuid)
 
+    def migration_resume(self, ctxt, migration_uuid, pauses=None):
+        """Ask the source to resume a postcopy-paused migration (1.17).
+
+        :param pauses: how many times the caller saw it postcopy-paused
+            (the request's identity: a repeat after that pause was
+            resumed starts nothing).
+        :returns: {'migration': Migration, 'outcome': one of
+            numamig.conductor.resume.OUTCOMES}.
+        :raises Invalid: the cap or the conductor is older than 1.17.
+        """
+        return self._since(ctxt, 'migration_resume', PAUSED_VERSION,
+                           "resuming a post-copy migration",
+                           migration_uuid=migration_uuid, pauses=pauses)
+
     def migration_get_all(self, ctxt, instance_uuid=None, status=None,
                           host=None):
         return self._call(ctxt, 'migration_get_all',
@@ -481,7 +505,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         """
         if not self.client.can_send_version(WAIT_VERSION):
             raise messaging.UnsupportedVersion(WAIT_VERSION)
-        for version in (THREADS_VERSION, RECOVERY_VERSION,
+        for version in (PAUSED_VERSION, THREADS_VERSION, RECOVERY_VERSION,
                         MEMORY_RECLAIM_VERSION, CONVERGENCE_VERSION,
                         WAIT_VERSION):
             if not self.client.can_send_version(version):

@@ -13,6 +13,7 @@ import oslo_messaging as messaging
 
 from numamig.conductor.api_versions import CONVERGENCE_RESULT_FIELDS
 from numamig.conductor.api_versions import CONVERGENCE_VERSION
+from numamig.conductor.api_versions import PAUSED_VERSION
 from numamig.conductor.api_versions import RECOVERY_RESULT_FIELDS
 from numamig.conductor.api_versions import RECOVERY_VERSION
 from numamig.conductor.api_versions import SHORT_PATH_VERSION
@@ -33,13 +34,21 @@ class RunCalls:
         :returns: the Migration after the change, its ``history`` unset
             (migration_get reads it).
         :raises InvalidStatusTransition: nothing changed then.
+        :raises UnsupportedVersion: ``status`` is postcopy-paused and the
+            cap or the conductor is older than 1.17 (nothing recorded).
         """
         newer = None if result is None else {
             'result': self._result_for_cap(result)}
+        version = '1.0'
+        if status == 'postcopy-paused':
+            # An older conductor cannot parse it.
+            if not self.client.can_send_version(PAUSED_VERSION):
+                raise messaging.UnsupportedVersion(PAUSED_VERSION)
+            version = PAUSED_VERSION
         return self._call(ctxt, 'migration_set_status',
                           migration_uuid=migration_uuid, status=status,
                           detail=detail, error=error, newer_kwargs=newer,
-                          timeout=self.status_timeout)
+                          timeout=self.status_timeout, version=version)
 
     def supports_short_path(self):
         """Whether the cap lets the 1.3 status calls be sent at all."""

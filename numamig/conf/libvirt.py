@@ -186,9 +186,12 @@ migration_opts = [
                     "(VIR_MIGRATE_POSTCOPY_RESUME), at intervals of 1, 2, "
                     "4... up to 30 s, one last time at the end. Meanwhile "
                     "the guest is paused (it cannot run on either host "
-                    "alone); past it the migration ends 'error' saying "
-                    "where the guest is. Longer keeps a guest paused "
-                    "longer through an outage; 0 disables recovery."),
+                    "alone); past it the migration waits "
+                    "'postcopy-paused', both hosts' claims kept, until an "
+                    "operator resumes it ('numamig-manage migration "
+                    "resume', which runs one more recovery within this "
+                    "timeout). Longer keeps a guest paused longer through "
+                    "an outage; 0 disables recovery."),
     cfg.IntOpt('live_migration_postcopy_recovery_attempts', default=20,
                min=0, max=1000,
                help="Resume attempts per loss of a post-copy migration's "

@@ -35,7 +35,11 @@ LINK_LOST = 'link-lost'
 ATTEMPT_FAILED = 'resume-failed'
 RESUMED = 'resumed'
 GAVE_UP = 'gave-up'
-EVENTS = (LINK_LOST, ATTEMPT_FAILED, RESUMED, GAVE_UP)
+# An operator asked for one more recovery run of a migration whose
+# recovery had given up (numamig-manage migration resume): its attempts
+# and deadline count from here, as after a loss of the link.
+RESUME_REQUESTED = 'resume-requested'
+EVENTS = (LINK_LOST, ATTEMPT_FAILED, RESUMED, GAVE_UP, RESUME_REQUESTED)
 
 # What the caller does next.
 TRY = 'try'
@@ -190,7 +194,11 @@ def describe(history):
     2 resume attempts failed; resumed at attempt 3``."""
     losses = sum(1 for e in history if _get(e, 'event') == LINK_LOST)
     failed = sum(1 for e in history if _get(e, 'event') == ATTEMPT_FAILED)
+    asked = sum(1 for e in history if _get(e, 'event') == RESUME_REQUESTED)
     parts = [f"link lost {losses} time{'' if losses == 1 else 's'}"]
+    if asked:
+        parts.append(f"resumed by request {asked} "
+                     f"time{'' if asked == 1 else 's'}")
     if failed:
         parts.append(f"{failed} resume attempt{'' if failed == 1 else 's'} "
                      f"failed")

@@ -7,7 +7,9 @@ priority, skipping those whose source host (or requested destination)
 already has as many migrations in flight as the limits allow, and never
 letting more migrations be in flight in the whole cloud than the
 cloud-wide limit. A migration is in flight from its admission until it
-ends; one recorded before the queue existed counts as admitted.
+ends or halts (``postcopy-paused``: no copy runs until an operator
+resumes it, and a resume is not admitted again); one recorded before
+the queue existed counts as admitted.
 
 Counting and then admitting must not interleave between conductor
 workers: under READ COMMITTED two of them would both see room for the
@@ -35,7 +37,7 @@ _M = models.Migration
 # statements built once (_rows.prebuilt).
 _T = _M.__table__
 WAITING = sa.and_(_T.c.status == STATUS.ACCEPTED, _T.c.admitted_at.is_(None))
-IN_FLIGHT = sa.and_(_T.c.status.in_(STATUS.IN_PROGRESS), sa.not_(WAITING))
+IN_FLIGHT = sa.and_(_T.c.status.in_(STATUS.ACTIVE), sa.not_(WAITING))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -75,8 +75,18 @@ def _transitions(status):
                         status.FAILED, status.CANCELLED},
         status.PREPARING: {status.RUNNING, status.FAILED, status.ERROR,
                            status.CANCELLED},
+        # running -> postcopy-paused: the post-copy lost its stream and
+        # its recovery gave up (or a reconciliation found it so).
         status.RUNNING: {status.POST_MIGRATING, status.COMPLETED,
-                         status.FAILED, status.ERROR, status.CANCELLED},
+                         status.POSTCOPY_PAUSED, status.FAILED, status.ERROR,
+                         status.CANCELLED},
+        # The guest is split between the hosts: an operator's resume
+        # runs it again (-> running); a reconciliation that finds the
+        # guest arrived completes it, one that finds it on neither host
+        # ends it ``error``. Never failed or cancelled: nothing can be
+        # rolled back.
+        status.POSTCOPY_PAUSED: {status.RUNNING, status.COMPLETED,
+                                 status.ERROR},
         status.POST_MIGRATING: {status.COMPLETED, status.ERROR,
                                 status.FAILED},
         status.COMPLETED: set(),
@@ -92,7 +102,8 @@ class MigrationStatus(BackportableEnum):
     The groups every module uses are named here, once; those that follow
     from the transition table are computed from it, so adding a status
     means placing it in TRANSITIONS and, if the table cannot tell, in
-    NOT_STARTED (a unit test fails until every status is placed).
+    NOT_STARTED or HALTED (a unit test fails until every status is
+    placed).
 
     Mapped, never refused: every listing, wait and status record of a
     migration carries its status, so refusing would make an older peer
@@ -106,13 +117,20 @@ class MigrationStatus(BackportableEnum):
     QUEUED = 'queued'
     PREPARING = 'preparing'
     RUNNING = 'running'
+    POSTCOPY_PAUSED = 'postcopy-paused'
     POST_MIGRATING = 'post-migrating'
     COMPLETED = 'completed'
     FAILED = 'failed'
     ERROR = 'error'
     CANCELLED = 'cancelled'
-    ALL = (ACCEPTED, QUEUED, PREPARING, RUNNING, POST_MIGRATING, COMPLETED,
-           FAILED, ERROR, CANCELLED)
+    ALL = (ACCEPTED, QUEUED, PREPARING, RUNNING, POSTCOPY_PAUSED,
+           POST_MIGRATING, COMPLETED, FAILED, ERROR, CANCELLED)
+    # postcopy-paused (Migration 1.7) refines running: an older peer sees
+    # a migration in progress whose source drives it, holding both
+    # claims, which is what it is (the older peer's own rules for a
+    # running migration whose guest is paused in a broken post-copy
+    # leave it alone or try to end it, which the table then refuses).
+    OLDER = {POSTCOPY_PAUSED: RUNNING}
     TRANSITIONS = {}  # filled below, once the names exist
     # Ends: no transition leaves them.
     FINAL = ()
@@ -123,6 +141,10 @@ class MigrationStatus(BackportableEnum):
     # Before the source starts: nothing has been copied, a cancel is
     # only a status change.
     NOT_STARTED = (ACCEPTED, QUEUED)
+    # Started, but nothing moves it on until an operator asks: it holds
+    # both hosts' claims and counts toward no admission limit (no copy
+    # runs). The table cannot tell a wait for an operator from a step.
+    HALTED = (POSTCOPY_PAUSED,)
     # The source has started: only the source (or a reconciliation of a
     # dead one) moves it on.
     STARTED = ()
@@ -130,6 +152,11 @@ class MigrationStatus(BackportableEnum):
     ABORTABLE = ()
     # The guest runs on the destination: nothing is left to copy.
     COPIED = ()
+    # In progress and not halted: what admission limits count.
+    ACTIVE = ()
+    # Where a wait for a migration's outcome stops: it ended, or only an
+    # operator can move it on.
+    SETTLED = ()
 
 
 def _name_groups(status):
@@ -147,8 +174,10 @@ def _name_groups(status):
     # Started, and a cancel can still reach it.
     status.ABORTABLE = ordered({s for s in status.STARTED
                                 if status.CANCELLED in table[s]})
-    status.COPIED = ordered(set(status.STARTED) - set(status.ABORTABLE) |
-                            {status.COMPLETED})
+    status.COPIED = ordered(set(status.STARTED) - set(status.ABORTABLE) -
+                            set(status.HALTED) | {status.COMPLETED})
+    status.ACTIVE = ordered(set(status.IN_PROGRESS) - set(status.HALTED))
+    status.SETTLED = ordered(set(status.FINAL) | set(status.HALTED))
 
 
 _name_groups(MigrationStatus)

@@ -50,6 +50,12 @@ RECOVERY_VERSION = '1.5'
 # VERSION); shape and bounds in numamig.objects.migration_threads.
 THREADS_FIELDS = ('migration_threads',)
 THREADS_VERSION = '1.6'
+# The version that brought status postcopy-paused (the guest split
+# between the hosts after its post-copy recovery gave up, both claims
+# kept); a peer reading an older one is sent ``running`` instead (see
+# MigrationStatus.OLDER). Its status history entries are
+# MigrationStatusChange 1.1 for the same reason.
+PAUSED_VERSION = '1.7'
 # Bounds of what a source may report (checked before it is recorded).
 MAX_POLICY_NAME = 64
 MAX_ACTIONS = 40
@@ -82,7 +88,10 @@ class MigrationStatusChange(base.NumamigObject):
     """One entry of a migration's status history."""
 
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: status postcopy-paused
+    VERSION = '1.1'
+
+    obj_enum_values = {'status': {'1.1': (STATUS.POSTCOPY_PAUSED,)}}
 
     fields = {
         'status': nm_fields.MigrationStatusField(),
@@ -108,13 +117,16 @@ class Migration(base.NumamigObject):
     #              other guests to place it)
     # Version 1.5: Added postcopy_recovery (RECOVERY_VERSION)
     # Version 1.6: Added migration_threads (THREADS_VERSION)
-    VERSION = THREADS_VERSION
+    # Version 1.7: status postcopy-paused (PAUSED_VERSION)
+    VERSION = PAUSED_VERSION
 
     obj_relationships = {'history': [('1.0', '1.0'), ('1.1', '1.0'),
                                      ('1.2', '1.0'), ('1.3', '1.0'),
                                      ('1.4', '1.0'),
                                      (RECOVERY_VERSION, '1.0'),
-                                     (THREADS_VERSION, '1.0')]}
+                                     (THREADS_VERSION, '1.0'),
+                                     (PAUSED_VERSION, '1.1')]}
+    obj_enum_values = {'status': {PAUSED_VERSION: (STATUS.POSTCOPY_PAUSED,)}}
 
     fields = {
         'uuid': fields.UUIDField(),

@@ -190,6 +190,25 @@ class ComputeDriver(abc.ABC):
             source with its old placement.
         """
 
+    def resume_postcopy(self, instance_uuid, target, history, policy=None,
+                        progress_callback=None, recovery_callback=None,
+                        reason='resume requested'):
+        """Source side: one more recovery run of a post-copy migration
+        whose recovery gave up (an operator's resume), blocking until it
+        completes or gives up again.
+
+        :param target: the destination's answer to postcopy_resume_target
+            with its ``dest_host``: ``dest_connect_uri``,
+            ``migration_uri`` and ``xml`` (what its paused half runs).
+        :param history: the recovery history recorded so far.
+        :returns: a MigrationResult (the guest runs on the destination).
+        :raises PostCopyPaused: it gave up again; the guest is paused.
+        """
+        raise exception.MigrationNotSupported(
+            host=getattr(self, 'host', '?'), uri='',
+            action='resume a post-copy migration',
+            reason='this hypervisor has no post-copy')
+
     def select_migration_policy(self, requested=None, flavor=None,
                                 image=None):
         """The convergence Policy of a migration from here, and where its

@@ -124,8 +124,11 @@ LAYERS = {
     'rpc': ('transport, serializer, clients',
             ('conf', 'context', 'exception', 'objects')),
     'rpc_inproc': ('the in-process transport driver', ()),
+    'compute.rpcapi_postcopy': ('the compute client\'s post-copy resume '
+                                'calls, mixed into its client',
+                                ('exception',)),
     'compute.rpcapi': ('the client of the compute agents\' API',
-                       ('rpc', 'exception')),
+                       ('rpc', 'exception', 'compute.rpcapi_postcopy')),
     'conductor.api_versions': ('the conductor API\'s versions and the '
                                'objects each carries; a leaf', ()),
     'conductor.rpcapi_drain': ('the conductor client\'s drain calls, '
@@ -175,9 +178,9 @@ LAYERS = {
     'conductor.host_endpoints': ('the conductor\'s endpoints about hosts, '
                                  'mixed into its manager',
                                  ('conductor', 'wire', 'exception')),
-    'conductor.recovery_endpoints': ('the conductor\'s endpoint for a '
-                                     'post-copy recovery, mixed into its '
-                                     'manager',
+    'conductor.recovery_endpoints': ('the conductor\'s endpoints for a '
+                                     'post-copy recovery and its resume, '
+                                     'mixed into its manager',
                                      ('conductor', 'wire', 'exception')),
     'conductor.threads_endpoints': ('the conductor\'s endpoint for where '
                                     'a migration\'s threads ran, mixed '

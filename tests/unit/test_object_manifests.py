@@ -29,6 +29,11 @@ ALLOWED = {
     ('compute', 'ComputeNodeReport'):
         "reports go from agents to the conductor (conductor API 1.7); "
         "no compute message carries one to an agent.",
+    ('compute', 'MigrationStatusChange'):
+        "MigrationStatusChange 1.1 (status postcopy-paused) travels only "
+        "inside Migration 1.7, which agents read from the conductor's "
+        "answers (conductor API 1.17); compute messages carry Migration "
+        "1.0.",
     ('conductor', 'LiveMigrateData'):
         "no conductor method takes or answers LiveMigrateData.",
 }

@@ -12,6 +12,7 @@ from numamig import rpc
 from numamig import wire
 from numamig.compute import manager as compute_manager
 from numamig.compute import rpcapi as compute_rpcapi
+from numamig.compute import rpcapi_postcopy
 from numamig.conductor import manager as conductor_manager
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor import rpcapi_drain
@@ -112,7 +113,8 @@ class EveryEndpointDeclaredTestCase(base.TestCase):
                 (conductor_manager.ConductorManager,
                  (conductor_rpcapi, rpcapi_drain, rpcapi_hosts,
                   rpcapi_runs)),
-                (compute_manager.ComputeManager, (compute_rpcapi,))):
+                (compute_manager.ComputeManager,
+                 (compute_rpcapi, rpcapi_postcopy))):
             called = _called_methods(rpcapi, manager_cls)
             exposed = _exposed(manager_cls)
             self.assertEqual(set(), called - exposed,

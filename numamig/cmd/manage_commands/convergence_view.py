@@ -25,7 +25,7 @@ def view(migration):
 def outcome(migration):
     """What happened, in the prediction's terms: converged (pre-copy),
     post-copy, paused, failed, cancelled; None while it runs."""
-    if migration.status not in STATUS.FINAL:
+    if migration.status not in STATUS.SETTLED:
         return None
     if migration.status != STATUS.COMPLETED:
         return migration.status

@@ -1,4 +1,5 @@
-"""numamig-manage migration: start, follow, list, show, abort, complete.
+"""numamig-manage migration: start, follow, list, show, abort, complete,
+resume.
 
 Starting, aborting and forcing go through the conductor (it records
 every step and keeps the claims consistent); listing and showing read
@@ -13,6 +14,7 @@ from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
 from numamig.cmd.manage_commands import convergence_view
+from numamig.cmd.manage_commands import migration_resume
 from numamig.cmd.manage_commands import reclaim_view
 from numamig.cmd.manage_commands import threads_view
 from numamig.objects import fields
@@ -36,7 +38,7 @@ WAIT_CHUNK_S = 10.0
 BAR_WIDTH = 30
 
 
-class MigrationCommands:
+class MigrationCommands(migration_resume.ResumeCommand):
     """Live migrations: start (or dry-run), follow, inspect, stop."""
 
     @common.args('instance', metavar='INSTANCE', help="Instance UUID.")
@@ -122,7 +124,7 @@ class MigrationCommands:
             except KeyboardInterrupt:
                 return _interrupted(migration, output_format)
         common.print_output(_view(migration), output_format, _print_show)
-        if wait and migration.status not in STATUS.FINAL:
+        if wait and migration.status not in STATUS.SETTLED:
             # stderr only: stdout already holds the migration.
             return common.fail(
                 f"migration {migration.uuid} is still {migration.status} "
@@ -195,7 +197,9 @@ class MigrationCommands:
         """Cancel a migration not started yet, or abort a running one.
 
         The guest stays on its source with its old placement; the
-        destination's claim is released. Exit codes: 0 cancelled or abort
+        destination's claim is released. A postcopy-paused migration (or
+        one being resumed) is refused: neither half of its guest is the
+        guest; resume it instead. Exit codes: 0 cancelled or abort
         requested; 127 unknown migration, or one that can no longer be
         aborted (nothing changed); 255 the conductor cannot be reached.
         """
@@ -251,7 +255,7 @@ def follow(api, ctxt, migration, output_format, timeout=None,
     deadline = None if timeout is None else started + timeout
     last = delays = None
     waits = True
-    while migration.status not in STATUS.FINAL:
+    while migration.status not in STATUS.SETTLED:
         line = progress_line(migration)
         if line != last:
             if draw:
@@ -475,7 +479,7 @@ def _print_show(data):
 def _result_lines(result, status):
     """How the run went, in words; nothing before the source says."""
     if result is None:
-        if status in STATUS.FINAL:
+        if status in STATUS.SETTLED:
             return ["result: not reported (the run never started, or its "
                     "source did not report one)"]
         return []

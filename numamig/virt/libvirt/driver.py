@@ -379,6 +379,29 @@ class LibvirtDriver(driver.ComputeDriver):
             incoming_threads.time_limit(settings, memory_mb),
             on_end).start()
 
+    def resume_postcopy(self, instance_uuid, target, history, policy=None,
+                        progress_callback=None, recovery_callback=None,
+                        reason='resume requested'):
+        """Resume a postcopy-paused migration; see base."""
+        if self._settings.is_test_driver:
+            raise exception.MigrationNotSupported(
+                host=self.host, uri=self._settings.uri,
+                action='resume a post-copy migration',
+                reason='the libvirt test driver cannot migrate')
+        dom = self._lookup(instance_uuid)
+        job = migration.MigrationJob(dom, self._settings.migration,
+                                     self.host, target['dest_host'],
+                                     progress_callback, policy=policy,
+                                     recovery_callback=recovery_callback)
+        with self._jobs_lock:
+            self._jobs[instance_uuid] = job
+        try:
+            return job.resume(target['dest_connect_uri'], target['xml'],
+                              target.get('migration_uri'), history, reason)
+        finally:
+            with self._jobs_lock:
+                self._jobs.pop(instance_uuid, None)
+
     def emulate_copy(self, instance_uuid, policy, progress_callback=None):
         """See ComputeDriver: test-driver hosts with [libvirt]
         emulated_migration_bandwidth set model the copy."""

@@ -230,6 +230,40 @@ class MigrationJob:
             self._report_threads()
         return self._result(completed)
 
+    def resume(self, peer_uri, dest_xml, migration_uri, history, reason):
+        """One more recovery run of a post-copy that lost its stream and
+        whose recovery gave up (the guest waits paused), asked by an
+        operator: the flags and parameters of a post-copy migration to
+        the same destination, plus VIR_MIGRATE_POSTCOPY_RESUME.
+
+        :param history: the recovery history recorded so far, carried on.
+        :returns: a MigrationResult once the migration completed.
+        :raises PostCopyPaused: it gave up again; the guest is paused.
+        """
+        flags = migration_flags(self._settings, self._policy) | \
+            libvirt.VIR_MIGRATE_POSTCOPY
+        params = migration_params(self._settings, dest_xml, migration_uri)
+        self._post_copy = True
+        self._started = self._clock()
+        with self._lock:
+            self.recovery = postcopy.Recovery(
+                self._dom, self._settings.postcopy_recovery,
+                (self.instance, self._host, self._dest),
+                lambda extra: self._run_monitored(peer_uri, params,
+                                                  flags | extra),
+                on_event=self._recovery_callback, clock=self._clock,
+                wait=self._recover_wait, history=history)
+        self._completion.start()
+        try:
+            try:
+                self.recovery.resume_requested(reason)
+            finally:
+                self._ended = self._clock()
+            completed = self._completion.wait(COMPLETED_EVENT_WAIT_S)
+        finally:
+            self._completion.stop()
+        return self._result(completed)
+
     def _check_data_plane(self, peer_uri, bandwidth_mib):
         try:
             version = self._dom.connect().getLibVersion()

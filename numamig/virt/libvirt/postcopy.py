@@ -79,7 +79,8 @@ class Recovery:
     """
 
     def __init__(self, dom, settings, where, migrate, on_event=None,
-                 clock=time.monotonic, wall_clock=utcnow, wait=None):
+                 clock=time.monotonic, wall_clock=utcnow, wait=None,
+                 history=()):
         self._dom = dom
         self._settings = settings
         self._instance, self._host, self._dest = where
@@ -90,7 +91,8 @@ class Recovery:
         self._stop = threading.Event()
         self._stop_reason = None
         self._wait = wait or self._stop.wait
-        self.history = []
+        # An operator's resume carries on the history recorded so far.
+        self.history = recovery.bounded(list(history))
 
     def stop(self, reason):
         """Make no further attempt (an abort); the guest stays paused."""
@@ -108,7 +110,26 @@ class Recovery:
             self._lost(failure)
             self._give_up(f"libvirt {lib_version} on {self._host} cannot "
                           f"resume post-copy (needs 8.5 or later)")
-        state = self._lost(failure)
+        self._run(self._lost(failure))
+
+    def resume_requested(self, reason):
+        """One more recovery run, asked by an operator after recovery
+        gave up (the guest waits paused): attempts and the timeout count
+        from now, as after a loss of the link.
+
+        :raises PostCopyPaused: it gave up again; the guest is paused.
+        """
+        lib_version = self._lib_version()
+        if lib_version is not None and lib_version < RESUME_VERSION:
+            self._give_up(f"libvirt {lib_version} on {self._host} cannot "
+                          f"resume post-copy (needs 8.5 or later)")
+        LOG.warning("Migration of %s to %s: %s; numamig tries to resume "
+                    "it for up to %g s", self._instance, self._dest,
+                    reason, self._settings.timeout_s)
+        self._record(recovery.RESUME_REQUESTED, detail=reason)
+        self._run(recovery.lost(self._clock()))
+
+    def _run(self, state):
         while True:
             step = recovery.next_step(self._settings, state, self._clock())
             if step.kind == recovery.DONE:

@@ -133,6 +133,13 @@ class PostCopyRecoveryTestCase(real_hosts.RealHostsTestCase):
         message = str(run.error)
         self.assertIn(f'did not come back within {timeout} s', message)
         self.assertIn('the guest is PAUSED', message)
+        # The agent records it postcopy-paused, both claims kept, for an
+        # operator's resume (numamig.compute.postcopy_paused); what that
+        # decision and a resume's checks read from the drivers:
+        self.assertIn('Both hosts keep its placement', message)
+        self.assertIn('numamig-manage migration resume', message)
+        self.assertTrue(self.drivers['src'].postcopy_paused(GUEST))
+        self.assertIn(GUEST, self.drivers['dst'].list_guests())
         self.assertEqual(rec.GAVE_UP, self._events(run)[-1])
         self.assertEqual(rec.LINK_LOST, self._events(run)[0])
         # Where the guest is, as libvirt says: paused on the source

@@ -152,6 +152,21 @@ def _abort(method):
     return setup
 
 
+def _resumed(method, host):
+    """A migration the conductor moved postcopy-paused -> running for
+    a resume; the embedded hosts have no paused guest, so each delivery
+    is refused the same way and nothing changes."""
+    def setup(world):
+        guest = world.guest()
+        migration, _data = world.running(guest)
+        for status in ('postcopy-paused', 'running'):
+            migration = records.set_status(world.worker, migration.uuid,
+                                           status)
+        return _to(host, method, instance=world.record(guest.uuid),
+                   migration=migration)
+    return setup
+
+
 def _build(world):
     record = instances.create(world.dep.db, rows.new_instance())
     return _to('host-a', 'build_instance', instance=record.instance,
@@ -206,6 +221,11 @@ ROWS = [
              _abort('live_migration_abort'), same_answer=True),
     rows.Row('compute', 'live_migration_force_complete',
              _abort('live_migration_force_complete'), changes=False),
+    rows.Row('compute', 'resume_postcopy',
+             _resumed('resume_postcopy', 'host-a'), changes=False,
+             same_answer=True, rabbit=True),
+    rows.read('compute', 'postcopy_resume_target',
+              _resumed('postcopy_resume_target', 'host-b')),
     rows.Row('compute', 'build_instance', _build, rabbit=True),
     rows.Row('compute', 'build_instance', _build_after_delete,
              variant='after-delete', stale=True, rabbit=True),

@@ -338,6 +338,17 @@ def _force_complete(world):
                migration_uuid=world.blocked(world.guest()).uuid)
 
 
+def _resume(world):
+    """A postcopy-paused migration (as a source whose recovery gave up
+    leaves it) and the operator's resume of that pause. The embedded
+    source has no post-copy and refuses; the repeat is known by its
+    pause count and changes nothing more."""
+    migration, _data = world.running(world.guest())
+    records.set_status(world.worker, migration.uuid, 'postcopy-paused',
+                       error='the guest is PAUSED')
+    return _to('migration_resume', migration_uuid=migration.uuid, pauses=1)
+
+
 def _instance_create(world):
     return _to('instance_create', instance=rows.new_instance(),
                host='host-a')
@@ -415,6 +426,7 @@ ROWS = [
     rows.Row('conductor', 'migration_abort', _abort_waiting, rabbit=True),
     rows.Row('conductor', 'migration_abort', _abort_running,
              variant='running', rabbit=True),
+    rows.Row('conductor', 'migration_resume', _resume, rabbit=True),
     rows.Row('conductor', 'migration_force_complete', _force_complete,
              changes=False),
     rows.read('conductor', 'migration_get_all', _migration_get_all),

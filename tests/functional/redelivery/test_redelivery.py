@@ -100,7 +100,9 @@ class TableTest(base.TestCase):
             'compute.delete_instance', 'conductor.report_compute_node',
             'conductor.host_drain_start', 'conductor.host_drain_abort',
             # A resize the test driver refuses, and the change record.
-            'compute.resize_virtio_mem', 'conductor.instance_memory_set'},
+            'compute.resize_virtio_mem', 'conductor.instance_memory_set',
+            # An operator's resume of a postcopy-paused migration.
+            'conductor.migration_resume', 'compute.resume_postcopy'},
             over_rabbit)
 
 

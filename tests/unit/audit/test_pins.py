@@ -46,6 +46,39 @@ class AuditHostTest(base.TestCase):
         self.assertEqual([pins.XML_DIFFERS], [f.kind for f in found])
         self.assertIn('recorded on h2', found[0].detail)
 
+    def _paused_half_here(self, claimed_pcpus):
+        """A guest recorded on h2 whose postcopy-paused migration holds a
+        claim on h1 (this host), whose XML runs pCPUs 2-3."""
+        from numamig import objects
+        entry = guest([2, 3])
+        instance = entry.instance
+        claimed = instance.numa_topology.obj_clone()
+        claimed.cells[0].cpu_pinning = dict(enumerate(claimed_pcpus))
+        old = instance.numa_topology.obj_clone()
+        old.cells[0].cpu_pinning = {0: 6, 1: 7}
+        instance.host = 'h2'
+        instance.numa_topology = old
+        instance.migration_context = objects.MigrationContext(
+            instance_uuid=instance.uuid, migration_uuid=db_base.new_uuid(),
+            source_host='h2', dest_host='h1', old_numa_topology=old,
+            new_numa_topology=claimed)
+        return entry
+
+    def test_paused_half_on_its_claimed_pins_is_no_finding(self):
+        # A postcopy-paused guest occupies both hosts: here, the pins
+        # its migration claimed.
+        self.assertEqual([], self.audit(self._paused_half_here([2, 3])))
+
+    def test_paused_half_off_its_claim_is_found(self):
+        found = self.audit(self._paused_half_here([2, 10]))
+        self.assertEqual([pins.XML_DIFFERS], [f.kind for f in found])
+        self.assertNotIn('recorded on', found[0].detail)
+
+    def test_paused_half_and_another_guest_on_one_pcpu_overlap(self):
+        found = self.audit(self._paused_half_here([2, 3]),
+                           guest([3, 2], recorded=False))
+        self.assertIn(pins.SHARED_PCPU, [f.kind for f in found])
+
     def test_emulator_threads_on_dedicated_cpus(self):
         entry = guest([2, 3], recorded=False)
         xml = entry.xml.replace('<emulatorpin cpuset="0-1,4-5"/>',

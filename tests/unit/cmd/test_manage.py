@@ -81,8 +81,9 @@ class UsageErrorTestCase(cli_base.CLITestCase):
         self.assertEqual(127, code)
         self.assertEqual(["error: argument --status: invalid choice: "
                           "'nope' (choose from 'accepted', 'queued', "
-                          "'preparing', 'running', 'post-migrating', "
-                          "'completed', 'failed', 'error', 'cancelled')"],
+                          "'preparing', 'running', 'postcopy-paused', "
+                          "'post-migrating', 'completed', 'failed', "
+                          "'error', 'cancelled')"],
                          err.strip().splitlines())
         self.assertIn('"exit_code": 127', out)
 

@@ -636,17 +636,40 @@ class PostCopyPausedTest(_SourceMigrationTestCase):
                 reason='3 resume attempts failed')
         self.agent.driver.live_migrate.side_effect = migrate
 
-    def test_ends_error_saying_paused_without_rollback(self):
+    def test_ends_postcopy_paused_keeping_both_claims(self):
         self._run()
-        self.assertEqual('error', self.statuses[-1])
-        self.assertIn('the guest is PAUSED', self.errors['error'])
-        result = self.results['error']
+        self.assertEqual('postcopy-paused', self.statuses[-1])
+        self.assertNotIn('error', self.statuses)
+        self.assertIn('the guest is PAUSED',
+                      self.errors['postcopy-paused'])
+        self.assertIn("numamig-manage migration resume",
+                      self.errors['postcopy-paused'])
+        result = self.results['postcopy-paused']
         self.assertTrue(result['post_copy'])
         self.assertEqual(self.HISTORY, result['postcopy_recovery'])
         api = self.agent.compute_api
         api.rollback_live_migration_at_destination.assert_not_called()
         api.drop_move_claim_at_destination.assert_not_called()
         self.agent.driver.destroy.assert_not_called()
+        # The source still counts the guest: its half holds its pins.
+        self.assertIn(self.inst.uuid,
+                      {i.uuid for i in self.agent.tracker.instances()})
+
+    def test_older_conductor_gets_error_as_before(self):
+        set_status = self.agent.conductor_api.migration_set_status.side_effect
+
+        def older(ctxt, uuid, status, detail=None, error=None, result=None):
+            if status == 'postcopy-paused':
+                raise messaging.UnsupportedVersion('1.17')
+            return set_status(ctxt, uuid, status, detail, error, result)
+        self.agent.conductor_api.migration_set_status.side_effect = older
+        self._run()
+        self.assertEqual('error', self.statuses[-1])
+        self.assertIn('the guest is PAUSED', self.errors['error'])
+        self.assertEqual(self.HISTORY,
+                         self.results['error']['postcopy_recovery'])
+        self.agent.compute_api.rollback_live_migration_at_destination.\
+            assert_not_called()
 
     def test_history_reported_as_it_grows(self):
         self._run()

@@ -3,6 +3,8 @@
 import dataclasses
 from unittest import mock
 
+import oslo_messaging as messaging
+
 from numamig import exception
 from numamig.compute import reconcile
 from tests import base
@@ -40,19 +42,38 @@ class ReconcileTest(SourceAgentTestCase):
 
     def test_guest_paused_in_a_broken_postcopy_is_not_rolled_back(self):
         # Its CPU state and the pages sent are on the destination: a
-        # rollback would destroy that half of the guest.
+        # rollback would destroy that half of the guest, and releasing
+        # the destination's claim would give its pCPUs away.
         migration = self._interrupted('running')
         self.agent.driver.postcopy_paused.return_value = True
         fixed = reconcile.reconcile_host(self.agent, None)
-        self.assertIn('paused in a broken post-copy', fixed[0])
+        self.assertIn('postcopy-paused', fixed[0])
+        self.assertIn('both claims kept', fixed[0])
         api = self.agent.compute_api
         api.rollback_live_migration_at_destination.assert_not_called()
         api.drop_move_claim_at_destination.assert_not_called()
         args = self.agent.conductor_api.migration_set_status.call_args
-        self.assertEqual((migration.uuid, 'error'), args[0][1:3])
+        self.assertEqual((migration.uuid, 'postcopy-paused'), args[0][1:3])
         self.assertIn('PAUSED', args[1]['error'])
         self.agent.driver.postcopy_paused.assert_called_once_with(
             self.inst.uuid)
+        self.assertEqual({self.inst.uuid},
+                         self.agent.tracker.instance_uuids())
+
+    def test_broken_postcopy_with_an_older_conductor_ends_error(self):
+        migration = self._interrupted('running')
+        self.agent.driver.postcopy_paused.return_value = True
+
+        def older(ctxt, uuid, status, **kwargs):
+            if status == 'postcopy-paused':
+                raise messaging.UnsupportedVersion('1.17')
+        self.agent.conductor_api.migration_set_status.side_effect = older
+        fixed = reconcile.reconcile_host(self.agent, None)
+        self.assertIn('ended error', fixed[0])
+        args = self.agent.conductor_api.migration_set_status.call_args
+        self.assertEqual((migration.uuid, 'error'), args[0][1:3])
+        self.agent.compute_api.drop_move_claim_at_destination.\
+            assert_not_called()
 
     def test_guest_gone_completes(self):
         self._interrupted('running')
@@ -145,6 +166,57 @@ class DestinationReconcileTest(base.TestCase):
         self.migration.status = 'running'
         self.assertEqual([], reconcile.reconcile_host(self.agent, None))
         self.arrived.assert_not_called()
+
+
+class PostcopyPausedReconcileTest(SourceAgentTestCase):
+    """A postcopy-paused migration waits for its operator, at start and
+    periodically, while its guest waits paused here."""
+
+    def setUp(self):
+        super().setUp()
+        self.migration = self._interrupted('postcopy-paused')
+        self.agent.driver.postcopy_paused.return_value = True
+
+    def test_paused_guest_is_left_alone(self):
+        for reconcile_pass in (reconcile.reconcile_host,
+                               reconcile.reconcile_outgoing):
+            self.assertEqual([], reconcile_pass(self.agent, None))
+        self.agent.conductor_api.migration_set_status.assert_not_called()
+        self.agent.conductor_api.migration_complete.assert_not_called()
+        api = self.agent.compute_api
+        api.rollback_live_migration_at_destination.assert_not_called()
+        api.drop_move_claim_at_destination.assert_not_called()
+
+    def test_guest_that_left_is_completed(self):
+        # Its resume completed in libvirt, the agent died before it was
+        # recorded.
+        self.agent.conductor_api.supports_short_path.return_value = True
+        self.agent.driver.list_guests.return_value = {}
+        fixed = reconcile.reconcile_outgoing(self.agent, None)
+        self.assertIn('completed', fixed[0])
+        self.assertEqual(
+            self.migration.uuid,
+            self.agent.conductor_api.migration_complete.call_args[0][1])
+        self.assertEqual(set(), self.agent.tracker.instance_uuids())
+
+    def test_guest_on_neither_host_is_lost(self):
+        self.agent.driver.list_guests.return_value = {}
+        self.agent.compute_api.post_live_migration_at_destination.\
+            side_effect = exception.GuestNotArrived(
+                instance_uuid=self.inst.uuid, host=self.migration.dest_host,
+                migration_uuid=self.migration.uuid)
+        fixed = reconcile.reconcile_host(self.agent, None)
+        self.assertIn('lost', fixed[0])
+        self.agent.compute_api.drop_move_claim_at_destination.\
+            assert_called_once()
+        final = self.agent.conductor_api.migration_set_status.call_args
+        self.assertEqual((self.migration.uuid, 'error'), final[0][1:3])
+
+    def test_resume_driven_here_is_left_alone(self):
+        self.agent.driver.list_guests.return_value = {}
+        self.agent.outgoing.register(mock.Mock(migration=self.migration))
+        self.assertEqual([], reconcile.reconcile_outgoing(self.agent, None))
+        self.agent.conductor_api.migration_complete.assert_not_called()
 
 
 class OutgoingReconcileTest(SourceAgentTestCase):

@@ -196,11 +196,11 @@ class ComputeAPIVersionsTest(base.TestCase):
         self.api = compute_rpcapi.ComputeAPI(mock.sentinel.transport)
         # One client per set of objects an API version carries (1.4
         # added a method, no object; 1.5 virtio-mem objects; 1.6
-        # LiveMigrateData 1.3).
+        # LiveMigrateData 1.3; 1.7 methods, no object).
         self.assertEqual(
             {'1.0': 'client-1.0', '1.1': 'client-1.2',
              '1.2': 'client-1.2', '1.3': 'client-1.4', '1.4': 'client-1.4',
-             '1.5': 'client-1.5', '1.6': 'client-1.6'},
+             '1.5': 'client-1.5', '1.6': 'client-1.7', '1.7': 'client-1.7'},
             {v: c._extract_mock_name()
              for v, c in self.api._clients.items()})
         self._client_1_0 = self.api._clients['1.0']

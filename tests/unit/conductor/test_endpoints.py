@@ -81,9 +81,10 @@ class OlderReleaseTest(base.TestCase):
         # 1.11: the last answering in Migration 1.2; 1.13: the last
         # answering in Migration 1.3; 1.14: the last answering in
         # Migration 1.4 (before the post-copy recovery); 1.15: the last
-        # answering in Migration 1.5 (before migration_threads).
+        # answering in Migration 1.5 (before migration_threads); 1.16: the
+        # last answering in Migration 1.6 (before postcopy-paused).
         self.assertEqual(['1.1', '1.2', '1.6', '1.10', '1.11', '1.13',
-                          '1.14', '1.15',
+                          '1.14', '1.15', '1.16',
                           rpcapi.ConductorAPI.VERSION],
                          [e.target.version for e in served])
         self.assertIs(current, served[-1])

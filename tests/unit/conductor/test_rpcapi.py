@@ -183,17 +183,19 @@ class ConductorAPIVersionsTest(base.TestCase):
                           'conductor caps', str(exc))
         self.assertEqual([], self.sent)
 
-    def test_wait_sent_at_1_16_to_1_12_then_1_5_with_what_it_saw(self):
+    def test_wait_sent_at_1_17_to_1_12_then_1_5_with_what_it_saw(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.16'),
+        self.answers = [messaging.UnsupportedVersion('1.17'),
+                        messaging.UnsupportedVersion('1.16'),
                         messaging.UnsupportedVersion('1.15'),
                         messaging.UnsupportedVersion('1.14'),
                         messaging.UnsupportedVersion('1.12'), 'answer']
         seen = mock.Mock(uuid='m-1', status='running',
                          memory_processed=7)
         self.api.migration_wait(None, seen, 10)
-        (newest, _, _), (recovery, _, _), (reclaim, _, _), \
+        (paused, _, _), (newest, _, _), (recovery, _, _), (reclaim, _, _), \
             (convergence, _, _), (version, method, kwargs) = self.sent
+        self.assertEqual(rpcapi.PAUSED_VERSION, paused)
         self.assertEqual((rpcapi.THREADS_VERSION, rpcapi.RECOVERY_VERSION,
                           rpcapi.MEMORY_RECLAIM_VERSION,
                           rpcapi.CONVERGENCE_VERSION),
@@ -246,28 +248,30 @@ class ConductorAPIVersionsTest(base.TestCase):
 
     def test_priority_only_to_a_conductor_with_the_queue(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.16'),
+        self.answers = [messaging.UnsupportedVersion('1.17'),
+                        messaging.UnsupportedVersion('1.16'),
                         messaging.UnsupportedVersion('1.15'),
                         messaging.UnsupportedVersion('1.14'),
                         messaging.UnsupportedVersion('1.12'),
                         messaging.UnsupportedVersion('1.9'),
                         messaging.UnsupportedVersion('1.3'), 'answer']
         self.api.live_migrate_instance(None, 'i', priority=100)
-        self.assertEqual([('1.16', 100), ('1.15', 100), ('1.14', 100),
-                          ('1.12', 100),
+        self.assertEqual([('1.17', 100), ('1.16', 100), ('1.15', 100),
+                          ('1.14', 100), ('1.12', 100),
                           ('1.9', 100),
                           ('1.3', 100), ('1.2', None)],
                          [(v, kw.get('priority')) for v, _, kw in self.sent])
 
     def test_request_uuid_only_to_a_conductor_that_knows_it(self):
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.16'),
+        self.answers = [messaging.UnsupportedVersion('1.17'),
+                        messaging.UnsupportedVersion('1.16'),
                         messaging.UnsupportedVersion('1.15'),
                         messaging.UnsupportedVersion('1.14'),
                         messaging.UnsupportedVersion('1.12'),
                         messaging.UnsupportedVersion('1.9'), 'answer']
         self.api.live_migrate_instance(None, 'i')
-        _threads, _recovery, _reclaim, _newest, (first, uuid), \
+        _paused, _threads, _recovery, _reclaim, _newest, (first, uuid), \
             (older, none) = [
             (v, kw.get('migration_uuid')) for v, _, kw in self.sent]
         self.assertEqual((rpcapi.REQUEST_UUID_VERSION, True, '1.3', None),
@@ -277,34 +281,68 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.client.can_send_version.return_value = True
         self.api.live_migrate_instance(None, 'i', migration_uuid='m-1')
         (version, _, kwargs), = self.sent
-        self.assertEqual((rpcapi.THREADS_VERSION, 'm-1'),
+        self.assertEqual((rpcapi.PAUSED_VERSION, 'm-1'),
                          (version, kwargs['migration_uuid']))
 
     def test_calls_without_newer_arguments_never_try_1_9(self):
         # 1.9 carries what 1.8 does: trying it first would cost every
         # call a refusal by a conductor of 1.3 to 1.8.
         self.client.can_send_version.return_value = True
-        self.api.migration_get_in_progress_by_host(None, 'h')
-        self.assertEqual([rpcapi.QUEUE_VERSION], [v for v, _, _ in self.sent])
+        self.api.instance_get_all_by_host(None, 'h')
+        self.assertNotIn(rpcapi.REQUEST_UUID_VERSION,
+                         [v for v, _, _ in self.sent])
 
-    def test_operator_reads_try_1_16_then_1_15_then_1_14_then_1_12(self):
+    def test_a_source_reads_its_migrations_at_1_17_first(self):
+        # Below 1.17 a postcopy-paused migration reads ``running``, which
+        # a source's reconciliation would try to end.
+        self.client.can_send_version.return_value = True
+        self.answers = [messaging.UnsupportedVersion('1.17'), 'answer']
+        self.api.migration_get_in_progress_by_host(None, 'h')
+        self.assertEqual([rpcapi.PAUSED_VERSION, rpcapi.QUEUE_VERSION],
+                         [v for v, _, _ in self.sent])
+
+    def test_postcopy_paused_is_recorded_at_1_17_or_not_at_all(self):
+        self.client.can_send_version.return_value = True
+        self.api.migration_set_status(None, 'm', 'postcopy-paused',
+                                      result={'post_copy': True})
+        self.assertEqual([(rpcapi.PAUSED_VERSION, True)],
+                         [(v, 'result' in kw) for v, _, kw in self.sent])
+        self.client.can_send_version.side_effect = \
+            lambda v: v != rpcapi.PAUSED_VERSION
+        self.assertRaises(messaging.UnsupportedVersion,
+                          self.api.migration_set_status, None, 'm',
+                          'postcopy-paused')
+        self.assertEqual(1, len(self.sent))
+
+    def test_resume_needs_1_17(self):
+        self.client.can_send_version.side_effect = \
+            lambda v: v != rpcapi.PAUSED_VERSION
+        self.assertRaisesMessage(
+            exception.Invalid, 'resuming a post-copy migration needs '
+            'conductor API 1.17', self.api.migration_resume, None, 'm')
+        self.assertEqual([], self.sent)
+
+    def test_operator_reads_try_1_17_then_1_16_to_1_12(self):
         # Migration 1.6 (where the threads ran) comes at 1.16, 1.5 (the
         # post-copy recovery) at 1.15, 1.4 (the memory reclaimed) at
         # 1.14, the convergence fields of 1.3 at 1.12.
         self.client.can_send_version.return_value = True
-        self.answers = [messaging.UnsupportedVersion('1.16'),
+        self.answers = [messaging.UnsupportedVersion('1.17'),
+                        messaging.UnsupportedVersion('1.16'),
                         messaging.UnsupportedVersion('1.15'),
                         messaging.UnsupportedVersion('1.14'),
                         messaging.UnsupportedVersion('1.12'), 'answer']
         self.api.migration_get(None, 'm')
-        self.assertEqual([rpcapi.THREADS_VERSION, rpcapi.RECOVERY_VERSION,
+        self.assertEqual([rpcapi.PAUSED_VERSION, rpcapi.THREADS_VERSION,
+                          rpcapi.RECOVERY_VERSION,
                           rpcapi.MEMORY_RECLAIM_VERSION,
                           rpcapi.CONVERGENCE_VERSION, rpcapi.QUEUE_VERSION],
                          [v for v, _, _ in self.sent])
 
-    def test_operator_reads_capped_at_1_12_skip_1_14_to_1_16(self):
+    def test_operator_reads_capped_at_1_12_skip_1_14_to_1_17(self):
         self.client.can_send_version.side_effect = \
-            lambda v: v not in (rpcapi.THREADS_VERSION,
+            lambda v: v not in (rpcapi.PAUSED_VERSION,
+                                rpcapi.THREADS_VERSION,
                                 rpcapi.RECOVERY_VERSION,
                                 rpcapi.MEMORY_RECLAIM_VERSION)
         self.answers = ['answer']

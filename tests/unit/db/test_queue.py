@@ -48,6 +48,17 @@ class AdmitTestCase(QueueTestCase):
         self.assertEqual([], queue.admit(self.db, LIMITS, 10),
                          "three are in flight already")
 
+    def test_a_postcopy_paused_migration_holds_no_slot(self):
+        # Its guest waits for an operator; no copy runs (its claims are
+        # kept elsewhere: the instance's migration context).
+        first, second, third = [self.request(source=s) for s in 'abc']
+        self.assertEqual(3, len(queue.admit(self.db, LIMITS, 10)))
+        for status in ('queued', 'running', 'postcopy-paused'):
+            migrations.set_status(self.db, first.uuid, status)
+        fourth = self.request(source='a')
+        self.assertEqual([fourth.uuid], queue.admit(self.db, LIMITS, 10))
+        self.assertTrue(migrations.get(self.db, first.uuid).in_progress)
+
     def test_per_source_limit_skips_to_the_next_source(self):
         first, second, third = [self.request(source='a') for _ in range(3)]
         other = self.request(source='b')

@@ -6,7 +6,7 @@ from tests import base
 
 STATUS = fields.MigrationStatus
 GROUPS = ('FINAL', 'IN_PROGRESS', 'UNSUCCESSFUL', 'NOT_STARTED', 'STARTED',
-          'ABORTABLE', 'COPIED')
+          'ABORTABLE', 'COPIED', 'HALTED', 'ACTIVE', 'SETTLED')
 
 
 class MigrationStatusGroupsTest(base.TestCase):
@@ -44,10 +44,14 @@ class MigrationStatusGroupsTest(base.TestCase):
                          set().union(*(STATUS.TRANSITIONS[s]
                                        for s in STATUS.STARTED)))
 
-    def test_abortable_and_copied_split_the_started(self):
+    def test_abortable_copied_and_halted_split_the_started(self):
         self.assertEqual(set(STATUS.STARTED),
-                         set(STATUS.ABORTABLE) |
+                         set(STATUS.ABORTABLE) | set(STATUS.HALTED) |
                          (set(STATUS.COPIED) - {STATUS.COMPLETED}))
+        for one, other in (('ABORTABLE', 'HALTED'), ('COPIED', 'HALTED'),
+                           ('ABORTABLE', 'COPIED')):
+            self.assertFalse(set(getattr(STATUS, one)) &
+                             set(getattr(STATUS, other)), (one, other))
         for status in STATUS.COPIED:
             self.assertNotIn(STATUS.CANCELLED, STATUS.TRANSITIONS[status])
 
@@ -59,3 +63,48 @@ class MigrationStatusGroupsTest(base.TestCase):
 
     def test_objects_use_the_same_table(self):
         self.assertIs(STATUS.TRANSITIONS, migration.ALLOWED_TRANSITIONS)
+
+
+class HaltedStatusTest(base.TestCase):
+    """postcopy-paused: a guest split between the hosts after its
+    post-copy recovery gave up. Each group that decides what happens to
+    its claims, its admission slot and its waits must place it right; a
+    change of the table that moves it fails here."""
+
+    def test_it_is_halted_in_progress_and_started(self):
+        self.assertEqual((STATUS.POSTCOPY_PAUSED,), STATUS.HALTED)
+        self.assertIn(STATUS.POSTCOPY_PAUSED, STATUS.IN_PROGRESS)
+        self.assertIn(STATUS.POSTCOPY_PAUSED, STATUS.STARTED)
+
+    def test_its_claims_are_kept(self):
+        # Only an unsuccessful end releases claims (conductor records).
+        self.assertNotIn(STATUS.POSTCOPY_PAUSED, STATUS.FINAL)
+        self.assertNotIn(STATUS.POSTCOPY_PAUSED, STATUS.UNSUCCESSFUL)
+
+    def test_it_can_be_neither_aborted_nor_rolled_back(self):
+        self.assertNotIn(STATUS.POSTCOPY_PAUSED, STATUS.ABORTABLE)
+        self.assertFalse({STATUS.FAILED, STATUS.CANCELLED} &
+                         STATUS.TRANSITIONS[STATUS.POSTCOPY_PAUSED])
+
+    def test_its_copy_is_not_over(self):
+        self.assertNotIn(STATUS.POSTCOPY_PAUSED, STATUS.COPIED)
+
+    def test_it_counts_toward_no_admission_limit(self):
+        self.assertNotIn(STATUS.POSTCOPY_PAUSED, STATUS.ACTIVE)
+        self.assertEqual(set(STATUS.IN_PROGRESS) - set(STATUS.HALTED),
+                         set(STATUS.ACTIVE))
+
+    def test_waits_settle_on_it(self):
+        self.assertEqual(set(STATUS.FINAL) | {STATUS.POSTCOPY_PAUSED},
+                         set(STATUS.SETTLED))
+
+    def test_reached_from_running_and_left_by_resume_or_reconciliation(self):
+        reaches = {s for s, nxt in STATUS.TRANSITIONS.items()
+                   if STATUS.POSTCOPY_PAUSED in nxt}
+        self.assertEqual({STATUS.RUNNING}, reaches)
+        self.assertEqual({STATUS.RUNNING, STATUS.COMPLETED, STATUS.ERROR},
+                         STATUS.TRANSITIONS[STATUS.POSTCOPY_PAUSED])
+
+    def test_an_older_peer_reads_running(self):
+        self.assertEqual(STATUS.RUNNING,
+                         STATUS().older_value(STATUS.POSTCOPY_PAUSED))

@@ -100,6 +100,50 @@ class TransitionTest(base.TestCase):
                          set(STATUS.IN_PROGRESS) | set(STATUS.FINAL))
 
 
+# The version before status postcopy-paused: below it every field and
+# history entry backports as it did before that change.
+BEFORE_PAUSED = migration.RECOVERY_VERSION
+
+
+class PausedStatusBackportTest(base.TestCase):
+    """Migration 1.7: a postcopy-paused migration reaches an older peer
+    as ``running`` (in progress, both claims held: what it is), its
+    history entries too; a peer of 1.7 reads it as it is."""
+
+    def _paused(self):
+        record = samples.migration()
+        record.status = STATUS.POSTCOPY_PAUSED
+        record.history = record.history + [samples.status_change()]
+        record.history[-1].status = STATUS.POSTCOPY_PAUSED
+        return record
+
+    def test_older_peer_reads_running(self):
+        for version in ('1.0', BEFORE_PAUSED):
+            data = self._paused().obj_to_primitive(
+                target_version=version)['numamig_object.data']
+            self.assertEqual('running', data['status'], version)
+            self.assertEqual(
+                ['1.0'], sorted({h['numamig_object.version']
+                                 for h in data['history']}))
+            self.assertEqual(
+                'running', data['history'][-1]['numamig_object.data'][
+                    'status'], version)
+
+    def test_peer_of_1_7_reads_postcopy_paused(self):
+        data = self._paused().obj_to_primitive()['numamig_object.data']
+        self.assertEqual('postcopy-paused', data['status'])
+        self.assertEqual('postcopy-paused', data['history'][-1][
+            'numamig_object.data']['status'])
+
+    def test_other_statuses_pass_unchanged(self):
+        data = samples.migration().obj_to_primitive(
+            target_version=BEFORE_PAUSED)['numamig_object.data']
+        self.assertEqual('running', data['status'])
+        self.assertEqual(
+            ['accepted', 'running'],
+            [h['numamig_object.data']['status'] for h in data['history']])
+
+
 class StatusChangeTest(base.TestCase):
 
     def test_timestamps_keep_their_zone(self):
@@ -141,7 +185,8 @@ class ResultBackportTest(base.TestCase):
 class ResultTest(base.TestCase):
 
     def test_backport_keeps_everything_else(self):
-        full = samples.migration().obj_to_primitive()['numamig_object.data']
+        full = samples.migration().obj_to_primitive(
+            target_version=BEFORE_PAUSED)['numamig_object.data']
         old = samples.migration().obj_to_primitive(
             target_version='1.0')['numamig_object.data']
         self.assertEqual({k: v for k, v in full.items()
@@ -157,7 +202,8 @@ class ResultTest(base.TestCase):
         record = samples.migration()
         record.priority = 50
         record.queue_position = 3
-        full = record.obj_to_primitive()['numamig_object.data']
+        full = record.obj_to_primitive(
+            target_version=BEFORE_PAUSED)['numamig_object.data']
         old = record.obj_to_primitive(
             target_version='1.1')['numamig_object.data']
         self.assertEqual(50, full['priority'])
@@ -171,7 +217,8 @@ class ResultTest(base.TestCase):
 
     def test_backport_to_1_2_drops_only_convergence(self):
         record = samples.migration()
-        full = record.obj_to_primitive()['numamig_object.data']
+        full = record.obj_to_primitive(
+            target_version=BEFORE_PAUSED)['numamig_object.data']
         old = record.obj_to_primitive(
             target_version='1.2')['numamig_object.data']
         self.assertEqual('nfv', full['convergence_policy'])
@@ -185,7 +232,8 @@ class ResultTest(base.TestCase):
 
     def test_backport_below_recovery_drops_only_the_history(self):
         record = samples.migration()
-        full = record.obj_to_primitive()['numamig_object.data']
+        full = record.obj_to_primitive(
+            target_version=BEFORE_PAUSED)['numamig_object.data']
         old = record.obj_to_primitive(
             target_version='1.4')['numamig_object.data']
         self.assertEqual('resumed', full['postcopy_recovery'][-1]['event'])
@@ -208,7 +256,10 @@ class ThreadsTest(base.TestCase):
 
     def test_backport_below_1_6_drops_only_the_threads(self):
         record = samples.migration()
-        full = record.obj_to_primitive()['numamig_object.data']
+        # At 1.6, so that only what 1.6 added differs (1.7 also moves the
+        # history's entries to MigrationStatusChange 1.1).
+        full = record.obj_to_primitive(
+            target_version='1.6')['numamig_object.data']
         old = record.obj_to_primitive(
             target_version='1.5')['numamig_object.data']
         self.assertEqual([6, 7], full['migration_threads']['source']['cpus'])
@@ -258,7 +309,8 @@ class MemoryReclaimTest(base.TestCase):
 
     def test_backport_to_1_3_drops_the_reclaim(self):
         record = samples.migration()
-        full = record.obj_to_primitive()['numamig_object.data']
+        full = record.obj_to_primitive(
+            target_version=BEFORE_PAUSED)['numamig_object.data']
         old = record.obj_to_primitive(
             target_version='1.3')['numamig_object.data']
         self.assertEqual('kept', full['memory_reclaim'][0]['outcome'])
