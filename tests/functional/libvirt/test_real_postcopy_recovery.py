@@ -12,7 +12,9 @@ falls in the middle of it.
 Always run (about 30 s each on a 2-core machine, TCG): a cut that heals
 while numamig tries to resume ends ``completed`` with the guest running
 on the destination; a cut that outlasts the recovery timeout ends with
-PostCopyPaused and the guest paused, split between the two hosts.
+PostCopyPaused and the guest paused, split between the two hosts; then,
+the link back, an operator's resume (the driver's ``resume_postcopy``,
+as the source agent calls it) completes it.
 Opt-in (NUMAMIG_TEST_REAL_POSTCOPY=1): a link that drops twice.
 """
 
@@ -156,6 +158,36 @@ class PostCopyRecoveryTestCase(real_hosts.RealHostsTestCase):
                     f"after the cut (timeout {timeout} s), "
                     f"{len(run.recovery[-1])} events; src {src.state()}, "
                     f"dst {dst.state()}")
+        self._resume_on_request(run.recovery[-1])
+
+    def _resume_on_request(self, history):
+        """The link back, an operator's ``migration resume`` as the
+        source agent carries it out: into what the destination's paused
+        half runs (numamig.compute.postcopy_paused.resume_target), the
+        history carried on."""
+        self.proxy.restore()
+        dst = self.drivers['dst']
+        connect_uri, _ = dst.migration_target()
+        target = {'dest_host': 'dst', 'dest_connect_uri': connect_uri,
+                  'migration_uri': self.migration_uri,
+                  'xml': dst.get_destination_xml(GUEST, None)}
+        source = self._source(timeout_s=60, max_attempts=20,
+                              attempt_timeout_s=20)
+        seen = []
+        requested = time.monotonic()
+        result = source.resume_postcopy(GUEST, target, list(history),
+                                        recovery_callback=seen.append)
+        self.assertTrue(result.post_copy)
+        self.assert_moved_to_dst()
+        events = [e['event'] for e in result.postcopy_recovery]
+        self.assertEqual(history, result.postcopy_recovery[:len(history)])
+        self.assertEqual([rec.RESUME_REQUESTED, rec.RESUMED],
+                         [e for e in events[len(history):]
+                          if e != rec.ATTEMPT_FAILED], events)
+        self.assertEqual(result.postcopy_recovery, seen[-1])
+        self.record(f"resumed on request: completed "
+                    f"{time.monotonic() - requested:.1f} s after it; "
+                    f"{events}")
 
     def test_link_dropping_twice_is_resumed_twice(self):
         if not os.environ.get(OPT_IN):
