@@ -31,8 +31,11 @@ from tests import base
 from tests.fixtures import libvirt_daemons
 from tests.fixtures import libvirt_guests as guests
 
-GUEST = '5a1e0000-aaaa-4bbb-8ccc-00000000a001'
-BLOCKER = '5a1e0000-aaaa-4bbb-8ccc-00000000b001'
+# numamig finds a guest's QEMU in /proc by its uuid (migration threads),
+# and CI runs real-tier tests in two processes at once: a uuid of each
+# process's own keeps one test from taking the other's QEMU for its own.
+GUEST = f'5a1e0000-aaaa-4bbb-8c0a-{os.getpid():012x}'
+BLOCKER = f'5a1e0000-aaaa-4bbb-8c0b-{os.getpid():012x}'
 MEMORY_MB = 128
 MIB = 1024 * 1024
 # The monitor samples the job this often; every sample proves the job is
