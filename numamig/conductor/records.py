@@ -26,6 +26,7 @@ from numamig.conductor import results
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migration_claims
+from numamig.db import migration_recovery
 from numamig.db import migrations
 from numamig.db import queue
 from numamig.objects import fields
@@ -321,8 +322,8 @@ MAX_RECOVERY_EVENTS = migration_obj.MAX_RECOVERY_EVENTS
 
 def record_recovery(db, migration_uuid, history):
     """Record a post-copy recovery's history; see
-    numamig.db.migrations.record_recovery."""
-    return migrations.record_recovery(db, migration_uuid, history)
+    numamig.db.migration_recovery.record_recovery."""
+    return migration_recovery.record_recovery(db, migration_uuid, history)
 
 
 def release_claims(worker, migration):

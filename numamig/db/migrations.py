@@ -37,6 +37,7 @@ import sqlalchemy as sa
 from numamig import exception
 from numamig import objects
 from numamig.db import _rows
+from numamig.db import migration_recovery
 from numamig.db import models
 from numamig.db import queue
 from numamig.objects import fields as nm_fields
@@ -53,7 +54,8 @@ _RESULT_FLAGS = ('emulated', 'post_copy', 'paused')
 CONVERGENCE_FIELDS = migration_obj.CONVERGENCE_FIELDS
 PREDICTION_FIELDS = migration_obj.PREDICTION_FIELDS
 # Stored with the migration (revision 0013); may come with a run's
-# result, or alone while the source recovers (record_recovery).
+# result, or alone while the source recovers
+# (numamig.db.migration_recovery.record_recovery).
 RECOVERY_FIELDS = migration_obj.RECOVERY_FIELDS
 
 
@@ -434,59 +436,13 @@ def _fits(name, value):
             all(isinstance(a, str) and
                 len(a) <= migration_obj.MAX_ACTION_LENGTH for a in value))
     if name == 'postcopy_recovery':
-        return value is None or _recovery_fits(value)
+        return value is None or migration_recovery.fits(value)
     if name in _RESULT_FLAGS:
         return value is None or isinstance(value, bool)
     if value is None:
         return name in RESULT_FIELDS
     return isinstance(value, int) and not isinstance(value, bool) and \
         value >= 0
-
-
-def _recovery_fits(history):
-    """A recovery history: a bounded list of dicts of short strings
-    (the attempt number may be an integer)."""
-    if not isinstance(history, list) or \
-            len(history) > migration_obj.MAX_RECOVERY_EVENTS:
-        return False
-    for event in history:
-        if not isinstance(event, dict) or len(event) > 4 or any(
-                not isinstance(k, str) or not (
-                    v is None or isinstance(v, int) and
-                    not isinstance(v, bool) or
-                    isinstance(v, str) and len(v) <= 300)
-                for k, v in event.items()):
-            return False
-    return True
-
-
-def record_recovery(db, uuid, history):
-    """Record a migration's post-copy recovery history while it runs.
-
-    Idempotent and order-proof: the history only grows (up to its bound,
-    then its newest events change), so a report equal to the recorded
-    one (a repeat) or shorter (overtaken by a later report) changes
-    nothing; nor does one for a migration that has ended.
-
-    :returns: True if recorded.
-    :raises InvalidMigrationResult: the history is unusable.
-    """
-    if not _recovery_fits(history):
-        raise exception.InvalidMigrationResult(
-            migration_uuid=uuid,
-            reason=f"postcopy_recovery must be a list of at most "
-                   f"{migration_obj.MAX_RECOVERY_EVENTS} events (dicts of "
-                   f"event, at, attempt, detail); got {history!r:.200}")
-    with db.writer() as session:
-        row = _row(session, uuid)
-        recorded = row.postcopy_recovery or []
-        if row.status not in STATUS.IN_PROGRESS or \
-                len(recorded) > len(history) or recorded == history:
-            return False
-        result = _rows.run(session, _update(uuid).where(
-            _T.c.status.in_(STATUS.IN_PROGRESS)).values(
-                updated_at=_rows.utcnow(), postcopy_recovery=history))
-        return result.rowcount == 1
 
 
 def _update(uuid):

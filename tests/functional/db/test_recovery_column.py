@@ -4,6 +4,7 @@ PostgreSQL, MariaDB and SQLite: recorded while the source recovers
 
 from numamig import exception
 from numamig.db import instances
+from numamig.db import migration_recovery
 from numamig.db import migrations
 from tests.functional.db import base
 from tests.unit.db import base as unit_base
@@ -32,11 +33,11 @@ class RecoveryColumnTestCase(base.ServerDBTestCase):
 
     def test_recorded_as_it_grows_repeats_and_late_reports_ignored(self):
         self.assertIsNone(self._history())
-        self.assertTrue(migrations.record_recovery(self.db, self.uuid,
+        self.assertTrue(migration_recovery.record_recovery(self.db, self.uuid,
                                                    [LOST, FAILED]))
-        self.assertFalse(migrations.record_recovery(self.db, self.uuid,
+        self.assertFalse(migration_recovery.record_recovery(self.db, self.uuid,
                                                     [LOST, FAILED]))
-        self.assertFalse(migrations.record_recovery(self.db, self.uuid,
+        self.assertFalse(migration_recovery.record_recovery(self.db, self.uuid,
                                                     [LOST]))
         stored = self._history()
         self.assertEqual(['link-lost', 'resume-failed'],
@@ -46,19 +47,19 @@ class RecoveryColumnTestCase(base.ServerDBTestCase):
         self.assertEqual(FAILED['detail'], stored[1]['detail'])
 
     def test_result_carries_the_final_history_and_ends_recording(self):
-        migrations.record_recovery(self.db, self.uuid, [LOST])
+        migration_recovery.record_recovery(self.db, self.uuid, [LOST])
         migrations.set_status(self.db, self.uuid, 'completed', result={
             'post_copy': True, 'postcopy_recovery': [LOST, FAILED,
                                                      RESUMED]})
         self.assertEqual('resumed', self._history()[-1]['event'])
-        self.assertFalse(migrations.record_recovery(
+        self.assertFalse(migration_recovery.record_recovery(
             self.db, self.uuid, [LOST, FAILED, RESUMED, LOST]))
         self.assertEqual(3, len(self._history()))
 
     def test_unusable_history_changes_nothing(self):
         for bad in ('x', [LOST] * 41, [{'event': 'x' * 301}], [[1]]):
             self.assertRaises(exception.InvalidMigrationResult,
-                              migrations.record_recovery, self.db,
+                              migration_recovery.record_recovery, self.db,
                               self.uuid, bad)
             self.assertRaises(exception.InvalidMigrationResult,
                               migrations.set_status, self.db, self.uuid,

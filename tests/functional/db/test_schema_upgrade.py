@@ -6,6 +6,7 @@ import json
 import sqlalchemy as sa
 
 from numamig.db import compute_nodes
+from numamig.db import migration_recovery
 from numamig.db import migration_threads
 from numamig.db import migrations
 from numamig.db import primitives
@@ -286,7 +287,7 @@ class UpgradeTo0013TestCase(base.ServerDBTestCase):
                                          old_uuid).postcopy_recovery)
         history = [{'event': 'link-lost', 'at': 'now', 'attempt': None,
                     'detail': None}]
-        self.assertTrue(migrations.record_recovery(self.db, old_uuid,
+        self.assertTrue(migration_recovery.record_recovery(self.db, old_uuid,
                                                    history))
         self.assertEqual(history, migrations.get(
             self.db, old_uuid).postcopy_recovery)

@@ -8,6 +8,7 @@ from oslo_utils import timeutils
 from numamig.compute import report
 from numamig.conductor import records
 from numamig.db import compute_nodes
+from numamig.db import migration_recovery
 from numamig.db import migration_threads
 from numamig.db import migrations
 from tests.functional.redelivery import rows
@@ -230,7 +231,7 @@ def _recovery(world):
 
 def _older_recovery(world):
     migration, _ = world.running(world.guest())
-    migrations.record_recovery(world.dep.db, migration.uuid, _RECOVERY)
+    migration_recovery.record_recovery(world.dep.db, migration.uuid, _RECOVERY)
     return _to('migration_record_recovery', migration_uuid=migration.uuid,
                history=_RECOVERY[:1])
 
