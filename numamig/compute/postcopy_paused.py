@@ -31,6 +31,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception
+from numamig.compute import completion
 from numamig.compute import migration_source
 from numamig.compute import report
 from numamig.objects import fields
@@ -159,7 +160,7 @@ class PausedResume:
                                f"{exception.brief(exc)}")
             return
         try:
-            migration_source.complete(
+            completion.complete(
                 agent, self.ctxt, self.instance, self.migration,
                 result=result, detail=f"resumed by request, completed "
                                       f"from {agent.host}")

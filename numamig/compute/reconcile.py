@@ -12,7 +12,7 @@ migrations and ends them according to where the guest is now:
   otherwise rolls back (the destination
   drops its claim and copy, the migration ends ``failed``); with the
   guest gone it completes the post-migration steps the way the source's
-  run does (migration_source.complete: with conductor API 1.3, the
+  run does (completion.complete: with conductor API 1.3, the
   destination counts the guest and ``completed`` is recorded with the
   claim applied in one call). A ``queued`` one is
   left alone: its start request may still wait in the broker for this
@@ -37,7 +37,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception
-from numamig.compute import migration_source
+from numamig.compute import completion
 from numamig.compute import report
 from numamig.objects import fields
 
@@ -144,7 +144,7 @@ def _end_interrupted(agent, ctxt, migration, guests):
         return (f"migration {migration.uuid} of {instance.uuid} rolled "
                 f"back (interrupted while {migration.status})")
     try:
-        migration_source.complete(
+        completion.complete(
             agent, ctxt, instance, migration,
             detail=f"completed by {agent.host} after an interruption")
     except exception.GuestNotArrived:
@@ -191,7 +191,7 @@ def _halted(agent, ctxt, migration, guests):
         return []
     instance = agent.conductor_api.instance_get(ctxt, migration.instance_uuid)
     try:
-        migration_source.complete(
+        completion.complete(
             agent, ctxt, instance, migration,
             detail=f"completed by {agent.host}: the paused guest had left")
     except exception.GuestNotArrived:
