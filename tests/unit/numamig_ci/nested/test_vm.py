@@ -12,6 +12,25 @@ class LayoutTest(base.TestCase):
         self.assertEqual((0, 1, 2, 3, 4, 5), layout.node_cpus(0))
         self.assertEqual((6, 7, 8, 9, 10, 11), layout.node_cpus(1))
 
+    def test_default_has_1g_pages_where_aligned_blocks_are_free(self):
+        layout = vm.Layout()
+        layout.check()
+        self.assertEqual((2, 1), layout.pages_1g)
+        # Beyond q35's 2 GiB low range, node 0 holds its two pages.
+        self.assertGreaterEqual(layout.memory_mb[0],
+                                2048 + vm.GIB_MB * layout.pages_1g[0])
+        # Small pages per node as before the 1 GiB pages: 1792 MiB.
+        for node in range(layout.nodes):
+            self.assertEqual(1792, layout.memory_mb[node]
+                             - 2 * layout.pages_2m[node]
+                             - vm.GIB_MB * layout.pages_1g[node])
+
+    def test_parse_with_memory_asks_no_1g_pages(self):
+        layout = vm.Layout.parse('memory=2048:2048')
+        self.assertEqual((128, 128), layout.pages_2m)
+        self.assertEqual((0, 0), layout.pages_1g)
+        self.assertEqual((2, 1), vm.Layout.parse('cores=2').pages_1g)
+
     def test_parse_fills_per_node_defaults_for_more_nodes(self):
         layout = vm.Layout.parse('cores=1,threads=1,memory=3072:2048:2048,'
                                  'pages_2m=64:64:0')
@@ -42,7 +61,8 @@ class CommandLineTest(base.TestCase):
         argv = ' '.join(self.machine(vm.Layout()).qemu_argv())
         self.assertIn('-smp 12,sockets=2,cores=3,threads=2', argv)
         self.assertIn('-numa node,nodeid=1,cpus=6-11,memdev=mem1', argv)
-        self.assertIn('memory-backend-ram,id=mem0,size=2048M', argv)
+        self.assertIn('memory-backend-ram,id=mem0,size=4096M', argv)
+        self.assertIn('-m 7168M', argv)
         self.assertIn('file=/img/root.img,if=virtio,format=raw,snapshot=on',
                       argv)
 
@@ -58,9 +78,12 @@ class CommandLineTest(base.TestCase):
                       'readonly=on', argv)
 
     def test_kernel_reserves_1g_pages_per_node_only_when_asked(self):
-        plain = self.machine(vm.Layout()).kernel_cmdline()
+        plain = self.machine(vm.Layout.parse(
+            'memory=2048:2048')).kernel_cmdline()
         self.assertIn('numamig.hp2m=128,128', plain)
         self.assertNotIn('hugepagesz=1G', plain)
+        self.assertIn('hugepagesz=1G hugepages=0:2,1:1',
+                      self.machine(vm.Layout()).kernel_cmdline())
         big = self.machine(vm.Layout.parse(
             'memory=4096:2048,pages_1g=1:1')).kernel_cmdline()
         self.assertIn('hugepagesz=1G hugepages=0:1,1:1', big)
