@@ -30,6 +30,9 @@ POWEROFF_TIMEOUT_S = 30
 GUEST_ADDR = '10.0.2.15'
 AGENT_PORT = 8765
 GIB_MB = 1024
+# What a node keeps beside its huge pages: the kernel's own allocations
+# (its memory map at the node's top) and the hosts' small pages.
+NODE_SPARE_MB = 512
 PR_SET_PDEATHSIG = 1
 # The NIC joining two nested machines (the agent finds it by this).
 LINK_MAC_PREFIX = '52:54:00:6e:6d'
@@ -44,11 +47,11 @@ class Layout:
     """The NUMA layout of one nested host.
 
     ``memory_mb``, ``pages_2m`` and ``pages_1g`` have one entry per node.
-    A 1 GiB page on node 0 needs more than 2 GiB there (q35 keeps the
-    firmware, kernel and initrd in node 0's low range); the kernel may
-    put a node's boot-time 1 GiB page on another node: read the
-    per-node counters back (the agent's ``huge_pages``), never trust
-    the request.
+    Node 0's 1 GiB pages need 2.5 GiB beside them there (q35 keeps the
+    firmware, kernel and initrd in node 0's low 2 GiB; ``check``); the
+    kernel may put a node's boot-time 1 GiB page on another node: read
+    the per-node counters back (the agent's ``huge_pages``), never
+    trust the request.
     """
 
     # Three cores per node: a host then keeps two whole dedicated cores
@@ -59,11 +62,10 @@ class Layout:
     # 1 GiB pages for the huge-page problem (huge-pages-1g): node 0's
     # two are split between the hosts, node 1's one goes to the second
     # host, which then has a page to fill on node 0 and one to land on
-    # node 1, and the first host a page to move from. Node 0 is 2 GiB
-    # larger: its first 2 GiB are q35's low range, where no 1 GiB block
-    # is free; above 4 GiB the node's two pages lie aligned. Every node
-    # keeps 1792 MiB of small pages, as without the 1 GiB pages.
-    memory_mb: tuple = (4096, 3072)
+    # node 1, and the first host a page to move from. Node 0 has room
+    # for them beyond q35's low 2 GiB and below the block at its top
+    # (see ``check``).
+    memory_mb: tuple = (4608, 3072)
     pages_2m: tuple = (128, 128)
     pages_1g: tuple = (2, 1)
 
@@ -87,10 +89,23 @@ class Layout:
                                  f"entries for {self.nodes} nodes")
         for node, memory in enumerate(self.memory_mb):
             pages_mb = 2 * self.pages_2m[node] + GIB_MB * self.pages_1g[node]
-            if pages_mb + 512 > memory:
+            if pages_mb + NODE_SPARE_MB > memory:
                 raise ValueError(f"node {node}: {pages_mb} MiB of huge "
-                                 f"pages leave less than 512 MiB of its "
-                                 f"{memory} MiB")
+                                 f"pages leave less than {NODE_SPARE_MB} "
+                                 f"MiB of its {memory} MiB")
+        # Node 0's 1 GiB pages lie above 4 GiB: q35 maps its first 2 GiB
+        # low (firmware, kernel, initrd), and the kernel allocates the
+        # node's memory map at its top before reserving the pages, so
+        # the block there is not free either. Short of room, Linux puts
+        # the pages on another node without a word.
+        low_mb = 2 * GIB_MB
+        if self.pages_1g[0] and (self.memory_mb[0] < low_mb + NODE_SPARE_MB
+                                 + GIB_MB * self.pages_1g[0]):
+            raise ValueError(
+                f"node 0: {self.pages_1g[0]} x 1 GiB pages need at least "
+                f"{low_mb + NODE_SPARE_MB + GIB_MB * self.pages_1g[0]} "
+                f"MiB there (q35's low 2 GiB hold none), not "
+                f"{self.memory_mb[0]}")
 
     @classmethod
     def parse(cls, text):

@@ -41,7 +41,7 @@ class SplitPoolsTest(base.TestCase):
 class PagesAsAskedTest(base.TestCase):
 
     def test_pools_as_asked_say_nothing(self):
-        layout = vm.Layout.parse('memory=4096:3072,pages_2m=128:127,'
+        layout = vm.Layout.parse('memory=4608:3072,pages_2m=128:127,'
                                  'pages_1g=2:1')
         self.assertIsNone(deployment.pages_not_as_asked(layout, {
             '0': {'2048': [128, 128], '1048576': [2, 2]},
@@ -51,7 +51,7 @@ class PagesAsAskedTest(base.TestCase):
             none, {'0': {'2048': [0, 0]}, '1': {}}))
 
     def test_1g_page_put_on_another_node_is_named(self):
-        layout = vm.Layout.parse('memory=4096:3072,pages_1g=2:1')
+        layout = vm.Layout.parse('memory=4608:3072,pages_1g=2:1')
         self.assertEqual(
             f"{deployment.NOT_AS_ASKED}: 1048576 KiB pages per node "
             f"node0 1, node1 2, not node0 2, node1 1",
@@ -60,7 +60,7 @@ class PagesAsAskedTest(base.TestCase):
                 '1': {'2048': [128, 128], '1048576': [2, 2]}}))
 
     def test_fewer_2m_pages_and_no_1g_pool_at_all_are_named(self):
-        layout = vm.Layout.parse('memory=4096:3072,pages_1g=1:0')
+        layout = vm.Layout.parse('memory=4608:3072,pages_1g=1:0')
         self.assertEqual(
             f"{deployment.NOT_AS_ASKED}: 2048 KiB pages per node node0 "
             f"100, node1 128, not node0 128, node1 128; 1048576 KiB pages "

@@ -16,14 +16,20 @@ class LayoutTest(base.TestCase):
         layout = vm.Layout()
         layout.check()
         self.assertEqual((2, 1), layout.pages_1g)
-        # Beyond q35's 2 GiB low range, node 0 holds its two pages.
-        self.assertGreaterEqual(layout.memory_mb[0],
-                                2048 + vm.GIB_MB * layout.pages_1g[0])
-        # Small pages per node as before the 1 GiB pages: 1792 MiB.
+        # Small pages per node at least as before the 1 GiB pages.
         for node in range(layout.nodes):
-            self.assertEqual(1792, layout.memory_mb[node]
-                             - 2 * layout.pages_2m[node]
-                             - vm.GIB_MB * layout.pages_1g[node])
+            self.assertLessEqual(1792, layout.memory_mb[node]
+                                 - 2 * layout.pages_2m[node]
+                                 - vm.GIB_MB * layout.pages_1g[node])
+
+    def test_node_0_needs_room_for_1g_pages_beyond_the_low_range(self):
+        # 4096 MiB took one page only: Linux put the other on node 1.
+        self.assertRaisesMessage(
+            ValueError, 'node 0: 2 x 1 GiB pages need at least 4608 MiB '
+                        "there (q35's low 2 GiB hold none), not 4096",
+            vm.Layout.parse, 'memory=4096:3072,pages_1g=2:1')
+        self.assertEqual((1, 1), vm.Layout.parse(
+            'memory=3584:2048,pages_2m=0:0,pages_1g=1:1').pages_1g)
 
     def test_parse_with_memory_asks_no_1g_pages(self):
         layout = vm.Layout.parse('memory=2048:2048')
@@ -61,8 +67,8 @@ class CommandLineTest(base.TestCase):
         argv = ' '.join(self.machine(vm.Layout()).qemu_argv())
         self.assertIn('-smp 12,sockets=2,cores=3,threads=2', argv)
         self.assertIn('-numa node,nodeid=1,cpus=6-11,memdev=mem1', argv)
-        self.assertIn('memory-backend-ram,id=mem0,size=4096M', argv)
-        self.assertIn('-m 7168M', argv)
+        self.assertIn('memory-backend-ram,id=mem0,size=4608M', argv)
+        self.assertIn('-m 7680M', argv)
         self.assertIn('file=/img/root.img,if=virtio,format=raw,snapshot=on',
                       argv)
 
