@@ -59,15 +59,17 @@ class Layout:
     # two vCPUs needs them).
     cores: int = 3
     threads: int = 2
-    # 1 GiB pages for the huge-page problem (huge-pages-1g): node 0's
-    # two are split between the hosts, node 1's one goes to the second
-    # host, which then has a page to fill on node 0 and one to land on
-    # node 1, and the first host a page to move from. Node 0 has room
-    # for them beyond q35's low 2 GiB and below the block at its top
-    # (see ``check``).
-    memory_mb: tuple = (4608, 3072)
+    # 1 GiB pages for the huge-page problem (huge-pages-1g). The hosts
+    # split node 0's four; node 1's one goes to the second host. The
+    # second host's node 0 then has more pages than its node 1, so the
+    # guest that fills it can go nowhere else, and the first host's
+    # pages are all on node 0, so the mover leaves node 0: with both
+    # hosts on one kernel, node 0 must get exactly the mover's page
+    # back and node 1 lose one. Node 0 has room for them beyond q35's
+    # low 2 GiB and below the block at its top (see ``check``).
+    memory_mb: tuple = (6656, 3072)
     pages_2m: tuple = (128, 128)
-    pages_1g: tuple = (2, 1)
+    pages_1g: tuple = (4, 1)
 
     @property
     def nodes(self):

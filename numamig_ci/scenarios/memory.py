@@ -58,16 +58,28 @@ def past_full_node_pair(pages, order):
     ``pages`` is {host: {node: usable pages}} of one page size, ``order``
     the hosts in the backend's order. The destination needs pages on
     node 0 (a guest takes them all) and on another node (where the mover
-    must land); the source, any page for the mover.
+    must land); the source, any page for the mover. Preferred, in this
+    order: a destination whose node 0 has more pages than any other node
+    (the guest filling it can go nowhere else), a source with pages on
+    node 0 only (hosts sharing one kernel: the mover's page then comes
+    back on node 0 while another node loses one, which the kernel's
+    counters show; a move between two nodes of one number shows as no
+    change at all).
     """
+    fitting = []
     for src in order:
         if not pages.get(src):
             continue
         for dst in order:
             on_dst = pages.get(dst, {})
-            if dst != src and on_dst.get(0) and set(on_dst) - {0}:
-                return src, dst
-    return None
+            others = [count for node, count in on_dst.items() if node]
+            if dst != src and on_dst.get(0) and others:
+                fitting.append(((on_dst[0] <= max(others),
+                                 set(pages[src]) != {0}), src, dst))
+    if not fitting:
+        return None
+    _rank, src, dst = min(fitting, key=lambda item: item[0])
+    return src, dst
 
 
 @scenario('huge-pages',
@@ -150,7 +162,7 @@ def move_past_full_node(s, src, dst, size, count):
           requires=('huge_pages', 'kernel_view', 'inject_failure'))
 def huge_page_rollback(s):
     src, dst = s.pair()
-    size, count = huge_pool(s, src)
+    size, count = huge_pool(s, src, size_kb=smallest_huge_size(s, src))
     s.require(size and count, f"host {src} node 0 has no huge pages")
     pages = min(count, 16)
     mover = s.create(src, 1, memory_mb=pages * size // 1024,

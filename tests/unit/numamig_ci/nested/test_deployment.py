@@ -28,13 +28,15 @@ class SplitPoolsTest(base.TestCase):
 
 
     def test_default_layout_gives_the_second_host_two_nodes_1g_pages(self):
-        # The huge-page problem with 1 GiB pages: a destination with a
-        # page to fill on node 0 and one to land on, a source with one.
-        kernel = {'0': {'1048576': [2, 2]}, '1': {'1048576': [1, 1]}}
+        # The huge-page problem with 1 GiB pages: a destination with
+        # more pages to fill on node 0 than on node 1, where the mover
+        # lands; a source with pages on node 0 only.
+        kernel = {'0': {'1048576': [4, 4]}, '1': {'1048576': [1, 1]}}
+        self.assertEqual((4, 1), vm.Layout().pages_1g)
         pools = deployment.split_pools(kernel, ['a', 'b'])
-        self.assertEqual({(0, 1048576): (2, 1), (1, 1048576): (1, 0)},
+        self.assertEqual({(0, 1048576): (4, 2), (1, 1048576): (1, 0)},
                          pools['a'])
-        self.assertEqual({(0, 1048576): (2, 1), (1, 1048576): (1, 1)},
+        self.assertEqual({(0, 1048576): (4, 2), (1, 1048576): (1, 1)},
                          pools['b'])
 
 

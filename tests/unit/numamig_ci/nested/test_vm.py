@@ -15,7 +15,7 @@ class LayoutTest(base.TestCase):
     def test_default_has_1g_pages_where_aligned_blocks_are_free(self):
         layout = vm.Layout()
         layout.check()
-        self.assertEqual((2, 1), layout.pages_1g)
+        self.assertEqual((4, 1), layout.pages_1g)
         # Small pages per node at least as before the 1 GiB pages.
         for node in range(layout.nodes):
             self.assertLessEqual(1792, layout.memory_mb[node]
@@ -35,7 +35,7 @@ class LayoutTest(base.TestCase):
         layout = vm.Layout.parse('memory=2048:2048')
         self.assertEqual((128, 128), layout.pages_2m)
         self.assertEqual((0, 0), layout.pages_1g)
-        self.assertEqual((2, 1), vm.Layout.parse('cores=2').pages_1g)
+        self.assertEqual((4, 1), vm.Layout.parse('cores=2').pages_1g)
 
     def test_parse_fills_per_node_defaults_for_more_nodes(self):
         layout = vm.Layout.parse('cores=1,threads=1,memory=3072:2048:2048,'
@@ -67,8 +67,8 @@ class CommandLineTest(base.TestCase):
         argv = ' '.join(self.machine(vm.Layout()).qemu_argv())
         self.assertIn('-smp 12,sockets=2,cores=3,threads=2', argv)
         self.assertIn('-numa node,nodeid=1,cpus=6-11,memdev=mem1', argv)
-        self.assertIn('memory-backend-ram,id=mem0,size=4608M', argv)
-        self.assertIn('-m 7680M', argv)
+        self.assertIn('memory-backend-ram,id=mem0,size=6656M', argv)
+        self.assertIn('-m 9728M', argv)
         self.assertIn('file=/img/root.img,if=virtio,format=raw,snapshot=on',
                       argv)
 
@@ -88,7 +88,7 @@ class CommandLineTest(base.TestCase):
             'memory=2048:2048')).kernel_cmdline()
         self.assertIn('numamig.hp2m=128,128', plain)
         self.assertNotIn('hugepagesz=1G', plain)
-        self.assertIn('hugepagesz=1G hugepages=0:2,1:1',
+        self.assertIn('hugepagesz=1G hugepages=0:4,1:1',
                       self.machine(vm.Layout()).kernel_cmdline())
         big = self.machine(vm.Layout.parse(
             'memory=4096:2048,pages_1g=1:1')).kernel_cmdline()

@@ -3,6 +3,8 @@
 import types
 
 from numamig import objects
+from numamig_ci.nested import deployment
+from numamig_ci.nested import vm
 from numamig_ci.results import ScenarioSkipped
 from numamig_ci.scenarios import memory
 from numamig_ci.scenarios import registry
@@ -19,12 +21,13 @@ def cell(node, **pools):
         for size, (total, reserved) in pools.items()])
 
 
-# The default nested layout's split: 1 GiB pages 2 on node 0, 1 on node
-# 1; the first host may use node 0's second page only.
+# The default nested layout's split: 1 GiB pages 4 on node 0, 1 on node
+# 1; the first host may use two of node 0's, the second two of node 0's
+# and node 1's.
 NESTED = {
-    'nested-0': [cell(0, s4=(1, 0), s2048=(128, 64), s1048576=(2, 1)),
+    'nested-0': [cell(0, s4=(1, 0), s2048=(128, 64), s1048576=(4, 2)),
                  cell(1, s4=(1, 0), s2048=(128, 64), s1048576=(1, 1))],
-    'nested-1': [cell(0, s4=(1, 0), s2048=(128, 64), s1048576=(2, 1)),
+    'nested-1': [cell(0, s4=(1, 0), s2048=(128, 64), s1048576=(4, 2)),
                  cell(1, s4=(1, 0), s2048=(128, 64), s1048576=(1, 0))],
 }
 
@@ -62,8 +65,8 @@ class PageSizeTest(base.TestCase):
 
     def test_usable_pages_leave_out_other_hosts_share(self):
         s = FakeSession(NESTED)
-        self.assertEqual({0: 1}, memory.usable_pages(s, 'nested-0', GIB))
-        self.assertEqual({0: 1, 1: 1},
+        self.assertEqual({0: 2}, memory.usable_pages(s, 'nested-0', GIB))
+        self.assertEqual({0: 2, 1: 1},
                          memory.usable_pages(s, 'nested-1', GIB))
 
 
@@ -74,12 +77,24 @@ class PastFullNodePairTest(base.TestCase):
         self.assertEqual(('a', 'b'),
                          memory.past_full_node_pair(pages, ['a', 'b']))
 
-    def test_backend_order_decides_between_fitting_pairs(self):
-        pages = {'a': {0: 1, 1: 1}, 'b': {0: 1, 1: 1}, 'c': {0: 1}}
+    def test_backend_order_decides_between_equal_pairs(self):
+        pages = {'a': {0: 1, 1: 1}, 'b': {0: 1, 1: 1}, 'c': {0: 1, 2: 1}}
         self.assertEqual(('a', 'b'),
                          memory.past_full_node_pair(pages, ['a', 'b', 'c']))
         self.assertEqual(('c', 'b'),
                          memory.past_full_node_pair(pages, ['c', 'b', 'a']))
+
+    def test_node_0_only_the_filling_guest_fits_is_preferred(self):
+        # b's node 0 has more pages than its node 1: a guest taking them
+        # all cannot land on node 1 instead.
+        pages = {'a': {0: 1, 1: 1}, 'b': {0: 2, 1: 1}}
+        self.assertEqual(('a', 'b'),
+                         memory.past_full_node_pair(pages, ['b', 'a']))
+
+    def test_source_on_node_0_only_is_preferred_next(self):
+        pages = {'a': {0: 1, 1: 1}, 'b': {0: 2, 1: 1}, 'c': {0: 2}}
+        self.assertEqual(('c', 'b'), memory.past_full_node_pair(
+            pages, ['a', 'b', 'c']))
 
     def test_none_without_a_second_destination_node_or_a_source(self):
         # The kernel put node 0's pages on node 1: no node 0 to fill.
@@ -89,6 +104,20 @@ class PastFullNodePairTest(base.TestCase):
             {'a': {}, 'b': {0: 1, 1: 1}}, ['a', 'b']))
         self.assertIsNone(memory.past_full_node_pair(
             {'a': {0: 1}, 'b': {0: 1}}, ['a', 'b']))
+
+
+    def test_default_nested_layout_gives_the_preferred_pair(self):
+        # The kernel as the default layout asks; the hosts' split of it.
+        layout = vm.Layout()
+        kernel = {str(node): {str(GIB): [count, count]}
+                  for node, count in enumerate(layout.pages_1g)}
+        pools = deployment.split_pools(kernel, ['first', 'second'])
+        pages = {host: {node: mine for (node, _size), (_total, mine)
+                        in pools[host].items() if mine}
+                 for host in pools}
+        self.assertEqual({'first': {0: 2}, 'second': {0: 2, 1: 1}}, pages)
+        self.assertEqual(('first', 'second'), memory.past_full_node_pair(
+            pages, ['first', 'second']))
 
 
 class ScenarioChoiceTest(base.TestCase):
@@ -103,7 +132,7 @@ class ScenarioChoiceTest(base.TestCase):
         return s.moved
 
     def test_1g_variant_moves_one_gib_pages_between_the_fitting_hosts(self):
-        self.assertEqual([('nested-0', 'nested-1', GIB, 1)],
+        self.assertEqual([('nested-0', 'nested-1', GIB, 2)],
                          self.run_scenario('huge-pages-1g', NESTED))
 
     def test_huge_pages_moves_2m_pages_when_1g_are_there_too(self):
