@@ -119,6 +119,17 @@ class PastFullNodePairTest(base.TestCase):
         self.assertEqual(('first', 'second'), memory.past_full_node_pair(
             pages, ['first', 'second']))
 
+    def test_default_nested_2m_pools_fit_the_filling_guest_on_node_0(self):
+        # huge-pages fills the destination's node 0 with as many 2 MiB
+        # pages as it has there: node 1 has fewer, so it cannot go there.
+        layout = vm.Layout()
+        kernel = {str(node): {'2048': [count, count]}
+                  for node, count in enumerate(layout.pages_2m)}
+        pools = deployment.split_pools(kernel, ['first', 'second'])
+        for host in pools:
+            self.assertGreater(pools[host][(0, 2048)][1],
+                               pools[host][(1, 2048)][1])
+
 
 class ScenarioChoiceTest(base.TestCase):
 
