@@ -63,8 +63,8 @@ def past_full_node_pair(pages, order):
     (the guest filling it can go nowhere else), a source with pages on
     node 0 only (hosts sharing one kernel: the mover's page then comes
     back on node 0 while another node loses one, which the kernel's
-    counters show; a move between two nodes of one number shows as no
-    change at all).
+    counters show; a move from one host's node 1 to the other's node 1
+    would show as no change at all).
     """
     fitting = []
     for src in order:
