@@ -76,8 +76,8 @@ def build_parser():
     parser.add_argument('--nested-layout', action='append', default=[],
                         metavar='LAYOUT',
                         help="--nested: the virtual machine's NUMA layout, "
-                             "e.g. 'cores=3,threads=2,memory=2048:2048,"
-                             "pages_2m=128:128,pages_1g=0:0' (':' separates "
+                             "e.g. 'cores=3,threads=2,memory=6656:3072,"
+                             "pages_2m=128:126,pages_1g=4:1' (':' separates "
                              "nodes; default: that one). Given twice: one "
                              "machine per host, with these layouts (hosts "
                              "with different node counts)")

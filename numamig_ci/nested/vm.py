@@ -30,6 +30,9 @@ POWEROFF_TIMEOUT_S = 30
 GUEST_ADDR = '10.0.2.15'
 AGENT_PORT = 8765
 GIB_MB = 1024
+# What a node keeps beside its huge pages: the kernel's own allocations
+# (its memory map at the node's top) and the hosts' small pages.
+NODE_SPARE_MB = 512
 PR_SET_PDEATHSIG = 1
 # The NIC joining two nested machines (the agent finds it by this).
 LINK_MAC_PREFIX = '52:54:00:6e:6d'
@@ -44,11 +47,11 @@ class Layout:
     """The NUMA layout of one nested host.
 
     ``memory_mb``, ``pages_2m`` and ``pages_1g`` have one entry per node.
-    A 1 GiB page on node 0 needs more than 2 GiB there (q35 keeps the
-    firmware, kernel and initrd in node 0's low range); the kernel may
-    put a node's boot-time 1 GiB page on another node: read the
-    per-node counters back (the agent's ``huge_pages``), never trust
-    the request.
+    Node 0's 1 GiB pages need 2.5 GiB beside them there (q35 keeps the
+    firmware, kernel and initrd in node 0's low 2 GiB; ``check``); the
+    kernel may put a node's boot-time 1 GiB page on another node: read
+    the per-node counters back (the agent's ``huge_pages``), never
+    trust the request.
     """
 
     # Three cores per node: a host then keeps two whole dedicated cores
@@ -56,9 +59,20 @@ class Layout:
     # two vCPUs needs them).
     cores: int = 3
     threads: int = 2
-    memory_mb: tuple = (2048, 2048)
-    pages_2m: tuple = (128, 128)
-    pages_1g: tuple = (0, 0)
+    # The huge-page problem (huge-pages, huge-pages-1g) on two hosts of
+    # one kernel shows in its counters only when the mover leaves the
+    # node the destination's filling guest took: node 0 must then get
+    # exactly the mover's page back and node 1 lose one (a move from
+    # node 0 to node 0 shows as no change). So each pool of node 0 has
+    # more pages per host than node 1's (the filling guest can go
+    # nowhere else); the hosts split node 0's four 1 GiB pages, the
+    # second host gets node 1's one, and the first host's mover, with
+    # 1 GiB pages on node 0 only, leaves node 0. Node 0 has room for
+    # them beyond q35's low 2 GiB and below the block at its top (see
+    # ``check``).
+    memory_mb: tuple = (6656, 3072)
+    pages_2m: tuple = (128, 126)
+    pages_1g: tuple = (4, 1)
 
     @property
     def nodes(self):
@@ -80,15 +94,30 @@ class Layout:
                                  f"entries for {self.nodes} nodes")
         for node, memory in enumerate(self.memory_mb):
             pages_mb = 2 * self.pages_2m[node] + GIB_MB * self.pages_1g[node]
-            if pages_mb + 512 > memory:
+            if pages_mb + NODE_SPARE_MB > memory:
                 raise ValueError(f"node {node}: {pages_mb} MiB of huge "
-                                 f"pages leave less than 512 MiB of its "
-                                 f"{memory} MiB")
+                                 f"pages leave less than {NODE_SPARE_MB} "
+                                 f"MiB of its {memory} MiB")
+        # Node 0's 1 GiB pages lie above 4 GiB: q35 maps its first 2 GiB
+        # low (firmware, kernel, initrd), and the kernel allocates the
+        # node's memory map at its top before reserving the pages, so
+        # the block there is not free either. Short of room, Linux puts
+        # the pages on another node without a word.
+        low_mb = 2 * GIB_MB
+        if self.pages_1g[0] and (self.memory_mb[0] < low_mb + NODE_SPARE_MB
+                                 + GIB_MB * self.pages_1g[0]):
+            raise ValueError(
+                f"node 0: {self.pages_1g[0]} x 1 GiB pages need at least "
+                f"{low_mb + NODE_SPARE_MB + GIB_MB * self.pages_1g[0]} "
+                f"MiB there (q35's low 2 GiB hold none), not "
+                f"{self.memory_mb[0]}")
 
     @classmethod
     def parse(cls, text):
         """A layout from 'cores=2,threads=2,memory=2048:2048,
-        pages_2m=128:128,pages_1g=0:0' (any subset; ':' separates nodes).
+        pages_2m=128:128,pages_1g=0:0' (any subset; ':' separates nodes;
+        with ``memory`` but no page counts, 128 x 2 MiB and no 1 GiB
+        page per node).
 
         :raises ValueError: an unknown key or a bad number.
         """
@@ -103,11 +132,15 @@ class Layout:
                 else numbers
         layout = cls(**values)
         if 'memory_mb' in values:
+            # Memory of one's own: node 0's 2 MiB pages of the default
+            # per node, no 1 GiB page (where one fits depends on the
+            # node's size).
             nodes = len(layout.memory_mb)
-            for key in ('pages_2m', 'pages_1g'):
+            for key, count in (('pages_2m', cls.pages_2m[0]),
+                               ('pages_1g', 0)):
                 if key not in values:
-                    layout = dataclasses.replace(
-                        layout, **{key: (getattr(cls, key)[0],) * nodes})
+                    layout = dataclasses.replace(layout,
+                                                 **{key: (count,) * nodes})
         layout.check()
         return layout
 

@@ -35,6 +35,13 @@ def counters(s):
             in s.backend.kernel_pages().items()}
 
 
+def pool(counts, size_kb):
+    """{(kernel, node): free pages} of the ``size_kb`` pools in
+    ``counts`` (as ``counters`` returns them): what a log line shows."""
+    return {(kernel, node): free for (kernel, node, size), free
+            in sorted(counts.items()) if size == size_kb}
+
+
 def where(s, host, node):
     """(kernel, node): host ``host``'s node ``node`` in the counters."""
     return s.backend.kernel_of(host), node

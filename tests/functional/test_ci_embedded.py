@@ -36,17 +36,17 @@ class EmbeddedHarnessTest(base.TestCase):
              '--junit', junit, '--subunit', stream],
             capture_output=True, text=True, timeout=240)
         self.assertEqual(0, run.returncode, run.stdout + run.stderr)
-        self.assertIn('numamig-ci: 16 passed, 0 failed, 4 skipped',
+        self.assertIn('numamig-ci: 17 passed, 0 failed, 4 skipped',
                       run.stdout)
         suite = etree.parse(junit).getroot()
-        self.assertEqual(('20', '0', '0', '4'), tuple(
+        self.assertEqual(('21', '0', '0', '4'), tuple(
             suite.get(k) for k in ('tests', 'failures', 'errors',
                                    'skipped')))
         stats = subprocess.run(
             [os.path.join(os.path.dirname(sys.executable), 'subunit-stats')],
             stdin=open(stream, 'rb'), capture_output=True, text=True)
         self.assertIn('Passed tests:', stats.stdout)
-        self.assertIn('16', stats.stdout.split('Passed tests:')[1]
+        self.assertIn('17', stats.stdout.split('Passed tests:')[1]
                       .splitlines()[0])
 
 

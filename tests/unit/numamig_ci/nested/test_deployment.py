@@ -27,6 +27,50 @@ class SplitPoolsTest(base.TestCase):
         self.assertEqual((127, 63), pools['a'][(1, 2048)])
 
 
+    def test_default_layout_gives_the_second_host_two_nodes_1g_pages(self):
+        # The huge-page problem with 1 GiB pages: a destination with
+        # more pages to fill on node 0 than on node 1, where the mover
+        # lands; a source with pages on node 0 only.
+        kernel = {'0': {'1048576': [4, 4]}, '1': {'1048576': [1, 1]}}
+        self.assertEqual((4, 1), vm.Layout().pages_1g)
+        pools = deployment.split_pools(kernel, ['a', 'b'])
+        self.assertEqual({(0, 1048576): (4, 2), (1, 1048576): (1, 0)},
+                         pools['a'])
+        self.assertEqual({(0, 1048576): (4, 2), (1, 1048576): (1, 1)},
+                         pools['b'])
+
+
+class PagesAsAskedTest(base.TestCase):
+
+    def test_pools_as_asked_say_nothing(self):
+        layout = vm.Layout.parse('memory=4608:3072,pages_2m=128:127,'
+                                 'pages_1g=2:1')
+        self.assertIsNone(deployment.pages_not_as_asked(layout, {
+            '0': {'2048': [128, 128], '1048576': [2, 2]},
+            '1': {'2048': [127, 127], '1048576': [0, 1]}}))
+        none = vm.Layout.parse('memory=2048:2048,pages_2m=0:0')
+        self.assertIsNone(deployment.pages_not_as_asked(
+            none, {'0': {'2048': [0, 0]}, '1': {}}))
+
+    def test_1g_page_put_on_another_node_is_named(self):
+        layout = vm.Layout.parse('memory=4608:3072,pages_1g=2:1')
+        self.assertEqual(
+            f"{deployment.NOT_AS_ASKED}: 1048576 KiB pages per node "
+            f"node0 1, node1 2, not node0 2, node1 1",
+            deployment.pages_not_as_asked(layout, {
+                '0': {'2048': [128, 128], '1048576': [1, 1]},
+                '1': {'2048': [128, 128], '1048576': [2, 2]}}))
+
+    def test_fewer_2m_pages_and_no_1g_pool_at_all_are_named(self):
+        layout = vm.Layout.parse('memory=4608:3072,pages_1g=1:0')
+        self.assertEqual(
+            f"{deployment.NOT_AS_ASKED}: 2048 KiB pages per node node0 "
+            f"100, node1 128, not node0 128, node1 128; 1048576 KiB pages "
+            f"per node node0 0, node1 0, not node0 1, node1 0",
+            deployment.pages_not_as_asked(layout, {
+                '0': {'2048': [100, 100]}, '1': {'2048': [128, 128]}}))
+
+
 class HostSetsTest(base.TestCase):
 
     def test_sets_differ_and_both_hosts_have_shared_cpus(self):

@@ -12,6 +12,31 @@ class LayoutTest(base.TestCase):
         self.assertEqual((0, 1, 2, 3, 4, 5), layout.node_cpus(0))
         self.assertEqual((6, 7, 8, 9, 10, 11), layout.node_cpus(1))
 
+    def test_default_has_1g_pages_where_aligned_blocks_are_free(self):
+        layout = vm.Layout()
+        layout.check()
+        self.assertEqual((4, 1), layout.pages_1g)
+        # Small pages per node at least as before the 1 GiB pages.
+        for node in range(layout.nodes):
+            self.assertLessEqual(1792, layout.memory_mb[node]
+                                 - 2 * layout.pages_2m[node]
+                                 - vm.GIB_MB * layout.pages_1g[node])
+
+    def test_node_0_needs_room_for_1g_pages_beyond_the_low_range(self):
+        # 4096 MiB took one page only: Linux put the other on node 1.
+        self.assertRaisesMessage(
+            ValueError, 'node 0: 2 x 1 GiB pages need at least 4608 MiB '
+                        "there (q35's low 2 GiB hold none), not 4096",
+            vm.Layout.parse, 'memory=4096:3072,pages_1g=2:1')
+        self.assertEqual((1, 1), vm.Layout.parse(
+            'memory=3584:2048,pages_2m=0:0,pages_1g=1:1').pages_1g)
+
+    def test_parse_with_memory_asks_no_1g_pages(self):
+        layout = vm.Layout.parse('memory=2048:2048')
+        self.assertEqual((128, 128), layout.pages_2m)
+        self.assertEqual((0, 0), layout.pages_1g)
+        self.assertEqual((4, 1), vm.Layout.parse('cores=2').pages_1g)
+
     def test_parse_fills_per_node_defaults_for_more_nodes(self):
         layout = vm.Layout.parse('cores=1,threads=1,memory=3072:2048:2048,'
                                  'pages_2m=64:64:0')
@@ -42,7 +67,8 @@ class CommandLineTest(base.TestCase):
         argv = ' '.join(self.machine(vm.Layout()).qemu_argv())
         self.assertIn('-smp 12,sockets=2,cores=3,threads=2', argv)
         self.assertIn('-numa node,nodeid=1,cpus=6-11,memdev=mem1', argv)
-        self.assertIn('memory-backend-ram,id=mem0,size=2048M', argv)
+        self.assertIn('memory-backend-ram,id=mem0,size=6656M', argv)
+        self.assertIn('-m 9728M', argv)
         self.assertIn('file=/img/root.img,if=virtio,format=raw,snapshot=on',
                       argv)
 
@@ -58,9 +84,12 @@ class CommandLineTest(base.TestCase):
                       'readonly=on', argv)
 
     def test_kernel_reserves_1g_pages_per_node_only_when_asked(self):
-        plain = self.machine(vm.Layout()).kernel_cmdline()
+        plain = self.machine(vm.Layout.parse(
+            'memory=2048:2048')).kernel_cmdline()
         self.assertIn('numamig.hp2m=128,128', plain)
         self.assertNotIn('hugepagesz=1G', plain)
+        self.assertIn('hugepagesz=1G hugepages=0:4,1:1',
+                      self.machine(vm.Layout()).kernel_cmdline())
         big = self.machine(vm.Layout.parse(
             'memory=4096:2048,pages_1g=1:1')).kernel_cmdline()
         self.assertIn('hugepagesz=1G hugepages=0:1,1:1', big)

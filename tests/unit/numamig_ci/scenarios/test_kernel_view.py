@@ -73,6 +73,14 @@ class CountersTest(base.TestCase):
                                                     (0, 0), (1, 1)))
 
 
+    def test_pool_picks_one_page_size(self):
+        counts = {(0, 1, 1048576): 0, (0, 0, 2048): 64,
+                  (0, 0, 1048576): 1}
+        self.assertEqual({(0, 0): 1, (0, 1): 0},
+                         kernel_view.pool(counts, 1048576))
+        self.assertEqual({}, kernel_view.pool(counts, 4))
+
+
 class NumaMapsTest(base.TestCase):
 
     def test_huge_pages_counted_per_node_small_pages_ignored(self):
