@@ -7,6 +7,8 @@ result and the claim applied), and the source stops counting the guest.
 Every step is idempotent and is asked again while unanswered
 (numamig.compute.patience), because after the guest left nothing can be
 undone: the service that lost an answer is replaced, never given up on.
+A post-copy's recovery history, reported while the guest waits split
+between the hosts, goes the same way (``record_recovery``).
 """
 
 from oslo_log import log as logging
@@ -126,3 +128,16 @@ def _apply_claim(conductor, ctxt, instance, migration):
                                           migration.uuid)
     except exception.MigrationContextConflict:
         pass
+
+
+def record_recovery(agent, ctxt, migration, history):
+    """Tell the conductor how a post-copy recovery goes, each time its
+    history grows (the guest's CPUs have left the source and it waits
+    paused meanwhile). Advisory: the run's result carries the history
+    again, so a failure here is only logged."""
+    try:
+        agent.conductor_api.migration_record_recovery(
+            ctxt, migration.uuid, history)
+    except Exception as exc:  # noqa: BLE001 - the result repeats it
+        LOG.warning("%s: migration %s: recovery history not recorded: "
+                    "%s", agent.host, migration.uuid, exc)

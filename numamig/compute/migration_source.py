@@ -347,12 +347,8 @@ class SourceMigration:
         """Tell the conductor how the post-copy recovery goes, each time
         its history grows (the guest is paused meanwhile)."""
         self._recovery = history
-        try:
-            self.agent.conductor_api.migration_record_recovery(
-                self.ctxt, self.migration.uuid, history)
-        except Exception as exc:  # noqa: BLE001 - the result repeats it
-            LOG.warning("%s: migration %s: recovery history not recorded: "
-                        "%s", self.agent.host, self.migration.uuid, exc)
+        completion.record_recovery(self.agent, self.ctxt, self.migration,
+                                   history)
 
     def _end_paused(self, exc):
         """The post-copy could not be resumed: recorded postcopy-paused,

@@ -210,12 +210,8 @@ class PausedResume:
 
     def _recovery_report(self, history):
         self._history = history
-        try:
-            self.agent.conductor_api.migration_record_recovery(
-                self.ctxt, self.migration.uuid, history)
-        except Exception as exc:  # noqa: BLE001 - the result repeats it
-            LOG.warning("%s: migration %s: recovery history not recorded: "
-                        "%s", self.agent.host, self.migration.uuid, exc)
+        completion.record_recovery(self.agent, self.ctxt, self.migration,
+                                   history)
 
     def _progress(self, sample):
         now = time.monotonic()

@@ -10,9 +10,7 @@ row counts of every table, before and after.
 import contextlib
 import io
 import json
-import os
 
-import fixtures
 import sqlalchemy as sa
 import testscenarios
 
@@ -52,12 +50,7 @@ class ManageRefusalsTestCase(base.TestCase):
              embedded.HostDefinition('host-b', 'numa-2cell-b.xml')],
             cli_names=True))
         self.dep = fixture.deployment
-        state = self.useFixture(fixtures.TempDir()).path
-        self.config = os.path.join(state, 'numamig.conf')
-        with open(self.config, 'w') as handle:
-            handle.write(f"[DEFAULT]\ntransport_url = {fixture.rpc.url}\n"
-                         f"control_exchange = {fixture.rpc.exchange}\n"
-                         f"[database]\nconnection = {self.dep.db_url}\n")
+        self.config = fixture.cli_config()
 
     def cli(self, *argv):
         out, err = io.StringIO(), io.StringIO()

@@ -12,9 +12,7 @@ older release is a server serving compute API 1.6 on the same broker.
 import contextlib
 import io
 import json
-import os
 
-import fixtures
 import oslo_messaging as messaging
 import testscenarios
 
@@ -47,12 +45,7 @@ class PausedMigrationCLITest(base.TestCase):
              embedded.HostDefinition('host-b', 'numa-2cell-b.xml')],
             cli_names=True))
         self.dep = fixture.deployment
-        state = self.useFixture(fixtures.TempDir()).path
-        self.config = os.path.join(state, 'numamig.conf')
-        with open(self.config, 'w') as handle:
-            handle.write(f"[DEFAULT]\ntransport_url = {fixture.rpc.url}\n"
-                         f"control_exchange = {fixture.rpc.exchange}\n"
-                         f"[database]\nconnection = {self.dep.db_url}\n")
+        self.config = fixture.cli_config()
         self.db = self.dep.db
         self.guest = self._create_guest()
         self.migration = self._paused(self.guest)

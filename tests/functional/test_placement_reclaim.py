@@ -29,7 +29,6 @@ saying what was considered.
 import contextlib
 import io
 import json
-import os
 
 import fixtures
 import testscenarios
@@ -64,12 +63,7 @@ class PlacementReclaimTestCase(base.TestCase):
              embedded.HostDefinition('host-b', 'numa-2cell-b.xml')],
             cli_names=True, conductor_settings=settings))
         self.dep = fixture.deployment
-        state = self.useFixture(fixtures.TempDir()).path
-        self.config = os.path.join(state, 'numamig.conf')
-        with open(self.config, 'w') as handle:
-            handle.write(f"[DEFAULT]\ntransport_url = {fixture.rpc.url}\n"
-                         f"control_exchange = {fixture.rpc.exchange}\n"
-                         f"[database]\nconnection = {self.dep.db_url}\n")
+        self.config = fixture.cli_config()
         self.slack = self._create('host-b', 1, 1024, '--property',
                                   'hw:virtio_mem_size=8192', '--property',
                                   'hw:virtio_mem_min=0')

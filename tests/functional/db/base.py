@@ -2,8 +2,11 @@
 
 import testscenarios
 
+from numamig.db import instances
+from numamig.db import migrations
 from tests import base
 from tests.fixtures import database
+from tests.unit.db import base as unit_base
 
 BACKENDS = [('postgresql', {'backend': 'postgresql'}),
             ('mariadb', {'backend': 'mysql'}),
@@ -28,3 +31,17 @@ class ServerDBTestCase(testscenarios.WithScenarios, base.TestCase):
             database.server_or_skip(self, self.backend)
             fixture = database.ServerDatabase(self.backend, sync=self.sync)
         self.db = self.useFixture(fixture).db
+
+
+class RunningMigrationTestCase(ServerDBTestCase):
+    """As ServerDBTestCase, with one migration recorded ``running``
+    (``self.uuid``): what a source reports on while its job runs."""
+
+    def setUp(self):
+        super().setUp()
+        instance = unit_base.make_instance()
+        instances.create(self.db, instance)
+        self.uuid = migrations.create(self.db, unit_base.make_migration(
+            instance.uuid)).uuid
+        for status in ('queued', 'running'):
+            migrations.set_status(self.db, self.uuid, status)

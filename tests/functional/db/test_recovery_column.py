@@ -3,11 +3,9 @@ PostgreSQL, MariaDB and SQLite: recorded while the source recovers
 (repeats and overtaken reports change nothing), then with the result."""
 
 from numamig import exception
-from numamig.db import instances
 from numamig.db import migration_recovery
 from numamig.db import migrations
 from tests.functional.db import base
-from tests.unit.db import base as unit_base
 
 LOST = {'event': 'link-lost', 'at': '2026-11-27T10:00:00.000+00:00',
         'attempt': None, 'detail': 'job failed in post-copy phase'}
@@ -15,30 +13,19 @@ FAILED = {'event': 'resume-failed', 'at': '2026-11-27T10:00:01.000+00:00',
           'attempt': 1, 'detail': 'Connection refused ' + 'x' * 250}
 RESUMED = {'event': 'resumed', 'at': '2026-11-27T10:00:03.000+00:00',
            'attempt': 2, 'detail': None}
+record = migration_recovery.record_recovery
 
 
-class RecoveryColumnTestCase(base.ServerDBTestCase):
-
-    def setUp(self):
-        super().setUp()
-        instance = unit_base.make_instance()
-        instances.create(self.db, instance)
-        self.uuid = migrations.create(self.db, unit_base.make_migration(
-            instance.uuid)).uuid
-        for status in ('queued', 'running'):
-            migrations.set_status(self.db, self.uuid, status)
+class RecoveryColumnTestCase(base.RunningMigrationTestCase):
 
     def _history(self):
         return migrations.get(self.db, self.uuid).postcopy_recovery
 
     def test_recorded_as_it_grows_repeats_and_late_reports_ignored(self):
         self.assertIsNone(self._history())
-        self.assertTrue(migration_recovery.record_recovery(self.db, self.uuid,
-                                                   [LOST, FAILED]))
-        self.assertFalse(migration_recovery.record_recovery(self.db, self.uuid,
-                                                    [LOST, FAILED]))
-        self.assertFalse(migration_recovery.record_recovery(self.db, self.uuid,
-                                                    [LOST]))
+        self.assertTrue(record(self.db, self.uuid, [LOST, FAILED]))
+        self.assertFalse(record(self.db, self.uuid, [LOST, FAILED]))
+        self.assertFalse(record(self.db, self.uuid, [LOST]))
         stored = self._history()
         self.assertEqual(['link-lost', 'resume-failed'],
                          [e['event'] for e in stored])
@@ -47,20 +34,19 @@ class RecoveryColumnTestCase(base.ServerDBTestCase):
         self.assertEqual(FAILED['detail'], stored[1]['detail'])
 
     def test_result_carries_the_final_history_and_ends_recording(self):
-        migration_recovery.record_recovery(self.db, self.uuid, [LOST])
+        record(self.db, self.uuid, [LOST])
         migrations.set_status(self.db, self.uuid, 'completed', result={
             'post_copy': True, 'postcopy_recovery': [LOST, FAILED,
                                                      RESUMED]})
         self.assertEqual('resumed', self._history()[-1]['event'])
-        self.assertFalse(migration_recovery.record_recovery(
-            self.db, self.uuid, [LOST, FAILED, RESUMED, LOST]))
+        self.assertFalse(record(self.db, self.uuid,
+                                [LOST, FAILED, RESUMED, LOST]))
         self.assertEqual(3, len(self._history()))
 
     def test_unusable_history_changes_nothing(self):
         for bad in ('x', [LOST] * 41, [{'event': 'x' * 301}], [[1]]):
             self.assertRaises(exception.InvalidMigrationResult,
-                              migration_recovery.record_recovery, self.db,
-                              self.uuid, bad)
+                              record, self.db, self.uuid, bad)
             self.assertRaises(exception.InvalidMigrationResult,
                               migrations.set_status, self.db, self.uuid,
                               'completed',

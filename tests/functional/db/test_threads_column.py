@@ -6,7 +6,6 @@ shape or bounds refused with nothing written."""
 import threading
 
 from numamig import exception
-from numamig.db import instances
 from numamig.db import migration_threads
 from numamig.db import migrations
 from tests.functional.db import base
@@ -14,16 +13,7 @@ from tests.unit.db import base as unit_base
 from tests.unit.objects import samples
 
 
-class ThreadsColumnTestCase(base.ServerDBTestCase):
-
-    def setUp(self):
-        super().setUp()
-        instance = unit_base.make_instance()
-        instances.create(self.db, instance)
-        self.uuid = migrations.create(self.db, unit_base.make_migration(
-            instance.uuid)).uuid
-        for status in ('queued', 'running'):
-            migrations.set_status(self.db, self.uuid, status)
+class ThreadsColumnTestCase(base.RunningMigrationTestCase):
 
     def _stored(self):
         return migrations.get(self.db, self.uuid).migration_threads

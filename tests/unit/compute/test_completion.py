@@ -3,6 +3,7 @@ their order, each one asked again while unanswered."""
 
 from unittest import mock
 
+import fixtures
 import oslo_messaging as messaging
 
 from numamig import exception
@@ -90,3 +91,17 @@ class CompleteTest(base.TestCase):
         # Already post-migrating: that step was done, the next one is
         # what failed (here the same refusal again).
         self.assertEqual(2, conductor.migration_set_status.call_count)
+
+
+class RecordRecoveryTest(base.TestCase):
+
+    def test_sent_and_a_failure_only_logged(self):
+        agent, migration = _agent(), _migration()
+        completion.record_recovery(agent, 'ctxt', migration, ['lost'])
+        agent.conductor_api.migration_record_recovery.assert_called_once_with(
+            'ctxt', 'm-1', ['lost'])
+        agent.conductor_api.migration_record_recovery.side_effect = \
+            messaging.MessagingTimeout('lost')
+        log = self.useFixture(fixtures.FakeLogger())
+        completion.record_recovery(agent, 'ctxt', migration, ['lost'])
+        self.assertIn('recovery history not recorded', log.output)
