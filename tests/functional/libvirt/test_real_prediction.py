@@ -43,7 +43,7 @@ class PredictionTestCase(real_hosts.RealHostsTestCase):
         run.wait_for_end()
         self.assertIsNone(run.error)
         self.assert_moved_to_dst()
-        result = run.result
+        result = self.result = run.result
         how = 'post-copy' if result.post_copy else \
             'paused' if result.paused else 'pre-copy'
         self.record(f"{policy}, {'dirtying' if dirty else 'idle'} guest at "
@@ -62,6 +62,15 @@ class PredictionTestCase(real_hosts.RealHostsTestCase):
         answer, how = self._predict_then_migrate(True, pol.NFV, 32)
         self.assertEqual(('needs-post-copy', 'post-copy'),
                          (answer['prediction'], how), answer['reason'])
+        # Escalated by stalled passes, not by a clock: each of nfv's
+        # downtime steps, then post-copy, each at a pass of its own.
+        actions = self.result.convergence_actions
+        self.assertEqual(len(pol.SHIPPED[pol.NFV].downtime_ms) + 1,
+                         len(actions), actions)
+        self.assertTrue(actions[-1].startswith('post-copy (pass '), actions)
+        passes = [int(a.split('(pass ')[1].split(':')[0])
+                  for a in actions[1:]]
+        self.assertEqual(sorted(set(passes)), passes, actions)
 
     def test_idle_guest_converges(self):
         answer = self._predict(100, dirty=False)
