@@ -92,9 +92,11 @@ def resume(worker, ctxt, migration_uuid, seen_pauses=None):
         return {'migration': migration, 'outcome': ALREADY_RESUMED}
     instance = instances.get(worker.db, migration.instance_uuid).instance
     try:
+        # The pause's error goes (a resumed migration that completes is
+        # no error); its recovery history keeps why it paused.
         running = records.set_status(
             worker, migration_uuid, STATUS.RUNNING,
-            expected=list(STATUS.HALTED),
+            expected=list(STATUS.HALTED), error='',
             detail="post-copy resume requested by an operator")
     except exception.InvalidStatusTransition:
         # Another worker took the same request first (a redelivery).
@@ -103,7 +105,7 @@ def resume(worker, ctxt, migration_uuid, seen_pauses=None):
         started = worker.compute_api.resume_postcopy(
             ctxt, instance, running, timeout=worker.check_timeout)
     except exception.MigrationNotResumable as exc:
-        _back_to_paused(worker, migration_uuid, exc)
+        _back_to_paused(worker, migration_uuid, exc, migration.error)
         raise
     LOG.info("Migration %s of %s: resume %s on %s", migration_uuid,
              migration.instance_uuid,
@@ -131,11 +133,11 @@ def _settled_answer(migration):
                "post-copy lost the stream and recovery gave up)")
 
 
-def _back_to_paused(worker, migration_uuid, refusal):
+def _back_to_paused(worker, migration_uuid, refusal, error):
     try:
         records.set_status(
             worker, migration_uuid, STATUS.POSTCOPY_PAUSED,
-            expected=[STATUS.RUNNING],
+            expected=[STATUS.RUNNING], error=error or '',
             detail=f"resume refused: {exception.brief(refusal)}")
     except exception.InvalidStatusTransition as exc:
         LOG.warning("Migration %s: not set back to postcopy-paused after "

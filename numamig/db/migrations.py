@@ -204,7 +204,8 @@ def set_status(db, uuid, status, detail=None, expected=None, error=None,
     :param expected: statuses the caller requires the migration to be in
         now (e.g. only cancel while still queued); None allows every
         status ALLOWED_TRANSITIONS permits.
-    :param error: the error text to record with the change.
+    :param error: the error text to record with the change ('' clears
+        the one recorded; None leaves it).
     :param result: values of RESULT_FIELDS and PROGRESS_FIELDS to record
         with the change (the run's result); booleans for the flags,
         non-negative integers or None for the rest.
@@ -243,7 +244,7 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
     values = dict(_checked_result(uuid, result or {}), status=status,
                   updated_at=now, start_request=start_request)
     if error is not None:
-        values['error'] = error
+        values['error'] = error or None
     result = _rows.run(session, _status_change(), dict(
         values, b_uuid=uuid, b_allowed=sorted(allowed)))
     row = _row(session, uuid)

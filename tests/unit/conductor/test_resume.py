@@ -122,6 +122,10 @@ class ResumeTest(PausedTestCase):
         self.assertEqual('running', answer['migration'].status)
         self.assertEqual([('running', 5, 'running')], seen)
         self.assertIsNotNone(self._record().migration_context)
+        # The pause's error goes with it; its history keeps why.
+        recorded = migrations.get(self.db, self.migration.uuid)
+        self.assertIsNone(recorded.error)
+        self.assertEqual('gave-up', recorded.postcopy_recovery[-1]['event'])
 
     def test_redelivered_request_starts_nothing(self):
         self.compute_api.resume_postcopy.return_value = True
@@ -189,6 +193,7 @@ class ResumeTest(PausedTestCase):
         recorded = migrations.get(self.db, self.migration.uuid)
         self.assertEqual('postcopy-paused', recorded.status)
         self.assertIn('resume refused', recorded.history[-1].detail)
+        self.assertEqual('the guest is PAUSED', recorded.error)
         self.assertIsNotNone(self._record().migration_context)
 
     def test_source_not_answering_leaves_it_running(self):
