@@ -85,6 +85,11 @@ run_tests() {
     ensure_pkgs $BUILD_PKGS $REAL_PKGS
     ensure_venv
     rm -rf .stestr
+    # A fresh repository knows no durations: seed the slowest tests' so
+    # that stestr spreads them over its workers (tools/stestr_times.py).
+    "$VENV/bin/python" tools/stestr_times.py tools/slow-tests.txt | \
+        "$VENV/bin/stestr" load --force-init >/dev/null 2>&1 || \
+        log "could not seed test durations; workers may be unbalanced"
     local rc=0
     PYTHONWARNINGS=ignore::DeprecationWarning \
         "$VENV/bin/stestr" run --color "$@" || rc=$?

@@ -36,11 +36,24 @@ from tests.functional.libvirt import real_hosts
 from tests.functional.libvirt.real_hosts import BLOCKER
 from tests.functional.libvirt.real_hosts import GUEST
 
+# The copy is capped so low that even a guest the loaded machine starves
+# of CPU (so that it dirties nothing) is still copying when the test
+# looks: 128 MiB take a minute at this rate.
+CAP_MIB = 2
+
 
 def threads(pid):
-    """{thread name: [Cpus_allowed_list, ...]} of process ``pid``."""
+    """{thread name: [Cpus_allowed_list, ...]} of process ``pid``.
+
+    :raises AssertionError: the process is gone.
+    """
     found = {}
-    for tid in sorted(os.listdir(f'/proc/{pid}/task')):
+    try:
+        tids = os.listdir(f'/proc/{pid}/task')
+    except FileNotFoundError:
+        raise AssertionError(f"QEMU {pid} is gone: its migration ended "
+                             f"before the test looked") from None
+    for tid in sorted(tids):
         base = f'/proc/{pid}/task/{tid}'
         try:
             with open(f'{base}/comm') as f:
@@ -62,7 +75,7 @@ class MigrationThreadsTestCase(real_hosts.RealHostsTestCase):
         name = self.drivers['src'].list_guests()[GUEST]
         pid = self.hosts['src'].qemu_pid(name)
         before = threads(pid)
-        run = self.start_migration(source, bandwidth_mib=8)
+        run = self.start_migration(source, bandwidth_mib=CAP_MIB)
         run.wait_for_progress()
         during = threads(pid)
         source.live_migration_abort(GUEST)
@@ -81,7 +94,7 @@ class MigrationThreadsTestCase(real_hosts.RealHostsTestCase):
                              thread_cpus=frozenset({1}))
         name = self.drivers['src'].list_guests()[GUEST]
         pid = self.hosts['src'].qemu_pid(name)
-        run = self.start_migration(source, bandwidth_mib=8)
+        run = self.start_migration(source, bandwidth_mib=CAP_MIB)
         run.wait_for_progress()
         # The monitor pins on each poll; give it one more.
         deadline = time.monotonic() + 10
@@ -163,7 +176,7 @@ class TopologyPlacedThreadsTestCase(real_hosts.RealHostsTestCase):
         self.addCleanup(watch.stop)
         threads_arg = ChosenThreads(src_chosen)
         xml = self.drivers['src'].get_destination_xml(GUEST, None)
-        run = real_hosts.MigrationRun(source, xml, self.migrate_data(8),
+        run = real_hosts.MigrationRun(source, xml, self.migrate_data(CAP_MIB),
                                       threads=threads_arg).start()
         run.wait_for_progress()
         src_seen, dst_seen = self._until_pinned(pid)
