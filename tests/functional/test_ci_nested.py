@@ -7,12 +7,15 @@ spec's huge-page problem with 2 MiB and with 1 GiB pages (the
 destination's node 0 pages are full, the guest lands on node 1's pages,
 read back from the kernel inside the machine), a two-cell guest across
 two host nodes, and an operator's abort while QEMU copies a huge-page
-guest (every kernel page counter as before); then the missing-node
-problem on two machines of 3 and 2 nodes. Should the kernel have put a
-boot-time 1 GiB page on another node than asked (it says so at start),
+guest (every kernel page counter as before). Should the kernel have put
+a boot-time 1 GiB page on another node than asked (it says so at start),
 huge-pages-1g may be skipped, with the reason printed.
 With NUMAMIG_NESTED_FULL=1, every scenario the nested backend can
-express in one machine (15-25 minutes on two busy cores). Skipped, with
+express in one machine (15-25 minutes on two busy cores), and the
+missing-node problem on two machines of 3 and 2 nodes (97-124 s: opt-in
+because two TCG machines hold both of CI's cores for two minutes, which
+slowed the other worker's tests as much; CI's whole run then took 27
+minutes). Skipped, with
 the reason printed, where root, the build tools, a cached image or the
 Debian mirror, or RabbitMQ are missing.
 Never hangs CI: the run has a hard deadline, after which numamig-ci is
@@ -109,6 +112,9 @@ class NestedHarnessTest(base.TestCase):
             self.assertIn('kernel view: free 1048576 KiB pages', out)
 
     def test_missing_node_on_two_machines(self):
+        if not os.environ.get('NUMAMIG_NESTED_FULL'):
+            self.skipTest("two nested machines: opt-in with "
+                          "NUMAMIG_NESTED_FULL=1")
         self.run_nested(('fewer-nodes',), TWO_MACHINES)
 
 
