@@ -44,6 +44,11 @@ MIB = 1024 * 1024
 PROGRESS_INTERVAL_S = 0.2
 STALL_LIMIT_S = 30
 HARD_LIMIT_S = 240
+# vCPU time in which the dirtying kernel writes its 94 MiB at least once
+# (page sampling measures 84-96 MiB/s on an idle machine), and how long
+# a loaded machine may take to give it that.
+DIRTY_WARMUP_CPU_NS = 1_500_000_000
+DIRTY_WARMUP_LIMIT_S = 120
 
 
 def placement(pcpu, host_cell=0):
@@ -209,6 +214,29 @@ class RealHostsTestCase(base.TestCase):
         self.drivers['src'].spawn(
             guests.instance(1, MEMORY_MB, 'guest-1', GUEST),
             placement(0), base_xml=base_xml)
+        if dirty:
+            self._wait_dirtying()
+
+    def _wait_dirtying(self):
+        """Return once the dirtying kernel has run long enough to have
+        written its whole set at least once.
+
+        A guest that has not run yet has zero memory, which QEMU sends
+        as flags: its migration ends in seconds whatever the cap, and
+        its dirty rate samples 0 (both seen in CI while the nested tier's
+        machine held the cores). The vCPU's own CPU time tells.
+        """
+        dom = self.drivers['src']._conn.lookupByUUIDString(GUEST)
+        deadline = time.monotonic() + DIRTY_WARMUP_LIMIT_S
+        while True:
+            (vcpu, *_), _maps = dom.vcpus()
+            if vcpu[2] >= DIRTY_WARMUP_CPU_NS:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the dirtying guest's vCPU ran {vcpu[2] / 1e9:.2f} s "
+                    f"in {DIRTY_WARMUP_LIMIT_S} s")
+            time.sleep(PROGRESS_INTERVAL_S)
 
     def migrate_data(self, bandwidth_mib=None):
         connect_uri, migration_uri = self.drivers['dst'].migration_target()
