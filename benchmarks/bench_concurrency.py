@@ -89,10 +89,10 @@ def bare_call_ms(url, calls=200):
     finally:
         server.stop()
         server.wait()
-    return statistics.median(times), _p95(times)
+    return statistics.median(times), percentile_95(times)
 
 
-def _p95(values):
+def percentile_95(values):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
 
@@ -298,7 +298,7 @@ def report(title, requested, ended, elapsed, sampler, args):
         print(f"  throughput {len(ended) / elapsed:.1f} migrations/s over "
               f"{elapsed:.1f} s; request-to-end p50 "
               f"{statistics.median(latencies):.0f} ms, p95 "
-              f"{_p95(latencies):.0f} ms")
+              f"{percentile_95(latencies):.0f} ms")
     print(f"  most in flight at once (sampled): {sampler.most} "
           f"(limit {args.max_concurrent}); per source "
           f"{sampler.most_per_source}, per destination "

@@ -1,25 +1,32 @@
 """Measure what one live migration costs the control plane, before/after.
 
     .venv/bin/python benchmarks/bench_migration_trips.py [--migrations N]
-        [--transport-url fake://]
+        [--transport-url fake://|inproc://|rabbit://...]
 
-Runs N emulated live migrations (one guest moved back and forth between
+First the baseline: the median and p95 of a bare oslo.messaging call
+(an echo endpoint with numamig's serializer) on the same transport.
+Then N emulated live migrations (one guest moved back and forth between
 two embedded libvirt test-driver hosts, so the time is the control
-plane's alone) twice in the same process:
+plane's alone) in each of three modes, in the same process:
 
-* baseline: the protocol of before compute and conductor API 1.3, as a
-  cloud capped there speaks it (the conductor's ``[upgrade_levels]
+* old protocol: the protocol of before compute and conductor API 1.3,
+  as a cloud capped there speaks it (the conductor's ``[upgrade_levels]
   compute = 1.2``; the agents' conductor clients treated as capped below
   1.3): the destination asks the source and records its claim, the
   source records every status and the destination applies the claim;
-* current: API 1.3 everywhere.
+  the operator names the destination;
+* explicit: API 1.3 and later everywhere, the operator names the
+  destination;
+* scheduler: the same, the conductor's scheduler chooses it.
 
 Per mode it prints the RPC round trips and casts of one migration
 (background report casts counted apart), the database transactions and
 SQL statements of one migration (every service of the process, the
-benchmark's own status reads aside), the median and 90th percentile
+benchmark's own status reads aside), the median and 95th percentile
 wall time from the operator's request to ``completed``, and the CPU
-time of the whole process per migration.
+time of the whole process per migration. The target line: at most 8
+round trips in both current modes and, over RabbitMQ, a median under
+50 ms.
 """
 
 # Services here run on oslo.service's threading backend, as in the
@@ -30,6 +37,7 @@ _backend.select_threading(strict=True)
 
 import argparse
 import collections
+import os
 import statistics
 import sys
 import tempfile
@@ -49,7 +57,12 @@ from numamig.db import migrations
 from numamig.db import models
 from numamig.objects import fields
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_concurrency as concurrency  # noqa: E402
+
 STATUS = fields.MigrationStatus
+MAX_ROUND_TRIPS = 8
+RABBIT_P50_TARGET_MS = 50
 REPORTS = ('report_compute_node', 'migration_update_progress')
 HOSTS = ('host-a', 'host-b')
 DEADLINE_S = 60
@@ -116,12 +129,21 @@ class Recorder:
         return counts
 
 
-def run_mode(baseline, migrations_wanted, transport_url):
+class Mode(collections.namedtuple('Mode', 'name old_protocol scheduler')):
+    """One way of asking for the migrations."""
+
+
+MODES = (Mode('old protocol', True, False),
+         Mode('explicit', False, False),
+         Mode('scheduler', False, True))
+
+
+def run_mode(mode, migrations_wanted, transport_url):
     hosts = [embedded.HostDefinition(name, 'numa-2cell-a.xml')
              for name in HOSTS]
     capped = mock.patch.object(conductor_rpcapi.ConductorAPI,
                                'supports_short_path', lambda api: False)
-    if baseline:
+    if mode.old_protocol:
         capped.start()
     try:
         with tempfile.TemporaryDirectory() as state, \
@@ -130,15 +152,16 @@ def run_mode(baseline, migrations_wanted, transport_url):
                     # Its own topics: a shared broker may serve others.
                     names=service.RPCNames(
                         suffix=f'bench-{uuidutils.generate_uuid()[:8]}'),
-                    conductor_compute_version_cap='1.2' if baseline
-                    else None) as dep:
-            return _migrate_back_and_forth(dep, migrations_wanted)
+                    conductor_compute_version_cap='1.2'
+                    if mode.old_protocol else None) as dep:
+            return _migrate_back_and_forth(dep, migrations_wanted,
+                                           mode.scheduler)
     finally:
-        if baseline:
+        if mode.old_protocol:
             capped.stop()
 
 
-def _migrate_back_and_forth(dep, migrations_wanted):
+def _migrate_back_and_forth(dep, migrations_wanted, scheduler):
     api, ctxt = dep.api, dep.context
     guest = api.instance_create(ctxt, objects.Instance(
         uuid=uuidutils.generate_uuid(), name='bench', project_id='demo',
@@ -148,7 +171,8 @@ def _migrate_back_and_forth(dep, migrations_wanted):
     with Recorder() as recorder:
         cpu_started = time.process_time()
         for index in range(migrations_wanted):
-            dest = HOSTS[(index + 1) % 2]
+            # Two hosts: the scheduler's only choice is the other one.
+            dest = None if scheduler else HOSTS[(index + 1) % 2]
             recorder.take()
             started = time.perf_counter()
             migration = api.live_migrate_instance(ctxt, guest.uuid, dest)
@@ -198,14 +222,32 @@ def summary(name, times, per_migration):
     def median(key):
         return statistics.median(c[key] for c in per_migration)
     cpu_ms = per_migration[-1]['cpu_ms']
-    ordered = sorted(times)
-    p90 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
-    return (f"{name:9} {median('call'):5.0f} calls {median('cast'):3.0f} "
-            f"cast(s) (+{median('report'):.0f} report casts)  median "
-            f"{statistics.median(times) * 1000:6.1f} ms  p90 "
-            f"{p90 * 1000:6.1f} ms  CPU {cpu_ms:5.1f} ms per migration\n"
-            f"{'':9} {median('transaction'):5.0f} database transactions, "
+    p50_ms = statistics.median(times) * 1000
+    p95_ms = concurrency.percentile_95(times) * 1000
+    line = (f"{name:12} {median('call'):3.0f} calls {median('cast'):2.0f} "
+            f"cast(s) (+{median('report'):.0f} report casts)  p50 "
+            f"{p50_ms:6.1f} ms  p95 {p95_ms:6.1f} ms  CPU {cpu_ms:5.1f} ms "
+            f"per migration\n"
+            f"{'':12} {median('transaction'):3.0f} database transactions, "
             f"{median('statement'):.0f} SQL statements per migration")
+    return line, median('call'), p50_ms
+
+
+def target_line(results, transport_url):
+    """Whether the current modes meet issue 12's targets."""
+    calls = max(calls for calls, _ in results)
+    p50_ms = max(p50 for _, p50 in results)
+    met = calls <= MAX_ROUND_TRIPS
+    said = f"{calls:.0f} round trips"
+    if transport_url.startswith('rabbit'):
+        met = met and p50_ms < RABBIT_P50_TARGET_MS
+        said += f", p50 {p50_ms:.1f} ms"
+        wanted = (f"<= {MAX_ROUND_TRIPS} round trips, "
+                  f"< {RABBIT_P50_TARGET_MS} ms p50 over RabbitMQ")
+    else:
+        wanted = (f"<= {MAX_ROUND_TRIPS} round trips (the p50 target is "
+                  f"RabbitMQ's)")
+    return f"target: {wanted}: {'met' if met else 'NOT met'} ({said})"
 
 
 def main(argv=None):
@@ -213,15 +255,22 @@ def main(argv=None):
     parser.add_argument('--migrations', type=int, default=20)
     parser.add_argument('--transport-url', default='fake://')
     args = parser.parse_args(argv)
-    lines = []
-    for name, baseline in (('baseline', True), ('current', False)):
-        times, per_migration = run_mode(baseline, args.migrations,
+    bare_p50, bare_p95 = concurrency.bare_call_ms(args.transport_url)
+    lines, current = [], []
+    for mode in MODES:
+        times, per_migration = run_mode(mode, args.migrations,
                                         args.transport_url)
-        lines.append(summary(name, times, per_migration))
+        line, calls, p50_ms = summary(mode.name, times, per_migration)
+        lines.append(line)
+        if not mode.old_protocol:
+            current.append((calls, p50_ms))
+    print(f"baseline: bare oslo.messaging call over {args.transport_url}: "
+          f"p50 {bare_p50:.2f} ms, p95 {bare_p95:.2f} ms")
     print(f"{args.migrations} emulated migrations per mode over "
           f"{args.transport_url}:")
     for line in lines:
         print(line)
+    print(target_line(current, args.transport_url))
     return 0
 
 

@@ -22,8 +22,8 @@ and which side goes first alternate, so drift falls on both):
 Prints each pair, the median ratio a/b with the target line (<= 1.10x),
 and where (a)'s time goes, read from the migration's recorded history:
 CLI start-up and request, the conductor and agents before the libvirt
-job, the job itself (as the source measured it), the work after it, and
-the CLI's wait and exit.
+job, the job and its recorded end (and the job alone as the source
+measured it), and the CLI's wait and exit.
 """
 
 import argparse
@@ -44,8 +44,8 @@ BIN = os.path.dirname(sys.executable)
 # (phase, from, to) of the CLI's migration, from its recorded history.
 PHASES = (('cli start-up + request', 'spawned', 'accepted'),
           ('conductor + agents before the job', 'accepted', 'running'),
-          ('job (running -> post-migrating)', 'running', 'post-migrating'),
-          ('after the job (-> completed)', 'post-migrating', 'completed'),
+          # The end of the job and completion are recorded together.
+          ('job and its end (running -> completed)', 'running', 'completed'),
           ('cli: seeing the end + exit', 'completed', 'exited'))
 # The bare side: connect, look the guest up, migrate, exit. It times its
 # own parts and prints them as JSON (the whole process is timed outside).

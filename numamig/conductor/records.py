@@ -230,6 +230,10 @@ def complete(worker, migration_uuid, result=None, detail=None):
         worker.db, migration_uuid, detail=detail, result=values)
     if instance is None:
         return migration        # completed already: a repeat
+    # A placement reserved when the guest came to the source, not yet
+    # counted by a report there, would make the source look fuller than
+    # it is and keep the guest from coming back until it expired.
+    worker.cache.release(migration.source_host, migration.instance_uuid)
     LOG.info("Migration %s of %s completed on %s: %s", migration.uuid,
              migration.instance_uuid, instance.host, detail)
     worker.migration_ended(migration)

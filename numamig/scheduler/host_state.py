@@ -307,21 +307,32 @@ class HostStateCache:
             InstanceNUMATopology, or raising ReservationConflict when the
             guest does not fit.
         :returns: the new Reservation.
+        A placement the guest already holds there is replaced: a guest is
+        on a host once, so it is one that left before any report counted
+        it (a worker that did not record the departure keeps it until
+        then). A hold is not replaced.
+
         :raises HostNotFound: if the host never reported.
         :raises ReservationConflict: if the guest does not fit any more
-            or already holds a reservation there; nothing is changed.
+            or holds a hold there; nothing is changed.
         """
         now = self._clock()
         with self._lock:
             entry = self._entry(host)
             self._expire(entry, now)
-            if instance_uuid in entry.reservations:
+            stale = entry.reservations.get(instance_uuid)
+            if stale is not None and stale.held:
                 raise exception.ReservationConflict(
                     instance_uuid=instance_uuid, host=host,
-                    reason="it already holds a reservation there; release "
-                           "it first")
-            placed = place(entry.topology)
-            topology = _apply(host, instance_uuid, entry.topology, placed)
+                    reason="it already holds room there; release it first")
+            current = entry.topology
+            if stale is not None:
+                del entry.reservations[instance_uuid]
+                current = self._reserved_topology(entry)
+                entry.reservations[instance_uuid] = stale
+            placed = place(current)
+            topology = _apply(host, instance_uuid, current, placed)
+            entry.reservations.pop(instance_uuid, None)
             reservation = Reservation(host, instance_uuid, project_id,
                                       placed, now)
             entry.reservations[instance_uuid] = reservation

@@ -39,6 +39,7 @@ def _settings(admission, check_timeout=10):
 class ControlPlaneTestCase(base.TestCase):
 
     scenarios = rpc_fixture.TRANSPORT_SCENARIOS
+    NAMES = NAMES
     ADMISSION = queue.Limits(total=64, per_source=1, per_dest=1, queued=100)
 
     def setUp(self):
@@ -50,7 +51,7 @@ class ControlPlaneTestCase(base.TestCase):
                                 o.name == 'executor_thread_pool_size'])
         self.flags(executor_thread_pool_size=POOL)
         hosts = [embedded.HostDefinition(name, 'numa-2cell-a.xml')
-                 for name in NAMES]
+                 for name in self.NAMES]
         self.dep = self.useFixture(deployment.DeploymentFixture(
             self.transport_kind, hosts,
             conductor_settings=_settings(self.ADMISSION))).deployment
@@ -130,3 +131,21 @@ class QueueTest(ControlPlaneTestCase):
     def _admitted(self, migration):
         # From the records: on the wire times lose their microseconds.
         return db_migrations.get(self.dep.db, migration.uuid).admitted_at
+
+
+class BackAndForthTest(ControlPlaneTestCase):
+    """The scheduler sends a guest back to a host it has just left."""
+
+    NAMES = ('host-a', 'host-b')
+
+    def test_back_before_a_report_counts_it(self):
+        # Each move is over before the hosts' paced reports count it:
+        # the placement reserved when the guest came must not keep it
+        # from coming back.
+        guest = self.create('host-a')
+        for expected in ('host-b', 'host-a', 'host-b', 'host-a'):
+            ended = self.dep.wait_for_migration(
+                self.api.live_migrate_instance(self.ctxt, guest.uuid).uuid,
+                timeout=60)
+            self.assertEqual(('completed', expected),
+                             (ended.status, ended.dest_host), ended.error)

@@ -271,6 +271,21 @@ class RecordedTogetherTest(MigrationContextRulesTest):
         self.assertEqual('dst1', record.host)
         self.assertIsNone(record.migration_context)
 
+    def test_complete_releases_the_guests_placement_on_the_source(self):
+        # Reserved when the guest came to the source; no report there
+        # counted it before it left.
+        self.conductor.cache.reserve('src', self.inst.uuid, 'demo',
+                                     self.inst.numa_topology)
+        self.conductor.cache.reserve('dst1', self.inst.uuid, 'demo',
+                                     self.inst.numa_topology)
+        self._running()
+        records.complete(self.worker, self.migration.uuid)
+        self.assertEqual((), self.conductor.cache.get('src').reservations)
+        # The destination's stays until a report there counts the guest.
+        self.assertEqual([self.inst.uuid], [
+            r.instance_uuid
+            for r in self.conductor.cache.get('dst1').reservations])
+
     def test_complete_twice_is_completed_once(self):
         self._running()
         records.complete(self.worker, self.migration.uuid)

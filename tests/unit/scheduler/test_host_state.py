@@ -184,13 +184,46 @@ class TestReservations(CacheTestCase):
                           'cmp9', uuids.inst, 'proj',
                           _placed(hosts.host_topology()))
 
-    def test_reserve_twice_refused(self):
-        placed = _placed(self.cache.get('cmp1').topology)
-        self.cache.reserve('cmp1', uuids.inst, 'proj', placed)
-        self.assertRaisesMessage(
-            exception.ReservationConflict, 'already holds a reservation',
-            self.cache.reserve, 'cmp1', uuids.inst, 'proj',
-            _placed(self.cache.get('cmp1').topology))
+    def test_reserving_again_replaces_the_guests_placement(self):
+        # The guest came, left before a report counted it and comes
+        # back: one placement is counted, the new one, not two.
+        free = _free_pcpus(self.cache.get('cmp1').topology)
+        first = self.cache.reserve_fitting(
+            'cmp1', uuids.inst, 'proj', _placed)
+        self.clock.advance(10)
+        again = self.cache.reserve_fitting(
+            'cmp1', uuids.inst, 'proj', _placed)
+        state = self.cache.get('cmp1')
+        self.assertEqual((again,), state.reservations)
+        self.assertEqual(free - 2, _free_pcpus(state.topology))
+        # Fitted on the host without its first placement: the same pins.
+        self.assertEqual(first.topology, again.topology)
+        self.assertEqual(10, (again.reserved_at -
+                              first.reserved_at).total_seconds())
+
+    def test_a_replacement_that_does_not_fit_keeps_the_first(self):
+        first = self.cache.reserve('cmp1', uuids.inst, 'proj',
+                                   _placed(self.cache.get('cmp1').topology))
+        before = self.cache.get('cmp1').topology
+
+        def refuse(topology):
+            raise exception.ReservationConflict(
+                instance_uuid=uuids.inst, host='cmp1', reason='no room')
+        self.assertRaises(exception.ReservationConflict,
+                          self.cache.reserve_fitting, 'cmp1', uuids.inst,
+                          'proj', refuse)
+        state = self.cache.get('cmp1')
+        self.assertEqual((first,), state.reservations)
+        self.assertEqual(_free_pcpus(before), _free_pcpus(state.topology))
+
+    def test_the_replaced_placements_deadline_does_not_expire_the_new(self):
+        self.cache.reserve_fitting('cmp1', uuids.inst, 'proj', _placed)
+        self.clock.advance(200)
+        again = self.cache.reserve_fitting('cmp1', uuids.inst, 'proj',
+                                           _placed)
+        self.clock.advance(150)
+        self.assertEqual((), self.cache.expire())
+        self.assertEqual((again,), self.cache.get('cmp1').reservations)
 
     def test_reserve_taken_pins_refused_and_nothing_changed(self):
         placed = _placed(self.cache.get('cmp1').topology)
@@ -441,6 +474,14 @@ class HoldTest(base.TestCase):
         self.cache.update(hosts.report('h1', guests=[('p', 'room')],
                                        reported_at=later), guests=[])
         self.assertEqual({0, 1}, self.pinned())
+
+    def test_a_reservation_does_not_replace_a_hold(self):
+        self.cache.update(hosts.report('h1'))
+        self.cache.hold('h1', 'room', 'p', self.placed)
+        self.assertRaisesMessage(
+            exception.ReservationConflict, 'already holds room there',
+            self.cache.reserve, 'h1', 'room', 'p', _hold_placed())
+        self.assertTrue(self.cache.get('h1').reservations[0].held)
 
     def test_holding_again_renews_it(self):
         self.cache.update(hosts.report('h1'))
