@@ -12,7 +12,9 @@ import time
 
 from numamig.cmd import common
 from numamig.cmd.manage_commands import _access
+from numamig.objects import fields
 
+STATUS = fields.MigrationStatus
 # Longest single host_drain_wait; the command asks again after it.
 WAIT_CHUNK_S = 10.0
 # A wait answered unchanged well before its time (the conductor held as
@@ -110,6 +112,10 @@ def move_line(move):
         line += f", re-planned {move['attempts'] - 1} time(s)"
     if move['error']:
         line += f": {move['error']}"
+    if migration is not None and migration['status'] in STATUS.HALTED:
+        # Only the operator moves it on; the drain waits for it.
+        line += (f": the drain waits for 'numamig-manage migration resume "
+                 f"{migration['uuid']}'")
     return line
 
 

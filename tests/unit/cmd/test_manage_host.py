@@ -288,6 +288,15 @@ class HostDrainRunTestCase(cli_base.CLITestCase):
             mock.ANY, 'src', 3, to=None, keep_free_nodes=0)
         self.api.host_drain_wait.assert_not_called()
 
+    def test_a_paused_move_says_what_the_drain_waits_for(self):
+        self.api.host_drain_show.return_value = _drain(
+            moves=[_drain_move(migration='postcopy-paused')])
+        code, out, _ = self.run_cli('host', 'drain', 'show', 'src')
+        self.assertEqual(0, code)
+        self.assertIn("web-1 u-1 -> dst: migrating (migration m-1 "
+                      "postcopy-paused, 50%): the drain waits for "
+                      "'numamig-manage migration resume m-1'", out)
+
     def test_the_default_parallelism_is_the_option(self):
         self.flags(drain_parallel=5, group='conductor')
         self.api.host_drain_start.return_value = _drain()
