@@ -1,5 +1,7 @@
 """Unit tests of numamig.rpc: manifests, serializers, transport cache."""
 
+import logging
+
 import fixtures
 from oslo_config import cfg
 import oslo_messaging as messaging
@@ -207,6 +209,27 @@ class TransportTest(base.TestCase):
                                 version_cap='1.0')
         self.assertFalse(client.can_send_version('1.1'))
         self.assertTrue(client.can_send_version('1.0'))
+
+
+class AmqpCloseNoticeTest(base.TestCase):
+    """py-amqp's warning about a method met on a closing channel is not
+    shown once a transport was made; its other records are."""
+
+    def test_only_the_close_notice_is_dropped(self):
+        from amqp import abstract_channel
+        self.addCleanup(rpc.cleanup)
+        logger = fixtures.FakeLogger(name='amqp', level=logging.DEBUG)
+        self.useFixture(logger)
+        amqp_logger = logging.getLogger('amqp')
+        rpc.get_transport(CONF, url='fake://')
+        rpc.get_transport(CONF, url='fake:///other')
+        amqp_logger.warning(
+            abstract_channel.IGNORED_METHOD_DURING_CHANNEL_CLOSE, (60, 30),
+            1)
+        amqp_logger.warning("Connection to broker lost")
+        self.assertEqual("Connection to broker lost\n", logger.output)
+        self.assertEqual(1, len([f for f in amqp_logger.filters
+                                 if isinstance(f, rpc._CloseNoticeFilter)]))
 
 
 class ResponseTimeoutTest(base.TestCase):
