@@ -34,7 +34,6 @@ it refines (see numamig/objects/fields_enums.py for what each enum does
 for an older peer).
 """
 
-import logging
 import typing
 
 import futurist
@@ -47,6 +46,7 @@ from oslo_versionedobjects import exception as ovo_exception
 
 from numamig import context as nm_context
 from numamig import exception
+from numamig import library_notices
 from numamig.conf import opts as conf_opts
 from numamig.objects import base as obj_base
 
@@ -71,7 +71,7 @@ def get_transport(conf, url=None):
     """Return the (cached) RPC transport for ``url`` or the configured one."""
     conf_opts.update_library_defaults()
     _calm_amqp_polling()
-    _quiet_amqp_close_notices()
+    library_notices.quiet_amqp_close_notice()
     key = url or _configured_url(conf) or 'default'
     if key not in _TRANSPORTS:
         _TRANSPORTS[key] = messaging.get_rpc_transport(
@@ -95,35 +95,6 @@ def _calm_amqp_polling():
     """
     if amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN < AMQP_FIRST_POLL_S:
         amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN = AMQP_FIRST_POLL_S
-
-
-class _CloseNoticeFilter(logging.Filter):
-    """Drop py-amqp's warning about a method met on a closing channel.
-
-    RabbitMQ tells a consumer that its queue went away (basic.cancel)
-    while oslo.messaging is already closing that consumer's channel, as
-    every daemon and RPC server does when it stops; py-amqp ignores the
-    method, as it should, but logs a WARNING that an operator reads as a
-    fault at every stop. Any other amqp record passes.
-    """
-
-    def __init__(self, template):
-        super().__init__()
-        self.template = template
-
-    def filter(self, record):
-        return record.msg != self.template
-
-
-def _quiet_amqp_close_notices():
-    """Install _CloseNoticeFilter once (py-amqp is imported only by a
-    process that makes a transport: the CLI's start-up stays lean)."""
-    amqp_logger = logging.getLogger('amqp')
-    if any(isinstance(f, _CloseNoticeFilter) for f in amqp_logger.filters):
-        return
-    from amqp import abstract_channel
-    amqp_logger.addFilter(_CloseNoticeFilter(
-        abstract_channel.IGNORED_METHOD_DURING_CHANNEL_CLOSE))
 
 
 def transport_url(conf):

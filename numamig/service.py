@@ -7,7 +7,6 @@ deployment). Stopping is graceful: the RPC server stops taking requests,
 in-flight ones finish, then the periodic task ends.
 """
 
-import logging as stdlib_logging
 import threading
 
 from oslo_log import log as logging
@@ -19,6 +18,7 @@ from oslo_utils import versionutils
 from numamig import context as nm_context
 from numamig import exception
 from numamig import filemodes
+from numamig import library_notices
 from numamig import log_brief
 from numamig import objects
 from numamig import periodic
@@ -455,31 +455,11 @@ def run(conf, svc, workers=1):
     this one, each starting ``svc`` itself (see ConductorWorker).
     """
     if workers == 1:
-        _quiet_no_fork_notice()
+        library_notices.quiet_no_fork_notice()
         launcher = os_service.launch(conf, svc, workers=1, no_fork=True)
     else:
         launcher = os_service.launch(conf, svc, workers=workers)
     return launcher.wait()
-
-
-# oslo.service's threading launcher warns at every start that a service
-# runs in its main process: numamig chooses that for one worker, so the
-# warning only alarms operators reading the log. Its other records (the
-# graceful shutdown, errors) stay. oslo.log cannot name this logger (it
-# renames 'oslo_' loggers to 'oslo.'), hence the stdlib call.
-NO_FORK_LOGGER = 'oslo_service.backend._threading.service'
-NO_FORK_NOTICE = 'no_fork=True'
-
-
-def _quiet_no_fork_notice():
-    """Drop exactly that record from oslo.service's launcher logger."""
-    logger = stdlib_logging.getLogger(NO_FORK_LOGGER)
-    if _drop_no_fork_notice not in logger.filters:
-        logger.addFilter(_drop_no_fork_notice)
-
-
-def _drop_no_fork_notice(record):
-    return not record.getMessage().startswith(NO_FORK_NOTICE)
 
 
 def service_version_from_conf(conf):

@@ -8,6 +8,7 @@ from oslo_config import cfg
 import oslo_messaging as messaging
 from oslo_service import service as os_service
 
+from numamig import library_notices
 from numamig import rpc
 from numamig import service
 from tests import base
@@ -95,7 +96,7 @@ class QuietLauncherTest(base.TestCase):
         conf = cfg.ConfigOpts()
         conf([])
         service.run(conf, self.Trivial())
-        std_logging.getLogger(service.NO_FORK_LOGGER).warning(
+        std_logging.getLogger(library_notices.NO_FORK_LOGGER).warning(
             "another warning of the launcher")
         self.assertNotIn('no_fork', log.output)
         self.assertIn('another warning of the launcher', log.output)

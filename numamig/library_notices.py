@@ -1,0 +1,58 @@
+"""Library log records that alarm operators for nothing, dropped.
+
+Each filter drops exactly one record of one library's logger and lets
+every other record of that logger through. They sit on the library's own
+logger (records created there), so they hold whatever handlers oslo.log
+or a terminal tool configured. oslo.log cannot name these loggers (it
+renames 'oslo_' loggers to 'oslo.') nor filter records, hence stdlib
+logging here and nowhere else but the tools that configure a terminal.
+"""
+
+import logging
+
+# oslo.service's threading launcher warns at every start that a service
+# runs in its main process: numamig chooses that for one worker.
+NO_FORK_LOGGER = 'oslo_service.backend._threading.service'
+NO_FORK_NOTICE = 'no_fork=True'
+
+# py-amqp warns when RabbitMQ tells a consumer that its queue went away
+# (basic.cancel) while oslo.messaging is already closing that consumer's
+# channel, as every daemon and RPC server does when it stops; py-amqp
+# ignores the method, as it should.
+AMQP_LOGGER = 'amqp'
+
+
+class _Drop(logging.Filter):
+    """Drop the records whose message matches; pass the others."""
+
+    def __init__(self, matches):
+        super().__init__()
+        self.matches = matches
+
+    def filter(self, record):
+        return not self.matches(record)
+
+
+def _install(logger_name, matches, key):
+    logger = logging.getLogger(logger_name)
+    if not any(getattr(f, 'key', None) == key for f in logger.filters):
+        drop = _Drop(matches)
+        drop.key = key
+        logger.addFilter(drop)
+
+
+def quiet_no_fork_notice():
+    """Drop oslo.service's no_fork notice (idempotent)."""
+    _install(NO_FORK_LOGGER,
+             lambda record: record.getMessage().startswith(NO_FORK_NOTICE),
+             'no-fork')
+
+
+def quiet_amqp_close_notice():
+    """Drop py-amqp's "Received method ... during closing channel"
+    warning (idempotent). py-amqp is imported only here, by a process
+    that makes a transport: the CLI's start-up stays lean."""
+    from amqp import abstract_channel
+    template = abstract_channel.IGNORED_METHOD_DURING_CHANNEL_CLOSE
+    _install(AMQP_LOGGER, lambda record: record.msg == template,
+             'amqp-close')
