@@ -23,29 +23,28 @@ AMQP_LOGGER = 'amqp'
 
 
 class _Drop(logging.Filter):
-    """Drop the records whose message matches; pass the others."""
+    """Drop the records whose message matches; pass the others. ``key``
+    names the filter, so that it is installed once."""
 
-    def __init__(self, matches):
+    def __init__(self, key, matches):
         super().__init__()
+        self.key = key
         self.matches = matches
 
     def filter(self, record):
         return not self.matches(record)
 
 
-def _install(logger_name, matches, key):
+def _install(logger_name, key, matches):
     logger = logging.getLogger(logger_name)
     if not any(getattr(f, 'key', None) == key for f in logger.filters):
-        drop = _Drop(matches)
-        drop.key = key
-        logger.addFilter(drop)
+        logger.addFilter(_Drop(key, matches))
 
 
 def quiet_no_fork_notice():
     """Drop oslo.service's no_fork notice (idempotent)."""
-    _install(NO_FORK_LOGGER,
-             lambda record: record.getMessage().startswith(NO_FORK_NOTICE),
-             'no-fork')
+    _install(NO_FORK_LOGGER, 'no-fork',
+             lambda record: record.getMessage().startswith(NO_FORK_NOTICE))
 
 
 def quiet_amqp_close_notice():
@@ -54,5 +53,5 @@ def quiet_amqp_close_notice():
     that makes a transport: the CLI's start-up stays lean."""
     from amqp import abstract_channel
     template = abstract_channel.IGNORED_METHOD_DURING_CHANNEL_CLOSE
-    _install(AMQP_LOGGER, lambda record: record.msg == template,
-             'amqp-close')
+    _install(AMQP_LOGGER, 'amqp-close',
+             lambda record: record.msg == template)

@@ -50,11 +50,11 @@ from oslo_utils import timeutils
 from numamig import exception
 from numamig import fingerprint
 from numamig.conf import CONF
-from numamig.numa import usage
 from numamig.numa import views as numa_views
 from numamig.scheduler import capacity
 from numamig.scheduler import compact
 from numamig.scheduler import index
+from numamig.scheduler import reservations
 from numamig.scheduler import weighers
 
 LOG = logging.getLogger(__name__)
@@ -62,28 +62,6 @@ LOG = logging.getLogger(__name__)
 
 def _utcnow():
     return timeutils.utcnow(with_timezone=True)
-
-
-@dataclasses.dataclass(frozen=True)
-class Reservation:
-    """A placement in flight to ``host`` that its reports may not show."""
-
-    host: str
-    instance_uuid: str
-    project_id: str
-    topology: object          # the placed InstanceNUMATopology
-    reserved_at: datetime.datetime
-    # A hold (``HostStateCache.hold``): counted once the host's report
-    # leaves room for it; ``arrives``: a guest comes under this uuid (a
-    # report may confirm it), else it keeps room for a guest not yet
-    # created (no report ever confirms it).
-    held: bool = False
-    arrives: bool = True
-
-    @property
-    def guest(self):
-        """The (project id, instance uuid) pair the fingerprint counts."""
-        return (self.project_id, self.instance_uuid)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,15 +281,15 @@ class HostStateCache:
         it is now (reservations applied), so concurrent callers can never
         reserve the same pCPUs, pages or memory twice.
 
-        :param place: callable(HostNUMATopology) returning the placed
-            InstanceNUMATopology, or raising ReservationConflict when the
-            guest does not fit.
-        :returns: the new Reservation.
         A placement the guest already holds there is replaced: a guest is
         on a host once, so it is one that left before any report counted
         it (a worker that did not record the departure keeps it until
         then). A hold is not replaced.
 
+        :param place: callable(HostNUMATopology) returning the placed
+            InstanceNUMATopology, or raising ReservationConflict when the
+            guest does not fit.
+        :returns: the new Reservation.
         :raises HostNotFound: if the host never reported.
         :raises ReservationConflict: if the guest does not fit any more
             or holds a hold there; nothing is changed.
@@ -325,16 +303,14 @@ class HostStateCache:
                 raise exception.ReservationConflict(
                     instance_uuid=instance_uuid, host=host,
                     reason="it already holds room there; release it first")
-            current = entry.topology
-            if stale is not None:
-                del entry.reservations[instance_uuid]
-                current = self._reserved_topology(entry)
-                entry.reservations[instance_uuid] = stale
+            current = entry.topology if stale is None else \
+                self._reserved_topology(entry, without=instance_uuid)
             placed = place(current)
-            topology = _apply(host, instance_uuid, current, placed)
+            topology = reservations.apply_placed(host, instance_uuid,
+                                                 current, placed)
             entry.reservations.pop(instance_uuid, None)
-            reservation = Reservation(host, instance_uuid, project_id,
-                                      placed, now)
+            reservation = reservations.Reservation(
+                host, instance_uuid, project_id, placed, now)
             entry.reservations[instance_uuid] = reservation
             heapq.heappush(self._deadlines, (now, host, instance_uuid))
             self._publish(entry, topology)
@@ -371,9 +347,9 @@ class HostStateCache:
             entry = self._entry(host)
             self._expire(entry, now)
             entry.reservations.pop(key, None)
-            reservation = Reservation(host, key, project_id,
-                                      placed_topology, now, held=True,
-                                      arrives=arrives)
+            reservation = reservations.Reservation(
+                host, key, project_id, placed_topology, now, held=True,
+                arrives=arrives)
             entry.reservations[key] = reservation
             heapq.heappush(self._deadlines, (now, host, key))
             self._publish(entry, self._reserved_topology(entry))
@@ -537,28 +513,13 @@ class HostStateCache:
                      reservation.instance_uuid)
         return tuple(pending[:confirmed])
 
-    def _reserved_topology(self, entry):
-        """The reported topology with every reservation applied.
-
-        A reservation that clashes with a newer report is not applied:
-        either the host already counts it (its claim landed but the
-        guest sets still differ) or something else took those resources,
-        in which case the destination's own claim will refuse it.
-        """
-        topology = entry.report.topology
-        for reservation in entry.reservations.values():
-            try:
-                topology = usage.apply(topology, reservation.topology)
-            except exception.UsageConflict as exc:
-                if reservation.held:
-                    LOG.debug("Hold of %s on %s waits for room: %s",
-                              reservation.instance_uuid, entry.report.host,
-                              exc)
-                    continue
-                LOG.info("Reservation of %s on %s clashes with the host's "
-                         "last report and is not counted: %s",
-                         reservation.instance_uuid, entry.report.host, exc)
-        return topology
+    @staticmethod
+    def _reserved_topology(entry, without=None):
+        """The entry's reported topology with its reservations applied
+        (but the guest ``without``'s)."""
+        return reservations.reserved_topology(
+            entry.report, [r for r in entry.reservations.values()
+                           if r.instance_uuid != without])
 
     @staticmethod
     def _check_report(report):
@@ -586,17 +547,3 @@ def _guest_set(guests):
                 reason=f"a guest must be a (project id, instance uuid) "
                        f"pair of strings, got {pair!r}")
     return guest_set
-
-
-def _apply(host, instance_uuid, topology, placed):
-    """Return ``topology`` with ``placed`` applied, or raise the conflict."""
-    if not placed.is_placed:
-        raise exception.ReservationConflict(
-            instance_uuid=instance_uuid, host=host,
-            reason="the topology is not placed (a guest cell has no host "
-                   "cell)")
-    try:
-        return usage.apply(topology, placed)
-    except exception.UsageConflict as exc:
-        raise exception.ReservationConflict(
-            instance_uuid=instance_uuid, host=host, reason=str(exc))

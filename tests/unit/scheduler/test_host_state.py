@@ -15,6 +15,7 @@ from numamig.numa import constraints
 from numamig.numa import fit
 from numamig.numa import usage
 from numamig.scheduler import host_state
+from numamig.scheduler import reservations
 from tests import base
 from tests.unit.scheduler import hosts
 
@@ -399,7 +400,7 @@ class TestConcurrency(CacheTestCase):
         for thread in threads:
             thread.join()
         return [o for o in outcomes
-                if isinstance(o, host_state.Reservation)]
+                if isinstance(o, reservations.Reservation)]
 
     def test_same_placement_reserved_once(self):
         placed = _placed(self.cache.get('cmp1').topology)
