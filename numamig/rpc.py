@@ -71,9 +71,9 @@ def get_transport(conf, url=None):
     """Return the (cached) RPC transport for ``url`` or the configured one."""
     conf_opts.update_library_defaults()
     _calm_amqp_polling()
+    library_notices.quiet_amqp_close_notice()
     key = url or _configured_url(conf) or 'default'
     if key not in _TRANSPORTS:
-        library_notices.quiet_amqp_close_notice()
         _TRANSPORTS[key] = messaging.get_rpc_transport(
             conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
     return _TRANSPORTS[key]

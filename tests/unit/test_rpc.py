@@ -215,7 +215,6 @@ class AmqpCloseNoticeTest(base.TestCase):
 
     def test_a_transport_quiets_the_amqp_close_notice(self):
         from amqp import abstract_channel
-        rpc.cleanup()      # the filter comes with a transport made
         self.addCleanup(rpc.cleanup)
         logger = self.useFixture(fixtures.FakeLogger(name='amqp',
                                                      level=logging.DEBUG))
