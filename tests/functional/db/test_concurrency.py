@@ -44,7 +44,8 @@ def race(calls):
     return outcomes
 
 
-class RaceTestCase(base.ServerDBTestCase):
+class _Races:
+    """What every race of this module does with its records."""
 
     def _instance(self):
         return instances.create(self.db, unit_base.make_instance()).instance
@@ -60,6 +61,9 @@ class RaceTestCase(base.ServerDBTestCase):
         for exc in losers:
             self.assertIsInstance(exc, loser_class)
         return winners[0], losers
+
+
+class RaceTestCase(_Races, base.ServerDBTestCase):
 
     def test_status_change_race(self):
         for _ in range(ROUNDS):
@@ -121,36 +125,6 @@ class RaceTestCase(base.ServerDBTestCase):
                       instances.get_claims_on_host(self.db, host)]
             self.assertEqual([instance.uuid], claims)
 
-    def test_update_race_after_both_read(self):
-        # Every worker reads revision 1 before any writes: only the
-        # conditional UPDATE can tell them apart.
-        if self.backend == 'sqlite':
-            self.skipTest("SQLite write transactions start with BEGIN "
-                          "IMMEDIATE, so two workers can never both read "
-                          "before either writes")
-        barrier = threading.Barrier(WORKERS, timeout=30)
-        real_check = instances._check_revision
-
-        def check_then_wait(row, expected):
-            real_check(row, expected)
-            barrier.wait()
-        self.useFixture(fixtures.MonkeyPatch(
-            'numamig.db.instances._check_revision', check_then_wait))
-        for _ in range(ROUNDS):
-            barrier.reset()
-            instance = self._instance()
-            outcomes = race([
-                functools.partial(instances.update, self.db, instance.uuid,
-                                  {'task_state': f'worker{n}'})
-                for n in range(WORKERS)])
-            winner, losers = self._split(outcomes,
-                                         exception.ConcurrentUpdate)
-            for exc in losers:
-                self.assertIn('expected revision 1, found 2', str(exc))
-            stored = instances.get(self.db, instance.uuid)
-            self.assertEqual((2, winner.instance.task_state),
-                             (stored.revision, stored.instance.task_state))
-
     def test_apply_and_drop_race(self):
         # Success (apply) and rollback (drop) of one claim: exactly one
         # takes effect, never both, never neither.
@@ -175,3 +149,37 @@ class RaceTestCase(base.ServerDBTestCase):
                                       exception.ConcurrentUpdate)
                 self.assertIs(True, dropped)
                 self.assertEqual('src', stored.host)
+
+
+class ReadBeforeWriteRaceTestCase(_Races, base.ServerDBTestCase):
+    """On a server only: SQLite write transactions start with BEGIN
+    IMMEDIATE, so two of its workers can never both read before either
+    writes."""
+
+    scenarios = base.SERVERS
+
+    def test_update_race_after_both_read(self):
+        # Every worker reads revision 1 before any writes: only the
+        # conditional UPDATE can tell them apart.
+        barrier = threading.Barrier(WORKERS, timeout=30)
+        real_check = instances._check_revision
+
+        def check_then_wait(row, expected):
+            real_check(row, expected)
+            barrier.wait()
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig.db.instances._check_revision', check_then_wait))
+        for _ in range(ROUNDS):
+            barrier.reset()
+            instance = self._instance()
+            outcomes = race([
+                functools.partial(instances.update, self.db, instance.uuid,
+                                  {'task_state': f'worker{n}'})
+                for n in range(WORKERS)])
+            winner, losers = self._split(outcomes,
+                                         exception.ConcurrentUpdate)
+            for exc in losers:
+                self.assertIn('expected revision 1, found 2', str(exc))
+            stored = instances.get(self.db, instance.uuid)
+            self.assertEqual((2, winner.instance.task_state),
+                             (stored.revision, stored.instance.task_state))

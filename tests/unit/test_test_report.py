@@ -1,0 +1,126 @@
+"""tools/test_report.py: per-tier counts and the intended-skip check."""
+
+import importlib.util
+import io
+import os
+
+import fixtures
+from subunit import v2
+
+from tests import base
+
+_TOP = os.path.join(os.path.dirname(__file__), '..', '..')
+_spec = importlib.util.spec_from_file_location(
+    'test_report', os.path.join(_TOP, 'tools', 'test_report.py'))
+test_report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(test_report)
+
+OPT_IN = """
+intended_skips:
+  - tests: ^tests\\.functional\\.libvirt\\.test_real_x\\.
+    reason: ^opt-in. set X=1$
+    why: it is slow
+    how: X=1 bash tools/dev.sh test
+"""
+
+
+def stream(*tests):
+    """A subunit v2 stream of (test id, status, skip reason)."""
+    out = io.BytesIO()
+    writer = v2.StreamResultToBytes(out)
+    for test_id, status, reason in tests:
+        writer.status(test_id=test_id, test_status='inprogress')
+        if reason:
+            writer.status(test_id=test_id, file_name='reason',
+                          file_bytes=reason.encode(),
+                          mime_type='text/plain; charset=utf8', eof=True)
+        writer.status(test_id=test_id, test_status=status)
+    out.seek(0)
+    return out
+
+
+class TestReportTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.top = self.useFixture(fixtures.TempDir()).path
+
+    def _list(self, text=OPT_IN):
+        path = os.path.join(self.top, 'skips.yaml')
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def _run(self, source, *extra, text=OPT_IN):
+        out = io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
+        self.useFixture(fixtures.MonkeyPatch(
+            'sys.stdin', io.TextIOWrapper(source)))
+        code = test_report.main([*extra, self._list(text)])
+        return code, out.getvalue()
+
+    def test_tiers_counted_from_the_test_ids(self):
+        results = test_report.read_results(stream(
+            ('tests.unit.numa.test_fit.T.test_a', 'success', ''),
+            ('tests.functional.test_rpc.T.test_b(rabbit)', 'fail', ''),
+            ('tests.functional.test_multiprocess.T.test_c', 'success', ''),
+            ('tests.functional.libvirt.test_real_x.T.test_d', 'skip',
+             'opt-in: set X=1'),
+            ('tests.functional.test_ci_nested.T.test_e', 'success', '')))
+        counts, by_entry, unintended, stale = test_report.judge(
+            results, test_report.load_intended(self._list()))
+        self.assertEqual(
+            {'unit': (1, 0, 0), 'embedded': (0, 1, 0),
+             'multiprocess': (1, 0, 0), 'real': (0, 0, 1),
+             'nested': (1, 0, 0), 'other': (0, 0, 0)},
+            {name: (c['passed'], c['failed'], c['skipped'])
+             for name, c in counts.items()})
+        self.assertEqual(({1: 1}, [], []), (dict(by_entry), unintended,
+                                             stale))
+
+    def test_an_intended_skip_passes_and_says_how_to_run_it(self):
+        code, out = self._run(stream(
+            ('tests.functional.libvirt.test_real_x.T.test_d', 'skip',
+             'opt-in: set X=1')))
+        self.assertEqual(0, code, out)
+        self.assertIn('intended skip x1: it is slow (to run: X=1 bash '
+                      'tools/dev.sh test)', out)
+
+    def test_a_missing_package_is_no_reason(self):
+        # The opt-in test, skipped for another reason than its opt-in.
+        code, out = self._run(stream(
+            ('tests.functional.libvirt.test_real_x.T.test_d', 'skip',
+             'debootstrap is not installed'),
+            ('tests.functional.test_ci_nested.T.test_e', 'skip',
+             'the nested hosts need root')))
+        self.assertEqual(1, code, out)
+        self.assertIn('UNINTENDED SKIP tests.functional.libvirt.test_real_x.'
+                      'T.test_d: debootstrap is not installed', out)
+        self.assertIn('UNINTENDED SKIP tests.functional.test_ci_nested.T.'
+                      'test_e: the nested hosts need root', out)
+
+    def test_an_entry_naming_no_test_is_stale_unless_filtered(self):
+        source = stream(('tests.unit.T.test_a', 'success', ''))
+        code, out = self._run(source)
+        self.assertEqual(1, code, out)
+        self.assertIn('STALE intended-skip entry 1', out)
+        code, out = self._run(stream(('tests.unit.T.test_a', 'success',
+                                      '')), '--partial')
+        self.assertEqual(0, code, out)
+
+    def test_an_entry_without_its_reasons_is_refused(self):
+        err = io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', err))
+        code, _ = self._run(stream(), text="intended_skips:\n  - tests: x\n"
+                                           "    reason: y\n")
+        self.assertEqual(2, code)
+        self.assertIn('entry 1 must have exactly the keys how, reason, '
+                      'tests, why', err.getvalue())
+
+    def test_the_checked_in_list_reads(self):
+        entries = test_report.load_intended(
+            os.path.join(_TOP, 'tests', 'intended-skips.yaml'))
+        self.assertTrue(entries)
+        for entry in entries:
+            # Opt-ins only: each says how to run it, with a variable.
+            self.assertRegex(entry['how'], r'NUMAMIG_\w+=')
