@@ -209,6 +209,32 @@ def plan(guests, destinations, limits=None, strategy='spread',
                 search.stopped, max_steps,
                 certain or search.impossible or not search.stopped)
 
+def answer_outcome(answer):
+    """The answer of a drain plan as the conductor sends it (plain
+    data, numamig.conductor.drain.plan): PLANNED, NO_PLAN or
+    NOT_FOUND. A conductor older than these answers proved nothing: its
+    incomplete plans are NOT_FOUND."""
+    found = answer['search'].get('outcome')
+    if found is None:
+        found = NOT_FOUND if answer['unplaced'] else PLANNED
+    return found
+
+
+def why_not(answer):
+    """Why a plan's data does not empty its host, in one sentence that
+    keeps "no plan exists" apart from "none found within the limit"."""
+    unplaced = answer['unplaced']
+    if not unplaced:
+        return answer['admission']['refused']
+    first = (f"{len(unplaced)} guest(s) have no destination, e.g. "
+             f"{unplaced[0]['name']}: {unplaced[0]['reason']}")
+    if answer_outcome(answer) == NOT_FOUND:
+        limit = answer['search'].get('max_steps', answer['search']['steps'])
+        return (f"no plan found within {limit} placements, though one may "
+                f"exist (raise [scheduler] drain_plan_max_steps to search "
+                f"further): {first}")
+    return f"no plan exists: {first}"
+
 
 def _excluded(guest):
     """The guest's excluded hosts (callers may pass objects without
