@@ -341,7 +341,7 @@ class _Search:
         """The Moves of what is placed now: each destination's in its
         order, the first of every destination first."""
         moves = []
-        for host in sorted(self.lists, key=self.rank.get):
+        for host in set(self.placed.values()):
             for position, (index, placement) in enumerate(zip(
                     self.lists[host], self.placements[host], strict=True)):
                 moves.append((position, self.rank[host],
