@@ -13,7 +13,7 @@ For every cloud where it fits nowhere as it is:
   of the target and, in chains, of third hosts, each placed elsewhere
   at once by the drain search;
 * the optimum, solved exhaustively here (the exhaustive search of
-  tests/unit/scheduler/test_defrag_brute.py, written apart from the
+  tests/unit/scheduler/brute.py, written apart from the
   planner): every set of up to ``--max-moves`` guests of ANY hosts,
   every destination of each, every order of the arrivals on each host,
   the moves into a host after every move off it (the plans a
@@ -62,10 +62,9 @@ from numamig.scheduler import defrag
 from numamig.scheduler import drain
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
-sys.path.insert(1, __file__.rsplit('/', 2)[0])
 import bench_drain  # noqa: E402 - the sibling benchmark's cloud
 
-from tests.unit.scheduler import test_defrag_brute as oracle  # noqa: E402
+oracle = bench_drain.load_oracle()
 
 WHOLE_NODE = constraints.get_numa_request(
     6, 8192, {'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '1'}, {})

@@ -8,11 +8,18 @@ before it left. Per destination, every order of every share is tried
 by building the shares up one guest at a time from every reachable
 state (states equal in free resources merged); then every way of
 sharing the guests out is looked up.
+
+``optimum`` does the same for a defragmentation: the fewest moves of
+guests of any hosts after which a new guest fits on one host, the
+moves into a host after every move off it (no circle), the arrivals on
+each host in every order. Nothing here imports the tests' package, so
+the benchmarks load this file too.
 """
 
 import itertools
 
 from numamig.numa import fit
+from numamig.numa import usage
 from numamig.numa import view_usage
 
 
@@ -71,3 +78,63 @@ def exists(views, guests, barred, limits=None, strategy='spread'):
                for host, share in per_host.items()):
             return dict(enumerate(choice))
     return None
+
+
+def _orders(topology, arrivals):
+    """The views a host ends in, its arrivals fitted in every order
+    (None: no order fits them all)."""
+    ends = []
+    for order in itertools.permutations(arrivals):
+        current = topology
+        for request in order:
+            result = fit.fit(current, request)
+            if not result.fits:
+                break
+            current = usage.apply(current, result.topology)
+        else:
+            ends.append(current)
+    return ends
+
+
+def _acyclic(edges):
+    edges = {(a, b) for a, b in edges}
+    nodes = {n for edge in edges for n in edge}
+    while nodes:
+        leaf = next((n for n in nodes
+                     if not any(a == n and b in nodes for a, b in edges)),
+                    None)
+        if leaf is None:
+            return False
+        nodes.discard(leaf)
+    return True
+
+
+def optimum(state, wanted, max_moves):
+    """The fewest moves of a plan, or None within ``max_moves``."""
+    guests = [(host, uuid, request, placed)
+              for host, (_, listed) in state.items()
+              for uuid, request, placed in listed]
+    for size in range(max_moves + 1):
+        for group in itertools.combinations(guests, size):
+            others = [[h for h in state if h != g[0]] for g in group]
+            for dests in itertools.product(*others):
+                if _works(state, wanted, group, dests):
+                    return size
+    return None
+
+
+def _works(state, wanted, group, dests):
+    if not _acyclic((g[0], d) for g, d in zip(group, dests, strict=True)):
+        return False
+    ends = {}
+    for host, (topology, _) in state.items():
+        for source, _uuid, _request, placed in group:
+            if source == host:
+                topology = usage.release(topology, placed)
+        arrivals = [g[2] for g, d in zip(group, dests, strict=True)
+                    if d == host]
+        ends[host] = _orders(topology, arrivals)
+        if not ends[host]:
+            return False
+    return any(fit.fit(view, wanted).fits
+               for found in ends.values() for view in found)

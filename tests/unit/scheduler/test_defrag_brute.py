@@ -6,14 +6,13 @@ set of guests of any hosts moves, each to another host; a move into a
 host runs after every move off it (so the hosts' moves may not wait on
 each other in a circle); the guests arriving on a host are fitted in
 some order on what the departures left; the new guest must then fit on
-one host. The brute force below tries every set of up to MAX_MOVES
-guests, every destination of each and every order of the arrivals on
-each host, apart from the planner. "No plan exists" must never be said
-where it finds one, a plan must have the fewest moves, and every plan
-is replayed with numamig's own accounting.
+one host. The brute force (brute.optimum) tries every set of up to
+MAX_MOVES guests, every destination of each and every order of the
+arrivals on each host, apart from the planner. "No plan exists" must
+never be said where it finds one, a plan must have the fewest moves,
+and every plan is replayed with numamig's own accounting.
 """
 
-import itertools
 import os
 import random
 
@@ -24,6 +23,7 @@ from numamig.scheduler import defrag
 from numamig.scheduler import drain
 from tests import base
 from tests.unit.numa import hosts as numa_hosts
+from tests.unit.scheduler import brute
 
 CLOUDS = 300
 MAX_MOVES = 2
@@ -57,66 +57,6 @@ def cloud(rng):
     wanted = numa_hosts.request([(cores * 2 - rng.randint(0, 2), 0, 512,
                                   None, None)])
     return state, wanted
-
-
-def _orders(topology, arrivals):
-    """The views a host ends in, its arrivals fitted in every order
-    (None: no order fits them all)."""
-    ends = []
-    for order in itertools.permutations(arrivals):
-        current = topology
-        for request in order:
-            result = fit.fit(current, request)
-            if not result.fits:
-                break
-            current = usage.apply(current, result.topology)
-        else:
-            ends.append(current)
-    return ends
-
-
-def _acyclic(edges):
-    edges = {(a, b) for a, b in edges}
-    nodes = {n for edge in edges for n in edge}
-    while nodes:
-        leaf = next((n for n in nodes
-                     if not any(a == n and b in nodes for a, b in edges)),
-                    None)
-        if leaf is None:
-            return False
-        nodes.discard(leaf)
-    return True
-
-
-def optimum(state, wanted, max_moves):
-    """The fewest moves of a plan, or None within ``max_moves``."""
-    guests = [(host, uuid, request, placed)
-              for host, (_, listed) in state.items()
-              for uuid, request, placed in listed]
-    for size in range(max_moves + 1):
-        for group in itertools.combinations(guests, size):
-            others = [[h for h in state if h != g[0]] for g in group]
-            for dests in itertools.product(*others):
-                if _works(state, wanted, group, dests):
-                    return size
-    return None
-
-
-def _works(state, wanted, group, dests):
-    if not _acyclic((g[0], d) for g, d in zip(group, dests, strict=True)):
-        return False
-    ends = {}
-    for host, (topology, _) in state.items():
-        for source, _uuid, _request, placed in group:
-            if source == host:
-                topology = usage.release(topology, placed)
-        arrivals = [g[2] for g, d in zip(group, dests, strict=True)
-                    if d == host]
-        ends[host] = _orders(topology, arrivals)
-        if not ends[host]:
-            return False
-    return any(fit.fit(view, wanted).fits
-               for found in ends.values() for view in found)
 
 
 def replay(state, plan, wanted):
@@ -165,7 +105,7 @@ class BruteForceTest(base.TestCase):
             if any(fit.fit(t, wanted).fits for t, _ in state.values()):
                 continue
             found = by_plan(state, wanted, MAX_MOVES)
-            best = optimum(state, wanted, MAX_MOVES)
+            best = brute.optimum(state, wanted, MAX_MOVES)
             counts[found.outcome] = counts.get(found.outcome, 0) + 1
             if found.found:
                 problem = replay(state, found, wanted)
