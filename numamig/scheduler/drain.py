@@ -13,7 +13,7 @@ planner picks. A plan is therefore an assignment of the guests to
 destinations and, per destination, an order of its guests; the cells
 and pCPUs follow. The search tries every assignment and every order
 (so every cell choice the fit can make for these guests), within
-``max_steps`` insertions:
+``max_steps`` placements fitted:
 
 * the guest with the fewest destinations left goes next (ties: the
   largest first), so the hardest guests choose while there is room;
@@ -63,7 +63,7 @@ from numamig.numa import fit as numa_fit
 from numamig.numa import view_usage
 from numamig.numa import views as numa_views
 
-#: Insertions a plan may try before it stops (the conductor passes
+#: Placements a plan may fit before it stops (the conductor passes
 #: ``[scheduler] drain_plan_max_steps``).
 DEFAULT_MAX_STEPS = 20000
 #: Plan.outcome: every guest placed; no plan exists (proven); no plan
@@ -129,7 +129,9 @@ class Plan:
     ``moves`` in the order to run them: each placement was fitted on
     its destination as the moves before it leave it. ``kept_free``:
     {host: ids of the whole cells the plan leaves free there}.
-    ``steps``: insertions tried, of at most ``max_steps``; ``stopped``:
+    ``steps``: placements fitted (an insertion re-fits the guests after
+    it), of at most ``max_steps`` (give or take one insertion's);
+    ``stopped``:
     the search reached that limit. ``proven``: an incomplete plan
     proves that none exists (see ``outcome``).
     """
@@ -171,7 +173,8 @@ def plan(guests, destinations, limits=None, strategy='spread',
     :param keep_free_nodes: whole NUMA cells to leave free on every
         destination: of the cells nothing uses, the highest-numbered
         ones are kept out of the plan.
-    :param max_steps: insertions the search may try.
+    :param max_steps: placements the search may fit (an insertion
+        before other guests re-fits them, one step each).
     :param accept: called with the Moves of the guests with a NUMA
         request once each has a place (in the order to run them);
         False goes on searching. It must give the same answer when
@@ -373,7 +376,6 @@ class _Search:
                 if self.steps >= self.max_steps:
                     self.stopped = True
                     return False
-                self.steps += 1
                 mark = self._insert(index, host, position)
                 if mark is None:
                     continue
@@ -445,6 +447,9 @@ class _Search:
         chain = list(self.chains[host][:position + 1])
         placements = list(self.placements[host][:position])
         for guest in order[position:]:
+            # A step is a placement fitted: an insertion before others
+            # costs one per guest it re-fits.
+            self.steps += 1
             result = self._fit(guest, chain[-1])
             if not result.fits:
                 return None
