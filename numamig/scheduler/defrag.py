@@ -193,6 +193,7 @@ class _Search:
         self._rooms = {}          # (host, uuids) -> placement or None
         self._hosts_for = {}      # (host, uuid) -> chain hosts
         self._emptied = {}        # host -> topology, movable guests gone
+        self._every = None        # host -> its movable guests
 
     def none(self, stopped, reason, proven=False):
         return Plan(None, None, (), self.steps, stopped, reason, proven)
@@ -316,9 +317,11 @@ class _Search:
     def _check_pool(self, target, pool):
         """A pool without every movable guest of the third hosts leaves
         the sets it misses untried: nothing is proven then."""
-        every = sum(1 for host, candidate in self.movable.items()
-                    if host != target for r in candidate.residents
-                    if r.request is not None)
+        if self._every is None:
+            self._every = {host: sum(1 for r in candidate.residents
+                                     if r.request is not None)
+                           for host, candidate in self.movable.items()}
+        every = sum(self._every.values()) - self._every.get(target, 0)
         if len(pool) < every:
             self._undecided(f"chains considered {len(pool)} of the "
                             f"{every} guests of other hosts (those of the "
