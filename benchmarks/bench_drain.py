@@ -3,7 +3,16 @@
     .venv/bin/python benchmarks/bench_drain.py [--clouds 5]
         [--regimes 50:0.6-0.9,10:0.6-0.85,20:0.7-0.88,30:0.8-0.92]
         [--seed 1]
-        [--big-hosts 1000] [--repeats 5]
+        [--big-hosts 1000] [--repeats 5] [--small-clouds 300]
+
+Part 0, exactness where it is computable: ``--small-clouds`` seeded
+clouds of 3-5 hosts of 2 cells x 4 SMT cores (the mix below), every host
+of 2-5 guests drained to the others; the plan against the exhaustive
+search of tests/unit/scheduler/brute.py (every share of the guests
+among the destinations, every order on each; written apart from the
+planner), every plan replayed with usage.apply and the claims' fit. A
+host the exhaustive search empties and the plan does not, or a plan
+that does not replay, is a MISS: the run exits 1.
 
 Part 1, how many hosts can be emptied. A regime HOSTS:LOW-HIGH is
 ``--clouds`` clouds (seeded) of HOSTS hosts of 2-4 cells (8-12 SMT cores
@@ -20,11 +29,12 @@ decides. Then, for every host, with the rest of the cloud as it is:
   (``select_destinations``, spread) and reserved there before the next;
 * the plan: ``Scheduler.plan_drain``, all guests at once.
 
-The host counts as emptiable when every guest found a destination. The
-plan's search is exhaustive within its step limit: a host it cannot
-empty is PROVEN not emptiable unless the plan says it stopped at the
-limit (counted as "undecided"). Target: no host undecided, and every
-host one-at-a-time empties the plan empties too.
+The host counts as emptiable when every guest found a destination. A
+host the plan cannot empty is PROVEN not emptiable only when the plan
+answers "no plan exists" (its search ran out: every destination and
+every order was tried); "no plan found within the limit" is counted as
+undecided. Target: no host undecided, and every host one-at-a-time
+empties the plan empties too.
 
 Part 2, plan time: a cloud of ``--big-hosts`` hosts, one of them with 40
 guests (4 cells of 28 cores and 128 GiB), timed over ``--repeats`` plans
@@ -34,6 +44,8 @@ in the same run. Target: under 1 s.
 
 import argparse
 import datetime
+import importlib.util
+import os
 import random
 import statistics
 import sys
@@ -51,6 +63,8 @@ from numamig.scheduler import host_state
 from numamig.scheduler import scheduler
 
 T0 = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
+ORACLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..',
+                      'tests', 'unit', 'scheduler', 'brute.py')
 PLAN_TARGET_S = 1.0
 _EMPTY = fingerprint.compute(())
 
@@ -182,6 +196,69 @@ def one_at_a_time(sched, host):
     return emptied
 
 
+def load_oracle():
+    """tests/unit/scheduler/brute.py, the exhaustive searches, loaded
+    by path (the tests' package sets up what a benchmark must not)."""
+    spec = importlib.util.spec_from_file_location('drain_brute', ORACLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def exactness(args):
+    """Part 0: the plan against the exhaustive search on small clouds;
+    returns the counts."""
+    oracle = load_oracle()
+    counts = dict.fromkeys(('hosts', 'emptiable', drain.PLANNED,
+                            drain.NO_PLAN, drain.NOT_FOUND, 'missed',
+                            'invalid'), 0)
+    for cloud in range(args.small_clouds):
+        rng = random.Random(args.seed * 7919 + cloud)
+        hosts = make_cloud(rng, rng.randint(3, 5), shape=(2, 4),
+                           util=(0.3, 0.9))
+        for source in hosts:
+            guests = drain_guests(source)
+            if not 2 <= len(guests) <= 5:
+                continue
+            others = {h.name: h.topology() for h in hosts if h is not source}
+            dests = [drain.Destination(name, views.HostView(topology))
+                     for name, topology in others.items()]
+            plan = drain.plan(guests, dests)
+            truth = oracle.exists(
+                {d.host: d.view for d in dests},
+                [(g.request, g.pagesize_kb) for g in guests],
+                [frozenset()] * len(guests))
+            counts['hosts'] += 1
+            counts['emptiable'] += truth is not None
+            counts[plan.outcome] += 1
+            if plan.complete:
+                counts['invalid'] += not _replays(others, plan)
+            elif truth is not None:
+                counts['missed'] += 1
+                print(f"  MISS: cloud {cloud} host {source.name}: "
+                      f"{plan.outcome}, but {truth}")
+    print(f"  {counts['hosts']} hosts of {args.small_clouds} small clouds: "
+          f"emptiable (exhaustive search) {counts['emptiable']}; the plan: "
+          f"emptied {counts[drain.PLANNED]}, no plan exists (proven) "
+          f"{counts[drain.NO_PLAN]}, none found within the limit "
+          f"{counts[drain.NOT_FOUND]}; MISSED {counts['missed']}, plans "
+          f"that do not replay {counts['invalid']}\n")
+    return counts
+
+
+def _replays(topologies, plan):
+    """Whether the plan's moves, run as the claims would, hold."""
+    current = dict(topologies)
+    for move in plan.moves:
+        again = fit.fit(current[move.host], move.guest.request,
+                        pagesize_kb=move.guest.pagesize_kb)
+        if not again.fits or again.placement != move.placement:
+            return False
+        current[move.host] = usage.apply(current[move.host],
+                                         move.placement.topology())
+    return True
+
+
 def emptiable(args, count, util):
     """Part 1: per cloud of a regime, hosts emptied by each way; returns
     the totals and the plans' times."""
@@ -202,8 +279,8 @@ def emptiable(args, count, util):
             row['guests'] += len(host.guests)
             row['baseline'] += base_ok
             row['plan'] += plan.complete
-            row['undecided'] += (not plan.complete) and plan.stopped
-            row['proven_not'] += (not plan.complete) and not plan.stopped
+            row['undecided'] += plan.outcome == drain.NOT_FOUND
+            row['proven_not'] += plan.outcome == drain.NO_PLAN
             row['baseline_only'] += base_ok and not plan.complete
         utilisation = statistics.mean(h.pinned_share() for h in hosts)
         print(f"  cloud {cloud}: {row['hosts']} hosts, {row['guests']} "
@@ -266,8 +343,11 @@ def main(argv=None):
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--big-hosts', type=int, default=1000)
     parser.add_argument('--repeats', type=int, default=5)
+    parser.add_argument('--small-clouds', type=int, default=300)
     args = parser.parse_args(argv)
-    ok = True
+    print("== exactness on small clouds")
+    counts = exactness(args)
+    ok = not counts['missed'] and not counts['invalid']
     for regime in args.regimes.split(','):
         count, _, span = regime.partition(':')
         low, _, high = span.partition('-')

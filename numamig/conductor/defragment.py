@@ -106,6 +106,7 @@ def plan(worker, vcpus, memory_mb, extra_specs, hosts=None, max_moves=3):
                    else m.placement.topology()} for m in found.moves],
         'reason': found.reason,
         'search': {'steps': found.steps, 'stopped': found.stopped,
+                   'outcome': found.outcome,
                    'elapsed_ms': round((time.monotonic() - start) * 1000,
                                        1)},
     }

@@ -194,8 +194,10 @@ def _answer(host, found, left_out, disabled):
         'left_out': dict(sorted(left_out.items())),
         'kept_free': {h: list(cells) for h, cells in
                       sorted(found.kept_free.items())},
-        'search': {'steps': found.steps, 'stopped': found.stopped},
+        'search': {'steps': found.steps, 'stopped': found.stopped,
+                   'outcome': found.outcome, 'max_steps': found.max_steps},
     }
+
 
 
 def _admission(worker, found):

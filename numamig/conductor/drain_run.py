@@ -25,6 +25,7 @@ from numamig.db import migrations
 from numamig.db import primitives
 from numamig.objects import fields
 from numamig.objects import migration as migration_obj
+from numamig.scheduler import drain as sched_drain
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
@@ -184,12 +185,7 @@ def _active_for(worker, host):
 
 
 def _why_not(answer):
-    if answer['unplaced']:
-        first = answer['unplaced'][0]
-        return (f"{len(answer['unplaced'])} guest(s) have no destination, "
-                f"e.g. {first['name']}: {first['reason']}; nothing was "
-                f"moved and the host was left as it was")
-    return (f"{answer['admission']['refused']}; nothing was moved and the "
+    return (f"{sched_drain.why_not(answer)}; nothing was moved and the "
             f"host was left as it was")
 
 

@@ -37,12 +37,16 @@ opts = [
     cfg.IntOpt('drain_plan_max_steps', default=20000, min=100,
                max=10000000,
                help="Placements a drain plan (numamig-manage host drain) "
-                    "may try while it searches for a destination for "
-                    "every guest of a host. Each costs well under a "
-                    "millisecond. A plan that reaches the limit says so "
-                    "and names the guests it found no room for; raise it "
-                    "when such a plan is reported for a host you believe "
-                    "can be emptied, lower it if plans take too long."),
+                    "may try while it searches for a destination and an "
+                    "order on it for every guest of a host; also the sets "
+                    "a defragmentation plan (host defragment) may try, "
+                    "and the placements of each set's drain search. Each "
+                    "costs well under a millisecond. A plan that reaches "
+                    "the limit answers 'no plan found within N "
+                    "placements', never 'no plan exists', and names the "
+                    "guests it found no room for; raise it when such an "
+                    "answer is given for a host you believe can be "
+                    "emptied, lower it if plans take too long."),
 ]
 
 

@@ -20,12 +20,22 @@ guest to fit on one host (the target):
   movable guests gone (and, for longer chains, the same for those
   guests in turn), at most MAX_HELPERS of them; every set of them of
   the size left is tried with the drain search, each guest barred from
-  the host it leaves. The moves are then ordered so that a move into a
-  host runs after every planned move off it; a plan whose moves wait on
-  each other in a circle is no plan;
+  the host it leaves, the third hosts' guests free to go to the target
+  as long as the new guest still fits there after them. The moves run
+  so that a move into a host comes after every planned move off it;
+  the drain search goes on past a plan whose moves would wait on each
+  other in a circle (drain.plan's ``accept``);
 * the search stops after ``max_steps`` sets or past ``max_moves``
-  moves, and says so: within those limits (and MAX_HELPERS) a plan is
-  the optimum.
+  moves, and says so.
+
+Three answers, as for drains (``Plan.outcome``): a plan (one of the
+fewest moves); no plan of up to ``max_moves`` moves exists (proven:
+every set of guests was tried, each set's drain search ran out, and no
+guest of a third host was left out of the chains); or none found
+within the limits (a set's drain search reached its step limit, the
+sets reached ``max_steps``, or the chains considered only the guests of
+the hosts where a moved guest could go, at most MAX_HELPERS of them: in
+a large cloud the usual answer when no plan is found).
 
 Pure: the caller gives the candidate hosts' topologies (usage and
 reservations applied) with their guests' placements and requests, and
@@ -38,6 +48,7 @@ import itertools
 from numamig import exception
 from numamig.numa import fit as numa_fit
 from numamig.numa import usage
+from numamig.numa import view_usage
 from numamig.numa import views as numa_views
 from numamig.scheduler import drain
 
@@ -92,7 +103,8 @@ class Plan:
     """Where the new guest goes and the moves that make room for it.
 
     ``host`` is None when no plan within the limits makes room;
-    ``reason`` says why then. ``moves`` are Moves in the order to run
+    ``reason`` says why then, and ``proven`` whether no plan exists.
+    ``moves`` are Moves in the order to run
     them (a move into a host after every move off it); ``placement`` is
     the new guest's placement (a placed.Placement) once they ran.
     """
@@ -103,10 +115,18 @@ class Plan:
     steps: int
     stopped: bool
     reason: str = None
+    proven: bool = False
 
     @property
     def found(self):
         return self.host is not None
+
+    @property
+    def outcome(self):
+        """drain.PLANNED, drain.NO_PLAN (proven) or drain.NOT_FOUND."""
+        if self.found:
+            return drain.PLANNED
+        return drain.NO_PLAN if self.proven else drain.NOT_FOUND
 
     @property
     def chained(self):
@@ -139,10 +159,18 @@ def plan(request, candidates, destinations, limits=None, strategy='spread',
                     return found
                 if search.stopped:
                     return search.none(
-                        True, f"the search stopped after {search.steps} "
-                              f"sets (the limit) at {total} move(s)")
-    return search.none(False, f"no set of up to {max_moves} guest(s) on "
-                              f"{len(candidates)} host(s) makes room for it")
+                        True, f"no plan found, though one may exist: the "
+                              f"search stopped after {search.steps} sets "
+                              f"(the limit, [scheduler] "
+                              f"drain_plan_max_steps) at {total} move(s)")
+    if search.unsure:
+        return search.none(False, f"no plan of up to {max_moves} move(s) "
+                                  f"found on {len(candidates)} host(s), "
+                                  f"though one may exist: "
+                                  f"{search.unsure[0]}")
+    return search.none(False, f"no plan exists: no set of up to "
+                              f"{max_moves} guest(s) on {len(candidates)} "
+                              f"host(s) makes room for it", proven=True)
 
 
 class _Search:
@@ -160,12 +188,30 @@ class _Search:
         self.max_steps = max_steps
         self.steps = 0
         self.stopped = False
+        # Why a search that found nothing proves nothing.
+        self.unsure = []
         self._rooms = {}          # (host, uuids) -> placement or None
         self._hosts_for = {}      # (host, uuid) -> chain hosts
         self._emptied = {}        # host -> topology, movable guests gone
+        self._every = None        # host -> its movable guests
 
-    def none(self, stopped, reason):
-        return Plan(None, None, (), self.steps, stopped, reason)
+    def none(self, stopped, reason, proven=False):
+        return Plan(None, None, (), self.steps, stopped, reason, proven)
+
+    def _undecided(self, why):
+        if why not in self.unsure:
+            self.unsure.append(why)
+
+    def _drain(self, guests, destinations, accept=None):
+        """drain.plan of a set's guests; a search that reached its
+        limit leaves the set undecided."""
+        moved = drain.plan(guests, destinations, max_steps=self.max_steps,
+                           accept=accept, **self.fit_args)
+        if moved.outcome == drain.NOT_FOUND:
+            self._undecided(f"the drain search of a set reached its limit "
+                            f"of {self.max_steps} placements ([scheduler] "
+                            f"drain_plan_max_steps)")
+        return moved
 
     def at(self, candidate, size, helpers):
         """A Plan moving ``size`` of the candidate's guests and
@@ -180,7 +226,11 @@ class _Search:
             if placement is None:
                 continue
             if helpers:
-                moves = self._chains(candidate, group, helpers)
+                found = self._chains(candidate, group, helpers)
+                if found is not None:
+                    moves, placement = found
+                else:
+                    moves = None
             else:
                 moves = self._direct(candidate, group)
             if moves is not None:
@@ -208,7 +258,10 @@ class _Search:
     def _fit_after(self, candidate, group):
         freed = _released(candidate.topology, group)
         if freed is None:
-            return None     # the records and the report disagree: skip it
+            # The records and the report disagree: skip it.
+            self._undecided(f"the records of {candidate.host}'s guests and "
+                            f"its report disagree")
+            return None
         result = numa_fit.fit(numa_views.HostView.of(freed), self.request,
                               pagesize_kb=self.pagesize_kb, **self.fit_args)
         return result.placement if result.fits else None
@@ -217,9 +270,8 @@ class _Search:
         """The group's moves when they all fit elsewhere as it is."""
         if not group:
             return ()
-        moved = drain.plan([_guest(r) for r in group],
-                           self._others(candidate.host, {}),
-                           **self.fit_args)
+        moved = self._drain([_guest(r) for r in group],
+                            self._others(candidate.host, {}))
         if not moved.complete:
             return None
         return tuple(Move(m.guest, candidate.host, m.host, m.placement)
@@ -256,9 +308,25 @@ class _Search:
                         pool.append((other, guest))
                         reached.append((other, guest))
                         if len(pool) >= MAX_HELPERS:
+                            self._check_pool(target, pool)
                             return pool
             frontier = reached
+        self._check_pool(target, pool)
         return pool
+
+    def _check_pool(self, target, pool):
+        """A pool without every movable guest of the third hosts leaves
+        the sets it misses untried: nothing is proven then."""
+        if self._every is None:
+            self._every = {host: sum(1 for r in candidate.residents
+                                     if r.request is not None)
+                           for host, candidate in self.movable.items()}
+        every = sum(self._every.values()) - self._every.get(target, 0)
+        if len(pool) < every:
+            self._undecided(f"chains considered {len(pool)} of the "
+                            f"{every} guests of other hosts (those of the "
+                            f"hosts a moved guest could go to, at most "
+                            f"{MAX_HELPERS})")
 
     def _chain_hosts(self, host, resident):
         """Hosts (not ``host``) where the resident fits once their
@@ -303,16 +371,40 @@ class _Search:
             released[host] = _released(topology, [resident])
             if released[host] is None:
                 return None
-        guests = [_guest(r) for r in group] + [
+        target = candidate.host
+        freed = _released(candidate.topology, group)
+        guests = [_guest(r, exclude=frozenset({target})) for r in group] + [
             _guest(r, exclude=frozenset({host})) for host, r in chosen]
-        moved = drain.plan(guests, self._others(candidate.host, released),
-                           **self.fit_args)
+        sources = {r.uuid: host for host, r in chosen}
+        # Third hosts' guests may go to the target if the new guest
+        # still fits there after them (its least preferred destination).
+        destinations = self._others(target, released) + [
+            drain.Destination(target, numa_views.HostView.of(freed))]
+        outcome = {}
+
+        def accept(found):
+            moves = _ordered([Move(m.guest, sources.get(m.guest.uuid,
+                                                        target),
+                                   m.host, m.placement) for m in found])
+            if moves is None:
+                return False
+            view = numa_views.HostView.of(freed)
+            for move in moves:
+                if move.host == target:
+                    view = view_usage.apply(view, move.placement)
+            result = numa_fit.fit(view, self.request,
+                                  pagesize_kb=self.pagesize_kb,
+                                  **self.fit_args)
+            if not result.fits:
+                return False
+            outcome['moves'], outcome['placement'] = moves, \
+                result.placement
+            return True
+
+        moved = self._drain(guests, destinations, accept=accept)
         if not moved.complete:
             return None
-        sources = {r.uuid: host for host, r in chosen}
-        return _ordered([Move(m.guest, sources.get(m.guest.uuid,
-                                                   candidate.host),
-                              m.host, m.placement) for m in moved.moves])
+        return outcome['moves'], outcome['placement']
 
     def _others(self, target, released):
         """The destinations but the target, with ``released``

@@ -3,23 +3,47 @@
 Emptying a host one guest at a time, each sent to the best host for it
 alone (Nova's way), fails where an order exists that succeeds: an early
 small guest takes the only cell a later large one could use. A plan
-places every guest of the host before anything moves, as one search:
+places every guest of the host before anything moves, as one search.
 
-* the guest with the fewest destinations left goes first (ties: the
+What a plan is decides what the search must try. The moves into one
+destination run one after another in the plan's order, and the
+destination's claim runs the NUMA fit on what the moves before it left:
+the placement a guest gets is the fit's for that order, never one the
+planner picks. A plan is therefore an assignment of the guests to
+destinations and, per destination, an order of its guests; the cells
+and pCPUs follow. The search tries every assignment and every order
+(so every cell choice the fit can make for these guests), within
+``max_steps`` placements fitted:
+
+* the guest with the fewest destinations left goes next (ties: the
   largest first), so the hardest guests choose while there is room;
-* each guest tries its destinations fullest first (best fit), keeping
-  the emptier hosts for the guests after it;
-* every placement is checked at once against the other guests still to
-  place (forward checking): a destination that no longer fits one of
-  them is struck from its list, and a guest left with none undoes the
-  last choice (backtracking) and tries the next one;
-* two destinations whose free resources are identical are tried once
-  per guest: what fails on one fails on the other.
+* it is tried on each destination (fullest first: best fit), at every
+  position among the guests planned there so far, the end first; a
+  guest put before others re-fits the ones after it. Any order of a
+  destination's guests is built this way exactly once;
+* after each insertion the guests still to place are checked against
+  the destination (forward checking): it stays open for one while the
+  guest fits at its end, or its pinned pCPUs are no more than the ones
+  no order can take from it; a guest left with no destination undoes
+  the last choice (backtracking).
 
-The search is exhaustive within ``max_steps`` placements: a plan that
-finds no room for a guest either proved there is none or says that it
-stopped at the limit. Each step fits guests on views and accounts the
-placement on a view (numa/view_usage.py), without copying objects.
+Symmetries skip only branches shown empty by one tried before:
+
+* two destinations with the same free resources, the same kinds of
+  guests planned there in the same order and the same guests barred
+  from them (``exclude``) are interchangeable: one is tried per guest;
+* guests of one kind (equal demands per guest cell, page size and
+  barred hosts) are interchangeable: a destination on which one's
+  whole subtree failed is closed to those placed after it on that
+  path, and a guest is inserted on one side only of a run of its kind.
+
+So an incomplete plan is one of two answers: the search ran out (no
+plan exists, ``Plan.outcome`` NO_PLAN) or reached ``max_steps``
+(NOT_FOUND: a plan may exist). A guest that cannot move at all (a
+problem, no destination, fits on none alone) makes it NO_PLAN whatever
+the search of the others did. Each step fits guests on views and
+accounts the placement on a view (numa/view_usage.py), without copying
+objects.
 
 Everything here is pure: the caller gives the guests (their requests as
 numa.views.RequestView) and the destinations (their free resources as
@@ -39,9 +63,15 @@ from numamig.numa import fit as numa_fit
 from numamig.numa import view_usage
 from numamig.numa import views as numa_views
 
-#: Placements a plan may try before it stops (the conductor passes
+#: Placements a plan may fit before it stops (the conductor passes
 #: ``[scheduler] drain_plan_max_steps``).
 DEFAULT_MAX_STEPS = 20000
+#: Plan.outcome: every guest placed; no plan exists (proven); no plan
+#: found within max_steps (one may exist).
+PLANNED = 'plan'
+NO_PLAN = 'none'
+NOT_FOUND = 'stopped'
+OUTCOMES = (PLANNED, NO_PLAN, NOT_FOUND)
 # How many destinations' refusals an unplaced guest's reason names.
 _NAMED = 5
 
@@ -99,8 +129,11 @@ class Plan:
     ``moves`` in the order to run them: each placement was fitted on
     its destination as the moves before it leave it. ``kept_free``:
     {host: ids of the whole cells the plan leaves free there}.
-    ``steps``: placements tried; ``stopped``: the search reached its
-    limit before it could decide.
+    ``steps``: placements fitted (an insertion re-fits the guests after
+    it), of at most ``max_steps`` (give or take one insertion's);
+    ``stopped``:
+    the search reached that limit. ``proven``: an incomplete plan
+    proves that none exists (see ``outcome``).
     """
 
     moves: tuple
@@ -108,6 +141,8 @@ class Plan:
     kept_free: dict
     steps: int
     stopped: bool
+    max_steps: int = DEFAULT_MAX_STEPS
+    proven: bool = True
 
     @property
     def complete(self):
@@ -115,9 +150,16 @@ class Plan:
         emptied."""
         return not self.unplaced
 
+    @property
+    def outcome(self):
+        """PLANNED, NO_PLAN (proven) or NOT_FOUND (within max_steps)."""
+        if not self.unplaced:
+            return PLANNED
+        return NO_PLAN if self.proven else NOT_FOUND
+
 
 def plan(guests, destinations, limits=None, strategy='spread',
-         keep_free_nodes=0, max_steps=DEFAULT_MAX_STEPS):
+         keep_free_nodes=0, max_steps=DEFAULT_MAX_STEPS, accept=None):
     """Return the Plan that empties a host of ``guests``, or the most of
     it the search found.
 
@@ -131,7 +173,14 @@ def plan(guests, destinations, limits=None, strategy='spread',
     :param keep_free_nodes: whole NUMA cells to leave free on every
         destination: of the cells nothing uses, the highest-numbered
         ones are kept out of the plan.
-    :param max_steps: placements the search may try.
+    :param max_steps: placements the search may fit (an insertion
+        before other guests re-fits them, one step each).
+    :param accept: called with the Moves of the guests with a NUMA
+        request once each has a place (in the order to run them);
+        False goes on searching. It must give the same answer when
+        guests of one kind, or interchangeable destinations, swap
+        places (a defragmentation refuses moves that wait on each
+        other in a circle).
     """
     limits = numa_views.limits_view(limits)
     kept, views = _keep_free(destinations, keep_free_nodes)
@@ -152,12 +201,42 @@ def plan(guests, destinations, limits=None, strategy='spread',
                                   numa_views.RequestView.of(guest.request),
                                   guest.pagesize_kb,
                                   exclude=_excluded(guest)))
-    search = _Search(searched, views, order, limits, strategy, max_steps)
+    # A guest that cannot move at all settles the answer.
+    certain = bool(unplaced)
+    search = _Search(searched, views, order, limits, strategy, max_steps,
+                     accept)
     found = search.run()
     moves.extend(found)
     unplaced.extend(search.unplaced(found))
     return Plan(tuple(moves), tuple(unplaced), kept, search.steps,
-                search.stopped)
+                search.stopped, max_steps,
+                certain or search.impossible or not search.stopped)
+
+def answer_outcome(answer):
+    """The answer of a drain plan as the conductor sends it (plain
+    data, numamig.conductor.drain.plan): PLANNED, NO_PLAN or
+    NOT_FOUND. A conductor older than these answers proved nothing: its
+    incomplete plans are NOT_FOUND."""
+    found = answer['search'].get('outcome')
+    if found is None:
+        found = NOT_FOUND if answer['unplaced'] else PLANNED
+    return found
+
+
+def why_not(answer):
+    """Why a plan's data does not empty its host, in one sentence that
+    keeps "no plan exists" apart from "none found within the limit"."""
+    unplaced = answer['unplaced']
+    if not unplaced:
+        return answer['admission']['refused']
+    first = (f"{len(unplaced)} guest(s) have no destination, e.g. "
+             f"{unplaced[0]['name']}: {unplaced[0]['reason']}")
+    if answer_outcome(answer) == NOT_FOUND:
+        limit = answer['search'].get('max_steps', answer['search']['steps'])
+        return (f"no plan found within {limit} placements, though one may "
+                f"exist (raise [scheduler] drain_plan_max_steps to search "
+                f"further): {first}")
+    return f"no plan exists: {first}"
 
 
 def _excluded(guest):
@@ -182,102 +261,129 @@ def _keep_free(destinations, count):
 
 
 class _Search:
-    """Backtracking with forward checking over the guests' destinations.
+    """Backtracking over (destination, position) per guest, with forward
+    checking.
 
-    ``domains[i]``: the destinations guest i fits on as the placements
-    made so far leave them; struck destinations are put back from
-    ``trail`` when a placement is undone.
+    Per destination: ``lists`` the guests planned there in order,
+    ``chains`` the views after each (``chains[h][0]`` is the free
+    view), ``placements`` theirs. ``open[i]``: {destination: whether
+    guest i fits at its end now} of the destinations still open to it.
+    Every change is recorded on ``trail`` and undone from it.
     """
 
-    def __init__(self, guests, views, order, limits, strategy, max_steps):
+    def __init__(self, guests, views, order, limits, strategy, max_steps,
+                 accept):
         self.guests = guests
-        self.views = dict(views)
         self.rank = {host: index for index, host in enumerate(order)}
         self.fit_args = {'limits': limits, 'strategy': strategy}
         self.max_steps = max_steps
+        self.accept = accept
         self.steps = 0
         self.stopped = False
-        # Guests of one key are interchangeable (their domains, refusals
-        # and failures are shared): the excluded hosts are part of it.
-        self.keys = [(g.request.demands(g.pagesize_kb), g.pagesize_kb,
-                      g.exclude) for g in guests]
-        # The largest first among equally constrained guests.
-        self.size = [_size(key[0]) for key in self.keys]
+        keys = [(g.request.demands(g.pagesize_kb), g.pagesize_kb,
+                 g.exclude) for g in guests]
+        # Guests of one kind are interchangeable: whatever one can do,
+        # another can in its place (the barred hosts are part of it).
+        kinds = {}
+        self.kind = [kinds.setdefault(key, len(kinds)) for key in keys]
+        self.barred = [key[2] for key in keys]
+        self.size = [_size(key[0]) for key in keys]
+        # Pinned pCPUs each guest takes at least, whatever the order.
+        self.pcpus = [sum(d.pinned for d in key[0]) for key in keys]
+        self.lists = dict.fromkeys(views, ())
+        self.chains = {host: (view,) for host, view in views.items()}
+        self.placements = dict.fromkeys(views, ())
+        self.pinned = dict.fromkeys(views, 0)
+        self.room = {host: sum(cell.free_count for cell in view.cells)
+                     for host, view in views.items()}
         self.refusals = {}
-        self.domains = [self._initial_domain(i) for i in range(len(guests))]
+        self.open = [self._initial(index) for index in range(len(guests))]
         # A guest that fits nowhere alone is not searched for: the others
-        # are placed without it.
-        self.searched = [i for i, domain in enumerate(self.domains)
-                         if domain]
+        # are placed without it (and no plan empties the host).
+        self.searched = [i for i, domain in enumerate(self.open) if domain]
+        self.impossible = len(self.searched) < len(guests)
         self.trail = []
-        self.assigned = {}           # guest index -> (host, placement)
-        self.best = {}
-        self.failed = {}             # request key -> Counter of hosts
-        self._signatures = {}
-        self._free = {}              # host -> (view, its _free)
+        self.placed = {}             # guest index -> destination
+        self.best = None             # the most guests placed together
+        self.best_count = -1
+        self.failed = {}             # kind -> Counter of closed hosts
+        self._classes = {}
+        self._free = {}
 
     def _fit(self, index, view):
         guest = self.guests[index]
         return numa_fit.fit(view, guest.request,
                             pagesize_kb=guest.pagesize_kb, **self.fit_args)
 
-    def _initial_domain(self, index):
-        """Where the guest fits alone; guests of one request share it."""
-        key = self.keys[index]
-        if key in self.refusals:
-            return set(self.refusals[key][0])
-        domain, refused = set(), {}
-        for host in sorted(self.views, key=self.rank.get):
-            if host in key[2]:
+    def _initial(self, index):
+        """{destination: True} of those the guest fits alone (shared
+        by the guests of its kind)."""
+        kind = self.kind[index]
+        if kind in self.refusals:
+            return dict.fromkeys(self.refusals[kind][0], True)
+        domain, refused = [], {}
+        for host in sorted(self.chains, key=self.rank.get):
+            if host in self.barred[index]:
                 continue
-            result = self._fit(index, self.views[host])
+            result = self._fit(index, self.chains[host][0])
             if result.fits:
-                domain.add(host)
+                domain.append(host)
             else:
                 refused[host] = result
-        self.refusals[key] = (frozenset(domain), refused)
-        return set(domain)
+        self.refusals[kind] = (tuple(domain), refused)
+        return dict.fromkeys(domain, True)
 
     def run(self):
         """Search; return the Moves of the complete plan, or of the most
         guests the search could place together."""
-        self._place_next()
-        return [Move(self.guests[i], host, placement)
-                for i, (host, placement) in self.best.items()]
+        if self._place_next():
+            return self._moves()
+        return self.best or []
+
+    def _moves(self):
+        """The Moves of what is placed now: each destination's in its
+        order, the first of every destination first."""
+        moves = []
+        for host in set(self.placed.values()):
+            for position, (index, placement) in enumerate(zip(
+                    self.lists[host], self.placements[host], strict=True)):
+                moves.append((position, self.rank[host],
+                              Move(self.guests[index], host, placement)))
+        moves.sort(key=lambda item: item[:2])
+        return [move for _, _, move in moves]
 
     def _place_next(self):
-        """Place the guests left; True once every guest is placed."""
-        left = [i for i in self.searched if i not in self.assigned]
+        """Place the guests left; True once every guest is placed (and
+        the plan accepted)."""
+        left = [i for i in self.searched if i not in self.placed]
         if not left:
-            return True
+            return self.accept is None or bool(self.accept(self._moves()))
         index = min(left, key=lambda i: (self._open(i), self.size[i],
                                          self.guests[i].uuid))
         # Hosts this guest's subtree failed on are closed to the guests
-        # of the same request placed after it on this path: a solution
-        # with such a guest there would, its two guests swapped, have
-        # been found in that subtree.
-        failed = self.failed.setdefault(self.keys[index],
+        # of its kind placed after it on this path: a plan with such a
+        # guest there would, the two guests swapped, have been found in
+        # that subtree.
+        failed = self.failed.setdefault(self.kind[index],
                                         collections.Counter())
         closed, tried = [], set()
         for host in self._candidates(index, failed):
-            if self.steps >= self.max_steps:
-                self.stopped = True
-                return False
             signature = self._signature(host)
             if signature in tried:
                 continue
             tried.add(signature)
-            result = self._fit(index, self.views[host])
-            if not result.fits:
-                continue
-            self.steps += 1
-            mark = self._assign(index, host, result.placement)
-            if mark is not None and self._place_next():
-                return True
-            if mark is not None:
-                self._undo(index, host, mark)
-            if self.stopped:
-                return False
+            for position in self._positions(index, host):
+                if self.steps >= self.max_steps:
+                    self.stopped = True
+                    return False
+                mark = self._insert(index, host, position)
+                if mark is None:
+                    continue
+                if self._place_next():
+                    return True
+                self._undo(mark)
+                if self.stopped:
+                    return False
             failed[host] += 1
             closed.append(host)
         failed.subtract(closed)
@@ -285,83 +391,155 @@ class _Search:
 
     def _open(self, index):
         """How many destinations guest ``index`` has left open."""
-        domain = self.domains[index]
-        failed = self.failed.get(self.keys[index])
+        domain = self.open[index]
+        failed = self.failed.get(self.kind[index])
         if not failed:
             return len(domain)
         return len(domain) - sum(1 for host, count in failed.items()
                                  if count > 0 and host in domain)
 
     def _candidates(self, index, failed):
-        """The guest's open destinations, fullest first, made one by one:
-        most guests take the first (a heap, not a sort of every host)."""
-        heap = [(self._free_of(h), self.rank[h], h)
-                for h in self.domains[index] if failed[h] <= 0]
+        """The guest's open destinations: those it fits at the end of
+        first, fullest first, made one by one (most guests take the
+        first: a heap, not a sort of every host); then the others."""
+        heap, later = [], []
+        for host, at_end in self.open[index].items():
+            if failed[host] > 0:
+                continue
+            entry = (self._free_of(host), self.rank[host], host)
+            (heap if at_end else later).append(entry)
         heapq.heapify(heap)
         while heap:
             yield heapq.heappop(heap)[2]
+        for entry in sorted(later):
+            yield entry[2]
+
+    def _positions(self, index, host):
+        """Where among the host's guests to insert the guest: the end
+        first (if it fits there), then ever earlier; of the positions
+        around a run of guests of its kind (same plans), one."""
+        planned = self.lists[host]
+        kind = self.kind[index]
+        last = len(planned) if self.open[index][host] else \
+            len(planned) - 1
+        for position in range(last, -1, -1):
+            if position < len(planned) and \
+                    self.kind[planned[position]] == kind:
+                continue
+            yield position
 
     def _free_of(self, host):
         """_free of the host's current view, worked out once per view."""
-        view = self.views[host]
+        view = self.chains[host][-1]
         cached = self._free.get(host)
         if cached is None or cached[0] is not view:
             cached = self._free[host] = (view, _free(view))
         return cached[1]
 
-    def _assign(self, index, host, placement):
-        """Place guest ``index``; strike ``host`` from the guests it no
-        longer fits. Returns the trail mark, or None (undone already)
-        when a guest is left with no destination."""
+    def _insert(self, index, host, position):
+        """Insert guest ``index`` at ``position`` on ``host`` and re-fit
+        the guests after it; strike ``host`` from the guests it can no
+        longer take. Returns the trail mark, or None (nothing changed,
+        or undone already) when a guest does not fit or one is left
+        with no destination."""
+        planned = self.lists[host]
+        order = planned[:position] + (index,) + planned[position:]
+        chain = list(self.chains[host][:position + 1])
+        placements = list(self.placements[host][:position])
+        for guest in order[position:]:
+            # A step is a placement fitted: an insertion before others
+            # costs one per guest it re-fits.
+            self.steps += 1
+            result = self._fit(guest, chain[-1])
+            if not result.fits:
+                return None
+            placement = result.placement
+            chain.append(view_usage.apply(chain[-1], placement))
+            placements.append(placement)
         mark = len(self.trail)
-        old = self.views[host]
-        self.views[host] = view_usage.apply(old, placement)
-        self.assigned[index] = (host, placement)
-        self.trail.append((None, host, old))
-        if len(self.assigned) > len(self.best):
-            # The most guests placed together so far: what a plan that
-            # cannot empty the host shows.
-            self.best = dict(self.assigned)
-        verdicts = {}
-        emptied = False
-        for other in self.searched:
-            if other in self.assigned or host not in self.domains[other]:
-                continue
-            key = self.keys[other]
-            if key not in verdicts:
-                verdicts[key] = self._fit(other, self.views[host]).fits
-            if not verdicts[key]:
-                self.domains[other].discard(host)
-                self.trail.append((other, host, None))
-                emptied = emptied or not self._open(other)
-        if emptied:
-            self._undo(index, host, mark)
+        self.trail.append((None, host, (planned, self.chains[host],
+                                        self.placements[host],
+                                        self.pinned[host])))
+        self.lists[host] = order
+        self.chains[host] = tuple(chain)
+        self.placements[host] = tuple(placements)
+        self.pinned[host] += self.pcpus[index]
+        self.placed[index] = host
+        count = len(self.placed)
+        if count > self.best_count and count < len(self.searched):
+            # What a plan that cannot empty the host shows.
+            self.best_count = count
+            self.best = self._moves()
+        if not self._check(host):
+            self._undo(mark)
             return None
         return mark
 
-    def _undo(self, index, host, mark):
-        while len(self.trail) > mark:
-            other, struck, view = self.trail.pop()
-            if other is None:
-                self.views[struck] = view
+    def _check(self, host):
+        """Forward checking on ``host``: False when a guest still to
+        place has no destination left."""
+        view = self.chains[host][-1]
+        verdicts = {}
+        for other in self.searched:
+            if other in self.placed:
+                continue
+            domain = self.open[other]
+            was = domain.get(host)
+            if was is None:
+                continue
+            kind = self.kind[other]
+            if kind not in verdicts:
+                verdicts[kind] = self._fit(other, view).fits
+            if verdicts[kind]:
+                now = True
+            elif self.pinned[host] + self.pcpus[other] <= self.room[host]:
+                now = False         # it may fit before some guests there
             else:
-                self.domains[other].add(struck)
-        del self.assigned[index]
+                now = None
+            if now == was:
+                continue
+            self.trail.append((other, host, was))
+            if now is None:
+                del domain[host]
+                if not self._open(other):
+                    return False
+            else:
+                domain[host] = now
+        return True
+
+    def _undo(self, mark):
+        while len(self.trail) > mark:
+            other, host, old = self.trail.pop()
+            if other is None:
+                planned = self.lists[host]
+                (self.lists[host], self.chains[host],
+                 self.placements[host], self.pinned[host]) = old
+                for index in set(planned) - set(old[0]):
+                    del self.placed[index]
+            else:
+                self.open[other][host] = old
 
     def _signature(self, host):
-        """What a destination's fits depend on, equal for two hosts
-        whose free resources are the same (then one is tried)."""
-        view = self.views[host]
-        cached = self._signatures.get(host)
-        if cached is not None and cached[0] is view:
-            return cached[1]
-        signature = tuple(
-            (c.id, frozenset(c.cpuset), frozenset(c.pcpuset),
-             frozenset(c.pinned_cpus),
-             tuple(frozenset(group) for group in c.siblings), c.memory_mb,
-             c.memory_usage_mb, c.cpu_usage, c.pools) for c in view.cells)
-        self._signatures[host] = (view, signature)
-        return signature
+        """What a destination's future depends on: equal for two hosts
+        with the same free view, the same kinds of guests planned there
+        in the same order, and the same kinds barring them (then one is
+        tried)."""
+        return (self._class(host),
+                tuple(self.kind[i] for i in self.lists[host]))
+
+    def _class(self, host):
+        cached = self._classes.get(host)
+        if cached is None:
+            view = self.chains[host][0]
+            cached = self._classes[host] = (
+                tuple((c.id, frozenset(c.cpuset), frozenset(c.pcpuset),
+                       frozenset(c.pinned_cpus),
+                       tuple(frozenset(group) for group in c.siblings),
+                       c.memory_mb, c.memory_usage_mb, c.cpu_usage, c.pools)
+                      for c in view.cells),
+                frozenset(self.kind[i] for i in self.searched
+                          if host in self.barred[i]))
+        return cached
 
     def unplaced(self, found):
         """An Unplaced, with its reason, for every guest the plan lacks."""
@@ -371,17 +549,22 @@ class _Search:
                 if guest.uuid not in placed]
 
     def _reason(self, index):
-        fits_on, refused = self.refusals[self.keys[index]]
+        fits_on, refused = self.refusals[self.kind[index]]
         if not fits_on:
-            return _nowhere(refused, len(self.views))
+            return _nowhere(refused, len(self.chains))
         alone = (f"it fits alone on {len(fits_on)} destination(s) "
-                 f"({_names(sorted(fits_on, key=self.rank.get))})")
+                 f"({_names(list(fits_on))})")
         if self.stopped:
-            return (f"{alone}; the search stopped after {self.steps} "
-                    f"placements (the limit) before it found room for it "
-                    f"with the other guests")
-        return (f"{alone}, but not together with the other guests: every "
-                f"arrangement was tried")
+            return (f"{alone}; no plan placing it with the other guests "
+                    f"was found within {self.max_steps} placements (the "
+                    f"search's limit), though one may exist")
+        if self.impossible:
+            return (f"{alone}, but not together with the other guests "
+                    f"that can move: every destination and every order "
+                    f"of the guests on each was tried")
+        return (f"{alone}, but not together with the other guests: no "
+                f"plan exists (every destination and every order of the "
+                f"guests on each was tried)")
 
 
 def _size(demands):

@@ -312,8 +312,9 @@ class DefragmentPlanTest(DefragmentTestCase):
             self.ctxt, 8, 512, self.WHOLE_NODE, hosts=['host-b'],
             max_moves=0)
         self.assertEqual((False, None), (plan['found'], plan['host']))
-        self.assertIn('no set of up to 0 guest(s) on 1 host(s)',
-                      plan['reason'])
+        self.assertIn('no plan exists: no set of up to 0 guest(s) on 1 '
+                      'host(s)', plan['reason'])
+        self.assertEqual('none', plan['search']['outcome'])
 
     def test_specs_that_make_no_request_are_refused(self):
         error = self.assertRaises(

@@ -7,6 +7,7 @@ keeps the topology for the drawing), ``show`` prints it for people.
 
 from numamig.cmd import common
 from numamig.cmd import pictures
+from numamig.scheduler import drain
 
 
 def plain(answer):
@@ -46,23 +47,26 @@ def show(data):
               f"{', '.join(str(c) for c in cells)}")
     _show_admission(data)
     search = data['search']
-    print(f"Search: {search['steps']} placement(s) tried in "
-          f"{search['elapsed_ms']} ms"
-          + (" (stopped at [scheduler] drain_plan_max_steps)"
-             if search['stopped'] else ''))
+    limit = search.get('max_steps')
+    print(f"Search: {search['steps']} placement(s)"
+          + (f" of at most {limit}" if limit else '')
+          + f" tried in {search['elapsed_ms']} ms")
+    answer = drain.answer_outcome(data)
+    if answer == drain.NOT_FOUND:
+        print(f"No plan found within {limit or search['steps']} "
+              f"placements; one may exist: raise [scheduler] "
+              f"drain_plan_max_steps to search further.")
+    elif answer == drain.NO_PLAN:
+        print("No plan exists: every destination and every order of the "
+              "guests on each was tried, or a guest cannot move at all.")
     if data['emptiable']:
         print(f"Host {data['host']} can be emptied; nothing was moved.")
 
 
 def why_not(data):
     """The one line saying why the host cannot be emptied."""
-    if data['unplaced']:
-        why = (f"{len(data['unplaced'])} guest(s) have no destination, "
-               f"e.g. {data['unplaced'][0]['name']}: "
-               f"{data['unplaced'][0]['reason']}")
-    else:
-        why = data['admission']['refused']
-    return f"host {data['host']} cannot be emptied: {why}; nothing was moved"
+    return (f"host {data['host']} cannot be emptied: "
+            f"{drain.why_not(data)}; nothing was moved")
 
 
 def _show_admission(data):

@@ -162,7 +162,7 @@ class HostMaintenanceTestCase(cli_base.CLITestCase):
         self.assertIn(': firmware update', out)
 
 
-def _plan(emptiable=True):
+def _plan(emptiable=True, outcome=None):
     from numamig.numa import fit
     from tests.unit.numa import hosts
     placed = fit.fit(hosts.make_host(), hosts.request(
@@ -177,7 +177,10 @@ def _plan(emptiable=True):
             'unplaced': unplaced, 'left_out': {'old': 'host is down'},
             'kept_free': {'dst': [1]},
             'admission': {'waves': 1, 'queue_room': 10000, 'refused': None},
-            'search': {'steps': 1, 'stopped': False, 'elapsed_ms': 3.5}}
+            'search': {'steps': 1, 'stopped': outcome == 'stopped',
+                       'elapsed_ms': 3.5, 'max_steps': 20000,
+                       'outcome': outcome or ('plan' if emptiable
+                                              else 'none')}}
 
 
 class HostDrainTestCase(cli_base.CLITestCase):
@@ -208,10 +211,12 @@ class HostDrainTestCase(cli_base.CLITestCase):
         self.assertEqual(1, code)
         self.assertIn('Cannot be placed (1):\n  big u-2: it fits on none',
                       out)
-        self.assertEqual(['error: host src cannot be emptied: 1 guest(s) '
-                          'have no destination, e.g. big: it fits on none '
-                          'of the 1 destination(s): dst: ...; nothing was '
-                          'moved'], err.splitlines())
+        self.assertEqual(['error: host src cannot be emptied: no plan '
+                          'exists: 1 guest(s) have no destination, e.g. '
+                          'big: it fits on none of the 1 destination(s): '
+                          'dst: ...; nothing was moved'], err.splitlines())
+        self.assertIn('No plan exists: every destination and every order',
+                      out)
         code, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run',
                                     '--format', 'json')
         data = json.loads(out)   # one document: the error is on stderr
@@ -219,6 +224,28 @@ class HostDrainTestCase(cli_base.CLITestCase):
                                              data['moves'][0]['dest_host']))
         self.assertEqual(0, data['moves'][0]['numa_topology']['cells'][0]
                          ['host_cell'])
+
+    def test_no_plan_found_within_the_limit_is_not_no_plan(self):
+        self.api.host_drain_plan.return_value = _plan(emptiable=False,
+                                                      outcome='stopped')
+        code, out, err = self.run_cli('host', 'drain', 'src', '--dry-run')
+        self.assertEqual(1, code)
+        self.assertIn('No plan found within 20000 placements; one may '
+                      'exist: raise [scheduler] drain_plan_max_steps to '
+                      'search further.', out)
+        self.assertNotIn('No plan exists', out)
+        self.assertEqual(['error: host src cannot be emptied: no plan '
+                          'found within 20000 placements, though one may '
+                          'exist (raise [scheduler] drain_plan_max_steps '
+                          'to search further): 1 guest(s) have no '
+                          'destination, e.g. big: it fits on none of the 1 '
+                          'destination(s): dst: ...; nothing was moved'],
+                         err.splitlines())
+        code, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run',
+                                    '--format', 'json')
+        data = json.loads(out)
+        self.assertEqual(('stopped', 20000), (data['search']['outcome'],
+                                              data['search']['max_steps']))
 
     def test_bad_input_asks_nothing(self):
         for argv, said in (

@@ -104,8 +104,9 @@ class DefragPlanTest(base.TestCase):
                             [_dest('spare', _host())], max_steps=5)
         self.assertEqual((False, True, 5), (found.found, found.stopped,
                                             found.steps))
-        self.assertIn('stopped after 5 sets (the limit) at 1 move(s)',
-                      found.reason)
+        self.assertIn('stopped after 5 sets (the limit, [scheduler] '
+                      'drain_plan_max_steps) at 1 move(s)', found.reason)
+        self.assertEqual(drain.NOT_FOUND, found.outcome)
 
     def test_inputs_are_not_changed(self):
         topology, residents = _filled(_host(), 3, 1, 2, 2)
@@ -234,3 +235,36 @@ class DefragChainTest(base.TestCase):
         self._plan(max_moves=2)
         self.assertEqual(before, {n: t.obj_to_primitive()
                                   for n, (t, _) in self.hosts.items()})
+
+
+class DefragOutcomeTest(base.TestCase):
+    """A plan; no plan exists (proven); none found within the limits."""
+
+    def _cloud(self, unreachable=False):
+        # t: one cell of 4 pCPUs, a 2-pCPU guest; x: one cell of 2, full.
+        # The new guest needs 4: a must leave t, and the only room for
+        # it is t itself. z (if any): a cell of 1 pCPU, too small for
+        # a even emptied, so its guest is no chain's.
+        hosts = {'t': _filled(_host(cells=1, cores=4), 2, prefix='t'),
+                 'x': _filled(_host(cells=1, cores=2), 2, prefix='x')}
+        if unreachable:
+            hosts['z'] = _filled(_host(cells=1, cores=1), 1, prefix='z')
+        candidates = [_candidate(h, t, r) for h, (t, r) in hosts.items()]
+        dests = [_dest(h, t) for h, (t, _) in hosts.items()]
+        return candidates, dests
+
+    def test_no_plan_exists_when_every_set_was_tried(self):
+        candidates, dests = self._cloud()
+        found = defrag.plan(_request(4), candidates[:1], dests,
+                            movable=candidates)
+        self.assertEqual(drain.NO_PLAN, found.outcome)
+        self.assertTrue(found.reason.startswith('no plan exists'),
+                        found.reason)
+
+    def test_chains_that_left_guests_out_prove_nothing(self):
+        candidates, dests = self._cloud(unreachable=True)
+        found = defrag.plan(_request(4), candidates[:1], dests,
+                            movable=candidates)
+        self.assertEqual(drain.NOT_FOUND, found.outcome)
+        self.assertIn('chains considered 1 of the 2 guests of other hosts',
+                      found.reason)

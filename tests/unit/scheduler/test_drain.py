@@ -109,9 +109,11 @@ class RefusalTest(base.TestCase):
         self.assertFalse(plan.complete)
         (unplaced,) = plan.unplaced
         self.assertEqual('it fits alone on 1 destination(s) (only), but '
-                         'not together with the other guests: every '
-                         'arrangement was tried', unplaced.reason)
+                         'not together with the other guests: no plan '
+                         'exists (every destination and every order of '
+                         'the guests on each was tried)', unplaced.reason)
         self.assertFalse(plan.stopped)
+        self.assertEqual(drain.NO_PLAN, plan.outcome)
 
     def test_identical_guests_are_not_permuted_to_prove_no_room(self):
         # Seven guests of 3 pCPUs, six hosts (all different) each with
@@ -131,8 +133,9 @@ class RefusalTest(base.TestCase):
         plan = drain.plan(guests, dests, max_steps=3)
         self.assertTrue(plan.stopped)
         self.assertFalse(plan.complete)
-        self.assertIn('the search stopped after 3 placements',
-                      plan.unplaced[0].reason)
+        self.assertEqual(drain.NOT_FOUND, plan.outcome)
+        self.assertIn('no plan placing it with the other guests was found '
+                      'within 3 placements', plan.unplaced[0].reason)
 
     def test_a_guest_with_a_problem_is_not_placed(self):
         stuck = drain.Guest('uuid-s', 's', problem='a migration of it is '
