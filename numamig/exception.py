@@ -229,6 +229,15 @@ class BrokerUnreachable(NumamigException):
                "that the broker runs")
 
 
+class ConductorUnreachable(NumamigException):
+    """No conductor answered a command's ping: nothing was asked of it."""
+    msg_fmt = ("No conductor answered on topic %(topic)s of %(url)s within "
+               "%(timeout)s s ([DEFAULT] cli_conductor_timeout); nothing was "
+               "asked of it. Is numamig-conductor running (its log, "
+               "'systemctl status numamig-conductor'), and are [DEFAULT] "
+               "transport_url and control_exchange the ones it uses?")
+
+
 class BrokerRefused(BrokerUnreachable):
     """The message broker answered but refused this client's login
     (TLS handshake, certificate, credentials or vhost)."""
