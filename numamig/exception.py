@@ -88,6 +88,59 @@ def brief(exc):
     return text.strip() or type(exc).__name__
 
 
+# What oslo.messaging puts between a peer's message and its traceback.
+_REMOTE_TRACEBACK = '\nTraceback (most recent call last):'
+
+
+def keep_remote_message(exc):
+    """Make an error a peer raised say its message alone, in place.
+
+    oslo.messaging appends the peer's whole traceback to the ``str`` of
+    the error it rebuilds (numamig.exception.brief). Every operator
+    message, record and log line that names such an error then carries
+    dozens of lines of another process's stack: a migration's ``error``,
+    a memory change's refusal, ``instance show``'s comparison. The RPC
+    clients (numamig.rpc) call this on every error a call raises, so
+    that its ``str`` is what the peer said; the traceback stays in
+    ``remote_traceback`` (and in the peer's log, for an unexpected
+    error). Idempotent; a local error is left as it is.
+
+    :returns: ``exc``.
+    """
+    if getattr(exc, 'remote_traceback', None) is not None:
+        return exc
+    if hasattr(exc, 'exc_type') and hasattr(exc, 'value') and \
+            hasattr(exc, 'traceback'):
+        # oslo.messaging's RemoteError: a peer error it cannot rebuild.
+        trace = exc.traceback
+        exc.remote_traceback = trace if isinstance(trace, str) else \
+            ''.join(trace or ())
+        exc.msg = f"{exc.exc_type}: {exc.value}"
+        exc.args = (exc.msg,)
+        return exc
+    if type(exc).__name__.endswith('_Remote'):
+        # A class oslo.messaging made for this one error: its __str__
+        # returns the message and the traceback.
+        message, trace = _split_remote(str(exc))
+        type(exc).__str__ = lambda self: message
+        exc.remote_traceback = trace
+    elif exc.args and isinstance(exc.args[0], str) and \
+            _REMOTE_TRACEBACK in exc.args[0]:
+        # A builtin error (ValueError...): rebuilt with the traceback in
+        # its first argument.
+        message, trace = _split_remote(exc.args[0])
+        exc.args = (message,) + exc.args[1:]
+        exc.remote_traceback = trace
+    return exc
+
+
+def _split_remote(text):
+    message, found, trace = text.partition(_REMOTE_TRACEBACK)
+    if not found:
+        return text.rstrip('\n'), ''
+    return message, found.lstrip('\n') + trace
+
+
 def _wire_safe(value):
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
@@ -174,6 +227,15 @@ class BrokerUnreachable(NumamigException):
     msg_fmt = ("Cannot reach the message broker %(url)s after %(attempts)s "
                "attempts: %(reason)s; check [DEFAULT] transport_url and "
                "that the broker runs")
+
+
+class ConductorUnreachable(NumamigException):
+    """No conductor answered a command's ping: nothing was asked of it."""
+    msg_fmt = ("No conductor answered on topic %(topic)s of %(url)s within "
+               "%(timeout)s s ([DEFAULT] cli_conductor_timeout); nothing was "
+               "asked of it. Is numamig-conductor running (its log, "
+               "'systemctl status numamig-conductor'), and are [DEFAULT] "
+               "transport_url and control_exchange the ones it uses?")
 
 
 class BrokerRefused(BrokerUnreachable):

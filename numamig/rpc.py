@@ -338,8 +338,43 @@ def get_client(transport, target, version_cap=None, version_manifest=None,
     """
     _calm_amqp_polling()
     return messaging.get_rpc_client(
-        transport, target, version_cap=version_cap,
+        transport, target, client_cls=RPCClient, version_cap=version_cap,
         serializer=get_serializer(version_manifest, known_versions))
+
+
+class RPCClient(messaging.RPCClient):
+    """oslo.messaging's client whose calls raise a peer's error with its
+    message alone as its ``str`` (numamig.exception.keep_remote_message).
+
+    This is where an error from another process becomes the conductor's,
+    an agent's or an operator's: cleaning it here, once, spares every
+    record, log line and command that names it the peer's traceback.
+    """
+
+    def prepare(self, *args, **kwargs):
+        return _PreparedCall(super().prepare(*args, **kwargs))
+
+
+class _PreparedCall:
+    """A prepared call context (what ``RPCClient.prepare`` answers; its
+    ``call`` is also what ``RPCClient.call`` runs)."""
+
+    def __init__(self, context):
+        self._context = context
+
+    def call(self, ctxt, method, **kwargs):
+        try:
+            return self._context.call(ctxt, method, **kwargs)
+        except Exception as exc:
+            exception.keep_remote_message(exc)
+            raise
+
+    def prepare(self, *args, **kwargs):
+        return _PreparedCall(self._context.prepare(*args, **kwargs))
+
+    def __getattr__(self, name):
+        # cast, can_send_version, target, timeout... as oslo's.
+        return getattr(self._context, name)
 
 
 def get_server(transport, target, endpoints, version_manifest=None,

@@ -182,7 +182,8 @@ def guarded(func):
             return fail(exc, EXIT_BAD_INPUT, output_format)
         except exception.MigrationError as exc:
             return fail(exc, EXIT_NO, output_format)
-        except (exception.DatabaseError, exception.BrokerUnreachable) as exc:
+        except (exception.DatabaseError, exception.BrokerUnreachable,
+                exception.ConductorUnreachable) as exc:
             return fail(exc, EXIT_UNEXPECTED, output_format)
         except Exception as exc:
             problem = _rpc_problem(exc)
@@ -202,12 +203,28 @@ def _rpc_problem(exc):
     if messaging is None:
         return None
     if isinstance(exc, messaging.MessagingTimeout):
-        return (f"the conductor did not answer ({exc}); is "
-                f"numamig-conductor running, and is [DEFAULT] "
-                f"transport_url the one it uses?")
+        # It answered the command's ping: it is there, busy or stuck.
+        return ("the conductor answered the ping but not the request "
+                "within its timeout; the request may still be carried "
+                "out: see the conductor's log, and list or show what it "
+                "was about before asking again")
     if isinstance(exc, messaging.MessagingException):
-        return f"RPC to the conductor failed: {exc}"
+        from numamig import exception
+        return f"RPC to the conductor failed: {exception.brief(exc)}"
     return None
+
+
+def describe(exc):
+    """One line for an operator about ``exc``, whatever raised it: a
+    numamig error's message (a peer's without its traceback), what an
+    RPC failure means, else the error's type and message."""
+    from numamig import exception
+    if isinstance(exc, exception.NumamigException):
+        return exception.brief(exc)
+    problem = _rpc_problem(exc)
+    if problem is not None:
+        return problem
+    return f"{type(exc).__name__}: {exception.brief(exc)}"
 
 
 def fail(problem, code, output_format=None):

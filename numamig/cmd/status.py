@@ -5,11 +5,14 @@ numamig.upgradecheck through oslo.upgradecheck, so its table and its JSON
 (``{"name": ..., "checks": [{"check", "result", "details"}]}``, result
 0/1/2) are what deployment tooling parses for every OpenStack service.
 Exit codes: 0 every check succeeded, 1 at least one warning, 2 at least
-one failure, 255 a check could not run at all (a bug) or the
-configuration cannot be read; either of the last two is one line on
-standard error, never a traceback.
+one failure, 255 a check could not run at all (a bug), the
+configuration cannot be read or the command line is wrong; each of the
+last three is one line on standard error, never a traceback. (argparse
+answers a bad command line with 2, which would read as "not ready".)
 """
 
+import contextlib
+import io
 import sys
 
 from oslo_config import cfg
@@ -37,6 +40,12 @@ class UpgradeCommands(upgradecheck.UpgradeCommands):
         self.sources = None
 
     def check(self):
+        # oslo.upgradecheck takes any word after 'upgrade' for 'check'.
+        if self.conf.command.check != 'check':
+            return common.fail(
+                f"unknown action {self.conf.command.check!r} of "
+                f"'upgrade'; the only one is 'check'", EXIT_UNEXPECTED,
+                'json' if self.conf.command.json else None)
         # Imported here: the checks load the versioned objects and
         # oslo.messaging, which --help does not need.
         from numamig.db import api
@@ -69,13 +78,29 @@ def main(argv=None):
     _backend.for_command_line()
     argv = sys.argv[1:] if argv is None else argv
     commands = UpgradeCommands(CONF)
+    output_format = 'json' if '--json' in argv else None
+    # argparse's usage text is held back: a bad command line is one line.
+    said = io.StringIO()
     try:
-        return upgradecheck.main(
-            CONF, 'numamig', commands, argv=argv,
-            default_config_files=cfg.find_config_files(project='numamig'))
+        with contextlib.redirect_stderr(said):
+            code = upgradecheck.main(
+                CONF, 'numamig', commands, argv=argv,
+                default_config_files=cfg.find_config_files(
+                    project='numamig'))
+        sys.stderr.write(said.getvalue())
+        return code
     except cfg.Error as exc:
-        return common.fail(exc, EXIT_UNEXPECTED,
-                           'json' if '--json' in argv else None)
+        sys.stderr.write(said.getvalue())
+        return common.fail(exc, EXIT_UNEXPECTED, output_format)
+    except SystemExit as exc:
+        if exc.code in (0, None):  # --help, --version
+            sys.stderr.write(said.getvalue())
+            raise
+        last = (said.getvalue().strip().splitlines() or ['bad usage'])[-1]
+        return common.fail(
+            f"{last.split(': error: ', 1)[-1]} (usage: numamig-status "
+            f"[--config-file PATH] upgrade check [--json])",
+            EXIT_UNEXPECTED, output_format)
     finally:
         # Leave CONF as found, so that main() can run again in a process.
         # oslo.upgradecheck keeps its sub-command option to itself; it is

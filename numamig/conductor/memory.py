@@ -67,6 +67,7 @@ def set_instance_memory(worker, ctxt, change_uuid, instance_uuid, node,
     """
     instance = instances.get(worker.db, instance_uuid).instance
     host = _host_of(instance)
+    _check_node(worker, host, node)
     request = {'instance': instance_uuid, 'node': node, 'size_mb': size_mb,
                'exact': exact}
     plan = reclaim.plan_guest(
@@ -85,7 +86,7 @@ def reclaim_on_host(worker, ctxt, change_uuid, host, node, size_mb, exact,
     :returns: the change's record.
     :raises HostNotFound, InvalidMemoryChange.
     """
-    worker.cache.get(host)
+    _check_node(worker, host, node)
     devices = []
     for record in instances.get_all(worker.db, host=host):
         topology = record.instance.get('numa_topology')
@@ -122,6 +123,21 @@ def _host_of(instance):
     return instance.host
 
 
+def _check_node(worker, host, node):
+    """Refuse a node the host does not have, before anything is planned:
+    the plan would take everything "elsewhere", from nodes the operator
+    did not name.
+
+    :raises HostNotFound: the host never reported.
+    :raises InvalidMemoryChange: naming the host's nodes.
+    """
+    nodes = sorted(cell.id for cell in worker.cache.get(host).topology.cells)
+    if node not in nodes:
+        raise exception.InvalidMemoryChange(
+            reason=f"host {host} has no NUMA node {node}; its nodes are "
+                   f"{', '.join(map(str, nodes))}")
+
+
 def _free_mb(worker, host):
     """{host node: MiB not used}, from the host's last report with the
     scheduler's reservations applied."""
@@ -142,11 +158,24 @@ def _run(worker, ctxt, change_uuid, host, request, plan, dry_run, conf):
         result = carry_out(worker, ctxt, host, plan, conf)
     except Exception as exc:  # noqa: BLE001 - recorded failed, re-raised
         memory_changes.finish(worker.db, change_uuid, memory_changes.FAILED,
-                              plan.as_dict(), {'error': str(exc)})
+                              plan.as_dict(),
+                              {'error': exception.brief(exc)})
         raise
-    return memory_changes.finish(worker.db, change_uuid,
-                                 memory_changes.DONE, plan.as_dict(),
-                                 result)
+    return memory_changes.finish(worker.db, change_uuid, _status(result),
+                                 plan.as_dict(), result)
+
+
+def _status(result):
+    """'failed' when every guest refused (nothing changed; the result
+    says why in 'error'), 'partial' when some did, else 'done'."""
+    refused = [g for g in result['guests'] if g.get('error')]
+    if not refused:
+        return memory_changes.DONE
+    if len(refused) < len(result['guests']):
+        return memory_changes.PARTIAL
+    result['error'] = (f"every guest refused, nothing changed: "
+                       f"{refused[0]['error']}")
+    return memory_changes.FAILED
 
 
 def carry_out(worker, ctxt, host, plan, conf):
@@ -168,7 +197,8 @@ def carry_out(worker, ctxt, host, plan, conf):
                         instance_uuid, host, exc)
             guests.append({'instance': instance_uuid, 'requested': sizes,
                            'current': None, 'reached': False,
-                           'released_mb': 0, 'error': str(exc)})
+                           'released_mb': 0,
+                           'error': exception.brief(exc)})
     _refresh(worker, ctxt, host)
     released = sum(g['released_mb'] for g in guests)
     return {'guests': guests, 'released_mb': released,

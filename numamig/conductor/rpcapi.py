@@ -250,6 +250,14 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                 LOG.warning("No conductor answered within %s s (attempt "
                             "%d); still waiting", attempt_timeout, attempt)
 
+    def ping(self, ctxt, timeout):
+        """Whether a conductor serves this client's topic, within
+        ``timeout`` seconds (a command asks before its action).
+
+        :raises MessagingTimeout: none answered.
+        """
+        self._ping(ctxt, timeout)
+
     def _ping(self, ctxt, timeout):
         """Ping; an agent's client moves to the agents' topic when the
         conductor answers at QUEUE_VERSION (an older one refuses it)."""

@@ -39,6 +39,14 @@ opts = [
                     "(transport_url), a few seconds apart, before it gives "
                     "up with exit code 255 naming the broker. The daemons "
                     "always retry: they must outlive a broker restart."),
+    cfg.FloatOpt('cli_conductor_timeout', default=5.0, min=0.5, max=60,
+                 help="Seconds numamig-manage waits for a conductor to "
+                      "answer a ping before an action that asks the "
+                      "conductor: with none answering, the action is not "
+                      "sent and the command ends at once with exit code "
+                      "255, in one line naming the conductor's topic and "
+                      "the broker, instead of waiting for the action's "
+                      "whole timeout (60 s and more)."),
     cfg.ListOpt('foreign_numa_specs', default=[],
                 help="Flavor keys of the hw: namespace, and image "
                      "properties of the matching names (such as "

@@ -15,7 +15,8 @@ import sqlalchemy as sa
 from numamig.db import _rows
 from numamig.db import models
 
-RUNNING, DONE, FAILED = 'running', 'done', 'failed'
+# PARTIAL: some guests refused (their error in the result), others not.
+RUNNING, DONE, PARTIAL, FAILED = 'running', 'done', 'partial', 'failed'
 
 
 def start(db, uuid, host, request):
@@ -36,7 +37,7 @@ def start(db, uuid, host, request):
 
 
 def finish(db, uuid, status, plan, result):
-    """Record how a change ended (status DONE or FAILED)."""
+    """Record how a change ended (status DONE, PARTIAL or FAILED)."""
     with db.writer() as session:
         session.execute(sa.update(models.MemoryChange).where(
             models.MemoryChange.uuid == uuid).values(

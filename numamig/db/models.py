@@ -354,7 +354,7 @@ class MemoryChange(TimestampMixin, Base):
     ``request`` is what was asked (instance or host, node, size, exact),
     ``plan`` the numa.reclaim plan made for it, ``result`` what the
     guests really did (None while it runs); ``status`` is 'running',
-    'done' or 'failed'.
+    'done', 'partial' (some guests refused) or 'failed'.
     """
 
     __tablename__ = 'memory_changes'

@@ -59,6 +59,14 @@ class Endpoint:
         raise exception.MigrationPreCheckError(
             reason=f"{host} has no free 2048 KiB pages on any cell")
 
+    def fail_unexpectedly(self, context, kind):
+        self.calls.append(('fail_unexpectedly', context, kind))
+        error = {'builtin': ValueError, 'foreign': PeerBug}[kind]
+        try:
+            raise OSError("the cause, with its own traceback")
+        except OSError as cause:
+            raise error(f"{kind} failure on the peer") from cause
+
     # What a conductor handler passes on when the agent it asked did not
     # answer (numamig.compute.rpcapi).
     @messaging.expected_exceptions(exception.MigrationError)
@@ -67,6 +75,11 @@ class Endpoint:
         raise compute_rpcapi.AgentCallTimeout(
             host=host, method='delete_instance', timeout=60,
             option='[DEFAULT] rpc_response_timeout_migration')
+
+
+class PeerBug(Exception):
+    """An error of a module oslo.messaging does not rebuild (a
+    RemoteError on RabbitMQ)."""
 
 
 class RPCTestBase(base.TestCase):
@@ -139,6 +152,32 @@ class RoundTripTest(RPCTestBase):
         self.assertEqual(
             {'reason': 'dst has no free 2048 KiB pages on any cell'},
             exc.kwargs)
+
+
+    def test_a_peer_error_says_its_message_alone(self):
+        # What the conductor records (a migration's or memory change's
+        # error) and what an operator reads: the peer's message, not its
+        # stack (there over RabbitMQ until numamig.rpc.RPCClient).
+        exc = self.assertRaises(exception.MigrationPreCheckError,
+                                self.client.call, self.ctxt, 'refuse',
+                                host='dst')
+        self.assertEqual(str(exception.MigrationPreCheckError(
+            reason='dst has no free 2048 KiB pages on any cell')), str(exc))
+        self.assertEqual(str(exc), f"{exc}")
+        builtin = self.assertRaises(ValueError, self.client.call, self.ctxt,
+                                    'fail_unexpectedly', kind='builtin')
+        self.assertEqual('builtin failure on the peer', str(builtin))
+        # RemoteError on RabbitMQ, PeerBug itself where not serialized.
+        foreign = self.assertRaises((messaging.RemoteError, PeerBug),
+                                    self.client.call, self.ctxt,
+                                    'fail_unexpectedly', kind='foreign')
+        self.assertNotIn('Traceback', str(foreign))
+        self.assertIn('foreign failure on the peer', str(foreign))
+        if self.transport_kind == 'rabbit':
+            self.assertIsInstance(foreign, messaging.RemoteError)
+            # Kept for whoever wants the peer's stack.
+            for error in (exc, builtin, foreign):
+                self.assertIn('Traceback', error.remote_traceback)
 
 
 class MalformedObjectTest(RPCTestBase):

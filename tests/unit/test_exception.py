@@ -117,6 +117,33 @@ class BriefTest(base.TestCase):
         self.assertNotIn('\n', exception.brief(remote))
         self.assertIn('KeyError', exception.brief(remote))
 
+    def test_remote_error_keeps_its_message_alone(self):
+        local = exception.NoValidHost(reason='host-a: full\nhost-b: down')
+        remote = exception.keep_remote_message(self._remote(local))
+        self.assertEqual(str(local), str(remote))
+        self.assertIsInstance(remote, exception.NoValidHost)
+        self.assertTrue(remote.remote_traceback.startswith('Traceback'))
+        # Idempotent: a second pass keeps the message whole.
+        self.assertEqual(str(local),
+                         str(exception.keep_remote_message(remote)))
+
+    def test_remote_builtin_and_foreign_errors_keep_their_message(self):
+        builtin = exception.keep_remote_message(
+            self._remote(ValueError('bad value')))
+        self.assertEqual(('bad value',), builtin.args)
+
+        class Foreign(Exception):
+            pass
+        foreign = exception.keep_remote_message(
+            self._remote(Foreign('odd')))
+        self.assertNotIn('Traceback', str(foreign))
+        self.assertIn('odd', str(foreign))
+
+    def test_local_error_is_left_alone(self):
+        local = RuntimeError('boom\nsecond line')
+        self.assertIs(local, exception.keep_remote_message(local))
+        self.assertEqual('boom\nsecond line', str(local))
+
     def test_local_error_is_unchanged(self):
         self.assertEqual('boom', exception.brief(RuntimeError('boom')))
         self.assertEqual('RuntimeError', exception.brief(RuntimeError()))

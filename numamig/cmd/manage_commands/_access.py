@@ -57,10 +57,32 @@ def conductor(timeout=CALL_TIMEOUT):
         exchange = None
     else:
         topic = f'{topic}-{exchange}'
-    return rpcapi.ConductorAPI(transport,
-                               version_cap=CONF.upgrade_levels.conductor,
-                               timeout=timeout, topic=topic,
-                               exchange=exchange)
+    api = rpcapi.ConductorAPI(transport,
+                              version_cap=CONF.upgrade_levels.conductor,
+                              timeout=timeout, topic=topic,
+                              exchange=exchange)
+    _ping(api, topic, url)
+    return api
+
+
+def _ping(api, topic, url):
+    """Fail fast when no conductor listens.
+
+    An action sent to a topic no conductor consumes waits its whole
+    timeout (60 s, more for memory changes) in silence; a ping bounded
+    by [DEFAULT] cli_conductor_timeout answers in milliseconds when one
+    runs, and the action is never sent when none does.
+
+    :raises ConductorUnreachable: naming the topic and the broker.
+    """
+    import oslo_messaging as messaging
+    try:
+        api.ping(context(), CONF.cli_conductor_timeout)
+    except messaging.MessagingTimeout:
+        from numamig import broker
+        raise exception.ConductorUnreachable(
+            topic=topic, url=broker.masked(url),
+            timeout=f"{CONF.cli_conductor_timeout:g}") from None
 
 
 def context():

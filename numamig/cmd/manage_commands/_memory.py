@@ -47,14 +47,39 @@ def run(method, output_format, **kwargs):
     answer = getattr(api, method)(_access.context(),
                                   uuidutils.generate_uuid(), **kwargs)
     common.print_output(answer, output_format, show)
-    if answer.get('status') == 'failed':
-        return common.fail(f"memory change failed: "
-                           f"{(answer.get('result') or {}).get('error')}",
-                           common.EXIT_NO)
+    problem = why_not(answer)
+    if problem is None:
+        return common.EXIT_OK
+    # stderr only: stdout already holds the change.
+    return common.fail(problem, common.EXIT_NO)
+
+
+def why_not(answer):
+    """The one line saying why a change answers 1; None when it
+    reached its target (or, dry run, would)."""
     plan, result = answer.get('plan') or {}, answer.get('result') or {}
-    if plan.get('short_mb') or result.get('all_reached') is False:
-        return common.EXIT_NO
-    return common.EXIT_OK
+    change = f"memory change {answer['uuid']} on {answer['host']}"
+    if answer.get('status') == 'failed':
+        return f"{change} failed: {result.get('error')}"
+    guests = result.get('guests') or ()
+    refused = [g for g in guests if g.get('error')]
+    if refused:
+        return (f"{change}: {len(refused)} of {len(guests)} guests "
+                f"refused; {refused[0]['instance']}: "
+                f"{refused[0]['error']}")
+    late = [g['instance'] for g in guests if not g.get('reached')]
+    if late:
+        return (f"{change}: {', '.join(late)} did not reach the size asked "
+                f"within [virtio_mem] resize_timeout "
+                f"({CONF.virtio_mem.resize_timeout} s); what they did is "
+                f"recorded")
+    if plan.get('short_mb'):
+        verb = 'would be' if answer.get('status') == 'planned' else 'is'
+        why = '; '.join(plan.get('notes') or ()) or \
+            "the guests' devices cannot give or take more"
+        return (f"{change} {verb} {abs(plan['short_mb'])} MiB short of "
+                f"{abs(plan.get('wanted_mb') or 0)} MiB: {why}")
+    return None
 
 
 def show(data):

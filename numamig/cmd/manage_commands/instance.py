@@ -260,8 +260,13 @@ def _xml_check(instance):
             _access.context(), instance.uuid)
         actual = guest_parse.parse_guest_topology(xml)
     except Exception as exc:  # noqa: BLE001 - shown, records still shown
-        return {'compared': False,
-                'reason': f"{type(exc).__name__}: {exc}"}
+        if isinstance(exc, exception.InstanceNotFound):
+            # The record is there (it was just read): the host is what
+            # does not know the guest.
+            return {'compared': False,
+                    'reason': f"host {instance.host} has no domain of "
+                              f"this guest (it is recorded there)"}
+        return {'compared': False, 'reason': common.describe(exc)}
     return {'compared': True, 'differences': placement.differences(
         instance.get('numa_topology'), actual)}
 

@@ -9,6 +9,7 @@ conductor RPC client.
 import contextlib
 import io
 import os
+import sys
 from unittest import mock
 
 import fixtures
@@ -30,6 +31,20 @@ make_instance = db_base.make_instance
 make_migration = db_base.make_migration
 make_context = db_base.make_context
 new_uuid = db_base.new_uuid
+
+
+def from_the_wire(exc):
+    """``exc`` as oslo.messaging rebuilds it on the caller's side of a
+    call over a real broker (its str followed by the peer's traceback)."""
+    from oslo_messaging._drivers import common as messaging_common
+
+    from numamig import exception
+    try:
+        raise exc
+    except Exception:  # noqa: BLE001 - serialized, as a server does
+        wire = messaging_common.serialize_remote_exception(sys.exc_info())
+    return messaging_common.deserialize_remote_exception(
+        wire, [exception.__name__])
 
 
 class CLITestCase(base.TestCase):

@@ -34,6 +34,9 @@ class GuardedTest(base.TestCase):
             (ValueError('not a number'), 127),
             (exception.MigrationError(reason='no host fits'), 1),
             (exception.DatabaseError(url='sqlite://', reason='locked'), 255),
+            (exception.ConductorUnreachable(
+                topic='numamig-conductor', url='rabbit://h:5672/',
+                timeout='5'), 255),
             (messaging.MessagingTimeout('60 s'), 255),
         ]
         for exc, code in cases:
@@ -41,7 +44,9 @@ class GuardedTest(base.TestCase):
         lines = self.err.getvalue().splitlines()
         self.assertEqual(len(cases), len(lines))
         self.assertTrue(all(line.startswith('error: ') for line in lines))
-        self.assertIn('is numamig-conductor running', lines[-1])
+        self.assertIn('Is numamig-conductor running', lines[-2])
+        # A conductor that answered the ping, then not the request.
+        self.assertIn('the request may still be carried out', lines[-1])
         self.assertEqual('', self.out.getvalue())
 
     def test_json_error_on_stdout_with_format_json(self):

@@ -1,5 +1,11 @@
 """How numamig-manage reaches the conductor (manage_commands._access)."""
 
+import time
+from unittest import mock
+
+import fixtures
+
+from numamig import exception
 from numamig import rpc
 from numamig import service
 from numamig.cmd.manage_commands import _access
@@ -17,6 +23,9 @@ class ConductorClientTestCase(base.TestCase):
         self.flags(transport_url='fake://')
 
     def assert_same_target_as_the_services(self):
+        # No conductor listens here: the ping is answered for it.
+        self.useFixture(fixtures.MockPatch(
+            'numamig.conductor.rpcapi.ConductorAPI.ping'))
         client = _access.conductor(timeout=7)
         names = service.RPCNames.from_conf(CONF)
         target = client.client.target
@@ -33,3 +42,29 @@ class ConductorClientTestCase(base.TestCase):
         self.flags(control_exchange='numamig-ci-abc123')
         target = self.assert_same_target_as_the_services()
         self.assertEqual('numamig-ci-abc123', target.exchange)
+
+
+class NoConductorTestCase(ConductorClientTestCase):
+    """No conductor consumes the topic: one line at once, nothing sent."""
+
+    def test_fails_within_the_ping_timeout_naming_the_conductor(self):
+        self.flags(cli_conductor_timeout=0.5)
+        sent = []
+        real = rpc._PreparedCall.call
+
+        def call(prepared, ctxt, method, **kwargs):
+            sent.append(method)
+            return real(prepared, ctxt, method, **kwargs)
+        with mock.patch.object(rpc._PreparedCall, 'call', call):
+            began = time.monotonic()
+            exc = self.assertRaises(exception.ConductorUnreachable,
+                                    _access.conductor)
+            took = time.monotonic() - began
+        # Before: the action itself was sent and waited 60 s.
+        self.assertLess(took, 3)
+        self.assertEqual(['ping'], sent)
+        self.assertIn('No conductor answered on topic numamig-conductor',
+                      str(exc))
+        self.assertIn('within 0.5 s ([DEFAULT] cli_conductor_timeout); '
+                      'nothing was asked of it', str(exc))
+        self.assertNotIn('\n', str(exc))

@@ -51,6 +51,39 @@ class ManageInstanceTestCase(cli_base.CLITestCase):
         (diff,) = json.loads(out)['xml_check']['differences']
         self.assertIn('recorded pins 0->2 1->3, XML pins 0->3 1->2', diff)
 
+    def test_show_of_a_guest_whose_domain_is_missing_is_one_line(self):
+        # What the conductor passes on from the agent, as the wire
+        # rebuilds it: before, ~90 lines of the agent's traceback.
+        guest = self.add_instance('cn1')
+        self.api.get_domain_xml.side_effect = \
+            exception.keep_remote_message(cli_base.from_the_wire(
+                exception.InstanceNotFound(instance_uuid=guest.uuid)))
+        code, out, err = self.run_cli('instance', 'show', guest.uuid)
+        self.assertEqual((0, ''), (code, err))
+        self.assertIn("  domain XML not compared: host cn1 has no domain of "
+                      "this guest (it is recorded there)\n", out)
+        self.assertNotIn('Traceback', out)
+        code, out, _ = self.run_cli('instance', 'show', guest.uuid,
+                                    '--format', 'json')
+        self.assertEqual({'compared': False,
+                          'reason': 'host cn1 has no domain of this guest '
+                                    '(it is recorded there)'},
+                         json.loads(out)['xml_check'])
+
+    def test_show_when_no_conductor_answers_is_one_line(self):
+        guest = self.add_instance('cn1')
+        self.api.get_domain_xml.side_effect = \
+            exception.ConductorUnreachable(topic='numamig-conductor',
+                                           url='rabbit://h:5672/',
+                                           timeout='5')
+        code, out, _ = self.run_cli('instance', 'show', guest.uuid,
+                                    '--format', 'json')
+        self.assertEqual(0, code)
+        reason = json.loads(out)['xml_check']['reason']
+        self.assertTrue(reason.startswith('No conductor answered on topic '
+                                          'numamig-conductor'), reason)
+        self.assertNotIn('ConductorUnreachable', reason)
+
     def test_show_unknown_and_malformed(self):
         self.assertEqual(127, self.run_cli('instance', 'show',
                                            cli_base.new_uuid())[0])

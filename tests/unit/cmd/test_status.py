@@ -241,3 +241,33 @@ class ContractTestCase(cli_base.CLITestCase):
         self.add_report('cn1')
         for _ in range(2):
             self.assertEqual(0, self.run_cli('upgrade', 'check', '--json')[0])
+
+
+class UsageTestCase(cli_base.CLITestCase):
+    """A wrong command line: one line and 255, never argparse's 2 (which
+    reads as "NOT ready") nor a check run for a misspelt action."""
+
+    main = staticmethod(status.main)
+
+    def test_wrong_command_lines_are_one_line_and_255(self):
+        for argv, fragment in (
+                ((), 'arguments are required: command'),
+                (('--bogus', 'upgrade', 'check'),
+                 'unrecognized arguments: --bogus'),
+                (('upgrade', 'check', '--bogus'),
+                 'unrecognized arguments: --bogus'),
+                (('upgrade', 'chek'), "unknown action 'chek'"),
+                (('update', 'check'), "invalid choice: 'update'")):
+            code, out, err = self.run_cli(*argv)
+            self.assertEqual((255, 1), (code, len(err.splitlines())),
+                             (argv, out, err))
+            self.assertTrue(err.startswith('error: '), err)
+            self.assertIn(fragment, err)
+            self.assertNotIn('Database schema', out)
+
+    def test_wrong_command_line_with_json_is_a_json_error(self):
+        code, out, _ = self.run_cli('upgrade', 'chek', '--json')
+        self.assertEqual(255, code)
+        self.assertEqual({'error': "unknown action 'chek' of 'upgrade'; "
+                                   "the only one is 'check'",
+                          'exit_code': 255}, json.loads(out))

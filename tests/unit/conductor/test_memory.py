@@ -47,11 +47,11 @@ class MemoryChangeTest(base.ConductorTestCase):
         return [(c.virtio_mem_requested_mb, c.virtio_mem_current_mb)
                 for c in topology.cells]
 
-    def set_memory(self, change, size_mb, **kwargs):
+    def set_memory(self, change, size_mb, node=1, **kwargs):
         kwargs.setdefault('exact', True)
         kwargs.setdefault('dry_run', False)
         return memory.set_instance_memory(
-            self.worker, None, change, self.uuid, 1, size_mb,
+            self.worker, None, change, self.uuid, node, size_mb,
             conf=SETTINGS, **kwargs)
 
     def test_shrink_released_only_by_what_the_guest_unplugged(self):
@@ -87,8 +87,56 @@ class MemoryChangeTest(base.ConductorTestCase):
         done = self.set_memory(change, 320)
         self.assertEqual([(256, 256), (256, 256)], self.cells())
         self.assertIn('not supported', done['result']['guests'][0]['error'])
-        self.assertEqual('done', memory_changes.get(self.db,
-                                                    change)['status'])
+        # Nothing changed: not 'done' (the CLI printed "done" and exit 1).
+        self.assertEqual('failed', done['status'])
+        self.assertEqual(done, memory_changes.get(self.db, change))
+        self.assertEqual(
+            "every guest refused, nothing changed: Hypervisor on src "
+            "failed to resize: not supported", done['result']['error'])
+
+    def test_some_guests_refused_is_partial(self):
+        other = uuidutils.generate_uuid()
+        record = instances.get(self.db, self.uuid).instance
+        instances.create(self.db, objects.Instance(
+            uuid=other, name='g2', project_id='demo', host='src', vcpus=2,
+            memory_mb=1024, extra_specs=dict(record.extra_specs),
+            numa_topology=objects.InstanceNUMATopology(
+                instance_uuid=other,
+                cells=[c.obj_clone() for c in
+                       record.numa_topology.cells])))
+
+        def resize(ctxt, host, instance_uuid, sizes, deadline, timeout):
+            if instance_uuid == other:
+                raise exception.HypervisorError(
+                    host='src', action='resize', reason='not supported')
+            return {'current': {str(k): v for k, v in sizes.items()},
+                    'reached': True}
+        self.compute_api.resize_virtio_mem.side_effect = resize
+        done = memory.reclaim_on_host(
+            self.worker, None, uuidutils.generate_uuid(), 'src', 1, 512,
+            True, False, SETTINGS)
+        self.assertEqual('partial', done['status'])
+        self.assertEqual([False, True], sorted(
+            'error' in guest for guest in done['result']['guests']))
+        self.assertNotIn('error', done['result'])
+
+    def test_node_the_host_does_not_have_refused(self):
+        # Without the check the plan took all from nodes 0 and 1
+        # ("elsewhere") and the command answered 0.
+        for call in (
+                lambda: self.set_memory(uuidutils.generate_uuid(), 128,
+                                        node=7),
+                lambda: memory.reclaim_on_host(
+                    self.worker, None, uuidutils.generate_uuid(), 'src', 5,
+                    100, False, False, SETTINGS),
+                lambda: memory.reclaim_on_host(
+                    self.worker, None, uuidutils.generate_uuid(), 'src', 5,
+                    100, False, True, SETTINGS)):
+            exc = self.assertRaises(exception.InvalidMemoryChange, call)
+            self.assertRegex(str(exc), r'host src has no NUMA node [57]; '
+                                       r'its nodes are 0, 1$')
+        self.compute_api.resize_virtio_mem.assert_not_called()
+        self.assertEqual([(256, 256), (256, 256)], self.cells())
 
     def test_dry_run_records_nothing(self):
         change = uuidutils.generate_uuid()
