@@ -73,9 +73,9 @@ def _domains(db, api, ctxt, host):
                 for r in instances.get_all(db, host=host)]
     listed = {d['uuid'] for d in domains}
     guests = [pins.Guest(r.instance.uuid, r.instance.name,
-                         instance=r.instance,
-                         error=f"recorded on {host}, which has no such "
-                               f"domain")
+                         instance=r.instance, missing=True,
+                         error=f"recorded on {host}, whose hypervisor has "
+                               f"no domain for it")
               for r in instances.get_all(db, host=host)
               if r.instance.uuid not in listed]
     for domain in domains:
@@ -92,12 +92,18 @@ def _domains(db, api, ctxt, host):
 
 def _guests(db, api, ctxt, host):
     """Recorded guests one by one: a conductor capped below API 1.1."""
+    from numamig import exception
     from numamig.db import instances
     guests = []
     for record in instances.get_all(db, host=host):
         instance = record.instance
         try:
             xml = api.get_domain_xml(ctxt, instance.uuid)
+        except exception.DomainNotFound as exc:
+            guests.append(pins.Guest(instance.uuid, instance.name,
+                                     instance=instance, missing=True,
+                                     error=exception.brief(exc)))
+            continue
         except Exception as exc:  # noqa: BLE001 - reported as a finding
             guests.append(pins.Guest(instance.uuid, instance.name,
                                      instance=instance,
