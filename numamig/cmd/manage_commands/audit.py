@@ -31,7 +31,8 @@ class AuditCommands:
         vCPU pins outside the host's dedicated set, emulator threads on
         the wrong CPU set, guests whose XML differs from numamig's
         records (or whose persistent definition differs from the running
-        domain), claims held by migrations no longer in progress, and
+        domain), guests recorded on a host whose hypervisor has no
+        domain for them, claims held by migrations no longer in progress, and
         usage (pinned pCPUs, pages per host cell, guests and claims) an
         agent's last report shows that the records do not hold, or the
         other way round ('heal claims' fixes both). Changes nothing.

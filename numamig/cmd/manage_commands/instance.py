@@ -91,11 +91,14 @@ class InstanceCommands:
     @common.format_option
     @common.guarded
     def list(self, host=None, output_format='human'):
-        """List guests with their host, size and placement summary.
+        """List guests with their host, power state, size and placement.
 
-        Exit codes: 0 listed (also when there is none); 127 --host names
-        a host the conductor never heard of; 255 the database cannot be
-        used.
+        The power state is the one recorded: ``shutdown`` means that the
+        host's agent found no domain for the guest at its start (a
+        libvirt test-driver host loses its guests whenever its agent
+        restarts). Exit codes: 0 listed (also when there is none); 127
+        --host names a host the conductor never heard of; 255 the
+        database cannot be used.
         """
         from numamig.db import compute_nodes
         from numamig.db import instances
@@ -185,9 +188,11 @@ class InstanceCommands:
         Refused while a migration of the guest is in progress (abort it
         first); a guest whose host does not answer stays recorded.
         Deleting an instance that is not recorded changes nothing and is
-        not an error, so a retry is safe. Exit codes: 0 deleted (or not
-        recorded); 127 malformed UUID, or a migration is in progress;
-        255 the conductor or the host cannot be reached.
+        not an error, so a retry is safe. The answer says whether a
+        domain was destroyed, or that the host had none for the guest
+        (its record and usage are removed all the same). Exit codes: 0
+        deleted (or not recorded); 127 malformed UUID, or a migration is
+        in progress; 255 the conductor or the host cannot be reached.
         """
         _access.require_uuid(uuid, 'instance')
         ctxt = _access.context()
