@@ -189,6 +189,16 @@ class InstanceNotFound(NotFound):
     msg_fmt = "Instance %(instance_uuid)s could not be found."
 
 
+class DomainNotFound(InstanceNotFound):
+    """The instance is recorded on a host whose hypervisor has no domain
+    for it: not an unknown instance. A libvirt test-driver host, whose
+    domains live in its agent's memory, says so after every restart of
+    its agent."""
+
+    msg_fmt = ("Instance %(instance_uuid)s is recorded on %(host)s, but "
+               "the hypervisor of %(host)s has no domain for it.")
+
+
 class MigrationNotFound(NotFound):
     msg_fmt = "Migration %(migration_uuid)s could not be found."
 

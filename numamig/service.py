@@ -319,8 +319,28 @@ class ConductorService(_RPCService):
             self.agent_server = None
 
     def stop(self, graceful=True):
-        """Stop taking requests, then admitting migrations; let the
-        running ones reach a point where another worker can go on."""
+        """Start nothing new from the first moment; stop taking
+        requests; let the migration tasks running reach a point where
+        another worker can go on.
+
+        Before anything waits: no migration is admitted, no drain or
+        defragmentation move started, no start request sent again, and
+        the operators' waits held here are answered. The RPC servers
+        wait for their requests in flight, and a worker that went on
+        meanwhile started drain moves after SIGTERM whose migrations
+        then ran with no conductor to record their ends.
+        """
+        LOG.info("Conductor %s stopping: no migration, drain move or "
+                 "defragmentation move starts here any more; migrations "
+                 "admitted here and not started go back to the queue",
+                 self.rpc_target.server)
+        self.executor.stop_admitting()
+        self.manager.drains.stop_starting()
+        if self.periodic is not None:
+            self.periodic.stop()
+            self.periodic = None
+        self.manager.watch.stop()
+        self.manager.drain_watch.stop()
         self._stop_servers()
         self.manager.drains.stop()
         self.executor.stop(graceful)

@@ -20,17 +20,20 @@ OUTSIDE_DEDICATED = 'pin-outside-dedicated-set'
 EMULATOR_WRONG_SET = 'emulator-threads-on-wrong-set'
 XML_DIFFERS = 'xml-differs-from-records'
 UNREADABLE_XML = 'xml-unreadable'
+MISSING_DOMAIN = 'domain-missing'
 LEAKED_CLAIM = 'leaked-claim'
 USAGE_UNOWNED = 'reported-usage-no-record-owns'
 USAGE_UNREPORTED = 'recorded-usage-not-reported'
 KINDS = (SHARED_PCPU, OUTSIDE_DEDICATED, EMULATOR_WRONG_SET, XML_DIFFERS,
-         UNREADABLE_XML, LEAKED_CLAIM, USAGE_UNOWNED, USAGE_UNREPORTED)
+         MISSING_DOMAIN, UNREADABLE_XML, LEAKED_CLAIM, USAGE_UNOWNED,
+         USAGE_UNREPORTED)
 
 TITLES = {
     SHARED_PCPU: "pCPUs pinned by more than one guest",
     OUTSIDE_DEDICATED: "vCPU pins outside the host's dedicated set",
     EMULATOR_WRONG_SET: "emulator threads on the wrong CPU set",
     XML_DIFFERS: "domain XML differs from numamig's records",
+    MISSING_DOMAIN: "guests recorded on a host that has no domain for them",
     UNREADABLE_XML: "domain XML that could not be read",
     LEAKED_CLAIM: "claims held by migrations no longer in progress",
     USAGE_UNOWNED: "usage an agent reports that no record owns",
@@ -62,6 +65,9 @@ class Guest:
     :param error: why the XML could not be fetched.
     :param persistent_xml: the persistent definition, when known: what
         the guest runs with after its next restart.
+    :param missing: its host listed its domains and this guest's was
+        not among them (not an XML that could not be read: there is
+        none to read).
     """
 
     uuid: str
@@ -70,6 +76,7 @@ class Guest:
     instance: object = None
     error: str = None
     persistent_xml: str = None
+    missing: bool = False
 
 
 def audit_host(host, topology, guests):
@@ -84,8 +91,8 @@ def audit_host(host, topology, guests):
     for guest in guests:
         info, problem = _read(guest)
         if problem is not None:
-            findings.append(Finding(UNREADABLE_XML, host, problem,
-                                    (guest.uuid,)))
+            kind = MISSING_DOMAIN if guest.missing else UNREADABLE_XML
+            findings.append(Finding(kind, host, problem, (guest.uuid,)))
             continue
         for pcpu in set().union(*info.cpu_pins.values()) \
                 if info.cpu_pins else set():

@@ -4,7 +4,9 @@ Reads /etc/numamig/numamig.conf (or --config-file/--config-dir), checks
 the configuration, waits for the database (``[database] max_retries``)
 and refuses to run on a schema other than the newest ('numamig-manage db
 sync' first), then serves the conductor RPC API. SIGTERM stops it
-gracefully: in-flight requests finish first.
+gracefully: from that moment it admits no migration and starts no drain
+or defragmentation move, answers the operators' waits it holds, lets
+in-flight requests and started migration tasks finish, and exits.
 
 ``[conductor] workers`` worker processes serve the same topic and share
 the database (one per CPU when unset). SQLite allows a single writer

@@ -29,9 +29,12 @@ target's report that shows the moves, then records whether the room is
 there (defragment_run.conclude).
 
 All of it is conditional database writes, so two workers passing over
-one drain at once start nothing twice. Nothing here waits on an RPC
-pool: the driver records migrations and wakes the executor, whose
-threads run them.
+one drain at once start nothing twice. A stopping worker (``stop`` or
+``stop_starting``) starts nothing more: no move, no migration of a move
+whose record a dead worker left unmade; a pass under way follows the
+moves it looks at and ends, and the next conductor takes the rest.
+Nothing here waits on an RPC pool: the driver records migrations and
+wakes the executor, whose threads run them.
 """
 
 import threading
@@ -96,9 +99,14 @@ class DrainDriver:
         self._thread.start()
         self.wake()
 
-    def stop(self):
+    def stop_starting(self):
+        """Start no move and record no migration from now on (the
+        worker stops); returns at once, a pass under way ends soon."""
         self._stopping.set()
         self._wake.set()
+
+    def stop(self):
+        self.stop_starting()
         if self._thread is not None and self._thread.is_alive() and \
                 self._thread is not threading.current_thread():
             self._thread.join()
@@ -141,8 +149,8 @@ class DrainDriver:
         for move in data['moves']:
             if move['status'] == drains.MIGRATING:
                 changed |= self._follow(data, move)
-        started = drains.start_moves(self.worker.db, drain_uuid,
-                                     uuidutils.generate_uuid)
+        started = [] if self._stopping.is_set() else drains.start_moves(
+            self.worker.db, drain_uuid, uuidutils.generate_uuid)
         recorded = [self._record(data, move) for move in started]
         if any(recorded):
             self._wake_executor()
@@ -183,7 +191,10 @@ class DrainDriver:
         """Record the move's migration (idempotent by its uuid).
 
         :returns: True when recorded (or found recorded); a move whose
-            migration is refused at once is re-planned or failed.
+            migration is refused at once is re-planned or failed. False,
+            recording nothing, once this worker stops: the move stays
+            migrating with its migration's uuid, which the next
+            conductor records (``_follow``).
         """
         ctxt = nm_context.get_admin_context()
         try:
@@ -191,6 +202,12 @@ class DrainDriver:
                 self.worker.db, move['instance_uuid'],
                 move['migration_uuid'])
             if recorded is None:
+                if self._stopping.is_set():
+                    LOG.info("Drain %s: stopping; the migration of %s to "
+                             "%s is left to the next conductor",
+                             data['uuid'], move['instance_uuid'],
+                             move['planned_host'])
+                    return False
                 requests.record(self.worker, ctxt, move['instance_uuid'],
                                 move['planned_host'], data['priority'],
                                 move['migration_uuid'])

@@ -105,6 +105,12 @@ class MigrationExecutor:
         with self._lock:
             return self._busy
 
+    def stop_admitting(self):
+        """Admit and start nothing from now on (the worker stops);
+        returns at once. Tasks running go on; ``stop`` waits for them."""
+        self._stopping.set()
+        self._wake.set()
+
     def stop(self, graceful=True):
         """Admit nothing more; with ``graceful`` let running tasks end.
 
@@ -112,8 +118,7 @@ class MigrationExecutor:
         the queue, where another worker (or this one's next start)
         takes them.
         """
-        self._stopping.set()
-        self._wake.set()
+        self.stop_admitting()
         if self._thread.is_alive() and \
                 self._thread is not threading.current_thread():
             self._thread.join()
@@ -178,8 +183,16 @@ class MigrationExecutor:
     def _dispatch(self):
         with self._lock:
             free = self.workers - self._busy
+        if self._stopping.is_set():
+            return
         admitted = queue.admit(self.db, self.limits, free, self.lease_s)
         self._starved = len(admitted) >= free
+        if admitted and self._stopping.is_set():
+            # The stop began while they were admitted: none starts here.
+            queue.release(self.db, admitted)
+            LOG.info("%d migration(s) admitted as this worker stopped "
+                     "went back to the queue", len(admitted))
+            return
         for uuid in admitted:
             with self._lock:
                 self._busy += 1
@@ -193,6 +206,11 @@ class MigrationExecutor:
 
     def _task(self, uuid):
         with self._lock:
+            if self._stopping.is_set():
+                # Admitted, not started: ``stop`` puts it back in the
+                # queue with the others still pending.
+                self._busy -= 1
+                return
             self._pending.discard(uuid)
             self._running.add(uuid)
         requeued = False

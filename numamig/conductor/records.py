@@ -304,7 +304,7 @@ def set_status(worker, migration_uuid, status, detail=None, error=None,
     values = None
     if result is not None:
         values = results.record_values(migration_uuid, result, status)
-        detail = detail or results.describe(result)
+        detail = detail or results.describe(result, status)
     migration = migrations.set_status(worker.db, migration_uuid, status,
                                       detail=detail, expected=expected,
                                       error=error, result=values)

@@ -72,9 +72,14 @@ def _bounded(name, value):
     return actions[-migration_obj.MAX_ACTIONS:]
 
 
-def describe(result):
+def describe(result, status=None):
     """One line for the status history, e.g. ``native run of 412 ms,
-    downtime 18 ms, converged by post-copy``."""
+    downtime 18 ms, converged by post-copy``.
+
+    :param status: the status recorded with it: a run that ended before
+        the guest left its source (failed, cancelled) is not worded as
+        one that carried the guest over.
+    """
     kind = 'emulated' if result.get('emulated') else 'native'
     elapsed = result.get('elapsed_ms')
     parts = [f"{kind} run of {elapsed} ms" if elapsed is not None
@@ -93,6 +98,15 @@ def describe(result):
         parts.append(f"post-copy recovery: "
                      f"{recovery.describe(result['postcopy_recovery'])}")
     if result.get('emulated'):
-        parts.append("numamig defined the guest on the destination itself "
-                     "(the hypervisor cannot migrate)")
+        parts.append(_emulated_words(status))
     return ', '.join(parts)
+
+
+def _emulated_words(status):
+    """What numamig did in place of the hypervisor, by how it ended."""
+    if status is None or status in STATUS.COPIED:
+        return ("numamig defined the guest on the destination itself "
+                "(the hypervisor cannot migrate)")
+    return ("stopped before numamig defined the guest on the destination "
+            "(the hypervisor cannot migrate): the guest stayed on its "
+            "source")

@@ -7,6 +7,11 @@ to a tenth of the wait after it happened. A waiter now sits in the
 conductor until the migration changes, and is answered the moment this
 worker records its end.
 
+A stopping conductor worker answers every wait it holds at once, with
+the migration as it is (``stop``): its RPC server waits for the requests
+in flight before the worker can stop, and a wait held for its whole
+timeout kept a SIGTERM'd worker up for 30 s.
+
 Bounded: at most ``max_waiters`` waits hold an RPC thread of the
 operators' topic at once (agents have a topic and threads of their own);
 one more is answered at once with the migration as it is, and its caller
@@ -41,6 +46,17 @@ class MigrationWatch:
         self._clock = clock
         self._lock = threading.Lock()
         self._events = {}
+        self._stopping = threading.Event()
+
+    def stop(self):
+        """Answer every wait held now, and every later one at once (the
+        worker stops: its callers ask again, of another worker)."""
+        self._stopping.set()
+        with self._lock:
+            events = [e for waiting in self._events.values()
+                      for e in waiting]
+        for event in events:
+            event.set()
 
     def heard(self, migration):
         """A migration ended here: wake whoever waits on it."""
@@ -57,6 +73,7 @@ class MigrationWatch:
         """
         current = read()
         if changed(current) or timeout <= 0 or self._slots is None or \
+                self._stopping.is_set() or \
                 not self._slots.acquire(blocking=False):
             return current
         event = threading.Event()
@@ -71,7 +88,7 @@ class MigrationWatch:
                 event.wait(min(delay, remaining))
                 event.clear()
                 current = read()
-                if changed(current):
+                if changed(current) or self._stopping.is_set():
                     return current
                 delay = min(delay * 2, RECHECK_S)
         finally:

@@ -22,7 +22,8 @@ from tests import base
 SHARED = frozenset({0, 8, 4, 12})
 
 
-class ManageEmbeddedTestCase(base.TestCase):
+class EmbeddedCLIBase(base.TestCase):
+    """Two test-driver hosts and the CLI's config; no test here."""
 
     def setUp(self):
         super().setUp()
@@ -51,6 +52,9 @@ class ManageEmbeddedTestCase(base.TestCase):
         code, out, err = self.cli(*argv, '--format', 'json')
         self.assertEqual(expected, code, err)
         return json.loads(out)
+
+
+class ManageEmbeddedTestCase(EmbeddedCLIBase):
 
     def test_create_migrate_audit(self):
         created = self.json_of(
@@ -127,3 +131,66 @@ class ManageEmbeddedTestCase(base.TestCase):
         self.assertNotIn('1P', out)
         again = self.json_of('instance', 'delete', uuid)
         self.assertFalse(again['deleted'])
+
+
+class RestartedTestDriverAgentTest(EmbeddedCLIBase):
+    """A test-driver host keeps its domains in its agent's process: the
+    agent restarted, its guests are gone. Every follow-up an operator
+    reaches for must say so, not that an XML was unreadable, that the
+    instance is unknown, or that a domain was destroyed."""
+
+    def restart_agent_losing_guests(self, name):
+        agent = self.dep.agents.pop(name)
+        # Stopping drops the test driver's connection, and with it its
+        # domains, as a restarted numamig-compute process does.
+        self.dep._stop_agent(agent)
+        self.dep.restart_agent(name)
+
+    def test_follow_ups_say_the_domain_is_missing(self):
+        uuid = self.json_of(
+            'instance', 'create', '--host', 'host-a', '--vcpus', '2',
+            '--memory', '1024',
+            '--property', 'hw:cpu_policy=dedicated')['uuid']
+        self.restart_agent_losing_guests('host-a')
+        self.assertNotIn(uuid, self.dep.agent('host-a').driver.list_guests())
+
+        audit = self.json_of('audit', 'pins', expected=3)
+        self.assertEqual(['domain-missing'],
+                         [g['kind'] for g in audit['groups']])
+        code, out, _ = self.cli('audit', 'pins')
+        self.assertIn('guests recorded on a host that has no domain for '
+                      'them (1)', out)
+        self.assertNotIn('could not be read', out)
+
+        code, out, err = self.cli('migration', 'start', uuid, '--host',
+                                  'host-b', '--dry-run')
+        self.assertEqual(127, code, out + err)
+        self.assertIn(f'error: Instance {uuid} is recorded on host-a, but '
+                      f'the hypervisor of host-a has no domain for it.',
+                      err)
+        self.assertNotIn('could not be found', err)
+
+        code, out, _ = self.cli('instance', 'list')
+        self.assertEqual(0, code)
+        (row,) = [line for line in out.splitlines() if uuid in line]
+        self.assertIn(' shutdown ', row)
+        self.assertIn('shutdown: its host found no domain for it', out)
+
+        code, out, _ = self.cli('instance', 'delete', uuid)
+        self.assertEqual(0, code)
+        self.assertIn('its host had no domain for it (nothing was '
+                      'destroyed)', out)
+        self.assertNotIn('domain destroyed', out)
+        self.assertEqual([], self.json_of('instance', 'list')['instances'])
+
+    def test_delete_of_a_present_domain_says_it_was_destroyed(self):
+        uuid = self.json_of(
+            'instance', 'create', '--host', 'host-a', '--vcpus', '2',
+            '--memory', '1024')['uuid']
+        code, out, _ = self.cli('instance', 'list')
+        (row,) = [line for line in out.splitlines() if uuid in line]
+        self.assertIn(' running ', row)
+        self.assertNotIn('shutdown:', out)
+        deleted = self.json_of('instance', 'delete', uuid)
+        self.assertEqual((True, 'present'),
+                         (deleted['deleted'], deleted['domain']))

@@ -5,6 +5,12 @@ Following uses the conductor's ``host_drain_wait`` (API 1.10): each
 call is held in the conductor until the drain or one of its migrations
 changes, so progress is drawn as it happens with no polling at a fixed
 interval; every wait is bounded by what is left of ``--timeout``.
+
+A move whose migration does not change for STILL_WAITING_AFTER_S gets a
+``still waiting`` line, at most one round of them per
+STILL_WAITING_EVERY_S: a drain stuck on one guest is not silent, and a
+long one does not flood the terminal. They come when a wait returns (at
+most WAIT_CHUNK_S apart), not from a poll of their own.
 """
 
 import sys
@@ -21,6 +27,10 @@ WAIT_CHUNK_S = 10.0
 # many waits as it allows) is followed by this pause.
 BUSY_PAUSE_S = 0.5
 ENDED = ('completed', 'failed', 'aborted')
+# A migrating move unchanged this long gets a "still waiting" line ...
+STILL_WAITING_AFTER_S = 30.0
+# ... again at most this often (one line per such move each time).
+STILL_WAITING_EVERY_S = 30.0
 
 
 def start(host, to, keep_free_nodes, parallel, wait, timeout,
@@ -77,9 +87,11 @@ def follow(api, ctxt, data, output_format, timeout=None, stream=None,
     draw = output_format != 'json'
     deadline = None if timeout is None else clock() + timeout
     shown = {}
+    stuck = _StillWaiting(stream)
     while True:
         if draw:
             _draw_changes(data, shown, stream)
+            stuck.note(data, clock())
         if data['status'] in ENDED:
             return data
         remaining = None if deadline is None else deadline - clock()
@@ -93,6 +105,51 @@ def follow(api, ctxt, data, output_format, timeout=None, stream=None,
                 clock() - began < asked / 2:
             sleep(min(BUSY_PAUSE_S, asked))
         data = seen
+
+
+class _StillWaiting:
+    """Say which migrating moves have not changed for a while, and since
+    when (as this command saw them), at a bounded rate."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.since = {}         # instance uuid -> (its line, first seen)
+        self.said_at = None
+
+    def note(self, data, now):
+        stuck = []
+        for move in data['moves']:
+            key = move['instance_uuid']
+            if move['status'] != 'migrating':
+                self.since.pop(key, None)
+                continue
+            line = move_line(move)
+            seen = self.since.get(key)
+            if seen is None or seen[0] != line:
+                self.since[key] = (line, now)
+                continue
+            if now - seen[1] >= STILL_WAITING_AFTER_S:
+                stuck.append((move, now - seen[1]))
+        if not stuck or (self.said_at is not None and
+                         now - self.said_at < STILL_WAITING_EVERY_S):
+            return
+        self.said_at = now
+        for move, for_s in stuck:
+            print(f"  still waiting: {still_waiting_line(move, for_s)}",
+                  file=self.stream, flush=True)
+
+
+def still_waiting_line(move, for_s):
+    """``web-1 -> dst, migration M accepted for 45 s``."""
+    where = move['dest_host'] or move['planned_host'] or '?'
+    migration = move.get('migration')
+    state = "its migration not recorded yet" if migration is None else \
+        f"migration {migration['uuid']} {migration['status']}"
+    if migration is not None and migration['memory_total']:
+        copied = 100 * migration['memory_processed'] // \
+            migration['memory_total']
+        state += f" at {copied}%"
+    return f"{move['name']} -> {where}, {state} for {for_s:.0f} s"
 
 
 def move_line(move):

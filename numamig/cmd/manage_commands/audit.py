@@ -31,7 +31,8 @@ class AuditCommands:
         vCPU pins outside the host's dedicated set, emulator threads on
         the wrong CPU set, guests whose XML differs from numamig's
         records (or whose persistent definition differs from the running
-        domain), claims held by migrations no longer in progress, and
+        domain), guests recorded on a host whose hypervisor has no
+        domain for them, claims held by migrations no longer in progress, and
         usage (pinned pCPUs, pages per host cell, guests and claims) an
         agent's last report shows that the records do not hold, or the
         other way round ('heal claims' fixes both). Changes nothing.
@@ -73,9 +74,9 @@ def _domains(db, api, ctxt, host):
                 for r in instances.get_all(db, host=host)]
     listed = {d['uuid'] for d in domains}
     guests = [pins.Guest(r.instance.uuid, r.instance.name,
-                         instance=r.instance,
-                         error=f"recorded on {host}, which has no such "
-                               f"domain")
+                         instance=r.instance, missing=True,
+                         error=f"recorded on {host}, whose hypervisor has "
+                               f"no domain for it")
               for r in instances.get_all(db, host=host)
               if r.instance.uuid not in listed]
     for domain in domains:
@@ -92,12 +93,18 @@ def _domains(db, api, ctxt, host):
 
 def _guests(db, api, ctxt, host):
     """Recorded guests one by one: a conductor capped below API 1.1."""
+    from numamig import exception
     from numamig.db import instances
     guests = []
     for record in instances.get_all(db, host=host):
         instance = record.instance
         try:
             xml = api.get_domain_xml(ctxt, instance.uuid)
+        except exception.DomainNotFound as exc:
+            guests.append(pins.Guest(instance.uuid, instance.name,
+                                     instance=instance, missing=True,
+                                     error=exception.brief(exc)))
+            continue
         except Exception as exc:  # noqa: BLE001 - reported as a finding
             guests.append(pins.Guest(instance.uuid, instance.name,
                                      instance=instance,

@@ -17,6 +17,9 @@ from numamig.cmd.manage_commands import _memory
 
 # Seconds ``show`` waits for the domain XML before showing records only.
 XML_TIMEOUT = 10
+# The power state numamig records for a guest whose domain its host's
+# agent did not find at its start (numamig.compute.reconcile).
+SHUTDOWN = 'shutdown'
 
 
 class InstanceCommands:
@@ -88,11 +91,14 @@ class InstanceCommands:
     @common.format_option
     @common.guarded
     def list(self, host=None, output_format='human'):
-        """List guests with their host, size and placement summary.
+        """List guests with their host, power state, size and placement.
 
-        Exit codes: 0 listed (also when there is none); 127 --host names
-        a host the conductor never heard of; 255 the database cannot be
-        used.
+        The power state is the one recorded: ``shutdown`` means that the
+        host's agent found no domain for the guest at its start (a
+        libvirt test-driver host loses its guests whenever its agent
+        restarts). Exit codes: 0 listed (also when there is none); 127
+        --host names a host the conductor never heard of; 255 the
+        database cannot be used.
         """
         from numamig.db import compute_nodes
         from numamig.db import instances
@@ -182,25 +188,50 @@ class InstanceCommands:
         Refused while a migration of the guest is in progress (abort it
         first); a guest whose host does not answer stays recorded.
         Deleting an instance that is not recorded changes nothing and is
-        not an error, so a retry is safe. Exit codes: 0 deleted (or not
-        recorded); 127 malformed UUID, or a migration is in progress;
-        255 the conductor or the host cannot be reached.
+        not an error, so a retry is safe. The answer says whether a
+        domain was destroyed, or that the host had none for the guest
+        (its record and usage are removed all the same). Exit codes: 0
+        deleted (or not recorded); 127 malformed UUID, or a migration is
+        in progress; 255 the conductor or the host cannot be reached.
         """
         _access.require_uuid(uuid, 'instance')
-        deleted = _access.conductor().instance_delete(_access.context(),
-                                                      uuid)
-        data = {'uuid': uuid, 'deleted': deleted}
+        ctxt = _access.context()
+        domain = _domain_before_delete(
+            _access.conductor(timeout=XML_TIMEOUT), ctxt, uuid)
+        deleted = _access.conductor().instance_delete(ctxt, uuid)
+        data = {'uuid': uuid, 'deleted': deleted,
+                'domain': domain if deleted else None}
         common.print_output(data, output_format, _print_deleted)
         return common.EXIT_OK
 
 
+def _domain_before_delete(api, ctxt, uuid):
+    """Whether the guest's host has its domain, asked just before the
+    delete (the delete answers only whether a record was removed):
+    'present', 'missing' (recorded on a host whose hypervisor has no
+    domain for it, e.g. a test-driver host whose agent restarted), or
+    'unknown' (not recorded, no host, or the host did not say)."""
+    try:
+        api.get_domain_xml(ctxt, uuid)
+    except exception.DomainNotFound:
+        return 'missing'
+    except Exception:  # noqa: BLE001 - the delete says what is wrong
+        return 'unknown'
+    return 'present'
+
+
 def _print_deleted(data):
-    if data['deleted']:
-        print(f"Deleted instance {data['uuid']}: domain destroyed, usage "
-              f"released, record removed.")
-    else:
+    if not data['deleted']:
         print(f"Instance {data['uuid']} is not recorded: nothing to "
               f"delete.")
+        return
+    domain = {
+        'present': "domain destroyed",
+        'missing': "its host had no domain for it (nothing was "
+                   "destroyed)",
+    }.get(data['domain'], "domain destroyed if its host had one")
+    print(f"Deleted instance {data['uuid']}: {domain}, usage released, "
+          f"record removed.")
 
 
 def _new_instance(vcpus, memory, properties, name, project):
@@ -309,13 +340,21 @@ def _print_list(data):
     if not data['instances']:
         print("No instance is recorded.")
         return
-    print(f"{'UUID':<36}  {'NAME':<16} {'HOST':<12} {'VCPU':>4} "
-          f"{'MiB':>6}  PLACEMENT")
+    print(f"{'UUID':<36}  {'NAME':<16} {'HOST':<12} {'POWER':<8} "
+          f"{'VCPU':>4} {'MiB':>6}  PLACEMENT")
     for row in data['instances']:
         claim = ' (claim held)' if row['claim'] else ''
         print(f"{row['uuid']:<36}  {row['name']:<16} "
-              f"{row['host'] or '-':<12} {row['vcpus']:>4} "
-              f"{row['memory_mb']:>6}  {row['summary']}{claim}")
+              f"{row['host'] or '-':<12} {row['power_state']:<8} "
+              f"{row['vcpus']:>4} {row['memory_mb']:>6}  "
+              f"{row['summary']}{claim}")
+    if any(row['power_state'] == SHUTDOWN for row in data['instances']):
+        # numamig records 'shutdown' only when an agent, at its start,
+        # found no domain for a guest recorded on its host.
+        print(f"{SHUTDOWN}: its host found no domain for it when its agent "
+              f"started (a libvirt test-driver host loses its guests "
+              f"whenever its agent restarts); 'instance delete' removes "
+              f"the record")
 
 
 def _print_show(data):

@@ -488,6 +488,14 @@ def _result_lines(result, status):
                STATUS.CANCELLED: " (before it was cancelled)"}
     lines = [f"duration: {_ms(result['elapsed_ms'])}"
              f"{partial.get(status, '')}"]
+    if result['emulated'] and status in STATUS.UNSUCCESSFUL:
+        # Stopped before the destination defined the guest: nothing
+        # was carried over, whatever the modelled copy had reached.
+        return lines + [
+            "emulated: yes (the hypervisor cannot migrate, e.g. the "
+            "libvirt test driver); the run was stopped before numamig "
+            "defined the guest on the destination: the guest stayed on "
+            "its source"]
     if result['emulated'] and result['downtime_ms'] is not None:
         return lines + [
             f"downtime: {_ms(result['downtime_ms'])} (modelled)",

@@ -529,7 +529,8 @@ class LibvirtDriver(driver.ComputeDriver):
             return self._connection().lookupByUUIDString(instance_uuid)
         except libvirt.libvirtError as exc:
             if errors.is_missing_domain(exc):
-                raise exception.InstanceNotFound(instance_uuid=instance_uuid)
+                raise exception.DomainNotFound(instance_uuid=instance_uuid,
+                                               host=self.host)
             raise errors.hypervisor_error(exc, self.host,
                                           f"look up {instance_uuid}")
 

@@ -1,9 +1,11 @@
 """numamig-manage host list / show / export-topology."""
 
+import io
 import json
 from unittest import mock
 
 from numamig import exception
+from numamig.cmd.manage_commands import _drain_run_output
 from tests.unit.cmd import cli_base
 
 
@@ -514,3 +516,62 @@ class HostDefragmentTestCase(cli_base.CLITestCase):
             self.assertIn(said, out)
             if not room:
                 self.assertIn('no room for the guest: taken', err)
+
+
+class DrainWaitStillWaitingTestCase(cli_base.CLITestCase):
+    """``host drain --wait`` says which move is stuck, at a bounded rate,
+    from the waits it makes anyway (no poll of its own)."""
+
+    def follow(self, answers, timeout):
+        now = [0.0]
+        stream = io.StringIO()
+        api = mock.Mock()
+
+        def wait(ctxt, data, asked):
+            now[0] += asked          # held for its whole time: unchanged
+            return answers(now[0])
+        api.host_drain_wait.side_effect = wait
+        _drain_run_output.follow(api, None, answers(0.0), 'human',
+                                 timeout=timeout, stream=stream,
+                                 clock=lambda: now[0],
+                                 sleep=lambda s: None)
+        return stream.getvalue().splitlines(), api
+
+    def test_a_stuck_move_is_said_every_30_s_at_most(self):
+        stuck = _drain(moves=[_drain_move(migration='accepted',
+                                          processed=0)])
+        lines, api = self.follow(lambda now: stuck, timeout=100)
+        said = [line for line in lines if 'still waiting' in line]
+        # Unchanged from 0 s: said at 30 s and 60 s, again at 90 s.
+        self.assertEqual(
+            ['  still waiting: web-1 -> dst, migration m-1 accepted at 0% '
+             'for 30 s',
+             '  still waiting: web-1 -> dst, migration m-1 accepted at 0% '
+             'for 60 s',
+             '  still waiting: web-1 -> dst, migration m-1 accepted at 0% '
+             'for 90 s'], said)
+        # The waits it made anyway, 10 s each: no poll of its own.
+        self.assertEqual(10, api.host_drain_wait.call_count)
+
+    def test_a_moving_migration_is_not_stuck(self):
+        def moving(now):
+            return _drain(moves=[_drain_move(processed=int(now))],
+                          signature=f"1:{now}")
+        lines, _ = self.follow(moving, timeout=100)
+        self.assertEqual([], [line for line in lines
+                              if 'still waiting' in line])
+
+    def test_json_says_nothing_on_the_terminal(self):
+        stuck = _drain(moves=[_drain_move(migration='accepted')])
+        now = [0.0]
+        stream = io.StringIO()
+        api = mock.Mock()
+
+        def wait(ctxt, data, asked):
+            now[0] += asked
+            return stuck
+        api.host_drain_wait.side_effect = wait
+        _drain_run_output.follow(api, None, stuck, 'json', timeout=100,
+                                 stream=stream, clock=lambda: now[0],
+                                 sleep=lambda s: None)
+        self.assertEqual('', stream.getvalue())

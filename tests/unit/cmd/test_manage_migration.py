@@ -72,6 +72,21 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
                                        '--format', 'json')[1])
         self.assertIs(True, data['result']['emulated'])
 
+    def test_show_aborted_emulated_run(self):
+        # An emulated run aborted during its modelled copy: the guest
+        # never reached the destination, whatever the copy had reached.
+        for status, downtime in (('cancelled', None), ('failed', 40)):
+            mig = self.record(status='running', dest_host='dst')
+            migrations.set_status(self.db, mig.uuid, status, error='stop',
+                                  result={'elapsed_ms': 50, 'emulated': True,
+                                          'downtime_ms': downtime})
+            out = self.run_cli('migration', 'show', mig.uuid)[1]
+            self.assertIn('the guest stayed on its source', out)
+            self.assertNotIn('defined the guest on the destination by '
+                             'numamig', out)
+            self.assertNotIn('emulated: yes, numamig defined the guest',
+                             out)
+
     def test_show_partial_run(self):
         mig = self.record(status='running', dest_host='dst')
         migrations.set_status(self.db, mig.uuid, 'failed', error='link',

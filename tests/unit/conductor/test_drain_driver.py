@@ -64,6 +64,37 @@ class DrainDriverTestCase(base.ConductorTestCase):
         self.driver.run_once()
         self.assertEqual(1, len(migrations.get_all(self.db)))
 
+    def test_a_stopping_worker_starts_no_move(self):
+        """SIGTERM: a move that ends while the worker stops must not be
+        followed by the next one here; the next conductor starts it."""
+        self.driver.run_once()
+        (migration,) = migrations.get_all(self.db)
+        records.set_status(self.worker, migration.uuid, 'cancelled')
+        self.driver.stop_starting()
+        self.driver.run_once()
+        self.assertEqual([migration.uuid],
+                         [m.uuid for m in migrations.get_all(self.db)])
+        self.assertEqual(['cancelled', 'pending'],
+                         [m['status'] for m in self.moves()])
+        cache, restarted = self.new_worker()
+        restarted.drains.run_once()
+        self.assertEqual(2, len(migrations.get_all(self.db)))
+        self.assertEqual(['cancelled', 'migrating'],
+                         [m['status'] for m in self.moves()])
+
+    def test_a_stopping_worker_leaves_an_unrecorded_move_to_the_next(self):
+        """A move marked migrating whose migration a dead worker never
+        recorded is recorded by the next worker, not by a stopping one."""
+        started = drains.start_moves(self.db, DRAIN, lambda: MIGRATION)
+        self.assertEqual(1, len(started))
+        self.driver.stop_starting()
+        self.driver.run_once()
+        self.assertEqual([], migrations.get_all(self.db))
+        cache, restarted = self.new_worker()
+        restarted.drains.run_once()
+        self.assertEqual([MIGRATION],
+                         [m.uuid for m in migrations.get_all(self.db)])
+
     def test_a_new_worker_rebuilds_the_reservations(self):
         self.driver.run_once()
         cache, restarted = self.new_worker()

@@ -129,6 +129,38 @@ class ExecutorTestCase(db_base.DBTestCase):
         self.assertEqual([first], self.started)
         self.assertIn(second, queue.positions(self.db))
 
+    def test_once_stopping_it_admits_nothing_while_a_task_runs(self):
+        """SIGTERM: the stop begins while a task runs (the service then
+        waits for its RPC servers); a request or an end waking it then
+        must not let a queued migration in, though threads are free."""
+        self.expected = 1
+        first = self.request(source='a')
+        runner = self.start(workers=2)
+        self.assertTrue(self.all_started.wait(WAIT))
+        runner.stop_admitting()
+        second = self.request(source='b')
+        runner.wake()
+        time.sleep(0.3)
+        self.assertEqual([first], self.started)
+        self.assertEqual({second: 1}, queue.positions(self.db))
+
+    def test_admitted_as_the_stop_begins_goes_back_to_the_queue(self):
+        self.expected = 1
+        uuid = self.request()
+        runner = executor.MigrationExecutor(self.db, LIMITS, 1, self._run,
+                                            recheck=60)
+        self.addCleanup(runner.stop)
+        real = queue.admit
+
+        def admit(*args, **kwargs):
+            admitted = real(*args, **kwargs)
+            runner.stop_admitting()     # SIGTERM during the admission
+            return admitted
+        with mock.patch.object(queue, 'admit', admit):
+            runner._dispatch()
+        self.assertEqual([], self.started)
+        self.assertEqual(0, runner.busy)
+        self.assertEqual({uuid: 1}, queue.positions(self.db))
 
 def _once_then(error, real):
     calls = []

@@ -45,6 +45,24 @@ class DescribeTest(test_base.TestCase):
         self.assertEqual(self.line, results.describe(self.result))
 
 
+class DescribeByStatusTest(test_base.TestCase):
+    """An emulated run is worded by how it ended: one stopped before the
+    destination defined the guest carried nothing over."""
+
+    scenarios = [
+        (status, {'status': status, 'carried': status in (
+            'post-migrating', 'completed')})
+        for status in ('post-migrating', 'completed', 'failed',
+                       'cancelled')]
+
+    def test_emulated_line(self):
+        line = results.describe(EMULATED, self.status)
+        self.assertEqual(self.carried, 'numamig defined the guest on the '
+                         'destination itself' in line, line)
+        self.assertEqual(not self.carried, 'the guest stayed on its source'
+                         in line, line)
+
+
 class RecordValuesTest(test_base.TestCase):
 
     def test_completed_run_leaves_nothing_remaining(self):

@@ -82,3 +82,35 @@ class WatchTestCase(base.TestCase):
         self.assertEqual(1, record.reads)
         self.assertEqual(('m-1', 'running'), watch.MigrationWatch(0).wait(
             record.read, 'm-1', changed_from('running'), 30))
+
+
+class StoppingWatchTestCase(base.TestCase):
+    """A stopping conductor worker answers the waits it holds: its RPC
+    server waits for them before the worker can stop."""
+
+    def test_a_held_wait_is_answered_at_the_stop(self):
+        record = Record()
+        watcher = watch.MigrationWatch(4)
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig.conductor.watch.FIRST_RECHECK_S', 30))
+        done = threading.Event()
+        answers = []
+
+        def waiter():
+            answers.append(watcher.wait(record.read, 'm-1',
+                                        changed_from('running'), 30))
+            done.set()
+        threading.Thread(target=waiter, daemon=True).start()
+        while record.reads == 0:
+            done.wait(0.01)
+        watcher.stop()
+        self.assertTrue(done.wait(5), "the stop did not answer the wait")
+        self.assertEqual([('m-1', 'running')], answers)
+
+    def test_a_wait_after_the_stop_is_answered_at_once(self):
+        record = Record()
+        watcher = watch.MigrationWatch(4)
+        watcher.stop()
+        self.assertEqual(('m-1', 'running'), watcher.wait(
+            record.read, 'm-1', changed_from('running'), 30))
+        self.assertEqual(1, record.reads)
