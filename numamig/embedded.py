@@ -8,7 +8,9 @@ in SQL (a SQLite file by default, or any database URL). Each compute
 host is a libvirt test-driver host whose NUMA topology comes from a
 capabilities file; migrations between such hosts are EMULATED by the
 agents (the destination defines the rewritten XML, the source forgets
-the guest), and say so in their logs.
+the guest), and say so in their logs. A host may instead name the URI
+of a real libvirtd (the real tier's daemons): its topology is then the
+host's own, and its guests are real QEMU guests.
 
     with EmbeddedDeployment([HostDefinition('host-a', caps_a),
                              HostDefinition('host-b', caps_b)]) as dep:
@@ -101,7 +103,13 @@ class HostDefinition:
     """One embedded compute host.
 
     :param capabilities_file: libvirt capabilities XML of its topology
-        (a name under etc/numamig/hosts, or a path).
+        (a name under etc/numamig/hosts, or a path): a test-driver host.
+    :param uri: instead of a capabilities file, the URI of a real
+        libvirtd (``qemu+unix:///system?socket=...``): the agent drives
+        it as a daemon's agent would, with the host's own capabilities,
+        so what a command does reaches real QEMU guests.
+    :param virt_type: its ``[libvirt] virt_type`` on a real URI (``qemu``:
+        TCG, which every machine can run).
     :param service_version: the release the agent behaves as (a testing
         aid for mixed-version clouds).
     :param compute_version_cap: its ``[upgrade_levels] compute``.
@@ -115,7 +123,7 @@ class HostDefinition:
     """
 
     name: str
-    capabilities_file: str
+    capabilities_file: str = None
     cpu_dedicated_set: frozenset = None
     cpu_shared_set: frozenset = None
     reserved_host_memory_mb: int = 0
@@ -123,17 +131,32 @@ class HostDefinition:
     compute_version_cap: str = None
     migration_guard: bool = False
     migration: lv_settings.MigrationSettings = None
+    uri: str = None
+    virt_type: str = 'qemu'
+
+    def __post_init__(self):
+        if (self.capabilities_file is None) == (self.uri is None):
+            raise exception.Invalid(
+                reason=f"embedded host {self.name} needs either a "
+                       f"capabilities file (a test-driver host) or the URI "
+                       f"of a real libvirtd, not "
+                       f"{'both' if self.uri else 'neither'}")
 
     def caps_path(self):
+        """The capabilities file's path; None for a real libvirtd."""
+        if self.capabilities_file is None:
+            return None
         if os.path.isabs(self.capabilities_file):
             return self.capabilities_file
         return os.path.join(HOSTS_DIR, self.capabilities_file)
 
     def driver(self, state_dir=None):
         """Its driver; the guard's claims file goes in ``state_dir``."""
+        # A test-driver host keeps the settings' own virt_type.
+        real = {'virt_type': self.virt_type} if self.uri else {}
         settings = lv_settings.LibvirtSettings(
-            host=self.name, uri=f'test://{TEST_NODE_FILE}',
-            capabilities_file=self.caps_path(),
+            host=self.name, uri=self.uri or f'test://{TEST_NODE_FILE}',
+            capabilities_file=self.caps_path(), **real,
             cpu_dedicated_set=_frozen(self.cpu_dedicated_set),
             cpu_shared_set=_frozen(self.cpu_shared_set),
             reserved_host_memory_mb=self.reserved_host_memory_mb,

@@ -146,7 +146,29 @@ def _free_mb(worker, host):
             for cell in topology.cells}
 
 
+def _refuse_if_nothing_changes(host, request, plan):
+    """Refuse a change of which no guest can make any part.
+
+    Carried out, it would record a change, ask no guest and end short by
+    all of it: the operator gets the same answer up front, with nothing
+    recorded and the reason in one line (exit 127), as for a host with
+    no device at all. A change that can make part of its amount goes
+    ahead and answers how short it fell.
+    """
+    if plan.steps or not plan.short_mb:
+        return
+    who = f"instance {request['instance']}" if 'instance' in request \
+        else f"the guests on {host}"
+    verb = 'give' if plan.wanted_mb < 0 else 'take'
+    where = f"on host node {plan.node}" + (
+        '' if plan.exact else ' or elsewhere')
+    raise exception.InvalidMemoryChange(
+        reason=f"{who} can {verb} none of the {abs(plan.wanted_mb)} MiB "
+               f"asked {where}: nothing changed")
+
+
 def _run(worker, ctxt, change_uuid, host, request, plan, dry_run, conf):
+    _refuse_if_nothing_changes(host, request, plan)
     if dry_run:
         return {'uuid': change_uuid, 'host': host, 'status': 'planned',
                 'request': request, 'plan': plan.as_dict(), 'result': None}

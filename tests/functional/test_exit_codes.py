@@ -154,4 +154,17 @@ class ExitCodeContractTest(test_multiprocess.MultiProcessTestBase):
                                dest, '--format', 'json')
         self.assertIn('"status": "completed"', run.stdout)
         self.assert_code(0, 'numamig-manage', 'host', 'enable', dest)
+        # A reclaim no guest can give any of (devices with nothing
+        # plugged): refused in one line, nothing recorded or asked.
+        self.assert_code(0, 'numamig-manage', 'instance', 'create',
+                         '--host', dest, '--vcpus', '2', '--memory', '1024',
+                         '--property', 'hw:numa_nodes=2', '--property',
+                         'hw:virtio_mem_size=512', '--property',
+                         'hw:virtio_mem_requested=0')
+        for extra in ((), ('--exact',), ('--dry-run',)):
+            run = self.assert_code(127, 'numamig-manage', 'host', 'reclaim',
+                                   dest, '--node', '0', '--size', '128',
+                                   *extra, changes_nothing=True)
+            self.assertIn(f'the guests on {dest} can give none of the 128 '
+                          f'MiB asked on host node 0', run.stderr)
         self.stop_daemons()

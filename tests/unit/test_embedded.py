@@ -1,4 +1,5 @@
-"""The embedded deployment's waits: woken by the conductor, not polled."""
+"""The embedded deployment: its waits (woken by the conductor, not
+polled) and its host definitions."""
 
 import threading
 import time
@@ -50,3 +51,31 @@ class WaitForMigrationTest(base.TestCase):
                 exception.MigrationError, 'm-1 still running after 0.05 s',
                 self.dep.wait_for_migration, 'm-1', timeout=0.05)
         self.assertEqual({}, self.dep.ends._events)
+
+
+class HostDefinitionTest(base.TestCase):
+
+    def test_a_real_uri_drives_that_libvirtd_with_its_own_topology(self):
+        host = embedded.HostDefinition(
+            'real', uri='qemu+unix:///system?socket=/run/x.sock')
+        settings = host.driver()._settings
+        self.assertEqual(('qemu+unix:///system?socket=/run/x.sock', None,
+                          'qemu', False),
+                         (settings.uri, settings.capabilities_file,
+                          settings.virt_type, settings.is_test_driver))
+
+    def test_a_capabilities_file_is_a_test_driver_host(self):
+        settings = embedded.HostDefinition(
+            'a', 'numa-2cell-a.xml').driver()._settings
+        self.assertTrue(settings.is_test_driver)
+        self.assertTrue(settings.capabilities_file.endswith(
+            'numa-2cell-a.xml'))
+
+    def test_either_a_capabilities_file_or_a_uri(self):
+        self.assertRaisesMessage(
+            exception.Invalid, 'embedded host a needs either a capabilities '
+            'file (a test-driver host) or the URI of a real libvirtd, not '
+            'both', embedded.HostDefinition, 'a', 'numa-2cell-a.xml',
+            uri='qemu:///system')
+        self.assertRaisesMessage(
+            exception.Invalid, 'not neither', embedded.HostDefinition, 'a')

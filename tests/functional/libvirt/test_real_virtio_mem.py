@@ -28,14 +28,6 @@ from tests.functional.libvirt import real_hosts
 GUEST = '5a1e0000-aaaa-4bbb-8ccc-00000000e018'
 NO_DRIVER = '5a1e0000-aaaa-4bbb-8ccc-00000000e019'
 BOOT_S = 180
-_BASE = """<domain type='qemu'><os><type arch='x86_64' machine='pc'>hvm</type>
-<kernel>{kernel}</kernel><initrd>{initrd}</initrd>
-<cmdline>console=ttyS0 memhp_default_state=online_movable quiet panic=-1
-{extra}</cmdline></os><features><acpi/></features>
-<cpu mode='custom' match='exact' check='none'>
-<model fallback='allow'>qemu64</model></cpu><on_crash>destroy</on_crash>
-<devices><serial type='file'><source path='{serial}'/><target port='0'/>
-</serial><memballoon model='none'/></devices></domain>"""
 
 
 def _topology():
@@ -75,8 +67,8 @@ class RealVirtioMemTestCase(base.TestCase):
         serial = os.path.join(self.root, f'{name}.console')
         self.driver.spawn(
             guests.instance(1, 256, name, uuid), _topology(),
-            base_xml=_BASE.format(kernel=self.kernel, initrd=self.initrd,
-                                  serial=serial, extra=extra))
+            base_xml=vmem_guest.base_xml(self.kernel, self.initrd, serial,
+                                         extra))
         return serial
 
     def guest_node0_kb(self, serial):
@@ -143,9 +135,8 @@ class RealVirtioMemMigrationTestCase(real_hosts.RealHostsTestCase):
         serial = os.path.join(self.root, 'mig.console')
         self.drivers['src'].spawn(
             guests.instance(1, 256, 'guest-1', real_hosts.GUEST),
-            _topology(), base_xml=_BASE.format(
-                kernel=self.vmem_kernel, initrd=self.vmem_initrd,
-                serial=serial, extra=''))
+            _topology(), base_xml=vmem_guest.base_xml(
+                self.vmem_kernel, self.vmem_initrd, serial))
         src, dst = self.drivers['src'], self.drivers['dst']
         self.assertEqual(({0: 256}, True), src.resize_virtio_mem(
             real_hosts.GUEST, {0: 256}, BOOT_S))

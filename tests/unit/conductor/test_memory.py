@@ -176,3 +176,52 @@ class MemoryChangeTest(base.ConductorTestCase):
                                 self.set_memory, uuidutils.generate_uuid(),
                                 320)
         self.assertIn('is migrating', str(exc))
+
+    def plug(self, node0_mb, node1_mb):
+        """The guest's devices at these sizes (requested and plugged)."""
+        topology = instances.get(self.db, self.uuid).instance \
+            .numa_topology.obj_clone()
+        for cell, size in zip(topology.cells, (node0_mb, node1_mb),
+                              strict=True):
+            cell.virtio_mem_requested_mb = cell.virtio_mem_current_mb = size
+        instances.update(self.db, self.uuid, {'numa_topology': topology})
+
+    def test_reclaim_nothing_can_give_refused_nothing_recorded(self):
+        self.plug(0, 0)
+        for exact, where in ((True, 'on host node 0'),
+                             (False, 'on host node 0 or elsewhere')):
+            for dry_run in (False, True):
+                change = uuidutils.generate_uuid()
+                exc = self.assertRaises(
+                    exception.InvalidMemoryChange, memory.reclaim_on_host,
+                    self.worker, None, change, 'src', 0, 128, exact,
+                    dry_run, SETTINGS)
+                self.assertEqual(
+                    f"the guests on src can give none of the 128 MiB asked "
+                    f"{where}: nothing changed", exc.kwargs['reason'])
+                self.assertIsNone(memory_changes.get(self.db, change))
+        self.compute_api.resize_virtio_mem.assert_not_called()
+        self.compute_api.refresh_usage.assert_not_called()
+        self.assertEqual([(0, 0), (0, 0)], self.cells())
+
+    def test_exact_change_the_node_cannot_make_refused(self):
+        # Node 1's device has nothing plugged: --exact cannot shrink there.
+        self.plug(256, 0)
+        change = uuidutils.generate_uuid()
+        exc = self.assertRaises(exception.InvalidMemoryChange,
+                                self.set_memory, change, 128)
+        self.assertEqual(
+            f"instance {self.uuid} can give none of the 128 MiB asked on "
+            f"host node 1: nothing changed", exc.kwargs['reason'])
+        self.assertIsNone(memory_changes.get(self.db, change))
+        # Without --exact the other node gives it.
+        self.answer({0: 128, 1: 0})
+        done = self.set_memory(uuidutils.generate_uuid(), 128, exact=False)
+        self.assertEqual(0, done['plan']['short_mb'])
+
+    def test_setting_the_size_it_has_is_no_refusal(self):
+        done = self.set_memory(uuidutils.generate_uuid(), 512)
+        self.assertEqual(('done', [], 0),
+                         (done['status'], done['plan']['steps'],
+                          done['plan']['short_mb']))
+        self.compute_api.resize_virtio_mem.assert_not_called()
