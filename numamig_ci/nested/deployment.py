@@ -36,6 +36,7 @@ import time
 
 from numamig import exception
 from numamig.virt.libvirt import guard
+from numamig.virt.libvirt import guard_install
 from numamig_ci import libvirt_hosts
 from numamig_ci import local_deployment
 from numamig_ci.nested import image
@@ -193,7 +194,6 @@ class NestedDeployment(local_deployment.LocalDeployment):
             python=agent_python())
         # numamig's own installer, as the agent runs it at its start
         # (which finds the same hook there and leaves it).
-        from numamig.virt.libvirt import guard_install
         state, _changed = guard_install.install(settings, name)
         if state != guard_install.ON:
             raise RuntimeError(f"the migration guard of {name} could not "

@@ -44,12 +44,13 @@ from numamig_ci.scenarios import registry
 from tests import base
 from tests.fixtures import rpc as rpc_fixture
 
-# Measured warm at load 16 on two cores (other jobs beside it): the
-# machine's start and power-off 105 s, huge-pages 91 s, huge-pages-1g
-# 138 s, multi-node 33 s, abort-copying 61 s, guard-old-source 117 s (two
-# agent restarts), drain-huge-pages 88 s: 10 m 29 s in all, within the
-# always-on budget of 12 minutes. defragment-node (FULL only) adds
-# about 2 minutes more.
+# Measured warm on two cores with other jobs beside it, this test at
+# load 11: the machine's start and power-off 96 s, huge-pages 62 s,
+# huge-pages-1g 70 s, multi-node 36 s, abort-copying 67 s,
+# guard-old-source 90 s (two agent restarts), drain-huge-pages 112 s:
+# 8 m 53 s in all (numamig-ci alone at load 16: 10 m 29 s), within the
+# always-on budget of 12 minutes. defragment-node (57-102 s) would
+# overrun it at such loads: FULL only.
 ALWAYS = ('huge-pages', 'huge-pages-1g', 'multi-node', 'abort-copying',
           'guard-old-source', 'drain-huge-pages')
 # Skipped only when the deployment said why: the kernel placed the pages
@@ -98,7 +99,7 @@ class NestedHarnessTest(base.TestCase):
         # each drain's outcome, pools not placed as asked.
         print(''.join(re.findall(
             rf'^(?:  (?:PASS|FAIL|ERROR|SKIP) |    kernel view: free |'
-            rf'    guard log: |    drain of |'
+            rf'    guard log: |    drain of |    kernel view: node |'
             rf'.*{deployment.NOT_AS_ASKED}).*\n', out, re.MULTILINE)),
             end='')
         skipped = set(re.findall(r'^  SKIP (\S+) ', out, re.MULTILINE))
