@@ -115,6 +115,15 @@ class LocalDeployment(lifecycle.StartStop):
         for name, host in self.libvirt.items():
             self._spawn(name, 'numamig-compute', host, self.sets[name])
 
+    def restart_agent(self, name, extra_config=''):
+        """Stop host ``name``'s compute agent and start it again, its
+        configuration followed by ``extra_config`` (option lines with
+        their sections, e.g. to run it as an older release); the host's
+        libvirtd and guests keep running."""
+        _terminate([self.procs.pop(name)])
+        self._spawn(name, 'numamig-compute', self.libvirt[name],
+                    self.sets[name], extra_config)
+
     def uris(self):
         """{host: the libvirt URI a client on this machine opens}."""
         return {name: host.uri for name, host in self.libvirt.items()}
@@ -135,10 +144,12 @@ class LocalDeployment(lifecycle.StartStop):
                 'real_qemu': True,
                 'hosts': hosts}
 
-    def _spawn(self, name, command, host=None, sets=None):
+    def _spawn(self, name, command, host=None, sets=None, extra_config=''):
         config = os.path.join(self.state_dir, f'{name}.conf')
-        filemodes.write_private(config, self._config(name, host, sets))
-        log = open(os.path.join(self.state_dir, f'{name}.log'), 'wb')
+        filemodes.write_private(config, self._config(name, host, sets)
+                                + extra_config)
+        # Appended: a restarted daemon's log follows its earlier life's.
+        log = open(os.path.join(self.state_dir, f'{name}.log'), 'ab')
         script = os.path.join(os.path.dirname(sys.executable), command)
         # A session of its own: a terminal's Ctrl-C reaches the harness
         # only, which then stops the daemons in order.

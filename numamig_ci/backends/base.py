@@ -35,6 +35,7 @@ FEATURES = {
                  'dirtying its memory, the copy capped by libvirt)',
     'kernel_view': "the hosts' kernel read from inside (per-node huge "
                    "page counters, QEMU numa_maps and thread affinity)",
+    'old_release': 'compute agents restarted as the release before',
 }
 
 

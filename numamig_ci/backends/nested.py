@@ -10,8 +10,14 @@ Ctrl-C; the image and QEMU capability cache are kept between runs.
 """
 
 import contextlib
+import os
+import time
+
+from oslo_utils import timeutils
 
 from numamig import cpuspec
+from numamig.objects import service as service_obj
+from numamig_ci import exception as ci_exception
 from numamig_ci import slow_copy
 from numamig_ci.backends import local_libvirt
 from numamig_ci.nested import deployment as nested_deployment
@@ -37,7 +43,7 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         self._init_remote()
         layouts = self.deployment.layouts
         features = {'qemu_threads', 'kernel_view', 'inject_failure',
-                    'hold_migration', 'slow_copy'}
+                    'hold_migration', 'slow_copy', 'old_release'}
         if all(layout.nodes > 1 for layout in layouts):
             features.add('multi_node')
         if all(any(layout.pages_2m) or any(layout.pages_1g)
@@ -63,6 +69,62 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
                 for index, machine in enumerate(self.deployment.machines)
                 for node, sizes in machine.agent.huge_pages().items()
                 for size, counts in sizes.items()}
+
+    def guarded_host(self):
+        """(host, guard.GuardSettings) of the host whose libvirtd runs
+        numamig's migration guard.
+
+        :raises ScenarioSkipped: naming why no host could run it.
+        """
+        guards = self.deployment.guards
+        if not guards:
+            raise ScenarioSkipped(
+                f"no nested host runs the migration guard: "
+                f"{self.deployment.guard_unavailable or 'not installed'}")
+        ((host, settings),) = guards.items()
+        return host, settings
+
+    def guard_log(self, host):
+        """What host ``host``'s guard has logged (the file is on the
+        machine's state share: the same path here and inside)."""
+        path = self.deployment.guards[host].log_file
+        if not os.path.exists(path):
+            return ''
+        with open(path) as f:
+            return f.read()
+
+    @contextlib.contextmanager
+    def as_release(self, host, version):
+        """Host ``host``'s compute agent runs as service version
+        ``version`` ([testing] pretend_service_version) inside the block,
+        as the current release again after it; its libvirtd and guests
+        run on throughout. Each restart is over once the conductor has
+        its report in that version."""
+        self._restart_agent(host, f'[testing]\npretend_service_version = '
+                                  f'{int(version)}\n', version)
+        try:
+            yield
+        finally:
+            self._restart_agent(host, '', service_obj.SERVICE_VERSION)
+
+    def _restart_agent(self, host, extra_config, version):
+        since = timeutils.utcnow(with_timezone=True)
+        deadline = time.monotonic() + self.start_timeout_s
+        self.deployment.restart_agent(host, extra_config)
+        while True:
+            reports = self.wait_for_reports(
+                max(1, deadline - time.monotonic()), since=since,
+                procs_alive=self.deployment.alive)
+            if reports[host].service_version == version:
+                return
+            if time.monotonic() > deadline:
+                raise ci_exception.CIDeploymentError(
+                    what=host, reason=f"its agent did not report service "
+                                      f"version {version} within "
+                                      f"{self.start_timeout_s} s of its "
+                                      f"restart")
+            # A report the agent sent before it stopped.
+            since = timeutils.utcnow(with_timezone=True)
 
     def vcpu_affinity(self, host, uuid):
         pid = self.deployment.qemu_pid(host, self.guests(host)[uuid])

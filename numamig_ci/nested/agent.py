@@ -62,8 +62,14 @@ class Agent:
         with open('/proc/uptime') as f:
             return float(f.read().split()[0])
 
-    def start_host(self, name, port, migration_port_min):
-        """Start libvirtd host ``name`` listening on 0.0.0.0:``port``."""
+    def start_host(self, name, port, migration_port_min, hooks_dir=''):
+        """Start libvirtd host ``name`` listening on 0.0.0.0:``port``.
+
+        :param hooks_dir: a directory (on a share) whose executables
+            libvirtd runs as its ``qemu.d`` hooks, e.g. numamig's
+            migration guard, written there by the compute agent outside
+            before this start ('' for none).
+        """
         if name in self.hosts:
             return self.hosts[name].pid
         os.makedirs(CAPS_CACHE, exist_ok=True)
@@ -73,7 +79,8 @@ class Agent:
             os.makedirs(target, exist_ok=True)
         host = libvirt_hosts.LibvirtHost(
             name, HOSTS_ROOT, cache_root=CAPS_CACHE, port=port,
-            before_start=_install_hook,
+            before_start=lambda directory: _install_hook(directory,
+                                                         hooks_dir),
             migration_port_min=migration_port_min, listen_addr='0.0.0.0',
             namespace_setup=HUGETLBFS_SETUP)
         host.start()
@@ -86,6 +93,31 @@ class Agent:
         for host in self.hosts.values():
             host.stop()
         self.hosts = {}
+        return True
+
+    def python_version(self):
+        """[major, minor] of this machine's python3."""
+        return list(sys.version_info[:2])
+
+    def alias(self, path, target):
+        """Make ``path`` (a path of the outer host) name ``target`` here.
+
+        Files the daemons outside write for a libvirtd inside (the
+        migration guard's hook, its claims file, the interpreter and
+        code the hook runs) then have the same path on both sides, as on
+        a real compute host. An existing ``path`` is left alone when it
+        already names ``target``.
+
+        :raises RuntimeError: ``path`` exists and is something else.
+        """
+        path, target = os.path.abspath(path), os.path.abspath(target)
+        if os.path.realpath(path) == os.path.realpath(target):
+            return False
+        if os.path.lexists(path):
+            raise RuntimeError(f"{path} exists in the nested host and is "
+                               f"not {target}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.symlink(target, path)
         return True
 
     def link_up(self, mac, address):
@@ -181,13 +213,20 @@ def _flag_path(directory):
     return os.path.join(directory, 'fail-at')
 
 
-def _install_hook(directory):
+def _install_hook(directory, hooks_dir=''):
     hooks = os.path.join(directory, 'etc', 'hooks')
     os.makedirs(hooks, exist_ok=True)
     path = os.path.join(hooks, 'qemu')
     with open(path, 'w') as f:
         f.write(FAIL_HOOK.format(flag=_flag_path(directory)))
     os.chmod(path, 0o755)
+    if hooks_dir:
+        # libvirt runs every executable of qemu.d after the main hook,
+        # each a filter of the incoming migration's XML.
+        link = os.path.join(hooks, 'qemu.d')
+        if os.path.isdir(link) and not os.path.islink(link):
+            os.rmdir(link)        # copied from /etc/libvirt: empty
+        os.symlink(hooks_dir, link)
 
 
 def _command(argv, timeout=COMMAND_TIMEOUT_S):

@@ -18,12 +18,25 @@ With one layout per host instead, each host gets a machine of its own
 (so the hosts may differ in node count: the spec's missing-node
 problem); the two machines are joined by a second NIC on a QEMU socket
 network, over which each libvirtd reaches its peer at 10.1.0.N.
+
+The last host (Session.pair's destination) runs numamig's migration
+guard, as a compute host set up for a rolling upgrade does: its agent
+writes the hook and its claims to the machine's state share, which the
+libvirtd inside sees at the very same paths (``_share_paths``), and the
+hook runs with the agent's own interpreter and code. Any host's agent
+may be restarted as an older release (``restart_agent``); the
+conductor lets NUMA guests migrate while one is (``[workarounds]
+enable_numa_live_migration``), so that an old source can be shown
+sending its XML verbatim into the guard.
 """
 
 import os
+import sys
 import time
 
 from numamig import exception
+from numamig.virt.libvirt import guard
+from numamig.virt.libvirt import guard_install
 from numamig_ci import libvirt_hosts
 from numamig_ci import local_deployment
 from numamig_ci.nested import image
@@ -76,6 +89,11 @@ class NestedDeployment(local_deployment.LocalDeployment):
         self.log = log
         self.machines = []
         self.pools = {}
+        # {host: guard.GuardSettings} of the guarded host once started;
+        # empty, with the reason in guard_unavailable, when its hook
+        # cannot run inside the machine.
+        self.guards = {}
+        self.guard_unavailable = None
 
     @property
     def shared_machine(self):
@@ -122,13 +140,66 @@ class NestedDeployment(local_deployment.LocalDeployment):
             index = self.machines.index(machine)
             self.log(f"numamig-ci: nested machine {index}: {moved}")
         self.pools.update(split_pools(kernel, names))
+        shared = self._share_paths(machine)
         for offset, name in enumerate(names):
             index = self.host_names.index(name)
             port = machine.ports[offset]
+            hooks_dir = ''
+            if name == self.host_names[-1] and shared:
+                hooks_dir = self._install_guard(machine, name)
             machine.agent.start_host(name, port,
-                                     MIGRATION_PORT_BASE + 64 * index)
+                                     MIGRATION_PORT_BASE + 64 * index,
+                                     hooks_dir)
             self.libvirt[name] = NestedHost(name, port, machine)
             self.sets[name] = host_sets(index, machine.layout)
+
+    def _share_paths(self, machine):
+        """Give the code, the interpreter and the machine's state share
+        the paths they have here, inside ``machine``; return whether
+        the migration guard's hook can run there (else say why in
+        ``guard_unavailable``)."""
+        python = agent_python()
+        code = _code_dir()
+        inner = tuple(machine.agent.python_version())
+        if inner != tuple(sys.version_info[:2]):
+            self.guard_unavailable = (
+                f"the nested host's Python {'.'.join(map(str, inner))} "
+                f"cannot run the guard hook with this interpreter's "
+                f"packages (Python {sys.version_info[0]}."
+                f"{sys.version_info[1]})")
+        elif not os.path.realpath(python).startswith(code + os.sep) and \
+                not python.startswith(code + os.sep):
+            self.guard_unavailable = (
+                f"the compute agent's interpreter {python} is outside "
+                f"{code}, the one directory shared with the nested host")
+        if self.guard_unavailable:
+            return False
+        machine.agent.alias(code, nested_vm.CODE_SHARE)
+        machine.agent.alias(machine.state_dir, nested_vm.STATE_SHARE)
+        # A virtual environment names its base interpreter by the path it
+        # has here; inside, the machine's own Python of the same version.
+        if sys.base_prefix != '/usr':
+            machine.agent.alias(sys.base_prefix, '/usr')
+        return True
+
+    def _install_guard(self, machine, name):
+        """Write host ``name``'s guard hook where its libvirtd, started
+        next, finds it; return that hooks directory."""
+        directory = os.path.join(machine.state_dir, 'guard', name)
+        settings = guard.GuardSettings(
+            hook_path=os.path.join(directory, 'qemu.d',
+                                   'numamig-migration-guard'),
+            claims_file=os.path.join(directory, 'claims.json'),
+            log_file=os.path.join(directory, 'guard.log'),
+            python=agent_python())
+        # numamig's own installer, as the agent runs it at its start
+        # (which finds the same hook there and leaves it).
+        state, _changed = guard_install.install(settings, name)
+        if state != guard_install.ON:
+            raise RuntimeError(f"the migration guard of {name} could not "
+                               f"be installed at {settings.hook_path}")
+        self.guards[name] = settings
+        return os.path.dirname(settings.hook_path)
 
     def inbound_address(self, name):
         """Where the other hosts' libvirtd reach host ``name``."""
@@ -139,7 +210,8 @@ class NestedDeployment(local_deployment.LocalDeployment):
     def _config(self, name, host, sets):
         text = super()._config(name, host, sets)
         if host is None:
-            return text
+            return text + ('[workarounds]\n'
+                           'enable_numa_live_migration = true\n')
         text = text.replace('live_migration_inbound_addr = 127.0.0.1',
                             f'live_migration_inbound_addr = '
                             f'{self.inbound_address(name)}')
@@ -147,6 +219,13 @@ class NestedDeployment(local_deployment.LocalDeployment):
                  f'count:{total - mine}'
                  for (node, size), (total, mine)
                  in sorted(self.pools[name].items()) if total > mine]
+        settings = self.guards.get(name)
+        if settings is not None:
+            lines += ['[libvirt]', 'migration_guard = true',
+                      f'migration_guard_hook_path = {settings.hook_path}',
+                      f'migration_guard_claims_file = '
+                      f'{settings.claims_file}',
+                      f'migration_guard_log_file = {settings.log_file}']
         return text + ''.join(line + '\n' for line in lines)
 
     def stop(self):
@@ -248,6 +327,18 @@ def _wait_listening(port, timeout):
             raise RuntimeError(f"the first nested machine did not listen "
                                f"on its link port {port} within {timeout} s")
         time.sleep(0.2)
+
+
+def agent_python():
+    """The interpreter the compute agents run with (their script's
+    ``#!`` line): the one the guard's hook is written to run."""
+    script = os.path.join(os.path.dirname(sys.executable), 'numamig-compute')
+    try:
+        with open(script) as f:
+            first = f.readline()
+    except OSError:
+        return sys.executable
+    return first[2:].strip() if first.startswith('#!/') else sys.executable
 
 
 def _code_dir():

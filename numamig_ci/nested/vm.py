@@ -34,6 +34,9 @@ GIB_MB = 1024
 # (its memory map at the node's top) and the hosts' small pages.
 NODE_SPARE_MB = 512
 PR_SET_PDEATHSIG = 1
+# Where recipe/l1-init mounts the 'numamig' (code) and 'state' shares.
+CODE_SHARE = '/numamig'
+STATE_SHARE = '/numamig-state'
 # The NIC joining two nested machines (the agent finds it by this).
 LINK_MAC_PREFIX = '52:54:00:6e:6d'
 # TCG's 'max' CPU with an Intel vendor: Linux then reads the SMT siblings

@@ -4,6 +4,9 @@ the daemons' configuration and the deployment file describing it.
 Nothing is started here (the functional tests of numamig-ci do that).
 """
 
+import os
+import signal
+
 import fixtures
 import testscenarios
 
@@ -71,6 +74,55 @@ class LocalDeploymentTest(base.TestCase):
                      f'control_exchange = {deployment.control_exchange}',
                      f'connection = {deployment.db_url}'):
             self.assertIn(line + '\n', text)
+
+
+class RestartAgentTest(base.TestCase):
+    """One agent restarted with more configuration; the rest untouched."""
+
+    def test_old_agent_stopped_new_one_configured_log_kept(self):
+        state = self.useFixture(fixtures.TempDir()).path
+        deployment = local_deployment.LocalDeployment(2, state_dir=state)
+        started = []
+
+        class Proc:
+            def __init__(self, argv, **kwargs):
+                self.argv, self.signals = argv, []
+                started.append(self)
+
+            def poll(self):
+                return 0 if self.signals else None
+
+            def send_signal(self, signum):
+                self.signals.append(signum)
+
+            def wait(self, timeout=None):
+                return 0
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig_ci.local_deployment.subprocess.Popen', Proc))
+        first, second = deployment.host_names
+        for name in (first, second):
+            deployment.libvirt[name] = _Host(name)
+            deployment.sets[name] = (frozenset({0}), None)
+            deployment._spawn(name, 'numamig-compute', _Host(name),
+                              deployment.sets[name])
+        with open(os.path.join(state, f'{first}.log'), 'ab') as log:
+            log.write(b'first life\n')
+        old, other = started
+        deployment.restart_agent(first, '[testing]\n'
+                                        'pretend_service_version = 1\n')
+        self.assertEqual([signal.SIGTERM], old.signals)
+        self.assertEqual([], other.signals)
+        self.assertIs(started[-1], deployment.procs[first][0])
+        with open(os.path.join(state, f'{first}.conf')) as f:
+            config = f.read()
+        self.assertIn(f'host = {first}\n', config)
+        self.assertTrue(config.endswith(
+            '[testing]\npretend_service_version = 1\n'), config)
+        with open(os.path.join(state, f'{first}.log'), 'rb') as f:
+            self.assertIn(b'first life', f.read())
+        for _proc, log in deployment.procs.values():
+            log.close()
 
 
 class _Host:

@@ -75,3 +75,50 @@ class DirtyingKernelTest(base.TestCase):
             self.assertRaises(ValueError, agent.Agent().write_dirtying_kernel,
                               name, 48)
         self.assertEqual([], os.listdir(self.root))
+
+
+class GuardHooksDirTest(base.TestCase):
+
+    def test_qemu_d_is_the_shared_hooks_directory(self):
+        host = self.useFixture(fixtures.TempDir()).path
+        shared = self.useFixture(fixtures.TempDir()).path
+        # /etc/libvirt as copied into the host: an empty qemu.d.
+        os.makedirs(os.path.join(host, 'etc', 'hooks', 'qemu.d'))
+        agent._install_hook(host, shared)
+        link = os.path.join(host, 'etc', 'hooks', 'qemu.d')
+        self.assertEqual(shared, os.readlink(link))
+        self.assertTrue(os.path.exists(os.path.join(host, 'etc', 'hooks',
+                                                    'qemu')))
+
+    def test_no_hooks_directory_no_qemu_d(self):
+        host = self.useFixture(fixtures.TempDir()).path
+        agent._install_hook(host)
+        self.assertFalse(os.path.lexists(
+            os.path.join(host, 'etc', 'hooks', 'qemu.d')))
+
+
+class AliasTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.target = os.path.join(self.root, 'share')
+        os.mkdir(self.target)
+
+    def test_outer_path_names_the_share(self):
+        path = os.path.join(self.root, 'work', 'tree')
+        self.assertTrue(agent.Agent().alias(path, self.target))
+        self.assertEqual(self.target, os.readlink(path))
+        # Asked again (a second host of the machine): nothing to do.
+        self.assertFalse(agent.Agent().alias(path, self.target))
+
+    def test_same_path_inside_and_out_is_left_alone(self):
+        self.assertFalse(agent.Agent().alias(self.target, self.target))
+        self.assertTrue(os.path.isdir(self.target))
+
+    def test_something_else_at_the_path_is_refused(self):
+        path = os.path.join(self.root, 'taken')
+        os.mkdir(path)
+        self.assertRaisesMessage(RuntimeError, 'exists in the nested host',
+                               agent.Agent().alias, path, self.target)
+        self.assertFalse(os.path.islink(path))

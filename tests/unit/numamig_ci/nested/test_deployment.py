@@ -1,8 +1,12 @@
 """How two libvirtd hosts of one nested machine share its kernel."""
 
+import os
+import sys
+
 import fixtures
 
 from numamig import exception
+from numamig.virt.libvirt import guard_install
 from numamig_ci.nested import deployment
 from numamig_ci.nested import vm
 from tests import base
@@ -120,3 +124,92 @@ class ConfigTest(base.TestCase):
         self.assertIn('reserved_huge_pages = node:1,size:1048576,count:1',
                       text)
         self.assertNotIn('node:0,size:1048576', text)
+
+
+class _MachineAgent:
+    """What the deployment asks of a machine's agent about paths."""
+
+    def __init__(self, version):
+        self.version = version
+        self.aliases = []
+
+    def python_version(self):
+        return list(self.version)
+
+    def alias(self, path, target):
+        self.aliases.append((path, target))
+        return True
+
+
+class _Machine:
+
+    def __init__(self, state_dir, version=sys.version_info[:2]):
+        self.state_dir = state_dir
+        self.agent = _MachineAgent(version)
+
+
+class GuardTest(base.TestCase):
+    """The last host's libvirtd runs numamig's migration guard, its files
+    on the machine's state share at the paths they have here."""
+
+    def setUp(self):
+        super().setUp()
+        self.nested = deployment.NestedDeployment(
+            2, state_dir=self.useFixture(fixtures.TempDir()).path)
+        self.machine = _Machine(os.path.join(self.nested.state_dir, 'vm0'))
+
+    def test_code_state_and_interpreter_share_their_paths(self):
+        self.assertTrue(self.nested._share_paths(self.machine))
+        aliases = dict(self.machine.agent.aliases)
+        self.assertEqual(vm.CODE_SHARE, aliases[deployment._code_dir()])
+        self.assertEqual(vm.STATE_SHARE, aliases[self.machine.state_dir])
+        if sys.base_prefix != '/usr':
+            self.assertEqual('/usr', aliases[sys.base_prefix])
+        self.assertIsNone(self.nested.guard_unavailable)
+
+    def test_another_python_inside_says_why_no_guard(self):
+        self.machine.agent.version = (2, 7)
+        self.assertFalse(self.nested._share_paths(self.machine))
+        self.assertIn("nested host's Python 2.7 cannot run the guard hook",
+                      self.nested.guard_unavailable)
+        self.assertEqual([], self.machine.agent.aliases)
+
+    def test_guard_written_by_numamig_and_configured_for_the_agent(self):
+        name = self.nested.host_names[-1]
+        hooks = self.nested._install_guard(self.machine, name)
+        settings = self.nested.guards[name]
+        self.assertEqual(os.path.join(self.machine.state_dir, 'guard', name,
+                                      'qemu.d'), hooks)
+        with open(settings.hook_path) as f:
+            shim = f.read()
+        # What the agent writes at its start: it finds it there already.
+        self.assertEqual(guard_install.shim_text(settings), shim)
+        self.assertIn(deployment.agent_python(), shim)
+        self.nested.pools = deployment.split_pools(KERNEL,
+                                                   self.nested.host_names)
+        text = self.nested._config(
+            name, deployment.NestedHost(name, 16509, machine=None),
+            deployment.host_sets(1, self.nested.layouts[0]))
+        for line in ('migration_guard = true',
+                     f'migration_guard_hook_path = {settings.hook_path}',
+                     f'migration_guard_claims_file = '
+                     f'{settings.claims_file}',
+                     f'migration_guard_log_file = {settings.log_file}'):
+            self.assertIn(line + '\n', text)
+        first = self.nested.host_names[0]
+        self.assertNotIn('migration_guard', self.nested._config(
+            first, deployment.NestedHost(first, 16508, machine=None),
+            deployment.host_sets(0, self.nested.layouts[0])))
+
+    def test_conductor_lets_nested_guests_move_beside_an_old_agent(self):
+        text = self.nested._config(self.nested.conductor, None, None)
+        self.assertIn('[workarounds]\nenable_numa_live_migration = true\n',
+                      text)
+
+    def test_agent_python_is_the_agents_script_interpreter(self):
+        bindir = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(bindir, 'numamig-compute'), 'w') as f:
+            f.write('#!/opt/venv/bin/python3\nimport sys\n')
+        self.useFixture(fixtures.MonkeyPatch(
+            'sys.executable', os.path.join(bindir, 'python')))
+        self.assertEqual('/opt/venv/bin/python3', deployment.agent_python())
