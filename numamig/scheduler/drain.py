@@ -361,30 +361,14 @@ class _Search:
 
     def _place_next(self):
         """Place the guests left; True once every guest is placed (and
-        the plan accepted)."""
+        the plan accepted). One frame per guest placed: a host of a few
+        hundred guests stays well within Python's recursion limit."""
         left = [i for i in self.searched if i not in self.placed]
         if not left:
             return self.accept is None or bool(self.accept(self._moves()))
         state = self._state()
         if state in self.dead:
             return False
-        if self._search(left):
-            return True
-        if not self.stopped:
-            self.dead.add(state)
-        return False
-
-    def _state(self):
-        """What the rest of the search depends on, the same for states
-        that differ only by guests of one kind or interchangeable
-        destinations swapped: the kinds planned per destination class,
-        in order."""
-        return tuple(sorted(self._signature(host)
-                            for host in set(self.placed.values())))
-
-    def _search(self, left):
-        """Place the guest with the fewest destinations left, and the
-        others after it."""
         index = min(left, key=lambda i: (self._open(i), self.size[i],
                                          self.guests[i].uuid))
         # Hosts this guest's subtree failed on are closed to the guests
@@ -414,7 +398,17 @@ class _Search:
             failed[host] += 1
             closed.append(host)
         failed.subtract(closed)
+        # Every branch failed: so does any way back to this state.
+        self.dead.add(state)
         return False
+
+    def _state(self):
+        """What the rest of the search depends on, the same for states
+        that differ only by guests of one kind or interchangeable
+        destinations swapped: the kinds planned per destination class,
+        in order."""
+        return tuple(sorted(self._signature(host)
+                            for host in set(self.placed.values())))
 
     def _open(self, index):
         """How many destinations guest ``index`` has left open."""
