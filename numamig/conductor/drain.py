@@ -200,6 +200,27 @@ def _answer(host, found, left_out, disabled):
 
 
 
+def why_not(answer):
+    """Why a plan's data does not empty its host, in one sentence that
+    keeps "no plan exists" apart from "none found within the limit".
+
+    The words of numamig.scheduler.drain.why_not, which the CLI uses on
+    the same data (the conductor reads the scheduler only through its
+    worker).
+    """
+    unplaced = answer['unplaced']
+    if not unplaced:
+        return answer['admission']['refused']
+    first = (f"{len(unplaced)} guest(s) have no destination, e.g. "
+             f"{unplaced[0]['name']}: {unplaced[0]['reason']}")
+    search = answer['search']
+    if search['outcome'] == 'stopped':
+        return (f"no plan found within {search['max_steps']} placements, "
+                f"though one may exist (raise [scheduler] "
+                f"drain_plan_max_steps to search further): {first}")
+    return f"no plan exists: {first}"
+
+
 def _admission(worker, found):
     """What the control plane's admission makes of the plan's moves:
     whether the queue has room for them all, and in how many waves at

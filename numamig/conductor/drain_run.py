@@ -25,7 +25,6 @@ from numamig.db import migrations
 from numamig.db import primitives
 from numamig.objects import fields
 from numamig.objects import migration as migration_obj
-from numamig.scheduler import drain as sched_drain
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
@@ -185,7 +184,7 @@ def _active_for(worker, host):
 
 
 def _why_not(answer):
-    return (f"{sched_drain.why_not(answer)}; nothing was moved and the "
+    return (f"{drain.why_not(answer)}; nothing was moved and the "
             f"host was left as it was")
 
 

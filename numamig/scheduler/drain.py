@@ -29,6 +29,10 @@ and pCPUs follow. The search tries every assignment and every order
 
 Symmetries skip only branches shown empty by one tried before:
 
+* a state the search has shown to lead to no plan (every branch from
+  it failed) is not searched again when reached another way, nor one
+  that differs from it only by guests of one kind or interchangeable
+  destinations swapped;
 * two destinations with the same free resources, the same kinds of
   guests planned there in the same order and the same guests barred
   from them (``exclude``) are interchangeable: one is tried per guest;
@@ -307,7 +311,10 @@ class _Search:
         self.best = None             # the most guests placed together
         self.best_count = -1
         self.failed = {}             # kind -> Counter of closed hosts
+        # States proven to lead to no plan (every branch failed).
+        self.dead = set()
         self._classes = {}
+        self._class_ids = {}
         self._free = {}
 
     def _fit(self, index, view):
@@ -354,10 +361,14 @@ class _Search:
 
     def _place_next(self):
         """Place the guests left; True once every guest is placed (and
-        the plan accepted)."""
+        the plan accepted). One frame per guest placed: a host of a few
+        hundred guests stays well within Python's recursion limit."""
         left = [i for i in self.searched if i not in self.placed]
         if not left:
             return self.accept is None or bool(self.accept(self._moves()))
+        state = self._state()
+        if state in self.dead:
+            return False
         index = min(left, key=lambda i: (self._open(i), self.size[i],
                                          self.guests[i].uuid))
         # Hosts this guest's subtree failed on are closed to the guests
@@ -387,7 +398,17 @@ class _Search:
             failed[host] += 1
             closed.append(host)
         failed.subtract(closed)
+        # Every branch failed: so does any way back to this state.
+        self.dead.add(state)
         return False
+
+    def _state(self):
+        """What the rest of the search depends on, the same for states
+        that differ only by guests of one kind or interchangeable
+        destinations swapped: the kinds planned per destination class,
+        in order."""
+        return tuple(sorted(self._signature(host)
+                            for host in set(self.placed.values())))
 
     def _open(self, index):
         """How many destinations guest ``index`` has left open."""
@@ -528,10 +549,11 @@ class _Search:
                 tuple(self.kind[i] for i in self.lists[host]))
 
     def _class(self, host):
+        """A number per class of interchangeable free destinations."""
         cached = self._classes.get(host)
         if cached is None:
             view = self.chains[host][0]
-            cached = self._classes[host] = (
+            key = (
                 tuple((c.id, frozenset(c.cpuset), frozenset(c.pcpuset),
                        frozenset(c.pinned_cpus),
                        tuple(frozenset(group) for group in c.siblings),
@@ -539,6 +561,8 @@ class _Search:
                       for c in view.cells),
                 frozenset(self.kind[i] for i in self.searched
                           if host in self.barred[i]))
+            cached = self._classes[host] = self._class_ids.setdefault(
+                key, len(self._class_ids))
         return cached
 
     def unplaced(self, found):

@@ -158,6 +158,8 @@ class DrainRefusedTest(DrainTestCase):
         self.create('host-a', 2)
         error = self.assertRaises(exception.DrainRefused, self.start)
         self.assertIn('cannot be drained', str(error))
+        self.assertIn('no plan exists: 1 guest(s) have no destination',
+                      str(error))
         self.assertIn('nothing was moved', str(error))
         self._nothing_moved()
         self.assertEqual({}, compute_nodes.maintenance(self.dep.db))

@@ -90,7 +90,7 @@ class OrderOnOneHostTest(base.TestCase):
 class ExcludeTest(base.TestCase):
 
     def test_identical_hosts_are_not_interchangeable_under_exclude(self):
-        small = _host(4, memory_mb=2048, cells=1, threads=1)
+        small = _host(4, memory_mb=4096, cells=1, threads=1)
         large = _host(3, memory_mb=8192, cells=1, threads=1)
         dests = _destinations(a=small, b=small, d1=large, d2=large,
                               d3=large)
