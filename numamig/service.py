@@ -330,17 +330,17 @@ class ConductorService(_RPCService):
         meanwhile started drain moves after SIGTERM whose migrations
         then ran with no conductor to record their ends.
         """
+        self.executor.stop_admitting()
+        self.manager.drains.stop_starting()
         LOG.info("Conductor %s stopping: no migration, drain move or "
                  "defragmentation move starts here any more; migrations "
                  "admitted here and not started go back to the queue",
                  self.rpc_target.server)
-        self.executor.stop_admitting()
-        self.manager.drains.stop_starting()
+        self.manager.watch.stop()
+        self.manager.drain_watch.stop()
         if self.periodic is not None:
             self.periodic.stop()
             self.periodic = None
-        self.manager.watch.stop()
-        self.manager.drain_watch.stop()
         self._stop_servers()
         self.manager.drains.stop()
         self.executor.stop(graceful)

@@ -101,9 +101,12 @@ class DrainDriver:
 
     def stop_starting(self):
         """Start no move and record no migration from now on (the
-        worker stops); returns at once, a pass under way ends soon."""
+        worker stops). Returns once a pass under way has ended (a few
+        database writes): nothing starts here after it returns."""
         self._stopping.set()
         self._wake.set()
+        with self._pass_lock:
+            pass
 
     def stop(self):
         self.stop_starting()

@@ -9,6 +9,10 @@ whose migrations then ran with no conductor left to record their ends.
 Once SIGTERM is received, nothing more is recorded, admitted or started
 here; the worker answers the waits it holds and stops within seconds;
 the moves it did not start are carried on by the next conductor.
+
+The drain's destination agent is frozen (SIGSTOP) until the stop has
+begun, so that its first move cannot end, and no next move be due,
+before the signal: the test does not race the drain.
 """
 
 import signal
@@ -49,34 +53,33 @@ class ConductorStopDuringDrainTest(
         threading.Thread(target=wait, daemon=True).start()
         return answered
 
-    def stop_conductor(self, at_signal=None):
-        """SIGTERM the conductor and wait for its exit.
-
-        :param at_signal: called right after the signal is sent.
-        :returns: at_signal's result, the exit code and the seconds the
-            stop took (only the exit code without ``at_signal``).
-        """
+    def stop_conductor(self):
+        """SIGTERM the conductor; its exit code."""
         (name, conductor), = [(h, p) for h, p in self.procs
                               if h == self.conductor_host]
         conductor.send_signal(signal.SIGTERM)
-        signalled = time.monotonic()
-        seen = at_signal() if at_signal else None
         code = conductor.wait(timeout=60)
-        stopped_in = time.monotonic() - signalled
         self.procs.remove((name, conductor))
-        return (seen, code, stopped_in) if at_signal else code
+        return code
 
     def wait_until_migrating(self, drain_uuid, timeout=60):
+        """The drain's first move started: its migration recorded (a
+        pass that started a move records its migration before it ends,
+        even when the stop begins in between)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             moves = drains.get(self.db.db, drain_uuid)['moves']
-            migrating = [m for m in moves
-                         if m['status'] == drains.MIGRATING and
-                         m['migration_uuid']]
-            if migrating:
+            recorded = {m.uuid for m in migrations.get_all(self.db.db)}
+            if any(m['migration_uuid'] in recorded for m in moves):
                 return moves
             time.sleep(0.05)
         self.fail(f"no move started: {moves}")
+
+    def freeze(self, host):
+        (proc,) = [p for h, p in self.procs if h == host]
+        proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(proc.send_signal, signal.SIGCONT)
+        return proc
 
     def test_no_move_starts_after_sigterm_and_the_next_conductor_goes_on(
             self):
@@ -84,15 +87,30 @@ class ConductorStopDuringDrainTest(
         first = self.create(source, 'stop-guest-0')
         ended = self.migrated(first, dest)
         guests = [self.create(source, f'stop-guest-{i}') for i in (1, 2, 3)]
-        started = self.drain(source, 1)
-        moves = self.wait_until_migrating(started['uuid'])
-        self.assertIn(drains.PENDING, [m['status'] for m in moves])
         answered = self.hold_a_wait(ended)
-        time.sleep(0.5)       # the wait reaches the conductor
+        # The destination frozen, the first move's task waits on its
+        # check: nothing in the drain can move on until it thaws.
+        frozen = self.freeze(dest)
+        started = self.drain(source, 1)
+        self.wait_until_migrating(started['uuid'])
 
-        name = self.conductor_host
-        recorded, code, stopped_in = self.stop_conductor(
-            lambda: {m.uuid for m in migrations.get_all(self.db.db)})
+        (name, conductor), = [(h, p) for h, p in self.procs
+                              if h == self.conductor_host]
+        conductor.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        recorded = {m.uuid for m in migrations.get_all(self.db.db)}
+        pending = [m['instance_uuid'] for m in
+                   drains.get(self.db.db, started['uuid'])['moves']
+                   if m['status'] == drains.PENDING]
+        self.assertEqual(2, len(pending))
+        # The stop has begun; the first move now goes on and ends: a
+        # worker that still started moves would start the next one.
+        time.sleep(1)
+        frozen.send_signal(signal.SIGCONT)
+
+        code = conductor.wait(timeout=60)
+        stopped_in = time.monotonic() - signalled
+        self.procs.remove((name, conductor))
         self.assertEqual(0, code, self.log_of(name)[-3000:])
         self.assertLess(stopped_in, STOP_WITHIN_S,
                         self.log_of(name)[-3000:])
@@ -100,17 +118,18 @@ class ConductorStopDuringDrainTest(
         late = {m.uuid for m in migrations.get_all(self.db.db)} - recorded
         self.assertEqual(set(), late, "migrations recorded after SIGTERM:\n"
                          + self.log_of(name)[-3000:])
-        log = self.log_of(name)
         self.assertIn('stopping: no migration, drain move or '
-                      'defragmentation move starts here any more', log)
-        left = drains.get(self.db.db, started['uuid'])
-        self.assertIn(drains.PENDING, [m['status'] for m in left['moves']],
-                      left['moves'])
+                      'defragmentation move starts here any more',
+                      self.log_of(name))
+        left = drains.get(self.db.db, started['uuid'])['moves']
+        self.assertEqual(pending, [m['instance_uuid'] for m in left
+                                   if m['status'] == drains.PENDING])
 
         # The next conductor carries the drain to its end.
         self.start_daemon('numamig-conductor', self.conductor_host)
         finished = self.wait_for_drain(started['uuid'])
         self.assertEqual('completed', finished['status'], finished['moves'])
+        self.assertEqual([1] * 3, [m['attempts'] for m in finished['moves']])
         for guest in [first] + guests:
             self.assert_placed(guest, dest)
         self.assertEqual(
