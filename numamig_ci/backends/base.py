@@ -35,6 +35,9 @@ FEATURES = {
                  'dirtying its memory, the copy capped by libvirt)',
     'kernel_view': "the hosts' kernel read from inside (per-node huge "
                    "page counters, QEMU numa_maps and thread affinity)",
+    'cut_link': 'a link between hosts the harness cuts and restores '
+                'during a real post-copy, and numamig-manage on the '
+                'deployment',
 }
 
 
@@ -126,6 +129,26 @@ class Backend(lifecycle.StartStop, abc.ABC):
         numamig_ci.slow_copy.Hold)."""
         raise ScenarioSkipped(f"the {self.name} backend cannot hold a "
                               f"migration in progress")
+
+    def post_copy_hold(self, host, guest):
+        """A context manager holding the next migration of ``guest`` from
+        ``host`` until its policy (``post_copy_policy``) switches it to a
+        crawling post-copy (see numamig_ci.postcopy_cut.PostCopyHold)."""
+        raise ScenarioSkipped(f"the {self.name} backend cannot hold a "
+                              f"real post-copy")
+
+    def cut_link(self, host):
+        """Cut the link from every peer to ``host``'s libvirtd."""
+        raise ScenarioSkipped(f"the {self.name} backend cannot cut a link")
+
+    def restore_link(self, host):
+        raise ScenarioSkipped(f"the {self.name} backend cannot cut a link")
+
+    def cli_config(self):
+        """A numamig.conf with which numamig-manage reaches the
+        deployment."""
+        raise ScenarioSkipped(f"the {self.name} backend gives numamig-manage"
+                              f" no configuration")
 
     def warnings(self):
         """What makes this deployment weaker as a test bed."""

@@ -4,10 +4,12 @@ Importing this package registers every scenario module; ``registry``
 holds the table, in the order below: ``pinning`` (CPU placement),
 ``memory`` (huge pages and nodes), ``lifecycle`` (persistence, rollback,
 refusal, concurrency), ``abort`` (an operator's abort at each moment a
-backend can hold a migration).
+backend can hold a migration), ``postcopy`` (a post-copy whose link
+is cut, resumed from the command line).
 """
 
 from numamig_ci.scenarios import pinning  # noqa: F401,I001
 from numamig_ci.scenarios import memory  # noqa: F401
 from numamig_ci.scenarios import lifecycle  # noqa: F401
 from numamig_ci.scenarios import abort  # noqa: F401
+from numamig_ci.scenarios import postcopy  # noqa: F401
