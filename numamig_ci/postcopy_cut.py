@@ -6,12 +6,15 @@ PRECOPY_MIB MiB/s, so it never converges; its migration runs under
 numamig_ci.local_deployment.POST_COPY_POLICY, which switches it to
 post-copy at its second pass. Post-copy is capped too (POSTCOPY_MIB,
 ``virDomainMigrateSetMaxSpeed`` with the post-copy flag, what ``virsh
-migrate-setspeed --postcopy`` does), so the harness can cut it midway:
+migrate-setspeed --postcopy`` does), so the harness can cut it midway.
 
-* the link to the destination's libvirtd (the deployment's proxy)
-  resets the source's connection to it and refuses new ones;
-* the post-copy stream between the two QEMUs breaks too
-  (``virDomainAbortJobFlags(VIR_DOMAIN_ABORT_JOB_POSTCOPY)``, libvirt's
+Before the migration starts, the guest's vCPU has run long enough to
+have dirtied its set (WARMUP_CPU_NS). The cut is two steps:
+
+* the link to the destination's libvirtd (the deployment's proxy,
+  ``cut_link``) resets the source's connection to it and refuses new ones;
+* the post-copy stream between the two QEMUs breaks too (``break_stream``:
+  ``virDomainAbortJobFlags(VIR_DOMAIN_ABORT_JOB_POSTCOPY)``, libvirt's
   way to break a post-copy stream from outside): cutting libvirt's
   connection alone leaves QEMU's stream running (measured on libvirt
   9.0: QEMU completed the copy, while libvirt had failed the job).
@@ -33,6 +36,13 @@ POSTCOPY_MIB = 4
 # Cut once post-copy has sent this much (a second at POSTCOPY_MIB).
 CUT_AFTER = 4 * 1024 * 1024
 POLL_S = 0.05
+# vCPU time in which the kernel rewrites its set many times over (it
+# writes ~85 MiB/s under TCG), and how long a loaded machine may take
+# to give the guest that much. A guest that has not run yet is all zero
+# pages, which cost QEMU nothing to send: its migration converges at
+# once, whatever the cap.
+WARMUP_CPU_NS = 1_000_000_000
+WARMUP_LIMIT_S = 120
 ABORT_JOB_POSTCOPY = getattr(libvirt, 'VIR_DOMAIN_ABORT_JOB_POSTCOPY', 1)
 MAX_SPEED_POSTCOPY = getattr(libvirt,
                              'VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY', 1)
@@ -67,7 +77,24 @@ class PostCopyHold(slow_copy.Hold):
         super().__enter__()
         self._domain(lambda dom: dom.migrateSetMaxSpeed(
             POSTCOPY_MIB, MAX_SPEED_POSTCOPY))
+        self._domain(self._warm_up)
         return self
+
+    def _warm_up(self, dom):
+        """Return once the guest's vCPU ran WARMUP_CPU_NS.
+
+        :raises RuntimeError: it did not within WARMUP_LIMIT_S.
+        """
+        deadline = time.monotonic() + WARMUP_LIMIT_S
+        while True:
+            (vcpu, *_), _maps = dom.vcpus()
+            if vcpu[2] >= WARMUP_CPU_NS:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the dirtying guest's vCPU ran {vcpu[2] / 1e9:.2f} s "
+                    f"in {WARMUP_LIMIT_S} s")
+            time.sleep(POLL_S)
 
     def _domain(self, action):
         conn = libvirt.open(self.uri)

@@ -35,9 +35,11 @@ FEATURES = {
                  'dirtying its memory, the copy capped by libvirt)',
     'kernel_view': "the hosts' kernel read from inside (per-node huge "
                    "page counters, QEMU numa_maps and thread affinity)",
-    'cut_link': 'a link between hosts the harness cuts and restores '
-                'during a real post-copy, and numamig-manage on the '
-                'deployment',
+    'post_copy_hold': 'real QEMU migration held until a policy switches '
+                      'it to a crawling post-copy (a guest dirtying a '
+                      'small set, both copies capped by libvirt)',
+    'cut_link': 'a link between hosts the harness cuts and restores, and '
+                'numamig-manage on the deployment',
 }
 
 

@@ -28,7 +28,7 @@ class LocalLibvirtBackend(remote.RemoteBackend):
 
     name = 'local-libvirt'
     features = frozenset({'qemu_threads', 'hold_migration', 'slow_copy',
-                          'cut_link'})
+                          'post_copy_hold', 'cut_link'})
     post_copy_policy = local_deployment.POST_COPY_POLICY
     guest_memory_mb = 128
     migration_timeout_s = 120

@@ -5,7 +5,8 @@ holds the table, in the order below: ``pinning`` (CPU placement),
 ``memory`` (huge pages and nodes), ``lifecycle`` (persistence, rollback,
 refusal, concurrency), ``abort`` (an operator's abort at each moment a
 backend can hold a migration), ``postcopy`` (a post-copy whose link
-is cut, resumed from the command line).
+is cut, resumed from the command line), ``convergence`` (policies
+acting on a real job that cannot converge by itself).
 """
 
 from numamig_ci.scenarios import pinning  # noqa: F401,I001
@@ -13,3 +14,4 @@ from numamig_ci.scenarios import memory  # noqa: F401
 from numamig_ci.scenarios import lifecycle  # noqa: F401
 from numamig_ci.scenarios import abort  # noqa: F401
 from numamig_ci.scenarios import postcopy  # noqa: F401
+from numamig_ci.scenarios import convergence  # noqa: F401

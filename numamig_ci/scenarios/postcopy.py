@@ -45,7 +45,7 @@ CLI_TIMEOUT_S = 300
           "migration resume ID --wait' run as a command completes it: "
           "the guest runs on the destination only, with the "
           "destination's pins in its live and persistent XML and in its "
-          "QEMU's vCPU threads.", requires=('cut_link',))
+          "QEMU's vCPU threads.", requires=('post_copy_hold', 'cut_link'))
 def postcopy_resume(s):
     src, dst = s.pair()
     backend = s.backend
