@@ -30,11 +30,11 @@ import libvirt
 from numamig_ci import libvirt_hosts
 from numamig_ci import slow_copy
 
-DIRTIED_MIB = 16
+DIRTIED_MIB = 8
 PRECOPY_MIB = 8
 POSTCOPY_MIB = 4
-# Cut once post-copy has sent this much (a second at POSTCOPY_MIB).
-CUT_AFTER = 4 * 1024 * 1024
+# Cut once post-copy has sent this much (half a second at POSTCOPY_MIB).
+CUT_AFTER = 2 * 1024 * 1024
 POLL_S = 0.05
 # vCPU time in which the kernel rewrites its set many times over (it
 # writes ~85 MiB/s under TCG), and how long a loaded machine may take

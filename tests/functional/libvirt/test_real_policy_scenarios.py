@@ -10,9 +10,9 @@ end on the destination with its new pins. The shipped policies at the
 driver level, with their completion timeouts and observe-only:
 test_real_policies. ``policy-never-pause`` runs the same code under
 another name (numamig-ci --local-libvirt 2 --scenario
-policy-never-pause). About 90 s on a 2-core machine: numamig samples a
-job once a second (its shortest progress interval), so passes are
-judged stalled only now and then and the policy needs 10-25 passes.
+policy-never-pause). 50-90 s on a 2-core machine: numamig samples a
+job once a second (its shortest progress interval), so passes are judged
+stalled only now and then and the policy needs 25-40 passes.
 """
 
 from tests.functional.libvirt import deployed

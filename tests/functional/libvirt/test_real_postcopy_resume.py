@@ -9,9 +9,9 @@ source's recovery gives up (postcopy-paused, both halves of the guest as
 libvirt reports them); then the console script, a process of its own,
 asks the conductor to resume it, and the guest ends on the destination
 with the destination's pins (live and persistent XML, QEMU's vCPU
-threads in /proc). About 60 s on a 2-core machine, half of it starting
-the deployment. Skipped, with the reason printed, only where root,
-unshare, libvirtd, QEMU or RabbitMQ are unavailable.
+threads in /proc). 35-60 s on a 2-core machine (its load decides),
+4-16 s of it starting the deployment. Skipped, with the reason printed,
+only where root, unshare, libvirtd, QEMU or RabbitMQ are unavailable.
 """
 
 from tests.functional.libvirt import deployed
