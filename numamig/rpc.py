@@ -139,6 +139,20 @@ def cleanup():
         transport.cleanup()
 
 
+def close_transport(transport):
+    """Close one transport ``get_transport`` gave, and forget it.
+
+    The next ``get_transport`` for its URL then builds a new one: a
+    closed transport left in the cache answers nothing (a process that
+    reaches one deployment after another on the same broker, as the
+    real tier's tests do, waited for a conductor that had answered).
+    """
+    for key, cached in list(_TRANSPORTS.items()):
+        if cached is transport:
+            del _TRANSPORTS[key]
+    transport.cleanup()
+
+
 # What a primitive that does not parse raises in oslo.versionedobjects
 # (found by the wire fuzz, tests/functional/test_wire_fuzz.py).
 MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError,

@@ -19,9 +19,20 @@ keep their last pCPU shared, even hosts dedicate every pCPU. On a
     ci-3f2a1b-1  dedicated 0    shared 1
     ci-3f2a1b-2  dedicated 0-1  no shared set
 
+Each host's peers reach its libvirtd through a link of the run's own (a
+numamig_ci.tcp_proxy on loopback, named to them as the host's
+``live_migration_libvirtd_port``), so that a scenario can cut the link
+to a host (``cut_link``: its libvirt connections from its peers reset,
+new ones refused) and restore it; the host's own agent and the harness
+reach it by its unix socket, never through the link. Every host and the
+conductor know the policy POST_COPY_POLICY, which switches a stalled
+migration to post-copy at its second pass, and agents give up a post-copy
+recovery after RECOVERY_TIMEOUT_S: what a post-copy cut needs, unused by
+any other migration (the default policy stays ``timer``).
+
 ``stop`` tears everything down (daemons by SIGTERM then SIGKILL, guests
-destroyed, libvirtd stopped by its recorded pid, the run's queues
-deleted) and may be called at any point of ``start``.
+destroyed, libvirtd stopped by its recorded pid, links closed, the run's
+queues deleted) and may be called at any point of ``start``.
 """
 
 import os
@@ -42,10 +53,21 @@ from numamig_ci import broker
 from numamig_ci import exception as ci_exception
 from numamig_ci import libvirt_hosts
 from numamig_ci import lifecycle
+from numamig_ci import tcp_proxy
 
 DEFAULT_TRANSPORT = 'rabbit://guest:guest@127.0.0.1:5672/'
 REPORT_INTERVAL_S = 1
 STOP_TIMEOUT_S = 15
+# A policy a scenario requests to get a post-copy at a known moment: the
+# first pass allows 1 ms of downtime (nothing converges in it), and the
+# start of the second counts as a stall unless 99 % of the memory went
+# across without being dirtied again.
+POST_COPY_POLICY = 'ci-post-copy'
+POST_COPY_POLICY_LINE = (f'{POST_COPY_POLICY}: downtime=1; then=post_copy; '
+                         f'min_progress=99')
+# Seconds after a lost post-copy link that agents stop trying to resume
+# (numamig's default, 600 s, is for real outages).
+RECOVERY_TIMEOUT_S = 4
 
 
 class LocalDeployment(lifecycle.StartStop):
@@ -81,6 +103,7 @@ class LocalDeployment(lifecycle.StartStop):
         self.cache_root = cache_root
         self.report_interval = report_interval
         self.libvirt = {}
+        self.links = {}
         self.sets = {}
         self.procs = {}
 
@@ -106,6 +129,11 @@ class LocalDeployment(lifecycle.StartStop):
                                              self.cache_root)
             self.libvirt[name] = host
             host.start()
+            link = tcp_proxy.TCPProxy(
+                ('127.0.0.1', libvirt_hosts.free_port()),
+                ('127.0.0.1', host.port))
+            self.links[name] = link
+            link.restore()
             self.sets[name] = host_sets(index, cpus)
 
     def start_conductor(self):
@@ -123,6 +151,24 @@ class LocalDeployment(lifecycle.StartStop):
         _terminate([self.procs.pop(name)])
         self._spawn(name, 'numamig-compute', self.libvirt[name],
                     self.sets[name], extra_config)
+
+    def cut_link(self, name):
+        """Reset the connections host ``name``'s peers hold to its
+        libvirtd, and refuse new ones until ``restore_link``."""
+        self.links[name].cut()
+
+    def restore_link(self, name):
+        self.links[name].restore()
+
+    def cli_config(self):
+        """The path of a numamig.conf with which numamig-manage reaches
+        this deployment (its broker, exchange and database)."""
+        path = os.path.join(self.state_dir, 'numamig-manage.conf')
+        filemodes.write_private(path, '\n'.join(
+            ['[DEFAULT]', f'transport_url = {self.transport_url}',
+             f'control_exchange = {self.control_exchange}',
+             '[database]', f'connection = {self.db_url}']) + '\n')
+        return path
 
     def uris(self):
         """{host: the libvirt URI a client on this machine opens}."""
@@ -164,13 +210,19 @@ class LocalDeployment(lifecycle.StartStop):
                  f'control_exchange = {self.control_exchange}',
                  f'report_interval = {self.report_interval}',
                  f'state_path = {self.state_dir}',
-                 '[database]', f'connection = {self.db_url}']
+                 '[database]', f'connection = {self.db_url}',
+                 '[libvirt]',
+                 f'live_migration_policies = {POST_COPY_POLICY_LINE}']
         if host is not None:
             dedicated, shared = sets
-            lines += ['[libvirt]', f'connection_uri = {host.uri}',
+            link = self.links.get(name)
+            port = link.listen[1] if link is not None else host.port
+            lines += [f'connection_uri = {host.uri}',
                       'virt_type = qemu',
                       'live_migration_inbound_addr = 127.0.0.1',
-                      f'live_migration_libvirtd_port = {host.port}',
+                      f'live_migration_libvirtd_port = {port}',
+                      'live_migration_postcopy_recovery_timeout = '
+                      f'{RECOVERY_TIMEOUT_S}',
                       '[compute]', 'reserved_host_memory_mb = 0',
                       f'cpu_dedicated_set = {_spec(dedicated)}']
             if shared:
@@ -207,6 +259,9 @@ class LocalDeployment(lifecycle.StartStop):
         _terminate([self.procs[n] for n in self.procs
                     if n == self.conductor])
         self.procs = {}
+        for link in self.links.values():
+            link.close()
+        self.links = {}
         for host in self.libvirt.values():
             host.stop()
         if self.libvirt:

@@ -126,11 +126,12 @@ class Hold:
     phase = 'libvirt migrates it (a dirtying guest, its copy capped at ' \
             f'{CAP_MIB} MiB/s)'
 
-    def __init__(self, uri, uuid, kernel_path, timeout):
+    def __init__(self, uri, uuid, kernel_path, timeout, cap_mib=CAP_MIB):
         self.uri = uri
         self.uuid = uuid
         self.kernel_path = kernel_path
         self.timeout = timeout
+        self.cap_mib = cap_mib
 
     def __enter__(self):
         conn = libvirt.open(self.uri)
@@ -142,7 +143,7 @@ class Hold:
             if dom.isActive():
                 dom.destroy()
             dom.create()
-            dom.migrateSetMaxSpeed(CAP_MIB, 0)
+            dom.migrateSetMaxSpeed(self.cap_mib, 0)
         finally:
             conn.close()
         return self

@@ -36,6 +36,11 @@ FEATURES = {
     'kernel_view': "the hosts' kernel read from inside (per-node huge "
                    "page counters, QEMU numa_maps and thread affinity)",
     'old_release': 'compute agents restarted as the release before',
+    'post_copy_hold': 'real QEMU migration held until a policy switches '
+                      'it to a crawling post-copy (a guest dirtying a '
+                      'small set, both copies capped by libvirt)',
+    'cut_link': 'a link between hosts the harness cuts and restores, and '
+                'numamig-manage on the deployment',
 }
 
 
@@ -127,6 +132,26 @@ class Backend(lifecycle.StartStop, abc.ABC):
         numamig_ci.slow_copy.Hold)."""
         raise ScenarioSkipped(f"the {self.name} backend cannot hold a "
                               f"migration in progress")
+
+    def post_copy_hold(self, host, guest):
+        """A context manager holding the next migration of ``guest`` from
+        ``host`` until its policy (``post_copy_policy``) switches it to a
+        crawling post-copy (see numamig_ci.postcopy_cut.PostCopyHold)."""
+        raise ScenarioSkipped(f"the {self.name} backend cannot hold a "
+                              f"real post-copy")
+
+    def cut_link(self, host):
+        """Cut the link from every peer to ``host``'s libvirtd."""
+        raise ScenarioSkipped(f"the {self.name} backend cannot cut a link")
+
+    def restore_link(self, host):
+        raise ScenarioSkipped(f"the {self.name} backend cannot cut a link")
+
+    def cli_config(self):
+        """A numamig.conf with which numamig-manage reaches the
+        deployment."""
+        raise ScenarioSkipped(f"the {self.name} backend gives numamig-manage"
+                              f" no configuration")
 
     def warnings(self):
         """What makes this deployment weaker as a test bed."""

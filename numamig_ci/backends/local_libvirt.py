@@ -12,6 +12,7 @@ kept between runs.
 from numamig import cpuspec
 from numamig_ci import libvirt_hosts
 from numamig_ci import local_deployment
+from numamig_ci import postcopy_cut
 from numamig_ci import slow_copy
 from numamig_ci.backends import remote
 from numamig_ci.results import ScenarioSkipped
@@ -26,7 +27,9 @@ class LocalLibvirtBackend(remote.RemoteBackend):
     """
 
     name = 'local-libvirt'
-    features = frozenset({'qemu_threads', 'hold_migration', 'slow_copy'})
+    features = frozenset({'qemu_threads', 'hold_migration', 'slow_copy',
+                          'post_copy_hold', 'cut_link'})
+    post_copy_policy = local_deployment.POST_COPY_POLICY
     guest_memory_mb = 128
     migration_timeout_s = 120
     start_timeout_s = START_TIMEOUT_S
@@ -79,6 +82,26 @@ class LocalLibvirtBackend(remote.RemoteBackend):
         return slow_copy.Hold(self.deployment.uris()[host], guest.uuid,
                               self._dirtying_kernel(guest.memory_mb),
                               self.migration_timeout_s)
+
+    def post_copy_hold(self, host, guest):
+        """A real migration of ``guest`` held until it crawls in
+        post-copy (see numamig_ci.postcopy_cut)."""
+        return postcopy_cut.PostCopyHold(
+            self.deployment.uris()[host], guest.uuid,
+            postcopy_cut.write_kernel(self.state_dir),
+            self.migration_timeout_s)
+
+    def cut_link(self, host):
+        self.deployment.cut_link(host)
+
+    def restore_link(self, host):
+        self.deployment.restore_link(host)
+
+    def cli_config(self):
+        return self.deployment.cli_config()
+
+    def libvirt_uri(self, host):
+        return self.deployment.uris()[host]
 
     def _dirtying_kernel(self, memory_mb):
         """The kernel's path, as every host's libvirtd sees it: the

@@ -81,7 +81,7 @@ class RemoteBackend(base.Backend):
             self._db.dispose()
             self._db = None
         if self._transport is not None:
-            self._transport.cleanup()
+            rpc.close_transport(self._transport)
             self._transport = None
 
     def probe(self, host):

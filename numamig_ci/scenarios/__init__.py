@@ -6,7 +6,9 @@ holds the table, in the order below: ``pinning`` (CPU placement),
 refusal, concurrency), ``abort`` (an operator's abort at each moment a
 backend can hold a migration), ``upgrade`` (an old-release source into
 the destination's migration guard), ``drain`` (a host drained through
-the conductor).
+the conductor), ``postcopy`` (a post-copy whose link is cut, resumed
+from the command line), ``convergence`` (policies acting on a real job
+that cannot converge by itself).
 """
 
 from numamig_ci.scenarios import pinning  # noqa: F401,I001
@@ -15,3 +17,5 @@ from numamig_ci.scenarios import lifecycle  # noqa: F401
 from numamig_ci.scenarios import abort  # noqa: F401
 from numamig_ci.scenarios import upgrade  # noqa: F401
 from numamig_ci.scenarios import drain  # noqa: F401
+from numamig_ci.scenarios import postcopy  # noqa: F401
+from numamig_ci.scenarios import convergence  # noqa: F401

@@ -352,3 +352,23 @@ class PrimitiveForReceivedTest(base.TestCase):
                         self._ordered(rpc.primitive_for(obj, version)))
                     compared += 1
         self.assertGreater(compared, 10)
+
+
+class TransportCacheTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(rpc.cleanup)
+
+    def test_a_closed_transport_is_not_given_again(self):
+        first = rpc.get_transport(CONF, url='fake:///close-test')
+        self.assertIs(first, rpc.get_transport(CONF,
+                                               url='fake:///close-test'))
+        rpc.close_transport(first)
+        second = rpc.get_transport(CONF, url='fake:///close-test')
+        self.assertIsNot(first, second)
+
+    def test_closing_leaves_other_transports_cached(self):
+        kept = rpc.get_transport(CONF, url='fake:///kept')
+        rpc.close_transport(rpc.get_transport(CONF, url='fake:///closed'))
+        self.assertIs(kept, rpc.get_transport(CONF, url='fake:///kept'))

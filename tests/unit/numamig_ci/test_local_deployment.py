@@ -13,6 +13,7 @@ import testscenarios
 from numamig import exception
 from numamig_ci import deployment_file
 from numamig_ci import local_deployment
+from numamig_ci import tcp_proxy
 from tests import base
 
 load_tests = testscenarios.load_tests_apply_scenarios
@@ -71,6 +72,40 @@ class LocalDeploymentTest(base.TestCase):
                                   (frozenset({0, 2}), frozenset({1})))
         for line in (f'host = {name}', 'cpu_dedicated_set = 0,2',
                      'cpu_shared_set = 1', f'connection_uri = uri-of-{name}',
+                     f'control_exchange = {deployment.control_exchange}',
+                     f'connection = {deployment.db_url}'):
+            self.assertIn(line + '\n', text)
+
+    def test_peers_reach_a_host_through_its_link(self):
+        # The port an agent gives its peers for its libvirtd is its
+        # link's, which the harness can cut; the agent itself uses the
+        # unix socket.
+        deployment = self.make()
+        name = deployment.host_names[0]
+        deployment.links[name] = tcp_proxy.TCPProxy(
+            ('127.0.0.1', 40001), ('127.0.0.1', _Host.port))
+        text = deployment._config(name, _Host(name),
+                                  (frozenset({0}), None))
+        self.assertIn('live_migration_libvirtd_port = 40001\n', text)
+        self.assertIn(f'connection_uri = uri-of-{name}\n', text)
+        self.assertIn('live_migration_postcopy_recovery_timeout = '
+                      f'{local_deployment.RECOVERY_TIMEOUT_S}\n', text)
+
+    def test_conductor_and_agents_know_the_post_copy_policy(self):
+        deployment = self.make()
+        name = deployment.host_names[0]
+        line = ('live_migration_policies = '
+                f'{local_deployment.POST_COPY_POLICY_LINE}\n')
+        self.assertIn(line, deployment._config(deployment.conductor, None,
+                                               None))
+        self.assertIn(line, deployment._config(name, _Host(name),
+                                               (frozenset({0}), None)))
+
+    def test_command_line_configuration_reaches_the_deployment(self):
+        deployment = self.make()
+        with open(deployment.cli_config()) as f:
+            text = f.read()
+        for line in (f'transport_url = {deployment.transport_url}',
                      f'control_exchange = {deployment.control_exchange}',
                      f'connection = {deployment.db_url}'):
             self.assertIn(line + '\n', text)
