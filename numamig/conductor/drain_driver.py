@@ -20,6 +20,15 @@ worker, a restart). Each pass, for every active drain in the database:
   planned host (rebuilt after a restart, renewed before it expires);
 * ends the drain once nothing is pending or migrating.
 
+Every worker reserves every active drain's plan in its own cache, so
+every worker lets go of it, whichever worker ended the drain (or
+re-planned a move): a drain this worker reserved for and that is no
+longer active has its reservations released at the next pass, those of
+the moves that did not complete included, instead of lingering until
+``[scheduler] reservation_timeout`` and refusing the host to every other
+request meanwhile. Only the reservations this driver made are released
+(``HostStateCache.release(only=...)``).
+
 A defragmentation (defragment_run.py) is carried the same way, with
 three differences: its moves and the room for its guest on the target
 are held in the cache (``HostStateCache.hold``: counted from the report
@@ -88,6 +97,9 @@ class DrainDriver:
         self._active = True         # unknown until the first pass
         # (drain, instance) of ended moves whose reservation was let go.
         self._let_go = set()
+        # (drain, instance) -> the Reservation this driver made for the
+        # move (or, under (drain, drain), a defragmentation's room).
+        self._held = {}
         self._thread = None
 
     def start(self):
@@ -132,6 +144,42 @@ class DrainDriver:
             self._let_go = {key for key in self._let_go if key[0] in active}
             for drain_uuid in active:
                 self._advance(drain_uuid)
+            for drain_uuid in {key[0] for key in self._held} - set(active):
+                self._let_go_of(drain_uuid)
+
+    def _let_go_of(self, drain_uuid):
+        """Release what this worker reserved for a drain that ended (here
+        or on another worker): its moves' placements and a
+        defragmentation's room. A completed move's placement is the
+        guest's now; the destination's report confirms it (or it
+        expires), as for any migration."""
+        try:
+            moves = {m['instance_uuid']: m
+                     for m in drains.get(self.worker.db, drain_uuid)['moves']}
+        except exception.DrainNotFound:
+            moves = {}
+        released = 0
+        for key in [k for k in self._held if k[0] == drain_uuid]:
+            move = moves.get(key[1])
+            if move is not None and move['status'] == drains.COMPLETED:
+                self._held.pop(key)
+                continue
+            released += self._release_held(key)
+        if released:
+            LOG.info("Drain %s ended: %d reservation(s) of its plan "
+                     "released in this worker's cache", drain_uuid,
+                     released)
+
+    def _release_held(self, key, host=None):
+        """Release the reservation this driver made under ``key``
+        (unless ``host`` is given and it is on another host); True if
+        one was released."""
+        held = self._held.get(key)
+        if held is None or (host is not None and held.host != host):
+            return False
+        del self._held[key]
+        return self.worker.cache.release(held.host, held.instance_uuid,
+                                         only=held)
 
     # -- one drain -------------------------------------------------------
 
@@ -291,18 +339,27 @@ class DrainDriver:
         those of moves cancelled or failed (once each)."""
         for move in data['moves']:
             key = (data['uuid'], move['instance_uuid'])
+            held = self._held.get(key)
+            if held is not None and held.host != move['planned_host']:
+                # Re-planned (by whichever worker): the old host's
+                # placement is no longer the plan's.
+                self._release_held(key)
             if move['status'] in (drains.CANCELLED, drains.FAILED) and \
                     key not in self._let_go:
                 self._let_go.add(key)
+                self._release_held(key)
                 self.worker.cache.release(move['planned_host'],
                                           move['instance_uuid'])
         defragmenting = data['kind'] == drains.DEFRAGMENT
         if data['status'] != drains.RUNNING:
             if defragmenting:
+                self._release_held((data['uuid'], data['uuid']))
                 defragment_run.let_go(self.worker, data)
             return
         if defragmenting:
-            defragment_run.hold_room(self.worker, data)
+            room = defragment_run.hold_room(self.worker, data)
+            if room is not None:
+                self._held[(data['uuid'], data['uuid'])] = room
         for move in data['moves']:
             if move['status'] not in (drains.PENDING, drains.MIGRATING) or \
                     move['planned_topology'] is None:
@@ -340,10 +397,13 @@ class DrainDriver:
                 .instance.project_id
             if data['kind'] == drains.DEFRAGMENT:
                 # Its room may come from a guest still to leave the host.
-                cache.hold(host, move['instance_uuid'], project, topology)
+                self._held[(data['uuid'], move['instance_uuid'])] = \
+                    cache.hold(host, move['instance_uuid'], project,
+                               topology)
                 return
             cache.release(host, move['instance_uuid'])
-            cache.reserve(host, move['instance_uuid'], project, topology)
+            self._held[(data['uuid'], move['instance_uuid'])] = \
+                cache.reserve(host, move['instance_uuid'], project, topology)
         except (exception.ReservationConflict, exception.NotFound) as exc:
             LOG.info("Drain %s: the plan of %s on %s cannot be reserved "
                      "(%s); its destination's claim decides", data['uuid'],
