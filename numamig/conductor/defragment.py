@@ -21,6 +21,7 @@ from numamig.db import migrations
 from numamig.numa import constraints
 from numamig.numa import fit as numa_fit
 from numamig.numa import instance_request
+from numamig.numa import specs
 from numamig.numa import usage
 from numamig.objects import fields
 
@@ -79,13 +80,19 @@ def check_fits_empty(worker, request, hosts=None):
 def plan(worker, vcpus, memory_mb, extra_specs, hosts=None, max_moves=3):
     """Where a guest of ``extra_specs`` could go after the fewest moves.
 
-    :raises InvalidNUMARequest: the specs make no valid request.
+    :raises InvalidNUMARequest: the specs make no valid request, or name
+        a key of numamig's namespaces it does not read (UnknownNUMASpec).
+    :raises UnknownMigrationPolicy: they name an unknown policy.
     :raises Invalid: they make no NUMA request at all (any host with
         room takes such a guest; nothing to defragment for), or the
         guest fits on no candidate host even empty.
     :raises HostNotFound: a host of ``hosts`` never reported.
     """
     start = time.monotonic()
+    # The rule of every place that takes flavor-like specs: a misspelt
+    # key would otherwise be dropped and the room made for another guest.
+    specs.check(extra_specs, {}, worker.foreign_numa_specs,
+                worker.migration_policies)
     request = request_of(vcpus, memory_mb, extra_specs)
     records.sync_reports(worker)
     for host in hosts or ():

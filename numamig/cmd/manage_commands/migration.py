@@ -99,7 +99,8 @@ class MigrationCommands(migration_resume.ResumeCommand):
                        f"number of seconds above 0")
         api, ctxt = _access.conductor(), _access.context()
         if dry_run:
-            answer = api.live_migration_dry_run(ctxt, instance, host)
+            answer = api.live_migration_dry_run(ctxt, instance, host,
+                                                policy=policy)
             data = _dry_run_view(answer)
             common.print_output(data, output_format, _print_dry_run)
             return common.EXIT_OK if data['dest_host'] else common.EXIT_NO
@@ -378,6 +379,8 @@ def _dry_run_view(answer):
         'refused_hosts': dict(answer.get('refused') or {}),
         'numa_topology': common.plain(topology),
         'placement': pictures.placement_lines(topology),
+        'policy': answer.get('policy'),
+        'policy_from': answer.get('policy_from'),
         'prediction': answer.get('prediction'),
         'reclaim': answer.get('reclaim'),
         'reclaim_note': answer.get('reclaim_note'),
@@ -542,5 +545,8 @@ def _print_dry_run(data):
         print(f"  candidates in order: {', '.join(data['candidates'])}")
     for host, reason in data['refused_hosts'].items():
         print(f"  {host} refused: {reason}")
+    if data.get('policy'):
+        print(f"  would run under convergence policy {data['policy']} "
+              f"({data['policy_from']})")
     for line in convergence_view.prediction_lines(data['prediction']):
         print(f"  {line}")
