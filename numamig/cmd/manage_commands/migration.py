@@ -46,8 +46,9 @@ class MigrationCommands(migration_resume.ResumeCommand):
                  help="Destination host (default: the scheduler chooses).")
     @common.args('--dry-run', dest='dry_run', action='store_true',
                  default=False,
-                 help="Only say where the guest would go and how it would "
-                      "be pinned; claim and record nothing.")
+                 help="Only say where the guest would go, how it would "
+                      "be pinned and under which convergence policy "
+                      "(--policy included); claim and record nothing.")
     @common.args('--wait', action='store_true', default=False,
                  help="Follow the migration with a progress bar until it "
                       "ends.")
