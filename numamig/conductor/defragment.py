@@ -4,9 +4,10 @@ for a guest of given specs on one host; nothing moves.
 The conductor gives the scheduler (numamig.scheduler.defrag) every
 guest numamig may move, with its placement and its request rebuilt from
 its specs; the scheduler searches (with chains through third hosts). A
-guest whose migration is in progress, or whose specs make no request,
-stays where it is. A guest that fits on none of the candidate hosts
-even were they empty is refused as bad input before any search.
+guest whose migration is in progress, whose specs make no request, or
+whose migration policy is unknown stays where it is. A guest that fits
+on none of the candidate hosts even were they empty is refused as bad
+input before any search.
 Carrying a plan out is defragment_run.py's (API 1.13).
 """
 
@@ -126,7 +127,10 @@ def _residents(worker):
     for record in instances.get_all(worker.db):
         instance = record.instance
         if not instance.host or instance.uuid in moving or \
-                instance.get('numa_topology') is None:
+                instance.get('numa_topology') is None or \
+                drain.policy_problem(worker, instance) is not None:
+            # It stays: its migration would be refused whatever its
+            # destination (an unknown convergence policy).
             continue
         try:
             request = instance_request.numa_request(instance)

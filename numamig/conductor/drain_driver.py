@@ -10,6 +10,10 @@ worker, a restart). Each pass, for every active drain in the database:
   destination refused the claim, or could not be prepared) is re-planned
   onto another host, up to ``max_replans`` times, else its move fails
   with the reason; one that ``failed`` or was cancelled ends its move so;
+* a move whose request is refused for a reason no other destination
+  changes (the guest's migration policy is unknown, the guest is being
+  deleted or is gone, its source is down, ...) fails at once with that
+  reason: only a refusal naming its planned destination is re-planned;
 * starts the moves whose turn has come (numamig.db.drains.start_moves):
   each is a migration recorded with the planned host as its destination,
   the drain priority and a uuid chosen before it is recorded, so a
@@ -255,8 +259,24 @@ class DrainDriver:
             LOG.info("Drain %s: the migration of %s to %s was refused: %s",
                      data['uuid'], move['instance_uuid'],
                      move['planned_host'], exception.brief(exc))
+            if not _about_destination(exc, move['planned_host']):
+                self._fail_at_once(data, move, exception.brief(exc))
+                return False
             self._replan(data, move, exception.brief(exc))
             return False
+
+    def _fail_at_once(self, data, move, reason):
+        """End a move whose request no destination would take: planning
+        it onto another host would only be refused again (and strike
+        that host), and leave the drain failing late."""
+        self.worker.cache.release(move['planned_host'],
+                                  move['instance_uuid'])
+        self._release_held((data['uuid'], move['instance_uuid']))
+        return drains.end_move(
+            self.worker.db, data['uuid'], move['instance_uuid'],
+            move['migration_uuid'], drains.FAILED,
+            error=f"{reason} (refused whatever the destination: not "
+                  f"re-planned)")
 
     def _cancel_if_aborted(self, drain_uuid, migration_uuid):
         """Cancel a migration just recorded for a drain aborted
@@ -317,7 +337,7 @@ class DrainDriver:
                                      move['instance_uuid']).instance
         except exception.InstanceNotFound:
             return "the guest was deleted"
-        guest = drain.guest_of(instance)
+        guest = drain.guest_of(instance, self.worker)
         options = data['options'] or {}
         hosts = set(options.get('to') or
                     (s.host for s in self.worker.cache.host_states()))
@@ -440,6 +460,20 @@ class DrainDriver:
                      summary['moved'], len(summary['failed']),
                      summary['cancelled'], summary['elapsed_s'])
         return ended
+
+
+def _about_destination(exc, host):
+    """Whether a refused request names the move's planned destination
+    (another host may take the guest), rather than the guest, its
+    source or its specs, which no other destination changes. A full
+    admission queue is re-planned as before: it passes."""
+    if isinstance(exc, (exception.InvalidDestination,
+                        exception.MigrationQueueFull)):
+        return True
+    if isinstance(exc, (exception.HostNotFound,
+                        exception.ComputeHostDown)):
+        return getattr(exc, 'kwargs', {}).get('host') == host
+    return False
 
 
 def _dump(topology):

@@ -20,6 +20,7 @@ from numamig import objects
 from numamig.compute import manager as compute_manager
 from numamig.db import compute_nodes
 from numamig.db import drains
+from numamig.db import instances
 from numamig.db import migrations
 from tests import base
 from tests.fixtures import deployment
@@ -172,6 +173,30 @@ class DrainRefusedTest(DrainTestCase):
         self._nothing_moved()
         self.assertEqual('fans', compute_nodes.maintenance(
             self.dep.db)['host-a'].reason)
+
+
+class DrainPolicyTest(DrainTestCase):
+
+    def test_a_guest_that_can_never_migrate_is_refused_up_front(self):
+        # Issue 44 H2: a guest recorded by an earlier release with a
+        # policy no conductor knows (instance create refuses it now).
+        # The plan said the host could be emptied; the drain then
+        # re-planned it onto every host and left the host disabled.
+        self.create('host-a', 2)
+        gold = objects.Instance(
+            uuid=uuidutils.generate_uuid(), name='gold', project_id='demo',
+            host='host-a', vcpus=2, memory_mb=512,
+            extra_specs=dict(ONE_NODE, **{
+                'hw:live_migration_policy': 'gold'}))
+        instances.create(self.dep.db, gold)
+        plan = self.api.host_drain_plan(self.ctxt, 'host-a')
+        self.assertFalse(plan['emptiable'])
+        self.assertEqual(['gold'], [u['name'] for u in plan['unplaced']])
+        error = self.assertRaises(exception.DrainRefused, self.start)
+        self.assertIn('gold: it cannot be migrated: Unknown live-migration '
+                      'policy gold', str(error))
+        self.assertEqual([], migrations.get_all(self.dep.db))
+        self.assertEqual({}, compute_nodes.maintenance(self.dep.db))
 
 
 class DrainReplanTest(DrainTestCase):

@@ -105,6 +105,38 @@ class DrainDriverTestCase(DrainDriverBase):
                           first['attempts']))
         self.assertEqual('migrating', self.moves()[1]['status'])
 
+    def test_a_refusal_whatever_the_destination_fails_the_move_at_once(self):
+        # Issue 44: the guest's policy became unknown after the plan (a
+        # worker configured with other policies): every destination
+        # would be refused, so the move is not re-planned onto them.
+        (first, second) = self.moves()
+        record = instances.get(self.db, first['instance_uuid'])
+        instances.update(self.db, first['instance_uuid'], {
+            'extra_specs': dict(record.instance.extra_specs, **{
+                'hw:live_migration_policy': 'gold'})})
+        self.driver.run_once()
+        moves = {m['instance_uuid']: m for m in self.moves()}
+        failed = moves[first['instance_uuid']]
+        self.assertEqual(('failed', 1, {}), (
+            failed['status'], failed['attempts'], failed['refused'] or {}))
+        self.assertIn('Unknown live-migration policy gold', failed['error'])
+        self.assertIn('not re-planned', failed['error'])
+        self.assertNotIn(first['instance_uuid'], self.reserved())
+        # The other guest goes on (its turn comes at the next pass).
+        self.driver.run_once()
+        moves = {m['instance_uuid']: m for m in self.moves()}
+        self.assertEqual('migrating',
+                         moves[second['instance_uuid']]['status'])
+
+    def test_a_refusal_of_the_planned_destination_is_replanned(self):
+        (first, _second) = self.moves()
+        self.call('host_set_disabled', first['planned_host'], True, 'fans')
+        self.driver.run_once()
+        moved = {m['instance_uuid']: m for m in self.moves()}[
+            first['instance_uuid']]
+        self.assertEqual([first['planned_host']], list(moved['refused']))
+        self.assertNotEqual(first['planned_host'], moved['planned_host'])
+
     def test_abort_cancels_the_queued_and_asks_sources_only_if_told(self):
         self.driver.run_once()
         (migration,) = migrations.get_all(self.db)
