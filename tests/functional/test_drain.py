@@ -199,6 +199,29 @@ class DrainPolicyTest(DrainTestCase):
         self.assertEqual({}, compute_nodes.maintenance(self.dep.db))
 
 
+class KeepFreeNodesTest(DrainTestCase):
+
+    def test_a_floating_guest_avoids_hosts_whose_nodes_are_all_kept(self):
+        # Issue 44: --keep-free-nodes put a guest without a NUMA request
+        # on a host whose every node was kept free. host-c is idle (both
+        # cells kept with 2); host-b has a pinned guest in a cell.
+        self.create('host-b', 2)
+        floating = self.api.instance_create(self.ctxt, objects.Instance(
+            uuid=uuidutils.generate_uuid(), name='floating',
+            project_id='demo', vcpus=2, memory_mb=512, extra_specs={}),
+            'host-a')
+        plan = self.api.host_drain_plan(self.ctxt, 'host-a',
+                                        keep_free_nodes=2)
+        self.assertEqual({'host-b': [1], 'host-c': [0, 1]},
+                         plan['kept_free'])
+        self.assertEqual([(floating.uuid, 'host-b')],
+                         [(m['instance_uuid'], m['dest_host'])
+                          for m in plan['moves']])
+        ended = self.wait_for_drain(self.start(keep_free_nodes=2))
+        self.assertEqual('completed', ended['status'], ended['moves'])
+        self.assertEqual('host-b', self.host_of(floating))
+
+
 class DrainReplanTest(DrainTestCase):
 
     def test_a_destination_refusing_its_claim_is_replanned(self):
