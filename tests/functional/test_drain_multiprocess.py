@@ -94,13 +94,16 @@ class AbortedElsewhereTest(DrainProcessTestBase):
     CHECK_TIMEOUT = 10
 
     def write_config(self, host, caps=None):
+        # The stopped agent must not count as down before the checks end
+        # (its last report ages meanwhile), on a loaded machine too.
         path = super().write_config(host, caps)
         with open(path) as f:
             text = f.read()
         with open(path, 'w') as f:
             f.write(text.replace(
                 '[DEFAULT]\n', f'[DEFAULT]\nrpc_response_timeout_migration '
-                               f'= {self.CHECK_TIMEOUT}\n', 1))
+                               f'= {self.CHECK_TIMEOUT}\n'
+                               f'service_down_time = 180\n', 1))
         return path
 
     def create_sized(self, host, name, vcpus):
