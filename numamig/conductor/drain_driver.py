@@ -174,14 +174,12 @@ class DrainDriver:
                      "released in this worker's cache", drain_uuid,
                      released)
 
-    def _release_held(self, key, host=None):
-        """Release the reservation this driver made under ``key``
-        (unless ``host`` is given and it is on another host); True if
-        one was released."""
-        held = self._held.get(key)
-        if held is None or (host is not None and held.host != host):
+    def _release_held(self, key):
+        """Release the reservation this driver made under ``key``, if it
+        is still the cache's; True if one was released."""
+        held = self._held.pop(key, None)
+        if held is None:
             return False
-        del self._held[key]
         return self.worker.cache.release(held.host, held.instance_uuid,
                                          only=held)
 
