@@ -68,6 +68,9 @@ API version history:
          a migration); answers carry Migration 1.7 and
          MigrationStatusChange 1.1 (messages at 1.15-1.16 get
          Migration 1.5, whose status says ``running`` instead).
+* 1.18 - live_migration_dry_run takes a convergence policy name
+         (``policy``): the dry run refuses an unknown one as the
+         request does, and predicts under it.
 """
 
 # API version -> the object versions a receiver of that version reads.
@@ -104,6 +107,7 @@ OBJECT_VERSIONS['1.15'] = dict(OBJECT_VERSIONS['1.14'], Migration='1.5')
 OBJECT_VERSIONS['1.16'] = dict(OBJECT_VERSIONS['1.15'], Migration='1.6')
 OBJECT_VERSIONS['1.17'] = dict(OBJECT_VERSIONS['1.16'], Migration='1.7',
                                MigrationStatusChange='1.1')
+OBJECT_VERSIONS['1.18'] = dict(OBJECT_VERSIONS['1.17'])
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): no
@@ -146,6 +150,8 @@ THREADS_VERSION = '1.16'
 # The API version that brought status postcopy-paused (recorded, and
 # read in answers: Migration 1.7) and migration_resume.
 PAUSED_VERSION = '1.17'
+# The API version whose live_migration_dry_run takes a policy.
+DRY_RUN_POLICY_VERSION = '1.18'
 # Arguments a call may carry only from the API version given.
 SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
           'migration_uuid': REQUEST_UUID_VERSION,

@@ -4,9 +4,10 @@ for a guest of given specs on one host; nothing moves.
 The conductor gives the scheduler (numamig.scheduler.defrag) every
 guest numamig may move, with its placement and its request rebuilt from
 its specs; the scheduler searches (with chains through third hosts). A
-guest whose migration is in progress, or whose specs make no request,
-stays where it is. A guest that fits on none of the candidate hosts
-even were they empty is refused as bad input before any search.
+guest whose migration is in progress, whose specs make no request, or
+whose migration policy is unknown stays where it is. A guest that fits
+on none of the candidate hosts even were they empty is refused as bad
+input before any search.
 Carrying a plan out is defragment_run.py's (API 1.13).
 """
 
@@ -21,6 +22,7 @@ from numamig.db import migrations
 from numamig.numa import constraints
 from numamig.numa import fit as numa_fit
 from numamig.numa import instance_request
+from numamig.numa import specs
 from numamig.numa import usage
 from numamig.objects import fields
 
@@ -79,13 +81,19 @@ def check_fits_empty(worker, request, hosts=None):
 def plan(worker, vcpus, memory_mb, extra_specs, hosts=None, max_moves=3):
     """Where a guest of ``extra_specs`` could go after the fewest moves.
 
-    :raises InvalidNUMARequest: the specs make no valid request.
+    :raises InvalidNUMARequest: the specs make no valid request, or name
+        a key of numamig's namespaces it does not read (UnknownNUMASpec).
+    :raises UnknownMigrationPolicy: they name an unknown policy.
     :raises Invalid: they make no NUMA request at all (any host with
         room takes such a guest; nothing to defragment for), or the
         guest fits on no candidate host even empty.
     :raises HostNotFound: a host of ``hosts`` never reported.
     """
     start = time.monotonic()
+    # The rule of every place that takes flavor-like specs: a misspelt
+    # key would otherwise be dropped and the room made for another guest.
+    specs.check(extra_specs, {}, worker.foreign_numa_specs,
+                worker.migration_policies)
     request = request_of(vcpus, memory_mb, extra_specs)
     records.sync_reports(worker)
     for host in hosts or ():
@@ -120,7 +128,10 @@ def _residents(worker):
     for record in instances.get_all(worker.db):
         instance = record.instance
         if not instance.host or instance.uuid in moving or \
-                instance.get('numa_topology') is None:
+                instance.get('numa_topology') is None or \
+                drain.policy_problem(worker, instance) is not None:
+            # It stays: its migration would be refused whatever its
+            # destination (an unknown convergence policy).
             continue
         try:
             request = instance_request.numa_request(instance)

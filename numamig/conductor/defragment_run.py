@@ -94,14 +94,15 @@ def start(worker, driver, drain_uuid, vcpus, memory_mb, extra_specs,
 
 def hold_room(worker, data):
     """Keep the room for the guest on the target in this worker's cache
-    (renewed as drain moves' reservations are)."""
+    (renewed as drain moves' reservations are); return the Reservation,
+    None when the host is gone."""
     placement = objects.InstanceNUMATopology.obj_from_primitive(
         data['options']['placement'])
     try:
-        worker.cache.hold(data['host'], data['uuid'], 'defragment',
-                          placement, arrives=False)
+        return worker.cache.hold(data['host'], data['uuid'], 'defragment',
+                                 placement, arrives=False)
     except exception.NotFound:
-        pass            # the host is gone: conclude says so
+        return None     # the host is gone: conclude says so
 
 
 def let_go(worker, data):

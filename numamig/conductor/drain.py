@@ -20,6 +20,7 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig.conductor import records
+from numamig.convergence import policy as convergence
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
@@ -145,7 +146,8 @@ def _guests(worker, host):
     guests arriving by a migration in progress (which keep it busy)."""
     moving = {m.instance_uuid: m for m in
               migrations.get_in_progress_by_host(worker.db, host)}
-    guests = [_guest(record.instance, moving.get(record.instance.uuid))
+    guests = [_guest(record.instance, moving.get(record.instance.uuid),
+                     worker)
               for record in instances.get_all(worker.db, host=host)]
     for migration in moving.values():
         if migration.get('dest_host') == host:
@@ -157,17 +159,20 @@ def _guests(worker, host):
     return guests
 
 
-def guest_of(instance):
+def guest_of(instance, worker=None):
     """The DrainGuest of an instance no migration moves now (a guest
     planned again during a drain)."""
-    return _guest(instance, None)
+    return _guest(instance, None, worker)
 
 
-def _guest(instance, migration):
+def _guest(instance, migration, worker=None):
     if migration is not None and migration.source_host == instance.host:
         return DrainGuest(instance.uuid, instance.name, problem=(
             f"it is leaving already, by migration {migration.uuid} "
             f"({migration.status})"))
+    refused = None if worker is None else policy_problem(worker, instance)
+    if refused is not None:
+        return DrainGuest(instance.uuid, instance.name, problem=refused)
     try:
         request = instance_request.numa_request(instance)
     except exception.Invalid as exc:
@@ -176,6 +181,28 @@ def _guest(instance, migration):
                                   f"{exception.brief(exc)}")
     return DrainGuest(instance.uuid, instance.name, request,
                       instance_request.source_page_size(instance))
+
+
+def policy_problem(worker, instance):
+    """Why no migration of ``instance`` can be requested whatever its
+    destination (the convergence policy its flavor or image names is
+    unknown here), or None.
+
+    A drain plan leaves such a guest unplaced with this reason, so the
+    drain is refused before anything moves, instead of planning a move
+    every destination would be refused (a guest recorded by an earlier
+    release, or under a conductor configured with other policies).
+    """
+    try:
+        convergence.select(
+            worker.migration_policies, None,
+            (instance.get('extra_specs') or {}).get(convergence.FLAVOR_KEY),
+            (instance.get('image_properties') or {}).get(
+                convergence.IMAGE_KEY),
+            worker.default_migration_policy)
+    except exception.UnknownMigrationPolicy as exc:
+        return f"it cannot be migrated: {exception.brief(exc)}"
+    return None
 
 
 def _answer(host, found, left_out, disabled):

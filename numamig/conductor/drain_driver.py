@@ -10,6 +10,10 @@ worker, a restart). Each pass, for every active drain in the database:
   destination refused the claim, or could not be prepared) is re-planned
   onto another host, up to ``max_replans`` times, else its move fails
   with the reason; one that ``failed`` or was cancelled ends its move so;
+* a move whose request is refused for a reason no other destination
+  changes (the guest's migration policy is unknown, the guest is being
+  deleted or is gone, its source is down, ...) fails at once with that
+  reason: only a refusal naming its planned destination is re-planned;
 * starts the moves whose turn has come (numamig.db.drains.start_moves):
   each is a migration recorded with the planned host as its destination,
   the drain priority and a uuid chosen before it is recorded, so a
@@ -19,6 +23,15 @@ worker, a restart). Each pass, for every active drain in the database:
   not yet claimed holds a reservation of its planned placement on its
   planned host (rebuilt after a restart, renewed before it expires);
 * ends the drain once nothing is pending or migrating.
+
+Every worker reserves every active drain's plan in its own cache, so
+every worker lets go of it, whichever worker ended the drain (or
+re-planned a move): a drain this worker reserved for and that is no
+longer active has its reservations released at the next pass, those of
+the moves that did not complete included, instead of lingering until
+``[scheduler] reservation_timeout`` and refusing the host to every other
+request meanwhile. Only the reservations this driver made are released
+(``HostStateCache.release(only=...)``).
 
 A defragmentation (defragment_run.py) is carried the same way, with
 three differences: its moves and the room for its guest on the target
@@ -91,6 +104,9 @@ class DrainDriver:
         self._active = True         # unknown until the first pass
         # (drain, instance) of ended moves whose reservation was let go.
         self._let_go = set()
+        # (drain, instance) -> the Reservation this driver made for the
+        # move (or, under (drain, drain), a defragmentation's room).
+        self._held = {}
         self._thread = None
 
     def start(self):
@@ -143,6 +159,40 @@ class DrainDriver:
             self._let_go = {key for key in self._let_go if key[0] in active}
             for drain_uuid in active:
                 self._advance(drain_uuid)
+            for drain_uuid in {key[0] for key in self._held} - set(active):
+                self._let_go_of(drain_uuid)
+
+    def _let_go_of(self, drain_uuid):
+        """Release what this worker reserved for a drain that ended (here
+        or on another worker): its moves' placements and a
+        defragmentation's room. A completed move's placement is the
+        guest's now; the destination's report confirms it (or it
+        expires), as for any migration."""
+        try:
+            moves = {m['instance_uuid']: m
+                     for m in drains.get(self.worker.db, drain_uuid)['moves']}
+        except exception.DrainNotFound:
+            moves = {}
+        released = 0
+        for key in [k for k in self._held if k[0] == drain_uuid]:
+            move = moves.get(key[1])
+            if move is not None and move['status'] == drains.COMPLETED:
+                self._held.pop(key)
+                continue
+            released += self._release_held(key)
+        if released:
+            LOG.info("Drain %s ended: %d reservation(s) of its plan "
+                     "released in this worker's cache", drain_uuid,
+                     released)
+
+    def _release_held(self, key):
+        """Release the reservation this driver made under ``key``, if it
+        is still the cache's; True if one was released."""
+        held = self._held.pop(key, None)
+        if held is None:
+            return False
+        return self.worker.cache.release(held.host, held.instance_uuid,
+                                         only=held)
 
     # -- one drain -------------------------------------------------------
 
@@ -227,8 +277,24 @@ class DrainDriver:
             LOG.info("Drain %s: the migration of %s to %s was refused: %s",
                      data['uuid'], move['instance_uuid'],
                      move['planned_host'], exception.brief(exc))
+            if not _about_destination(exc, move['planned_host']):
+                self._fail_at_once(data, move, exception.brief(exc))
+                return False
             self._replan(data, move, exception.brief(exc))
             return False
+
+    def _fail_at_once(self, data, move, reason):
+        """End a move whose request no destination would take: planning
+        it onto another host would only be refused again (and strike
+        that host), and leave the drain failing late."""
+        self.worker.cache.release(move['planned_host'],
+                                  move['instance_uuid'])
+        self._release_held((data['uuid'], move['instance_uuid']))
+        return drains.end_move(
+            self.worker.db, data['uuid'], move['instance_uuid'],
+            move['migration_uuid'], drains.FAILED,
+            error=f"{reason} (refused whatever the destination: not "
+                  f"re-planned)")
 
     def _cancel_if_aborted(self, drain_uuid, migration_uuid):
         """Cancel a migration just recorded for a drain aborted
@@ -289,7 +355,7 @@ class DrainDriver:
                                      move['instance_uuid']).instance
         except exception.InstanceNotFound:
             return "the guest was deleted"
-        guest = drain.guest_of(instance)
+        guest = drain.guest_of(instance, self.worker)
         options = data['options'] or {}
         hosts = set(options.get('to') or
                     (s.host for s in self.worker.cache.host_states()))
@@ -311,18 +377,27 @@ class DrainDriver:
         those of moves cancelled or failed (once each)."""
         for move in data['moves']:
             key = (data['uuid'], move['instance_uuid'])
+            held = self._held.get(key)
+            if held is not None and held.host != move['planned_host']:
+                # Re-planned (by whichever worker): the old host's
+                # placement is no longer the plan's.
+                self._release_held(key)
             if move['status'] in (drains.CANCELLED, drains.FAILED) and \
                     key not in self._let_go:
                 self._let_go.add(key)
+                self._release_held(key)
                 self.worker.cache.release(move['planned_host'],
                                           move['instance_uuid'])
         defragmenting = data['kind'] == drains.DEFRAGMENT
         if data['status'] != drains.RUNNING:
             if defragmenting:
+                self._release_held((data['uuid'], data['uuid']))
                 defragment_run.let_go(self.worker, data)
             return
         if defragmenting:
-            defragment_run.hold_room(self.worker, data)
+            room = defragment_run.hold_room(self.worker, data)
+            if room is not None:
+                self._held[(data['uuid'], data['uuid'])] = room
         for move in data['moves']:
             if move['status'] not in (drains.PENDING, drains.MIGRATING) or \
                     move['planned_topology'] is None:
@@ -360,10 +435,13 @@ class DrainDriver:
                 .instance.project_id
             if data['kind'] == drains.DEFRAGMENT:
                 # Its room may come from a guest still to leave the host.
-                cache.hold(host, move['instance_uuid'], project, topology)
+                self._held[(data['uuid'], move['instance_uuid'])] = \
+                    cache.hold(host, move['instance_uuid'], project,
+                               topology)
                 return
             cache.release(host, move['instance_uuid'])
-            cache.reserve(host, move['instance_uuid'], project, topology)
+            self._held[(data['uuid'], move['instance_uuid'])] = \
+                cache.reserve(host, move['instance_uuid'], project, topology)
         except (exception.ReservationConflict, exception.NotFound) as exc:
             LOG.info("Drain %s: the plan of %s on %s cannot be reserved "
                      "(%s); its destination's claim decides", data['uuid'],
@@ -400,6 +478,20 @@ class DrainDriver:
                      summary['moved'], len(summary['failed']),
                      summary['cancelled'], summary['elapsed_s'])
         return ended
+
+
+def _about_destination(exc, host):
+    """Whether a refused request names the move's planned destination
+    (another host may take the guest), rather than the guest, its
+    source or its specs, which no other destination changes. A full
+    admission queue is re-planned as before: it passes."""
+    if isinstance(exc, (exception.InvalidDestination,
+                        exception.MigrationQueueFull)):
+        return True
+    if isinstance(exc, (exception.HostNotFound,
+                        exception.ComputeHostDown)):
+        return getattr(exc, 'kwargs', {}).get('host') == host
+    return False
 
 
 def _dump(topology):

@@ -450,17 +450,25 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         """
         self._end_listeners.append(listener)
 
-    @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none())
+    @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none(),
+               policy=wire.text(64, "a convergence policy name (at most "
+                                    "64 characters)").or_none())
     @messaging.expected_exceptions(*_EXPECTED)
-    def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
-        """Where the guest would go and how it would be pinned.
+    def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None,
+                               policy=None):
+        """Where the guest would go and how it would be pinned, and under
+        which convergence policy (``policy``, API 1.18: requested as
+        live_migrate_instance's; else the flavor's, image's or default).
 
         Idempotent: a repeat reads only and gets the same answer.
+
+        :raises UnknownMigrationPolicy: the policy that would be chosen
+            is unknown (as the request would be refused).
         """
         instance = instances.get(self.db, instance_uuid).instance
         records.sync_reports(self.worker)
         return dry_run.LiveMigrationDryRun(ctxt, self.worker, instance,
-                                           dest_host).execute()
+                                           dest_host, policy).execute()
 
     @wire.args(migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)

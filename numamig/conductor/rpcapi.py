@@ -21,6 +21,7 @@ from numamig.conductor import rpcapi_drain
 from numamig.conductor import rpcapi_hosts
 from numamig.conductor import rpcapi_runs
 from numamig.conductor.api_versions import CONVERGENCE_VERSION
+from numamig.conductor.api_versions import DRY_RUN_POLICY_VERSION
 from numamig.conductor.api_versions import GUARD_VERSION
 from numamig.conductor.api_versions import HELD_BACK
 from numamig.conductor.api_versions import MEMORY_RECLAIM_VERSION
@@ -91,7 +92,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
     that version lacks, down to the version the call needs.
     """
 
-    VERSION = PAUSED_VERSION
+    VERSION = DRY_RUN_POLICY_VERSION
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -424,8 +425,22 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                           instance_uuid=instance_uuid, dest_host=dest_host,
                           newer_kwargs=newer)
 
-    def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None):
-        """Where the guest would go and how pinned; claims nothing."""
+    def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None,
+                               policy=None):
+        """Where the guest would go and how pinned; claims nothing.
+
+        :param policy: the convergence policy the migration would be
+            requested under (API 1.18): refused when unknown, as the
+            request would be, and the prediction made under it. An older
+            conductor cannot take it: refused here (Invalid) rather than
+            answered under another policy.
+        """
+        if policy is not None:
+            return self._since(ctxt, 'live_migration_dry_run',
+                               DRY_RUN_POLICY_VERSION,
+                               "a dry run under a requested policy",
+                               instance_uuid=instance_uuid,
+                               dest_host=dest_host, policy=policy)
         return self._call(ctxt, 'live_migration_dry_run',
                           instance_uuid=instance_uuid, dest_host=dest_host)
 

@@ -145,11 +145,13 @@ def host_to_json(topology):
     } for cell in topology.cells]}
 
 
-def request_from_json(data, foreign_specs=()):
+def request_from_json(data, foreign_specs=(), policies=None):
     """Return (request or None, NUMALimits or None, forced page size).
 
     :param foreign_specs: keys of the spec namespaces accepted unread
         (specs.check_known).
+    :param policies: names of the known live-migration policies, or
+        None (specs.check).
     :raises InvalidNUMAJSON: for a malformed document.
     :raises InvalidNUMARequest: for specs that make no valid request,
         or a key of the spec namespaces numamig does not read.
@@ -177,8 +179,8 @@ def request_from_json(data, foreign_specs=()):
     pagesize = data.get('pagesize_kb')
     if pagesize is not None:
         pagesize = _integer('request', 'pagesize_kb', pagesize, minimum=4)
-    specs_mod.check_known(specs['extra_specs'], specs['image_properties'],
-                          foreign_specs)
+    specs_mod.check(specs['extra_specs'], specs['image_properties'],
+                    foreign_specs, policies)
     request = constraints.get_numa_request(
         data['vcpus'], data['memory_mb'], specs['extra_specs'],
         specs['image_properties'])

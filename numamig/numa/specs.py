@@ -112,6 +112,45 @@ IMAGE_NAMESPACE = 'hw_'
 OTHER_KEYS = ('hw:live_migration_policy', 'hw_live_migration_policy')
 
 
+def check(extra_specs, image_properties, foreign=(), policies=None):
+    """The one rule for flavor-like specs, applied before anything is
+    recorded or planned wherever they are taken (a guest created, the
+    guest ``host defragment --for`` makes room for, ``numa fit``'s
+    request): the keys (check_known) and the values numamig reads outside
+    the NUMA engine (check_policies). The NUMA specs' values are checked
+    by the request they make (numamig.numa.constraints), which every one
+    of those places builds next.
+
+    :param policies: the names of the live-migration policies known
+        (numamig.convergence.policy.catalog); None: not checked.
+    :raises UnknownNUMASpec: an unknown key of numamig's namespaces.
+    :raises UnknownMigrationPolicy: a policy key naming none of
+        ``policies``: such a guest could never be migrated.
+    """
+    check_known(extra_specs, image_properties, foreign)
+    if policies is not None:
+        check_policies(extra_specs, image_properties, policies)
+
+
+def check_policies(extra_specs, image_properties, policies):
+    """Refuse a live-migration policy key naming an unknown policy.
+
+    :raises UnknownMigrationPolicy: naming the key, the value, the
+        closest known name and every known one.
+    """
+    known = sorted(policies)
+    for where, source, key in (('flavor key', extra_specs, OTHER_KEYS[0]),
+                               ('image property', image_properties,
+                                OTHER_KEYS[1])):
+        value = (source or {}).get(key)
+        if not value or value in policies:
+            continue
+        close = difflib.get_close_matches(str(value), known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ''
+        raise exception.UnknownMigrationPolicy(
+            name=value, where=f"{where} {key}{hint}", known=', '.join(known))
+
+
 def check_known(extra_specs, image_properties, foreign=()):
     """Refuse keys of numamig's namespaces that no Spec declares.
 

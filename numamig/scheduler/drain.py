@@ -194,8 +194,7 @@ def plan(guests, destinations, limits=None, strategy='spread',
         if guest.problem:
             unplaced.append(Unplaced(guest, guest.problem))
         elif guest.request is None:
-            allowed = [host for host in order
-                       if host not in _excluded(guest)]
+            allowed = _floating_destinations(guest, order, views)
             if allowed:
                 moves.append(Move(guest, allowed[0], None))
             else:
@@ -241,6 +240,15 @@ def why_not(answer):
                 f"exist (raise [scheduler] drain_plan_max_steps to search "
                 f"further): {first}")
     return f"no plan exists: {first}"
+
+
+def _floating_destinations(guest, order, views):
+    """The destinations, best first, of a guest without a NUMA request:
+    those it is not barred from with a cell left once the kept-free
+    cells are taken out (its vCPUs float over the cells it may use; on a
+    host whose every cell is kept free it would use a kept one)."""
+    return [host for host in order
+            if host not in _excluded(guest) and views[host].cells]
 
 
 def _excluded(guest):

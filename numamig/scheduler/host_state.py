@@ -356,13 +356,22 @@ class HostStateCache:
         LOG.debug("Holding %s on %s", key, host)
         return reservation
 
-    def release(self, host, instance_uuid):
-        """Drop a reservation; True if there was one (idempotent)."""
+    def release(self, host, instance_uuid, only=None):
+        """Drop a reservation; True if there was one (idempotent).
+
+        :param only: a Reservation this cache returned: drop the
+            instance's reservation only if it is still that one (a
+            holder letting go of its own placement must not drop one
+            another flow made since for the same guest).
+        """
         with self._lock:
             entry = self._entries.get(host)
-            if entry is None or \
-                    entry.reservations.pop(instance_uuid, None) is None:
+            if entry is None:
                 return False
+            current = entry.reservations.get(instance_uuid)
+            if current is None or (only is not None and current is not only):
+                return False
+            del entry.reservations[instance_uuid]
             self._publish(entry, self._reserved_topology(entry))
         LOG.debug("Released reservation of %s on %s", instance_uuid, host)
         return True

@@ -15,6 +15,7 @@ from numamig import embedded
 from numamig import exception
 from numamig import service
 from numamig.convergence import policy as convergence
+from numamig.db import instances
 from numamig.virt.libvirt import settings as lv_settings
 from tests import base
 from tests.fixtures import deployment
@@ -102,12 +103,28 @@ class ConvergenceTest(lm.LiveMigrationTestCase):
         self.assertEqual([], self.api.migration_get_all(self.ctxt))
 
     def test_unknown_flavor_policy_refused(self):
-        mover = self.create('host-a', specs=dict(
-            lm.DEDICATED, **{'hw:live_migration_policy': 'nope'}))
+        specs = dict(lm.DEDICATED, **{'hw:live_migration_policy': 'nope'})
+        # A new guest naming it is refused (issue 44: it could never
+        # migrate), nothing recorded.
+        exc = self.assertRaises(exception.UnknownMigrationPolicy,
+                                self.create, 'host-a', specs=specs)
+        self.assertIn('flavor key hw:live_migration_policy', str(exc))
+        self.assertEqual([], self.api.instance_get_all(self.ctxt))
+        # A guest recorded with it before (an earlier release): its
+        # migration is refused, unless the request names a policy, which
+        # comes first.
+        mover = self.create('host-a')
+        instances.update(self.dep.db, mover.uuid, {'extra_specs': specs})
         exc = self.assertRaises(exception.UnknownMigrationPolicy,
                                 self.api.live_migrate_instance, self.ctxt,
                                 mover.uuid, 'host-b')
         self.assertIn('flavor key hw:live_migration_policy', str(exc))
+        migration = self.dep.wait_for_migration(
+            self.api.live_migrate_instance(self.ctxt, mover.uuid, 'host-b',
+                                           policy='nfv').uuid)
+        self.assertEqual(('completed', 'nfv'), (
+            migration.status, migration.convergence_policy),
+            migration.error)
 
 
 class PredictionTest(lm.LiveMigrationTestCase):
@@ -195,6 +212,18 @@ class ChoosePolicyTest(PredictionTest):
 
     def test_requested_policy_is_never_replaced(self):
         busy = self.create('host-a')
+        self._requested_policy_stays(busy)
+
+    def test_requested_policy_of_a_guest_with_an_unknown_one(self):
+        # Issue 44: a guest recorded by an earlier release with a policy
+        # this conductor does not know migrates under a requested one;
+        # choosing a fallback must not trip on its flavor's.
+        busy = self.create('host-a')
+        instances.update(self.dep.db, busy.uuid, {'extra_specs': dict(
+            lm.DEDICATED, **{'hw:live_migration_policy': 'gold'})})
+        self._requested_policy_stays(busy)
+
+    def _requested_policy_stays(self, busy):
         migration = self.api.live_migrate_instance(
             self.ctxt, busy.uuid, 'host-b', policy='strict')
         migration = self.dep.wait_for_migration(migration.uuid)

@@ -20,6 +20,7 @@ from numamig import objects
 from numamig.compute import manager as compute_manager
 from numamig.db import compute_nodes
 from numamig.db import drains
+from numamig.db import instances
 from numamig.db import migrations
 from tests import base
 from tests.fixtures import deployment
@@ -174,6 +175,53 @@ class DrainRefusedTest(DrainTestCase):
         self._nothing_moved()
         self.assertEqual('fans', compute_nodes.maintenance(
             self.dep.db)['host-a'].reason)
+
+
+class DrainPolicyTest(DrainTestCase):
+
+    def test_a_guest_that_can_never_migrate_is_refused_up_front(self):
+        # Issue 44 H2: a guest recorded by an earlier release with a
+        # policy no conductor knows (instance create refuses it now).
+        # The plan said the host could be emptied; the drain then
+        # re-planned it onto every host and left the host disabled.
+        self.create('host-a', 2)
+        gold = objects.Instance(
+            uuid=uuidutils.generate_uuid(), name='gold', project_id='demo',
+            host='host-a', vcpus=2, memory_mb=512,
+            extra_specs=dict(ONE_NODE, **{
+                'hw:live_migration_policy': 'gold'}))
+        instances.create(self.dep.db, gold)
+        plan = self.api.host_drain_plan(self.ctxt, 'host-a')
+        self.assertFalse(plan['emptiable'])
+        self.assertEqual(['gold'], [u['name'] for u in plan['unplaced']])
+        error = self.assertRaises(exception.DrainRefused, self.start)
+        self.assertIn('gold: it cannot be migrated: Unknown live-migration '
+                      'policy gold', str(error))
+        self.assertEqual([], migrations.get_all(self.dep.db))
+        self.assertEqual({}, compute_nodes.maintenance(self.dep.db))
+
+
+class KeepFreeNodesTest(DrainTestCase):
+
+    def test_a_floating_guest_avoids_hosts_whose_nodes_are_all_kept(self):
+        # Issue 44: --keep-free-nodes put a guest without a NUMA request
+        # on a host whose every node was kept free. host-c is idle (both
+        # cells kept with 2); host-b has a pinned guest in a cell.
+        self.create('host-b', 2)
+        floating = self.api.instance_create(self.ctxt, objects.Instance(
+            uuid=uuidutils.generate_uuid(), name='floating',
+            project_id='demo', vcpus=2, memory_mb=512, extra_specs={}),
+            'host-a')
+        plan = self.api.host_drain_plan(self.ctxt, 'host-a',
+                                        keep_free_nodes=2)
+        self.assertEqual({'host-b': [1], 'host-c': [0, 1]},
+                         plan['kept_free'])
+        self.assertEqual([(floating.uuid, 'host-b')],
+                         [(m['instance_uuid'], m['dest_host'])
+                          for m in plan['moves']])
+        ended = self.wait_for_drain(self.start(keep_free_nodes=2))
+        self.assertEqual('completed', ended['status'], ended['moves'])
+        self.assertEqual('host-b', self.host_of(floating))
 
 
 class DrainReplanTest(DrainTestCase):

@@ -6,7 +6,11 @@ without starting a move twice."""
 import signal
 import time
 
+from oslo_utils import uuidutils
+
+from numamig import objects
 from numamig.db import drains
+from numamig.db import instances
 from numamig.db import migrations
 from tests.functional import test_multiprocess
 
@@ -74,3 +78,108 @@ class TwoWorkerDrainTest(DrainProcessTestBase):
         self.assert_every_guest_moved_once(guests, dest)
         self.assertEqual(4, len(migrations.get_all(self.db.db)))
         self.stop_daemons()
+
+
+class AbortedElsewhereTest(DrainProcessTestBase):
+    """Issue 44 H1: every conductor worker reserves an active drain's plan
+    in its own cache; a drain ended through one worker must not stay
+    reserved in the other's until [scheduler] reservation_timeout (the
+    drain dry runs answered "cannot be emptied" on one worker only, and
+    scheduled requests found no valid host)."""
+
+    WORKERS = 2
+    # How long the conductor waits for the (stopped) destination's answer
+    # to the first move's check: the window in which the drain is
+    # aborted.
+    CHECK_TIMEOUT = 10
+
+    def write_config(self, host, caps=None):
+        # The stopped agent must not count as down before the checks end
+        # (its last report ages meanwhile), on a loaded machine too.
+        path = super().write_config(host, caps)
+        with open(path) as f:
+            text = f.read()
+        with open(path, 'w') as f:
+            f.write(text.replace(
+                '[DEFAULT]\n', f'[DEFAULT]\nrpc_response_timeout_migration '
+                               f'= {self.CHECK_TIMEOUT}\n'
+                               f'service_down_time = 180\n', 1))
+        return path
+
+    def create_sized(self, host, name, vcpus):
+        return self.api.instance_create(self.rpc.context, objects.Instance(
+            uuid=uuidutils.generate_uuid(), name=name, project_id='demo',
+            vcpus=vcpus, memory_mb=1024,
+            extra_specs={'hw:cpu_policy': 'dedicated',
+                         'hw:numa_nodes': '1'}), host)
+
+    def plan(self, host):
+        return self.api.host_drain_plan(self.rpc.context, host)
+
+    def pid_of(self, words):
+        """The conductor worker process that logged a line with every
+        one of ``words``."""
+        pids = {line.split()[2] for line in
+                self.log_of(self.conductor_host).splitlines()
+                if all(word in line for word in words)}
+        self.assertEqual(1, len(pids), (words, pids))
+        return pids.pop()
+
+    def test_an_abort_through_the_other_worker_releases_the_plan(self):
+        source, dest = sorted(self.hosts)
+        # dest: 2 cells of 6 dedicated pCPUs, one guest for each.
+        guests = [self.create_sized(source, f'h1-guest-{i}', 6)
+                  for i in range(2)]
+        self.assertTrue(self.plan(source)['emptiable'])
+        # The destination answers nothing: the first move's check waits
+        # there, the second move waits for its turn.
+        (agent,) = [p for h, p in self.procs if h == dest]
+        agent.send_signal(signal.SIGSTOP)
+        self.addCleanup(agent.send_signal, signal.SIGCONT)
+        started = self.drain(source, 1)
+        starter = self.pid_of(('Drain', started['uuid'], 'started'))
+        (waiting,) = [m['instance_uuid'] for m in
+                      drains.get(self.db.db, started['uuid'])['moves']
+                      if m['status'] == 'pending']
+        # Both workers' drivers reserve the plan (each within its
+        # recheck): the guest waiting for its turn has no other room on
+        # either. Calls reach the two workers in turn (RabbitMQ's round
+        # robin), the start being call 0.
+        calls, refused_in_a_row = 0, 0
+        deadline = time.monotonic() + 30
+        while refused_in_a_row < 2:
+            self.assertLess(time.monotonic(), deadline,
+                            "the plan was not reserved on both workers")
+            calls += 1
+            fits = self.api.live_migration_dry_run(
+                self.rpc.context, waiting)['dest_host']
+            refused_in_a_row = 0 if fits else refused_in_a_row + 1
+        if calls % 2:
+            self.plan(source)       # the abort goes to the other worker
+        aborted = self.api.host_drain_abort(self.rpc.context, source)
+        self.assertEqual(starter, self.pid_of(
+            ('Drain', started['uuid'], 'started')))
+        self.assertNotEqual(starter, self.pid_of(
+            ('Drain', aborted['uuid'], 'aborting')))
+        ended = self.wait_for_drain(started['uuid'])
+        self.assertEqual('aborted', ended['status'], ended['moves'])
+        first = [m for m in ended['moves'] if m['migration_uuid']]
+        self.assertEqual(1, len(first), ended['moves'])
+        # The first move's task ends once its check times out; until
+        # then its own reservation on the destination is a migration in
+        # flight, rightly counted.
+        deadline = time.monotonic() + self.CHECK_TIMEOUT + 30
+        while first[0]['migration_uuid'] not in ''.join(
+                line for line in self.log_of(
+                    self.conductor_host).splitlines(True)
+                if 'did not start' in line):
+            self.assertLess(time.monotonic(), deadline,
+                            self.log_of(self.conductor_host)[-3000:])
+            time.sleep(0.5)
+        # Every worker answers alike: the aborted plan holds nothing.
+        answers = [self.plan(source) for _ in range(4)]
+        self.assertEqual([True] * 4, [a['emptiable'] for a in answers],
+                         [a['unplaced'] for a in answers])
+        for guest in guests:
+            self.assertEqual(source, instances.get(
+                self.db.db, guest.uuid).instance.host)

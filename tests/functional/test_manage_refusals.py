@@ -105,6 +105,63 @@ class ManageRefusalsTestCase(base.TestCase):
             'hw:cpu_polcy')
         self.assertIn('did you mean hw:cpu_policy?', err)
 
+    def test_unknown_policy_of_a_new_guest(self):
+        # Issue 44 H2: such a guest could never be migrated.
+        err = self.assert_refused(
+            ('instance', 'create', '--host', 'host-a', '--vcpus', '2',
+             '--memory', '1024', '--property',
+             'hw:live_migration_policy=gold'),
+            'gold', 'hw:live_migration_policy')
+        self.assertIn('known policies: finish, never_pause, nfv, timer', err)
+
+    def test_defragment_for_checks_specs_as_create_does(self):
+        # Issue 44: --for dropped misspelt keys and planned for another
+        # guest; --execute would have moved guests for it.
+        for action in ('--dry-run', '--execute'):
+            for spec, words in (
+                    ('hw:mem_pgae_size=1GB',
+                     ('hw:mem_pgae_size', 'did you mean hw:mem_page_size?')),
+                    ('hw:live_migration_policy=gold', ('gold',))):
+                self.assert_refused(
+                    ('host', 'defragment', action, '--for',
+                     f'vcpus=2,memory_mb=512,hw:cpu_policy=dedicated,'
+                     f'{spec}'), *words)
+
+    def test_dry_run_refuses_an_unknown_policy_as_a_start_does(self):
+        uuid = self.create_guest()
+        for dry_run in ((), ('--dry-run',)):
+            self.assert_refused(('migration', 'start', uuid, '--policy',
+                                 'goldd', *dry_run),
+                                'goldd', 'known policies')
+
+    def test_dry_run_under_the_requested_policy(self):
+        code, out, err = self.cli(
+            'instance', 'create', '--host', 'host-a', '--vcpus', '2',
+            '--memory', '1024', '--property', 'hw:cpu_policy=dedicated',
+            '--property', 'hw:live_migration_policy=finish', '--format',
+            'json')
+        self.assertEqual(0, code, err)
+        uuid = json.loads(out)['uuid']
+        for argv, policy, where in (
+                ((), 'finish', 'flavor key hw:live_migration_policy'),
+                (('--policy', 'nfv'), 'nfv', 'requested for the migration')):
+            code, out, err = self.cli('migration', 'start', uuid,
+                                      '--dry-run', *argv, '--format', 'json')
+            self.assertEqual(0, code, err)
+            answer = json.loads(out)
+            self.assertEqual((policy, where), (answer['policy'],
+                                               answer['policy_from']))
+            self.assertEqual(policy, answer['prediction']['policy'])
+        code, out, err = self.cli('migration', 'start', uuid, '--dry-run',
+                                  '--policy', 'nfv')
+        self.assertIn('would run under convergence policy nfv (requested '
+                      'for the migration)', out)
+        # The request itself: the requested policy comes first too.
+        code, out, err = self.cli('migration', 'start', uuid, '--policy',
+                                  'nfv', '--wait', '--format', 'json')
+        self.assertEqual(0, code, err)
+        self.assertEqual('nfv', json.loads(out)['convergence']['policy'])
+
     def test_second_migration_of_a_guest_in_flight(self):
         uuid = self.create_guest()
         self.dep.conductor.executor.stop()      # the first stays queued

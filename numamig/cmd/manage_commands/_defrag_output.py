@@ -4,6 +4,7 @@ plan (numamig.conductor.defragment)."""
 from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
+from numamig.numa import specs as specs_mod
 
 # The size keys of --for; every other key is an extra spec.
 SIZES = ('vcpus', 'memory_mb')
@@ -38,6 +39,16 @@ def parse_spec(text):
     return sizes[0], sizes[1], values
 
 
+def unread_keys(specs):
+    """The keys of ``--for`` outside numamig's ``hw:`` namespace: other
+    services' (accepted, as ``instance create`` accepts them), which the
+    plan cannot take into account; ``show`` names them so that a key
+    meant for numamig but misspelt outside the namespace is not left
+    out silently."""
+    return sorted(key for key in specs
+                  if not key.startswith(specs_mod.FLAVOR_NAMESPACE))
+
+
 def plain(answer):
     """The plan as JSON data; the guest's placement as plain data and as
     the lines ``show`` prints."""
@@ -51,6 +62,9 @@ def plain(answer):
 
 
 def show(data):
+    if data.get('unread_keys'):
+        print(f"Not read by numamig (another service's keys), left out of "
+              f"the plan: {', '.join(data['unread_keys'])}")
     if not data['found']:
         print(f"No room found: {data['reason']}")
         return

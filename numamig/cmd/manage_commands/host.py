@@ -335,6 +335,7 @@ class HostCommands:
             _access.context(), vcpus, memory_mb, specs, hosts=names,
             max_moves=max_moves)
         data = _defrag_output.plain(answer)
+        data['unread_keys'] = _defrag_output.unread_keys(specs)
         common.print_output(data, output_format, _defrag_output.show)
         if data['found']:
             return common.EXIT_OK

@@ -46,8 +46,9 @@ class MigrationCommands(migration_resume.ResumeCommand):
                  help="Destination host (default: the scheduler chooses).")
     @common.args('--dry-run', dest='dry_run', action='store_true',
                  default=False,
-                 help="Only say where the guest would go and how it would "
-                      "be pinned; claim and record nothing.")
+                 help="Only say where the guest would go, how it would "
+                      "be pinned and under which convergence policy "
+                      "(--policy included); claim and record nothing.")
     @common.args('--wait', action='store_true', default=False,
                  help="Follow the migration with a progress bar until it "
                       "ends.")
@@ -99,7 +100,8 @@ class MigrationCommands(migration_resume.ResumeCommand):
                        f"number of seconds above 0")
         api, ctxt = _access.conductor(), _access.context()
         if dry_run:
-            answer = api.live_migration_dry_run(ctxt, instance, host)
+            answer = api.live_migration_dry_run(ctxt, instance, host,
+                                                policy=policy)
             data = _dry_run_view(answer)
             common.print_output(data, output_format, _print_dry_run)
             return common.EXIT_OK if data['dest_host'] else common.EXIT_NO
@@ -378,6 +380,8 @@ def _dry_run_view(answer):
         'refused_hosts': dict(answer.get('refused') or {}),
         'numa_topology': common.plain(topology),
         'placement': pictures.placement_lines(topology),
+        'policy': answer.get('policy'),
+        'policy_from': answer.get('policy_from'),
         'prediction': answer.get('prediction'),
         'reclaim': answer.get('reclaim'),
         'reclaim_note': answer.get('reclaim_note'),
@@ -550,5 +554,8 @@ def _print_dry_run(data):
         print(f"  candidates in order: {', '.join(data['candidates'])}")
     for host, reason in data['refused_hosts'].items():
         print(f"  {host} refused: {reason}")
+    if data.get('policy'):
+        print(f"  would run under convergence policy {data['policy']} "
+              f"({data['policy_from']})")
     for line in convergence_view.prediction_lines(data['prediction']):
         print(f"  {line}")

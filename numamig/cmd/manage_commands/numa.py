@@ -9,6 +9,7 @@ import time
 
 from numamig import exception
 from numamig.cmd import common
+from numamig.convergence import policy as convergence
 from numamig.numa import fit as fit_mod
 from numamig.numa import hostjson
 
@@ -84,7 +85,9 @@ def _fit_case(host_data, request_data, strategy):
     from numamig.conf import CONF
     host = hostjson.host_from_json(host_data)
     request, limits, pagesize = hostjson.request_from_json(
-        request_data, foreign_specs=CONF.foreign_numa_specs)
+        request_data, foreign_specs=CONF.foreign_numa_specs,
+        policies=convergence.catalog(
+            CONF.libvirt.live_migration_policies))
     if request is None:
         return {'fits': True, 'cells': [],
                 'note': "the guest asks for no NUMA characteristic, so any "

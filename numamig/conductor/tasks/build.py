@@ -49,10 +49,12 @@ class BuildInstanceTask(base.TaskBase):
         self.instance.host = None
         self.instance.numa_topology = None
         # Before anything is recorded: a typo in a key would otherwise
-        # give an unpinned guest, silently.
-        specs.check_known(self.instance.get('extra_specs'),
-                          self.instance.get('image_properties'),
-                          self.worker.foreign_numa_specs)
+        # give an unpinned guest, silently, and an unknown migration
+        # policy a guest that can never migrate.
+        specs.check(self.instance.get('extra_specs'),
+                    self.instance.get('image_properties'),
+                    self.worker.foreign_numa_specs,
+                    self.worker.migration_policies)
         request = instance_request.numa_request(self.instance)
         self.instance.validate()
         self._check_host_known()

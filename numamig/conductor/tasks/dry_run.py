@@ -22,8 +22,11 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
     ``dest_host`` (None when no host fits), ``numa_topology`` (the
     placement there, None for a guest without NUMA characteristics),
     ``candidates`` (every host that would be tried, in order),
-    ``refused`` (host -> reason) and ``prediction`` (whether it would
-    converge: a dict, see ComputeDriver.predict_convergence). With
+    ``refused`` (host -> reason), ``policy`` and ``policy_from`` (the
+    convergence policy the migration would run under and where its name
+    came from: requested, flavor, image or default, chosen as the request
+    chooses it) and ``prediction`` (whether it would converge under it: a
+    dict, see ComputeDriver.predict_convergence). With
     ``[virtio_mem] placement_reclaim``, when no host takes the guest as
     it is: ``reclaim_note`` (what was considered) and, when a reclaim
     would place it, ``dest_host`` the host it would reclaim on first,
@@ -42,6 +45,15 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
         self.policy = policy
 
     def _execute(self):
+        # First, as the request does: an unknown policy is bad input,
+        # whatever the hosts.
+        policy, where = convergence.select(
+            self.worker.migration_policies, self.policy,
+            (self.instance.get('extra_specs') or {}).get(
+                convergence.FLAVOR_KEY),
+            (self.instance.get('image_properties') or {}).get(
+                convergence.IMAGE_KEY),
+            self.worker.default_migration_policy)
         try:
             hosts = self._check_and_choose()
         except exception.NoValidHost:
@@ -59,7 +71,10 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
             self.refused[host] = reason
         if answer['dest_host'] is None and self._reclaims_scheduled():
             answer.update(self._through_reclaim(hosts))
-        answer['prediction'] = self._prediction()
+        answer.update(policy=policy.name, policy_from=where,
+                      prediction=live_migrate.prediction_of(
+                          self.worker, self.ctxt, self.instance,
+                          policy.name))
         return answer
 
     def _through_reclaim(self, hosts):
@@ -77,20 +92,6 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
                          reclaim=placement_reclaim.dry_run_view(
                              prospect.host, choice))
         return found
-
-    def _prediction(self):
-        """Whether it would converge, as the source predicts it (the
-        dirty rate sampled now): a dict, see
-        ComputeDriver.predict_convergence."""
-        policy, _where = convergence.select(
-            self.worker.migration_policies, self.policy,
-            (self.instance.get('extra_specs') or {}).get(
-                convergence.FLAVOR_KEY),
-            (self.instance.get('image_properties') or {}).get(
-                convergence.IMAGE_KEY),
-            self.worker.default_migration_policy)
-        return live_migrate.prediction_of(self.worker, self.ctxt,
-                                          self.instance, policy.name)
 
     def _busy_destinations(self):
         """None: the answer is where the guest fits, whatever is in

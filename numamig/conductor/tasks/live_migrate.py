@@ -443,14 +443,19 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
     def _requested_policy(self):
         """Whether the operator asked for this migration's policy: it
         differs from what the flavor, image and default choose (one
-        requested equal to that choice counts as not requested)."""
-        derived, _where = convergence.select(
-            self.worker.migration_policies, None,
-            (self.instance.get('extra_specs') or {}).get(
-                convergence.FLAVOR_KEY),
-            (self.instance.get('image_properties') or {}).get(
-                convergence.IMAGE_KEY),
-            self.worker.default_migration_policy)
+        requested equal to that choice counts as not requested). A guest
+        whose flavor or image names an unknown policy (recorded by an
+        earlier release) migrates only under a requested one."""
+        try:
+            derived, _where = convergence.select(
+                self.worker.migration_policies, None,
+                (self.instance.get('extra_specs') or {}).get(
+                    convergence.FLAVOR_KEY),
+                (self.instance.get('image_properties') or {}).get(
+                    convergence.IMAGE_KEY),
+                self.worker.default_migration_policy)
+        except exception.UnknownMigrationPolicy:
+            return self.migration.get('convergence_policy') is not None
         return self.migration.get('convergence_policy') not in (
             None, derived.name)
 

@@ -439,6 +439,21 @@ class HostDefragmentTestCase(cli_base.CLITestCase):
                                  'hw:numa_nodes': '1'},
             hosts=['src'], max_moves=2)
 
+    def test_keys_numamig_does_not_read_are_named(self):
+        # Issue 44: foo=bar was dropped without a word.
+        self.api.host_defragment_plan.return_value = self._answer()
+        code, out, _ = self.run_cli(
+            'host', 'defragment', '--dry-run', '--for',
+            'vcpus=2,memory_mb=512,hw:cpu_policy=dedicated,foo=bar,'
+            'cpu_policy=dedicated')
+        self.assertEqual(0, code)
+        self.assertIn("Not read by numamig (another service's keys), left "
+                      "out of the plan: cpu_policy, foo", out)
+        code, out, _ = self.run_cli(
+            'host', 'defragment', '--dry-run', '--format', 'json', '--for',
+            'vcpus=2,memory_mb=512,hw:cpu_policy=dedicated')
+        self.assertEqual([], json.loads(out)['unread_keys'])
+
     def test_no_room_answers_1(self):
         self.api.host_defragment_plan.return_value = self._answer(False)
         code, out, err = self.run_cli('host', 'defragment', '--dry-run',

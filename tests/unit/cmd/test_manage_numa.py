@@ -79,6 +79,21 @@ class NumaFitCommandTest(base.TestCase):
         self.assertEqual([2] * 5, [a['exit_code'] for a in answers])
         self.assertIn("hw:cpu_policy='pinned'", answers[1]['error'])
 
+    def test_specs_are_checked_as_instance_create_checks_them(self):
+        # Issue 44: one rule for flavor-like specs, keys and values.
+        for extra_specs, words in (
+                ({'hw:mem_pgae_size': '1GB'},
+                 "did you mean hw:mem_page_size?"),
+                ({'hw:live_migration_policy': 'gold'},
+                 "Unknown live-migration policy gold")):
+            request = self._write('spec.json', {
+                'vcpus': 2, 'memory_mb': 1024,
+                'extra_specs': dict(extra_specs,
+                                    **{'hw:cpu_policy': 'dedicated'})})
+            self.assertEqual(2, self._run('--host-topology', HOST,
+                                          '--request', request))
+            self.assertIn(words, self.err.getvalue())
+
     def test_batch(self):
         with open(HOST) as handle:
             host = json.load(handle)

@@ -118,6 +118,30 @@ class DrainPlanTestCase(base.ConductorTestCase):
                       f"{migration.uuid} (accepted)",
                       plan['unplaced'][0]['reason'])
 
+    def test_a_guest_whose_policy_is_unknown_is_left_unplaced(self):
+        # Issue 44: a guest recorded with a policy this conductor does not
+        # know can move nowhere; the plan says so instead of planning a
+        # move every destination refuses.
+        stuck = cbase.instance(host='src', pins={0: 0, 1: 8}, extra_specs={
+            'hw:cpu_policy': 'dedicated', 'hw:live_migration_policy': 'gold'})
+        instances.create(self.db, stuck)
+        fine = self._guest({0: 1, 1: 9})
+        plan = self.call('host_drain_plan', 'src')
+        self.assertFalse(plan['emptiable'])
+        (unplaced,) = plan['unplaced']
+        self.assertEqual(stuck.uuid, unplaced['instance_uuid'])
+        self.assertIn("it cannot be migrated: Unknown live-migration policy "
+                      "gold (flavor key hw:live_migration_policy)",
+                      unplaced['reason'])
+        self.assertEqual([fine.uuid],
+                         [m['instance_uuid'] for m in plan['moves']])
+        error = self.assertRaises(exception.DrainRefused, self.call,
+                                  'host_drain_start', 'src',
+                                  '6a1e0c3b-9f2d-4e7a-8b5c-1d2e3f4a5b6c', 1)
+        self.assertIn('Unknown live-migration policy gold', str(error))
+        self._nothing_recorded()
+        self.assertEqual({}, compute_nodes.maintenance(self.db))
+
     def test_the_admission_queue_must_have_room(self):
         self._guest({0: 0, 1: 8})
         self._guest({0: 1, 1: 9})

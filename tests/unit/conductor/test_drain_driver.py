@@ -16,7 +16,8 @@ DRAIN = '6a1e0c3b-9f2d-4e7a-8b5c-1d2e3f4a5b6c'
 MIGRATION = '7b2d4f6a-1c3e-4a5b-9d8f-0e1a2b3c4d5e'
 
 
-class DrainDriverTestCase(base.ConductorTestCase):
+class DrainDriverBase(base.ConductorTestCase):
+    """A drain of src's two guests started; no test here."""
 
     def setUp(self):
         super().setUp()
@@ -39,6 +40,9 @@ class DrainDriverTestCase(base.ConductorTestCase):
 
     def moves(self):
         return drains.get(self.db, DRAIN)['moves']
+
+
+class DrainDriverTestCase(DrainDriverBase):
 
     def test_the_start_disables_the_host_and_records_every_move(self):
         self.assertEqual(('running', False, 100), (
@@ -132,6 +136,38 @@ class DrainDriverTestCase(base.ConductorTestCase):
                           first['attempts']))
         self.assertEqual('migrating', self.moves()[1]['status'])
 
+    def test_a_refusal_whatever_the_destination_fails_the_move_at_once(self):
+        # Issue 44: the guest's policy became unknown after the plan (a
+        # worker configured with other policies): every destination
+        # would be refused, so the move is not re-planned onto them.
+        (first, second) = self.moves()
+        record = instances.get(self.db, first['instance_uuid'])
+        instances.update(self.db, first['instance_uuid'], {
+            'extra_specs': dict(record.instance.extra_specs, **{
+                'hw:live_migration_policy': 'gold'})})
+        self.driver.run_once()
+        moves = {m['instance_uuid']: m for m in self.moves()}
+        failed = moves[first['instance_uuid']]
+        self.assertEqual(('failed', 1, {}), (
+            failed['status'], failed['attempts'], failed['refused'] or {}))
+        self.assertIn('Unknown live-migration policy gold', failed['error'])
+        self.assertIn('not re-planned', failed['error'])
+        self.assertNotIn(first['instance_uuid'], self.reserved())
+        # The other guest goes on (its turn comes at the next pass).
+        self.driver.run_once()
+        moves = {m['instance_uuid']: m for m in self.moves()}
+        self.assertEqual('migrating',
+                         moves[second['instance_uuid']]['status'])
+
+    def test_a_refusal_of_the_planned_destination_is_replanned(self):
+        (first, _second) = self.moves()
+        self.call('host_set_disabled', first['planned_host'], True, 'fans')
+        self.driver.run_once()
+        moved = {m['instance_uuid']: m for m in self.moves()}[
+            first['instance_uuid']]
+        self.assertEqual([first['planned_host']], list(moved['refused']))
+        self.assertNotEqual(first['planned_host'], moved['planned_host'])
+
     def test_abort_cancels_the_queued_and_asks_sources_only_if_told(self):
         self.driver.run_once()
         (migration,) = migrations.get_all(self.db)
@@ -184,3 +220,61 @@ class DrainDriverTestCase(base.ConductorTestCase):
         data = self.call('host_drain_show', drain_uuid=DRAIN)
         self.assertEqual(('aborted', 2), (data['status'],
                                           data['report']['cancelled']))
+
+
+class OtherWorkerTest(DrainDriverBase):
+    """Issue 44 H1: each worker reserves the plan in its own cache and
+    lets go of it whichever worker ended the drain or re-planned a move.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.other_cache, self.other = self.new_worker()
+        self.driver.run_once()
+        self.other.drains.run_once()
+        self.assertEqual(self.planned(), self.reserved(self.other_cache))
+
+    def test_a_drain_aborted_and_ended_elsewhere_is_released_here(self):
+        self.call('host_drain_abort', 'src')
+        self.driver.run_once()
+        self.assertEqual('aborted', drains.get(self.db, DRAIN)['status'])
+        self.assertEqual({}, self.reserved())
+        self.other.drains.run_once()
+        self.assertEqual({}, self.reserved(self.other_cache))
+
+    def test_a_move_failed_elsewhere_at_the_drain_end_is_released(self):
+        for move in self.moves():
+            if move['status'] == 'pending':
+                drains.cancel_pending(self.db, DRAIN, 'test')
+            else:
+                records.set_status(self.worker, move['migration_uuid'],
+                                   'cancelled')
+        drains.set_status(self.db, DRAIN, drains.FAILED,
+                          list(drains.ACTIVE))
+        self.other.drains.run_once()
+        self.assertEqual({}, self.reserved(self.other_cache))
+
+    def test_only_its_own_reservations_are_released(self):
+        # A scheduled migration of the same guest reserved the same host
+        # in that worker after the plan's reservation was made.
+        (guest, host), *_ = self.planned().items()
+        self.other_cache.release(host, guest)
+        placed = self.conductor.cache.get(host).reservations[0].topology
+        self.other_cache.reserve(host, guest, 'demo', placed)
+        self.call('host_drain_abort', 'src')
+        self.driver.run_once()
+        self.other.drains.run_once()
+        self.assertEqual({guest: host}, self.reserved(self.other_cache))
+
+    def test_a_move_replanned_elsewhere_leaves_its_old_host(self):
+        (migration,) = migrations.get_all(self.db)
+        move = [m for m in self.moves()
+                if m['migration_uuid'] == migration.uuid][0]
+        old = move['planned_host']
+        new = ({'dst1', 'dst2'} - {old}).pop()
+        drains.replan_move(self.db, DRAIN, move['instance_uuid'],
+                           migration.uuid, new,
+                           move['planned_topology'], {old: 'refused'})
+        self.other.drains.run_once()
+        self.assertNotIn(move['instance_uuid'], {
+            r.instance_uuid for r in self.other_cache.get(old).reservations})

@@ -359,6 +359,24 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertIn('needs conductor API 1.12', str(exc))
         self.assertEqual([], self.sent)
 
+    def test_a_dry_run_under_a_policy_goes_at_1_18_or_is_refused(self):
+        self.client.can_send_version.return_value = True
+        self.api.live_migration_dry_run(None, 'i-1', policy='nfv')
+        (version, method, kwargs), = self.sent
+        self.assertEqual(('1.18', 'live_migration_dry_run', 'nfv'),
+                         (version, method, kwargs['policy']))
+        # Capped below: refused here, not answered under another policy.
+        self.client.can_send_version.side_effect = \
+            lambda v: tuple(map(int, v.split('.'))) < (1, 18)
+        exc = self.assertRaises(exception.Invalid,
+                                self.api.live_migration_dry_run, None, 'i-1',
+                                policy='nfv')
+        self.assertIn('needs conductor API 1.18', str(exc))
+        # Without a policy it goes as before, without the argument.
+        self.answers = ['answer']
+        self.api.live_migration_dry_run(None, 'i-1')
+        self.assertNotIn('policy', self.sent[-1][2])
+
     def test_result_without_convergence_when_capped_below_1_12(self):
         self.client.can_send_version.side_effect = \
             lambda v: v != rpcapi.CONVERGENCE_VERSION

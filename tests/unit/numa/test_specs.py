@@ -124,3 +124,42 @@ class BadVCPUMaskTest(testscenarios.WithScenarios, base.TestCase):
                                     'hw:cpu_realtime_mask', self.mask, 4)
             self.assertIn('hw:cpu_realtime_mask', str(exc))
             self.assertIn(self.fragment, str(exc))
+
+
+class CheckTest(base.TestCase):
+    """specs.check: the one rule of every place taking flavor-like specs
+    (issue 44 H2): keys, and the migration policy's value."""
+
+    POLICIES = ('finish', 'never_pause', 'nfv', 'timer')
+
+    def test_an_unknown_policy_is_refused_with_the_known_ones(self):
+        exc = self.assertRaises(
+            exception.UnknownMigrationPolicy, specs.check,
+            {'hw:live_migration_policy': 'gold'}, {}, (), self.POLICIES)
+        self.assertIn("Unknown live-migration policy gold (flavor key "
+                      "hw:live_migration_policy)", str(exc))
+        self.assertIn("known policies: finish, never_pause, nfv, timer",
+                      str(exc))
+
+    def test_a_close_policy_name_is_hinted(self):
+        exc = self.assertRaises(
+            exception.UnknownMigrationPolicy, specs.check, {},
+            {'hw_live_migration_policy': 'nvf'}, (), self.POLICIES)
+        self.assertIn("image property hw_live_migration_policy; did you "
+                      "mean nfv?", str(exc))
+
+    def test_known_policies_and_other_keys_pass(self):
+        self.assertIsNone(specs.check(
+            {'hw:live_migration_policy': 'nfv', 'hw:cpu_policy': 'x',
+             'quota:cpu_shares': '1'},
+            {'hw_live_migration_policy': 'timer'}, (), self.POLICIES))
+
+    def test_keys_are_checked_before_values(self):
+        self.assertRaises(exception.UnknownNUMASpec, specs.check,
+                          {'hw:cpu_polcy': 'dedicated',
+                           'hw:live_migration_policy': 'gold'}, {}, (),
+                          self.POLICIES)
+
+    def test_without_policies_only_keys_are_checked(self):
+        self.assertIsNone(specs.check(
+            {'hw:live_migration_policy': 'gold'}, {}))

@@ -174,6 +174,19 @@ class OptionsTest(base.TestCase):
                            keep_free_nodes=2)
         self.assertEqual(['c'], [u.guest.name for u in third.unplaced])
 
+    def test_a_floating_guest_skips_hosts_whose_cells_are_all_kept(self):
+        # Issue 44: a guest without a NUMA request went to the first
+        # destination although every one of its cells was kept free.
+        plain = drain.Guest('uuid-p', 'plain')
+        dests = _destinations(a=_one_cell(4), b=numa_hosts.make_host(
+            cells=2, cores=4, threads=1))
+        plan = drain.plan([plain], dests, keep_free_nodes=1)
+        self.assertEqual({'a': (0,), 'b': (1,)}, plan.kept_free)
+        self.assertEqual({'plain': 'b'}, _placed(plan))
+        nowhere = drain.plan([plain], dests, keep_free_nodes=2)
+        self.assertEqual([('plain', 'no destination is left')],
+                         [(u.guest.name, u.reason) for u in nowhere.unplaced])
+
     def test_inputs_are_not_modified(self):
         guests = [_guest('a', 2), _guest('b', 3)]
         dests = _destinations(a=_one_cell(4), b=_one_cell(4))

@@ -274,6 +274,19 @@ class TestReservations(CacheTestCase):
         self.assertFalse(self.cache.release('cmp1', uuids.inst))
         self.assertFalse(self.cache.release('cmp9', uuids.inst))
 
+    def test_release_of_only_one_reservation_spares_a_newer_one(self):
+        # A drain worker lets go of its own placement; a migration of the
+        # same guest that reserved the host since keeps its own.
+        before = self.cache.get('cmp1').topology
+        old = self.cache.reserve('cmp1', uuids.inst, 'proj', _placed(before))
+        self.cache.release('cmp1', uuids.inst)
+        newer = self.cache.reserve('cmp1', uuids.inst, 'proj',
+                                   _placed(before))
+        self.assertFalse(self.cache.release('cmp1', uuids.inst, only=old))
+        self.assertEqual((newer,), self.cache.get('cmp1').reservations)
+        self.assertTrue(self.cache.release('cmp1', uuids.inst, only=newer))
+        self.assertEqual(before, self.cache.get('cmp1').topology)
+
     def test_reservation_survives_report_without_it(self):
         self.cache.reserve('cmp1', uuids.inst, 'proj',
                            _placed(self.cache.get('cmp1').topology))
