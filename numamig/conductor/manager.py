@@ -584,5 +584,8 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         instance = instances.get(self.db, instance_uuid).instance
         if not instance.host:
             raise exception.InstanceNotFound(instance_uuid=instance_uuid)
+        # A host that stopped reporting would leave the caller waiting
+        # for the whole call's timeout.
+        self.cache.check_up(instance.host)
         return self.compute_api.get_domain_xml(ctxt, instance.host,
                                                instance_uuid)

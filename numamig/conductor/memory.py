@@ -150,6 +150,12 @@ def _run(worker, ctxt, change_uuid, host, request, plan, dry_run, conf):
     if dry_run:
         return {'uuid': change_uuid, 'host': host, 'status': 'planned',
                 'request': request, 'plan': plan.as_dict(), 'result': None}
+    recorded = memory_changes.get(worker.db, change_uuid)
+    if recorded is not None:  # delivered again: answered from the record
+        return recorded
+    # An agent that stopped reporting would hold the caller for each
+    # guest's resize_timeout, and the change would end failed anyway.
+    worker.cache.check_up(host)
     row, created = memory_changes.start(worker.db, change_uuid, host,
                                         request)
     if not created:

@@ -120,6 +120,22 @@ class MemoryChangeTest(base.ConductorTestCase):
             'error' in guest for guest in done['result']['guests']))
         self.assertNotIn('error', done['result'])
 
+    def test_host_down_refused_before_anything_is_recorded(self):
+        # Before: recorded, then each guest's resize waited its whole
+        # deadline (40 s here) and the change ended failed.
+        self.report('src', age_s=3600)
+        change = uuidutils.generate_uuid()
+        exc = self.assertRaises(exception.ComputeHostDown, self.set_memory,
+                                change, 128)
+        self.assertIn('Compute host src is down: its last report is 3600 s '
+                      'old', str(exc))
+        self.assertIsNone(memory_changes.get(self.db, change))
+        self.compute_api.resize_virtio_mem.assert_not_called()
+        # A plan only reads the records: still answered.
+        planned = self.set_memory(uuidutils.generate_uuid(), 128,
+                                  dry_run=True)
+        self.assertEqual('planned', planned['status'])
+
     def test_node_the_host_does_not_have_refused(self):
         # Without the check the plan took all from nodes 0 and 1
         # ("elsewhere") and the command answered 0.
