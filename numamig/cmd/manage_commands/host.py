@@ -319,7 +319,8 @@ class HostCommands:
             raise exception.Invalid(
                 reason="give one of --dry-run (show the plan) and "
                        "--execute (carry it out)")
-        _check_drain_options(0, parallel, wait, timeout, dry_run)
+        _check_drain_options(0, parallel, wait, timeout, dry_run,
+                             starts='--execute')
         vcpus, memory_mb, specs = _defrag_output.parse_spec(flavor)
         names = _host_names(hosts, option='--hosts')
         if not 0 <= max_moves <= 8:
@@ -380,7 +381,10 @@ def _check_drain_words_options(action, dry_run, to, keep_free_nodes,
                    "started")
 
 
-def _check_drain_options(keep_free_nodes, parallel, wait, timeout, dry_run):
+def _check_drain_options(keep_free_nodes, parallel, wait, timeout, dry_run,
+                         starts='a drain that moves guests'):
+    """:param starts: what --wait and --parallel need, as the action
+        words it."""
     if not 0 <= keep_free_nodes <= 64:
         raise exception.Invalid(
             reason=f"--keep-free-nodes must be 0 to 64, got "
@@ -390,8 +394,8 @@ def _check_drain_options(keep_free_nodes, parallel, wait, timeout, dry_run):
             reason=f"--parallel must be 1 to 64, got {parallel}")
     if dry_run and (wait or parallel is not None):
         raise exception.Invalid(
-            reason="--wait and --parallel need a drain that moves guests; "
-                   "--dry-run moves nothing")
+            reason=f"--wait and --parallel need {starts}; --dry-run moves "
+                   f"nothing")
     if timeout is not None and not (wait and 0 < timeout <= 86400):
         raise exception.Invalid(
             reason=f"--timeout {timeout:g} needs --wait and a number of "

@@ -442,8 +442,10 @@ class HostDefragmentTestCase(cli_base.CLITestCase):
                  'give one of --dry-run (show the plan) and --execute'),
                 (('--for', 'vcpus=2,memory_mb=512', '--execute',
                   '--dry-run'), 'give one of --dry-run'),
+                # Before: "need a drain that moves guests" (no drain here).
                 (('--for', 'vcpus=2,memory_mb=512', '--dry-run', '--wait'),
-                 '--wait and --parallel need a drain that moves guests'),
+                 '--wait and --parallel need --execute; --dry-run moves '
+                 'nothing'),
                 (('--for', 'vcpus=2,memory_mb=512', '--execute',
                   '--parallel', '65'), '--parallel must be 1 to 64'),
                 (('--execute', '--for', 'vcpus=2,memory_mb=1', '--hosts',
