@@ -195,16 +195,21 @@ def carry_out(worker, ctxt, host, plan, conf):
         try:
             guests.append(_resize_guest(worker, ctxt, host, instance_uuid,
                                         sizes, conf))
-        except exception.HypervisorError as exc:
+        except (exception.HypervisorError,
+                exception.InstanceNotFound) as exc:
             # The hypervisor refused this guest (the libvirt test driver
-            # cannot resize): reported, its record restored; the others
-            # still go.
+            # cannot resize), or its host has no domain of it (an agent
+            # of the test driver restarted): reported, its record
+            # restored; the others still go.
+            error = exception.brief(exc)
+            if isinstance(exc, exception.InstanceNotFound):
+                error = (f"host {host} has no domain of this guest (it is "
+                         f"recorded there)")
             LOG.warning("Memory change of %s on %s refused: %s",
-                        instance_uuid, host, exc)
+                        instance_uuid, host, error)
             guests.append({'instance': instance_uuid, 'requested': sizes,
                            'current': None, 'reached': False,
-                           'released_mb': 0,
-                           'error': exception.brief(exc)})
+                           'released_mb': 0, 'error': error})
     _refresh(worker, ctxt, host)
     released = sum(g['released_mb'] for g in guests)
     return {'guests': guests, 'released_mb': released,

@@ -94,6 +94,18 @@ class MemoryChangeTest(base.ConductorTestCase):
             "every guest refused, nothing changed: Hypervisor on src "
             "failed to resize: not supported", done['result']['error'])
 
+    def test_a_guest_whose_domain_is_missing_is_refused_not_unknown(self):
+        # Before: the whole change failed with "Instance ... could not be
+        # found." and exit 127, for a guest that is recorded.
+        self.compute_api.resize_virtio_mem.side_effect = \
+            exception.InstanceNotFound(instance_uuid=self.uuid)
+        done = self.set_memory(uuidutils.generate_uuid(), 320)
+        self.assertEqual('failed', done['status'])
+        self.assertEqual("host src has no domain of this guest (it is "
+                         "recorded there)",
+                         done['result']['guests'][0]['error'])
+        self.assertEqual([(256, 256), (256, 256)], self.cells())
+
     def test_some_guests_refused_is_partial(self):
         other = uuidutils.generate_uuid()
         record = instances.get(self.db, self.uuid).instance
