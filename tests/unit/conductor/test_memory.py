@@ -106,6 +106,21 @@ class MemoryChangeTest(base.ConductorTestCase):
                          done['result']['guests'][0]['error'])
         self.assertEqual([(256, 256), (256, 256)], self.cells())
 
+    def test_an_agent_that_did_not_answer_is_recorded_by_name(self):
+        from numamig.compute import rpcapi as compute_rpcapi
+        self.compute_api.resize_virtio_mem.side_effect = \
+            compute_rpcapi.AgentCallTimeout(
+                host='src', method='resize_virtio_mem', timeout=17,
+                option='[virtio_mem] resize_timeout')
+        change = uuidutils.generate_uuid()
+        exc = self.assertRaises(exception.MigrationError, self.set_memory,
+                                change, 320)
+        recorded = memory_changes.get(self.db, change)
+        self.assertEqual(('failed', str(exc)), (recorded['status'],
+                                                recorded['result']['error']))
+        self.assertIn('src did not answer resize_virtio_mem within 17 s',
+                      str(exc))
+
     def test_some_guests_refused_is_partial(self):
         other = uuidutils.generate_uuid()
         record = instances.get(self.db, self.uuid).instance
