@@ -554,7 +554,8 @@ class NoValidHost(MigrationError):
 
 class ComputeHostDown(MigrationError):
     msg_fmt = ("Compute host %(host)s is down: its last report is "
-               "%(age)s old (service_down_time is %(limit)s s).")
+               "%(age)s s old ([DEFAULT] service_down_time is %(limit)s s); "
+               "is its numamig-compute running?")
 
 
 class NUMALiveMigrationUnsupported(MigrationError):

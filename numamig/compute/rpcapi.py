@@ -537,13 +537,23 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         :returns: {'current': {cell text: MiB}, 'reached': bool}.
         :raises UnsupportedVersion: the cap or the agent is older than
             1.5.
+        :raises AgentCallTimeout: no answer within ``timeout`` (the
+            guest's deadline and a margin).
         """
         if not self.client.can_send_version(VIRTIO_MEM_VERSION):
             raise messaging.UnsupportedVersion(VIRTIO_MEM_VERSION)
-        return self._prepare(host, VIRTIO_MEM_VERSION, timeout).call(
-            ctxt, 'resize_virtio_mem', instance_uuid=instance_uuid,
-            requested={str(cell): mib for cell, mib in requested.items()},
-            deadline_s=deadline_s)
+        try:
+            return self._prepare(host, VIRTIO_MEM_VERSION, timeout).call(
+                ctxt, 'resize_virtio_mem', instance_uuid=instance_uuid,
+                requested={str(cell): mib
+                           for cell, mib in requested.items()},
+                deadline_s=deadline_s)
+        except messaging.MessagingTimeout as exc:
+            # An operator reads it: "Timed out waiting for a reply to
+            # message ID ..." named neither the host nor the deadline.
+            raise self._timed_out(host, 'resize_virtio_mem', timeout,
+                                  option='[virtio_mem] resize_timeout') \
+                from exc
 
     def delete_instance(self, ctxt, instance, timeout=None):
         """Destroy a guest on its host and release its usage there.

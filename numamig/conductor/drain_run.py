@@ -83,7 +83,9 @@ def abort(worker, driver, host, abort_running=False):
     """
     active = _active_for(worker, host)
     if active is None:
-        raise exception.DrainNotFound(what=f"host {host} is active")
+        raise exception.DrainNotFound(
+            message=f"Host {host} has no active drain to abort; 'host "
+                    f"drain show {host}' shows its last one.")
     uuid = active['uuid']
     drains.set_status(worker.db, uuid, drains.ABORTING, [drains.RUNNING],
                       error="aborted by request")

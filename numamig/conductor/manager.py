@@ -495,11 +495,11 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
                 migration_uuid=migration_uuid, status=migration.status,
                 reason=resume.NOT_ABORTABLE)
         if migration.status not in STATUS.ABORTABLE:
+            *others, last = STATUS.NOT_STARTED + STATUS.ABORTABLE
             raise exception.MigrationNotAbortable(
                 migration_uuid=migration_uuid, status=migration.status,
-                reason="only a migration that is "
-                       f"{', '.join(STATUS.NOT_STARTED + STATUS.ABORTABLE)}"
-                       " can be aborted")
+                reason=f"only a migration that is {', '.join(others)} or "
+                       f"{last} can be aborted")
         instance = instances.get(self.db, migration.instance_uuid).instance
         if not self.compute_api.live_migration_abort(ctxt, instance,
                                                      migration):
@@ -592,5 +592,8 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         instance = instances.get(self.db, instance_uuid).instance
         if not instance.host:
             raise exception.InstanceNotFound(instance_uuid=instance_uuid)
+        # A host that stopped reporting would leave the caller waiting
+        # for the whole call's timeout.
+        self.cache.check_up(instance.host)
         return self.compute_api.get_domain_xml(ctxt, instance.host,
                                                instance_uuid)

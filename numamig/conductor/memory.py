@@ -172,6 +172,12 @@ def _run(worker, ctxt, change_uuid, host, request, plan, dry_run, conf):
     if dry_run:
         return {'uuid': change_uuid, 'host': host, 'status': 'planned',
                 'request': request, 'plan': plan.as_dict(), 'result': None}
+    recorded = memory_changes.get(worker.db, change_uuid)
+    if recorded is not None:  # delivered again: answered from the record
+        return recorded
+    # An agent that stopped reporting would hold the caller for each
+    # guest's resize_timeout, and the change would end failed anyway.
+    worker.cache.check_up(host)
     row, created = memory_changes.start(worker.db, change_uuid, host,
                                         request)
     if not created:
@@ -211,16 +217,21 @@ def carry_out(worker, ctxt, host, plan, conf):
         try:
             guests.append(_resize_guest(worker, ctxt, host, instance_uuid,
                                         sizes, conf))
-        except exception.HypervisorError as exc:
+        except (exception.HypervisorError,
+                exception.InstanceNotFound) as exc:
             # The hypervisor refused this guest (the libvirt test driver
-            # cannot resize): reported, its record restored; the others
-            # still go.
+            # cannot resize), or its host has no domain of it (an agent
+            # of the test driver restarted): reported, its record
+            # restored; the others still go.
+            error = exception.brief(exc)
+            if isinstance(exc, exception.InstanceNotFound):
+                error = (f"host {host} has no domain of this guest (it is "
+                         f"recorded there)")
             LOG.warning("Memory change of %s on %s refused: %s",
-                        instance_uuid, host, exc)
+                        instance_uuid, host, error)
             guests.append({'instance': instance_uuid, 'requested': sizes,
                            'current': None, 'reached': False,
-                           'released_mb': 0,
-                           'error': exception.brief(exc)})
+                           'released_mb': 0, 'error': error})
     _refresh(worker, ctxt, host)
     released = sum(g['released_mb'] for g in guests)
     return {'guests': guests, 'released_mb': released,

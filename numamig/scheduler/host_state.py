@@ -437,7 +437,8 @@ class HostStateCache:
         state = self.get(host)
         if not state.is_up:
             raise exception.ComputeHostDown(
-                host=host, age=state.age, limit=state.service_down_time)
+                host=host, age=round(state.age.total_seconds()),
+                limit=state.service_down_time)
         return state
 
     # -- internals (called with the lock held) ----------------------------

@@ -36,7 +36,8 @@ def database():
 
 
 def conductor(timeout=CALL_TIMEOUT):
-    """A conductor RPC client on the configured transport.
+    """A conductor RPC client on the configured transport, once a
+    conductor answered its ping (``_ping``).
 
     It reaches the conductor of the deployment ``[DEFAULT]
     control_exchange`` names, as numamig.service.RPCNames.from_conf does

@@ -237,6 +237,8 @@ class HostCommands:
         conductor cannot be reached.
         """
         action, host = _drain_words(words)
+        _check_drain_words_options(action, dry_run, to, keep_free_nodes,
+                                   parallel, wait, timeout, abort_running)
         if action == 'show':
             return _drain_run_output.show_drain(host, output_format)
         if action == 'abort':
@@ -317,7 +319,8 @@ class HostCommands:
             raise exception.Invalid(
                 reason="give one of --dry-run (show the plan) and "
                        "--execute (carry it out)")
-        _check_drain_options(0, parallel, wait, timeout, dry_run)
+        _check_drain_options(0, parallel, wait, timeout, dry_run,
+                             starts='--execute')
         vcpus, memory_mb, specs = _defrag_output.parse_spec(flavor)
         names = _host_names(hosts, option='--hosts')
         if not 0 <= max_moves <= 8:
@@ -345,6 +348,11 @@ class HostCommands:
 
 def _drain_words(words):
     """(None|'show'|'abort', HOST) from ``drain``'s positional words."""
+    if len(words) == 1 and words[0] in ('show', 'abort'):
+        # Not a host named 'show': the HOST was forgotten.
+        raise exception.Invalid(
+            reason=f"'drain {words[0]}' needs the host: 'drain {words[0]} "
+                   f"HOST'")
     if len(words) == 1:
         return None, words[0]
     if len(words) == 2 and words[0] in ('show', 'abort'):
@@ -354,7 +362,30 @@ def _drain_words(words):
                f"{' '.join(words)!r}")
 
 
-def _check_drain_options(keep_free_nodes, parallel, wait, timeout, dry_run):
+def _check_drain_words_options(action, dry_run, to, keep_free_nodes,
+                               parallel, wait, timeout, abort_running):
+    """Refuse an option the chosen form of ``drain`` would ignore (an
+    ignored --abort-running started a drain; an ignored --wait on 'show'
+    or 'abort' followed nothing)."""
+    given = [name for name, value in (
+        ('--dry-run', dry_run), ('--to', to is not None),
+        ('--keep-free-nodes', keep_free_nodes),
+        ('--parallel', parallel is not None), ('--wait', wait),
+        ('--timeout', timeout is not None)) if value]
+    if action is not None and given:
+        raise exception.Invalid(
+            reason=f"'drain {action} HOST' takes no {', '.join(given)}: "
+                   f"they are for starting a drain ('drain HOST')")
+    if abort_running and action != 'abort':
+        raise exception.Invalid(
+            reason="--abort-running is for 'drain abort HOST'; nothing was "
+                   "started")
+
+
+def _check_drain_options(keep_free_nodes, parallel, wait, timeout, dry_run,
+                         starts='a drain that moves guests'):
+    """:param starts: what --wait and --parallel need, as the action
+        words it."""
     if not 0 <= keep_free_nodes <= 64:
         raise exception.Invalid(
             reason=f"--keep-free-nodes must be 0 to 64, got "
@@ -364,12 +395,12 @@ def _check_drain_options(keep_free_nodes, parallel, wait, timeout, dry_run):
             reason=f"--parallel must be 1 to 64, got {parallel}")
     if dry_run and (wait or parallel is not None):
         raise exception.Invalid(
-            reason="--wait and --parallel need a drain that moves guests; "
-                   "--dry-run moves nothing")
+            reason=f"--wait and --parallel need {starts}; --dry-run moves "
+                   f"nothing")
     if timeout is not None and not (wait and 0 < timeout <= 86400):
         raise exception.Invalid(
-            reason=f"--timeout {timeout} needs --wait and a number of "
-                   f"seconds from 0 to 86400")
+            reason=f"--timeout {timeout:g} needs --wait and a number of "
+                   f"seconds above 0, at most 86400")
 
 
 def _set_disabled(host, disabled, output_format, **reason):

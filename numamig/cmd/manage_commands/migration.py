@@ -96,7 +96,7 @@ class MigrationCommands(migration_resume.ResumeCommand):
         priority = parse_priority(priority)
         if wait_timeout is not None and not (wait and wait_timeout > 0):
             raise exception.Invalid(
-                reason=f"--wait-timeout {wait_timeout} needs --wait and a "
+                reason=f"--wait-timeout {wait_timeout:g} needs --wait and a "
                        f"number of seconds above 0")
         api, ctxt = _access.conductor(), _access.context()
         if dry_run:
@@ -166,6 +166,12 @@ class MigrationCommands(migration_resume.ResumeCommand):
         if host is not None:
             found = [m for m in found
                      if host in (m.source_host, m.get('dest_host'))]
+            if not found:
+                # "No migration matches" would hide a misspelt host name
+                # (as 'instance list --host').
+                from numamig.db import compute_nodes
+                with _access.database() as db:
+                    compute_nodes.get(db, host)
         data = {'migrations': [_view(m) for m in found]}
         common.print_output(data, output_format, _print_list)
         return common.EXIT_OK

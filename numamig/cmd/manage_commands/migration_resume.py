@@ -5,6 +5,7 @@ into its category) so that module stays readable; the rules are the
 conductor's (numamig.conductor.resume).
 """
 
+from numamig import exception
 from numamig.cmd import common
 from numamig.cmd.manage_commands import _access
 from numamig.objects import fields
@@ -46,6 +47,11 @@ class ResumeCommand:
         conductor cannot be reached.
         """
         _access.require_uuid(migration, 'migration')
+        if wait_timeout is not None and not (wait and wait_timeout > 0):
+            # As 'migration start': refused before anything is asked.
+            raise exception.Invalid(
+                reason=f"--wait-timeout {wait_timeout:g} needs --wait and a "
+                       f"number of seconds above 0")
         api, ctxt = _access.conductor(), _access.context()
         # The pause this request resumes: delivered again after that
         # resume ran, it starts nothing (numamig.conductor.resume).

@@ -260,22 +260,39 @@ class HostDrainTestCase(cli_base.CLITestCase):
                  '--keep-free-nodes must be 0 to 64, got -1'),
                 (('src', '--parallel', '0'),
                  '--parallel must be 1 to 64, got 0'),
-                (('src', '--timeout', '5'), '--timeout 5.0 needs --wait'),
+                (('src', '--timeout', '5'), '--timeout 5 needs --wait'),
                 (('src', '--wait', '--timeout', '0'),
-                 '--timeout 0.0 needs --wait and a number of seconds'),
+                 '--timeout 0 needs --wait and a number of seconds above '
+                 '0, at most 86400'),
                 (('src', '--dry-run', '--wait'),
                  '--dry-run moves nothing'),
                 (('nope',), 'Compute host nope is not known'),
                 (('show', 'src', 'x'),
                  "drain takes HOST, 'show HOST' or 'abort HOST', got "
                  "'show src x'"),
-                (('stop', 'src'), "got 'stop src'")):
+                (('stop', 'src'), "got 'stop src'"),
+                # Before: 'Compute host show is not known'.
+                (('show',), "'drain show' needs the host: 'drain show "
+                            "HOST'"),
+                (('abort',), "'drain abort' needs the host"),
+                # Before: a drain started, --abort-running ignored.
+                (('src', '--abort-running'),
+                 "--abort-running is for 'drain abort HOST'; nothing was "
+                 "started"),
+                # Before: --wait ignored; nothing followed.
+                (('show', 'src', '--wait'),
+                 "'drain show HOST' takes no --wait: they are for starting "
+                 "a drain"),
+                (('abort', 'src', '--dry-run', '--parallel', '2'),
+                 "'drain abort HOST' takes no --dry-run, --parallel")):
             code, out, err = self.run_cli('host', 'drain', *argv)
             self.assertEqual((127, ''), (code, out), argv)
             self.assertEqual(1, len(err.strip().splitlines()), err)
             self.assertIn(said, err)
         self.api.host_drain_plan.assert_not_called()
         self.api.host_drain_start.assert_not_called()
+        self.api.host_drain_show.assert_not_called()
+        self.api.host_drain_abort.assert_not_called()
 
 
 def _drain(status='running', moves=None, signature='1:', **report):
@@ -469,8 +486,10 @@ class HostDefragmentTestCase(cli_base.CLITestCase):
                  'give one of --dry-run (show the plan) and --execute'),
                 (('--for', 'vcpus=2,memory_mb=512', '--execute',
                   '--dry-run'), 'give one of --dry-run'),
+                # Before: "need a drain that moves guests" (no drain here).
                 (('--for', 'vcpus=2,memory_mb=512', '--dry-run', '--wait'),
-                 '--wait and --parallel need a drain that moves guests'),
+                 '--wait and --parallel need --execute; --dry-run moves '
+                 'nothing'),
                 (('--for', 'vcpus=2,memory_mb=512', '--execute',
                   '--parallel', '65'), '--parallel must be 1 to 64'),
                 (('--execute', '--for', 'vcpus=2,memory_mb=1', '--hosts',

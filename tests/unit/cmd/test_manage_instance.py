@@ -155,7 +155,7 @@ class ManageInstanceTestCase(cli_base.CLITestCase):
             host='cn9')
         self.assertEqual(127, self.run_cli('instance', 'adopt', 'cn9')[0])
         self.api.instance_adopt.side_effect = exception.ComputeHostDown(
-            host='cn1', age='2 min', limit=60)
+            host='cn1', age=120, limit=60)
         self.assertEqual(1, self.run_cli('instance', 'adopt', 'cn1')[0])
 
 

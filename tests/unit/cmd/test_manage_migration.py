@@ -157,6 +157,7 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
 
     def test_list_filters(self):
         mig = self.record()
+        self.add_report('other')
         self.assertIn(mig.uuid, self.run_cli('migration', 'list')[1])
         for argv in (['--status', 'completed'], ['--host', 'other']):
             self.assertIn('No migration matches',
@@ -165,6 +166,10 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
                                              'src')[1])
         self.assertEqual(127, self.run_cli('migration', 'list', '--instance',
                                            'x')[0])
+        # Before: 0 and "No migration matches" for a misspelt host.
+        code, out, err = self.run_cli('migration', 'list', '--host', 'nope')
+        self.assertEqual((127, '', 'error: Compute host nope is not known '
+                                   'to the conductor.\n'), (code, out, err))
 
     def test_unknown_migration(self):
         self.assertEqual(127, self.run_cli('migration', 'show',

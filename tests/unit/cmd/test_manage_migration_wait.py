@@ -181,3 +181,22 @@ class WaitTestCase(FollowBase):
         self.wait(running, [(running, 0.0),
                             (self._mig('completed', 1 << 30), 0.0)])
         self.assertEqual([migration_cmd.POLL_INTERVAL], self.time.slept)
+
+
+class ResumeWaitTimeoutTestCase(cli_base.CLITestCase):
+
+    def test_wait_timeout_needs_wait_and_a_positive_time(self):
+        # Before: not checked; with --wait a negative timeout reached the
+        # conductor, and without --wait it was silently ignored.
+        for extra, said in ((['--wait-timeout', '5'],
+                             '--wait-timeout 5 needs --wait'),
+                            (['--wait', '--wait-timeout', '-1'],
+                             '--wait-timeout -1 needs --wait and a number of '
+                             'seconds above 0')):
+            code, out, err = self.run_cli('migration', 'resume',
+                                          cli_base.new_uuid(), *extra)
+            self.assertEqual((127, ''), (code, out), extra)
+            self.assertEqual(1, len(err.splitlines()), err)
+            self.assertIn(said, err)
+        self.api.migration_get.assert_not_called()
+        self.api.migration_resume.assert_not_called()

@@ -85,6 +85,17 @@ class ComputeAPI13Test(base.TestCase):
             f"rpc_response_timeout_migration): its agent stopped or "
             f"restarted while it held the request, or is stuck", str(exc))
 
+    def test_an_unanswered_resize_names_host_and_its_option(self):
+        self.answers = [messaging.MessagingTimeout('Timed out waiting for '
+                                                   'a reply to message ID 1')]
+        exc = self.assertRaises(
+            rpcapi.AgentCallTimeout, self.api.resize_virtio_mem, None,
+            cbase.HOST, self.inst.uuid, {0: 128}, 30, timeout=40)
+        self.assertEqual(
+            f"Compute host {cbase.HOST} did not answer resize_virtio_mem "
+            f"within 40 s ([virtio_mem] resize_timeout): its agent stopped "
+            f"or restarted while it held the request, or is stuck", str(exc))
+
     def test_without_a_timeout_the_option_is_rpc_response_timeout(self):
         self.client.timeout = None
         self.client.transport.conf.rpc_response_timeout = 45

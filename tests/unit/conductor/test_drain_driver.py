@@ -181,8 +181,11 @@ class DrainDriverTestCase(DrainDriverBase):
         self.assertEqual(('aborted', 2), (data['status'],
                                           data['report']['cancelled']))
         self.assertEqual({}, self.reserved())
-        self.assertRaises(exception.DrainNotFound, self.call,
-                          'host_drain_abort', 'src')
+        exc = self.assertRaises(exception.DrainNotFound, self.call,
+                                'host_drain_abort', 'src')
+        # Before: "No drain of host src is active is recorded."
+        self.assertEqual("Host src has no active drain to abort; 'host "
+                         "drain show src' shows its last one.", str(exc))
 
     def test_abort_running_asks_the_source(self):
         self.driver.run_once()

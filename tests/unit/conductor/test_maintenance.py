@@ -84,6 +84,16 @@ class HostDomainsTest(base.ConductorTestCase):
         self.assertRaises(exception.HostNotFound, self.call, 'host_domains',
                           'nope')
 
+    def test_domain_xml_of_a_guest_on_a_host_down_refused_at_once(self):
+        # Before: the agent was asked and the caller (instance show)
+        # waited its whole timeout.
+        inst = self.create_instance()
+        self.report('src', age_s=3600)
+        exc = self.assertRaises(exception.ComputeHostDown, self.call,
+                                'get_domain_xml', inst.uuid)
+        self.assertIn('src is down', str(exc))
+        self.compute_api.get_domain_xml.assert_not_called()
+
 
 class RefreshUsageTest(base.ConductorTestCase):
 

@@ -94,6 +94,33 @@ class MemoryChangeTest(base.ConductorTestCase):
             "every guest refused, nothing changed: Hypervisor on src "
             "failed to resize: not supported", done['result']['error'])
 
+    def test_a_guest_whose_domain_is_missing_is_refused_not_unknown(self):
+        # Before: the whole change failed with "Instance ... could not be
+        # found." and exit 127, for a guest that is recorded.
+        self.compute_api.resize_virtio_mem.side_effect = \
+            exception.InstanceNotFound(instance_uuid=self.uuid)
+        done = self.set_memory(uuidutils.generate_uuid(), 320)
+        self.assertEqual('failed', done['status'])
+        self.assertEqual("host src has no domain of this guest (it is "
+                         "recorded there)",
+                         done['result']['guests'][0]['error'])
+        self.assertEqual([(256, 256), (256, 256)], self.cells())
+
+    def test_an_agent_that_did_not_answer_is_recorded_by_name(self):
+        from numamig.compute import rpcapi as compute_rpcapi
+        self.compute_api.resize_virtio_mem.side_effect = \
+            compute_rpcapi.AgentCallTimeout(
+                host='src', method='resize_virtio_mem', timeout=17,
+                option='[virtio_mem] resize_timeout')
+        change = uuidutils.generate_uuid()
+        exc = self.assertRaises(exception.MigrationError, self.set_memory,
+                                change, 320)
+        recorded = memory_changes.get(self.db, change)
+        self.assertEqual(('failed', str(exc)), (recorded['status'],
+                                                recorded['result']['error']))
+        self.assertIn('src did not answer resize_virtio_mem within 17 s',
+                      str(exc))
+
     def test_some_guests_refused_is_partial(self):
         other = uuidutils.generate_uuid()
         record = instances.get(self.db, self.uuid).instance
@@ -119,6 +146,22 @@ class MemoryChangeTest(base.ConductorTestCase):
         self.assertEqual([False, True], sorted(
             'error' in guest for guest in done['result']['guests']))
         self.assertNotIn('error', done['result'])
+
+    def test_host_down_refused_before_anything_is_recorded(self):
+        # Before: recorded, then each guest's resize waited its whole
+        # deadline (40 s here) and the change ended failed.
+        self.report('src', age_s=3600)
+        change = uuidutils.generate_uuid()
+        exc = self.assertRaises(exception.ComputeHostDown, self.set_memory,
+                                change, 128)
+        self.assertIn('Compute host src is down: its last report is 3600 s '
+                      'old', str(exc))
+        self.assertIsNone(memory_changes.get(self.db, change))
+        self.compute_api.resize_virtio_mem.assert_not_called()
+        # A plan only reads the records: still answered.
+        planned = self.set_memory(uuidutils.generate_uuid(), 128,
+                                  dry_run=True)
+        self.assertEqual('planned', planned['status'])
 
     def test_node_the_host_does_not_have_refused(self):
         # Without the check the plan took all from nodes 0 and 1

@@ -143,7 +143,8 @@ class TestLiveness(CacheTestCase):
         self.assertEqual('cmp1', self.cache.check_up('cmp1').host)
         self.clock.advance(61)
         self.assertRaisesMessage(exception.ComputeHostDown,
-                                 'service_down_time is 60 s',
+                                 'last report is 61 s old ([DEFAULT] '
+                                 'service_down_time is 60 s)',
                                  self.cache.check_up, 'cmp1')
 
     def test_follows_configuration(self):

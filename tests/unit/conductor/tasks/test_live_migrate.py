@@ -395,6 +395,12 @@ class AbortTest(base.ConductorTestCase):
         self.assertRaisesMessage(exception.MigrationNotAbortable,
                                  'is error', self.call, 'migration_abort',
                                  migration.uuid)
+        # Before: "... that is accepted, queued, preparing, running can".
+        self.assertRaisesMessage(exception.MigrationNotAbortable,
+                                 'only a migration that is accepted, queued, '
+                                 'preparing or running can be aborted',
+                                 self.call, 'migration_abort',
+                                 migration.uuid)
 
 
 class DryRunTest(base.ConductorTestCase):
