@@ -39,9 +39,9 @@ TIERS = (
     ('real', r'tests\.functional\.(libvirt\.test_real_|'
              r'test_ci_local_libvirt\.)'),
     ('multiprocess', r'tests\.functional\.(faults\.|test_(broker_tls|'
-                     r'ci_deployment|cli_broker|daemon_start|deployment_files|'
-                     r'drain_multiprocess|exit_codes|multiprocess|'
-                     r'wait_on_abort)\.)'),
+                     r'ci_deployment|cli_broker|conductor_stop|daemon_start|'
+                     r'deployment_files|drain_multiprocess|exit_codes|'
+                     r'multiprocess|wait_on_abort)\.)'),
     ('embedded', r'tests\.functional\.'),
     ('unit', r'tests\.unit\.'),
 )
