@@ -123,8 +123,13 @@ class PostCopyHold(slow_copy.Hold):
                         switched = processed
                     elif processed - switched >= CUT_AFTER:
                         return processed - switched
-                elif switched is not None or \
-                        state[0] != libvirt.VIR_DOMAIN_RUNNING:
+                elif switched is not None or not (
+                        state[0] == libvirt.VIR_DOMAIN_RUNNING or
+                        state == [libvirt.VIR_DOMAIN_PAUSED,
+                                  libvirt.VIR_DOMAIN_PAUSED_MIGRATION]):
+                    # Running (pre-copy) and paused for migration (the
+                    # moment of the switch, before libvirt says
+                    # post-copy) lead on; anything else ended the job.
                     return None
                 time.sleep(POLL_S)
             return None
