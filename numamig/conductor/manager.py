@@ -166,6 +166,13 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
                 self.executor is not None:
             self.executor.wake()
 
+    def end_after_outage(self, migration_uuid, waited_s):
+        """End an admitted migration whose task waited for the database
+        longer than ``[conductor] database_outage_wait`` (the executor
+        calls it once the database answers again)."""
+        records.end_after_outage(self.worker, migration_uuid, waited_s,
+                                 "[conductor] database_outage_wait")
+
     @wire.args()
     def ping(self, ctxt):
         """Answer agents waiting for a conductor at their start.

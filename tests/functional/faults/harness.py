@@ -28,6 +28,7 @@ import time
 import uuid
 
 import fixtures
+import kombu
 import libvirt
 from oslo_utils import uuidutils
 import sqlalchemy as sa
@@ -135,7 +136,7 @@ class FaultDeployment(fixtures.Fixture):
             self.addCleanup(self._keep_logs, keep)
         self.tag = uuid.uuid4().hex[:8]
         self.hosts = [f'fault-{self.tag}-{i}' for i in range(self.host_count)]
-        direct_url = self._vhost()
+        direct_url = self._direct_url = self._vhost()
         self.broker = self._proxy(RABBIT_ADDRESS, 'broker')
         db = self.useFixture(database.ServerDatabase('postgresql'))
         self.db = db.db
@@ -276,7 +277,46 @@ class FaultDeployment(fixtures.Fixture):
     def reports(self):
         return compute_nodes.get_all(self.db)
 
+    def forget_transient_broker_state(self):
+        """Delete what a restarted RabbitMQ node no longer has: the
+        vhost's non-durable queues (and every message in them) and its
+        non-durable exchanges; the test's own reply queue stays (its
+        connection is not the daemons' and is never cut).
+
+        :returns: how many queues and exchanges went.
+        """
+        own = getattr(self.rpc.transport._driver, '_reply_q', None)
+        queues = [name for name, durable in _rabbitmq_rows(
+            self.vhost, 'list_queues', 'name', 'durable')
+            if durable == 'false' and name != own]
+        exchanges = [name for name, durable in _rabbitmq_rows(
+            self.vhost, 'list_exchanges', 'name', 'durable')
+            if durable == 'false' and name and not name.startswith('amq.')]
+        with kombu.Connection(
+                self._direct_url.replace("rabbit://", "amqp://", 1)) as conn:
+            channel = conn.channel()
+            for name in queues:
+                _quietly_delete(channel.queue_delete, name)
+            for name in exchanges:
+                _quietly_delete(channel.exchange_delete, name)
+        return len(queues) + len(exchanges)
+
 
 def _rabbitmqctl(*args):
-    subprocess.run(['rabbitmqctl', *args], check=True, capture_output=True,
-                   timeout=60)
+    return subprocess.run(['rabbitmqctl', *args], check=True,
+                          capture_output=True, timeout=60, text=True)
+
+
+def _rabbitmq_rows(vhost, command, *columns):
+    """The rows (lists of column values) rabbitmqctl ``command`` lists."""
+    out = _rabbitmqctl('-q', command, '-p', vhost, '--no-table-headers',
+                       *columns).stdout
+    return [line.split('\t') for line in out.splitlines() if line.strip()]
+
+
+def _quietly_delete(action, name):
+    """Delete a queue or exchange that may have gone meanwhile."""
+    try:
+        action(name)
+    except Exception:  # noqa: BLE001 - gone already: what was wanted
+        pass

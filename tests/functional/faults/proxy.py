@@ -124,6 +124,10 @@ class Proxy:
         for link in links:
             self._drop(link, reset=True)
 
+    def reopen(self):
+        """End a cut now (one made with more seconds than needed)."""
+        self._cut_until = 0.0
+
     def freeze(self, seconds):
         """Pass no byte for ``seconds`` (returns at once)."""
         self._flowing.clear()
