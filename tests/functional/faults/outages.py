@@ -32,6 +32,7 @@ fault's target.
 
 import dataclasses
 import statistics
+import threading
 import time
 
 import oslo_messaging as messaging
@@ -48,6 +49,9 @@ COMPLETED = fields.MigrationStatus.COMPLETED
 ISSUE_LEAD_S = 0.3
 # Other rounds make it at a random moment up to this long after them.
 MAX_LEAD_S = 2.0
+# The second round of each fault makes it while the conductor records
+# and admits the requests (its answers lost first, for the database).
+RECORDING_LEAD_S = 0.02
 # Requests "just after" the outage are sent within this of its end.
 AFTER_WINDOW_S = 1.0
 # Around a broker restart, a request unanswered after this is asked
@@ -72,9 +76,16 @@ class Outage:
     target_s: float
     # A restart also loses what the server kept in memory only.
     restart: bool = False
+    # Seconds before the cut during which the server's answers are lost
+    # (Proxy.cut): what was committed then is not known to be.
+    unanswered_s: float = 0.0
 
 
-DATABASE_CUT = Outage('database-cut-20s', 'database', 20.0, 15.0)
+# The connections die with transactions under way: for 0.3 s before the
+# cut the database's answers are lost, so that whatever the conductor
+# commits then (an admission, a claim, a status) it does not know of.
+DATABASE_CUT = Outage('database-cut-20s', 'database', 20.0, 15.0,
+                      unanswered_s=0.3)
 # A RabbitMQ node stopped and started again 0.3 s later, as its clients
 # see it: every connection reset, none accepted until the node has
 # booted (BROKER_BOOT_S, what a node takes on a loaded 2-core machine),
@@ -119,11 +130,15 @@ class OutageResult:
         return not self.problems
 
 
-def plan_round(deployment, rng, first=False, during=2, after=2):
+def plan_round(deployment, rng, first=False, during=2, after=2,
+               lead_s=None):
     """Every guest of the deployment moves once: most at once before the
     outage, ``during`` of them during it and ``after`` just after it.
     The ``first`` round of a fault is the issue's reproduction: every
     request at once, and the fault 0.3 s later.
+
+    :param lead_s: seconds from the first requests to the fault (None:
+        0.3 s for the first round, else a random moment).
 
     Every other guest of each part is sent to a destination named here:
     the host with the fewest guests, counting the moves planned so far,
@@ -153,8 +168,8 @@ def plan_round(deployment, rng, first=False, during=2, after=2):
     return Plan(before=tuple(moves[:first_part]),
                 during=tuple(moves[first_part:first_part + during]),
                 after=tuple(moves[first_part + during:]),
-                lead_s=ISSUE_LEAD_S if first else rng.uniform(0.05,
-                                                              MAX_LEAD_S))
+                lead_s=lead_s if lead_s is not None else
+                ISSUE_LEAD_S if first else rng.uniform(0.05, MAX_LEAD_S))
 
 
 def run_round(deployment, outage, plan, rng):
@@ -166,7 +181,7 @@ def run_round(deployment, outage, plan, rng):
     asked = {}      # migration uuid -> (guest, destination)
     retry = []      # (migration uuid, guest, destination)
 
-    def ask(guest, dest, during_outage):
+    def ask(guest, dest):
         uuid = uuidutils.generate_uuid()
         asked[uuid] = (guest, dest)
         try:
@@ -174,24 +189,33 @@ def run_round(deployment, outage, plan, rng):
         except Exception as exc:  # noqa: BLE001 - judged below
             text = f"{type(exc).__name__}: {exc}"
             result.refused.append((guest, text))
-            if not (during_outage and outage.proxy == 'database' and
+            # A request that meets the database gone is refused saying
+            # so: a true cause, whenever it was sent.
+            if not (outage.proxy == 'database' and
                     'database' in text.lower()):
                 result.problems.append(
                     f"request to migrate {guest} refused for a cause that "
                     f"did not happen: {text[:300]}")
             retry.append((uuid, guest, dest))
 
-    for guest, dest in plan.before:
-        ask(guest, dest, False)
+    # At once, as the issue's reproduction asked: each from a thread of
+    # its own, so that the conductor records and admits them while the
+    # fault comes.
+    senders = [threading.Thread(target=ask, args=(guest, dest))
+               for guest, dest in plan.before]
+    for sender in senders:
+        sender.start()
     time.sleep(plan.lead_s)
     ended = _make(deployment, outage)
     for guest, dest in plan.during:
         pause = rng.uniform(0, max(ended - time.monotonic(), 0) /
                             max(len(plan.during), 1))
         time.sleep(pause)
-        ask(guest, dest, time.monotonic() < ended)
+        ask(guest, dest)
     time.sleep(max(ended - time.monotonic(), 0))
-    for uuid, guest, dest in retry:
+    for sender in senders:
+        sender.join(rounds.SETTLE_DEADLINE_S)
+    for uuid, guest, dest in list(retry):
         # Asked again as an operator would, under the same uuid: a
         # request that was recorded after all is answered, not repeated.
         try:
@@ -204,7 +228,7 @@ def run_round(deployment, outage, plan, rng):
             asked.pop(uuid)
     for guest, dest in plan.after:
         time.sleep(rng.uniform(0, AFTER_WINDOW_S / max(len(plan.after), 1)))
-        ask(guest, dest, False)
+        ask(guest, dest)
     result.settle_s, found = rounds.settle(deployment, ended)
     result.problems += found
     result.problems += _outcomes(deployment, asked, result)
@@ -245,7 +269,7 @@ def _make(deployment, outage):
     daemons reconnect)."""
     proxy = getattr(deployment, outage.proxy)
     if not outage.restart:
-        proxy.cut(outage.cut_s)
+        proxy.cut(outage.cut_s, unanswered_s=outage.unanswered_s)
         return time.monotonic() + outage.cut_s
     began = time.monotonic()
     proxy.cut(rounds.SETTLE_DEADLINE_S)
