@@ -278,17 +278,18 @@ class FaultDeployment(fixtures.Fixture):
         return compute_nodes.get_all(self.db)
 
     def forget_transient_broker_state(self):
-        """Delete what a restarted RabbitMQ node no longer has: the
-        vhost's non-durable queues (and every message in them) and its
-        non-durable exchanges; the test's own reply queue stays (its
-        connection is not the daemons' and is never cut).
+        """Do to the vhost what a RabbitMQ node's restart does: close
+        every connection (the test's own too: its client reconnects and
+        declares again, as a real client would) and delete the
+        non-durable queues, with every message in them, and exchanges.
 
         :returns: how many queues and exchanges went.
         """
-        own = getattr(self.rpc.transport._driver, '_reply_q', None)
+        _rabbitmqctl('close_all_connections', '--vhost', self.vhost,
+                     '--limit', '1000', 'a broker restart (fault suite)')
         queues = [name for name, durable in _rabbitmq_rows(
             self.vhost, 'list_queues', 'name', 'durable')
-            if durable == 'false' and name != own]
+            if durable == 'false']
         exchanges = [name for name, durable in _rabbitmq_rows(
             self.vhost, 'list_exchanges', 'name', 'durable')
             if durable == 'false' and name and not name.startswith('amq.')]

@@ -275,10 +275,6 @@ def _make(deployment, outage):
     proxy.cut(rounds.SETTLE_DEADLINE_S)
     try:
         deployment.forget_transient_broker_state()
-        # The test's own connections (not the daemons') would die with
-        # the node too: its next request opens a new one, which declares
-        # the exchanges again.
-        deployment.rpc.transport._driver._connection_pool.empty()
         time.sleep(max(began + outage.cut_s - time.monotonic(), 0))
     finally:
         proxy.reopen()
