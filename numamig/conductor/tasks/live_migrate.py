@@ -47,8 +47,11 @@ STATUS = fields.MigrationStatus
 
 # The source's check is asked this many times within check_timeout: a
 # source agent killed holding the request never answers it, and its
-# restarted agent answers the next attempt (the check only reads).
-SOURCE_ATTEMPTS = 3
+# restarted agent answers the next attempt (the check only reads); a
+# request or answer lost with a broker restart is answered at the next
+# attempt too. Four: such a loss costs 15 s with the defaults, so that
+# migrations settle within 20 s of a broker restart.
+SOURCE_ATTEMPTS = 4
 
 # The destination's check is asked this many times within check_timeout:
 # its answer can be lost on the way back (a broker restart deletes the
@@ -264,7 +267,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         It is asked up to SOURCE_ATTEMPTS times, each waiting its share
         of ``[DEFAULT] rpc_response_timeout_migration``: the whole wait
         stays that option, and a source whose agent was killed holding
-        the request costs one share (20 s with the defaults), not all.
+        the request costs one share (15 s with the defaults), not all.
 
         :returns: its LiveMigrateData, or None when destinations must ask
             it themselves (compute API capped below 1.3).

@@ -328,11 +328,11 @@ class ConductorDrivenChecksTest(base.ConductorTestCase):
         ended = migrations.get(self.db, migration.uuid)
         self.assertEqual('error', ended.status)
         self.assertIn("Compute host src did not answer check_can_live_"
-                      "migrate_source within 3 s ([DEFAULT] rpc_response_"
-                      "timeout_migration, asked 3 times)", ended.error)
+                      "migrate_source within 4 s ([DEFAULT] rpc_response_"
+                      "timeout_migration, asked 4 times)", ended.error)
         self.assertNotIn('Timed out', ended.error)
         self.assertEqual(
-            3, self.compute_api.check_can_live_migrate_source.call_count)
+            4, self.compute_api.check_can_live_migrate_source.call_count)
 
     def test_a_claim_the_records_refuse_is_dropped_there(self):
         self._claiming()
