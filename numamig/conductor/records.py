@@ -473,7 +473,7 @@ def requeue_after_outage(worker, migration_uuid):
         # Its claim and ``queued`` were committed, but the answer was
         # lost with the connection, so its task never sent the start
         # request: send it now rather than at a sweep.
-        from numamig.conductor import restarts
+        from numamig.conductor import restarts  # it imports this module
         restarts.send_now(worker, nm_context.get_admin_context(),
                           migration)
         return False
