@@ -148,7 +148,8 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         try:
             ended = records.end_stalled_migrations(
                 self.worker, ctxt, now, trust_leases=trusted,
-                held=executor.held() if executor is not None else ())
+                held=executor.held() if executor is not None else (),
+                lease_s=executor.lease_s if executor is not None else 15)
         except exception.DatabaseError:
             self._database_since = None
             raise

@@ -345,7 +345,8 @@ def release_claims(worker, migration):
                  migration.uuid, migration.status, migration.dest_host)
 
 
-def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True):
+def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True,
+                           lease_s=15):
     """End migrations whose conductor worker died before the source took
     over; at start and periodically.
 
@@ -364,16 +365,17 @@ def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True):
     :param trust_leases: False while this worker has not had the
         database for a whole lease: no worker could renew meanwhile, so
         a lease past its time proves nothing yet.
+    :param lease_s: how long a lease lasts (for the reason).
     :returns: the migrations ended.
     """
     retries = max(worker.migrate_max_retries, 0)
     # Judged from this worker, which has had the database for a whole
     # lease (trust_leases) and drives none of them (held): their worker
     # renewed nothing for a lease while the database answered.
-    stopped = "its conductor worker stopped while choosing the " \
-        "destination (it renewed its lease on the migration for none of " \
-        "the last 15 s while the database answered); nothing ran, the " \
-        "guest stays on the source"
+    stopped = f"its conductor worker stopped while choosing the " \
+        f"destination (it renewed its lease on the migration for none of " \
+        f"the last {lease_s:.0f} s while the database answered); nothing " \
+        f"ran, the guest stays on the source"
     candidates = [(uuid, STATUS.ACCEPTED, STATUS.ERROR, stopped)
                   for uuid in queue.stalled(
                       worker.db, now, worker.check_timeout * (retries + 2))
