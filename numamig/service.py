@@ -295,7 +295,10 @@ class ConductorService(_RPCService):
         self.executor = executor.MigrationExecutor(
             db, manager.admission, settings.get('migration_workers', 8),
             manager.run_admitted, recheck=min(5.0, sweep_interval),
-            recover=manager.requeue_after_database_error)
+            recover=manager.requeue_after_database_error,
+            give_up=manager.end_after_outage,
+            outage_wait=settings.get('database_outage_wait',
+                                     executor.DEFAULT_OUTAGE_WAIT_S))
 
     def _endpoints(self):
         return conductor_endpoints.for_api_version(
@@ -519,6 +522,7 @@ def conductor_settings_from_conf(conf):
         'enable_numa_live_migration_workaround':
             conf.workarounds.enable_numa_live_migration,
         'migration_workers': conf.conductor.migration_workers,
+        'database_outage_wait': conf.conductor.database_outage_wait,
         'migration_watchers': conf.conductor.migration_watchers,
         'admission': db_queue.Limits(
             total=conf.conductor.max_concurrent_migrations,

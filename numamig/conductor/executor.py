@@ -35,6 +35,14 @@ LEASE_RENEWALS = 3
 # Retries of migrations whose task met an unreachable database back off
 # from the recheck interval up to this many of them.
 MAX_RETRY_BACKOFF = 4
+# A task that met an unreachable database asks it again after this
+# pause, doubled after each refusal up to OUTAGE_PROBE_MAX_S: the first
+# answer after an outage is seen within two seconds, and a database that
+# stays away is asked at most every two seconds by each waiting task.
+OUTAGE_PROBE_FIRST_S = 0.25
+OUTAGE_PROBE_MAX_S = 2.0
+# [conductor] database_outage_wait's default.
+DEFAULT_OUTAGE_WAIT_S = 60
 
 
 class MigrationExecutor:
@@ -51,24 +59,46 @@ class MigrationExecutor:
         recheck interval will.
     :param recheck: longest seconds between two looks at the queue, and
         between two renewals of the leases on the migrations held here.
-    :param recover: called in the dispatcher thread with the uuid of a
-        migration whose task failed because the database was
-        unreachable, once it may be back: puts the migration back in the
-        queue. Retried, backing off, while it raises DatabaseError.
+    :param recover: called with the uuid of a migration whose task
+        failed because the database was unreachable: puts the migration
+        back in the queue (it keeps its place), from where it runs again
+        at once. Its task thread calls it as soon as the database
+        answers, asking again every 0.25 s to 2 s for up to
+        ``outage_wait`` seconds; past that the dispatcher does, at each
+        look, while it raises DatabaseError.
+    :param give_up: called with the uuid and the seconds waited when the
+        database stayed away longer than ``outage_wait``, once it answers
+        again: ends the migration with that reason instead (None: it goes
+        back to the queue all the same).
+    :param outage_wait: seconds a task thread waits for the database.
     """
 
     def __init__(self, db, limits, workers, run, recheck=5.0, recover=None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, give_up=None,
+                 outage_wait=DEFAULT_OUTAGE_WAIT_S):
         self.db = db
         self.limits = limits
         self.workers = workers
         self._run = run
         self._recover = recover
+        self._give_up = give_up
+        self._outage_wait = outage_wait
         self._recheck = recheck
         self._clock = clock
         self.lease_s = LEASE_RENEWALS * recheck
         self._running = set()     # their task runs now
         self._failed = set()      # their task met an unreachable database
+        # Of those, the ones that waited longer than outage_wait: {uuid:
+        # when their wait began}.
+        self._expired = {}
+        # Admissions whose transaction failed without an answer: it may
+        # have committed all the same (the connection died with the
+        # COMMIT under way). Their admission stamps, looked for at the
+        # next look that reaches the database.
+        self._unanswered = []
+        # The pause before the next look after a failed one (None: the
+        # last look reached the database).
+        self._failing_pause = None
         self._retry_at = 0.0
         self._retry_backoff = recheck
         self._renewed_at = None
@@ -139,17 +169,30 @@ class MigrationExecutor:
 
     def _loop(self):
         while not self._stopping.is_set():
-            self._wake.wait(self._recheck)
+            self._wake.wait(self._recheck if self._failing_pause is None
+                            else self._failing_pause)
             self._wake.clear()
             if self._stopping.is_set():
                 return
             try:
                 self._renew_leases()
+                self._adopt_unanswered()
                 self._recover_failed()
                 self._dispatch()
-            except Exception as exc:  # noqa: BLE001 - retried at recheck
+            except Exception as exc:  # noqa: BLE001 - retried below
+                # The database is the usual cause: look again soon, so
+                # that leases are renewed and waiting migrations admitted
+                # within seconds of its return, not a recheck later.
+                self._failing_pause = min(
+                    self._recheck, OUTAGE_PROBE_MAX_S,
+                    (self._failing_pause or OUTAGE_PROBE_FIRST_S / 2) * 2)
                 LOG.warning("Admitting queued migrations failed (%s); "
-                            "trying again within %s s", exc, self._recheck)
+                            "trying again within %.1f s",
+                            exception.brief(exc)
+                            if isinstance(exc, exception.NumamigException)
+                            else exc, self._failing_pause)
+            else:
+                self._failing_pause = None
 
     def _renew_leases(self):
         now = self._clock()
@@ -159,6 +202,32 @@ class MigrationExecutor:
         queue.renew(self.db, self.held(), self.lease_s)
         self._renewed_at = now
 
+    def _adopt_unanswered(self):
+        """Run what an admission whose answer was lost admitted after all.
+
+        Those migrations carry this worker's lease, and no other worker
+        touches them until it runs out; without this look nobody would
+        drive them and the stalled-migration sweep would end them as if
+        their worker had stopped. Only the dispatcher admits, so no
+        admission of this worker is under way meanwhile.
+        """
+        if not self._unanswered:
+            return
+        found = queue.admitted_by(self.db, self._unanswered)
+        self._unanswered = []
+        with self._lock:
+            found = [u for u in found if u not in self._pending and
+                     u not in self._running and u not in self._failed]
+            free = max(self.workers - self._busy, 0)
+        adopted, extra = found[:free], found[free:]
+        if extra:
+            queue.release(self.db, extra)
+        for uuid in adopted:
+            LOG.warning("Migration %s was admitted by a transaction whose "
+                        "answer was lost with the database connection; it "
+                        "runs now", uuid)
+            self._submit(uuid)
+
     def _recover_failed(self):
         with self._lock:
             failed = sorted(self._failed)
@@ -166,7 +235,10 @@ class MigrationExecutor:
             return
         for uuid in failed:
             try:
-                self._recover(uuid)
+                if uuid in self._expired and self._give_up is not None:
+                    self._give_up(uuid, self._clock() - self._expired[uuid])
+                else:
+                    self._recover(uuid)
             except exception.DatabaseError as exc:
                 self._retry_backoff = min(self._retry_backoff * 2,
                                           MAX_RETRY_BACKOFF * self._recheck)
@@ -178,14 +250,24 @@ class MigrationExecutor:
                 return
             with self._lock:
                 self._failed.discard(uuid)
+                self._expired.pop(uuid, None)
         self._retry_backoff = self._recheck
 
     def _dispatch(self):
         with self._lock:
             free = self.workers - self._busy
+        if free <= 0:
+            self._starved = True
+            return
         if self._stopping.is_set():
             return
-        admitted = queue.admit(self.db, self.limits, free, self.lease_s)
+        stamp = queue.admission_stamp()
+        try:
+            admitted = queue.admit(self.db, self.limits, free, self.lease_s,
+                                   now=stamp)
+        except exception.DatabaseError:
+            self._unanswered.append(stamp)
+            raise
         self._starved = len(admitted) >= free
         if admitted and self._stopping.is_set():
             # The stop began while they were admitted: none starts here.
@@ -194,15 +276,18 @@ class MigrationExecutor:
                      "went back to the queue", len(admitted))
             return
         for uuid in admitted:
-            with self._lock:
-                self._busy += 1
-                self._pending.add(uuid)
-                busy = self._busy
-            # Operators follow a queued migration's start by this line;
-            # with several conductor workers it also names which one.
-            LOG.info("Migration %s admitted (%d of %d migration workers "
-                     "busy)", uuid, busy, self.workers)
-            self._pool.submit(self._task, uuid)
+            self._submit(uuid)
+
+    def _submit(self, uuid):
+        with self._lock:
+            self._busy += 1
+            self._pending.add(uuid)
+            busy = self._busy
+        # Operators follow a queued migration's start by this line; with
+        # several conductor workers it also names which one.
+        LOG.info("Migration %s admitted (%d of %d migration workers busy)",
+                 uuid, busy, self.workers)
+        self._pool.submit(self._task, uuid)
 
     def _task(self, uuid):
         with self._lock:
@@ -218,16 +303,17 @@ class MigrationExecutor:
             requeued = self._run(uuid) is False
         except exception.DatabaseError as exc:
             # Not the migration's fault: it goes back to the queue once
-            # the database answers (_recover_failed), held here till then.
+            # the database answers, held here (its lease renewed) till
+            # then.
             requeued = self._recover is not None
-            if requeued:
-                with self._lock:
-                    self._failed.add(uuid)
             LOG.warning("Migration %s: the database failed while its "
                         "destination was chosen (%s)%s", uuid,
                         exception.brief(exc),
-                        "; it goes back to the queue when the database "
-                        "answers" if requeued else "")
+                        f"; waiting up to {self._outage_wait} s for it to "
+                        f"answer ([conductor] database_outage_wait)"
+                        if requeued else "")
+            if requeued:
+                self._ride_out(uuid)
         except Exception:
             LOG.exception("Migration %s: its conductor task failed", uuid)
         finally:
@@ -239,3 +325,38 @@ class MigrationExecutor:
             # dispatcher then): look again only if a thread was missing.
             if not requeued and self._starved:
                 self.wake()
+
+    def _ride_out(self, uuid):
+        """Wait in this task thread for the database to answer, then put
+        the migration back in the queue and wake the dispatcher, which
+        admits it again at once (it kept its place): it goes on within
+        two seconds of the database's return.
+
+        Bounded by ``outage_wait``: past it the migration is handed to
+        the dispatcher (still held here, its lease renewed), which ends
+        it with that reason once the database answers (``give_up``).
+        """
+        began = self._clock()
+        deadline = began + self._outage_wait
+        pause = OUTAGE_PROBE_FIRST_S
+        while True:
+            try:
+                self._recover(uuid)
+            except exception.DatabaseError:
+                left = deadline - self._clock()
+                if left <= 0 or self._stopping.wait(min(pause, left)):
+                    break
+                pause = min(pause * 2, OUTAGE_PROBE_MAX_S)
+                continue
+            self.wake()
+            return
+        expired = self._clock() >= deadline
+        with self._lock:
+            self._failed.add(uuid)
+            if expired:
+                self._expired[uuid] = began
+        if expired:
+            LOG.warning("Migration %s: the database did not answer within "
+                        "%s s ([conductor] database_outage_wait); the "
+                        "migration ends with that reason when it answers",
+                        uuid, self._outage_wait)

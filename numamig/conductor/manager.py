@@ -148,7 +148,8 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         try:
             ended = records.end_stalled_migrations(
                 self.worker, ctxt, now, trust_leases=trusted,
-                held=executor.held() if executor is not None else ())
+                held=executor.held() if executor is not None else (),
+                lease_s=executor.lease_s if executor is not None else 15)
         except exception.DatabaseError:
             self._database_since = None
             raise
@@ -165,6 +166,13 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         if records.requeue_after_outage(self.worker, migration_uuid) and \
                 self.executor is not None:
             self.executor.wake()
+
+    def end_after_outage(self, migration_uuid, waited_s):
+        """End an admitted migration whose task waited for the database
+        longer than ``[conductor] database_outage_wait`` (the executor
+        calls it once the database answers again)."""
+        records.end_after_outage(self.worker, migration_uuid, waited_s,
+                                 "[conductor] database_outage_wait")
 
     @wire.args()
     def ping(self, ctxt):

@@ -345,7 +345,8 @@ def release_claims(worker, migration):
                  migration.uuid, migration.status, migration.dest_host)
 
 
-def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True):
+def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True,
+                           lease_s=15):
     """End migrations whose conductor worker died before the source took
     over; at start and periodically.
 
@@ -364,11 +365,17 @@ def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True):
     :param trust_leases: False while this worker has not had the
         database for a whole lease: no worker could renew meanwhile, so
         a lease past its time proves nothing yet.
+    :param lease_s: how long a lease lasts (for the reason).
     :returns: the migrations ended.
     """
     retries = max(worker.migrate_max_retries, 0)
-    stopped = "its conductor worker stopped while choosing the " \
-        "destination; nothing ran, the guest stays on the source"
+    # Judged from this worker, which has had the database for a whole
+    # lease (trust_leases) and drives none of them (held): their worker
+    # renewed nothing for a lease while the database answered.
+    stopped = f"its conductor worker stopped while choosing the " \
+        f"destination (it renewed its lease on the migration for none of " \
+        f"the last {lease_s:.0f} s while the database answered); nothing " \
+        f"ran, the guest stays on the source"
     candidates = [(uuid, STATUS.ACCEPTED, STATUS.ERROR, stopped)
                   for uuid in queue.stalled(
                       worker.db, now, worker.check_timeout * (retries + 2))
@@ -464,6 +471,14 @@ def requeue_after_outage(worker, migration_uuid):
     """
     migration = migrations.get(worker.db, migration_uuid,
                                with_history=False)
+    if migration.status == STATUS.QUEUED:
+        # Its claim and ``queued`` were committed, but the answer was
+        # lost with the connection, so its task never sent the start
+        # request: send it now rather than at a sweep.
+        from numamig.conductor import restarts  # it imports this module
+        restarts.send_now(worker, nm_context.get_admin_context(),
+                          migration)
+        return False
     if migration.status != STATUS.ACCEPTED:
         return False
     if migration.dest_host:
@@ -474,3 +489,27 @@ def requeue_after_outage(worker, migration_uuid):
     LOG.warning("Migration %s is back in the queue: the database failed "
                 "while its destination was chosen", migration_uuid)
     return True
+
+
+def end_after_outage(worker, migration_uuid, waited_s, option):
+    """End ``error`` an admitted migration whose task waited longer than
+    ``option`` allows for the database (now back); drop its claim.
+
+    :returns: the Migration, or None when it had moved on.
+    """
+    reason = (f"the database was unreachable for more than {waited_s:.0f} "
+              f"s while its destination was chosen, longer than {option} "
+              f"allows; nothing ran, the guest stays on the source: start "
+              f"the migration again")
+    try:
+        migration = set_status(worker, migration_uuid, STATUS.ERROR,
+                               expected=[STATUS.ACCEPTED], error=reason)
+    except (exception.InvalidStatusTransition,
+            exception.MigrationNotFound):
+        return None
+    LOG.warning("Migration %s of %s ended: %s", migration.uuid,
+                migration.instance_uuid, reason)
+    if migration.dest_host:
+        drop_claim_at(worker, nm_context.get_admin_context(), migration,
+                      migration.dest_host)
+    return migration

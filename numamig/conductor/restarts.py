@@ -75,6 +75,19 @@ def send_again(worker, ctxt, now, unchanged_for=0, held=()):
     return sent
 
 
+def send_now(worker, ctxt, migration):
+    """Send the start request of ``migration``, queued by this worker's
+    own task, whose cast never went (the database's answer to recording
+    it was lost); see records.requeue_after_outage.
+
+    :returns: whether it was sent.
+    """
+    for queued, start in migrations.queued_start_requests(
+            worker.db, None, uuids=[migration.uuid]):
+        return _send(worker, ctxt, queued, start, None)
+    return False
+
+
 def _is_up(worker, host):
     try:
         return worker.cache.get(host).is_up
@@ -95,6 +108,13 @@ def _send(worker, ctxt, migration, start, now):
         return False
     worker.compute_api.live_migration(ctxt, instance, migration,
                                       migrate_data)
+    if now is None:
+        LOG.warning("Migration %s of %s: its start request was sent to "
+                    "source %s after the database came back (its claim "
+                    "was recorded, the answer lost with the connection)",
+                    migration.uuid, migration.instance_uuid,
+                    migration.source_host)
+        return True
     waited = (now - (migration.updated_at or now)).total_seconds()
     LOG.warning("Migration %s of %s still queued %.0f s after its claim "
                 "was recorded: its start request was sent again to source "

@@ -60,6 +60,23 @@ opts = [
                     "'accepted' while hosts are idle; each thread waits "
                     "at most [DEFAULT] rpc_response_timeout_migration per "
                     "destination tried."),
+    cfg.IntOpt('database_outage_wait', default=60, min=0, max=3600,
+               help="Seconds a migration whose destination is being "
+                    "chosen waits for the database when it finds it "
+                    "unreachable. Within this wait the migration goes on "
+                    "by itself within about 2 s of the database's return "
+                    "(any claim taken is dropped and its destination "
+                    "chosen again; it keeps its place in the queue), "
+                    "and nothing is recorded as failed. Past it, the "
+                    "migration ends 'error' with that reason once the "
+                    "database answers, and its claim is released; start "
+                    "it again then. Raise it above the longest database "
+                    "failover you expect (a standby's promotion, a "
+                    "restart) so that none fails a migration; lower it "
+                    "to learn sooner that migrations cannot go on. "
+                    "Agents wait about as long (three times a third of "
+                    "[DEFAULT] rpc_response_timeout) to record a running "
+                    "migration's progress."),
     cfg.IntOpt('migration_watchers', default=16, min=0, max=1024,
                help="Operators' waits ('numamig-manage migration start "
                     "--wait') that a conductor worker holds at once, "

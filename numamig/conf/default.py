@@ -33,7 +33,10 @@ opts = [
     cfg.IntOpt('rpc_response_timeout_migration', default=60, min=1,
                help="Seconds a conductor waits for a destination's answer "
                     "to a live-migration check before trying the next "
-                    "candidate."),
+                    "candidate. It asks four times, each waiting a "
+                    "quarter of this, so that an answer lost with a "
+                    "broker restart costs a quarter (the source's check "
+                    "too)."),
     cfg.IntOpt('cli_broker_retries', default=2, min=0,
                help="Times numamig-manage tries the message broker again "
                     "(transport_url), a few seconds apart, before it gives "

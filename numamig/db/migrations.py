@@ -254,15 +254,21 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
     return _to_object(session, row, with_history=False)
 
 
-def queued_start_requests(db, updated_before):
+def queued_start_requests(db, updated_before, uuids=None):
     """(Migration, start request primitive) of every ``queued`` migration
-    last changed before ``updated_before`` that kept its start request
-    (revision 0010; recorded with its claim)."""
+    last changed before ``updated_before`` (None: whenever) that kept its
+    start request (revision 0010; recorded with its claim).
+
+    :param uuids: only these migrations (None: every one).
+    """
     query = sa.select(models.Migration).where(
         models.Migration.status == STATUS.QUEUED,
-        models.Migration.start_request.is_not(None),
-        models.Migration.updated_at < updated_before).order_by(
+        models.Migration.start_request.is_not(None)).order_by(
             models.Migration.id)
+    if updated_before is not None:
+        query = query.where(models.Migration.updated_at < updated_before)
+    if uuids is not None:
+        query = query.where(models.Migration.uuid.in_(list(uuids)))
     with db.reader() as session:
         return [(_to_object(session, row, with_history=False),
                  row.start_request) for row in session.scalars(query)]

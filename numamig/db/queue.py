@@ -62,16 +62,25 @@ def _lock_statement():
         locks.c.name == ADMISSION_LOCK).with_for_update()
 
 
-def admit(db, limits, max_count, lease_s=None):
+def admission_stamp():
+    """A timestamp to admit with (``admit``'s ``now``): kept by the
+    caller, it finds what an admission whose answer was lost admitted
+    (``admitted_by``)."""
+    return _rows.utcnow()
+
+
+def admit(db, limits, max_count, lease_s=None, now=None):
     """Admit up to ``max_count`` waiting migrations within ``limits``.
 
     :param lease_s: seconds the admitting worker holds each one before it
         must renew (``renew``); None: no lease (judged by age).
+    :param now: the ``admitted_at`` to record (``admission_stamp``);
+        None: now.
     :returns: the uuids admitted, in the order they should run.
     """
     if max_count <= 0 or not _anything_waits(db):
         return []
-    now = _rows.utcnow()
+    now = now or _rows.utcnow()
     lease = None if lease_s is None else now + _seconds(lease_s)
     with db.writer() as session:
         lock(session)
@@ -130,6 +139,24 @@ def _admit_one():
     # The update's SET takes its values from the parameters of the same
     # names; WHERE binds the row by its own name.
     return sa.update(_T).where(_T.c.id == sa.bindparam('row_id'), WAITING)
+
+
+def admitted_by(db, stamps):
+    """uuids of the migrations still ``accepted`` that admissions stamped
+    ``stamps`` admitted (their transaction committed although its caller
+    got no answer), in admission order.
+
+    A stamp is the admitting worker's clock to the microsecond, taken
+    just before it locks the queue; admissions are serialized by that
+    lock, so two workers' stamps would have to fall on the same
+    microsecond to be confused.
+    """
+    if not stamps:
+        return []
+    with db.reader() as session:
+        return list(session.scalars(sa.select(_M.uuid).where(
+            _M.status == STATUS.ACCEPTED,
+            _M.admitted_at.in_(list(stamps))).order_by(_M.id)))
 
 
 def waiting_count(session):

@@ -100,3 +100,12 @@ class QuietLauncherTest(base.TestCase):
             "another warning of the launcher")
         self.assertNotIn('no_fork', log.output)
         self.assertIn('another warning of the launcher', log.output)
+
+
+class ConductorSettingsTest(base.TestCase):
+
+    def test_the_database_outage_wait_reaches_the_settings(self):
+        from numamig.conf import CONF
+        self.flags(group='conductor', database_outage_wait=7)
+        settings = service.conductor_settings_from_conf(CONF)
+        self.assertEqual(7, settings['database_outage_wait'])

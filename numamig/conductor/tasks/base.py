@@ -4,6 +4,8 @@ import abc
 
 from oslo_log import log as logging
 
+from numamig import exception
+
 LOG = logging.getLogger(__name__)
 
 
@@ -19,11 +21,23 @@ class TaskBase(abc.ABC):
         self.worker = worker
 
     def execute(self):
+        """:raises DatabaseError: from the rollback, when it could not
+            record the outcome for want of the database: the caller must
+            learn that nothing was recorded, whatever failed first."""
         try:
             return self._execute()
         except BaseException as exc:
             try:
                 self.rollback(exc)
+            except exception.DatabaseError as unrecorded:
+                if not isinstance(exc, exception.DatabaseError):
+                    LOG.warning("%s failed (%s) and its rollback could not "
+                                "record it: %s", type(self).__name__,
+                                exception.brief(exc)
+                                if isinstance(exc,
+                                              exception.NumamigException)
+                                else exc, exception.brief(unrecorded))
+                    raise unrecorded from exc
             except Exception:
                 LOG.exception("Rollback of %s failed", type(self).__name__)
             raise

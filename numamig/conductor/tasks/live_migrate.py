@@ -47,8 +47,19 @@ STATUS = fields.MigrationStatus
 
 # The source's check is asked this many times within check_timeout: a
 # source agent killed holding the request never answers it, and its
-# restarted agent answers the next attempt (the check only reads).
-SOURCE_ATTEMPTS = 3
+# restarted agent answers the next attempt (the check only reads); a
+# request or answer lost with a broker restart is answered at the next
+# attempt too. Four: such a loss costs 15 s with the defaults, so that
+# migrations settle within 20 s of a broker restart.
+SOURCE_ATTEMPTS = 4
+
+# The destination's check is asked this many times within check_timeout:
+# its answer can be lost on the way back (a broker restart deletes the
+# reply queue it was in) and the check is idempotent (a repeat returns
+# the claim taken), so a lost answer costs a quarter of the timeout
+# (15 s with the defaults) instead of the whole of it, and the migration
+# is not refused for an agent that answered.
+DESTINATION_ATTEMPTS = 4
 
 # Errors after which the next candidate is tried.
 _REFUSALS = (exception.MigrationPreCheckError, exception.ComputeHostDown,
@@ -256,7 +267,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         It is asked up to SOURCE_ATTEMPTS times, each waiting its share
         of ``[DEFAULT] rpc_response_timeout_migration``: the whole wait
         stays that option, and a source whose agent was killed holding
-        the request costs one share (20 s with the defaults), not all.
+        the request costs one share (15 s with the defaults), not all.
 
         :returns: its LiveMigrateData, or None when destinations must ask
             it themselves (compute API capped below 1.3).
@@ -355,17 +366,50 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         self.migration = migrations.set_dest_host(
             self.worker.db, self.migration.uuid, host,
             max_incoming=self.worker.admission.per_dest)
-        migrate_data = \
-            self.worker.compute_api.check_can_live_migrate_destination(
-                self.ctxt, self.instance, host, self.migration,
-                self.worker.limits, timeout=self.worker.check_timeout,
-                source_data=self.source_data)
+        migrate_data = self._ask_destination(host)
         context = migrate_data.get('migration_context')
         if context is not None:
             # The source needs none of it: the records hold it now.
             migrate_data.migration_context = None
             self._record_claim(host, context, migrate_data)
         return migrate_data
+
+    def _ask_destination(self, host):
+        """The destination's check and claim, asked up to
+        DESTINATION_ATTEMPTS times, each waiting its share of
+        ``[DEFAULT] rpc_response_timeout_migration``: the whole wait
+        stays that option.
+
+        :raises MessagingTimeout: (an AgentDidNotAnswer naming the whole
+            wait) no attempt was answered.
+        """
+        share = max(1, self.worker.check_timeout // DESTINATION_ATTEMPTS)
+        for attempt in range(1, DESTINATION_ATTEMPTS + 1):
+            try:
+                return self.worker.compute_api\
+                    .check_can_live_migrate_destination(
+                        self.ctxt, self.instance, host, self.migration,
+                        self.worker.limits, timeout=share,
+                        source_data=self.source_data)
+            except messaging.MessagingTimeout as exc:
+                if attempt < DESTINATION_ATTEMPTS:
+                    LOG.warning("Migration %s: destination %s did not "
+                                "answer check_can_live_migrate_destination "
+                                "within %s s (attempt %d of %d); asking "
+                                "again", self.migration.uuid, host, share,
+                                attempt, DESTINATION_ATTEMPTS)
+                    continue
+                if isinstance(exc, exception.AgentDidNotAnswer):
+                    # Same class (also a MessagingTimeout: a refusal),
+                    # naming the whole wait.
+                    raise type(exc)(
+                        host=host,
+                        method='check_can_live_migrate_destination',
+                        timeout=share * DESTINATION_ATTEMPTS,
+                        option=f"[DEFAULT] rpc_response_timeout_migration, "
+                               f"asked {DESTINATION_ATTEMPTS} times"
+                    ) from None
+                raise
 
     def _record_claim(self, host, context, migrate_data):
         """Record the destination's claim and ``queued`` together, with

@@ -28,6 +28,7 @@ import time
 import uuid
 
 import fixtures
+import kombu
 import libvirt
 from oslo_utils import uuidutils
 import sqlalchemy as sa
@@ -135,7 +136,7 @@ class FaultDeployment(fixtures.Fixture):
             self.addCleanup(self._keep_logs, keep)
         self.tag = uuid.uuid4().hex[:8]
         self.hosts = [f'fault-{self.tag}-{i}' for i in range(self.host_count)]
-        direct_url = self._vhost()
+        direct_url = self._direct_url = self._vhost()
         self.broker = self._proxy(RABBIT_ADDRESS, 'broker')
         db = self.useFixture(database.ServerDatabase('postgresql'))
         self.db = db.db
@@ -276,7 +277,47 @@ class FaultDeployment(fixtures.Fixture):
     def reports(self):
         return compute_nodes.get_all(self.db)
 
+    def forget_transient_broker_state(self):
+        """Do to the vhost what a RabbitMQ node's restart does: close
+        every connection (the test's own too: its client reconnects and
+        declares again, as a real client would) and delete the
+        non-durable queues, with every message in them, and exchanges.
+
+        :returns: how many queues and exchanges went.
+        """
+        _rabbitmqctl('close_all_connections', '--vhost', self.vhost,
+                     '--limit', '1000', 'a broker restart (fault suite)')
+        queues = [name for name, durable in _rabbitmq_rows(
+            self.vhost, 'list_queues', 'name', 'durable')
+            if durable == 'false']
+        exchanges = [name for name, durable in _rabbitmq_rows(
+            self.vhost, 'list_exchanges', 'name', 'durable')
+            if durable == 'false' and name and not name.startswith('amq.')]
+        with kombu.Connection(
+                self._direct_url.replace("rabbit://", "amqp://", 1)) as conn:
+            channel = conn.channel()
+            for name in queues:
+                _quietly_delete(channel.queue_delete, name)
+            for name in exchanges:
+                _quietly_delete(channel.exchange_delete, name)
+        return len(queues) + len(exchanges)
+
 
 def _rabbitmqctl(*args):
-    subprocess.run(['rabbitmqctl', *args], check=True, capture_output=True,
-                   timeout=60)
+    return subprocess.run(['rabbitmqctl', *args], check=True,
+                          capture_output=True, timeout=60, text=True)
+
+
+def _rabbitmq_rows(vhost, command, *columns):
+    """The rows (lists of column values) rabbitmqctl ``command`` lists."""
+    out = _rabbitmqctl('-q', command, '-p', vhost, '--no-table-headers',
+                       *columns).stdout
+    return [line.split('\t') for line in out.splitlines() if line.strip()]
+
+
+def _quietly_delete(action, name):
+    """Delete a queue or exchange that may have gone meanwhile."""
+    try:
+        action(name)
+    except Exception:  # noqa: BLE001 - gone already: what was wanted
+        pass

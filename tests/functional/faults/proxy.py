@@ -7,6 +7,11 @@ touching the servers other people use on this machine:
 * ``cut(seconds)``: every open connection is reset (both sides see it
   die, as when a server restarts or a link drops) and, for ``seconds``,
   every new connection is reset as soon as it is accepted;
+* ``cut(seconds, unanswered_s)``: first, for ``unanswered_s``, every
+  byte the server sends is dropped while the clients' bytes still reach
+  it, then the cut: a transaction committed in that window never has
+  its answer (a server that dies, or a link that fails, with a COMMIT
+  under way);
 * ``freeze(seconds)``: connections stay open and new ones are accepted,
   but no byte crosses in either direction until the freeze ends; then
   whatever was sent meanwhile is delivered (a broker or database that
@@ -44,6 +49,8 @@ class Proxy:
         self._flowing = threading.Event()
         self._flowing.set()
         self._closed = False
+        # Set while the server's bytes are dropped (cut's unanswered_s).
+        self._unanswered = False
         self.connections_seen = 0
         threading.Thread(target=self._accept_loop, daemon=True,
                          name=f'proxy-{name}').start()
@@ -97,6 +104,8 @@ class Proxy:
                 self._flowing.wait()
                 if link not in self._links:
                     break
+                if self._unanswered and src is link[1]:
+                    continue
                 dst.sendall(data)
         except OSError:
             pass
@@ -113,16 +122,26 @@ class Proxy:
             else:
                 _close(sock)
 
-    def cut(self, seconds):
+    def cut(self, seconds, unanswered_s=0):
         """Reset every connection now and refuse new ones for ``seconds``.
 
-        Returns at once; the outage ends by itself.
+        :param unanswered_s: before the cut, drop what the server sends
+            for this long (this call waits for it).
+        Returns once the cut is made; the outage ends by itself.
         """
+        if unanswered_s:
+            self._unanswered = True
+            time.sleep(unanswered_s)
         self._cut_until = time.monotonic() + seconds
+        self._unanswered = False
         with self._lock:
             links = list(self._links)
         for link in links:
             self._drop(link, reset=True)
+
+    def reopen(self):
+        """End a cut now (one made with more seconds than needed)."""
+        self._cut_until = 0.0
 
     def freeze(self, seconds):
         """Pass no byte for ``seconds`` (returns at once)."""

@@ -255,3 +255,132 @@ class DatabaseFailureTest(ExecutorTestCase):
         while uuid in runner.held():
             self.assertLess(time.monotonic(), deadline, "still held")
             time.sleep(0.02)
+
+
+class DatabaseOutageTest(ExecutorTestCase):
+    """A task that meets the database gone waits for it in its thread
+    (bounded by outage_wait) and goes on as soon as it answers."""
+
+    def setUp(self):
+        super().setUp()
+        self.down = exception.DatabaseError(url='db',
+                                            reason='connection refused')
+
+    def executor(self, run, recover, give_up=None, outage_wait=30):
+        # A recheck far longer than every wait below: only the task's own
+        # wait can make these tests pass in time.
+        runner = executor.MigrationExecutor(
+            self.db, LIMITS, 1, run, recheck=60, recover=recover,
+            give_up=give_up, outage_wait=outage_wait)
+        self.addCleanup(runner.stop, False)
+        runner.start()
+        return runner
+
+    def test_goes_on_within_seconds_of_the_database_answering(self):
+        uuid = self.request()
+        runs, recovered = [], threading.Event()
+
+        def run(migration_uuid):
+            runs.append(migration_uuid)
+            if len(runs) == 1:
+                raise self.down
+            return True
+
+        answers = iter([self.down, self.down, None])
+
+        def recover(migration_uuid):
+            answer = next(answers)
+            if answer is not None:
+                raise answer
+            queue.requeue(self.db, migration_uuid)
+            recovered.set()
+        started = time.monotonic()
+        self.executor(run, recover)
+        self.assertTrue(recovered.wait(WAIT))
+        # Two refusals: 0.25 s, then 0.5 s of waiting.
+        self.assertLess(time.monotonic() - started, 5)
+        deadline = time.monotonic() + WAIT
+        while len(runs) < 2:
+            self.assertLess(time.monotonic(), deadline, "not run again")
+            time.sleep(0.02)
+        self.assertEqual([uuid, uuid], runs)
+
+    def test_held_while_it_waits(self):
+        uuid = self.request()
+        waiting, answer = threading.Event(), threading.Event()
+
+        def recover(migration_uuid):
+            waiting.set()
+            if not answer.is_set():
+                raise self.down
+            queue.requeue(self.db, migration_uuid)
+
+        def run(migration_uuid):
+            if not answer.is_set():
+                raise self.down
+            return True
+        runner = self.executor(run, recover)
+        self.assertTrue(waiting.wait(WAIT))
+        self.assertIn(uuid, runner.held())
+        answer.set()
+
+    def test_past_its_wait_it_ends_with_that_reason_once_it_answers(self):
+        uuid = self.request()
+        back, ended = threading.Event(), []
+        given_up = threading.Event()
+
+        def run(migration_uuid):
+            raise self.down
+
+        def recover(migration_uuid):
+            raise self.down
+
+        def give_up(migration_uuid, waited):
+            if not back.is_set():
+                raise self.down
+            ended.append((migration_uuid, waited))
+            given_up.set()
+        runner = executor.MigrationExecutor(
+            self.db, LIMITS, 1, run, recheck=0.05, recover=recover,
+            give_up=give_up, outage_wait=0.3)
+        self.addCleanup(runner.stop, False)
+        runner.start()
+        deadline = time.monotonic() + WAIT
+        while uuid not in runner._expired:
+            self.assertLess(time.monotonic(), deadline, "never expired")
+            time.sleep(0.02)
+        self.assertIn(uuid, runner.held())
+        back.set()
+        self.assertTrue(given_up.wait(WAIT))
+        (what, waited), = ended
+        self.assertEqual(uuid, what)
+        self.assertGreaterEqual(waited, 0.3)
+        deadline = time.monotonic() + WAIT
+        while uuid in runner.held():
+            self.assertLess(time.monotonic(), deadline, "still held")
+            time.sleep(0.02)
+
+    def test_an_admission_whose_answer_was_lost_runs_all_the_same(self):
+        # The connection died with the COMMIT under way: the migration is
+        # admitted, with this worker's lease, and the dispatcher got an
+        # error. Nobody else will drive it; this worker must.
+        self.expected = 1
+        uuid = self.request()
+        lost, real = [], queue.admit
+
+        def admit(db, *args, **kwargs):
+            admitted = real(db, *args, **kwargs)
+            if not lost:
+                lost.extend(admitted)
+                raise self.down
+            return admitted
+        with mock.patch.object(queue, 'admit', admit):
+            runner = executor.MigrationExecutor(self.db, LIMITS, 1,
+                                                self._run, recheck=60)
+            self.addCleanup(runner.stop)
+            self.addCleanup(self.release.set)
+            runner.start()
+            self.assertTrue(self.all_started.wait(WAIT))
+        self.assertEqual([uuid], lost)
+        self.assertEqual([uuid], self.started)
+        self.assertEqual({uuid}, runner.held())

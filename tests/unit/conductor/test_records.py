@@ -186,9 +186,12 @@ class LeasedStalledMigrationsTest(MigrationContextRulesTest):
         self.assertEqual([], records.end_stalled_migrations(
             self.worker, None, self._later(10)))
         (ended,) = records.end_stalled_migrations(
-            self.worker, None, self._later(20))
+            self.worker, None, self._later(20), lease_s=15)
         self.assertEqual('error', ended.status)
         self.assertIn('conductor worker stopped', ended.error)
+        # What was judged, so that the reason is true.
+        self.assertIn('renewed its lease on the migration for none of the '
+                      'last 15 s while the database answered', ended.error)
         self.assertIsNone(self._held())
         self.compute_api.drop_move_claim_at_destination.assert_called_once()
 

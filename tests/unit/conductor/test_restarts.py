@@ -97,3 +97,37 @@ class SendAgainTest(base.ConductorTestCase):
         self.compute_api.live_migration.reset_mock()
         self.conductor.end_stalled_migrations(None, resend_after=3600)
         self.compute_api.live_migration.assert_not_called()
+
+
+class AfterOutageTest(SendAgainTest):
+    """A task whose database answer was lost: it is held by its worker,
+    so no sweep sends its start; its own recovery must."""
+
+    def test_a_claim_recorded_unanswered_gets_its_start_at_once(self):
+        # The claim and 'queued' were committed; the task saw the
+        # connection die and never cast. Just changed: a sweep would not
+        # send it for another interval.
+        self._queue()
+        self.assertFalse(records.requeue_after_outage(
+            self.worker, self.migration.uuid))
+        instance, migration, data = self._cast()
+        self.assertEqual((self.migration.uuid, 'queued', 'dst1'),
+                         (migration.uuid, migration.status, data.dest_host))
+
+    def test_a_migration_still_accepted_goes_back_in_line(self):
+        self.assertTrue(records.requeue_after_outage(
+            self.worker, self.migration.uuid))
+        self.compute_api.live_migration.assert_not_called()
+        self.assertEqual(1, queue.positions(self.db)[self.migration.uuid])
+
+    def test_past_the_wait_it_ends_error_with_that_reason(self):
+        ended = records.end_after_outage(
+            self.worker, self.migration.uuid, 61.2,
+            '[conductor] database_outage_wait')
+        self.assertEqual('error', ended.status)
+        self.assertIn('unreachable for more than 61 s', ended.error)
+        self.assertIn('[conductor] database_outage_wait', ended.error)
+        self.assertNotIn('stopped', ended.error)
+        # Ended already: a second call changes nothing.
+        self.assertIsNone(records.end_after_outage(
+            self.worker, self.migration.uuid, 70, 'x'))

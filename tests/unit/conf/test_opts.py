@@ -146,6 +146,16 @@ class LibraryDefaultsTest(base.TestCase):
         from numamig import rpc
         self.assertEqual(opts.CONTROL_EXCHANGE, rpc.CONTROL_EXCHANGE)
 
+    def test_reconnects_to_rabbitmq_pause_at_most_4_s(self):
+        # The library's 30 s made a daemon whose attempts failed while a
+        # broker booted sleep through its return.
+        opts.update_library_defaults()
+        rabbit = dict(oslo_messaging_opts.list_opts())[
+            'oslo_messaging_rabbit']
+        interval, = [o for o in rabbit if o.name == 'rabbit_interval_max']
+        self.assertEqual(opts.RABBIT_INTERVAL_MAX_S, interval.default)
+        self.assertEqual(4, interval.default)
+
     def test_update_sets_the_control_exchange_default(self):
         opts.update_library_defaults()
         messaging_opts = dict(oslo_messaging_opts.list_opts())[None]

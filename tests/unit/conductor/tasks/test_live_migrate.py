@@ -55,8 +55,11 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
 
     def test_every_candidate_refuses(self):
         inst = self.create_instance()
-        self.answer_with(_refusal('a'), messaging.MessagingTimeout(),
-                         _refusal('c'))
+        # The second asked four times (each a quarter of check_timeout)
+        # before it counts as not answering.
+        self.answer_with(_refusal('a'),
+                         *[messaging.MessagingTimeout()] *
+                         live_migrate.DESTINATION_ATTEMPTS, _refusal('c'))
         exc = self.assertRaises(exception.NoValidHost, self._migrate, inst)
         self.assertIn('3 destination(s) tried', str(exc))
         migration = self._only_migration(inst)
@@ -83,6 +86,7 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
                 instances.set_migration_context(
                     self.db, instance.uuid, self._context(
                         instance, migration, host))
+            if checks.call_count <= live_migrate.DESTINATION_ATTEMPTS:
                 raise messaging.MessagingTimeout()
             return self._lmd(instance, migration, host)
         checks.side_effect = claim_late_then_time_out
@@ -94,6 +98,23 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
         self.assertNotEqual(first, migration.dest_host)
         self.assertIsNone(instances.get(self.db, inst.uuid)
                           .instance.migration_context)
+
+    def test_an_answer_lost_once_is_asked_for_again(self):
+        # A broker restart lost the destination's answer: asked again
+        # (the check is idempotent), it takes the guest; no refusal.
+        inst = self.create_instance()
+        self.answer_with(messaging.MessagingTimeout(), True)
+        migration = self._migrate(inst)
+        checks = self.compute_api.check_can_live_migrate_destination
+        hosts = [c[0][2] for c in checks.call_args_list]
+        self.assertEqual(2, len(hosts))
+        self.assertEqual(hosts[0], hosts[1])
+        self.assertEqual(hosts[0], migration.dest_host)
+        self.assertEqual({}, migration.refused_hosts)
+        # Each attempt waits its share: together, check_timeout.
+        self.assertEqual([5 // live_migrate.DESTINATION_ATTEMPTS] * 2,
+                         [c[1]['timeout'] for c in checks.call_args_list])
+        self.compute_api.drop_move_claim_at_destination.assert_not_called()
 
     def _context(self, instance, migration, host):
         return objects.MigrationContext(
@@ -307,11 +328,11 @@ class ConductorDrivenChecksTest(base.ConductorTestCase):
         ended = migrations.get(self.db, migration.uuid)
         self.assertEqual('error', ended.status)
         self.assertIn("Compute host src did not answer check_can_live_"
-                      "migrate_source within 3 s ([DEFAULT] rpc_response_"
-                      "timeout_migration, asked 3 times)", ended.error)
+                      "migrate_source within 4 s ([DEFAULT] rpc_response_"
+                      "timeout_migration, asked 4 times)", ended.error)
         self.assertNotIn('Timed out', ended.error)
         self.assertEqual(
-            3, self.compute_api.check_can_live_migrate_source.call_count)
+            4, self.compute_api.check_can_live_migrate_source.call_count)
 
     def test_a_claim_the_records_refuse_is_dropped_there(self):
         self._claiming()
