@@ -125,6 +125,21 @@ class AbortedElsewhereTest(DrainProcessTestBase):
         self.assertEqual(1, len(pids), (words, pids))
         return pids.pop()
 
+    def pending_once_one_started(self, drain_uuid, timeout=30):
+        """The guests of the drain's pending moves, once one of its two
+        moves has started (the driver starts it at its next pass)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            moves = drains.get(self.db.db, drain_uuid)['moves']
+            pending = [m['instance_uuid'] for m in moves
+                       if m['status'] == 'pending']
+            if len(pending) < len(moves):
+                return pending
+            if time.monotonic() > deadline:
+                self.fail(f"no move of drain {drain_uuid} started in "
+                          f"{timeout} s: {moves}")
+            time.sleep(0.2)
+
     def test_an_abort_through_the_other_worker_releases_the_plan(self):
         source, dest = sorted(self.hosts)
         # dest: 2 cells of 6 dedicated pCPUs, one guest for each.
@@ -138,9 +153,7 @@ class AbortedElsewhereTest(DrainProcessTestBase):
         self.addCleanup(agent.send_signal, signal.SIGCONT)
         started = self.drain(source, 1)
         starter = self.pid_of(('Drain', started['uuid'], 'started'))
-        (waiting,) = [m['instance_uuid'] for m in
-                      drains.get(self.db.db, started['uuid'])['moves']
-                      if m['status'] == 'pending']
+        (waiting,) = self.pending_once_one_started(started['uuid'])
         # Both workers' drivers reserve the plan (each within its
         # recheck): the guest waiting for its turn has no other room on
         # either. Calls reach the two workers in turn (RabbitMQ's round
