@@ -36,20 +36,7 @@ class WatchTestCase(base.TestCase):
 
     def test_an_end_heard_here_wakes_the_wait(self):
         record = Record()
-        watcher = watch.MigrationWatch(4)
-        self.useFixture(fixtures.MonkeyPatch(
-            'numamig.conductor.watch.FIRST_RECHECK_S', 30))
-        done = threading.Event()
-        answers = []
-
-        def waiter():
-            answers.append(watcher.wait(record.read, 'm-1',
-                                        changed_from('running'), 30))
-            done.set()
-        thread = threading.Thread(target=waiter, daemon=True)
-        thread.start()
-        while record.reads == 0:
-            done.wait(0.01)
+        watcher, done, answers = _waiting(self, record)
         record.status = 'completed'
         watcher.heard(Record())
         self.assertTrue(done.wait(10), "the end did not wake the wait")
@@ -90,19 +77,7 @@ class StoppingWatchTestCase(base.TestCase):
 
     def test_a_held_wait_is_answered_at_the_stop(self):
         record = Record()
-        watcher = watch.MigrationWatch(4)
-        self.useFixture(fixtures.MonkeyPatch(
-            'numamig.conductor.watch.FIRST_RECHECK_S', 30))
-        done = threading.Event()
-        answers = []
-
-        def waiter():
-            answers.append(watcher.wait(record.read, 'm-1',
-                                        changed_from('running'), 30))
-            done.set()
-        threading.Thread(target=waiter, daemon=True).start()
-        while record.reads == 0:
-            done.wait(0.01)
+        watcher, done, answers = _waiting(self, record)
         watcher.stop()
         self.assertTrue(done.wait(5), "the stop did not answer the wait")
         self.assertEqual([('m-1', 'running')], answers)
@@ -114,3 +89,23 @@ class StoppingWatchTestCase(base.TestCase):
         self.assertEqual(('m-1', 'running'), watcher.wait(
             record.read, 'm-1', changed_from('running'), 30))
         self.assertEqual(1, record.reads)
+
+
+def _waiting(test, record):
+    """(watch, event set when answered, answers) of a wait on
+    ``record`` held in a thread, returned once the wait first read it;
+    no recheck comes within the test."""
+    watcher = watch.MigrationWatch(4)
+    test.useFixture(fixtures.MonkeyPatch(
+        'numamig.conductor.watch.FIRST_RECHECK_S', 30))
+    done = threading.Event()
+    answers = []
+
+    def waiter():
+        answers.append(watcher.wait(record.read, 'm-1',
+                                    changed_from('running'), 30))
+        done.set()
+    threading.Thread(target=waiter, daemon=True).start()
+    while record.reads == 0:
+        done.wait(0.01)
+    return watcher, done, answers
