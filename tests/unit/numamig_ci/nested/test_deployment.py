@@ -159,6 +159,12 @@ class GuardTest(base.TestCase):
         self.machine = _Machine(os.path.join(self.nested.state_dir, 'vm0'))
 
     def test_code_state_and_interpreter_share_their_paths(self):
+        # The agents' interpreter in the checkout, as the README's
+        # commands make it, wherever this test's own venv lives.
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig_ci.nested.deployment.agent_python',
+            lambda: os.path.join(deployment._code_dir(), '.venv', 'bin',
+                                 'python3')))
         self.assertTrue(self.nested._share_paths(self.machine))
         aliases = dict(self.machine.agent.aliases)
         self.assertEqual(vm.CODE_SHARE, aliases[deployment._code_dir()])
@@ -166,6 +172,15 @@ class GuardTest(base.TestCase):
         if sys.base_prefix != '/usr':
             self.assertEqual('/usr', aliases[sys.base_prefix])
         self.assertIsNone(self.nested.guard_unavailable)
+
+    def test_an_interpreter_outside_the_checkout_says_why_no_guard(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig_ci.nested.deployment.agent_python',
+            lambda: '/opt/venv/bin/python3'))
+        self.assertFalse(self.nested._share_paths(self.machine))
+        self.assertIn('/opt/venv/bin/python3 is outside',
+                      self.nested.guard_unavailable)
+        self.assertEqual([], self.machine.agent.aliases)
 
     def test_another_python_inside_says_why_no_guard(self):
         self.machine.agent.version = (2, 7)
