@@ -22,9 +22,11 @@ more), and the
 missing-node problem on two machines of 3 and 2 nodes (97-124 s: opt-in
 because two TCG machines hold both of CI's cores for two minutes, which
 slowed the other worker's tests as much; CI's whole run then took 27
-minutes). Skipped, with
-the reason printed, where root, the build tools, a cached image or the
-Debian mirror, or RabbitMQ are missing.
+minutes). Where root, the build tools, a cached image or the Debian
+mirror, or RabbitMQ are missing it skips with the reason printed, and
+that skip fails the test command's run (only the opt-ins of
+tests/intended-skips.yaml may skip; the command installs the tools and
+builds the image first).
 Never hangs CI: the run has a hard deadline, after which numamig-ci is
 stopped (it powers the machine off) and then killed with its QEMU.
 """
