@@ -7,6 +7,7 @@ through the conductor, which claims (or releases) on the host before the
 records change.
 """
 
+import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
 from numamig import exception
@@ -215,7 +216,9 @@ def _domain_before_delete(api, ctxt, uuid):
         api.get_domain_xml(ctxt, uuid)
     except exception.DomainNotFound:
         return 'missing'
-    except Exception:  # noqa: BLE001 - the delete says what is wrong
+    except (exception.NumamigException, messaging.MessagingException):
+        # Not recorded, no host, the host down or silent: the delete
+        # itself says what is wrong.
         return 'unknown'
     return 'present'
 
