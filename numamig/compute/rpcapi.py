@@ -351,11 +351,18 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                           kwargs_1_0=dict(kwargs), migration=migration,
                           limits=limits, **kwargs)
 
-    def pre_live_migration(self, ctxt, instance, migrate_data):
-        """Let the destination get ready; returns updated migrate data."""
+    def pre_live_migration(self, ctxt, instance, migrate_data,
+                           timeout=None, timeout_option=None):
+        """Let the destination get ready; returns updated migrate data.
+
+        :param timeout: seconds to wait; None: rpc_response_timeout.
+        :param timeout_option: where ``timeout`` comes from, for the
+            error when nobody answers.
+        """
         return self._call(ctxt, migrate_data.dest_host,
                           self._lmd_version(migrate_data),
-                          'pre_live_migration', instance=instance,
+                          'pre_live_migration', timeout,
+                          timeout_option=timeout_option, instance=instance,
                           migrate_data=migrate_data)
 
     def post_live_migration_at_destination(self, ctxt, instance, migration,
