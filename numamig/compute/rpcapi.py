@@ -27,6 +27,8 @@ call comes again at an older one, backported), except what HELD_BACK
 names. A capped client backports to its cap's manifest.
 """
 
+import time
+
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import versionutils
@@ -38,6 +40,16 @@ from numamig.compute import rpcapi_postcopy
 LOG = logging.getLogger(__name__)
 
 TOPIC = 'numamig-compute'
+
+# A start request is cast with the broker's mandatory flag: one that no
+# queue takes (the source's queue went with a broker restart and its agent
+# has not declared it again yet) comes back at once instead of vanishing.
+# It is cast again after a pause doubling from START_PAUSE_S up to
+# START_PAUSE_MAX_S, for up to a third of rpc_response_timeout; past that
+# the conductor's stalled-migration sweep sends it again as before.
+START_PAUSE_S = 0.25
+START_PAUSE_MAX_S = 2.0
+_MANDATORY = messaging.TransportOptions(at_least_once=True)
 
 # The API version that brought NUMA-aware live migration: claim parameters
 # on check_can_live_migrate_destination, drop_move_claim_at_destination and
@@ -211,12 +223,15 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         """Whether this client may send the NUMA-aware live migration API."""
         return self.client.can_send_version(NUMA_LIVE_MIGRATION_VERSION)
 
-    def _prepare(self, host, version='1.0', timeout=None):
+    def _prepare(self, host, version='1.0', timeout=None,
+                 transport_options=None):
         """A call context at ``version``, whose serializer backports the
         objects to what that version carries."""
         kwargs = {'server': host, 'version': version}
         if timeout is not None:
             kwargs['timeout'] = timeout
+        if transport_options is not None:
+            kwargs['transport_options'] = transport_options
         return self._clients[version].prepare(**kwargs)
 
     def _call(self, ctxt, host, version, method, timeout=None,
@@ -274,8 +289,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         """What a call nobody answered says: who, what, which deadline
         and its option (not oslo.messaging's bare message ID)."""
         if timeout is None:
-            timeout = self.client.timeout or \
-                self.client.transport.conf.rpc_response_timeout
+            timeout = self._response_timeout()
             option = f"[DEFAULT] {TIMEOUT_OPTION}"
         # A caller that sets a timeout without naming its option is the
         # conductor, which times every call it makes itself.
@@ -448,16 +462,50 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                           'check_can_live_migrate_source', timeout,
                           instance=instance, dest_check_data=dest_check_data)
 
-    def live_migration(self, ctxt, instance, migration, migrate_data):
+    def live_migration(self, ctxt, instance, migration, migrate_data,
+                       wait=True, clock=time.monotonic, sleep=time.sleep):
         """Start the migration on the source (cast: it runs for long).
 
         A cast gets no refusal back, so its version follows
         ``migrate_data``: an old source only ever sees API 1.0 here.
+
+        A cast no queue takes comes back (see START_PAUSE_S): after a
+        broker restart the source's queue exists again only once its
+        agent reconnected, a few seconds later, and a start request cast
+        meanwhile was lost until the sweep sent it again (14-28 s later).
+
+        :param wait: cast again while the broker returns it, for up to a
+            third of rpc_response_timeout; False: one try (the sweep,
+            which must not stall on one down source).
+        :returns: whether a queue of the source took it.
         """
         cctxt = self._prepare(migration.source_host,
-                              self._lmd_version(migrate_data))
-        cctxt.cast(ctxt, 'live_migration', instance=instance,
-                   migration=migration, migrate_data=migrate_data)
+                              self._lmd_version(migrate_data),
+                              transport_options=_MANDATORY)
+        deadline = clock() + (self._response_timeout() / 3 if wait else 0)
+        pause = START_PAUSE_S
+        while True:
+            try:
+                cctxt.cast(ctxt, 'live_migration', instance=instance,
+                           migration=migration, migrate_data=migrate_data)
+                return True
+            except messaging.MessageUndeliverable:
+                if clock() + pause > deadline:
+                    LOG.warning(
+                        "Migration %s: no queue of source %s took its "
+                        "start request (its agent is not connected to "
+                        "the broker); the stalled-migration sweep sends "
+                        "it again", migration.uuid, migration.source_host)
+                    return False
+            LOG.info("Migration %s: no queue of source %s took its start "
+                     "request (the broker restarted?); cast again in "
+                     "%.2f s", migration.uuid, migration.source_host, pause)
+            sleep(pause)
+            pause = min(pause * 2, START_PAUSE_MAX_S)
+
+    def _response_timeout(self):
+        return self.client.timeout or \
+            self.client.transport.conf.rpc_response_timeout
 
     def live_migration_abort(self, ctxt, instance, migration):
         """Ask the source to abort the running migration."""

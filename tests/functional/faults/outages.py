@@ -142,9 +142,12 @@ def plan_round(deployment, rng, first=False, during=2, after=2,
 
     Every other guest of each part is sent to a destination named here:
     the host with the fewest guests, counting the moves planned so far,
-    never its own. With two guests per host and at most
-    ``max_incoming_migrations_per_host`` (4) in flight into one host,
-    the host named has room for all it may receive.
+    never its own. A guest planned to leave still counts on its source:
+    the moves run at once, and a destination whose own guests had not
+    left yet when the named ones arrived refused the last of them, truly
+    ("does not fit"), in one round of eight. So each host is named for
+    about one guest, and with two guests of its own and room for six it
+    has room for all it may receive before any leaves.
     """
     records = [r.instance for r in instances.get_all(deployment.db)]
     load = dict.fromkeys(deployment.hosts, 0)
@@ -160,7 +163,6 @@ def plan_round(deployment, rng, first=False, during=2, after=2,
             dest = min((h for h in deployment.hosts if h != source),
                        key=lambda h: (load[h], h))
             load[dest] += 1
-            load[source] -= 1
         moves.append((guest, dest))
     if first:
         during = after = 0

@@ -11,15 +11,11 @@ the outage's target (15 s after the database is back, 20 s after the
 broker restarted) and on any disagreement between the records, the live
 XML and the agents' reports (world.py).
 
-* ``test_database_cut`` runs always, ``test_broker_restart`` when
-  NUMAMIG_OUTAGE_BROKER=1 is set: two rounds each (the first with every
-  request at once and the fault 0.3 s later, as the issue's reproduction
-  made it; the second with the fault while the conductor records and
-  admits the requests), about 110 s each. The broker restart is opt-in
-  because it still misses its target now and then: an answer of the
-  destination's ``pre_live_migration`` lost with the source's reply
-  queue is waited out and the migration fails for it (seen in one full
-  run of two);
+* ``test_database_cut`` and ``test_broker_restart`` run always: two
+  rounds each (the first with every request at once and the fault 0.3 s
+  later, as the issue's reproduction made it; the second with the fault
+  while the conductor records and admits the requests), about 110 s and
+  50 s;
 * ``test_many_rounds`` runs when NUMAMIG_OUTAGE_ROUNDS=N is set: N
   rounds of each outage in a random order (NUMAMIG_FAULT_SEED=S replays
   it; NUMAMIG_OUTAGES=name,name runs only those outages, names as
@@ -39,7 +35,6 @@ from tests.functional.faults import harness
 from tests.functional.faults import outages
 
 ROUNDS_ENV = 'NUMAMIG_OUTAGE_ROUNDS'
-BROKER_ENV = 'NUMAMIG_OUTAGE_BROKER'
 OUTAGES_ENV = 'NUMAMIG_OUTAGES'
 SEED_ENV = 'NUMAMIG_FAULT_SEED'
 HOSTS = 5
@@ -95,9 +90,6 @@ class OutageTest(base.TestCase):
         self.run_rounds([outages.DATABASE_CUT] * 2)
 
     def test_broker_restart(self):
-        if os.environ.get(BROKER_ENV) != '1':
-            self.skipTest(f"a lost pre_live_migration answer still fails "
-                          f"it now and then: set {BROKER_ENV}=1")
         self.deploy()
         self.run_rounds([outages.BROKER_RESTART] * 2)
 

@@ -5,6 +5,7 @@ from unittest import mock
 import fixtures
 import oslo_messaging as messaging
 
+from numamig import objects
 from numamig.compute import rpcapi
 from tests import base
 from tests.unit.compute import base as cbase
@@ -122,3 +123,75 @@ class ComputeAPI14Test(ComputeAPI13Test):
         self.assertRaises(messaging.UnsupportedVersion,
                           self.api.refresh_usage, None, 'h-1')
         self.assertEqual([], self.sent)
+
+
+class StartRequestTest(base.TestCase):
+    """live_migration: a cast the broker returns is cast again."""
+
+    def setUp(self):
+        super().setUp()
+        self.client = mock.Mock(name='client', timeout=60)
+        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
+                                           return_value=self.client))
+        self.api = rpcapi.ComputeAPI(mock.sentinel.transport)
+        self.client.can_send_version.return_value = True
+        self.inst = cbase.instance(host=cbase.SOURCE)
+        self.migration = cbase.migration(self.inst)
+        self.now = [0.0]
+        self.sent = []
+        self.pauses = []
+        self.returned = []
+        self.options = []
+
+        def prepare(server, version, **options):
+            self.options.append(options.get('transport_options'))
+            cctxt = mock.Mock(name=f'cctxt-{version}')
+
+            def cast(ctxt, method, **kwargs):
+                self.sent.append(method)
+                if self.returned:
+                    raise self.returned.pop(0)
+            cctxt.cast.side_effect = cast
+            return cctxt
+        self.client.prepare.side_effect = prepare
+
+    def _sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now[0] += seconds
+
+    def _start(self, **kwargs):
+        return self.api.live_migration(
+            None, self.inst, self.migration,
+            objects.LiveMigrateData(), clock=lambda: self.now[0],
+            sleep=self._sleep, **kwargs)
+
+    def _undeliverable(self, count):
+        self.returned = [messaging.MessageUndeliverable(
+            Exception('NO_ROUTE'), 'numamig', 'numamig-compute.src', {})
+            for _ in range(count)]
+
+    def test_cast_with_the_mandatory_flag(self):
+        self.assertIs(True, self._start())
+        self.assertIs(True, self.options[0].at_least_once)
+        self.assertEqual(['live_migration'], self.sent)
+
+    def test_a_returned_cast_is_cast_again_after_growing_pauses(self):
+        # The source's agent declares its queue again 1.5 s after a
+        # broker restart.
+        self._undeliverable(4)
+        self.assertIs(True, self._start())
+        self.assertEqual(5, len(self.sent))
+        self.assertEqual([0.25, 0.5, 1.0, 2.0], self.pauses)
+
+    def test_casts_again_for_a_third_of_the_response_timeout(self):
+        self._undeliverable(100)
+        self.assertIs(False, self._start())
+        self.assertLessEqual(sum(self.pauses), 20)
+        self.assertGreater(sum(self.pauses), 15)
+        self.assertEqual(2.0, max(self.pauses))
+
+    def test_the_sweep_tries_once(self):
+        self._undeliverable(1)
+        self.assertIs(False, self._start(wait=False))
+        self.assertEqual([], self.pauses)
+        self.assertEqual(1, len(self.sent))
