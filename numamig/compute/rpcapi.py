@@ -41,16 +41,6 @@ LOG = logging.getLogger(__name__)
 
 TOPIC = 'numamig-compute'
 
-# A start request is cast with the broker's mandatory flag: one that no
-# queue takes (the source's queue went with a broker restart and its agent
-# has not declared it again yet) comes back at once instead of vanishing.
-# It is cast again after a pause doubling from START_PAUSE_S up to
-# START_PAUSE_MAX_S, for up to a third of rpc_response_timeout; past that
-# the conductor's stalled-migration sweep sends it again as before.
-START_PAUSE_S = 0.25
-START_PAUSE_MAX_S = 2.0
-_MANDATORY = messaging.TransportOptions(at_least_once=True)
-
 # The API version that brought NUMA-aware live migration: claim parameters
 # on check_can_live_migrate_destination, drop_move_claim_at_destination and
 # LiveMigrateData 1.1.
@@ -264,8 +254,8 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             sent = kwargs_1_0 if attempt == '1.0' and \
                 kwargs_1_0 is not None else kwargs
             try:
-                return self._prepare(host, attempt, timeout).call(
-                    ctxt, method, **sent)
+                return self._delivered_call(ctxt, host, attempt, method,
+                                            timeout, sent)
             except messaging.MessagingTimeout as exc:
                 raise self._timed_out(host, method, timeout,
                                       timeout_option) from exc
@@ -280,10 +270,31 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                    **kwargs):
         """Call ``method`` at ``version`` only (no older one is tried)."""
         try:
-            return self._prepare(host, version, timeout).call(
-                ctxt, method, **kwargs)
+            return self._delivered_call(ctxt, host, version, method,
+                                        timeout, kwargs)
         except messaging.MessagingTimeout as exc:
             raise self._timed_out(host, method, timeout) from exc
+
+    def _delivered_call(self, ctxt, host, version, method, timeout, kwargs,
+                        clock=time.monotonic, sleep=time.sleep):
+        """``method`` called on ``host``; sent again while no queue of
+        ``host`` takes it (rpc.sent_until_taken), within the call's one
+        deadline.
+
+        :raises MessagingTimeout: no queue took it before the deadline,
+            or no answer came.
+        """
+        def call(wait):
+            return self._prepare(
+                host, version, wait or timeout,
+                transport_options=rpc.MANDATORY).call(ctxt, method, **kwargs)
+        try:
+            return rpc.sent_until_taken(
+                call, timeout or self._response_timeout(),
+                f"{method} to compute host {host}", clock=clock, sleep=sleep)
+        except messaging.MessageUndeliverable:
+            raise messaging.MessagingTimeout(
+                f"no queue of {host} took {method}") from None
 
     def _timed_out(self, host, method, timeout, option=None):
         """What a call nobody answered says: who, what, which deadline
@@ -469,39 +480,35 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         A cast gets no refusal back, so its version follows
         ``migrate_data``: an old source only ever sees API 1.0 here.
 
-        A cast no queue takes comes back (see START_PAUSE_S): after a
-        broker restart the source's queue exists again only once its
-        agent reconnected, a few seconds later, and a start request cast
-        meanwhile was lost until the sweep sent it again (14-28 s later).
+        A cast no queue takes comes back (rpc.MANDATORY): after a broker
+        restart the source's queue exists again only once its agent has
+        reconnected, and a start request cast meanwhile was lost until
+        the sweep sent it again (14-28 s later).
 
         :param wait: cast again while the broker returns it, for up to a
             third of rpc_response_timeout; False: one try (the sweep,
-            which must not stall on one down source).
+            which must not stall on one source that is down).
         :returns: whether a queue of the source took it.
         """
         cctxt = self._prepare(migration.source_host,
                               self._lmd_version(migrate_data),
-                              transport_options=_MANDATORY)
-        deadline = clock() + (self._response_timeout() / 3 if wait else 0)
-        pause = START_PAUSE_S
-        while True:
-            try:
-                cctxt.cast(ctxt, 'live_migration', instance=instance,
-                           migration=migration, migrate_data=migrate_data)
-                return True
-            except messaging.MessageUndeliverable:
-                if clock() + pause > deadline:
-                    LOG.warning(
-                        "Migration %s: no queue of source %s took its "
-                        "start request (its agent is not connected to "
-                        "the broker); the stalled-migration sweep sends "
-                        "it again", migration.uuid, migration.source_host)
-                    return False
-            LOG.info("Migration %s: no queue of source %s took its start "
-                     "request (the broker restarted?); cast again in "
-                     "%.2f s", migration.uuid, migration.source_host, pause)
-            sleep(pause)
-            pause = min(pause * 2, START_PAUSE_MAX_S)
+                              transport_options=rpc.MANDATORY)
+
+        def cast(wait_s):
+            cctxt.cast(ctxt, 'live_migration', instance=instance,
+                       migration=migration, migrate_data=migrate_data)
+            return True
+        try:
+            return rpc.sent_until_taken(
+                cast, self._response_timeout() / 3 if wait else 0,
+                f"the start request of migration {migration.uuid} to "
+                f"source {migration.source_host}", clock=clock, sleep=sleep)
+        except messaging.MessageUndeliverable:
+            LOG.warning("Migration %s: no queue of source %s took its "
+                        "start request (its agent is not connected to the "
+                        "broker); the stalled-migration sweep sends it "
+                        "again", migration.uuid, migration.source_host)
+            return False
 
     def _response_timeout(self):
         return self.client.timeout or \

@@ -195,3 +195,67 @@ class StartRequestTest(base.TestCase):
         self.assertIs(False, self._start(wait=False))
         self.assertEqual([], self.pauses)
         self.assertEqual(1, len(self.sent))
+
+
+class ReturnedCallTest(base.TestCase):
+    """A call no queue takes is sent again within its one deadline."""
+
+    def setUp(self):
+        super().setUp()
+        self.client = mock.Mock(name='client', timeout=60)
+        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
+                                           return_value=self.client))
+        self.api = rpcapi.ComputeAPI(mock.sentinel.transport)
+        self.client.can_send_version.return_value = True
+        self.now = [0.0]
+        self.pauses = []
+        self.waits = []
+        self.returned = 0
+
+        def prepare(server, version, timeout=None, **options):
+            self.waits.append(timeout)
+            self.assertIs(True, options['transport_options'].at_least_once)
+            cctxt = mock.Mock(name=f'cctxt-{version}')
+
+            def call(ctxt, method, **kwargs):
+                if self.returned:
+                    self.returned -= 1
+                    raise messaging.MessageUndeliverable(
+                        Exception('NO_ROUTE'), 'numamig', server, {})
+                return 'answer'
+            cctxt.call.side_effect = call
+            return cctxt
+        self.client.prepare.side_effect = prepare
+
+    def _call(self, timeout):
+        return self.api._delivered_call(
+            None, 'h-1', '1.0', 'refresh_usage', timeout, {},
+            clock=lambda: self.now[0], sleep=self._sleep)
+
+    def _sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now[0] += seconds
+
+    def test_answered_once_a_queue_takes_it_with_the_time_left(self):
+        self.returned = 3
+        self.assertEqual('answer', self._call(10))
+        self.assertEqual([0.25, 0.5, 1.0], self.pauses)
+        # The first try waits the call's timeout; the next ones what is
+        # left of it.
+        self.assertEqual([10, 10, 10, 9], self.waits)
+
+    def test_no_queue_before_the_deadline_is_a_timeout(self):
+        self.returned = 100
+        exc = self.assertRaises(messaging.MessagingTimeout, self._call, 5)
+        self.assertIn('no queue of h-1 took refresh_usage', str(exc))
+        self.assertLessEqual(sum(self.pauses), 5)
+
+    def test_an_unanswered_call_is_named_by_the_caller(self):
+        # Through _call the timeout becomes numamig's AgentCallTimeout.
+        self.returned = 100
+        self.patch(rpcapi.rpc, 'RETURNED_PAUSE_MAX_S', 0.01)
+        self.patch(rpcapi.rpc, 'RETURNED_PAUSE_S', 0.01)
+        self.client.timeout = 1
+        exc = self.assertRaises(rpcapi.AgentCallTimeout,
+                                self.api.refresh_usage, None, 'h-1')
+        self.assertIn('did not answer refresh_usage', str(exc))
