@@ -142,12 +142,11 @@ def plan_round(deployment, rng, first=False, during=2, after=2,
 
     Every other guest of each part is sent to a destination named here:
     the host with the fewest guests, counting the moves planned so far,
-    never its own. A guest planned to leave still counts on its source:
-    the moves run at once, and a destination whose own guests had not
-    left yet when the named ones arrived refused the last of them, truly
-    ("does not fit"), in one round of eight. So each host is named for
-    about one guest, and with two guests of its own and room for six it
-    has room for all it may receive before any leaves.
+    never its own. A guest planned to leave still counts on its source
+    (the moves run at once), so each host is named for about one guest.
+    Room is not the plan's to keep: the deployment's guests are small
+    enough that any host could take them all (test_outages.GUEST_VCPUS),
+    so a refusal for room is never a true one.
     """
     records = [r.instance for r in instances.get_all(deployment.db)]
     load = dict.fromkeys(deployment.hosts, 0)
