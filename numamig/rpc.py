@@ -117,9 +117,10 @@ def sent_until_taken(send, timeout, what, clock=time.monotonic,
     :param send: sends one request with ``transport_options=MANDATORY``;
         ``wait``: None on the first try (the caller's own timeout), then
         the whole seconds left of ``timeout``.
-    :param timeout: seconds from the first return within which a queue
-        must take the request (it comes back in milliseconds, so this is
-        the caller's deadline).
+    :param timeout: a function giving the seconds from the first return
+        within which a queue must take the request (it comes back in
+        milliseconds, so this is the caller's deadline); asked only when
+        a request came back.
     :param what: the request and its service, for the log.
     :raises MessageUndeliverable: still returned at the deadline.
     """
@@ -132,7 +133,7 @@ def sent_until_taken(send, timeout, what, clock=time.monotonic,
         except messaging.MessageUndeliverable:
             now = clock()
             if deadline is None:
-                deadline = now + timeout
+                deadline = now + timeout()
             if now + pause >= deadline:
                 raise
         LOG.info("No queue took %s (the broker restarted?); sent again in "

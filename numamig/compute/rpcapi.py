@@ -290,7 +290,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                 transport_options=rpc.MANDATORY).call(ctxt, method, **kwargs)
         try:
             return rpc.sent_until_taken(
-                call, timeout or self._response_timeout(),
+                call, lambda: timeout or self._response_timeout(),
                 f"{method} to compute host {host}", clock=clock, sleep=sleep)
         except messaging.MessageUndeliverable:
             raise messaging.MessagingTimeout(
@@ -500,7 +500,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             return True
         try:
             return rpc.sent_until_taken(
-                cast, self._response_timeout() / 3 if wait else 0,
+                cast, lambda: self._response_timeout() / 3 if wait else 0,
                 f"the start request of migration {migration.uuid} to "
                 f"source {migration.source_host}", clock=clock, sleep=sleep)
         except messaging.MessageUndeliverable:

@@ -217,7 +217,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                 ctxt, method, **kwargs)
         try:
             return rpc.sent_until_taken(
-                call, timeout or self.client.transport.conf.
+                call, lambda: timeout or self.client.transport.conf.
                 rpc_response_timeout, f"{method} to the conductor")
         except messaging.MessageUndeliverable:
             raise messaging.MessagingTimeout(
