@@ -268,8 +268,7 @@ def measure_services(dep, runs):
     manage = [os.path.join(BIN, 'numamig-manage'), '--config-file',
               dep.cli_conf]
     instance, host = dep.create_instance()
-    others = {a: b for a, b in zip(dep.agents, reversed(dep.agents),
-                                   strict=True)}
+    others = dict(zip(dep.agents, reversed(dep.agents), strict=True))
     # One untimed move first, so that there is a migration to show.
     run_once(manage + ['migration', 'start', instance, '--host',
                        others[host]])
