@@ -60,6 +60,18 @@ START_TIMEOUT_S = 60
 SETTLE_TIMEOUT_S = 60
 
 
+def with_bytecode():
+    """Let the measured processes write and read numamig's bytecode.
+
+    An installed numamig has its .pyc files (pip compiles them); a shell
+    with PYTHONDONTWRITEBYTECODE set (some CI and development sessions)
+    never writes them for a source tree, so every command would compile
+    numamig's ~60 modules anew: 0.1-0.2 s a call that no operator pays.
+    The children inherit this; the warm-up round writes the files.
+    """
+    os.environ.pop('PYTHONDONTWRITEBYTECODE', None)
+
+
 def help_commands():
     """(label, argv) of the commands that need no service."""
     manage = os.path.join(BIN, 'numamig-manage')
@@ -331,6 +343,7 @@ def main(argv=None):
     parser.add_argument('--no-services', action='store_true',
                         help="only the commands that need no service")
     args = parser.parse_args(argv)
+    with_bytecode()
     print(f"{args.runs} rounds, commands in turn; wall time of the whole "
           f"process; the baseline measured in the same rounds")
     for line in report(measure_help(args.runs)):

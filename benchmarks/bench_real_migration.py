@@ -302,6 +302,9 @@ def main(argv=None):
     parser.add_argument('--transport-url',
                         default=local_deployment.DEFAULT_TRANSPORT)
     args = parser.parse_args(argv)
+    # The CLI and the daemons read numamig's bytecode as an installed
+    # numamig does (bench_cli.with_bytecode says why).
+    os.environ.pop('PYTHONDONTWRITEBYTECODE', None)
     reason = missing_requirements(args.transport_url)
     if reason:
         print(f"SKIP real tier: {reason}")
