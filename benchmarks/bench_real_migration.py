@@ -19,7 +19,8 @@ and which side goes first alternate, so drift falls on both):
     DEST_XML the XML numamig's guest runs with on that destination (so
     the same pins), also timed from spawn to exit.
 
-Prints each pair, the median ratio a/b with the target line (<= 1.10x),
+Prints each pair, the median of the pairs' ratios a/b and the ratio of
+the medians, each with its target line (<= 1.10x),
 and where (a)'s time goes, read from the migration's recorded history:
 CLI start-up and request, the conductor and agents before the libvirt
 job, the job and its recorded end (and the job alone as the source
@@ -280,9 +281,14 @@ def report(rows):
         lines.append(f"outside the libvirt call (median): cli "
                      f"{statistics.median(extra):.3f} s, bare "
                      f"{statistics.median(bare_extra):.3f} s")
-    lines.append(f"target: cli / bare median <= {TARGET_RATIO:.2f}x: "
-                 f"{ratio:.3f}x, "
-                 f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}")
+    # Two summaries of the same pairs: the median of the pairs' ratios
+    # (drift between pairs cancels) and the ratio of the two medians (an
+    # outlier pair weighs less); the target holds when both are in it.
+    for label, value in (('median of pair ratios', ratio),
+                         ('ratio of medians', cli / bare)):
+        lines.append(f"target: cli / bare, {label}, <= "
+                     f"{TARGET_RATIO:.2f}x: {value:.3f}x, "
+                     f"{'met' if value <= TARGET_RATIO else 'NOT met'}")
     return lines
 
 
@@ -296,6 +302,9 @@ def main(argv=None):
     parser.add_argument('--transport-url',
                         default=local_deployment.DEFAULT_TRANSPORT)
     args = parser.parse_args(argv)
+    # The CLI and the daemons read numamig's bytecode as an installed
+    # numamig does (bench_cli.with_bytecode says why).
+    os.environ.pop('PYTHONDONTWRITEBYTECODE', None)
     reason = missing_requirements(args.transport_url)
     if reason:
         print(f"SKIP real tier: {reason}")

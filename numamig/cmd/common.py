@@ -9,6 +9,7 @@ arguments. Exit codes are the same across the CLI (see EXIT_*).
 import argparse
 import functools
 import gc
+import importlib
 import inspect
 import json
 import sys
@@ -36,6 +37,36 @@ def leave_objects_to_exit():
     (tests call main() with argv).
     """
     gc.freeze()
+
+
+class lazy:  # noqa: N801 - stands for a module or class, named as one
+    """A module, or one of its attributes, imported on first use.
+
+    A category module names what its actions use (``STATUS =
+    lazy('numamig.objects.fields', 'MigrationStatus')``) without
+    importing it: importing anything under ``numamig.objects`` loads the
+    object registry and, through oslo.versionedobjects, oslo.messaging,
+    which ``--help`` and the actions that build no object do not need.
+    A test (tests/unit/cmd/test_imports.py) keeps each command's module
+    free of the heavy libraries its actions do not all use.
+    """
+
+    def __init__(self, module, attribute=None):
+        self._where = (module, attribute)
+        self._target = None
+
+    def _resolve(self):
+        if self._target is None:
+            module, attribute = self._where
+            target = importlib.import_module(module)
+            self._target = target if attribute is None else getattr(
+                target, attribute)
+        return self._target
+
+    def __getattr__(self, name):
+        if name.startswith('_'):
+            raise AttributeError(name)
+        return getattr(self._resolve(), name)
 
 
 def args(*names, **kwargs):

@@ -18,7 +18,7 @@ LOG = logging.getLogger(__name__)
 
 def main(argv=None):
     # First, before anything imports oslo_messaging (numamig._backend).
-    _backend.select_threading(strict=True)
+    _backend.for_daemon()
     from numamig.cmd import daemon
     return daemon.start('numamig-compute', lambda: _main(argv))
 

@@ -37,7 +37,7 @@ def worker_count(conf, db):
 
 def main(argv=None):
     # First, before anything imports oslo_messaging (numamig._backend).
-    _backend.select_threading(strict=True)
+    _backend.for_daemon()
     from numamig.cmd import daemon
     return daemon.start('numamig-conductor', lambda: _main(argv))
 

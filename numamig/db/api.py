@@ -229,18 +229,20 @@ class Database:
 
     def version(self):
         """Return the schema revision, or None for an empty database."""
-        from numamig.db import schema
-        return schema.current(self)
+        from numamig.db import revisions
+        return revisions.current(self)
 
     def check_schema(self):
         """Raise DatabaseNotSynced unless the schema is at the newest.
 
         Services call this at start, so that they never run against a
-        schema that lacks their tables or columns.
+        schema that lacks their tables or columns. It reads the revision
+        list ``numamig.db.revisions`` keeps, not alembic's scripts, so
+        that a reading command does not load alembic.
         """
-        from numamig.db import schema
-        current, head = self.version(), schema.head()
-        if current is not None and current not in schema.known_revisions():
+        from numamig.db import revisions
+        current, head = self.version(), revisions.HEAD
+        if current is not None and current not in revisions.REVISIONS:
             raise exception.DatabaseError(
                 url=self.safe_url,
                 reason=f"schema revision {current} is newer than this "

@@ -9,10 +9,10 @@ import os
 from alembic import command
 from alembic import config as alembic_config
 from alembic import script as alembic_script
-from alembic.runtime import migration as alembic_migration
 from alembic.util import exc as alembic_exc
 
 from numamig import exception
+from numamig.db import revisions
 
 SCRIPT_LOCATION = os.path.join(os.path.dirname(__file__), 'alembic')
 
@@ -41,9 +41,7 @@ def known_revisions():
 
 def current(database):
     """The revision ``database`` is at, or None if never synced."""
-    with database._guard(), database.engine.connect() as connection:
-        context = alembic_migration.MigrationContext.configure(connection)
-        return context.get_current_revision()
+    return revisions.current(database)
 
 
 def upgrade(database, revision=None):

@@ -69,6 +69,17 @@ class DaemonsTestCase(base.TestCase):
             found = probe(run_main(module, ['--help']))
             self.assertEqual('threading', found['backend'], module)
 
+    def test_daemons_do_not_load_eventlet(self):
+        # What a started daemon imports, with the main()s' preparation.
+        found = probe('''
+            from numamig import _backend
+            _backend.for_daemon()
+            import numamig.service, numamig.conductor.manager
+            import numamig.compute.manager
+        ''')
+        self.assertEqual(('threading', False, True), (
+            found['backend'], found['eventlet'], found['oslo_messaging']))
+
 
 class CommandLineTestCase(base.TestCase):
 

@@ -4,7 +4,9 @@ plan (numamig.conductor.defragment)."""
 from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
-from numamig.numa import specs as specs_mod
+
+# The flavor-spec parser comes with the object registry.
+specs_mod = common.lazy('numamig.numa.specs')
 
 # The size keys of --for; every other key is an extra spec.
 SIZES = ('vcpus', 'memory_mb')

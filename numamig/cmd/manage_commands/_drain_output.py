@@ -7,7 +7,9 @@ keeps the topology for the drawing), ``show`` prints it for people.
 
 from numamig.cmd import common
 from numamig.cmd import pictures
-from numamig.scheduler import drain
+
+# The drain planner comes with the NUMA engine and the objects.
+drain = common.lazy('numamig.scheduler.drain')
 
 
 def plain(answer):

@@ -18,9 +18,8 @@ import time
 
 from numamig.cmd import common
 from numamig.cmd.manage_commands import _access
-from numamig.objects import fields
 
-STATUS = fields.MigrationStatus
+STATUS = common.lazy('numamig.objects.fields', 'MigrationStatus')
 # Longest single host_drain_wait; the command asks again after it.
 WAIT_CHUNK_S = 10.0
 # A wait answered unchanged well before its time (the conductor held as

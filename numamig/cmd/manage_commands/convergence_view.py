@@ -3,10 +3,10 @@ ran under, what the policy did, the pre-flight prediction next to the
 outcome, and the recovery of a post-copy whose stream broke
 (numamig.convergence)."""
 
+from numamig.cmd import common
 from numamig.convergence import recovery
-from numamig.objects import fields
 
-STATUS = fields.MigrationStatus
+STATUS = common.lazy('numamig.objects.fields', 'MigrationStatus')
 
 
 def view(migration):

@@ -7,7 +7,6 @@ through the conductor, which claims (or releases) on the host before the
 records change.
 """
 
-import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
 from numamig import exception
@@ -15,6 +14,9 @@ from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
 from numamig.cmd.manage_commands import _memory
+
+# Loaded by the actions that ask the conductor (_access.conductor).
+messaging = common.lazy('oslo_messaging')
 
 # Seconds ``show`` waits for the domain XML before showing records only.
 XML_TIMEOUT = 10

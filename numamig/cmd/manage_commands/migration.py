@@ -17,11 +17,15 @@ from numamig.cmd.manage_commands import convergence_view
 from numamig.cmd.manage_commands import migration_resume
 from numamig.cmd.manage_commands import reclaim_view
 from numamig.cmd.manage_commands import threads_view
-from numamig.objects import fields
-from numamig.objects import migration as migration_obj
 
-STATUS = fields.MigrationStatus
-RESULT_FIELDS = migration_obj.RESULT_FIELDS
+# Imported when an action uses them (common.lazy): the objects'
+# registry brings oslo.messaging with it.
+STATUS = common.lazy('numamig.objects.fields', 'MigrationStatus')
+migration_obj = common.lazy('numamig.objects.migration')
+# --status's choices, needed to build the parser (--help included):
+# fields.MigrationStatus.ALL, which a unit test keeps them equal to.
+STATUSES = ('accepted', 'queued', 'preparing', 'running', 'postcopy-paused',
+            'post-migrating', 'completed', 'failed', 'error', 'cancelled')
 # A migration followed with --wait is polled FIRST_POLL_S after it last
 # changed (status or progress), then at intervals growing by POLL_GROWTH
 # up to POLL_INTERVAL: a change means the next step may be near, so the
@@ -137,7 +141,7 @@ class MigrationCommands(migration_resume.ResumeCommand):
             return common.EXIT_NO
         return common.EXIT_OK
 
-    @common.args('--status', default=None, choices=list(STATUS.ALL),
+    @common.args('--status', default=None, choices=list(STATUSES),
                  help="Only migrations in this status.")
     @common.args('--host', dest='host', metavar='HOST', default=None,
                  help="Only migrations from or to this host.")
@@ -365,7 +369,8 @@ def _view(migration):
                     for h in migration.get('history') or []],
         # None until the source reports how the run went (and for runs
         # of sources that never report it).
-        'result': ({name: migration.get(name) for name in RESULT_FIELDS}
+        'result': ({name: migration.get(name)
+                    for name in migration_obj.RESULT_FIELDS}
                    if migration.has_result else None),
         'convergence': convergence_view.view(migration),
         'memory_reclaim': reclaim_view.view(migration),

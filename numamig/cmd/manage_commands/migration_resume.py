@@ -8,9 +8,8 @@ conductor's (numamig.conductor.resume).
 from numamig import exception
 from numamig.cmd import common
 from numamig.cmd.manage_commands import _access
-from numamig.objects import fields
 
-STATUS = fields.MigrationStatus
+STATUS = common.lazy('numamig.objects.fields', 'MigrationStatus')
 
 
 class ResumeCommand:

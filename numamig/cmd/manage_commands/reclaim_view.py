@@ -2,7 +2,9 @@
 what was taken from which other guest's virtio-mem device, and whether
 it was kept or given back ([virtio_mem] placement_reclaim)."""
 
-from numamig.objects import migration as migration_obj
+from numamig.cmd import common
+
+migration_obj = common.lazy('numamig.objects.migration')
 
 _NUMBERS = ('host_node', 'cell', 'before_mb', 'after_mb', 'current_mb',
             'released_mb')

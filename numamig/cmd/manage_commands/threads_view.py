@@ -2,7 +2,9 @@
 (Migration.migration_threads, numamig.objects.migration_threads)."""
 
 from numamig import cpuspec
-from numamig.objects import migration_threads as shape
+from numamig.cmd import common
+
+shape = common.lazy('numamig.objects.migration_threads')
 
 
 def view(migration):

@@ -1,0 +1,158 @@
+"""Each command loads what it uses and nothing else.
+
+A command line pays for every module it imports before it says
+anything (issue 43: 0.57 s for a read that only reported a missing
+database file, most of it alembic, the object registry with
+oslo.messaging, and SQLAlchemy). Here each command's module is imported,
+and each reading action run, in a fresh interpreter, and the test fails
+when a heavy library the command does not need is loaded: schema
+migrations only for ``db``, the object registry (and the oslo.messaging
+oslo.versionedobjects brings with it) only where objects are built, a
+broker driver only for commands that send.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import fixtures
+import testscenarios
+
+from numamig.cmd.manage_commands import migration as migration_cmd
+from numamig.db import api
+from numamig.objects import fields
+from tests import base
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+# The libraries a command may load only when it needs them.
+HEAVY = {
+    'alembic': "schema migrations: 'db' only",
+    'numamig.db.schema': "schema migrations: 'db' only",
+    'oslo_versionedobjects': "the object registry: where objects are built",
+    'oslo_messaging': "RPC: commands that send (or build objects, since "
+                      "oslo.versionedobjects imports it)",
+    'kombu': "the RabbitMQ driver: commands that send",
+    'sqlalchemy': "the database: actions that read or change it",
+    'oslo_db.sqlalchemy': "the database: actions that read or change it",
+    'lxml': "domain XML: the audits",
+    'libvirt': "the hypervisor: never a command line's",
+    'eventlet': "never: numamig runs on native threads",
+}
+OBJECTS = ('oslo_versionedobjects', 'oslo_messaging')
+
+
+def loaded_after(code):
+    """The HEAVY modules loaded once ``code`` ran in a new interpreter
+    that was prepared as numamig's command lines prepare theirs."""
+    script = '\n'.join([
+        'import json, sys',
+        'from numamig import _backend',
+        '_backend.for_command_line()',
+        textwrap.dedent(code),
+        f'heavy = {sorted(HEAVY)!r}',
+        'print(json.dumps([n for n in heavy if sys.modules.get(n)]))'])
+    done = subprocess.run([sys.executable, '-c', script],
+                          capture_output=True, text=True, timeout=120,
+                          cwd=os.path.dirname(os.path.dirname(
+                              os.path.dirname(os.path.dirname(
+                                  os.path.abspath(__file__))))))
+    if done.returncode != 0:
+        raise AssertionError(f"{code!r} failed: {done.stderr[-2000:]}")
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _module(name, allowed=()):
+    return (name, {'code': f'import {name}', 'allowed': set(allowed)})
+
+
+class ModuleImportsTestCase(base.TestCase):
+    """Importing a command's module loads none of HEAVY but what every
+    action of it uses."""
+
+    scenarios = [
+        _module('numamig.cmd.manage'),
+        _module('numamig.cmd.status'),
+        _module('numamig.cmd.conductor'),
+        _module('numamig.cmd.compute'),
+        _module('numamig.cmd.manage_commands.db'),
+        _module('numamig.cmd.manage_commands.host'),
+        _module('numamig.cmd.manage_commands.instance'),
+        _module('numamig.cmd.manage_commands.migration'),
+        # Offline fits: every action builds objects with the NUMA engine.
+        _module('numamig.cmd.manage_commands.numa', OBJECTS),
+        # Every audit and heal reads domain XML and builds objects.
+        _module('numamig.cmd.manage_commands.audit', OBJECTS + ('lxml',)),
+        _module('numamig.cmd.manage_commands.heal', OBJECTS + ('lxml',)),
+    ]
+
+    def test_loads_only_what_it_needs(self):
+        extra = loaded_after(self.code) - self.allowed
+        self.assertEqual(set(), extra, '; '.join(
+            f"{name} ({HEAVY[name]})" for name in sorted(extra)))
+
+
+def _run(argv, allowed=()):
+    label = ' '.join(a for a in argv if not a.startswith('{'))
+    return (label, {'argv': argv, 'allowed': set(allowed)})
+
+
+# What a read of the database needs: SQLAlchemy through oslo.db, and the
+# objects its repository functions return.
+READ = ('sqlalchemy', 'oslo_db.sqlalchemy') + OBJECTS
+
+
+class ActionImportsTestCase(base.TestCase):
+    """Running an action (against a synced SQLite database, no broker)
+    loads only what it uses: no read loads alembic or a broker driver,
+    and --help nothing."""
+
+    scenarios = [
+        _run(['--help']),
+        _run(['migration', 'start', '--help']),
+        _run(['host', 'list'], READ),
+        _run(['migration', 'list'], READ),
+        _run(['migration', 'show', '{uuid}'], READ),
+        _run(['instance', 'list'], READ),
+        _run(['db', 'version'], READ + ('alembic', 'numamig.db.schema')),
+    ]
+
+    def setUp(self):
+        super().setUp()
+        path = self.useFixture(fixtures.TempDir()).path
+        url = f'sqlite:///{path}/numamig.sqlite'
+        db = api.Database(url)
+        db.sync()
+        db.dispose()
+        self.config = os.path.join(path, 'numamig.conf')
+        with open(self.config, 'w') as handle:
+            handle.write(f'[database]\nconnection = {url}\n')
+
+    def test_loads_only_what_it_needs(self):
+        # An unknown migration is a full read that ends in 127.
+        argv = ['--config-file', self.config] + [
+            a.replace('{uuid}', '2b1e5d1e-3a4f-4e0a-9d5c-6f7a8b9c0d1e')
+            for a in self.argv]
+        code = textwrap.dedent(f"""
+            import contextlib, io
+            from numamig.cmd import manage
+            with contextlib.redirect_stdout(io.StringIO()), \\
+                    contextlib.redirect_stderr(io.StringIO()):
+                try:
+                    code = manage.main({argv!r})
+                except SystemExit as exc:
+                    code = exc.code
+            assert code in (0, 127, None), code
+        """)
+        extra = loaded_after(code) - self.allowed
+        self.assertEqual(set(), extra, '; '.join(
+            f"{name} ({HEAVY[name]})" for name in sorted(extra)))
+
+
+class StaticListsTestCase(base.TestCase):
+
+    def test_status_choices_are_the_enums(self):
+        # migration list --status is built without the object registry.
+        self.assertEqual(fields.MigrationStatus.ALL, migration_cmd.STATUSES)
