@@ -1,4 +1,4 @@
-"""Enforce the dependency direction of DESIGN.md by walking imports.
+"""Enforce the package map of doc/source/architecture.rst by walking imports.
 
 ``cmd -> {conductor, compute} -> {scheduler, virt, db} -> {numa, objects}
 -> conf``: a module may import downwards only. The rules below are the
