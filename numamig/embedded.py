@@ -187,15 +187,16 @@ class EmbeddedDeployment:
     :param db_url: SQLAlchemy URL; None: a SQLite file in ``state_dir``.
     :param names: service.RPCNames (topics/exchange); give each deployment
         sharing a broker its own.
-    :param conductor_settings: see service.default_conductor_settings.
+    :param conductor_settings: the conductor's ConductorSettings; None:
+        built from CONF (service.conductor_settings_from_conf).
     :param report_interval: seconds between agents' periodic reports.
     :param call_timeout: seconds operators' calls wait for the conductor.
     :param conductor_compute_version_cap: the conductor's
-        ``[upgrade_levels] compute``.
+        ``[upgrade_levels] compute``; None: as its settings say.
     :param conductor_service_version: the release the conductor runs as
         (a testing aid for mixed-version clouds; see doc/source/upgrades.rst).
     :param sweep_interval: seconds between the conductor's looks for
-        stalled migrations.
+        stalled migrations; None: as its settings say.
     :param sqlite_synchronous: whether a SQLite commit waits for the
         disk (numamig.db.api.SQLITE_SYNCHRONOUS). False by default: the
         embedded tier's database lives as long as its test run, so a
@@ -210,7 +211,7 @@ class EmbeddedDeployment:
                  report_interval=60, call_timeout=120,
                  conductor_compute_version_cap=None,
                  conductor_service_version=service_obj.SERVICE_VERSION,
-                 sweep_interval=10, sqlite_synchronous=False):
+                 sweep_interval=None, sqlite_synchronous=False):
         names_seen = [h.name for h in hosts]
         if len(set(names_seen)) != len(names_seen):
             raise exception.Invalid(
@@ -221,13 +222,16 @@ class EmbeddedDeployment:
         self.db_url = db_url or \
             f"sqlite:///{os.path.join(self.state_dir, 'numamig.sqlite')}"
         self.names = names or service.RPCNames()
-        self.conductor_settings = conductor_settings or \
-            service.default_conductor_settings()
+        settings = conductor_settings or \
+            service.conductor_settings_from_conf(CONF)
+        given = {'compute_version_cap': conductor_compute_version_cap,
+                 'sweep_interval': sweep_interval}
+        self.conductor_settings = dataclasses.replace(
+            settings, **{name: value for name, value in given.items()
+                         if value is not None})
         self.report_interval = report_interval
         self.call_timeout = call_timeout
-        self.conductor_compute_version_cap = conductor_compute_version_cap
         self.conductor_service_version = conductor_service_version
-        self.sweep_interval = sweep_interval
         self.sqlite_synchronous = sqlite_synchronous
         self.context = nm_context.get_admin_context()
         self.db = None
@@ -269,11 +273,9 @@ class EmbeddedDeployment:
 
     def _start_conductor(self):
         self.conductor = service.ConductorService(
-            self.db, self._transport, names=self.names,
-            settings=self.conductor_settings,
-            compute_version_cap=self.conductor_compute_version_cap,
-            service_version=self.conductor_service_version,
-            sweep_interval=self.sweep_interval)
+            self.db, self._transport, self.conductor_settings, 'conductor',
+            names=self.names,
+            service_version=self.conductor_service_version)
         self.conductor.manager.add_end_listener(self.ends.heard)
         self.conductor.start()
 

@@ -13,8 +13,6 @@ itself, so what ends it is the policy::
 
 from numamig import embedded
 from numamig import exception
-from numamig import service
-from numamig.convergence import policy as convergence
 from numamig.db import instances
 from numamig.virt.libvirt import settings as lv_settings
 from tests import base
@@ -136,12 +134,10 @@ class PredictionTest(lm.LiveMigrationTestCase):
 
     def setUp(self):
         base.TestCase.setUp(self)
-        settings = dict(service.default_conductor_settings(),
-                        convergence_prediction=self.MODE,
-                        migration_policies=convergence.catalog(STRICT))
+        self.flags(group='conductor', convergence_prediction=self.MODE)
+        self.flags(group='libvirt', live_migration_policies=list(STRICT))
         self.dep = self.useFixture(deployment.DeploymentFixture(
-            self.transport_kind, self.hosts(),
-            conductor_settings=settings)).deployment
+            self.transport_kind, self.hosts())).deployment
         self.api, self.ctxt = self.dep.api, self.dep.context
 
     def test_dry_run_predicts_from_the_sampled_rate(self):

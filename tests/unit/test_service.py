@@ -108,4 +108,4 @@ class ConductorSettingsTest(base.TestCase):
         from numamig.conf import CONF
         self.flags(group='conductor', database_outage_wait=7)
         settings = service.conductor_settings_from_conf(CONF)
-        self.assertEqual(7, settings['database_outage_wait'])
+        self.assertEqual(7, settings.database_outage_wait)
