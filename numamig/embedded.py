@@ -189,7 +189,10 @@ class EmbeddedDeployment:
         sharing a broker its own.
     :param conductor_settings: the conductor's ConductorSettings; None:
         built from CONF (service.conductor_settings_from_conf).
-    :param report_interval: seconds between agents' periodic reports.
+    :param report_interval: seconds between agents' periodic reports,
+        reconciles and usage recomputes (the embedded tier's tests ask
+        for reports when they need them, so rarely by default); the
+        agents' other settings come from CONF.
     :param call_timeout: seconds operators' calls wait for the conductor.
     :param conductor_compute_version_cap: the conductor's
         ``[upgrade_levels] compute``; None: as its settings say.
@@ -230,6 +233,14 @@ class EmbeddedDeployment:
             settings, **{name: value for name, value in given.items()
                          if value is not None})
         self.report_interval = report_interval
+        # Each status request waits [DEFAULT] rpc_response_timeout as
+        # read when it is sent (None), so that a test lowering it after
+        # the start is obeyed.
+        self.compute_settings = dataclasses.replace(
+            service.compute_settings_from_conf(CONF),
+            report_interval=report_interval,
+            reconcile_interval=report_interval,
+            update_resources_interval=report_interval, status_timeout=None)
         self.call_timeout = call_timeout
         self.conductor_service_version = conductor_service_version
         self.sqlite_synchronous = sqlite_synchronous
@@ -285,10 +296,10 @@ class EmbeddedDeployment:
             driver = self._drivers[host.name] = host.driver(
                 self.state_dir)
         agent = service.ComputeService(
-            host.name, driver, transport, names=self.names,
-            compute_version_cap=host.compute_version_cap,
-            report_interval=self.report_interval,
-            service_version=host.service_version)
+            host.name, driver, transport, dataclasses.replace(
+                self.compute_settings,
+                compute_version_cap=host.compute_version_cap),
+            names=self.names, service_version=host.service_version)
         self.agents[host.name] = agent
         agent.start()
 

@@ -25,6 +25,7 @@ from numamig import rpc
 from numamig import version
 from numamig.compute import manager as compute_manager
 from numamig.compute import rpcapi as compute_rpcapi
+from numamig.compute import settings as compute_settings
 from numamig.conductor import endpoints as conductor_endpoints
 from numamig.conductor import executor
 from numamig.conductor import manager as conductor_manager
@@ -158,60 +159,37 @@ class _RPCService(os_service.Service):
 class ComputeService(_RPCService):
     """One compute agent: its manager, RPC server and periodic report."""
 
-    def __init__(self, host, driver, transport, names=None,
-                 compute_version_cap=None, report_interval=10,
-                 strategy='spread',
-                 service_version=service_obj.SERVICE_VERSION,
-                 reconcile_interval=None, update_resources_interval=None,
-                 status_timeout=None, **manager_options):
-        """:param report_interval: seconds between reports.
-        :param status_timeout: seconds one request recording a
-            migration's status waits (numamig.compute.patience).
-        :param reconcile_interval: seconds between looks for outgoing
-            migrations left interrupted; None: ``report_interval``.
-        :param update_resources_interval: seconds between usage
-            recomputes from the records; None: ``report_interval``.
-        :param manager_options: ComputeManager's limits (maximum
-            concurrent live migrations, unrecorded claim timeout)."""
+    def __init__(self, host, driver, transport, settings, names=None,
+                 service_version=service_obj.SERVICE_VERSION):
+        """:param settings: its ComputeSettings
+            (compute_settings_from_conf): the periodic jobs' intervals,
+            the wait of its status requests, its limits.
+        :param service_version: the release the agent runs as (a testing
+            aid, see numamig.releases).
+        """
         names = names or RPCNames()
         release = releases.for_service_version(service_version)
         manager = compute_manager.ComputeManager(
             host, driver, names.conductor_api(
                 transport, release=release, agent=True,
-                status_timeout=status_timeout),
-            names.compute_api(transport, compute_version_cap, release),
-            strategy=strategy, service_version=service_version,
-            **manager_options)
+                status_timeout=settings.status_timeout),
+            names.compute_api(transport, settings.compute_version_cap,
+                              release),
+            settings, service_version=service_version)
         target = messaging.Target(topic=names.compute_topic, server=host,
                                   exchange=names.exchange)
         super().__init__(transport, target, manager, release)
         self.host = host
-        self.report_interval = report_interval
-        self.reconcile_interval = reconcile_interval or report_interval
-        self.update_resources_interval = (update_resources_interval or
-                                          report_interval)
+        self.report_interval = settings.report_interval
+        self.reconcile_interval = settings.reconcile_interval
+        self.update_resources_interval = settings.update_resources_interval
 
     @classmethod
     def from_conf(cls, conf, driver, transport):
-        packing = conf.compute.packing_host_numa_cells_allocation_strategy
         return cls(conf.host, driver, transport,
+                   compute_settings_from_conf(conf),
                    names=RPCNames.from_conf(conf),
-                   compute_version_cap=conf.upgrade_levels.compute,
-                   report_interval=conf.report_interval,
-                   reconcile_interval=conf.compute.reconcile_interval,
-                   update_resources_interval=(
-                       conf.compute.update_resources_interval),
-                   strategy='pack' if packing else 'spread',
-                   service_version=service_version_from_conf(conf),
-                   max_concurrent_live_migrations=(
-                       conf.compute.max_concurrent_live_migrations),
-                   # Well past the conductor's wait for a destination.
-                   unrecorded_claim_timeout=(
-                       2 * conf.rpc_response_timeout_migration),
-                   min_change_report_interval=(
-                       conf.compute.min_change_report_interval),
-                   status_timeout=compute_manager.status_timeout(
-                       rpc.response_timeout(conf)))
+                   service_version=service_version_from_conf(conf))
 
     def _endpoints(self):
         return releases.endpoints_for(self.manager, self.release)
@@ -496,3 +474,11 @@ def conductor_settings_from_conf(conf):
     :raises InvalidConfiguration: a convergence policy option is unusable.
     """
     return conductor_settings.from_conf(conf)
+
+
+def compute_settings_from_conf(conf):
+    """A compute agent's frozen ComputeSettings from a parsed CONF: what
+    a daemon, an embedded deployment and a test build an agent from
+    (numamig.compute.settings)."""
+    return compute_settings.from_conf(
+        conf, compute_manager.status_timeout(rpc.response_timeout(conf)))

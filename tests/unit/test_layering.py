@@ -170,6 +170,8 @@ LAYERS = {
                         'get an Agent, never this',
                         ('compute', 'compute.flows', 'compute.rpcapi',
                          'releases', 'wire', 'objects', 'exception')),
+    'compute.settings': ('the compute agent\'s settings, built from '
+                         'configuration', ()),
     'conductor': ('the conductor',
                   ('conductor.rpcapi', 'releases', 'db', 'audit', 'numa',
                    'convergence',
@@ -198,7 +200,8 @@ LAYERS = {
                            'conductor.rpcapi', 'releases', 'db',
                            'wire', 'objects', 'context', 'exception')),
     'service': ('the daemons: wiring of managers, RPC and periodic work',
-                ('compute.manager', 'conductor.manager', 'conductor',
+                ('compute.manager', 'compute.settings', 'conductor.manager',
+                 'conductor',
                  'compute.rpcapi',
                  'conductor.rpcapi', 'releases', 'scheduler', 'db', 'rpc',
                  'periodic', 'conf', 'context', 'objects', 'version',
