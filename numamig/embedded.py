@@ -115,11 +115,11 @@ class HostDefinition:
     :param compute_version_cap: its ``[upgrade_levels] compute``.
     :param migration_guard: its ``[libvirt] migration_guard``: its
         emulated incoming migrations go through the guard (numamig.virt.
-        libvirt.guard) as libvirt passes real ones through the hook. Only
-        a host of the current release has one.
+        libvirt.guard) as libvirt passes real ones through the hook; None:
+        as CONF says. Only a host of the current release has one.
     :param migration: its MigrationSettings (the [libvirt] migration
         options: convergence policies, the modelled pre-copy of its
-        emulated migrations); None: the defaults.
+        emulated migrations); None: as CONF's [libvirt] options say.
     """
 
     name: str
@@ -129,7 +129,7 @@ class HostDefinition:
     reserved_host_memory_mb: int = 0
     service_version: int = service_obj.SERVICE_VERSION
     compute_version_cap: str = None
-    migration_guard: bool = False
+    migration_guard: bool | None = None
     migration: lv_settings.MigrationSettings = None
     uri: str = None
     virt_type: str = 'qemu'
@@ -160,12 +160,15 @@ class HostDefinition:
             cpu_dedicated_set=_frozen(self.cpu_dedicated_set),
             cpu_shared_set=_frozen(self.cpu_shared_set),
             reserved_host_memory_mb=self.reserved_host_memory_mb,
-            migration=self.migration or lv_settings.MigrationSettings(),
+            migration=self.migration or lv_settings.migration_from_conf(
+                CONF.libvirt),
             migration_guard=self._guard_settings(state_dir))
         return lv_driver.LibvirtDriver(settings)
 
     def _guard_settings(self, state_dir):
-        if not self.migration_guard or \
+        wanted = CONF.libvirt.migration_guard \
+            if self.migration_guard is None else self.migration_guard
+        if not wanted or \
                 self.service_version < service_obj.SERVICE_VERSION:
             return None
         directory = state_dir or tempfile.gettempdir()

@@ -186,7 +186,7 @@ class LibvirtSettings:
                               count=r['count'])
                 for r in compute.reserved_huge_pages or ()),
             realtime_priority=lv.realtime_scheduler_priority,
-            migration=_migration_from_conf(lv),
+            migration=migration_from_conf(lv),
             migration_guard=_guard_from_conf(lv))
 
 
@@ -202,7 +202,8 @@ def _guard_from_conf(lv):
         deadline_s=lv.migration_guard_deadline)
 
 
-def _migration_from_conf(lv):
+def migration_from_conf(lv):
+    """The MigrationSettings of the [libvirt] group ``lv``."""
     return MigrationSettings(
         scheme=lv.live_migration_scheme,
         inbound_addr=lv.live_migration_inbound_addr,
