@@ -38,7 +38,6 @@ from numamig.db import api as db_api
 from numamig.objects import fields
 from numamig.objects import service as service_obj
 from numamig.virt.libvirt import driver as lv_driver
-from numamig.virt.libvirt import guard
 from numamig.virt.libvirt import settings as lv_settings
 
 LOG = logging.getLogger(__name__)
@@ -152,9 +151,11 @@ class HostDefinition:
 
     def driver(self, state_dir=None):
         """Its driver; the guard's claims file goes in ``state_dir``."""
-        # A test-driver host keeps the settings' own virt_type.
+        # A test-driver host keeps CONF's virt_type; the rest of what
+        # CONF says ([libvirt], [compute]) applies to every host.
         real = {'virt_type': self.virt_type} if self.uri else {}
-        settings = lv_settings.LibvirtSettings(
+        settings = dataclasses.replace(
+            lv_settings.LibvirtSettings.from_conf(CONF),
             host=self.name, uri=self.uri or f'test://{TEST_NODE_FILE}',
             capabilities_file=self.caps_path(), **real,
             cpu_dedicated_set=_frozen(self.cpu_dedicated_set),
@@ -172,8 +173,11 @@ class HostDefinition:
                 self.service_version < service_obj.SERVICE_VERSION:
             return None
         directory = state_dir or tempfile.gettempdir()
-        return guard.GuardSettings(
-            hook_path=None, claims_file=os.path.join(
+        # As [libvirt] says, but no hook (the emulated migrations call
+        # the guard in-process) and its claims file in the state dir.
+        return dataclasses.replace(
+            lv_settings.guard_from_conf(CONF.libvirt), hook_path=None,
+            log_file=None, claims_file=os.path.join(
                 directory, f'{self.name}-migration-guard-claims.json'))
 
 

@@ -14,18 +14,18 @@ itself, so what ends it is the policy::
 from numamig import embedded
 from numamig import exception
 from numamig.db import instances
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.fixtures import deployment
 from tests.functional import test_live_migration as lm
 
 load_tests = lm.load_tests
 
 STRICT = ('strict: downtime=50; then=abort',)
-BUSY = lv_settings.MigrationSettings(
+BUSY = libvirt_settings.migration(
     emulated_bandwidth_mib=100, emulated_dirty_rate_mib=150,
     completion_timeout_s=800, policies=STRICT)
-OBSERVING = lv_settings.MigrationSettings(
+OBSERVING = libvirt_settings.migration(
     emulated_bandwidth_mib=100, emulated_dirty_rate_mib=150,
     completion_timeout_s=800, policy='nfv', observe_only=True)
 
