@@ -29,8 +29,8 @@ _PACKAGE = os.path.dirname(numamig.__file__)
 # The modules that build and run the services, and those holding the
 # libvirt driver's settings.
 SCANNED = ('service.py', 'embedded.py', 'conductor', 'compute',
-           'virt/libvirt/settings.py', 'virt/libvirt/guard.py',
-           'convergence/recovery.py')
+           'scheduler/scheduler.py', 'virt/libvirt/settings.py',
+           'virt/libvirt/guard.py', 'convergence/recovery.py')
 SETTINGS_CLASSES = (conductor_settings.ConductorSettings,
                     compute_settings.ComputeSettings,
                     lv_settings.LibvirtSettings, lv_settings.MigrationSettings,
