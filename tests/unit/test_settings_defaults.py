@@ -8,7 +8,9 @@ settings object from CONF. This test fails when a default comes back
 outside numamig/conf: a parameter default, a class field default, a
 ``.get(name, default)`` or a ``DEFAULT_<NAME>`` constant whose name is an
 option's or a settings field's, in the modules that build and run the
-services. ``None`` (not given) is not a default.
+services and in those of the libvirt driver's settings; and when a
+settings class declares a default. ``None`` (not given) is not a
+default.
 """
 
 import ast
