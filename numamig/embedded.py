@@ -29,7 +29,6 @@ import time
 from oslo_log import log as logging
 
 from numamig import context as nm_context
-from numamig import crash
 from numamig import exception
 from numamig import rpc
 from numamig import service
@@ -258,7 +257,8 @@ class EmbeddedDeployment:
         self.agents = {}
         self.api = None
         self._transport = None
-        # The hypervisors outlive their agents (see crash_agent).
+        # The hypervisors outlive their agents (a restarted agent reuses
+        # its host's).
         self._drivers = {}
 
     def __enter__(self):
@@ -347,13 +347,7 @@ class EmbeddedDeployment:
             if driver is not None:
                 driver.cleanup_host()
 
-    # -- crashes (recovery tests) ----------------------------------------
-
-    def crash_agent(self, name):
-        """Kill the agent of host ``name`` as a crash would (see
-        numamig.crash); its guests keep running. Any thread may call it.
-        """
-        crash.crash_agent(self.agents.pop(name))
+    # -- restarts (after a crash: tests/fixtures/crash.py) -----------------
 
     def restart_agent(self, name):
         """Start a new agent for host ``name`` on the same hypervisor.
@@ -362,11 +356,6 @@ class EmbeddedDeployment:
         """
         (host,) = [h for h in self.hosts if h.name == name]
         self._start_agent(host, self._transport)
-
-    def crash_conductor(self):
-        """Kill the conductor as a crash would; the database survives."""
-        conductor, self.conductor = self.conductor, None
-        crash.crash_conductor(conductor)
 
     def restart_conductor(self):
         """Start a new conductor on the same database."""

@@ -34,10 +34,12 @@ it refines (see numamig/objects/fields_enums.py for what each enum does
 for an older peer).
 """
 
+import time
 import typing
 
 import futurist
 from oslo_config import cfg
+from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_messaging._drivers import amqpdriver
 from oslo_messaging.rpc import dispatcher
@@ -56,6 +58,8 @@ from numamig.objects import base as obj_base
 # catch an old peer's refusal by type on every transport, as on fake://.
 # numamig.compute.rpcapi: its AgentCallTimeout (a compute agent that did
 # not answer) reaches operators through the conductor.
+LOG = logging.getLogger(__name__)
+
 ALLOWED_EXMODS = [exception.__name__, dispatcher.__name__,
                   'numamig.compute.rpcapi']
 CONTROL_EXCHANGE = conf_opts.CONTROL_EXCHANGE
@@ -65,6 +69,21 @@ _TRANSPORTS = {}
 # The shortest slice an AMQP listener or reply waiter waits in (see
 # _calm_amqp_polling).
 AMQP_FIRST_POLL_S = 0.05
+# The private constant of oslo.messaging's AMQP driver that
+# _calm_amqp_polling raises: a documented workaround, pinned with the
+# library (requirements.txt: oslo.messaging's upper bound) and held to
+# the library's code by tests/unit/test_rpc_library_pins.py, which fails
+# when the constant, its default or the way the driver reads it changes.
+AMQP_POLL_CONSTANT = 'ACK_REQUEUE_EVERY_SECONDS_MIN'
+
+# Requests to a service go with RabbitMQ's mandatory flag: one that no
+# queue takes (a broker restart took the queue with it and the service
+# has not declared it again yet; non-durable queues) comes back at once,
+# instead of being dropped and waited for until its caller's deadline.
+# See sent_until_taken. fake:// keeps every message: nothing comes back.
+MANDATORY = messaging.TransportOptions(at_least_once=True)
+RETURNED_PAUSE_S = 0.25
+RETURNED_PAUSE_MAX_S = 2.0
 
 
 def get_transport(conf, url=None):
@@ -91,10 +110,51 @@ def _calm_amqp_polling():
     whatever the slice; the slice only bounds how long an acknowledgement
     queued by another thread waits to be sent (at-least-once delivery
     is unchanged: every numamig RPC method is idempotent under
-    redelivery). oslo.messaging offers no option for it.
+    redelivery).
+
+    oslo.messaging offers no option for it, so this writes one private
+    constant of its driver (see AMQP_POLL_CONSTANT), the only write into
+    another library numamig makes; the option that would replace it is
+    the first slice of the AMQP pollers (doc/source/control-plane.rst).
+    A library without the constant is left alone: the pollers then spin
+    as the library has them, and nothing breaks.
     """
-    if amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN < AMQP_FIRST_POLL_S:
-        amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MIN = AMQP_FIRST_POLL_S
+    first = getattr(amqpdriver, AMQP_POLL_CONSTANT, None)
+    if first is not None and first < AMQP_FIRST_POLL_S:
+        setattr(amqpdriver, AMQP_POLL_CONSTANT, AMQP_FIRST_POLL_S)
+
+
+def sent_until_taken(send, timeout, what, clock=time.monotonic,
+                     sleep=time.sleep):
+    """``send(wait)``, sent again while the broker returns it.
+
+    :param send: sends one request with ``transport_options=MANDATORY``;
+        ``wait``: None on the first try (the caller's own timeout), then
+        the whole seconds left of ``timeout``.
+    :param timeout: a function giving the seconds from the first return
+        within which a queue must take the request (it comes back in
+        milliseconds, so this is the caller's deadline); asked only when
+        a request came back.
+    :param what: the request and its service, for the log.
+    :raises MessageUndeliverable: still returned at the deadline.
+    """
+    deadline = None
+    wait = None
+    pause = RETURNED_PAUSE_S
+    while True:
+        try:
+            return send(wait)
+        except messaging.MessageUndeliverable:
+            now = clock()
+            if deadline is None:
+                deadline = now + timeout()
+            if now + pause >= deadline:
+                raise
+        LOG.info("No queue took %s (the broker restarted?); sent again in "
+                 "%.2f s", what, pause)
+        sleep(pause)
+        pause = min(pause * 2, RETURNED_PAUSE_MAX_S)
+        wait = max(1, int(deadline - clock() + 0.999))
 
 
 def transport_url(conf):

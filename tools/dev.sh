@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Set up a Debian 12 machine for numamig and run one of its two jobs.
 #
-#   bash tools/dev.sh main   # the embedded main job (SQLite, fake://, test driver)
+#   bash tools/dev.sh main   # the embedded main job (SQLite, inproc://, test driver)
 #   bash tools/dev.sh test   # ruff, then the whole test suite; last line:
 #                            #   stestr: N passed, N failed, N skipped
 #
 # Each job does its own set-up: Debian packages (installed when run as
 # root, otherwise listed for you to install), a virtualenv in .venv, and
-# numamig installed into it. Re-running skips what is already done.
+# numamig installed into it (main: the runtime only; test: also the
+# tests' requirements and the CI harness, numamig_ci). Re-running skips
+# what is already done.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -54,6 +56,7 @@ pip_quiet() {
     "$VENV/bin/pip" -q "$@" 2> >(grep -v '^WARNING: Location .* is ignored' >&2)
 }
 
+# The main job needs the runtime only (requirements.txt, numamig).
 ensure_venv() {
     if [ ! -x "$VENV/bin/python" ]; then
         log "creating virtualenv $VENV"
@@ -61,11 +64,34 @@ ensure_venv() {
     fi
     local stamp="$VENV/.numamig-installed"
     if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || \
-       [ test-requirements.txt -nt "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
+       [ setup.cfg -nt "$stamp" ]; then
         log "installing numamig and its requirements into $VENV"
         pip_quiet install --upgrade pip >/dev/null
-        pip_quiet install -r requirements.txt -r test-requirements.txt
+        pip_quiet install -r requirements.txt
         pip_quiet install -e .
+        touch "$stamp"
+    fi
+}
+
+# The tests also need their own requirements and the CI harness, a
+# distribution of its own (numamig_ci/pyproject.toml), which they drive.
+ensure_test_venv() {
+    ensure_venv
+    local stamp="$VENV/.numamig-test-installed"
+    if [ ! -f "$stamp" ] || [ test-requirements.txt -nt "$stamp" ] || \
+       [ numamig_ci/requirements.txt -nt "$stamp" ] || \
+       [ numamig_ci/pyproject.toml -nt "$stamp" ] || \
+       [ "$VENV/.numamig-installed" -nt "$stamp" ]; then
+        log "installing the test requirements and numamig-ci into $VENV"
+        pip_quiet install -r test-requirements.txt
+        # Its output only if it fails: setuptools otherwise warns at length
+        # that the numamig_ci directory here shadows the install (it is
+        # the same code).
+        local out
+        if ! out=$("$VENV/bin/pip" -q install -e ./numamig_ci 2>&1); then
+            printf '%s\n' "$out" >&2
+            exit 1
+        fi
         touch "$stamp"
     fi
 }
@@ -85,7 +111,7 @@ run_main() {
 
 run_tests() {
     ensure_pkgs $BUILD_PKGS $REAL_PKGS $NESTED_PKGS
-    ensure_venv
+    ensure_test_venv
     # The nested tier's host image, cached outside the checkout between
     # runs: built here (its cold build time printed) rather than inside
     # a test whose deadline it would eat. Should it fail, the nested test

@@ -106,6 +106,12 @@ def read_results(source):
         reason = ''
         if 'reason' in test['details']:
             reason = test['details']['reason'].as_text().strip()
+        elif status not in ('success', 'skip') and \
+                'traceback' in test['details']:
+            # A failure's last traceback line: the tail of CI's output
+            # must say which test failed and why, not only how many.
+            lines = test['details']['traceback'].as_text().strip()
+            reason = lines.splitlines()[-1] if lines else ''
         results[test['id']] = (status, reason)
 
     result = testtools.StreamToDict(keep)
@@ -149,7 +155,13 @@ def judge(results, intended):
     return counts, by_entry, unintended, stale
 
 
-def render(counts, by_entry, unintended, stale, intended, out):
+def render(counts, by_entry, unintended, stale, intended, out,
+           failed=()):
+    """The table, then every failed test, intended skip, unintended skip
+    and stale entry, one line each.
+
+    :param failed: [(test id, last line of its traceback)].
+    """
     print(f"{'tier':<13}{'ran':>6}{'passed':>8}{'failed':>8}{'skipped':>9}",
           file=out)
     for name in TIER_NAMES:
@@ -159,6 +171,9 @@ def render(counts, by_entry, unintended, stale, intended, out):
         ran = tier['passed'] + tier['failed']
         print(f"{name:<13}{ran:>6}{tier['passed']:>8}{tier['failed']:>8}"
               f"{tier['skipped']:>9}", file=out)
+    for test_id, last_line in failed:
+        print(f"FAILED {test_id}: {last_line or '(no traceback)'}",
+              file=out)
     for entry in intended:
         if by_entry[entry['number']]:
             print(f"intended skip x{by_entry[entry['number']]}: "
@@ -187,7 +202,11 @@ def main(argv=None):
     counts, by_entry, unintended, stale = judge(results, intended)
     if args.partial:
         stale = []
-    render(counts, by_entry, unintended, stale, intended, sys.stdout)
+    failed = [(test_id, reason) for test_id, (status, reason)
+              in sorted(results.items())
+              if status not in ('success', 'skip')]
+    render(counts, by_entry, unintended, stale, intended, sys.stdout,
+           failed)
     return 1 if unintended or stale else 0
 
 

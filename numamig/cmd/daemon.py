@@ -17,19 +17,35 @@ LOG = logging.getLogger(__name__)
 
 EXIT_CANNOT_START = 2
 
+# The scheme of numamig.rpc_inproc (setup.cfg's oslo.messaging.drivers).
+IN_PROCESS_TRANSPORT = 'inproc'
+
 # The errors a daemon meets before it serves, each saying what to fix.
 _START_ERRORS = (exception.InvalidConfiguration, exception.DatabaseError,
                  exception.BrokerRefused, cfg.Error)
 
 
 def check_broker(conf):
-    """Refuse to start when the broker refuses this daemon's login.
+    """Refuse to start when the broker refuses this daemon's login, or
+    when ``transport_url`` names the in-process transport.
+
+    ``inproc://`` (numamig.rpc_inproc) is installed for the embedded
+    deployment, whose services share one process; a daemon on it would
+    wait for ever for peers that can never reach it.
 
     :raises BrokerRefused: see numamig.broker.check_not_refused.
+    :raises InvalidConfiguration: ``inproc://``.
     """
     from numamig import broker
     from numamig import rpc
     url = rpc.transport_url(conf)
+    if url.transport == IN_PROCESS_TRANSPORT:
+        raise exception.InvalidConfiguration(
+            option='[DEFAULT] transport_url',
+            reason=f"{IN_PROCESS_TRANSPORT}:// carries messages inside one "
+                   f"process only (numamig-embedded); a daemon needs the "
+                   f"message broker's URL, e.g. rabbit://USER:PASSWORD@"
+                   f"HOST:5672/")
     if url.transport not in ('rabbit', 'kombu'):
         return
     # Registered here as the rabbit driver registers them (equal options,

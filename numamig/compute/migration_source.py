@@ -234,16 +234,40 @@ class SourceMigration:
                 reason=f"migration {self.migration.uuid} aborted by request")
 
     def _prepare(self):
+        """The destination's pre_live_migration, asked in
+        patience.ATTEMPTS shares of [DEFAULT] rpc_response_timeout.
+
+        A broker restart loses the reply queue with any answer in it, and
+        a destination agent killed holding the request never answers: the
+        request is idempotent (the claim is only checked, the watch of
+        incoming threads starts once), so it is simply sent again and the
+        migration goes on after one share instead of failing with a
+        reason that blames the destination.
+        """
         agent = self.agent
+        share = patience.status_timeout(agent) or \
+            patience.attempt_timeout(None)
+        option = (f"one of {patience.ATTEMPTS} tries, each a third of "
+                  f"[DEFAULT] rpc_response_timeout")
+
+        def ask():
+            self._check_abort()
+            return agent.compute_api.pre_live_migration(
+                self.ctxt, self.instance, self.migrate_data,
+                timeout=share, timeout_option=option)
+
         try:
-            self.migrate_data = agent.compute_api.pre_live_migration(
-                self.ctxt, self.instance, self.migrate_data)
+            self.migrate_data = completion.retried(
+                agent, self.migration,
+                f"from destination {self.migration.dest_host} "
+                f"(pre_live_migration)", ask)
         except messaging.MessagingTimeout as exc:
             # The record must say what happened, not a message ID.
             raise exception.MigrationError(
                 reason=f"destination {self.migration.dest_host} did not "
-                       f"answer pre_live_migration in time (its agent "
-                       f"stopped or restarted, or is stuck): "
+                       f"answer pre_live_migration in "
+                       f"{patience.ATTEMPTS} tries (its agent stopped or "
+                       f"restarted, or is stuck): "
                        f"{exception.brief(exc)}") from exc
         numa_info = self.migrate_data.dst_numa_info if self.numa_path \
             else None

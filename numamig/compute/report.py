@@ -168,7 +168,7 @@ class BackgroundReporter:
             try:
                 self._send(ctxt, reasons)
             except BaseException as exc:  # noqa: BLE001 - a dead agent
-                # (numamig.crash) ends its reporter with it.
+                # (tests/fixtures/crash.py) ends its reporter with it.
                 LOG.debug("%s: reporter stopped: %s", self._host, exc)
                 return
 

@@ -27,6 +27,8 @@ call comes again at an older one, backported), except what HELD_BACK
 names. A capped client backports to its cap's manifest.
 """
 
+import time
+
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import versionutils
@@ -211,12 +213,15 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         """Whether this client may send the NUMA-aware live migration API."""
         return self.client.can_send_version(NUMA_LIVE_MIGRATION_VERSION)
 
-    def _prepare(self, host, version='1.0', timeout=None):
+    def _prepare(self, host, version='1.0', timeout=None,
+                 transport_options=None):
         """A call context at ``version``, whose serializer backports the
         objects to what that version carries."""
         kwargs = {'server': host, 'version': version}
         if timeout is not None:
             kwargs['timeout'] = timeout
+        if transport_options is not None:
+            kwargs['transport_options'] = transport_options
         return self._clients[version].prepare(**kwargs)
 
     def _call(self, ctxt, host, version, method, timeout=None,
@@ -249,8 +254,8 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             sent = kwargs_1_0 if attempt == '1.0' and \
                 kwargs_1_0 is not None else kwargs
             try:
-                return self._prepare(host, attempt, timeout).call(
-                    ctxt, method, **sent)
+                return self._delivered_call(ctxt, host, attempt, method,
+                                            timeout, sent)
             except messaging.MessagingTimeout as exc:
                 raise self._timed_out(host, method, timeout,
                                       timeout_option) from exc
@@ -265,17 +270,37 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                    **kwargs):
         """Call ``method`` at ``version`` only (no older one is tried)."""
         try:
-            return self._prepare(host, version, timeout).call(
-                ctxt, method, **kwargs)
+            return self._delivered_call(ctxt, host, version, method,
+                                        timeout, kwargs)
         except messaging.MessagingTimeout as exc:
             raise self._timed_out(host, method, timeout) from exc
+
+    def _delivered_call(self, ctxt, host, version, method, timeout, kwargs,
+                        clock=time.monotonic, sleep=time.sleep):
+        """``method`` called on ``host``; sent again while no queue of
+        ``host`` takes it (rpc.sent_until_taken), within the call's one
+        deadline.
+
+        :raises MessagingTimeout: no queue took it before the deadline,
+            or no answer came.
+        """
+        def call(wait):
+            return self._prepare(
+                host, version, wait or timeout,
+                transport_options=rpc.MANDATORY).call(ctxt, method, **kwargs)
+        try:
+            return rpc.sent_until_taken(
+                call, lambda: timeout or self._response_timeout(),
+                f"{method} to compute host {host}", clock=clock, sleep=sleep)
+        except messaging.MessageUndeliverable:
+            raise messaging.MessagingTimeout(
+                f"no queue of {host} took {method}") from None
 
     def _timed_out(self, host, method, timeout, option=None):
         """What a call nobody answered says: who, what, which deadline
         and its option (not oslo.messaging's bare message ID)."""
         if timeout is None:
-            timeout = self.client.timeout or \
-                self.client.transport.conf.rpc_response_timeout
+            timeout = self._response_timeout()
             option = f"[DEFAULT] {TIMEOUT_OPTION}"
         # A caller that sets a timeout without naming its option is the
         # conductor, which times every call it makes itself.
@@ -351,11 +376,18 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                           kwargs_1_0=dict(kwargs), migration=migration,
                           limits=limits, **kwargs)
 
-    def pre_live_migration(self, ctxt, instance, migrate_data):
-        """Let the destination get ready; returns updated migrate data."""
+    def pre_live_migration(self, ctxt, instance, migrate_data,
+                           timeout=None, timeout_option=None):
+        """Let the destination get ready; returns updated migrate data.
+
+        :param timeout: seconds to wait; None: rpc_response_timeout.
+        :param timeout_option: where ``timeout`` comes from, for the
+            error when nobody answers.
+        """
         return self._call(ctxt, migrate_data.dest_host,
                           self._lmd_version(migrate_data),
-                          'pre_live_migration', instance=instance,
+                          'pre_live_migration', timeout,
+                          timeout_option=timeout_option, instance=instance,
                           migrate_data=migrate_data)
 
     def post_live_migration_at_destination(self, ctxt, instance, migration,
@@ -441,16 +473,46 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                           'check_can_live_migrate_source', timeout,
                           instance=instance, dest_check_data=dest_check_data)
 
-    def live_migration(self, ctxt, instance, migration, migrate_data):
+    def live_migration(self, ctxt, instance, migration, migrate_data,
+                       wait=True, clock=time.monotonic, sleep=time.sleep):
         """Start the migration on the source (cast: it runs for long).
 
         A cast gets no refusal back, so its version follows
         ``migrate_data``: an old source only ever sees API 1.0 here.
+
+        A cast no queue takes comes back (rpc.MANDATORY): after a broker
+        restart the source's queue exists again only once its agent has
+        reconnected, and a start request cast meanwhile was lost until
+        the sweep sent it again (14-28 s later).
+
+        :param wait: cast again while the broker returns it, for up to a
+            third of rpc_response_timeout; False: one try (the sweep,
+            which must not stall on one source that is down).
+        :returns: whether a queue of the source took it.
         """
         cctxt = self._prepare(migration.source_host,
-                              self._lmd_version(migrate_data))
-        cctxt.cast(ctxt, 'live_migration', instance=instance,
-                   migration=migration, migrate_data=migrate_data)
+                              self._lmd_version(migrate_data),
+                              transport_options=rpc.MANDATORY)
+
+        def cast(wait_s):
+            cctxt.cast(ctxt, 'live_migration', instance=instance,
+                       migration=migration, migrate_data=migrate_data)
+            return True
+        try:
+            return rpc.sent_until_taken(
+                cast, lambda: self._response_timeout() / 3 if wait else 0,
+                f"the start request of migration {migration.uuid} to "
+                f"source {migration.source_host}", clock=clock, sleep=sleep)
+        except messaging.MessageUndeliverable:
+            LOG.warning("Migration %s: no queue of source %s took its "
+                        "start request (its agent is not connected to the "
+                        "broker); the stalled-migration sweep sends it "
+                        "again", migration.uuid, migration.source_host)
+            return False
+
+    def _response_timeout(self):
+        return self.client.timeout or \
+            self.client.transport.conf.rpc_response_timeout
 
     def live_migration_abort(self, ctxt, instance, migration):
         """Ask the source to abort the running migration."""

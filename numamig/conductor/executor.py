@@ -160,7 +160,8 @@ class MigrationExecutor:
 
     def abandon(self):
         """Stop admitting at once and clean nothing up, as a crash
-        would (numamig.crash): admitted migrations stay admitted."""
+        would (the crash emulation of the embedded tests):
+        admitted migrations stay admitted."""
         self._stopping.set()
         self._wake.set()
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -106,8 +106,9 @@ def _send(worker, ctxt, migration, start, now):
         LOG.warning("Migration %s: its start request cannot be sent again: "
                     "%s", migration.uuid, exc)
         return False
-    worker.compute_api.live_migration(ctxt, instance, migration,
-                                      migrate_data)
+    if not worker.compute_api.live_migration(ctxt, instance, migration,
+                                             migrate_data, wait=False):
+        return False
     if now is None:
         LOG.warning("Migration %s of %s: its start request was sent to "
                     "source %s after the database came back (its claim "

@@ -203,12 +203,25 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                           **_taken_at(version, newer_kwargs))
 
     def _send(self, ctxt, method, version, timeout, **kwargs):
+        """One call; sent again while no conductor's queue takes it
+        (rpc.sent_until_taken: after a broker restart, until a conductor
+        has declared its queue again), within the call's deadline."""
         timeout = timeout or self.timeout
-        options = {'version': version}
-        if timeout:
-            options['timeout'] = timeout
-        return self._client_at(version).prepare(**options).call(
-            ctxt, method, **kwargs)
+
+        def call(wait):
+            options = {'version': version,
+                       'transport_options': rpc.MANDATORY}
+            if wait or timeout:
+                options['timeout'] = wait or timeout
+            return self._client_at(version).prepare(**options).call(
+                ctxt, method, **kwargs)
+        try:
+            return rpc.sent_until_taken(
+                call, lambda: timeout or self.client.transport.conf.
+                rpc_response_timeout, f"{method} to the conductor")
+        except messaging.MessageUndeliverable:
+            raise messaging.MessagingTimeout(
+                f"no queue of the conductor took {method}") from None
 
     def _client_at(self, version):
         """The client whose serializer backports to what ``version``

@@ -1,10 +1,11 @@
 """A crash at any step of a migration is recoverable: the crash matrix.
 
 For each step of a migration and each process role (conductor, source
-agent, destination agent), the role's process dies (numamig.crash: no
-graceful cleanup, no RPC reply, no further database or hypervisor
-access) right there, and is restarted at once on the same database and
-hypervisor. The steps (compute and conductor API 1.3)::
+agent, destination agent), the role's process dies
+(tests/fixtures/crash.py: no graceful cleanup, no RPC reply, no further
+database or hypervisor access) right there, and is restarted at once on
+the same database and hypervisor. The steps (compute and conductor API
+1.3)::
 
     accepted  the destination answered with its claim; the conductor has
               not recorded it (the most dangerous point of that status)
@@ -39,7 +40,6 @@ import time
 from oslo_utils import uuidutils
 import testscenarios
 
-from numamig import crash
 from numamig import objects
 from numamig.compute import manager as compute_manager
 from numamig.conductor import records
@@ -49,6 +49,7 @@ from numamig.db import migrations
 from numamig.numa import usage
 from numamig.objects import fields
 from tests import base
+from tests.fixtures import crash
 from tests.fixtures import deployment
 from tests.functional import test_live_migration as lm
 
@@ -148,9 +149,9 @@ class CrashTrigger:
             if self.fired.is_set():
                 return
             if self.role == 'conductor':
-                self.dep.crash_conductor()
+                crash.crash_conductor(self.dep)
             else:
-                self.dep.crash_agent(ROLE_HOSTS[self.role])
+                crash.crash_agent(self.dep, ROLE_HOSTS[self.role])
             self.fired.set()
         if self.role == thread_of:
             raise crash.SimulatedCrash(f"{self.role} killed by the test")

@@ -54,6 +54,16 @@ class StartFailureTest(base.TestCase):
             self.assertIn('ACCESS_REFUSED', run.stderr)
             self.assertNotIn('not-the-password', run.stdout + run.stderr)
 
+    def test_in_process_transport(self):
+        # Installed for numamig-embedded; a daemon on it hears no peer.
+        for daemon in ('numamig-conductor', 'numamig-compute'):
+            run = self._start(daemon, "[DEFAULT]\nstate_path = {work}\n"
+                                      "transport_url = inproc://\n")
+            self.assert_one_line(
+                run, f"{daemon} cannot start: Invalid configuration option "
+                     f"[DEFAULT] transport_url: inproc:// carries messages "
+                     f"inside one process only")
+
     def test_unsynced_database(self):
         run = self._start('numamig-conductor',
                           "[DEFAULT]\nstate_path = {work}\n"

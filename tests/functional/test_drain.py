@@ -23,6 +23,7 @@ from numamig.db import drains
 from numamig.db import instances
 from numamig.db import migrations
 from tests import base
+from tests.fixtures import crash
 from tests.fixtures import deployment
 from tests.fixtures import rpc as rpc_fixture
 
@@ -289,10 +290,10 @@ class DrainAbortTest(DrainTestCase):
 
 
 class DrainRestartTest(DrainTestCase):
-    """The in-process crash (numamig.crash), as the crash matrix uses it:
-    on the in-process transport only. Over RabbitMQ a crashed server's
-    consumer lingers in this process and a call to the restarted
-    conductor timed out; a real kill over RabbitMQ and PostgreSQL is
+    """The in-process crash (tests/fixtures/crash.py), as the crash
+    matrix uses it: on the in-process transport only. Over RabbitMQ a
+    crashed server's consumer lingers in this process and a call to the
+    restarted conductor timed out; a real kill over RabbitMQ and PostgreSQL is
     test_drain_multiprocess's."""
 
     scenarios = rpc_fixture.TRANSPORT_SCENARIOS[:1]
@@ -300,7 +301,7 @@ class DrainRestartTest(DrainTestCase):
     def test_a_restarted_conductor_carries_the_drain_on(self):
         guests = [self.create('host-a', 2) for _ in range(3)]
         started = self.start(parallel=1)
-        self.dep.crash_conductor()
+        crash.crash_conductor(self.dep)
         self.dep.restart_conductor()
         ended = self.wait_for_drain(
             self.api.host_drain_show(self.ctxt, drain_uuid=started['uuid']))

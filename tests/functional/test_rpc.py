@@ -5,6 +5,7 @@ serialization differ between the two transports, so passing on fake alone
 proves little about production.
 """
 
+import threading
 import time
 
 import fixtures
@@ -320,3 +321,93 @@ class AMQPPollingTest(base.TestCase):
         time.sleep(0.4)
         self.assertLessEqual(len(polls), 24, sorted(polls))
         self.assertGreaterEqual(min(polls), rpc.AMQP_FIRST_POLL_S)
+
+
+class StartRequestEndpoint:
+    """The one method of a compute agent this test casts to."""
+
+    target = messaging.Target(version=compute_rpcapi.ComputeAPI.VERSION)
+
+    def __init__(self):
+        self.started = []
+
+    def live_migration(self, context, instance, migration, migrate_data):
+        self.started.append(migration.uuid)
+
+
+class StartRequestDeliveryTest(base.TestCase):
+    """A start request cast before the source's queue exists (a broker
+    restart took it; the agent declares it again when it reconnects) is
+    delivered once the agent listens, not lost until the conductor's
+    sweep sends it again."""
+
+    scenarios = rpc_fixture.TRANSPORT_SCENARIOS
+
+    def setUp(self):
+        super().setUp()
+        self.rpc = self.useFixture(rpc_fixture.RPCFixture(
+            self.transport_kind))
+        self.topic = self.rpc.topic('compute')
+        self.api = compute_rpcapi.ComputeAPI(
+            self.rpc.transport, topic=self.topic, exchange=self.rpc.exchange)
+        self.inst = samples.instance()
+        self.migration = objects.Migration(
+            uuid='5f0c7a3e-9b1d-4c2e-8a6f-0d4b7e1c9a25',
+            instance_uuid=self.inst.uuid, source_host='late-source',
+            dest_host='dst', status='queued')
+
+    def test_cast_before_the_source_listens_arrives(self):
+        endpoint = StartRequestEndpoint()
+        listening = threading.Timer(
+            1.0, self.rpc.start_server, ([endpoint], self.topic),
+            {'server': 'late-source'})
+        listening.start()
+        self.addCleanup(listening.cancel)
+        pauses = []
+
+        def sleep(seconds):
+            pauses.append(seconds)
+            time.sleep(seconds)
+        self.assertIs(True, self.api.live_migration(
+            self.rpc.context, self.inst, self.migration,
+            objects.LiveMigrateData(
+                migration_uuid=self.migration.uuid,
+                instance_uuid=self.inst.uuid, source_host='late-source',
+                dest_host='dst'), sleep=sleep))
+        if self.transport_kind == 'rabbit':
+            # The broker returned the casts made before the queue was.
+            self.assertGreaterEqual(sum(pauses), 0.5)
+        listening.join(10)
+        deadline = time.monotonic() + 10
+        while not endpoint.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([self.migration.uuid], endpoint.started)
+
+
+
+class StartRequestReturnedTest(base.TestCase):
+    """On RabbitMQ a start request no queue takes comes back, and after
+    the wait allowed the conductor leaves it to its sweep (fake:// keeps
+    every cast, so there is nothing to see there)."""
+
+    def test_a_source_that_never_listens_is_left_to_the_sweep(self):
+        reason = rpc_fixture.rabbit_unreachable_reason()
+        if reason:
+            self.skipTest(reason)
+        rig = self.useFixture(rpc_fixture.RPCFixture('rabbit'))
+        api = compute_rpcapi.ComputeAPI(
+            rig.transport, topic=rig.topic('compute'), exchange=rig.exchange)
+        api.client.timeout = 3
+        inst = samples.instance()
+        migration = objects.Migration(
+            uuid='0b6e2d4a-7c1f-4e9a-b3d5-8f2a6c0e4b71',
+            instance_uuid=inst.uuid, source_host='gone-source',
+            dest_host='dst', status='queued')
+        started = time.monotonic()
+        self.assertIs(False, api.live_migration(
+            rig.context, inst, migration,
+            objects.LiveMigrateData(
+                migration_uuid=migration.uuid, instance_uuid=inst.uuid,
+                source_host='gone-source', dest_host='dst')))
+        # A third of the 3 s timeout, in growing pauses.
+        self.assertLess(time.monotonic() - started, 2.5)

@@ -42,6 +42,19 @@ def stream(*tests):
     return out
 
 
+def failing(test_id, traceback):
+    """A subunit v2 stream of one failed test with its traceback."""
+    out = io.BytesIO()
+    writer = v2.StreamResultToBytes(out)
+    writer.status(test_id=test_id, test_status='inprogress')
+    writer.status(test_id=test_id, file_name='traceback',
+                  file_bytes=traceback.encode(),
+                  mime_type='text/x-traceback; charset=utf8', eof=True)
+    writer.status(test_id=test_id, test_status='fail')
+    out.seek(0)
+    return out
+
+
 class TestReportTest(base.TestCase):
 
     def setUp(self):
@@ -141,3 +154,15 @@ class TestReportTest(base.TestCase):
         self.assertTrue(wanted)
         self.assertEqual(set(), {name for name in wanted if not any(
             fnmatch.fnmatchcase(name, pattern) for pattern in passed)})
+
+    def test_a_failed_test_is_named_with_its_last_traceback_line(self):
+        # CI shows the tail of the run: it must say which test failed.
+        test_id = 'tests.functional.faults.test_outages.T.test_cut'
+        code, out = self._run(
+            failing(test_id, 'Traceback (most recent call last):\n'
+                             '  File "x.py", line 1\n'
+                             'AssertionError: settled in 80 s\n'),
+            '--partial')
+        self.assertIn(f"FAILED {test_id}: AssertionError: settled in 80 s",
+                      out.splitlines())
+        self.assertEqual(0, code)

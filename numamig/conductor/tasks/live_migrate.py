@@ -49,17 +49,31 @@ STATUS = fields.MigrationStatus
 # source agent killed holding the request never answers it, and its
 # restarted agent answers the next attempt (the check only reads); a
 # request or answer lost with a broker restart is answered at the next
-# attempt too. Four: such a loss costs 15 s with the defaults, so that
-# migrations settle within 20 s of a broker restart.
+# attempt too. The attempts wait growing shares (attempt_shares): such a
+# loss costs the first, 6 s with the defaults, so that migrations settle
+# well within 20 s of a broker restart, while a slow answer still gets
+# most of the wait.
 SOURCE_ATTEMPTS = 4
 
 # The destination's check is asked this many times within check_timeout:
 # its answer can be lost on the way back (a broker restart deletes the
 # reply queue it was in) and the check is idempotent (a repeat returns
-# the claim taken), so a lost answer costs a quarter of the timeout
-# (15 s with the defaults) instead of the whole of it, and the migration
-# is not refused for an agent that answered.
+# the claim taken), so a lost answer costs the first of growing shares
+# of the timeout (6 s with the defaults) instead of the whole of it, and
+# the migration is not refused for an agent that answered.
 DESTINATION_ATTEMPTS = 4
+
+
+def attempt_shares(total, attempts):
+    """Each attempt's wait, in seconds: 1, 2, 3, ... parts of ``total``.
+
+    A request lost with a broker restart is lost at once, and an answer
+    normally comes in milliseconds, so the first attempt need not wait
+    long; an agent slow to answer (a loaded host) gets the longer later
+    ones. Together they wait ``total``, the option the operator set.
+    """
+    parts = attempts * (attempts + 1) // 2
+    return [max(1, total * k // parts) for k in range(1, attempts + 1)]
 
 # Errors after which the next candidate is tried.
 _REFUSALS = (exception.MigrationPreCheckError, exception.ComputeHostDown,
@@ -265,9 +279,10 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         """The source's check and NUMA flag, for every candidate.
 
         It is asked up to SOURCE_ATTEMPTS times, each waiting its share
-        of ``[DEFAULT] rpc_response_timeout_migration``: the whole wait
-        stays that option, and a source whose agent was killed holding
-        the request costs one share (15 s with the defaults), not all.
+        of ``[DEFAULT] rpc_response_timeout_migration`` (attempt_shares):
+        the whole wait stays that option, and a source whose agent was
+        killed holding the request costs the first share (6 s with the
+        defaults), not all.
 
         :returns: its LiveMigrateData, or None when destinations must ask
             it themselves (compute API capped below 1.3).
@@ -285,9 +300,9 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
             # reports whether it takes part itself.
             dst_supports_numa_live_migration=(
                 api.supports_numa_live_migration()))
-        share = max(1,
-                    self.worker.settings.check_timeout // SOURCE_ATTEMPTS)
-        for attempt in range(1, SOURCE_ATTEMPTS + 1):
+        shares = attempt_shares(self.worker.settings.check_timeout,
+                                SOURCE_ATTEMPTS)
+        for attempt, share in enumerate(shares, 1):
             try:
                 return api.check_can_live_migrate_source(
                     self.ctxt, self.instance, request, timeout=share)
@@ -296,7 +311,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
                     raise exception.AgentDidNotAnswer(
                         host=self.migration.source_host,
                         method='check_can_live_migrate_source',
-                        timeout=share * SOURCE_ATTEMPTS,
+                        timeout=sum(shares),
                         option=f"[DEFAULT] rpc_response_timeout_migration, "
                                f"asked {SOURCE_ATTEMPTS} times") from None
                 LOG.warning("Migration %s: source %s did not answer "
@@ -384,9 +399,9 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         :raises MessagingTimeout: (an AgentDidNotAnswer naming the whole
             wait) no attempt was answered.
         """
-        share = max(1, self.worker.settings.check_timeout //
-                    DESTINATION_ATTEMPTS)
-        for attempt in range(1, DESTINATION_ATTEMPTS + 1):
+        shares = attempt_shares(self.worker.settings.check_timeout,
+                                DESTINATION_ATTEMPTS)
+        for attempt, share in enumerate(shares, 1):
             try:
                 return self.worker.compute_api\
                     .check_can_live_migrate_destination(
@@ -407,7 +422,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
                     raise type(exc)(
                         host=host,
                         method='check_can_live_migrate_destination',
-                        timeout=share * DESTINATION_ATTEMPTS,
+                        timeout=sum(shares),
                         option=f"[DEFAULT] rpc_response_timeout_migration, "
                                f"asked {DESTINATION_ATTEMPTS} times"
                     ) from None

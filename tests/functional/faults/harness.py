@@ -259,9 +259,9 @@ class FaultDeployment(fixtures.Fixture):
         daemon.kill()
         daemon.start()
 
-    def create_guests(self, per_host):
-        """Create ``per_host`` pinned guests (2 dedicated vCPUs) on every
-        host; returns their uuids."""
+    def create_guests(self, per_host, vcpus=2):
+        """Create ``per_host`` pinned guests (``vcpus`` dedicated vCPUs)
+        on every host; returns their uuids."""
         created = []
         for host in self.hosts:
             for index in range(per_host):
@@ -269,7 +269,7 @@ class FaultDeployment(fixtures.Fixture):
                     self.context, objects.Instance(
                         uuid=uuidutils.generate_uuid(),
                         name=f'{host}-guest-{index}', project_id='demo',
-                        vcpus=2, memory_mb=1024,
+                        vcpus=vcpus, memory_mb=1024,
                         extra_specs={'hw:cpu_policy': 'dedicated'}), host)
                 created.append(instance.uuid)
         return created

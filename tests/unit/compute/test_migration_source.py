@@ -78,7 +78,7 @@ class _SourceMigrationTestCase(base.TestCase):
             return result
         self.agent.conductor_api.migration_set_status.side_effect = set_status
         self.agent.compute_api.pre_live_migration.side_effect = \
-            lambda ctxt, instance, data: data
+            lambda ctxt, instance, data, **kwargs: data
         self.agent.driver.get_destination_xml.return_value = '<new/>'
         self.numa_info = objects.NUMAMigrateInfo(cell_pins={0: {1}})
 
@@ -506,8 +506,49 @@ class ShortPathTest(_SourceMigrationTestCase):
         self.agent.conductor_api.migration_set_status.side_effect = record
         self._run()
         self.assertEqual(['failed'], self.statuses)
+        self.assertEqual(
+            3, self.agent.compute_api.pre_live_migration.call_count)
         self.assertIn(f"destination {cbase.HOST} did not answer "
-                      f"pre_live_migration in time", errors[-1])
+                      f"pre_live_migration in 3 tries", errors[-1])
+
+    def test_a_lost_pre_live_migration_answer_is_asked_again(self):
+        # A broker restart lost the reply queue with the destination's
+        # answer in it; the same request, sent again, is answered.
+        self.patch(migration_source.patience, 'attempt_timeout',
+                   lambda timeout: 7)
+        api = self.agent.compute_api
+        answer = api.pre_live_migration.side_effect
+        lost = [rpcapi.AgentCallTimeout(host=cbase.HOST,
+                                        method='pre_live_migration',
+                                        timeout=7, option='a third')]
+
+        def lost_once(ctxt, instance, migrate_data, **kwargs):
+            if lost:
+                raise lost.pop()
+            return answer(ctxt, instance, migrate_data)
+        api.pre_live_migration.side_effect = lost_once
+        self._run()
+        self.assertEqual(['running', 'completed'], self.statuses)
+        calls = api.pre_live_migration.call_args_list
+        self.assertEqual([7, 7], [c[1]['timeout'] for c in calls])
+        self.assertIs(calls[0][0][2], calls[1][0][2])
+
+    def test_an_abort_between_pre_live_migration_tries_stops_them(self):
+        job = migration_source.SourceMigration(
+            self.agent, None, self.inst, self.migration, self._data())
+        api = self.agent.compute_api
+
+        def lost_and_aborted(ctxt, instance, migrate_data, **kwargs):
+            job.abort()
+            raise rpcapi.AgentCallTimeout(host=cbase.HOST,
+                                          method='pre_live_migration',
+                                          timeout=7, option='a third')
+        api.pre_live_migration.side_effect = lost_and_aborted
+        self.patch(migration_source.patience.Asking, 'again',
+                   lambda asking, exc: None)
+        job.run()
+        self.assertEqual(1, api.pre_live_migration.call_count)
+        self.assertEqual('cancelled', self.statuses[-1])
 
     def test_two_status_calls_and_the_destination_only_counts(self):
         self._run()
@@ -538,7 +579,7 @@ class ShortPathTest(_SourceMigrationTestCase):
         order = []
         api, conductor = self.agent.compute_api, self.agent.conductor_api
         api.pre_live_migration.side_effect = \
-            lambda ctxt, instance, data: order.append('pre') or data
+            lambda ctxt, instance, data, **kw: order.append('pre') or data
         running = conductor.migration_set_running.side_effect
         conductor.migration_set_running.side_effect = \
             lambda ctxt, uuid: order.append('running') or running(ctxt, uuid)

@@ -5,6 +5,7 @@ from unittest import mock
 import fixtures
 import oslo_messaging as messaging
 
+from numamig import objects
 from numamig.compute import rpcapi
 from tests import base
 from tests.unit.compute import base as cbase
@@ -122,3 +123,139 @@ class ComputeAPI14Test(ComputeAPI13Test):
         self.assertRaises(messaging.UnsupportedVersion,
                           self.api.refresh_usage, None, 'h-1')
         self.assertEqual([], self.sent)
+
+
+class StartRequestTest(base.TestCase):
+    """live_migration: a cast the broker returns is cast again."""
+
+    def setUp(self):
+        super().setUp()
+        self.client = mock.Mock(name='client', timeout=60)
+        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
+                                           return_value=self.client))
+        self.api = rpcapi.ComputeAPI(mock.sentinel.transport)
+        self.client.can_send_version.return_value = True
+        self.inst = cbase.instance(host=cbase.SOURCE)
+        self.migration = cbase.migration(self.inst)
+        self.now = [0.0]
+        self.sent = []
+        self.pauses = []
+        self.returned = []
+        self.options = []
+
+        def prepare(server, version, **options):
+            self.options.append(options.get('transport_options'))
+            cctxt = mock.Mock(name=f'cctxt-{version}')
+
+            def cast(ctxt, method, **kwargs):
+                self.sent.append(method)
+                if self.returned:
+                    raise self.returned.pop(0)
+            cctxt.cast.side_effect = cast
+            return cctxt
+        self.client.prepare.side_effect = prepare
+
+    def _sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now[0] += seconds
+
+    def _start(self, **kwargs):
+        return self.api.live_migration(
+            None, self.inst, self.migration,
+            objects.LiveMigrateData(), clock=lambda: self.now[0],
+            sleep=self._sleep, **kwargs)
+
+    def _undeliverable(self, count):
+        self.returned = [messaging.MessageUndeliverable(
+            Exception('NO_ROUTE'), 'numamig', 'numamig-compute.src', {})
+            for _ in range(count)]
+
+    def test_cast_with_the_mandatory_flag(self):
+        self.assertIs(True, self._start())
+        self.assertIs(True, self.options[0].at_least_once)
+        self.assertEqual(['live_migration'], self.sent)
+
+    def test_a_returned_cast_is_cast_again_after_growing_pauses(self):
+        # The source's agent declares its queue again 1.5 s after a
+        # broker restart.
+        self._undeliverable(4)
+        self.assertIs(True, self._start())
+        self.assertEqual(5, len(self.sent))
+        self.assertEqual([0.25, 0.5, 1.0, 2.0], self.pauses)
+
+    def test_casts_again_for_a_third_of_the_response_timeout(self):
+        self._undeliverable(100)
+        self.assertIs(False, self._start())
+        self.assertLessEqual(sum(self.pauses), 20)
+        self.assertGreater(sum(self.pauses), 15)
+        self.assertEqual(2.0, max(self.pauses))
+
+    def test_the_sweep_tries_once(self):
+        self._undeliverable(1)
+        self.assertIs(False, self._start(wait=False))
+        self.assertEqual([], self.pauses)
+        self.assertEqual(1, len(self.sent))
+
+
+class ReturnedCallTest(base.TestCase):
+    """A call no queue takes is sent again within its one deadline."""
+
+    def setUp(self):
+        super().setUp()
+        self.client = mock.Mock(name='client', timeout=60)
+        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
+                                           return_value=self.client))
+        self.api = rpcapi.ComputeAPI(mock.sentinel.transport)
+        self.client.can_send_version.return_value = True
+        self.now = [0.0]
+        self.pauses = []
+        self.waits = []
+        self.returned = 0
+
+        def prepare(server, version, timeout=None, **options):
+            self.waits.append(timeout)
+            self.assertIs(True, options['transport_options'].at_least_once)
+            cctxt = mock.Mock(name=f'cctxt-{version}')
+
+            def call(ctxt, method, **kwargs):
+                if self.returned:
+                    self.returned -= 1
+                    raise messaging.MessageUndeliverable(
+                        Exception('NO_ROUTE'), 'numamig', server, {})
+                return 'answer'
+            cctxt.call.side_effect = call
+            return cctxt
+        self.client.prepare.side_effect = prepare
+
+    def _call(self, timeout):
+        return self.api._delivered_call(
+            None, 'h-1', '1.0', 'refresh_usage', timeout, {},
+            clock=lambda: self.now[0], sleep=self._sleep)
+
+    def _sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now[0] += seconds
+
+    def test_answered_once_a_queue_takes_it_with_the_time_left(self):
+        self.returned = 3
+        self.assertEqual('answer', self._call(10))
+        self.assertEqual([0.25, 0.5, 1.0], self.pauses)
+        # The first try waits the call's timeout; the next ones what is
+        # left of it.
+        self.assertEqual([10, 10, 10, 9], self.waits)
+
+    def test_no_queue_before_the_deadline_is_a_timeout(self):
+        self.returned = 100
+        exc = self.assertRaises(messaging.MessagingTimeout, self._call, 5)
+        self.assertIn('no queue of h-1 took refresh_usage', str(exc))
+        self.assertLessEqual(sum(self.pauses), 5)
+
+    def test_an_unanswered_call_is_named_by_the_caller(self):
+        # Through _call the timeout becomes numamig's AgentCallTimeout.
+        self.returned = 100
+        self.patch(rpcapi.rpc, 'RETURNED_PAUSE_MAX_S', 0.01)
+        self.patch(rpcapi.rpc, 'RETURNED_PAUSE_S', 0.01)
+        self.client.timeout = 1
+        exc = self.assertRaises(rpcapi.AgentCallTimeout,
+                                self.api.refresh_usage, None, 'h-1')
+        self.assertIn('did not answer refresh_usage', str(exc))

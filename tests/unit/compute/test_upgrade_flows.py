@@ -172,7 +172,7 @@ class SourceOldPathTest(AgentTestCase):
         agent.conductor_api.migration_set_status.side_effect = \
             lambda ctxt, uuid, status, **kw: self.migration
         agent.compute_api.pre_live_migration.side_effect = \
-            lambda ctxt, instance, data: data
+            lambda ctxt, instance, data, **kw: data
         agent.driver.get_destination_xml.return_value = '<domain/>'
         data = releases.backported(samples.live_migrate_data(), '1.0')
         migration_source.SourceMigration(agent, None, self.inst,

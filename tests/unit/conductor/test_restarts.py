@@ -59,6 +59,17 @@ class SendAgainTest(base.ConductorTestCase):
              data.src_supports_numa_live_migration,
              data.dst_numa_info.cell_pins))
 
+    def test_a_start_request_no_queue_took_is_not_counted_sent(self):
+        # The broker returned it (the source's agent is not connected):
+        # one try, no wait, and the next sweep tries again.
+        self._queue()
+        self.compute_api.live_migration.return_value = False
+        self.assertEqual([], self._send(1))
+        self.assertIs(False,
+                      self.compute_api.live_migration.call_args[1]['wait'])
+        self.compute_api.live_migration.return_value = True
+        self.assertEqual([self.migration.uuid], self._send(2))
+
     def test_only_once_unchanged_for_the_interval(self):
         self._queue()
         self.assertEqual([], self._send(5, unchanged_for=10))

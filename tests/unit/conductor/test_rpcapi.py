@@ -59,6 +59,21 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertEqual((rpcapi.QUEUE_VERSION, 'migration_set_status',
                           RESULT), (version, method, kwargs['result']))
 
+    def test_a_call_no_conductor_queue_took_is_sent_again(self):
+        # After a broker restart, until a conductor declared its queue
+        # again: the request comes back and is sent again, not dropped.
+        self.client.can_send_version.return_value = True
+        self.patch(rpcapi.rpc, 'RETURNED_PAUSE_S', 0.01)
+        self.client.transport.conf.rpc_response_timeout = 60
+        self.answers = [messaging.MessageUndeliverable(
+            Exception('NO_ROUTE'), 'numamig', 'numamig-conductor', {}),
+            'answer']
+        self.assertEqual('answer', self._set_status())
+        self.assertEqual(2, len(self.sent))
+        options = [c.kwargs for c in self.client.prepare.call_args_list]
+        self.assertEqual([True, True], [o['transport_options'].at_least_once
+                                        for o in options])
+
     def test_host_delete_sent_at_1_4(self):
         self.client.can_send_version.return_value = True
         self.api.compute_node_delete(None, 'old-1')

@@ -55,7 +55,7 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
 
     def test_every_candidate_refuses(self):
         inst = self.create_instance()
-        # The second asked four times (each a quarter of check_timeout)
+        # The second asked four times (each a share of check_timeout)
         # before it counts as not answering.
         self.answer_with(_refusal('a'),
                          *[messaging.MessagingTimeout()] *
@@ -112,8 +112,9 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
         self.assertEqual(hosts[0], migration.dest_host)
         self.assertEqual({}, migration.refused_hosts)
         # Each attempt waits its share: together, check_timeout.
-        self.assertEqual([5 // live_migrate.DESTINATION_ATTEMPTS] * 2,
-                         [c[1]['timeout'] for c in checks.call_args_list])
+        self.assertEqual(live_migrate.attempt_shares(
+            5, live_migrate.DESTINATION_ATTEMPTS)[:2],
+            [c[1]['timeout'] for c in checks.call_args_list])
         self.compute_api.drop_move_claim_at_destination.assert_not_called()
 
     def _context(self, instance, migration, host):
@@ -315,6 +316,12 @@ class ConductorDrivenChecksTest(base.ConductorTestCase):
         self.assertEqual(
             2, self.compute_api.check_can_live_migrate_source.call_count)
 
+    def test_attempts_wait_growing_shares_of_the_check_timeout(self):
+        # A request lost with a broker restart costs the first share.
+        self.assertEqual([6, 12, 18, 24],
+                         live_migrate.attempt_shares(60, 4))
+        self.assertEqual([1, 1, 1, 2], live_migrate.attempt_shares(5, 4))
+
     def test_a_source_that_never_answers_is_named_in_the_error(self):
         self._claiming()
         self.compute_api.check_can_live_migrate_source.side_effect = \
@@ -328,7 +335,7 @@ class ConductorDrivenChecksTest(base.ConductorTestCase):
         ended = migrations.get(self.db, migration.uuid)
         self.assertEqual('error', ended.status)
         self.assertIn("Compute host src did not answer check_can_live_"
-                      "migrate_source within 4 s ([DEFAULT] rpc_response_"
+                      "migrate_source within 5 s ([DEFAULT] rpc_response_"
                       "timeout_migration, asked 4 times)", ended.error)
         self.assertNotIn('Timed out', ended.error)
         self.assertEqual(

@@ -271,10 +271,21 @@ class MonitorTestCase(base.TestCase):
 
 class EarlyAbortDomain(StartingDomain):
     """A job libvirt has not created yet: abortJob is refused (as libvirt
-    refuses it with no job) until the job is active."""
+    refuses it with no job) and no job is reported until the test says
+    the job exists (``created``), whatever the monitor polled before:
+    under load the monitor thread polls before migrateToURI3 runs."""
+
+    def __init__(self, clock, inactive_polls):
+        super().__init__(clock, inactive_polls)
+        self.created = threading.Event()
+
+    def jobStats(self):  # noqa: N802
+        if not self.created.is_set():
+            return {'type': libvirt.VIR_DOMAIN_JOB_NONE}
+        return super().jobStats()
 
     def abortJob(self):  # noqa: N802
-        if self.polls < self.inactive_polls:
+        if not self.created.is_set():
             self.calls.append(('abort refused',))
             raise _libvirt_error(libvirt.VIR_ERR_OPERATION_INVALID,
                                  'no job is active on the domain')
@@ -306,6 +317,7 @@ class EarlyAbortTestCase(base.TestCase):
             # The caller's abort lands while libvirt has no job yet.
             asked.set()
             self.assertRaises(libvirt.libvirtError, job.abort)
+            dom.created.set()
             FakeDomain.migrateToURI3(dom, uri, params, flags)
         dom.migrateToURI3 = operator_abort
         exc = self.assertRaises(exception.MigrationAborted, job.run,
