@@ -35,6 +35,7 @@ _backend.select_threading(strict=True)
 
 import argparse
 import collections
+import dataclasses
 import logging
 import os
 import statistics
@@ -100,11 +101,13 @@ def percentile_95(values):
 def deployment(args, state_dir):
     hosts = [embedded.HostDefinition(f'host-{i:03d}', 'numa-2cell-a.xml')
              for i in range(args.hosts)]
-    settings = service.default_conductor_settings()
-    settings['admission'] = queue.Limits(
-        total=args.max_concurrent, per_source=args.per_host,
-        per_dest=args.per_host, queued=max(args.burst, args.migrations) * 2)
-    settings['migration_workers'] = args.workers
+    settings = dataclasses.replace(
+        service.conductor_settings_from_conf(CONF),
+        admission=queue.Limits(
+            total=args.max_concurrent, per_source=args.per_host,
+            per_dest=args.per_host,
+            queued=max(args.burst, args.migrations) * 2),
+        migration_workers=args.workers)
     names = service.RPCNames(suffix=uuidutils.generate_uuid()[:8])
     return embedded.EmbeddedDeployment(
         hosts, transport_url=URLS[args.transport], state_dir=state_dir,

@@ -24,6 +24,7 @@ largest cloud (target: less than 2x).
 """
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -37,6 +38,8 @@ from oslo_utils import uuidutils
 from numamig import fingerprint
 from numamig import objects
 from numamig.conductor import manager as conductor_manager
+from numamig.conductor import settings as conductor_settings
+from numamig.conf import CONF
 from numamig.db import api as db_api
 from numamig.db import compute_nodes
 from numamig.db import instances
@@ -134,10 +137,11 @@ def build_world(db, hosts, migrations):
 def conductor_on(db):
     cache = host_state.HostStateCache(reservation_timeout=300,
                                       service_down_time=3600)
-    settings = {'migrate_max_retries': 3, 'check_timeout': 60,
-                'limits': None,
-                'admission': queue.Limits(total=10 ** 6, per_source=10 ** 6,
-                                          per_dest=10 ** 6, queued=10 ** 6)}
+    # The shipped settings, but admission never the bottleneck.
+    settings = dataclasses.replace(
+        conductor_settings.from_conf(CONF),
+        admission=queue.Limits(total=10 ** 6, per_source=10 ** 6,
+                               per_dest=10 ** 6, queued=10 ** 6))
     stub = StubComputeAPI()
     conductor = conductor_manager.ConductorManager(
         db, cache, nm_scheduler.Scheduler(cache), stub, settings)

@@ -21,6 +21,7 @@ Prints p50/p95 per case and the target line (``migrate`` p50 below
 """
 
 import argparse
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -31,9 +32,10 @@ import time
 # The script's own directory is on sys.path: its siblings import.
 from bench_cli import percentile
 
-from numamig.virt.libvirt import guard
+from numamig.conf import CONF
 from numamig.virt.libvirt import guard_claims
 from numamig.virt.libvirt import guard_install
+from numamig.virt.libvirt import settings as lv_settings
 
 TARGET_P50_S = 0.25
 TARGET_OVER_BASELINE_S = 0.15
@@ -52,7 +54,8 @@ def claim(migration):
 def install(directory, claims):
     """A shim in ``directory`` whose claims file holds ``claims`` claims
     (the guest's among them); returns its path."""
-    settings = guard.GuardSettings(
+    settings = dataclasses.replace(
+        lv_settings.guard_from_conf(CONF.libvirt),
         hook_path=os.path.join(directory, 'qemu.d', 'numamig'),
         claims_file=os.path.join(directory, 'claims.json'),
         log_file=os.path.join(directory, 'guard.log'))

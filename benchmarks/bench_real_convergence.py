@@ -35,6 +35,7 @@ says how much of it is noise).
 
 import argparse
 import collections
+import dataclasses
 import os
 import statistics
 import sys
@@ -43,6 +44,7 @@ import time
 
 from numamig import exception
 from numamig import objects
+from numamig.conf import CONF
 from numamig.convergence import policy as convergence
 from numamig.virt.libvirt import driver
 from numamig.virt.libvirt import settings as lv_settings
@@ -81,13 +83,15 @@ class Hosts:
 
     def driver(self, name, policy=convergence.TIMER, bandwidth_mib=0):
         daemon = self.daemons[name]
-        migration = lv_settings.MigrationSettings(
+        migration = dataclasses.replace(
+            lv_settings.migration_from_conf(CONF.libvirt),
             inbound_addr='127.0.0.1', libvirtd_port=daemon.port,
             progress_interval_s=0.2, policy=policy,
             bandwidth_mib=bandwidth_mib,
             completion_timeout_s=self.timeout_s, timeout_action='abort',
             permit_post_copy=convergence.SHIPPED[policy].uses_post_copy)
-        drv = driver.LibvirtDriver(lv_settings.LibvirtSettings(
+        drv = driver.LibvirtDriver(dataclasses.replace(
+            lv_settings.LibvirtSettings.from_conf(CONF),
             host=name, uri=daemon.uri, virt_type='qemu',
             cpu_dedicated_set=frozenset({0, 1}), reserved_host_memory_mb=0,
             migration=migration))

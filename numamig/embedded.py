@@ -37,7 +37,6 @@ from numamig.db import api as db_api
 from numamig.objects import fields
 from numamig.objects import service as service_obj
 from numamig.virt.libvirt import driver as lv_driver
-from numamig.virt.libvirt import guard
 from numamig.virt.libvirt import settings as lv_settings
 
 LOG = logging.getLogger(__name__)
@@ -114,11 +113,11 @@ class HostDefinition:
     :param compute_version_cap: its ``[upgrade_levels] compute``.
     :param migration_guard: its ``[libvirt] migration_guard``: its
         emulated incoming migrations go through the guard (numamig.virt.
-        libvirt.guard) as libvirt passes real ones through the hook. Only
-        a host of the current release has one.
+        libvirt.guard) as libvirt passes real ones through the hook; None:
+        as CONF says. Only a host of the current release has one.
     :param migration: its MigrationSettings (the [libvirt] migration
         options: convergence policies, the modelled pre-copy of its
-        emulated migrations); None: the defaults.
+        emulated migrations); None: as CONF's [libvirt] options say.
     """
 
     name: str
@@ -128,7 +127,7 @@ class HostDefinition:
     reserved_host_memory_mb: int = 0
     service_version: int = service_obj.SERVICE_VERSION
     compute_version_cap: str = None
-    migration_guard: bool = False
+    migration_guard: bool | None = None
     migration: lv_settings.MigrationSettings = None
     uri: str = None
     virt_type: str = 'qemu'
@@ -151,25 +150,33 @@ class HostDefinition:
 
     def driver(self, state_dir=None):
         """Its driver; the guard's claims file goes in ``state_dir``."""
-        # A test-driver host keeps the settings' own virt_type.
+        # A test-driver host keeps CONF's virt_type; the rest of what
+        # CONF says ([libvirt], [compute]) applies to every host.
         real = {'virt_type': self.virt_type} if self.uri else {}
-        settings = lv_settings.LibvirtSettings(
+        settings = dataclasses.replace(
+            lv_settings.LibvirtSettings.from_conf(CONF),
             host=self.name, uri=self.uri or f'test://{TEST_NODE_FILE}',
             capabilities_file=self.caps_path(), **real,
             cpu_dedicated_set=_frozen(self.cpu_dedicated_set),
             cpu_shared_set=_frozen(self.cpu_shared_set),
             reserved_host_memory_mb=self.reserved_host_memory_mb,
-            migration=self.migration or lv_settings.MigrationSettings(),
+            migration=self.migration or lv_settings.migration_from_conf(
+                CONF.libvirt),
             migration_guard=self._guard_settings(state_dir))
         return lv_driver.LibvirtDriver(settings)
 
     def _guard_settings(self, state_dir):
-        if not self.migration_guard or \
+        wanted = CONF.libvirt.migration_guard \
+            if self.migration_guard is None else self.migration_guard
+        if not wanted or \
                 self.service_version < service_obj.SERVICE_VERSION:
             return None
         directory = state_dir or tempfile.gettempdir()
-        return guard.GuardSettings(
-            hook_path=None, claims_file=os.path.join(
+        # As [libvirt] says, but no hook (the emulated migrations call
+        # the guard in-process) and its claims file in the state dir.
+        return dataclasses.replace(
+            lv_settings.guard_from_conf(CONF.libvirt), hook_path=None,
+            log_file=None, claims_file=os.path.join(
                 directory, f'{self.name}-migration-guard-claims.json'))
 
 
@@ -186,15 +193,19 @@ class EmbeddedDeployment:
     :param db_url: SQLAlchemy URL; None: a SQLite file in ``state_dir``.
     :param names: service.RPCNames (topics/exchange); give each deployment
         sharing a broker its own.
-    :param conductor_settings: see service.default_conductor_settings.
-    :param report_interval: seconds between agents' periodic reports.
+    :param conductor_settings: the conductor's ConductorSettings; None:
+        built from CONF (service.conductor_settings_from_conf).
+    :param report_interval: seconds between agents' periodic reports,
+        reconciles and usage recomputes (the embedded tier's tests ask
+        for reports when they need them, so rarely by default); the
+        agents' other settings come from CONF.
     :param call_timeout: seconds operators' calls wait for the conductor.
     :param conductor_compute_version_cap: the conductor's
-        ``[upgrade_levels] compute``.
+        ``[upgrade_levels] compute``; None: as its settings say.
     :param conductor_service_version: the release the conductor runs as
         (a testing aid for mixed-version clouds; see doc/source/upgrades.rst).
     :param sweep_interval: seconds between the conductor's looks for
-        stalled migrations.
+        stalled migrations; None: as its settings say.
     :param sqlite_synchronous: whether a SQLite commit waits for the
         disk (numamig.db.api.SQLITE_SYNCHRONOUS). False by default: the
         embedded tier's database lives as long as its test run, so a
@@ -209,7 +220,7 @@ class EmbeddedDeployment:
                  report_interval=60, call_timeout=120,
                  conductor_compute_version_cap=None,
                  conductor_service_version=service_obj.SERVICE_VERSION,
-                 sweep_interval=10, sqlite_synchronous=False):
+                 sweep_interval=None, sqlite_synchronous=False):
         names_seen = [h.name for h in hosts]
         if len(set(names_seen)) != len(names_seen):
             raise exception.Invalid(
@@ -220,13 +231,24 @@ class EmbeddedDeployment:
         self.db_url = db_url or \
             f"sqlite:///{os.path.join(self.state_dir, 'numamig.sqlite')}"
         self.names = names or service.RPCNames()
-        self.conductor_settings = conductor_settings or \
-            service.default_conductor_settings()
+        settings = conductor_settings or \
+            service.conductor_settings_from_conf(CONF)
+        given = {'compute_version_cap': conductor_compute_version_cap,
+                 'sweep_interval': sweep_interval}
+        self.conductor_settings = dataclasses.replace(
+            settings, **{name: value for name, value in given.items()
+                         if value is not None})
         self.report_interval = report_interval
+        # Each status request waits [DEFAULT] rpc_response_timeout as
+        # read when it is sent (None), so that a test lowering it after
+        # the start is obeyed.
+        self.compute_settings = dataclasses.replace(
+            service.compute_settings_from_conf(CONF),
+            report_interval=report_interval,
+            reconcile_interval=report_interval,
+            update_resources_interval=report_interval, status_timeout=None)
         self.call_timeout = call_timeout
-        self.conductor_compute_version_cap = conductor_compute_version_cap
         self.conductor_service_version = conductor_service_version
-        self.sweep_interval = sweep_interval
         self.sqlite_synchronous = sqlite_synchronous
         self.context = nm_context.get_admin_context()
         self.db = None
@@ -269,11 +291,9 @@ class EmbeddedDeployment:
 
     def _start_conductor(self):
         self.conductor = service.ConductorService(
-            self.db, self._transport, names=self.names,
-            settings=self.conductor_settings,
-            compute_version_cap=self.conductor_compute_version_cap,
-            service_version=self.conductor_service_version,
-            sweep_interval=self.sweep_interval)
+            self.db, self._transport, self.conductor_settings, 'conductor',
+            names=self.names,
+            service_version=self.conductor_service_version)
         self.conductor.manager.add_end_listener(self.ends.heard)
         self.conductor.start()
 
@@ -283,10 +303,10 @@ class EmbeddedDeployment:
             driver = self._drivers[host.name] = host.driver(
                 self.state_dir)
         agent = service.ComputeService(
-            host.name, driver, transport, names=self.names,
-            compute_version_cap=host.compute_version_cap,
-            report_interval=self.report_interval,
-            service_version=host.service_version)
+            host.name, driver, transport, dataclasses.replace(
+                self.compute_settings,
+                compute_version_cap=host.compute_version_cap),
+            names=self.names, service_version=host.service_version)
         self.agents[host.name] = agent
         agent.start()
 

@@ -16,25 +16,22 @@ from oslo_service import service as os_service
 from oslo_utils import versionutils
 
 from numamig import context as nm_context
-from numamig import exception
 from numamig import filemodes
 from numamig import library_notices
 from numamig import log_brief
-from numamig import objects
 from numamig import periodic
 from numamig import releases
 from numamig import rpc
 from numamig import version
 from numamig.compute import manager as compute_manager
 from numamig.compute import rpcapi as compute_rpcapi
+from numamig.compute import settings as compute_settings
 from numamig.conductor import endpoints as conductor_endpoints
 from numamig.conductor import executor
 from numamig.conductor import manager as conductor_manager
-from numamig.conductor import memory as conductor_memory
 from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor import settings as conductor_settings
 from numamig.conf import checks
-from numamig.convergence import policy as convergence
-from numamig.db import queue as db_queue
 from numamig.objects import service as service_obj
 from numamig.scheduler import host_state
 from numamig.scheduler import scheduler as nm_scheduler
@@ -162,60 +159,37 @@ class _RPCService(os_service.Service):
 class ComputeService(_RPCService):
     """One compute agent: its manager, RPC server and periodic report."""
 
-    def __init__(self, host, driver, transport, names=None,
-                 compute_version_cap=None, report_interval=10,
-                 strategy='spread',
-                 service_version=service_obj.SERVICE_VERSION,
-                 reconcile_interval=None, update_resources_interval=None,
-                 status_timeout=None, **manager_options):
-        """:param report_interval: seconds between reports.
-        :param status_timeout: seconds one request recording a
-            migration's status waits (numamig.compute.patience).
-        :param reconcile_interval: seconds between looks for outgoing
-            migrations left interrupted; None: ``report_interval``.
-        :param update_resources_interval: seconds between usage
-            recomputes from the records; None: ``report_interval``.
-        :param manager_options: ComputeManager's limits (maximum
-            concurrent live migrations, unrecorded claim timeout)."""
+    def __init__(self, host, driver, transport, settings, names=None,
+                 service_version=service_obj.SERVICE_VERSION):
+        """:param settings: its ComputeSettings
+            (compute_settings_from_conf): the periodic jobs' intervals,
+            the wait of its status requests, its limits.
+        :param service_version: the release the agent runs as (a testing
+            aid, see numamig.releases).
+        """
         names = names or RPCNames()
         release = releases.for_service_version(service_version)
         manager = compute_manager.ComputeManager(
             host, driver, names.conductor_api(
                 transport, release=release, agent=True,
-                status_timeout=status_timeout),
-            names.compute_api(transport, compute_version_cap, release),
-            strategy=strategy, service_version=service_version,
-            **manager_options)
+                status_timeout=settings.status_timeout),
+            names.compute_api(transport, settings.compute_version_cap,
+                              release),
+            settings, service_version=service_version)
         target = messaging.Target(topic=names.compute_topic, server=host,
                                   exchange=names.exchange)
         super().__init__(transport, target, manager, release)
         self.host = host
-        self.report_interval = report_interval
-        self.reconcile_interval = reconcile_interval or report_interval
-        self.update_resources_interval = (update_resources_interval or
-                                          report_interval)
+        self.report_interval = settings.report_interval
+        self.reconcile_interval = settings.reconcile_interval
+        self.update_resources_interval = settings.update_resources_interval
 
     @classmethod
     def from_conf(cls, conf, driver, transport):
-        packing = conf.compute.packing_host_numa_cells_allocation_strategy
         return cls(conf.host, driver, transport,
+                   compute_settings_from_conf(conf),
                    names=RPCNames.from_conf(conf),
-                   compute_version_cap=conf.upgrade_levels.compute,
-                   report_interval=conf.report_interval,
-                   reconcile_interval=conf.compute.reconcile_interval,
-                   update_resources_interval=(
-                       conf.compute.update_resources_interval),
-                   strategy='pack' if packing else 'spread',
-                   service_version=service_version_from_conf(conf),
-                   max_concurrent_live_migrations=(
-                       conf.compute.max_concurrent_live_migrations),
-                   # Well past the conductor's wait for a destination.
-                   unrecorded_claim_timeout=(
-                       2 * conf.rpc_response_timeout_migration),
-                   min_change_report_interval=(
-                       conf.compute.min_change_report_interval),
-                   status_timeout=compute_manager.status_timeout(
-                       rpc.response_timeout(conf)))
+                   service_version=service_version_from_conf(conf))
 
     def _endpoints(self):
         return releases.endpoints_for(self.manager, self.release)
@@ -260,28 +234,26 @@ class ComputeService(_RPCService):
 class ConductorService(_RPCService):
     """One conductor worker: database, scheduler cache and RPC server."""
 
-    def __init__(self, db, transport, names=None, host='conductor',
-                 settings=None, compute_version_cap=None,
-                 scheduler_strategy='spread', cell_strategy=None,
-                 max_candidates=10,
-                 service_version=service_obj.SERVICE_VERSION,
-                 sweep_interval=10):
-        """:param service_version: the release the conductor runs as (a
+    def __init__(self, db, transport, settings, host, names=None,
+                 service_version=service_obj.SERVICE_VERSION):
+        """:param settings: its ConductorSettings
+            (conductor.settings.from_conf).
+        :param host: the name it serves under on the broker.
+        :param service_version: the release the conductor runs as (a
             testing aid, see numamig.releases).
-        :param sweep_interval: seconds between looks for migrations a
-            dead conductor worker left behind.
         """
         names = names or RPCNames()
         release = releases.for_service_version(service_version)
         cache = host_state.HostStateCache()
         scheduler = nm_scheduler.Scheduler(
-            cache, strategy=scheduler_strategy, cell_strategy=cell_strategy,
-            max_candidates=max_candidates)
+            cache, strategy=settings.scheduler_strategy,
+            cell_strategy=settings.cell_strategy,
+            max_candidates=settings.max_candidates)
         manager = conductor_manager.ConductorManager(
             db, cache, scheduler,
-            names.compute_api(transport, compute_version_cap, release),
-            settings or default_conductor_settings(),
-            service_version=service_version)
+            names.compute_api(transport, settings.compute_version_cap,
+                              release),
+            settings, service_version=service_version)
         target = messaging.Target(topic=names.conductor_topic, server=host,
                                   exchange=names.exchange)
         super().__init__(transport, target, manager, release)
@@ -290,15 +262,15 @@ class ConductorService(_RPCService):
             exchange=names.exchange)
         self.agent_server = None
         self.db = db
-        self.sweep_interval = sweep_interval
-        settings = settings or default_conductor_settings()
+        # Seconds between looks for migrations a dead conductor worker
+        # left behind.
+        self.sweep_interval = settings.sweep_interval
         self.executor = executor.MigrationExecutor(
-            db, manager.admission, settings.get('migration_workers', 8),
-            manager.run_admitted, recheck=min(5.0, sweep_interval),
+            db, settings.admission, settings.migration_workers,
+            manager.run_admitted, recheck=min(5.0, self.sweep_interval),
             recover=manager.requeue_after_database_error,
             give_up=manager.end_after_outage,
-            outage_wait=settings.get('database_outage_wait',
-                                     executor.DEFAULT_OUTAGE_WAIT_S))
+            outage_wait=settings.database_outage_wait)
 
     def _endpoints(self):
         return conductor_endpoints.for_api_version(
@@ -351,16 +323,9 @@ class ConductorService(_RPCService):
 
     @classmethod
     def from_conf(cls, conf, db, transport):
-        packing = conf.compute.packing_host_numa_cells_allocation_strategy
-        return cls(db, transport, host=conf.host,
-                   names=RPCNames.from_conf(conf),
-                   settings=conductor_settings_from_conf(conf),
-                   compute_version_cap=conf.upgrade_levels.compute,
-                   scheduler_strategy=conf.scheduler.strategy,
-                   cell_strategy='pack' if packing else 'spread',
-                   max_candidates=conf.scheduler.max_candidates,
-                   service_version=service_version_from_conf(conf),
-                   sweep_interval=conf.conductor.stalled_migration_interval)
+        return cls(db, transport, conductor_settings_from_conf(conf),
+                   conf.host, names=RPCNames.from_conf(conf),
+                   service_version=service_version_from_conf(conf))
 
     def start(self):
         """Check the schema, load the reports, end stalled migrations,
@@ -501,70 +466,19 @@ def service_version_from_conf(conf):
     return version
 
 
-def default_conductor_settings():
-    return {'migrate_max_retries': 3, 'check_timeout': 60, 'limits': None,
-            'enable_numa_live_migration_workaround': False,
-            'migration_workers': 8,
-            'migration_watchers': 16,
-            'admission': conductor_manager.DEFAULT_ADMISSION,
-            'foreign_numa_specs': (),
-            'virtio_mem': conductor_memory.DEFAULT_SETTINGS}
-
-
 def conductor_settings_from_conf(conf):
-    """The conductor's migration settings from configuration."""
-    return {
-        'migrate_max_retries': conf.migrate_max_retries,
-        'check_timeout': conf.rpc_response_timeout_migration,
-        'limits': objects.NUMALimits(
-            cpu_allocation_ratio=conf.compute.cpu_allocation_ratio,
-            ram_allocation_ratio=conf.compute.ram_allocation_ratio),
-        'enable_numa_live_migration_workaround':
-            conf.workarounds.enable_numa_live_migration,
-        'migration_workers': conf.conductor.migration_workers,
-        'database_outage_wait': conf.conductor.database_outage_wait,
-        'migration_watchers': conf.conductor.migration_watchers,
-        'admission': db_queue.Limits(
-            total=conf.conductor.max_concurrent_migrations,
-            per_source=conf.conductor.max_outgoing_migrations_per_host,
-            per_dest=conf.conductor.max_incoming_migrations_per_host,
-            queued=conf.conductor.max_queued_migrations),
-        'foreign_numa_specs': tuple(conf.foreign_numa_specs),
-        'drain_replan_attempts': conf.conductor.drain_replan_attempts,
-        'defragment_verify_timeout':
-            conf.conductor.defragment_verify_timeout,
-        'migration_policies': _migration_policies(conf),
-        'default_migration_policy': conf.libvirt.live_migration_policy,
-        'convergence_prediction': conf.conductor.convergence_prediction,
-        'convergence_fallback_policies': tuple(
-            conf.conductor.convergence_fallback_policies),
-        'virtio_mem': conductor_memory.Settings(
-            resize_timeout=conf.virtio_mem.resize_timeout,
-            max_loss_mb=conf.virtio_mem.max_loss_mb,
-            placement_reclaim=conf.virtio_mem.placement_reclaim,
-            placement_reclaim_max_mb=(
-                conf.virtio_mem.placement_reclaim_max_mb),
-            placement_reclaim_max_hosts=(
-                conf.virtio_mem.placement_reclaim_max_hosts)),
-    }
+    """The conductor's frozen ConductorSettings from a parsed CONF: what
+    a daemon, an embedded deployment and a test build a conductor from
+    (numamig.conductor.settings).
 
-
-def _migration_policies(conf):
-    """The convergence policies of [libvirt] (the conductor checks
-    requests against them).
-
-    :raises InvalidConfiguration: a line does not parse, or the default
-        names no policy.
+    :raises InvalidConfiguration: a convergence policy option is unusable.
     """
-    lv = conf.libvirt
-    try:
-        known = convergence.catalog(lv.live_migration_policies)
-    except exception.InvalidMigrationPolicy as exc:
-        raise exception.InvalidConfiguration(
-            option='[libvirt] live_migration_policies', reason=str(exc))
-    if lv.live_migration_policy not in known:
-        raise exception.InvalidConfiguration(
-            option='[libvirt] live_migration_policy',
-            reason=f"{lv.live_migration_policy!r} is not a known policy "
-                   f"({', '.join(sorted(known))})")
-    return known
+    return conductor_settings.from_conf(conf)
+
+
+def compute_settings_from_conf(conf):
+    """A compute agent's frozen ComputeSettings from a parsed CONF: what
+    a daemon, an embedded deployment and a test build an agent from
+    (numamig.compute.settings)."""
+    return compute_settings.from_conf(
+        conf, compute_manager.status_timeout(rpc.response_timeout(conf)))

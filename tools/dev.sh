@@ -2,7 +2,7 @@
 # Set up a Debian 12 machine for numamig and run one of its two jobs.
 #
 #   bash tools/dev.sh main   # the embedded main job (SQLite, inproc://, test driver)
-#   bash tools/dev.sh test   # the whole test suite; last line:
+#   bash tools/dev.sh test   # ruff, then the whole test suite; last line:
 #                            #   stestr: N passed, N failed, N skipped
 #
 # Each job does its own set-up: Debian packages (installed when run as
@@ -117,6 +117,11 @@ run_tests() {
     # a test whose deadline it would eat. Should it fail, the nested test
     # skips with the reason, and the skip check below fails the run.
     "$VENV/bin/python" -m numamig_ci.nested.image >&2 || true
+    # Lint first (ruff.toml; under a second): a finding fails the run,
+    # and the tests still run so that one run reports both.
+    local lint_rc=0
+    "$VENV/bin/ruff" check numamig numamig_ci tests benchmarks || lint_rc=$?
+    [ "$lint_rc" -eq 0 ] || log "ruff found problems (above); the run fails"
     rm -rf .stestr
     # A fresh repository knows no durations: seed the slowest tests' so
     # that stestr spreads them over its workers (tools/stestr_times.py).
@@ -152,7 +157,7 @@ run_tests() {
         "$VENV/bin/python" tools/test_report.py "${partial[@]}" \
         tests/intended-skips.yaml || rc=1
     echo "stestr: $passed passed, $failed failed, $skipped skipped"
-    [ "$rc" -eq 0 ] && [ "$failed" -eq 0 ]
+    [ "$rc" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$lint_rc" -eq 0 ]
 }
 
 case "${1:-}" in

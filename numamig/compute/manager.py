@@ -40,10 +40,6 @@ def status_timeout(rpc_response_timeout):
     return patience.attempt_timeout(rpc_response_timeout)
 
 
-# Defaults of what ComputeService.from_conf takes from configuration.
-DEFAULT_MAX_CONCURRENT_LIVE_MIGRATIONS = 4
-DEFAULT_UNRECORDED_CLAIM_TIMEOUT = 120
-DEFAULT_MIN_CHANGE_REPORT_INTERVAL = 1.0
 # Longest domain XML a message may carry: far above any real domain's
 # (a few KiB, ~100 KiB with many devices).
 MAX_XML = 4 * 1024 * 1024
@@ -62,15 +58,15 @@ class ComputeManager:
     # Dispatch only to the methods declared with wire.args.
     wire_declared = True
 
-    def __init__(self, host, driver, conductor_api, compute_api,
-                 strategy='spread',
-                 service_version=service_obj.SERVICE_VERSION,
-                 max_concurrent_live_migrations=(
-                     DEFAULT_MAX_CONCURRENT_LIVE_MIGRATIONS),
-                 unrecorded_claim_timeout=DEFAULT_UNRECORDED_CLAIM_TIMEOUT,
-                 min_change_report_interval=(
-                     DEFAULT_MIN_CHANGE_REPORT_INTERVAL)):
-        """:param service_version: the release this agent behaves as.
+    def __init__(self, host, driver, conductor_api, compute_api, settings,
+                 service_version=service_obj.SERVICE_VERSION):
+        """:param settings: the agent's ComputeSettings
+            (compute.settings.from_conf): its fit strategy, how many
+            outgoing migrations run at once (more wait in order), how
+            long a move claim the conductor never recorded is kept (see
+            ResourceTracker) and how soon a report follows another after
+            guests changed (report.BackgroundReporter).
+        :param service_version: the release this agent behaves as.
 
         Below NUMA_LIVE_MIGRATION_VERSION the agent neither offers nor
         takes part in NUMA-aware live migration and serves API 1.0 only
@@ -78,12 +74,6 @@ class ComputeManager:
         clouds. The service gives such an agent RPC clients and a server
         of that release too.
 
-        :param max_concurrent_live_migrations: outgoing migrations run
-            at once (the executor's size); more wait in order.
-        :param unrecorded_claim_timeout: seconds a move claim the
-            conductor never recorded is kept (see ResourceTracker).
-        :param min_change_report_interval: seconds at least between two
-            reports sent after guests changed (report.BackgroundReporter).
         :raises InvalidConfiguration: unknown service version.
         """
         self.host = host
@@ -96,10 +86,11 @@ class ComputeManager:
             self.target = messaging.Target(
                 version=self.release.compute_api_version)
         self.tracker = resource_tracker.ResourceTracker(
-            host, driver, conductor_api, strategy=strategy,
-            unrecorded_claim_timeout=unrecorded_claim_timeout)
+            host, driver, conductor_api, strategy=settings.strategy,
+            unrecorded_claim_timeout=settings.unrecorded_claim_timeout)
         self.reporter = report.BackgroundReporter(
-            host, self._cast_report, min_interval=min_change_report_interval)
+            host, self._cast_report,
+            min_interval=settings.min_change_report_interval)
         self.outgoing = outgoing.OutgoingMigrations()
         # What the flows get: never this manager, so that no flow can
         # call back into an endpoint or read what it was not given.
@@ -112,9 +103,10 @@ class ComputeManager:
         # Outgoing migrations run here, never in an RPC server thread: a
         # migration lasts minutes, and a pool that waits for it cannot
         # serve the calls (abort, a peer's check) it needs meanwhile.
-        self.max_concurrent_live_migrations = max_concurrent_live_migrations
+        self.max_concurrent_live_migrations = \
+            settings.max_concurrent_live_migrations
         self._migrations = futures.ThreadPoolExecutor(
-            max_workers=max_concurrent_live_migrations,
+            max_workers=settings.max_concurrent_live_migrations,
             thread_name_prefix=f'numamig-compute-{host}-migration')
 
     # -- lifecycle (called by the service, not over RPC) -------------------

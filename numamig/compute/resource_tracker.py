@@ -77,8 +77,8 @@ class MoveClaim:
 class ResourceTracker:
     """Usage of one host: its instances and the move claims it holds."""
 
-    def __init__(self, host, driver, conductor_api, strategy='spread',
-                 unrecorded_claim_timeout=120):
+    def __init__(self, host, driver, conductor_api, strategy,
+                 unrecorded_claim_timeout):
         """:param strategy: 'spread' or 'pack', handed to every fit.
 
         :param unrecorded_claim_timeout: seconds a claim the records do

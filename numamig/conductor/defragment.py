@@ -69,7 +69,7 @@ def check_fits_empty(worker, request, hosts=None):
         [state.host for state in worker.cache.host_states()]
     for name in names:
         topology = usage.cleared(worker.cache.get(name).report.topology)
-        if numa_fit.fit(topology, request, limits=worker.limits,
+        if numa_fit.fit(topology, request, limits=worker.settings.limits,
                         strategy=worker.scheduler.cell_strategy).fits:
             return
     raise exception.Invalid(
@@ -92,15 +92,15 @@ def plan(worker, vcpus, memory_mb, extra_specs, hosts=None, max_moves=3):
     start = time.monotonic()
     # The rule of every place that takes flavor-like specs: a misspelt
     # key would otherwise be dropped and the room made for another guest.
-    specs.check(extra_specs, {}, worker.foreign_numa_specs,
-                worker.migration_policies)
+    specs.check(extra_specs, {}, worker.settings.foreign_numa_specs,
+                worker.settings.migration_policies)
     request = request_of(vcpus, memory_mb, extra_specs)
     records.sync_reports(worker)
     for host in hosts or ():
         worker.cache.get(host)
     check_fits_empty(worker, request, hosts)
     found = worker.scheduler.plan_defragment(
-        request, _residents(worker), limits=worker.limits,
+        request, _residents(worker), limits=worker.settings.limits,
         disabled=drain.disabled_hosts(worker),
         hosts=None if hosts is None else set(hosts),
         pagesize_kb=None, max_moves=max_moves)

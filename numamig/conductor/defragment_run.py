@@ -42,8 +42,6 @@ LOG = logging.getLogger(__name__)
 
 # What the moves of a defragmentation are recorded as.
 KIND = drains.DEFRAGMENT
-# Longest wait for the target's report after its last move, by default.
-DEFAULT_VERIFY_TIMEOUT = 120
 
 
 def start(worker, driver, drain_uuid, vcpus, memory_mb, extra_specs,
@@ -109,9 +107,11 @@ def let_go(worker, data):
     worker.cache.release(data['host'], data['uuid'])
 
 
-def conclude(worker, data, verify_timeout=DEFAULT_VERIFY_TIMEOUT):
+def conclude(worker, data, verify_timeout):
     """The end of a defragmentation whose moves ended: (status, outcome),
-    or None while the target's report that shows them is awaited."""
+    or None while the target's report that shows them is awaited, at
+    most ``verify_timeout`` seconds after the last move ([conductor]
+    defragment_verify_timeout)."""
     last = _last_departure(data)
     outcome = {'host': data['host'], 'room': None, 'reason': None,
                'placement': None}
@@ -139,7 +139,7 @@ def conclude(worker, data, verify_timeout=DEFAULT_VERIFY_TIMEOUT):
     request = defragment.request_of(options['vcpus'], options['memory_mb'],
                                     options['extra_specs'])
     result = numa_fit.fit(worker.cache.get(data['host']).numa_view,
-                          request, limits=worker.limits,
+                          request, limits=worker.settings.limits,
                           strategy=worker.scheduler.cell_strategy)
     outcome['room'] = result.fits
     outcome['checked_at'] = timeutils.utcnow(with_timezone=True).isoformat()

@@ -121,7 +121,7 @@ def plan(worker, host, to=None, keep_free_nodes=0):
     guests = _guests(worker, host)
     disabled = disabled_hosts(worker)
     found, left_out = worker.scheduler.plan_drain(
-        host, guests, limits=worker.limits, disabled=disabled,
+        host, guests, limits=worker.settings.limits, disabled=disabled,
         to=None if to is None else set(to),
         keep_free_nodes=keep_free_nodes)
     answer = _answer(host, found, left_out, disabled)
@@ -195,11 +195,11 @@ def policy_problem(worker, instance):
     """
     try:
         convergence.select(
-            worker.migration_policies, None,
+            worker.settings.migration_policies, None,
             (instance.get('extra_specs') or {}).get(convergence.FLAVOR_KEY),
             (instance.get('image_properties') or {}).get(
                 convergence.IMAGE_KEY),
-            worker.default_migration_policy)
+            worker.settings.default_migration_policy)
     except exception.UnknownMigrationPolicy as exc:
         return f"it cannot be migrated: {exception.brief(exc)}"
     return None
@@ -258,7 +258,7 @@ def _admission(worker, found):
 
 def admission_of(worker, dest_hosts):
     """_admission of moves into ``dest_hosts`` (one per move)."""
-    limits = worker.admission
+    limits = worker.settings.admission
     with worker.db.reader() as session:
         waiting = queue.waiting_count(session)
     moves = len(dest_hosts)

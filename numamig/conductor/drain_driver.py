@@ -79,22 +79,20 @@ RENEW_SHARE = 0.5
 class DrainDriver:
     """Carry this conductor's active drains forward.
 
-    :param worker: the conductor's Worker.
+    :param worker: the conductor's Worker; its settings give the
+        re-plans of one guest after refusals (``max_replans``) and the
+        longest wait of a defragmentation for its target's report after
+        its last move off it (``verify_timeout``).
     :param wake_executor: called after migrations were recorded.
     :param changed: called with an object whose ``uuid`` is a drain's
         when it changed (the drain watch's ``heard``).
-    :param max_replans: re-plans of one guest after refusals.
     :param recheck: longest seconds between two passes.
-    :param verify_timeout: longest seconds a defragmentation waits for
-        its target's report after its last move off it.
     """
 
-    def __init__(self, worker, wake_executor, changed, max_replans=2,
-                 recheck=5.0,
-                 verify_timeout=defragment_run.DEFAULT_VERIFY_TIMEOUT):
+    def __init__(self, worker, wake_executor, changed, recheck=5.0):
         self.worker = worker
-        self.max_replans = max_replans
-        self.verify_timeout = verify_timeout
+        self.max_replans = worker.settings.drain_replan_attempts
+        self.verify_timeout = worker.settings.defragment_verify_timeout
         self._wake_executor = wake_executor
         self._changed = changed
         self._recheck = recheck
@@ -363,7 +361,7 @@ class DrainDriver:
         # host their move names, and none goes onto its target.
         plan, _left_out = self.worker.scheduler.plan_drain(
             move['source_host'] or data['host'], [guest],
-            limits=self.worker.limits,
+            limits=self.worker.settings.limits,
             disabled=drain.disabled_hosts(self.worker),
             to=hosts - set(refused) - {data['host']},
             keep_free_nodes=options.get('keep_free_nodes', 0))

@@ -41,8 +41,6 @@ MAX_RETRY_BACKOFF = 4
 # stays away is asked at most every two seconds by each waiting task.
 OUTAGE_PROBE_FIRST_S = 0.25
 OUTAGE_PROBE_MAX_S = 2.0
-# [conductor] database_outage_wait's default.
-DEFAULT_OUTAGE_WAIT_S = 60
 
 
 class MigrationExecutor:
@@ -70,12 +68,12 @@ class MigrationExecutor:
         database stayed away longer than ``outage_wait``, once it answers
         again: ends the migration with that reason instead (None: it goes
         back to the queue all the same).
-    :param outage_wait: seconds a task thread waits for the database.
+    :param outage_wait: seconds a task thread waits for the database
+        (``[conductor] database_outage_wait``).
     """
 
     def __init__(self, db, limits, workers, run, recheck=5.0, recover=None,
-                 clock=time.monotonic, give_up=None,
-                 outage_wait=DEFAULT_OUTAGE_WAIT_S):
+                 clock=time.monotonic, give_up=None, *, outage_wait):
         self.db = db
         self.limits = limits
         self.workers = workers

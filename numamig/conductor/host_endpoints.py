@@ -23,7 +23,7 @@ EXPECTED = (exception.MigrationError, exception.Invalid,
 
 
 class HostEndpoints:
-    """The manager sets ``worker`` and ``virtio_mem``."""
+    """The manager sets ``worker``."""
 
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*EXPECTED)
@@ -77,7 +77,7 @@ class HostEndpoints:
         """
         return memory.set_instance_memory(
             self.worker, ctxt, change_uuid, instance_uuid, node, size_mb,
-            exact, dry_run, self.virtio_mem)
+            exact, dry_run, self.worker.settings.virtio_mem)
 
     @wire.args(change_uuid=wire.UUID, host=wire.HOST,
                node=wire.integer(0, memory.MAX_NODE),
@@ -93,7 +93,7 @@ class HostEndpoints:
         """
         return memory.reclaim_on_host(
             self.worker, ctxt, change_uuid, host, node, size_mb, exact,
-            dry_run, self.virtio_mem)
+            dry_run, self.worker.settings.virtio_mem)
 
     @wire.args(host=wire.HOST, disabled=wire.BOOL,
                reason=wire.text(drain.REASON_LENGTH).or_none())

@@ -86,7 +86,7 @@ def _check_not_migrating(db, instance):
 def _delete_on_host(worker, ctxt, instance):
     try:
         worker.compute_api.delete_instance(
-            ctxt, instance, timeout=worker.check_timeout)
+            ctxt, instance, timeout=worker.settings.check_timeout)
     except messaging.UnsupportedVersion as exc:
         raise _agent_too_old(instance.host, f"delete instance "
                              f"{instance.uuid}", '1.2',
@@ -131,7 +131,7 @@ def _forget_on_agent(worker, ctxt, finding):
             source_host=instance.host or finding.host,
             dest_host=finding.host)
         worker.compute_api.drop_move_claim_at_destination(
-            ctxt, instance, target, timeout=worker.check_timeout)
+            ctxt, instance, target, timeout=worker.settings.check_timeout)
     except Exception as exc:  # noqa: BLE001 - best effort, logged
         LOG.warning("Healed claim of migration %s: %s did not confirm "
                     "dropping it (%s); it does at its next usage "
@@ -150,7 +150,7 @@ def host_domains(worker, ctxt, host):
     worker.cache.get(host)
     try:
         return worker.compute_api.list_domains(
-            ctxt, host, timeout=worker.check_timeout)
+            ctxt, host, timeout=worker.settings.check_timeout)
     except messaging.UnsupportedVersion:
         LOG.info("Compute host %s cannot list its domains (older than "
                  "compute API 1.2): reading its recorded guests only",
@@ -183,7 +183,7 @@ def refresh_usage(worker, ctxt, host):
     worker.cache.get(host)
     try:
         return worker.compute_api.refresh_usage(
-            ctxt, host, timeout=worker.check_timeout)
+            ctxt, host, timeout=worker.settings.check_timeout)
     except messaging.UnsupportedVersion as exc:
         raise _agent_too_old(host, "recompute its usage on request", '1.4',
                              "it does so every [compute] "

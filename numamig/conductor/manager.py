@@ -14,12 +14,10 @@ from numamig import context as nm_context
 from numamig import exception
 from numamig import releases
 from numamig import wire
-from numamig.conductor import defragment_run
 from numamig.conductor import drain_driver
 from numamig.conductor import drain_endpoints
 from numamig.conductor import host_endpoints
 from numamig.conductor import maintenance
-from numamig.conductor import memory
 from numamig.conductor import records
 from numamig.conductor import recovery_endpoints
 from numamig.conductor import requests
@@ -42,8 +40,6 @@ from numamig.objects import service as service_obj
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
 
-DEFAULT_ADMISSION = worker_mod.DEFAULT_ADMISSION
-DEFAULT_WATCHERS = 16
 STATUS_KIND = wire.one_of(fields.MigrationStatus.ALL)
 
 _EXPECTED = host_endpoints.EXPECTED
@@ -61,9 +57,8 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
     :param cache: the scheduler's HostStateCache.
     :param scheduler: the Scheduler choosing destinations.
     :param compute_api: the compute RPC client (capped by upgrade levels).
-    :param settings: dict of migrate_max_retries, check_timeout (s),
-        limits (NUMALimits or None) and
-        enable_numa_live_migration_workaround.
+    :param settings: the worker's ConductorSettings
+        (conductor.settings.from_conf).
     :param service_version: the release the conductor runs as (a testing
         aid): the release before NUMA-aware live migration had no check
         of the compute hosts' versions.
@@ -80,47 +75,32 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         self.db = db
         self.cache = cache
         self.compute_api = compute_api
-        self.admission = settings.get('admission') or DEFAULT_ADMISSION
         # What the flows get: never this manager, so that no flow can
         # call an endpoint or read what it was not given.
         self.worker = worker_mod.Worker(
             db=db, cache=cache, scheduler=scheduler, compute_api=compute_api,
             release=self.release, migration_ended=self.migration_ended,
-            migrate_max_retries=settings['migrate_max_retries'],
-            check_timeout=settings['check_timeout'],
-            limits=settings.get('limits'),
-            enable_numa_live_migration_workaround=settings.get(
-                'enable_numa_live_migration_workaround', False),
-            admission=self.admission,
-            foreign_numa_specs=tuple(settings.get('foreign_numa_specs',
-                                                  ())),
-            virtio_mem=settings.get('virtio_mem', memory.DEFAULT_SETTINGS),
-            **{name: settings[name] for name in (
-                'migration_policies', 'default_migration_policy',
-                'convergence_prediction', 'convergence_fallback_policies')
-               if settings.get(name)})
+            settings=settings)
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).
         self.executor = None
-        self.virtio_mem = settings.get('virtio_mem',
-                                       memory.DEFAULT_SETTINGS)
         self._end_listeners = []
-        self.watch = watch.MigrationWatch(
-            settings.get('migration_watchers', DEFAULT_WATCHERS))
+        self.watch = watch.MigrationWatch(settings.migration_watchers)
         self.add_end_listener(self.watch.heard)
         # Drains (API 1.10): the service starts the driver's thread.
         self.drain_watch = drain_endpoints.make_watch(
-            settings.get('migration_watchers', DEFAULT_WATCHERS))
+            settings.migration_watchers)
         self.drains = drain_driver.DrainDriver(
-            self.worker, self._wake_executor, self.drain_watch.heard,
-            max_replans=settings.get('drain_replan_attempts', 2),
-            verify_timeout=settings.get(
-                'defragment_verify_timeout',
-                defragment_run.DEFAULT_VERIFY_TIMEOUT))
+            self.worker, self._wake_executor, self.drain_watch.heard)
         self.add_end_listener(self.drains.heard)
         # Since when this worker's stalled-migration sweeps have reached
         # the database without a break (None: not yet, or it failed).
         self._database_since = None
+
+    @property
+    def admission(self):
+        """The queue.Limits migrations are admitted within."""
+        return self.worker.settings.admission
 
     def load_reports(self):
         """Fill the cache from the stored reports (at start).

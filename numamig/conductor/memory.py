@@ -45,16 +45,14 @@ CALL_MARGIN_S = 10
 class Settings(typing.NamedTuple):
     """[virtio_mem] resize_timeout (s), max_loss_mb, and the reclaim
     for placements: placement_reclaim, placement_reclaim_max_mb and
-    placement_reclaim_max_hosts."""
+    placement_reclaim_max_hosts (built by conductor.settings.from_conf;
+    no defaults here)."""
 
     resize_timeout: float
     max_loss_mb: int
-    placement_reclaim: bool = False
-    placement_reclaim_max_mb: int = 2048
-    placement_reclaim_max_hosts: int = 8
-
-
-DEFAULT_SETTINGS = Settings(resize_timeout=30, max_loss_mb=1024)
+    placement_reclaim: bool
+    placement_reclaim_max_mb: int
+    placement_reclaim_max_hosts: int
 
 
 def set_instance_memory(worker, ctxt, change_uuid, instance_uuid, node,
@@ -305,8 +303,8 @@ def _record_sizes(worker, instance, requested=None, current=None):
 
 def _refresh(worker, ctxt, host):
     try:
-        worker.compute_api.refresh_usage(ctxt, host,
-                                         timeout=worker.check_timeout)
+        worker.compute_api.refresh_usage(
+            ctxt, host, timeout=worker.settings.check_timeout)
     except Exception as exc:  # noqa: BLE001 - the periodic recompute heals
         LOG.warning("%s did not recompute its usage after a memory change "
                     "(%s); it does at its next periodic recompute", host,

@@ -56,13 +56,9 @@ class Room:
     result: dict
 
 
-def settings_of(worker):
-    return worker.virtio_mem or memory.DEFAULT_SETTINGS
-
-
 def enabled(worker):
     """Whether ``[virtio_mem] placement_reclaim`` is on."""
-    return settings_of(worker).placement_reclaim
+    return worker.settings.virtio_mem.placement_reclaim
 
 
 def change_uuid(key, host, what):
@@ -170,10 +166,10 @@ def scheduled_options(worker, request, source_host, placing_uuid,
     :param exclude: hosts not to consider (busy, tried already).
     :returns: Options.
     """
-    conf = settings_of(worker)
+    conf = worker.settings.virtio_mem
     found = worker.scheduler.reclaim_prospects(
         request, source_host, conf.placement_reclaim_max_mb,
-        conf.placement_reclaim_max_hosts, limits=worker.limits,
+        conf.placement_reclaim_max_hosts, limits=worker.settings.limits,
         exclude=exclude, pagesize_kb=pagesize_kb, disabled=disabled)
     chosen, misses = [], []
     for prospect in found.prospects:
@@ -214,7 +210,7 @@ def _reason(exc):
 def decide(worker, host, request, placing_uuid, pagesize_kb=None):
     """numa.placement_reclaim's Decision for ``request`` on ``host``,
     from the records and the host's last report (with reservations)."""
-    conf = settings_of(worker)
+    conf = worker.settings.virtio_mem
     slack = []
     for record in instances.get_all(worker.db, host=host):
         guest = record.instance
@@ -233,7 +229,7 @@ def decide(worker, host, request, placing_uuid, pagesize_kb=None):
     return placement_reclaim.choose(
         worker.cache.get(host).topology, request, slack,
         conf.placement_reclaim_max_mb, max_loss_mb=conf.max_loss_mb,
-        limits=worker.limits, strategy=worker.scheduler.cell_strategy,
+        limits=worker.settings.limits, strategy=worker.scheduler.cell_strategy,
         pagesize_kb=pagesize_kb)
 
 
@@ -245,7 +241,7 @@ def make_room(worker, ctxt, host, choice, key):
     :raises MigrationPreCheckError: an earlier run of this placement
         left the change unfinished or short; nothing is asked.
     """
-    conf = settings_of(worker)
+    conf = worker.settings.virtio_mem
     uuid = change_uuid(key, host, 'reclaim')
     plan = choice.plan
     row, created = memory_changes.start(
@@ -299,7 +295,7 @@ def give_back(worker, ctxt, room, key):
     """Set every guest of ``room`` back to the size it had; return the
     outcome (conductor.memory.carry_out's result), recorded under its own
     uuid (a run again returns the recorded one)."""
-    conf = settings_of(worker)
+    conf = worker.settings.virtio_mem
     # A guest whose resize the hypervisor refused kept its record as it
     # was (conductor.memory): nothing to give back.
     refused = _refused(room.result)

@@ -131,7 +131,7 @@ def read_admitted(worker, migration_uuid):
         return Admitted(
             migration, instance,
             frozenset(queue.busy_destinations_in(
-                session, worker.admission.per_dest)),
+                session, worker.settings.admission.per_dest)),
             compute_nodes.maintenance_in(session))
 
 
@@ -368,7 +368,7 @@ def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True,
     :param lease_s: how long a lease lasts (for the reason).
     :returns: the migrations ended.
     """
-    retries = max(worker.migrate_max_retries, 0)
+    retries = max(worker.settings.migrate_max_retries, 0)
     # Judged from this worker, which has had the database for a whole
     # lease (trust_leases) and drives none of them (held): their worker
     # renewed nothing for a lease while the database answered.
@@ -378,20 +378,21 @@ def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True,
         f"ran, the guest stays on the source"
     candidates = [(uuid, STATUS.ACCEPTED, STATUS.ERROR, stopped)
                   for uuid in queue.stalled(
-                      worker.db, now, worker.check_timeout * (retries + 2))
+                      worker.db, now,
+                      worker.settings.check_timeout * (retries + 2))
                   if trust_leases]
     for migration in migrations.get_all(worker.db, status=STATUS.QUEUED):
         updated = migration.updated_at or migration.created_at
         if updated is not None and (now - updated).total_seconds() >= \
-                worker.check_timeout * 2:
+                worker.settings.check_timeout * 2:
             candidates.append((
                 migration.uuid, STATUS.QUEUED, STATUS.FAILED,
                 f"its source {migration.source_host} did not start it "
-                f"within {worker.check_timeout * 2} s (twice [DEFAULT] "
-                f"rpc_response_timeout_migration): the start request was "
-                f"lost with a conductor worker or the source's agent that "
-                f"stopped, or that agent is down or stuck; nothing ran, "
-                f"the guest stays on the source"))
+                f"within {worker.settings.check_timeout * 2} s (twice "
+                f"[DEFAULT] rpc_response_timeout_migration): the start "
+                f"request was lost with a conductor worker or the source's "
+                f"agent that stopped, or that agent is down or stuck; "
+                f"nothing ran, the guest stays on the source"))
     return [ended for ended in (
         _end_stalled(worker, ctxt, *candidate) for candidate in candidates
         if candidate[0] not in held) if ended is not None]
@@ -438,7 +439,7 @@ def drop_claim_at(worker, ctxt, migration, host, timeout=None):
     try:
         worker.compute_api.drop_move_claim_at_destination(
             ctxt, record.instance, target,
-            timeout=timeout or worker.check_timeout)
+            timeout=timeout or worker.settings.check_timeout)
     except Exception as exc:  # noqa: BLE001 - best effort, logged
         LOG.warning("Migration %s: could not ask %s to drop its claim "
                     "(%s); it drops it at its next usage recompute",

@@ -50,7 +50,7 @@ def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid,
         ctxt, worker, instance, migration,
         hosts=live_migrate.HostsRead(None, disabled)).precheck()
     migration = migrations.create(worker.db, migration,
-                                  max_queued=worker.admission.queued)
+                                  max_queued=worker.settings.admission.queued)
     LOG.info("Migration %s of %s from %s accepted (priority %d)",
              migration.uuid, instance_uuid, instance.host,
              migration.priority)
@@ -64,10 +64,10 @@ def choose_policy(worker, instance, requested=None):
     :raises UnknownMigrationPolicy:
     """
     policy, where = convergence.select(
-        worker.migration_policies, requested,
+        worker.settings.migration_policies, requested,
         (instance.get('extra_specs') or {}).get(convergence.FLAVOR_KEY),
         (instance.get('image_properties') or {}).get(convergence.IMAGE_KEY),
-        worker.default_migration_policy)
+        worker.settings.default_migration_policy)
     LOG.debug("Migration of %s: convergence policy %s (%s)", instance.uuid,
               policy.name, where)
     return policy

@@ -103,7 +103,7 @@ def resume(worker, ctxt, migration_uuid, seen_pauses=None):
         return _settled_answer(migrations.get(worker.db, migration_uuid))
     try:
         started = worker.compute_api.resume_postcopy(
-            ctxt, instance, running, timeout=worker.check_timeout)
+            ctxt, instance, running, timeout=worker.settings.check_timeout)
     except exception.MigrationNotResumable as exc:
         _back_to_paused(worker, migration_uuid, exc, migration.error)
         raise

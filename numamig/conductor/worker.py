@@ -3,7 +3,8 @@
 The record-keeping rules (records, maintenance) and the tasks (live
 migration, dry run, build) used to receive the whole ConductorManager.
 They receive a ``Worker`` instead: the parts of one conductor worker
-they read, fixed when it starts, with its few settings by name. A flow
+they read, fixed when it starts, with its settings (one frozen
+ConductorSettings built from configuration). A flow
 cannot call an RPC endpoint, and a unit test builds exactly these parts.
 """
 
@@ -12,12 +13,7 @@ import threading
 import typing
 
 from numamig import releases
-from numamig.convergence import policy as convergence
-from numamig.db import queue
-
-# Admission when the service gives none (tests driving a manager).
-DEFAULT_ADMISSION = queue.Limits(total=64, per_source=4, per_dest=4,
-                                 queued=10000)
+from numamig.conductor import settings as settings_mod
 
 
 class ReportCursor:
@@ -50,23 +46,9 @@ class Worker:
         the current one but in upgrade tests).
     :param migration_ended: called with a Migration that reached a final
         status here (frees its admission slot, wakes listeners).
-    :param migrate_max_retries: destinations tried after the first.
-    :param check_timeout: seconds a destination's check may take.
-    :param limits: NUMALimits for every host, or None.
-    :param enable_numa_live_migration_workaround: migrate NUMA guests
-        even when a host of the release before takes part.
-    :param admission: queue.Limits on migrations at once.
-    :param foreign_numa_specs: keys of numamig's spec namespaces it
-        accepts on a new guest without reading them.
-    :param migration_policies: {name: Policy} the migrations may run
-        under (numamig.convergence.policy.catalog).
-    :param default_migration_policy: the name of the one a migration
-        runs under when neither its request, flavor nor image names one.
-    :param convergence_prediction: 'off', 'record', 'refuse' or
-        'choose' (see [conductor] convergence_prediction).
-    :param convergence_fallback_policies: the names 'choose' tries.
-    :param virtio_mem: conductor.memory.Settings ([virtio_mem]: resize
-        deadline, bounds, reclaim for placements); None: the defaults.
+    :param settings: the worker's ConductorSettings (from its
+        configuration; conductor.settings).
+    :param reports: how far the host cache has read the stored reports.
     """
 
     db: object
@@ -75,17 +57,5 @@ class Worker:
     compute_api: object
     release: releases.Release
     migration_ended: typing.Callable
-    migrate_max_retries: int
-    check_timeout: float
-    limits: object = None
-    enable_numa_live_migration_workaround: bool = False
-    admission: queue.Limits = DEFAULT_ADMISSION
-    foreign_numa_specs: tuple = ()
-    migration_policies: dict = dataclasses.field(
-        default_factory=lambda: convergence.catalog(()))
-    default_migration_policy: str = convergence.TIMER
-    convergence_prediction: str = 'off'
-    convergence_fallback_policies: tuple = (convergence.NEVER_PAUSE,
-                                            convergence.FINISH)
+    settings: settings_mod.ConductorSettings
     reports: ReportCursor = dataclasses.field(default_factory=ReportCursor)
-    virtio_mem: typing.Any = None

@@ -67,9 +67,9 @@ class Settings:
         stream moving again before it is interrupted.
     """
 
-    timeout_s: float = 600.0
-    max_attempts: int = 20
-    attempt_timeout_s: float = 30.0
+    timeout_s: float
+    max_attempts: int
+    attempt_timeout_s: float
 
     @property
     def enabled(self):

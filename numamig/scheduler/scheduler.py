@@ -36,6 +36,7 @@ import collections
 import dataclasses
 
 from numamig import exception
+from numamig.conf import CONF
 from numamig.numa import fit as numa_fit
 from numamig.numa import placement_reclaim as numa_reclaim
 from numamig.numa import views as numa_views
@@ -144,8 +145,9 @@ class Scheduler:
 
     :param cache: the HostStateCache the conductor feeds with reports.
     :param strategy: ``'spread'`` (emptiest host first) or ``'pack'``
-        (fullest first).
-    :param max_candidates: how many candidates to return at most.
+        (fullest first); None: ``[scheduler] strategy``.
+    :param max_candidates: how many candidates to return at most; None:
+        ``[scheduler] max_candidates``.
     :param filters: HostFilter objects; default ``default_filters``.
     :param cell_strategy: host-cell order of the NUMA fit, ``'spread'``
         or ``'pack'``; None uses ``strategy``. Set it to what the
@@ -153,9 +155,15 @@ class Scheduler:
         the scheduler predicts is the one their claims will make.
     """
 
-    def __init__(self, cache, strategy=weighers.SPREAD, max_candidates=10,
+    def __init__(self, cache, strategy=None, max_candidates=None,
                  filters=None, cell_strategy=None,
                  drain_max_steps=drain.DEFAULT_MAX_STEPS):
+        # The options hold the defaults (the conductor passes its
+        # settings; tests and tools may rely on CONF).
+        if strategy is None:
+            strategy = CONF.scheduler.strategy
+        if max_candidates is None:
+            max_candidates = CONF.scheduler.max_candidates
         cell_strategy = strategy if cell_strategy is None else cell_strategy
         for value in (strategy, cell_strategy):
             if value not in weighers.STRATEGIES:

@@ -7,6 +7,7 @@ LibvirtDriver probe on the host's URI) and waits for fresh periodic
 reports instead of asking the agents to report.
 """
 
+import dataclasses
 import datetime
 import time
 
@@ -64,7 +65,8 @@ class RemoteBackend(base.Backend):
         self._poll_api = names.conductor_api(self._transport, timeout=2)
         self._db = db_api.Database(self.db_url)
         for host, uri in uris.items():
-            probe = lv_driver.LibvirtDriver(lv_settings.LibvirtSettings(
+            probe = lv_driver.LibvirtDriver(dataclasses.replace(
+                lv_settings.LibvirtSettings.from_conf(CONF),
                 host=host, uri=uri, virt_type='qemu',
                 reserved_host_memory_mb=0))
             probe.init_host(host)

@@ -30,13 +30,15 @@ enable_numa_live_migration``), so that an old source can be shown
 sending its XML verbatim into the guard.
 """
 
+import dataclasses
 import os
 import sys
 import time
 
 from numamig import exception
-from numamig.virt.libvirt import guard
+from numamig.conf import CONF
 from numamig.virt.libvirt import guard_install
+from numamig.virt.libvirt import settings as lv_settings
 from numamig_ci import libvirt_hosts
 from numamig_ci import local_deployment
 from numamig_ci.nested import image
@@ -186,7 +188,8 @@ class NestedDeployment(local_deployment.LocalDeployment):
         """Write host ``name``'s guard hook where its libvirtd, started
         next, finds it; return that hooks directory."""
         directory = os.path.join(machine.state_dir, 'guard', name)
-        settings = guard.GuardSettings(
+        settings = dataclasses.replace(
+            lv_settings.guard_from_conf(CONF.libvirt),
             hook_path=os.path.join(directory, 'qemu.d',
                                    'numamig-migration-guard'),
             claims_file=os.path.join(directory, 'claims.json'),

@@ -12,6 +12,8 @@ import fixtures
 
 from numamig import exception
 from numamig.conductor import manager
+from numamig.conductor import settings
+from numamig.conf import CONF
 from numamig.db import api as db_api
 from numamig.scheduler import host_state
 from numamig.scheduler import scheduler
@@ -33,9 +35,10 @@ class DatabaseOutageOverRabbitTest(base.TestCase):
         db = db_api.Database(UNREACHABLE)
         self.addCleanup(db.dispose)
         cache = host_state.HostStateCache()
+        self.flags(migrate_max_retries=0, rpc_response_timeout_migration=5)
         conductor = manager.ConductorManager(
             db, cache, scheduler.Scheduler(cache), compute_api=None,
-            settings={'migrate_max_retries': 0, 'check_timeout': 5})
+            settings=settings.from_conf(CONF))
         topic = self.rpc.topic('conductor')
         self.rpc.start_server([conductor], topic)
         self.client = self.rpc.client(topic, version='1.3').prepare()

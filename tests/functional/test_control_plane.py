@@ -8,6 +8,8 @@ ended by timing out. Hosts are 2 cells x 4 cores x 2 threads, every
 pCPU dedicated; guests are pinned.
 """
 
+import dataclasses
+
 from oslo_messaging import opts as messaging_opts
 from oslo_utils import uuidutils
 import testscenarios
@@ -29,11 +31,12 @@ POOL = 4
 NAMES = ('host-a', 'host-b', 'host-c', 'host-d')
 
 
-def _settings(admission, check_timeout=10):
-    settings = service.default_conductor_settings()
-    settings.update(check_timeout=check_timeout, migration_workers=POOL,
-                    admission=admission)
-    return settings
+def _settings(admission):
+    """The shipped settings, a 10 s wait for destinations, POOL
+    migration threads and ``admission``."""
+    return dataclasses.replace(
+        service.conductor_settings_from_conf(CONF), check_timeout=10,
+        migration_workers=POOL, admission=admission)
 
 
 class ControlPlaneTestCase(base.TestCase):

@@ -13,21 +13,19 @@ itself, so what ends it is the policy::
 
 from numamig import embedded
 from numamig import exception
-from numamig import service
-from numamig.convergence import policy as convergence
 from numamig.db import instances
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.fixtures import deployment
 from tests.functional import test_live_migration as lm
 
 load_tests = lm.load_tests
 
 STRICT = ('strict: downtime=50; then=abort',)
-BUSY = lv_settings.MigrationSettings(
+BUSY = libvirt_settings.migration(
     emulated_bandwidth_mib=100, emulated_dirty_rate_mib=150,
     completion_timeout_s=800, policies=STRICT)
-OBSERVING = lv_settings.MigrationSettings(
+OBSERVING = libvirt_settings.migration(
     emulated_bandwidth_mib=100, emulated_dirty_rate_mib=150,
     completion_timeout_s=800, policy='nfv', observe_only=True)
 
@@ -136,12 +134,10 @@ class PredictionTest(lm.LiveMigrationTestCase):
 
     def setUp(self):
         base.TestCase.setUp(self)
-        settings = dict(service.default_conductor_settings(),
-                        convergence_prediction=self.MODE,
-                        migration_policies=convergence.catalog(STRICT))
+        self.flags(group='conductor', convergence_prediction=self.MODE)
+        self.flags(group='libvirt', live_migration_policies=list(STRICT))
         self.dep = self.useFixture(deployment.DeploymentFixture(
-            self.transport_kind, self.hosts(),
-            conductor_settings=settings)).deployment
+            self.transport_kind, self.hosts())).deployment
         self.api, self.ctxt = self.dep.api, self.dep.context
 
     def test_dry_run_predicts_from_the_sampled_rate(self):

@@ -91,8 +91,6 @@ OUTCOMES = {
     (LEFT, 'dest'): {DONE},
 }
 ROLE_HOSTS = {'source': 'host-a', 'dest': 'host-b'}
-SETTINGS = {'migrate_max_retries': 0, 'check_timeout': 1, 'limits': None,
-            'enable_numa_live_migration_workaround': False}
 
 
 class CrashTrigger:
@@ -175,9 +173,11 @@ class CrashMatrixTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
+        # One destination, answering within a second.
+        self.flags(migrate_max_retries=0, rpc_response_timeout_migration=1)
         self.dep = self.useFixture(deployment.DeploymentFixture(
             'fake', [lm.host('host-a'), lm.host('host-b')],
-            conductor_settings=dict(SETTINGS), sweep_interval=0.5,
+            sweep_interval=0.5,
             call_timeout=4, report_interval=3600)).deployment
         # A request whose answer died with its receiver times out fast.
         self.flags(rpc_response_timeout=2)

@@ -34,9 +34,7 @@ import fixtures
 import testscenarios
 
 from numamig import embedded
-from numamig import service
 from numamig.cmd import manage
-from numamig.conductor import memory
 from tests import base
 from tests.fixtures import deployment
 from tests.fixtures import rpc as rpc_fixture
@@ -53,15 +51,13 @@ class PlacementReclaimTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        settings = service.default_conductor_settings()
-        settings['virtio_mem'] = memory.Settings(
-            resize_timeout=5, max_loss_mb=4096, placement_reclaim=True,
-            placement_reclaim_max_mb=4096)
+        self.flags(group='virtio_mem', resize_timeout=5, max_loss_mb=4096,
+                   placement_reclaim=True, placement_reclaim_max_mb=4096)
         fixture = self.useFixture(deployment.DeploymentFixture(
             self.transport_kind,
             [embedded.HostDefinition('host-a', 'numa-2cell-a.xml'),
              embedded.HostDefinition('host-b', 'numa-2cell-b.xml')],
-            cli_names=True, conductor_settings=settings))
+            cli_names=True))
         self.dep = fixture.deployment
         self.config = fixture.cli_config()
         self.slack = self._create('host-b', 1, 1024, '--property',

@@ -95,7 +95,6 @@ from numamig import embedded
 from numamig import exception
 from numamig import objects
 from numamig import releases
-from numamig import service
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.objects import base as obj_base
 from tests import base
@@ -237,17 +236,16 @@ class MatrixCellTests:
             name='numamig', level=logging.INFO,
             format='%(levelname)s %(message)s'))
         self.tap = self.useFixture(WireTap())
-        settings = service.default_conductor_settings()
-        settings['check_timeout'] = 15
+        self.flags(rpc_response_timeout_migration=15)
         # An OLD conductor has no version check; a NEW one needs the
         # workaround while the bystander is OLD.
-        settings['enable_numa_live_migration_workaround'] = \
-            self.conductor == NEW
+        self.flags(group='workarounds',
+                   enable_numa_live_migration=self.conductor == NEW)
         hosts = [self._host('src', self.source, self.guard),
                  self._host('dst', self.dest, self.guard),
                  self._host('bystander', OLD)]
         self.dep = self.useFixture(deployment.DeploymentFixture(
-            self.transport_kind, hosts, conductor_settings=settings,
+            self.transport_kind, hosts,
             conductor_service_version=self.conductor,
             call_timeout=30)).deployment
         self.api, self.ctxt = self.dep.api, self.dep.context

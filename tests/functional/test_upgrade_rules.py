@@ -23,7 +23,6 @@ from numamig import exception
 from numamig import objects
 from numamig import releases
 from numamig import rpc
-from numamig import service
 from numamig.compute import rpcapi as compute_rpcapi
 from tests import base
 from tests.fixtures import deployment
@@ -50,10 +49,9 @@ class EmbeddedRulesTestCase(base.TestCase):
     def start(self, hosts, workaround=False, **kwargs):
         self.logs = self.useFixture(fixtures.FakeLogger(
             name='numamig', level=logging.INFO))
-        settings = service.default_conductor_settings()
-        settings['enable_numa_live_migration_workaround'] = workaround
+        self.flags(group='workarounds', enable_numa_live_migration=workaround)
         self.dep = self.useFixture(deployment.DeploymentFixture(
-            'fake', hosts, conductor_settings=settings, **kwargs)).deployment
+            'fake', hosts, **kwargs)).deployment
         uuid = uuidutils.generate_uuid()
         self.guest = self.dep.api.instance_create(
             self.dep.context, objects.Instance(

@@ -1,4 +1,4 @@
-"""Enforce the dependency direction of DESIGN.md by walking imports.
+"""Enforce the package map of doc/source/architecture.rst by walking imports.
 
 ``cmd -> {conductor, compute} -> {scheduler, virt, db} -> {numa, objects}
 -> conf``: a module may import downwards only. The rules below are the
@@ -169,6 +169,8 @@ LAYERS = {
                         'get an Agent, never this',
                         ('compute', 'compute.flows', 'compute.rpcapi',
                          'releases', 'wire', 'objects', 'exception')),
+    'compute.settings': ('the compute agent\'s settings, built from '
+                         'configuration', ()),
     'conductor': ('the conductor',
                   ('conductor.rpcapi', 'releases', 'db', 'audit', 'numa',
                    'convergence',
@@ -197,7 +199,8 @@ LAYERS = {
                            'conductor.rpcapi', 'releases', 'db',
                            'wire', 'objects', 'context', 'exception')),
     'service': ('the daemons: wiring of managers, RPC and periodic work',
-                ('compute.manager', 'conductor.manager', 'conductor',
+                ('compute.manager', 'compute.settings', 'conductor.manager',
+                 'conductor',
                  'compute.rpcapi',
                  'conductor.rpcapi', 'releases', 'scheduler', 'db', 'rpc',
                  'periodic', 'conf', 'context', 'objects', 'version',

@@ -36,13 +36,17 @@ class TransportOptsTest(base.TestCase):
 
 class ComputeIntervalsTest(base.TestCase):
 
-    def _service(self, **kwargs):
+    def _service(self, **options):
+        """An agent built from CONF with the [compute] ``options``."""
         from unittest import mock
 
         from numamig.conf import CONF
+        self.flags(report_interval=10)
+        self.flags(group='compute', **options)
         transport = rpc.get_transport(CONF, url='fake://')
-        return service.ComputeService('host-a', mock.Mock(), transport,
-                                      report_interval=10, **kwargs)
+        return service.ComputeService(
+            'host-a', mock.Mock(), transport,
+            service.compute_settings_from_conf(CONF))
 
     def test_unset_intervals_follow_the_report_interval(self):
         svc = self._service()
@@ -108,4 +112,4 @@ class ConductorSettingsTest(base.TestCase):
         from numamig.conf import CONF
         self.flags(group='conductor', database_outage_wait=7)
         settings = service.conductor_settings_from_conf(CONF)
-        self.assertEqual(7, settings['database_outage_wait'])
+        self.assertEqual(7, settings.database_outage_wait)

@@ -1,8 +1,11 @@
 """tools/test_report.py: per-tier counts and the intended-skip check."""
 
+import configparser
+import fnmatch
 import importlib.util
 import io
 import os
+import re
 
 import fixtures
 from subunit import v2
@@ -137,6 +140,20 @@ class TestReportTest(base.TestCase):
         for entry in entries:
             # Opt-ins only: each says how to run it, with a variable.
             self.assertRegex(entry['how'], r'NUMAMIG_\w+=')
+
+    def test_tox_passes_every_opt_in_variable(self):
+        # A variable tox drops turns its opt-in into a skip under tox
+        # while the same command sets it.
+        entries = test_report.load_intended(
+            os.path.join(_TOP, 'tests', 'intended-skips.yaml'))
+        wanted = {name for entry in entries
+                  for name in re.findall(r'NUMAMIG_\w+', entry['how'])}
+        tox = configparser.ConfigParser(interpolation=None)
+        tox.read(os.path.join(_TOP, 'tox.ini'))
+        passed = tox['testenv']['passenv'].split()
+        self.assertTrue(wanted)
+        self.assertEqual(set(), {name for name in wanted if not any(
+            fnmatch.fnmatchcase(name, pattern) for pattern in passed)})
 
     def test_a_failed_test_is_named_with_its_last_traceback_line(self):
         # CI shows the tail of the run: it must say which test failed.

@@ -53,8 +53,8 @@ class BuildInstanceTask(base.TaskBase):
         # policy a guest that can never migrate.
         specs.check(self.instance.get('extra_specs'),
                     self.instance.get('image_properties'),
-                    self.worker.foreign_numa_specs,
-                    self.worker.migration_policies)
+                    self.worker.settings.foreign_numa_specs,
+                    self.worker.settings.migration_policies)
         request = instance_request.numa_request(self.instance)
         self.instance.validate()
         self._check_host_known()
@@ -124,7 +124,7 @@ class BuildInstanceTask(base.TaskBase):
             return [self.host]
         self._disabled = drain.disabled_hosts(self.worker)
         selection = self.worker.scheduler.select_destinations(
-            request, None, limits=self.worker.limits,
+            request, None, limits=self.worker.settings.limits,
             disabled=self._disabled)
         self.refused.update(selection.refusals())
         return selection.hosts
@@ -133,11 +133,11 @@ class BuildInstanceTask(base.TaskBase):
         if request is not None and not self.host:
             self.worker.scheduler.reserve(
                 host, self.instance.uuid, self.instance.project_id, request,
-                limits=self.worker.limits)
+                limits=self.worker.settings.limits)
         else:
             self.worker.cache.check_up(host)
         built = self.worker.compute_api.build_instance(
-            self.ctxt, self.instance, host, limits=self.worker.limits)
+            self.ctxt, self.instance, host, limits=self.worker.settings.limits)
         LOG.info("Instance %s created on %s", built.uuid, host)
         return built
 

@@ -48,12 +48,12 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
         # First, as the request does: an unknown policy is bad input,
         # whatever the hosts.
         policy, where = convergence.select(
-            self.worker.migration_policies, self.policy,
+            self.worker.settings.migration_policies, self.policy,
             (self.instance.get('extra_specs') or {}).get(
                 convergence.FLAVOR_KEY),
             (self.instance.get('image_properties') or {}).get(
                 convergence.IMAGE_KEY),
-            self.worker.default_migration_policy)
+            self.worker.settings.default_migration_policy)
         try:
             hosts = self._check_and_choose()
         except exception.NoValidHost:
@@ -104,7 +104,7 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
             return None, None
         state = self.worker.cache.get(host)
         result = fit.fit(state.topology, self.request,
-                         limits=self.worker.limits,
+                         limits=self.worker.settings.limits,
                          strategy=self.worker.scheduler.cell_strategy,
                          pagesize_kb=self.pagesize_kb)
         if not result.fits:

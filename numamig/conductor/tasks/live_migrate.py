@@ -220,7 +220,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         old = self.worker.cache.hosts_older_than(version)
         if not old:
             return
-        if not self.worker.enable_numa_live_migration_workaround:
+        if not self.worker.settings.enable_numa_live_migration_workaround:
             raise exception.NUMALiveMigrationUnsupported(
                 instance_uuid=self.instance.uuid, hosts=', '.join(old),
                 version=version)
@@ -256,7 +256,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
             else drain.disabled_reasons(maintenance)
         selection = self.worker.scheduler.select_destinations(
             self.request, self.migration.source_host,
-            limits=self.worker.limits, pagesize_kb=self.pagesize_kb,
+            limits=self.worker.settings.limits, pagesize_kb=self.pagesize_kb,
             exclude=busy, disabled=disabled)
         refusals = selection.refusals()
         refusals.pop(self.migration.source_host, None)
@@ -273,7 +273,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
     def _busy_destinations(self):
         """Hosts at their incoming limit, left out of the choice."""
         return queue.busy_destinations(self.worker.db,
-                                       self.worker.admission.per_dest)
+                                       self.worker.settings.admission.per_dest)
 
     def _ask_source(self, first_host):
         """The source's check and NUMA flag, for every candidate.
@@ -300,7 +300,8 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
             # reports whether it takes part itself.
             dst_supports_numa_live_migration=(
                 api.supports_numa_live_migration()))
-        shares = attempt_shares(self.worker.check_timeout, SOURCE_ATTEMPTS)
+        shares = attempt_shares(self.worker.settings.check_timeout,
+                                SOURCE_ATTEMPTS)
         for attempt, share in enumerate(shares, 1):
             try:
                 return api.check_can_live_migrate_source(
@@ -322,7 +323,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
     # -- claiming ------------------------------------------------------------
 
     def _claim_on_first_taker(self, hosts):
-        retries = self.worker.migrate_max_retries
+        retries = self.worker.settings.migrate_max_retries
         tries = placing.first_taker(
             hosts, self._try_counted,
             self._reclaim_options if self._reclaims_scheduled() else None,
@@ -357,7 +358,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
             return None
         except _REFUSALS as exc:
             tries.attempts.append(host)
-            reason = _reason_of(exc, self.worker.check_timeout)
+            reason = _reason_of(exc, self.worker.settings.check_timeout)
             LOG.info("Migration %s: %s refused instance %s: %s",
                      self.migration.uuid, host, self.instance.uuid,
                      reason)
@@ -374,13 +375,13 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         if self.request is not None and not self.migration.requested_host:
             self.worker.scheduler.reserve(
                 host, self.instance.uuid, self.instance.project_id,
-                self.request, limits=self.worker.limits,
+                self.request, limits=self.worker.settings.limits,
                 pagesize_kb=self.pagesize_kb)
         else:
             self.worker.cache.check_up(host)
         self.migration = migrations.set_dest_host(
             self.worker.db, self.migration.uuid, host,
-            max_incoming=self.worker.admission.per_dest)
+            max_incoming=self.worker.settings.admission.per_dest)
         migrate_data = self._ask_destination(host)
         context = migrate_data.get('migration_context')
         if context is not None:
@@ -398,14 +399,14 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         :raises MessagingTimeout: (an AgentDidNotAnswer naming the whole
             wait) no attempt was answered.
         """
-        shares = attempt_shares(self.worker.check_timeout,
+        shares = attempt_shares(self.worker.settings.check_timeout,
                                 DESTINATION_ATTEMPTS)
         for attempt, share in enumerate(shares, 1):
             try:
                 return self.worker.compute_api\
                     .check_can_live_migrate_destination(
                         self.ctxt, self.instance, host, self.migration,
-                        self.worker.limits, timeout=share,
+                        self.worker.settings.limits, timeout=share,
                         source_data=self.source_data)
             except messaging.MessagingTimeout as exc:
                 if attempt < DESTINATION_ATTEMPTS:
@@ -456,7 +457,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
 
         :raises MigrationWillNotConverge:
         """
-        mode = self.worker.convergence_prediction
+        mode = self.worker.settings.convergence_prediction
         if mode == 'off':
             return
         answer = prediction_of(self.worker, self.ctxt, self.instance,
@@ -482,7 +483,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         if self._requested_policy():
             return answer
         by_policy = answer.get('by_policy') or {}
-        for name in self.worker.convergence_fallback_policies:
+        for name in self.worker.settings.convergence_fallback_policies:
             outcome = by_policy.get(name)
             if outcome and outcome not in (predict.WILL_NOT_CONVERGE,
                                            predict.UNKNOWN):
@@ -508,12 +509,12 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         earlier release) migrates only under a requested one."""
         try:
             derived, _where = convergence.select(
-                self.worker.migration_policies, None,
+                self.worker.settings.migration_policies, None,
                 (self.instance.get('extra_specs') or {}).get(
                     convergence.FLAVOR_KEY),
                 (self.instance.get('image_properties') or {}).get(
                     convergence.IMAGE_KEY),
-                self.worker.default_migration_policy)
+                self.worker.settings.default_migration_policy)
         except exception.UnknownMigrationPolicy:
             return self.migration.get('convergence_policy') is not None
         return self.migration.get('convergence_policy') not in (
@@ -571,12 +572,13 @@ def prediction_of(worker, ctxt, instance, policy):
     1.6, or no answer in time)."""
     try:
         return worker.compute_api.predict_convergence(
-            ctxt, instance, policy=policy, timeout=worker.check_timeout)
+            ctxt, instance, policy=policy,
+            timeout=worker.settings.check_timeout)
     except messaging.UnsupportedVersion:
         reason = "the source is older than compute API 1.6"
     except messaging.MessagingTimeout:
         reason = f"the source did not answer within " \
-                 f"{worker.check_timeout} s"
+                 f"{worker.settings.check_timeout} s"
     LOG.info("No convergence prediction for %s: %s", instance.uuid, reason)
     return {'prediction': predict.UNKNOWN, 'reason': reason,
             'sampled': False}

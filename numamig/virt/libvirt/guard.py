@@ -57,15 +57,19 @@ class GuardSettings:
     :param log_file: where the hook logs its decisions (None: stderr,
         which libvirt logs only when the hook fails).
     :param deadline_s: the hook's own time limit; past it, when_unknown.
-    :param python: the interpreter the hook runs with.
+    :param python: the interpreter the hook runs with (this one's by
+        default: not an option).
+
+    No defaults for the options' fields: settings.guard_from_conf
+    fills them, and the hook gets them as arguments.
     """
 
-    hook_path: str
+    hook_path: str | None
     claims_file: str
-    max_age_s: float = 60
-    when_unknown: str = PASS
-    log_file: str = None
-    deadline_s: float = 5.0
+    max_age_s: float
+    when_unknown: str
+    log_file: str | None
+    deadline_s: float
     python: str = sys.executable
 
     def __post_init__(self):

@@ -31,41 +31,44 @@ class ReservedPages:
 
 @dataclasses.dataclass(frozen=True)
 class MigrationSettings:
-    """How this host live-migrates guests away (the [libvirt] knobs)."""
+    """How this host live-migrates guests away (the [libvirt] knobs).
 
-    scheme: str = 'tcp'
-    inbound_addr: str | None = None
-    libvirtd_port: int | None = None
-    downtime_ms: int = 500
-    downtime_steps: int = 10
-    downtime_delay_s: float = 75
-    completion_timeout_s: float = 800
-    timeout_action: str = 'abort'
-    bandwidth_mib: int = 0
-    permit_post_copy: bool = False
-    permit_auto_converge: bool = False
-    native_tls: bool = False
-    parallel_connections: int = 1
-    progress_interval_s: float = 1.0
+    No defaults here: ``migration_from_conf`` fills every field from the
+    options, where the defaults live."""
+
+    scheme: str
+    inbound_addr: str | None
+    libvirtd_port: int | None
+    downtime_ms: int
+    downtime_steps: int
+    downtime_delay_s: float
+    completion_timeout_s: float
+    timeout_action: str
+    bandwidth_mib: int
+    permit_post_copy: bool
+    permit_auto_converge: bool
+    native_tls: bool
+    parallel_connections: int
+    progress_interval_s: float
     # Convergence policies: the default's name, the operator's lines
     # (numamig.convergence.policy format) and whether they only log.
-    policy: str = convergence.TIMER
-    policies: tuple = ()
-    observe_only: bool = False
+    policy: str
+    policies: tuple
+    observe_only: bool
     # The modelled pre-copy of test-driver hosts (MiB/s, MiB; bandwidth
     # 0: none). See numamig.convergence.emulated.
-    emulated_bandwidth_mib: int = 0
-    emulated_dirty_rate_mib: int = 0
-    emulated_working_set_mib: int = 0
+    emulated_bandwidth_mib: int
+    emulated_dirty_rate_mib: int
+    emulated_working_set_mib: int
     # Seconds a dirty-rate measurement may take (pre-flight prediction).
-    dirty_rate_deadline_s: float = 10.0
+    dirty_rate_deadline_s: float
     # Compression of the parallel (multifd) stream: none, zlib or zstd.
-    compression: str = 'none'
+    compression: str
     # pCPUs QEMU's migration threads are pinned to (None: left where
     # they start, on the emulator threads' pCPUs).
-    thread_cpus: frozenset | None = None
+    thread_cpus: frozenset | None
     # Resuming a post-copy migration whose connection dropped.
-    postcopy_recovery: recovery.Settings = recovery.Settings()
+    postcopy_recovery: recovery.Settings
 
     def __post_init__(self):
         try:
@@ -122,22 +125,23 @@ class LibvirtSettings:
 
     ``cpu_dedicated_set`` / ``cpu_shared_set`` are frozensets of pCPU ids,
     or None when the option is unset (see host_topology for what unset
-    means). ``reserved_huge_pages`` is a tuple of ReservedPages.
+    means). ``reserved_huge_pages`` is a tuple of ReservedPages. No
+    defaults here: ``from_conf`` fills every field from the options.
     """
 
     host: str
-    uri: str = 'qemu:///system'
-    virt_type: str = 'kvm'
-    capabilities_file: str | None = None
-    cpu_dedicated_set: frozenset | None = None
-    cpu_shared_set: frozenset | None = None
-    reserved_host_memory_mb: int = 512
-    reserved_huge_pages: tuple = ()
-    realtime_priority: int = 1
-    migration: MigrationSettings = MigrationSettings()
+    uri: str
+    virt_type: str
+    capabilities_file: str | None
+    cpu_dedicated_set: frozenset | None
+    cpu_shared_set: frozenset | None
+    reserved_host_memory_mb: int
+    reserved_huge_pages: tuple
+    realtime_priority: int
+    migration: MigrationSettings
     # The destination-side migration guard (guard.GuardSettings), None:
     # not installed.
-    migration_guard: guard.GuardSettings | None = None
+    migration_guard: guard.GuardSettings | None
 
     def __post_init__(self):
         if self.virt_type not in VIRT_TYPES:
@@ -186,13 +190,19 @@ class LibvirtSettings:
                               count=r['count'])
                 for r in compute.reserved_huge_pages or ()),
             realtime_priority=lv.realtime_scheduler_priority,
-            migration=_migration_from_conf(lv),
+            migration=migration_from_conf(lv),
             migration_guard=_guard_from_conf(lv))
 
 
 def _guard_from_conf(lv):
     if not lv.migration_guard:
         return None
+    return guard_from_conf(lv)
+
+
+def guard_from_conf(lv):
+    """The GuardSettings of the [libvirt] group ``lv``, whether or not
+    ``migration_guard`` turns the guard on."""
     return guard.GuardSettings(
         hook_path=lv.migration_guard_hook_path,
         claims_file=lv.migration_guard_claims_file,
@@ -202,7 +212,8 @@ def _guard_from_conf(lv):
         deadline_s=lv.migration_guard_deadline)
 
 
-def _migration_from_conf(lv):
+def migration_from_conf(lv):
+    """The MigrationSettings of the [libvirt] group ``lv``."""
     return MigrationSettings(
         scheme=lv.live_migration_scheme,
         inbound_addr=lv.live_migration_inbound_addr,

@@ -26,8 +26,8 @@ from testtools import content
 from numamig import exception
 from numamig import objects
 from numamig.virt.libvirt import driver
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.fixtures import libvirt_daemons
 from tests.fixtures import libvirt_guests as guests
 
@@ -191,11 +191,11 @@ class RealHostsTestCase(base.TestCase):
         """A driver of host ``name`` with these MigrationSettings."""
         daemon = self.hosts[name]
         migration.setdefault('progress_interval_s', PROGRESS_INTERVAL_S)
-        settings = lv_settings.LibvirtSettings(
+        settings = libvirt_settings.host(
             host=name, uri=daemon.uri, virt_type='qemu',
             cpu_dedicated_set=frozenset({0, 1}),
             reserved_host_memory_mb=0,
-            migration=lv_settings.MigrationSettings(
+            migration=libvirt_settings.migration(
                 inbound_addr='127.0.0.1', libvirtd_port=daemon.port,
                 **migration),
             migration_guard=self.guard_settings(name))

@@ -14,8 +14,8 @@ import fixtures
 from numamig import exception
 from numamig import objects
 from numamig.virt.libvirt import driver
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.fixtures import libvirt_caps
 from tests.fixtures import libvirt_embedded
 from tests.fixtures import libvirt_guests as guests
@@ -118,7 +118,7 @@ class EmbeddedMigrationTestCase(base.TestCase):
 class InitHostTestCase(base.TestCase):
 
     def _driver(self, caps_file, **kwargs):
-        drv = driver.LibvirtDriver(lv_settings.LibvirtSettings(
+        drv = driver.LibvirtDriver(libvirt_settings.host(
             host='hostA', uri=f'test://{libvirt_embedded.TEST_NODE}',
             capabilities_file=caps_file, **kwargs))
         self.addCleanup(drv.cleanup_host)
@@ -153,7 +153,7 @@ class InitHostTestCase(base.TestCase):
         self.assertIsInstance(topo, objects.HostNUMATopology)
 
     def test_not_initialised(self):
-        drv = driver.LibvirtDriver(lv_settings.LibvirtSettings(host='h'))
+        drv = driver.LibvirtDriver(libvirt_settings.host(host='h'))
         self.assertRaisesMessage(exception.HypervisorError,
                                  'init_host() has not run',
                                  drv.get_host_topology)

@@ -13,8 +13,8 @@ import os
 import fixtures
 
 from numamig import exception
-from numamig.virt.libvirt import guard
 from tests import base
+from tests import libvirt_settings
 from tests.fixtures import libvirt_embedded
 from tests.fixtures import libvirt_guests as guests
 from tests.functional.libvirt import test_embedded as te
@@ -28,7 +28,7 @@ class EmbeddedGuardTestCase(base.TestCase):
         super().setUp()
         self.logs = self.useFixture(fixtures.FakeLogger(name='numamig'))
         directory = self.useFixture(fixtures.TempDir()).path
-        self.settings = guard.GuardSettings(
+        self.settings = libvirt_settings.guard(
             hook_path=None,
             claims_file=os.path.join(directory, 'claims.json'))
         self.src = self.useFixture(libvirt_embedded.EmbeddedHost(

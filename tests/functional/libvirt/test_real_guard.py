@@ -14,8 +14,8 @@ dst's claim: pCPU 1::
 import os
 
 from numamig import exception
-from numamig.virt.libvirt import guard
 from numamig.virt.libvirt import guard_install
+from tests import libvirt_settings
 from tests.fixtures import libvirt_daemons
 from tests.functional.libvirt import real_hosts
 from tests.functional.libvirt.real_hosts import GUEST
@@ -31,7 +31,7 @@ class RealGuardTestCase(real_hosts.RealHostsTestCase):
         directory = os.path.join(self.root, 'dst-guard')
         # The hook path as this process sees it: inside dst's mount
         # namespace the same file is /etc/libvirt/hooks/qemu.d/...
-        return guard.GuardSettings(
+        return libvirt_settings.guard(
             hook_path=os.path.join(self.root, 'dst', 'etc', 'hooks',
                                    'qemu.d', 'numamig-migration-guard'),
             claims_file=os.path.join(directory, 'claims.json'),

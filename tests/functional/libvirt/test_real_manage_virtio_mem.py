@@ -24,9 +24,7 @@ import time
 import fixtures
 
 from numamig import embedded
-from numamig import service
 from numamig.cmd import manage
-from numamig.conductor import memory as conductor_memory
 from tests import base
 from tests.fixtures import libvirt_daemons
 from tests.fixtures import vmem_guest
@@ -55,14 +53,13 @@ class RealManageVirtioMemTestCase(base.TestCase):
             self.fail(f"no guest kernel with the virtio_mem driver: {exc}")
         daemon = self.useFixture(libvirt_daemons.LibvirtDaemon(HOST, root))
         state = self.useFixture(fixtures.TempDir()).path
-        settings = service.default_conductor_settings()
-        settings['virtio_mem'] = conductor_memory.Settings(
-            resize_timeout=RESIZE_TIMEOUT_S, max_loss_mb=1024)
+        self.flags(group='virtio_mem', resize_timeout=RESIZE_TIMEOUT_S,
+                   max_loss_mb=1024)
         self.dep = embedded.EmbeddedDeployment(
             [embedded.HostDefinition(
                 HOST, uri=daemon.uri, cpu_dedicated_set={0, 1},
                 reserved_host_memory_mb=0)],
-            state_dir=state, conductor_settings=settings)
+            state_dir=state)
         self.addCleanup(self.dep.stop)
         self.dep.start()
         self.driver = self.dep.agent(HOST).driver

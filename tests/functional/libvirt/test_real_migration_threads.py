@@ -30,7 +30,7 @@ import time
 from numamig import objects
 from numamig.numa import migration_cpus
 from numamig.virt.libvirt import driver as lv_driver
-from numamig.virt.libvirt import settings as lv_settings
+from tests import libvirt_settings
 from tests.fixtures import libvirt_guests as guests
 from tests.functional.libvirt import real_hosts
 from tests.functional.libvirt.real_hosts import BLOCKER
@@ -137,11 +137,11 @@ class TopologyPlacedThreadsTestCase(real_hosts.RealHostsTestCase):
         daemon = self.hosts[name]
         migration.setdefault('progress_interval_s',
                              real_hosts.PROGRESS_INTERVAL_S)
-        drv = lv_driver.LibvirtDriver(lv_settings.LibvirtSettings(
+        drv = lv_driver.LibvirtDriver(libvirt_settings.host(
             host=name, uri=daemon.uri, virt_type='qemu',
             cpu_dedicated_set=self.DEDICATED, cpu_shared_set=self.SHARED,
             reserved_host_memory_mb=0,
-            migration=lv_settings.MigrationSettings(
+            migration=libvirt_settings.migration(
                 inbound_addr='127.0.0.1', libvirtd_port=daemon.port,
                 **migration)))
         self.addCleanup(drv.cleanup_host)

@@ -28,6 +28,7 @@ from numamig import exception
 from numamig.convergence import recovery as rec
 from numamig.virt.libvirt import migration
 from numamig.virt.libvirt import postcopy
+from tests import libvirt_settings
 from tests.fixtures import libvirt_daemons
 from tests.fixtures import tcp_proxy
 from tests.functional.libvirt import real_hosts
@@ -72,7 +73,7 @@ class PostCopyRecoveryTestCase(real_hosts.RealHostsTestCase):
 
     def _source(self, **recovery):
         return self.driver('src', permit_post_copy=True,
-                           postcopy_recovery=rec.Settings(**recovery))
+                           postcopy_recovery=libvirt_settings.recovery(**recovery))
 
     def _cut_in_post_copy(self, source, run):
         """Switch to post-copy, cut the stream once it carried CUT_AFTER

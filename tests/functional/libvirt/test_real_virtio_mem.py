@@ -18,8 +18,8 @@ import re
 import time
 
 from numamig.virt.libvirt import driver
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.fixtures import libvirt_daemons
 from tests.fixtures import libvirt_guests as guests
 from tests.fixtures import vmem_guest
@@ -54,10 +54,10 @@ class RealVirtioMemTestCase(base.TestCase):
         self.kernel, self.initrd = _guest_kernel(self)
         self.daemon = self.useFixture(libvirt_daemons.LibvirtDaemon(
             'vmem', self.root))
-        settings = lv_settings.LibvirtSettings(
+        settings = libvirt_settings.host(
             host='vmem', uri=self.daemon.uri, virt_type='qemu',
             cpu_dedicated_set=frozenset({0, 1}), reserved_host_memory_mb=0,
-            migration=lv_settings.MigrationSettings(
+            migration=libvirt_settings.migration(
                 inbound_addr='127.0.0.1', libvirtd_port=self.daemon.port))
         self.driver = driver.LibvirtDriver(settings)
         self.addCleanup(self.driver.cleanup_host)

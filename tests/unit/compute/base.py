@@ -11,8 +11,10 @@ import uuid
 
 from numamig import objects
 from numamig import releases
+from numamig import service
 from numamig.compute import flows
 from numamig.compute import manager as manager_mod
+from numamig.conf import CONF
 from numamig.convergence import policy as convergence
 from tests.unit.numa import hosts
 
@@ -76,6 +78,13 @@ def as_release(agent_, new):
                                flows=flows.for_release(release))
 
 
+def settings(**changes):
+    """The ComputeSettings a daemon builds from the test's CONF (set it
+    with ``flags``), with ``changes``."""
+    return dataclasses.replace(
+        service.compute_settings_from_conf(CONF), **changes)
+
+
 def manager(host=HOST, topology=None, instances=(), claimed=(),
             guests=None):
     """A ComputeManager whose driver, conductor and peers are mocks.
@@ -109,7 +118,7 @@ def manager(host=HOST, topology=None, instances=(), claimed=(),
     compute_api = mock.Mock(name='compute_api')
     compute_api.supports_numa_live_migration.return_value = True
     result = manager_mod.ComputeManager(host, driver, conductor,
-                                        compute_api)
+                                        compute_api, settings())
     result.tracker.start(mock.sentinel.ctxt)
     return result
 

@@ -5,7 +5,6 @@ import threading
 from numamig import objects
 from numamig.compute import manager
 from numamig.compute import migration_source
-from numamig.conf import compute as compute_conf
 from tests import base
 from tests.unit.compute import base as cbase
 
@@ -34,7 +33,7 @@ class LiveMigrationExecutorTest(base.TestCase):
         mocked = cbase.manager(host=cbase.SOURCE)
         agent = manager.ComputeManager(
             cbase.SOURCE, mocked.driver, mocked.conductor_api,
-            mocked.compute_api, **kwargs)
+            mocked.compute_api, cbase.settings(**kwargs))
         self.addCleanup(agent.stop, wait=True)
         return agent
 
@@ -80,14 +79,11 @@ class LiveMigrationExecutorTest(base.TestCase):
         self.release.set()
         self.assertEqual(3, len(self._wait_started(3)))
 
-    def test_default_size(self):
-        self.assertEqual(4, self._agent().max_concurrent_live_migrations)
-
-    def test_defaults_are_the_options_defaults(self):
-        """An embedded cloud (no configuration file) paces its reports
-        as a daemon with the shipped defaults does."""
-        options = {opt.name: opt.default for opt in compute_conf.opts}
-        self.assertEqual(options['max_concurrent_live_migrations'],
-                         manager.DEFAULT_MAX_CONCURRENT_LIVE_MIGRATIONS)
-        self.assertEqual(options['min_change_report_interval'],
-                         manager.DEFAULT_MIN_CHANGE_REPORT_INTERVAL)
+    def test_the_options_size_and_pace_it(self):
+        """An agent built from configuration runs as many migrations at
+        once, and paces its reports, as its options say."""
+        self.flags(group='compute', max_concurrent_live_migrations=3,
+                   min_change_report_interval=0.5)
+        agent = self._agent()
+        self.assertEqual((3, 0.5), (agent.max_concurrent_live_migrations,
+                                    agent.reporter._min_interval))

@@ -236,7 +236,8 @@ class ResourceTrackerTest(base.TestCase):
         self.assertEqual([], agent.tracker.claims())
 
     def test_not_started(self):
-        tracker = resource_tracker.ResourceTracker('h', mock.Mock(),
-                                                   mock.Mock())
+        tracker = resource_tracker.ResourceTracker(
+            'h', mock.Mock(), mock.Mock(), strategy='spread',
+            unrecorded_claim_timeout=120)
         self.assertRaisesMessage(base.exception.NumamigException,
                                  'not started', tracker.usage_topology)

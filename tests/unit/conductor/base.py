@@ -15,6 +15,8 @@ from numamig import fingerprint
 from numamig import objects
 from numamig.conductor import manager
 from numamig.conductor import records
+from numamig.conductor import settings
+from numamig.conf import CONF
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import queue
@@ -40,9 +42,11 @@ class ConductorTestCase(base.TestCase):
         # The destinations ask the source themselves (the way before API
         # 1.3) unless a test says otherwise.
         self.compute_api.supports_conductor_checks.return_value = False
+        # The production settings but a shorter wait for destinations.
+        self.flags(rpc_response_timeout_migration=5)
         self.conductor = manager.ConductorManager(
             self.db, cache, scheduler.Scheduler(cache), self.compute_api,
-            {'migrate_max_retries': 3, 'check_timeout': 5, 'limits': None})
+            settings.from_conf(CONF))
         for host in self.HOSTS:
             self.report(host)
 
@@ -54,7 +58,7 @@ class ConductorTestCase(base.TestCase):
                                           service_down_time=60)
         restarted = manager.ConductorManager(
             self.db, cache, scheduler.Scheduler(cache), self.compute_api,
-            {'migrate_max_retries': 3, 'check_timeout': 5, 'limits': None})
+            self.conductor.worker.settings)
         restarted.load_reports()
         return cache, restarted
 
@@ -84,10 +88,16 @@ class ConductorTestCase(base.TestCase):
         """What the conductor's flows get."""
         return self.conductor.worker
 
-    def reconfigure(self, **settings):
-        """Give the conductor's flows other settings (Worker fields)."""
-        self.conductor.worker = dataclasses.replace(self.conductor.worker,
-                                                    **settings)
+    def reconfigure(self, **changes):
+        """Give the conductor's flows other parts (Worker fields) or
+        settings (ConductorSettings fields)."""
+        worker = self.conductor.worker
+        parts = {name: changes.pop(name) for name in list(changes)
+                 if name in {f.name for f in dataclasses.fields(worker)}}
+        if changes:
+            parts['settings'] = dataclasses.replace(worker.settings,
+                                                    **changes)
+        self.conductor.worker = dataclasses.replace(worker, **parts)
 
     def call(self, method, *args, **kwargs):
         """Call a conductor endpoint as the RPC dispatcher would.

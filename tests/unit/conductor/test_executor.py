@@ -15,6 +15,9 @@ from numamig.db import queue
 from tests.unit.db import base as db_base
 
 LIMITS = queue.Limits(total=10, per_source=10, per_dest=10, queued=10)
+# Seconds a task waits for an unreachable database: the tests whose
+# database stays up never reach it.
+OUTAGE_WAIT = 60
 # Long enough that a test passing by the fallback look would be slow to
 # notice, never long enough to hang: every wait below is bounded.
 WAIT = 10
@@ -44,7 +47,8 @@ class ExecutorTestCase(db_base.DBTestCase):
 
     def start(self, workers, recheck=60):
         runner = executor.MigrationExecutor(self.db, LIMITS, workers,
-                                            self._run, recheck=recheck)
+                                            self._run, recheck=recheck,
+                                            outage_wait=OUTAGE_WAIT)
         self.addCleanup(runner.stop)
         self.addCleanup(self.release.set)
         runner.start()
@@ -148,7 +152,8 @@ class ExecutorTestCase(db_base.DBTestCase):
         self.expected = 1
         uuid = self.request()
         runner = executor.MigrationExecutor(self.db, LIMITS, 1, self._run,
-                                            recheck=60)
+                                            recheck=60,
+                                            outage_wait=OUTAGE_WAIT)
         self.addCleanup(runner.stop)
         real = queue.admit
 
@@ -192,7 +197,8 @@ class RequeueTest(ExecutorTestCase):
             return False
         with mock.patch.object(queue, 'admit', admit):
             runner = executor.MigrationExecutor(self.db, LIMITS, 1, run,
-                                                recheck=60)
+                                                recheck=60,
+                                                outage_wait=OUTAGE_WAIT)
             self.addCleanup(runner.stop)
             runner.start()
             self.assertTrue(ran.wait(WAIT))
@@ -245,7 +251,8 @@ class DatabaseFailureTest(ExecutorTestCase):
             queue.requeue(self.db, migration_uuid)
             recovered.set()
         runner = executor.MigrationExecutor(self.db, LIMITS, 1, run,
-                                            recheck=0.05, recover=recover)
+                                            recheck=0.05, recover=recover,
+                                            outage_wait=OUTAGE_WAIT)
         self.addCleanup(runner.stop)
         runner.start()
         self.assertTrue(recovered.wait(WAIT))
@@ -376,7 +383,8 @@ class DatabaseOutageTest(ExecutorTestCase):
             return admitted
         with mock.patch.object(queue, 'admit', admit):
             runner = executor.MigrationExecutor(self.db, LIMITS, 1,
-                                                self._run, recheck=60)
+                                                self._run, recheck=60,
+                                                outage_wait=OUTAGE_WAIT)
             self.addCleanup(runner.stop)
             self.addCleanup(self.release.set)
             runner.start()

@@ -10,13 +10,14 @@ from numamig.db import instances
 from numamig.db import memory_changes
 from tests.unit.conductor import base
 
-SETTINGS = memory.Settings(resize_timeout=7, max_loss_mb=1024)
-
 
 class MemoryChangeTest(base.ConductorTestCase):
 
     def setUp(self):
         super().setUp()
+        # [virtio_mem] as shipped but a shorter deadline.
+        self.settings = self.worker.settings.virtio_mem._replace(
+            resize_timeout=7, max_loss_mb=1024)
         self.uuid = uuidutils.generate_uuid()
         topology = objects.InstanceNUMATopology(
             instance_uuid=self.uuid, cells=[
@@ -52,7 +53,7 @@ class MemoryChangeTest(base.ConductorTestCase):
         kwargs.setdefault('dry_run', False)
         return memory.set_instance_memory(
             self.worker, None, change, self.uuid, node, size_mb,
-            conf=SETTINGS, **kwargs)
+            conf=self.settings, **kwargs)
 
     def test_shrink_released_only_by_what_the_guest_unplugged(self):
         # Asked 256 -> 64 on node 1; the guest gets to 128 by the deadline.
@@ -141,7 +142,7 @@ class MemoryChangeTest(base.ConductorTestCase):
         self.compute_api.resize_virtio_mem.side_effect = resize
         done = memory.reclaim_on_host(
             self.worker, None, uuidutils.generate_uuid(), 'src', 1, 512,
-            True, False, SETTINGS)
+            True, False, self.settings)
         self.assertEqual('partial', done['status'])
         self.assertEqual([False, True], sorted(
             'error' in guest for guest in done['result']['guests']))
@@ -171,10 +172,10 @@ class MemoryChangeTest(base.ConductorTestCase):
                                         node=7),
                 lambda: memory.reclaim_on_host(
                     self.worker, None, uuidutils.generate_uuid(), 'src', 5,
-                    100, False, False, SETTINGS),
+                    100, False, False, self.settings),
                 lambda: memory.reclaim_on_host(
                     self.worker, None, uuidutils.generate_uuid(), 'src', 5,
-                    100, False, True, SETTINGS)):
+                    100, False, True, self.settings)):
             exc = self.assertRaises(exception.InvalidMemoryChange, call)
             self.assertRegex(str(exc), r'host src has no NUMA node [57]; '
                                        r'its nodes are 0, 1$')
@@ -238,7 +239,7 @@ class MemoryChangeTest(base.ConductorTestCase):
                 exc = self.assertRaises(
                     exception.InvalidMemoryChange, memory.reclaim_on_host,
                     self.worker, None, change, 'src', 0, 128, exact,
-                    dry_run, SETTINGS)
+                    dry_run, self.settings)
                 self.assertEqual(
                     f"the guests on src can give none of the 128 MiB asked "
                     f"{where}: nothing changed", exc.kwargs['reason'])

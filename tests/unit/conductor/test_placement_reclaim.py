@@ -8,7 +8,6 @@ from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import objects
-from numamig.conductor import memory
 from numamig.conductor import placement_reclaim
 from numamig.db import instances
 from numamig.db import memory_changes
@@ -17,8 +16,6 @@ from numamig.numa import usage
 from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
 
-ON = memory.Settings(resize_timeout=7, max_loss_mb=4096,
-                     placement_reclaim=True, placement_reclaim_max_mb=4096)
 FULL = exception.MigrationPreCheckError(reason="does not fit on dst1")
 
 
@@ -42,7 +39,12 @@ class _ReclaimBase(base.ConductorTestCase):
 
     def setUp(self):
         super().setUp()
-        self.reconfigure(virtio_mem=ON)
+        # [virtio_mem] as shipped (reclaim off), and turned on.
+        self.off = self.worker.settings.virtio_mem
+        self.on = self.off._replace(
+            resize_timeout=7, max_loss_mb=4096, placement_reclaim=True,
+            placement_reclaim_max_mb=4096)
+        self.reconfigure(virtio_mem=self.on)
         # dst1 node 0: 4096 boot + a device of 4096 (floor 2048) of the
         # guest with slack; node 1 full with a guest without devices.
         self.slack_uuid = self._guest(
@@ -177,7 +179,7 @@ class PlacementReclaimTest(_ReclaimBase):
         self.assertEqual('given back', entry['outcome'])
 
     def test_off_by_default_plain_refusal(self):
-        self.reconfigure(virtio_mem=memory.DEFAULT_SETTINGS)
+        self.reconfigure(virtio_mem=self.off)
         self.answer_with(FULL)
         self.assertEqual('Migration pre-check error: does not fit on dst1',
                          self._refused())
@@ -326,7 +328,7 @@ class ScheduledReclaimTest(_ScheduledBase):
 
     def test_none_can_be_freed_no_valid_host_says_reclaim_considered(self):
         # The guest with slack keeps its floor: nothing to take.
-        self.reconfigure(virtio_mem=ON._replace(max_loss_mb=2))
+        self.reconfigure(virtio_mem=self.on._replace(max_loss_mb=2))
         self.answer_with()
         migration = self._no_valid_host()
         self.assertIn('placement reclaim ([virtio_mem] placement_reclaim) '
@@ -340,7 +342,7 @@ class ScheduledReclaimTest(_ScheduledBase):
             assert_not_called()
 
     def test_none_qualifies_within_max_mb(self):
-        self.reconfigure(virtio_mem=ON._replace(placement_reclaim_max_mb=2))
+        self.reconfigure(virtio_mem=self.on._replace(placement_reclaim_max_mb=2))
         self.answer_with()
         migration = self._no_valid_host()
         self.assertIn('placement reclaim ([virtio_mem] placement_reclaim) '
@@ -350,7 +352,7 @@ class ScheduledReclaimTest(_ScheduledBase):
         self.assertIn('dst1: NUMA topology does not fit', migration.error)
 
     def test_off_plain_no_valid_host(self):
-        self.reconfigure(virtio_mem=memory.DEFAULT_SETTINGS)
+        self.reconfigure(virtio_mem=self.off)
         self._no_valid_host()
         self.assertNotIn('placement reclaim', self._migration().error)
         self.assertEqual([], self.resized)
@@ -495,7 +497,7 @@ class ScheduledBuildReclaimTest(_ScheduledBase):
         self.assertIn(self.new.uuid, [r.instance_uuid for r in held])
 
     def test_none_qualifies_one_line_says_reclaim_considered(self):
-        self.reconfigure(virtio_mem=ON._replace(max_loss_mb=2))
+        self.reconfigure(virtio_mem=self.on._replace(max_loss_mb=2))
         why = self._build_error()
         self.assertIn(f'Instance {self.new.uuid} could not be created: ',
                       why)
@@ -511,7 +513,7 @@ class ScheduledBuildReclaimTest(_ScheduledBase):
         self.assertEqual([], self.builds)
 
     def test_none_within_max_mb(self):
-        self.reconfigure(virtio_mem=ON._replace(placement_reclaim_max_mb=2))
+        self.reconfigure(virtio_mem=self.on._replace(placement_reclaim_max_mb=2))
         self.assertIn('placement reclaim ([virtio_mem] placement_reclaim) '
                       'considered: no host is short only of memory within '
                       'placement_reclaim_max_mb (2 MiB)',
@@ -519,7 +521,7 @@ class ScheduledBuildReclaimTest(_ScheduledBase):
         self.assertEqual([], self.builds)
 
     def test_off_plain_build_error(self):
-        self.reconfigure(virtio_mem=memory.DEFAULT_SETTINGS)
+        self.reconfigure(virtio_mem=self.off)
         self.assertNotIn('placement reclaim', self._build_error())
         self.assertEqual([], self.resized)
 

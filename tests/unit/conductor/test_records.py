@@ -427,7 +427,7 @@ class ReadAdmittedTest(base.ConductorTestCase):
         self.assertEqual(self.migration.uuid, read.migration.uuid)
         self.assertEqual(self.inst.uuid, read.instance.uuid)
         self.assertEqual(queue.busy_destinations(
-            self.db, self.worker.admission.per_dest), set(read.busy))
+            self.db, self.worker.settings.admission.per_dest), set(read.busy))
         self.assertEqual({'dst2'}, set(read.maintenance))
 
     def test_a_cancelled_migration_reads_nothing_more(self):

@@ -49,9 +49,7 @@ class OldHostsTest(base.ConductorTestCase):
     def test_old_conductor_has_no_check(self):
         old = manager.ConductorManager(
             self.db, self.conductor.cache, self.conductor.worker.scheduler,
-            self.compute_api, {'migrate_max_retries': 3,
-                               'check_timeout': 5, 'limits': None},
-            service_version=1)
+            self.compute_api, self.worker.settings, service_version=1)
         self.conductor = old
         inst = self.create_instance()
         self.answer_with(True)
@@ -62,8 +60,7 @@ class OldHostsTest(base.ConductorTestCase):
             exception.InvalidConfiguration, 'service version 9',
             manager.ConductorManager, self.db, self.conductor.cache,
             self.conductor.worker.scheduler, self.compute_api,
-            {'migrate_max_retries': 3, 'check_timeout': 5},
-            service_version=9)
+            self.worker.settings, service_version=9)
 
 
 class CancelledBeforeQueuedTest(base.ConductorTestCase):

@@ -1,11 +1,11 @@
 """Tests of numamig.conductor.worker: what the conductor's flows get."""
 
 import dataclasses
+import operator
 from unittest import mock
 
 from numamig import releases
 from numamig.conductor import worker
-from numamig.db import queue
 from tests.unit.conductor import base
 
 
@@ -16,9 +16,10 @@ class WorkerTest(base.ConductorTestCase):
         self.assertIs(self.db, parts.db)
         self.assertIs(self.conductor.cache, parts.cache)
         self.assertIs(self.compute_api, parts.compute_api)
-        self.assertEqual((3, 5, None), (parts.migrate_max_retries,
-                                        parts.check_timeout, parts.limits))
-        self.assertIs(self.conductor.admission, parts.admission)
+        # The production default, and the test's override.
+        self.assertEqual((3, 5), (parts.settings.migrate_max_retries,
+                                  parts.settings.check_timeout))
+        self.assertIs(self.conductor.admission, parts.settings.admission)
         self.assertTrue(parts.release.is_current)
 
     def test_an_end_reaches_the_manager(self):
@@ -30,17 +31,28 @@ class WorkerTest(base.ConductorTestCase):
 
     def test_flows_cannot_change_it(self):
         self.assertRaises(dataclasses.FrozenInstanceError, setattr,
-                          self.conductor.worker, 'check_timeout', 1)
+                          self.conductor.worker, 'settings', None)
+        self.assertRaises(dataclasses.FrozenInstanceError, setattr,
+                          self.conductor.worker.settings, 'check_timeout',
+                          1)
+        self.assertRaises(TypeError, operator.setitem,
+                          self.conductor.worker.settings.migration_policies,
+                          'x', None)
 
-    def test_defaults_and_a_fresh_cursor_each(self):
+    def test_a_fresh_cursor_each(self):
         made = [worker.Worker(
             db=None, cache=None, scheduler=None, compute_api=None,
             release=releases.RELEASES[1], migration_ended=None,
-            migrate_max_retries=0, check_timeout=1) for _ in range(2)]
+            settings=self.conductor.worker.settings) for _ in range(2)]
         self.assertEqual(-1, made[0].reports.seen)
         self.assertIsNot(made[0].reports, made[1].reports)
-        self.assertIsInstance(made[0].admission, queue.Limits)
-        self.assertFalse(made[0].enable_numa_live_migration_workaround)
+
+    def test_settings_are_required(self):
+        # No default to drift from the options' (conductor.settings).
+        self.assertRaises(TypeError, worker.Worker, db=None, cache=None,
+                          scheduler=None, compute_api=None,
+                          release=releases.RELEASES[1],
+                          migration_ended=None)
 
     def test_no_endpoint_reaches_a_flow(self):
         for endpoint in ('live_migrate_instance', 'migration_abort',

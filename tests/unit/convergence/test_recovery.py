@@ -2,6 +2,7 @@
 
 from numamig.convergence import recovery as rec
 from tests import base
+from tests import libvirt_settings
 
 SETTINGS = rec.Settings(timeout_s=10, max_attempts=5, attempt_timeout_s=3)
 
@@ -68,14 +69,14 @@ class NextStepTestCase(base.TestCase):
         self.assertEqual(rec.DONE, end.kind)
 
     def test_attempt_count_bounds_recovery(self):
-        settings = rec.Settings(timeout_s=3600, max_attempts=3)
+        settings = libvirt_settings.recovery(timeout_s=3600, max_attempts=3)
         taken, end = _walk(settings)
         self.assertEqual(3, sum(1 for _t, k in taken if k == rec.TRY))
         self.assertEqual("3 resume attempts failed", end.reason)
 
     def test_disabled_gives_up_at_once(self):
-        for settings in (rec.Settings(timeout_s=0),
-                         rec.Settings(max_attempts=0)):
+        for settings in (libvirt_settings.recovery(timeout_s=0),
+                         libvirt_settings.recovery(max_attempts=0)):
             taken, end = _walk(settings, link_back_at=0)
             self.assertEqual([(0, rec.GIVE_UP)], taken)
             self.assertIn('disabled', end.reason)

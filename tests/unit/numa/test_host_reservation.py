@@ -14,8 +14,8 @@ from numamig.numa import constraints
 from numamig.numa import fit
 from numamig.numa import usage
 from numamig.virt.libvirt import host_topology
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.fixtures import libvirt_caps
 
 load_tests = testscenarios.load_tests_apply_scenarios
@@ -32,7 +32,7 @@ def _driver_host(pages_2m=0, shared=False):
     cells = host_topology.parse_capabilities(libvirt_caps.caps_xml(
         cells=1, cores=2, threads=2, mem_gib=NODE_MB // 1024,
         pages_2m=pages_2m, pages_1g=0))
-    settings = lv_settings.LibvirtSettings(
+    settings = libvirt_settings.host(
         host='hostA', reserved_host_memory_mb=RESERVED_MB,
         cpu_shared_set=frozenset({0, 2}) if shared else None)
     return host_topology.build_host_topology(cells, settings)

@@ -141,6 +141,12 @@ class TestSelect(SchedulerTestCase):
         self.assertEqual(['kvm1'],
                          self._select(hypervisor_type='kvm').hosts)
 
+    def test_unset_choices_are_the_options(self):
+        self.flags(group='scheduler', strategy='pack', max_candidates=2)
+        sched = scheduler.Scheduler(self.cache)
+        self.assertEqual(('pack', 'pack', 2), (
+            sched.strategy, sched.cell_strategy, sched.max_candidates))
+
     def test_max_candidates(self):
         sched = scheduler.Scheduler(self.cache, max_candidates=1)
         selection = sched.select_destinations(_request(), 'src')

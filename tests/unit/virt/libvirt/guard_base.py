@@ -12,9 +12,9 @@ import os
 
 import fixtures
 
-from numamig.virt.libvirt import guard
 from numamig.virt.libvirt import guard_claims
 from tests import base
+from tests import libvirt_settings
 
 DOMAINS = os.path.join(os.path.dirname(__file__), '..', '..', '..',
                        'fixtures', 'domains')
@@ -45,7 +45,7 @@ class GuardTestCase(base.TestCase):
         super().setUp()
         self.directory = self.useFixture(fixtures.TempDir()).path
         self.claims_file = os.path.join(self.directory, 'claims.json')
-        self.settings = guard.GuardSettings(
+        self.settings = libvirt_settings.guard(
             hook_path=os.path.join(self.directory, 'hooks', 'qemu.d',
                                    'numamig'),
             claims_file=self.claims_file, max_age_s=60,

@@ -4,15 +4,15 @@ import libvirt
 
 from numamig import exception
 from numamig.virt.libvirt import data_plane
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.unit.virt.libvirt import test_migration as tm
 
 V9_0, V9_4 = 9000000, 9004000
 
 
 def _check(version, bandwidth_mib=None, **settings):
-    data_plane.check(lv_settings.MigrationSettings(**settings), version,
+    data_plane.check(libvirt_settings.migration(**settings), version,
                      'src', 'qemu+tcp://dst/system', bandwidth_mib)
 
 
@@ -45,17 +45,17 @@ class CheckTestCase(base.TestCase):
 
     def test_compression_needs_parallel_connections(self):
         exc = self.assertRaises(exception.InvalidConfiguration,
-                                lv_settings.MigrationSettings,
+                                libvirt_settings.migration,
                                 compression='zstd')
         self.assertIn('parallel connections only', str(exc))
 
     def test_flags_and_params(self):
         self.assertEqual((0, {}), data_plane.flags_and_params(
-            lv_settings.MigrationSettings()))
+            libvirt_settings.migration()))
         self.assertEqual(
             (libvirt.VIR_MIGRATE_COMPRESSED,
              {libvirt.VIR_MIGRATE_PARAM_COMPRESSION: 'zstd'}),
-            data_plane.flags_and_params(lv_settings.MigrationSettings(
+            data_plane.flags_and_params(libvirt_settings.migration(
                 compression='zstd', parallel_connections=2)))
 
 
@@ -75,7 +75,7 @@ class ConnectionsTestCase(base.TestCase):
     """Parallel connections follow the CPUs chosen for the threads."""
 
     def _used(self, configured, cpus, compression='none'):
-        return data_plane.connections_for(lv_settings.MigrationSettings(
+        return data_plane.connections_for(libvirt_settings.migration(
             parallel_connections=configured, compression=compression),
             cpus)
 

@@ -4,8 +4,8 @@ import libvirt
 
 from numamig.convergence import policy as pol
 from numamig.virt.libvirt import dirty_rate
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.unit.virt.libvirt import test_migration as tm
 
 MIB = 2 ** 20
@@ -117,7 +117,7 @@ class ModesTestCase(base.TestCase):
 class PredictionDictTestCase(base.TestCase):
 
     def test_figures_from_the_settings(self):
-        settings = lv_settings.MigrationSettings(bandwidth_mib=100,
+        settings = libvirt_settings.migration(bandwidth_mib=100,
                                                  downtime_ms=300)
         answer = dirty_rate.prediction(settings, pol.SHIPPED[pol.TIMER],
                                        2 ** 30, 50 * MIB, 'page-sampling')
@@ -127,7 +127,7 @@ class PredictionDictTestCase(base.TestCase):
                           answer['sampled_dirty_rate']))
 
     def test_unknown_says_why(self):
-        settings = lv_settings.MigrationSettings(bandwidth_mib=100)
+        settings = libvirt_settings.migration(bandwidth_mib=100)
         answer = dirty_rate.prediction(settings, pol.SHIPPED[pol.NFV],
                                        2 ** 30, None, 'page-sampling: no')
         self.assertEqual(('unknown', None), (answer['prediction'],

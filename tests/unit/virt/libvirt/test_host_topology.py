@@ -8,6 +8,7 @@ from numamig import exception
 from numamig.virt.libvirt import host_topology
 from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.fixtures import libvirt_caps
 
 load_tests = testscenarios.load_tests_apply_scenarios
@@ -21,7 +22,7 @@ def _settings(**kwargs):
     for name in ('cpu_dedicated_set', 'cpu_shared_set'):
         if kwargs.get(name) is not None:
             kwargs[name] = frozenset(kwargs[name])
-    return lv_settings.LibvirtSettings(**kwargs)
+    return libvirt_settings.host(**kwargs)
 
 
 def _topology(spec=None, **kwargs):

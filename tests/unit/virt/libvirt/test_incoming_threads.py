@@ -3,8 +3,8 @@
 import threading
 
 from numamig.virt.libvirt import incoming_threads as it
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 
 UUID = '5a1e0000-aaaa-4bbb-8ccc-000000000001'
 
@@ -103,7 +103,7 @@ class WatchTestCase(base.TestCase):
 class TimeLimitTestCase(base.TestCase):
 
     def test_scaled_like_the_source_plus_recovery(self):
-        settings = lv_settings.MigrationSettings(completion_timeout_s=800)
+        settings = libvirt_settings.migration(completion_timeout_s=800)
         self.assertEqual(
             800 * 4 + settings.postcopy_recovery.timeout_s,
             it.time_limit(settings, 4096))
@@ -112,5 +112,5 @@ class TimeLimitTestCase(base.TestCase):
             it.time_limit(settings, 512))
 
     def test_no_timeout_still_bounded(self):
-        settings = lv_settings.MigrationSettings(completion_timeout_s=0)
+        settings = libvirt_settings.migration(completion_timeout_s=0)
         self.assertEqual(it.UNLIMITED_S, it.time_limit(settings, 4096))

@@ -8,8 +8,8 @@ import testscenarios
 
 from numamig import exception
 from numamig.virt.libvirt import migration
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 
 load_tests = testscenarios.load_tests_apply_scenarios
 
@@ -127,7 +127,7 @@ def _job(dom, clock, callback=None, completion=None, abort_requested=None,
          **settings):
     settings.setdefault('progress_interval_s', 0.001)
     return migration.MigrationJob(
-        dom, lv_settings.MigrationSettings(**settings), 'src', 'dst',
+        dom, libvirt_settings.migration(**settings), 'src', 'dst',
         callback, clock=clock, completion=completion or FakeCompletion(),
         abort_requested=abort_requested)
 
@@ -150,7 +150,7 @@ class FlagsAndParamsTestCase(base.TestCase):
 
     def test_flags(self):
         flags = migration.migration_flags(
-            lv_settings.MigrationSettings(**self.opts))
+            libvirt_settings.migration(**self.opts))
         self.assertEqual(migration.BASE_FLAGS | self.extra, flags)
 
 
@@ -158,7 +158,7 @@ class ParamsTestCase(base.TestCase):
 
     def test_dest_and_persist_xml_uri_bandwidth(self):
         params = migration.migration_params(
-            lv_settings.MigrationSettings(bandwidth_mib=50,
+            libvirt_settings.migration(bandwidth_mib=50,
                                           parallel_connections=3),
             '<domain/>', 'tcp://10.0.0.2', None)
         self.assertEqual({
@@ -170,12 +170,12 @@ class ParamsTestCase(base.TestCase):
 
     def test_per_migration_bandwidth_wins(self):
         params = migration.migration_params(
-            lv_settings.MigrationSettings(bandwidth_mib=50), '<d/>', None, 1)
+            libvirt_settings.migration(bandwidth_mib=50), '<d/>', None, 1)
         self.assertEqual(1, params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH])
         self.assertNotIn(libvirt.VIR_MIGRATE_PARAM_URI, params)
 
     def test_downtime_steps(self):
-        steps = migration.downtime_steps(lv_settings.MigrationSettings(
+        steps = migration.downtime_steps(libvirt_settings.migration(
             downtime_ms=400, downtime_steps=4, downtime_delay_s=10), 2)
         self.assertEqual([(0, 100), (20, 175), (40, 250), (60, 325),
                           (80, 400)], steps)
@@ -504,7 +504,7 @@ class ThreadsTestCase(base.TestCase):
         clock = FakeClock()
         dom = FakeDomain(clock, memory_gib=1, polls_to_finish=2)
         job = migration.MigrationJob(
-            dom, lv_settings.MigrationSettings(
+            dom, libvirt_settings.migration(
                 progress_interval_s=0.001, **settings), 'src', 'dst',
             clock=clock, completion=FakeCompletion(), threads=threads)
         job.threads._proc = self.useFixture(fixtures.TempDir()).path
@@ -549,7 +549,7 @@ class ThreadsTestCase(base.TestCase):
         dom = FakeDomain(clock, polls_to_finish=1, error=_libvirt_error(
             libvirt.VIR_ERR_OPERATION_FAILED, 'migration failed'))
         job = migration.MigrationJob(
-            dom, lv_settings.MigrationSettings(progress_interval_s=0.001),
+            dom, libvirt_settings.migration(progress_interval_s=0.001),
             'src', 'dst', clock=clock, completion=FakeCompletion(),
             threads=threads)
         job.threads._proc = self.useFixture(fixtures.TempDir()).path

@@ -6,6 +6,7 @@ import libvirt
 from numamig import exception
 from numamig.convergence import policy as pol
 from tests import base
+from tests import libvirt_settings
 from tests.unit.virt.libvirt import test_migration as tm
 
 
@@ -54,7 +55,7 @@ STALLED = [(1, 1000)] + [(i, 1000) for i in range(2, 40)]
 def _run(dom, clock, policy, **settings):
     settings.setdefault('completion_timeout_s', 0)
     job = tm.migration.MigrationJob(
-        dom, tm.lv_settings.MigrationSettings(progress_interval_s=0.001,
+        dom, libvirt_settings.migration(progress_interval_s=0.001,
                                               **settings),
         'src', 'dst', None, clock=clock, completion=tm.FakeCompletion(),
         policy=policy)
@@ -161,7 +162,7 @@ class IterationPolicyTestCase(base.TestCase):
 class SelectionTestCase(base.TestCase):
 
     def test_configured_policy_and_default(self):
-        settings = tm.lv_settings.MigrationSettings(
+        settings = libvirt_settings.migration(
             policy='gold', policies=('gold: downtime=10; then=abort',))
         self.assertEqual(('gold', 'the configured default'),
                          (settings.select_policy()[0].name,
@@ -172,9 +173,9 @@ class SelectionTestCase(base.TestCase):
     def test_bad_configuration(self):
         exc = self.assertRaises(
             exception.InvalidConfiguration,
-            tm.lv_settings.MigrationSettings, policy='nope')
+            libvirt_settings.migration, policy='nope')
         self.assertIn("'nope' is not a known policy", str(exc))
         exc = self.assertRaises(
             exception.InvalidConfiguration,
-            tm.lv_settings.MigrationSettings, policies=('x: downtime=-1',))
+            libvirt_settings.migration, policies=('x: downtime=-1',))
         self.assertIn('live_migration_policies', str(exc))

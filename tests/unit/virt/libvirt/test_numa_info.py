@@ -7,8 +7,8 @@ import testscenarios
 from numamig import exception
 from numamig.virt.libvirt import host_topology
 from numamig.virt.libvirt import numa_info
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.fixtures import libvirt_caps
 from tests.fixtures import libvirt_guests as guests
 
@@ -18,7 +18,7 @@ load_tests = testscenarios.load_tests_apply_scenarios
 def _host(shared=None):
     """2 cells x 4 cores x 2 threads: cell 0 = 0-3,8-11; 1 = 4-7,12-15."""
     cells = host_topology.parse_capabilities(libvirt_caps.caps_xml())
-    settings = lv_settings.LibvirtSettings(
+    settings = libvirt_settings.host(
         host='dest', cpu_shared_set=frozenset(shared) if shared else None)
     return host_topology.build_host_topology(cells, settings)
 

@@ -10,8 +10,8 @@ from numamig import exception
 from numamig.convergence import recovery as rec
 from numamig.virt.libvirt import migration
 from numamig.virt.libvirt import postcopy
-from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 from tests.unit.virt.libvirt import test_migration as tm
 
 WHERE = ('uuid-1', 'src', 'dst')
@@ -100,8 +100,8 @@ def _recovery(dom, settings=None, clock=None, events=None):
     clock = clock or FakeTime()
     stamps = iter(range(1, 1000))
     return postcopy.Recovery(
-        dom, settings or rec.Settings(timeout_s=60, max_attempts=5,
-                                      attempt_timeout_s=5),
+        dom, settings or libvirt_settings.recovery(
+            timeout_s=60, max_attempts=5, attempt_timeout_s=5),
         WHERE, dom.migrate,
         on_event=None if events is None else events.append,
         clock=clock, wall_clock=lambda: f't{next(stamps)}',
@@ -136,7 +136,7 @@ class RecoveryTestCase(base.TestCase):
 
     def test_gives_up_at_the_timeout_saying_where_the_guest_is(self):
         dom = FakeDomain([_refused()] * 10)
-        settings = rec.Settings(timeout_s=5, max_attempts=10)
+        settings = libvirt_settings.recovery(timeout_s=5, max_attempts=10)
         recovery = _recovery(dom, settings)
         exc = self.assertRaises(exception.PostCopyPaused, recovery.recover,
                                 _broken())
@@ -161,7 +161,7 @@ class RecoveryTestCase(base.TestCase):
 
     def test_attempt_that_moves_nothing_is_interrupted_at_its_deadline(self):
         dom = FakeDomain(['hang', None])
-        settings = rec.Settings(timeout_s=60, max_attempts=3,
+        settings = libvirt_settings.recovery(timeout_s=60, max_attempts=3,
                                 attempt_timeout_s=0.05)
         # The watch waits in real time (0.05 s): the fake clock stands
         # still during an attempt.
@@ -179,7 +179,7 @@ class RecoveryTestCase(base.TestCase):
     def test_a_second_loss_after_progress_starts_a_new_count(self):
         dom = FakeDomain([_refused(), ('move', _broken()), _refused(),
                           _refused(), None])
-        settings = rec.Settings(timeout_s=600, max_attempts=3)
+        settings = libvirt_settings.recovery(timeout_s=600, max_attempts=3)
         recovery = _recovery(dom, settings)
         recovery.recover(_broken())
         self.assertEqual(
@@ -218,7 +218,7 @@ class RecoveryTestCase(base.TestCase):
         def report(history):
             raise RuntimeError('conductor away')
         clock = FakeTime()
-        recovery = postcopy.Recovery(dom, rec.Settings(), WHERE,
+        recovery = postcopy.Recovery(dom, libvirt_settings.recovery(), WHERE,
                                      dom.migrate, on_event=report,
                                      clock=clock, wait=clock.wait)
         recovery.recover(_broken())
@@ -268,7 +268,7 @@ class PostCopyJobDomain(tm.FakeDomain):
 class JobRecoveryTestCase(base.TestCase):
 
     def _job(self, dom, recovery_settings, events):
-        settings = lv_settings.MigrationSettings(
+        settings = libvirt_settings.migration(
             permit_post_copy=True, progress_interval_s=0.01,
             postcopy_recovery=recovery_settings)
         job = migration.MigrationJob(
@@ -299,7 +299,8 @@ class JobRecoveryTestCase(base.TestCase):
         clock = tm.FakeClock()
         dom = PostCopyJobDomain(clock, [_refused(), None])
         events = []
-        job = self._job(dom, rec.Settings(timeout_s=600, max_attempts=5),
+        job = self._job(dom, libvirt_settings.recovery(timeout_s=600,
+                                                       max_attempts=5),
                         events)
         self._run_forced(job)
         result = self.outcome
@@ -320,7 +321,8 @@ class JobRecoveryTestCase(base.TestCase):
     def test_unrecoverable_post_copy_raises_paused_never_resumes_src(self):
         clock = tm.FakeClock()
         dom = PostCopyJobDomain(clock, [_refused()] * 3)
-        job = self._job(dom, rec.Settings(timeout_s=600, max_attempts=3),
+        job = self._job(dom, libvirt_settings.recovery(timeout_s=600,
+                                                       max_attempts=3),
                         [])
         self._run_forced(job)
         self.assertIsInstance(self.outcome, exception.PostCopyPaused)
@@ -334,7 +336,7 @@ class JobRecoveryTestCase(base.TestCase):
         dom = tm.FakeDomain(clock, polls_to_finish=1000,
                             error=_refused())
         dom.finished.set()
-        job = self._job(dom, rec.Settings(), [])
+        job = self._job(dom, libvirt_settings.recovery(), [])
         self.assertIsInstance(self._run(job), exception.LiveMigrationFailed)
         self.assertIsNone(job.recovery)
 
@@ -347,7 +349,7 @@ class PausedTestCase(base.TestCase):
         from unittest import mock
 
         from numamig.virt.libvirt import driver
-        drv = driver.LibvirtDriver(lv_settings.LibvirtSettings(host='src'))
+        drv = driver.LibvirtDriver(libvirt_settings.host(host='src'))
         drv._lookup = mock.Mock(side_effect=lookup)
         return drv
 

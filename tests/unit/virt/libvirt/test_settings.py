@@ -9,6 +9,7 @@ from numamig.conf import CONF
 from numamig.virt.libvirt import driver
 from numamig.virt.libvirt import settings as lv_settings
 from tests import base
+from tests import libvirt_settings
 
 load_tests = testscenarios.load_tests_apply_scenarios
 
@@ -81,16 +82,16 @@ class InvalidSettingsTestCase(base.TestCase):
 
     def test_rejected(self):
         self.assertRaisesMessage(exception.InvalidConfiguration,
-                                 self.fragment, lv_settings.LibvirtSettings,
+                                 self.fragment, libvirt_settings.host,
                                  host='h', **self.kwargs)
 
     def test_migration_rejected(self):
         self.assertRaisesMessage(
             exception.InvalidConfiguration, "'pause' is not one of abort",
-            lv_settings.MigrationSettings, timeout_action='pause')
+            libvirt_settings.migration, timeout_action='pause')
         self.assertRaisesMessage(
             exception.InvalidConfiguration, 'must be positive',
-            lv_settings.MigrationSettings, progress_interval_s=0)
+            libvirt_settings.migration, progress_interval_s=0)
 
 
 class MigrationTargetTestCase(base.TestCase):
@@ -112,9 +113,9 @@ class MigrationTargetTestCase(base.TestCase):
     ]
 
     def test_target(self):
-        drv = driver.LibvirtDriver(lv_settings.LibvirtSettings(
+        drv = driver.LibvirtDriver(libvirt_settings.host(
             host=self.host,
-            migration=lv_settings.MigrationSettings(**self.mig)))
+            migration=libvirt_settings.migration(**self.mig)))
         self.assertEqual(self.expect, drv.migration_target())
         self.assertTrue(drv.supports_native_migration)
         self.assertEqual('kvm', drv.hypervisor_type)
