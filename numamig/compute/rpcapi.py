@@ -6,15 +6,22 @@ what an older agent would not understand, and calls or casts. The object
 versions each API version carries are declared in OBJECT_VERSIONS so that
 a capped client backports the objects too.
 
-In a rolling upgrade nobody tells a sender which release its peer runs,
-so the version of each message comes from what the sender can know:
+In a rolling upgrade each message is capped at what its receiver
+serves, known before it is sent, never learnt from a refusal:
 
-* a call an older agent refuses (UnsupportedVersion, raised by its RPC
-  dispatcher before any endpoint runs) is sent again at API 1.0 with its
-  objects backported;
-* a message carrying LiveMigrateData goes at the API version of that
-  object's version: the object was built by the destination and passed
-  through the source, so its version is the oldest either speaks.
+* the conductor's client is given each host's reported service version
+  (``peer_versions``: the conductor's host reports), which
+  numamig.objects.service.SERVICE_VERSION_HISTORY maps to the newest
+  compute API version that host serves;
+* an agent's client learns a peer's release from the LiveMigrateData
+  that peer built (release 1 builds 1.0), and a message carrying
+  LiveMigrateData goes at the API version of that object's version: the
+  object was built by the destination and passed through the source, so
+  its version is the oldest either speaks.
+
+A message the receiver's version cannot take is not sent:
+UnsupportedVersion is raised at once, as a refusal was before, and the
+caller takes its old path.
 
 Objects travel in the versions the message's API version carries
 (OBJECT_VERSIONS): each message goes at the lowest API version, from the
@@ -22,10 +29,12 @@ one its method needs up to the cap, whose manifest carries every object
 in it at the version it has, so nothing is lost on the way to a new
 agent. An uncapped client's newest version carries every object's newest
 version (an object bumped before any manifest names it is sent as it is,
-at the newest API version: an older agent refuses that version and the
-call comes again at an older one, backported), except what HELD_BACK
-names. A capped client backports to its cap's manifest.
+at the newest API version, to agents whose version serves it), except
+what HELD_BACK names. A capped client backports to its cap's manifest.
 """
+
+import collections
+import threading
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
@@ -34,10 +43,19 @@ from oslo_utils import versionutils
 from numamig import exception
 from numamig import rpc
 from numamig.compute import rpcapi_postcopy
+from numamig.objects import service as service_obj
 
 LOG = logging.getLogger(__name__)
 
 TOPIC = 'numamig-compute'
+
+# The API version every release serves.
+_OLDEST_API = '1.0'
+
+# Hosts whose release an agent's client remembers from their
+# LiveMigrateData (the most recent; a migration's peers are looked up
+# again from its object when forgotten).
+LEARNED_PEERS = 256
 
 # The API version that brought NUMA-aware live migration: claim parameters
 # on check_can_live_migrate_destination, drop_move_claim_at_destination and
@@ -172,8 +190,11 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
     VERSION = '1.7'
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
-                 exchange=None, release_objects=None):
+                 exchange=None, release_objects=None, peer_versions=None):
         """:param version_cap: highest API version to send; None: newest.
+        :param peer_versions: host -> the service version it last
+            reported, or None when unknown (the conductor gives its host
+            reports'); each message is capped at what that serves.
 
         :param topic, exchange: where the agents listen (tests and
             embedded deployments sharing a broker use their own).
@@ -196,6 +217,39 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         # (since, objects' versions needed) -> version: a few dozen keys
         # at most (objects x their versions); asked on every call.
         self._version_by_need = {}
+        self.peer_versions = peer_versions
+        # host -> service version learnt from its LiveMigrateData.
+        self._learned = collections.OrderedDict()
+        self._learned_lock = threading.Lock()
+
+    def cap_for(self, host):
+        """The newest API version ``host`` is sent: this client's cap,
+        lowered to what the host's service version serves."""
+        if self._newest == _OLDEST_API:
+            return self._newest
+        # What the peer's own LiveMigrateData said is the freshest word.
+        with self._learned_lock:
+            version = self._learned.get(host)
+        if version is None and self.peer_versions is not None:
+            version = self.peer_versions(host)
+        if version is None or version >= service_obj.SERVICE_VERSION:
+            return self._newest
+        return min(self._newest,
+                   service_obj.api_version_for(version, 'compute_rpc'),
+                   key=versionutils.convert_version_to_tuple)
+
+    def _learn_from(self, host, migrate_data):
+        """Remember ``host``'s release from the LiveMigrateData it built:
+        release 1 builds 1.0, every later release a newer one."""
+        if host is None or not hasattr(migrate_data, 'VERSION'):
+            return
+        version = 1 if migrate_data.VERSION == '1.0' else \
+            service_obj.NUMA_LIVE_MIGRATION_VERSION
+        with self._learned_lock:
+            self._learned[host] = version
+            self._learned.move_to_end(host)
+            while len(self._learned) > LEARNED_PEERS:
+                self._learned.popitem(last=False)
 
     @classmethod
     def from_conf(cls, conf, transport, **kwargs):
@@ -213,7 +267,13 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
 
     def _prepare(self, host, version='1.0', timeout=None):
         """A call context at ``version``, whose serializer backports the
-        objects to what that version carries."""
+        objects to what that version carries.
+
+        :raises UnsupportedVersion: ``host`` does not serve ``version``
+            (its service version, or this client's cap, is older).
+        """
+        if not _at_most(version, self.cap_for(host)):
+            raise messaging.UnsupportedVersion(version)
         kwargs = {'server': host, 'version': version}
         if timeout is not None:
             kwargs['timeout'] = timeout
@@ -221,20 +281,21 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
 
     def _call(self, ctxt, host, version, method, timeout=None,
               kwargs_1_0=None, floor='1.0', timeout_option=None, **kwargs):
-        """Call ``method``; again at an older version if ``host`` refuses.
-
-        It goes first at the version carrying its objects (_version_for),
-        then, refused, at ``version`` (what its arguments need), then at
-        ``floor`` (1.0 unless the method is newer).
+        """Call ``method`` once, at the newest version ``host`` serves of:
+        the version carrying its objects (_version_for), ``version``
+        (what its arguments need), ``floor`` (1.0 unless the method is
+        newer).
 
         A guest with virtio-mem devices is never sent below
         VIRTIO_MEM_VERSION: an older agent would get it without them and
-        account and write its memory wrongly; its refusal is raised.
+        account and write its memory wrongly: UnsupportedVersion is
+        raised for such an agent, nothing sent.
 
         :param kwargs_1_0: the arguments API 1.0 takes, when they differ.
         :param timeout_option: the option ``timeout`` comes from, for the
             error when nobody answers (default: see _timed_out).
-        :raises UnsupportedVersion: refused at ``floor`` too.
+        :raises UnsupportedVersion: ``host`` does not serve ``floor``
+            (nothing is sent).
         """
         # One walk of the arguments' objects serves both questions.
         needs = rpc.object_needs_in(tuple(kwargs.values()))
@@ -245,21 +306,18 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         tries = list(dict.fromkeys(
             (self._version_needing(version, needs.versions), version,
              floor)))
-        for attempt in tries:
-            sent = kwargs_1_0 if attempt == '1.0' and \
-                kwargs_1_0 is not None else kwargs
-            try:
-                return self._prepare(host, attempt, timeout).call(
-                    ctxt, method, **sent)
-            except messaging.MessagingTimeout as exc:
-                raise self._timed_out(host, method, timeout,
-                                      timeout_option) from exc
-            except messaging.UnsupportedVersion:
-                if attempt == tries[-1]:
-                    raise
-                LOG.info("Compute host %s does not serve API %s (an agent "
-                         "of an older release); %s sent again at an older "
-                         "version", host, attempt, method)
+        cap = self.cap_for(host)
+        attempt = next((t for t in tries if _at_most(t, cap)), None)
+        if attempt is None:
+            raise messaging.UnsupportedVersion(floor, method=method)
+        sent = kwargs_1_0 if attempt == '1.0' and \
+            kwargs_1_0 is not None else kwargs
+        try:
+            return self._prepare(host, attempt, timeout).call(
+                ctxt, method, **sent)
+        except messaging.MessagingTimeout as exc:
+            raise self._timed_out(host, method, timeout,
+                                  timeout_option) from exc
 
     def _call_once(self, ctxt, host, version, method, timeout=None,
                    **kwargs):
@@ -319,10 +377,11 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         With ``source_data`` (the source's answer to
         check_can_live_migrate_source) the call goes at API 1.3: the
         destination calls no other agent and returns its claim instead of
-        recording it. A destination refusing 1.3 is asked the 1.1 way
-        and asks the source itself. With a 1.0 cap the claim parameters
-        are not sent: the destination then neither claims nor offers
-        NUMA-aware live migration.
+        recording it. A destination whose service version serves less
+        (or a cap below 1.3) is asked the 1.1 way and asks the source
+        itself. A destination of release 1, or a 1.0 cap, is not sent
+        the claim parameters: the destination then neither claims nor
+        offers NUMA-aware live migration.
 
         :returns: LiveMigrateData (dst_numa_info set when it claimed;
             migration_context set when the caller must record the claim).
@@ -330,18 +389,13 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         """
         kwargs = {'instance': instance, 'source_host': instance.host,
                   'migration_uuid': migration.uuid}
-        if source_data is not None and self.supports_conductor_checks():
-            try:
-                return self._call(
-                    ctxt, dest_host, CONDUCTOR_CHECKS_VERSION,
-                    'check_can_live_migrate_destination', timeout,
-                    floor=CONDUCTOR_CHECKS_VERSION, migration=migration,
-                    limits=limits, source_data=source_data, **kwargs)
-            except messaging.UnsupportedVersion:
-                LOG.info("Compute host %s does not serve API %s; it checks "
-                         "migration %s the 1.1 way (asking the source "
-                         "itself)", dest_host, CONDUCTOR_CHECKS_VERSION,
-                         migration.uuid)
+        if source_data is not None and _at_most(
+                CONDUCTOR_CHECKS_VERSION, self.cap_for(dest_host)):
+            return self._call(
+                ctxt, dest_host, CONDUCTOR_CHECKS_VERSION,
+                'check_can_live_migrate_destination', timeout,
+                floor=CONDUCTOR_CHECKS_VERSION, migration=migration,
+                limits=limits, source_data=source_data, **kwargs)
         if not self.supports_numa_live_migration():
             return self._call(ctxt, dest_host, '1.0',
                               'check_can_live_migrate_destination',
@@ -353,6 +407,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
 
     def pre_live_migration(self, ctxt, instance, migrate_data):
         """Let the destination get ready; returns updated migrate data."""
+        self._learn_from(migrate_data.get('dest_host'), migrate_data)
         return self._call(ctxt, migrate_data.dest_host,
                           self._lmd_version(migrate_data),
                           'pre_live_migration', instance=instance,
@@ -364,9 +419,9 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
 
         :param records_by_source: the caller records the claim applied
             with ``completed`` (conductor API 1.3); the destination then
-            only counts the guest (API 1.3). A destination refusing 1.3
-            (an older release, which took no claim) is asked at 1.0 and
-            records the placement itself.
+            only counts the guest (API 1.3). A destination of release 1
+            (which took no claim) is asked at 1.0 and records the
+            placement itself.
         """
         if records_by_source and self.supports_conductor_checks():
             return self._call(
@@ -391,23 +446,21 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         """Drop the destination's move claim (idempotent).
 
         :param timeout: seconds to wait; None: rpc_response_timeout.
-        :returns: False when the cap forbids 1.1 (nothing is sent) or
-            the destination refuses it: an agent that old never took a
-            claim to drop.
+        :returns: False, nothing sent, when the cap or the destination's
+            service version is below 1.1: an agent that old never took
+            a claim to drop.
         """
-        if not self.supports_numa_live_migration():
-            return False
-        try:
-            self._call(ctxt, migration.dest_host,
-                       NUMA_LIVE_MIGRATION_VERSION,
-                       'drop_move_claim_at_destination', timeout,
-                       floor=NUMA_LIVE_MIGRATION_VERSION, instance=instance,
-                       migration=migration)
-        except messaging.UnsupportedVersion:
-            LOG.info("Compute host %s does not serve API %s: it took no "
-                     "claim for migration %s to drop", migration.dest_host,
+        if not _at_most(NUMA_LIVE_MIGRATION_VERSION,
+                        self.cap_for(migration.dest_host)):
+            LOG.info("Compute host %s is not sent API %s (its release or "
+                     "[upgrade_levels] compute): it took no claim for "
+                     "migration %s to drop", migration.dest_host,
                      NUMA_LIVE_MIGRATION_VERSION, migration.uuid)
             return False
+        self._call(ctxt, migration.dest_host, NUMA_LIVE_MIGRATION_VERSION,
+                   'drop_move_claim_at_destination', timeout,
+                   floor=NUMA_LIVE_MIGRATION_VERSION, instance=instance,
+                   migration=migration)
         return True
 
     def accept_emulated_migration(self, ctxt, instance, migration, dest_xml,
@@ -436,19 +489,26 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         The conductor asks it (API 1.3 flow), or a destination the
         conductor asked the way before 1.3; the method is the same.
         """
-        return self._call(ctxt, instance.host,
-                          self._lmd_version(dest_check_data),
-                          'check_can_live_migrate_source', timeout,
-                          instance=instance, dest_check_data=dest_check_data)
+        answer = self._call(ctxt, instance.host,
+                            self._lmd_version(dest_check_data),
+                            'check_can_live_migrate_source', timeout,
+                            instance=instance,
+                            dest_check_data=dest_check_data)
+        # The source built it: it says which release the source runs.
+        self._learn_from(instance.host, answer)
+        return answer
 
     def live_migration(self, ctxt, instance, migration, migrate_data):
         """Start the migration on the source (cast: it runs for long).
 
         A cast gets no refusal back, so its version follows
-        ``migrate_data``: an old source only ever sees API 1.0 here.
+        ``migrate_data`` (and the source's service version): an old
+        source only ever sees API 1.0 here.
         """
-        cctxt = self._prepare(migration.source_host,
-                              self._lmd_version(migrate_data))
+        version = min(self._lmd_version(migrate_data),
+                      self.cap_for(migration.source_host),
+                      key=versionutils.convert_version_to_tuple)
+        cctxt = self._prepare(migration.source_host, version)
         cctxt.cast(ctxt, 'live_migration', instance=instance,
                    migration=migration, migrate_data=migrate_data)
 
@@ -576,6 +636,11 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         the message backported to what that version carries.
         """
         return self._version_for('1.0', migrate_data)
+
+
+def _at_most(version, cap):
+    as_tuple = versionutils.convert_version_to_tuple
+    return as_tuple(version) <= as_tuple(cap)
 
 
 def _versions(oldest, newest):

@@ -58,8 +58,8 @@ class RunCalls:
         """Move a migration queued -> running in one step (API 1.3).
 
         :raises UnsupportedVersion: capped below 1.3, or the conductor is
-            older (it refused before recording anything): the caller
-            walks queued -> preparing -> running instead.
+            older (nothing sent): the caller walks queued -> preparing ->
+            running instead.
         :raises InvalidStatusTransition: nothing changed then.
         """
         return self._send_short_path(
@@ -73,7 +73,7 @@ class RunCalls:
 
         :returns: the Migration, its ``history`` unset.
         :raises UnsupportedVersion: capped below 1.3, or the conductor is
-            older (nothing recorded): the caller records post-migrating,
+            older (nothing sent): the caller records post-migrating,
             applies the claim and records completed, as before 1.3.
         :raises InvalidStatusTransition: the migration ended otherwise.
         """

@@ -213,12 +213,13 @@ class ComputeAPIVersionsTest(base.TestCase):
     def _prepared(self, client):
         return [c.kwargs['version'] for c in client.prepare.call_args_list]
 
-    def test_old_destination_refuses_then_gets_1_0(self):
-        self._client_1_1.prepare.return_value.call.side_effect = \
-            messaging.UnsupportedVersion('1.1')
+    def test_old_destination_gets_1_0_at_once(self):
+        # Its reported service version (1) serves compute API 1.0: the
+        # check goes there, without the claim parameters, in one send.
+        self.api.peer_versions = {'dst': 1}.get
         self.api.check_can_live_migrate_destination(
             None, self.inst, 'dst', self.migration, None)
-        self.assertEqual(['1.1'], self._prepared(self._client_1_1))
+        self.assertEqual([], self._prepared(self._client_1_1))
         self.assertEqual(['1.0'], self._prepared(self._client_1_0))
         kwargs = self._client_1_0.prepare.return_value.call.call_args[1]
         self.assertNotIn('migration', kwargs)
@@ -232,14 +233,11 @@ class ComputeAPIVersionsTest(base.TestCase):
         cell.virtio_mem_size_mb = 512
         cell.virtio_mem_block_kb = 2048
         cell.virtio_mem_requested_mb = 512
-        newest = self.api._clients['1.5']
-        newest.prepare.return_value.call.side_effect = \
-            messaging.UnsupportedVersion('1.5')
+        self.api.peer_versions = {'dst': 1}.get
         self.assertRaises(messaging.UnsupportedVersion,
                           self.api.check_can_live_migrate_destination,
                           None, self.inst, 'dst', self.migration, None)
-        self.assertEqual(['1.5'], self._prepared(newest))
-        for version in ('1.0', '1.1', '1.3'):
+        for version in ('1.0', '1.1', '1.3', '1.5'):
             self.assertEqual([], self._prepared(self.api._clients[version]),
                              version)
 
@@ -270,8 +268,10 @@ class ComputeAPIVersionsTest(base.TestCase):
         self.assertEqual(['1.3'], self._prepared(self.api._clients['1.3']))
         self.assertEqual(['1.6'], self._prepared(self.api.client))
 
-    def test_drop_refused_by_old_destination_is_nothing_to_drop(self):
-        self._client_1_1.prepare.return_value.call.side_effect = \
-            messaging.UnsupportedVersion('1.1')
+    def test_an_old_destination_has_nothing_to_drop(self):
+        # Its reported service version serves 1.0: nothing is sent.
+        self.api.peer_versions = {self.migration.dest_host: 1}.get
         self.assertFalse(self.api.drop_move_claim_at_destination(
             None, self.inst, self.migration))
+        for client in self.api._clients.values():
+            client.prepare.assert_not_called()
