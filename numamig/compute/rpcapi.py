@@ -57,10 +57,11 @@ _OLDEST_API = '1.0'
 # again from its object when forgotten).
 LEARNED_PEERS = 256
 
-# The API version that brought NUMA-aware live migration: claim parameters
-# on check_can_live_migrate_destination, drop_move_claim_at_destination and
-# LiveMigrateData 1.1.
-NUMA_LIVE_MIGRATION_VERSION = '1.1'
+# The newest compute API version each release serves.
+RELEASE_1 = '1.0'
+RELEASE_2 = '1.1'
+# [upgrade_levels] compute may name a release instead of a version.
+VERSION_ALIASES = {'release-1': RELEASE_1, 'release-2': RELEASE_2}
 
 _BASE_OBJECTS = {
     'ComputeNodeReport': '1.0',
@@ -77,42 +78,24 @@ _BASE_OBJECTS = {
     'NUMAPagesTopology': '1.0',
 }
 
-# The API version that brought list_domains and delete_instance.
-OPERATIONS_VERSION = '1.2'
-
-# The API version that brought the conductor-driven checks: the conductor
-# asks the source, then the destination with the source's answer (which
-# then never calls another agent) and records the claim the destination
-# returns; the source records the claim applied with ``completed``.
-CONDUCTOR_CHECKS_VERSION = '1.3'
-
-# The API version that brought refresh_usage (heal claims).
-USAGE_VERSION = '1.4'
-
-# The API version that brought virtio-mem devices in guest cells
-# (InstanceNUMACell 1.1 and the objects holding it).
-VIRTIO_MEM_VERSION = '1.5'
-VIRTIO_MEM_OBJECTS = {'InstanceNUMACell': '1.1',
-                      'InstanceNUMATopology': '1.1', 'Instance': '1.1',
-                      'MigrationContext': '1.1'}
+# What each feature needs; all came with release 2 (the names say why a
+# call needs its version): NUMA-aware live migration (the claim
+# parameters, drop_move_claim_at_destination, LiveMigrateData 1.1),
+# list_domains and delete_instance, the conductor-driven checks (the
+# conductor asks the source, then the destination with the source's
+# answer; the source records the claim applied), refresh_usage,
+# virtio-mem devices in guest cells, convergence policies.
+NUMA_LIVE_MIGRATION_VERSION = OPERATIONS_VERSION = RELEASE_2
+CONDUCTOR_CHECKS_VERSION = USAGE_VERSION = RELEASE_2
+VIRTIO_MEM_VERSION = CONVERGENCE_VERSION = RELEASE_2
 
 # API version -> the object versions a receiver of that version reads.
 OBJECT_VERSIONS = {
-    '1.0': dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
-    '1.1': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
-    '1.2': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
-    '1.3': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
-    '1.4': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
-    '1.5': dict(_BASE_OBJECTS, LiveMigrateData='1.2',
-                **VIRTIO_MEM_OBJECTS),
-    '1.6': dict(_BASE_OBJECTS, LiveMigrateData='1.3',
-                **VIRTIO_MEM_OBJECTS),
+    RELEASE_1: dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
+    RELEASE_2: dict(_BASE_OBJECTS, LiveMigrateData='1.3',
+                    InstanceNUMACell='1.1', InstanceNUMATopology='1.1',
+                    Instance='1.1', MigrationContext='1.1'),
 }
-OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'])
-
-# The API version that brought LiveMigrateData 1.3 (the migration's
-# convergence policy, given to the source with live_migration).
-CONVERGENCE_VERSION = '1.6'
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): Migration
@@ -146,9 +129,10 @@ class AgentCallTimeout(exception.AgentDidNotAnswer,
 class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
     """Client side of the compute RPC API.
 
-    API version history:
+    API version history, one version per release (the development
+    steps of release 2, once 1.1 to 1.7, ship as the one version 1.1):
 
-    * 1.0 - The release before NUMA-aware live migration:
+    * 1.0 - Release 1, before NUMA-aware live migration:
             check_can_live_migrate_destination(instance, source_host,
             migration_uuid),
             check_can_live_migrate_source, pre_live_migration,
@@ -157,41 +141,26 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             live_migration_force_complete, build_instance,
             accept_emulated_migration, adopt_guests,
             get_domain_xml; LiveMigrateData 1.0.
-    * 1.1 - NUMA-aware live migration: check_can_live_migrate_destination
-            takes the migration and the scheduler's limits (the claim
-            parameters); drop_move_claim_at_destination added;
-            LiveMigrateData 1.1 (dst_numa_info and the two
-            ``*_supports_numa_live_migration`` flags).
-    * 1.2 - list_domains (every domain with its live and persistent XML,
-            for audits) and delete_instance.
-    * 1.3 - check_can_live_migrate_destination takes the source's answer
-            (source_data): the conductor asks the source first, the
-            destination calls no other agent and returns its claim in
-            LiveMigrateData 1.2 (migration_context) for the conductor to
-            record; post_live_migration_at_destination takes
-            records_by_source (the source records the claim applied
-            with ``completed``: the destination only counts the guest).
-    * 1.4 - refresh_usage: recompute usage from the records now and
-            report it (numamig-manage heal claims).
-    * 1.5 - virtio-mem devices: InstanceNUMACell 1.1 (and
-            InstanceNUMATopology, Instance, MigrationContext 1.1);
-            resize_virtio_mem.
-    * 1.6 - LiveMigrateData 1.3 (convergence_policy: the policy the
-            conductor chose, which the source's live_migration runs
-            under); an older source is sent 1.2 and chooses its own.
-            predict_convergence (sample a guest's dirty rate, predict
-            its migration).
-    * 1.7 - resume_postcopy (the source runs one more post-copy
-            recovery of a postcopy-paused migration) and
-            postcopy_resume_target (what the destination's paused half
-            is resumed into); numamig.compute.rpcapi_postcopy.
+    * 1.1 - Release 2, NUMA-aware live migration:
+            check_can_live_migrate_destination takes the migration, the
+            scheduler's limits and the source's answer (source_data):
+            the destination claims, calls no other agent and returns its
+            claim in LiveMigrateData; drop_move_claim_at_destination;
+            post_live_migration_at_destination takes records_by_source;
+            list_domains, delete_instance, refresh_usage,
+            resize_virtio_mem, predict_convergence, resume_postcopy and
+            postcopy_resume_target; LiveMigrateData 1.3 (dst_numa_info,
+            the ``*_supports_numa_live_migration`` flags, the claim, the
+            convergence policy), virtio-mem devices in guest cells
+            (InstanceNUMACell 1.1 and the objects holding it).
     """
 
-    VERSION = '1.7'
+    VERSION = RELEASE_2
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
                  exchange=None, release_objects=None, peer_versions=None):
-        """:param version_cap: highest API version to send; None: newest.
+        """:param version_cap: highest API version to send, or a release
+            of VERSION_ALIASES; None: newest.
         :param peer_versions: host -> the service version it last
             reported, or None when unknown (the conductor gives its host
             reports'); each message is capped at what that serves.
@@ -202,6 +171,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             caller runs as (a testing aid): the newest accepted in
             answers. None: this release's.
         """
+        version_cap = VERSION_ALIASES.get(version_cap, version_cap)
         self.version_cap = version_cap
         target = messaging.Target(topic=topic, exchange=exchange,
                                   version='1.0')

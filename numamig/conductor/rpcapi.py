@@ -40,11 +40,14 @@ from numamig.conductor.api_versions import OPERATIONS_VERSION
 from numamig.conductor.api_versions import PAUSED_VERSION
 from numamig.conductor.api_versions import QUEUE_VERSION
 from numamig.conductor.api_versions import RECOVERY_VERSION
+from numamig.conductor.api_versions import RELEASE_1  # noqa: F401
+from numamig.conductor.api_versions import RELEASE_2  # noqa: F401
 from numamig.conductor.api_versions import REQUEST_UUID_VERSION  # noqa: F401
 from numamig.conductor.api_versions import RESULTS_VERSION
 from numamig.conductor.api_versions import SHORT_PATH_VERSION  # noqa: F401
 from numamig.conductor.api_versions import SINCE as _SINCE
 from numamig.conductor.api_versions import THREADS_VERSION
+from numamig.conductor.api_versions import VERSION_ALIASES
 from numamig.conductor.api_versions import VIRTIO_MEM_VERSION
 from numamig.conductor.api_versions import WAIT_VERSION
 from numamig.objects import service as service_obj
@@ -130,7 +133,8 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         self.status_timeout = status_timeout
         self.topic = topic
         self.agent_topic = agent_topic
-        self._configured_cap = version_cap
+        self._configured_cap = VERSION_ALIASES.get(version_cap,
+                                                   version_cap)
         self._release_objects = release_objects
 
         def client_for(topic, objects_, cap):

@@ -2,19 +2,16 @@
 migration, mixed into ConductorAPI.
 
 Status changes (with the run's result), the one-step ``running`` and
-``completed`` of API 1.3, progress samples, the post-copy recovery's
-history and where the migration's threads ran: apart from
+``completed`` of release 2 (API 1.2), progress samples, the post-copy
+recovery's history and where the migration's threads ran: apart from
 numamig.conductor.rpcapi so that the client stays one readable module.
-What an older conductor would refuse is left out of a result when the
-cap says it is older.
+A conductor of release 1 is sent none of release 2's calls or
+arguments.
 """
 
 import oslo_messaging as messaging
 
-from numamig.conductor.api_versions import CONVERGENCE_RESULT_FIELDS
-from numamig.conductor.api_versions import CONVERGENCE_VERSION
 from numamig.conductor.api_versions import PAUSED_VERSION
-from numamig.conductor.api_versions import RECOVERY_RESULT_FIELDS
 from numamig.conductor.api_versions import RECOVERY_VERSION
 from numamig.conductor.api_versions import SHORT_PATH_VERSION
 from numamig.conductor.api_versions import THREADS_VERSION
@@ -29,16 +26,17 @@ class RunCalls:
         """Record a status change, with the run's result if given.
 
         :param result: the driver's MigrationResult as a dict, recorded
-            with the change; not sent to a conductor older than 1.2 (the
+            with the change; not sent to a conductor of release 1 (the
             change is recorded without it).
         :returns: the Migration after the change, its ``history`` unset
             (migration_get reads it).
         :raises InvalidStatusTransition: nothing changed then.
         :raises UnsupportedVersion: ``status`` is postcopy-paused and the
-            cap or the conductor is older than 1.17 (nothing recorded).
+            cap or the conductor is release 1 (nothing recorded).
         """
-        newer = None if result is None else {
-            'result': self._result_for_cap(result)}
+        # The result goes at release 2's version only, with every field
+        # it has (release 1 takes none).
+        newer = None if result is None else {'result': result}
         version = '1.0'
         if status == 'postcopy-paused':
             # An older conductor cannot parse it.
@@ -79,22 +77,8 @@ class RunCalls:
         """
         return self._send_short_path(ctxt, 'migration_complete',
                                      migration_uuid=migration_uuid,
-                                     result=self._result_for_cap(result),
+                                     result=result,
                                      detail=detail)
-
-    def _result_for_cap(self, result):
-        """``result`` without what an older conductor refuses (before
-        1.12 the convergence policy and actions, before 1.15 the
-        post-copy recovery: it would refuse the whole result), when the
-        cap says the conductor is older."""
-        if not isinstance(result, dict):
-            return result
-        dropped = set()
-        if not self.client.can_send_version(CONVERGENCE_VERSION):
-            dropped.update(CONVERGENCE_RESULT_FIELDS)
-        if not self.client.can_send_version(RECOVERY_VERSION):
-            dropped.update(RECOVERY_RESULT_FIELDS)
-        return {k: v for k, v in result.items() if k not in dropped}
 
     def _send_short_path(self, ctxt, method, **kwargs):
         if not self.supports_short_path():

@@ -18,7 +18,7 @@ SERVICE_VERSION_HISTORY = {
     1: {'description': 'Initial version, before NUMA-aware live migration',
         'compute_rpc': '1.0', 'conductor_rpc': '1.1'},
     2: {'description': 'NUMA-aware live migration',
-        'compute_rpc': '1.7', 'conductor_rpc': '1.18'},
+        'compute_rpc': '1.1', 'conductor_rpc': '1.2'},
 }
 SERVICE_VERSION = max(SERVICE_VERSION_HISTORY)
 

@@ -46,6 +46,16 @@ class ReleaseTableTest(base.TestCase):
                                         'compute_rpc'))
         self.assertIsNone(service_obj.api_version_for(None, 'compute_rpc'))
 
+    def test_upgrade_levels_may_name_a_release(self):
+        # As nova's VERSION_ALIASES: a release stands for its version.
+        self.assertEqual(
+            ('1.0', '1.1', '1.1', '1.2'),
+            (NEW.compute_version_cap('release-1'),
+             NEW.compute_version_cap('release-2'),
+             NEW.conductor_version_cap('release-1'),
+             NEW.conductor_version_cap('release-2')))
+        self.assertEqual('1.0', OLD.compute_version_cap('release-2'))
+
     def test_option_bound_follows_the_service_version(self):
         # conf/ cannot import objects/; this keeps the two in step.
         self.assertEqual(service_obj.SERVICE_VERSION,

@@ -63,57 +63,57 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertEqual((rpcapi.QUEUE_VERSION, 'migration_set_status',
                           RESULT), (version, method, kwargs['result']))
 
-    def test_host_delete_sent_at_1_4(self):
+    def test_host_delete_sent_at_release_2(self):
         self.client.can_send_version.return_value = True
         self.api.compute_node_delete(None, 'old-1')
         (version, method, kwargs), = self.sent
-        self.assertEqual(('1.4', 'compute_node_delete', 'old-1'),
+        self.assertEqual(('1.2', 'compute_node_delete', 'old-1'),
                          (version, method, kwargs['host']))
 
     def test_host_delete_capped_below_is_refused_clearly(self):
-        self.client.can_send_version.side_effect = lambda v: v < '1.4'
+        self.client.can_send_version.side_effect = lambda v: v < '1.2'
         exc = self.assertRaises(exception.Invalid,
                                 self.api.compute_node_delete, None, 'old-1')
-        self.assertIn('needs conductor API 1.4', str(exc))
+        self.assertIn('needs conductor API 1.2', str(exc))
         self.assertEqual([], self.sent)
 
-    def test_refresh_usage_sent_at_1_6(self):
+    def test_refresh_usage_sent_at_release_2(self):
         self.client.can_send_version.return_value = True
         self.api.host_refresh_usage(None, 'h-1')
         (version, method, kwargs), = self.sent
-        self.assertEqual(('1.6', 'host_refresh_usage', {'host': 'h-1'}),
+        self.assertEqual(('1.2', 'host_refresh_usage', {'host': 'h-1'}),
                          (version, method, kwargs))
 
     def test_refresh_usage_capped_is_invalid(self):
-        self.client.can_send_version.side_effect = lambda v: v < '1.6'
+        self.client.can_send_version.side_effect = lambda v: v < '1.2'
         exc = self.assertRaises(exception.Invalid,
                                 self.api.host_refresh_usage, None, 'h-1')
-        self.assertIn("recomputing a host's usage needs conductor API 1.6, "
+        self.assertIn("recomputing a host's usage needs conductor API 1.2, "
                       "but [upgrade_levels] conductor caps", str(exc))
         self.assertEqual([], self.sent)
 
-    def test_maintenance_sent_at_1_7(self):
+    def test_maintenance_sent_at_release_2(self):
         self.client.can_send_version.return_value = True
         self.answers = ['disabled', 'plan']
         self.api.host_set_disabled(None, 'h-1', True, 'new DIMMs')
         self.api.host_drain_plan(None, 'h-1', to=('h-2',),
                                  keep_free_nodes=1)
         self.assertEqual([
-            ('1.8', 'host_set_disabled',
+            ('1.2', 'host_set_disabled',
              {'host': 'h-1', 'disabled': True, 'reason': 'new DIMMs'}),
-            ('1.8', 'host_drain_plan',
+            ('1.2', 'host_drain_plan',
              {'host': 'h-1', 'to': ['h-2'], 'keep_free_nodes': 1})],
             self.sent)
 
     def test_maintenance_capped_is_invalid(self):
-        self.client.can_send_version.side_effect = lambda v: v < '1.8'
+        self.client.can_send_version.side_effect = lambda v: v < '1.2'
         exc = self.assertRaises(exception.Invalid,
                                 self.api.host_set_disabled, None, 'h-1',
                                 False)
-        self.assertIn('enabling a host needs conductor API 1.8', str(exc))
+        self.assertIn('enabling a host needs conductor API 1.2', str(exc))
         self.assertEqual([], self.sent)
 
-    def test_drains_sent_at_1_10(self):
+    def test_drains_sent_at_release_2(self):
         self.client.can_send_version.return_value = True
         self.answers = ['started', 'shown', 'waited', 'aborted']
         self.api.host_drain_start(None, 'h-1', 3, to=('h-2',),
@@ -123,40 +123,40 @@ class ConductorAPIVersionsTest(base.TestCase):
                                  5)
         self.api.host_drain_abort(None, 'h-1', abort_running=True)
         self.assertEqual([
-            ('1.10', 'host_drain_start',
+            ('1.2', 'host_drain_start',
              {'host': 'h-1', 'drain_uuid': 'd-1', 'parallel': 3,
               'to': ['h-2'], 'keep_free_nodes': 0}),
-            ('1.10', 'host_drain_show', {'host': 'h-1', 'drain_uuid': None}),
-            ('1.10', 'host_drain_wait',
+            ('1.2', 'host_drain_show', {'host': 'h-1', 'drain_uuid': None}),
+            ('1.2', 'host_drain_wait',
              {'drain_uuid': 'd-1', 'signature': 's', 'wait_s': 5}),
-            ('1.10', 'host_drain_abort',
+            ('1.2', 'host_drain_abort',
              {'host': 'h-1', 'abort_running': True})], self.sent)
 
-    def test_defragment_plan_sent_at_1_10(self):
+    def test_defragment_plan_sent_at_release_2(self):
         self.client.can_send_version.return_value = True
         self.api.host_defragment_plan(None, 8, 1024, {'hw:numa_nodes': '1'},
                                       hosts=('h-1',), max_moves=2)
-        self.assertEqual([('1.10', 'host_defragment_plan', {
+        self.assertEqual([('1.2', 'host_defragment_plan', {
             'vcpus': 8, 'memory_mb': 1024,
             'extra_specs': {'hw:numa_nodes': '1'}, 'hosts': ['h-1'],
             'max_moves': 2})], self.sent)
 
-    def test_defragment_start_sent_at_1_13_or_refused_clearly(self):
+    def test_defragment_start_sent_at_release_2_or_refused_clearly(self):
         self.client.can_send_version.return_value = True
         self.api.host_defragment_start(None, 8, 1024, {'hw:numa_nodes': '1'},
                                        2, hosts=('h-1',), max_moves=2,
                                        drain_uuid='d-1')
-        self.assertEqual([('1.13', 'host_defragment_start', {
+        self.assertEqual([('1.2', 'host_defragment_start', {
             'vcpus': 8, 'memory_mb': 1024,
             'extra_specs': {'hw:numa_nodes': '1'}, 'drain_uuid': 'd-1',
             'parallel': 2, 'hosts': ['h-1'], 'max_moves': 2})], self.sent)
         self.client.can_send_version.side_effect = \
-            lambda v: tuple(map(int, v.split('.'))) < (1, 13)
+            lambda v: tuple(map(int, v.split('.'))) < (1, 2)
         error = self.assertRaises(exception.Invalid,
                                   self.api.host_defragment_start, None, 8,
                                   1024, {}, 1)
         self.assertIn('carrying out a defragmentation needs conductor API '
-                      '1.13', str(error))
+                      '1.2', str(error))
         self.assertEqual(1, len(self.sent))
 
     def test_a_drain_start_chooses_its_uuid_once(self):
@@ -165,17 +165,17 @@ class ConductorAPIVersionsTest(base.TestCase):
         (_, _, kwargs), = self.sent
         self.assertTrue(uuidutils.is_uuid_like(kwargs['drain_uuid']))
 
-    def test_drains_capped_below_1_10_are_refused_clearly(self):
+    def test_drains_capped_below_release_2_are_refused_clearly(self):
         self.client.can_send_version.side_effect = \
-            lambda v: tuple(map(int, v.split('.'))) < (1, 10)
+            lambda v: tuple(map(int, v.split('.'))) < (1, 2)
         for call in (lambda: self.api.host_drain_start(None, 'h-1', 1),
                      lambda: self.api.host_drain_abort(None, 'h-1')):
             exc = self.assertRaises(exception.Invalid, call)
-            self.assertIn('needs conductor API 1.10, but [upgrade_levels] '
+            self.assertIn('needs conductor API 1.2, but [upgrade_levels] '
                           'conductor caps', str(exc))
         self.assertEqual([], self.sent)
 
-    def test_wait_sent_at_1_17_with_what_it_saw(self):
+    def test_wait_sent_at_release_2_with_what_it_saw(self):
         self.client.can_send_version.return_value = True
         seen = mock.Mock(uuid='m-1', status='running',
                          memory_processed=7)
@@ -189,20 +189,20 @@ class ConductorAPIVersionsTest(base.TestCase):
         timeout = self.client.prepare.call_args[1]['timeout']
         self.assertGreater(timeout, 10)
 
-    def test_wait_capped_at_1_12_goes_there(self):
+    def test_wait_capped_at_release_2_goes_there(self):
         self.client.can_send_version.side_effect = \
             lambda v: _tuple(v) <= (1, 12)
         self.api.migration_wait(None, mock.Mock(), 10)
         self.assertEqual([rpcapi.CONVERGENCE_VERSION],
                          [v for v, _, _ in self.sent])
 
-    def test_wait_capped_below_1_5_says_unsupported(self):
-        self.client.can_send_version.side_effect = lambda v: v < '1.5'
+    def test_wait_capped_below_release_2_says_unsupported(self):
+        self.client.can_send_version.side_effect = lambda v: v < '1.2'
         self.assertRaises(messaging.UnsupportedVersion,
                           self.api.migration_wait, None, mock.Mock(), 10)
         self.assertEqual([], self.sent)
 
-    def test_capped_below_1_2_sends_no_result(self):
+    def test_capped_below_release_2_sends_no_result(self):
         self.client.can_send_version.side_effect = \
             lambda v: v < rpcapi.RESULTS_VERSION
         with self.assertLogs('numamig.conductor.rpcapi', 'INFO') as logs:
@@ -219,15 +219,7 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertEqual((rpcapi.PAUSED_VERSION, 'm-1'),
                          (version, kwargs['migration_uuid']))
 
-    def test_calls_without_newer_arguments_never_try_1_9(self):
-        # 1.9 carries what 1.8 does: trying it first would cost every
-        # call a refusal by a conductor of 1.3 to 1.8.
-        self.client.can_send_version.return_value = True
-        self.api.instance_get_all_by_host(None, 'h')
-        self.assertNotIn(rpcapi.REQUEST_UUID_VERSION,
-                         [v for v, _, _ in self.sent])
-
-    def test_postcopy_paused_is_recorded_at_1_17_or_not_at_all(self):
+    def test_postcopy_paused_is_recorded_at_release_2_or_not_at_all(self):
         self.client.can_send_version.return_value = True
         self.api.migration_set_status(None, 'm', 'postcopy-paused',
                                       result={'post_copy': True})
@@ -240,24 +232,20 @@ class ConductorAPIVersionsTest(base.TestCase):
                           'postcopy-paused')
         self.assertEqual(1, len(self.sent))
 
-    def test_resume_needs_1_17(self):
+    def test_resume_needs_release_2(self):
         self.client.can_send_version.side_effect = \
             lambda v: v != rpcapi.PAUSED_VERSION
         self.assertRaisesMessage(
             exception.Invalid, 'resuming a post-copy migration needs '
-            'conductor API 1.17', self.api.migration_resume, None, 'm')
+            'conductor API 1.2', self.api.migration_resume, None, 'm')
         self.assertEqual([], self.sent)
 
-    def test_operator_reads_capped_at_1_12_skip_1_14_to_1_17(self):
+    def test_operator_reads_capped_below_release_2_go_at_1_0(self):
         self.client.can_send_version.side_effect = \
-            lambda v: v not in (rpcapi.PAUSED_VERSION,
-                                rpcapi.THREADS_VERSION,
-                                rpcapi.RECOVERY_VERSION,
-                                rpcapi.MEMORY_RECLAIM_VERSION)
+            lambda v: v != rpcapi.RELEASE_2
         self.answers = ['answer']
         self.api.migration_get(None, 'm')
-        self.assertEqual([rpcapi.CONVERGENCE_VERSION],
-                         [v for v, _, _ in self.sent])
+        self.assertEqual(['1.0'], [v for v, _, _ in self.sent])
 
     def test_policy_never_sent_without_it(self):
         self.client.can_send_version.side_effect = \
@@ -265,44 +253,35 @@ class ConductorAPIVersionsTest(base.TestCase):
         exc = self.assertRaises(exception.Invalid,
                                 self.api.live_migrate_instance, None, 'i',
                                 policy='nfv')
-        self.assertIn('needs conductor API 1.12', str(exc))
+        self.assertIn('needs conductor API 1.2', str(exc))
         self.assertEqual([], self.sent)
 
-    def test_a_dry_run_under_a_policy_goes_at_1_18_or_is_refused(self):
+    def test_a_dry_run_under_a_policy_goes_at_release_2_or_is_refused(self):
         self.client.can_send_version.return_value = True
         self.api.live_migration_dry_run(None, 'i-1', policy='nfv')
         (version, method, kwargs), = self.sent
-        self.assertEqual(('1.18', 'live_migration_dry_run', 'nfv'),
+        self.assertEqual(('1.2', 'live_migration_dry_run', 'nfv'),
                          (version, method, kwargs['policy']))
         # Capped below: refused here, not answered under another policy.
         self.client.can_send_version.side_effect = \
-            lambda v: tuple(map(int, v.split('.'))) < (1, 18)
+            lambda v: tuple(map(int, v.split('.'))) < (1, 2)
         exc = self.assertRaises(exception.Invalid,
                                 self.api.live_migration_dry_run, None, 'i-1',
                                 policy='nfv')
-        self.assertIn('needs conductor API 1.18', str(exc))
+        self.assertIn('needs conductor API 1.2', str(exc))
         # Without a policy it goes as before, without the argument.
         self.answers = ['answer']
         self.api.live_migration_dry_run(None, 'i-1')
         self.assertNotIn('policy', self.sent[-1][2])
 
-    def test_result_without_convergence_when_capped_below_1_12(self):
-        self.client.can_send_version.side_effect = \
-            lambda v: v != rpcapi.CONVERGENCE_VERSION
-        self.api.migration_complete(
-            None, 'm', result=dict(RESULT, convergence_policy='nfv',
-                                   convergence_actions=['x']))
-        (_, _, kwargs), = self.sent
-        self.assertEqual(RESULT, kwargs['result'])
-
-    def test_short_path_goes_at_1_3(self):
+    def test_short_path_goes_at_release_2(self):
         self.client.can_send_version.return_value = True
         self.answers = ['answer', 'answer']
         self.api.migration_complete(None, 'm', result=RESULT)
         self.api.migration_set_running(None, 'm')
         self.assertEqual(
-            [('1.3', 'migration_complete', RESULT),
-             ('1.3', 'migration_set_status', 'running')],
+            [('1.2', 'migration_complete', RESULT),
+             ('1.2', 'migration_set_status', 'running')],
             [(v, m, kw.get('result') or kw.get('status'))
              for v, m, kw in self.sent])
 
@@ -317,7 +296,7 @@ class ConductorAPIVersionsTest(base.TestCase):
 
 class ReportVersionsTest(base.TestCase):
     """Reports carry the migration guard's state only to a conductor of
-    API 1.7 (ComputeNodeReport 1.1); an older one gets 1.0."""
+    API 1.2 (ComputeNodeReport 1.1); an older one gets 1.0."""
 
     # ConductorAPIVersionsTest's recording client, not its tests.
     record_calls = ConductorAPIVersionsTest.record_calls
@@ -328,12 +307,12 @@ class ReportVersionsTest(base.TestCase):
         self.record_calls()
         self.report = db_base.make_report(migration_guard='on')
 
-    def test_casts_go_at_1_7_to_a_conductor_of_this_release(self):
+    def test_casts_go_at_release_2_to_a_conductor_of_this_release(self):
         self.client.can_send_version.return_value = True
         self.api.report_compute_node_cast(None, self.report)
         self.client.prepare.assert_called_with(version=rpcapi.GUARD_VERSION)
 
-    def test_sent_at_1_7_with_the_guard_state(self):
+    def test_sent_at_release_2_with_the_guard_state(self):
         self.client.can_send_version.return_value = True
         self.api.report_compute_node(None, self.report)
         (version, _method, kwargs), = self.sent
@@ -342,7 +321,7 @@ class ReportVersionsTest(base.TestCase):
                                          kwargs['report'].migration_guard))
 
     def test_capped_client_sends_1_0_without_trying(self):
-        self.client.can_send_version.side_effect = lambda v: v < '1.7'
+        self.client.can_send_version.side_effect = lambda v: v < '1.2'
         self.api.report_compute_node(None, self.report)
         (version, _method, kwargs), = self.sent
         self.assertEqual(('1.0', '1.0'), (version,
@@ -450,7 +429,7 @@ class ConductorOfRelease1Test(base.TestCase):
                                   conductor_version=1)
         exc = self.assertRaises(exception.Invalid, api.host_drain_plan,
                                 None, 'h-1')
-        self.assertIn('planning a drain needs conductor API 1.8, but the '
+        self.assertIn('planning a drain needs conductor API 1.2, but the '
                       'conductor runs an older release (service version 1, '
                       'conductor API 1.1): upgrade it first', str(exc))
         self.assertRaises(messaging.UnsupportedVersion, api.migration_wait,
