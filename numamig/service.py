@@ -315,7 +315,7 @@ class ConductorService(_RPCService):
         such topic serves everyone on the first)."""
         super()._start_server()
         if _allows(self.release.conductor_api_version,
-                   conductor_rpcapi.QUEUE_VERSION):
+                   conductor_rpcapi.RELEASE_2):
             self.agent_server = self._server(self.agent_target)
             self.agent_server.start()
 

@@ -78,17 +78,6 @@ _BASE_OBJECTS = {
     'NUMAPagesTopology': '1.0',
 }
 
-# What each feature needs; all came with release 2 (the names say why a
-# call needs its version): NUMA-aware live migration (the claim
-# parameters, drop_move_claim_at_destination, LiveMigrateData 1.1),
-# list_domains and delete_instance, the conductor-driven checks (the
-# conductor asks the source, then the destination with the source's
-# answer; the source records the claim applied), refresh_usage,
-# virtio-mem devices in guest cells, convergence policies.
-NUMA_LIVE_MIGRATION_VERSION = OPERATIONS_VERSION = RELEASE_2
-CONDUCTOR_CHECKS_VERSION = USAGE_VERSION = RELEASE_2
-VIRTIO_MEM_VERSION = CONVERGENCE_VERSION = RELEASE_2
-
 # API version -> the object versions a receiver of that version reads.
 OBJECT_VERSIONS = {
     RELEASE_1: dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
@@ -229,11 +218,11 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
 
     def supports_conductor_checks(self):
         """Whether this client may send the API 1.3 check and post calls."""
-        return self.client.can_send_version(CONDUCTOR_CHECKS_VERSION)
+        return self.client.can_send_version(RELEASE_2)
 
     def supports_numa_live_migration(self):
         """Whether this client may send the NUMA-aware live migration API."""
-        return self.client.can_send_version(NUMA_LIVE_MIGRATION_VERSION)
+        return self.client.can_send_version(RELEASE_2)
 
     def _prepare(self, host, version='1.0', timeout=None):
         """A call context at ``version``, whose serializer backports the
@@ -257,7 +246,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         newer).
 
         A guest with virtio-mem devices is never sent below
-        VIRTIO_MEM_VERSION: an older agent would get it without them and
+        RELEASE_2: an older agent would get it without them and
         account and write its memory wrongly: UnsupportedVersion is
         raised for such an agent, nothing sent.
 
@@ -271,7 +260,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         needs = rpc.object_needs_in(tuple(kwargs.values()))
         if needs.virtio_mem:
             floor = version = max(
-                (floor, version, VIRTIO_MEM_VERSION),
+                (floor, version, RELEASE_2),
                 key=versionutils.convert_version_to_tuple)
         tries = list(dict.fromkeys(
             (self._version_needing(version, needs.versions), version,
@@ -360,17 +349,17 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         kwargs = {'instance': instance, 'source_host': instance.host,
                   'migration_uuid': migration.uuid}
         if source_data is not None and _at_most(
-                CONDUCTOR_CHECKS_VERSION, self.cap_for(dest_host)):
+                RELEASE_2, self.cap_for(dest_host)):
             return self._call(
-                ctxt, dest_host, CONDUCTOR_CHECKS_VERSION,
+                ctxt, dest_host, RELEASE_2,
                 'check_can_live_migrate_destination', timeout,
-                floor=CONDUCTOR_CHECKS_VERSION, migration=migration,
+                floor=RELEASE_2, migration=migration,
                 limits=limits, source_data=source_data, **kwargs)
         if not self.supports_numa_live_migration():
             return self._call(ctxt, dest_host, '1.0',
                               'check_can_live_migrate_destination',
                               timeout, **kwargs)
-        return self._call(ctxt, dest_host, NUMA_LIVE_MIGRATION_VERSION,
+        return self._call(ctxt, dest_host, RELEASE_2,
                           'check_can_live_migrate_destination', timeout,
                           kwargs_1_0=dict(kwargs), migration=migration,
                           limits=limits, **kwargs)
@@ -395,7 +384,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         """
         if records_by_source and self.supports_conductor_checks():
             return self._call(
-                ctxt, migration.dest_host, CONDUCTOR_CHECKS_VERSION,
+                ctxt, migration.dest_host, RELEASE_2,
                 'post_live_migration_at_destination',
                 kwargs_1_0={'instance': instance, 'migration': migration},
                 instance=instance, migration=migration,
@@ -420,16 +409,16 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             service version is below 1.1: an agent that old never took
             a claim to drop.
         """
-        if not _at_most(NUMA_LIVE_MIGRATION_VERSION,
+        if not _at_most(RELEASE_2,
                         self.cap_for(migration.dest_host)):
             LOG.info("Compute host %s is not sent API %s (its release or "
                      "[upgrade_levels] compute): it took no claim for "
                      "migration %s to drop", migration.dest_host,
-                     NUMA_LIVE_MIGRATION_VERSION, migration.uuid)
+                     RELEASE_2, migration.uuid)
             return False
-        self._call(ctxt, migration.dest_host, NUMA_LIVE_MIGRATION_VERSION,
+        self._call(ctxt, migration.dest_host, RELEASE_2,
                    'drop_move_claim_at_destination', timeout,
-                   floor=NUMA_LIVE_MIGRATION_VERSION, instance=instance,
+                   floor=RELEASE_2, instance=instance,
                    migration=migration)
         return True
 
@@ -516,7 +505,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
 
     def can_operate(self):
         """Whether list_domains and delete_instance may be sent."""
-        return self.client.can_send_version(OPERATIONS_VERSION)
+        return self.client.can_send_version(RELEASE_2)
 
     def list_domains(self, ctxt, host, timeout=None):
         """Every domain on ``host``, recorded by numamig or not.
@@ -528,8 +517,8 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             1.2 (the caller falls back to get_domain_xml per guest).
         """
         if not self.can_operate():
-            raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
-        return self._call_once(ctxt, host, OPERATIONS_VERSION,
+            raise messaging.UnsupportedVersion(RELEASE_2)
+        return self._call_once(ctxt, host, RELEASE_2,
                                'list_domains', timeout)
 
     def predict_convergence(self, ctxt, instance, policy=None,
@@ -541,9 +530,9 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         :raises UnsupportedVersion: the cap or the agent is older than
             1.6 (the caller records no prediction).
         """
-        if not self.client.can_send_version(CONVERGENCE_VERSION):
-            raise messaging.UnsupportedVersion(CONVERGENCE_VERSION)
-        return self._prepare(instance.host, CONVERGENCE_VERSION,
+        if not self.client.can_send_version(RELEASE_2):
+            raise messaging.UnsupportedVersion(RELEASE_2)
+        return self._prepare(instance.host, RELEASE_2,
                              timeout).call(ctxt, 'predict_convergence',
                                            instance=instance, policy=policy)
 
@@ -554,9 +543,9 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         :raises UnsupportedVersion: the cap or the agent is older than
             1.4 (it recomputes every [compute] update_resources_interval).
         """
-        if not self.client.can_send_version(USAGE_VERSION):
-            raise messaging.UnsupportedVersion(USAGE_VERSION)
-        return self._call_once(ctxt, host, USAGE_VERSION, 'refresh_usage',
+        if not self.client.can_send_version(RELEASE_2):
+            raise messaging.UnsupportedVersion(RELEASE_2)
+        return self._call_once(ctxt, host, RELEASE_2, 'refresh_usage',
                                timeout)
 
     def resize_virtio_mem(self, ctxt, host, instance_uuid, requested,
@@ -570,10 +559,10 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         :raises AgentCallTimeout: no answer within ``timeout`` (the
             guest's deadline and a margin).
         """
-        if not self.client.can_send_version(VIRTIO_MEM_VERSION):
-            raise messaging.UnsupportedVersion(VIRTIO_MEM_VERSION)
+        if not self.client.can_send_version(RELEASE_2):
+            raise messaging.UnsupportedVersion(RELEASE_2)
         try:
-            return self._prepare(host, VIRTIO_MEM_VERSION, timeout).call(
+            return self._prepare(host, RELEASE_2, timeout).call(
                 ctxt, 'resize_virtio_mem', instance_uuid=instance_uuid,
                 requested={str(cell): mib
                            for cell, mib in requested.items()},
@@ -592,10 +581,10 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             1.2: that agent cannot delete guests.
         """
         if not self.can_operate():
-            raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
-        return self._call(ctxt, instance.host, OPERATIONS_VERSION,
+            raise messaging.UnsupportedVersion(RELEASE_2)
+        return self._call(ctxt, instance.host, RELEASE_2,
                           'delete_instance', timeout,
-                          floor=OPERATIONS_VERSION, instance=instance)
+                          floor=RELEASE_2, instance=instance)
 
     def _lmd_version(self, migrate_data):
         """The API version to carry ``migrate_data`` at.

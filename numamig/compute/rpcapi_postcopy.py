@@ -12,8 +12,8 @@ import oslo_messaging as messaging
 
 from numamig import exception
 
-# The API version that brought resume_postcopy and postcopy_resume_target
-# (release 2's; numamig.compute.rpcapi imports this module).
+# The API version of resume_postcopy and postcopy_resume_target:
+# release 2's (numamig.compute.rpcapi.RELEASE_2, which imports this).
 RESUME_VERSION = '1.1'
 
 

@@ -65,17 +65,3 @@ OBJECT_VERSIONS = {
 # manifests complete.
 HELD_BACK = {'LiveMigrateData': '1.1'}
 # (LiveMigrateData 1.2 and 1.3 are held back for the same reason.)
-
-# What each feature needs: release 1's operations, everything else
-# release 2's version. The names say why a call needs its version.
-OPERATIONS_VERSION = RELEASE_1
-RESULTS_VERSION = QUEUE_VERSION = REQUEST_UUID_VERSION = RELEASE_2
-CONVERGENCE_VERSION = MEMORY_RECLAIM_VERSION = RECOVERY_VERSION = RELEASE_2
-THREADS_VERSION = PAUSED_VERSION = DRY_RUN_POLICY_VERSION = RELEASE_2
-SHORT_PATH_VERSION = HOSTS_VERSION = WAIT_VERSION = RELEASE_2
-USAGE_VERSION = GUARD_VERSION = VIRTIO_MEM_VERSION = RELEASE_2
-MAINTENANCE_VERSION = DRAIN_VERSION = DEFRAGMENT_VERSION = RELEASE_2
-# Arguments a call may carry only from the API version given.
-SINCE = {'result': RESULTS_VERSION, 'priority': QUEUE_VERSION,
-         'migration_uuid': REQUEST_UUID_VERSION,
-         'policy': CONVERGENCE_VERSION}

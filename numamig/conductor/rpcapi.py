@@ -30,66 +30,23 @@ from numamig import rpc
 from numamig.conductor import rpcapi_drain
 from numamig.conductor import rpcapi_hosts
 from numamig.conductor import rpcapi_runs
-from numamig.conductor.api_versions import CONVERGENCE_VERSION
-from numamig.conductor.api_versions import DRY_RUN_POLICY_VERSION
-from numamig.conductor.api_versions import GUARD_VERSION
 from numamig.conductor.api_versions import HELD_BACK
-from numamig.conductor.api_versions import MEMORY_RECLAIM_VERSION
 from numamig.conductor.api_versions import OBJECT_VERSIONS
-from numamig.conductor.api_versions import OPERATIONS_VERSION
-from numamig.conductor.api_versions import PAUSED_VERSION
-from numamig.conductor.api_versions import QUEUE_VERSION
-from numamig.conductor.api_versions import RECOVERY_VERSION
-from numamig.conductor.api_versions import RELEASE_1  # noqa: F401
-from numamig.conductor.api_versions import RELEASE_2  # noqa: F401
-from numamig.conductor.api_versions import REQUEST_UUID_VERSION  # noqa: F401
-from numamig.conductor.api_versions import RESULTS_VERSION
-from numamig.conductor.api_versions import SHORT_PATH_VERSION  # noqa: F401
-from numamig.conductor.api_versions import SINCE as _SINCE
-from numamig.conductor.api_versions import THREADS_VERSION
+from numamig.conductor.api_versions import RELEASE_1
+from numamig.conductor.api_versions import RELEASE_2
 from numamig.conductor.api_versions import VERSION_ALIASES
-from numamig.conductor.api_versions import VIRTIO_MEM_VERSION
-from numamig.conductor.api_versions import WAIT_VERSION
 from numamig.objects import service as service_obj
 
 LOG = logging.getLogger(__name__)
 TOPIC = 'numamig-conductor'
-# Where conductors of API 1.3 and later serve compute agents' calls, with
+# Where conductors of release 2 serve compute agents' calls, with
 # RPC threads of their own: an operator's requests can then never take
 # every thread an agent's call back needs (see doc/source/control-plane.rst).
 AGENT_TOPIC = 'numamig-conductor-agents'
 
-# Calls answering with migrations operators read (their convergence
-# fields need API 1.12).
-_SHOWS_MIGRATIONS = frozenset({
-    'migration_get', 'migration_get_all', 'live_migrate_instance',
-    'migration_abort', 'migration_force_complete', 'migration_resume'})
-# Calls whose answers hold migrations whose status a caller acts on: a
-# postcopy-paused one reads ``running`` below PAUSED_VERSION (a source's
-# reconciliation must tell it from a running one). migration_set_status
-# answers with the status just recorded; it goes at PAUSED_VERSION only
-# to record postcopy-paused (rpcapi_runs).
-_READS_STATUS = _SHOWS_MIGRATIONS | frozenset({
-    'migration_get_in_progress_by_host'})
-
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.
 CALL_MARGIN_S = 10
-
-
-# Methods whose answers hold instances or their topologies (records an
-# agent counts usage from): asked at VIRTIO_MEM_VERSION first.
-_GUEST_ANSWERS = frozenset((
-    'instance_get', 'instance_get_all', 'instance_get_all_by_host',
-    'instance_get_claims_on_host', 'instance_set_placement',
-    'instance_update', 'instance_create', 'instance_adopt',
-    'migration_context_set', 'migration_context_apply',
-    'migration_complete'))
-
-
-def _carries_virtio_mem(kwargs):
-    """Whether the arguments hold a guest cell with a virtio-mem device."""
-    return rpc.holds_virtio_mem(tuple(kwargs.values()))
 
 
 class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
@@ -106,7 +63,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
     serves (see the module docstring): nothing is learnt from refusals.
     """
 
-    VERSION = DRY_RUN_POLICY_VERSION
+    VERSION = RELEASE_2
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
@@ -206,20 +163,6 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         self._cap = cap
         self._manifest = manifest
         self._client = self._client_for(self.topic, manifest, cap)
-        # Calls sent below VIRTIO_MEM_VERSION (the cap allowing them)
-        # backport their objects to what it reads: the newest manifest
-        # below that version, unless a cap or release_objects already
-        # hold the client below it.
-        older = rpc.manifest_for_cap(OBJECT_VERSIONS, _before(
-            VIRTIO_MEM_VERSION))
-        self._older_manifest = None if release_objects or (
-            cap and _tuple(cap) < _tuple(VIRTIO_MEM_VERSION)) else older
-        self._older_clients = {}
-        # A client that reads guest cells with devices (not one running
-        # as an older release) asks at VIRTIO_MEM_VERSION where answers
-        # hold guests.
-        self._reads_virtio_mem = _tuple(
-            manifest.get('InstanceNUMACell', '1.0')) >= (1, 1)
 
     @classmethod
     def from_conf(cls, conf, transport, **kwargs):
@@ -229,66 +172,30 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
 
     def _call(self, ctxt, method, timeout=None, version='1.0',
               newer_kwargs=None, **kwargs):
-        """Call ``method`` at the newest version the cap allows (one
-        round trip: the cap is what the conductor serves).
+        """Call ``method`` once: at release 2's version when the cap
+        allows it (answers then carry every object's newest version),
+        else at ``version`` without ``newer_kwargs``.
 
-        :param version: the oldest API version taking ``kwargs``.
-        :param newer_kwargs: arguments of later versions (see _SINCE),
-            sent only at a version that takes them.
+        :param version: the API version taking ``kwargs`` (release 1's).
+        :param newer_kwargs: release 2's arguments.
         """
         self._known()
-        newer_kwargs = newer_kwargs or {}
-        # The versions a call may want: those bringing an argument it
-        # carries or an object its answer holds. VIRTIO_MEM_VERSION is
-        # wanted by the calls whose questions or answers hold guest cells
-        # that may have virtio-mem devices, which older versions drop.
-        wanted = {QUEUE_VERSION, RESULTS_VERSION} | \
-            {_SINCE[name] for name in newer_kwargs}
-        if method in _SHOWS_MIGRATIONS:
-            # What operators read: the convergence fields of Migration
-            # 1.3 come only in answers at 1.12, the memory reclaimed to
-            # place the guest (1.4) at 1.14, the post-copy recovery (1.5)
-            # at 1.15, where the migration's threads ran (1.6) at 1.16.
-            wanted.update((CONVERGENCE_VERSION, MEMORY_RECLAIM_VERSION,
-                           RECOVERY_VERSION, THREADS_VERSION))
-        if method in _READS_STATUS:
-            wanted.add(PAUSED_VERSION)
-        if self._reads_virtio_mem and (method in _GUEST_ANSWERS or
-                                       _carries_virtio_mem(kwargs)):
-            wanted.add(VIRTIO_MEM_VERSION)
-        newer = [v for v in sorted(wanted, key=_tuple, reverse=True)
-                 if _tuple(v) > _tuple(version)]
-        for attempt in newer:
-            if self.client.can_send_version(attempt):
-                return self._send(ctxt, method, attempt, timeout, **kwargs,
-                                  **_taken_at(attempt, newer_kwargs))
-        dropped = sorted(set(newer_kwargs) - set(_taken_at(version,
-                                                           newer_kwargs)))
-        if dropped:
+        if self.client.can_send_version(RELEASE_2):
+            return self._send(ctxt, method, RELEASE_2, timeout, **kwargs,
+                              **(newer_kwargs or {}))
+        if newer_kwargs:
             LOG.info("%s: %s not sent: the conductor or [upgrade_levels] "
                      "conductor allows only API %s", method,
-                     ', '.join(dropped), version)
-        return self._send(ctxt, method, version, timeout, **kwargs,
-                          **_taken_at(version, newer_kwargs))
+                     ', '.join(sorted(newer_kwargs)), self._cap)
+        return self._send(ctxt, method, version, timeout, **kwargs)
 
     def _send(self, ctxt, method, version, timeout, **kwargs):
         timeout = timeout or self.timeout
         options = {'version': version}
         if timeout:
             options['timeout'] = timeout
-        return self._client_at(version).prepare(**options).call(
+        return self.client.prepare(**options).call(
             ctxt, method, **kwargs)
-
-    def _client_at(self, version):
-        """The client whose serializer backports to what ``version``
-        reads (one per topic, made on first use)."""
-        if self._older_manifest is None or \
-                _tuple(version) >= _tuple(VIRTIO_MEM_VERSION):
-            return self.client
-        if self.topic not in self._older_clients:
-            self._older_clients[self.topic] = self._client_for(
-                self.topic, self._older_manifest, self._cap)
-        return self._older_clients[self.topic]
 
     def _what_caps(self):
         """What holds this client below a version, for an operator."""
@@ -304,9 +211,9 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         if not self.can_operate():
             raise exception.Invalid(
                 reason=f"{method} needs conductor API "
-                       f"{OPERATIONS_VERSION}, but {self._what_caps()}")
+                       f"{RELEASE_1}, but {self._what_caps()}")
         return self._call(ctxt, method, timeout=timeout,
-                          version=OPERATIONS_VERSION, **kwargs)
+                          version=RELEASE_1, **kwargs)
 
     def wait_until_ready(self, ctxt, attempt_timeout=5, max_attempts=None):
         """Block until a conductor answers; agents call it at start.
@@ -339,10 +246,10 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
     def _ping(self, ctxt, timeout):
         """Ping, and cap this client at what the answering conductor's
         service version serves; an agent's client moves to the agents'
-        topic when that is QUEUE_VERSION or newer."""
+        topic when that is RELEASE_2 or newer."""
         self._ask_version(ctxt, timeout)
         if self.agent_topic and self.topic != self.agent_topic:
-            if not self._client.can_send_version(QUEUE_VERSION):
+            if not self._client.can_send_version(RELEASE_2):
                 LOG.info("The conductor serves API %s (an older release): "
                          "agent calls stay on topic %s", self._cap,
                          self.topic)
@@ -357,7 +264,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         """Send a report and wait until it is stored (``timeout``: seconds,
         default the client's).
 
-        Sent at GUARD_VERSION with the guard's state when the cap allows;
+        Sent at RELEASE_2 with the guard's state when the cap allows;
         an older conductor (release 1) gets it at 1.0 without the state.
         While the conductor is older than this client's release it is
         asked its service version again first (one ping per periodic
@@ -367,8 +274,8 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                 self.conductor_version is not None and \
                 self.conductor_version < service_obj.SERVICE_VERSION:
             self._ask_version(ctxt, timeout or self.timeout)
-        if self.client.can_send_version(GUARD_VERSION):
-            return self._send(ctxt, 'report_compute_node', GUARD_VERSION,
+        if self.client.can_send_version(RELEASE_2):
+            return self._send(ctxt, 'report_compute_node', RELEASE_2,
                               timeout, report=report)
         return self._send(ctxt, 'report_compute_node', '1.0', timeout,
                           report=_report_1_0(report))
@@ -377,8 +284,8 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         """Send a report without waiting (cast): the reports an agent
         sends after a guest arrived or left, off every migration's path;
         a lost one is replaced by the next periodic report."""
-        if self.client.can_send_version(GUARD_VERSION):
-            self.client.prepare(version=GUARD_VERSION).cast(
+        if self.client.can_send_version(RELEASE_2):
+            self.client.prepare(version=RELEASE_2).cast(
                 ctxt, 'report_compute_node', report=report)
             return
         self.client.cast(ctxt, 'report_compute_node',
@@ -423,7 +330,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
 
     def can_operate(self):
         """Whether the 1.1 operations may be sent (the cap allows it)."""
-        return self.client.can_send_version(OPERATIONS_VERSION)
+        return self.client.can_send_version(RELEASE_1)
 
     def migration_context_drop(self, ctxt, instance_uuid, migration_uuid,
                                dest_host=None):
@@ -436,7 +343,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                   'migration_uuid': migration_uuid}
         if dest_host is not None and self.can_operate():
             return self._call(ctxt, 'migration_context_drop',
-                              version=OPERATIONS_VERSION,
+                              version=RELEASE_1,
                               dest_host=dest_host, **kwargs)
         return self._call(ctxt, 'migration_context_drop', **kwargs)
 
@@ -452,7 +359,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                               migration_uuid=None, policy=None):
         """Request a live migration.
 
-        A conductor of API 1.3 checks and records the request in its
+        A conductor of release 2 checks and records the request in its
         admission queue and answers at once (status accepted, with the
         queue position); its migration threads choose the destination
         and start it. An older conductor answers once the source has
@@ -462,14 +369,14 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
             numamig.objects.migration.PRIORITIES); an older conductor is
             not sent it.
         :param migration_uuid: the uuid to record the migration under
-            (default: a new one). A conductor of API 1.9 answers a
+            (default: a new one). A conductor of release 2 answers a
             request whose migration it recorded already with that
             migration, so the same request delivered (or sent) again
             never records a second; an older conductor is not sent it
             and makes up its own.
         :param policy: the convergence policy to run it under (a name
             of numamig.convergence.policy or ``[libvirt]
-            live_migration_policies``); a conductor of API 1.12 refuses
+            live_migration_policies``); a conductor of release 2 refuses
             an unknown one (UnknownMigrationPolicy). An older conductor
             cannot take it: the request is then refused here, not sent
             without it (the migration would run under another policy).
@@ -485,10 +392,10 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
             newer['priority'] = priority
         if policy is not None:
             newer['policy'] = policy
-            if not self.client.can_send_version(CONVERGENCE_VERSION):
+            if not self.client.can_send_version(RELEASE_2):
                 raise exception.Invalid(
                     reason=f"a convergence policy needs conductor API "
-                           f"{CONVERGENCE_VERSION}, but "
+                           f"{RELEASE_2}, but "
                            f"{self._what_caps()}; nothing was recorded")
         return self._call(ctxt, 'live_migrate_instance', timeout=timeout,
                           instance_uuid=instance_uuid, dest_host=dest_host,
@@ -499,14 +406,14 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         """Where the guest would go and how pinned; claims nothing.
 
         :param policy: the convergence policy the migration would be
-            requested under (API 1.18): refused when unknown, as the
+            requested under: refused when unknown, as the
             request would be, and the prediction made under it. An older
             conductor cannot take it: refused here (Invalid) rather than
             answered under another policy.
         """
         if policy is not None:
             return self._since(ctxt, 'live_migration_dry_run',
-                               DRY_RUN_POLICY_VERSION,
+                               RELEASE_2,
                                "a dry run under a requested policy",
                                instance_uuid=instance_uuid,
                                dest_host=dest_host, policy=policy)
@@ -522,16 +429,16 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                           migration_uuid=migration_uuid)
 
     def migration_resume(self, ctxt, migration_uuid, pauses=None):
-        """Ask the source to resume a postcopy-paused migration (1.17).
+        """Ask the source to resume a postcopy-paused migration.
 
         :param pauses: how many times the caller saw it postcopy-paused
             (the request's identity: a repeat after that pause was
             resumed starts nothing).
         :returns: {'migration': Migration, 'outcome': one of
             numamig.conductor.resume.OUTCOMES}.
-        :raises Invalid: the cap or the conductor is older than 1.17.
+        :raises Invalid: the cap or the conductor is of release 1.
         """
-        return self._since(ctxt, 'migration_resume', PAUSED_VERSION,
+        return self._since(ctxt, 'migration_resume', RELEASE_2,
                            "resuming a post-copy migration",
                            migration_uuid=migration_uuid, pauses=pauses)
 
@@ -589,26 +496,15 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         :raises UnsupportedVersion: the conductor (or a cap) is older
             than 1.5: poll migration_get instead.
         """
-        if not self.client.can_send_version(WAIT_VERSION):
-            raise messaging.UnsupportedVersion(WAIT_VERSION)
-        # The newest the cap allows: answers carry the newest Migration.
-        version = next(v for v in (
-            PAUSED_VERSION, THREADS_VERSION, RECOVERY_VERSION,
-            MEMORY_RECLAIM_VERSION, CONVERGENCE_VERSION, WAIT_VERSION)
-            if self.client.can_send_version(v))
+        if not self.client.can_send_version(RELEASE_2):
+            raise messaging.UnsupportedVersion(RELEASE_2)
         cctxt = self.client.prepare(
-            version=version, timeout=timeout + (self.timeout or CALL_MARGIN_S))
+            version=RELEASE_2,
+            timeout=timeout + (self.timeout or CALL_MARGIN_S))
         return cctxt.call(
             ctxt, 'migration_wait', migration_uuid=migration.uuid,
             status=migration.status,
             memory_processed=migration.memory_processed, timeout=timeout)
-
-
-
-def _before(version):
-    """The newest declared API version below ``version``."""
-    return max((v for v in OBJECT_VERSIONS if _tuple(v) < _tuple(version)),
-               key=_tuple)
 
 
 def _lower_cap(cap, other):
@@ -631,12 +527,6 @@ def _service_version_of(ping_answer):
 def _tuple(version):
     major, minor = version.split('.')
     return int(major), int(minor)
-
-
-def _taken_at(version, newer_kwargs):
-    """The arguments of ``newer_kwargs`` API ``version`` takes."""
-    return {name: value for name, value in newer_kwargs.items()
-            if _tuple(_SINCE[name]) <= _tuple(version)}
 
 
 def _report_1_0(report):

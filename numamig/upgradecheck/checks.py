@@ -160,7 +160,7 @@ def check_upgrade_levels(conf, sources):
                             f"{_version(known)[0]}, newest {known})")
     cap = conf.upgrade_levels.compute
     cap = compute_rpcapi.VERSION_ALIASES.get(cap, cap)
-    needed = compute_rpcapi.NUMA_LIVE_MIGRATION_VERSION
+    needed = compute_rpcapi.RELEASE_2
     parsed = _version(cap) if cap else None
     if parsed is not None and parsed < _version(needed):
         warnings.append(f"[upgrade_levels] compute = {cap} is below "

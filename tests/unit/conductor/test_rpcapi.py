@@ -60,7 +60,7 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertEqual('answer', self._set_status())
         (version, method, kwargs), = self.sent
         # The newest version migration_set_status exists in.
-        self.assertEqual((rpcapi.QUEUE_VERSION, 'migration_set_status',
+        self.assertEqual((rpcapi.RELEASE_2, 'migration_set_status',
                           RESULT), (version, method, kwargs['result']))
 
     def test_host_delete_sent_at_release_2(self):
@@ -181,7 +181,7 @@ class ConductorAPIVersionsTest(base.TestCase):
                          memory_processed=7)
         self.api.migration_wait(None, seen, 10)
         (version, method, kwargs), = self.sent
-        self.assertEqual((rpcapi.PAUSED_VERSION, 'migration_wait'),
+        self.assertEqual((rpcapi.RELEASE_2, 'migration_wait'),
                          (version, method))
         self.assertEqual({'migration_uuid': 'm-1', 'status': 'running',
                           'memory_processed': 7, 'timeout': 10}, kwargs)
@@ -193,7 +193,7 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.client.can_send_version.side_effect = \
             lambda v: _tuple(v) <= (1, 12)
         self.api.migration_wait(None, mock.Mock(), 10)
-        self.assertEqual([rpcapi.CONVERGENCE_VERSION],
+        self.assertEqual([rpcapi.RELEASE_2],
                          [v for v, _, _ in self.sent])
 
     def test_wait_capped_below_release_2_says_unsupported(self):
@@ -204,7 +204,7 @@ class ConductorAPIVersionsTest(base.TestCase):
 
     def test_capped_below_release_2_sends_no_result(self):
         self.client.can_send_version.side_effect = \
-            lambda v: v < rpcapi.RESULTS_VERSION
+            lambda v: v < rpcapi.RELEASE_2
         with self.assertLogs('numamig.conductor.rpcapi', 'INFO') as logs:
             self._set_status()
         (version, _, kwargs), = self.sent
@@ -216,17 +216,17 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.client.can_send_version.return_value = True
         self.api.live_migrate_instance(None, 'i', migration_uuid='m-1')
         (version, _, kwargs), = self.sent
-        self.assertEqual((rpcapi.PAUSED_VERSION, 'm-1'),
+        self.assertEqual((rpcapi.RELEASE_2, 'm-1'),
                          (version, kwargs['migration_uuid']))
 
     def test_postcopy_paused_is_recorded_at_release_2_or_not_at_all(self):
         self.client.can_send_version.return_value = True
         self.api.migration_set_status(None, 'm', 'postcopy-paused',
                                       result={'post_copy': True})
-        self.assertEqual([(rpcapi.PAUSED_VERSION, True)],
+        self.assertEqual([(rpcapi.RELEASE_2, True)],
                          [(v, 'result' in kw) for v, _, kw in self.sent])
         self.client.can_send_version.side_effect = \
-            lambda v: v != rpcapi.PAUSED_VERSION
+            lambda v: v != rpcapi.RELEASE_2
         self.assertRaises(messaging.UnsupportedVersion,
                           self.api.migration_set_status, None, 'm',
                           'postcopy-paused')
@@ -234,7 +234,7 @@ class ConductorAPIVersionsTest(base.TestCase):
 
     def test_resume_needs_release_2(self):
         self.client.can_send_version.side_effect = \
-            lambda v: v != rpcapi.PAUSED_VERSION
+            lambda v: v != rpcapi.RELEASE_2
         self.assertRaisesMessage(
             exception.Invalid, 'resuming a post-copy migration needs '
             'conductor API 1.2', self.api.migration_resume, None, 'm')
@@ -249,7 +249,7 @@ class ConductorAPIVersionsTest(base.TestCase):
 
     def test_policy_never_sent_without_it(self):
         self.client.can_send_version.side_effect = \
-            lambda v: v != rpcapi.CONVERGENCE_VERSION
+            lambda v: v != rpcapi.RELEASE_2
         exc = self.assertRaises(exception.Invalid,
                                 self.api.live_migrate_instance, None, 'i',
                                 policy='nfv')
@@ -287,7 +287,7 @@ class ConductorAPIVersionsTest(base.TestCase):
 
     def test_short_path_capped_is_refused_without_sending(self):
         self.client.can_send_version.side_effect = \
-            lambda v: v != rpcapi.SHORT_PATH_VERSION
+            lambda v: v != rpcapi.RELEASE_2
         self.assertRaises(messaging.UnsupportedVersion,
                           self.api.migration_complete, None, 'm')
         self.assertRaises(messaging.UnsupportedVersion,
@@ -310,13 +310,13 @@ class ReportVersionsTest(base.TestCase):
     def test_casts_go_at_release_2_to_a_conductor_of_this_release(self):
         self.client.can_send_version.return_value = True
         self.api.report_compute_node_cast(None, self.report)
-        self.client.prepare.assert_called_with(version=rpcapi.GUARD_VERSION)
+        self.client.prepare.assert_called_with(version=rpcapi.RELEASE_2)
 
     def test_sent_at_release_2_with_the_guard_state(self):
         self.client.can_send_version.return_value = True
         self.api.report_compute_node(None, self.report)
         (version, _method, kwargs), = self.sent
-        self.assertEqual(rpcapi.GUARD_VERSION, version)
+        self.assertEqual(rpcapi.RELEASE_2, version)
         self.assertEqual(('1.1', 'on'), (kwargs['report'].VERSION,
                                          kwargs['report'].migration_guard))
 
@@ -400,7 +400,7 @@ class ConductorOfRelease1Test(base.TestCase):
         api.ping(None, 5)
         api.migration_get(None, 'm')
         self.assertIsNone(api.version_cap)
-        self.assertEqual([('1.0', 'ping'), (rpcapi.PAUSED_VERSION,
+        self.assertEqual([('1.0', 'ping'), (rpcapi.RELEASE_2,
                                             'migration_get')],
                          [(v, m) for v, m, _ in self.sent])
 
@@ -415,7 +415,8 @@ class ConductorOfRelease1Test(base.TestCase):
                          [(v, sorted(set(kw) & {'priority', 'result'}))
                           for v, _, kw in self.sent])
         self.assertNotIn('migration_uuid', self.sent[0][2])
-        self.assertIn('allows only API 1.0', logs.output[0])
+        self.assertIn('priority not sent: the conductor or [upgrade_levels] '
+                      'conductor allows only API 1.1', logs.output[0])
 
     def test_an_operation_goes_at_1_1(self):
         api = rpcapi.ConductorAPI(mock.sentinel.transport,
@@ -455,9 +456,9 @@ class ConductorOfRelease1Test(base.TestCase):
         api.report_compute_node(None, report)
         api.report_compute_node_cast(None, report)
         self.assertEqual([('1.0', 'ping', '-'),
-                          (rpcapi.GUARD_VERSION, 'report_compute_node',
+                          (rpcapi.RELEASE_2, 'report_compute_node',
                            '1.1'),
-                          (rpcapi.GUARD_VERSION, 'report_compute_node',
+                          (rpcapi.RELEASE_2, 'report_compute_node',
                            '1.1')],
                          [(v, m, kw['report'].VERSION if kw else '-')
                           for v, m, kw in self.sent])
