@@ -145,8 +145,9 @@ class ComputeAPI14Test(ComputeAPI13Test):
         self.assertEqual([], self.sent)
 
 
-class StartRequestTest(base.TestCase):
-    """live_migration: a cast the broker returns is cast again."""
+class _ReturnedTestCase(base.TestCase):
+    """A compute client on a mocked oslo.messaging client, with a clock
+    and pauses of its own (``now``, ``pauses``)."""
 
     def setUp(self):
         super().setUp()
@@ -155,11 +156,22 @@ class StartRequestTest(base.TestCase):
                                            return_value=self.client))
         self.api = rpcapi.ComputeAPI(mock.sentinel.transport)
         self.client.can_send_version.return_value = True
+        self.now = [0.0]
+        self.pauses = []
+
+    def _sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now[0] += seconds
+
+
+class StartRequestTest(_ReturnedTestCase):
+    """live_migration: a cast the broker returns is cast again."""
+
+    def setUp(self):
+        super().setUp()
         self.inst = cbase.instance(host=cbase.SOURCE)
         self.migration = cbase.migration(self.inst)
-        self.now = [0.0]
         self.sent = []
-        self.pauses = []
         self.returned = []
         self.options = []
 
@@ -174,10 +186,6 @@ class StartRequestTest(base.TestCase):
             cctxt.cast.side_effect = cast
             return cctxt
         self.client.prepare.side_effect = prepare
-
-    def _sleep(self, seconds):
-        self.pauses.append(seconds)
-        self.now[0] += seconds
 
     def _start(self, **kwargs):
         return self.api.live_migration(
@@ -217,18 +225,11 @@ class StartRequestTest(base.TestCase):
         self.assertEqual(1, len(self.sent))
 
 
-class ReturnedCallTest(base.TestCase):
+class ReturnedCallTest(_ReturnedTestCase):
     """A call no queue takes is sent again within its one deadline."""
 
     def setUp(self):
         super().setUp()
-        self.client = mock.Mock(name='client', timeout=60)
-        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
-                                           return_value=self.client))
-        self.api = rpcapi.ComputeAPI(mock.sentinel.transport)
-        self.client.can_send_version.return_value = True
-        self.now = [0.0]
-        self.pauses = []
         self.waits = []
         self.returned = 0
 
@@ -251,10 +252,6 @@ class ReturnedCallTest(base.TestCase):
         return self.api._delivered_call(
             None, 'h-1', '1.0', 'refresh_usage', timeout, {},
             clock=lambda: self.now[0], sleep=self._sleep)
-
-    def _sleep(self, seconds):
-        self.pauses.append(seconds)
-        self.now[0] += seconds
 
     def test_answered_once_a_queue_takes_it_with_the_time_left(self):
         self.returned = 3
