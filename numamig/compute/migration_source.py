@@ -55,6 +55,8 @@ from numamig.objects import fields
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
+# Statuses only the source's run of a migration records (see _set_status).
+_SOURCE_ONLY = (STATUS.PREPARING, STATUS.RUNNING)
 
 # Progress is written to the Migration record at most this often.
 PROGRESS_INTERVAL_S = 1.0
@@ -486,7 +488,14 @@ class SourceMigration:
 
         A request whose answer times out is sent again: if the first one
         was recorded before its conductor worker died, the migration is
-        already in ``status``, which counts as done.
+        already in ``status``, which counts as done. So does a refusal to
+        move to ``preparing`` or ``running`` from there, retried or not:
+        oslo.messaging publishes a request again by itself when the
+        connection breaks before the broker confirmed it (a broker
+        restart), so the conductor can get this run's request twice and
+        answer the second with the refusal; and only the source's one run
+        of a migration (manager.live_migration registers it) records those
+        two.
 
         :param send: how to send it (default: migration_set_status).
         """
@@ -507,7 +516,8 @@ class SourceMigration:
             except exception.InvalidStatusTransition as exc:
                 current = self.agent.conductor_api.migration_get(
                     self.ctxt, self.migration.uuid)
-                if asking.retried and current.status == status:
+                if current.status == status and \
+                        (asking.retried or status in _SOURCE_ONLY):
                     self.migration = current
                     self._recorded.add(status)
                     return True

@@ -631,6 +631,24 @@ class ShortPathTest(_SourceMigrationTestCase):
         api.rollback_live_migration_at_destination.assert_not_called()
         api.drop_move_claim_at_destination.assert_not_called()
 
+    def test_own_running_delivered_twice_goes_on(self):
+        # A broker restart broke the connection before it confirmed the
+        # request: oslo.messaging published it again, the conductor
+        # recorded the first and refused the second, whose refusal is the
+        # answer that came back. No timeout was seen here.
+        self.agent.conductor_api.migration_set_running.side_effect = \
+            exception.InvalidStatusTransition(
+                migration_uuid='m', current='running', requested='running',
+                allowed='post-migrating')
+        running = self.migration.obj_clone()
+        running.status = 'running'
+        self.agent.conductor_api.migration_get.return_value = running
+        self._run()
+        api = self.agent.compute_api
+        api.accept_emulated_migration.assert_called_once()
+        api.rollback_live_migration_at_destination.assert_not_called()
+        self.assertEqual('completed', self.statuses[-1])
+
     def test_refused_running_of_a_cancelled_migration_rolls_back(self):
         self.agent.conductor_api.migration_set_running.side_effect = \
             exception.InvalidStatusTransition(
