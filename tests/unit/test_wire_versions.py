@@ -25,7 +25,6 @@ from numamig import objects
 from numamig import releases
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import rpcapi as conductor_rpcapi
-from numamig.objects import service as service_obj
 from tests import base
 from tests.fixtures import rpc as rpc_fixture
 from tests.unit.compute import base as cbase
@@ -105,10 +104,10 @@ class BumpedObjectTestCase(base.TestCase):
 
 class ComputeClientTest(BumpedObjectTestCase):
 
-    def api(self, version_cap=None, peer_versions=None):
+    def api(self, version_cap=None):
         return compute_rpcapi.ComputeAPI(
             self.rpc.transport, version_cap=version_cap, topic=self.topic,
-            exchange=self.rpc.exchange, peer_versions=peer_versions)
+            exchange=self.rpc.exchange)
 
     def serve(self, version=compute_rpcapi.ComputeAPI.VERSION):
         recorder = Recorder(version, answer=None)
@@ -130,12 +129,9 @@ class ComputeClientTest(BumpedObjectTestCase):
         self.assertEqual(('1.1', False),
                          (cell.VERSION, 'l3_ways' in cell.fields))
 
-    def test_agent_of_release_1_gets_it_at_1_0(self):
-        # As its reported service version says: sent once, at 1.0 (the
-        # agent would refuse anything newer).
+    def test_agent_of_release_1_gets_it_again_at_1_0(self):
         recorder = self.serve(version='1.0')
-        self.api(peer_versions={'host1': 1}.get).build_instance(
-            self.rpc.context, self.instance(), 'host1')
+        self.api().build_instance(self.rpc.context, self.instance(), 'host1')
         cell = self.received_cell(recorder)
         self.assertEqual('1.0', cell.VERSION)
         self.assertLessEqual(
@@ -148,8 +144,7 @@ class ConductorClientTest(BumpedObjectTestCase):
     def api(self, version_cap=None):
         return conductor_rpcapi.ConductorAPI(
             self.rpc.transport, version_cap=version_cap, topic=self.topic,
-            exchange=self.rpc.exchange, timeout=rpc_fixture.CALL_TIMEOUT,
-            conductor_version=service_obj.SERVICE_VERSION)
+            exchange=self.rpc.exchange, timeout=rpc_fixture.CALL_TIMEOUT)
 
     def place(self, api):
         recorder = Recorder(conductor_rpcapi.ConductorAPI.VERSION)
