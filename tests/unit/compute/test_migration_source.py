@@ -631,18 +631,22 @@ class ShortPathTest(_SourceMigrationTestCase):
         api.rollback_live_migration_at_destination.assert_not_called()
         api.drop_move_claim_at_destination.assert_not_called()
 
+    def _running_refused_as(self, current, allowed):
+        """``running`` is refused: the migration is ``current``."""
+        self.agent.conductor_api.migration_set_running.side_effect = \
+            exception.InvalidStatusTransition(
+                migration_uuid='m', current=current, requested='running',
+                allowed=allowed)
+        found = self.migration.obj_clone()
+        found.status = current
+        self.agent.conductor_api.migration_get.return_value = found
+
     def test_own_running_delivered_twice_goes_on(self):
         # A broker restart broke the connection before it confirmed the
         # request: oslo.messaging published it again, the conductor
         # recorded the first and refused the second, whose refusal is the
         # answer that came back. No timeout was seen here.
-        self.agent.conductor_api.migration_set_running.side_effect = \
-            exception.InvalidStatusTransition(
-                migration_uuid='m', current='running', requested='running',
-                allowed='post-migrating')
-        running = self.migration.obj_clone()
-        running.status = 'running'
-        self.agent.conductor_api.migration_get.return_value = running
+        self._running_refused_as('running', allowed='post-migrating')
         self._run()
         api = self.agent.compute_api
         api.accept_emulated_migration.assert_called_once()
@@ -650,13 +654,7 @@ class ShortPathTest(_SourceMigrationTestCase):
         self.assertEqual('completed', self.statuses[-1])
 
     def test_refused_running_of_a_cancelled_migration_rolls_back(self):
-        self.agent.conductor_api.migration_set_running.side_effect = \
-            exception.InvalidStatusTransition(
-                migration_uuid='m', current='cancelled', requested='running',
-                allowed='nothing')
-        cancelled = self.migration.obj_clone()
-        cancelled.status = 'cancelled'
-        self.agent.conductor_api.migration_get.return_value = cancelled
+        self._running_refused_as('cancelled', allowed='nothing')
         self._run()
         api = self.agent.compute_api
         api.rollback_live_migration_at_destination.assert_called_once()
