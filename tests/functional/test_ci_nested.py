@@ -104,6 +104,10 @@ class NestedHarnessTest(base.TestCase):
             rf'    guard log: |    drain of |    kernel view: node |'
             rf'.*{deployment.NOT_AS_ASKED}).*\n', out, re.MULTILINE)),
             end='')
+        # CI shows the last line of a failure: make it name each scenario
+        # that failed and the last line it gave as its reason.
+        failed = _failed_scenarios(out)
+        self.assertEqual([], failed, out + '\n' + '; '.join(failed))
         skipped = set(re.findall(r'^  SKIP (\S+) ', out, re.MULTILINE))
         if skipped:
             allowed = MAY_SKIP if deployment.NOT_AS_ASKED in out else set()
@@ -141,6 +145,24 @@ class NestedHarnessTest(base.TestCase):
             self.skipTest("two nested machines: opt-in with "
                           "NUMAMIG_NESTED_FULL=1")
         self.run_nested(('fewer-nodes',), TWO_MACHINES)
+
+
+def _failed_scenarios(out):
+    """``name: last reason line`` for each scenario that failed or erred."""
+    failed = []
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        match = re.match(r'  (?:FAIL|ERROR) (\S+) ', line)
+        if not match:
+            continue
+        reason = ''
+        for later in lines[i + 1:]:
+            if not later.startswith('    '):
+                break
+            if later.strip():
+                reason = later.strip()
+        failed.append(f"{match.group(1)}: {reason or 'no reason given'}")
+    return failed
 
 
 def _lines_naming(out, text):
@@ -185,3 +207,26 @@ def _processes_naming(path):
         if path in text:
             found.append(f"{entry}: {text.replace(chr(0), ' ')[:200]}")
     return found
+
+
+class FailedScenariosTest(base.TestCase):
+    """What CI's last line says when a nested scenario fails."""
+
+    def test_names_each_failure_with_its_last_reason_line(self):
+        out = ("[1/3] x.huge-pages\n"
+               "  PASS huge-pages (61.0 s)\n"
+               "[2/3] x.guard-old-source\n"
+               "  FAIL guard-old-source (90.2 s)\n"
+               "    Traceback (most recent call last):\n"
+               "    AssertionError: pins lost on host-1\n"
+               "  ERROR drain-huge-pages (3.0 s)\n"
+               "numamig-ci: 1 passed, 2 failed, 0 skipped\n")
+        self.assertEqual(
+            ['guard-old-source: AssertionError: pins lost on host-1',
+             'drain-huge-pages: no reason given'],
+            _failed_scenarios(out))
+
+    def test_all_passed_names_none(self):
+        self.assertEqual([], _failed_scenarios(
+            "  PASS multi-node (36.0 s)\n"
+            "    kernel view: free 512 KiB pages\n"))
