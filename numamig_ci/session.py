@@ -25,6 +25,9 @@ from numamig_ci.results import ScenarioSkipped
 LOG = logging.getLogger(__name__)
 DEDICATED = {'hw:cpu_policy': 'dedicated'}
 FLOATING = {'hw:cpu_policy': 'shared', 'hw:numa_nodes': '1'}
+# How long a host may take to report exactly what its guests' records
+# say: a few of its usage recomputes, even on a loaded CI machine.
+USAGE_SETTLE_S = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,6 +248,37 @@ class Session:
                           f"QEMU vCPU {vcpu} thread Cpus_allowed_list",
                           f"<vcpupin> {domain.fmt(pins)}",
                           domain.fmt(actual.get(vcpu)))
+
+    def wait_usage_recorded(self, name, why, timeout=USAGE_SETTLE_S):
+        """Wait until host ``name`` reports exactly its guests' records;
+        return the seconds it took, or None after recording what still
+        differed at ``timeout``.
+
+        A host on the release before NUMA-aware live migration drops a
+        departed guest's pins and pages only at its next usage recompute
+        (numamig.compute.completion): a snapshot taken before that would
+        hold usage no guest owns. ``why`` says what is awaited, for the
+        progress line and the failure.
+        """
+        started = time.monotonic()
+        deadline = started + timeout
+        pause = 0.1
+        host = self.host(name)
+        while True:
+            self.backend.refresh()
+            records = self.api.instance_get_all(self.ctxt, host=name)
+            failures = checks.check_usage(host, self.topology(name), records)
+            waited = time.monotonic() - started
+            if not failures:
+                self.say(f"{name}: {why} after {waited:.1f} s")
+                return waited
+            if time.monotonic() > deadline:
+                self.check([dataclasses.replace(
+                    f, note=f"not {why} within {timeout:.0f} s")
+                    for f in failures])
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     def check_host(self, name):
         """No overlap among the host's guests; usage equals its records;

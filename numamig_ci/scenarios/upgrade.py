@@ -85,6 +85,11 @@ def _migrate_through_guard(s, mover, src, dst, size):
     s.say(f"kernel view: free {size} KiB pages per (kernel, node) before "
           f"the move {kernel_view.pool(kernel, size)}, after "
           f"{kernel_view.pool(after, size)}")
+    # As release 1 did, the old source leaves the guest's pins and pages
+    # to its next usage recompute; what follows compares against its
+    # reports, so they must first hold no usage the guest left behind.
+    s.wait_usage_recorded(src, f"release {OLD_RELEASE} source dropped "
+                               f"{mover.name}'s usage at a recompute")
     return True
 
 
