@@ -50,8 +50,9 @@ def complete(agent, ctxt, instance, migration, result=None,
         try:
             migration = retried(
                 agent, migration, 'completing it',
-                lambda: conductor.migration_complete(
-                    ctxt, migration.uuid, result=result, detail=detail))
+                lambda timeout: conductor.migration_complete(
+                    ctxt, migration.uuid, result=result, detail=detail,
+                    timeout=timeout))
             _stop_counting(agent, instance, drop_usage)
             return migration
         except messaging.UnsupportedVersion:
@@ -83,8 +84,9 @@ def _advance(agent, ctxt, migration, status, result=None, detail=None):
     try:
         return retried(
             agent, migration, f"recording {status}",
-            lambda: conductor.migration_set_status(
-                ctxt, migration.uuid, status, result=result, detail=detail))
+            lambda timeout: conductor.migration_set_status(
+                ctxt, migration.uuid, status, result=result, detail=detail,
+                timeout=timeout))
     except exception.InvalidStatusTransition:
         current = conductor.migration_get(ctxt, migration.uuid)
         if current.status != status:
@@ -97,20 +99,21 @@ def _at_destination(agent, ctxt, instance, migration, records_by_source):
     destination answers the repeated request)."""
     return retried(
         agent, migration, f"from destination {migration.dest_host}",
-        lambda: agent.compute_api.post_live_migration_at_destination(
+        lambda _timeout: agent.compute_api.post_live_migration_at_destination(
             ctxt, instance, migration, records_by_source=records_by_source))
 
 
 def retried(agent, migration, what, send):
-    """``send()``, sent again while unanswered or while the conductor's
-    database is out (numamig.compute.patience): every request of the
-    completion is idempotent, and the service that lost the answer (a
-    dead conductor worker or agent) is replaced.
+    """``send(timeout)``, sent again while unanswered or while the
+    conductor's database is out (numamig.compute.patience): every request
+    of the completion is idempotent, and the service that lost the answer
+    (a dead conductor worker or agent, a restarted broker) is replaced.
+    Each attempt waits ``timeout`` seconds, a growing share.
     """
     waiting = asking(agent, migration, what)
     while True:
         try:
-            return send()
+            return send(waiting.timeout())
         except patience.RETRIED as exc:
             waiting.again(exc)
 

@@ -54,6 +54,10 @@ from numamig.convergence import policy as convergence
 from numamig.objects import fields
 
 LOG = logging.getLogger(__name__)
+# Where a request to the destination's wait comes from, for its error.
+_TRIES_OPTION = (f"one of {patience.ATTEMPTS} tries, growing shares of "
+                 f"{patience.ATTEMPTS} thirds of [DEFAULT] "
+                 f"rpc_response_timeout")
 STATUS = fields.MigrationStatus
 # Statuses only the source's run of a migration records (see _set_status).
 _SOURCE_ONLY = (STATUS.PREPARING, STATUS.RUNNING)
@@ -185,9 +189,9 @@ class SourceMigration:
                 return False
         return self._set_status(STATUS.RUNNING)
 
-    def _send_running(self, status, error=None, result=None):
+    def _send_running(self, status, error=None, result=None, timeout=None):
         return self.agent.conductor_api.migration_set_running(
-            self.ctxt, self.migration.uuid)
+            self.ctxt, self.migration.uuid, timeout=timeout)
 
     def _driven_elsewhere(self):
         """Whether another run drove this migration past where this one
@@ -237,26 +241,23 @@ class SourceMigration:
 
     def _prepare(self):
         """The destination's pre_live_migration, asked in
-        patience.ATTEMPTS shares of [DEFAULT] rpc_response_timeout.
+        patience.ATTEMPTS growing shares of [DEFAULT]
+        rpc_response_timeout.
 
         A broker restart loses the reply queue with any answer in it, and
         a destination agent killed holding the request never answers: the
         request is idempotent (the claim is only checked, the watch of
         incoming threads starts once), so it is simply sent again and the
-        migration goes on after one share instead of failing with a
-        reason that blames the destination.
+        migration goes on after the first, short share instead of failing
+        with a reason that blames the destination.
         """
         agent = self.agent
-        share = patience.status_timeout(agent) or \
-            patience.attempt_timeout(None)
-        option = (f"one of {patience.ATTEMPTS} tries, each a third of "
-                  f"[DEFAULT] rpc_response_timeout")
 
-        def ask():
+        def ask(timeout):
             self._check_abort()
             return agent.compute_api.pre_live_migration(
                 self.ctxt, self.instance, self.migrate_data,
-                timeout=share, timeout_option=option)
+                timeout=timeout, timeout_option=_TRIES_OPTION)
 
         try:
             self.migrate_data = completion.retried(
@@ -318,25 +319,21 @@ class SourceMigration:
 
     def _accept_emulated(self, dest_xml):
         """The destination's accept_emulated_migration, asked in
-        patience.ATTEMPTS shares of [DEFAULT] rpc_response_timeout.
+        patience.ATTEMPTS growing shares of [DEFAULT] rpc_response_timeout.
 
         A destination agent killed holding the request never answers it;
         its restarted agent answers the next try (the request is
         idempotent: a guest defined by the lost one is left as it is),
-        so the migration goes on after one share (20 s with the
+        so the migration goes on after the first share (10 s with the
         defaults) instead of failing after the whole timeout.
         """
-        share = patience.status_timeout(self.agent) or \
-            patience.attempt_timeout(None)
-        option = (f"one of {patience.ATTEMPTS} tries, each a third of "
-                  f"[DEFAULT] rpc_response_timeout")
         return completion.retried(
             self.agent, self.migration,
             f"from destination {self.migration.dest_host} "
             f"(accept_emulated_migration)",
-            lambda: self.agent.compute_api.accept_emulated_migration(
+            lambda timeout: self.agent.compute_api.accept_emulated_migration(
                 self.ctxt, self.instance, self.migration, dest_xml,
-                timeout=share, timeout_option=option))
+                timeout=timeout, timeout_option=_TRIES_OPTION))
 
     def _policy(self):
         """The convergence Policy to run under: the conductor's choice
@@ -504,7 +501,8 @@ class SourceMigration:
                          f"recording status {status}")
         while True:
             try:
-                self.migration = send(status, error=error, result=result)
+                self.migration = send(status, error=error, result=result,
+                                      timeout=asking.timeout())
                 self._recorded.add(status)
                 return True
             except exception.InvalidMigrationResult as exc:
@@ -527,7 +525,7 @@ class SourceMigration:
             except patience.RETRIED as exc:
                 asking.again(exc)
 
-    def _send_status(self, status, error=None, result=None):
+    def _send_status(self, status, error=None, result=None, timeout=None):
         return self.agent.conductor_api.migration_set_status(
             self.ctxt, self.migration.uuid, status, error=error,
-            result=result)
+            result=result, timeout=timeout)

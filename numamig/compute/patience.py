@@ -5,11 +5,15 @@ completion) is idempotent, so one whose answer did not come is simply
 sent again. Two things keep an answer from coming, and the fault suite
 (tests/functional/faults) measured both:
 
-* the conductor worker that took the request died with it: the answer
-  never comes, and the caller learns it only when its wait runs out. A
-  status change takes the conductor milliseconds, so each attempt waits
-  a third of ``[DEFAULT] rpc_response_timeout`` (see ``attempt_timeout``)
-  and a lost answer costs 20 s with the defaults, not 60 s;
+* the conductor worker that took the request died with it, or a broker
+  restart deleted the reply queue the answer was in: the answer never
+  comes, and the caller learns it only when its wait runs out. A status
+  change takes the conductor milliseconds, so the attempts wait growing
+  shares of ATTEMPTS times a third of ``[DEFAULT] rpc_response_timeout``
+  (``Asking.timeout``; 10, 20 and 30 s with the defaults): a lost answer
+  costs 10 s, not 60 s, and a conductor slow to answer (waiting out a
+  database outage, see ``[database] outage_wait``) still gets most of
+  the wait;
 * the conductor's database is out: the conductor answers at once with a
   DatabaseError. The change is asked again after a pause that doubles up
   to DATABASE_PAUSE_MAX_S, for as long as all the attempts together
@@ -25,6 +29,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception
+from numamig import rpc
 
 LOG = logging.getLogger(__name__)
 
@@ -50,7 +55,8 @@ class Asking:
     once patience has run out.
 
     :param what: the change, for the logs ("recording status running").
-    :param timeout: seconds one attempt waits (None: the default).
+    :param timeout: a third of all the attempts' wait (None: the
+        default); each attempt waits ``timeout()``.
     """
 
     def __init__(self, host, migration_uuid, what, timeout=None,
@@ -64,7 +70,13 @@ class Asking:
         self._sleep = sleep
         per_attempt = timeout or attempt_timeout(None)
         self._deadline = clock() + ATTEMPTS * per_attempt
+        self._shares = rpc.attempt_shares(ATTEMPTS * per_attempt, ATTEMPTS)
         self._pause = DATABASE_PAUSE_S
+
+    def timeout(self):
+        """Seconds the next attempt waits for its answer: a growing
+        share, so that an answer lost at once costs the short first one."""
+        return self._shares[min(self._lost, ATTEMPTS - 1)]
 
     def again(self, exc):
         """Wait for the next attempt, or raise ``exc`` (the failure of the

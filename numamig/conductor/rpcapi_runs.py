@@ -25,8 +25,13 @@ class RunCalls:
     ``_client_at`` of ConductorAPI."""
 
     def migration_set_status(self, ctxt, migration_uuid, status,
-                             detail=None, error=None, result=None):
+                             detail=None, error=None, result=None,
+                             timeout=None):
         """Record a status change, with the run's result if given.
+
+        :param timeout: seconds to wait for the answer (None: the
+            client's status_timeout); an agent asking again after a lost
+            answer waits growing shares (numamig.compute.patience).
 
         :param result: the driver's MigrationResult as a dict, recorded
             with the change; not sent to a conductor older than 1.2 (the
@@ -48,13 +53,14 @@ class RunCalls:
         return self._call(ctxt, 'migration_set_status',
                           migration_uuid=migration_uuid, status=status,
                           detail=detail, error=error, newer_kwargs=newer,
-                          timeout=self.status_timeout, version=version)
+                          timeout=timeout or self.status_timeout,
+                          version=version)
 
     def supports_short_path(self):
         """Whether the cap lets the 1.3 status calls be sent at all."""
         return self.client.can_send_version(SHORT_PATH_VERSION)
 
-    def migration_set_running(self, ctxt, migration_uuid):
+    def migration_set_running(self, ctxt, migration_uuid, timeout=None):
         """Move a migration queued -> running in one step (API 1.3).
 
         :raises UnsupportedVersion: capped below 1.3, or the conductor is
@@ -63,11 +69,12 @@ class RunCalls:
         :raises InvalidStatusTransition: nothing changed then.
         """
         return self._send_short_path(
-            ctxt, 'migration_set_status', migration_uuid=migration_uuid,
-            status='running', detail=None, error=None)
+            ctxt, 'migration_set_status', timeout,
+            migration_uuid=migration_uuid, status='running', detail=None,
+            error=None)
 
     def migration_complete(self, ctxt, migration_uuid, result=None,
-                           detail=None):
+                           detail=None, timeout=None):
         """Record ``completed`` with the run's result and apply the claim
         in one call and one transaction (API 1.3); idempotent.
 
@@ -77,7 +84,7 @@ class RunCalls:
             applies the claim and records completed, as before 1.3.
         :raises InvalidStatusTransition: the migration ended otherwise.
         """
-        return self._send_short_path(ctxt, 'migration_complete',
+        return self._send_short_path(ctxt, 'migration_complete', timeout,
                                      migration_uuid=migration_uuid,
                                      result=self._result_for_cap(result),
                                      detail=detail)
@@ -96,11 +103,11 @@ class RunCalls:
             dropped.update(RECOVERY_RESULT_FIELDS)
         return {k: v for k, v in result.items() if k not in dropped}
 
-    def _send_short_path(self, ctxt, method, **kwargs):
+    def _send_short_path(self, ctxt, method, timeout, **kwargs):
         if not self.supports_short_path():
             raise messaging.UnsupportedVersion(SHORT_PATH_VERSION)
         return self._send(ctxt, method, SHORT_PATH_VERSION,
-                          self.status_timeout, **kwargs)
+                          timeout or self.status_timeout, **kwargs)
 
     def migration_record_recovery(self, ctxt, migration_uuid, history):
         """Record a post-copy recovery's history (cast, API 1.15; each

@@ -29,6 +29,7 @@ import oslo_messaging as messaging
 
 from numamig import exception
 from numamig import objects
+from numamig import rpc
 from numamig.conductor import drain
 from numamig.conductor import records
 from numamig.conductor.tasks import base
@@ -63,17 +64,6 @@ SOURCE_ATTEMPTS = 4
 # the migration is not refused for an agent that answered.
 DESTINATION_ATTEMPTS = 4
 
-
-def attempt_shares(total, attempts):
-    """Each attempt's wait, in seconds: 1, 2, 3, ... parts of ``total``.
-
-    A request lost with a broker restart is lost at once, and an answer
-    normally comes in milliseconds, so the first attempt need not wait
-    long; an agent slow to answer (a loaded host) gets the longer later
-    ones. Together they wait ``total``, the option the operator set.
-    """
-    parts = attempts * (attempts + 1) // 2
-    return [max(1, total * k // parts) for k in range(1, attempts + 1)]
 
 # Errors after which the next candidate is tried.
 _REFUSALS = (exception.MigrationPreCheckError, exception.ComputeHostDown,
@@ -300,7 +290,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
             # reports whether it takes part itself.
             dst_supports_numa_live_migration=(
                 api.supports_numa_live_migration()))
-        shares = attempt_shares(self.worker.settings.check_timeout,
+        shares = rpc.attempt_shares(self.worker.settings.check_timeout,
                                 SOURCE_ATTEMPTS)
         for attempt, share in enumerate(shares, 1):
             try:
@@ -399,7 +389,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         :raises MessagingTimeout: (an AgentDidNotAnswer naming the whole
             wait) no attempt was answered.
         """
-        shares = attempt_shares(self.worker.settings.check_timeout,
+        shares = rpc.attempt_shares(self.worker.settings.check_timeout,
                                 DESTINATION_ATTEMPTS)
         for attempt, share in enumerate(shares, 1):
             try:

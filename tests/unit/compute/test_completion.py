@@ -40,8 +40,9 @@ class CompleteTest(base.TestCase):
                          [c[0] for c in order.mock_calls])
         self.assertEqual({'records_by_source': True},
                          order.at_destination.call_args[1])
-        self.assertEqual({'result': {'elapsed_ms': 5}, 'detail': None},
-                         order.complete.call_args[1])
+        # The first of growing shares of three status timeouts (3 s).
+        self.assertEqual({'result': {'elapsed_ms': 5}, 'detail': None,
+                          'timeout': 1}, order.complete.call_args[1])
         self.assertIs(order.complete.return_value, done)
 
     def test_usage_kept_when_asked(self):

@@ -70,7 +70,7 @@ class _SourceMigrationTestCase(base.TestCase):
         self.results = {}
 
         def set_status(ctxt, uuid, status, detail=None, error=None,
-                       result=None):
+                       result=None, timeout=None):
             self.statuses.append(status)
             self.results[status] = result
             result = self.migration.obj_clone()
@@ -126,7 +126,8 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         self._run()
         self.assertEqual('completed', self.statuses[-1])
         calls = self.agent.compute_api.accept_emulated_migration.call_args_list
-        self.assertEqual([7, 7], [c[1]['timeout'] for c in calls])
+        # Growing shares of three thirds (21 s): the lost answer cost 3 s.
+        self.assertEqual([3, 7], [c[1]['timeout'] for c in calls])
         self.agent.driver.destroy.assert_called_once_with(self.inst.uuid)
 
     def test_a_destination_that_never_answers_is_named_in_the_error(self):
@@ -134,7 +135,7 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         fail = self.agent.conductor_api.migration_set_status.side_effect
 
         def record(ctxt, uuid, status, detail=None, error=None,
-                   result=None):
+                   result=None, timeout=None):
             errors.append(error)
             return fail(ctxt, uuid, status, detail, error, result)
         self.agent.conductor_api.migration_set_status.side_effect = record
@@ -205,7 +206,7 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         set_status = self.agent.conductor_api.migration_set_status.side_effect
 
         def lose_first_answer(ctxt, uuid, status, detail=None, error=None,
-                              result=None):
+                              result=None, timeout=None):
             if status == 'preparing' and not recorded:
                 recorded.append(status)  # recorded, then the worker died
                 raise messaging.MessagingTimeout()
@@ -416,7 +417,7 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
         set_status = self.agent.conductor_api.migration_set_status.side_effect
 
         def refuse_results(ctxt, uuid, status, detail=None, error=None,
-                           result=None):
+                           result=None, timeout=None):
             if result is not None:
                 raise exception.InvalidMigrationResult(
                     migration_uuid=uuid, reason='elapsed_ms unusable')
@@ -454,13 +455,13 @@ class ShortPathTest(_SourceMigrationTestCase):
         conductor.supports_short_path.return_value = True
         self.completed = []
 
-        def running(ctxt, uuid):
+        def running(ctxt, uuid, timeout=None):
             self.statuses.append('running')
             result = self.migration.obj_clone()
             result.status = 'running'
             return result
 
-        def complete(ctxt, uuid, result=None, detail=None):
+        def complete(ctxt, uuid, result=None, detail=None, timeout=None):
             self.statuses.append('completed')
             self.completed.append(result)
             done = self.migration.obj_clone()
@@ -480,7 +481,7 @@ class ShortPathTest(_SourceMigrationTestCase):
         answer = running.side_effect
         outage = [exception.DatabaseError(url='db', reason='gone')] * 2
 
-        def database_out_then_back(ctxt, uuid):
+        def database_out_then_back(ctxt, uuid, timeout=None):
             if outage:
                 raise outage.pop()
             return answer(ctxt, uuid)
@@ -500,7 +501,7 @@ class ShortPathTest(_SourceMigrationTestCase):
         fail = self.agent.conductor_api.migration_set_status.side_effect
 
         def record(ctxt, uuid, status, detail=None, error=None,
-                   result=None):
+                   result=None, timeout=None):
             errors.append(error)
             return fail(ctxt, uuid, status, detail, error, result)
         self.agent.conductor_api.migration_set_status.side_effect = record
@@ -530,7 +531,8 @@ class ShortPathTest(_SourceMigrationTestCase):
         self._run()
         self.assertEqual(['running', 'completed'], self.statuses)
         calls = api.pre_live_migration.call_args_list
-        self.assertEqual([7, 7], [c[1]['timeout'] for c in calls])
+        # Growing shares of three thirds (21 s): the lost answer cost 3 s.
+        self.assertEqual([3, 7], [c[1]['timeout'] for c in calls])
         self.assertIs(calls[0][0][2], calls[1][0][2])
 
     def test_an_abort_between_pre_live_migration_tries_stops_them(self):
@@ -567,7 +569,7 @@ class ShortPathTest(_SourceMigrationTestCase):
         counted = []
         complete = self.agent.conductor_api.migration_complete.side_effect
 
-        def recording(ctxt, uuid, result=None, detail=None):
+        def recording(ctxt, uuid, result=None, detail=None, timeout=None):
             counted.append(self.agent.tracker.instance_uuids())
             return complete(ctxt, uuid, result=result, detail=detail)
         self.agent.conductor_api.migration_complete.side_effect = recording
@@ -582,7 +584,8 @@ class ShortPathTest(_SourceMigrationTestCase):
             lambda ctxt, instance, data, **kw: order.append('pre') or data
         running = conductor.migration_set_running.side_effect
         conductor.migration_set_running.side_effect = \
-            lambda ctxt, uuid: order.append('running') or running(ctxt, uuid)
+            lambda ctxt, uuid, timeout=None: (order.append('running')
+                                              or running(ctxt, uuid))
         self._run()
         self.assertEqual(['pre', 'running'], order)
 
@@ -606,14 +609,17 @@ class ShortPathTest(_SourceMigrationTestCase):
         complete = self.agent.conductor_api.migration_complete.side_effect
         lost = []
 
-        def lose_first(ctxt, uuid, result=None, detail=None):
-            if not lost:
-                lost.append(uuid)
+        def lose_first(ctxt, uuid, result=None, detail=None, timeout=None):
+            lost.append(timeout)
+            if len(lost) == 1:
                 raise messaging.MessagingTimeout()
             return complete(ctxt, uuid, result=result, detail=detail)
         self.agent.conductor_api.migration_complete.side_effect = lose_first
         self._run()
         self.assertEqual(['running', 'completed'], self.statuses)
+        # The second try waited longer than the first.
+        self.assertEqual(2, len(lost))
+        self.assertLess(lost[0], lost[1])
         self.agent.compute_api.rollback_live_migration_at_destination.\
             assert_not_called()
 
@@ -678,7 +684,7 @@ class PostCopyPausedTest(_SourceMigrationTestCase):
         set_status = self.agent.conductor_api.migration_set_status.side_effect
 
         def recording(ctxt, uuid, status, detail=None, error=None,
-                      result=None):
+                      result=None, timeout=None):
             self.errors[status] = error
             return set_status(ctxt, uuid, status, detail, error, result)
         self.agent.conductor_api.migration_set_status.side_effect = recording
@@ -715,7 +721,8 @@ class PostCopyPausedTest(_SourceMigrationTestCase):
     def test_older_conductor_gets_error_as_before(self):
         set_status = self.agent.conductor_api.migration_set_status.side_effect
 
-        def older(ctxt, uuid, status, detail=None, error=None, result=None):
+        def older(ctxt, uuid, status, detail=None, error=None, result=None,
+                  timeout=None):
             if status == 'postcopy-paused':
                 raise messaging.UnsupportedVersion('1.17')
             return set_status(ctxt, uuid, status, detail, error, result)

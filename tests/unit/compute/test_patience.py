@@ -44,6 +44,21 @@ class AskingTest(base.TestCase):
                           messaging.MessagingTimeout())
         self.assertEqual([], self.pauses)
 
+    def test_each_lost_answer_waits_a_longer_share(self):
+        waits = [self.asking.timeout()]
+        for _ in range(patience.ATTEMPTS - 1):
+            self.asking.again(messaging.MessagingTimeout())
+            waits.append(self.asking.timeout())
+        # A reply lost with a broker restart costs the first, 5 s; all
+        # together wait the whole (ATTEMPTS x 10 s).
+        self.assertEqual([5, 10, 15], waits)
+        self.assertEqual(patience.ATTEMPTS * 10, sum(waits))
+
+    def test_a_database_outage_does_not_shorten_the_next_wait(self):
+        first = self.asking.timeout()
+        self.asking.again(_database_out())
+        self.assertEqual(first, self.asking.timeout())
+
     def test_database_outage_paused_doubling_until_the_whole_wait(self):
         raised = None
         while raised is None:

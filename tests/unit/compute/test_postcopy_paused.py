@@ -38,12 +38,12 @@ class _PausedTestCase(base.TestCase):
         self.statuses = []
 
         def set_status(ctxt, uuid, status, detail=None, error=None,
-                       result=None):
+                       result=None, timeout=None):
             self.statuses.append((status, error, result))
             return self.migration
         conductor.migration_set_status.side_effect = set_status
         conductor.migration_complete.side_effect = \
-            lambda ctxt, uuid, result=None, detail=None: \
+            lambda ctxt, uuid, result=None, detail=None, timeout=None: \
             self.statuses.append(('completed', None, result)) or \
             self.migration
         self.agent.compute_api.postcopy_resume_target.return_value = \

@@ -59,6 +59,19 @@ class ConductorAPIVersionsTest(base.TestCase):
         self.assertEqual((rpcapi.QUEUE_VERSION, 'migration_set_status',
                           RESULT), (version, method, kwargs['result']))
 
+    def test_a_status_change_waits_what_its_caller_says(self):
+        # An agent asking again waits growing shares; without one the
+        # client's status_timeout applies.
+        self.client.can_send_version.return_value = True
+        self.api.status_timeout = 20
+        self.answers = ['answer', 'answer', 'answer']
+        self.api.migration_set_status(None, 'm', 'running', timeout=7)
+        self.api.migration_complete(None, 'm', timeout=9)
+        self.api.migration_set_status(None, 'm', 'running')
+        waits = [c[1].get('timeout') for c in
+                 self.client.prepare.call_args_list]
+        self.assertEqual([7, 9, 20], waits)
+
     def test_a_call_no_conductor_queue_took_is_sent_again(self):
         # After a broker restart, until a conductor declared its queue
         # again: the request comes back and is sent again, not dropped.
