@@ -72,14 +72,15 @@ class RPCNames:
                     peer_versions=None):
         """A compute client; ``release``: the one the caller runs as;
         ``peer_versions``: host -> its reported service version (the
-        conductor's host reports)."""
+        conductor's host reports, which it then trusts first)."""
         release = release or releases.for_service_version(
             service_obj.SERVICE_VERSION)
         return compute_rpcapi.ComputeAPI(
             transport, version_cap=release.compute_version_cap(version_cap),
             topic=self.compute_topic, exchange=self.exchange,
             release_objects=release.object_versions,
-            peer_versions=peer_versions)
+            peer_versions=peer_versions,
+            reports_first=peer_versions is not None)
 
     def conductor_api(self, transport, version_cap=None, timeout=None,
                       release=None, agent=False, status_timeout=None):

@@ -148,12 +148,17 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
     VERSION = RELEASE_2
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
-                 exchange=None, release_objects=None, peer_versions=None):
+                 exchange=None, release_objects=None, peer_versions=None,
+                 reports_first=False):
         """:param version_cap: highest API version to send, or a release
             of VERSION_ALIASES; None: newest.
         :param peer_versions: host -> the service version it last
             reported, or None when unknown (the conductor gives its host
             reports'); each message is capped at what that serves.
+        :param reports_first: ``peer_versions`` is the fresher word (the
+            conductor reads the stored reports before every task); else
+            a peer's own LiveMigrateData is (an agent reads the reports
+            at most once a minute).
 
         :param topic, exchange: where the agents listen (tests and
             embedded deployments sharing a broker use their own).
@@ -178,6 +183,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         # at most (objects x their versions); asked on every call.
         self._version_by_need = {}
         self.peer_versions = peer_versions
+        self._reports_first = reports_first
         # host -> service version learnt from its LiveMigrateData.
         self._learned = collections.OrderedDict()
         self._learned_lock = threading.Lock()
@@ -187,9 +193,16 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         lowered to what the host's service version serves."""
         if self._newest == _OLDEST_API:
             return self._newest
-        # What the peer's own LiveMigrateData said is the freshest word.
-        with self._learned_lock:
-            version = self._learned.get(host)
+        # A host restarted as another release since its LiveMigrateData
+        # was learnt (an upgrade rolled back) must not be sent what only
+        # the release before served: the conductor, which syncs the
+        # reports before each task, trusts them first.
+        version = None
+        if self._reports_first and self.peer_versions is not None:
+            version = self.peer_versions(host)
+        if version is None:
+            with self._learned_lock:
+                version = self._learned.get(host)
         if version is None and self.peer_versions is not None:
             version = self.peer_versions(host)
         if version is None or version >= service_obj.SERVICE_VERSION:

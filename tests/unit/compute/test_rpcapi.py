@@ -276,3 +276,26 @@ class ReturnedCallTest(_ReturnedTestCase):
         exc = self.assertRaises(rpcapi.AgentCallTimeout,
                                 self.api.refresh_usage, None, 'h-1')
         self.assertIn('did not answer refresh_usage', str(exc))
+
+
+class PeerReleaseTest(base.TestCase):
+    """Which word on a peer's release wins: its reports or its own
+    LiveMigrateData."""
+
+    def _api(self, reports_first):
+        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
+                                           return_value=mock.Mock()))
+        api = rpcapi.ComputeAPI(mock.sentinel.transport,
+                                peer_versions={'h-1': 1}.get,
+                                reports_first=reports_first)
+        # h-1 sent release 2's LiveMigrateData before it was restarted
+        # as release 1 (an upgrade rolled back).
+        api._learn_from('h-1', objects.LiveMigrateData())
+        return api
+
+    def test_the_conductor_trusts_the_reports_it_synced(self):
+        self.assertEqual('1.0', self._api(True).cap_for('h-1'))
+
+    def test_an_agent_trusts_the_peers_own_word(self):
+        api = self._api(False)
+        self.assertEqual(api.VERSION, api.cap_for('h-1'))
