@@ -92,11 +92,15 @@ class Release:
         An older release cannot send above its own API version, whatever
         ``[upgrade_levels] compute`` says; the current one obeys it.
         """
-        return self._capped(self.compute_api_version, configured_cap)
+        return self._capped(self.compute_api_version,
+                            compute_rpcapi.VERSION_ALIASES.get(
+                                configured_cap, configured_cap))
 
     def conductor_version_cap(self, configured_cap=None):
         """The cap of this release's conductor client (as above)."""
-        return self._capped(self.conductor_api_version, configured_cap)
+        return self._capped(self.conductor_api_version,
+                            conductor_rpcapi.VERSION_ALIASES.get(
+                                configured_cap, configured_cap))
 
     def _capped(self, own_version, configured_cap):
         if self.is_current:
@@ -107,13 +111,12 @@ class Release:
                    key=versionutils.convert_version_to_tuple)
 
 
-# Release 1's conductor is modelled serving conductor API 1.1, as this
-# testing aid has served it since it was written (the spec's upgrade
-# table concerns the compute API); what it must never see is 1.2 and the
-# Migration 1.1 it carries.
+# Release 1 serves compute API 1.0 and conductor API 1.1; what it must
+# never see is release 2's 1.1 and 1.2 and the objects they carry.
 RELEASES = {
-    1: Release(1, '1.0', _API_1_0_METHODS, conductor_api_version='1.1'),
-    2: Release(2, compute_rpcapi.ComputeAPI.VERSION),
+    1: Release(1, compute_rpcapi.RELEASE_1, _API_1_0_METHODS,
+               conductor_api_version=conductor_rpcapi.RELEASE_1),
+    2: Release(2, compute_rpcapi.RELEASE_2),
 }
 
 

@@ -68,14 +68,19 @@ class RPCNames:
             return cls()
         return cls(suffix=exchange, exchange=exchange)
 
-    def compute_api(self, transport, version_cap=None, release=None):
-        """A compute client; ``release``: the one the caller runs as."""
+    def compute_api(self, transport, version_cap=None, release=None,
+                    peer_versions=None):
+        """A compute client; ``release``: the one the caller runs as;
+        ``peer_versions``: host -> its reported service version (the
+        conductor's host reports, which it then trusts first)."""
         release = release or releases.for_service_version(
             service_obj.SERVICE_VERSION)
         return compute_rpcapi.ComputeAPI(
             transport, version_cap=release.compute_version_cap(version_cap),
             topic=self.compute_topic, exchange=self.exchange,
-            release_objects=release.object_versions)
+            release_objects=release.object_versions,
+            peer_versions=peer_versions,
+            reports_first=peer_versions is not None)
 
     def conductor_api(self, transport, version_cap=None, timeout=None,
                       release=None, agent=False, status_timeout=None):
@@ -252,7 +257,7 @@ class ConductorService(_RPCService):
         manager = conductor_manager.ConductorManager(
             db, cache, scheduler,
             names.compute_api(transport, settings.compute_version_cap,
-                              release),
+                              release, peer_versions=cache.service_version),
             settings, service_version=service_version)
         target = messaging.Target(topic=names.conductor_topic, server=host,
                                   exchange=names.exchange)
@@ -282,7 +287,7 @@ class ConductorService(_RPCService):
         such topic serves everyone on the first)."""
         super()._start_server()
         if _allows(self.release.conductor_api_version,
-                   conductor_rpcapi.QUEUE_VERSION):
+                   conductor_rpcapi.RELEASE_2):
             self.agent_server = self._server(self.agent_target)
             self.agent_server.start()
 

@@ -24,6 +24,7 @@ from numamig.compute import migration_dest
 from numamig.compute import migration_source
 from numamig.compute import outgoing
 from numamig.compute import patience
+from numamig.compute import peers
 from numamig.compute import postcopy_paused
 from numamig.compute import reconcile
 from numamig.compute import report
@@ -80,6 +81,9 @@ class ComputeManager:
         self.driver = driver
         self.conductor_api = conductor_api
         self.compute_api = compute_api
+        if getattr(compute_api, 'peer_versions', False) is None:
+            # Its peers' versions, from the conductor's host reports.
+            compute_api.peer_versions = peers.PeerVersions(conductor_api)
         self.release = releases.for_service_version(service_version)
         self.service_version = service_version
         if not self.release.is_current:

@@ -131,7 +131,7 @@ def _source_cannot_take_part(agent, ctxt, instance, migration, limits,
     NUMA objects and copies the XML, which the guard rewrites here.
     """
     why = (f"source {source_host} cannot take part (older release, or "
-           f"capped below {compute_rpcapi.NUMA_LIVE_MIGRATION_VERSION})")
+           f"capped below {compute_rpcapi.RELEASE_2})")
     if not (offered and agent.driver.migration_guard_state() == 'on'):
         _log_no_offer(agent, migration.uuid, why)
         return migrate_data

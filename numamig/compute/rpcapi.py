@@ -6,15 +6,22 @@ what an older agent would not understand, and calls or casts. The object
 versions each API version carries are declared in OBJECT_VERSIONS so that
 a capped client backports the objects too.
 
-In a rolling upgrade nobody tells a sender which release its peer runs,
-so the version of each message comes from what the sender can know:
+In a rolling upgrade each message is capped at what its receiver
+serves, known before it is sent, never learnt from a refusal:
 
-* a call an older agent refuses (UnsupportedVersion, raised by its RPC
-  dispatcher before any endpoint runs) is sent again at API 1.0 with its
-  objects backported;
-* a message carrying LiveMigrateData goes at the API version of that
-  object's version: the object was built by the destination and passed
-  through the source, so its version is the oldest either speaks.
+* the conductor's client is given each host's reported service version
+  (``peer_versions``: the conductor's host reports), which
+  numamig.objects.service.SERVICE_VERSION_HISTORY maps to the newest
+  compute API version that host serves;
+* an agent's client learns a peer's release from the LiveMigrateData
+  that peer built (release 1 builds 1.0), and a message carrying
+  LiveMigrateData goes at the API version of that object's version: the
+  object was built by the destination and passed through the source, so
+  its version is the oldest either speaks.
+
+A message the receiver's version cannot take is not sent:
+UnsupportedVersion is raised at once, as a refusal was before, and the
+caller takes its old path.
 
 Objects travel in the versions the message's API version carries
 (OBJECT_VERSIONS): each message goes at the lowest API version, from the
@@ -22,11 +29,12 @@ one its method needs up to the cap, whose manifest carries every object
 in it at the version it has, so nothing is lost on the way to a new
 agent. An uncapped client's newest version carries every object's newest
 version (an object bumped before any manifest names it is sent as it is,
-at the newest API version: an older agent refuses that version and the
-call comes again at an older one, backported), except what HELD_BACK
-names. A capped client backports to its cap's manifest.
+at the newest API version, to agents whose version serves it), except
+what HELD_BACK names. A capped client backports to its cap's manifest.
 """
 
+import collections
+import threading
 import time
 
 from oslo_log import log as logging
@@ -36,15 +44,25 @@ from oslo_utils import versionutils
 from numamig import exception
 from numamig import rpc
 from numamig.compute import rpcapi_postcopy
+from numamig.objects import service as service_obj
 
 LOG = logging.getLogger(__name__)
 
 TOPIC = 'numamig-compute'
 
-# The API version that brought NUMA-aware live migration: claim parameters
-# on check_can_live_migrate_destination, drop_move_claim_at_destination and
-# LiveMigrateData 1.1.
-NUMA_LIVE_MIGRATION_VERSION = '1.1'
+# The API version every release serves.
+_OLDEST_API = '1.0'
+
+# Hosts whose release an agent's client remembers from their
+# LiveMigrateData (the most recent; a migration's peers are looked up
+# again from its object when forgotten).
+LEARNED_PEERS = 256
+
+# The newest compute API version each release serves.
+RELEASE_1 = '1.0'
+RELEASE_2 = '1.1'
+# [upgrade_levels] compute may name a release instead of a version.
+VERSION_ALIASES = {'release-1': RELEASE_1, 'release-2': RELEASE_2}
 
 _BASE_OBJECTS = {
     'ComputeNodeReport': '1.0',
@@ -61,42 +79,13 @@ _BASE_OBJECTS = {
     'NUMAPagesTopology': '1.0',
 }
 
-# The API version that brought list_domains and delete_instance.
-OPERATIONS_VERSION = '1.2'
-
-# The API version that brought the conductor-driven checks: the conductor
-# asks the source, then the destination with the source's answer (which
-# then never calls another agent) and records the claim the destination
-# returns; the source records the claim applied with ``completed``.
-CONDUCTOR_CHECKS_VERSION = '1.3'
-
-# The API version that brought refresh_usage (heal claims).
-USAGE_VERSION = '1.4'
-
-# The API version that brought virtio-mem devices in guest cells
-# (InstanceNUMACell 1.1 and the objects holding it).
-VIRTIO_MEM_VERSION = '1.5'
-VIRTIO_MEM_OBJECTS = {'InstanceNUMACell': '1.1',
-                      'InstanceNUMATopology': '1.1', 'Instance': '1.1',
-                      'MigrationContext': '1.1'}
-
 # API version -> the object versions a receiver of that version reads.
 OBJECT_VERSIONS = {
-    '1.0': dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
-    '1.1': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
-    '1.2': dict(_BASE_OBJECTS, LiveMigrateData='1.1'),
-    '1.3': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
-    '1.4': dict(_BASE_OBJECTS, LiveMigrateData='1.2'),
-    '1.5': dict(_BASE_OBJECTS, LiveMigrateData='1.2',
-                **VIRTIO_MEM_OBJECTS),
-    '1.6': dict(_BASE_OBJECTS, LiveMigrateData='1.3',
-                **VIRTIO_MEM_OBJECTS),
+    RELEASE_1: dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
+    RELEASE_2: dict(_BASE_OBJECTS, LiveMigrateData='1.3',
+                    InstanceNUMACell='1.1', InstanceNUMATopology='1.1',
+                    Instance='1.1', MigrationContext='1.1'),
 }
-OBJECT_VERSIONS['1.7'] = dict(OBJECT_VERSIONS['1.6'])
-
-# The API version that brought LiveMigrateData 1.3 (the migration's
-# convergence policy, given to the source with live_migration).
-CONVERGENCE_VERSION = '1.6'
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): Migration
@@ -130,9 +119,10 @@ class AgentCallTimeout(exception.AgentDidNotAnswer,
 class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
     """Client side of the compute RPC API.
 
-    API version history:
+    API version history, one version per release (the development
+    steps of release 2, once 1.1 to 1.7, ship as the one version 1.1):
 
-    * 1.0 - The release before NUMA-aware live migration:
+    * 1.0 - Release 1, before NUMA-aware live migration:
             check_can_live_migrate_destination(instance, source_host,
             migration_uuid),
             check_can_live_migrate_source, pre_live_migration,
@@ -141,41 +131,34 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             live_migration_force_complete, build_instance,
             accept_emulated_migration, adopt_guests,
             get_domain_xml; LiveMigrateData 1.0.
-    * 1.1 - NUMA-aware live migration: check_can_live_migrate_destination
-            takes the migration and the scheduler's limits (the claim
-            parameters); drop_move_claim_at_destination added;
-            LiveMigrateData 1.1 (dst_numa_info and the two
-            ``*_supports_numa_live_migration`` flags).
-    * 1.2 - list_domains (every domain with its live and persistent XML,
-            for audits) and delete_instance.
-    * 1.3 - check_can_live_migrate_destination takes the source's answer
-            (source_data): the conductor asks the source first, the
-            destination calls no other agent and returns its claim in
-            LiveMigrateData 1.2 (migration_context) for the conductor to
-            record; post_live_migration_at_destination takes
-            records_by_source (the source records the claim applied
-            with ``completed``: the destination only counts the guest).
-    * 1.4 - refresh_usage: recompute usage from the records now and
-            report it (numamig-manage heal claims).
-    * 1.5 - virtio-mem devices: InstanceNUMACell 1.1 (and
-            InstanceNUMATopology, Instance, MigrationContext 1.1);
-            resize_virtio_mem.
-    * 1.6 - LiveMigrateData 1.3 (convergence_policy: the policy the
-            conductor chose, which the source's live_migration runs
-            under); an older source is sent 1.2 and chooses its own.
-            predict_convergence (sample a guest's dirty rate, predict
-            its migration).
-    * 1.7 - resume_postcopy (the source runs one more post-copy
-            recovery of a postcopy-paused migration) and
-            postcopy_resume_target (what the destination's paused half
-            is resumed into); numamig.compute.rpcapi_postcopy.
+    * 1.1 - Release 2, NUMA-aware live migration:
+            check_can_live_migrate_destination takes the migration, the
+            scheduler's limits and the source's answer (source_data):
+            the destination claims, calls no other agent and returns its
+            claim in LiveMigrateData; drop_move_claim_at_destination;
+            post_live_migration_at_destination takes records_by_source;
+            list_domains, delete_instance, refresh_usage,
+            resize_virtio_mem, predict_convergence, resume_postcopy and
+            postcopy_resume_target; LiveMigrateData 1.3 (dst_numa_info,
+            the ``*_supports_numa_live_migration`` flags, the claim, the
+            convergence policy), virtio-mem devices in guest cells
+            (InstanceNUMACell 1.1 and the objects holding it).
     """
 
-    VERSION = '1.7'
+    VERSION = RELEASE_2
 
     def __init__(self, transport, version_cap=None, topic=TOPIC,
-                 exchange=None, release_objects=None):
-        """:param version_cap: highest API version to send; None: newest.
+                 exchange=None, release_objects=None, peer_versions=None,
+                 reports_first=False):
+        """:param version_cap: highest API version to send, or a release
+            of VERSION_ALIASES; None: newest.
+        :param peer_versions: host -> the service version it last
+            reported, or None when unknown (the conductor gives its host
+            reports'); each message is capped at what that serves.
+        :param reports_first: ``peer_versions`` is the fresher word (the
+            conductor reads the stored reports before every task); else
+            a peer's own LiveMigrateData is (an agent reads the reports
+            at most once a minute).
 
         :param topic, exchange: where the agents listen (tests and
             embedded deployments sharing a broker use their own).
@@ -183,6 +166,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             caller runs as (a testing aid): the newest accepted in
             answers. None: this release's.
         """
+        version_cap = VERSION_ALIASES.get(version_cap, version_cap)
         self.version_cap = version_cap
         target = messaging.Target(topic=topic, exchange=exchange,
                                   version='1.0')
@@ -198,6 +182,47 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         # (since, objects' versions needed) -> version: a few dozen keys
         # at most (objects x their versions); asked on every call.
         self._version_by_need = {}
+        self.peer_versions = peer_versions
+        self._reports_first = reports_first
+        # host -> service version learnt from its LiveMigrateData.
+        self._learned = collections.OrderedDict()
+        self._learned_lock = threading.Lock()
+
+    def cap_for(self, host):
+        """The newest API version ``host`` is sent: this client's cap,
+        lowered to what the host's service version serves."""
+        if self._newest == _OLDEST_API:
+            return self._newest
+        # A host restarted as another release since its LiveMigrateData
+        # was learnt (an upgrade rolled back) must not be sent what only
+        # the release before served: the conductor, which syncs the
+        # reports before each task, trusts them first.
+        version = None
+        if self._reports_first and self.peer_versions is not None:
+            version = self.peer_versions(host)
+        if version is None:
+            with self._learned_lock:
+                version = self._learned.get(host)
+        if version is None and self.peer_versions is not None:
+            version = self.peer_versions(host)
+        if version is None or version >= service_obj.SERVICE_VERSION:
+            return self._newest
+        return min(self._newest,
+                   service_obj.api_version_for(version, 'compute_rpc'),
+                   key=versionutils.convert_version_to_tuple)
+
+    def _learn_from(self, host, migrate_data):
+        """Remember ``host``'s release from the LiveMigrateData it built:
+        release 1 builds 1.0, every later release a newer one."""
+        if host is None or not hasattr(migrate_data, 'VERSION'):
+            return
+        version = 1 if migrate_data.VERSION == '1.0' else \
+            service_obj.NUMA_LIVE_MIGRATION_VERSION
+        with self._learned_lock:
+            self._learned[host] = version
+            self._learned.move_to_end(host)
+            while len(self._learned) > LEARNED_PEERS:
+                self._learned.popitem(last=False)
 
     @classmethod
     def from_conf(cls, conf, transport, **kwargs):
@@ -207,16 +232,22 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
 
     def supports_conductor_checks(self):
         """Whether this client may send the API 1.3 check and post calls."""
-        return self.client.can_send_version(CONDUCTOR_CHECKS_VERSION)
+        return self.client.can_send_version(RELEASE_2)
 
     def supports_numa_live_migration(self):
         """Whether this client may send the NUMA-aware live migration API."""
-        return self.client.can_send_version(NUMA_LIVE_MIGRATION_VERSION)
+        return self.client.can_send_version(RELEASE_2)
 
     def _prepare(self, host, version='1.0', timeout=None,
                  transport_options=None):
         """A call context at ``version``, whose serializer backports the
-        objects to what that version carries."""
+        objects to what that version carries.
+
+        :raises UnsupportedVersion: ``host`` does not serve ``version``
+            (its service version, or this client's cap, is older).
+        """
+        if not _at_most(version, self.cap_for(host)):
+            raise messaging.UnsupportedVersion(version)
         kwargs = {'server': host, 'version': version}
         if timeout is not None:
             kwargs['timeout'] = timeout
@@ -226,45 +257,43 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
 
     def _call(self, ctxt, host, version, method, timeout=None,
               kwargs_1_0=None, floor='1.0', timeout_option=None, **kwargs):
-        """Call ``method``; again at an older version if ``host`` refuses.
-
-        It goes first at the version carrying its objects (_version_for),
-        then, refused, at ``version`` (what its arguments need), then at
-        ``floor`` (1.0 unless the method is newer).
+        """Call ``method`` once, at the newest version ``host`` serves of:
+        the version carrying its objects (_version_for), ``version``
+        (what its arguments need), ``floor`` (1.0 unless the method is
+        newer).
 
         A guest with virtio-mem devices is never sent below
-        VIRTIO_MEM_VERSION: an older agent would get it without them and
-        account and write its memory wrongly; its refusal is raised.
+        RELEASE_2: an older agent would get it without them and
+        account and write its memory wrongly: UnsupportedVersion is
+        raised for such an agent, nothing sent.
 
         :param kwargs_1_0: the arguments API 1.0 takes, when they differ.
         :param timeout_option: the option ``timeout`` comes from, for the
             error when nobody answers (default: see _timed_out).
-        :raises UnsupportedVersion: refused at ``floor`` too.
+        :raises UnsupportedVersion: ``host`` does not serve ``floor``
+            (nothing is sent).
         """
         # One walk of the arguments' objects serves both questions.
         needs = rpc.object_needs_in(tuple(kwargs.values()))
         if needs.virtio_mem:
             floor = version = max(
-                (floor, version, VIRTIO_MEM_VERSION),
+                (floor, version, RELEASE_2),
                 key=versionutils.convert_version_to_tuple)
         tries = list(dict.fromkeys(
             (self._version_needing(version, needs.versions), version,
              floor)))
-        for attempt in tries:
-            sent = kwargs_1_0 if attempt == '1.0' and \
-                kwargs_1_0 is not None else kwargs
-            try:
-                return self._delivered_call(ctxt, host, attempt, method,
-                                            timeout, sent)
-            except messaging.MessagingTimeout as exc:
-                raise self._timed_out(host, method, timeout,
-                                      timeout_option) from exc
-            except messaging.UnsupportedVersion:
-                if attempt == tries[-1]:
-                    raise
-                LOG.info("Compute host %s does not serve API %s (an agent "
-                         "of an older release); %s sent again at an older "
-                         "version", host, attempt, method)
+        cap = self.cap_for(host)
+        attempt = next((t for t in tries if _at_most(t, cap)), None)
+        if attempt is None:
+            raise messaging.UnsupportedVersion(floor, method=method)
+        sent = kwargs_1_0 if attempt == '1.0' and \
+            kwargs_1_0 is not None else kwargs
+        try:
+            return self._delivered_call(ctxt, host, attempt, method,
+                                        timeout, sent)
+        except messaging.MessagingTimeout as exc:
+            raise self._timed_out(host, method, timeout,
+                                  timeout_option) from exc
 
     def _call_once(self, ctxt, host, version, method, timeout=None,
                    **kwargs):
@@ -344,10 +373,11 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         With ``source_data`` (the source's answer to
         check_can_live_migrate_source) the call goes at API 1.3: the
         destination calls no other agent and returns its claim instead of
-        recording it. A destination refusing 1.3 is asked the 1.1 way
-        and asks the source itself. With a 1.0 cap the claim parameters
-        are not sent: the destination then neither claims nor offers
-        NUMA-aware live migration.
+        recording it. A destination whose service version serves less
+        (or a cap below 1.3) is asked the 1.1 way and asks the source
+        itself. A destination of release 1, or a 1.0 cap, is not sent
+        the claim parameters: the destination then neither claims nor
+        offers NUMA-aware live migration.
 
         :returns: LiveMigrateData (dst_numa_info set when it claimed;
             migration_context set when the caller must record the claim).
@@ -355,23 +385,18 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         """
         kwargs = {'instance': instance, 'source_host': instance.host,
                   'migration_uuid': migration.uuid}
-        if source_data is not None and self.supports_conductor_checks():
-            try:
-                return self._call(
-                    ctxt, dest_host, CONDUCTOR_CHECKS_VERSION,
-                    'check_can_live_migrate_destination', timeout,
-                    floor=CONDUCTOR_CHECKS_VERSION, migration=migration,
-                    limits=limits, source_data=source_data, **kwargs)
-            except messaging.UnsupportedVersion:
-                LOG.info("Compute host %s does not serve API %s; it checks "
-                         "migration %s the 1.1 way (asking the source "
-                         "itself)", dest_host, CONDUCTOR_CHECKS_VERSION,
-                         migration.uuid)
+        if source_data is not None and _at_most(
+                RELEASE_2, self.cap_for(dest_host)):
+            return self._call(
+                ctxt, dest_host, RELEASE_2,
+                'check_can_live_migrate_destination', timeout,
+                floor=RELEASE_2, migration=migration,
+                limits=limits, source_data=source_data, **kwargs)
         if not self.supports_numa_live_migration():
             return self._call(ctxt, dest_host, '1.0',
                               'check_can_live_migrate_destination',
                               timeout, **kwargs)
-        return self._call(ctxt, dest_host, NUMA_LIVE_MIGRATION_VERSION,
+        return self._call(ctxt, dest_host, RELEASE_2,
                           'check_can_live_migrate_destination', timeout,
                           kwargs_1_0=dict(kwargs), migration=migration,
                           limits=limits, **kwargs)
@@ -384,6 +409,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         :param timeout_option: where ``timeout`` comes from, for the
             error when nobody answers.
         """
+        self._learn_from(migrate_data.get('dest_host'), migrate_data)
         return self._call(ctxt, migrate_data.dest_host,
                           self._lmd_version(migrate_data),
                           'pre_live_migration', timeout,
@@ -396,13 +422,13 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
 
         :param records_by_source: the caller records the claim applied
             with ``completed`` (conductor API 1.3); the destination then
-            only counts the guest (API 1.3). A destination refusing 1.3
-            (an older release, which took no claim) is asked at 1.0 and
-            records the placement itself.
+            only counts the guest (API 1.3). A destination of release 1
+            (which took no claim) is asked at 1.0 and records the
+            placement itself.
         """
         if records_by_source and self.supports_conductor_checks():
             return self._call(
-                ctxt, migration.dest_host, CONDUCTOR_CHECKS_VERSION,
+                ctxt, migration.dest_host, RELEASE_2,
                 'post_live_migration_at_destination',
                 kwargs_1_0={'instance': instance, 'migration': migration},
                 instance=instance, migration=migration,
@@ -423,23 +449,21 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         """Drop the destination's move claim (idempotent).
 
         :param timeout: seconds to wait; None: rpc_response_timeout.
-        :returns: False when the cap forbids 1.1 (nothing is sent) or
-            the destination refuses it: an agent that old never took a
-            claim to drop.
+        :returns: False, nothing sent, when the cap or the destination's
+            service version is below 1.1: an agent that old never took
+            a claim to drop.
         """
-        if not self.supports_numa_live_migration():
+        if not _at_most(RELEASE_2,
+                        self.cap_for(migration.dest_host)):
+            LOG.info("Compute host %s is not sent API %s (its release or "
+                     "[upgrade_levels] compute): it took no claim for "
+                     "migration %s to drop", migration.dest_host,
+                     RELEASE_2, migration.uuid)
             return False
-        try:
-            self._call(ctxt, migration.dest_host,
-                       NUMA_LIVE_MIGRATION_VERSION,
-                       'drop_move_claim_at_destination', timeout,
-                       floor=NUMA_LIVE_MIGRATION_VERSION, instance=instance,
-                       migration=migration)
-        except messaging.UnsupportedVersion:
-            LOG.info("Compute host %s does not serve API %s: it took no "
-                     "claim for migration %s to drop", migration.dest_host,
-                     NUMA_LIVE_MIGRATION_VERSION, migration.uuid)
-            return False
+        self._call(ctxt, migration.dest_host, RELEASE_2,
+                   'drop_move_claim_at_destination', timeout,
+                   floor=RELEASE_2, instance=instance,
+                   migration=migration)
         return True
 
     def accept_emulated_migration(self, ctxt, instance, migration, dest_xml,
@@ -468,17 +492,22 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         The conductor asks it (API 1.3 flow), or a destination the
         conductor asked the way before 1.3; the method is the same.
         """
-        return self._call(ctxt, instance.host,
-                          self._lmd_version(dest_check_data),
-                          'check_can_live_migrate_source', timeout,
-                          instance=instance, dest_check_data=dest_check_data)
+        answer = self._call(ctxt, instance.host,
+                            self._lmd_version(dest_check_data),
+                            'check_can_live_migrate_source', timeout,
+                            instance=instance,
+                            dest_check_data=dest_check_data)
+        # The source built it: it says which release the source runs.
+        self._learn_from(instance.host, answer)
+        return answer
 
     def live_migration(self, ctxt, instance, migration, migrate_data,
                        wait=True, clock=time.monotonic, sleep=time.sleep):
         """Start the migration on the source (cast: it runs for long).
 
         A cast gets no refusal back, so its version follows
-        ``migrate_data``: an old source only ever sees API 1.0 here.
+        ``migrate_data`` (and the source's service version): an old
+        source only ever sees API 1.0 here.
 
         A cast no queue takes comes back (rpc.MANDATORY): after a broker
         restart the source's queue exists again only once its agent has
@@ -490,8 +519,10 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             which must not stall on one source that is down).
         :returns: whether a queue of the source took it.
         """
-        cctxt = self._prepare(migration.source_host,
-                              self._lmd_version(migrate_data),
+        version = min(self._lmd_version(migrate_data),
+                      self.cap_for(migration.source_host),
+                      key=versionutils.convert_version_to_tuple)
+        cctxt = self._prepare(migration.source_host, version,
                               transport_options=rpc.MANDATORY)
 
         def cast(wait_s):
@@ -548,7 +579,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
 
     def can_operate(self):
         """Whether list_domains and delete_instance may be sent."""
-        return self.client.can_send_version(OPERATIONS_VERSION)
+        return self.client.can_send_version(RELEASE_2)
 
     def list_domains(self, ctxt, host, timeout=None):
         """Every domain on ``host``, recorded by numamig or not.
@@ -560,8 +591,8 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             1.2 (the caller falls back to get_domain_xml per guest).
         """
         if not self.can_operate():
-            raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
-        return self._call_once(ctxt, host, OPERATIONS_VERSION,
+            raise messaging.UnsupportedVersion(RELEASE_2)
+        return self._call_once(ctxt, host, RELEASE_2,
                                'list_domains', timeout)
 
     def predict_convergence(self, ctxt, instance, policy=None,
@@ -573,9 +604,9 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         :raises UnsupportedVersion: the cap or the agent is older than
             1.6 (the caller records no prediction).
         """
-        if not self.client.can_send_version(CONVERGENCE_VERSION):
-            raise messaging.UnsupportedVersion(CONVERGENCE_VERSION)
-        return self._prepare(instance.host, CONVERGENCE_VERSION,
+        if not self.client.can_send_version(RELEASE_2):
+            raise messaging.UnsupportedVersion(RELEASE_2)
+        return self._prepare(instance.host, RELEASE_2,
                              timeout).call(ctxt, 'predict_convergence',
                                            instance=instance, policy=policy)
 
@@ -586,9 +617,9 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         :raises UnsupportedVersion: the cap or the agent is older than
             1.4 (it recomputes every [compute] update_resources_interval).
         """
-        if not self.client.can_send_version(USAGE_VERSION):
-            raise messaging.UnsupportedVersion(USAGE_VERSION)
-        return self._call_once(ctxt, host, USAGE_VERSION, 'refresh_usage',
+        if not self.client.can_send_version(RELEASE_2):
+            raise messaging.UnsupportedVersion(RELEASE_2)
+        return self._call_once(ctxt, host, RELEASE_2, 'refresh_usage',
                                timeout)
 
     def resize_virtio_mem(self, ctxt, host, instance_uuid, requested,
@@ -602,10 +633,10 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         :raises AgentCallTimeout: no answer within ``timeout`` (the
             guest's deadline and a margin).
         """
-        if not self.client.can_send_version(VIRTIO_MEM_VERSION):
-            raise messaging.UnsupportedVersion(VIRTIO_MEM_VERSION)
+        if not self.client.can_send_version(RELEASE_2):
+            raise messaging.UnsupportedVersion(RELEASE_2)
         try:
-            return self._prepare(host, VIRTIO_MEM_VERSION, timeout).call(
+            return self._prepare(host, RELEASE_2, timeout).call(
                 ctxt, 'resize_virtio_mem', instance_uuid=instance_uuid,
                 requested={str(cell): mib
                            for cell, mib in requested.items()},
@@ -624,10 +655,10 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             1.2: that agent cannot delete guests.
         """
         if not self.can_operate():
-            raise messaging.UnsupportedVersion(OPERATIONS_VERSION)
-        return self._call(ctxt, instance.host, OPERATIONS_VERSION,
+            raise messaging.UnsupportedVersion(RELEASE_2)
+        return self._call(ctxt, instance.host, RELEASE_2,
                           'delete_instance', timeout,
-                          floor=OPERATIONS_VERSION, instance=instance)
+                          floor=RELEASE_2, instance=instance)
 
     def _lmd_version(self, migrate_data):
         """The API version to carry ``migrate_data`` at.
@@ -638,6 +669,11 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         the message backported to what that version carries.
         """
         return self._version_for('1.0', migrate_data)
+
+
+def _at_most(version, cap):
+    as_tuple = versionutils.convert_version_to_tuple
+    return as_tuple(version) <= as_tuple(cap)
 
 
 def _versions(oldest, newest):

@@ -1,5 +1,5 @@
 """The compute client's calls that resume a postcopy-paused migration,
-mixed into ComputeAPI (compute API 1.7).
+mixed into ComputeAPI (compute API 1.1, release 2).
 
 Both are calls, never casts: an agent of an older release refuses a
 message of an API version it does not serve (UnsupportedVersion, before
@@ -12,8 +12,9 @@ import oslo_messaging as messaging
 
 from numamig import exception
 
-# The API version that brought resume_postcopy and postcopy_resume_target.
-RESUME_VERSION = '1.7'
+# The API version of resume_postcopy and postcopy_resume_target:
+# release 2's (numamig.compute.rpcapi.RELEASE_2, which imports this).
+RESUME_VERSION = '1.1'
 
 
 class PostCopyCalls:

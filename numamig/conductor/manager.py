@@ -156,11 +156,17 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
 
     @wire.args()
     def ping(self, ctxt):
-        """Answer agents waiting for a conductor at their start.
+        """Answer agents waiting for a conductor at their start, and
+        every client asking which release the conductor runs: its
+        service version, which caps the API versions clients send it
+        (numamig.objects.service.SERVICE_VERSION_HISTORY). A conductor
+        running as release 1 answers ``'pong'``, as that release did.
 
         Idempotent: a repeat reads only and gets the same answer.
         """
-        return 'pong'
+        if not self.release.numa_live_migration:
+            return 'pong'
+        return {'service_version': self.release.service_version}
 
     # -- compute agents -----------------------------------------------------
 

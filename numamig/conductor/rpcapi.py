@@ -4,78 +4,49 @@ Only the conductor touches the database: agents record reports, claims
 and migration statuses through these calls, and operators start and
 follow migrations and create or adopt instances through them.
 
-An uncapped client sends every object in its newest version (less
-HELD_BACK); the conductor is upgraded before the agents, so it reads
-them. A client capped by ``[upgrade_levels] conductor`` backports to its
-cap's manifest, and the conductor answers each API version in the
-objects that version carries (numamig.conductor.endpoints).
+A client is capped at what the conductor serves: the conductor names
+its service version in its answer to ``ping`` (a conductor of release 1
+answers ``'pong'``), asked once per client before its first call, and
+numamig.objects.service.SERVICE_VERSION_HISTORY maps it to an API
+version. Every call then goes at the newest version that cap and the
+call allow, so a conductor is never sent a version it refuses and no
+call waits for a refusal (an operator's read against a release-1
+conductor is the ping and the read). ``[upgrade_levels] conductor``
+caps further. An uncapped client sends every object in its newest
+version (less HELD_BACK); a capped one backports to its cap's
+manifest, and the conductor answers each API version in the objects
+that version carries (numamig.conductor.endpoints).
 """
+
+import threading
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
+from numamig import context as nm_context
 from numamig import exception
 from numamig import rpc
 from numamig.conductor import rpcapi_drain
 from numamig.conductor import rpcapi_hosts
 from numamig.conductor import rpcapi_runs
-from numamig.conductor.api_versions import CONVERGENCE_VERSION
-from numamig.conductor.api_versions import DRY_RUN_POLICY_VERSION
-from numamig.conductor.api_versions import GUARD_VERSION
 from numamig.conductor.api_versions import HELD_BACK
-from numamig.conductor.api_versions import MEMORY_RECLAIM_VERSION
 from numamig.conductor.api_versions import OBJECT_VERSIONS
-from numamig.conductor.api_versions import OPERATIONS_VERSION
-from numamig.conductor.api_versions import PAUSED_VERSION
-from numamig.conductor.api_versions import QUEUE_VERSION
-from numamig.conductor.api_versions import RECOVERY_VERSION
-from numamig.conductor.api_versions import REQUEST_UUID_VERSION  # noqa: F401
-from numamig.conductor.api_versions import RESULTS_VERSION
-from numamig.conductor.api_versions import SHORT_PATH_VERSION  # noqa: F401
-from numamig.conductor.api_versions import SINCE as _SINCE
-from numamig.conductor.api_versions import THREADS_VERSION
-from numamig.conductor.api_versions import VIRTIO_MEM_VERSION
-from numamig.conductor.api_versions import WAIT_VERSION
+from numamig.conductor.api_versions import RELEASE_1
+from numamig.conductor.api_versions import RELEASE_2
+from numamig.conductor.api_versions import VERSION_ALIASES
+from numamig.objects import service as service_obj
 
 LOG = logging.getLogger(__name__)
 TOPIC = 'numamig-conductor'
-# Where conductors of API 1.3 and later serve compute agents' calls, with
+# Where conductors of release 2 serve compute agents' calls, with
 # RPC threads of their own: an operator's requests can then never take
 # every thread an agent's call back needs (see doc/source/control-plane.rst).
 AGENT_TOPIC = 'numamig-conductor-agents'
 
-# Calls answering with migrations operators read (their convergence
-# fields need API 1.12).
-_SHOWS_MIGRATIONS = frozenset({
-    'migration_get', 'migration_get_all', 'live_migrate_instance',
-    'migration_abort', 'migration_force_complete', 'migration_resume'})
-# Calls whose answers hold migrations whose status a caller acts on: a
-# postcopy-paused one reads ``running`` below PAUSED_VERSION (a source's
-# reconciliation must tell it from a running one). migration_set_status
-# answers with the status just recorded; it goes at PAUSED_VERSION only
-# to record postcopy-paused (rpcapi_runs).
-_READS_STATUS = _SHOWS_MIGRATIONS | frozenset({
-    'migration_get_in_progress_by_host'})
-
 # Seconds a wait's answer may take beyond the wait itself, when the
 # client has no default timeout of its own.
 CALL_MARGIN_S = 10
-
-
-# Methods whose answers hold instances or their topologies (records an
-# agent counts usage from): asked at VIRTIO_MEM_VERSION first.
-_GUEST_ANSWERS = frozenset((
-    'instance_get', 'instance_get_all', 'instance_get_all_by_host',
-    'instance_get_claims_on_host', 'instance_set_placement',
-    'instance_update', 'instance_create', 'instance_adopt',
-    'migration_context_set', 'migration_context_apply',
-    'migration_complete'))
-
-
-def _carries_virtio_mem(kwargs):
-    """Whether the arguments hold a guest cell with a virtio-mem device."""
-    return rpc.holds_virtio_mem(tuple(kwargs.values()))
 
 
 class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
@@ -86,17 +57,18 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
     docstring, beside the version table.
 
     A client sends every call at the newest version its cap allows, so
-    that answers carry what it reads; a conductor of an older release
-    refuses it (UnsupportedVersion, before any endpoint runs) and the
-    call is sent again at the next older version, without the arguments
-    that version lacks, down to the version the call needs.
+    that answers carry what it reads, without the arguments older
+    versions lack. The cap is the lower of ``[upgrade_levels]
+    conductor`` and what the conductor's reported service version
+    serves (see the module docstring): nothing is learnt from refusals.
     """
 
-    VERSION = DRY_RUN_POLICY_VERSION
+    VERSION = RELEASE_2
 
     def __init__(self, transport, version_cap=None, timeout=None,
                  topic=TOPIC, exchange=None, release_objects=None,
-                 agent_topic=None, status_timeout=None):
+                 agent_topic=None, status_timeout=None,
+                 conductor_version=None):
         """:param timeout: default seconds to wait for an answer.
         :param status_timeout: seconds one request recording a
             migration's status or completion waits (they take the
@@ -110,40 +82,87 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
             in answers. None: this release's.
         :param agent_topic: a compute agent's client: the agents' topic,
             used once ``wait_until_ready`` found a conductor serving it.
+        :param conductor_version: the conductor's service version when
+            the caller knows it; None: asked with ``ping`` before the
+            first call.
         """
         self.timeout = timeout
         self.status_timeout = status_timeout
         self.topic = topic
         self.agent_topic = agent_topic
-        manifest = release_objects or rpc.manifest_for_cap(
-            OBJECT_VERSIONS, version_cap, HELD_BACK)
+        self._configured_cap = VERSION_ALIASES.get(version_cap,
+                                                   version_cap)
+        self._release_objects = release_objects
 
-        def client_for(topic, objects_=manifest):
+        def client_for(topic, objects_, cap):
             return rpc.get_client(
                 transport, messaging.Target(topic=topic, exchange=exchange,
                                             version='1.0'),
-                version_cap=version_cap, version_manifest=objects_,
+                version_cap=cap, version_manifest=objects_,
                 known_versions=release_objects)
         self._client_for = client_for
-        self.client = client_for(topic)
-        # Calls sent below VIRTIO_MEM_VERSION (to a conductor of an older
-        # release) backport their objects to what it reads: the newest
-        # manifest below that version, unless a cap or release_objects
-        # already hold the client below it.
-        older = rpc.manifest_for_cap(OBJECT_VERSIONS, _before(
-            VIRTIO_MEM_VERSION))
-        self._older_manifest = None if release_objects or (
-            version_cap and _tuple(version_cap) < _tuple(
-                VIRTIO_MEM_VERSION)) else older
-        self._older_clients = {}
-        # A client that reads guest cells with devices (not one running
-        # as an older release) asks at VIRTIO_MEM_VERSION where answers
-        # hold guests.
-        self._reads_virtio_mem = _tuple(
-            manifest.get('InstanceNUMACell', '1.0')) >= (1, 1)
-        # Whether the conductor reads ComputeNodeReport 1.1 (None: not
-        # known yet; see report_compute_node).
-        self._reads_guard = None
+        # The conductor's service version and the clients capped at what
+        # it serves, set together by _learn (under the lock: an agent's
+        # threads share one client).
+        self._lock = threading.Lock()
+        self.conductor_version = None
+        self._client = None
+        if conductor_version is not None:
+            self._learn(conductor_version)
+
+    @property
+    def version_cap(self):
+        """The newest API version sent: ``[upgrade_levels] conductor``
+        or what the conductor serves, whichever is older (None before
+        the conductor's version is known and when nothing caps)."""
+        self._known()
+        return self._cap
+
+    @property
+    def client(self):
+        """The RPC client, capped at what the conductor serves."""
+        self._known()
+        return self._client
+
+    def _known(self):
+        """Ask the conductor its service version if not known yet."""
+        if self._client is None:
+            self._ask_version(nm_context.get_admin_context(), self.timeout)
+
+    def _ask_version(self, ctxt, timeout):
+        """Ping the conductor at API 1.0 (which every release serves) and
+        cap this client at what its answer names."""
+        options = {'timeout': timeout} if timeout else {}
+        answer = self._client_for(
+            self.topic, {}, '1.0').prepare(**options).call(ctxt, 'ping')
+        self._learn(_service_version_of(answer))
+
+    def _learn(self, conductor_version):
+        """Cap the clients at what ``conductor_version`` serves."""
+        # A conductor of this release or a newer one: uncapped (every
+        # object in its newest version, less HELD_BACK).
+        served = None if conductor_version >= service_obj.SERVICE_VERSION \
+            else service_obj.api_version_for(conductor_version,
+                                             'conductor_rpc')
+        cap = _lower_cap(served, self._configured_cap)
+        with self._lock:
+            if self._client is not None and cap == self._cap:
+                self.conductor_version = conductor_version
+                return
+            if self._client is not None:
+                LOG.info("The conductor now reports service version %s: "
+                         "calls go at conductor API %s", conductor_version,
+                         cap)
+            self._build(cap)
+            self.conductor_version = conductor_version
+
+    def _build(self, cap):
+        release_objects = self._release_objects
+        manifest = release_objects or rpc.manifest_for_cap(
+            OBJECT_VERSIONS, cap, HELD_BACK)
+        self._cap = cap
+        self._manifest = manifest
+        self._client = self._client_for(self.topic, manifest, cap)
 
     @classmethod
     def from_conf(cls, conf, transport, **kwargs):
@@ -153,54 +172,22 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
 
     def _call(self, ctxt, method, timeout=None, version='1.0',
               newer_kwargs=None, **kwargs):
-        """Call ``method`` at the newest version allowed and served.
+        """Call ``method`` once: at release 2's version when the cap
+        allows it (answers then carry every object's newest version),
+        else at ``version`` without ``newer_kwargs``.
 
-        :param version: the oldest API version taking ``kwargs``; the
-            last one tried.
-        :param newer_kwargs: arguments of later versions (see _SINCE),
-            sent only at a version that takes them.
+        :param version: the API version taking ``kwargs`` (release 1's).
+        :param newer_kwargs: release 2's arguments.
         """
-        newer_kwargs = newer_kwargs or {}
-        # Versions from QUEUE_VERSION to below VIRTIO_MEM_VERSION carry
-        # the same objects: they are tried only for the arguments that
-        # need them, so that a call costs no refused round trip against
-        # an older conductor. VIRTIO_MEM_VERSION is tried first by the
-        # calls whose questions or answers hold guest cells that may
-        # have virtio-mem devices, which older versions drop.
-        wanted = {QUEUE_VERSION, RESULTS_VERSION} | \
-            {_SINCE[name] for name in newer_kwargs}
-        if method in _SHOWS_MIGRATIONS:
-            # What operators read: the convergence fields of Migration
-            # 1.3 come only in answers at 1.12, the memory reclaimed to
-            # place the guest (1.4) at 1.14, the post-copy recovery (1.5)
-            # at 1.15, where the migration's threads ran (1.6) at 1.16.
-            wanted.update((CONVERGENCE_VERSION, MEMORY_RECLAIM_VERSION,
-                           RECOVERY_VERSION, THREADS_VERSION))
-        if method in _READS_STATUS:
-            wanted.add(PAUSED_VERSION)
-        if self._reads_virtio_mem and (method in _GUEST_ANSWERS or
-                                       _carries_virtio_mem(kwargs)):
-            wanted.add(VIRTIO_MEM_VERSION)
-        newer = [v for v in sorted(wanted, key=_tuple, reverse=True)
-                 if _tuple(v) > _tuple(version)]
-        for attempt in newer:
-            if not self.client.can_send_version(attempt):
-                continue
-            try:
-                return self._send(ctxt, method, attempt, timeout, **kwargs,
-                                  **_taken_at(attempt, newer_kwargs))
-            except messaging.UnsupportedVersion:
-                LOG.info("The conductor does not serve API %s (a conductor "
-                         "of an older release); %s sent again at an older "
-                         "version", attempt, method)
-        dropped = sorted(set(newer_kwargs) - set(_taken_at(version,
-                                                           newer_kwargs)))
-        if dropped:
+        self._known()
+        if self.client.can_send_version(RELEASE_2):
+            return self._send(ctxt, method, RELEASE_2, timeout, **kwargs,
+                              **(newer_kwargs or {}))
+        if newer_kwargs:
             LOG.info("%s: %s not sent: the conductor or [upgrade_levels] "
                      "conductor allows only API %s", method,
-                     ', '.join(dropped), version)
-        return self._send(ctxt, method, version, timeout, **kwargs,
-                          **_taken_at(version, newer_kwargs))
+                     ', '.join(sorted(newer_kwargs)), self._cap)
+        return self._send(ctxt, method, version, timeout, **kwargs)
 
     def _send(self, ctxt, method, version, timeout, **kwargs):
         """One call; sent again while no conductor's queue takes it
@@ -213,7 +200,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                        'transport_options': rpc.MANDATORY}
             if wait or timeout:
                 options['timeout'] = wait or timeout
-            return self._client_at(version).prepare(**options).call(
+            return self.client.prepare(**options).call(
                 ctxt, method, **kwargs)
         try:
             return rpc.sent_until_taken(
@@ -223,26 +210,23 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
             raise messaging.MessagingTimeout(
                 f"no queue of the conductor took {method}") from None
 
-    def _client_at(self, version):
-        """The client whose serializer backports to what ``version``
-        reads (one per topic, made on first use)."""
-        if self._older_manifest is None or \
-                _tuple(version) >= _tuple(VIRTIO_MEM_VERSION):
-            return self.client
-        if self.topic not in self._older_clients:
-            self._older_clients[self.topic] = self._client_for(
-                self.topic, self._older_manifest)
-        return self._older_clients[self.topic]
+    def _what_caps(self):
+        """What holds this client below a version, for an operator."""
+        if self.conductor_version is not None and \
+                self.conductor_version < service_obj.SERVICE_VERSION:
+            return (f"the conductor runs an older release (service version "
+                    f"{self.conductor_version}, conductor API "
+                    f"{self._cap}): upgrade it first")
+        return "[upgrade_levels] conductor caps this client below it"
 
     def _operation(self, ctxt, method, timeout=None, **kwargs):
         """Call a 1.1 operation, refusing clearly when capped below."""
         if not self.can_operate():
             raise exception.Invalid(
                 reason=f"{method} needs conductor API "
-                       f"{OPERATIONS_VERSION}, but [upgrade_levels] "
-                       f"conductor caps this client below it")
+                       f"{RELEASE_1}, but {self._what_caps()}")
         return self._call(ctxt, method, timeout=timeout,
-                          version=OPERATIONS_VERSION, **kwargs)
+                          version=RELEASE_1, **kwargs)
 
     def wait_until_ready(self, ctxt, attempt_timeout=5, max_attempts=None):
         """Block until a conductor answers; agents call it at start.
@@ -273,21 +257,19 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         self._ping(ctxt, timeout)
 
     def _ping(self, ctxt, timeout):
-        """Ping; an agent's client moves to the agents' topic when the
-        conductor answers at QUEUE_VERSION (an older one refuses it)."""
-        if self.agent_topic and self.client.can_send_version(QUEUE_VERSION):
-            try:
-                self.client.prepare(timeout=timeout,
-                                    version=QUEUE_VERSION).call(ctxt, 'ping')
-            except messaging.UnsupportedVersion:
-                LOG.info("The conductor does not serve API %s (an older "
-                         "release): agent calls stay on topic %s",
-                         QUEUE_VERSION, self.topic)
-            else:
-                self.topic = self.agent_topic
-                self.client = self._client_for(self.agent_topic)
+        """Ping, and cap this client at what the answering conductor's
+        service version serves; an agent's client moves to the agents'
+        topic when that is RELEASE_2 or newer."""
+        self._ask_version(ctxt, timeout)
+        if self.agent_topic and self.topic != self.agent_topic:
+            if not self._client.can_send_version(RELEASE_2):
+                LOG.info("The conductor serves API %s (an older release): "
+                         "agent calls stay on topic %s", self._cap,
+                         self.topic)
                 return
-        self.client.prepare(timeout=timeout).call(ctxt, 'ping')
+            with self._lock:
+                self.topic = self.agent_topic
+                self._build(self._cap)
 
     # -- compute agents -----------------------------------------------------
 
@@ -295,34 +277,28 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         """Send a report and wait until it is stored (``timeout``: seconds,
         default the client's).
 
-        Sent at GUARD_VERSION with the guard's state when the cap allows;
-        a conductor that refuses it (an older release) is sent the report
-        again at 1.0, without the state, and so are this client's casts
-        until a call at GUARD_VERSION is answered (the conductor was
-        upgraded).
+        Sent at RELEASE_2 with the guard's state when the cap allows;
+        an older conductor (release 1) gets it at 1.0 without the state.
+        While the conductor is older than this client's release it is
+        asked its service version again first (one ping per periodic
+        report), so that an agent follows its conductor's upgrade.
         """
-        if self.client.can_send_version(GUARD_VERSION):
-            try:
-                answer = self._send(ctxt, 'report_compute_node',
-                                    GUARD_VERSION, timeout, report=report)
-                self._reads_guard = True
-                return answer
-            except messaging.UnsupportedVersion:
-                LOG.info("The conductor does not serve API %s (an older "
-                         "release): reports go without the migration "
-                         "guard's state", GUARD_VERSION)
-                self._reads_guard = False
+        if self._release_objects is None and \
+                self.conductor_version is not None and \
+                self.conductor_version < service_obj.SERVICE_VERSION:
+            self._ask_version(ctxt, timeout or self.timeout)
+        if self.client.can_send_version(RELEASE_2):
+            return self._send(ctxt, 'report_compute_node', RELEASE_2,
+                              timeout, report=report)
         return self._send(ctxt, 'report_compute_node', '1.0', timeout,
                           report=_report_1_0(report))
 
     def report_compute_node_cast(self, ctxt, report):
         """Send a report without waiting (cast): the reports an agent
         sends after a guest arrived or left, off every migration's path;
-        a lost one is replaced by the next periodic report. A cast gets
-        no refusal back: it goes at GUARD_VERSION only once a call there
-        was answered."""
-        if self._reads_guard:
-            self.client.prepare(version=GUARD_VERSION).cast(
+        a lost one is replaced by the next periodic report."""
+        if self.client.can_send_version(RELEASE_2):
+            self.client.prepare(version=RELEASE_2).cast(
                 ctxt, 'report_compute_node', report=report)
             return
         self.client.cast(ctxt, 'report_compute_node',
@@ -367,7 +343,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
 
     def can_operate(self):
         """Whether the 1.1 operations may be sent (the cap allows it)."""
-        return self.client.can_send_version(OPERATIONS_VERSION)
+        return self.client.can_send_version(RELEASE_1)
 
     def migration_context_drop(self, ctxt, instance_uuid, migration_uuid,
                                dest_host=None):
@@ -380,7 +356,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                   'migration_uuid': migration_uuid}
         if dest_host is not None and self.can_operate():
             return self._call(ctxt, 'migration_context_drop',
-                              version=OPERATIONS_VERSION,
+                              version=RELEASE_1,
                               dest_host=dest_host, **kwargs)
         return self._call(ctxt, 'migration_context_drop', **kwargs)
 
@@ -396,7 +372,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                               migration_uuid=None, policy=None):
         """Request a live migration.
 
-        A conductor of API 1.3 checks and records the request in its
+        A conductor of release 2 checks and records the request in its
         admission queue and answers at once (status accepted, with the
         queue position); its migration threads choose the destination
         and start it. An older conductor answers once the source has
@@ -406,14 +382,14 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
             numamig.objects.migration.PRIORITIES); an older conductor is
             not sent it.
         :param migration_uuid: the uuid to record the migration under
-            (default: a new one). A conductor of API 1.9 answers a
+            (default: a new one). A conductor of release 2 answers a
             request whose migration it recorded already with that
             migration, so the same request delivered (or sent) again
             never records a second; an older conductor is not sent it
             and makes up its own.
         :param policy: the convergence policy to run it under (a name
             of numamig.convergence.policy or ``[libvirt]
-            live_migration_policies``); a conductor of API 1.12 refuses
+            live_migration_policies``); a conductor of release 2 refuses
             an unknown one (UnknownMigrationPolicy). An older conductor
             cannot take it: the request is then refused here, not sent
             without it (the migration would run under another policy).
@@ -429,11 +405,11 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
             newer['priority'] = priority
         if policy is not None:
             newer['policy'] = policy
-            if not self.client.can_send_version(CONVERGENCE_VERSION):
+            if not self.client.can_send_version(RELEASE_2):
                 raise exception.Invalid(
                     reason=f"a convergence policy needs conductor API "
-                           f"{CONVERGENCE_VERSION}; [upgrade_levels] "
-                           f"conductor allows less; nothing was recorded")
+                           f"{RELEASE_2}, but "
+                           f"{self._what_caps()}; nothing was recorded")
         return self._call(ctxt, 'live_migrate_instance', timeout=timeout,
                           instance_uuid=instance_uuid, dest_host=dest_host,
                           newer_kwargs=newer)
@@ -443,14 +419,14 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         """Where the guest would go and how pinned; claims nothing.
 
         :param policy: the convergence policy the migration would be
-            requested under (API 1.18): refused when unknown, as the
+            requested under: refused when unknown, as the
             request would be, and the prediction made under it. An older
             conductor cannot take it: refused here (Invalid) rather than
             answered under another policy.
         """
         if policy is not None:
             return self._since(ctxt, 'live_migration_dry_run',
-                               DRY_RUN_POLICY_VERSION,
+                               RELEASE_2,
                                "a dry run under a requested policy",
                                instance_uuid=instance_uuid,
                                dest_host=dest_host, policy=policy)
@@ -466,16 +442,16 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
                           migration_uuid=migration_uuid)
 
     def migration_resume(self, ctxt, migration_uuid, pauses=None):
-        """Ask the source to resume a postcopy-paused migration (1.17).
+        """Ask the source to resume a postcopy-paused migration.
 
         :param pauses: how many times the caller saw it postcopy-paused
             (the request's identity: a repeat after that pause was
             resumed starts nothing).
         :returns: {'migration': Migration, 'outcome': one of
             numamig.conductor.resume.OUTCOMES}.
-        :raises Invalid: the cap or the conductor is older than 1.17.
+        :raises Invalid: the cap or the conductor is of release 1.
         """
-        return self._since(ctxt, 'migration_resume', PAUSED_VERSION,
+        return self._since(ctxt, 'migration_resume', RELEASE_2,
                            "resuming a post-copy migration",
                            migration_uuid=migration_uuid, pauses=pauses)
 
@@ -520,15 +496,9 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         if not self.client.can_send_version(version):
             raise exception.Invalid(
                 reason=f"{what} needs conductor API {version}, but "
-                       f"[upgrade_levels] conductor caps this client "
-                       f"below it")
-        try:
-            return self._call(ctxt, method, timeout=timeout,
-                              version=version, **kwargs)
-        except messaging.UnsupportedVersion:
-            raise exception.Invalid(
-                reason=f"{what} needs conductor API {version}; the "
-                       f"conductor is older: upgrade it first")
+                       f"{self._what_caps()}")
+        return self._call(ctxt, method, timeout=timeout, version=version,
+                          **kwargs)
 
     def migration_wait(self, ctxt, migration, timeout):
         """``migration`` as recorded once its status or progress differs
@@ -539,46 +509,37 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
         :raises UnsupportedVersion: the conductor (or a cap) is older
             than 1.5: poll migration_get instead.
         """
-        if not self.client.can_send_version(WAIT_VERSION):
-            raise messaging.UnsupportedVersion(WAIT_VERSION)
-        for version in (PAUSED_VERSION, THREADS_VERSION, RECOVERY_VERSION,
-                        MEMORY_RECLAIM_VERSION, CONVERGENCE_VERSION,
-                        WAIT_VERSION):
-            if not self.client.can_send_version(version):
-                continue
-            cctxt = self.client.prepare(
-                version=version,
-                timeout=timeout + (self.timeout or CALL_MARGIN_S))
-            try:
-                return cctxt.call(
-                    ctxt, 'migration_wait', migration_uuid=migration.uuid,
-                    status=migration.status,
-                    memory_processed=migration.memory_processed,
-                    timeout=timeout)
-            except messaging.UnsupportedVersion:
-                if version == WAIT_VERSION:
-                    raise
-                LOG.info("The conductor does not serve API %s; "
-                         "migration_wait sent again at %s", version,
-                         WAIT_VERSION)
+        if not self.client.can_send_version(RELEASE_2):
+            raise messaging.UnsupportedVersion(RELEASE_2)
+        cctxt = self.client.prepare(
+            version=RELEASE_2,
+            timeout=timeout + (self.timeout or CALL_MARGIN_S))
+        return cctxt.call(
+            ctxt, 'migration_wait', migration_uuid=migration.uuid,
+            status=migration.status,
+            memory_processed=migration.memory_processed, timeout=timeout)
 
 
+def _lower_cap(cap, other):
+    """The older of two caps (None: no cap)."""
+    if cap is None or other is None:
+        return cap or other
+    return min(cap, other, key=_tuple)
 
-def _before(version):
-    """The newest declared API version below ``version``."""
-    return max((v for v in OBJECT_VERSIONS if _tuple(v) < _tuple(version)),
-               key=_tuple)
+
+def _service_version_of(ping_answer):
+    """The service version a conductor's ping answer names: a dict with
+    ``service_version`` from release 2, ``'pong'`` from release 1."""
+    if isinstance(ping_answer, dict):
+        version = ping_answer.get('service_version')
+        if isinstance(version, int) and version >= 1:
+            return version
+    return 1
 
 
 def _tuple(version):
     major, minor = version.split('.')
     return int(major), int(minor)
-
-
-def _taken_at(version, newer_kwargs):
-    """The arguments of ``newer_kwargs`` API ``version`` takes."""
-    return {name: value for name, value in newer_kwargs.items()
-            if _tuple(_SINCE[name]) <= _tuple(version)}
 
 
 def _report_1_0(report):

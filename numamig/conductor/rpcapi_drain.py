@@ -1,15 +1,14 @@
-"""The conductor client's drain calls (API 1.10), mixed into ConductorAPI.
+"""The conductor client's drain calls (release 2), mixed into ConductorAPI.
 
 Apart from numamig.conductor.rpcapi so that the client stays one
-readable module; each call needs API 1.10 (host_defragment_start 1.13)
+readable module; each call needs release 2's API (1.2)
 and is refused clearly (one Invalid line) when ``[upgrade_levels]
 conductor`` or the conductor is older.
 """
 
 from oslo_utils import uuidutils
 
-from numamig.conductor.api_versions import DEFRAGMENT_VERSION
-from numamig.conductor.api_versions import DRAIN_VERSION
+from numamig.conductor.api_versions import RELEASE_2
 
 # Added to a wait's timeout for the call's own round trip.
 CALL_MARGIN_S = 10
@@ -30,7 +29,7 @@ class DrainCalls:
         :raises DrainRefused: the host cannot be emptied; nothing moved.
         :raises DrainInProgress: the host is being drained already.
         """
-        return self._since(ctxt, 'host_drain_start', DRAIN_VERSION,
+        return self._since(ctxt, 'host_drain_start', RELEASE_2,
                            "draining a host", timeout=timeout, host=host,
                            drain_uuid=drain_uuid or
                            uuidutils.generate_uuid(), parallel=parallel,
@@ -43,7 +42,7 @@ class DrainCalls:
 
         :raises DrainNotFound:
         """
-        return self._since(ctxt, 'host_drain_show', DRAIN_VERSION,
+        return self._since(ctxt, 'host_drain_show', RELEASE_2,
                            "showing a drain", host=host,
                            drain_uuid=drain_uuid)
 
@@ -51,7 +50,7 @@ class DrainCalls:
         """``drain`` once it changed from what ``drain`` shows, or after
         ``timeout`` seconds (sooner when the conductor holds as many
         waits as it allows)."""
-        return self._since(ctxt, 'host_drain_wait', DRAIN_VERSION,
+        return self._since(ctxt, 'host_drain_wait', RELEASE_2,
                            "following a drain",
                            timeout=timeout + (self.timeout or CALL_MARGIN_S),
                            drain_uuid=drain['uuid'],
@@ -64,7 +63,7 @@ class DrainCalls:
 
         :raises InvalidNUMARequest: the specs make no valid request.
         """
-        return self._since(ctxt, 'host_defragment_plan', DRAIN_VERSION,
+        return self._since(ctxt, 'host_defragment_plan', RELEASE_2,
                            "planning a defragmentation", vcpus=vcpus,
                            memory_mb=memory_mb,
                            extra_specs=dict(extra_specs),
@@ -88,7 +87,7 @@ class DrainCalls:
             (a guest that fits on no host even empty is one).
         """
         return self._since(ctxt, 'host_defragment_start',
-                           DEFRAGMENT_VERSION,
+                           RELEASE_2,
                            "carrying out a defragmentation", vcpus=vcpus,
                            memory_mb=memory_mb,
                            extra_specs=dict(extra_specs),
@@ -100,6 +99,6 @@ class DrainCalls:
     def host_drain_abort(self, ctxt, host, abort_running=False):
         """Cancel the pending moves of the host's drain (and abort its
         running migrations with ``abort_running``)."""
-        return self._since(ctxt, 'host_drain_abort', DRAIN_VERSION,
+        return self._since(ctxt, 'host_drain_abort', RELEASE_2,
                            "aborting a drain", host=host,
                            abort_running=abort_running)

@@ -8,10 +8,7 @@ module. Each call that needs a newer API than 1.0 is refused clearly
 is older.
 """
 
-from numamig.conductor.api_versions import HOSTS_VERSION
-from numamig.conductor.api_versions import MAINTENANCE_VERSION
-from numamig.conductor.api_versions import USAGE_VERSION
-from numamig.conductor.api_versions import VIRTIO_MEM_VERSION
+from numamig.conductor.api_versions import RELEASE_2
 
 
 class HostCalls:
@@ -24,7 +21,7 @@ class HostCalls:
         :raises HostInUse: it still reports, or records still use it.
         :raises Invalid: the conductor (or a cap) is older than 1.4.
         """
-        return self._since(ctxt, 'compute_node_delete', HOSTS_VERSION,
+        return self._since(ctxt, 'compute_node_delete', RELEASE_2,
                            "deleting a host", host=host)
 
     def host_refresh_usage(self, ctxt, host, timeout=None):
@@ -32,10 +29,10 @@ class HostCalls:
 
         :returns: the ComputeNodeReport the host sent.
         :raises Invalid: the conductor (or a cap) is older than 1.6, or
-            the host's agent (or its cap) older than compute API 1.4.
+            the host's agent (or its cap) of release 1 (compute API 1.0).
         :raises HostNotFound: ``host`` never reported.
         """
-        return self._since(ctxt, 'host_refresh_usage', USAGE_VERSION,
+        return self._since(ctxt, 'host_refresh_usage', RELEASE_2,
                            "recomputing a host's usage", timeout=timeout,
                            host=host)
 
@@ -48,7 +45,7 @@ class HostCalls:
         :raises Invalid: the conductor (or a cap) is older than 1.8.
         """
         what = "disabling a host" if disabled else "enabling a host"
-        return self._since(ctxt, 'host_set_disabled', MAINTENANCE_VERSION,
+        return self._since(ctxt, 'host_set_disabled', RELEASE_2,
                            what, host=host, disabled=disabled,
                            reason=reason)
 
@@ -64,7 +61,7 @@ class HostCalls:
         :raises HostNotFound: ``host`` or a host of ``to`` never reported.
         :raises Invalid: the conductor (or a cap) is older than 1.8.
         """
-        return self._since(ctxt, 'host_drain_plan', MAINTENANCE_VERSION,
+        return self._since(ctxt, 'host_drain_plan', RELEASE_2,
                            "planning a drain", timeout=timeout, host=host,
                            to=None if to is None else list(to),
                            keep_free_nodes=keep_free_nodes)
@@ -78,9 +75,9 @@ class HostCalls:
         :returns: the change's record: {'uuid', 'host', 'status',
             'request', 'plan', 'result'}.
         :raises InvalidMemoryChange, InstanceNotFound, HypervisorError.
-        :raises Invalid: the conductor (or a cap) is older than 1.11.
+        :raises Invalid: the conductor (or a cap) is of release 1.
         """
-        return self._since(ctxt, 'instance_memory_set', VIRTIO_MEM_VERSION,
+        return self._since(ctxt, 'instance_memory_set', RELEASE_2,
                            "changing a guest's memory", timeout=timeout,
                            change_uuid=change_uuid,
                            instance_uuid=instance_uuid, node=node,
@@ -93,9 +90,9 @@ class HostCalls:
 
         :returns: the change's record (as instance_memory_set).
         :raises InvalidMemoryChange, HostNotFound, HypervisorError.
-        :raises Invalid: the conductor (or a cap) is older than 1.11.
+        :raises Invalid: the conductor (or a cap) is of release 1.
         """
-        return self._since(ctxt, 'host_reclaim', VIRTIO_MEM_VERSION,
+        return self._since(ctxt, 'host_reclaim', RELEASE_2,
                            "reclaiming memory on a host", timeout=timeout,
                            change_uuid=change_uuid, host=host, node=node,
                            size_mb=size_mb, exact=exact, dry_run=dry_run)

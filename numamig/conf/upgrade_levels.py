@@ -10,12 +10,18 @@ upgrade_group = cfg.OptGroup(
 
 opts = [
     cfg.StrOpt('compute',
-               help="Highest compute RPC API version to send, e.g. '1.0'. "
-                    "A cap below the version that brought NUMA-aware live "
-                    "migration silently selects the old path; "
-                    "numamig-status upgrade check warns about it."),
+               help="Highest compute RPC API version to send: a version "
+                    "('1.0' release 1, '1.1' release 2) or a release "
+                    "('release-1', 'release-2'). Unset: what each host's "
+                    "reported service version serves. A cap below release "
+                    "2 silently selects the old path; numamig-status "
+                    "upgrade check warns about it."),
     cfg.StrOpt('conductor',
-               help="Highest conductor RPC API version to send."),
+               help="Highest conductor RPC API version to send: a version "
+                    "('1.1' release 1, '1.2' release 2) or a release "
+                    "('release-1', 'release-2'). Unset: what the "
+                    "conductor's service version (its ping answer) "
+                    "serves."),
 ]
 
 

@@ -1,17 +1,41 @@
 """Service versions: what each release of a numamig service can do.
 
-A service reports SERVICE_VERSION; peers compare it with the named
-constants below instead of bare numbers.
+A service reports SERVICE_VERSION (compute agents in their reports, the
+conductor in its answer to ``ping``); peers compare it with the named
+constants below instead of bare numbers, and cap the RPC API versions
+they send a service at what its version serves (SERVICE_VERSION_HISTORY,
+as nova's ``_determine_version_cap`` does): a peer is never sent a
+version it would refuse, so no call waits for a refusal to learn it.
 """
 
-# Version history:
+# Version history: service version -> what a service of it serves.
 #   1: the release before NUMA-aware live migration (XML copied verbatim)
 #   2: NUMA-aware live migration: destination move claims, dst_numa_info,
 #      source XML regeneration, claim convergence
+# ``compute_rpc`` and ``conductor_rpc`` are the newest compute and
+# conductor RPC API versions a service of that version serves.
 SERVICE_VERSION_HISTORY = {
-    1: 'Initial version, before NUMA-aware live migration',
-    2: 'NUMA-aware live migration',
+    1: {'description': 'Initial version, before NUMA-aware live migration',
+        'compute_rpc': '1.0', 'conductor_rpc': '1.1'},
+    2: {'description': 'NUMA-aware live migration',
+        'compute_rpc': '1.1', 'conductor_rpc': '1.2'},
 }
 SERVICE_VERSION = max(SERVICE_VERSION_HISTORY)
 
 NUMA_LIVE_MIGRATION_VERSION = 2
+
+
+def api_version_for(service_version, api):
+    """The newest ``api`` ('compute_rpc' or 'conductor_rpc') version a
+    service reporting ``service_version`` serves.
+
+    A version newer than this release knows (a peer upgraded first) is
+    served at least what this release's newest serves; None (unknown)
+    gives None.
+    """
+    if service_version is None:
+        return None
+    known = min(service_version, SERVICE_VERSION)
+    if known < min(SERVICE_VERSION_HISTORY):
+        known = min(SERVICE_VERSION_HISTORY)
+    return SERVICE_VERSION_HISTORY[known][api]

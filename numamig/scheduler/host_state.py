@@ -238,6 +238,13 @@ class HostStateCache:
             self._index.remove(entry.record)
             return True
 
+    def service_version(self, host):
+        """The service version ``host`` last reported (what the compute
+        client caps messages to it at); None if it never reported."""
+        with self._lock:
+            entry = self._entries.get(host)
+            return None if entry is None else entry.report.service_version
+
     def hosts_older_than(self, service_version):
         """Sorted names of the hosts whose last report gives a service
         version below ``service_version``; costs the old hosts only."""

@@ -150,13 +150,17 @@ def check_upgrade_levels(conf, sources):
         cap = getattr(conf.upgrade_levels, option)
         if cap is None:
             continue
+        aliases = compute_rpcapi.VERSION_ALIASES if option == 'compute' \
+            else _conductor_aliases()
+        cap = aliases.get(cap, cap)
         parsed = _version(cap)
         if parsed is None or parsed[0] != _version(known)[0]:
             problems.append(f"[upgrade_levels] {option} = {cap!r} is not a "
                             f"version of this API (major "
                             f"{_version(known)[0]}, newest {known})")
     cap = conf.upgrade_levels.compute
-    needed = compute_rpcapi.NUMA_LIVE_MIGRATION_VERSION
+    cap = compute_rpcapi.VERSION_ALIASES.get(cap, cap)
+    needed = compute_rpcapi.RELEASE_2
     parsed = _version(cap) if cap else None
     if parsed is not None and parsed < _version(needed):
         warnings.append(f"[upgrade_levels] compute = {cap} is below "
@@ -174,6 +178,11 @@ def check_upgrade_levels(conf, sources):
     if warnings:
         return Result(WARNING, '; '.join(warnings))
     return Result(SUCCESS, "no cap below NUMA-aware live migration")
+
+
+def _conductor_aliases():
+    from numamig.conductor import rpcapi as conductor_rpcapi
+    return conductor_rpcapi.VERSION_ALIASES
 
 
 def _conductor_version():

@@ -41,7 +41,7 @@ class DatabaseOutageOverRabbitTest(base.TestCase):
             settings=settings.from_conf(CONF))
         topic = self.rpc.topic('conductor')
         self.rpc.start_server([conductor], topic)
-        self.client = self.rpc.client(topic, version='1.3').prepare()
+        self.client = self.rpc.client(topic, version='1.2').prepare()
 
     def test_each_request_gets_numamig_error_and_one_warning_line(self):
         uuid = cbase.new_uuid()

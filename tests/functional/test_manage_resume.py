@@ -6,7 +6,8 @@ no post-copy; the migration is put in postcopy-paused in its records, as
 a source whose recovery gave up leaves it. Every answer an operator can
 meet crosses the transport: one line (JSON with --format json), the
 documented exit code, the records as the help says. An agent of an
-older release is a server serving compute API 1.6 on the same broker.
+older release is a server serving compute API 1.0 (release 1) on the
+same broker.
 """
 
 import contextlib
@@ -178,17 +179,17 @@ def _uuid():
 
 
 class _OlderAgent:
-    """A compute agent of a release before API 1.7: no resume."""
+    """A compute agent of release 1 (compute API 1.0): no resume."""
 
-    target = messaging.Target(version='1.6')
+    target = messaging.Target(version='1.0')
 
     def live_migration_abort(self, ctxt, instance, migration):
         return False
 
 
 class OlderAgentRefusesResumeTest(base.TestCase):
-    """An agent older than compute API 1.7 refuses a resume at once,
-    over the broker, with a line naming it: not a hang."""
+    """An agent of release 1 (as its reported service version says) is
+    not sent a resume: one line naming it at once, not a hang."""
 
     scenarios = rpc_fixture.TRANSPORT_SCENARIOS
 
@@ -199,7 +200,8 @@ class OlderAgentRefusesResumeTest(base.TestCase):
         topic = self.rpc.topic('compute')
         self.rpc.start_server([_OlderAgent()], topic, server='old-src')
         self.api = compute_rpcapi.ComputeAPI(
-            self.rpc.transport, topic=topic, exchange=self.rpc.exchange)
+            self.rpc.transport, topic=topic, exchange=self.rpc.exchange,
+            peer_versions={'old-src': 1}.get)
         inst = objects.Instance(uuid=_uuid(), name='g', project_id='p',
                                 host='old-src', vcpus=1, memory_mb=512)
         self.inst = inst
@@ -212,11 +214,11 @@ class OlderAgentRefusesResumeTest(base.TestCase):
             exception.MigrationNotResumable, self.api.resume_postcopy,
             self.rpc.context, self.inst, self.migration, timeout=10)
         self.assertIn('the agent on old-src is of a release older than '
-                      'compute API 1.7', str(exc))
+                      'compute API 1.1', str(exc))
 
     def test_a_capped_client_refuses_before_sending(self):
         capped = compute_rpcapi.ComputeAPI(
-            self.rpc.transport, version_cap='1.6',
+            self.rpc.transport, version_cap='1.0',
             topic=self.rpc.topic('compute'), exchange=self.rpc.exchange)
         self.assertRaisesMessage(
             exception.MigrationNotResumable,

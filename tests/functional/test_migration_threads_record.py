@@ -1,5 +1,5 @@
 """Where a migration's threads ran, recorded through a real conductor
-over fake:// and RabbitMQ (conductor API 1.16, Migration 1.6).
+over fake:// and RabbitMQ (conductor API 1.2, Migration 1.6).
 
 An agent's report is kept and read back by an operator; one out of shape
 or too large is refused where it arrives, crossing the broker as one
@@ -66,7 +66,7 @@ class RecordThreadsTestCase(base.TestCase):
     def test_an_oversized_record_is_refused_over_the_wire(self):
         too_many = dict(samples.THREADS['source'], threads={
             f'multifdsend_{i}': [1] for i in range(65)})
-        client = self.api.client.prepare(version='1.16')
+        client = self.api.client.prepare(version='1.2')
         exc = self.assertRaises(
             exception.InvalidRPCArgument, client.call, self.ctxt,
             'migration_record_threads', migration_uuid=self.migration.uuid,
@@ -81,16 +81,16 @@ class RecordThreadsTestCase(base.TestCase):
         self.assertIsNone(self.api.migration_get(
             self.ctxt, self.migration.uuid).migration_threads)
 
-    def test_a_client_capped_at_1_15_neither_sends_nor_reads_it(self):
+    def test_a_client_capped_at_release_1_neither_sends_nor_reads_it(self):
         self.api.migration_record_threads(self.ctxt, self.migration.uuid,
                                           'source', samples.THREADS['source'])
         self._recorded('source')
         capped = self.dep.names.conductor_api(self.dep._transport,
-                                              version_cap='1.15')
+                                              version_cap='release-1')
         self.assertFalse(capped.migration_record_threads(
             self.ctxt, self.migration.uuid, 'dest',
             samples.THREADS['dest']))
         read = capped.migration_get(self.ctxt, self.migration.uuid)
-        self.assertEqual('1.5', read.VERSION)
-        # Read at 1.5: the field stayed at the conductor.
+        self.assertEqual('1.0', read.VERSION)
+        # Read as release 1 reads it: the field stayed at the conductor.
         self.assertIsNone(read.get('migration_threads'))

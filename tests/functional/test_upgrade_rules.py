@@ -156,9 +156,12 @@ class OldAgentServerTest(base.TestCase):
                       f'{objects.LiveMigrateData.VERSION} is newer than 1.0',
                       str(exc))
 
-    def test_new_client_falls_back_to_1_0(self):
+    def test_new_client_sends_it_1_0_as_its_version_says(self):
+        # The agent reports service version 1: the new client sends it
+        # API 1.0 at once (the server above would refuse anything newer).
         api = compute_rpcapi.ComputeAPI(self.rpc.transport, topic=self.topic,
-                                        exchange=self.rpc.exchange)
+                                        exchange=self.rpc.exchange,
+                                        peer_versions={'old': 1}.get)
         self.assertEqual('<domain/>', api.get_domain_xml(
             self.rpc.context, 'old', GUEST_UUID))
         self.agent.driver.list_guests.return_value = {}

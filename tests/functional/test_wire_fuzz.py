@@ -168,8 +168,9 @@ class WireFuzzTest(base.TestCase):
         self.assertEqual(before,
                          test_manage_refusals.row_counts(self.dep.db_url),
                          "a fuzzed call changed the records")
-        self.assertEqual('pong', conductor.prepare(version='1.0').call(
-            self.ctxt.to_dict(), 'ping'))
+        self.assertEqual({'service_version': 2},
+                         conductor.prepare(version='1.0').call(
+                             self.ctxt.to_dict(), 'ping'))
         self.assertEqual([], agent.prepare(version='1.0').call(
             self.ctxt.to_dict(), 'list_domains'))
         refused = sum(n for (_m, outcome), n in self.outcomes.items()

@@ -129,7 +129,8 @@ LAYERS = {
                                 'calls, mixed into its client',
                                 ('exception',)),
     'compute.rpcapi': ('the client of the compute agents\' API',
-                       ('rpc', 'exception', 'compute.rpcapi_postcopy')),
+                       ('rpc', 'exception', 'compute.rpcapi_postcopy',
+                        'objects')),
     'conductor.api_versions': ('the conductor API\'s versions and the '
                                'objects each carries; a leaf', ()),
     'conductor.rpcapi_drain': ('the conductor client\'s drain calls, '
@@ -144,6 +145,7 @@ LAYERS = {
                               ('conductor.api_versions',)),
     'conductor.rpcapi': ('the client of the conductor\'s API',
                          ('rpc', 'exception', 'conductor.api_versions',
+                          'objects', 'context',
                           'conductor.rpcapi_drain',
                           'conductor.rpcapi_hosts',
                           'conductor.rpcapi_runs')),

@@ -31,6 +31,31 @@ class ReleaseTableTest(base.TestCase):
         self.assertEqual(set(service_obj.SERVICE_VERSION_HISTORY),
                          set(releases.RELEASES))
 
+    def test_history_names_what_each_release_serves(self):
+        # The releases' tables and the history peers are capped from
+        # agree, so that a peer is never sent what it refuses.
+        for version, release in releases.RELEASES.items():
+            self.assertEqual(
+                (release.compute_api_version, release.conductor_api_version),
+                (service_obj.api_version_for(version, 'compute_rpc'),
+                 service_obj.api_version_for(version, 'conductor_rpc')))
+        # A newer peer is served what this release's newest serves.
+        self.assertEqual(
+            compute_rpcapi.ComputeAPI.VERSION,
+            service_obj.api_version_for(service_obj.SERVICE_VERSION + 1,
+                                        'compute_rpc'))
+        self.assertIsNone(service_obj.api_version_for(None, 'compute_rpc'))
+
+    def test_upgrade_levels_may_name_a_release(self):
+        # As nova's VERSION_ALIASES: a release stands for its version.
+        self.assertEqual(
+            ('1.0', '1.1', '1.1', '1.2'),
+            (NEW.compute_version_cap('release-1'),
+             NEW.compute_version_cap('release-2'),
+             NEW.conductor_version_cap('release-1'),
+             NEW.conductor_version_cap('release-2')))
+        self.assertEqual('1.0', OLD.compute_version_cap('release-2'))
+
     def test_option_bound_follows_the_service_version(self):
         # conf/ cannot import objects/; this keeps the two in step.
         self.assertEqual(service_obj.SERVICE_VERSION,

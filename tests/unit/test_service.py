@@ -113,3 +113,31 @@ class ConductorSettingsTest(base.TestCase):
         self.flags(group='conductor', database_outage_wait=7)
         settings = service.conductor_settings_from_conf(CONF)
         self.assertEqual(7, settings.database_outage_wait)
+
+
+class PeerVersionsWiringTest(ComputeIntervalsTest):
+    """Each compute client caps messages to a host at what its reported
+    service version serves; who knows the reports differs."""
+
+    def test_an_agent_reads_them_from_the_conductor(self):
+        from numamig.compute import peers
+        svc = self._service()
+        self.assertIsInstance(svc.manager.compute_api.peer_versions,
+                              peers.PeerVersions)
+
+    def test_the_conductor_reads_its_host_cache(self):
+        from numamig.conf import CONF
+        from tests.fixtures import database
+        from tests.unit.db import base as db_base
+        transport = rpc.get_transport(CONF, url='fake://')
+        db = self.useFixture(database.SQLiteDatabase()).db
+        svc = service.ConductorService(
+            db, transport, service.conductor_settings_from_conf(CONF),
+            'conductor-a')
+        compute_api = svc.manager.compute_api
+        report = db_base.make_report(host='old-host')
+        report.service_version = 1
+        svc.manager.cache.update(report)
+        self.assertEqual(('1.0', compute_api.VERSION),
+                         (compute_api.cap_for('old-host'),
+                          compute_api.cap_for('unknown-host')))

@@ -25,6 +25,7 @@ from numamig import objects
 from numamig import releases
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.objects import service as service_obj
 from tests import base
 from tests.fixtures import rpc as rpc_fixture
 from tests.unit.compute import base as cbase
@@ -104,10 +105,10 @@ class BumpedObjectTestCase(base.TestCase):
 
 class ComputeClientTest(BumpedObjectTestCase):
 
-    def api(self, version_cap=None):
+    def api(self, version_cap=None, peer_versions=None):
         return compute_rpcapi.ComputeAPI(
             self.rpc.transport, version_cap=version_cap, topic=self.topic,
-            exchange=self.rpc.exchange)
+            exchange=self.rpc.exchange, peer_versions=peer_versions)
 
     def serve(self, version=compute_rpcapi.ComputeAPI.VERSION):
         recorder = Recorder(version, answer=None)
@@ -129,9 +130,12 @@ class ComputeClientTest(BumpedObjectTestCase):
         self.assertEqual(('1.1', False),
                          (cell.VERSION, 'l3_ways' in cell.fields))
 
-    def test_agent_of_release_1_gets_it_again_at_1_0(self):
+    def test_agent_of_release_1_gets_it_at_1_0(self):
+        # As its reported service version says: sent once, at 1.0 (the
+        # agent would refuse anything newer).
         recorder = self.serve(version='1.0')
-        self.api().build_instance(self.rpc.context, self.instance(), 'host1')
+        self.api(peer_versions={'host1': 1}.get).build_instance(
+            self.rpc.context, self.instance(), 'host1')
         cell = self.received_cell(recorder)
         self.assertEqual('1.0', cell.VERSION)
         self.assertLessEqual(
@@ -144,7 +148,8 @@ class ConductorClientTest(BumpedObjectTestCase):
     def api(self, version_cap=None):
         return conductor_rpcapi.ConductorAPI(
             self.rpc.transport, version_cap=version_cap, topic=self.topic,
-            exchange=self.rpc.exchange, timeout=rpc_fixture.CALL_TIMEOUT)
+            exchange=self.rpc.exchange, timeout=rpc_fixture.CALL_TIMEOUT,
+            conductor_version=service_obj.SERVICE_VERSION)
 
     def place(self, api):
         recorder = Recorder(conductor_rpcapi.ConductorAPI.VERSION)

@@ -10,6 +10,7 @@ from numamig import rpc
 from numamig import service
 from numamig.cmd.manage_commands import _access
 from numamig.conf import CONF
+from numamig.objects import service as service_obj
 from tests import base
 
 
@@ -25,7 +26,9 @@ class ConductorClientTestCase(base.TestCase):
     def assert_same_target_as_the_services(self):
         # No conductor listens here: the ping is answered for it.
         self.useFixture(fixtures.MockPatch(
-            'numamig.conductor.rpcapi.ConductorAPI.ping'))
+            'numamig.conductor.rpcapi.ConductorAPI.ping', autospec=True,
+            side_effect=lambda api, ctxt, timeout: api._learn(
+                service_obj.SERVICE_VERSION)))
         client = _access.conductor(timeout=7)
         names = service.RPCNames.from_conf(CONF)
         target = client.client.target

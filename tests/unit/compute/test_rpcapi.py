@@ -43,18 +43,21 @@ class ComputeAPI13Test(base.TestCase):
             None, self.inst, cbase.HOST, self.migration, None,
             source_data=source_data)
 
-    def test_destination_check_with_the_source_answer_at_1_3(self):
+    def test_destination_check_with_the_source_answer_at_1_1(self):
         self._check(mock.sentinel.source_data)
         (version, method, kwargs), = self.sent
-        self.assertEqual('1.3', version)
+        self.assertEqual('1.1', version)
         self.assertIn('source_data', kwargs)
 
-    def test_destination_refusing_1_3_is_asked_the_1_1_way(self):
-        self.answers = [messaging.UnsupportedVersion('1.3')]
+    def test_destination_of_release_1_is_asked_at_1_0_at_once(self):
+        # Its reported service version serves 1.0: no claim parameters,
+        # no source answer, one send.
+        self.api.peer_versions = {cbase.HOST: 1}.get
         self._check(mock.sentinel.source_data)
-        self.assertEqual(['1.3', '1.1'], [v for v, _, _ in self.sent])
-        self.assertNotIn('source_data', self.sent[1][2])
-        self.assertIn('migration', self.sent[1][2])
+        (version, _, kwargs), = self.sent
+        self.assertEqual('1.0', version)
+        self.assertNotIn('source_data', kwargs)
+        self.assertNotIn('migration', kwargs)
 
     def test_without_the_source_answer_the_1_1_way(self):
         self._check(None)
@@ -62,14 +65,31 @@ class ComputeAPI13Test(base.TestCase):
         self.assertEqual('1.1', version)
         self.assertNotIn('source_data', kwargs)
 
-    def test_post_for_the_source_to_record_at_1_3_or_1_0(self):
-        self.answers = ['answer', messaging.UnsupportedVersion('1.3')]
-        for _ in range(2):
+    def test_post_for_the_source_to_record_at_1_1_or_1_0(self):
+        # A destination of this release, then one of release 1 (as its
+        # service version says): each is sent once.
+        for version in (None, 1):
+            self.api.peer_versions = {self.migration.dest_host: version}.get
             self.api.post_live_migration_at_destination(
                 None, self.inst, self.migration, records_by_source=True)
         self.assertEqual(
-            [('1.3', True), ('1.3', True), ('1.0', False)],
+            [('1.1', True), ('1.0', False)],
             [(v, 'records_by_source' in kw) for v, _, kw in self.sent])
+
+    def test_a_peer_s_release_is_learnt_from_its_migrate_data(self):
+        # An agent has no host reports: the LiveMigrateData a release-1
+        # destination built (1.0) says what it serves.
+        data = mock.Mock(VERSION='1.0')
+        data.get.return_value = self.migration.dest_host
+        self.api._learn_from(self.migration.dest_host, data)
+        self.assertEqual('1.0', self.api.cap_for(self.migration.dest_host))
+        self.assertEqual(rpcapi.ComputeAPI.VERSION,
+                         self.api.cap_for('another-host'))
+        self.api.post_live_migration_at_destination(
+            None, self.inst, self.migration, records_by_source=True)
+        self.assertEqual([('1.0', False)],
+                         [(v, 'records_by_source' in kw)
+                          for v, _, kw in self.sent])
 
 
     def test_an_unanswered_call_names_host_method_and_option(self):
@@ -112,14 +132,14 @@ class ComputeAPI13Test(base.TestCase):
 class ComputeAPI14Test(ComputeAPI13Test):
     """refresh_usage (1.4), and a cap below it."""
 
-    def test_refresh_usage_at_1_4_to_the_host(self):
+    def test_refresh_usage_at_1_1_to_the_host(self):
         self.assertEqual('answer', self.api.refresh_usage(None, 'h-1'))
-        self.assertEqual([('1.4', 'refresh_usage', [])], self.sent)
+        self.assertEqual([('1.1', 'refresh_usage', [])], self.sent)
         self.assertEqual('h-1',
                          self.client.prepare.call_args.kwargs['server'])
 
-    def test_refresh_usage_capped_below_1_4_is_unsupported(self):
-        self.client.can_send_version.side_effect = lambda v: v < '1.4'
+    def test_refresh_usage_capped_below_1_1_is_unsupported(self):
+        self.client.can_send_version.side_effect = lambda v: v < '1.1'
         self.assertRaises(messaging.UnsupportedVersion,
                           self.api.refresh_usage, None, 'h-1')
         self.assertEqual([], self.sent)
@@ -256,3 +276,26 @@ class ReturnedCallTest(_ReturnedTestCase):
         exc = self.assertRaises(rpcapi.AgentCallTimeout,
                                 self.api.refresh_usage, None, 'h-1')
         self.assertIn('did not answer refresh_usage', str(exc))
+
+
+class PeerReleaseTest(base.TestCase):
+    """Which word on a peer's release wins: its reports or its own
+    LiveMigrateData."""
+
+    def _api(self, reports_first):
+        self.useFixture(fixtures.MockPatch('numamig.rpc.get_client',
+                                           return_value=mock.Mock()))
+        api = rpcapi.ComputeAPI(mock.sentinel.transport,
+                                peer_versions={'h-1': 1}.get,
+                                reports_first=reports_first)
+        # h-1 sent release 2's LiveMigrateData before it was restarted
+        # as release 1 (an upgrade rolled back).
+        api._learn_from('h-1', objects.LiveMigrateData())
+        return api
+
+    def test_the_conductor_trusts_the_reports_it_synced(self):
+        self.assertEqual('1.0', self._api(True).cap_for('h-1'))
+
+    def test_an_agent_trusts_the_peers_own_word(self):
+        api = self._api(False)
+        self.assertEqual(api.VERSION, api.cap_for('h-1'))

@@ -194,13 +194,9 @@ class ComputeAPIVersionsTest(base.TestCase):
             side_effect=lambda *a, version_cap, **kw: mock.Mock(
                 name=f'client-{version_cap}')))
         self.api = compute_rpcapi.ComputeAPI(mock.sentinel.transport)
-        # One client per set of objects an API version carries (1.4
-        # added a method, no object; 1.5 virtio-mem objects; 1.6
-        # LiveMigrateData 1.3; 1.7 methods, no object).
+        # One client per release's API version.
         self.assertEqual(
-            {'1.0': 'client-1.0', '1.1': 'client-1.2',
-             '1.2': 'client-1.2', '1.3': 'client-1.4', '1.4': 'client-1.4',
-             '1.5': 'client-1.5', '1.6': 'client-1.7', '1.7': 'client-1.7'},
+            {'1.0': 'client-1.0', '1.1': 'client-1.1'},
             {v: c._extract_mock_name()
              for v, c in self.api._clients.items()})
         self._client_1_0 = self.api._clients['1.0']
@@ -213,12 +209,13 @@ class ComputeAPIVersionsTest(base.TestCase):
     def _prepared(self, client):
         return [c.kwargs['version'] for c in client.prepare.call_args_list]
 
-    def test_old_destination_refuses_then_gets_1_0(self):
-        self._client_1_1.prepare.return_value.call.side_effect = \
-            messaging.UnsupportedVersion('1.1')
+    def test_old_destination_gets_1_0_at_once(self):
+        # Its reported service version (1) serves compute API 1.0: the
+        # check goes there, without the claim parameters, in one send.
+        self.api.peer_versions = {'dst': 1}.get
         self.api.check_can_live_migrate_destination(
             None, self.inst, 'dst', self.migration, None)
-        self.assertEqual(['1.1'], self._prepared(self._client_1_1))
+        self.assertEqual([], self._prepared(self._client_1_1))
         self.assertEqual(['1.0'], self._prepared(self._client_1_0))
         kwargs = self._client_1_0.prepare.return_value.call.call_args[1]
         self.assertNotIn('migration', kwargs)
@@ -232,14 +229,11 @@ class ComputeAPIVersionsTest(base.TestCase):
         cell.virtio_mem_size_mb = 512
         cell.virtio_mem_block_kb = 2048
         cell.virtio_mem_requested_mb = 512
-        newest = self.api._clients['1.5']
-        newest.prepare.return_value.call.side_effect = \
-            messaging.UnsupportedVersion('1.5')
+        self.api.peer_versions = {'dst': 1}.get
         self.assertRaises(messaging.UnsupportedVersion,
                           self.api.check_can_live_migrate_destination,
                           None, self.inst, 'dst', self.migration, None)
-        self.assertEqual(['1.5'], self._prepared(newest))
-        for version in ('1.0', '1.1', '1.3'):
+        for version in ('1.0', '1.1'):
             self.assertEqual([], self._prepared(self.api._clients[version]),
                              version)
 
@@ -261,17 +255,19 @@ class ComputeAPIVersionsTest(base.TestCase):
     def test_cast_follows_the_object_version(self):
         # Each goes at the API version carrying its LiveMigrateData, by
         # the client backporting to that version's objects.
+        # (LiveMigrateData 1.0 is release 1's; 1.1 to 1.3 release 2's.)
         for version in ('1.0', '1.1', '1.2', '1.3'):
             self.api.live_migration(
                 None, self.inst, self.migration,
                 releases.backported(samples.live_migrate_data(), version))
         self.assertEqual(['1.0'], self._prepared(self._client_1_0))
-        self.assertEqual(['1.1'], self._prepared(self._client_1_1))
-        self.assertEqual(['1.3'], self._prepared(self.api._clients['1.3']))
-        self.assertEqual(['1.6'], self._prepared(self.api.client))
+        self.assertEqual(['1.1', '1.1', '1.1'],
+                         self._prepared(self._client_1_1))
 
-    def test_drop_refused_by_old_destination_is_nothing_to_drop(self):
-        self._client_1_1.prepare.return_value.call.side_effect = \
-            messaging.UnsupportedVersion('1.1')
+    def test_an_old_destination_has_nothing_to_drop(self):
+        # Its reported service version serves 1.0: nothing is sent.
+        self.api.peer_versions = {self.migration.dest_host: 1}.get
         self.assertFalse(self.api.drop_move_claim_at_destination(
             None, self.inst, self.migration))
+        for client in self.api._clients.values():
+            client.prepare.assert_not_called()

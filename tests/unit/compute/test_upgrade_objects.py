@@ -152,7 +152,8 @@ class NeverAboveTheReceivedVersionTest(base.TestCase):
             compute_rpcapi.OBJECT_VERSIONS['1.1'])
         wire = serializer.serialize_entity(None,
                                            samples.live_migrate_data())
-        self.assertEqual('1.1', wire[f'{OBJ}.version'])
+        self.assertEqual(objects.LiveMigrateData.VERSION,
+                         wire[f'{OBJ}.version'])
 
 
 class MigrationResultNeverReachesAgentsTest(base.TestCase):

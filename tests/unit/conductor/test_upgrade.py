@@ -55,6 +55,17 @@ class OldHostsTest(base.ConductorTestCase):
         self.answer_with(True)
         self.assertEqual('queued', self._migrate(inst).status)
 
+    def test_ping_names_the_service_version_release_1_did_not(self):
+        # Clients cap themselves at what it serves (conductor.rpcapi).
+        self.assertEqual({'service_version': 2},
+                         self.conductor.ping(None))
+        old = manager.ConductorManager(
+            self.db, self.conductor.cache, self.conductor.worker.scheduler,
+            self.compute_api, {'migrate_max_retries': 3,
+                               'check_timeout': 5, 'limits': None},
+            service_version=1)
+        self.assertEqual('pong', old.ping(None))
+
     def test_unknown_conductor_release(self):
         self.assertRaisesMessage(
             exception.InvalidConfiguration, 'service version 9',

@@ -81,6 +81,16 @@ class TestReports(CacheTestCase):
         self.cache.remove('cmp2')
         self.assertEqual(['cmp1'], self.cache.hosts_older_than(3))
 
+    def test_service_version_is_the_last_report_s(self):
+        old = hosts.report('cmp2')
+        old.service_version = 1
+        self.cache.update(old)
+        self.assertEqual((1, None), (self.cache.service_version('cmp2'),
+                                     self.cache.service_version('cmp9')))
+        self.cache.update(hosts.report('cmp2', reported_at=hosts.T0 +
+                                       datetime.timedelta(seconds=5)))
+        self.assertEqual(2, self.cache.service_version('cmp2'))
+
     def test_unknown_host(self):
         self.assertRaisesMessage(exception.HostNotFound, 'cmp9',
                                  self.cache.get, 'cmp9')
