@@ -157,18 +157,6 @@ def sent_until_taken(send, timeout, what, clock=time.monotonic,
         wait = max(1, int(deadline - clock() + 0.999))
 
 
-def attempt_shares(total, attempts):
-    """Each attempt's wait, in seconds: 1, 2, 3, ... parts of ``total``.
-
-    A request lost with a broker restart is lost at once, and an answer
-    normally comes in milliseconds, so the first attempt need not wait
-    long; an agent slow to answer (a loaded host) gets the longer later
-    ones. Together they wait ``total``, the option the operator set.
-    """
-    parts = attempts * (attempts + 1) // 2
-    return [max(1, total * k // parts) for k in range(1, attempts + 1)]
-
-
 def transport_url(conf):
     """The configured TransportURL (what get_transport connects to)."""
     conf_opts.update_library_defaults()

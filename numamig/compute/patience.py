@@ -28,8 +28,8 @@ import time
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from numamig import attempts
 from numamig import exception
-from numamig import rpc
 
 LOG = logging.getLogger(__name__)
 
@@ -70,7 +70,8 @@ class Asking:
         self._sleep = sleep
         per_attempt = timeout or attempt_timeout(None)
         self._deadline = clock() + ATTEMPTS * per_attempt
-        self._shares = rpc.attempt_shares(ATTEMPTS * per_attempt, ATTEMPTS)
+        self._shares = attempts.attempt_shares(ATTEMPTS * per_attempt,
+                                               ATTEMPTS)
         self._pause = DATABASE_PAUSE_S
 
     def timeout(self):

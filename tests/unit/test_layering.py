@@ -99,6 +99,7 @@ LAYERS = {
     'cpuspec': ('CPU list syntax; a leaf', ()),
     'pagesize': ('page size syntax; a leaf', ()),
     'fingerprint': ('guest-set fingerprints; a leaf', ()),
+    'attempts': ('how a request sent again shares its wait; a leaf', ()),
     'context': ('the request context; a leaf', ()),
     'version': ('the package version (pbr); a leaf', ()),
     'broker': ('whether the message broker answers', ('exception',)),
@@ -159,7 +160,7 @@ LAYERS = {
                'exception')),
     'compute': ('the compute agent',
                 ('compute.rpcapi', 'releases', 'numa', 'convergence',
-                 'fingerprint',
+                 'fingerprint', 'attempts',
                  'objects', 'context', 'cpuspec', 'exception')),
     'compute.previous_release': ('the flows of the release before, a '
                                  'testing aid; reached only through '
@@ -175,7 +176,7 @@ LAYERS = {
                          'configuration', ()),
     'conductor': ('the conductor',
                   ('conductor.rpcapi', 'releases', 'db', 'audit', 'numa',
-                   'convergence',
+                   'convergence', 'attempts',
                    'objects', 'rpc', 'context', 'exception')),
     'conductor.drain_endpoints': ('the conductor\'s drain endpoints, '
                                   'mixed into its manager',

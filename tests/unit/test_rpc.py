@@ -372,12 +372,3 @@ class TransportCacheTest(base.TestCase):
         kept = rpc.get_transport(CONF, url='fake:///kept')
         rpc.close_transport(rpc.get_transport(CONF, url='fake:///closed'))
         self.assertIs(kept, rpc.get_transport(CONF, url='fake:///kept'))
-
-
-class AttemptSharesTest(base.TestCase):
-
-    def test_attempts_wait_growing_shares_of_the_whole(self):
-        # A request lost with a broker restart costs the first share.
-        self.assertEqual([6, 12, 18, 24], rpc.attempt_shares(60, 4))
-        self.assertEqual([10, 20, 30], rpc.attempt_shares(60, 3))
-        self.assertEqual([1, 1, 1, 2], rpc.attempt_shares(5, 4))

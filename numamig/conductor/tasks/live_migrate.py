@@ -27,9 +27,9 @@ import typing
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from numamig import attempts
 from numamig import exception
 from numamig import objects
-from numamig import rpc
 from numamig.conductor import drain
 from numamig.conductor import records
 from numamig.conductor.tasks import base
@@ -290,7 +290,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
             # reports whether it takes part itself.
             dst_supports_numa_live_migration=(
                 api.supports_numa_live_migration()))
-        shares = rpc.attempt_shares(self.worker.settings.check_timeout,
+        shares = attempts.attempt_shares(self.worker.settings.check_timeout,
                                 SOURCE_ATTEMPTS)
         for attempt, share in enumerate(shares, 1):
             try:
@@ -389,7 +389,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         :raises MessagingTimeout: (an AgentDidNotAnswer naming the whole
             wait) no attempt was answered.
         """
-        shares = rpc.attempt_shares(self.worker.settings.check_timeout,
+        shares = attempts.attempt_shares(self.worker.settings.check_timeout,
                                 DESTINATION_ATTEMPTS)
         for attempt, share in enumerate(shares, 1):
             try:

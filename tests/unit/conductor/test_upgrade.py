@@ -61,9 +61,7 @@ class OldHostsTest(base.ConductorTestCase):
                          self.conductor.ping(None))
         old = manager.ConductorManager(
             self.db, self.conductor.cache, self.conductor.worker.scheduler,
-            self.compute_api, {'migrate_max_retries': 3,
-                               'check_timeout': 5, 'limits': None},
-            service_version=1)
+            self.compute_api, self.worker.settings, service_version=1)
         self.assertEqual('pong', old.ping(None))
 
     def test_unknown_conductor_release(self):

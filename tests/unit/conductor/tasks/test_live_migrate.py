@@ -3,9 +3,9 @@
 import fixtures
 import oslo_messaging as messaging
 
+from numamig import attempts
 from numamig import exception
 from numamig import objects
-from numamig import rpc
 from numamig.conductor import records
 from numamig.conductor.tasks import live_migrate
 from numamig.db import instances
@@ -113,7 +113,7 @@ class LiveMigrationTaskTest(base.ConductorTestCase):
         self.assertEqual(hosts[0], migration.dest_host)
         self.assertEqual({}, migration.refused_hosts)
         # Each attempt waits its share: together, check_timeout.
-        self.assertEqual(rpc.attempt_shares(
+        self.assertEqual(attempts.attempt_shares(
             5, live_migrate.DESTINATION_ATTEMPTS)[:2],
             [c[1]['timeout'] for c in checks.call_args_list])
         self.compute_api.drop_move_claim_at_destination.assert_not_called()
