@@ -8,7 +8,7 @@ guest whose migration is in progress, whose specs make no request, or
 whose migration policy is unknown stays where it is. A guest that fits
 on none of the candidate hosts even were they empty is refused as bad
 input before any search.
-Carrying a plan out is defragment_run.py's (API 1.13).
+Carrying a plan out is the task's (tasks/defragment.py, API 1.13).
 """
 
 import time
