@@ -1,7 +1,7 @@
 """Defragmentation plans (API 1.10): the fewest migrations that make room
 for a guest of given specs on one host; nothing moves.
 
-The conductor gives the scheduler (numamig.scheduler.defrag) every
+The conductor gives the scheduler (numamig.scheduler.defragment) every
 guest numamig may move, with its placement and its request rebuilt from
 its specs; the scheduler searches (with chains through third hosts). A
 guest whose migration is in progress, whose specs make no request, or
