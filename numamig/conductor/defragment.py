@@ -1,14 +1,14 @@
 """Defragmentation plans (API 1.10): the fewest migrations that make room
 for a guest of given specs on one host; nothing moves.
 
-The conductor gives the scheduler (numamig.scheduler.defrag) every
+The conductor gives the scheduler (numamig.scheduler.defragment) every
 guest numamig may move, with its placement and its request rebuilt from
 its specs; the scheduler searches (with chains through third hosts). A
 guest whose migration is in progress, whose specs make no request, or
 whose migration policy is unknown stays where it is. A guest that fits
 on none of the candidate hosts even were they empty is refused as bad
 input before any search.
-Carrying a plan out is defragment_run.py's (API 1.13).
+Carrying a plan out is the task's (tasks/defragment.py, API 1.13).
 """
 
 import time

@@ -2,8 +2,10 @@
 out, 1.13), mixed into its manager.
 
 Kept beside the manager (numamig.conductor.manager) so that its
-migration paths stay as they are; each endpoint delegates to
-drain_run.py, and the manager's DrainDriver carries drains forward.
+migration paths stay as they are; each endpoint delegates to the plans
+(drain.py, defragment.py) or the tasks (tasks/drain.py,
+tasks/defragment.py), and the manager's DrainDriver
+(tasks/drain_driver.py) carries drains forward.
 """
 
 import oslo_messaging as messaging
@@ -11,10 +13,10 @@ import oslo_messaging as messaging
 from numamig import exception
 from numamig import wire
 from numamig.conductor import defragment
-from numamig.conductor import defragment_run
 from numamig.conductor import drain
-from numamig.conductor import drain_run
 from numamig.conductor import watch
+from numamig.conductor.tasks import defragment as defragment_task
+from numamig.conductor.tasks import drain as drain_task
 
 _EXPECTED = (exception.MigrationError, exception.Invalid,
              exception.NotFound, exception.ConcurrentUpdate)
@@ -27,7 +29,7 @@ class DrainEndpoints:
     ``worker``, ``drains`` (the DrainDriver) and ``drain_watch``."""
 
     @wire.args(host=wire.HOST, drain_uuid=wire.UUID,
-               parallel=wire.integer(1, drain_run.MAX_PARALLEL),
+               parallel=wire.integer(1, drain_task.MAX_PARALLEL),
                to=wire.host_list(drain.MAX_DESTINATIONS).or_none(),
                keep_free_nodes=wire.integer(0, drain.MAX_KEEP_FREE))
     @messaging.expected_exceptions(*_EXPECTED)
@@ -40,9 +42,9 @@ class DrainEndpoints:
         client) answers with the drain the first started and starts
         nothing.
         """
-        return drain_run.start(self.worker, self.drains, host, drain_uuid,
-                               parallel, to=to,
-                               keep_free_nodes=keep_free_nodes)
+        return drain_task.DrainTask(
+            ctxt, self.worker, self.drains, host, drain_uuid, parallel,
+            to=to, keep_free_nodes=keep_free_nodes).execute()
 
     @wire.args(host=wire.HOST.or_none(), drain_uuid=wire.UUID.or_none())
     @messaging.expected_exceptions(*_EXPECTED)
@@ -55,7 +57,7 @@ class DrainEndpoints:
         if (host is None) == (drain_uuid is None):
             raise exception.Invalid(
                 reason="name either a host or a drain uuid")
-        return drain_run.show(self.worker, host=host, drain_uuid=drain_uuid)
+        return drain_task.show(self.worker, host=host, drain_uuid=drain_uuid)
 
     @wire.args(drain_uuid=wire.UUID, signature=wire.text(64),
                wait_s=wire.number(0, 3600))
@@ -68,7 +70,7 @@ class DrainEndpoints:
         Idempotent: a repeat reads only.
         """
         return self.drain_watch.wait(
-            lambda: drain_run.show(self.worker, drain_uuid=drain_uuid),
+            lambda: drain_task.show(self.worker, drain_uuid=drain_uuid),
             drain_uuid, lambda data: data['signature'] != signature,
             wait_s)
 
@@ -91,7 +93,7 @@ class DrainEndpoints:
     @wire.args(vcpus=wire.integer(1, 4096),
                memory_mb=wire.integer(1, 2 ** 31),
                extra_specs=wire.mapping(64), drain_uuid=wire.UUID,
-               parallel=wire.integer(1, drain_run.MAX_PARALLEL),
+               parallel=wire.integer(1, drain_task.MAX_PARALLEL),
                hosts=wire.host_list(defragment.MAX_HOSTS).or_none(),
                max_moves=wire.integer(0, defragment.MAX_MOVES))
     @messaging.expected_exceptions(*_EXPECTED)
@@ -106,9 +108,10 @@ class DrainEndpoints:
         client) answers with the defragmentation the first started and
         starts nothing.
         """
-        return defragment_run.start(
-            self.worker, self.drains, drain_uuid, vcpus, memory_mb,
-            extra_specs, parallel, hosts=hosts, max_moves=max_moves)
+        return defragment_task.DefragmentTask(
+            ctxt, self.worker, self.drains, drain_uuid, vcpus, memory_mb,
+            extra_specs, parallel, hosts=hosts,
+            max_moves=max_moves).execute()
 
     @wire.args(host=wire.HOST, abort_running=wire.BOOL)
     @messaging.expected_exceptions(*_EXPECTED)
@@ -119,8 +122,8 @@ class DrainEndpoints:
         Idempotent: a repeat finds nothing left to cancel and asks the
         sources to abort again, which changes nothing more.
         """
-        return drain_run.abort(self.worker, self.drains, host,
-                               abort_running=abort_running)
+        return drain_task.abort(self.worker, self.drains, host,
+                                abort_running=abort_running)
 
 
 def make_watch(max_waiters):

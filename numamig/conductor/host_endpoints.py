@@ -13,7 +13,7 @@ from numamig import exception
 from numamig import wire
 from numamig.conductor import drain
 from numamig.conductor import maintenance
-from numamig.conductor import memory
+from numamig.conductor.tasks import memory
 
 # The errors the conductor's endpoints answer with as themselves (the
 # manager's and these).
@@ -71,13 +71,13 @@ class HostEndpoints:
     def instance_memory_set(self, ctxt, change_uuid, instance_uuid, node,
                             size_mb, exact, dry_run):
         """Set a guest's plugged virtio-mem memory, node ``node`` first
-        (API 1.11; see conductor.memory).
+        (API 1.11; see conductor.tasks.memory).
 
         Idempotent: a repeat of ``change_uuid`` gets the recorded change.
         """
-        return memory.set_instance_memory(
-            self.worker, ctxt, change_uuid, instance_uuid, node, size_mb,
-            exact, dry_run, self.worker.settings.virtio_mem)
+        return memory.SetInstanceMemoryTask(
+            ctxt, self.worker, change_uuid, instance_uuid, node, size_mb,
+            exact, dry_run, self.worker.settings.virtio_mem).execute()
 
     @wire.args(change_uuid=wire.UUID, host=wire.HOST,
                node=wire.integer(0, memory.MAX_NODE),
@@ -87,13 +87,13 @@ class HostEndpoints:
     def host_reclaim(self, ctxt, change_uuid, host, node, size_mb, exact,
                      dry_run):
         """Free ``size_mb`` MiB on host node ``node`` from the host's
-        guests (API 1.11; see conductor.memory).
+        guests (API 1.11; see conductor.tasks.memory).
 
         Idempotent: a repeat of ``change_uuid`` gets the recorded change.
         """
-        return memory.reclaim_on_host(
-            self.worker, ctxt, change_uuid, host, node, size_mb, exact,
-            dry_run, self.worker.settings.virtio_mem)
+        return memory.HostReclaimTask(
+            ctxt, self.worker, change_uuid, host, node, size_mb, exact,
+            dry_run, self.worker.settings.virtio_mem).execute()
 
     @wire.args(host=wire.HOST, disabled=wire.BOOL,
                reason=wire.text(drain.REASON_LENGTH).or_none())

@@ -14,7 +14,6 @@ from numamig import context as nm_context
 from numamig import exception
 from numamig import releases
 from numamig import wire
-from numamig.conductor import drain_driver
 from numamig.conductor import drain_endpoints
 from numamig.conductor import host_endpoints
 from numamig.conductor import maintenance
@@ -22,14 +21,15 @@ from numamig.conductor import records
 from numamig.conductor import recovery_endpoints
 from numamig.conductor import requests
 from numamig.conductor import restarts
-from numamig.conductor import resume
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor import threads_endpoints
 from numamig.conductor import watch
 from numamig.conductor import worker as worker_mod
 from numamig.conductor.tasks import build
+from numamig.conductor.tasks import drain_driver
 from numamig.conductor.tasks import dry_run
 from numamig.conductor.tasks import live_migrate
+from numamig.conductor.tasks import resume
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations

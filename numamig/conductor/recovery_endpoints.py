@@ -14,7 +14,7 @@ import oslo_messaging as messaging
 from numamig import exception
 from numamig import wire
 from numamig.conductor import records
-from numamig.conductor import resume
+from numamig.conductor.tasks import resume
 
 LOG = logging.getLogger(__name__)
 
@@ -39,12 +39,12 @@ class RecoveryEndpoints:
 
         Idempotent: a repeat finds it running (or completed, or paused
         again since the ``pauses`` the caller saw) and answers so,
-        starting nothing; see numamig.conductor.resume.
+        starting nothing; see numamig.conductor.tasks.resume.
 
         :returns: {'migration': Migration, 'outcome': resume.OUTCOMES}.
         """
-        return resume.resume(self.worker, ctxt, migration_uuid,
-                             seen_pauses=pauses)
+        return resume.ResumeTask(ctxt, self.worker, migration_uuid,
+                                 seen_pauses=pauses).execute()
 
     @wire.args(migration_uuid=wire.UUID, history=HISTORY)
     def migration_record_recovery(self, ctxt, migration_uuid, history):

@@ -15,9 +15,21 @@ import typing
 
 from numamig import exception
 from numamig import objects
-from numamig.conductor import memory
 from numamig.convergence import policy as convergence
 from numamig.db import queue
+
+
+class VirtioMemSettings(typing.NamedTuple):
+    """[virtio_mem] resize_timeout (s), max_loss_mb, and the reclaim
+    for placements: placement_reclaim, placement_reclaim_max_mb and
+    placement_reclaim_max_hosts (the memory changes' and placement
+    reclaim's, conductor.tasks.memory and .placement_reclaim)."""
+
+    resize_timeout: float
+    max_loss_mb: int
+    placement_reclaim: bool
+    placement_reclaim_max_mb: int
+    placement_reclaim_max_hosts: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +56,7 @@ class ConductorSettings:
         neither its request, flavor nor image names one.
     :param convergence_prediction: 'off', 'record', 'refuse' or 'choose'.
     :param convergence_fallback_policies: the names 'choose' tries.
-    :param virtio_mem: conductor.memory.Settings (``[virtio_mem]``).
+    :param virtio_mem: VirtioMemSettings (``[virtio_mem]``).
     :param migration_workers: migration task threads.
     :param database_outage_wait: seconds a migration task waits for the
         database.
@@ -72,7 +84,7 @@ class ConductorSettings:
     default_migration_policy: str
     convergence_prediction: str
     convergence_fallback_policies: tuple
-    virtio_mem: memory.Settings
+    virtio_mem: VirtioMemSettings
     migration_workers: int
     database_outage_wait: float
     migration_watchers: int
@@ -112,7 +124,7 @@ def from_conf(conf):
         convergence_prediction=cond.convergence_prediction,
         convergence_fallback_policies=tuple(
             cond.convergence_fallback_policies),
-        virtio_mem=memory.Settings(
+        virtio_mem=VirtioMemSettings(
             resize_timeout=vmem.resize_timeout,
             max_loss_mb=vmem.max_loss_mb,
             placement_reclaim=vmem.placement_reclaim,

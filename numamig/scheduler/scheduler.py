@@ -41,7 +41,7 @@ from numamig.numa import fit as numa_fit
 from numamig.numa import placement_reclaim as numa_reclaim
 from numamig.numa import views as numa_views
 from numamig.scheduler import capacity
-from numamig.scheduler import defrag
+from numamig.scheduler import defragment
 from numamig.scheduler import drain
 from numamig.scheduler import filters as host_filters
 from numamig.scheduler import reclaim_hosts
@@ -377,8 +377,8 @@ class Scheduler:
 
     def plan_defragment(self, request, residents, limits=None,
                         disabled=None, hosts=None, pagesize_kb=None,
-                        max_moves=defrag.DEFAULT_MAX_MOVES):
-        """The fewest moves that make room for ``request`` (defrag.py).
+                        max_moves=defragment.DEFAULT_MAX_MOVES):
+        """The fewest moves that make room for ``request`` (defragment.py).
 
         Candidates and destinations are the cached hosts the filters
         other than the NUMA fit accept (up, enabled), best weight first,
@@ -387,10 +387,10 @@ class Scheduler:
         room for a guest moved off the target (chains). Nothing is
         reserved.
 
-        :param residents: {host: defrag.Residents (or alike)} of the
+        :param residents: {host: defragment.Residents (or alike)} of the
             hosts' guests that may move.
         :param hosts: names the new guest may go to, or None for any.
-        :returns: defrag.Plan.
+        :returns: defragment.Plan.
         """
         spec = self._spec(None, None, None, None, (), None, disabled)
         walk = self.cache.walk(self.strategy)
@@ -402,14 +402,15 @@ class Scheduler:
                 continue
             destinations.append(drain.Destination(record.host,
                                                   record.view()))
-            movable.append(defrag.Candidate(
+            movable.append(defragment.Candidate(
                 record.host, record.topology,
                 tuple(residents.get(record.host, ()))))
         candidates = [c for c in movable if hosts is None or c.host in hosts]
-        return defrag.plan(request, candidates, destinations, limits=limits,
-                           strategy=self.cell_strategy,
-                           pagesize_kb=pagesize_kb, max_moves=max_moves,
-                           max_steps=self.drain_max_steps, movable=movable)
+        return defragment.plan(request, candidates, destinations,
+                               limits=limits, strategy=self.cell_strategy,
+                               pagesize_kb=pagesize_kb, max_moves=max_moves,
+                               max_steps=self.drain_max_steps,
+                               movable=movable)
 
     def reserve(self, host, instance_uuid, project_id, request, limits=None,
                 pagesize_kb=None):

@@ -19,7 +19,6 @@ import os
 
 import numamig
 from numamig.compute import settings as compute_settings
-from numamig.conductor import memory
 from numamig.conductor import settings as conductor_settings
 from numamig.conf import opts
 from numamig.convergence import recovery
@@ -68,7 +67,7 @@ def setting_names():
     for cls in SETTINGS_CLASSES:
         names.update(field.name for field in dataclasses.fields(cls)
                      if (cls, field.name) not in NOT_OPTIONS)
-    names.update(memory.Settings._fields)
+    names.update(conductor_settings.VirtioMemSettings._fields)
     return names
 
 
@@ -155,7 +154,8 @@ class OneDefaultTest(base.TestCase):
                              f.default_factory is not dataclasses.MISSING)
                          and (cls, f.name) not in NOT_OPTIONS]
             self.assertEqual([], defaulted, cls.__name__)
-        self.assertEqual({}, memory.Settings._field_defaults)
+        self.assertEqual(
+            {}, conductor_settings.VirtioMemSettings._field_defaults)
 
     def test_each_way_of_restating_is_caught(self):
         source = '''

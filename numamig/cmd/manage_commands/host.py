@@ -13,7 +13,7 @@ from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
-from numamig.cmd.manage_commands import _defrag_output
+from numamig.cmd.manage_commands import _defragment_output
 from numamig.cmd.manage_commands import _drain_output
 from numamig.cmd.manage_commands import _drain_run_output
 from numamig.cmd.manage_commands import _memory
@@ -321,7 +321,7 @@ class HostCommands:
                        "--execute (carry it out)")
         _check_drain_options(0, parallel, wait, timeout, dry_run,
                              starts='--execute')
-        vcpus, memory_mb, specs = _defrag_output.parse_spec(flavor)
+        vcpus, memory_mb, specs = _defragment_output.parse_spec(flavor)
         names = _host_names(hosts, option='--hosts')
         if not 0 <= max_moves <= 8:
             raise exception.Invalid(
@@ -337,9 +337,9 @@ class HostCommands:
         answer = _access.conductor().host_defragment_plan(
             _access.context(), vcpus, memory_mb, specs, hosts=names,
             max_moves=max_moves)
-        data = _defrag_output.plain(answer)
-        data['unread_keys'] = _defrag_output.unread_keys(specs)
-        common.print_output(data, output_format, _defrag_output.show)
+        data = _defragment_output.plain(answer)
+        data['unread_keys'] = _defragment_output.unread_keys(specs)
+        common.print_output(data, output_format, _defragment_output.show)
         if data['found']:
             return common.EXIT_OK
         return common.fail(f"no room for the guest: {data['reason']}",

@@ -2,7 +2,7 @@
 
 Kept apart from numamig.cmd.manage_commands.migration (which mixes it
 into its category) so that module stays readable; the rules are the
-conductor's (numamig.conductor.resume).
+conductor's (numamig.conductor.tasks.resume).
 """
 
 from numamig import exception
@@ -53,7 +53,7 @@ class ResumeCommand:
                        f"number of seconds above 0")
         api, ctxt = _access.conductor(), _access.context()
         # The pause this request resumes: delivered again after that
-        # resume ran, it starts nothing (numamig.conductor.resume).
+        # resume ran, it starts nothing (numamig.conductor.tasks.resume).
         seen = api.migration_get(ctxt, migration)
         pauses = sum(1 for change in seen.get('history') or ()
                      if change.status in STATUS.HALTED)

@@ -15,8 +15,8 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig.conductor import drain
-from numamig.conductor import placement_reclaim
 from numamig.conductor.tasks import base
+from numamig.conductor.tasks import placement_reclaim
 from numamig.conductor.tasks import placing
 from numamig.db import instances
 from numamig.numa import instance_request
@@ -78,11 +78,11 @@ class BuildInstanceTask(base.TaskBase):
         """Build on ``host`` (after reclaiming ``choice`` when given, or
         once it refused, placement_reclaim); None when it refused."""
         try:
-            built, _room = placing.claim(
-                self.worker, self.ctxt, host,
-                lambda: self._build_on(host, request), choice, request,
-                self.instance.uuid, self.instance.uuid,
-                self._record_reclaim)
+            built, _room = placement_reclaim.PlacementReclaimTask(
+                self.ctxt, self.worker, host,
+                lambda: self._build_on(host, request), self.instance.uuid,
+                self.instance.uuid, self._record_reclaim).execute(
+                    choice, request)
             return built
         except _REFUSALS as exc:
             tries.attempts.append(host)

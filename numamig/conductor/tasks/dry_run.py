@@ -9,8 +9,8 @@ as good as the hosts' last reports.
 
 from numamig import exception
 from numamig import objects
-from numamig.conductor import placement_reclaim
 from numamig.conductor.tasks import live_migrate
+from numamig.conductor.tasks import placement_reclaim
 from numamig.convergence import policy as convergence
 from numamig.numa import fit
 

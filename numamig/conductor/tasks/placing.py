@@ -4,8 +4,9 @@ live-migration task and the build of a new guest.
 A scheduled placement (no host named) tries the scheduler's candidates
 best first; when none takes the guest and ``[virtio_mem]
 placement_reclaim`` is on, it tries the hosts the scheduler refused only
-for memory on one node (conductor.placement_reclaim.scheduled_options),
-least reclaimed first, each with reclaim-then-claim. Both kinds count
+for memory on one node (tasks.placement_reclaim.scheduled_options),
+least reclaimed first, each with reclaim-then-claim
+(tasks.placement_reclaim.PlacementReclaimTask). Both kinds count
 against the same budget (``[conductor] migrate_max_retries`` for a
 migration; none for a build, whose candidates are all tried), and a host
 that answers busy costs none. Keeping this walk in one place keeps the
@@ -13,8 +14,6 @@ two placements' bounds and give-back the same.
 """
 
 import dataclasses
-
-from numamig.conductor import placement_reclaim
 
 
 @dataclasses.dataclass
@@ -47,7 +46,7 @@ def first_taker(candidates, try_one, reclaim_options=None, budget=None):
     :param try_one: called with (host, Choice or None, Tries); returns
         the host's answer, or None once it appended the host to the
         Tries' ``attempts`` (refused) or ``busy``. With a Choice, the
-        reclaim comes first (``claim``).
+        reclaim comes first (PlacementReclaimTask).
     :param reclaim_options: called with the hosts to exclude, returns
         placement_reclaim.Options; None: no reclaim (off, or a named
         host). Asked only once the candidates are exhausted.
@@ -72,20 +71,3 @@ def first_taker(candidates, try_one, reclaim_options=None, budget=None):
             break
     return tries
 
-
-def claim(worker, ctxt, host, ask, choice, request, placing_uuid, key,
-          record, pagesize_kb=None):
-    """``ask()`` on ``host`` with placement reclaim: reclaim first when
-    ``choice`` is given (a host the scheduler refused), else only once
-    the host refused (placement_reclaim.attempt).
-
-    :returns: (``ask()``'s answer, the Room kept or None).
-    :raises MigrationPreCheckError: refused; what was reclaimed was
-        given back (``record`` was told).
-    """
-    if choice is not None:
-        return placement_reclaim.reclaim_first(
-            worker, ctxt, host, ask, choice, placing_uuid, key, record)
-    return placement_reclaim.attempt(
-        worker, ctxt, host, ask, request, placing_uuid, key, record,
-        pagesize_kb=pagesize_kb)

@@ -1,4 +1,4 @@
-"""The live-migration task's placement reclaim (conductor.placement_reclaim).
+"""The live-migration task's placement reclaim (tasks.placement_reclaim).
 
 A mixin of LiveMigrationTask: reclaiming on a destination that refused
 the guest only for memory on one node, and, for a scheduled migration
@@ -9,8 +9,7 @@ whom, and giving it back when the migration does not go ahead.
 
 from numamig import exception
 from numamig.conductor import drain
-from numamig.conductor import placement_reclaim
-from numamig.conductor.tasks import placing
+from numamig.conductor.tasks import placement_reclaim
 from numamig.db import migrations
 
 
@@ -55,7 +54,7 @@ class ReclaimingMixin:
         """_try_destination; where ``[virtio_mem] placement_reclaim``
         allows, a destination refusing the guest only for memory on one
         node is asked once more after the guests there gave it back
-        (conductor.placement_reclaim). With ``choice`` (a host the
+        (tasks.placement_reclaim). With ``choice`` (a host the
         scheduler refused, scheduled_options) the reclaim comes first."""
         entry = [None, []]
 
@@ -65,11 +64,11 @@ class ReclaimingMixin:
                 self.reclaims.append(entry)
             self._record_reclaims()
 
-        answer, room = placing.claim(
-            self.worker, self.ctxt, host,
-            lambda: self._try_destination(host), choice, self.request,
-            self.instance.uuid, self.migration.uuid, record,
-            pagesize_kb=self.pagesize_kb)
+        answer, room = placement_reclaim.PlacementReclaimTask(
+            self.ctxt, self.worker, host,
+            lambda: self._try_destination(host), self.instance.uuid,
+            self.migration.uuid, record).execute(
+                choice, self.request, pagesize_kb=self.pagesize_kb)
         entry[0] = room
         return answer
 

@@ -3,7 +3,7 @@ a reclaim would open, within one budget."""
 
 from unittest import mock
 
-from numamig.conductor import placement_reclaim
+from numamig.conductor.tasks import placement_reclaim
 from numamig.conductor.tasks import placing
 from tests import base
 

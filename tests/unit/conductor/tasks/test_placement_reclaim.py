@@ -8,7 +8,7 @@ from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import objects
-from numamig.conductor import placement_reclaim
+from numamig.conductor.tasks import placement_reclaim
 from numamig.db import instances
 from numamig.db import memory_changes
 from numamig.db import migrations

@@ -5,10 +5,17 @@ from oslo_utils import uuidutils
 
 from numamig import exception
 from numamig import objects
-from numamig.conductor import memory
+from numamig.conductor.tasks import memory
 from numamig.db import instances
 from numamig.db import memory_changes
 from tests.unit.conductor import base
+
+
+def reclaim_on_host(worker, ctxt, change_uuid, host, node, size_mb, exact,
+                    dry_run, conf):
+    """A HostReclaimTask's answer (what ``host reclaim`` gets)."""
+    return memory.HostReclaimTask(ctxt, worker, change_uuid, host, node,
+                                  size_mb, exact, dry_run, conf).execute()
 
 
 class MemoryChangeTest(base.ConductorTestCase):
@@ -51,9 +58,9 @@ class MemoryChangeTest(base.ConductorTestCase):
     def set_memory(self, change, size_mb, node=1, **kwargs):
         kwargs.setdefault('exact', True)
         kwargs.setdefault('dry_run', False)
-        return memory.set_instance_memory(
-            self.worker, None, change, self.uuid, node, size_mb,
-            conf=self.settings, **kwargs)
+        return memory.SetInstanceMemoryTask(
+            None, self.worker, change, self.uuid, node, size_mb,
+            conf=self.settings, **kwargs).execute()
 
     def test_shrink_released_only_by_what_the_guest_unplugged(self):
         # Asked 256 -> 64 on node 1; the guest gets to 128 by the deadline.
@@ -140,7 +147,7 @@ class MemoryChangeTest(base.ConductorTestCase):
             return {'current': {str(k): v for k, v in sizes.items()},
                     'reached': True}
         self.compute_api.resize_virtio_mem.side_effect = resize
-        done = memory.reclaim_on_host(
+        done = reclaim_on_host(
             self.worker, None, uuidutils.generate_uuid(), 'src', 1, 512,
             True, False, self.settings)
         self.assertEqual('partial', done['status'])
@@ -170,10 +177,10 @@ class MemoryChangeTest(base.ConductorTestCase):
         for call in (
                 lambda: self.set_memory(uuidutils.generate_uuid(), 128,
                                         node=7),
-                lambda: memory.reclaim_on_host(
+                lambda: reclaim_on_host(
                     self.worker, None, uuidutils.generate_uuid(), 'src', 5,
                     100, False, False, self.settings),
-                lambda: memory.reclaim_on_host(
+                lambda: reclaim_on_host(
                     self.worker, None, uuidutils.generate_uuid(), 'src', 5,
                     100, False, True, self.settings)):
             exc = self.assertRaises(exception.InvalidMemoryChange, call)
@@ -237,7 +244,7 @@ class MemoryChangeTest(base.ConductorTestCase):
             for dry_run in (False, True):
                 change = uuidutils.generate_uuid()
                 exc = self.assertRaises(
-                    exception.InvalidMemoryChange, memory.reclaim_on_host,
+                    exception.InvalidMemoryChange, reclaim_on_host,
                     self.worker, None, change, 'src', 0, 128, exact,
                     dry_run, self.settings)
                 self.assertEqual(

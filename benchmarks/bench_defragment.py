@@ -1,6 +1,6 @@
 """Defragmentation plans against the optimum, on small simulated clouds.
 
-    .venv/bin/python benchmarks/bench_defrag.py [--clouds 100] [--seed 1]
+    .venv/bin/python benchmarks/bench_defragment.py [--clouds 100] [--seed 1]
         [--hosts 3] [--max-moves 3] [--util 0.6-0.95] [--any-order]
 
 Each cloud: ``--hosts`` hosts of 2 cells of 4 cores x 2 threads (core 0
@@ -58,7 +58,7 @@ from numamig.numa import constraints
 from numamig.numa import fit
 from numamig.numa import usage
 from numamig.numa import views
-from numamig.scheduler import defrag
+from numamig.scheduler import defragment as defrag
 from numamig.scheduler import drain
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])

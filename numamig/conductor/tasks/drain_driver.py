@@ -33,13 +33,13 @@ the moves that did not complete included, instead of lingering until
 request meanwhile. Only the reservations this driver made are released
 (``HostStateCache.release(only=...)``).
 
-A defragmentation (defragment_run.py) is carried the same way, with
-three differences: its moves and the room for its guest on the target
+A defragmentation (defragment.py beside this) is carried the same way,
+with three differences: its moves and the room for its guest on the target
 are held in the cache (``HostStateCache.hold``: counted from the report
 that leaves room for them), a refused move is planned again away from
 the target and from the host it leaves, and its end waits for the
 target's report that shows the moves, then records whether the room is
-there (defragment_run.conclude).
+there (defragment.conclude).
 
 All of it is conditional database writes, so two workers passing over
 one drain at once start nothing twice. A stopping worker (``stop`` or
@@ -58,10 +58,10 @@ from oslo_utils import uuidutils
 from numamig import context as nm_context
 from numamig import exception
 from numamig import objects
-from numamig.conductor import defragment_run
-from numamig.conductor import drain
-from numamig.conductor import drain_run
+from numamig.conductor import drain as drain_plan
 from numamig.conductor import requests
+from numamig.conductor.tasks import defragment
+from numamig.conductor.tasks import drain
 from numamig.db import drains
 from numamig.db import instances
 from numamig.db import migrations
@@ -208,9 +208,9 @@ class DrainDriver:
         data = drains.get(self.worker.db, drain_uuid)
         self._reserve(data)
         if started or changed:
-            self._changed(drain_run.end_key(drain_uuid))
+            self._changed(drain.end_key(drain_uuid))
         if self._end_if_done(data):
-            self._changed(drain_run.end_key(drain_uuid))
+            self._changed(drain.end_key(drain_uuid))
 
     def _follow(self, data, move):
         """Conclude a migrating move whose migration ended; record its
@@ -301,7 +301,7 @@ class DrainDriver:
         sees the other."""
         if drains.get(self.worker.db, drain_uuid)['status'] != \
                 drains.RUNNING:
-            drain_run.stop_migration(self.worker, migration_uuid, False)
+            drain.stop_migration(self.worker, migration_uuid, False)
 
     def _recorded_meanwhile(self, move):
         try:
@@ -347,13 +347,13 @@ class DrainDriver:
             _dump(found.placement.topology()), refused)
 
     def _place_again(self, data, move, refused):
-        """The guest's new drain.Move, or why it has none."""
+        """The guest's new scheduler drain Move, or why it has none."""
         try:
             instance = instances.get(self.worker.db,
                                      move['instance_uuid']).instance
         except exception.InstanceNotFound:
             return "the guest was deleted"
-        guest = drain.guest_of(instance, self.worker)
+        guest = drain_plan.guest_of(instance, self.worker)
         options = data['options'] or {}
         hosts = set(options.get('to') or
                     (s.host for s in self.worker.cache.host_states()))
@@ -362,7 +362,7 @@ class DrainDriver:
         plan, _left_out = self.worker.scheduler.plan_drain(
             move['source_host'] or data['host'], [guest],
             limits=self.worker.settings.limits,
-            disabled=drain.disabled_hosts(self.worker),
+            disabled=drain_plan.disabled_hosts(self.worker),
             to=hosts - set(refused) - {data['host']},
             keep_free_nodes=options.get('keep_free_nodes', 0))
         if plan.moves:
@@ -390,10 +390,10 @@ class DrainDriver:
         if data['status'] != drains.RUNNING:
             if defragmenting:
                 self._release_held((data['uuid'], data['uuid']))
-                defragment_run.let_go(self.worker, data)
+                defragment.let_go(self.worker, data)
             return
         if defragmenting:
-            room = defragment_run.hold_room(self.worker, data)
+            room = defragment.hold_room(self.worker, data)
             if room is not None:
                 self._held[(data['uuid'], data['uuid'])] = room
         for move in data['moves']:
@@ -452,7 +452,7 @@ class DrainDriver:
             return False
         outcome = None
         if data['kind'] == drains.DEFRAGMENT:
-            concluded = defragment_run.conclude(self.worker, data,
+            concluded = defragment.conclude(self.worker, data,
                                                 self.verify_timeout)
             if concluded is None:
                 return False        # the target's report is awaited
@@ -466,9 +466,9 @@ class DrainDriver:
         ended = drains.set_status(self.worker.db, data['uuid'], final,
                                   list(drains.ACTIVE), outcome=outcome)
         if data['kind'] == drains.DEFRAGMENT:
-            defragment_run.let_go(self.worker, data)
+            defragment.let_go(self.worker, data)
         if ended:
-            summary = drain_run.report(drains.get(self.worker.db,
+            summary = drain.report(drains.get(self.worker.db,
                                                   data['uuid']))
             LOG.info("%s %s of %s %s: %d moved, %d failed, %d cancelled "
                      "in %s s", data['kind'].capitalize(), data['uuid'],

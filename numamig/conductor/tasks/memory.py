@@ -1,6 +1,8 @@
-"""virtio-mem memory changes: plan, record, carry out, record again.
+"""The task of a virtio-mem memory change: plan, record, carry out,
+record again.
 
-``numamig-manage instance memory set`` and ``host reclaim`` end here.
+``numamig-manage instance memory set`` (SetInstanceMemoryTask) and
+``host reclaim`` (HostReclaimTask) end here.
 Each change is planned by numa.reclaim from the records (the guests'
 devices, the host's free memory per node as its last report says),
 recorded under the client's uuid (a redelivered request gets the
@@ -19,12 +21,13 @@ A guest that does not answer (no driver, hung) keeps its old current
 size: nothing is released for it and the answer says so.
 """
 
-import typing
+import abc
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception
+from numamig.conductor.tasks import base
 from numamig.db import instances
 from numamig.db import memory_changes
 from numamig.numa import constraints
@@ -42,68 +45,135 @@ MAX_SIZE_MB = constraints.MAX_MEMORY_MB
 CALL_MARGIN_S = 10
 
 
-class Settings(typing.NamedTuple):
-    """[virtio_mem] resize_timeout (s), max_loss_mb, and the reclaim
-    for placements: placement_reclaim, placement_reclaim_max_mb and
-    placement_reclaim_max_hosts (built by conductor.settings.from_conf;
-    no defaults here)."""
+class MemoryChangeTask(base.TaskBase):
+    """One memory change: planned by a subclass (``_plan``), recorded
+    under ``change_uuid``, carried out guest by guest, recorded again.
 
-    resize_timeout: float
-    max_loss_mb: int
-    placement_reclaim: bool
-    placement_reclaim_max_mb: int
-    placement_reclaim_max_hosts: int
+    The rollback records the change ``failed``, with the error, when
+    carrying it out raised: each guest's record was already set back
+    to what its agent answered (or restored when it refused before
+    being asked), so what stays to undo is the change's own record,
+    which would otherwise claim it is still under way.
+
+    :param dry_run: plan only; nothing is recorded or asked.
+    :param conf: the worker's VirtioMemSettings (``[virtio_mem]``).
+    """
+
+    def __init__(self, ctxt, worker, change_uuid, dry_run, conf):
+        super().__init__(ctxt, worker)
+        self.change_uuid = change_uuid
+        self.dry_run = dry_run
+        self.conf = conf
+        # The plan, while the recorded change is being carried out.
+        self._carrying = None
+
+    @abc.abstractmethod
+    def _plan(self):
+        """(host, request, numa.reclaim Plan) of the change; raises to
+        refuse it, before anything is recorded."""
+
+    def _execute(self):
+        """:returns: the change's record ('status', 'plan', 'result')."""
+        worker, change_uuid = self.worker, self.change_uuid
+        host, request, plan = self._plan()
+        _refuse_if_nothing_changes(host, request, plan)
+        if self.dry_run:
+            return {'uuid': change_uuid, 'host': host, 'status': 'planned',
+                    'request': request, 'plan': plan.as_dict(),
+                    'result': None}
+        recorded = memory_changes.get(worker.db, change_uuid)
+        if recorded is not None:  # delivered again: the recorded answer
+            return recorded
+        # An agent that stopped reporting would hold the caller for each
+        # guest's resize_timeout, and the change would end failed anyway.
+        worker.cache.check_up(host)
+        row, created = memory_changes.start(worker.db, change_uuid, host,
+                                            request)
+        if not created:
+            return row
+        self._carrying = plan
+        result = carry_out(worker, self.ctxt, host, plan, self.conf)
+        self._carrying = None
+        return memory_changes.finish(worker.db, change_uuid,
+                                     _status(result), plan.as_dict(),
+                                     result)
+
+    def rollback(self, exc):
+        plan, self._carrying = self._carrying, None
+        # Only an error is recorded: a thread torn down (not an
+        # Exception) leaves the change as it was recorded, started.
+        if plan is not None and isinstance(exc, Exception):
+            memory_changes.finish(self.worker.db, self.change_uuid,
+                                  memory_changes.FAILED, plan.as_dict(),
+                                  {'error': exception.brief(exc)})
 
 
-def set_instance_memory(worker, ctxt, change_uuid, instance_uuid, node,
-                        size_mb, exact, dry_run, conf):
+class SetInstanceMemoryTask(MemoryChangeTask):
     """Set a guest's plugged device memory to ``size_mb``, taken from or
     given to host node ``node`` first (the seed's mem-set -n [-e]).
 
-    :returns: the change's record ('status', 'plan', 'result').
     :raises InstanceNotFound, InvalidMemoryChange.
     """
-    instance = instances.get(worker.db, instance_uuid).instance
-    host = _host_of(instance)
-    _check_node(worker, host, node)
-    request = {'instance': instance_uuid, 'node': node, 'size_mb': size_mb,
-               'exact': exact}
-    plan = reclaim.plan_guest(
-        reclaim.devices_of(instance_uuid, instance.numa_topology), node,
-        size_mb, exact, free_mb=_free_mb(worker, host),
-        max_loss_mb=conf.max_loss_mb)
-    return _run(worker, ctxt, change_uuid, host, request, plan, dry_run,
-                conf)
+
+    def __init__(self, ctxt, worker, change_uuid, instance_uuid, node,
+                 size_mb, exact, dry_run, conf):
+        super().__init__(ctxt, worker, change_uuid, dry_run, conf)
+        self.instance_uuid = instance_uuid
+        self.node = node
+        self.size_mb = size_mb
+        self.exact = exact
+
+    def _plan(self):
+        worker = self.worker
+        instance = instances.get(worker.db, self.instance_uuid).instance
+        host = _host_of(instance)
+        _check_node(worker, host, self.node)
+        request = {'instance': self.instance_uuid, 'node': self.node,
+                   'size_mb': self.size_mb, 'exact': self.exact}
+        plan = reclaim.plan_guest(
+            reclaim.devices_of(self.instance_uuid, instance.numa_topology),
+            self.node, self.size_mb, self.exact,
+            free_mb=_free_mb(worker, host),
+            max_loss_mb=self.conf.max_loss_mb)
+        return host, request, plan
 
 
-def reclaim_on_host(worker, ctxt, change_uuid, host, node, size_mb, exact,
-                    dry_run, conf):
+class HostReclaimTask(MemoryChangeTask):
     """Free ``size_mb`` MiB on host node ``node`` from the host's guests
     (each bounded by ``max_loss_mb``), or give it back when negative.
 
-    :returns: the change's record.
     :raises HostNotFound, InvalidMemoryChange.
     """
-    _check_node(worker, host, node)
-    devices = []
-    for record in instances.get_all(worker.db, host=host):
-        topology = record.instance.get('numa_topology')
-        # A migrating guest is left alone: its claim elsewhere counts
-        # its devices as they were.
-        if record.instance.get('migration_context') is None and \
-                topology is not None and topology.has_virtio_mem:
-            devices.extend(reclaim.devices_of(record.instance.uuid,
-                                              topology))
-    if not devices:
-        raise exception.InvalidMemoryChange(
-            reason=f"no guest on {host} has a virtio-mem device")
-    request = {'host': host, 'node': node, 'size_mb': size_mb,
-               'exact': exact}
-    plan = reclaim.plan_host(devices, node, -size_mb, exact,
-                             free_mb=_free_mb(worker, host),
-                             max_loss_mb=conf.max_loss_mb)
-    return _run(worker, ctxt, change_uuid, host, request, plan, dry_run,
-                conf)
+
+    def __init__(self, ctxt, worker, change_uuid, host, node, size_mb,
+                 exact, dry_run, conf):
+        super().__init__(ctxt, worker, change_uuid, dry_run, conf)
+        self.host = host
+        self.node = node
+        self.size_mb = size_mb
+        self.exact = exact
+
+    def _plan(self):
+        worker, host = self.worker, self.host
+        _check_node(worker, host, self.node)
+        devices = []
+        for record in instances.get_all(worker.db, host=host):
+            topology = record.instance.get('numa_topology')
+            # A migrating guest is left alone: its claim elsewhere counts
+            # its devices as they were.
+            if record.instance.get('migration_context') is None and \
+                    topology is not None and topology.has_virtio_mem:
+                devices.extend(reclaim.devices_of(record.instance.uuid,
+                                                  topology))
+        if not devices:
+            raise exception.InvalidMemoryChange(
+                reason=f"no guest on {host} has a virtio-mem device")
+        request = {'host': host, 'node': self.node, 'size_mb': self.size_mb,
+                   'exact': self.exact}
+        plan = reclaim.plan_host(devices, self.node, -self.size_mb,
+                                 self.exact, free_mb=_free_mb(worker, host),
+                                 max_loss_mb=self.conf.max_loss_mb)
+        return host, request, plan
 
 
 def _host_of(instance):
@@ -163,32 +233,6 @@ def _refuse_if_nothing_changes(host, request, plan):
     raise exception.InvalidMemoryChange(
         reason=f"{who} can {verb} none of the {abs(plan.wanted_mb)} MiB "
                f"asked {where}: nothing changed")
-
-
-def _run(worker, ctxt, change_uuid, host, request, plan, dry_run, conf):
-    _refuse_if_nothing_changes(host, request, plan)
-    if dry_run:
-        return {'uuid': change_uuid, 'host': host, 'status': 'planned',
-                'request': request, 'plan': plan.as_dict(), 'result': None}
-    recorded = memory_changes.get(worker.db, change_uuid)
-    if recorded is not None:  # delivered again: answered from the record
-        return recorded
-    # An agent that stopped reporting would hold the caller for each
-    # guest's resize_timeout, and the change would end failed anyway.
-    worker.cache.check_up(host)
-    row, created = memory_changes.start(worker.db, change_uuid, host,
-                                        request)
-    if not created:
-        return row
-    try:
-        result = carry_out(worker, ctxt, host, plan, conf)
-    except Exception as exc:  # noqa: BLE001 - recorded failed, re-raised
-        memory_changes.finish(worker.db, change_uuid, memory_changes.FAILED,
-                              plan.as_dict(),
-                              {'error': exception.brief(exc)})
-        raise
-    return memory_changes.finish(worker.db, change_uuid, _status(result),
-                                 plan.as_dict(), result)
 
 
 def _status(result):

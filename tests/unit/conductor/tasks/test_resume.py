@@ -1,5 +1,5 @@
 """Tests of a postcopy-paused migration in the conductor: its claims,
-its admission slot, an operator's resume (numamig.conductor.resume) and
+its admission slot, an operator's resume (numamig.conductor.tasks.resume) and
 the refused abort, on a real SQLite database."""
 
 from unittest import mock
@@ -10,7 +10,7 @@ from numamig import exception
 from numamig import objects
 from numamig.audit import claims as audit_claims
 from numamig.conductor import records
-from numamig.conductor import resume
+from numamig.conductor.tasks import resume
 from numamig.db import instances
 from numamig.db import migrations
 from tests.unit.compute import base as cbase
@@ -99,7 +99,8 @@ class AbortRefusedTest(PausedTestCase):
 
     def test_abort_while_it_is_resumed_is_refused_too(self):
         self.compute_api.resume_postcopy.return_value = True
-        resume.resume(self.worker, None, self.migration.uuid)
+        resume.ResumeTask(None, self.worker,
+                          self.migration.uuid).execute()
         exc = self.assertRaises(exception.MigrationNotAbortable,
                                 self.call, 'migration_abort',
                                 self.migration.uuid)
@@ -129,7 +130,8 @@ class ResumeTest(PausedTestCase):
 
     def test_redelivered_request_starts_nothing(self):
         self.compute_api.resume_postcopy.return_value = True
-        resume.resume(self.worker, None, self.migration.uuid)
+        resume.ResumeTask(None, self.worker,
+                          self.migration.uuid).execute()
         answer = self.call('migration_resume', self.migration.uuid)
         self.assertEqual(resume.ALREADY_RESUMING, answer['outcome'])
         self.compute_api.resume_postcopy.assert_called_once()
@@ -153,14 +155,17 @@ class ResumeTest(PausedTestCase):
 
     def test_source_already_running_it_answers_already(self):
         self.compute_api.resume_postcopy.return_value = False
-        answer = resume.resume(self.worker, None, self.migration.uuid)
+        answer = resume.ResumeTask(None, self.worker,
+                                   self.migration.uuid).execute()
         self.assertEqual(resume.ALREADY_RESUMING, answer['outcome'])
 
     def test_completed_meanwhile_answers_already_completed(self):
         self.compute_api.resume_postcopy.return_value = True
-        resume.resume(self.worker, None, self.migration.uuid)
+        resume.ResumeTask(None, self.worker,
+                          self.migration.uuid).execute()
         records.complete(self.worker, self.migration.uuid)
-        answer = resume.resume(self.worker, None, self.migration.uuid)
+        answer = resume.ResumeTask(None, self.worker,
+                                   self.migration.uuid).execute()
         self.assertEqual(resume.ALREADY_COMPLETED, answer['outcome'])
         self.compute_api.resume_postcopy.assert_called_once()
         # Completed: the destination's claim became the placement.
@@ -172,7 +177,8 @@ class ResumeTest(PausedTestCase):
 
     def test_resume_giving_up_again_keeps_both_claims(self):
         self.compute_api.resume_postcopy.return_value = True
-        resume.resume(self.worker, None, self.migration.uuid)
+        resume.ResumeTask(None, self.worker,
+                          self.migration.uuid).execute()
         records.set_status(self.worker, self.migration.uuid,
                            'postcopy-paused', error='no link')
         self.assertIsNotNone(self._record().migration_context)

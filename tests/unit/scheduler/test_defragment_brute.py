@@ -19,7 +19,7 @@ import random
 from numamig.numa import fit
 from numamig.numa import usage
 from numamig.numa import views
-from numamig.scheduler import defrag
+from numamig.scheduler import defragment as defrag
 from numamig.scheduler import drain
 from tests import base
 from tests.unit.numa import hosts as numa_hosts

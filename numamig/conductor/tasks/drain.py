@@ -1,12 +1,14 @@
-"""Drains that move guests: start one, abort it, show it (API 1.10).
+"""A drain: the task that starts one, its abort and its view (API 1.10).
 
 ``host drain HOST`` plans first (numamig.conductor.drain.plan): a host
 the plan cannot empty is refused with nothing changed, its maintenance
 state included. A plan that empties it disables the host, records the
 drain and its moves (numamig.db.drains) and hands them to the
-conductor's DrainDriver (drain_driver.py), which reserves the plan in
-the scheduler's cache and runs the moves through the admission queue.
-Functions take the conductor's Worker and the driver.
+conductor's DrainDriver (drain_driver.py beside this), which reserves
+the plan in the scheduler's cache and runs the moves through the
+admission queue. The planning itself is a read and stays beside the
+host maintenance it uses (numamig.conductor.drain); what moves guests
+is here.
 """
 
 import hashlib
@@ -17,8 +19,9 @@ from oslo_utils import timeutils
 
 from numamig import context as nm_context
 from numamig import exception
-from numamig.conductor import drain
+from numamig.conductor import drain as drain_plan
 from numamig.conductor import records
+from numamig.conductor.tasks import base
 from numamig.db import drains
 from numamig.db import instances
 from numamig.db import migrations
@@ -35,40 +38,63 @@ MAX_PARALLEL = 64
 PRIORITY = migration_obj.PRIORITIES['drain']
 
 
-def start(worker, driver, host, drain_uuid, parallel, to=None,
-          keep_free_nodes=0):
+class DrainTask(base.TaskBase):
     """Plan the drain of ``host`` and, if it empties the host, start it.
 
-    Idempotent: a request naming a drain recorded already answers with
-    it and starts nothing.
+    No rollback: once the drain is recorded it is the state every
+    conductor worker's DrainDriver carries forward, so undoing it here
+    would race them; a failure before that changed nothing. An operator
+    stops a started drain with ``abort`` (``host drain abort``).
 
-    :returns: the drain (see ``view``).
-    :raises DrainRefused: the plan cannot empty the host; nothing
-        changed (the host stays enabled or disabled as it was).
-    :raises DrainInProgress: another drain of the host is active.
-    :raises Invalid: ``drain_uuid`` names a drain of another host.
+    :param driver: the conductor's DrainDriver, woken once the drain is
+        recorded.
     """
-    recorded = _recorded(worker, drain_uuid, host)
-    if recorded is not None:
-        return recorded
-    active = _active_for(worker, host)
-    if active is not None:
-        raise exception.DrainInProgress(host=host, drain_uuid=active['uuid'],
-                                        status=active['status'])
-    answer = drain.plan(worker, host, to=to, keep_free_nodes=keep_free_nodes)
-    if not answer['emptiable']:
-        raise exception.DrainRefused(host=host, reason=_why_not(answer))
-    drains.create(worker.db, {
-        'uuid': drain_uuid, 'host': host, 'parallel': parallel,
-        'priority': PRIORITY, 'was_disabled': answer['disabled'],
-        'options': {'to': to, 'keep_free_nodes': keep_free_nodes}},
-        [_move_values(move) for move in answer['moves']])
-    if not answer['disabled']:
-        drain.set_disabled(worker, host, True, f"drain {drain_uuid}")
-    LOG.info("Drain %s of %s started: %d move(s), %d at once", drain_uuid,
-             host, len(answer['moves']), parallel)
-    driver.wake()
-    return view(worker, drains.get(worker.db, drain_uuid))
+
+    def __init__(self, ctxt, worker, driver, host, drain_uuid, parallel,
+                 to=None, keep_free_nodes=0):
+        super().__init__(ctxt, worker)
+        self.driver = driver
+        self.host = host
+        self.drain_uuid = drain_uuid
+        self.parallel = parallel
+        self.to = to
+        self.keep_free_nodes = keep_free_nodes
+
+    def _execute(self):
+        """Idempotent: a request naming a drain recorded already answers
+        with it and starts nothing.
+
+        :returns: the drain (see ``view``).
+        :raises DrainRefused: the plan cannot empty the host; nothing
+            changed (the host stays enabled or disabled as it was).
+        :raises DrainInProgress: another drain of the host is active.
+        :raises Invalid: ``drain_uuid`` names a drain of another host.
+        """
+        worker, host, drain_uuid = self.worker, self.host, self.drain_uuid
+        recorded = _recorded(worker, drain_uuid, host)
+        if recorded is not None:
+            return recorded
+        active = _active_for(worker, host)
+        if active is not None:
+            raise exception.DrainInProgress(host=host,
+                                            drain_uuid=active['uuid'],
+                                            status=active['status'])
+        answer = drain_plan.plan(worker, host, to=self.to,
+                                 keep_free_nodes=self.keep_free_nodes)
+        if not answer['emptiable']:
+            raise exception.DrainRefused(host=host, reason=_why_not(answer))
+        drains.create(worker.db, {
+            'uuid': drain_uuid, 'host': host, 'parallel': self.parallel,
+            'priority': PRIORITY, 'was_disabled': answer['disabled'],
+            'options': {'to': self.to,
+                        'keep_free_nodes': self.keep_free_nodes}},
+            [_move_values(move) for move in answer['moves']])
+        if not answer['disabled']:
+            drain_plan.set_disabled(worker, host, True, f"drain {drain_uuid}")
+        LOG.info("Drain %s of %s started: %d move(s), %d at once",
+                 drain_uuid, host, len(answer['moves']), self.parallel)
+        self.driver.wake()
+        return view(worker, drains.get(worker.db, drain_uuid))
 
 
 def abort(worker, driver, host, abort_running=False):
@@ -186,7 +212,7 @@ def _active_for(worker, host):
 
 
 def _why_not(answer):
-    return (f"{drain.why_not(answer)}; nothing was moved and the "
+    return (f"{drain_plan.why_not(answer)}; nothing was moved and the "
             f"host was left as it was")
 
 

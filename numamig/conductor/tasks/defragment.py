@@ -1,22 +1,22 @@
-"""Defragmentations carried out (API 1.13): a drain of another kind.
+"""A defragmentation carried out (API 1.13): a drain of another kind.
 
 ``host defragment --for SPECS --execute`` plans first
-(numamig.conductor.defragment.plan); bad specs, an unknown host, a guest
-that fits on no host even empty, a plan that finds no room within
-``max_moves`` or an admission queue too full for its moves are refused
-with nothing recorded or moved. A plan found is recorded as a drain of
-kind ``defragment`` (numamig.db.drains) of its target host, which stays
-enabled, with one move per migration in the plan's order (a chain's
-moves with the host they leave), plus the guest's size, specs and
-planned placement in its options. The conductor's DrainDriver then
-carries it forward as it does a drain: the moves through the admission
-queue at the drain priority, ``parallel`` at once, a move into a host
-after the moves off it, a refused move planned again (never onto the
-target, nor back onto the host it leaves), the plan held in the
-scheduler's cache, the room on the target included (``hold``): counted
-from the report that shows it free, so no request fitted meanwhile can
-take it. ``drain show``, ``--wait`` and ``drain abort`` serve it as a
-drain.
+(numamig.conductor.defragment.plan, a read that stays beside the drain
+plan); bad specs, an unknown host, a guest that fits on no host even
+empty, a plan that finds no room within ``max_moves`` or an admission
+queue too full for its moves are refused with nothing recorded or moved.
+A plan found is recorded as a drain of kind ``defragment``
+(numamig.db.drains) of its target host, which stays enabled, with one
+move per migration in the plan's order (a chain's moves with the host
+they leave), plus the guest's size, specs and planned placement in its
+options. The conductor's DrainDriver (drain_driver.py) then carries it
+forward as it does a drain: the moves through the admission queue at the
+drain priority, ``parallel`` at once, a move into a host after the moves
+off it, a refused move planned again (never onto the target, nor back
+onto the host it leaves), the plan held in the scheduler's cache, the
+room on the target included (``hold``): counted from the report that
+shows it free, so no request fitted meanwhile can take it. ``drain
+show``, ``--wait`` and ``drain abort`` serve it as a drain.
 
 Once no move is left, ``conclude`` looks for the room: the target's
 report must be newer than the last move off it (up to
@@ -31,9 +31,10 @@ from oslo_utils import timeutils
 
 from numamig import exception
 from numamig import objects
-from numamig.conductor import defragment
-from numamig.conductor import drain
-from numamig.conductor import drain_run
+from numamig.conductor import defragment as defragment_plan
+from numamig.conductor import drain as drain_plan
+from numamig.conductor.tasks import base
+from numamig.conductor.tasks import drain
 from numamig.db import drains
 from numamig.db import primitives
 from numamig.numa import fit as numa_fit
@@ -44,50 +45,72 @@ LOG = logging.getLogger(__name__)
 KIND = drains.DEFRAGMENT
 
 
-def start(worker, driver, drain_uuid, vcpus, memory_mb, extra_specs,
-          parallel, hosts=None, max_moves=3):
+class DefragmentTask(base.TaskBase):
     """Plan room for a guest of these specs and, if found, start moving.
 
-    Idempotent: a request naming a defragmentation recorded already
-    answers with it and starts nothing.
+    No rollback, as for a drain (tasks.drain.DrainTask): once recorded,
+    the defragmentation is what every worker's DrainDriver carries
+    forward; before that nothing changed. ``host drain abort`` stops it.
 
-    :returns: the defragmentation as drain_run.view shows a drain.
-    :raises InvalidNUMARequest, Invalid, HostNotFound: bad input (see
-        defragment.plan); nothing recorded.
-    :raises DefragmentRefused: no plan within ``max_moves``, or the
-        admission queue has no room for its moves; nothing recorded.
-    :raises DrainInProgress: the target host is being drained or
-        defragmented already.
+    :param driver: the conductor's DrainDriver, woken once it is
+        recorded.
     """
-    recorded = _recorded(worker, drain_uuid)
-    if recorded is not None:
-        return recorded
-    answer = defragment.plan(worker, vcpus, memory_mb, extra_specs,
-                             hosts=hosts, max_moves=max_moves)
-    if not answer['found']:
-        raise exception.DefragmentRefused(
-            reason=f"{answer['reason']}; nothing was moved")
-    admission = drain.admission_of(
-        worker, [m['dest_host'] for m in answer['moves']])
-    if admission['refused']:
-        raise exception.DefragmentRefused(
-            reason=f"{admission['refused']}; nothing was moved")
-    host = answer['host']
-    drains.create(worker.db, {
-        'uuid': drain_uuid, 'host': host, 'kind': KIND,
-        'parallel': parallel, 'priority': drain_run.PRIORITY,
-        'was_disabled': False, 'options': {
-            'vcpus': vcpus, 'memory_mb': memory_mb,
-            'extra_specs': dict(extra_specs), 'hosts': hosts,
-            'max_moves': max_moves,
-            'placement': primitives.dump(answer['placement'])}},
-        [_move_values(move) for move in answer['moves']])
-    LOG.info("Defragmentation %s started: room on %s for %s vCPU(s) after "
-             "%d move(s) (%d of guests of other hosts), %d at once",
-             drain_uuid, host, vcpus, len(answer['moves']),
-             answer['chained'], parallel)
-    driver.wake()
-    return drain_run.view(worker, drains.get(worker.db, drain_uuid))
+
+    def __init__(self, ctxt, worker, driver, drain_uuid, vcpus, memory_mb,
+                 extra_specs, parallel, hosts=None, max_moves=3):
+        super().__init__(ctxt, worker)
+        self.driver = driver
+        self.drain_uuid = drain_uuid
+        self.vcpus = vcpus
+        self.memory_mb = memory_mb
+        self.extra_specs = extra_specs
+        self.parallel = parallel
+        self.hosts = hosts
+        self.max_moves = max_moves
+
+    def _execute(self):
+        """Idempotent: a request naming a defragmentation recorded
+        already answers with it and starts nothing.
+
+        :returns: the defragmentation as tasks.drain.view shows a drain.
+        :raises InvalidNUMARequest, Invalid, HostNotFound: bad input (see
+            conductor.defragment.plan); nothing recorded.
+        :raises DefragmentRefused: no plan within ``max_moves``, or the
+            admission queue has no room for its moves; nothing recorded.
+        :raises DrainInProgress: the target host is being drained or
+            defragmented already.
+        """
+        worker, drain_uuid = self.worker, self.drain_uuid
+        recorded = _recorded(worker, drain_uuid)
+        if recorded is not None:
+            return recorded
+        answer = defragment_plan.plan(worker, self.vcpus, self.memory_mb,
+                                      self.extra_specs, hosts=self.hosts,
+                                      max_moves=self.max_moves)
+        if not answer['found']:
+            raise exception.DefragmentRefused(
+                reason=f"{answer['reason']}; nothing was moved")
+        admission = drain_plan.admission_of(
+            worker, [m['dest_host'] for m in answer['moves']])
+        if admission['refused']:
+            raise exception.DefragmentRefused(
+                reason=f"{admission['refused']}; nothing was moved")
+        host = answer['host']
+        drains.create(worker.db, {
+            'uuid': drain_uuid, 'host': host, 'kind': KIND,
+            'parallel': self.parallel, 'priority': drain.PRIORITY,
+            'was_disabled': False, 'options': {
+                'vcpus': self.vcpus, 'memory_mb': self.memory_mb,
+                'extra_specs': dict(self.extra_specs), 'hosts': self.hosts,
+                'max_moves': self.max_moves,
+                'placement': primitives.dump(answer['placement'])}},
+            [_move_values(move) for move in answer['moves']])
+        LOG.info("Defragmentation %s started: room on %s for %s vCPU(s) "
+                 "after %d move(s) (%d of guests of other hosts), %d at "
+                 "once", drain_uuid, host, self.vcpus, len(answer['moves']),
+                 answer['chained'], self.parallel)
+        self.driver.wake()
+        return drain.view(worker, drains.get(worker.db, drain_uuid))
 
 
 def hold_room(worker, data):
@@ -136,8 +159,8 @@ def conclude(worker, data, verify_timeout):
         return _status(data, False), outcome
     let_go(worker, data)
     options = data['options']
-    request = defragment.request_of(options['vcpus'], options['memory_mb'],
-                                    options['extra_specs'])
+    request = defragment_plan.request_of(
+        options['vcpus'], options['memory_mb'], options['extra_specs'])
     result = numa_fit.fit(worker.cache.get(data['host']).numa_view,
                           request, limits=worker.settings.limits,
                           strategy=worker.scheduler.cell_strategy)
@@ -177,7 +200,7 @@ def _recorded(worker, drain_uuid):
                    f"defragmentation; nothing was started")
     LOG.info("Defragmentation %s was started already (a repeated request)",
              drain_uuid)
-    return drain_run.view(worker, data)
+    return drain.view(worker, data)
 
 
 def _move_values(move):

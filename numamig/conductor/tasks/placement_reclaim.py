@@ -1,4 +1,5 @@
-"""Reclaiming virtio-mem memory on one host node to place a guest there.
+"""The task of reclaiming virtio-mem memory on one host node to place a
+guest there (PlacementReclaimTask).
 
 With ``[virtio_mem] placement_reclaim``, a host that refuses a guest
 (a migration's destination, a new guest's host) is looked at once more:
@@ -11,17 +12,20 @@ whom. Then, here:
    migration's uuid, or the new guest's) and the host, so that a task
    run again finds it done instead of shrinking the guests twice;
 2. it is carried out as ``instance memory set`` changes are
-   (conductor.memory.carry_out): each guest's record gets its smaller
-   requested size, its agent resizes the device and answers on the
+   (conductor.tasks.memory.carry_out): each guest's record gets its
+   smaller requested size, its agent resizes the device and answers on the
    size-change events within ``[virtio_mem] resize_timeout``, the record
    gets what the guest really has, the host recomputes its usage;
 3. a guest short of its size (no driver, hung, refused) makes the
    reclaim short: every guest of it is given back what it had (the same
    way, under its own uuid) and the host counts as refusing, with why.
 
-The caller then asks the host once more; if it still refuses, it calls
-``give_back``. What was taken from whom, and whether it was kept or
-given back, is returned as Migration.memory_reclaim entries.
+The host is then asked once more; if it still refuses, what the guests
+gave is given back (``give_back``). What was taken from whom, and
+whether it was kept or given back, is returned as
+Migration.memory_reclaim entries. A reclaim kept for a claim that is
+dropped later is given back by the task that made the claim (the live
+migration's or the build's rollback).
 """
 
 import dataclasses
@@ -30,8 +34,8 @@ import uuid as uuid_mod
 from oslo_log import log as logging
 
 from numamig import exception
-from numamig.conductor import memory
 from numamig.conductor import records
+from numamig.conductor.tasks import memory
 from numamig.db import instances
 from numamig.db import memory_changes
 from numamig.numa import placement_reclaim
@@ -49,7 +53,7 @@ KEPT, GIVEN_BACK, NOT_GIVEN_BACK, REFUSED = (
 @dataclasses.dataclass
 class Room:
     """A reclaim carried out: the host, the chooser's Choice, and what
-    the guests answered (conductor.memory.carry_out's result)."""
+    the guests answered (conductor.tasks.memory.carry_out's result)."""
 
     host: str
     choice: placement_reclaim.Choice
@@ -67,81 +71,105 @@ def change_uuid(key, host, what):
     return str(uuid_mod.uuid5(_NAMESPACE, f"{key}/{host}/{what}"))
 
 
-def attempt(worker, ctxt, host, ask, request, placing_uuid, key,
-            record, pagesize_kb=None):
-    """``ask()`` (a claim on ``host``); if the host refuses it
-    (MigrationPreCheckError) and placement reclaim is on and can place
-    the guest, reclaim, then ``ask()`` once more.
+class PlacementReclaimTask:
+    """``ask()`` (a claim on ``host``) with placement reclaim: reclaim
+    first when a Choice is given (a host the scheduler refused for
+    memory on one node, ``scheduled_options``), else only once the host
+    refused the guest (MigrationPreCheckError) and placement reclaim is
+    on and can place it; then ``ask()`` once more.
 
+    Not a TaskBase: what a failed reclaim undoes (giving back what the
+    guests gave) is part of its answer, not a rollback after it. The
+    refusal the caller gets says whether the give-back completed, and
+    ``record`` is told what was taken and given back, so the give-back
+    runs before the refusal is raised; a TaskBase rollback runs after
+    its error is final.
+
+    :param placing_uuid: the guest being placed (its reservation on
+        ``host`` is released before a reclaim and after a refusal).
+    :param key: the placement's key (the migration's uuid, or the new
+        guest's): what the memory changes' uuids are derived from.
     :param record: called with the Migration.memory_reclaim entries of
         this host's reclaim once it is known how it ended.
-    :returns: (``ask()``'s answer, the Room kept or None).
-    :raises MigrationPreCheckError: refused, with why no reclaim was
-        made or how it fell short (everything given back).
     """
-    try:
-        return ask(), None
-    except exception.MigrationPreCheckError as exc:
-        if request is None or not enabled(worker):
-            raise
-        refusal = exc
-    worker.cache.release(host, placing_uuid)
-    decision = decide(worker, host, request, placing_uuid, pagesize_kb)
-    if decision.choice is None:
-        LOG.info("Placement %s on %s: no reclaim (%s)", key, host,
-                 decision.why)
-        raise exception.MigrationPreCheckError(
-            reason=f"{_reason(refusal)}; no placement reclaim: "
-                   f"{decision.why}") from refusal
-    try:
-        room = make_room(worker, ctxt, host, decision.choice, key)
-    except ReclaimShort as short:
-        record(entries(short.room, short.back))
-        raise short.refusal from refusal
-    return _ask_after(worker, ctxt, host, ask, room, placing_uuid, key,
-                      record)
 
+    def __init__(self, ctxt, worker, host, ask, placing_uuid, key, record):
+        self.ctxt = ctxt
+        self.worker = worker
+        self.host = host
+        self.ask = ask
+        self.placing_uuid = placing_uuid
+        self.key = key
+        self.record = record
 
-def reclaim_first(worker, ctxt, host, ask, choice, placing_uuid, key,
-                  record):
-    """Carry out ``choice`` on ``host`` (a host the scheduler refused
-    for memory on one node, scheduled_options), then ``ask()`` once:
-    as ``attempt`` after its first refusal.
+    def execute(self, choice=None, request=None, pagesize_kb=None):
+        """:param choice: the reclaim to carry out first; None: only once
+            the host refused ``request`` (None: never).
+        :returns: (``ask()``'s answer, the Room kept or None).
+        :raises MigrationPreCheckError: refused, with why no reclaim was
+            made or how it fell short (everything given back; ``record``
+            was told). With a ``choice``, any other error of ``ask()``
+            (a ReservationConflict, DestinationBusy) is raised as it is,
+            once what the guests gave was given back.
+        """
+        if choice is not None:
+            return self._reclaim_first(choice)
+        return self._attempt(request, pagesize_kb)
 
-    :returns: (``ask()``'s answer, the Room kept).
-    :raises MigrationPreCheckError: the guests fell short, or the host
-        still refused (everything given back); any other error of
-        ``ask()`` (a ReservationConflict, DestinationBusy) is raised as
-        it is, once what the guests gave was given back.
-    """
-    try:
-        room = make_room(worker, ctxt, host, choice, key)
-    except ReclaimShort as short:
-        record(entries(short.room, short.back))
-        raise short.refusal from None
-    return _ask_after(worker, ctxt, host, ask, room, placing_uuid, key,
-                      record)
-
-
-def _ask_after(worker, ctxt, host, ask, room, placing_uuid, key, record):
-    """``ask()`` once ``room`` was made; give it back if that fails."""
-    try:
-        answer = ask()
-    except Exception as exc:
-        worker.cache.release(host, placing_uuid)
-        back = give_back(worker, ctxt, room, key)
-        record(entries(room, back))
-        if isinstance(exc, exception.MigrationPreCheckError):
+    def _attempt(self, request, pagesize_kb):
+        worker, host, key = self.worker, self.host, self.key
+        try:
+            return self.ask(), None
+        except exception.MigrationPreCheckError as exc:
+            if request is None or not enabled(worker):
+                raise
+            refusal = exc
+        worker.cache.release(host, self.placing_uuid)
+        decision = decide(worker, host, request, self.placing_uuid,
+                          pagesize_kb)
+        if decision.choice is None:
+            LOG.info("Placement %s on %s: no reclaim (%s)", key, host,
+                     decision.why)
             raise exception.MigrationPreCheckError(
-                reason=f"still refused once {room.choice.freed_mb} MiB "
-                       f"were reclaimed on host node {room.choice.node} "
-                       f"({_given_back_words(back)}): {_reason(exc)}"
-            ) from exc
-        raise
-    record(entries(room))
-    LOG.info("Placement %s on %s: %s MiB reclaimed on host node %s, "
-             "claimed", key, host, room.choice.freed_mb, room.choice.node)
-    return answer, room
+                reason=f"{_reason(refusal)}; no placement reclaim: "
+                       f"{decision.why}") from refusal
+        try:
+            room = make_room(worker, self.ctxt, host, decision.choice, key)
+        except ReclaimShort as short:
+            self.record(entries(short.room, short.back))
+            raise short.refusal from refusal
+        return self._ask_after(room)
+
+    def _reclaim_first(self, choice):
+        try:
+            room = make_room(self.worker, self.ctxt, self.host, choice,
+                             self.key)
+        except ReclaimShort as short:
+            self.record(entries(short.room, short.back))
+            raise short.refusal from None
+        return self._ask_after(room)
+
+    def _ask_after(self, room):
+        """``ask()`` once ``room`` was made; give it back if that fails."""
+        try:
+            answer = self.ask()
+        except Exception as exc:
+            self.worker.cache.release(self.host, self.placing_uuid)
+            back = give_back(self.worker, self.ctxt, room, self.key)
+            self.record(entries(room, back))
+            if isinstance(exc, exception.MigrationPreCheckError):
+                raise exception.MigrationPreCheckError(
+                    reason=f"still refused once {room.choice.freed_mb} MiB "
+                           f"were reclaimed on host node "
+                           f"{room.choice.node} "
+                           f"({_given_back_words(back)}): {_reason(exc)}"
+                ) from exc
+            raise
+        self.record(entries(room))
+        LOG.info("Placement %s on %s: %s MiB reclaimed on host node %s, "
+                 "claimed", self.key, self.host, room.choice.freed_mb,
+                 room.choice.node)
+        return answer, room
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,11 +321,11 @@ class ReclaimShort(Exception):
 
 def give_back(worker, ctxt, room, key):
     """Set every guest of ``room`` back to the size it had; return the
-    outcome (conductor.memory.carry_out's result), recorded under its own
+    outcome (tasks.memory.carry_out's result), recorded under its own
     uuid (a run again returns the recorded one)."""
     conf = worker.settings.virtio_mem
     # A guest whose resize the hypervisor refused kept its record as it
-    # was (conductor.memory): nothing to give back.
+    # was (conductor.tasks.memory): nothing to give back.
     refused = _refused(room.result)
     steps = tuple(reclaim.Step(s.instance_uuid, s.cell, s.nodes,
                                s.after_mb, s.before_mb, s.on_target)

@@ -1,0 +1,96 @@
+"""The drain task: a drain started (the host disabled, every move
+recorded), refused under another host's uuid, shown, and aborted (its
+queued migrations cancelled, running ones only when asked). The passes
+that carry it forward are test_drain_driver's."""
+
+from numamig import exception
+from numamig.conductor import records
+from numamig.db import drains
+from numamig.db import instances
+from numamig.db import migrations
+from numamig.db import queue
+from tests.unit.compute import base as cbase
+from tests.unit.conductor import base
+
+DRAIN = '6a1e0c3b-9f2d-4e7a-8b5c-1d2e3f4a5b6c'
+
+
+class StartedDrainBase(base.ConductorTestCase):
+    """A drain of src's two guests started; no test here."""
+
+    def setUp(self):
+        super().setUp()
+        self.guests = [cbase.instance(host='src', pins=pins)
+                       for pins in ({0: 2, 1: 10}, {0: 3, 1: 11})]
+        for guest in self.guests:
+            instances.create(self.db, guest)
+        self.started = self.call('host_drain_start', 'src', DRAIN, 1)
+        self.driver = self.conductor.drains
+
+    def reserved(self, cache=None):
+        """{instance uuid: host} of the reservations a cache holds."""
+        cache = cache or self.conductor.cache
+        return {r.instance_uuid: host for host in self.HOSTS
+                for r in cache.get(host).reservations}
+
+    def planned(self):
+        return {m['instance_uuid']: m['planned_host']
+                for m in self.started['moves']}
+
+    def moves(self):
+        return drains.get(self.db, DRAIN)['moves']
+
+
+class DrainTaskTest(StartedDrainBase):
+
+    def test_the_start_disables_the_host_and_records_every_move(self):
+        self.assertEqual(('running', False, 100), (
+            self.started['status'], self.started['was_disabled'],
+            self.started['priority']))
+        self.assertEqual({g.uuid for g in self.guests}, set(self.planned()))
+        self.assertTrue(self.call('host_drain_show', host='src')['uuid'],
+                        DRAIN)
+        self.assertEqual(f"drain {DRAIN}", records.compute_nodes.maintenance(
+            self.db)['src'].reason)
+
+    def test_abort_cancels_the_queued_and_asks_sources_only_if_told(self):
+        self.driver.run_once()
+        (migration,) = migrations.get_all(self.db)
+        aborted = self.call('host_drain_abort', 'src')
+        self.assertEqual('aborting', aborted['status'])
+        self.assertEqual('cancelled', migrations.get(
+            self.db, migration.uuid).status)
+        self.compute_api.live_migration_abort.assert_not_called()
+        self.driver.run_once()
+        data = self.call('host_drain_show', drain_uuid=DRAIN)
+        self.assertEqual(('aborted', 2), (data['status'],
+                                          data['report']['cancelled']))
+        self.assertEqual({}, self.reserved())
+        exc = self.assertRaises(exception.DrainNotFound, self.call,
+                                'host_drain_abort', 'src')
+        # Before: "No drain of host src is active is recorded."
+        self.assertEqual("Host src has no active drain to abort; 'host "
+                         "drain show src' shows its last one.", str(exc))
+
+    def test_abort_running_asks_the_source(self):
+        self.driver.run_once()
+        (migration,) = migrations.get_all(self.db)
+        queue.admit(self.db, self.conductor.admission, 1)
+        migrations.set_dest_host(self.db, migration.uuid,
+                                 migration.requested_host)
+        for status in ('queued', 'running'):
+            records.set_status(self.worker, migration.uuid, status)
+        self.call('host_drain_abort', 'src')
+        self.compute_api.live_migration_abort.assert_not_called()
+        self.call('host_drain_abort', 'src', abort_running=True)
+        self.compute_api.live_migration_abort.assert_called_once()
+
+    def test_a_drain_of_another_host_under_the_same_uuid_is_refused(self):
+        error = self.assertRaises(exception.Invalid, self.call,
+                                  'host_drain_start', 'dst1', DRAIN, 1)
+        self.assertIn(f"drain {DRAIN} is a drain of src", str(error))
+
+    def test_show_needs_one_of_host_and_uuid(self):
+        for kwargs in ({}, {'host': 'src', 'drain_uuid': DRAIN}):
+            self.assertRaises(exception.Invalid, self.call,
+                              'host_drain_show', **kwargs)
