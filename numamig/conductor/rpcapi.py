@@ -448,7 +448,7 @@ class ConductorAPI(rpcapi_drain.DrainCalls, rpcapi_hosts.HostCalls,
             (the request's identity: a repeat after that pause was
             resumed starts nothing).
         :returns: {'migration': Migration, 'outcome': one of
-            numamig.conductor.resume.OUTCOMES}.
+            numamig.conductor.tasks.resume.OUTCOMES}.
         :raises Invalid: the cap or the conductor is of release 1.
         """
         return self._since(ctxt, 'migration_resume', RELEASE_2,

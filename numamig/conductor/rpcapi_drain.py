@@ -25,7 +25,7 @@ class DrainCalls:
 
         :param drain_uuid: the drain's uuid (chosen here when None): a
             call sent again with it answers with the drain it started.
-        :returns: the drain (numamig.conductor.drain_run.view).
+        :returns: the drain (numamig.conductor.tasks.drain.view).
         :raises DrainRefused: the host cannot be emptied; nothing moved.
         :raises DrainInProgress: the host is being drained already.
         """
@@ -79,8 +79,8 @@ class DrainCalls:
 
         :param drain_uuid: its uuid (chosen here when None): a call sent
             again with it answers with the defragmentation it started.
-        :returns: the defragmentation (drain_run.view; kind
-            ``defragment``).
+        :returns: the defragmentation (numamig.conductor.tasks.drain.view;
+            kind ``defragment``).
         :raises DefragmentRefused: no plan within ``max_moves``, or no
             room in the admission queue; nothing moved.
         :raises InvalidNUMARequest, Invalid, HostNotFound: bad input
