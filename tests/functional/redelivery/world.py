@@ -182,8 +182,8 @@ class World:
         conductor_api = self.dep.agent(guest.host).conductor_api
         real = conductor_api.migration_set_running
 
-        def running_then_wait(ctxt, migration_uuid):
-            answer = real(ctxt, migration_uuid)
+        def running_then_wait(ctxt, migration_uuid, timeout=None):
+            answer = real(ctxt, migration_uuid, timeout=timeout)
             reached.set()
             gate.wait(SETTLE_S)
             return answer
