@@ -12,8 +12,8 @@ cast, and nothing else would ever send it:
 The migration then waited ``queued`` until the stalled-migration sweep
 failed it, twice ``rpc_response_timeout_migration`` later (120 s with the
 defaults). Instead, the conductor keeps the cast's live-migrate data with
-``queued`` (schema revision 0010, written in the transaction that records
-the claim) and sends the start request again:
+``queued`` (``migrations.start_request``, written in the transaction
+that records the claim) and sends the start request again:
 
 * when a conductor worker starts, for every queued migration (the worker
   that died may have been the one that was to cast it);

@@ -242,6 +242,10 @@ class Database:
         """
         from numamig.db import revisions
         current, head = self.version(), revisions.HEAD
+        development = revisions.development_step(current)
+        if development:
+            raise exception.DatabaseError(url=self.safe_url,
+                                          reason=development)
         if current is not None and current not in revisions.REVISIONS:
             raise exception.DatabaseError(
                 url=self.safe_url,

@@ -1,4 +1,4 @@
-"""Drains of hosts and their moves, kept in the database (revision 0007).
+"""Drains of hosts and their moves, kept in the database (release 2).
 
 A drain is ``running`` from its start until no move is pending or
 migrating, then ``completed`` (every guest moved) or ``failed`` (some
@@ -8,7 +8,7 @@ flight end, then ``aborted``. A move is ``pending`` (waits for its turn),
 ``failed`` or ``cancelled``; a refused one goes back to ``pending`` with
 a new destination (a re-plan).
 
-A defragmentation (revision 0011) is a drain of kind ``defragment``:
+A defragmentation (release 2) is a drain of kind ``defragment``:
 its host is the one it makes room on (left enabled), its moves may come
 from other hosts too (``source_host``), and its ``outcome`` says, once
 its moves ended, whether the room exists.

@@ -1,4 +1,4 @@
-"""A migration's post-copy recovery history (revision 0013).
+"""A migration's post-copy recovery history (release 2).
 
 The source reports the history while it recovers, each time it grows
 (conductor API 1.15, ``migration_record_recovery``); a run's result may

@@ -1,4 +1,4 @@
-"""Where a migration's threads ran, recorded per host (revision 0014).
+"""Where a migration's threads ran, recorded per host (release 2).
 
 Each host of a migration reports its side (numamig.objects.
 migration_threads) once its part ends: the source when its job ends,

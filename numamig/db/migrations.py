@@ -49,11 +49,11 @@ PROGRESS_FIELDS = ('memory_total', 'memory_processed', 'memory_remaining',
                    'disk_total', 'disk_processed', 'disk_remaining')
 RESULT_FIELDS = migration_obj.RESULT_FIELDS
 _RESULT_FLAGS = ('emulated', 'post_copy', 'paused')
-# Stored with the migration (revision 0009); the first two may come with
+# Stored with the migration (release 2); the first two may come with
 # a run's result.
 CONVERGENCE_FIELDS = migration_obj.CONVERGENCE_FIELDS
 PREDICTION_FIELDS = migration_obj.PREDICTION_FIELDS
-# Stored with the migration (revision 0013); may come with a run's
+# Stored with the migration (release 2); may come with a run's
 # result, or alone while the source recovers
 # (numamig.db.migration_recovery.record_recovery).
 RECOVERY_FIELDS = migration_obj.RECOVERY_FIELDS
@@ -257,7 +257,7 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
 def queued_start_requests(db, updated_before, uuids=None):
     """(Migration, start request primitive) of every ``queued`` migration
     last changed before ``updated_before`` (None: whenever) that kept its
-    start request (revision 0010; recorded with its claim).
+    start request (release 2; recorded with its claim).
 
     :param uuids: only these migrations (None: every one).
     """

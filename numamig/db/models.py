@@ -106,10 +106,10 @@ class ComputeNode(TimestampMixin, Base):
     # its scalars so that liveness and version queries need no JSON.
     report = sa.Column(JSONText, nullable=False)
     # Taken from the 'compute-node-reports' sequence at each write
-    # (revision 0004): a conductor worker reads only the reports written
+    # (release 2): a conductor worker reads only the reports written
     # since the highest number it has seen.
     change_seq = sa.Column(sa.BigInteger, nullable=False, server_default='0')
-    # Maintenance (revision 0006): set while an operator has the host
+    # Maintenance (release 2): set while an operator has the host
     # disabled (NULL: enabled), with the reason given. Reports never
     # write these columns.
     disabled_at = sa.Column(UTCDateTime, nullable=True)
@@ -186,27 +186,27 @@ class Migration(TimestampMixin, Base):
     error = sa.Column(sa.Text, nullable=True)
     # {host: reason} of every destination that refused, in order tried.
     refused_hosts = sa.Column(JSONText, nullable=False)
-    # The result of the run as the source reported it (revision 0002);
+    # The result of the run as the source reported it (release 2);
     # NULL until reported, and for rows of runs that never reported one.
     elapsed_ms = sa.Column(sa.BigInteger, nullable=True)
     downtime_ms = sa.Column(sa.BigInteger, nullable=True)
     emulated = sa.Column(sa.Boolean, nullable=True)
     post_copy = sa.Column(sa.Boolean, nullable=True)
     paused = sa.Column(sa.Boolean, nullable=True)
-    # The admission queue (revision 0003): waiting migrations are
+    # The admission queue (release 2): waiting migrations are
     # 'accepted' with no admitted_at, taken highest priority first, then
     # oldest first.
     priority = sa.Column(sa.Integer, nullable=False, server_default='0')
     admitted_at = sa.Column(UTCDateTime, nullable=True)
     # The lease of the conductor worker driving an admitted 'accepted'
-    # migration (revision 0005): renewed while its task runs; once past,
+    # migration (release 2): renewed while its task runs; once past,
     # the worker is gone (numamig.conductor.records.end_stalled_migrations).
     lease_expires_at = sa.Column(UTCDateTime, nullable=True)
-    # A queued migration's start request (revision 0010): the
+    # A queued migration's start request (release 2): the
     # live-migrate data cast to its source, as a primitive; NULL once it
     # left 'queued' (numamig.conductor.restarts sends it again).
     start_request = sa.Column(JSONText, nullable=True)
-    # Convergence (revision 0009): the policy chosen, then run; what it
+    # Convergence (release 2): the policy chosen, then run; what it
     # did (a JSON list); the pre-flight prediction, read next to the
     # outcome above.
     convergence_policy = sa.Column(sa.String(64), nullable=True)
@@ -215,13 +215,13 @@ class Migration(TimestampMixin, Base):
     predicted_elapsed_ms = sa.Column(sa.BigInteger, nullable=True)
     predicted_downtime_ms = sa.Column(sa.BigInteger, nullable=True)
     sampled_dirty_rate = sa.Column(sa.BigInteger, nullable=True)
-    # virtio-mem memory reclaimed from other guests to place it (revision
-    # 0012): a JSON list of Migration.MEMORY_RECLAIM_KEYS dicts.
+    # virtio-mem memory reclaimed from other guests to place it (release
+    # 2): a JSON list of Migration.MEMORY_RECLAIM_KEYS dicts.
     memory_reclaim = sa.Column(JSONText, nullable=True)
-    # The post-copy recovery history (revision 0013): a JSON list of
+    # The post-copy recovery history (release 2): a JSON list of
     # {event, at, attempt, detail}; NULL where post-copy never broke.
     postcopy_recovery = sa.Column(JSONText, nullable=True)
-    # Where the migration's threads ran (revision 0014): a JSON dict per
+    # Where the migration's threads ran (release 2): a JSON dict per
     # host side (numamig.objects.migration_threads); NULL: not recorded.
     migration_threads = sa.Column(JSONText, nullable=True)
 
@@ -247,7 +247,7 @@ class MigrationStatusChange(Base):
 
 
 class Drain(TimestampMixin, Base):
-    """A drain of a host (revision 0007): its moves are DrainMoves.
+    """A drain of a host (release 2): its moves are DrainMoves.
 
     ``revision`` grows by one on every change of the drain or of one of
     its moves, so that a waiter knows when to look again.
@@ -274,9 +274,9 @@ class Drain(TimestampMixin, Base):
     options = sa.Column(JSONText, nullable=False)
     error = sa.Column(sa.Text, nullable=True)
     ended_at = sa.Column(UTCDateTime, nullable=True)
-    # 'drain' or 'defragment' (revision 0011).
+    # 'drain' or 'defragment' (release 2).
     kind = sa.Column(sa.String(16), nullable=False, server_default='drain')
-    # A defragmentation's finding once its moves ended (revision 0011).
+    # A defragmentation's finding once its moves ended (release 2).
     outcome = sa.Column(JSONText, nullable=True)
 
 
@@ -313,7 +313,7 @@ class DrainMove(TimestampMixin, Base):
     error = sa.Column(sa.Text, nullable=True)
     started_at = sa.Column(UTCDateTime, nullable=True)
     ended_at = sa.Column(UTCDateTime, nullable=True)
-    # The host its guest leaves (revision 0011); NULL: the drain's host.
+    # The host its guest leaves (release 2); NULL: the drain's host.
     source_host = sa.Column(sa.String(HOST_LENGTH), nullable=True)
 
 
@@ -347,7 +347,7 @@ class Sequence(Base):
 
 
 class MemoryChange(TimestampMixin, Base):
-    """One virtio-mem memory change an operator asked for (revision 0008).
+    """One virtio-mem memory change an operator asked for (release 2).
 
     ``uuid`` is the client's: a request delivered again finds its row
     and gets the recorded answer instead of changing memory twice.

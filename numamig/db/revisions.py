@@ -15,13 +15,40 @@ import sqlalchemy as sa
 
 from numamig import exception
 
+# One revision per release (numamig/db/alembic/versions): the schema
+# release 1 shipped (its databases record '0001'), and release 2's, which
+# upgrades a release-1 database in one step.
+RELEASE_1 = '0001'
+RELEASE_2 = 'release2'
 # Oldest first; each revision's down_revision is the one before it.
-REVISIONS = ('0001', '0002', '0003', '0004', '0005', '0006', '0007',
-             '0008', '0009', '0010', '0011', '0012', '0013', '0014')
+REVISIONS = (RELEASE_1, RELEASE_2)
 HEAD = REVISIONS[-1]
+# ``numamig-manage db sync --version`` may name a release instead of a
+# revision, as [upgrade_levels] names API versions.
+RELEASE_ALIASES = {'release-1': RELEASE_1, 'release-2': RELEASE_2}
+
+# The development steps of release 2, which no release shipped: they were
+# collapsed into RELEASE_2. A database synced to one of them holds some
+# of release 2's tables and columns but not all; no revision upgrades it.
+DEVELOPMENT = frozenset(f'{step:04d}' for step in range(2, 15))
 
 # The table alembic records the current revision in (its default name).
 VERSION_TABLE = 'alembic_version'
+
+
+def development_step(revision):
+    """Why a database at ``revision`` cannot be used, or None.
+
+    One line for an operator, for a database synced to one of release
+    2's development revisions: such a database has no upgrade path and
+    must be created again.
+    """
+    if revision not in DEVELOPMENT:
+        return None
+    return (f"schema revision {revision} is a development step of "
+            f"release 2 that no release shipped and that cannot be "
+            f"upgraded: recreate the database (drop it, then run "
+            f"'numamig-manage db sync')")
 
 
 def current(database):

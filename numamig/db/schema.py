@@ -47,18 +47,27 @@ def current(database):
 def upgrade(database, revision=None):
     """Upgrade ``database`` to ``revision`` (newest if None).
 
+    ``revision`` may be a release alias (``release-1``, ``release-2``).
     Each revision runs in its own transaction, so an interrupted sync
     leaves the database at the last revision that completed.
 
     :returns: the revision reached.
     :raises UnknownSchemaRevision: if ``revision`` is not one of ours.
     :raises DatabaseError: if the database is at a revision this release
-        does not know (a newer release synced it) or is past ``revision``.
+        does not know (a newer release synced it, or it is one of release
+        2's development steps) or is past ``revision``.
     """
     known = known_revisions()
+    revision = revisions.RELEASE_ALIASES.get(revision, revision)
     if revision is not None and revision not in known:
         raise exception.UnknownSchemaRevision(
-            revision=revision, known=', '.join(known))
+            revision=revision, known=', '.join(
+                known + sorted(revisions.RELEASE_ALIASES)))
+    # Alembic would answer "Can't locate revision": say what to do.
+    development = revisions.development_step(current(database))
+    if development:
+        raise exception.DatabaseError(url=database.safe_url,
+                                      reason=development)
     with database._guard(), database.engine.connect() as connection:
         try:
             command.upgrade(_config(connection), revision or 'head')

@@ -58,6 +58,9 @@ def check_schema(conf, sources):
     if current is None:
         return Result(FAILURE, f"database {sources.db.safe_url} is empty: "
                                f"run 'numamig-manage db sync'")
+    development = revisions.development_step(current)
+    if development:
+        return Result(FAILURE, development)
     if current not in revisions.REVISIONS:
         return Result(FAILURE, f"revision {current} is newer than this "
                                f"release knows (up to {head}): upgrade "

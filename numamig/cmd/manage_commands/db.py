@@ -12,14 +12,16 @@ class DbCommands:
 
     @common.args('--version', dest='revision', metavar='REVISION',
                  default=None,
-                 help="Revision to upgrade to (default: the newest).")
+                 help="Revision to upgrade to, or a release: release-1, "
+                      "release-2 (default: the newest).")
     @common.format_option
     @common.guarded
     def sync(self, revision=None, output_format='human'):
         """Create or upgrade the schema; safe to run again.
 
         Exit codes: 0 synced; 127 unknown revision (nothing changed);
-        255 the database cannot be reached or is from a newer release.
+        255 the database cannot be reached, is from a newer release, or
+        is at a development step of release 2 (recreate it).
         """
         return _run(lambda db: _sync(db, revision), output_format,
                     existing=False)
@@ -31,7 +33,7 @@ class DbCommands:
 
         Exit codes: 0 at the newest revision; 1 not synced or behind
         (run 'numamig-manage db sync'); 255 the database cannot be
-        reached.
+        reached or is at a development step of release 2 (recreate it).
         """
         return _run(_version, output_format)
 
@@ -60,8 +62,12 @@ def _sync(db, revision):
 
 
 def _version(db):
+    from numamig.db import revisions
     from numamig.db import schema
     current = db.version()
+    development = revisions.development_step(current)
+    if development:
+        raise exception.DatabaseError(url=db.safe_url, reason=development)
     code = common.EXIT_OK if current == schema.head() else common.EXIT_NO
     return _state(db, current), code
 

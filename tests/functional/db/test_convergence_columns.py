@@ -1,4 +1,4 @@
-"""A migration's convergence columns (revision 0009) on PostgreSQL,
+"""A migration's convergence columns (release 2) on PostgreSQL,
 MariaDB and SQLite: the policy, its actions, the prediction."""
 
 from numamig import exception

@@ -1,4 +1,4 @@
-"""Memory change records (revision 0008) on PostgreSQL, MariaDB, SQLite."""
+"""Memory change records (release 2) on PostgreSQL, MariaDB, SQLite."""
 
 from numamig.db import memory_changes
 from tests.functional.db import base
@@ -26,15 +26,3 @@ class MemoryChangesTestCase(base.ServerDBTestCase):
         self.assertIsNone(memory_changes.get(
             self.db, '5c0de000-18aa-4bbb-8ccc-000000000002'))
 
-
-class UpgradeTo0008TestCase(base.ServerDBTestCase):
-    """The table comes with 0008 on a database at 0006."""
-
-    sync = False
-
-    def test_upgrade_from_0006(self):
-        self.db.sync('0006')
-        self.assertEqual('0008', self.db.sync('0008'))
-        memory_changes.start(self.db, UUID, 'h', REQUEST)
-        self.assertEqual('running', memory_changes.get(self.db,
-                                                       UUID)['status'])

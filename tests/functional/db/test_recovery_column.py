@@ -1,4 +1,4 @@
-"""A migration's post-copy recovery history (revision 0013) on
+"""A migration's post-copy recovery history (release 2) on
 PostgreSQL, MariaDB and SQLite: recorded while the source recovers
 (repeats and overtaken reports change nothing), then with the result."""
 

@@ -1,27 +1,33 @@
-"""Upgrading a database that holds data, revision by revision."""
+"""Release 1's and release 2's schemas, and upgrading a release-1
+database that holds data to release 2 in its one step."""
 
 import datetime
 import json
 
 import sqlalchemy as sa
 
+from numamig import exception
 from numamig.db import compute_nodes
+from numamig.db import memory_changes
 from numamig.db import migration_recovery
 from numamig.db import migration_threads
 from numamig.db import migrations
 from numamig.db import primitives
 from numamig.db import queue
+from numamig.db import revisions
 from tests.functional.db import base
+from tests.functional.db import schema_snapshot
 from tests.unit.db import base as unit_base
 
 WHEN = datetime.datetime(2026, 11, 20, 8, 30, 15, 123456)
 
 
-def _insert_0001_rows(db, instance_uuid, migration_uuid):
-    """An instance and a finished migration as a 0001 database held them.
+def _insert_release_1_rows(db, instance_uuid, migration_uuid,
+                           status='completed'):
+    """An instance and a migration as a release-1 database held them.
 
-    Written with plain SQL on the 0001 tables: today's repositories know
-    columns that 0001 lacks.
+    Written with plain SQL on release 1's tables: today's repositories
+    know columns that release 1 lacks.
     """
     meta = sa.MetaData()
     instances = sa.Table('instances', meta, autoload_with=db.engine)
@@ -37,20 +43,20 @@ def _insert_0001_rows(db, instance_uuid, migration_uuid):
         row_id = connection.execute(sa.insert(table).values(
             uuid=migration_uuid, instance_uuid=instance_uuid,
             source_host='src', dest_host='dst', requested_host='dst',
-            status='completed', memory_total=1 << 30,
+            status=status, memory_total=1 << 30,
             memory_processed=1 << 29, memory_remaining=7, disk_total=0,
             disk_processed=0, disk_remaining=0, error='a warning',
             refused_hosts='{"h1": "full"}', created_at=WHEN,
             updated_at=WHEN)).inserted_primary_key[0]
-        for status in ('accepted', 'completed'):
+        for step in ('accepted', status):
             connection.execute(sa.insert(history).values(
-                migration_id=row_id, status=status, changed_at=WHEN,
-                detail=f'{status} before 0002'))
+                migration_id=row_id, status=step, changed_at=WHEN,
+                detail=f'{step} at release 1'))
 
 
 def _insert_report_row(db, host):
-    """A host's report as the columns of the revision the database is at
-    hold it (plain SQL: today's repository writes later columns)."""
+    """A host's report as release 1's columns hold it (plain SQL: today's
+    repository writes release 2's columns too)."""
     report = unit_base.make_report(host=host)
     table = sa.Table('compute_nodes', sa.MetaData(), autoload_with=db.engine)
     with db.engine.begin() as connection:
@@ -64,21 +70,60 @@ def _insert_report_row(db, host):
             created_at=WHEN, updated_at=WHEN))
 
 
-class UpgradeTo0002TestCase(base.ServerDBTestCase):
+class ReleaseSchemaTestCase(base.ServerDBTestCase):
+    """Each release's revision builds the schema that release has.
+
+    The snapshots under schemas/ were written from databases synced with
+    the revisions release 2 was developed in (0001 to 0014) before they
+    were collapsed into one: release 2's one revision must build what
+    they built, column for column, and release 1's must stay what
+    release 1 shipped.
+    """
 
     sync = False
 
-    def test_migration_row_survives(self):
-        self.assertEqual('0001', self.db.sync('0001'))
-        instance_uuid = unit_base.new_uuid()
-        migration_uuid = unit_base.new_uuid()
-        _insert_0001_rows(self.db, instance_uuid, migration_uuid)
+    def _assert_schema(self, release):
+        self.assertEqual(schema_snapshot.read(release, self.backend),
+                         schema_snapshot.lines(self.db.engine))
 
-        self.assertEqual('0002', self.db.sync('0002'))
-        self.db.sync()
-        stored = migrations.get(self.db, migration_uuid)
+    def test_release_1(self):
+        self.assertEqual(revisions.RELEASE_1, self.db.sync('release-1'))
+        self._assert_schema('release-1')
+
+    def test_release_2_upgrades_release_1_in_one_step(self):
+        self.db.sync(revisions.RELEASE_1)
+        self.assertEqual(revisions.RELEASE_2, self.db.sync('release-2'))
+        self._assert_schema('release-2')
+        self.db.check_schema()
+
+
+class UpgradeFromRelease1TestCase(base.ServerDBTestCase):
+    """Rows written at release 1 survive release 2's revision and read
+    back with release 2's defaults for what release 1 did not record."""
+
+    sync = False
+
+    def setUp(self):
+        super().setUp()
+        self.assertEqual(revisions.RELEASE_1, self.db.sync('release-1'))
+        self.instance_uuid = unit_base.new_uuid()
+        self.uuid = unit_base.new_uuid()
+
+    def _upgrade(self):
+        self.assertEqual(revisions.RELEASE_2, self.db.sync())
+
+    def _set_status(self, status):
+        with self.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE migrations SET status = :status WHERE uuid = "
+                ":uuid"), {'status': status, 'uuid': self.uuid})
+
+    def test_migration_row_survives_with_no_release_2_facts(self):
+        _insert_release_1_rows(self.db, self.instance_uuid, self.uuid)
+        self._upgrade()
+        stored = migrations.get(self.db, self.uuid)
         self.assertEqual(
-            (instance_uuid, 'src', 'dst', 'dst', 'completed', 1 << 30,
+            (self.instance_uuid, 'src', 'dst', 'dst', 'completed', 1 << 30,
              1 << 29, 7, 'a warning', {'h1': 'full'}),
             (stored.instance_uuid, stored.source_host, stored.dest_host,
              stored.requested_host, stored.status, stored.memory_total,
@@ -86,75 +131,63 @@ class UpgradeTo0002TestCase(base.ServerDBTestCase):
              stored.refused_hosts))
         self.assertEqual(WHEN.replace(tzinfo=datetime.UTC),
                          stored.created_at)
-        self.assertEqual(['accepted before 0002', 'completed before 0002'],
+        self.assertEqual(['accepted at release 1', 'completed at release 1'],
                          [h.detail for h in stored.history])
         self.assertFalse(stored.has_result)
         for name in migrations.RESULT_FIELDS:
             self.assertIsNone(getattr(stored, name), name)
+        self.assertEqual(
+            (None, None, None, None, None, None, None, None, None),
+            (stored.convergence_policy, stored.convergence_actions,
+             stored.prediction, stored.predicted_elapsed_ms,
+             stored.predicted_downtime_ms, stored.sampled_dirty_rate,
+             stored.memory_reclaim, stored.postcopy_recovery,
+             stored.migration_threads))
 
     def test_upgraded_row_takes_a_result(self):
-        self.db.sync('0001')
-        instance_uuid = unit_base.new_uuid()
-        migration_uuid = unit_base.new_uuid()
-        _insert_0001_rows(self.db, instance_uuid, migration_uuid)
-        self.db.sync()
-        with self.db.writer() as session:
-            session.execute(sa.text(
-                "UPDATE migrations SET status = 'running' WHERE uuid = "
-                ":uuid"), {'uuid': migration_uuid})
+        _insert_release_1_rows(self.db, self.instance_uuid, self.uuid,
+                               status='running')
+        self._upgrade()
         stored = migrations.set_status(
-            self.db, migration_uuid, 'post-migrating',
+            self.db, self.uuid, 'post-migrating',
             result={'elapsed_ms': 9, 'emulated': True, 'post_copy': False})
         self.assertEqual((9, True, False, None),
                          (stored.elapsed_ms, stored.emulated,
                           stored.post_copy, stored.downtime_ms))
 
-
-class UpgradeTo0003TestCase(base.ServerDBTestCase):
-    """Rows written before the admission queue read as admitted."""
-
-    sync = False
-
-    def test_earlier_migrations_are_not_taken_as_waiting(self):
-        self.db.sync('0001')
-        instance_uuid = unit_base.new_uuid()
-        done_uuid = unit_base.new_uuid()
-        _insert_0001_rows(self.db, instance_uuid, done_uuid)
-        self.db.sync('0002')
-        with self.db.writer() as session:
-            session.execute(sa.text(
-                "UPDATE migrations SET status = 'accepted' WHERE uuid = "
-                ":uuid"), {'uuid': done_uuid})
-        self.assertEqual('0003', self.db.sync('0003'))
-        self.db.sync()   # the models are the head's: read through them
-        stored = migrations.get(self.db, done_uuid)
+    def test_release_1_migrations_are_admitted_not_waiting(self):
+        # Release 1 started every migration at once.
+        _insert_release_1_rows(self.db, self.instance_uuid, self.uuid,
+                               status='accepted')
+        self._upgrade()
+        stored = migrations.get(self.db, self.uuid)
         self.assertEqual((0, WHEN.replace(tzinfo=datetime.UTC), False),
                          (stored.priority, stored.admitted_at,
                           stored.waiting))
         self.assertEqual({}, queue.positions(self.db))
 
     def test_admission_works_on_the_upgraded_schema(self):
-        self.db.sync('0002')
-        self.db.sync()
-        instance_uuid = unit_base.new_uuid()
-        _insert_0001_rows(self.db, instance_uuid, unit_base.new_uuid())
+        _insert_release_1_rows(self.db, self.instance_uuid, self.uuid)
+        self._upgrade()
         waiting = migrations.create(self.db, unit_base.make_migration(
-            instance_uuid, source_host='dst', priority=50), max_queued=5)
+            self.instance_uuid, source_host='dst', priority=50),
+            max_queued=5)
         limits = queue.Limits(total=1, per_source=1, per_dest=1, queued=5)
         self.assertEqual([waiting.uuid], queue.admit(self.db, limits, 1))
 
-
-class UpgradeTo0004TestCase(base.ServerDBTestCase):
-    """Reports stored before change numbers are read by every worker."""
-
-    sync = False
+    def test_unleased_admitted_migration_stalls_by_age_only(self):
+        _insert_release_1_rows(self.db, self.instance_uuid, self.uuid,
+                               status='accepted')
+        self._upgrade()
+        updated = WHEN.replace(tzinfo=datetime.UTC)
+        self.assertEqual([], queue.stalled(
+            self.db, updated + datetime.timedelta(seconds=50), 100))
+        self.assertEqual([self.uuid], queue.stalled(
+            self.db, updated + datetime.timedelta(seconds=150), 100))
 
     def test_reports_written_before_are_read_then_numbers_grow(self):
-        self.db.sync('0003')
         _insert_report_row(self.db, 'old-host')
-        self.assertEqual('0004', self.db.sync('0004'))
-        # Today's repository reads the columns later revisions add.
-        self.db.sync()
+        self._upgrade()
         reports, seen = compute_nodes.changed_since(self.db, -1)
         self.assertEqual((['old-host'], 0), ([r.host for r in reports], seen))
         compute_nodes.save_report(self.db, unit_base.make_report(
@@ -163,153 +196,97 @@ class UpgradeTo0004TestCase(base.ServerDBTestCase):
         self.assertEqual((['new-host'], 1), ([r.host for r in reports],
                                              later))
 
-
-class UpgradeTo0005TestCase(base.ServerDBTestCase):
-    """Migrations admitted before leases are judged by their age."""
-
-    sync = False
-
-    def test_unleased_admitted_migration_stalls_by_age_only(self):
-        self.db.sync('0001')
-        instance_uuid, old_uuid = unit_base.new_uuid(), unit_base.new_uuid()
-        _insert_0001_rows(self.db, instance_uuid, old_uuid)
-        self.db.sync('0004')
-        with self.db.writer() as session:
-            session.execute(sa.text(
-                "UPDATE migrations SET status = 'accepted' WHERE uuid = "
-                ":uuid"), {'uuid': old_uuid})
-        self.assertEqual('0005', self.db.sync('0005'))
-        updated = WHEN.replace(tzinfo=datetime.UTC)
-        self.assertEqual([], queue.stalled(
-            self.db, updated + datetime.timedelta(seconds=50), 100))
-        self.assertEqual([old_uuid], queue.stalled(
-            self.db, updated + datetime.timedelta(seconds=150), 100))
-
-
-class UpgradeTo0006TestCase(base.ServerDBTestCase):
-    """Hosts that reported before maintenance states are enabled."""
-
-    sync = False
-
     def test_hosts_reported_before_are_enabled_and_can_be_disabled(self):
-        self.db.sync('0005')
         _insert_report_row(self.db, 'old')
-        self.assertEqual('0006', self.db.sync('0006'))
+        self._upgrade()
         self.assertEqual({}, compute_nodes.maintenance(self.db))
         compute_nodes.set_disabled(self.db, 'old', 'retired')
         self.assertEqual(['old'], list(compute_nodes.maintenance(self.db)))
 
-
-class UpgradeTo0010TestCase(base.ServerDBTestCase):
-    """Migrations queued before start requests were kept have none: the
-    conductor never sends theirs again (the sweep ends them)."""
-
-    sync = False
-
     def test_queued_before_has_no_start_request_after(self):
-        self.db.sync('0001')
-        instance_uuid, old_uuid = unit_base.new_uuid(), unit_base.new_uuid()
-        _insert_0001_rows(self.db, instance_uuid, old_uuid)
-        self.db.sync('0006')
-        with self.db.writer() as session:
-            session.execute(sa.text(
-                "UPDATE migrations SET status = 'queued' WHERE uuid = "
-                ":uuid"), {'uuid': old_uuid})
-        self.assertEqual('0010', self.db.sync('0010'))
-        # Today's code reads the columns of later revisions too.
-        self.db.sync()
+        # The conductor never sends a release-1 row's start again (the
+        # stalled-migration sweep ends it).
+        _insert_release_1_rows(self.db, self.instance_uuid, self.uuid,
+                               status='queued')
+        self._upgrade()
         later = WHEN.replace(tzinfo=datetime.UTC) + datetime.timedelta(
             days=1)
         self.assertEqual([], migrations.queued_start_requests(self.db,
                                                               later))
-        # Queued by today's code, it keeps its start request until it
+        # Queued by release 2, it keeps its start request until it
         # leaves 'queued'.
+        self._set_status('accepted')
         with self.db.writer() as session:
-            session.execute(sa.text(
-                "UPDATE migrations SET status = 'accepted' WHERE uuid = "
-                ":uuid"), {'uuid': old_uuid})
-            migrations.set_status_in(session, old_uuid, 'queued',
+            migrations.set_status_in(session, self.uuid, 'queued',
                                      start_request={'kept': [1, 2]})
         later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
             seconds=5)
         self.assertEqual(
-            [(old_uuid, {'kept': [1, 2]})],
+            [(self.uuid, {'kept': [1, 2]})],
             [(m.uuid, start) for m, start in
              migrations.queued_start_requests(self.db, later)])
-        migrations.set_status(self.db, old_uuid, 'running')
+        migrations.set_status(self.db, self.uuid, 'running')
         self.assertEqual([], migrations.queued_start_requests(self.db,
                                                               later))
 
-
-class UpgradeTo0012TestCase(base.ServerDBTestCase):
-    """Migrations recorded before 0012 read back with nothing reclaimed;
-    the column takes what a placement reclaim records."""
-
-    sync = False
-
-    def test_rows_before_read_back_without_reclaim(self):
-        self.db.sync('0001')
-        instance_uuid, old_uuid = unit_base.new_uuid(), unit_base.new_uuid()
-        _insert_0001_rows(self.db, instance_uuid, old_uuid)
-        self.db.sync('0010')
-        self.assertEqual('0012', self.db.sync('0012'))
-        self.db.sync()
-        self.assertIsNone(migrations.get(self.db, old_uuid).memory_reclaim)
-        entry = {'host': 'h', 'host_node': 1, 'instance_uuid': old_uuid,
+    def test_upgraded_row_records_a_reclaim(self):
+        _insert_release_1_rows(self.db, self.instance_uuid, self.uuid)
+        self._upgrade()
+        entry = {'host': 'h', 'host_node': 1, 'instance_uuid': self.uuid,
                  'cell': 0, 'before_mb': 512, 'after_mb': 256,
                  'current_mb': None, 'released_mb': 256, 'outcome': 'kept'}
-        migrations.set_memory_reclaim(self.db, old_uuid, [entry])
-        (stored,) = migrations.get(self.db, old_uuid).memory_reclaim
+        migrations.set_memory_reclaim(self.db, self.uuid, [entry])
+        (stored,) = migrations.get(self.db, self.uuid).memory_reclaim
         self.assertEqual(dict(entry, host_node='1', cell='0',
                               before_mb='512', after_mb='256',
                               released_mb='256'), stored)
 
-
-class UpgradeTo0013TestCase(base.ServerDBTestCase):
-    """Migrations recorded before the post-copy recovery history read
-    back with none, and can record one after the upgrade."""
-
-    sync = False
-
-    def test_rows_from_before_have_no_history_then_record_one(self):
-        self.db.sync('0001')
-        instance_uuid, old_uuid = unit_base.new_uuid(), unit_base.new_uuid()
-        _insert_0001_rows(self.db, instance_uuid, old_uuid)
-        self.db.sync('0010')
-        with self.db.writer() as session:
-            session.execute(sa.text(
-                "UPDATE migrations SET status = 'running' WHERE uuid = "
-                ":uuid"), {'uuid': old_uuid})
-        self.assertEqual('0013', self.db.sync('0013'))
-        # Read by today's code, which also knows the later columns.
-        self.db.sync()
-        self.assertIsNone(migrations.get(self.db,
-                                         old_uuid).postcopy_recovery)
+    def test_upgraded_row_records_a_recovery_history(self):
+        _insert_release_1_rows(self.db, self.instance_uuid, self.uuid,
+                               status='running')
+        self._upgrade()
         history = [{'event': 'link-lost', 'at': 'now', 'attempt': None,
                     'detail': None}]
-        self.assertTrue(migration_recovery.record_recovery(self.db, old_uuid,
-                                                   history))
+        self.assertTrue(migration_recovery.record_recovery(
+            self.db, self.uuid, history))
         self.assertEqual(history, migrations.get(
-            self.db, old_uuid).postcopy_recovery)
+            self.db, self.uuid).postcopy_recovery)
 
-
-class UpgradeTo0014TestCase(base.ServerDBTestCase):
-    """Migrations recorded before migration_threads read back with none,
-    and can record where their threads ran after the upgrade."""
-
-    sync = False
-
-    def test_rows_from_before_have_none_then_record_both_sides(self):
-        self.db.sync('0001')
-        instance_uuid, old_uuid = unit_base.new_uuid(), unit_base.new_uuid()
-        _insert_0001_rows(self.db, instance_uuid, old_uuid)
-        self.assertEqual('0013', self.db.sync('0013'))
-        self.assertEqual('0014', self.db.sync('0014'))
-        self.assertIsNone(migrations.get(self.db,
-                                         old_uuid).migration_threads)
+    def test_upgraded_row_records_where_its_threads_ran(self):
+        _insert_release_1_rows(self.db, self.instance_uuid, self.uuid)
+        self._upgrade()
         side = {'host': 'h', 'basis': 'none', 'cpus': [],
                 'connections': None, 'threads': {'multifdrecv_0': [0, 1]}}
         self.assertTrue(migration_threads.record_threads(
-            self.db, old_uuid, 'dest', side))
+            self.db, self.uuid, 'dest', side))
         self.assertEqual({'dest': side}, migrations.get(
-            self.db, old_uuid).migration_threads)
+            self.db, self.uuid).migration_threads)
+
+    def test_memory_changes_come_with_release_2(self):
+        self._upgrade()
+        uuid = unit_base.new_uuid()
+        memory_changes.start(self.db, uuid, 'h', {'host': 'h', 'node': 1,
+                                                'size_mb': 100,
+                                                'exact': False})
+        self.assertEqual('running', memory_changes.get(self.db,
+                                                       uuid)['status'])
+
+
+class DevelopmentRevisionTestCase(base.ServerDBTestCase):
+    """A database synced to one of release 2's development steps (which
+    no revision knows any more) is refused in one line: recreate it."""
+
+    sync = False
+
+    def test_sync_and_check_say_to_recreate(self):
+        self.db.sync('release-1')
+        with self.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE alembic_version SET version_num = '0007'"))
+        for step in (self.db.sync, self.db.check_schema):
+            exc = self.assertRaises(exception.DatabaseError, step)
+            self.assertIn('schema revision 0007 is a development step of '
+                          'release 2', str(exc))
+            self.assertIn('recreate the database', str(exc))
+            self.assertNotIn('\n', str(exc))
+        self.assertEqual('0007', self.db.version())

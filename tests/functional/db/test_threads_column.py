@@ -1,4 +1,4 @@
-"""Where a migration's threads ran (revision 0014) on PostgreSQL,
+"""Where a migration's threads ran (release 2) on PostgreSQL,
 MariaDB and SQLite: each host's side merged into the row, repeats
 changing nothing, a report after completion still kept, anything out of
 shape or bounds refused with nothing written."""

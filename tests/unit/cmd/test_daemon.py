@@ -31,7 +31,7 @@ class StartTest(base.TestCase):
 
     def test_unsynced_database_is_one_line(self):
         code, err = self._start(self._raises(exception.DatabaseNotSynced(
-            url='sqlite:///x', current='none', head='0004')))
+            url='sqlite:///x', current='none', head='release2')))
         self.assertEqual(daemon.EXIT_CANNOT_START, code)
         self.assertIn("numamig-manage db sync", err)
         self.assertEqual(1, len(err.splitlines()))

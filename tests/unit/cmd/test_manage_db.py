@@ -5,8 +5,11 @@ import io
 import json
 import os
 
+import sqlalchemy as sa
+
 from numamig.cmd import common
 from numamig.cmd import manage
+from numamig.db import api
 from numamig.db import schema
 from tests import base
 
@@ -69,6 +72,34 @@ class ManageDbTestCase(base.TestCase):
         code, out, _ = self._run('version')
         self.assertEqual(common.EXIT_OK, code)
         self.assertIn(head, out)
+
+    def test_sync_to_a_release(self):
+        code, out, _ = self._run('sync', '--version', 'release-1')
+        self.assertEqual(common.EXIT_OK, code)
+        self.assertIn('none -> 0001', out)
+        code, out, _ = self._run('sync', '--version', 'release-2')
+        self.assertEqual(common.EXIT_OK, code)
+        self.assertIn(f'0001 -> {schema.head()}', out)
+
+    def test_development_revision_says_to_recreate_in_one_line(self):
+        # A database synced to one of release 2's development steps:
+        # no revision upgrades it, so neither command touches it.
+        self._run('sync', '--version', '0001')
+        db = api.Database(f'sqlite:///{self.state}/numamig.sqlite')
+        self.addCleanup(db.dispose)
+        with db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE alembic_version SET version_num = '0014'"))
+        for command in ('sync', 'version'):
+            code, out, err = self._run(command)
+            self.assertEqual((common.EXIT_UNEXPECTED, ''), (code, out))
+            self.assertEqual(
+                f"error: Database sqlite:///{self.state}/numamig.sqlite: "
+                "schema revision 0014 is a development step of release 2 "
+                "that no release shipped and that cannot be upgraded: "
+                "recreate the database (drop it, then run "
+                "'numamig-manage db sync')\n", err)
+        self.assertEqual('0014', db.version())
 
     def test_sync_json_names_previous_revision(self):
         self._run('sync')

@@ -3,6 +3,7 @@
 import json
 import os
 
+import sqlalchemy as sa
 import testscenarios
 
 from numamig.cmd import status
@@ -62,6 +63,27 @@ class UpgradeCheckTestCase(cli_base.CLITestCase):
         self.assertIn("numamig-manage db sync",
                       checks['Database schema']['details'])
         self.assertEqual(None, api.Database(empty.url).version())
+
+    def test_development_revision_fails_saying_to_recreate(self):
+        # A database synced to one of release 2's development steps,
+        # which no release shipped and no revision upgrades.
+        dev = self.useFixture(cli_base.database.SQLiteDatabase(sync=False))
+        dev.db.sync('release-1')
+        with dev.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE alembic_version SET version_num = '0007'"))
+        self.write_config(f"[database]\nconnection = {dev.url}\n")
+        code, checks = self.check()
+        self.assertEqual(2, code)
+        self.assertEqual(
+            "schema revision 0007 is a development step of release 2 that "
+            "no release shipped and that cannot be upgraded: recreate the "
+            "database (drop it, then run 'numamig-manage db sync')",
+            checks['Database schema']['details'])
+        code, out, err = self.run_cli('upgrade', 'check')
+        self.assertEqual((2, ''), (code, err))
+        self.assertNotIn('Traceback', out)
+        self.assertEqual('0007', dev.db.version())
 
     def test_run_where_no_database_is_creates_none(self):
         # A compute node's configuration names no conductor database.

@@ -209,6 +209,34 @@ class SchemaTestCase(base.TestCase):
         self.assertRaisesMessage(exception.DatabaseError, 'newer than',
                                  self.db.check_schema)
 
+    def test_development_revision_is_refused_saying_to_recreate(self):
+        self.db.sync('release-1')
+        with self.db.writer() as session:
+            session.execute(sa.text(
+                "UPDATE alembic_version SET version_num = '0002'"))
+        for step in (self.db.check_schema, self.db.sync):
+            self.assertRaisesMessage(
+                exception.DatabaseError,
+                'schema revision 0002 is a development step of release 2',
+                step)
+        self.assertEqual('0002', self.db.version())
+
+    def test_one_revision_per_release(self):
+        from numamig.db import revisions
+        self.assertEqual(('0001', 'release2'), revisions.REVISIONS)
+        self.assertEqual(
+            {'release-1': '0001', 'release-2': revisions.HEAD},
+            revisions.RELEASE_ALIASES)
+        # No development step's id may come back as a release's: a
+        # database at that step would be taken for one of the release.
+        self.assertEqual(set(), revisions.DEVELOPMENT & set(
+            revisions.REVISIONS))
+        self.assertIsNone(revisions.development_step(revisions.HEAD))
+
+    def test_sync_to_a_release_alias(self):
+        self.assertEqual('0001', self.db.sync('release-1'))
+        self.assertEqual(schema.head(), self.db.sync('release-2'))
+
     def test_revision_list_is_alembics(self):
         # check_schema reads numamig.db.revisions instead of alembic's
         # scripts: a revision added without its entry there fails here.
@@ -219,7 +247,7 @@ class SchemaTestCase(base.TestCase):
 
     def test_version_is_what_alembic_reads(self):
         from alembic.runtime import migration
-        for target in ('0003', None):
+        for target in ('0001', None):
             self.db.sync(target)
             with self.db.engine.connect() as connection:
                 context = migration.MigrationContext.configure(connection)
@@ -230,7 +258,7 @@ class SchemaTestCase(base.TestCase):
         self.db.sync()
         with self.db.writer() as session:
             session.execute(sa.text(
-                "INSERT INTO alembic_version VALUES ('0003')"))
+                "INSERT INTO alembic_version VALUES ('0001')"))
         self.assertRaisesMessage(exception.DatabaseError, 'several',
                                  self.db.check_schema)
 

@@ -1,8 +1,13 @@
-"""Initial schema: compute nodes, instances, migrations, status history.
+"""Release 1: compute nodes, instances, migrations, status history.
 
-Revision ID: 0001
+Revision ID: 0001 (release 1; ``numamig.db.revisions.RELEASE_1``)
 Revises:
 Create Date: 2026-11-21
+
+The schema of the release before NUMA-aware live migration, exactly as
+it shipped: a release-1 database records ``0001`` and is upgraded from
+here by release 2's revision. Never edit it; a later release changes
+the schema in a revision of its own.
 
 Tables are written out here, not created from numamig.db.models: a
 revision must keep creating the schema of its day after the models move
