@@ -587,7 +587,9 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         if not instance.host:
             raise exception.InstanceNotFound(instance_uuid=instance_uuid)
         # A host that stopped reporting would leave the caller waiting
-        # for the whole call's timeout.
+        # for the whole call's timeout. Its reports may have reached
+        # other workers only: this one takes them first.
+        records.sync_reports(self.worker)
         self.cache.check_up(instance.host)
         return self.compute_api.get_domain_xml(ctxt, instance.host,
                                                instance_uuid)

@@ -5,6 +5,8 @@ from unittest import mock
 import oslo_messaging as messaging
 
 from numamig import exception
+from numamig import fingerprint
+from numamig import objects
 from numamig.conductor import maintenance
 from numamig.db import compute_nodes
 from numamig.db import instances
@@ -93,6 +95,19 @@ class HostDomainsTest(base.ConductorTestCase):
                                 'get_domain_xml', inst.uuid)
         self.assertIn('src is down', str(exc))
         self.compute_api.get_domain_xml.assert_not_called()
+
+
+    def test_domain_xml_of_a_host_another_worker_heard_from(self):
+        # Its reports reached another conductor worker only (the shipped
+        # deployment's several workers): this one reads them first.
+        inst = self.create_instance()
+        self.conductor.cache.remove('src')
+        compute_nodes.save_report(self.db, objects.ComputeNodeReport(
+            host='src', hypervisor_uri='test:///src', hypervisor_type='test',
+            topology=cbase.host_topology(), service_version=2,
+            fingerprint=fingerprint.compute([]), reported_at=self.now))
+        self.compute_api.get_domain_xml.return_value = '<domain/>'
+        self.assertEqual('<domain/>', self.call('get_domain_xml', inst.uuid))
 
 
 class RefreshUsageTest(base.ConductorTestCase):
