@@ -40,6 +40,18 @@ class StartedDrainBase(base.ConductorTestCase):
     def moves(self):
         return drains.get(self.db, DRAIN)['moves']
 
+    def first_move_running(self):
+        """Start the drain's first move (the limit is one at a time) and
+        record it admitted, placed and running, as its source would."""
+        self.driver.run_once()
+        (migration,) = migrations.get_all(self.db)
+        queue.admit(self.db, self.conductor.admission, 1)
+        migrations.set_dest_host(self.db, migration.uuid,
+                                 migration.requested_host)
+        for status in ('queued', 'running'):
+            records.set_status(self.worker, migration.uuid, status)
+        return migration
+
 
 class DrainTaskTest(StartedDrainBase):
 
@@ -73,13 +85,7 @@ class DrainTaskTest(StartedDrainBase):
                          "drain show src' shows its last one.", str(exc))
 
     def test_abort_running_asks_the_source(self):
-        self.driver.run_once()
-        (migration,) = migrations.get_all(self.db)
-        queue.admit(self.db, self.conductor.admission, 1)
-        migrations.set_dest_host(self.db, migration.uuid,
-                                 migration.requested_host)
-        for status in ('queued', 'running'):
-            records.set_status(self.worker, migration.uuid, status)
+        self.first_move_running()
         self.call('host_drain_abort', 'src')
         self.compute_api.live_migration_abort.assert_not_called()
         self.call('host_drain_abort', 'src', abort_running=True)

@@ -8,7 +8,6 @@ from numamig.conductor import records
 from numamig.db import drains
 from numamig.db import instances
 from numamig.db import migrations
-from numamig.db import queue
 from tests.unit.conductor.tasks import test_drain
 
 DRAIN = test_drain.DRAIN
@@ -83,13 +82,7 @@ class DrainDriverTestCase(test_drain.StartedDrainBase):
         self.assertEqual(self.planned(), self.reserved())
 
     def test_a_migration_that_failed_running_fails_its_move(self):
-        self.driver.run_once()
-        (migration,) = migrations.get_all(self.db)
-        queue.admit(self.db, self.conductor.admission, 1)
-        migrations.set_dest_host(self.db, migration.uuid,
-                                 migration.requested_host)
-        for status in ('queued', 'running'):
-            records.set_status(self.worker, migration.uuid, status)
+        migration = self.first_move_running()
         records.set_status(self.worker, migration.uuid, 'failed',
                            error='the copy broke')
         self.driver.run_once()
