@@ -72,7 +72,7 @@ class PeriodicReportTest(ComputeIntervalsTest):
         jobs = {}
         self.patch(service.periodic.PeriodicJobs, 'start',
                    lambda periodic: jobs.update(
-                       {name: func for name, _i, func, _f in periodic._jobs}))
+                       {job.name: job.func for job in periodic._jobs}))
         svc.start()
         svc.manager.report.reset_mock()
         jobs['report']()
