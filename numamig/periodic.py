@@ -31,6 +31,7 @@ from oslo_log import log as logging
 from oslo_service import loopingcall
 
 from numamig import _backend
+from numamig import library_notices
 
 LOG = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class PeriodicJobs:
     def start(self):
         """Start every job; raise if oslo.service runs on eventlet."""
         _backend.select_threading(strict=True)
+        library_notices.quiet_outlasted_notice()
         for job in self._jobs:
             call = loopingcall.FixedIntervalLoopingCall(self._guarded(job))
             call.start(job.interval, initial_delay=job.interval
@@ -106,11 +108,17 @@ class PeriodicJobs:
             call.stop()
         if not wait:
             return []
-        deadline = self._clock() + grace
-        running = []
-        for job in self._jobs:
-            if not job.idle.wait(max(0.0, deadline - self._clock())):
-                running.append(job)
+        return self.wait_stopped(self._clock() + grace)
+
+    def wait_stopped(self, deadline):
+        """After ``stop(wait=False)``: wait for the runs in progress
+        until ``deadline`` (on this object's clock), then name the ones
+        still running in the log.
+
+        :returns: the names of the jobs still running.
+        """
+        running = [job for job in self._jobs if not job.idle.wait(
+            max(0.0, deadline - self._clock()))]
         for job in running:
             LOG.warning("%s: stopping without waiting for periodic job %s, "
                         "running for %.0f s (a peer it waits for may be "
@@ -118,25 +126,34 @@ class PeriodicJobs:
                         job.name, self._clock() - job.started_at)
         return [job.name for job in running]
 
+    def deadline(self, grace=STOP_GRACE_S):
+        """``grace`` seconds from now, on this object's clock."""
+        return self._clock() + grace
+
     def _guarded(self, job):
         def run():
             job.idle.clear()
             job.started_at = self._clock()
+            failed = None
             try:
                 job.func()
             except Exception as error:  # noqa: BLE001 - logged, retried
-                self._failed(job, error)
-            else:
-                self._worked(job)
+                LOG.debug("%s: periodic job %s failed", self.owner,
+                          job.name, exc_info=True)
+                failed = error
             finally:
                 job.idle.set()
+            # Logged outside the handler: oslo.log appends the exception
+            # being handled to a WARNING line made inside one.
+            if failed is None:
+                self._worked(job)
+            else:
+                self._failed(job, failed)
         return run
 
     def _failed(self, job, error):
         now = self._clock()
         what = (type(error).__name__, _first_line(error))
-        LOG.debug("%s: periodic job %s failed", self.owner, job.name,
-                  exc_info=True)
         # Only the type decides "the same failure": messages such as a
         # timeout's carry a new message id each time.
         same = job.failure is not None and job.failure[0] == what[0]

@@ -140,13 +140,27 @@ class _RPCService(os_service.Service):
             version_manifest=objects_, known_versions=objects_)
 
     def stop(self, graceful=True):
-        """Stop taking requests, let in-flight ones finish, stop periodic."""
-        self._stop_servers()
-        if self.periodic is not None:
-            self.periodic.stop()
-            self.periodic = None
+        """Stop taking requests, let in-flight ones finish, stop periodic.
+
+        Periodic runs are waited for only a grace, and while the servers
+        stop: one may be blocked on a peer that is gone (see
+        numamig.periodic), and a daemon stops within seconds of SIGTERM.
+        """
+        self._stop_periodic(self._stop_servers)
         super().stop(graceful)
         self._stopped.set()
+
+    def _stop_periodic(self, meanwhile):
+        """Stop the periodic jobs, call ``meanwhile``, then wait what is
+        left of the jobs' grace for their runs in progress."""
+        jobs, self.periodic = self.periodic, None
+        if jobs is None:
+            meanwhile()
+            return
+        deadline = jobs.deadline()
+        jobs.stop(wait=False)
+        meanwhile()
+        jobs.wait_stopped(deadline)
 
     def _stop_servers(self):
         if self.rpc_server is not None:
@@ -318,10 +332,7 @@ class ConductorService(_RPCService):
                  self.rpc_target.server)
         self.manager.watch.stop()
         self.manager.drain_watch.stop()
-        if self.periodic is not None:
-            self.periodic.stop()
-            self.periodic = None
-        self._stop_servers()
+        self._stop_periodic(self._stop_servers)
         self.manager.drains.stop()
         self.executor.stop(graceful)
         super().stop(graceful)
