@@ -26,7 +26,8 @@ AMQP_LOGGER = 'amqp'
 # failures, once and summarised; a run that outlasts its interval is
 # nearly always one waiting for a peer that is away, and oslo.service's
 # line would repeat that at every interval.
-LOOPING_CALL_LOGGER = 'oslo_service.backend._common.loopingcall'
+# (oslo.log names the logger of an 'oslo_' module 'oslo.'.)
+LOOPING_CALL_LOGGER = 'oslo.service.backend._common.loopingcall'
 OUTLASTED_NOTICE = 'Function %(func_name)r run outlasted'
 PERIODIC_JOBS = 'numamig.periodic.'
 

@@ -8,6 +8,7 @@ in-flight ones finish, then the periodic task ends.
 """
 
 import threading
+import time
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
@@ -37,6 +38,14 @@ from numamig.scheduler import host_state
 from numamig.scheduler import scheduler as nm_scheduler
 
 LOG = logging.getLogger(__name__)
+
+# Seconds a stopping service gives its RPC servers, all together, to
+# stop taking requests and finish the ones in flight. With the broker
+# reachable they take well under a second; with it away, oslo.messaging's
+# listener sees the stop only between its reconnection attempts (backing
+# off to 30 s), and no answer could be sent anyway. What is abandoned
+# then is what a killed daemon abandons, which a restart reconciles.
+SERVER_STOP_S = 3.0
 
 
 class RPCNames:
@@ -98,6 +107,42 @@ class RPCNames:
             release_objects=release and release.object_versions,
             agent_topic=self.conductor_agent_topic if agent else None,
             status_timeout=status_timeout)
+
+
+def stop_rpc_server(server, name, deadline):
+    """Stop ``server`` and wait for its requests in flight, giving up at
+    ``deadline`` (time.monotonic()) with one WARNING line.
+
+    :returns: whether it stopped in time.
+    """
+    stopped, done, failed = threading.Event(), threading.Event(), []
+
+    def stop():
+        try:
+            server.stop()
+            stopped.set()
+            server.wait()
+        except Exception as error:  # noqa: BLE001 - reported below
+            failed.append(error)
+        finally:
+            done.set()
+    threading.Thread(target=stop, daemon=True,
+                     name=f'stop-{name}').start()
+    if done.wait(max(0.0, deadline - time.monotonic())):
+        if failed:
+            LOG.warning("The RPC server of %s failed to stop cleanly (%s: "
+                        "%s); stopping without it", name,
+                        type(failed[0]).__name__, failed[0])
+        return not failed
+    if stopped.is_set():
+        LOG.warning("The RPC server of %s still runs requests after %.0f "
+                    "s; stopping without them (a restart reconciles what "
+                    "they left)", name, SERVER_STOP_S)
+    else:
+        LOG.warning("The RPC server of %s did not stop taking requests "
+                    "within %.0f s (is the message broker reachable?); "
+                    "stopping without it", name, SERVER_STOP_S)
+    return False
 
 
 def _allows(version_cap, version):
@@ -163,10 +208,17 @@ class _RPCService(os_service.Service):
         jobs.wait_stopped(deadline)
 
     def _stop_servers(self):
-        if self.rpc_server is not None:
-            self.rpc_server.stop()
-            self.rpc_server.wait()
-            self.rpc_server = None
+        self._stop_server_by('rpc_server', self.rpc_target,
+                             time.monotonic() + SERVER_STOP_S)
+
+    def _stop_server_by(self, attr, target, deadline):
+        """Stop the RPC server held in ``attr`` (serving ``target``) and
+        wait for its requests in flight until ``deadline``, then go on
+        without it."""
+        server = getattr(self, attr)
+        setattr(self, attr, None)
+        if server is not None:
+            stop_rpc_server(server, f'topic {target.topic}', deadline)
 
     def wait(self):
         """Block until the service is stopped (a daemon's main thread)."""
@@ -306,11 +358,9 @@ class ConductorService(_RPCService):
             self.agent_server.start()
 
     def _stop_servers(self):
-        super()._stop_servers()
-        if self.agent_server is not None:
-            self.agent_server.stop()
-            self.agent_server.wait()
-            self.agent_server = None
+        deadline = time.monotonic() + SERVER_STOP_S
+        self._stop_server_by('rpc_server', self.rpc_target, deadline)
+        self._stop_server_by('agent_server', self.agent_target, deadline)
 
     def stop(self, graceful=True):
         """Start nothing new from the first moment; stop taking

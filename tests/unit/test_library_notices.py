@@ -53,6 +53,9 @@ class LibraryNoticesTest(base.TestCase):
                    '%(delay).2f sec'
         self.assertIn(library_notices.OUTLASTED_NOTICE,
                       _oslo_looping_call_source())
+        from oslo_service.backend._common import loopingcall
+        self.assertEqual(library_notices.LOOPING_CALL_LOGGER,
+                         loopingcall.LOG.logger.name)
         out = self._output(
             library_notices.LOOPING_CALL_LOGGER,
             library_notices.quiet_outlasted_notice,
