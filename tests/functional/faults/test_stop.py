@@ -98,3 +98,11 @@ class StopTest(base.TestCase):
         self.stop(self.world.conductor)
         for agent in self.world.agents.values():
             self.stop(agent)
+
+    def test_idle_daemons_stop_within_seconds(self):
+        # Nothing away: a listener sees the stop within one poll slice
+        # (1 s, numamig.conf.opts.HEARTBEAT_RATE), not up to 5 s each.
+        for daemon in (*self.world.agents.values(), self.world.conductor):
+            mark = self.mark(daemon)
+            self.stop(daemon)
+            self.assertNotIn(' WARNING ', self.logged_since(daemon, mark))
