@@ -106,3 +106,13 @@ class StopTest(base.TestCase):
             mark = self.mark(daemon)
             self.stop(daemon)
             self.assertNotIn(' WARNING ', self.logged_since(daemon, mark))
+
+    def test_an_agent_waiting_for_its_conductor_stops(self):
+        # An agent starting while no conductor runs waits for one
+        # (ConductorAPI.wait_until_ready) before it serves anything.
+        self.world.conductor.kill()
+        agent = next(iter(self.world.agents.values()))
+        self.world.restart(agent)
+        time.sleep(8)
+        self.assertIsNone(agent.exited(), agent.log_tail())
+        self.stop(agent)
