@@ -20,16 +20,19 @@ from numamig import context as nm_context
 from numamig import filemodes
 from numamig import library_notices
 from numamig import log_brief
+from numamig import metrics
 from numamig import periodic
 from numamig import releases
 from numamig import rpc
 from numamig import version
 from numamig.compute import manager as compute_manager
+from numamig.compute import metrics as compute_metrics
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.compute import settings as compute_settings
 from numamig.conductor import endpoints as conductor_endpoints
 from numamig.conductor import executor
 from numamig.conductor import manager as conductor_manager
+from numamig.conductor import metrics as conductor_metrics
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor import settings as conductor_settings
 from numamig.conf import checks
@@ -167,6 +170,9 @@ class _RPCService(os_service.Service):
             service_obj.SERVICE_VERSION)
         self.rpc_server = None
         self.periodic = None
+        # The Prometheus endpoint (numamig.metrics.Endpoint), set by
+        # from_conf when [metrics] port asks for one.
+        self.metrics_endpoint = None
         self._stopped = threading.Event()
 
     def _endpoints(self):
@@ -191,9 +197,18 @@ class _RPCService(os_service.Service):
         stop: one may be blocked on a peer that is gone (see
         numamig.periodic), and a daemon stops within seconds of SIGTERM.
         """
+        self._stop_metrics()
         self._stop_periodic(self._stop_servers)
         super().stop(graceful)
         self._stopped.set()
+
+    def _start_metrics(self):
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.start()
+
+    def _stop_metrics(self):
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.stop()
 
     def _stop_periodic(self, meanwhile):
         """Stop the periodic jobs, call ``meanwhile``, then wait what is
@@ -257,10 +272,13 @@ class ComputeService(_RPCService):
 
     @classmethod
     def from_conf(cls, conf, driver, transport):
-        return cls(conf.host, driver, transport,
-                   compute_settings_from_conf(conf),
-                   names=RPCNames.from_conf(conf),
-                   service_version=service_version_from_conf(conf))
+        svc = cls(conf.host, driver, transport,
+                  compute_settings_from_conf(conf),
+                  names=RPCNames.from_conf(conf),
+                  service_version=service_version_from_conf(conf))
+        svc.metrics_endpoint = metrics.Endpoint.from_conf(
+            conf, compute_metrics.collectors(svc.manager), conf.host)
+        return svc
 
     def _endpoints(self):
         return releases.endpoints_for(self.manager, self.release)
@@ -279,6 +297,9 @@ class ComputeService(_RPCService):
         fitted against an empty tracker.
         """
         ctxt = nm_context.get_admin_context()
+        # Served from the first moment: an agent waiting for its
+        # conductor is up, and its monitoring sees it.
+        self._start_metrics()
         self.manager.conductor_api.wait_until_ready(ctxt)
         self.manager.init_host(ctxt)
         self._start_server()
@@ -389,15 +410,19 @@ class ConductorService(_RPCService):
 
     @classmethod
     def from_conf(cls, conf, db, transport):
-        return cls(db, transport, conductor_settings_from_conf(conf),
-                   conf.host, names=RPCNames.from_conf(conf),
-                   service_version=service_version_from_conf(conf))
+        svc = cls(db, transport, conductor_settings_from_conf(conf),
+                  conf.host, names=RPCNames.from_conf(conf),
+                  service_version=service_version_from_conf(conf))
+        svc.metrics_endpoint = metrics.Endpoint.from_conf(
+            conf, conductor_metrics.collectors(db), conf.host)
+        return svc
 
     def start(self):
         """Check the schema, load the reports, end stalled migrations,
         then serve RPC and look for stalled migrations periodically."""
         ctxt = nm_context.get_admin_context()
         self.db.check_schema()
+        self._start_metrics()
         self.manager.load_reports()
         self.manager.end_stalled_migrations(ctxt)
         self._start_server()

@@ -109,6 +109,7 @@ LAYERS = {
     'library_notices': ('libraries\' alarming log records dropped; a leaf',
                         ()),
     '_backend': ('the daemons\' oslo.service backend choice; a leaf', ()),
+    'metrics': ('the daemons\' Prometheus endpoint', ('exception',)),
     'periodic': ('the services\' periodic jobs',
                  ('_backend', 'library_notices')),
     '__init__': ('the package; selects and loads nothing', ()),
@@ -161,7 +162,7 @@ LAYERS = {
                'exception')),
     'compute': ('the compute agent',
                 ('compute.rpcapi', 'releases', 'numa', 'convergence',
-                 'fingerprint', 'attempts',
+                 'fingerprint', 'attempts', 'metrics',
                  'objects', 'context', 'cpuspec', 'exception')),
     'compute.previous_release': ('the flows of the release before, a '
                                  'testing aid; reached only through '
@@ -177,7 +178,7 @@ LAYERS = {
                          'configuration', ()),
     'conductor': ('the conductor',
                   ('conductor.rpcapi', 'releases', 'db', 'audit', 'numa',
-                   'convergence', 'attempts',
+                   'convergence', 'attempts', 'metrics',
                    'objects', 'rpc', 'context', 'exception')),
     'conductor.drain_endpoints': ('the conductor\'s drain endpoints, '
                                   'mixed into its manager',
@@ -207,9 +208,9 @@ LAYERS = {
                  'conductor',
                  'compute.rpcapi',
                  'conductor.rpcapi', 'releases', 'scheduler', 'db', 'rpc',
-                 'periodic', 'conf', 'context', 'objects', 'version',
-                 'filemodes', 'log_brief', 'library_notices', 'convergence',
-                 'exception')),
+                 'periodic', 'metrics', 'conf', 'context', 'objects',
+                 'version', 'filemodes', 'log_brief', 'library_notices',
+                 'convergence', 'exception')),
     'upgradecheck': ('numamig-status checks',
                      ('compute.rpcapi', 'conductor.rpcapi', 'db', 'conf',
                       'objects', 'exception')),
