@@ -135,7 +135,8 @@ class Endpoint:
         self.host = host
         self.port = port
         self.owner = owner
-        self.registry = prometheus_client.CollectorRegistry(auto_describe=False)
+        self.registry = prometheus_client.CollectorRegistry(
+            auto_describe=False)
         self.registry.register(_Guarded(owner, collectors))
         self._server = None
         self._thread = None

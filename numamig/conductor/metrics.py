@@ -15,6 +15,7 @@ migrations being copied carry a migration's uuid, and those are at most
 
 from oslo_utils import timeutils
 from prometheus_client import core
+from prometheus_client import utils as prometheus_utils
 
 from numamig import metrics
 from numamig.db import compute_nodes
@@ -206,4 +207,5 @@ def collectors(db):
 
 
 def _bound(seconds):
-    return f'{float(seconds):g}'
+    """A bucket's ``le`` label as Prometheus' own clients write it."""
+    return prometheus_utils.floatToGoString(seconds)

@@ -174,6 +174,8 @@ LAYERS = {
                         'get an Agent, never this',
                         ('compute', 'compute.flows', 'compute.rpcapi',
                          'releases', 'wire', 'objects', 'exception')),
+    'compute.metrics': ('the compute agent\'s metrics, from its own '
+                        'tracker', ('metrics',)),
     'compute.settings': ('the compute agent\'s settings, built from '
                          'configuration', ()),
     'conductor': ('the conductor',
@@ -204,7 +206,8 @@ LAYERS = {
                            'conductor.rpcapi', 'releases', 'db',
                            'wire', 'objects', 'context', 'exception')),
     'service': ('the daemons: wiring of managers, RPC and periodic work',
-                ('compute.manager', 'compute.settings', 'conductor.manager',
+                ('compute.manager', 'compute.settings', 'compute.metrics',
+                 'conductor.manager',
                  'conductor',
                  'compute.rpcapi',
                  'conductor.rpcapi', 'releases', 'scheduler', 'db', 'rpc',
@@ -218,7 +221,8 @@ LAYERS = {
                  ('service', 'db', 'virt', 'rpc', 'conf',
                   'context', 'objects', 'exception')),
     'cmd': ('the operators\' commands (not the demo)',
-            ('upgradecheck', 'service', 'broker', 'version', 'scheduler',
+            ('upgradecheck', 'service', 'broker', 'metrics', 'version',
+             'scheduler',
              'audit', 'conductor.rpcapi', 'db', 'virt', 'numa', 'convergence',
              'rpc', 'conf',
              'context', 'objects', 'cpuspec', 'exception', '_backend')),
