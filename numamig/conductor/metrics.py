@@ -34,9 +34,9 @@ class MigrationCollector(metrics.Collector):
 
     name = 'migrations'
 
-    def __init__(self, db, clock=timeutils.utcnow):
+    def __init__(self, db, clock=None):
         self.db = db
-        self.clock = clock
+        self.clock = clock or _utcnow
 
     def families(self):
         yield from self._by_status()
@@ -129,9 +129,9 @@ class HostCollector(metrics.Collector):
 
     name = 'hosts'
 
-    def __init__(self, db, clock=timeutils.utcnow):
+    def __init__(self, db, clock=None):
         self.db = db
-        self.clock = clock
+        self.clock = clock or _utcnow
 
     def families(self):
         age = core.GaugeMetricFamily(
@@ -204,6 +204,10 @@ class DrainCollector(metrics.Collector):
 def collectors(db):
     """Every collector of a conductor on ``db``."""
     return [MigrationCollector(db), HostCollector(db), DrainCollector(db)]
+
+
+def _utcnow():
+    return timeutils.utcnow(with_timezone=True)
 
 
 def _bound(seconds):
