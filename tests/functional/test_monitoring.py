@@ -154,6 +154,10 @@ class MonitoringTest(test_multiprocess.MultiProcessTestBase):
             lambda r: sum(v for _, v in r) >= 1, 'the completed migration')
         self.assertEqual(1.0, sum(v for _, v in ended))
         # Every daemon's endpoint is scraped and answers.
+        deadline = time.monotonic() + SEEN_S
+        while set(prometheus.targets_up().values()) != {'up'} and \
+                time.monotonic() < deadline:
+            time.sleep(0.5)
         self.assertEqual({'up'}, set(prometheus.targets_up().values()))
         self.assertEqual(3, len(prometheus.targets_up()))
         self.wait_for(prometheus, 'numamig_metrics_collector_up == 0',
