@@ -21,6 +21,16 @@ NO_FORK_NOTICE = 'no_fork=True'
 # ignores the method, as it should.
 AMQP_LOGGER = 'amqp'
 
+# oslo.service warns whenever a looping call's run takes longer than its
+# interval. numamig's periodic jobs (numamig.periodic) log their own
+# failures, once and summarised; a run that outlasts its interval is
+# nearly always one waiting for a peer that is away, and oslo.service's
+# line would repeat that at every interval.
+# (oslo.log names the logger of an 'oslo_' module 'oslo.'.)
+LOOPING_CALL_LOGGER = 'oslo.service.backend._common.loopingcall'
+OUTLASTED_NOTICE = 'Function %(func_name)r run outlasted'
+PERIODIC_JOBS = 'numamig.periodic.'
+
 
 class _Drop(logging.Filter):
     """Drop the records whose message matches; pass the others. ``key``
@@ -55,3 +65,14 @@ def quiet_amqp_close_notice():
     template = abstract_channel.IGNORED_METHOD_DURING_CHANNEL_CLOSE
     _install(AMQP_LOGGER, 'amqp-close',
              lambda record: record.msg == template)
+
+
+def quiet_outlasted_notice():
+    """Drop oslo.service's "run outlasted interval" warning for
+    numamig's periodic jobs, and only for them (idempotent)."""
+    def matches(record):
+        args = record.args if isinstance(record.args, dict) else {}
+        return (isinstance(record.msg, str) and
+                record.msg.startswith(OUTLASTED_NOTICE) and
+                str(args.get('func_name', '')).startswith(PERIODIC_JOBS))
+    _install(LOOPING_CALL_LOGGER, 'outlasted', matches)

@@ -8,6 +8,7 @@ in-flight ones finish, then the periodic task ends.
 """
 
 import threading
+import time
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
@@ -19,16 +20,19 @@ from numamig import context as nm_context
 from numamig import filemodes
 from numamig import library_notices
 from numamig import log_brief
+from numamig import metrics
 from numamig import periodic
 from numamig import releases
 from numamig import rpc
 from numamig import version
 from numamig.compute import manager as compute_manager
+from numamig.compute import metrics as compute_metrics
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.compute import settings as compute_settings
 from numamig.conductor import endpoints as conductor_endpoints
 from numamig.conductor import executor
 from numamig.conductor import manager as conductor_manager
+from numamig.conductor import metrics as conductor_metrics
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor import settings as conductor_settings
 from numamig.conf import checks
@@ -37,6 +41,14 @@ from numamig.scheduler import host_state
 from numamig.scheduler import scheduler as nm_scheduler
 
 LOG = logging.getLogger(__name__)
+
+# Seconds a stopping service gives its RPC servers, all together, to
+# stop taking requests and finish the ones in flight. With the broker
+# reachable they take well under a second; with it away, oslo.messaging's
+# listener sees the stop only between its reconnection attempts (backing
+# off to 30 s), and no answer could be sent anyway. What is abandoned
+# then is what a killed daemon abandons, which a restart reconciles.
+SERVER_STOP_S = 3.0
 
 
 class RPCNames:
@@ -100,6 +112,42 @@ class RPCNames:
             status_timeout=status_timeout)
 
 
+def stop_rpc_server(server, name, deadline):
+    """Stop ``server`` and wait for its requests in flight, giving up at
+    ``deadline`` (time.monotonic()) with one WARNING line.
+
+    :returns: whether it stopped in time.
+    """
+    stopped, done, failed = threading.Event(), threading.Event(), []
+
+    def stop():
+        try:
+            server.stop()
+            stopped.set()
+            server.wait()
+        except Exception as error:  # noqa: BLE001 - reported below
+            failed.append(error)
+        finally:
+            done.set()
+    threading.Thread(target=stop, daemon=True,
+                     name=f'stop-{name}').start()
+    if done.wait(max(0.0, deadline - time.monotonic())):
+        if failed:
+            LOG.warning("The RPC server of %s failed to stop cleanly (%s: "
+                        "%s); stopping without it", name,
+                        type(failed[0]).__name__, failed[0])
+        return not failed
+    if stopped.is_set():
+        LOG.warning("The RPC server of %s still runs requests after %.0f "
+                    "s; stopping without them (a restart reconciles what "
+                    "they left)", name, SERVER_STOP_S)
+    else:
+        LOG.warning("The RPC server of %s did not stop taking requests "
+                    "within %.0f s (is the message broker reachable?); "
+                    "stopping without it", name, SERVER_STOP_S)
+    return False
+
+
 def _allows(version_cap, version):
     if version_cap is None:
         return True
@@ -122,6 +170,9 @@ class _RPCService(os_service.Service):
             service_obj.SERVICE_VERSION)
         self.rpc_server = None
         self.periodic = None
+        # The Prometheus endpoint (numamig.metrics.Endpoint), set by
+        # from_conf when [metrics] port asks for one.
+        self.metrics_endpoint = None
         self._stopped = threading.Event()
 
     def _endpoints(self):
@@ -140,19 +191,49 @@ class _RPCService(os_service.Service):
             version_manifest=objects_, known_versions=objects_)
 
     def stop(self, graceful=True):
-        """Stop taking requests, let in-flight ones finish, stop periodic."""
-        self._stop_servers()
-        if self.periodic is not None:
-            self.periodic.stop()
-            self.periodic = None
+        """Stop taking requests, let in-flight ones finish, stop periodic.
+
+        Periodic runs are waited for only a grace, and while the servers
+        stop: one may be blocked on a peer that is gone (see
+        numamig.periodic), and a daemon stops within seconds of SIGTERM.
+        """
+        self._stop_metrics()
+        self._stop_periodic(self._stop_servers)
         super().stop(graceful)
         self._stopped.set()
 
+    def _start_metrics(self):
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.start()
+
+    def _stop_metrics(self):
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.stop()
+
+    def _stop_periodic(self, meanwhile):
+        """Stop the periodic jobs, call ``meanwhile``, then wait what is
+        left of the jobs' grace for their runs in progress."""
+        jobs, self.periodic = self.periodic, None
+        if jobs is None:
+            meanwhile()
+            return
+        deadline = jobs.deadline()
+        jobs.stop(wait=False)
+        meanwhile()
+        jobs.wait_stopped(deadline)
+
     def _stop_servers(self):
-        if self.rpc_server is not None:
-            self.rpc_server.stop()
-            self.rpc_server.wait()
-            self.rpc_server = None
+        self._stop_server_by('rpc_server', self.rpc_target,
+                             time.monotonic() + SERVER_STOP_S)
+
+    def _stop_server_by(self, attr, target, deadline):
+        """Stop the RPC server held in ``attr`` (serving ``target``) and
+        wait for its requests in flight until ``deadline``, then go on
+        without it."""
+        server = getattr(self, attr)
+        setattr(self, attr, None)
+        if server is not None:
+            stop_rpc_server(server, f'topic {target.topic}', deadline)
 
     def wait(self):
         """Block until the service is stopped (a daemon's main thread)."""
@@ -191,10 +272,13 @@ class ComputeService(_RPCService):
 
     @classmethod
     def from_conf(cls, conf, driver, transport):
-        return cls(conf.host, driver, transport,
-                   compute_settings_from_conf(conf),
-                   names=RPCNames.from_conf(conf),
-                   service_version=service_version_from_conf(conf))
+        svc = cls(conf.host, driver, transport,
+                  compute_settings_from_conf(conf),
+                  names=RPCNames.from_conf(conf),
+                  service_version=service_version_from_conf(conf))
+        svc.metrics_endpoint = metrics.Endpoint.from_conf(
+            conf, compute_metrics.collectors(svc.manager), conf.host)
+        return svc
 
     def _endpoints(self):
         return releases.endpoints_for(self.manager, self.release)
@@ -213,6 +297,9 @@ class ComputeService(_RPCService):
         fitted against an empty tracker.
         """
         ctxt = nm_context.get_admin_context()
+        # Served from the first moment: an agent waiting for its
+        # conductor is up, and its monitoring sees it.
+        self._start_metrics()
         self.manager.conductor_api.wait_until_ready(ctxt)
         self.manager.init_host(ctxt)
         self._start_server()
@@ -292,11 +379,9 @@ class ConductorService(_RPCService):
             self.agent_server.start()
 
     def _stop_servers(self):
-        super()._stop_servers()
-        if self.agent_server is not None:
-            self.agent_server.stop()
-            self.agent_server.wait()
-            self.agent_server = None
+        deadline = time.monotonic() + SERVER_STOP_S
+        self._stop_server_by('rpc_server', self.rpc_target, deadline)
+        self._stop_server_by('agent_server', self.agent_target, deadline)
 
     def stop(self, graceful=True):
         """Start nothing new from the first moment; stop taking
@@ -318,25 +403,26 @@ class ConductorService(_RPCService):
                  self.rpc_target.server)
         self.manager.watch.stop()
         self.manager.drain_watch.stop()
-        if self.periodic is not None:
-            self.periodic.stop()
-            self.periodic = None
-        self._stop_servers()
+        self._stop_periodic(self._stop_servers)
         self.manager.drains.stop()
         self.executor.stop(graceful)
         super().stop(graceful)
 
     @classmethod
     def from_conf(cls, conf, db, transport):
-        return cls(db, transport, conductor_settings_from_conf(conf),
-                   conf.host, names=RPCNames.from_conf(conf),
-                   service_version=service_version_from_conf(conf))
+        svc = cls(db, transport, conductor_settings_from_conf(conf),
+                  conf.host, names=RPCNames.from_conf(conf),
+                  service_version=service_version_from_conf(conf))
+        svc.metrics_endpoint = metrics.Endpoint.from_conf(
+            conf, conductor_metrics.collectors(db), conf.host)
+        return svc
 
     def start(self):
         """Check the schema, load the reports, end stalled migrations,
         then serve RPC and look for stalled migrations periodically."""
         ctxt = nm_context.get_admin_context()
         self.db.check_schema()
+        self._start_metrics()
         self.manager.load_reports()
         self.manager.end_stalled_migrations(ctxt)
         self._start_server()

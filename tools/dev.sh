@@ -23,6 +23,9 @@ PYTHON=${PYTHON:-python3}
 BUILD_PKGS="libvirt-dev pkg-config gcc python3-dev"
 REAL_PKGS="libvirt-daemon-system libvirt-clients qemu-system-x86 iproute2 util-linux"
 NESTED_PKGS="debootstrap e2fsprogs"
+# The metrics tests scrape the daemons with a real Prometheus server and
+# check the shipped alert rules with its promtool.
+MONITORING_PKGS="prometheus"
 
 log() { printf '[numamig] %s\n' "$*" >&2; }
 
@@ -110,7 +113,7 @@ run_main() {
 }
 
 run_tests() {
-    ensure_pkgs $BUILD_PKGS $REAL_PKGS $NESTED_PKGS
+    ensure_pkgs $BUILD_PKGS $REAL_PKGS $NESTED_PKGS $MONITORING_PKGS
     ensure_test_venv
     # The nested tier's host image, cached outside the checkout between
     # runs: built here (its cold build time printed) rather than inside

@@ -59,6 +59,10 @@ def _main(argv):
         # Fail here, once, on an old schema; the workers connect anew.
         db.check_schema()
         db.dispose()
+        # And here on a metrics port taken by another program: a worker
+        # failing to listen would be restarted for ever.
+        from numamig import metrics
+        metrics.check_can_listen(CONF)
         LOG.info("Starting %d conductor workers", workers)
         return service.run(CONF, service.ConductorWorker(CONF), workers)
     conductor = service.ConductorService.from_conf(CONF, db,

@@ -1,5 +1,6 @@
 """Periodic jobs: own intervals, failures logged and retried, stop."""
 
+import logging
 import subprocess
 import sys
 import threading
@@ -71,6 +72,94 @@ class PeriodicJobsTest(base.TestCase):
         self.assertTrue(started.wait(WAIT))
         jobs.stop(wait=True)
         self.assertTrue(finished.is_set())
+
+
+    def test_stop_does_not_wait_past_its_grace_for_a_stuck_run(self):
+        # A run blocked in a call to a conductor that is gone must not
+        # hold a stopping daemon for the call's whole timeout.
+        logs = self.useFixture(fixtures.FakeLogger(name='numamig.periodic'))
+        started, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck():
+            started.set()
+            release.wait(WAIT)
+        jobs = self._jobs().add('reconcile outgoing migrations', 0.01,
+                                stuck).add('report', 5, lambda: None)
+        jobs.start()
+        self.assertTrue(started.wait(WAIT))
+        began = time.monotonic()
+        still = jobs.stop(wait=True, grace=0.2)
+        self.assertLess(time.monotonic() - began, 2)
+        self.assertEqual(['reconcile outgoing migrations'], still)
+        self.assertIn('host-a: stopping without waiting for periodic job '
+                      'reconcile outgoing migrations', logs.output)
+
+
+class FailureLogTest(base.TestCase):
+    """What a failing job writes: one line, summarised, its recovery."""
+
+    def setUp(self):
+        super().setUp()
+        self.logs = self.useFixture(fixtures.FakeLogger(
+            name='numamig.periodic', level=logging.INFO))
+        self.now = 1000.0
+        self.jobs = periodic.PeriodicJobs('host-a', clock=lambda: self.now)
+        self.outcomes = []
+
+        def job():
+            outcome = self.outcomes.pop(0)
+            if outcome is not None:
+                raise outcome
+        self.jobs.add('report', 2, job)
+        self.run_job = self.jobs._guarded(self.jobs._jobs[0])
+
+    def runs(self, *outcomes, every=2):
+        for outcome in outcomes:
+            self.outcomes.append(outcome)
+            self.run_job()
+            self.now += every
+
+    def lines(self):
+        return [line for line in self.logs.output.splitlines() if line]
+
+    def test_one_warning_line_without_traceback(self):
+        self.runs(TimeoutError('Timed out waiting for a reply\nto msg 1'))
+        self.assertEqual(
+            ['host-a: periodic job report failed (TimeoutError: Timed out '
+             'waiting for a reply); it runs again in 2 s'], self.lines())
+        self.assertNotIn('Traceback', self.logs.output)
+
+    def test_the_traceback_is_kept_for_debug(self):
+        debug = self.useFixture(fixtures.FakeLogger(
+            name='numamig.periodic', level=logging.DEBUG))
+        self.runs(RuntimeError('boom'))
+        self.assertIn('Traceback', debug.output)
+
+    def test_the_same_failure_is_summarised_not_repeated(self):
+        # A timeout's text differs each time (its message id); its type
+        # does not.
+        self.runs(*[TimeoutError(f'no reply to {i}') for i in range(200)])
+        lines = self.lines()
+        # 400 s of failures: the first line and one summary at 300 s.
+        self.assertEqual(2, len(lines), lines)
+        self.assertIn('failed 151 times in 300 s, each with TimeoutError '
+                      '(last: no reply to 150); it runs again in 2 s',
+                      lines[1])
+
+    def test_another_failure_is_logged_at_once(self):
+        self.runs(TimeoutError('no reply'), ConnectionError('reset'))
+        self.assertEqual(2, len(self.lines()))
+        self.assertIn('(ConnectionError: reset)', self.lines()[1])
+
+    def test_recovery_is_logged_once(self):
+        self.runs(TimeoutError('a'), TimeoutError('b'), None, None)
+        lines = self.lines()
+        self.assertEqual(2, len(lines), lines)
+        self.assertEqual('host-a: periodic job report works again after 2 '
+                         'failed runs in 4 s', lines[1])
+        self.runs(TimeoutError('c'))
+        self.assertEqual(3, len(self.lines()))
 
 
 class BackendTest(base.TestCase):

@@ -2,6 +2,8 @@
 exists, from oslo.messaging's public option list."""
 
 import logging as std_logging
+import threading
+import time
 
 import fixtures
 from oslo_config import cfg
@@ -72,7 +74,7 @@ class PeriodicReportTest(ComputeIntervalsTest):
         jobs = {}
         self.patch(service.periodic.PeriodicJobs, 'start',
                    lambda periodic: jobs.update(
-                       {name: func for name, _i, func, _f in periodic._jobs}))
+                       {job.name: job.func for job in periodic._jobs}))
         svc.start()
         svc.manager.report.reset_mock()
         jobs['report']()
@@ -141,3 +143,64 @@ class PeerVersionsWiringTest(ComputeIntervalsTest):
         self.assertEqual(('1.0', compute_api.VERSION),
                          (compute_api.cap_for('old-host'),
                           compute_api.cap_for('unknown-host')))
+
+
+class StopRPCServerTest(base.TestCase):
+    """A stopping service waits for its RPC servers only until a deadline."""
+
+    class Server:
+        def __init__(self, stop=None, wait=None, error=None):
+            self.block_stop, self.block_wait = stop, wait
+            self.error = error
+            self.waited = False
+
+        def stop(self):
+            if self.error:
+                raise self.error
+            if self.block_stop:
+                self.block_stop.wait(10)
+
+        def wait(self):
+            if self.block_wait:
+                self.block_wait.wait(10)
+            self.waited = True
+
+    def setUp(self):
+        super().setUp()
+        self.logs = self.useFixture(fixtures.FakeLogger(
+            name='numamig.service'))
+        self.release = threading.Event()
+        self.addCleanup(self.release.set)
+
+    def stop(self, server, within=0.2):
+        began = time.monotonic()
+        stopped = service.stop_rpc_server(server, 'topic t',
+                                          time.monotonic() + within)
+        self.assertLess(time.monotonic() - began, within + 2)
+        return stopped
+
+    def test_a_server_that_stops_is_waited_for(self):
+        server = self.Server()
+        self.assertTrue(self.stop(server, within=5))
+        self.assertTrue(server.waited)
+        self.assertEqual('', self.logs.output)
+
+    def test_a_listener_that_cannot_stop_is_left(self):
+        # oslo.messaging's listener, its broker away, sees the stop only
+        # between reconnection attempts.
+        self.assertFalse(self.stop(self.Server(stop=self.release)))
+        self.assertIn('The RPC server of topic t did not stop taking '
+                      'requests within 3 s (is the message broker '
+                      'reachable?); stopping without it', self.logs.output)
+
+    def test_requests_in_flight_past_the_deadline_are_left(self):
+        self.assertFalse(self.stop(self.Server(wait=self.release)))
+        self.assertIn('The RPC server of topic t still runs requests',
+                      self.logs.output)
+
+    def test_a_failing_stop_is_one_line(self):
+        self.assertFalse(self.stop(self.Server(
+            error=RuntimeError('channel closed')), within=5))
+        self.assertEqual('The RPC server of topic t failed to stop cleanly '
+                         '(RuntimeError: channel closed); stopping without '
+                         'it\n', self.logs.output)

@@ -156,6 +156,18 @@ class LibraryDefaultsTest(base.TestCase):
         self.assertEqual(opts.RABBIT_INTERVAL_MAX_S, interval.default)
         self.assertEqual(4, interval.default)
 
+    def test_listeners_poll_in_1_s_slices(self):
+        # A listener sees a stop only between two slices of
+        # heartbeat_timeout_threshold / heartbeat_rate / 2 seconds: the
+        # library's default made an idle daemon take up to 11 s to stop.
+        opts.update_library_defaults()
+        rabbit = {o.name: o for o in dict(oslo_messaging_opts.list_opts())[
+            'oslo_messaging_rabbit']}
+        self.assertEqual(opts.HEARTBEAT_RATE,
+                         rabbit['heartbeat_rate'].default)
+        self.assertEqual(1.0, rabbit['heartbeat_timeout_threshold'].default /
+                         rabbit['heartbeat_rate'].default / 2)
+
     def test_update_sets_the_control_exchange_default(self):
         opts.update_library_defaults()
         messaging_opts = dict(oslo_messaging_opts.list_opts())[None]

@@ -1,0 +1,73 @@
+"""A compute agent's metrics: its own view, before any report.
+
+The conductor's endpoint shows every host as its last report left it;
+an agent's shows what the agent holds now: its cells' pCPUs and pages
+from its resource tracker (guests and claims counted), and the outgoing
+migrations it runs. Built at each scrape; the tracker's lock is held
+only to copy its topology.
+"""
+
+from prometheus_client import core
+
+from numamig import metrics
+
+
+class AgentCollector(metrics.Collector):
+    """The agent's cells and outgoing migrations.
+
+    :param agent: the ComputeManager (its tracker, host and outgoing
+        migrations).
+    """
+
+    name = 'agent'
+
+    def __init__(self, agent):
+        self.agent = agent
+
+    def families(self):
+        tracker = self.agent.tracker
+        with tracker.lock:
+            topology = tracker.usage_topology()
+            claims = len(tracker.claims())
+            guests = len(tracker.instance_uuids())
+        pcpus = core.GaugeMetricFamily(
+            'numamig_agent_cell_pcpus',
+            "This host's cells' pCPUs as its agent holds them now: "
+            "dedicated ones pinned or free, and shared ones.",
+            labels=['cell', 'state'])
+        pages = core.GaugeMetricFamily(
+            'numamig_agent_cell_pages',
+            "This host's cells' pages of one size as its agent holds them "
+            "now: used, free for guests, reserved for the host.",
+            labels=['cell', 'page_size_bytes', 'state'])
+        for cell in topology.cells:
+            cell_id = str(cell.id)
+            pinned = set(cell.pinned_cpus) & set(cell.pcpuset)
+            pcpus.add_metric([cell_id, 'pinned'], len(pinned))
+            pcpus.add_metric([cell_id, 'free'],
+                             len(set(cell.pcpuset) - pinned))
+            pcpus.add_metric([cell_id, 'shared'], len(cell.cpuset))
+            for pool in cell.mempages or ():
+                size = str(pool.size_kb * 1024)
+                reserved = pool.get('reserved', 0)
+                pages.add_metric([cell_id, size, 'used'], pool.used)
+                pages.add_metric([cell_id, size, 'free'],
+                                 pool.total - pool.used - reserved)
+                pages.add_metric([cell_id, size, 'reserved'], reserved)
+        yield pcpus
+        yield pages
+        yield core.GaugeMetricFamily(
+            'numamig_agent_guests', 'Guests this agent runs.', value=guests)
+        yield core.GaugeMetricFamily(
+            'numamig_agent_move_claims',
+            'Move claims this agent holds for incoming migrations.',
+            value=claims)
+        yield core.GaugeMetricFamily(
+            'numamig_agent_outgoing_migrations',
+            'Outgoing migrations this agent runs now.',
+            value=len(self.agent.outgoing.uuids()))
+
+
+def collectors(agent):
+    """Every collector of a compute agent."""
+    return [AgentCollector(agent)]

@@ -1,0 +1,189 @@
+"""A daemon's Prometheus endpoint: /metrics over HTTP, off by default.
+
+Every metric is computed when Prometheus scrapes, by the collectors the
+daemon hands over (numamig.conductor.metrics, numamig.compute.metrics)
+from what that daemon already keeps: the conductor's database and the
+hosts' last reports, an agent's own tracker. Nothing is counted in
+process memory, so a conductor's workers, which share the port
+(SO_REUSEPORT: the kernel hands each scrape to one of them), all answer
+the same, and a restart loses nothing.
+
+A collector that fails (the database is away) does not fail the scrape:
+its metrics are left out, ``numamig_metrics_collector_up`` says which
+one failed, and the daemon logs one WARNING line per failure, not one
+per scrape.
+"""
+
+import socket
+import socketserver
+import threading
+import time
+from wsgiref import simple_server
+
+from oslo_log import log as logging
+import prometheus_client
+from prometheus_client import core
+
+from numamig import exception
+
+LOG = logging.getLogger(__name__)
+
+# Seconds between two WARNING lines of a collector failing the same way.
+FAILURE_SUMMARY_S = 300
+
+
+class Collector:
+    """What a daemon's collectors are: a name and ``families()``, which
+    yields prometheus_client metric families built now."""
+
+    name = 'collector'
+
+    def families(self):
+        raise NotImplementedError
+
+
+class _Guarded:
+    """The registry's collector: every daemon collector, each guarded,
+    and ``numamig_metrics_collector_up`` saying which answered."""
+
+    def __init__(self, owner, collectors):
+        self.owner = owner
+        self.collectors = list(collectors)
+        self._failing = {}
+        self._lock = threading.Lock()
+
+    def collect(self):
+        up = core.GaugeMetricFamily(
+            'numamig_metrics_collector_up',
+            'Whether a collector answered the last scrape (1) or failed '
+            '(0: its metrics are missing; the daemon log says why).',
+            labels=['collector'])
+        for collector in self.collectors:
+            began = time.monotonic()
+            try:
+                families = list(collector.families())
+            except Exception as error:  # noqa: BLE001 - reported, scraped on
+                self._failed(collector, error)
+                up.add_metric([collector.name], 0)
+                continue
+            self._worked(collector, time.monotonic() - began)
+            up.add_metric([collector.name], 1)
+            yield from families
+        yield up
+
+    def _failed(self, collector, error):
+        LOG.debug("%s: metrics collector %s failed", self.owner,
+                  collector.name, exc_info=error)
+        now = time.monotonic()
+        kind = type(error).__name__
+        with self._lock:
+            last = self._failing.get(collector.name)
+            if last is not None and last[0] == kind and \
+                    now - last[1] < FAILURE_SUMMARY_S:
+                return
+            self._failing[collector.name] = (kind, now)
+        LOG.warning("%s: metrics collector %s failed (%s: %s); its metrics "
+                    "are left out of the scrapes until it answers", self.owner,
+                    collector.name, kind, exception.brief(error))
+
+    def _worked(self, collector, took):
+        with self._lock:
+            failed = self._failing.pop(collector.name, None)
+        if failed is not None:
+            LOG.info("%s: metrics collector %s answers again (%.3f s)",
+                     self.owner, collector.name, took)
+
+
+class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
+    """One thread per scrape, sharing its port with the other workers."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def server_bind(self):
+        if hasattr(socket, 'SO_REUSEPORT'):
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
+
+
+class _QuietHandler(simple_server.WSGIRequestHandler):
+    """Scrapes are not logged on stderr, one line each."""
+
+    def log_message(self, format, *args):  # noqa: A002 - the stdlib's name
+        pass
+
+
+def check_can_listen(conf):
+    """Refuse, before a conductor forks its workers, a ``[metrics]``
+    address they could not listen on (each would fail and be restarted).
+
+    :raises InvalidConfiguration: naming the address and the error.
+    """
+    endpoint = Endpoint.from_conf(conf, (), 'check')
+    if endpoint is not None:
+        endpoint.start(serve=False)
+        endpoint.stop()
+
+
+class Endpoint:
+    """The HTTP endpoint serving ``collectors`` at /metrics.
+
+    :param owner: who serves it, for the log (the host).
+    """
+
+    def __init__(self, host, port, collectors, owner):
+        self.host = host
+        self.port = port
+        self.owner = owner
+        self.registry = prometheus_client.CollectorRegistry(
+            auto_describe=False)
+        self.registry.register(_Guarded(owner, collectors))
+        self._server = None
+        self._thread = None
+
+    @classmethod
+    def from_conf(cls, conf, collectors, owner):
+        """The endpoint ``[metrics]`` asks for, or None (port 0)."""
+        if not conf.metrics.port:
+            return None
+        return cls(conf.metrics.host, conf.metrics.port, collectors, owner)
+
+    def start(self, serve=True):
+        """Listen and serve in a thread of its own (``serve``; else only
+        listen).
+
+        :raises InvalidConfiguration: the address cannot be listened on.
+        """
+        app = prometheus_client.make_wsgi_app(self.registry)
+        server_class = _Server
+        if ':' in self.host:
+            server_class = type('_Server6', (_Server,),
+                                {'address_family': socket.AF_INET6})
+        try:
+            self._server = simple_server.make_server(
+                self.host, self.port, app, server_class=server_class,
+                handler_class=_QuietHandler)
+        except OSError as error:
+            raise exception.InvalidConfiguration(
+                option='[metrics] port',
+                reason=f"cannot listen on {self.host}:{self.port} for the "
+                       f"metrics endpoint: {error.strerror or error}")
+        self.port = self._server.server_address[1]
+        if not serve:
+            return
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={'poll_interval': 0.5},
+            name='metrics-endpoint', daemon=True)
+        self._thread.start()
+        LOG.info("%s: metrics served at http://%s:%s/metrics", self.owner,
+                 self.host, self.port)
+
+    def stop(self):
+        """Stop serving (a scrape in progress ends with the process)."""
+        server, self._server = self._server, None
+        thread, self._thread = self._thread, None
+        if server is None:
+            return
+        if thread is not None:
+            server.shutdown()
+        server.server_close()

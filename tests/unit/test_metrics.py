@@ -1,0 +1,116 @@
+"""The metrics endpoint: served, guarded collectors, clear refusals."""
+
+import socket
+import urllib.request
+
+import fixtures
+from oslo_config import cfg
+from prometheus_client import core
+from prometheus_client import parser
+
+from numamig import exception
+from numamig import metrics
+from numamig.conf import metrics as metrics_conf
+from tests import base
+
+
+class Fixed(metrics.Collector):
+    name = 'fixed'
+
+    def __init__(self, value=1.0):
+        self.value = value
+        self.fail = None
+
+    def families(self):
+        if self.fail:
+            raise self.fail
+        yield core.GaugeMetricFamily('numamig_test_value', 'A value.',
+                                     value=self.value)
+
+
+def scrape(endpoint):
+    with urllib.request.urlopen(
+            f'http://127.0.0.1:{endpoint.port}/metrics', timeout=10) as r:
+        text = r.read().decode()
+    return {s.name + str(sorted(s.labels.items())): s.value
+            for f in parser.text_string_to_metric_families(text)
+            for s in f.samples}
+
+
+class EndpointTest(base.TestCase):
+
+    def endpoint(self, *collectors):
+        found = metrics.Endpoint('127.0.0.1', 0, collectors, 'host-a')
+        found.start()
+        self.addCleanup(found.stop)
+        return found
+
+    def test_serves_what_its_collectors_build_at_each_scrape(self):
+        fixed = Fixed(3.0)
+        endpoint = self.endpoint(fixed)
+        self.assertEqual(3.0, scrape(endpoint)['numamig_test_value[]'])
+        fixed.value = 4.0
+        samples = scrape(endpoint)
+        self.assertEqual(4.0, samples['numamig_test_value[]'])
+        self.assertEqual(1.0, samples[
+            "numamig_metrics_collector_up[('collector', 'fixed')]"])
+
+    def test_a_failing_collector_is_left_out_and_logged_once(self):
+        logs = self.useFixture(fixtures.FakeLogger(name='numamig.metrics'))
+        fixed = Fixed()
+        fixed.fail = ConnectionError('database away')
+        endpoint = self.endpoint(fixed)
+        for _ in range(3):
+            samples = scrape(endpoint)
+            self.assertNotIn('numamig_test_value[]', samples)
+            self.assertEqual(0.0, samples[
+                "numamig_metrics_collector_up[('collector', 'fixed')]"])
+        self.assertEqual(1, logs.output.count('metrics collector fixed '
+                                              'failed (ConnectionError: '
+                                              'database away)'))
+        self.assertNotIn('Traceback', logs.output)
+        fixed.fail = None
+        self.assertEqual(1.0, scrape(endpoint)['numamig_test_value[]'])
+        self.assertIn('metrics collector fixed answers again', logs.output)
+
+    def test_a_taken_port_is_one_clear_refusal(self):
+        taken = socket.socket()
+        self.addCleanup(taken.close)
+        taken.bind(('127.0.0.1', 0))
+        taken.listen()
+        endpoint = metrics.Endpoint('127.0.0.1', taken.getsockname()[1],
+                                    [], 'host-a')
+        error = self.assertRaises(exception.InvalidConfiguration,
+                                  endpoint.start)
+        self.assertEqual(
+            f"Invalid configuration option [metrics] port: cannot listen "
+            f"on 127.0.0.1:{taken.getsockname()[1]} for the metrics "
+            f"endpoint: Address already in use", str(error))
+
+    def test_workers_share_the_port(self):
+        # A conductor's workers each listen on it (SO_REUSEPORT).
+        first = self.endpoint(Fixed(1.0))
+        second = metrics.Endpoint('127.0.0.1', first.port, [Fixed(1.0)],
+                                  'host-a')
+        second.start()
+        self.addCleanup(second.stop)
+        self.assertEqual(1.0, scrape(second)['numamig_test_value[]'])
+
+    def test_off_by_default(self):
+        conf = cfg.ConfigOpts()
+        metrics_conf.register_opts(conf)
+        conf([])
+        self.assertIsNone(metrics.Endpoint.from_conf(conf, [], 'h'))
+        metrics.check_can_listen(conf)
+
+    def test_check_can_listen_refuses_before_workers_fork(self):
+        taken = socket.socket()
+        self.addCleanup(taken.close)
+        taken.bind(('127.0.0.1', 0))
+        taken.listen()
+        conf = cfg.ConfigOpts()
+        metrics_conf.register_opts(conf)
+        conf([])
+        conf.set_override('port', taken.getsockname()[1], group='metrics')
+        self.assertRaises(exception.InvalidConfiguration,
+                          metrics.check_can_listen, conf)
