@@ -68,11 +68,14 @@ class Notifier:
         are off (no driver)."""
         import oslo_messaging as messaging
         transport = transport_factory(conf)
-        notifier = messaging.Notifier(
-            transport, publisher_id=f'{PUBLISHER}:{host}')
-        if not notifier.is_enabled():
+        # Read once the transport registered the group. (oslo.messaging's
+        # Notifier.is_enabled says True for no driver at all.)
+        drivers = [d for d in conf.oslo_messaging_notifications.driver
+                   if d != 'noop']
+        if not drivers:
             return None
-        return cls(notifier)
+        return cls(messaging.Notifier(
+            transport, publisher_id=f'{PUBLISHER}:{host}'))
 
     def start(self):
         self._thread = threading.Thread(target=self._send_all,

@@ -183,3 +183,29 @@ class NeverWaitsTest(base.TestCase):
         sender.stop(flush_s=5)
         self.assertLessEqual(len(captured.sent), 4)
         self.assertEqual('migration.accepted', captured.sent[0]['event_type'])
+
+
+class FromConfTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        from numamig import rpc
+        from numamig.conf import CONF
+        self.cfg = CONF
+        self.factory = rpc.get_notification_transport
+        self.addCleanup(rpc.cleanup)
+
+    def test_off_unless_a_driver_is_named(self):
+        self.assertIsNone(notifier.Notifier.from_conf(
+            self.cfg, self.factory, 'cond-1'))
+        self.flags(driver=['noop'], group='oslo_messaging_notifications')
+        self.assertIsNone(notifier.Notifier.from_conf(
+            self.cfg, self.factory, 'cond-1'))
+
+    def test_on_with_a_driver(self):
+        self.flags(driver=['log'], group='oslo_messaging_notifications')
+        found = notifier.Notifier.from_conf(self.cfg, self.factory,
+                                            'cond-1')
+        self.assertIsInstance(found, notifier.Notifier)
+        self.assertEqual('numamig-conductor:cond-1',
+                         found._notifier.publisher_id)
