@@ -192,6 +192,16 @@ def response_timeout(conf):
     return conf.rpc_response_timeout
 
 
+def get_notification_transport(conf):
+    """The (cached) transport of ``[oslo_messaging_notifications]``
+    (its transport_url, else the RPC one's)."""
+    conf_opts.update_library_defaults()
+    key = ('notifications', id(conf))
+    if key not in _TRANSPORTS:
+        _TRANSPORTS[key] = messaging.get_notification_transport(conf)
+    return _TRANSPORTS[key]
+
+
 def cleanup():
     """Close every cached transport (service stop, test tear-down)."""
     while _TRANSPORTS:

@@ -36,6 +36,7 @@ from numamig.conductor import metrics as conductor_metrics
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor import settings as conductor_settings
 from numamig.conf import checks
+from numamig.notifications import notifier
 from numamig.objects import service as service_obj
 from numamig.scheduler import host_state
 from numamig.scheduler import scheduler as nm_scheduler
@@ -354,6 +355,9 @@ class ConductorService(_RPCService):
             exchange=names.exchange)
         self.agent_server = None
         self.db = db
+        # numamig.notifications.notifier.Notifier, set by from_conf when
+        # [oslo_messaging_notifications] driver names one.
+        self.notifier = None
         # Seconds between looks for migrations a dead conductor worker
         # left behind.
         self.sweep_interval = settings.sweep_interval
@@ -407,6 +411,8 @@ class ConductorService(_RPCService):
         self.manager.drains.stop()
         self.executor.stop(graceful)
         super().stop(graceful)
+        if self.notifier is not None:
+            self.notifier.stop()
 
     @classmethod
     def from_conf(cls, conf, db, transport):
@@ -415,6 +421,8 @@ class ConductorService(_RPCService):
                   service_version=service_version_from_conf(conf))
         svc.metrics_endpoint = metrics.Endpoint.from_conf(
             conf, conductor_metrics.collectors(db), conf.host)
+        svc.notifier = notifier.Notifier.from_conf(
+            conf, rpc.get_notification_transport, conf.host)
         return svc
 
     def start(self):
@@ -423,6 +431,10 @@ class ConductorService(_RPCService):
         ctxt = nm_context.get_admin_context()
         self.db.check_schema()
         self._start_metrics()
+        if self.notifier is not None:
+            self.notifier.start()
+            self.db.status_listeners.append(
+                self.notifier.migration_status_changes)
         self.manager.load_reports()
         self.manager.end_stalled_migrations(ctxt)
         self._start_server()

@@ -57,3 +57,15 @@ def run(session, statement, params=None):
     """Run a Core statement on the session's connection, in its
     transaction, skipping the ORM's execution layer."""
     return session.connection().execute(statement, params or {})
+
+
+# Where a write transaction collects the migrations whose status it
+# changed (session.info); numamig.db.api.Database hands them to its
+# status listeners once the transaction committed.
+STATUS_CHANGES = 'numamig_status_changes'
+
+
+def note_status_change(session, migration, detail):
+    """Record, in ``session``'s transaction, that ``migration`` (the
+    Migration as written) reached its status, with ``detail``."""
+    session.info.setdefault(STATUS_CHANGES, []).append((migration, detail))

@@ -29,6 +29,7 @@ from sqlalchemy import exc as sa_exc
 
 from numamig import exception
 from numamig import filemodes
+from numamig.db import _rows
 
 LOG = logging.getLogger(__name__)
 
@@ -95,6 +96,10 @@ class Database:
             connection=self.url.render_as_string(hide_password=False),
             sqlite_fk=True, max_retries=0, thread_checkin=False)
         self.engine = self._start_engine()
+        # Callables given [(Migration, detail)] after every committed
+        # transaction that changed migrations' statuses (the conductor's
+        # notifications); each must return at once and never raise.
+        self.status_listeners = []
 
     @classmethod
     def from_config(cls, conf, existing=False):
@@ -171,12 +176,18 @@ class Database:
 
         Any exception rolls everything back and propagates.
         """
+        changes = None
         with self._guard(), self._context.writer.using(
                 types.SimpleNamespace()) as session:
             if self.is_sqlite:
                 # Tell _sqlite_on_begin before the transaction starts.
                 session.connection(execution_options={'numamig_write': True})
             yield session
+            changes = session.info.pop(_rows.STATUS_CHANGES, None)
+        # Committed: only now may anyone hear of them.
+        if changes:
+            for listener in self.status_listeners:
+                listener(changes)
 
     @contextlib.contextmanager
     def _guard(self):

@@ -103,6 +103,8 @@ def create(db, migration, max_queued=None):
                                  with_history=False)
             created.history = history
             created.obj_reset_changes(['history'])
+            _rows.note_status_change(session, created, history[-1].get(
+                'detail'))
             if max_queued is not None:
                 created.queue_position = queue.position_of(
                     session, row_id, migration.get('priority', 0))
@@ -251,7 +253,9 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
     if result.rowcount != 1:
         raise _refused(row, status, expected)
     _add_history(session, row.id, status, now, detail)
-    return _to_object(session, row, with_history=False)
+    changed = _to_object(session, row, with_history=False)
+    _rows.note_status_change(session, changed, detail)
+    return changed
 
 
 def queued_start_requests(db, updated_before, uuids=None):

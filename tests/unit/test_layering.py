@@ -110,6 +110,8 @@ LAYERS = {
                         ()),
     '_backend': ('the daemons\' oslo.service backend choice; a leaf', ()),
     'metrics': ('the daemons\' Prometheus endpoint', ('exception',)),
+    'notifications': ('versioned notifications: payloads and the '
+                      'conductor\'s notifier', ('objects', 'context')),
     'periodic': ('the services\' periodic jobs',
                  ('_backend', 'library_notices')),
     '__init__': ('the package; selects and loads nothing', ()),
@@ -211,7 +213,8 @@ LAYERS = {
                  'conductor',
                  'compute.rpcapi',
                  'conductor.rpcapi', 'releases', 'scheduler', 'db', 'rpc',
-                 'periodic', 'metrics', 'conf', 'context', 'objects',
+                 'periodic', 'metrics', 'notifications', 'conf', 'context',
+                 'objects',
                  'version', 'filemodes', 'log_brief', 'library_notices',
                  'convergence', 'exception')),
     'upgradecheck': ('numamig-status checks',

@@ -1,0 +1,145 @@
+"""A real consumer on RabbitMQ hears a migration's notifications.
+
+numamig-conductor and two numamig-compute daemons as processes over
+RabbitMQ and PostgreSQL (test_multiprocess's deployment), the conductor
+told to notify (``[oslo_messaging_notifications] driver = messagingv2``,
+on a topic of the test's own). An oslo.messaging notification listener,
+as a consumer of an operator's tooling would run it, must hear the
+migration walk from ``accepted`` to ``completed`` in order, each payload
+a MigrationPayload of its status; and the sample of each event must
+have the shape of what was heard.
+"""
+
+import json
+import os
+import threading
+import time
+import uuid
+
+import oslo_messaging as messaging
+
+from numamig.conf import CONF
+from tests.functional import test_multiprocess
+
+SAMPLES = os.path.join(os.path.dirname(__file__), '..', '..', 'doc',
+                       'source', 'notification_samples')
+HEARD_S = 60
+
+
+class Heard:
+    """A notification endpoint keeping every notification in order."""
+
+    def __init__(self):
+        self.events = []
+        self.lock = threading.Condition()
+
+    def _keep(self, priority, publisher_id, event_type, payload):
+        with self.lock:
+            self.events.append({'priority': priority,
+                                'publisher_id': publisher_id,
+                                'event_type': event_type,
+                                'payload': payload})
+            self.lock.notify_all()
+
+    def info(self, ctxt, publisher_id, event_type, payload, metadata):
+        self._keep('INFO', publisher_id, event_type, payload)
+
+    def warn(self, ctxt, publisher_id, event_type, payload, metadata):
+        self._keep('WARN', publisher_id, event_type, payload)
+
+    def error(self, ctxt, publisher_id, event_type, payload, metadata):
+        self._keep('ERROR', publisher_id, event_type, payload)
+
+    def wait_for(self, event_type, migration_uuid):
+        deadline = time.monotonic() + HEARD_S
+        with self.lock:
+            while not any(self._is(e, event_type, migration_uuid)
+                          for e in self.events):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(
+                        f"{event_type} of {migration_uuid} not heard within "
+                        f"{HEARD_S} s; heard: "
+                        f"{[e['event_type'] for e in self.events]}")
+                self.lock.wait(left)
+
+    @staticmethod
+    def _is(event, event_type, migration_uuid):
+        data = event['payload'].get('numamig_object.data', {})
+        return event['event_type'] == event_type and \
+            data.get('uuid') == migration_uuid
+
+
+class NotificationsTest(test_multiprocess.MultiProcessTestBase):
+
+    def setUp(self):
+        self.topic = f'numamig-test-notifications-{uuid.uuid4().hex[:8]}'
+        super().setUp()
+
+    def write_config(self, host, caps=None):
+        path = super().write_config(host, caps)
+        if caps is None:  # the conductor
+            with open(path, 'a') as f:
+                f.write('[oslo_messaging_notifications]\n'
+                        'driver = messagingv2\n'
+                        f'topics = {self.topic}\n')
+        return path
+
+    def listen(self):
+        heard = Heard()
+        transport = messaging.get_notification_transport(
+            CONF, url=self.rpc.url)
+        # Deleted with the test's other queues at clean-up.
+        self.rpc._queues.update(f'{self.topic}.{priority}'
+                                for priority in ('info', 'warn', 'error'))
+        self.addCleanup(transport.cleanup)
+        listener = messaging.get_notification_listener(
+            transport, [messaging.Target(topic=self.topic,
+                                         exchange=self.rpc.exchange)],
+            [heard], executor='threading')
+        listener.start()
+        self.addCleanup(listener.wait)
+        self.addCleanup(listener.stop)
+        return heard
+
+    def test_a_consumer_hears_the_migration_walk(self):
+        heard = self.listen()
+        source, dest = sorted(self.hosts)
+        instance = self.create(source, 'notified-guest')
+        migration = self.wait_for_end(self.api.live_migrate_instance(
+            self.rpc.context, instance.uuid, dest))
+        self.assertEqual('completed', migration.status, migration.error)
+        heard.wait_for('migration.completed', migration.uuid)
+        mine = [e for e in heard.events if e['payload'].get(
+            'numamig_object.data', {}).get('uuid') == migration.uuid]
+        walk = [e['event_type'] for e in mine]
+        self.assertEqual('migration.accepted', walk[0])
+        self.assertEqual('migration.completed', walk[-1])
+        self.assertIn('migration.running', walk)
+        self.assertLess(walk.index('migration.queued'),
+                        walk.index('migration.running'))
+        for event in mine:
+            status = event['event_type'].split('.', 1)[1]
+            self.assertEqual(f'numamig-conductor:{self.conductor_host}',
+                             event['publisher_id'])
+            payload = event['payload']
+            self.assertEqual('MigrationPayload',
+                             payload['numamig_object.name'])
+            self.assertEqual(status, payload['numamig_object.data'][
+                'status'])
+            with open(os.path.join(SAMPLES,
+                                   f'migration-{status}.json')) as f:
+                sample = json.load(f)
+            # The sample shows what a consumer gets: same event, object,
+            # version and fields.
+            self.assertEqual(sample['event_type'], event['event_type'])
+            self.assertEqual(sample['priority'], event['priority'])
+            for key in ('numamig_object.name', 'numamig_object.version',
+                        'numamig_object.namespace'):
+                self.assertEqual(sample['payload'][key], payload[key])
+            self.assertEqual(set(sample['payload']['numamig_object.data']),
+                             set(payload['numamig_object.data']))
+        completed = mine[-1]['payload']['numamig_object.data']
+        self.assertEqual(dest, completed['dest_host'])
+        self.assertEqual(instance.uuid, completed['instance_uuid'])
+        self.stop_daemons()
