@@ -17,6 +17,7 @@ which saves a query and a list of objects on every step. Public API::
     get(db, uuid, with_history=True) -> Migration
     get_in(session, uuid, with_history=True) -> Migration
     get_all(db, instance_uuid=None, status=None) -> [Migration]
+    get_in_progress(db) -> [Migration]
     get_in_progress_by_host(db, host) -> [Migration]
     set_status(db, uuid, status, detail=None, expected=None, error=None,
                result=None) -> Migration
@@ -188,6 +189,13 @@ def get_all(db, instance_uuid=None, status=None):
     if status is not None:
         query = query.where(models.Migration.status == status)
     return _list(db, query)
+
+
+def get_in_progress(db):
+    """Every migration not ended yet, oldest first, without histories."""
+    return _list(db, sa.select(models.Migration).where(
+        models.Migration.status.in_(STATUS.IN_PROGRESS)).order_by(
+        models.Migration.id), with_history=False)
 
 
 def get_in_progress_by_host(db, host):

@@ -1,5 +1,5 @@
-"""numamig-manage migration: start, follow, list, show, abort, complete,
-resume.
+"""numamig-manage migration: start, follow, list, show, top, abort,
+complete, resume.
 
 Starting, aborting and forcing go through the conductor (it records
 every step and keeps the claims consistent); listing and showing read
@@ -15,6 +15,7 @@ from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
 from numamig.cmd.manage_commands import convergence_view
 from numamig.cmd.manage_commands import migration_resume
+from numamig.cmd.manage_commands import migration_top
 from numamig.cmd.manage_commands import reclaim_view
 from numamig.cmd.manage_commands import threads_view
 
@@ -42,7 +43,8 @@ WAIT_CHUNK_S = 10.0
 BAR_WIDTH = 30
 
 
-class MigrationCommands(migration_resume.ResumeCommand):
+class MigrationCommands(migration_resume.ResumeCommand,
+                        migration_top.TopCommand):
     """Live migrations: start (or dry-run), follow, inspect, stop."""
 
     @common.args('instance', metavar='INSTANCE', help="Instance UUID.")
