@@ -433,8 +433,7 @@ class ConductorService(_RPCService):
         self._start_metrics()
         if self.notifier is not None:
             self.notifier.start()
-            self.db.status_listeners.append(
-                self.notifier.migration_status_changes)
+            self.db.change_listeners.append(self.notifier.changes)
         self.manager.load_reports()
         self.manager.end_stalled_migrations(ctxt)
         self._start_server()

@@ -2,6 +2,7 @@
 
 import datetime
 import functools
+import typing
 
 import sqlalchemy as sa
 
@@ -59,13 +60,33 @@ def run(session, statement, params=None):
     return session.connection().execute(statement, params or {})
 
 
-# Where a write transaction collects the migrations whose status it
-# changed (session.info); numamig.db.api.Database hands them to its
-# status listeners once the transaction committed.
-STATUS_CHANGES = 'numamig_status_changes'
+# Where a write transaction collects the changes it made that numamig
+# tells the world of (session.info); numamig.db.api.Database hands them
+# to its change listeners once the transaction committed.
+CHANGES = 'numamig_changes'
+MIGRATION = 'migration'
+DRAIN = 'drain'
+DRAIN_MOVE = 'drain-move'
+HOST = 'host'
+
+
+class Change(typing.NamedTuple):
+    """One committed change: its ``kind`` (MIGRATION, DRAIN, DRAIN_MOVE,
+    HOST), the record as written (a Migration; a drain's or a move's
+    dict; a host's Maintenance) and the detail recorded with it."""
+
+    kind: str
+    record: object
+    detail: object = None
+
+
+def note_change(session, kind, record, detail=None):
+    """Record, in ``session``'s transaction, a change to tell of once it
+    commits."""
+    session.info.setdefault(CHANGES, []).append(Change(kind, record,
+                                                        detail))
 
 
 def note_status_change(session, migration, detail):
-    """Record, in ``session``'s transaction, that ``migration`` (the
-    Migration as written) reached its status, with ``detail``."""
-    session.info.setdefault(STATUS_CHANGES, []).append((migration, detail))
+    """``migration`` (the Migration as written) reached its status."""
+    note_change(session, MIGRATION, migration, detail)

@@ -96,10 +96,11 @@ class Database:
             connection=self.url.render_as_string(hide_password=False),
             sqlite_fk=True, max_retries=0, thread_checkin=False)
         self.engine = self._start_engine()
-        # Callables given [(Migration, detail)] after every committed
-        # transaction that changed migrations' statuses (the conductor's
-        # notifications); each must return at once and never raise.
-        self.status_listeners = []
+        # Callables given [_rows.Change] after every committed
+        # transaction that changed a migration's status, a drain, a
+        # move or a host's maintenance (the conductor's notifications);
+        # each must return at once and never raise.
+        self.change_listeners = []
 
     @classmethod
     def from_config(cls, conf, existing=False):
@@ -183,10 +184,10 @@ class Database:
                 # Tell _sqlite_on_begin before the transaction starts.
                 session.connection(execution_options={'numamig_write': True})
             yield session
-            changes = session.info.pop(_rows.STATUS_CHANGES, None)
+            changes = session.info.pop(_rows.CHANGES, None)
         # Committed: only now may anyone hear of them.
         if changes:
-            for listener in self.status_listeners:
+            for listener in self.change_listeners:
                 listener(changes)
 
     @contextlib.contextmanager

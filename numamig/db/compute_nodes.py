@@ -241,7 +241,10 @@ def set_disabled(db, host, reason):
         session.execute(sa.update(models.ComputeNode).where(
             models.ComputeNode.host == host).values(
                 disabled_at=row.disabled_at or now, disabled_reason=reason))
-    return Maintenance(host, row.disabled_at or now, reason)
+        found = Maintenance(host, row.disabled_at or now, reason)
+        if row.disabled_at is None or row.disabled_reason != reason:
+            _rows.note_change(session, _rows.HOST, found)
+    return found
 
 
 def set_enabled(db, host):
@@ -251,10 +254,12 @@ def set_enabled(db, host):
     :raises HostNotFound: if the host never reported.
     """
     with db.writer() as session:
-        _maintenance_row(session, host)
+        row = _maintenance_row(session, host)
         session.execute(sa.update(models.ComputeNode).where(
             models.ComputeNode.host == host).values(
                 disabled_at=None, disabled_reason=None))
+        if row.disabled_at is not None:
+            _rows.note_change(session, _rows.HOST, Maintenance(host))
     return Maintenance(host)
 
 
@@ -290,7 +295,8 @@ def _heads_since():
 
 def _maintenance_row(session, host):
     row = session.execute(sa.select(
-        models.ComputeNode.disabled_at).where(
+        models.ComputeNode.disabled_at,
+        models.ComputeNode.disabled_reason).where(
             models.ComputeNode.host == host).with_for_update()).one_or_none()
     if row is None:
         raise exception.HostNotFound(host=host)

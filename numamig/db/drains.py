@@ -82,6 +82,8 @@ def create(db, drain, moves):
             session.add(_M(drain_uuid=drain['uuid'], position=position,
                            status=PENDING, attempts=0, refused={},
                            created_at=now, updated_at=now, **move))
+        session.flush()
+        _note_drain(session, drain['uuid'])
 
 
 def get(db, drain_uuid):
@@ -174,6 +176,8 @@ def start_moves(db, drain_uuid, uuid_factory):
             room -= 1
         if started:
             _touch(drain, now)
+            for move in started:
+                _note_move(session, drain, move)
         return started
 
 
@@ -213,6 +217,8 @@ def cancel_pending(db, drain_uuid, reason):
                 move.status, move.error = CANCELLED, reason
                 move.ended_at = move.updated_at = now
                 count += 1
+                if drain is not None:
+                    _note_move(session, drain, _move_dict(move))
         if count and drain is not None:
             _touch(drain, now)
         return count
@@ -238,6 +244,8 @@ def set_status(db, drain_uuid, status, expected, error=None,
         if status not in ACTIVE:
             drain.ended_at = now
         _touch(drain, now)
+        session.flush()
+        _note_drain(session, drain_uuid, error)
         return True
 
 
@@ -259,6 +267,8 @@ def _update_move(db, drain_uuid, instance_uuid, current_migration,
         if ended:
             move.ended_at = now
         _touch(drain, now)
+        _note_move(session, drain, _move_dict(move),
+                   None if ended else 'replanned')
         return True
 
 
@@ -285,6 +295,22 @@ def _with_moves(session, row):
     data = {name: getattr(row, name) for name in _DRAIN_FIELDS}
     data['moves'] = [_move_dict(m) for m in _moves(session, row.uuid)]
     return data
+
+
+def _note_drain(session, drain_uuid, detail=None):
+    """Tell of the drain as it stands in this transaction, with its
+    moves (numamig.db.api.Database.change_listeners)."""
+    row = session.scalars(sa.select(_D).where(
+        _D.uuid == drain_uuid)).one()
+    _rows.note_change(session, _rows.DRAIN, _with_moves(session, row),
+                      detail)
+
+
+def _note_move(session, drain, move, detail=None):
+    """Tell of one move (a dict) of ``drain`` as it stands now."""
+    _rows.note_change(session, _rows.DRAIN_MOVE, dict(
+        move, drain_uuid=drain.uuid, drain_host=drain.host,
+        drain_kind=drain.kind), detail)
 
 
 def _move_dict(move):

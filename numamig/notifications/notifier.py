@@ -1,15 +1,25 @@
 """The conductor's notifier: a bounded queue in front of oslo.messaging's.
 
 Off unless ``[oslo_messaging_notifications] driver`` names one (as in
-every OpenStack service). When on, every migration status the conductor
-commits becomes a notification ``migration.<status>`` (``migration.
-accepted`` for a request, ``migration.running`` for a start or a resume
-after ``migration.postcopy-paused``, ``migration.completed``, ...), with
-a MigrationPayload, priority INFO (WARNING for failed, ERROR for error),
-published as ``numamig-conductor:<host>``.
+every OpenStack service). When on, the conductor publishes, as
+``numamig-conductor:<host>``, what its database committed (EVENT_TYPES):
+
+* every migration status: ``migration.<status>`` (``migration.accepted``
+  for a request, ``migration.running`` for a start or a resume after
+  ``migration.postcopy-paused``, ``migration.completed`` ...), with a
+  MigrationPayload;
+* drains and defragmentations: ``<kind>.started``, ``.aborting`` and
+  their end (``.completed``, ``.failed``, ``.aborted``), with a
+  DrainPayload; each move: ``<kind>.move.migrating``, ``.completed``,
+  ``.failed``, ``.cancelled`` and ``.replanned`` (sent back to pending
+  towards another host), with a DrainMovePayload;
+* host maintenance: ``host.disabled`` and ``host.enabled``, with a
+  HostMaintenancePayload.
+
+Priority INFO, WARN for what failed, ERROR for a migration in error.
 
 Recording a change never waits for the broker: the database layer hands
-the committed changes over (numamig.db.api.Database.status_listeners)
+the committed changes over (numamig.db.api.Database.change_listeners)
 and they wait in a queue of MAX_QUEUED for one sending thread. When the
 broker is away long enough to fill it, new notifications are dropped
 and counted, one WARNING line says so (then one per summary interval),
@@ -30,6 +40,12 @@ from numamig.objects import fields_enums
 
 LOG = logging.getLogger(__name__)
 STATUS = fields_enums.MigrationStatus
+# The kinds of change numamig.db hands over (numamig.db._rows), named
+# here: the database layer is below this one.
+MIGRATION = 'migration'
+DRAIN = 'drain'
+DRAIN_MOVE = 'drain-move'
+HOST = 'host'
 
 MAX_QUEUED = 10000
 STOP_FLUSH_S = 2.0
@@ -43,6 +59,41 @@ PRIORITIES = collections.defaultdict(lambda: 'info', {
 def event_type(status):
     """The event type of a migration reaching ``status``."""
     return f'migration.{status}'
+
+
+DRAIN_KINDS = ('drain', 'defragment')
+EVENT_TYPES = (
+    tuple(event_type(s) for s in STATUS.ALL) +
+    tuple(f'{kind}.{event}' for kind in DRAIN_KINDS for event in (
+        'started', 'aborting', 'completed', 'failed', 'aborted')) +
+    tuple(f'{kind}.move.{event}' for kind in DRAIN_KINDS for event in (
+        'migrating', 'completed', 'failed', 'cancelled', 'replanned')) +
+    ('host.disabled', 'host.enabled'))
+
+
+def notification_of(change):
+    """(priority, event type, payload) of a numamig.db._rows.Change."""
+    kind, record, detail = change
+    if kind == MIGRATION:
+        payload = payloads.MigrationPayload.from_record(record, detail)
+        return PRIORITIES[payload.status], event_type(payload.status), \
+            payload
+    if kind == DRAIN:
+        payload = payloads.DrainPayload.from_record(record, detail)
+        event = 'started' if payload.status == 'running' else \
+            payload.status
+        return ('warn' if payload.status == 'failed' else 'info',
+                f'{payload.kind}.{event}', payload)
+    if kind == DRAIN_MOVE:
+        payload = payloads.DrainMovePayload.from_record(record, detail)
+        event = 'replanned' if detail == 'replanned' else payload.status
+        return ('warn' if payload.status == 'failed' else 'info',
+                f'{payload.drain_kind}.move.{event}', payload)
+    if kind == HOST:
+        payload = payloads.HostMaintenancePayload.from_record(record)
+        return ('info', 'host.disabled' if payload.disabled else
+                'host.enabled', payload)
+    raise ValueError(f"no notification of a {kind} change")
 
 
 class Notifier:
@@ -93,20 +144,17 @@ class Notifier:
             LOG.warning("Stopping with %d notifications not sent (the "
                         "message broker may be away)", left)
 
-    def migration_status_changes(self, changes):
-        """A Database status listener: queue one notification per
+    def changes(self, changes):
+        """A Database change listener: queue one notification per
         committed change; never blocks, never raises."""
-        for migration, detail in changes:
+        for change in changes:
             try:
-                payload = payloads.MigrationPayload.from_record(
-                    migration, detail)
+                item = notification_of(change)
             except Exception:  # noqa: BLE001 - never fail a record
-                LOG.exception("No notification for migration %s: its "
-                              "payload could not be built",
-                              migration.get('uuid'))
+                LOG.exception("No notification for a %s change: its "
+                              "payload could not be built", change.kind)
                 continue
-            self._put((PRIORITIES[payload.status],
-                       event_type(payload.status), payload))
+            self._put(item)
 
     def _put(self, item):
         try:
@@ -133,5 +181,5 @@ class Notifier:
                 getattr(self._notifier, priority)(
                     ctxt, kind, payload.obj_to_primitive())
             except Exception as error:  # noqa: BLE001 - logged, goes on
-                LOG.warning("Notification %s of %s not sent (%s: %s)", kind,
-                            payload.uuid, type(error).__name__, error)
+                LOG.warning("Notification %s not sent (%s: %s)", kind,
+                            type(error).__name__, error)

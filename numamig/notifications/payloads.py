@@ -86,3 +86,116 @@ class MigrationPayload(NotificationPayload):
         # Whole, not a change set: no 'changes' list in the primitive.
         payload.obj_reset_changes()
         return payload
+
+
+@register
+class DrainPayload(NotificationPayload):
+    """A drain or a defragmentation as its change left it, with the
+    count of its moves in each state.
+
+    Version history:
+
+    * 1.0 - Initial version (release 2).
+    """
+
+    VERSION = '1.0'
+
+    fields = {
+        'uuid': fields.UUIDField(),
+        'host': fields.StringField(),
+        # 'drain' or 'defragment'.
+        'kind': fields.StringField(),
+        'status': fields.StringField(),
+        'parallel': fields.IntegerField(),
+        'priority': fields.IntegerField(),
+        'error': fields.StringField(nullable=True),
+        # {move state: moves}: pending, migrating, completed, failed,
+        # cancelled.
+        'moves': fields.DictOfIntegersField(),
+        'created_at': fields.DateTimeField(nullable=True),
+        'ended_at': fields.DateTimeField(nullable=True),
+    }
+
+    @classmethod
+    def from_record(cls, drain, detail=None):
+        """The payload of ``drain`` (numamig.db.drains's dict)."""
+        moves = {}
+        for move in drain.get('moves') or ():
+            moves[move['status']] = moves.get(move['status'], 0) + 1
+        payload = cls(
+            uuid=drain['uuid'], host=drain['host'], kind=drain['kind'],
+            status=drain['status'], parallel=drain['parallel'],
+            priority=drain['priority'], error=drain.get('error'),
+            moves=moves, created_at=drain.get('created_at'),
+            ended_at=drain.get('ended_at'))
+        payload.obj_reset_changes()
+        return payload
+
+
+@register
+class DrainMovePayload(NotificationPayload):
+    """One guest's move of a drain or defragmentation.
+
+    Version history:
+
+    * 1.0 - Initial version (release 2).
+    """
+
+    VERSION = '1.0'
+
+    fields = {
+        'drain_uuid': fields.UUIDField(),
+        'drain_host': fields.StringField(),
+        'drain_kind': fields.StringField(),
+        'instance_uuid': fields.UUIDField(),
+        'name': fields.StringField(),
+        # pending (again: 'replanned' in detail), migrating, completed,
+        # failed, cancelled.
+        'status': fields.StringField(),
+        'detail': fields.StringField(nullable=True),
+        'source_host': fields.StringField(nullable=True),
+        'planned_host': fields.StringField(nullable=True),
+        'dest_host': fields.StringField(nullable=True),
+        'migration_uuid': fields.UUIDField(nullable=True),
+        'attempts': fields.IntegerField(),
+        'error': fields.StringField(nullable=True),
+    }
+
+    @classmethod
+    def from_record(cls, move, detail=None):
+        """The payload of ``move`` (numamig.db.drains's move dict with
+        its drain's uuid, host and kind)."""
+        payload = cls(
+            detail=detail, **{name: move.get(name) for name in cls.fields
+                              if name != 'detail'})
+        payload.obj_reset_changes()
+        return payload
+
+
+@register
+class HostMaintenancePayload(NotificationPayload):
+    """A host disabled (by an operator or a drain) or enabled again.
+
+    Version history:
+
+    * 1.0 - Initial version (release 2).
+    """
+
+    VERSION = '1.0'
+
+    fields = {
+        'host': fields.StringField(),
+        'disabled': fields.BooleanField(),
+        'reason': fields.StringField(nullable=True),
+        'disabled_at': fields.DateTimeField(nullable=True),
+    }
+
+    @classmethod
+    def from_record(cls, maintenance, detail=None):
+        """The payload of a numamig.db.compute_nodes.Maintenance."""
+        payload = cls(host=maintenance.host,
+                      disabled=maintenance.disabled_at is not None,
+                      reason=maintenance.reason,
+                      disabled_at=maintenance.disabled_at)
+        payload.obj_reset_changes()
+        return payload

@@ -6,8 +6,9 @@ told to notify (``[oslo_messaging_notifications] driver = messagingv2``,
 on a topic of the test's own). An oslo.messaging notification listener,
 as a consumer of an operator's tooling would run it, must hear the
 migration walk from ``accepted`` to ``completed`` in order, each payload
-a MigrationPayload of its status; and the sample of each event must
-have the shape of what was heard.
+a MigrationPayload of its status, then an operator's host maintenance
+told once each way; and the sample of each event must have the shape of
+what was heard.
 """
 
 import json
@@ -61,6 +62,18 @@ class Heard:
                         f"{event_type} of {migration_uuid} not heard within "
                         f"{HEARD_S} s; heard: "
                         f"{[e['event_type'] for e in self.events]}")
+                self.lock.wait(left)
+
+    def wait_for_host(self, event_type, host):
+        deadline = time.monotonic() + HEARD_S
+        with self.lock:
+            while not any(e['event_type'] == event_type and e['payload'][
+                    'numamig_object.data'].get('host') == host
+                    for e in self.events):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{event_type} of {host} not "
+                                         f"heard within {HEARD_S} s")
                 self.lock.wait(left)
 
     @staticmethod
@@ -142,4 +155,16 @@ class NotificationsTest(test_multiprocess.MultiProcessTestBase):
         completed = mine[-1]['payload']['numamig_object.data']
         self.assertEqual(dest, completed['dest_host'])
         self.assertEqual(instance.uuid, completed['instance_uuid'])
+
+        # An operator's maintenance, told once each way.
+        self.api.host_set_disabled(self.rpc.context, source, True,
+                                   reason='firmware upgrade')
+        self.api.host_set_disabled(self.rpc.context, source, False)
+        heard.wait_for_host('host.enabled', source)
+        maintenance = [(e['event_type'],
+                        e['payload']['numamig_object.data']['reason'])
+                       for e in heard.events
+                       if e['event_type'].startswith('host.')]
+        self.assertEqual([('host.disabled', 'firmware upgrade'),
+                          ('host.enabled', None)], maintenance)
         self.stop_daemons()

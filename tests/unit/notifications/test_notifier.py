@@ -11,6 +11,8 @@ from oslo_versionedobjects import fixture as ovo_fixture
 
 from numamig import exception
 from numamig import objects
+from numamig.db import _rows
+from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.notifications import notifier
@@ -25,6 +27,9 @@ SAMPLES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'doc',
                        'source', 'notification_samples')
 # Fingerprints of the payloads: change one only with its version.
 FINGERPRINTS = {
+    'DrainMovePayload': '1.0-8ef68662386d337e89ecb5a0b6404642',
+    'DrainPayload': '1.0-0f248ff4b20b959542cede20c84fa1f2',
+    'HostMaintenancePayload': '1.0-2301f115f309333ac4068ea950132be0',
     'MigrationPayload': '1.0-9bb3864750ec4e853f3ed2afbab6ab3a',
 }
 
@@ -75,35 +80,98 @@ def sample_migration(status):
         created_at=at, updated_at=at)
 
 
+AT = datetime.datetime(2026, 11, 28, 9, 30, 0, tzinfo=datetime.UTC)
+DRAIN_UUID = '3a2b1c0d-9e8f-4a7b-8c6d-5e4f3a2b1c0d'
+
+
+def sample_drain(kind, status):
+    """The drain every drain sample shows, at ``status``."""
+    moves = [sample_move(kind, s)
+             for s in ('completed', 'completed', 'migrating', 'pending')]
+    return {'uuid': DRAIN_UUID, 'host': 'compute-1', 'kind': kind,
+            'status': status, 'parallel': 2, 'priority': 80,
+            'error': ('guest-3 fits on no other host' if status == 'failed'
+                      else None),
+            'moves': moves, 'created_at': AT,
+            'ended_at': AT if status in ('completed', 'failed', 'aborted')
+            else None}
+
+
+def sample_move(kind, status):
+    """The move every move sample shows, at ``status``."""
+    return {'drain_uuid': DRAIN_UUID, 'drain_host': 'compute-1',
+            'drain_kind': kind,
+            'instance_uuid': '0c9d8e7f-6a5b-4c3d-8e2f-1a0b9c8d7e6f',
+            'name': 'guest-1', 'status': status,
+            'source_host': 'compute-3' if kind == 'defragment' else None,
+            'planned_host': 'compute-2',
+            'dest_host': 'compute-2' if status == 'completed' else None,
+            'migration_uuid': (None if status in ('pending', 'cancelled')
+                               else '6f1d7c8e-2a4b-4c3d-9e5f-0a1b2c3d4e5f'),
+            'attempts': 0 if status in ('pending', 'cancelled') else 1,
+            'error': ('the drain was aborted' if status == 'cancelled'
+                      else 'destination refused: no free pCPU'
+                      if status == 'failed' else None)}
+
+
+def sample_change(event_type):
+    """The committed change whose notification is ``event_type``."""
+    parts = event_type.split('.')
+    if parts[0] == 'migration':
+        return _rows.Change(_rows.MIGRATION, sample_migration(parts[1]),
+                            f'sample detail for {parts[1]}')
+    if parts[0] == 'host':
+        disabled = parts[1] == 'disabled'
+        return _rows.Change(_rows.HOST, compute_nodes.Maintenance(
+            'compute-1', AT if disabled else None,
+            'firmware upgrade' if disabled else None))
+    kind = parts[0]
+    if parts[1] == 'move':
+        event = parts[2]
+        status = 'pending' if event == 'replanned' else event
+        return _rows.Change(_rows.DRAIN_MOVE, sample_move(kind, status),
+                            'replanned' if event == 'replanned' else None)
+    status = 'running' if parts[1] == 'started' else parts[1]
+    return _rows.Change(_rows.DRAIN, sample_drain(kind, status))
+
+
+def sample_path(event_type):
+    return os.path.join(SAMPLES, event_type.replace('.', '-') + '.json')
+
+
 def render(sent):
     return json.loads(json.dumps(sent, default=str))
 
 
 class SamplesTest(base.TestCase):
-    """Every migration status has a sample, equal to what is sent."""
+    """Every event has a sample, equal to what is sent."""
 
-    def emitted(self, status):
+    def emitted(self, event_type):
         captured = Captured()
         sender = notifier.Notifier(captured)
         sender.start()
         self.addCleanup(sender.stop)
-        sender.migration_status_changes(
-            [(sample_migration(status), f'sample detail for {status}')])
+        sender.changes([sample_change(event_type)])
         self.assertTrue(captured.arrived.wait(10))
         return render(captured.sent[0])
 
-    def test_each_status_equals_its_sample(self):
-        for status in STATUS.ALL:
-            path = os.path.join(SAMPLES, f'migration-{status}.json')
+    def test_each_event_equals_its_sample(self):
+        for event_type in notifier.EVENT_TYPES:
+            path = sample_path(event_type)
             self.assertTrue(os.path.exists(path),
-                            f"no sample {path} for migration.{status}")
+                            f"no sample {path} for {event_type}")
             with open(path) as f:
                 sample = json.load(f)
-            self.assertEqual(sample, self.emitted(status), path)
+            self.assertEqual(sample, self.emitted(event_type), path)
 
     def test_no_sample_without_an_event(self):
-        names = {f'migration-{s}.json' for s in STATUS.ALL}
+        names = {os.path.basename(sample_path(e))
+                 for e in notifier.EVENT_TYPES}
         self.assertEqual(names, set(os.listdir(SAMPLES)))
+
+    def test_every_migration_status_has_an_event(self):
+        for status in STATUS.ALL:
+            self.assertIn(f'migration.{status}', notifier.EVENT_TYPES)
 
 
 class PayloadVersionTest(base.TestCase):
@@ -125,7 +193,7 @@ class DatabaseHandOverTest(base.TestCase):
         super().setUp()
         self.db = self.useFixture(database.SQLiteDatabase()).db
         self.heard = []
-        self.db.status_listeners.append(self.heard.extend)
+        self.db.change_listeners.append(self.heard.extend)
         self.instance = instances.create(
             self.db, dbase.make_instance()).instance.uuid
 
@@ -139,7 +207,8 @@ class DatabaseHandOverTest(base.TestCase):
             [(made.uuid, STATUS.ACCEPTED, 'created'),
              (made.uuid, STATUS.QUEUED, 'claimed on dst'),
              (made.uuid, STATUS.PREPARING, None)],
-            [(m.uuid, m.status, d) for m, d in self.heard])
+            [(c.record.uuid, c.record.status, c.detail)
+             for c in self.heard if c.kind == _rows.MIGRATION])
 
     def test_nothing_from_a_refused_or_rolled_back_change(self):
         made = migrations.create(self.db, dbase.make_migration(
@@ -175,8 +244,8 @@ class NeverWaitsTest(base.TestCase):
         sender.start()
         for status in (STATUS.ACCEPTED, STATUS.QUEUED, STATUS.PREPARING,
                        STATUS.RUNNING, STATUS.COMPLETED, STATUS.FAILED):
-            sender.migration_status_changes([(sample_migration(status),
-                                              None)])
+            sender.changes([_rows.Change(_rows.MIGRATION,
+                                         sample_migration(status))])
         self.assertIn('notifications dropped so far', logs.output)
         self.assertEqual(1, logs.output.count('dropped so far'))
         release.set()
@@ -194,6 +263,9 @@ class FromConfTest(base.TestCase):
         self.cfg = CONF
         self.factory = rpc.get_notification_transport
         self.addCleanup(rpc.cleanup)
+        # Registers [oslo_messaging_notifications], as a conductor's
+        # start does before reading it.
+        self.factory(self.cfg)
 
     def test_off_unless_a_driver_is_named(self):
         self.assertIsNone(notifier.Notifier.from_conf(
@@ -209,3 +281,60 @@ class FromConfTest(base.TestCase):
         self.assertIsInstance(found, notifier.Notifier)
         self.assertEqual('numamig-conductor:cond-1',
                          found._notifier.publisher_id)
+
+
+class DrainAndHostHandOverTest(base.TestCase):
+    """Drains, their moves and host maintenance reach the listeners,
+    each change once, and only when something changed."""
+
+    def setUp(self):
+        super().setUp()
+        self.db = self.useFixture(database.SQLiteDatabase()).db
+        self.heard = []
+        self.db.change_listeners.append(self.heard.extend)
+
+    def events(self):
+        found = []
+        for change in self.heard:
+            _, kind, payload = notifier.notification_of(change)
+            found.append((kind, payload.obj_to_primitive()[
+                'numamig_object.data'].get('status')))
+        del self.heard[:]
+        return found
+
+    def test_a_drain_and_its_moves(self):
+        from numamig.db import drains
+        uuid = dbase.new_uuid()
+        guest = dbase.new_uuid()
+        drains.create(self.db, {
+            'uuid': uuid, 'host': 'src', 'parallel': 1, 'priority': 80,
+            'was_disabled': False, 'options': {}},
+            [{'instance_uuid': guest, 'name': 'g', 'planned_host': 'dst',
+              'planned_topology': None}])
+        self.assertEqual([('drain.started', 'running')], self.events())
+        started, = drains.start_moves(self.db, uuid, dbase.new_uuid)
+        self.assertEqual([('drain.move.migrating', 'migrating')],
+                         self.events())
+        self.assertTrue(drains.end_move(
+            self.db, uuid, guest, started['migration_uuid'],
+            drains.COMPLETED, dest_host='dst'))
+        self.assertFalse(drains.end_move(
+            self.db, uuid, guest, started['migration_uuid'],
+            drains.COMPLETED, dest_host='dst'))
+        self.assertEqual([('drain.move.completed', 'completed')],
+                         self.events())
+        drains.set_status(self.db, uuid, drains.COMPLETED, drains.ACTIVE)
+        self.assertFalse(drains.set_status(self.db, uuid, drains.COMPLETED,
+                                           drains.ACTIVE))
+        self.assertEqual([('drain.completed', 'completed')], self.events())
+
+    def test_host_maintenance_only_when_it_changes(self):
+        compute_nodes.save_report(self.db, dbase.make_report('h1'))
+        compute_nodes.set_disabled(self.db, 'h1', 'firmware')
+        compute_nodes.set_disabled(self.db, 'h1', 'firmware')
+        compute_nodes.set_disabled(self.db, 'h1', 'firmware, then BIOS')
+        compute_nodes.set_enabled(self.db, 'h1')
+        compute_nodes.set_enabled(self.db, 'h1')
+        kinds = [notifier.notification_of(c)[1] for c in self.heard]
+        self.assertEqual(['host.disabled', 'host.disabled', 'host.enabled'],
+                         kinds)
