@@ -49,6 +49,7 @@ from oslo_versionedobjects import exception as ovo_exception
 from numamig import context as nm_context
 from numamig import exception
 from numamig import library_notices
+from numamig import metrics
 from numamig.conf import opts as conf_opts
 from numamig.objects import base as obj_base
 
@@ -447,11 +448,21 @@ class _PreparedCall:
         self._context = context
 
     def call(self, ctxt, method, **kwargs):
+        began = time.monotonic()
+        outcome = 'error'
         try:
-            return self._context.call(ctxt, method, **kwargs)
+            answer = self._context.call(ctxt, method, **kwargs)
+            outcome = 'answered'
+            return answer
+        except messaging.MessagingTimeout:
+            outcome = 'timeout'
+            raise
         except Exception as exc:
             exception.keep_remote_message(exc)
             raise
+        finally:
+            metrics.RPC_CALLS.observe(method, outcome,
+                                      time.monotonic() - began)
 
     def prepare(self, *args, **kwargs):
         return _PreparedCall(self._context.prepare(*args, **kwargs))

@@ -2,9 +2,10 @@
 
 The conductor's endpoint shows every host as its last report left it;
 an agent's shows what the agent holds now: its cells' pCPUs and pages
-from its resource tracker (guests and claims counted), and the outgoing
-migrations it runs. Built at each scrape; the tracker's lock is held
-only to copy its topology.
+from its resource tracker (guests and claims counted), the outgoing
+migrations it runs, and how long its RPC calls took (the one metric kept
+in memory: an agent is one process). Built at each scrape; the
+tracker's lock is held only to copy its topology.
 """
 
 from prometheus_client import core
@@ -66,6 +67,11 @@ class AgentCollector(metrics.Collector):
             'numamig_agent_outgoing_migrations',
             'Outgoing migrations this agent runs now.',
             value=len(self.agent.outgoing.uuids()))
+        yield metrics.RPC_CALLS.family(
+            'numamig_agent_rpc_call_duration_seconds',
+            "This agent's RPC calls (to the conductor and to other "
+            "agents) by method and outcome (answered, timeout, error), "
+            "since it started.")
 
 
 def collectors(agent):

@@ -128,7 +128,8 @@ LAYERS = {
     'wire': ('declared RPC arguments, checked before any work',
              ('objects', 'exception')),
     'rpc': ('transport, serializer, clients',
-            ('conf', 'context', 'exception', 'objects', 'library_notices')),
+            ('conf', 'context', 'exception', 'objects', 'library_notices',
+             'metrics')),
     'rpc_inproc': ('the in-process transport driver', ()),
     'compute.rpcapi_postcopy': ('the compute client\'s post-copy resume '
                                 'calls, mixed into its client',

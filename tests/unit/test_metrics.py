@@ -114,3 +114,58 @@ class EndpointTest(base.TestCase):
         conf.set_override('port', taken.getsockname()[1], group='metrics')
         self.assertRaises(exception.InvalidConfiguration,
                           metrics.check_can_listen, conf)
+
+
+class CallTimesTest(base.TestCase):
+
+    def test_buckets_against_counting(self):
+        import random
+        rng = random.Random(7)
+        times = metrics.CallTimes((0.01, 0.1, 1))
+        seen = {}
+        for _ in range(500):
+            method = rng.choice(['report_compute_node', 'migration_get'])
+            outcome = rng.choice(['answered', 'timeout'])
+            seconds = rng.choice([0.005, 0.01, 0.05, 0.5, 3.0])
+            times.observe(method, outcome, seconds)
+            seen.setdefault((method, outcome), []).append(seconds)
+        family = times.family('numamig_test_seconds', 'Test.')
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for s in family.samples}
+        for (method, outcome), values in seen.items():
+            labels = {'method': method, 'outcome': outcome}
+            for bound in ('0.01', '0.1', '1.0'):
+                key = tuple(sorted(dict(labels, le=bound).items()))
+                self.assertEqual(
+                    sum(v <= float(bound) for v in values),
+                    samples[('numamig_test_seconds_bucket', key)])
+            key = tuple(sorted(labels.items()))
+            self.assertEqual(len(values),
+                             samples[('numamig_test_seconds_count', key)])
+            self.assertAlmostEqual(sum(values), samples[
+                ('numamig_test_seconds_sum', key)])
+
+
+class RPCCallsRecordedTest(base.TestCase):
+
+    def test_a_call_and_a_timeout_are_recorded(self):
+        from unittest import mock
+
+        import oslo_messaging as messaging
+
+        from numamig import rpc
+        self.patch(metrics, 'RPC_CALLS', metrics.CallTimes((1,)))
+        context = mock.Mock()
+        call = rpc._PreparedCall(context)
+        call.call({}, 'ping')
+        context.call.side_effect = messaging.MessagingTimeout('late')
+        self.assertRaises(messaging.MessagingTimeout, call.call, {},
+                          'report_compute_node')
+        family = metrics.RPC_CALLS.family('numamig_x_seconds', 'X.')
+        counts = {tuple(sorted(s.labels.items())): s.value
+                  for s in family.samples
+                  if s.name == 'numamig_x_seconds_count'}
+        self.assertEqual(
+            {(('method', 'ping'), ('outcome', 'answered')): 1.0,
+             (('method', 'report_compute_node'),
+              ('outcome', 'timeout')): 1.0}, counts)

@@ -40,6 +40,8 @@ HEAVY = {
     'lxml': "domain XML: the audits",
     'libvirt': "the hypervisor: never a command line's",
     'eventlet': "never: numamig runs on native threads",
+    'prometheus_client': "the daemons' metrics endpoint: never a command "
+                         "line's",
 }
 OBJECTS = ('oslo_versionedobjects', 'oslo_messaging')
 
