@@ -178,6 +178,12 @@ class MonitoringTest(test_multiprocess.MultiProcessTestBase):
             lambda r: sorted(v for _, v in r) == [0.0, 1.0],
             "the agents' guests")
         self.assertEqual(2, len(agents))
+        # Each agent's reports, timed by method and outcome.
+        self.wait_for(
+            prometheus, 'numamig_agent_rpc_call_duration_seconds_count{'
+                        'method="report_compute_node",outcome="answered"}',
+            lambda r: len(r) == 2 and all(v >= 1 for _, v in r),
+            "the agents' timed reports")
         # The shipped alert rules loaded, and none fires on a healthy
         # deployment.
         names = {r['name'] for r in prometheus.rules()}
