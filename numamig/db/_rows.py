@@ -68,12 +68,14 @@ MIGRATION = 'migration'
 DRAIN = 'drain'
 DRAIN_MOVE = 'drain-move'
 HOST = 'host'
+MEMORY_CHANGE = 'memory-change'
 
 
 class Change(typing.NamedTuple):
     """One committed change: its ``kind`` (MIGRATION, DRAIN, DRAIN_MOVE,
-    HOST), the record as written (a Migration; a drain's or a move's
-    dict; a host's Maintenance) and the detail recorded with it."""
+    HOST, MEMORY_CHANGE), the record as written (a Migration; a drain's,
+    a move's or a memory change's dict; a host's Maintenance) and the
+    detail recorded with it."""
 
     kind: str
     record: object

@@ -31,6 +31,10 @@ def start(db, uuid, host, request):
             session.add(models.MemoryChange(
                 uuid=uuid, host=host, status=RUNNING, request=request,
                 created_at=now, updated_at=now))
+            session.flush()
+            _rows.note_change(session, _rows.MEMORY_CHANGE, {
+                'uuid': uuid, 'host': host, 'status': RUNNING,
+                'request': request, 'plan': None, 'result': None})
     except db_exc.DBDuplicateEntry:
         return get(db, uuid), False
     return get(db, uuid), True
@@ -39,10 +43,14 @@ def start(db, uuid, host, request):
 def finish(db, uuid, status, plan, result):
     """Record how a change ended (status DONE, PARTIAL or FAILED)."""
     with db.writer() as session:
-        session.execute(sa.update(models.MemoryChange).where(
+        changed = session.execute(sa.update(models.MemoryChange).where(
             models.MemoryChange.uuid == uuid).values(
             status=status, plan=plan, result=result,
             updated_at=_rows.utcnow()))
+        if changed.rowcount:
+            row = session.get(models.MemoryChange, uuid,
+                              populate_existing=True)
+            _rows.note_change(session, _rows.MEMORY_CHANGE, _as_dict(row))
     return get(db, uuid)
 
 

@@ -14,7 +14,10 @@ every OpenStack service). When on, the conductor publishes, as
   ``.failed``, ``.cancelled`` and ``.replanned`` (sent back to pending
   towards another host), with a DrainMovePayload;
 * host maintenance: ``host.disabled`` and ``host.enabled``, with a
-  HostMaintenancePayload.
+  HostMaintenancePayload;
+* virtio-mem memory changes (a guest's memory set, a host node's or a
+  placement's reclaim): ``memory-change.started`` and its end
+  (``.done``, ``.partial``, ``.failed``), with a MemoryChangePayload.
 
 Priority INFO, WARN for what failed, ERROR for a migration in error.
 
@@ -46,6 +49,7 @@ MIGRATION = 'migration'
 DRAIN = 'drain'
 DRAIN_MOVE = 'drain-move'
 HOST = 'host'
+MEMORY_CHANGE = 'memory-change'
 
 MAX_QUEUED = 10000
 STOP_FLUSH_S = 2.0
@@ -68,7 +72,9 @@ EVENT_TYPES = (
         'started', 'aborting', 'completed', 'failed', 'aborted')) +
     tuple(f'{kind}.move.{event}' for kind in DRAIN_KINDS for event in (
         'migrating', 'completed', 'failed', 'cancelled', 'replanned')) +
-    ('host.disabled', 'host.enabled'))
+    ('host.disabled', 'host.enabled') +
+    tuple(f'memory-change.{status}' for status in (
+        'started', 'done', 'partial', 'failed')))
 
 
 def notification_of(change):
@@ -93,6 +99,12 @@ def notification_of(change):
         payload = payloads.HostMaintenancePayload.from_record(record)
         return ('info', 'host.disabled' if payload.disabled else
                 'host.enabled', payload)
+    if kind == MEMORY_CHANGE:
+        payload = payloads.MemoryChangePayload.from_record(record)
+        event = 'started' if payload.status == 'running' else \
+            payload.status
+        return ('warn' if payload.status in ('partial', 'failed') else
+                'info', f'memory-change.{event}', payload)
     raise ValueError(f"no notification of a {kind} change")
 
 

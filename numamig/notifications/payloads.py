@@ -199,3 +199,60 @@ class HostMaintenancePayload(NotificationPayload):
                       disabled_at=maintenance.disabled_at)
         payload.obj_reset_changes()
         return payload
+
+
+@register
+class MemoryChangePayload(NotificationPayload):
+    """A virtio-mem memory change: a guest's memory set per node
+    (``instance memory set``), memory reclaimed from a host node
+    (``host reclaim``) or for a placement ([virtio_mem]
+    placement_reclaim).
+
+    Version history:
+
+    * 1.0 - Initial version (release 2).
+    """
+
+    VERSION = '1.0'
+
+    fields = {
+        'uuid': fields.UUIDField(),
+        'host': fields.StringField(),
+        # instance-memory-set, host-reclaim or placement-reclaim.
+        'operation': fields.StringField(),
+        # running, done, partial (some guests refused) or failed.
+        'status': fields.StringField(),
+        # The request's values, as text (node, size_mb, instance ...).
+        'request': fields.DictOfNullableStringsField(),
+        # Guests asked, and those that reached their new size.
+        'guests': fields.IntegerField(),
+        'guests_reached': fields.IntegerField(),
+        'error': fields.StringField(nullable=True),
+    }
+
+    @classmethod
+    def from_record(cls, change, detail=None):
+        """The payload of ``change`` (numamig.db.memory_changes's row
+        dict)."""
+        request = change.get('request') or {}
+        result = change.get('result') or {}
+        guests = result.get('guests') or []
+        payload = cls(
+            uuid=change['uuid'], host=change['host'],
+            operation=operation_of(request), status=change['status'],
+            request={k: None if v is None else str(v)
+                     for k, v in request.items()},
+            guests=len(guests),
+            guests_reached=sum(1 for g in guests if g.get('reached')),
+            error=result.get('error'))
+        payload.obj_reset_changes()
+        return payload
+
+
+def operation_of(request):
+    """Which memory change ``request`` asked for."""
+    if 'placement' in request:
+        return 'placement-reclaim'
+    if 'instance' in request:
+        return 'instance-memory-set'
+    return 'host-reclaim'

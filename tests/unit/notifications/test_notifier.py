@@ -30,6 +30,7 @@ FINGERPRINTS = {
     'DrainMovePayload': '1.0-8ef68662386d337e89ecb5a0b6404642',
     'DrainPayload': '1.0-0f248ff4b20b959542cede20c84fa1f2',
     'HostMaintenancePayload': '1.0-2301f115f309333ac4068ea950132be0',
+    'MemoryChangePayload': '1.0-90696f9f373e0a494c87cfc8d4588a29',
     'MigrationPayload': '1.0-9bb3864750ec4e853f3ed2afbab6ab3a',
 }
 
@@ -114,9 +115,32 @@ def sample_move(kind, status):
                       if status == 'failed' else None)}
 
 
+def sample_memory_change(status):
+    """The memory change every memory sample shows, at ``status``."""
+    ended = status != 'running'
+    guests = [{'instance': '0c9d8e7f-6a5b-4c3d-8e2f-1a0b9c8d7e6f',
+               'reached': status in ('done', 'partial')},
+              {'instance': '1d0e9f8a-7b6c-4d5e-9f3a-2b1c0d9e8f7a',
+               'reached': status == 'done'}]
+    return {'uuid': '5b4a3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d',
+            'host': 'compute-1', 'status': status,
+            'request': {'host': 'compute-1', 'node': 1, 'size_mb': 2048,
+                        'exact': False},
+            'plan': None,
+            'result': (None if not ended else
+                       {'error': 'compute-1 did not answer'}
+                       if status == 'failed' else
+                       {'guests': guests,
+                        'all_reached': status == 'done'})}
+
+
 def sample_change(event_type):
     """The committed change whose notification is ``event_type``."""
     parts = event_type.split('.')
+    if parts[0] == 'memory-change':
+        status = 'running' if parts[1] == 'started' else parts[1]
+        return _rows.Change(_rows.MEMORY_CHANGE,
+                            sample_memory_change(status))
     if parts[0] == 'migration':
         return _rows.Change(_rows.MIGRATION, sample_migration(parts[1]),
                             f'sample detail for {parts[1]}')
@@ -338,3 +362,25 @@ class DrainAndHostHandOverTest(base.TestCase):
         kinds = [notifier.notification_of(c)[1] for c in self.heard]
         self.assertEqual(['host.disabled', 'host.disabled', 'host.enabled'],
                          kinds)
+
+
+class MemoryChangeHandOverTest(base.TestCase):
+
+    def test_started_then_ended_once(self):
+        from numamig.db import memory_changes
+        db = self.useFixture(database.SQLiteDatabase()).db
+        heard = []
+        db.change_listeners.append(heard.extend)
+        uuid = dbase.new_uuid()
+        request = {'host': 'h1', 'node': 0, 'size_mb': 512, 'exact': True}
+        memory_changes.start(db, uuid, 'h1', request)
+        memory_changes.start(db, uuid, 'h1', request)
+        memory_changes.finish(db, uuid, memory_changes.DONE, {}, {
+            'guests': [{'reached': True}], 'all_reached': True})
+        found = [notifier.notification_of(c) for c in heard]
+        self.assertEqual(['memory-change.started', 'memory-change.done'],
+                         [kind for _, kind, _ in found])
+        done = found[-1][2]
+        self.assertEqual(('host-reclaim', 1, 1, '512'),
+                         (done.operation, done.guests, done.guests_reached,
+                          done.request['size_mb']))
