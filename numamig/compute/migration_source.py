@@ -337,7 +337,7 @@ class SourceMigration:
 
     def _policy(self):
         """The convergence Policy to run under: the conductor's choice
-        (LiveMigrateData 1.3), else the flavor's, the image's, or this
+        (LiveMigrateData 1.1), else the flavor's, the image's, or this
         host's default (as a source chose before conductors chose).
 
         :raises UnknownMigrationPolicy: this host does not know it (the

@@ -82,21 +82,22 @@ _BASE_OBJECTS = {
 # API version -> the object versions a receiver of that version reads.
 OBJECT_VERSIONS = {
     RELEASE_1: dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
-    RELEASE_2: dict(_BASE_OBJECTS, LiveMigrateData='1.3',
+    RELEASE_2: dict(_BASE_OBJECTS, LiveMigrateData='1.1',
                     InstanceNUMACell='1.1', InstanceNUMATopology='1.1',
                     Instance='1.1', MigrationContext='1.1'),
 }
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): Migration
-# 1.1 and 1.2 add the run's result and the admission queue, which only
-# the conductor's records read; no compute API version carries them, so
-# an agent of release 1 (which refuses Migration 1.1) can be sent any.
+# 1.1 (release 2: the run's result, the admission queue, convergence,
+# prediction, reclaim, recovery, threads, status postcopy-paused) is for
+# the conductor's records; no compute API version carries it, so an
+# agent of release 1 (which refuses Migration 1.1) can be sent any.
 # ComputeNodeReport 1.1 (the migration guard's state) travels from agents
-# to the conductor only (conductor API 1.7); no compute message carries a
+# to the conductor only (conductor API 1.2); no compute message carries a
 # report to an agent. MigrationStatusChange 1.1 (status postcopy-paused)
-# travels only inside Migration 1.7, which agents read from the
-# conductor's answers (conductor API 1.17), never from a compute message.
+# travels only inside Migration 1.1, which agents read from the
+# conductor's answers (conductor API 1.2), never from a compute message.
 HELD_BACK = {'Migration': '1.0', 'ComputeNodeReport': '1.0',
              'MigrationStatusChange': '1.0'}
 
@@ -139,7 +140,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             post_live_migration_at_destination takes records_by_source;
             list_domains, delete_instance, refresh_usage,
             resize_virtio_mem, predict_convergence, resume_postcopy and
-            postcopy_resume_target; LiveMigrateData 1.3 (dst_numa_info,
+            postcopy_resume_target; LiveMigrateData 1.1 (dst_numa_info,
             the ``*_supports_numa_live_migration`` flags, the claim, the
             convergence policy), virtio-mem devices in guest cells
             (InstanceNUMACell 1.1 and the objects holding it).

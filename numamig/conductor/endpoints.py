@@ -1,15 +1,15 @@
 """What a conductor serves: answers in object versions each caller reads.
 
-Conductor API 1.3 answers with today's Migration (1.2, with the run's
-result and the admission queue's fields). A caller of an older API (a
-service of an older release, or one capped by ``[upgrade_levels]
-conductor``) cannot read it, and says
-which objects it reads only through the version of its message. The RPC
+Conductor API 1.2 (release 2) answers with today's Migration (1.1, with
+the run's result, the admission queue's fields and the rest release 2
+added). A caller of an older API (a service of release 1, or one capped
+by ``[upgrade_levels] conductor``) cannot read it, and says which
+objects it reads only through the version of its message. The RPC
 dispatcher hands a message to the first endpoint whose version accepts
 it, so one endpoint per older set of objects comes first, oldest first,
 each backporting every answer to the objects of its version (1.0-1.1:
-Migration 1.0; 1.2: Migration 1.1); messages at 1.3 pass them and reach
-the manager itself.
+release 1's, Migration 1.0); messages at 1.2 pass it and reach the
+manager itself.
 """
 
 import functools

@@ -20,8 +20,9 @@ class ComputeNodeReport(base.NumamigObject):
     older than the guard.
     """
 
-    # Version 1.0: Initial version
-    # Version 1.1: migration_guard
+    # Version 1.0 - Release 1: Initial version
+    # Version 1.1 - Release 2: migration_guard (the migration guard's
+    #              state)
     VERSION = '1.1'
 
     obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.0')]}

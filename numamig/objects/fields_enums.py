@@ -125,11 +125,12 @@ class MigrationStatus(BackportableEnum):
     CANCELLED = 'cancelled'
     ALL = (ACCEPTED, QUEUED, PREPARING, RUNNING, POSTCOPY_PAUSED,
            POST_MIGRATING, COMPLETED, FAILED, ERROR, CANCELLED)
-    # postcopy-paused (Migration 1.7) refines running: an older peer sees
-    # a migration in progress whose source drives it, holding both
-    # claims, which is what it is (the older peer's own rules for a
-    # running migration whose guest is paused in a broken post-copy
-    # leave it alone or try to end it, which the table then refuses).
+    # postcopy-paused (Migration 1.1, release 2) refines running: a
+    # release-1 peer sees a migration in progress whose source drives
+    # it, holding both claims, which is what it is (the older peer's own
+    # rules for a running migration whose guest is paused in a broken
+    # post-copy leave it alone or try to end it, which the table then
+    # refuses).
     OLDER = {POSTCOPY_PAUSED: RUNNING}
     TRANSITIONS = {}  # filled below, once the names exist
     # Ends: no transition leaves them.

@@ -23,8 +23,8 @@ class Instance(base.NumamigObject):
     fingerprints.
     """
 
-    # Version 1.0: Initial version
-    # Version 1.1: InstanceNUMATopology and MigrationContext 1.1
+    # Version 1.0 - Release 1: Initial version
+    # Version 1.1 - Release 2: InstanceNUMATopology and MigrationContext 1.1
     #              (virtio-mem devices in guest cells)
     VERSION = '1.1'
 

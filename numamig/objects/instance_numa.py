@@ -69,9 +69,10 @@ class InstanceNUMACell(base.NumamigObject):
     host holds ``memory_held_mb`` for the cell (see numa/vmem.py).
     """
 
-    # Version 1.0: Initial version
-    # Version 1.1: virtio_mem_size_mb, virtio_mem_block_kb,
+    # Version 1.0 - Release 1: Initial version
+    # Version 1.1 - Release 2: virtio_mem_size_mb, virtio_mem_block_kb,
     #              virtio_mem_requested_mb, virtio_mem_current_mb
+    #              (virtio-mem devices)
     VERSION = '1.1'
 
     fields = {
@@ -223,8 +224,8 @@ class InstanceNUMACell(base.NumamigObject):
 class InstanceNUMATopology(base.NumamigObject):
     """A guest's NUMA cells; with host cells and pins once placed."""
 
-    # Version 1.0: Initial version
-    # Version 1.1: InstanceNUMACell 1.1 (virtio-mem devices)
+    # Version 1.0 - Release 1: Initial version
+    # Version 1.1 - Release 2: InstanceNUMACell 1.1 (virtio-mem devices)
     VERSION = '1.1'
 
     obj_relationships = {'cells': [('1.0', '1.0'), ('1.1', '1.1')]}

@@ -5,34 +5,36 @@ from oslo_versionedobjects import fields
 
 from numamig.objects import base
 
-# The fields NUMA-aware live migration added in 1.1. A receiver older than
-# that never sees them; both flags must go too (an old peer that received
-# one would believe its partner supports a protocol it cannot speak).
+# The fields NUMA-aware live migration added in release 2 (1.1). A
+# receiver of release 1 never sees them; both flags must go too (an old
+# peer that received one would believe its partner supports a protocol
+# it cannot speak).
 NUMA_FIELDS = ('dst_numa_info', 'src_supports_numa_live_migration',
                'dst_supports_numa_live_migration')
+# Everything release 2's version (1.1) added to release 1's: the NUMA
+# fields, the claim the destination returns and the convergence policy.
+RELEASE_2_FIELDS = NUMA_FIELDS + ('migration_context', 'convergence_policy')
+RELEASE_2_VERSION = '1.1'
 
 
 @base.register
 class LiveMigrateData(base.NumamigObject):
     """Migration parameters agreed between source and destination."""
 
-    # Version 1.0: Initial version (the release before NUMA-aware live
-    #              migration)
-    # Version 1.1: Added dst_numa_info, src_supports_numa_live_migration and
-    #              dst_supports_numa_live_migration
-    # Version 1.2: Added migration_context: the destination returns the
-    #              claim it took for the conductor to record (compute API
-    #              1.3), instead of recording it itself
-    # Version 1.3: Added convergence_policy: the policy the conductor chose
-    #              for the migration, which the source runs it under
-    #              (compute API 1.6)
-    #              and migration_context as MigrationContext 1.1 (virtio-mem)
-    VERSION = '1.3'
+    # Version 1.0 - Release 1: Initial version (the release before
+    #              NUMA-aware live migration)
+    # Version 1.1 - Release 2: Added dst_numa_info,
+    #              src_supports_numa_live_migration and
+    #              dst_supports_numa_live_migration; migration_context
+    #              (MigrationContext 1.1): the destination returns the
+    #              claim it took for the conductor to record, instead of
+    #              recording it itself; convergence_policy: the policy the
+    #              conductor chose for the migration, which the source
+    #              runs it under (RELEASE_2_FIELDS)
+    VERSION = RELEASE_2_VERSION
 
-    obj_relationships = {'dst_numa_info': [('1.1', '1.0'), ('1.2', '1.0'),
-                                           ('1.3', '1.0')],
-                         'migration_context': [('1.2', '1.0'),
-                                               ('1.3', '1.1')]}
+    obj_relationships = {'dst_numa_info': [(RELEASE_2_VERSION, '1.0')],
+                         'migration_context': [(RELEASE_2_VERSION, '1.1')]}
 
     fields = {
         'instance_uuid': fields.UUIDField(),
@@ -54,12 +56,12 @@ class LiveMigrateData(base.NumamigObject):
         'dst_supports_numa_live_migration': fields.BooleanField(
             default=False),
         # The claim the destination took and the conductor must record
-        # before the migration may start (compute API 1.3); only in the
-        # destination's answer to the conductor, never sent on.
+        # before the migration may start; only in the destination's
+        # answer to the conductor, never sent on.
         'migration_context': fields.ObjectField(
             'MigrationContext', nullable=True, default=None),
         # The convergence policy's name (numamig.convergence.policy); None:
-        # the source chooses (flavor, image, its default), as before 1.3.
+        # the source chooses (flavor, image, its default), as in release 1.
         'convergence_policy': fields.StringField(nullable=True,
                                                  default=None),
     }
@@ -67,15 +69,10 @@ class LiveMigrateData(base.NumamigObject):
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
         target = versionutils.convert_version_to_tuple(target_version)
-        if target < (1, 3):
-            # An older source chooses its own (timer-based) behaviour.
-            primitive.pop('convergence_policy', None)
-        if target < (1, 2):
-            # A receiver that old records claims itself: the destination
-            # recorded it already (API 1.1), or took none (API 1.0).
-            primitive.pop('migration_context', None)
-        if target < (1, 1):
-            for name in NUMA_FIELDS:
+        if target < versionutils.convert_version_to_tuple(RELEASE_2_VERSION):
+            # Release 1 took no claim (nothing to record), chooses its own
+            # (timer-based) convergence, and must see no NUMA flag.
+            for name in RELEASE_2_FIELDS:
                 primitive.pop(name, None)
 
     def _validate(self):

@@ -8,22 +8,22 @@ from numamig.objects import fields as nm_fields
 
 STATUS = nm_fields.MigrationStatus
 
-# How the migration's run went, as the source reported it (1.1). None
-# where nothing was reported: the run has not ended, never started, or
-# its source is of a release that did not report it.
+# How the migration's run went, as the source reported it. None where
+# nothing was reported: the run has not ended, never started, or its
+# source is of a release that did not report it.
 RESULT_FIELDS = ('elapsed_ms', 'downtime_ms', 'emulated', 'post_copy',
                  'paused')
 
-# How the run converged (1.3): the policy it ran under and what the
-# policy did (or, observe-only, would have done), as the source reported.
+# How the run converged: the policy it ran under and what the policy
+# did (or, observe-only, would have done), as the source reported.
 CONVERGENCE_FIELDS = ('convergence_policy', 'convergence_actions')
-# The pre-flight convergence prediction (1.3), recorded before the run
+# The pre-flight convergence prediction, recorded before the run
 # so that the outcome can be read next to it; see
 # numamig.convergence.predict.
 PREDICTION_FIELDS = ('prediction', 'predicted_elapsed_ms',
                      'predicted_downtime_ms', 'sampled_dirty_rate')
 # What was reclaimed from other guests' virtio-mem devices to place the
-# guest on its destination (1.4), one entry per device: the host and
+# guest on its destination, one entry per device: the host and
 # host node, the guest and its guest cell, the device's requested size
 # before and as asked (MiB), what the guest reported plugged after,
 # what the host stopped holding, and the outcome (RECLAIM_OUTCOMES).
@@ -38,24 +38,14 @@ MEMORY_RECLAIM_KEYS = ('host', 'host_node', 'instance_uuid', 'cell',
 # the device, nothing was taken.
 RECLAIM_OUTCOMES = ('kept', 'given back', 'not given back', 'refused')
 MAX_RECLAIM_ENTRIES = 256
-# The post-copy recovery history (RECOVERY_VERSION): when the migration
-# stream was lost during post-copy, each resume attempt and its outcome
+# The post-copy recovery history: when the migration stream was lost
+# during post-copy, each resume attempt and its outcome
 # (numamig.convergence.recovery), as the source reported it; None where
 # the stream never broke in post-copy.
 RECOVERY_FIELDS = ('postcopy_recovery',)
-# The version that brought it: the one number to change if the versions
-# before it are renumbered (the backport below follows it).
-RECOVERY_VERSION = '1.5'
-# Where the migration's own QEMU threads ran on each host (THREADS_
-# VERSION); shape and bounds in numamig.objects.migration_threads.
+# Where the migration's own QEMU threads ran on each host; shape and
+# bounds in numamig.objects.migration_threads.
 THREADS_FIELDS = ('migration_threads',)
-THREADS_VERSION = '1.6'
-# The version that brought status postcopy-paused (the guest split
-# between the hosts after its post-copy recovery gave up, both claims
-# kept); a peer reading an older one is sent ``running`` instead (see
-# MigrationStatus.OLDER). Its status history entries are
-# MigrationStatusChange 1.1 for the same reason.
-PAUSED_VERSION = '1.7'
 # Bounds of what a source may report (checked before it is recorded).
 MAX_POLICY_NAME = 64
 MAX_ACTIONS = 40
@@ -63,13 +53,23 @@ MAX_ACTION_LENGTH = 300
 MAX_RECOVERY_EVENTS = 40
 
 # Admission order: a waiting migration of a higher priority is admitted
-# before any of a lower one (1.2). The names are what operators type;
+# before any of a lower one. The names are what operators type;
 # any integer in [0, MAX_PRIORITY] is accepted.
 PRIORITIES = {'routine': 0, 'maintenance': 50, 'drain': 100}
 MAX_PRIORITY = 100
-# Fields of the admission queue (1.2); queue_position is worked out when
-# a migration is read, never stored.
+# Fields of the admission queue; queue_position is worked out when a
+# migration is read, never stored.
 QUEUE_FIELDS = ('priority', 'admitted_at', 'queue_position')
+# Release 2's version of the object: it brought RELEASE_2_FIELDS and
+# status postcopy-paused (the guest split between the hosts after its
+# post-copy recovery gave up, both claims kept). A peer reading release
+# 1's version (1.0) gets none of these fields, and ``running`` instead of
+# that status (see MigrationStatus.OLDER); the status history entries
+# are MigrationStatusChange 1.1 for the same reason.
+RELEASE_2_VERSION = '1.1'
+RELEASE_2_FIELDS = (RESULT_FIELDS + QUEUE_FIELDS + CONVERGENCE_FIELDS +
+                    PREDICTION_FIELDS + ('memory_reclaim',) +
+                    RECOVERY_FIELDS + THREADS_FIELDS)
 _PRIORITY_NAMES = ', '.join(f'{k}={v}' for k, v in PRIORITIES.items())
 
 # Status changes a migration may make. Anything else is a bug or a race
@@ -87,8 +87,8 @@ def can_transition(old, new):
 class MigrationStatusChange(base.NumamigObject):
     """One entry of a migration's status history."""
 
-    # Version 1.0: Initial version
-    # Version 1.1: status postcopy-paused
+    # Version 1.0 - Release 1: Initial version
+    # Version 1.1 - Release 2: status postcopy-paused
     VERSION = '1.1'
 
     obj_enum_values = {'status': {'1.1': (STATUS.POSTCOPY_PAUSED,)}}
@@ -104,29 +104,25 @@ class MigrationStatusChange(base.NumamigObject):
 class Migration(base.NumamigObject):
     """A live migration as the conductor records it."""
 
-    # Version 1.0: Initial version
-    # Version 1.1: Added elapsed_ms, downtime_ms, emulated, post_copy and
-    #              paused (the result of the run)
-    # Version 1.2: Added priority, admitted_at and queue_position (the
-    #              admission queue)
-    # Version 1.3: Added convergence_policy and convergence_actions (how
-    #              the run converged), prediction, predicted_elapsed_ms,
+    # Version 1.0 - Release 1: Initial version
+    # Version 1.1 - Release 2: Added elapsed_ms, downtime_ms, emulated,
+    #              post_copy and paused (the result of the run); priority,
+    #              admitted_at and queue_position (the admission queue);
+    #              convergence_policy and convergence_actions (how the run
+    #              converged); prediction, predicted_elapsed_ms,
     #              predicted_downtime_ms and sampled_dirty_rate (the
-    #              pre-flight convergence prediction)
-    # Version 1.4: Added memory_reclaim (virtio-mem memory reclaimed from
-    #              other guests to place it)
-    # Version 1.5: Added postcopy_recovery (RECOVERY_VERSION)
-    # Version 1.6: Added migration_threads (THREADS_VERSION)
-    # Version 1.7: status postcopy-paused (PAUSED_VERSION)
-    VERSION = PAUSED_VERSION
+    #              pre-flight convergence prediction); memory_reclaim
+    #              (virtio-mem memory reclaimed from other guests to place
+    #              it); postcopy_recovery (post-copy recovery history);
+    #              migration_threads (where its QEMU threads ran); status
+    #              postcopy-paused, and history as MigrationStatusChange
+    #              1.1 (RELEASE_2_FIELDS, RELEASE_2_VERSION)
+    VERSION = RELEASE_2_VERSION
 
-    obj_relationships = {'history': [('1.0', '1.0'), ('1.1', '1.0'),
-                                     ('1.2', '1.0'), ('1.3', '1.0'),
-                                     ('1.4', '1.0'),
-                                     (RECOVERY_VERSION, '1.0'),
-                                     (THREADS_VERSION, '1.0'),
-                                     (PAUSED_VERSION, '1.1')]}
-    obj_enum_values = {'status': {PAUSED_VERSION: (STATUS.POSTCOPY_PAUSED,)}}
+    obj_relationships = {'history': [('1.0', '1.0'),
+                                     (RELEASE_2_VERSION, '1.1')]}
+    obj_enum_values = {'status': {RELEASE_2_VERSION:
+                                  (STATUS.POSTCOPY_PAUSED,)}}
 
     fields = {
         'uuid': fields.UUIDField(),
@@ -201,22 +197,8 @@ class Migration(base.NumamigObject):
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)
         target = versionutils.convert_version_to_tuple(target_version)
-        if target < versionutils.convert_version_to_tuple(THREADS_VERSION):
-            for name in THREADS_FIELDS:
-                primitive.pop(name, None)
-        if target < (1, 4):
-            primitive.pop('memory_reclaim', None)
-        if target < versionutils.convert_version_to_tuple(RECOVERY_VERSION):
-            for name in RECOVERY_FIELDS:
-                primitive.pop(name, None)
-        if target < (1, 3):
-            for name in CONVERGENCE_FIELDS + PREDICTION_FIELDS:
-                primitive.pop(name, None)
-        if target < (1, 2):
-            for name in QUEUE_FIELDS:
-                primitive.pop(name, None)
-        if target < (1, 1):
-            for name in RESULT_FIELDS:
+        if target < versionutils.convert_version_to_tuple(RELEASE_2_VERSION):
+            for name in RELEASE_2_FIELDS:
                 primitive.pop(name, None)
 
     @property

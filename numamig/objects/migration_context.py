@@ -14,8 +14,8 @@ class MigrationContext(base.NumamigObject):
     migration named by ``migration_uuid`` is in progress.
     """
 
-    # Version 1.0: Initial version
-    # Version 1.1: InstanceNUMATopology 1.1 (virtio-mem devices)
+    # Version 1.0 - Release 1: Initial version
+    # Version 1.1 - Release 2: InstanceNUMATopology 1.1 (virtio-mem devices)
     VERSION = '1.1'
 
     def obj_version_needed(self):

@@ -1,10 +1,10 @@
 """Where a migration's threads ran, recorded through a real conductor
-over fake:// and RabbitMQ (conductor API 1.2, Migration 1.6).
+over fake:// and RabbitMQ (conductor API 1.2, Migration 1.1: release 2).
 
 An agent's report is kept and read back by an operator; one out of shape
 or too large is refused where it arrives, crossing the broker as one
-numamig error, with nothing recorded; a client capped below 1.16 sends
-nothing and reads Migration 1.5, without the field.
+numamig error, with nothing recorded; a client capped at release 1
+sends nothing and reads Migration 1.0, without the field.
 """
 
 import time

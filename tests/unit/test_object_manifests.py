@@ -23,19 +23,17 @@ load_tests = testscenarios.load_tests_apply_scenarios
 # (API, object) -> why its newest manifest holds it older than current.
 ALLOWED = {
     ('compute', 'Migration'):
-        "Migration 1.1 and 1.2 add the run's result and the admission "
-        "queue, read only by the conductor's records; agents of release "
-        "1 refuse anything above 1.0.",
+        "Migration 1.1 (release 2: the run's result, the admission "
+        "queue and the rest) is read only by the conductor's records; "
+        "agents of release 1 refuse anything above 1.0.",
     ('compute', 'ComputeNodeReport'):
-        "reports go from agents to the conductor (conductor API 1.7); "
+        "reports go from agents to the conductor (conductor API 1.2); "
         "no compute message carries one to an agent.",
     ('compute', 'MigrationStatusChange'):
         "MigrationStatusChange 1.1 (status postcopy-paused) travels only "
-        "inside Migration 1.7, which agents read from the conductor's "
-        "answers (conductor API 1.17); compute messages carry Migration "
+        "inside Migration 1.1, which agents read from the conductor's "
+        "answers (conductor API 1.2); compute messages carry Migration "
         "1.0.",
-    ('conductor', 'LiveMigrateData'):
-        "no conductor method takes or answers LiveMigrateData.",
 }
 
 

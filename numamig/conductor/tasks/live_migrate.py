@@ -537,7 +537,8 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
 
     def _start(self, migrate_data):
         # The policy chosen when the request was recorded; a source too
-        # old to read it (LiveMigrateData 1.2) is sent none and chooses.
+        # old to read it (release 1, LiveMigrateData 1.0) is sent none
+        # and chooses.
         if self.migration.get('convergence_policy'):
             migrate_data.convergence_policy = \
                 self.migration.convergence_policy

@@ -28,7 +28,8 @@ def _agent_and_guest(test):
 
 class GuardedClaimTest(base.TestCase):
     """An old source, asked by the destination (API 1.1) or by the
-    conductor (API 1.3, LiveMigrateData 1.0 handed over)."""
+    conductor (the conductor-asks flow, LiveMigrateData 1.0 handed
+    over)."""
 
     scenarios = [('api-1.1', {'conductor_asks': False}),
                  ('api-1.3', {'conductor_asks': True})]

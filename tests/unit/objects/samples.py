@@ -162,7 +162,7 @@ def migration():
         migration_threads=THREADS)
 
 
-# Where a migration's threads ran (Migration 1.6), both hosts.
+# Where a migration's threads ran (Migration 1.1, release 2), both hosts.
 THREADS = {
     'source': {'host': 'src', 'basis': 'shared-guest-nodes',
                'cpus': [6, 7], 'connections': 2,

@@ -1,4 +1,5 @@
-"""Tests of LiveMigrateData: the 1.1 -> 1.0 backport and validation."""
+"""Tests of LiveMigrateData: the release-2 (1.1) -> release-1 (1.0)
+backport and validation."""
 
 from oslo_serialization import jsonutils
 import testscenarios
@@ -20,33 +21,37 @@ def _data(obj, **kwargs):
 
 
 class BackportTo10Test(base.TestCase):
-    """An old (1.0) peer must receive none of the NUMA fields.
+    """A release-1 (1.0) peer must receive none of what release 2 added.
 
     One test per field: an old peer that received either support flag
     would believe its partner speaks a protocol it cannot.
     """
 
     scenarios = [(name, {'field': name})
-                 for name in live_migrate_data.NUMA_FIELDS]
+                 for name in live_migrate_data.RELEASE_2_FIELDS]
+
+    def _full(self):
+        lmd = samples.live_migrate_data()
+        lmd.migration_context = samples.migration_context()
+        lmd.convergence_policy = 'nfv'
+        return lmd
 
     def test_field_dropped_for_1_0(self):
-        data = _data(samples.live_migrate_data(), target_version='1.0')
+        data = _data(self._full(), target_version='1.0')
         self.assertNotIn(self.field, data)
 
     def test_field_dropped_from_changes(self):
-        primitive = samples.live_migrate_data().obj_to_primitive(
-            target_version='1.0')
+        primitive = self._full().obj_to_primitive(target_version='1.0')
         self.assertNotIn(self.field, primitive['numamig_object.changes'])
 
     def test_field_kept_for_1_1(self):
-        data = _data(samples.live_migrate_data(), target_version='1.1')
+        data = _data(self._full(), target_version='1.1')
         self.assertIn(self.field, data)
 
     def test_old_sender_arrives_as_default(self):
         # A 1.0 sender never sets the field; the receiver sees its default
         # (None or False), which selects the legacy path.
-        primitive = samples.live_migrate_data().obj_to_primitive(
-            target_version='1.0')
+        primitive = self._full().obj_to_primitive(target_version='1.0')
         received = obj_base.NumamigObject.obj_from_primitive(primitive)
         self.assertEqual('1.0', received.VERSION)
         self.assertFalse(getattr(received, self.field))
@@ -59,17 +64,16 @@ class BackportTest(base.TestCase):
         old = _data(samples.live_migrate_data(), target_version='1.0')
         self.assertEqual(
             {k: v for k, v in full.items()
-             if k not in live_migrate_data.NUMA_FIELDS + (
-                 'migration_context', 'convergence_policy')}, old)
+             if k not in live_migrate_data.RELEASE_2_FIELDS}, old)
 
-    def test_1_2_drops_only_the_policy(self):
-        lmd = samples.live_migrate_data()
-        lmd.convergence_policy = 'nfv'
-        full = _data(lmd)
-        old = _data(lmd, target_version='1.2')
-        self.assertEqual('nfv', full['convergence_policy'])
-        self.assertEqual({k: v for k, v in full.items()
-                          if k != 'convergence_policy'}, old)
+    def test_release_1_fields_are_what_release_1_shipped(self):
+        release_1 = {'instance_uuid', 'source_host', 'dest_host',
+                     'migration_uuid', 'dest_connect_uri', 'migration_uri',
+                     'emulated', 'bandwidth_mib'}
+        self.assertEqual(
+            set(live_migrate_data.LiveMigrateData.fields),
+            release_1 | set(live_migrate_data.RELEASE_2_FIELDS))
+        self.assertFalse(release_1 & set(live_migrate_data.RELEASE_2_FIELDS))
 
     def test_backport_does_not_touch_the_object(self):
         lmd = samples.live_migrate_data()
@@ -113,23 +117,18 @@ class BackportTest(base.TestCase):
         self.assertNotIn('dst_numa_info',
                          _data(lmd, target_version='1.0'))
 
-
-    def test_1_1_drops_the_claim_only(self):
+    def test_release_2_carries_the_claim_and_the_policy(self):
         lmd = samples.live_migrate_data()
         lmd.migration_context = samples.migration_context()
-        data = _data(lmd, target_version='1.1')
-        self.assertNotIn('migration_context', data)
-        self.assertIn('dst_numa_info', data)
-        self.assertTrue(data['src_supports_numa_live_migration'])
-
-    def test_1_2_carries_the_claim(self):
-        lmd = samples.live_migrate_data()
-        lmd.migration_context = samples.migration_context()
+        lmd.convergence_policy = 'nfv'
+        primitive = lmd.obj_to_primitive()
+        self.assertEqual('1.1', primitive['numamig_object.version'])
         received = obj_base.NumamigObject.obj_from_primitive(
-            jsonutils.loads(jsonutils.dumps(lmd.obj_to_primitive())))
+            jsonutils.loads(jsonutils.dumps(primitive)))
         self.assertEqual(samples.uuids.migration,
                          received.migration_context.migration_uuid)
         self.assertEqual('dst', received.migration_context.dest_host)
+        self.assertEqual('nfv', received.convergence_policy)
 
 
 class ValidationTest(base.TestCase):

@@ -100,49 +100,57 @@ class TransitionTest(base.TestCase):
                          set(STATUS.IN_PROGRESS) | set(STATUS.FINAL))
 
 
-# The version before status postcopy-paused: below it every field and
-# history entry backports as it did before that change.
-BEFORE_PAUSED = migration.RECOVERY_VERSION
+# What release 1's Migration (1.0) carries: all a release-1 peer is ever
+# sent, whatever release 2 recorded.
+RELEASE_1_FIELDS = (
+    'uuid', 'instance_uuid', 'source_host', 'dest_host', 'requested_host',
+    'status', 'memory_total', 'memory_processed', 'memory_remaining',
+    'disk_total', 'disk_processed', 'disk_remaining', 'created_at',
+    'updated_at', 'error', 'refused_hosts', 'history')
+
+
+def _paused():
+    record = samples.migration()
+    record.status = STATUS.POSTCOPY_PAUSED
+    record.history = record.history + [samples.status_change()]
+    record.history[-1].status = STATUS.POSTCOPY_PAUSED
+    return record
 
 
 class PausedStatusBackportTest(base.TestCase):
-    """Migration 1.7: a postcopy-paused migration reaches an older peer
-    as ``running`` (in progress, both claims held: what it is), its
-    history entries too; a peer of 1.7 reads it as it is."""
+    """Migration 1.1 (release 2): a postcopy-paused migration reaches a
+    release-1 peer as ``running`` (in progress, both claims held: what
+    it is), its history entries too; a release-2 peer reads it as it
+    is."""
 
-    def _paused(self):
-        record = samples.migration()
-        record.status = STATUS.POSTCOPY_PAUSED
-        record.history = record.history + [samples.status_change()]
-        record.history[-1].status = STATUS.POSTCOPY_PAUSED
-        return record
+    def test_release_1_peer_reads_running(self):
+        data = _paused().obj_to_primitive(
+            target_version='1.0')['numamig_object.data']
+        self.assertEqual('running', data['status'])
+        self.assertEqual(
+            ['1.0'], sorted({h['numamig_object.version']
+                             for h in data['history']}))
+        self.assertEqual(
+            'running', data['history'][-1]['numamig_object.data']['status'])
 
-    def test_older_peer_reads_running(self):
-        for version in ('1.0', BEFORE_PAUSED):
-            data = self._paused().obj_to_primitive(
-                target_version=version)['numamig_object.data']
-            self.assertEqual('running', data['status'], version)
-            self.assertEqual(
-                ['1.0'], sorted({h['numamig_object.version']
-                                 for h in data['history']}))
-            self.assertEqual(
-                'running', data['history'][-1]['numamig_object.data'][
-                    'status'], version)
-
-    def test_peer_of_1_7_reads_postcopy_paused(self):
-        data = self._paused().obj_to_primitive()['numamig_object.data']
+    def test_release_2_peer_reads_postcopy_paused(self):
+        primitive = _paused().obj_to_primitive()
+        data = primitive['numamig_object.data']
+        self.assertEqual(migration.RELEASE_2_VERSION,
+                         primitive['numamig_object.version'])
         self.assertEqual('postcopy-paused', data['status'])
+        self.assertEqual(['1.1'], sorted({h['numamig_object.version']
+                                          for h in data['history']}))
         self.assertEqual('postcopy-paused', data['history'][-1][
             'numamig_object.data']['status'])
 
     def test_other_statuses_pass_unchanged(self):
         data = samples.migration().obj_to_primitive(
-            target_version=BEFORE_PAUSED)['numamig_object.data']
+            target_version='1.0')['numamig_object.data']
         self.assertEqual('running', data['status'])
         self.assertEqual(
             ['accepted', 'running'],
             [h['numamig_object.data']['status'] for h in data['history']])
-
 
 class StatusChangeTest(base.TestCase):
 
@@ -152,16 +160,18 @@ class StatusChangeTest(base.TestCase):
         self.assertIsNotNone(change.changed_at.tzinfo)
 
 
-class ResultBackportTest(base.TestCase):
-    """A receiver of Migration 1.0 gets none of the result fields.
+class Release2FieldsBackportTest(base.TestCase):
+    """A release-1 peer (Migration 1.0) gets none of what release 2's
+    version added, a release-2 peer (1.1) all of it.
 
     One test per field: a 1.0 receiver would refuse the whole object for
     any one of them left in.
     """
 
-    scenarios = [(name, {'field': name}) for name in migration.RESULT_FIELDS]
+    scenarios = [(name, {'field': name})
+                 for name in migration.RELEASE_2_FIELDS]
 
-    def test_dropped_for_1_0(self):
+    def test_dropped_for_release_1(self):
         primitive = samples.migration().obj_to_primitive(
             target_version='1.0')
         self.assertNotIn(self.field, primitive['numamig_object.data'])
@@ -169,77 +179,49 @@ class ResultBackportTest(base.TestCase):
                                                    []))
         self.assertEqual('1.0', primitive['numamig_object.version'])
 
-    def test_kept_for_1_1(self):
-        primitive = samples.migration().obj_to_primitive(
-            target_version='1.1')
-        self.assertEqual(getattr(samples.migration(), self.field),
-                         primitive['numamig_object.data'][self.field])
+    def test_kept_for_release_2(self):
+        record = samples.migration()
+        record.priority = 50
+        record.admitted_at = samples.NOW
+        record.queue_position = 3
+        received = migration.Migration.obj_from_primitive(
+            record.obj_to_primitive(
+                target_version=migration.RELEASE_2_VERSION))
+        self.assertIsNotNone(getattr(record, self.field))
+        self.assertEqual(getattr(record, self.field),
+                         getattr(received, self.field))
 
-    def test_old_sender_arrives_as_unknown(self):
+    def test_release_1_sender_arrives_as_the_default(self):
         primitive = samples.migration().obj_to_primitive(
             target_version='1.0')
         received = migration.Migration.obj_from_primitive(primitive)
-        self.assertIsNone(getattr(received, self.field))
+        self.assertEqual(migration.Migration.fields[self.field].default,
+                         getattr(received, self.field))
 
 
 class ResultTest(base.TestCase):
 
+    def test_release_1_fields_are_what_release_1_shipped(self):
+        self.assertEqual(
+            set(migration.Migration.fields),
+            set(RELEASE_1_FIELDS) | set(migration.RELEASE_2_FIELDS))
+        self.assertFalse(set(RELEASE_1_FIELDS) &
+                         set(migration.RELEASE_2_FIELDS))
+
     def test_backport_keeps_everything_else(self):
-        full = samples.migration().obj_to_primitive(
-            target_version=BEFORE_PAUSED)['numamig_object.data']
+        full = samples.migration().obj_to_primitive()['numamig_object.data']
         old = samples.migration().obj_to_primitive(
             target_version='1.0')['numamig_object.data']
+        self.assertEqual(sorted(RELEASE_1_FIELDS), sorted(old))
         self.assertEqual({k: v for k, v in full.items()
-                          if k not in migration.RESULT_FIELDS +
-                          migration.QUEUE_FIELDS +
-                          migration.CONVERGENCE_FIELDS +
-                          migration.PREDICTION_FIELDS +
-                          ('memory_reclaim',) +
-                          migration.RECOVERY_FIELDS +
-                          migration.THREADS_FIELDS}, old)
-
-    def test_backport_to_1_1_drops_only_the_queue(self):
-        record = samples.migration()
-        record.priority = 50
-        record.queue_position = 3
-        full = record.obj_to_primitive(
-            target_version=BEFORE_PAUSED)['numamig_object.data']
-        old = record.obj_to_primitive(
-            target_version='1.1')['numamig_object.data']
-        self.assertEqual(50, full['priority'])
-        self.assertEqual({k: v for k, v in full.items()
-                          if k not in migration.QUEUE_FIELDS +
-                          migration.CONVERGENCE_FIELDS +
-                          migration.PREDICTION_FIELDS +
-                          ('memory_reclaim',) +
-                          migration.RECOVERY_FIELDS +
-                          migration.THREADS_FIELDS}, old)
-
-    def test_backport_to_1_2_drops_only_convergence(self):
-        record = samples.migration()
-        full = record.obj_to_primitive(
-            target_version=BEFORE_PAUSED)['numamig_object.data']
-        old = record.obj_to_primitive(
-            target_version='1.2')['numamig_object.data']
-        self.assertEqual('nfv', full['convergence_policy'])
-        self.assertEqual(9000, full['predicted_elapsed_ms'])
-        self.assertEqual({k: v for k, v in full.items()
-                          if k not in migration.CONVERGENCE_FIELDS +
-                          migration.PREDICTION_FIELDS +
-                          ('memory_reclaim',) +
-                          migration.RECOVERY_FIELDS +
-                          migration.THREADS_FIELDS}, old)
-
-    def test_backport_below_recovery_drops_only_the_history(self):
-        record = samples.migration()
-        full = record.obj_to_primitive(
-            target_version=BEFORE_PAUSED)['numamig_object.data']
-        old = record.obj_to_primitive(
-            target_version='1.4')['numamig_object.data']
-        self.assertEqual('resumed', full['postcopy_recovery'][-1]['event'])
-        self.assertEqual({k: v for k, v in full.items()
-                          if k not in migration.RECOVERY_FIELDS +
-                          migration.THREADS_FIELDS}, old)
+                          if k in RELEASE_1_FIELDS and k != 'history'},
+                         {k: v for k, v in old.items() if k != 'history'})
+        # The history's entries: the same, as MigrationStatusChange 1.0.
+        self.assertEqual(
+            [h['numamig_object.data'] for h in full['history']],
+            [h['numamig_object.data'] for h in old['history']])
+        self.assertEqual(['1.0', '1.0'], [h['numamig_object.version']
+                                          for h in old['history']])
 
     def test_recovery_history_is_bounded(self):
         from numamig.convergence import recovery
@@ -254,25 +236,11 @@ class ResultTest(base.TestCase):
 
 class ThreadsTest(base.TestCase):
 
-    def test_backport_below_1_6_drops_only_the_threads(self):
-        record = samples.migration()
-        # At 1.6, so that only what 1.6 added differs (1.7 also moves the
-        # history's entries to MigrationStatusChange 1.1).
-        full = record.obj_to_primitive(
-            target_version='1.6')['numamig_object.data']
-        old = record.obj_to_primitive(
-            target_version='1.5')['numamig_object.data']
-        self.assertEqual([6, 7], full['migration_threads']['source']['cpus'])
-        self.assertEqual({k: v for k, v in full.items()
-                          if k not in migration.THREADS_FIELDS}, old)
-        received = migration.Migration.obj_from_primitive(
-            record.obj_to_primitive(target_version='1.5'))
-        self.assertIsNone(received.migration_threads)
-
-    def test_round_trip_at_1_6(self):
+    def test_round_trip_at_release_2(self):
         record = samples.migration()
         received = migration.Migration.obj_from_primitive(
-            record.obj_to_primitive(target_version='1.6'))
+            record.obj_to_primitive(
+                target_version=migration.RELEASE_2_VERSION))
         self.assertEqual(samples.THREADS, received.migration_threads)
 
     def test_cpu_lists_are_sorted(self):
@@ -306,21 +274,6 @@ class ThreadsTest(base.TestCase):
 
 
 class MemoryReclaimTest(base.TestCase):
-
-    def test_backport_to_1_3_drops_the_reclaim(self):
-        record = samples.migration()
-        full = record.obj_to_primitive(
-            target_version=BEFORE_PAUSED)['numamig_object.data']
-        old = record.obj_to_primitive(
-            target_version='1.3')['numamig_object.data']
-        self.assertEqual('kept', full['memory_reclaim'][0]['outcome'])
-        self.assertEqual({k: v for k, v in full.items()
-                          if k not in ('memory_reclaim',) +
-                          migration.RECOVERY_FIELDS +
-                          migration.THREADS_FIELDS}, old)
-        received = migration.Migration.obj_from_primitive(
-            record.obj_to_primitive(target_version='1.3'))
-        self.assertIsNone(received.memory_reclaim)
 
     def test_entries_checked(self):
         for entries, fragment in (

@@ -3,10 +3,13 @@
 ``OBJECT_DATA`` pins each class as 'VERSION-hash'. A change to an object's
 fields changes its hash and fails ``test_versions``: bump the VERSION, add
 a history line and an ``obj_make_compatible`` step, then update the hash
-here. Never update only the hash.
+here. Never update only the hash. An object has one version per release
+(``test_one_version_per_release``): the shipped release's, and one minor
+above it for everything the release in development adds.
 """
 
 import inspect
+import re
 
 from oslo_serialization import jsonutils
 from oslo_utils import versionutils
@@ -17,6 +20,8 @@ import testscenarios
 
 from numamig import exception
 from numamig import objects
+from numamig.compute import rpcapi as compute_rpcapi
+from numamig.conductor import api_versions
 from numamig.objects import base as obj_base
 from tests import base
 from tests.unit.objects import samples
@@ -30,8 +35,8 @@ OBJECT_DATA = {
     'Instance': '1.1-f5b3572fa251d6fa5e2476a27f63a8dd',
     'InstanceNUMACell': '1.1-cb66a6f23c69d02d82416434b5b57b38',
     'InstanceNUMATopology': '1.1-4fa1d4c4b593a27816d50e3a4c541c98',
-    'LiveMigrateData': '1.3-8af5c946b7284d3fc3385c477cf61db3',
-    'Migration': '1.7-b12e57fddff043851b412720b55a3ce5',
+    'LiveMigrateData': '1.1-8af5c946b7284d3fc3385c477cf61db3',
+    'Migration': '1.1-b12e57fddff043851b412720b55a3ce5',
     'MigrationContext': '1.1-26d330cb0b3335895f050fd23a8c02d5',
     'MigrationStatusChange': '1.1-6c2e715e864c95dcb46b484863216b5b',
     'NUMALimits': '1.0-50f3092fed2eb389287a8f12e7d61dda',
@@ -48,6 +53,16 @@ OBJECT_RELATIONSHIPS = {
     'MigrationContext': {'InstanceNUMATopology': '1.1'},
 }
 
+
+
+def _history(cls):
+    """Version -> the release its history line names ('' where none):
+    the ``# Version X.Y[ - Release N]:`` comments in ``cls``'s source."""
+    return {m.group(1): m.group(2) or ''
+            for m in _HISTORY_LINE.finditer(inspect.getsource(cls))}
+
+
+_HISTORY_LINE = re.compile(r"# Version (\d+\.\d+)(?: - (Release \d+))?:")
 
 
 def numamig_classes():
@@ -110,11 +125,34 @@ class VersionsTest(base.TestCase):
                                  f"{name}.{field_name}")
 
     def test_history_comment_above_every_version(self):
-        # The "# Version X.Y: change" history is how reviewers see what a
-        # backport must undo; each VERSION must have its line.
+        # The "# Version X.Y - Release N: change" history is how reviewers
+        # see what a backport must undo; each VERSION must have its line.
         for name, (cls,) in sorted(numamig_classes().items()):
-            source = inspect.getsource(cls)
-            self.assertIn(f"# Version {cls.VERSION}:", source, name)
+            self.assertIn(cls.VERSION, _history(cls), name)
+
+    def test_one_version_per_release(self):
+        # Each object has the version release 1 shipped and, where
+        # release 2 changed it, one more minor: development steps of a
+        # release are not versions (issue 35). Release 1's version is
+        # what the release-1 manifests name (compute API 1.0, conductor
+        # API 1.0 and 1.1).
+        release_1_manifests = [
+            compute_rpcapi.OBJECT_VERSIONS[compute_rpcapi.RELEASE_1],
+            api_versions.OBJECT_VERSIONS['1.0'],
+            api_versions.OBJECT_VERSIONS[api_versions.RELEASE_1]]
+        for name, (cls,) in sorted(numamig_classes().items()):
+            shipped = {manifest[name] for manifest in release_1_manifests}
+            self.assertEqual(1, len(shipped), f"{name}: {shipped}")
+            release_1 = shipped.pop()
+            major, minor = versionutils.convert_version_to_tuple(release_1)
+            expected = {release_1: 'Release 1'}
+            if cls.VERSION != release_1:
+                self.assertEqual(f'{major}.{minor + 1}', cls.VERSION, name)
+                expected[cls.VERSION] = 'Release 2'
+            history = _history(cls)
+            self.assertEqual(sorted(expected), sorted(history), name)
+            if len(expected) > 1:
+                self.assertEqual(expected, history, name)
 
 
 class RoundTripTest(base.TestCase):
