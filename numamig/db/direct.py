@@ -71,6 +71,10 @@ TABLES = {
         'detail': PLAIN,
     },
     'compute_nodes': {
+        'host': PLAIN, 'reported_at': TIME, 'report': JSON,
+        'disabled_at': TIME, 'disabled_reason': PLAIN,
+    },
+    'instances': {
         'host': PLAIN,
     },
 }
@@ -80,11 +84,26 @@ UNREAD = {
     # The conductor's own bookkeeping of a migration in flight.
     'migrations': ('lease_expires_at', 'start_request'),
     'migration_status_history': ('id',),
+    # The report's own copies of its scalars are read (as the
+    # ComputeNodeReport the repository returned), not the columns'.
     'compute_nodes': ('id', 'hypervisor_uri', 'hypervisor_type',
-                      'service_version', 'fingerprint', 'reported_at',
-                      'report', 'change_seq', 'disabled_at',
-                      'disabled_reason', 'created_at', 'updated_at'),
+                      'service_version', 'fingerprint', 'change_seq',
+                      'created_at', 'updated_at'),
+    # A host's guests are counted, not shown.
+    'instances': ('id', 'uuid', 'revision', 'name', 'project_id', 'vcpus',
+                  'memory_mb', 'extra_specs', 'image_properties',
+                  'numa_topology', 'migration_context', 'migration_uuid',
+                  'claim_host', 'power_state', 'task_state', 'created_at',
+                  'updated_at'),
 }
+# The versioned objects a host's report is stored as, by the versions
+# whose primitives ``host_reports`` reads (numamig.objects; a unit test
+# keeps each the class's current version). A report stored at any other
+# version is read through numamig.db, which knows how to load it.
+REPORT_VERSIONS = {'ComputeNodeReport': ('1.0', '1.1'),
+                   'HostNUMATopology': ('1.0',),
+                   'HostNUMACell': ('1.0',),
+                   'NUMAPagesTopology': ('1.0',)}
 # The JSON columns whose model field turns every value of every entry
 # into a string (ListOfDictOfNullableStringsField) or every item into one
 # (ListOfStringsField), as the objects the repositories return did.
@@ -292,13 +311,6 @@ class Record:
 class MigrationRecord(Record):
     """A migration as ``numamig.objects.Migration`` shows it."""
 
-    @property
-    def has_result(self):
-        """Whether the source reported how the run went."""
-        from numamig.cmd.manage_commands import _names
-        return any(self.get(name) is not None
-                   for name in _names.RESULT_FIELDS)
-
 
 class Reader:
     """One connection, read with plain SELECTs; close() it."""
@@ -392,6 +404,31 @@ class Reader:
             "admitted_at IS NULL AND (priority > ? OR (priority = ? AND "
             "id <= ?))", (_WAITING, priority, priority, row_id))[0][0]
 
+    def host_reports(self):
+        """[(HostReport, Maintenance or None)] of every host, by name;
+        None where a report is stored at a version not in
+        REPORT_VERSIONS (read through numamig.db then)."""
+        columns = TABLES['compute_nodes']
+        found = []
+        for row in self._rows(f"SELECT {', '.join(columns)} FROM "
+                              f"compute_nodes ORDER BY host"):
+            values = self._values(columns, row)
+            report = _host_report(values['report'], values['reported_at'])
+            if report is None:
+                return None
+            maintenance = None
+            if values['disabled_at'] is not None:
+                maintenance = Maintenance(values['host'],
+                                          values['disabled_at'],
+                                          values['disabled_reason'])
+            found.append((report, maintenance))
+        return found
+
+    def instance_counts(self):
+        """{host: number of instances recorded on it}."""
+        return dict(self._rows(
+            "SELECT host, COUNT(*) FROM instances GROUP BY host"))
+
     def require_host(self, host):
         """:raises HostNotFound: no compute host of that name reported."""
         if not self._rows("SELECT host FROM compute_nodes WHERE host = ?",
@@ -433,3 +470,57 @@ def _convert(kind, name, value):
     if name in _STRING_ITEMS:
         return [str(item) for item in value]
     return value
+
+
+class Maintenance:
+    """numamig.db.compute_nodes.Maintenance: disabled since when, why."""
+
+    def __init__(self, host, disabled_at, reason):
+        self.host = host
+        self.disabled_at = disabled_at
+        self.reason = reason
+
+
+def _data(primitive, name):
+    """The fields of a stored object primitive of class ``name``; None
+    for another class or a version not in REPORT_VERSIONS."""
+    if not isinstance(primitive, dict) or \
+            primitive.get('numamig_object.name') != name or \
+            primitive.get('numamig_object.version') not in \
+            REPORT_VERSIONS[name]:
+        return None
+    return primitive.get('numamig_object.data')
+
+
+def _host_report(primitive, reported_at):
+    """The report as host list reads a ComputeNodeReport: its scalars,
+    and per cell its id, dedicated and pinned pCPUs and page pools.
+    None where a primitive is not one REPORT_VERSIONS names."""
+    report = _data(primitive, 'ComputeNodeReport')
+    topology = _data(report and report.get('topology'), 'HostNUMATopology')
+    if topology is None:
+        return None
+    cells = []
+    for cell_primitive in topology.get('cells', []):
+        cell = _data(cell_primitive, 'HostNUMACell')
+        if cell is None:
+            return None
+        pools = [_data(pool, 'NUMAPagesTopology')
+                 for pool in cell.get('mempages', [])]
+        if None in pools:
+            return None
+        pcpuset = set(cell.get('pcpuset', ()))
+        cells.append(Record({
+            'id': cell['id'], 'pcpuset': pcpuset,
+            'free_pcpus': pcpuset - set(cell.get('pinned_cpus', ())),
+            'mempages': [Record({
+                'size_kb': pool['size_kb'], 'total': pool['total'],
+                'free': pool['total'] - pool.get('used', 0) -
+                pool.get('reserved', 0)}) for pool in pools]}))
+    return Record({
+        'host': report['host'], 'hypervisor_uri': report['hypervisor_uri'],
+        'hypervisor_type': report.get('hypervisor_type', 'qemu'),
+        'service_version': report['service_version'],
+        # The column, exact: the primitive has whole seconds.
+        'reported_at': reported_at,
+        'topology': Record({'cells': cells})})

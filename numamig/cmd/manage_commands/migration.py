@@ -407,7 +407,7 @@ def _view(migration):
         # of sources that never report it).
         'result': ({name: migration.get(name)
                     for name in _names.RESULT_FIELDS}
-                   if migration.has_result else None),
+                   if _has_result(migration) else None),
         'convergence': convergence_view.view(migration),
         'memory_reclaim': reclaim_view.view(migration),
         # None where the stream never broke during post-copy.
@@ -415,6 +415,13 @@ def _view(migration):
         # None where no host recorded where the migration's threads ran.
         'migration_threads': threads_view.view(migration),
     }
+
+
+def _has_result(migration):
+    """Migration.has_result, of an object or a numamig.db.direct record:
+    whether the source reported how the run went."""
+    return any(migration.get(name) is not None
+               for name in _names.RESULT_FIELDS)
 
 
 def _dry_run_view(answer):

@@ -4,7 +4,6 @@ it was kept or given back ([virtio_mem] placement_reclaim)."""
 
 from numamig.cmd.manage_commands import _names
 
-
 _NUMBERS = ('host_node', 'cell', 'before_mb', 'after_mb', 'current_mb',
             'released_mb')
 

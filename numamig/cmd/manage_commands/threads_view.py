@@ -5,7 +5,6 @@ from numamig import cpuspec
 from numamig.cmd.manage_commands import _names
 
 
-
 def view(migration):
     """The JSON-able record ({side: {host, basis, cpus, connections,
     threads}}), or None where no host recorded it."""

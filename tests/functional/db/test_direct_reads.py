@@ -10,6 +10,7 @@ before issue 43; the two runs must print the same bytes.
 """
 
 import contextlib
+import datetime
 import io
 import os
 from unittest import mock
@@ -18,6 +19,7 @@ import fixtures
 import sqlalchemy as sa
 
 from numamig.cmd import manage
+from numamig.cmd.manage_commands import host as host_cmd
 from numamig.db import direct
 from numamig.db import instances
 from numamig.db import migration_recovery
@@ -143,6 +145,42 @@ class DirectReadsTestCase(base.ServerDBTestCase):
                       'prediction: needs-post-copy', 'to running'):
             self.assertIn(shown, out)
         self.assertIn('queued #1', self.assert_same('migration', 'list')[1])
+
+    def record_hosts(self):
+        """Two hosts, one disabled, one with guests pinned and pages
+        used (its usage recomputed from them, as an agent reports)."""
+        from numamig.db import compute_nodes
+        from numamig.numa import usage
+        now = datetime.datetime.now(datetime.UTC)
+        topology = unit_base.make_host_topology()
+        guests = [unit_base.make_instance('src') for _ in range(2)]
+        for guest in guests:
+            instances.create(self.db, guest)
+        topology = usage.host_with_usage(
+            topology, [g.numa_topology for g in guests],
+            on_conflict=lambda *a: None)
+        for host, used in (('src', topology), ('dst', None)):
+            overrides = {'topology': used} if used is not None else {}
+            compute_nodes.save_report(self.db, unit_base.make_report(
+                host, reported_at=now, **overrides))
+        compute_nodes.set_disabled(self.db, 'dst', 'new DIMMs')
+
+    def test_host_list_prints_the_same(self):
+        self.assertIn('No compute host has reported yet',
+                      self.assert_same('host', 'list')[1])
+        self.record_hosts()
+        # The reports' age, from their reported_at, at one instant for
+        # both runs.
+        frozen = datetime.datetime.now(datetime.UTC)
+        real = host_cmd.report_age
+        with mock.patch.object(host_cmd, 'report_age',
+                               lambda report, now=None: real(report,
+                                                             frozen)):
+            for output in ('human', 'json'):
+                code, out, _ = self.assert_same('host', 'list', '--format',
+                                                output)
+                self.assertEqual(0, code)
+                self.assertIn('new DIMMs', out)
 
     def test_errors_are_the_same(self):
         unknown = unit_base.new_uuid()
