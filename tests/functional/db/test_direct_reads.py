@@ -211,3 +211,14 @@ class DirectReadsTestCase(base.ServerDBTestCase):
                                         unit_base.new_uuid())
         self.assertEqual(255, code)
         self.assertTrue(err.startswith('error: Database '), err)
+
+    def test_a_database_missing_on_its_server_is_the_same_error(self):
+        if self.backend == 'sqlite':
+            # A missing file: test_an_unreachable_database_...
+            url = self.db.url.set(database=self.db.url.database + '.none')
+        else:
+            url = self.db.url.set(database='numamig_no_such_database')
+        self.configure(url.render_as_string(hide_password=False))
+        code, _, err = self.assert_same('host', 'list', '--format', 'json')
+        self.assertEqual(255, code)
+        self.assertTrue(err.startswith('error: Database '), err)
