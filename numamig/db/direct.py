@@ -219,10 +219,15 @@ def connect(connection_url):
         if path is None:
             return None
         reader = Reader(url, _open_sqlite(url, path))
-    elif url.backend == 'postgresql':
-        reader = Reader(url, _open_postgresql(url))
     else:
-        reader = Reader(url, _open_mysql(url))
+        opener = _open_postgresql if url.backend == 'postgresql' \
+            else _open_mysql
+        try:
+            reader = Reader(url, opener(url))
+        except ImportError:
+            # The driver is not installed: numamig.db says so as it
+            # always did.
+            return None
     try:
         reader.check_schema()
     except BaseException:

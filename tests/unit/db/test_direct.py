@@ -85,6 +85,13 @@ class UrlTestCase(base.TestCase):
                      'sqlite://', 'sqlite:///:memory:', 'not a url'):
             self.assertIsNone(direct.connect(text), text)
 
+    def test_a_driver_not_installed_is_left_to_numamig_db(self):
+        import sys
+        from unittest import mock
+        with mock.patch.dict(sys.modules, {'psycopg2': None}):
+            self.assertIsNone(direct.connect(
+                'postgresql+psycopg2://numamig@127.0.0.1:9/numamig'))
+
     def test_a_missing_sqlite_file_is_said_as_before(self):
         from numamig import exception
         from numamig.db import api
