@@ -122,10 +122,11 @@ _URL = re.compile(r"""
 
 # drivername -> backend, for the drivers served here: SQLAlchemy's
 # default for sqlite, the ones named explicitly for the servers (a bare
-# postgresql:// or mysql:// means another driver to SQLAlchemy 2).
+# postgresql:// or mysql:// means another driver to SQLAlchemy 2; its
+# mariadb:// dialect is not the one oslo.db sets up as MySQL's).
 _DRIVERS = {'sqlite': 'sqlite', 'sqlite+pysqlite': 'sqlite',
             'postgresql+psycopg2': 'postgresql',
-            'mysql+pymysql': 'mysql', 'mariadb+pymysql': 'mysql'}
+            'mysql+pymysql': 'mysql'}
 # URL query options passed on to the driver as SQLAlchemy passes them
 # (strings, unchanged); a URL with any other is left to SQLAlchemy.
 _PASSED_OPTIONS = {'sqlite': (), 'postgresql': (

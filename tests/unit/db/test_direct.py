@@ -81,6 +81,7 @@ class UrlTestCase(base.TestCase):
         # in-memory database, a URL SQLAlchemy refuses.
         for text in ('postgresql://numamig@db/numamig',
                      'mysql://root@127.0.0.1/test',
+                     'mariadb+pymysql://root@127.0.0.1/test',
                      'mysql+pymysql://root@h/test?ssl_ca=/x.pem',
                      'sqlite://', 'sqlite:///:memory:', 'not a url'):
             self.assertIsNone(direct.connect(text), text)
