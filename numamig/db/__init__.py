@@ -21,5 +21,6 @@ never overwrite. Modules: ``api`` (oslo.db's enginefacade, SQLite
 settings, schema state),
 ``schema`` (alembic, programmatic), ``models`` (tables), ``primitives``
 (objects <-> stored JSON), ``instances``, ``migrations``,
-``compute_nodes``.
+``compute_nodes``; ``direct``: the few reads numamig-manage makes
+through the DB-API driver alone, without SQLAlchemy or the objects.
 """

@@ -253,19 +253,7 @@ class Database:
         that a reading command does not load alembic.
         """
         from numamig.db import revisions
-        current, head = self.version(), revisions.HEAD
-        development = revisions.development_step(current)
-        if development:
-            raise exception.DatabaseError(url=self.safe_url,
-                                          reason=development)
-        if current is not None and current not in revisions.REVISIONS:
-            raise exception.DatabaseError(
-                url=self.safe_url,
-                reason=f"schema revision {current} is newer than this "
-                       f"release knows (up to {head}); upgrade numamig")
-        if current != head:
-            raise exception.DatabaseNotSynced(
-                url=self.safe_url, current=current or 'none', head=head)
+        revisions.check(self.version(), self.safe_url)
 
     def dispose(self):
         """Close every pooled connection."""

@@ -11,8 +11,6 @@ here fails the tests. Alembic itself is loaded only by what changes
 the schema (``numamig-manage db sync``).
 """
 
-import sqlalchemy as sa
-
 from numamig import exception
 
 # One revision per release (numamig/db/alembic/versions): the schema
@@ -60,15 +58,47 @@ def current(database):
     :raises DatabaseError: unreachable (``Database._guard``); or the
         table holds several revisions, which numamig never writes.
     """
+    # Here, not at the top: numamig.db.direct's reads check the schema
+    # with this module's other functions and never load SQLAlchemy.
+    import sqlalchemy as sa
     with database._guard(), database.engine.connect() as connection:
         if not sa.inspect(connection).has_table(VERSION_TABLE):
             return None
         rows = connection.execute(sa.text(
             f'SELECT version_num FROM {VERSION_TABLE}')).scalars().all()
+    return single(rows, database.safe_url)
+
+
+def single(rows, safe_url):
+    """The one revision of ``rows`` (alembic_version's), None if empty.
+
+    :raises DatabaseError: several, which numamig never writes.
+    """
     if len(rows) > 1:
         raise exception.DatabaseError(
-            url=database.safe_url,
+            url=safe_url,
             reason=f"{VERSION_TABLE} holds several revisions "
                    f"({', '.join(sorted(rows))}); numamig's history has "
                    f"one line")
     return rows[0] if rows else None
+
+
+def check(current, safe_url):
+    """Raise unless a database at revision ``current`` (None: never
+    synced) can be used by this release.
+
+    :raises DatabaseError: a development step, or a revision newer than
+        this release knows.
+    :raises DatabaseNotSynced: any other revision than HEAD.
+    """
+    development = development_step(current)
+    if development:
+        raise exception.DatabaseError(url=safe_url, reason=development)
+    if current is not None and current not in REVISIONS:
+        raise exception.DatabaseError(
+            url=safe_url,
+            reason=f"schema revision {current} is newer than this "
+                   f"release knows (up to {HEAD}); upgrade numamig")
+    if current != HEAD:
+        raise exception.DatabaseNotSynced(
+            url=safe_url, current=current or 'none', head=HEAD)

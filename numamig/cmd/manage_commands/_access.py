@@ -35,6 +35,27 @@ def database():
         db.dispose()
 
 
+@contextlib.contextmanager
+def direct_reader():
+    """A numamig.db.direct Reader of the conductor's database, schema
+    checked, closed at the end; None where numamig.db.direct does not
+    serve ``[database] connection`` (read through ``database()``).
+
+    The reads that only show rows take this first: it reads them through
+    the DB-API driver, without SQLAlchemy and the versioned objects,
+    which cost a short command most of its time (issue 43).
+
+    :raises DatabaseError: unreachable, or not synced to this release.
+    """
+    from numamig.db import direct
+    reader = direct.connect(CONF.database.connection)
+    try:
+        yield reader
+    finally:
+        if reader is not None:
+            reader.close()
+
+
 def conductor(timeout=CALL_TIMEOUT):
     """A conductor RPC client on the configured transport, once a
     conductor answered its ping (``_ping``).

@@ -3,10 +3,10 @@ ran under, what the policy did, the pre-flight prediction next to the
 outcome, and the recovery of a post-copy whose stream broke
 (numamig.convergence)."""
 
-from numamig.cmd import common
+from numamig.cmd.manage_commands import _names
 from numamig.convergence import recovery
 
-STATUS = common.lazy('numamig.objects.fields', 'MigrationStatus')
+STATUS = _names.MigrationStatus
 
 
 def view(migration):

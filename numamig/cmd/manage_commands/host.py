@@ -35,14 +35,15 @@ class HostCommands:
         Exit codes: 0 listed (also when no host reported yet); 255 the
         database cannot be used.
         """
-        from numamig.db import compute_nodes
-        from numamig.db import instances
-        with _access.database() as db:
-            reports = compute_nodes.get_all(db)
-            counts = _instance_counts(instances.get_all(db))
-            disabled = compute_nodes.maintenance(db)
-        rows = [_host_row(r, counts.get(r.host, 0), disabled.get(r.host))
-                for r in reports]
+        with _access.direct_reader() as reader:
+            hosts = counts = None
+            if reader is not None:
+                hosts = reader.host_reports()
+                counts = reader.instance_counts()
+        if hosts is None:
+            hosts, counts = _list_through_orm()
+        rows = [_host_row(report, counts.get(report.host, 0), maintenance)
+                for report, maintenance in hosts]
         common.print_output({'hosts': rows}, output_format, _print_list)
         return common.EXIT_OK
 
@@ -481,6 +482,19 @@ def _cell_free(cell):
             'free_pcpus': len(cell.free_pcpus),
             'pages': {str(p.size_kb): {'total': p.total, 'free': p.free}
                       for p in cell.mempages}}
+
+
+def _list_through_orm():
+    """``list``'s [(report, maintenance)] and {host: instances} through
+    numamig.db's repositories, where numamig.db.direct does not serve the
+    database URL or a report's stored version."""
+    from numamig.db import compute_nodes
+    from numamig.db import instances
+    with _access.database() as db:
+        reports = compute_nodes.get_all(db)
+        counts = _instance_counts(instances.get_all(db))
+        disabled = compute_nodes.maintenance(db)
+    return [(r, disabled.get(r.host)) for r in reports], counts
 
 
 def _instance_counts(records):

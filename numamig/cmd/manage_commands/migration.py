@@ -13,20 +13,20 @@ from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
+from numamig.cmd.manage_commands import _names
 from numamig.cmd.manage_commands import convergence_view
 from numamig.cmd.manage_commands import migration_resume
 from numamig.cmd.manage_commands import migration_top
 from numamig.cmd.manage_commands import reclaim_view
 from numamig.cmd.manage_commands import threads_view
 
-# Imported when an action uses them (common.lazy): the objects'
-# registry brings oslo.messaging with it.
-STATUS = common.lazy('numamig.objects.fields', 'MigrationStatus')
+# The statuses by name without the object registry (which brings
+# oslo.messaging with it): the reads word them, --status offers them.
+STATUS = _names.MigrationStatus
+STATUSES = STATUS.ALL
+# Imported when an action uses it (common.lazy): the actions that build
+# a migration.
 migration_obj = common.lazy('numamig.objects.migration')
-# --status's choices, needed to build the parser (--help included):
-# fields.MigrationStatus.ALL, which a unit test keeps them equal to.
-STATUSES = ('accepted', 'queued', 'preparing', 'running', 'postcopy-paused',
-            'post-migrating', 'completed', 'failed', 'error', 'cancelled')
 # A migration followed with --wait is polled FIRST_POLL_S after it last
 # changed (status or progress), then at intervals growing by POLL_GROWTH
 # up to POLL_INTERVAL: a change means the next step may be near, so the
@@ -159,25 +159,22 @@ class MigrationCommands(migration_resume.ResumeCommand,
         Exit codes: 0 listed (also when there is none); 127 bad filter;
         255 the database cannot be used.
         """
-        from numamig.db import migrations
         if instance is not None:
             _access.require_uuid(instance, 'instance')
-        from numamig.db import queue
-        with _access.database() as db:
-            found = migrations.get_all(db, instance_uuid=instance,
-                                       status=status)
-            waiting = queue.positions(db)
-        for migration in found:
-            migration.queue_position = waiting.get(migration.uuid)
-        if host is not None:
-            found = [m for m in found
-                     if host in (m.source_host, m.get('dest_host'))]
-            if not found:
-                # "No migration matches" would hide a misspelt host name
-                # (as 'instance list --host').
-                from numamig.db import compute_nodes
-                with _access.database() as db:
-                    compute_nodes.get(db, host)
+        with _access.direct_reader() as reader:
+            if reader is None:
+                found = _list_through_orm(host, instance, status)
+            else:
+                found = reader.migrations(instance_uuid=instance,
+                                          status=status)
+                waiting = reader.queue_positions()
+                for migration in found:
+                    migration.queue_position = waiting.get(migration.uuid)
+                found = _on_host(found, host)
+                if host is not None and not found:
+                    # "No migration matches" would hide a misspelt host
+                    # name (as 'instance list --host').
+                    reader.require_host(host)
         data = {'migrations': [_view(m) for m in found]}
         common.print_output(data, output_format, _print_list)
         return common.EXIT_OK
@@ -195,12 +192,13 @@ class MigrationCommands(migration_resume.ResumeCommand,
         Exit codes: 0 shown; 127 unknown migration; 255 the database
         cannot be used.
         """
-        from numamig.db import migrations
-        from numamig.db import queue
         _access.require_uuid(migration, 'migration')
-        with _access.database() as db:
-            found = migrations.get(db, migration)
-            found.queue_position = queue.position(db, found.uuid)
+        with _access.direct_reader() as reader:
+            if reader is None:
+                found = _show_through_orm(migration)
+            else:
+                found = reader.migrations(uuid=migration)[0]
+                found.queue_position = reader.queue_position(found.uuid)
         common.print_output(_view(found), output_format, _print_show)
         return common.EXIT_OK
 
@@ -237,6 +235,42 @@ class MigrationCommands(migration_resume.ResumeCommand,
             _access.context(), migration)
         common.print_output(_view(result), output_format, _print_show)
         return common.EXIT_OK
+
+
+def _on_host(found, host):
+    """The migrations from or to ``host`` (all of them for None)."""
+    if host is None:
+        return found
+    return [m for m in found if host in (m.source_host, m.get('dest_host'))]
+
+
+def _list_through_orm(host, instance, status):
+    """``list``'s migrations where numamig.db.direct does not serve the
+    database URL: through numamig.db's repositories, as objects."""
+    from numamig.db import migrations
+    from numamig.db import queue
+    with _access.database() as db:
+        found = migrations.get_all(db, instance_uuid=instance,
+                                   status=status)
+        waiting = queue.positions(db)
+    for migration in found:
+        migration.queue_position = waiting.get(migration.uuid)
+    found = _on_host(found, host)
+    if host is not None and not found:
+        from numamig.db import compute_nodes
+        with _access.database() as db:
+            compute_nodes.get(db, host)
+    return found
+
+
+def _show_through_orm(uuid):
+    """``show``'s migration through numamig.db's repositories."""
+    from numamig.db import migrations
+    from numamig.db import queue
+    with _access.database() as db:
+        found = migrations.get(db, uuid)
+        found.queue_position = queue.position(db, found.uuid)
+    return found
 
 
 def _interrupted(migration, output_format):
@@ -372,8 +406,8 @@ def _view(migration):
         # None until the source reports how the run went (and for runs
         # of sources that never report it).
         'result': ({name: migration.get(name)
-                    for name in migration_obj.RESULT_FIELDS}
-                   if migration.has_result else None),
+                    for name in _names.RESULT_FIELDS}
+                   if _has_result(migration) else None),
         'convergence': convergence_view.view(migration),
         'memory_reclaim': reclaim_view.view(migration),
         # None where the stream never broke during post-copy.
@@ -381,6 +415,13 @@ def _view(migration):
         # None where no host recorded where the migration's threads ran.
         'migration_threads': threads_view.view(migration),
     }
+
+
+def _has_result(migration):
+    """Migration.has_result, of an object or a numamig.db.direct record:
+    whether the source reported how the run went."""
+    return any(migration.get(name) is not None
+               for name in _names.RESULT_FIELDS)
 
 
 def _dry_run_view(answer):

@@ -2,9 +2,7 @@
 what was taken from which other guest's virtio-mem device, and whether
 it was kept or given back ([virtio_mem] placement_reclaim)."""
 
-from numamig.cmd import common
-
-migration_obj = common.lazy('numamig.objects.migration')
+from numamig.cmd.manage_commands import _names
 
 _NUMBERS = ('host_node', 'cell', 'before_mb', 'after_mb', 'current_mb',
             'released_mb')
@@ -16,7 +14,7 @@ def view(migration):
     result = []
     for entry in migration.get('memory_reclaim') or []:
         shown = {}
-        for key in migration_obj.MEMORY_RECLAIM_KEYS:
+        for key in _names.MEMORY_RECLAIM_KEYS:
             value = entry.get(key)
             if key in _NUMBERS and value is not None:
                 try:

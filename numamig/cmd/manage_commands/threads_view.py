@@ -2,9 +2,7 @@
 (Migration.migration_threads, numamig.objects.migration_threads)."""
 
 from numamig import cpuspec
-from numamig.cmd import common
-
-shape = common.lazy('numamig.objects.migration_threads')
+from numamig.cmd.manage_commands import _names
 
 
 def view(migration):
@@ -27,7 +25,7 @@ def lines(data):
     if not data:
         return []
     found = ["migration threads:"]
-    for side in shape.SIDES:
+    for side in _names.THREAD_SIDES:
         record = data.get(side)
         if record is None:
             continue

@@ -114,9 +114,11 @@ class ActionImportsTestCase(base.TestCase):
     scenarios = [
         _run(['--help']),
         _run(['migration', 'start', '--help']),
-        _run(['host', 'list'], READ),
-        _run(['migration', 'list'], READ),
-        _run(['migration', 'show', '{uuid}'], READ),
+        # The DB-API driver and plain SELECTs (numamig.db.direct).
+        _run(['host', 'list']),
+        _run(['migration', 'list']),
+        _run(['migration', 'list', '--status', 'queued', '--host', 'h']),
+        _run(['migration', 'show', '{uuid}']),
         _run(['instance', 'list'], READ),
         _run(['db', 'version'], READ + ('alembic', 'numamig.db.schema')),
     ]

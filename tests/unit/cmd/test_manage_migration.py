@@ -6,6 +6,7 @@ from unittest import mock
 
 from numamig import exception
 from numamig.cmd.manage_commands import migration as migration_cmd
+from numamig.db import direct
 from numamig.db import migrations
 from tests.unit.cmd import cli_base
 
@@ -233,7 +234,9 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
         self.assertEqual(130, json.loads(out)['exit_code'])
 
     def test_interrupt_anywhere_is_one_line(self):
-        self.patch(migrations, 'get', mock.Mock(side_effect=KeyboardInterrupt))
+        # The read goes through numamig.db.direct (a SQLite file).
+        self.patch(direct.Reader, 'migrations',
+                   mock.Mock(side_effect=KeyboardInterrupt))
         code, _out, err = self.run_cli('migration', 'show',
                                        cli_base.new_uuid())
         self.assertEqual(130, code, err)
