@@ -293,8 +293,9 @@ class NestedDeployment(local_deployment.LocalDeployment):
             self._config(name, host, sets), self.transport_url,
             machine.state_dir) + extra_config)
         # The script and the interpreter its first line names have the
-        # same paths inside (``_share_paths``); so has the code any
-        # PYTHONPATH of the harness's names under the shared directory.
+        # same paths inside (``_share_paths``). The harness's PYTHONPATH
+        # goes with it, as to the agents here: its entries under the
+        # shared directory name the same code inside.
         script = os.path.join(os.path.dirname(sys.executable), command)
         env = {'PYTHONPATH': os.environ['PYTHONPATH']} \
             if os.environ.get('PYTHONPATH') else {}

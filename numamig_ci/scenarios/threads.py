@@ -87,6 +87,9 @@ def migration_threads_placed(s):
             s.say(f"migration of {guest.name} then aborted: "
                   f"{migration.status}")
         threads = _wait_recorded(s, migration)
+    s.say("recorded: " + '; '.join(
+        f"{side} {_brief(threads[side])}" if side in threads
+        else f"{side} absent" for side, _role in SIDES))
     hosts = {'src': src, 'dst': dst}
     for role, view in views.items():
         s.check(check_kernel_view(guest.name, s.host(hosts[role]), view,
@@ -292,6 +295,15 @@ def check_record(guest, host, side, expected, view, which):
                 guest, host, f"{field}.threads['{name}']",
                 domain.fmt(expected), domain.fmt(cpus)))
     return failures
+
+
+def _brief(side):
+    """One side of the record in one line."""
+    return (f"{side['host']} {side['basis']} CPUs "
+            f"{domain.fmt(frozenset(side['cpus']))}: " + (', '.join(
+                f"{name} {domain.fmt(frozenset(cpus))}"
+                for name, cpus in sorted(side['threads'].items()))
+                or 'no thread'))
 
 
 def _prefixes():
