@@ -20,6 +20,17 @@ while the copy runs, every thread of both QEMUs from
 threads must be allowed exactly on its host's shared CPUs of the
 guest's node there, never on a dedicated pCPU; and the record each
 agent made must say so and agree with the kernel, thread by thread.
+
+The guest isolates its emulator thread on a dedicated pCPU of its own
+(``hw:emulator_threads_policy=isolate``): the migration threads, created
+by QEMU's main thread, then start there, on both hosts. With numamig's
+default the emulator runs on the host's whole shared set, which on a
+host whose shared CPUs are all on the guest's node is already where the
+threads belong, and the kernel's view could not tell numamig's placement
+from QEMU's own (seen on the nested destination: its agent had not
+looked yet when the harness read the threads already on CPU 5). The
+main thread's affinity is read beside them and must be off the shared
+CPUs, or the check would prove nothing.
 """
 
 import time
@@ -33,11 +44,17 @@ from numamig_ci import slow_copy
 from numamig_ci.results import Failure
 from numamig_ci.results import ScenarioSkipped
 from numamig_ci.scenarios import abort
+from numamig_ci.scenarios import kernel_view
 from numamig_ci.scenarios.registry import scenario
 from numamig_ci.session import DEDICATED
 from numamig_ci.session import describe
 
 STATUS = fields.MigrationStatus
+# The emulator on a dedicated pCPU of its own: the migration threads
+# start there, where numamig must move them from.
+SPECS = dict(DEDICATED, **{'hw:emulator_threads_policy': 'isolate'})
+# Dedicated pCPUs the guest takes on a node: its vCPU and its emulator.
+GUEST_PCPUS = 2
 # Multifd: the destination then has receiving threads of its own.
 AGENT_CONFIG = '[libvirt]\nlive_migration_parallel_connections = 2\n'
 CONNECTIONS = 2
@@ -52,9 +69,10 @@ SIDES = (('source', 'src'), ('dest', 'dst'))
 
 
 @scenario('migration-threads',
-          "While QEMU copies a pinned guest (a guest dirtying its memory, "
-          "the copy capped; compute agents on the hosts' own kernel, two "
-          "parallel connections), both QEMUs' migration threads, read "
+          "While QEMU copies a pinned guest whose emulator has a pCPU of "
+          "its own (a guest dirtying its memory, the copy capped; compute "
+          "agents on the hosts' own kernel, two parallel connections), "
+          "both QEMUs' migration threads, read "
           "from /proc, are allowed exactly on their host's shared CPUs "
           "of the guest's node there, never on a dedicated pCPU; the "
           "record each agent made (Migration migration_threads) says so "
@@ -64,7 +82,7 @@ SIDES = (('source', 'src'), ('dest', 'dst'))
 def migration_threads_placed(s):
     src, dst, node = choose_hosts(s.hosts)
     _fill_other_nodes(s, dst, node)
-    guest = s.create(src, 1, specs=dict(DEDICATED), label='threads')
+    guest = s.create(src, 1, specs=dict(SPECS), label='threads')
     src_node = _node_of(s, guest, src)
     expected = {'src': shared_of(s.host(src), src_node),
                 'dst': shared_of(s.host(dst), node)}
@@ -109,7 +127,8 @@ def choose_hosts(hosts):
     The source has shared CPUs on every node (wherever numamig places
     the guest, its node has some); the destination node has shared CPUs
     and fewer dedicated ones than each other node of the destination, so
-    that pinned guests filling the others fit nowhere else.
+    that pinned guests filling the others fit nowhere else, and room
+    there for the guest's GUEST_PCPUS.
 
     :param hosts: checks.HostConfig of every host, in the backend's order.
     :raises ScenarioSkipped: no such pair.
@@ -124,7 +143,7 @@ def choose_hosts(hosts):
                 room = len(cpus & dest.dedicated)
                 others = [len(c & dest.dedicated)
                           for n, c in dest.cells.items() if n != node]
-                if cpus & dest.shared and room and \
+                if cpus & dest.shared and room >= GUEST_PCPUS and \
                         all(count > room for count in others):
                     return source.name, dest.name, node
     raise ScenarioSkipped(
@@ -195,9 +214,10 @@ def _read_while_copying(s, guest, hosts, expected, migration):
             for role, host in hosts.items()}
     deadline = time.monotonic() + PLACED_WITHIN_S
     while True:
-        views = {role: migration_thread_view(
-            s.backend.agent_of(host).thread_affinity(pids[role]))
-            for role, host in hosts.items()}
+        answers = {role: s.backend.agent_of(host).thread_affinity(
+            pids[role]) for role, host in hosts.items()}
+        views = {role: migration_thread_view(answer)
+                 for role, answer in answers.items()}
         seen = s.api.migration_get(s.ctxt, migration.uuid)
         done = all(placed(views[role], expected[role]) for role in hosts)
         if done or seen.status != STATUS.RUNNING or \
@@ -208,12 +228,45 @@ def _read_while_copying(s, guest, hosts, expected, migration):
         s.fail(guest, hosts['dst'], 'migration while the threads were read',
                'running (the copy in progress)', seen.status,
                seen.error or '')
+    mains = {role: main_thread_cpus(answer)
+             for role, answer in answers.items()}
     s.say(f"read from /proc while copying ({seen.memory_processed or 0} "
           f"bytes sent): " + '; '.join(
               f"{hosts[role]} QEMU {pids[role]}: " + ', '.join(
                   f"{n} {domain.fmt(c)}" for n, c in sorted(view.items()))
+              + f" (main thread {domain.fmt(mains[role])})"
               for role, view in views.items()))
+    for role, host in hosts.items():
+        s.check(check_main_thread(guest.name, s.host(host), mains[role],
+                                  expected[role]))
     return views
+
+
+def main_thread_cpus(affinity):
+    """The CPUs QEMU's main thread (the emulator's, which creates the
+    migration threads) may run on, from a ``thread_affinity`` answer;
+    None when it is not there."""
+    lists = affinity.get(kernel_view.MAIN_THREAD)
+    if not lists:
+        return None
+    return frozenset().union(*(frozenset(cpuspec.parse_cpu_spec(text))
+                               for text in lists))
+
+
+def check_main_thread(guest, host, cpus, expected):
+    """Failures unless QEMU's main thread, where the migration threads
+    start, is off ``expected``: else their placement would show nothing
+    numamig did."""
+    if cpus is not None and cpus & host.dedicated and \
+            not cpus & expected:
+        return []
+    return [Failure(guest, host.name,
+                    f"QEMU thread '{kernel_view.MAIN_THREAD}' "
+                    f"Cpus_allowed_list (where migration threads start)",
+                    "the guest's isolated emulator pCPU (dedicated)",
+                    domain.fmt(cpus),
+                    "the migration threads' placement would not show "
+                    "what numamig did")]
 
 
 def _wait_recorded(s, migration):

@@ -64,6 +64,13 @@ class ChooseHostsTest(base.TestCase):
         self.assertRaises(ScenarioSkipped, threads.choose_hosts,
                           [no_shared, H2])
 
+    def test_room_for_the_vcpu_and_its_isolated_emulator(self):
+        cells = {0: frozenset({0, 1}), 1: frozenset({2, 3, 4})}
+        tight = checks.HostConfig('t', frozenset({0, 2, 3, 4}),
+                                  frozenset({1}), cells)
+        self.assertRaises(ScenarioSkipped, threads.choose_hosts,
+                          [H1, tight])
+
 
 class ThreadViewTest(base.TestCase):
 
@@ -157,3 +164,30 @@ class RecordTest(base.TestCase):
              ("record migration_threads.source.threads['live_migration']",
               '4-5', '0')},
             {(f.element, f.expected, f.actual) for f in failures})
+
+
+class MainThreadTest(base.TestCase):
+    """Where the migration threads start: off the CPUs they belong on, or
+    their placement would show nothing numamig did."""
+
+    def test_main_threads_united(self):
+        self.assertEqual(frozenset({1}), threads.main_thread_cpus(
+            {'qemu-system-x86': ['1', '1'], 'CPU 0/TCG': ['0']}))
+        self.assertIsNone(threads.main_thread_cpus({'CPU 0/TCG': ['0']}))
+
+    def test_isolated_emulator_pcpu_shows_numamigs_placement(self):
+        self.assertEqual([], threads.check_main_thread(
+            'g', H1, frozenset({1}), frozenset({4, 5})))
+
+    def test_emulator_on_the_shared_cpus_proves_nothing(self):
+        # numamig's default: the emulator on the host's shared set, here
+        # all on the guest's node: the threads start where they belong.
+        (failure,) = threads.check_main_thread('g', H2, frozenset({5}),
+                                               frozenset({5}))
+        self.assertEqual('5', failure.actual)
+        self.assertIn("'qemu-system-x86'", failure.element)
+        (missing,) = threads.check_main_thread('g', H2, None,
+                                               frozenset({5}))
+        self.assertEqual('none', missing.actual)
+        self.assertEqual(1, len(threads.check_main_thread(
+            'g', H1, frozenset({1, 4}), frozenset({4, 5}))))
