@@ -132,9 +132,10 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         """Every host's compute agent runs inside its machine in the
         block (numamig_ci.nested.deployment's ``move_agents``), its
         configuration followed by ``extra_config``; here again, as
-        configured at start, after it. Each move is over once every
-        host has reported from where it now runs; the block gets the
-        seconds the move inside took.
+        configured at start, after it (unless the run is being torn
+        down: the deployment's stop ends them inside). Each move is over
+        once every host has reported from where it now runs; the block
+        gets the seconds the move inside took.
 
         :raises ScenarioSkipped: the machine cannot run this interpreter
             and code (the reason named).
@@ -147,8 +148,14 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         took = self._move_agents(names, True, extra_config)
         try:
             yield took
-        finally:
+        except KeyboardInterrupt:
+            # The run is being torn down (Ctrl-C, a CI job's SIGTERM):
+            # the deployment's stop ends the agents where they are.
+            raise
+        except BaseException:
             self._move_agents(names, False, '')
+            raise
+        self._move_agents(names, False, '')
 
     def _move_agents(self, names, inside, extra_config):
         where = 'inside their machine' if inside else 'here'

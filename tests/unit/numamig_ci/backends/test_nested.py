@@ -106,6 +106,15 @@ class AgentsOnHostsTest(base.TestCase):
         self.assertEqual(('move', list(self.backend.hosts), False, ''),
                          self.calls[-1])
 
+    def test_left_inside_when_the_run_is_torn_down(self):
+        # The deployment's stop ends them there: no minute-long move
+        # back out while a CI job is being cancelled.
+        def run():
+            with self.backend.agents_on_hosts():
+                raise KeyboardInterrupt('signal 15')
+        self.assertRaises(KeyboardInterrupt, run)
+        self.assertEqual(2, len(self.calls))
+
     def test_no_report_from_inside_names_where(self):
         def silent(timeout, since=None, procs_alive=None):
             raise ci_exception.CIDeploymentError(what='hosts',
