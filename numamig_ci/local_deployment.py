@@ -148,7 +148,7 @@ class LocalDeployment(lifecycle.StartStop):
         configuration followed by ``extra_config`` (option lines with
         their sections, e.g. to run it as an older release); the host's
         libvirtd and guests keep running."""
-        _terminate([self.procs.pop(name)])
+        terminate([self.procs.pop(name)])
         self._spawn(name, 'numamig-compute', self.libvirt[name],
                     self.sets[name], extra_config)
 
@@ -195,7 +195,7 @@ class LocalDeployment(lifecycle.StartStop):
         filemodes.write_private(config, self._config(name, host, sets)
                                 + extra_config)
         # Appended: a restarted daemon's log follows its earlier life's.
-        log = open(os.path.join(self.state_dir, f'{name}.log'), 'ab')
+        log = open(self.log_path(name), 'ab')
         script = os.path.join(os.path.dirname(sys.executable), command)
         # A session of its own: a terminal's Ctrl-C reaches the harness
         # only, which then stops the daemons in order.
@@ -241,9 +241,13 @@ class LocalDeployment(lifecycle.StartStop):
                     what=name, reason=f"exited with {proc.returncode}: "
                                       f"{self.log_tail(name)}")
 
+    def log_path(self, name):
+        """Where daemon ``name`` writes its log."""
+        return os.path.join(self.state_dir, f'{name}.log')
+
     def log_tail(self, name, size=2000):
         """The last ``size`` characters (all if None) of a daemon's log."""
-        with open(os.path.join(self.state_dir, f'{name}.log'), 'rb') as f:
+        with open(self.log_path(name), 'rb') as f:
             text = f.read().decode(errors='replace')
         return text if size is None else text[-size:]
 
@@ -255,8 +259,8 @@ class LocalDeployment(lifecycle.StartStop):
         # The agents first, all at once (each takes seconds to drain its
         # RPC server), then the conductor they were talking to.
         agents = [self.procs[n] for n in self.procs if n != self.conductor]
-        _terminate(agents)
-        _terminate([self.procs[n] for n in self.procs
+        terminate(agents)
+        terminate([self.procs[n] for n in self.procs
                     if n == self.conductor])
         self.procs = {}
         for link in self.links.values():
@@ -281,7 +285,7 @@ def host_sets(index, cpus):
     return frozenset(cpus), None
 
 
-def _terminate(procs):
+def terminate(procs):
     """SIGTERM every (process, log) of ``procs``, SIGKILL the laggards."""
     for proc, _log in procs:
         if proc.poll() is None:

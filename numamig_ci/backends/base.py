@@ -41,6 +41,9 @@ FEATURES = {
                       'small set, both copies capped by libvirt)',
     'cut_link': 'a link between hosts the harness cuts and restores, and '
                 'numamig-manage on the deployment',
+    'agents_on_hosts': "compute agents run on their hosts' own kernel "
+                       "(reading the /proc their QEMUs run in), as on "
+                       "real compute hosts",
 }
 
 
@@ -139,6 +142,14 @@ class Backend(lifecycle.StartStop, abc.ABC):
         crawling post-copy (see numamig_ci.postcopy_cut.PostCopyHold)."""
         raise ScenarioSkipped(f"the {self.name} backend cannot hold a "
                               f"real post-copy")
+
+    def agents_on_hosts(self, extra_config=''):
+        """A context manager inside which every host's compute agent
+        runs on the kernel its QEMUs run on, its configuration followed
+        by ``extra_config`` (option lines with their sections); yields
+        the seconds the agents took to start there."""
+        raise ScenarioSkipped(f"the {self.name} backend cannot run the "
+                              f"compute agents on their hosts' kernel")
 
     def cut_link(self, host):
         """Cut the link from every peer to ``host``'s libvirtd."""

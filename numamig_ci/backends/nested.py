@@ -43,7 +43,8 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         self._init_remote()
         layouts = self.deployment.layouts
         features = {'qemu_threads', 'kernel_view', 'inject_failure',
-                    'hold_migration', 'slow_copy', 'old_release'}
+                    'hold_migration', 'slow_copy', 'old_release',
+                    'agents_on_hosts'}
         if all(layout.nodes > 1 for layout in layouts):
             features.add('multi_node')
         if all(any(layout.pages_2m) or any(layout.pages_1g)
@@ -125,6 +126,52 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
                                       f"restart")
             # A report the agent sent before it stopped.
             since = timeutils.utcnow(with_timezone=True)
+
+    @contextlib.contextmanager
+    def agents_on_hosts(self, extra_config=''):
+        """Every host's compute agent runs inside its machine in the
+        block (numamig_ci.nested.deployment's ``move_agents``), its
+        configuration followed by ``extra_config``; here again, as
+        configured at start, after it (unless the run is being torn
+        down: the deployment's stop ends them inside). Each move is over
+        once every host has reported from where it now runs; the block
+        gets the seconds the move inside took.
+
+        :raises ScenarioSkipped: the machine cannot run this interpreter
+            and code (the reason named).
+        """
+        if self.deployment.guard_unavailable:
+            raise ScenarioSkipped(
+                f"no compute agent can run inside the nested machine: "
+                f"{self.deployment.guard_unavailable}")
+        names = list(self.hosts)
+        took = self._move_agents(names, True, extra_config)
+        try:
+            yield took
+        except KeyboardInterrupt:
+            # The run is being torn down (Ctrl-C, a CI job's SIGTERM):
+            # the deployment's stop ends the agents where they are.
+            raise
+        except BaseException:
+            self._move_agents(names, False, '')
+            raise
+        self._move_agents(names, False, '')
+
+    def _move_agents(self, names, inside, extra_config):
+        where = 'inside their machine' if inside else 'here'
+        self.deployment.stop_agents(names)
+        # Every report after this one is from an agent started below.
+        since = timeutils.utcnow(with_timezone=True)
+        started = time.monotonic()
+        self.deployment.move_agents(names, inside, extra_config)
+        try:
+            self.wait_for_reports(self.start_timeout_s, since=since,
+                                  procs_alive=self.deployment.alive)
+        except ci_exception.CIDeploymentError as exc:
+            raise ci_exception.CIDeploymentError(
+                what=', '.join(names),
+                reason=f"compute agents started {where}: {exc}") from exc
+        return time.monotonic() - started
 
     def vcpu_affinity(self, host, uuid):
         pid = self.deployment.qemu_pid(host, self.guests(host)[uuid])

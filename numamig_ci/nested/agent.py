@@ -14,6 +14,7 @@ library, python3-libvirt and numamig_ci.libvirt_hosts, never numamig.
 import argparse
 import glob
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -57,6 +58,8 @@ class Agent:
 
     def __init__(self):
         self.hosts = {}
+        # name -> Popen of the daemons started for the harness.
+        self.daemons = {}
 
     def ping(self):
         with open('/proc/uptime') as f:
@@ -87,9 +90,61 @@ class Agent:
         self.hosts[name] = host
         return host.pid
 
+    def start_daemon(self, name, argv, log_path, env=None):
+        """Start ``argv`` as the harness's daemon ``name`` (a numamig
+        compute agent run here with the outer host's interpreter and
+        code, aliased to the shares), its output appended to
+        ``log_path``; return its pid.
+
+        :param env: variables set beside a minimal environment (PATH,
+            HOME, LANG), e.g. the harness's PYTHONPATH.
+        :raises RuntimeError: a daemon of that name still runs.
+        """
+        running = self.daemons.get(name)
+        if running is not None and running.poll() is None:
+            raise RuntimeError(f"daemon {name} still runs as pid "
+                               f"{running.pid}")
+        environment = {'PATH': os.environ.get('PATH', '/usr/bin:/bin'),
+                       'HOME': '/root', 'LANG': 'C.UTF-8'}
+        environment.update(env or {})
+        with open(log_path, 'ab') as log:
+            self.daemons[name] = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=environment, cwd='/',
+                start_new_session=True)
+        return self.daemons[name].pid
+
+    def daemon_status(self, name):
+        """None while daemon ``name`` runs, else its exit status."""
+        return self.daemons[name].poll()
+
+    def signal_daemon(self, name, signum):
+        """Send ``signum`` to daemon ``name`` (nothing once it ended);
+        return its status as ``daemon_status`` does."""
+        proc = self.daemons[name]
+        if proc.poll() is None:
+            proc.send_signal(int(signum))
+        return proc.poll()
+
+    def stop_daemons(self, grace_s=15):
+        """SIGTERM every daemon, SIGKILL those still running after
+        ``grace_s``."""
+        for proc in self.daemons.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.daemons.values():
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return True
+
     def stop_hosts(self):
         """Destroy every guest and stop every daemon (publishes the QEMU
-        capability cache for the next boot of this image)."""
+        capability cache for the next boot of this image); the harness's
+        daemons first, as they talk to the hosts."""
+        self.stop_daemons()
         for host in self.hosts.values():
             host.stop()
         self.hosts = {}

@@ -28,14 +28,28 @@ may be restarted as an older release (``restart_agent``); the
 conductor lets NUMA guests migrate while one is (``[workarounds]
 enable_numa_live_migration``), so that an old source can be shown
 sending its XML verbatim into the guard.
+
+A host's agent may also be moved into its machine (``move_agents``),
+where it reads the /proc of the kernel its QEMUs run on, as on a real
+compute host (the migration threads' placement needs that): the
+machine's agent starts it with this interpreter and code (the paths
+``_share_paths`` gives them inside), its configuration and log on the
+machine's state share, its broker reached through QEMU's user network
+(``machine_transport_url``) and its libvirtd at the same URI as from
+here.
 """
 
 import dataclasses
 import os
+import re
+import signal
+import subprocess
 import sys
 import time
+import xmlrpc.client
 
 from numamig import exception
+from numamig import filemodes
 from numamig.conf import CONF
 from numamig.virt.libvirt import guard_install
 from numamig.virt.libvirt import settings as lv_settings
@@ -46,6 +60,9 @@ from numamig_ci.nested import vm as nested_vm
 
 MIGRATION_PORT_BASE = 49200
 LINK_NET = '10.1.0'
+# This machine's loopback as a nested machine reaches it (QEMU's user
+# network forwards the gateway's connections to 127.0.0.1 here).
+USER_NET_GATEWAY = '10.0.2.2'
 
 
 class NestedHost:
@@ -96,6 +113,8 @@ class NestedDeployment(local_deployment.LocalDeployment):
         # cannot run inside the machine.
         self.guards = {}
         self.guard_unavailable = None
+        # Hosts whose compute agent runs inside its machine.
+        self.inside = set()
 
     @property
     def shared_machine(self):
@@ -231,6 +250,60 @@ class NestedDeployment(local_deployment.LocalDeployment):
                       f'migration_guard_log_file = {settings.log_file}']
         return text + ''.join(line + '\n' for line in lines)
 
+    def move_agents(self, names, inside, extra_config=''):
+        """Stop the compute agents of hosts ``names`` and start them again
+        inside their machine (``inside``) or here, their configuration
+        followed by ``extra_config``; the hosts' libvirtd and guests run
+        on.
+
+        :raises exception.Invalid: the machine cannot run this
+            interpreter and code (``guard_unavailable`` says why).
+        """
+        if inside and self.guard_unavailable:
+            raise exception.Invalid(
+                reason=f"no compute agent can run inside the nested "
+                       f"machine: {self.guard_unavailable}")
+        self.stop_agents(names)
+        for name in names:
+            if inside:
+                self.inside.add(name)
+            else:
+                self.inside.discard(name)
+        for name in names:
+            self._spawn(name, 'numamig-compute', self.libvirt[name],
+                        self.sets[name], extra_config)
+
+    def stop_agents(self, names):
+        """Stop the compute agents of hosts ``names`` (those running)."""
+        local_deployment.terminate([self.procs.pop(name) for name in names
+                                    if name in self.procs])
+
+    def log_path(self, name):
+        if name in self.inside:
+            return os.path.join(self.libvirt[name].machine.state_dir,
+                                f'{name}.log')
+        return super().log_path(name)
+
+    def _spawn(self, name, command, host=None, sets=None, extra_config=''):
+        if name not in self.inside:
+            return super()._spawn(name, command, host, sets, extra_config)
+        machine = self.libvirt[name].machine
+        config = os.path.join(machine.state_dir, f'{name}.conf')
+        filemodes.write_private(config, in_machine_config(
+            self._config(name, host, sets), self.transport_url,
+            machine.state_dir) + extra_config)
+        # The script and the interpreter its first line names have the
+        # same paths inside (``_share_paths``). The harness's PYTHONPATH
+        # goes with it, as to the agents here: its entries under the
+        # shared directory name the same code inside.
+        script = os.path.join(os.path.dirname(sys.executable), command)
+        env = {'PYTHONPATH': os.environ['PYTHONPATH']} \
+            if os.environ.get('PYTHONPATH') else {}
+        machine.agent.start_daemon(name, [script, '--config-file', config],
+                                   self.log_path(name), env)
+        self.procs[name] = (MachineDaemon(machine.agent, name), _NoLog())
+        return None
+
     def stop(self):
         try:
             super().stop()
@@ -238,6 +311,95 @@ class NestedDeployment(local_deployment.LocalDeployment):
             for machine in self.machines:
                 machine.stop()
             self.machines = []
+
+
+class MachineDaemon:
+    """A daemon the agent of a nested machine runs, with the part of
+    subprocess.Popen's interface the deployment's tear-down uses.
+
+    A machine whose agent no longer answers runs no daemon of the
+    harness's any more (its power-off ends them): ``poll`` then reports
+    it ended, with status -SIGKILL.
+    """
+
+    POLL_S = 0.2
+    # The harness asks whether its daemons live ten times a second while
+    # it waits for reports: the machine's agent (one thread, under TCG)
+    # is asked at most this often.
+    STATUS_TTL_S = 1.0
+
+    def __init__(self, agent, name, clock=time.monotonic):
+        self.agent = agent
+        self.name = name
+        self.returncode = None
+        self._clock = clock
+        self._asked = None
+
+    def poll(self):
+        if self.returncode is None and (
+                self._asked is None
+                or self._clock() - self._asked >= self.STATUS_TTL_S):
+            self._asked = self._clock()
+            try:
+                self.returncode = self.agent.daemon_status(self.name)
+            except (OSError, xmlrpc.client.Error):
+                self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def send_signal(self, signum):
+        if self.returncode is None:
+            try:
+                self.returncode = self.agent.signal_daemon(self.name,
+                                                           int(signum))
+            except (OSError, xmlrpc.client.Error):
+                self.returncode = -signal.SIGKILL
+            self._asked = self._clock()
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else self._clock() + timeout
+        while True:
+            self._asked = None          # ask now
+            if self.poll() is not None:
+                return self.returncode
+            if deadline is not None and self._clock() > deadline:
+                raise subprocess.TimeoutExpired(self.name, timeout)
+            time.sleep(self.POLL_S)
+
+
+class _NoLog:
+    """The log file a daemon inside a machine leaves the harness to
+    close: none (the machine's agent holds it)."""
+
+    def close(self):
+        pass
+
+
+def machine_transport_url(url):
+    """``url`` (an oslo.messaging transport URL) as a daemon inside a
+    nested machine reaches the same broker: a host named as this
+    machine's loopback becomes QEMU's user-network gateway."""
+    return re.sub(r'(?<=[@,/])(?:127\.0\.0\.1|localhost)(?=[:/,]|$)',
+                  USER_NET_GATEWAY, url)
+
+
+def in_machine_config(text, transport_url, state_dir):
+    """A daemon's configuration ``text`` (LocalDeployment._config) for
+    its life inside a nested machine: the broker as reached from there,
+    its state on the machine's share (the run's directory here is not
+    shared). The database is left named: a compute agent never opens
+    it."""
+    lines = []
+    for line in text.splitlines():
+        key = line.partition('=')[0].strip()
+        if key == 'transport_url':
+            line = f'transport_url = {machine_transport_url(transport_url)}'
+        elif key == 'state_path':
+            line = f'state_path = {state_dir}'
+        lines.append(line)
+    return '\n'.join(lines) + '\n'
 
 
 def split_pools(kernel, hosts):

@@ -8,7 +8,8 @@ backend can hold a migration), ``upgrade`` (an old-release source into
 the destination's migration guard), ``drain`` (a host drained through
 the conductor), ``postcopy`` (a post-copy whose link is cut, resumed
 from the command line), ``convergence`` (policies acting on a real job
-that cannot converge by itself).
+that cannot converge by itself), ``threads`` (where a migration's own
+QEMU threads run, read from the kernel).
 """
 
 from numamig_ci.scenarios import pinning  # noqa: F401,I001
@@ -19,3 +20,4 @@ from numamig_ci.scenarios import upgrade  # noqa: F401
 from numamig_ci.scenarios import drain  # noqa: F401
 from numamig_ci.scenarios import postcopy  # noqa: F401
 from numamig_ci.scenarios import convergence  # noqa: F401
+from numamig_ci.scenarios import threads  # noqa: F401

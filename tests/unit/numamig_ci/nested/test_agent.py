@@ -2,7 +2,10 @@
 hook libvirtd runs, and the per-node page counters it reads."""
 
 import os
+import signal
 import subprocess
+import sys
+import time
 
 import fixtures
 
@@ -122,3 +125,61 @@ class AliasTest(base.TestCase):
         self.assertRaisesMessage(RuntimeError, 'exists in the nested host',
                                agent.Agent().alias, path, self.target)
         self.assertFalse(os.path.islink(path))
+
+
+class DaemonsTest(base.TestCase):
+    """The daemons the harness has the agent run (compute agents moved
+    into the machine), on real processes here."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent = agent.Agent()
+        self.addCleanup(self.agent.stop_daemons, grace_s=1)
+        self.log = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                'daemon.log')
+
+    def wait(self, name):
+        self.agent.daemons[name].wait(timeout=10)
+        return self.agent.daemon_status(name)
+
+    def test_output_appended_with_the_given_environment_only(self):
+        with open(self.log, 'w') as f:
+            f.write('earlier life\n')
+        os.environ.setdefault('NUMAMIG_CI_LEAK', 'yes')
+        code = ("import os; print(os.environ['PYTHONPATH'], "
+                "os.environ.get('NUMAMIG_CI_LEAK'), os.getcwd())")
+        pid = self.agent.start_daemon('probe', [sys.executable, '-c', code],
+                                      self.log, {'PYTHONPATH': '/code'})
+        self.assertGreater(pid, 0)
+        self.assertEqual(0, self.wait('probe'))
+        with open(self.log) as f:
+            self.assertEqual('earlier life\n/code None /\n', f.read())
+
+    def test_one_daemon_per_name_while_it_runs(self):
+        sleep = [sys.executable, '-c', 'import time; time.sleep(60)']
+        self.agent.start_daemon('agent', sleep, self.log)
+        self.assertIsNone(self.agent.daemon_status('agent'))
+        self.assertRaisesRegex(RuntimeError, 'daemon agent still runs',
+                               self.agent.start_daemon, 'agent', sleep,
+                               self.log)
+        self.agent.signal_daemon('agent', signal.SIGTERM)
+        self.assertEqual(-signal.SIGTERM, self.wait('agent'))
+        # Ended: its name may be started again.
+        self.agent.start_daemon('agent', [sys.executable, '-c', ''],
+                                self.log)
+        self.assertEqual(0, self.wait('agent'))
+
+    def test_stop_kills_a_daemon_ignoring_sigterm(self):
+        code = ("import signal, sys, time; "
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "print('ready', flush=True); time.sleep(60)")
+        self.agent.start_daemon('stubborn', [sys.executable, '-c', code],
+                                self.log)
+        for _ in range(100):     # SIGTERM ignored only once it said so
+            with open(self.log) as f:
+                if 'ready' in f.read():
+                    break
+            time.sleep(0.05)
+        self.agent.stop_daemons(grace_s=0.5)
+        self.assertEqual(-signal.SIGKILL,
+                         self.agent.daemon_status('stubborn'))

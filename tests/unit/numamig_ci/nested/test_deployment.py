@@ -1,7 +1,10 @@
 """How two libvirtd hosts of one nested machine share its kernel."""
 
 import os
+import signal
+import subprocess
 import sys
+import xmlrpc.client
 
 import fixtures
 
@@ -228,3 +231,231 @@ class GuardTest(base.TestCase):
         self.useFixture(fixtures.MonkeyPatch(
             'sys.executable', os.path.join(bindir, 'python')))
         self.assertEqual('/opt/venv/bin/python3', deployment.agent_python())
+
+
+class InMachineConfigTest(base.TestCase):
+
+    def test_loopback_broker_reached_through_the_user_net_gateway(self):
+        for outside, inside in (
+                ('rabbit://guest:guest@127.0.0.1:5672/',
+                 'rabbit://guest:guest@10.0.2.2:5672/'),
+                ('rabbit://localhost/', 'rabbit://10.0.2.2/'),
+                ('rabbit://u:p@127.0.0.1:5672,u:p@localhost:5673/v',
+                 'rabbit://u:p@10.0.2.2:5672,u:p@10.0.2.2:5673/v'),
+                # A broker elsewhere is reached at its own address.
+                ('rabbit://u:p@rabbit.example:5672/',
+                 'rabbit://u:p@rabbit.example:5672/'),
+                ('rabbit://u:p@127.0.0.10:5672/',
+                 'rabbit://u:p@127.0.0.10:5672/')):
+            self.assertEqual(inside,
+                             deployment.machine_transport_url(outside))
+
+    def test_broker_and_state_rewritten_everything_else_kept(self):
+        text = ('[DEFAULT]\nhost = h1\n'
+                'transport_url = rabbit://g:g@127.0.0.1:5672/\n'
+                'state_path = /tmp/run\n[database]\n'
+                'connection = sqlite:////tmp/run/x.sqlite\n[libvirt]\n'
+                'connection_uri = qemu+tcp://127.0.0.1:16509/system\n')
+        self.assertEqual(
+            '[DEFAULT]\nhost = h1\n'
+            'transport_url = rabbit://g:g@10.0.2.2:5672/\n'
+            'state_path = /tmp/run/vm0\n[database]\n'
+            'connection = sqlite:////tmp/run/x.sqlite\n[libvirt]\n'
+            'connection_uri = qemu+tcp://127.0.0.1:16509/system\n',
+            deployment.in_machine_config(
+                text, 'rabbit://g:g@127.0.0.1:5672/', '/tmp/run/vm0'))
+
+
+class _DaemonAgent:
+    """A machine's agent as MachineDaemon asks it."""
+
+    def __init__(self, statuses=()):
+        self.statuses = list(statuses)
+        self.asked = 0
+        self.signals = []
+
+    def daemon_status(self, name):
+        self.asked += 1
+        if isinstance(self.statuses[0], Exception):
+            raise self.statuses[0]
+        return self.statuses.pop(0) if len(self.statuses) > 1 \
+            else self.statuses[0]
+
+    def signal_daemon(self, name, signum):
+        self.signals.append((name, signum))
+        return None
+
+
+class MachineDaemonTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.now = 100.0
+        self.useFixture(fixtures.MonkeyPatch('time.sleep', self.tick))
+
+    def tick(self, seconds):
+        self.now += seconds
+
+    def daemon(self, *statuses):
+        agent = _DaemonAgent(statuses)
+        return agent, deployment.MachineDaemon(agent, 'h1',
+                                               clock=lambda: self.now)
+
+    def test_status_asked_at_most_once_a_second(self):
+        agent, daemon = self.daemon(None, None, 0)
+        self.assertIsNone(daemon.poll())
+        self.assertIsNone(daemon.poll())
+        self.assertEqual(1, agent.asked)
+        self.tick(1.0)
+        self.assertIsNone(daemon.poll())
+        self.tick(1.0)
+        self.assertEqual(0, daemon.poll())
+        self.assertEqual(0, daemon.returncode)
+        self.assertEqual(3, agent.asked)
+        self.assertEqual(0, daemon.poll())
+        self.assertEqual(3, agent.asked)
+
+    def test_machine_gone_means_daemon_gone(self):
+        for error in (ConnectionRefusedError(), xmlrpc.client.Fault(1, 'x')):
+            _agent, daemon = self.daemon(error)
+            self.assertEqual(-signal.SIGKILL, daemon.poll())
+
+    def test_wait_asks_afresh_and_is_bounded(self):
+        agent, daemon = self.daemon(None)
+        self.assertRaises(subprocess.TimeoutExpired, daemon.wait, 1)
+        self.assertGreater(agent.asked, 3)
+        agent.statuses = [-signal.SIGTERM]
+        self.assertEqual(-signal.SIGTERM, daemon.wait(1))
+
+    def test_signals_reach_a_running_daemon_only(self):
+        agent, daemon = self.daemon(None)
+        daemon.send_signal(signal.SIGTERM)
+        daemon.kill()
+        self.assertEqual([('h1', signal.SIGTERM), ('h1', signal.SIGKILL)],
+                         agent.signals)
+        agent.statuses = [0]
+        daemon.wait(1)
+        daemon.kill()
+        self.assertEqual(2, len(agent.signals))
+
+
+class _InsideAgent(_MachineAgent):
+
+    def __init__(self):
+        super().__init__(sys.version_info[:2])
+        self.started = []
+        self.running = set()
+
+    def start_daemon(self, name, argv, log_path, env=None):
+        self.started.append((name, argv, log_path, env))
+        self.running.add(name)
+        return 4242
+
+    def daemon_status(self, name):
+        return None if name in self.running else 0
+
+    def signal_daemon(self, name, signum):
+        self.running.discard(name)
+        return 0
+
+
+class _Popen:
+    """An agent started here (subprocess.Popen's part the deployment
+    uses)."""
+
+    started = []
+
+    def __init__(self, argv, **kwargs):
+        self.argv = argv
+        self.returncode = None
+        _Popen.started.append(argv)
+
+    def poll(self):
+        return self.returncode
+
+    def send_signal(self, signum):
+        self.returncode = -signum
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+
+class MoveAgentsTest(base.TestCase):
+    """A host's compute agent moved into its machine and back."""
+
+    def setUp(self):
+        super().setUp()
+        self.nested = deployment.NestedDeployment(
+            2, state_dir=self.useFixture(fixtures.TempDir()).path)
+        self.machine = _Machine(os.path.join(self.nested.state_dir, 'vm0'))
+        self.machine.agent = _InsideAgent()
+        os.makedirs(self.machine.state_dir)
+        self.nested.pools = deployment.split_pools(KERNEL,
+                                                   self.nested.host_names)
+        for index, name in enumerate(self.nested.host_names):
+            self.nested.libvirt[name] = deployment.NestedHost(
+                name, 16508 + index, self.machine)
+            self.nested.sets[name] = deployment.host_sets(
+                index, self.nested.layouts[0])
+        _Popen.started = []
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig_ci.local_deployment.subprocess.Popen', _Popen))
+        self.useFixture(fixtures.EnvironmentVariable('PYTHONPATH', '/code'))
+        self.nested.start_agents()
+        self.addCleanup(self.nested.stop_agents,
+                        list(self.nested.procs))
+
+    def test_started_inside_with_the_machines_broker_and_share(self):
+        name = self.nested.host_names[0]
+        self.nested.move_agents([name], True, '[x]\ny = 1\n')
+        ((started, argv, log, env),) = self.machine.agent.started
+        config = os.path.join(self.machine.state_dir, f'{name}.conf')
+        self.assertEqual(name, started)
+        self.assertEqual([os.path.join(os.path.dirname(sys.executable),
+                                       'numamig-compute'),
+                          '--config-file', config], argv)
+        self.assertEqual(os.path.join(self.machine.state_dir,
+                                      f'{name}.log'), log)
+        self.assertEqual(log, self.nested.log_path(name))
+        self.assertEqual({'PYTHONPATH': '/code'}, env)
+        with open(config) as f:
+            text = f.read()
+        self.assertIn('transport_url = rabbit://guest:guest@10.0.2.2:5672/',
+                      text)
+        self.assertIn(f'state_path = {self.machine.state_dir}\n', text)
+        self.assertIn('connection_uri = qemu+tcp://127.0.0.1:16508/system',
+                      text)
+        self.assertTrue(text.endswith('[x]\ny = 1\n'))
+        # The other host's agent still runs here, untouched.
+        self.assertEqual(2, len(_Popen.started))
+        self.nested.alive()
+
+    def test_back_here_as_configured_at_start(self):
+        names = list(self.nested.host_names)
+        self.nested.move_agents(names, True)
+        self.assertEqual(set(names), self.machine.agent.running)
+        self.nested.move_agents(names, False)
+        self.assertEqual(set(), self.machine.agent.running)
+        self.assertEqual(set(), self.nested.inside)
+        self.assertEqual(4, len(_Popen.started))
+        self.assertEqual(_Popen.started[:2], _Popen.started[2:])
+        self.assertEqual(os.path.join(self.nested.state_dir,
+                                      f'{names[0]}.log'),
+                         self.nested.log_path(names[0]))
+
+    def test_a_daemon_that_died_inside_is_named(self):
+        name = self.nested.host_names[1]
+        self.nested.move_agents([name], True)
+        self.machine.agent.running.discard(name)
+        with open(self.nested.log_path(name), 'w') as f:
+            f.write('Traceback: no module named numamig\n')
+        self.assertRaisesRegex(Exception, 'no module named numamig',
+                               self.nested.alive)
+
+    def test_none_inside_when_the_machine_cannot_run_them(self):
+        self.nested.guard_unavailable = 'the Python differs'
+        self.assertRaisesMessage(exception.Invalid, 'the Python differs',
+                                 self.nested.move_agents,
+                                 self.nested.host_names, True)
+        self.assertEqual([], self.machine.agent.started)
+        self.assertEqual(2, len(self.nested.procs))
