@@ -29,9 +29,9 @@ to the baseline's median.
 Targets (issue 43): a read within 8x the baseline, ``migration start``
 within 10x; the daemons have none (reported). The bench exits 1 naming
 the targets it measured missed (``--no-fail``: report only). For
-reference the bench also times bare imports of SQLAlchemy and oslo.messaging: a read cannot
-be faster than the database library it uses, nor ``migration start``
-than the messaging library. Every daemon is killed at the end, on error
+reference the bench also times bare imports of SQLAlchemy and
+oslo.messaging: a read cannot be faster than the database library it
+uses, nor ``migration start`` than the messaging library. Every daemon is killed at the end, on error
 too.
 """
 
