@@ -31,8 +31,8 @@ within 10x; the daemons have none (reported). The bench exits 1 naming
 the targets it measured missed (``--no-fail``: report only). For
 reference the bench also times bare imports of SQLAlchemy and
 oslo.messaging: a read cannot be faster than the database library it
-uses, nor ``migration start`` than the messaging library. Every daemon is killed at the end, on error
-too.
+uses, nor ``migration start`` than the messaging library. Every daemon
+is killed at the end, on error too.
 """
 
 # This process talks to the daemons over oslo.messaging; like them it
