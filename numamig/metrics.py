@@ -44,6 +44,24 @@ class Collector:
         raise NotImplementedError
 
 
+def cell_counts(cell):
+    """What a host cell (HostNUMACell) holds, as both the conductor's
+    and an agent's per-cell gauges show it: ({state: pCPUs} pinned,
+    free and shared, [(page size in bytes, {state: pages})] used, free
+    and reserved)."""
+    dedicated = set(cell.pcpuset)
+    pinned = set(cell.pinned_cpus) & dedicated
+    pcpus = {'pinned': len(pinned), 'free': len(dedicated - pinned),
+             'shared': len(cell.cpuset)}
+    pages = []
+    for pool in cell.mempages or ():
+        reserved = pool.get('reserved', 0)
+        pages.append((pool.size_kb * 1024, {
+            'used': pool.used, 'free': pool.total - pool.used - reserved,
+            'reserved': reserved}))
+    return pcpus, pages
+
+
 class CallTimes:
     """How long a process's calls took, by method and outcome: a
     histogram kept in memory (the only such metric: a compute agent is

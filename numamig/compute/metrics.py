@@ -43,18 +43,12 @@ class AgentCollector(metrics.Collector):
             labels=['cell', 'page_size_bytes', 'state'])
         for cell in topology.cells:
             cell_id = str(cell.id)
-            pinned = set(cell.pinned_cpus) & set(cell.pcpuset)
-            pcpus.add_metric([cell_id, 'pinned'], len(pinned))
-            pcpus.add_metric([cell_id, 'free'],
-                             len(set(cell.pcpuset) - pinned))
-            pcpus.add_metric([cell_id, 'shared'], len(cell.cpuset))
-            for pool in cell.mempages or ():
-                size = str(pool.size_kb * 1024)
-                reserved = pool.get('reserved', 0)
-                pages.add_metric([cell_id, size, 'used'], pool.used)
-                pages.add_metric([cell_id, size, 'free'],
-                                 pool.total - pool.used - reserved)
-                pages.add_metric([cell_id, size, 'reserved'], reserved)
+            cell_pcpus, cell_pages = metrics.cell_counts(cell)
+            for state, count in cell_pcpus.items():
+                pcpus.add_metric([cell_id, state], count)
+            for size, states in cell_pages:
+                for state, count in states.items():
+                    pages.add_metric([cell_id, str(size), state], count)
         yield pcpus
         yield pages
         yield core.GaugeMetricFamily(

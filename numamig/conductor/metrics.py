@@ -164,21 +164,15 @@ class HostCollector(metrics.Collector):
             disabled.add_metric([host], 1 if host in down else 0)
             for cell in report.topology.cells:
                 key = [host, str(cell.id)]
-                pinned = set(cell.pinned_cpus) & set(cell.pcpuset)
-                pcpus.add_metric(key + ['pinned'], len(pinned))
-                pcpus.add_metric(key + ['free'],
-                                 len(set(cell.pcpuset) - pinned))
-                pcpus.add_metric(key + ['shared'], len(cell.cpuset))
+                cell_pcpus, cell_pages = metrics.cell_counts(cell)
+                for state, count in cell_pcpus.items():
+                    pcpus.add_metric(key + [state], count)
                 memory.add_metric(key + ['total'], cell.memory_mb * 2**20)
                 memory.add_metric(key + ['used'],
                                   cell.memory_usage_mb * 2**20)
-                for pool in cell.mempages or ():
-                    size = [str(pool.size_kb * 1024)]
-                    reserved = pool.get('reserved', 0)
-                    pages.add_metric(key + size + ['used'], pool.used)
-                    pages.add_metric(key + size + ['free'],
-                                     pool.total - pool.used - reserved)
-                    pages.add_metric(key + size + ['reserved'], reserved)
+                for size, states in cell_pages:
+                    for state, count in states.items():
+                        pages.add_metric(key + [str(size), state], count)
         yield from (age, disabled, pcpus, pages, memory)
 
 
