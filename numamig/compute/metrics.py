@@ -11,6 +11,13 @@ tracker's lock is held only to copy its topology.
 from prometheus_client import core
 
 from numamig import metrics
+from numamig.audit import pins as audit_pins
+
+# What the audit of this host's own domains can find (the other kinds
+# compare records and reports: the conductor's metrics count those).
+AUDIT_KINDS = (audit_pins.SHARED_PCPU, audit_pins.OUTSIDE_DEDICATED,
+               audit_pins.EMULATOR_WRONG_SET, audit_pins.XML_DIFFERS,
+               audit_pins.MISSING_DOMAIN, audit_pins.UNREADABLE_XML)
 
 
 class AgentCollector(metrics.Collector):
@@ -68,6 +75,65 @@ class AgentCollector(metrics.Collector):
             "since it started.")
 
 
+class AuditCollector(metrics.Collector):
+    """The pin audit of this host's domains, as libvirt runs them now.
+
+    The same rules as ``numamig-manage audit pins`` (numamig.audit.pins)
+    on every domain the hypervisor lists, numamig's or not, against the
+    guests this agent counts: a pCPU two guests pin, a pin outside the
+    dedicated set, emulator threads on the wrong set, a live or
+    persistent XML that differs from the record, a recorded guest whose
+    domain is gone. A finding that outlasts a migration (a guest is
+    briefly on both hosts while it moves) is what an alert waits for.
+    Reading every domain's XML costs two libvirt calls per guest per
+    scrape.
+
+    :param agent: the ComputeManager (its driver, tracker and host).
+    """
+
+    name = 'audit'
+
+    def __init__(self, agent):
+        self.agent = agent
+
+    def families(self):
+        found = audit_pins.audit_host(
+            self.agent.host, self.agent.tracker.base_topology,
+            self._guests())
+        family = core.GaugeMetricFamily(
+            'numamig_agent_audit_findings',
+            "Problems the pin audit finds in this host's domains now, by "
+            "kind (numamig-manage audit pins names each); every kind is "
+            "present, 0 when none.", labels=['kind'])
+        for kind in AUDIT_KINDS:
+            family.add_metric([kind], sum(1 for f in found
+                                          if f.kind == kind))
+        yield family
+
+    def _guests(self):
+        driver = self.agent.driver
+        recorded = {i.uuid: i for i in self.agent.tracker.instances()}
+        guests = []
+        for uuid, name in sorted(driver.list_guests().items()):
+            try:
+                live = driver.get_domain_xml(uuid)
+                persistent = driver.get_domain_xml(uuid, persistent=True)
+            except Exception as exc:  # noqa: BLE001 - a finding of its own
+                guests.append(audit_pins.Guest(
+                    uuid, name, instance=recorded.pop(uuid, None),
+                    error=str(exc)))
+                continue
+            guests.append(audit_pins.Guest(
+                uuid, name, xml=live, instance=recorded.pop(uuid, None),
+                persistent_xml=persistent))
+        for uuid, instance in sorted(recorded.items()):
+            guests.append(audit_pins.Guest(
+                uuid, instance.name, instance=instance, missing=True,
+                error=f"counted on {self.agent.host}, whose hypervisor has "
+                      f"no domain for it"))
+        return guests
+
+
 def collectors(agent):
     """Every collector of a compute agent."""
-    return [AgentCollector(agent)]
+    return [AgentCollector(agent), AuditCollector(agent)]

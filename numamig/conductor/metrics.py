@@ -18,6 +18,7 @@ from prometheus_client import core
 from prometheus_client import utils as prometheus_utils
 
 from numamig import metrics
+from numamig.audit import claims as audit_claims
 from numamig.db import compute_nodes
 from numamig.db import metrics as db_metrics
 from numamig.objects import fields_enums
@@ -195,9 +196,34 @@ class DrainCollector(metrics.Collector):
         yield moves
 
 
+class ClaimAuditCollector(metrics.Collector):
+    """Move claims that outlived their migration (numamig.audit.claims):
+    pCPUs and pages a destination keeps for a guest that will not come,
+    until ``numamig-manage heal claims`` releases them."""
+
+    name = 'claim-audit'
+
+    def __init__(self, db):
+        self.db = db
+
+    def families(self):
+        leaked = core.GaugeMetricFamily(
+            'numamig_leaked_claims',
+            'Move claims held by migrations no longer in progress, by the '
+            'host they hold pCPUs and pages on (numamig-manage heal claims '
+            'releases them).', labels=['host'])
+        counts = {}
+        for finding in audit_claims.leaked(self.db):
+            counts[finding.host] = counts.get(finding.host, 0) + 1
+        for host, count in sorted(counts.items()):
+            leaked.add_metric([host], count)
+        yield leaked
+
+
 def collectors(db):
     """Every collector of a conductor on ``db``."""
-    return [MigrationCollector(db), HostCollector(db), DrainCollector(db)]
+    return [MigrationCollector(db), HostCollector(db), DrainCollector(db),
+            ClaimAuditCollector(db)]
 
 
 def _utcnow():

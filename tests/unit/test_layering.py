@@ -178,7 +178,7 @@ LAYERS = {
                         ('compute', 'compute.flows', 'compute.rpcapi',
                          'releases', 'wire', 'objects', 'exception')),
     'compute.metrics': ('the compute agent\'s metrics, from its own '
-                        'tracker', ('metrics',)),
+                        'tracker and domains', ('metrics', 'audit')),
     'compute.settings': ('the compute agent\'s settings, built from '
                          'configuration', ()),
     'conductor': ('the conductor',

@@ -36,3 +36,53 @@ class AgentCollectorTest(base.TestCase):
         return resource_tracker.MoveClaim(
             instance.uuid, 'demo', cbase.new_uuid(),
             instance.numa_topology)
+
+
+class AuditCollectorTest(base.TestCase):
+    """The agent's pin audit of its own domains, by kind."""
+
+    def _guest(self, pcpus, host_cell=0):
+        from tests.unit.cmd import cli_base
+        from tests.unit.db import base as db_base
+        instance = cli_base.make_instance('h1', uuid=db_base.new_uuid())
+        instance.numa_topology.cells[0].cpu_pinning = dict(enumerate(pcpus))
+        instance.numa_topology.cells[0].host_cell = host_cell
+        return instance, cli_base.domain_xml(instance)
+
+    def _findings(self, recorded, domains):
+        """``recorded`` Instances counted here; ``domains`` {uuid: (name,
+        xml)} libvirt lists."""
+        from tests.unit.db import base as db_base
+        manager = cbase.manager(
+            host='h1', topology=db_base.make_host_topology(),
+            instances=recorded,
+            guests={uuid: name for uuid, (name, _x) in domains.items()})
+        manager.driver.get_domain_xml.side_effect = \
+            lambda uuid, persistent=False: domains[uuid][1]
+        found = conductor_test.Registry(
+            metrics.AuditCollector(manager)).samples()
+        return {dict(labels)['kind']: value for (name, labels), value
+                in found.items() if name == 'numamig_agent_audit_findings'}
+
+    def test_a_clean_host_shows_every_kind_at_zero(self):
+        one, one_xml = self._guest([2, 3])
+        two, two_xml = self._guest([6, 7], host_cell=1)
+        found = self._findings([one, two], {one.uuid: (one.name, one_xml),
+                                            two.uuid: (two.name, two_xml)})
+        self.assertEqual(dict.fromkeys(metrics.AUDIT_KINDS, 0.0), found)
+
+    def test_a_guest_nobody_recorded_pinned_onto_a_counted_guest(self):
+        from numamig.audit import pins
+        one, one_xml = self._guest([2, 3])
+        stray, stray_xml = self._guest([3, 2])
+        found = self._findings([one], {one.uuid: (one.name, one_xml),
+                                       stray.uuid: (stray.name, stray_xml)})
+        self.assertEqual(1.0, found[pins.SHARED_PCPU])
+        self.assertEqual(1.0, sum(found.values()))
+
+    def test_a_counted_guest_without_a_domain(self):
+        from numamig.audit import pins
+        one, _xml = self._guest([2, 3])
+        found = self._findings([one], {})
+        self.assertEqual(1.0, found[pins.MISSING_DOMAIN])
+        self.assertEqual(1.0, sum(found.values()))

@@ -158,6 +158,27 @@ class HostCollectorTest(base.TestCase):
                                      (('host', 'h2'),))])
 
 
+class ClaimAuditCollectorTest(base.TestCase):
+
+    def test_a_claim_outliving_its_migration_counts_on_its_host(self):
+        db = self.useFixture(database.SQLiteDatabase()).db
+        instance = instances.create(db, dbase.make_instance()).instance
+        migration = migrations.create(db, dbase.make_migration(
+            instance.uuid, dest_host='dst'))
+        instances.set_migration_context(
+            db, instance.uuid, dbase.make_context(instance, migration.uuid))
+
+        def leaked():
+            return {k: v for k, v in Registry(
+                metrics.ClaimAuditCollector(db)).samples().items()
+                if k[0] == 'numamig_leaked_claims'}
+        # Held by a migration in progress: not leaked.
+        self.assertEqual({}, leaked())
+        migrations.set_status(db, migration.uuid, 'error')
+        self.assertEqual(
+            {('numamig_leaked_claims', (('host', 'dst'),)): 1.0}, leaked())
+
+
 class CollectorsTest(base.TestCase):
 
     def test_every_family_name_follows_prometheus_conventions(self):
