@@ -270,6 +270,9 @@ class ComputeService(_RPCService):
         self.report_interval = settings.report_interval
         self.reconcile_interval = settings.reconcile_interval
         self.update_resources_interval = settings.update_resources_interval
+        # numamig.notifications.notifier.Notifier, set by from_conf when
+        # [oslo_messaging_notifications] driver names one.
+        self.notifier = None
 
     @classmethod
     def from_conf(cls, conf, driver, transport):
@@ -279,6 +282,9 @@ class ComputeService(_RPCService):
                   service_version=service_version_from_conf(conf))
         svc.metrics_endpoint = metrics.Endpoint.from_conf(
             conf, compute_metrics.collectors(svc.manager), conf.host)
+        svc.notifier = notifier.Notifier.from_conf(
+            conf, rpc.get_notification_transport, conf.host,
+            publisher=notifier.AGENT_PUBLISHER)
         return svc
 
     def _endpoints(self):
@@ -289,6 +295,8 @@ class ComputeService(_RPCService):
         migrations running in the manager's executor finish."""
         super().stop(graceful)
         self.manager.stop(wait=graceful)
+        if self.notifier is not None:
+            self.notifier.stop()
 
     def start(self):
         """Wait for a conductor, reconcile, serve RPC, report once, then
@@ -300,7 +308,12 @@ class ComputeService(_RPCService):
         ctxt = nm_context.get_admin_context()
         # Served from the first moment: an agent waiting for its
         # conductor is up, and its monitoring sees it.
+        # Where the guard's log ends now: decisions from here on are news.
+        self.manager.guard_decisions.poll()
         self._start_metrics()
+        if self.notifier is not None:
+            self.notifier.start()
+            self.manager.agent.events.listeners.append(self.notifier.changes)
         self.manager.conductor_api.wait_until_ready(ctxt)
         self.manager.init_host(ctxt)
         self._start_server()
@@ -319,6 +332,8 @@ class ComputeService(_RPCService):
         if guard_refresh:
             self.periodic.add('publish claims to the migration guard',
                               guard_refresh, manager.tracker.publish_claims)
+            self.periodic.add("read the migration guard's decisions",
+                              guard_refresh, manager.guard_decisions.poll)
         self.periodic.start()
         LOG.info("Compute agent %s started (service version %s)", self.host,
                  self.manager.service_version)

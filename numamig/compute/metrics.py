@@ -68,6 +68,25 @@ class AgentCollector(metrics.Collector):
             'numamig_agent_outgoing_migrations',
             'Outgoing migrations this agent runs now.',
             value=len(self.agent.outgoing.uuids()))
+        guard = core.CounterMetricFamily(
+            'numamig_agent_guard_decisions',
+            "The migration guard's decisions on migrations into this host "
+            "since the agent started, read from the guard's log: passed "
+            "unchanged, rewritten to the claim, refused.",
+            labels=['decision'])
+        self.agent.guard_decisions.poll()
+        for decision, count in self.agent.guard_decisions.counts().items():
+            guard.add_metric([decision], count)
+        yield guard
+        state = core.GaugeMetricFamily(
+            'numamig_agent_migration_guard',
+            "The migration guard's state on this host: 1 for the state it "
+            "is in (on, off, failed: its hook or claims file could not be "
+            "written), 0 for the others.", labels=['state'])
+        now = self.agent.driver.migration_guard_state()
+        for name in ('on', 'off', 'failed'):
+            state.add_metric([name], 1 if name == now else 0)
+        yield state
         yield metrics.RPC_CALLS.family(
             'numamig_agent_rpc_call_duration_seconds',
             "This agent's RPC calls (to the conductor and to other "

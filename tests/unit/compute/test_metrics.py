@@ -31,6 +31,27 @@ class AgentCollectorTest(base.TestCase):
         self.assertEqual(0.0, found[
             ('numamig_agent_outgoing_migrations', ())])
 
+    def test_guard_decisions_and_state(self):
+        from numamig.compute import events
+        manager = cbase.manager()
+        manager.driver.migration_guard_state.return_value = 'on'
+        found = conductor_test.Registry(
+            metrics.AgentCollector(manager)).samples()
+        self.assertEqual(0.0, found[('numamig_agent_guard_decisions_total',
+                                     (('decision', 'refused'),))])
+        entry = events.GuardDecision('h', 'g', 'u', 'refused', 'r', 'at')
+        manager.driver.read_guard_log.return_value = ([entry], None)
+        found = conductor_test.Registry(
+            metrics.AgentCollector(manager)).samples()
+        self.assertEqual(1.0, found[('numamig_agent_guard_decisions_total',
+                                     (('decision', 'refused'),))])
+        self.assertEqual(0.0, found[('numamig_agent_guard_decisions_total',
+                                     (('decision', 'rewritten'),))])
+        self.assertEqual(1.0, found[('numamig_agent_migration_guard',
+                                     (('state', 'on'),))])
+        self.assertEqual(0.0, found[('numamig_agent_migration_guard',
+                                     (('state', 'failed'),))])
+
     def _claim(self, manager, instance):
         from numamig.compute import resource_tracker
         return resource_tracker.MoveClaim(
