@@ -12,6 +12,7 @@ from prometheus_client import core
 
 from numamig import metrics
 from numamig.audit import pins as audit_pins
+from numamig.numa import vmem
 
 # What the audit of this host's own domains can find (the other kinds
 # compare records and reports: the conductor's metrics count those).
@@ -38,6 +39,8 @@ class AgentCollector(metrics.Collector):
             topology = tracker.usage_topology()
             claims = len(tracker.claims())
             guests = len(tracker.instance_uuids())
+            devices = vmem.by_host_node(
+                i.get('numa_topology') for i in tracker.instances())
         pcpus = core.GaugeMetricFamily(
             'numamig_agent_cell_pcpus',
             "This host's cells' pCPUs as its agent holds them now: "
@@ -58,6 +61,22 @@ class AgentCollector(metrics.Collector):
                     pages.add_metric([cell_id, str(size), state], count)
         yield pcpus
         yield pages
+        reclaimable = core.GaugeMetricFamily(
+            'numamig_agent_virtio_mem_reclaimable_bytes',
+            "Memory the guests' virtio-mem devices hold on a host node: "
+            "what numamig-manage host reclaim could free there, less each "
+            "guest's floor.", labels=['node'])
+        growable = core.GaugeMetricFamily(
+            'numamig_agent_virtio_mem_growable_bytes',
+            "Memory the guests' virtio-mem devices on a host node could "
+            "still plug (their size less what they were asked).",
+            labels=['node'])
+        for node, entry in sorted(devices.items()):
+            reclaimable.add_metric([str(node)],
+                                   entry['reclaimable_mb'] * 2**20)
+            growable.add_metric([str(node)], entry['growable_mb'] * 2**20)
+        yield reclaimable
+        yield growable
         yield core.GaugeMetricFamily(
             'numamig_agent_guests', 'Guests this agent runs.', value=guests)
         yield core.GaugeMetricFamily(

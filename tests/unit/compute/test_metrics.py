@@ -31,6 +31,25 @@ class AgentCollectorTest(base.TestCase):
         self.assertEqual(0.0, found[
             ('numamig_agent_outgoing_migrations', ())])
 
+    def test_virtio_mem_per_host_node(self):
+        guest = cbase.instance(host=cbase.HOST, pins={0: 1, 1: 9})
+        cell = guest.numa_topology.cells[0]
+        cell.virtio_mem_size_mb = 1024
+        cell.virtio_mem_block_kb = 2048
+        cell.virtio_mem_requested_mb = 256
+        cell.virtio_mem_current_mb = 256
+        manager = cbase.manager(instances=[guest])
+        found = conductor_test.Registry(
+            metrics.AgentCollector(manager)).samples()
+        node = (('node', str(cell.host_cell)),)
+        self.assertEqual(256 * 2**20, found[
+            ('numamig_agent_virtio_mem_reclaimable_bytes', node)])
+        self.assertEqual((1024 - 256) * 2**20, found[
+            ('numamig_agent_virtio_mem_growable_bytes', node)])
+        self.assertEqual(1, sum(1 for name, _labels in found
+                                if name.startswith('numamig_agent_virtio')
+                                and name.endswith('reclaimable_bytes')))
+
     def test_guard_decisions_and_state(self):
         from numamig.compute import events
         manager = cbase.manager()
