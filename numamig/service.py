@@ -7,6 +7,7 @@ deployment). Stopping is graceful: the RPC server stops taking requests,
 in-flight ones finish, then the periodic task ends.
 """
 
+import os
 import threading
 import time
 
@@ -373,6 +374,9 @@ class ConductorService(_RPCService):
         # numamig.notifications.notifier.Notifier, set by from_conf when
         # [oslo_messaging_notifications] driver names one.
         self.notifier = None
+        # The workers' shared RPC call history (metrics.SharedCallTimes),
+        # set by from_conf when [metrics] port asks for metrics.
+        self.calls = None
         # Seconds between looks for migrations a dead conductor worker
         # left behind.
         self.sweep_interval = settings.sweep_interval
@@ -428,14 +432,19 @@ class ConductorService(_RPCService):
         super().stop(graceful)
         if self.notifier is not None:
             self.notifier.stop()
+        if self.calls is not None:
+            self.calls.stop()
 
     @classmethod
     def from_conf(cls, conf, db, transport):
         svc = cls(db, transport, conductor_settings_from_conf(conf),
                   conf.host, names=RPCNames.from_conf(conf),
                   service_version=service_version_from_conf(conf))
+        if conf.metrics.port:
+            svc.calls = metrics.SharedCallTimes(
+                conductor_calls_directory(conf), metrics.RPC_CALLS)
         svc.metrics_endpoint = metrics.Endpoint.from_conf(
-            conf, conductor_metrics.collectors(db), conf.host)
+            conf, conductor_metrics.collectors(db, svc.calls), conf.host)
         svc.notifier = notifier.Notifier.from_conf(
             conf, rpc.get_notification_transport, conf.host)
         return svc
@@ -445,6 +454,8 @@ class ConductorService(_RPCService):
         then serve RPC and look for stalled migrations periodically."""
         ctxt = nm_context.get_admin_context()
         self.db.check_schema()
+        if self.calls is not None:
+            self.calls.start()
         self._start_metrics()
         if self.notifier is not None:
             self.notifier.start()
@@ -565,6 +576,12 @@ def run(conf, svc, workers=1):
     else:
         launcher = os_service.launch(conf, svc, workers=workers)
     return launcher.wait()
+
+
+def conductor_calls_directory(conf):
+    """Where a conductor's workers share their RPC call history
+    (metrics.SharedCallTimes): one directory per conductor daemon."""
+    return os.path.join(conf.state_path, 'metrics', f'conductor-{conf.host}')
 
 
 def service_version_from_conf(conf):
