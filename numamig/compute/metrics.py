@@ -12,7 +12,12 @@ from prometheus_client import core
 
 from numamig import metrics
 from numamig.audit import pins as audit_pins
+from numamig.compute import claims as compute_claims
+from numamig.numa import cellfit
 from numamig.numa import vmem
+
+# The reasons a move claim is refused for: every one is present.
+REFUSAL_REASONS = cellfit.REASONS + (compute_claims.NOT_RECORDED,)
 
 # What the audit of this host's own domains can find (the other kinds
 # compare records and reports: the conductor's metrics count those).
@@ -41,6 +46,8 @@ class AgentCollector(metrics.Collector):
             guests = len(tracker.instance_uuids())
             devices = vmem.by_host_node(
                 i.get('numa_topology') for i in tracker.instances())
+            refused = tracker.claims_refused
+            reasons = dict(tracker.claim_refusal_reasons)
         pcpus = core.GaugeMetricFamily(
             'numamig_agent_cell_pcpus',
             "This host's cells' pCPUs as its agent holds them now: "
@@ -77,6 +84,21 @@ class AgentCollector(metrics.Collector):
             growable.add_metric([str(node)], entry['growable_mb'] * 2**20)
         yield reclaimable
         yield growable
+        yield core.CounterMetricFamily(
+            'numamig_agent_move_claims_refused',
+            'Move claims this host refused since the agent started: the '
+            "guest did not fit its free resources, or the conductor did not "
+            'record the claim.', value=refused)
+        why = core.CounterMetricFamily(
+            'numamig_agent_move_claim_refusal_reasons',
+            "What refused move claims ran out of, by reason: huge-pages, "
+            "memory, dedicated-pcpus, cpu-threads, shared-cpus, cells (not "
+            "enough distinct host cells), not-recorded. A refusal whose "
+            "host cells each lacked something else counts under each.",
+            labels=['reason'])
+        for reason in REFUSAL_REASONS:
+            why.add_metric([reason], reasons.get(reason, 0))
+        yield why
         yield core.GaugeMetricFamily(
             'numamig_agent_guests', 'Guests this agent runs.', value=guests)
         yield core.GaugeMetricFamily(

@@ -31,6 +31,29 @@ class AgentCollectorTest(base.TestCase):
         self.assertEqual(0.0, found[
             ('numamig_agent_outgoing_migrations', ())])
 
+    def test_refused_move_claims_by_reason(self):
+        from numamig import exception
+        from numamig.compute import claims
+        manager = cbase.manager()
+        # Wider than any host cell's dedicated pCPUs (8 per cell).
+        wide = cbase.instance(host='elsewhere', vcpus=12,
+                              pins={v: v for v in range(12)})
+        migration = cbase.migration(wide)
+        self.assertRaises(exception.MigrationPreCheckError,
+                          claims.move_claim, manager.tracker,
+                          manager.agent.conductor_api, None, wide,
+                          migration, None, persist=False)
+        found = conductor_test.Registry(
+            metrics.AgentCollector(manager)).samples()
+        self.assertEqual(1.0, found[
+            ('numamig_agent_move_claims_refused_total', ())])
+        reasons = {dict(labels)['reason']: value for (name, labels), value
+                   in found.items()
+                   if name == 'numamig_agent_move_claim_refusal_reasons_total'}
+        self.assertEqual(set(metrics.REFUSAL_REASONS), set(reasons))
+        self.assertEqual(1.0, reasons['dedicated-pcpus'])
+        self.assertEqual(0.0, reasons['huge-pages'])
+
     def test_virtio_mem_per_host_node(self):
         guest = cbase.instance(host=cbase.HOST, pins={0: 1, 1: 9})
         cell = guest.numa_topology.cells[0]
