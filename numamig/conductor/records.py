@@ -37,8 +37,16 @@ STATUS = fields.MigrationStatus
 
 
 def save_report(worker, report):
-    """Store a host's report and feed it to the scheduler's cache."""
-    saved = compute_nodes.save_report_reading_guests(worker.db, report)
+    """Store a host's report and feed it to the scheduler's cache.
+
+    At most ``report_writers`` at once per worker: a burst of reports
+    waits here, on the agents' RPC threads, instead of taking every
+    database connection the server has (measured: 1,000 hosts reporting
+    at once into three workers exhausted PostgreSQL's 100 connections,
+    and the reports beyond were lost).
+    """
+    with worker.reports.writers:
+        saved = compute_nodes.save_report_reading_guests(worker.db, report)
     worker.cache.update(report, guests=saved.guests)
     if saved.change_seq is not None:
         worker.reports.held[report.host] = saved.change_seq

@@ -8,6 +8,7 @@ ConductorSettings built from configuration). A flow
 cannot call an RPC endpoint, and a unit test builds exactly these parts.
 """
 
+import contextlib
 import dataclasses
 import threading
 import typing
@@ -25,13 +26,17 @@ class ReportCursor:
     ``held`` is, per host, the change number of the report the cache
     holds (as stored by this worker or read back): reports carry whole
     seconds, so a stored report of the same second as the cached one is
-    newer only if its change number is higher.
+    newer only if its change number is higher. ``writers`` admits
+    ``[conductor] report_writers`` reports into the database at once
+    (None: no bound, for a Worker a test builds by hand).
     """
 
-    def __init__(self):
+    def __init__(self, writers=None):
         self.seen = -1
         self.held = {}
         self.lock = threading.Lock()
+        self.writers = contextlib.nullcontext() if writers is None else \
+            threading.BoundedSemaphore(writers)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -455,3 +455,47 @@ class ReadAdmittedTest(base.ConductorTestCase):
                                             with_maintenance=True)
         self.assertEqual({'dst1'}, set(disabled))
         self.assertEqual(['reader', 'reader'], self.began)
+
+
+class ReportWritersTest(base.ConductorTestCase):
+    """A burst of reports holds at most ``report_writers`` database
+    writes at once; the others wait their turn, none is lost."""
+
+    def test_a_burst_is_written_at_most_n_at_once(self):
+        import threading
+
+        import fixtures
+
+        from numamig.conductor import worker as worker_mod
+        writers = 2
+        cursor = worker_mod.ReportCursor(writers)
+        worker = mock.Mock(reports=cursor)
+        lock = threading.Lock()
+        at_once, most, written = [0], [0], []
+        release = threading.Event()
+
+        def write(db, report):
+            with lock:
+                at_once[0] += 1
+                most[0] = max(most[0], at_once[0])
+            release.wait(5)
+            with lock:
+                at_once[0] -= 1
+                written.append(report)
+            return mock.Mock(guests=[], change_seq=None)
+        self.useFixture(fixtures.MockPatchObject(
+            compute_nodes, 'save_report_reading_guests', side_effect=write))
+        threads = [threading.Thread(target=records.save_report,
+                                    args=(worker, mock.Mock(host=f'h{i}')))
+                   for i in range(8)]
+        for thread in threads:
+            thread.start()
+        # Give every thread the chance to go past the bound, then let
+        # them all finish.
+        threading.Event().wait(0.3)
+        self.assertEqual(writers, most[0])
+        release.set()
+        for thread in threads:
+            thread.join(10)
+        self.assertEqual(8, len(written))
+        self.assertEqual(writers, most[0])
