@@ -82,7 +82,8 @@ class Layout:
     # 1: the machine's CPU is AMD's (TCG emulates its SVM), with KVM
     # loaded before the libvirtd hosts start, so that a guest kernel
     # runs under KVM inside the machine rather than under a TCG inside
-    # TCG (measured: to the guest's init 23 s instead of 126 s). Its
+    # TCG (measured: the guest's init 10-16 s after create instead of
+    # 113-173 s). Its
     # CPUs show no SMT siblings then (AMD's wants 'topoext'): only with
     # threads=1.
     kvm: int = 0

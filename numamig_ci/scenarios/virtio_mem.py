@@ -57,7 +57,7 @@ NOISE_MB = 32
 KIB = 1024
 PAGE_KB = 4
 # Measured in the nested host, the guest's init prints its first line
-# 23 s after create under KVM (Layout.kvm), 126 s under TCG.
+# 10-16 s after create under KVM (Layout.kvm), 113-173 s under TCG.
 BOOT_S = 900
 # How long the guest kernel's MemTotal may take to show a change numamig
 # says is done (its init prints one line a second, slower under TCG).

@@ -77,7 +77,7 @@ MAY_SKIP = {'huge-pages-1g'}
 THREADS = ('migration-threads',)
 # A guest kernel with the virtio_mem driver on a two-node machine with
 # KVM inside it (an AMD CPU, whose SVM TCG emulates: the guest kernel
-# reaches its init 13-23 s after create instead of 126 s under TCG
+# reaches its init 10-16 s after create instead of 113-173 s under TCG
 # inside TCG), grown and reclaimed per host node from the command line.
 # Measured warm at load 2-3: the whole test 102 s (its machine's boot
 # and power-off included; the scenario 44-53 s, of which libvirt's
