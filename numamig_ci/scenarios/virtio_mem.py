@@ -19,7 +19,7 @@ Nothing numamig records is trusted for the verdict. After each step:
   devices populate what they plug), exactly the plugged MiB on P and
   none on the other node; and each host node's free memory (sysfs
   ``nodeN/meminfo`` MemFree), which on P moved by the MiB asked and on
-  the other node stayed within NOISE_MB.
+  the other node not, both within NOISE_MB.
 
 The same node check is then made against the other host node, where it
 must fail (a negative control on the very counters read): a check that
@@ -51,9 +51,12 @@ SPECS = dict(DEDICATED, **{'hw:numa_nodes': '2',
                            'hw:virtio_mem_size': str(DEVICE_MB),
                            'hw:virtio_mem_requested': '0',
                            'hw:virtio_mem_min': '0'})
-# How much a host node's free memory may move without a guest's doing:
-# the libvirtd hosts, the machine's agent and QEMU's own allocations.
-NOISE_MB = 32
+# How far a host node's free memory may be from the change: the libvirtd
+# hosts, the machine's agent, QEMU's own allocations, the guest touching
+# its boot memory there as it onlines and offlines blocks, and freed
+# pages still on the kernel's per-CPU lists (not counted free). Measured
+# in 5 runs: up to 18 MiB short on the node, up to 17 MiB elsewhere.
+NOISE_MB = 48
 KIB = 1024
 PAGE_KB = 4
 # Measured in the nested host, the guest's init prints its first line

@@ -63,12 +63,12 @@ class HostCountersTest(base.TestCase):
         self.assertEqual(['host kernel: node0 meminfo MemFree fall (MiB)',
                           'host kernel: node1 meminfo MemFree fall (MiB)'],
                          [f.element for f in failures])
-        self.assertEqual(('-128 +- 32', '4.0'),
+        self.assertEqual(('-128 +- 48', '4.0'),
                          (failures[0].expected, failures[0].actual))
 
     def test_noise_beyond_the_margin_fails(self):
         before = {0: 1600000, 1: 1700000}
-        after = {0: 1600000 - 40 * MIB_KB, 1: 1700000 + 128 * MIB_KB}
+        after = {0: 1600000 - 50 * MIB_KB, 1: 1700000 + 128 * MIB_KB}
         (failure,) = virtio_mem.check_free_moved('g', 'h', before, after, 1,
                                                  0, -128)
         self.assertIn('node0', failure.element)
