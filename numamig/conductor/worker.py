@@ -8,7 +8,6 @@ ConductorSettings built from configuration). A flow
 cannot call an RPC endpoint, and a unit test builds exactly these parts.
 """
 
-import contextlib
 import dataclasses
 import threading
 import typing
@@ -18,7 +17,8 @@ from numamig.conductor import settings as settings_mod
 
 
 class ReportCursor:
-    """How far this worker's host cache has read the stored reports.
+    """How far this worker's host cache has read the stored reports, and
+    the reports waiting to be written.
 
     ``seen`` is the highest report change number taken (-1: none yet);
     hold ``lock`` while reading reports and moving it (see
@@ -26,17 +26,23 @@ class ReportCursor:
     ``held`` is, per host, the change number of the report the cache
     holds (as stored by this worker or read back): reports carry whole
     seconds, so a stored report of the same second as the cached one is
-    newer only if its change number is higher. ``writers`` admits
-    ``[conductor] report_writers`` reports into the database at once
-    (None: no bound, for a Worker a test builds by hand).
+    newer only if its change number is higher.
+
+    ``pending`` holds, per host, the newest report not written yet and
+    the futures of the RPC requests waiting for it; ``writers`` reports
+    threads are writing them, at most ``max_writers`` ([conductor]
+    report_writers; None: one, for a Worker a test builds by hand). Both
+    under ``intake``.
     """
 
-    def __init__(self, writers=None):
+    def __init__(self, max_writers=None):
         self.seen = -1
         self.held = {}
         self.lock = threading.Lock()
-        self.writers = contextlib.nullcontext() if writers is None else \
-            threading.BoundedSemaphore(writers)
+        self.intake = threading.Lock()
+        self.pending = {}
+        self.writers = 0
+        self.max_writers = max_writers or 1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -61,9 +61,11 @@ opts = [
                     "at most [DEFAULT] rpc_response_timeout_migration per "
                     "destination tried."),
     cfg.IntOpt('report_writers', default=4, min=1, max=64,
-               help="Agents' reports a conductor worker writes to the "
-                    "database at once; the others wait their turn on the "
-                    "agents' RPC threads, holding no database connection. "
+               help="Threads of a conductor worker that write agents' "
+                    "reports to the database at once, each a batch of the "
+                    "reports waiting in one transaction; the other "
+                    "requests wait on the agents' RPC threads, holding no "
+                    "database connection. "
                     "It bounds what a burst of reports (every agent "
                     "restarting, a broker coming back) takes of the "
                     "database's connections: with W workers, the reports "
