@@ -197,6 +197,9 @@ class Migrator(threading.Thread):
         self.dep, self.guest, self.count = dep, guest, count
         self.latencies = []
         self.failed = []
+        # Per completed migration, seconds spent reaching each status
+        # from the one before (where a slow migration spends its time).
+        self.steps = []
 
     def run(self):
         hosts = sorted(self.dep.agents)
@@ -217,6 +220,12 @@ class Migrator(threading.Thread):
                                                        migration.uuid)
             if migration.status == 'completed':
                 self.latencies.append(time.perf_counter() - began)
+                history = list(migration.history)
+                self.steps.append({
+                    later.status: (later.changed_at -
+                                   earlier.changed_at).total_seconds()
+                    for earlier, later in zip(history, history[1:],
+                                              strict=False)})
             else:
                 self.failed.append(migration.status)
 
@@ -293,6 +302,12 @@ def run_size(dep, args, size, guest, baseline_s):
     print(f"    migrations while reports flow: median {during:.2f} s over "
           f"{len(migrator.latencies)} (baseline {baseline_s:.2f} s), "
           f"not completed: {migrator.failed or 'none'}")
+    steps = {status: statistics.median(s[status] for s in migrator.steps
+                                       if status in s)
+             for status in sorted({k for s in migrator.steps for k in s})}
+    print("    median seconds to reach each status from the one before: "
+          + (', '.join(f"{k} {v:.2f}" for k, v in steps.items())
+             or 'none'))
     return result
 
 
