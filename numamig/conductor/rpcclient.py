@@ -134,22 +134,23 @@ class ConductorLink:
             return self._routes[key]
 
     def _route(self, api, topic):
-        if self.older():
-            served = service_obj.api_version_for(self.conductor_version,
-                                                 api.service_key)
-        else:
-            served = api.version
+        # A conductor of this release or a newer one serves this client's
+        # versions: uncapped (every object in its newest version, less
+        # HELD_BACK) unless configured.
+        older = self.older()
+        served = service_obj.api_version_for(
+            self.conductor_version, api.service_key) if older else None
         cap = api_versions.lower(served, self.configured_cap)
-        if served is not None and api_versions.allows(cap, api.first):
+        if (served is not None or not older) and \
+                api_versions.allows(cap, api.first):
             return Route(self._client(topic, api.first, api.namespace, cap),
                          True, cap)
         # Release 1's API, on the conductor topic.
         legacy = api_versions.RELEASE_1_API
-        served = legacy.version if not self.older() else \
-            service_obj.api_version_for(self.conductor_version,
-                                        legacy.service_key)
-        cap = api_versions.lower(served, self.configured_cap)
-        cap = api_versions.lower(cap, legacy.version)
+        served = service_obj.api_version_for(
+            self.conductor_version, legacy.service_key) if older else None
+        cap = api_versions.lower(
+            api_versions.lower(served, self.configured_cap), legacy.version)
         return Route(self._client(self.topic, legacy.first, None, cap),
                      False, cap)
 
