@@ -82,24 +82,12 @@ class RecordAPI:
         return self._route().namespaced
 
     def wait_until_ready(self, ctxt, attempt_timeout=5, max_attempts=None):
-        """Block until a conductor answers; agents call it at start.
-
-        A call sent before any conductor listens is lost (no queue holds
-        it), so an agent starting with its conductor must ask again.
+        """Block until a conductor answers; agents call it at start (see
+        rpcclient.ConductorLink.wait_until_ready).
 
         :raises MessagingTimeout: after ``max_attempts`` unanswered tries.
         """
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                self.link.ask_version(ctxt, attempt_timeout)
-                break
-            except messaging.MessagingTimeout:
-                if max_attempts is not None and attempt >= max_attempts:
-                    raise
-                LOG.warning("No conductor answered within %s s (attempt "
-                            "%d); still waiting", attempt_timeout, attempt)
+        self.link.wait_until_ready(ctxt, attempt_timeout, max_attempts)
         if self.agent_topic and not self.serves_release_2():
             LOG.info("The conductor serves release 1's API only: agent "
                      "calls go to topic %s", self.link.topic)

@@ -103,6 +103,14 @@ class ConductorAPI:
         """
         self.link.ask_version(ctxt, timeout)
 
+    def wait_until_ready(self, ctxt, attempt_timeout=5, max_attempts=None):
+        """Block until a conductor answers (see
+        rpcclient.ConductorLink.wait_until_ready).
+
+        :raises MessagingTimeout: after ``max_attempts`` unanswered tries.
+        """
+        self.link.wait_until_ready(ctxt, attempt_timeout, max_attempts)
+
     # -- migrations -----------------------------------------------------------
 
     def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,

@@ -101,6 +101,27 @@ class ConductorLink:
             **options).call(ctxt, 'ping')
         self.learn(service_version_of(answer))
 
+    def wait_until_ready(self, ctxt, attempt_timeout=5, max_attempts=None):
+        """Block until a conductor answers the ping (and route by its
+        answer); a service starting with its conductor calls it.
+
+        A call sent before any conductor listens is lost (no queue holds
+        it), so a service starting with its conductor must ask again.
+
+        :raises MessagingTimeout: after ``max_attempts`` unanswered tries.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self.ask_version(ctxt, attempt_timeout)
+                return
+            except messaging.MessagingTimeout:
+                if max_attempts is not None and attempt >= max_attempts:
+                    raise
+                LOG.warning("No conductor answered within %s s (attempt "
+                            "%d); still waiting", attempt_timeout, attempt)
+
     def learn(self, conductor_version):
         """Route the APIs by what ``conductor_version`` serves."""
         with self._lock:
