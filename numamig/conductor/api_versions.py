@@ -18,6 +18,11 @@ ComputeTaskAPI share the conductor topic):
   release 1, and its clients send it to a conductor of release 1
   (numamig.conductor.endpoints).
 
+Reads have no API of their own: each audience reads through its API,
+so that an operator's new read never changes the agents'; the few reads
+both audiences make (a migration, an instance, the hosts) are declared
+by both endpoints and read once, by the records endpoint.
+
 Versions: the namespaced APIs start at 2.0 so that one number names one
 API step whatever the namespace: ``[upgrade_levels] conductor`` may say
 '1.0' or '1.1' (release 1's API, no namespace) or '2.0' (release 2's

@@ -183,7 +183,9 @@ class ConductorManager:
             return 'pong'
         return {'service_version': self.release.service_version}
 
-    # -- reads (the operators' own: the agents' are the records API's) ----
+    # -- reads ----------------------------------------------------------------
+    # The reads operators share with agents are declared by both APIs, so
+    # that each changes on its own; the records endpoint does the reading.
 
     @wire.args(migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
