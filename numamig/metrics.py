@@ -14,6 +14,8 @@ one failed, and the daemon logs one WARNING line per failure, not one
 per scrape.
 """
 
+import json
+import os
 import socket
 import socketserver
 import threading
@@ -89,15 +91,21 @@ class CallTimes:
             series[-2] += 1
             series[-1] += seconds
 
-    def family(self, name, documentation):
-        """A histogram family labelled by method and outcome."""
+    def snapshot(self):
+        """{(method, outcome): [count at or under each bound..., count,
+        sum of seconds]}, a copy."""
+        with self._lock:
+            return {key: list(value) for key, value in self._series.items()}
+
+    def family(self, name, documentation, series=None):
+        """A histogram family labelled by method and outcome (of
+        ``series``, a snapshot; default: this process's own)."""
         from prometheus_client import core
         from prometheus_client import utils
         family = core.HistogramMetricFamily(
             name, documentation, labels=['method', 'outcome'])
-        with self._lock:
-            series = {key: list(value) for key, value in
-                      self._series.items()}
+        if series is None:
+            series = self.snapshot()
         for (method, outcome), values in sorted(series.items()):
             buckets = [(utils.floatToGoString(bound),
                         count) for bound, count in
@@ -113,6 +121,128 @@ class CallTimes:
 RPC_CALL_BOUNDS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
                      10, 30, 60)
 RPC_CALLS = CallTimes(RPC_CALL_BOUNDS_S)
+
+
+class SharedCallTimes:
+    """One history of calls for every worker of a conductor.
+
+    A conductor's workers are processes that share its metrics port, and
+    the kernel hands each scrape to any one of them: a histogram kept in
+    one worker's memory would jump between scrapes. So each worker writes
+    its own history (``times``) to a file of its own in ``directory``
+    every FLUSH_S seconds when it changed, and whichever worker is
+    scraped adds up every file. A worker that died and was restarted
+    leaves its file: its calls still count, so the sums never go down.
+    The daemon empties the directory when it starts (``clear``), which
+    Prometheus sees as a counter reset, as with any restart.
+
+    :param directory: the files' directory, one per conductor daemon.
+    :param times: this process's CallTimes.
+    :param worker: this worker's name among them (its pid).
+    """
+
+    FLUSH_S = 2.0
+    SUFFIX = '.calls.json'
+
+    def __init__(self, directory, times, worker=None):
+        self.directory = directory
+        self.times = times
+        worker = os.getpid() if worker is None else worker
+        self._own = os.path.join(directory, f'{worker}{self.SUFFIX}')
+        self._written = None
+        self._stop = threading.Event()
+        self._thread = None
+
+    @classmethod
+    def clear(cls, directory):
+        """Start a daemon's history: make the directory, remove the
+        files of its last run.
+
+        :raises InvalidConfiguration: the directory cannot be made or
+            emptied (``[DEFAULT] state_path`` is not writable).
+        """
+        try:
+            os.makedirs(directory, mode=0o750, exist_ok=True)
+            for name in os.listdir(directory):
+                if name.endswith(cls.SUFFIX):
+                    os.unlink(os.path.join(directory, name))
+        except OSError as error:
+            raise exception.InvalidConfiguration(
+                option='[DEFAULT] state_path',
+                reason=f"the conductor's workers cannot share their RPC "
+                       f"call history in {directory}: "
+                       f"{error.strerror or error}")
+
+    def start(self):
+        try:
+            os.makedirs(self.directory, mode=0o750, exist_ok=True)
+        except OSError:
+            pass  # the first flush says why
+        self._thread = threading.Thread(target=self._flush_until_stopped,
+                                        name='metrics-calls', daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.FLUSH_S)
+        self.flush()
+
+    def _flush_until_stopped(self):
+        while not self._stop.wait(self.FLUSH_S):
+            self.flush()
+
+    def flush(self):
+        """Write this worker's history if it changed; a write that fails
+        is retried at the next flush (logged once per kind of error)."""
+        series = self.times.snapshot()
+        if series == self._written:
+            return
+        rows = [[method, outcome, values] for (method, outcome), values
+                in sorted(series.items())]
+        temporary = f'{self._own}.tmp'
+        try:
+            with open(temporary, 'w', encoding='utf-8') as handle:
+                json.dump({'bounds_s': list(self.times.bounds_s),
+                           'series': rows}, handle)
+            os.replace(temporary, self._own)
+        except OSError as error:
+            if self._written is not False:
+                LOG.warning("The RPC call history of this worker is not "
+                            "shared with the other workers (%s: %s)",
+                            self.directory,
+                            error.strerror or error)
+            self._written = False
+            return
+        self._written = series
+
+    def series(self):
+        """Every worker's history added up: this worker's as it is now,
+        the others' as they last wrote it."""
+        total = self.times.snapshot()
+        width = len(self.times.bounds_s) + 2
+        try:
+            names = sorted(os.listdir(self.directory))
+        except OSError:
+            names = []  # nothing shared yet: the first flush says why
+        for name in names:
+            path = os.path.join(self.directory, name)
+            if not name.endswith(self.SUFFIX) or path == self._own:
+                continue
+            try:
+                with open(path, encoding='utf-8') as handle:
+                    written = json.load(handle)
+            except (OSError, ValueError):
+                continue  # being replaced, or gone: the next scrape reads it
+            if written.get('bounds_s') != list(self.times.bounds_s):
+                continue  # another release's buckets
+            for method, outcome, values in written.get('series', ()):
+                if len(values) != width:
+                    continue
+                mine = total.setdefault((method, outcome), [0] * width)
+                for index, value in enumerate(values):
+                    mine[index] += value
+        return total
 
 
 class _Guarded:

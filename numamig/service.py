@@ -7,6 +7,7 @@ deployment). Stopping is graceful: the RPC server stops taking requests,
 in-flight ones finish, then the periodic task ends.
 """
 
+import os
 import threading
 import time
 
@@ -276,6 +277,9 @@ class ComputeService(_RPCService):
         self.report_interval = settings.report_interval
         self.reconcile_interval = settings.reconcile_interval
         self.update_resources_interval = settings.update_resources_interval
+        # numamig.notifications.notifier.Notifier, set by from_conf when
+        # [oslo_messaging_notifications] driver names one.
+        self.notifier = None
 
     @classmethod
     def from_conf(cls, conf, driver, transport):
@@ -285,6 +289,9 @@ class ComputeService(_RPCService):
                   service_version=service_version_from_conf(conf))
         svc.metrics_endpoint = metrics.Endpoint.from_conf(
             conf, compute_metrics.collectors(svc.manager), conf.host)
+        svc.notifier = notifier.Notifier.from_conf(
+            conf, rpc.get_notification_transport, conf.host,
+            publisher=notifier.AGENT_PUBLISHER)
         return svc
 
     def _endpoints(self):
@@ -295,6 +302,8 @@ class ComputeService(_RPCService):
         migrations running in the manager's executor finish."""
         super().stop(graceful)
         self.manager.stop(wait=graceful)
+        if self.notifier is not None:
+            self.notifier.stop()
 
     def start(self):
         """Wait for a conductor, reconcile, serve RPC, report once, then
@@ -306,7 +315,12 @@ class ComputeService(_RPCService):
         ctxt = nm_context.get_admin_context()
         # Served from the first moment: an agent waiting for its
         # conductor is up, and its monitoring sees it.
+        # Where the guard's log ends now: decisions from here on are news.
+        self.manager.guard_decisions.poll()
         self._start_metrics()
+        if self.notifier is not None:
+            self.notifier.start()
+            self.manager.agent.events.listeners.append(self.notifier.changes)
         self.manager.conductor_api.wait_until_ready(ctxt)
         self.manager.init_host(ctxt)
         self._start_server()
@@ -325,6 +339,8 @@ class ComputeService(_RPCService):
         if guard_refresh:
             self.periodic.add('publish claims to the migration guard',
                               guard_refresh, manager.tracker.publish_claims)
+            self.periodic.add("read the migration guard's decisions",
+                              guard_refresh, manager.guard_decisions.poll)
         self.periodic.start()
         LOG.info("Compute agent %s started (service version %s)", self.host,
                  self.manager.service_version)
@@ -364,6 +380,9 @@ class ConductorService(_RPCService):
         # numamig.notifications.notifier.Notifier, set by from_conf when
         # [oslo_messaging_notifications] driver names one.
         self.notifier = None
+        # The workers' shared RPC call history (metrics.SharedCallTimes),
+        # set by from_conf when [metrics] port asks for metrics.
+        self.calls = None
         # Seconds between looks for migrations a dead conductor worker
         # left behind.
         self.sweep_interval = settings.sweep_interval
@@ -418,14 +437,19 @@ class ConductorService(_RPCService):
         super().stop(graceful)
         if self.notifier is not None:
             self.notifier.stop()
+        if self.calls is not None:
+            self.calls.stop()
 
     @classmethod
     def from_conf(cls, conf, db, transport):
         svc = cls(db, transport, conductor_settings_from_conf(conf),
                   conf.host, names=RPCNames.from_conf(conf),
                   service_version=service_version_from_conf(conf))
+        if conf.metrics.port:
+            svc.calls = metrics.SharedCallTimes(
+                conductor_calls_directory(conf), metrics.RPC_CALLS)
         svc.metrics_endpoint = metrics.Endpoint.from_conf(
-            conf, conductor_metrics.collectors(db), conf.host)
+            conf, conductor_metrics.collectors(db, svc.calls), conf.host)
         svc.notifier = notifier.Notifier.from_conf(
             conf, rpc.get_notification_transport, conf.host)
         return svc
@@ -435,6 +459,8 @@ class ConductorService(_RPCService):
         then serve RPC and look for stalled migrations periodically."""
         ctxt = nm_context.get_admin_context()
         self.db.check_schema()
+        if self.calls is not None:
+            self.calls.start()
         self._start_metrics()
         if self.notifier is not None:
             self.notifier.start()
@@ -555,6 +581,12 @@ def run(conf, svc, workers=1):
     else:
         launcher = os_service.launch(conf, svc, workers=workers)
     return launcher.wait()
+
+
+def conductor_calls_directory(conf):
+    """Where a conductor's workers share their RPC call history
+    (metrics.SharedCallTimes): one directory per conductor daemon."""
+    return os.path.join(conf.state_path, 'metrics', f'conductor-{conf.host}')
 
 
 def service_version_from_conf(conf):

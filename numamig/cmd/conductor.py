@@ -55,6 +55,10 @@ def _main(argv):
     db.wait_until_reachable(max_retries=CONF.database.max_retries,
                             interval=CONF.database.retry_interval)
     workers = worker_count(CONF, db)
+    if CONF.metrics.port:
+        # The workers' RPC call histories start again with the daemon.
+        from numamig import metrics
+        metrics.SharedCallTimes.clear(service.conductor_calls_directory(CONF))
     if workers > 1:
         # Fail here, once, on an old schema; the workers connect anew.
         db.check_schema()

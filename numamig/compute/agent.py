@@ -10,6 +10,7 @@ endpoint, and a unit test builds exactly these parts.
 import dataclasses
 
 from numamig import releases
+from numamig.compute import events as events_mod
 from numamig.compute import incoming as incoming_mod
 from numamig.compute import migration_threads
 from numamig.compute import outgoing as outgoing_mod
@@ -36,6 +37,8 @@ class Agent:
         destination (a late define of their guest is refused).
     :param thread_watches: the incoming migrations whose QEMU threads
         this host pins meanwhile (numamig.compute.migration_threads).
+    :param events: what happens here that the agent tells as it happens
+        (numamig.compute.events; its notifier listens).
     """
 
     host: str
@@ -51,6 +54,8 @@ class Agent:
         default_factory=incoming_mod.IncomingMigrations)
     thread_watches: migration_threads.Watches = dataclasses.field(
         default_factory=migration_threads.Watches)
+    events: events_mod.Events = dataclasses.field(
+        default_factory=events_mod.Events)
 
     @property
     def service_version(self):

@@ -22,12 +22,17 @@ from numamig.numa import fit
 from numamig.numa import instance_request
 
 LOG = logging.getLogger(__name__)
+# A refusal's reason beside the NUMA engine's (cellfit.REASONS): the
+# claim fitted, but the conductor refused to record it.
+NOT_RECORDED = 'not-recorded'
 
 
-def _fit_here(tracker, request, limits, pagesize_kb, what):
+def _fit_here(tracker, request, limits, pagesize_kb, what, moving=False):
     result = fit.fit(tracker.usage_topology(), request, limits=limits,
                      strategy=tracker.strategy, pagesize_kb=pagesize_kb)
     if not result.fits:
+        if moving:
+            _count_refusal(tracker, fit.refusal_reasons(result))
         raise exception.MigrationPreCheckError(
             reason=f"{what} does not fit on host {tracker.host}: "
                    f"{result.reason}")
@@ -62,7 +67,7 @@ def move_claim(tracker, conductor, ctxt, instance, migration, limits,
     with tracker.lock:
         placed = _fit_here(tracker, request, limits,
                            instance_request.source_page_size(instance),
-                           f"instance {instance.uuid}")
+                           f"instance {instance.uuid}", moving=True)
         placed.instance_uuid = instance.uuid
         claim = resource_tracker.MoveClaim(
             instance.uuid, instance.project_id, migration.uuid, placed,
@@ -73,6 +78,12 @@ def move_claim(tracker, conductor, ctxt, instance, migration, limits,
     LOG.info("%s: claimed %s for instance %s (migration %s)", tracker.host,
              _describe(placed), instance.uuid, migration.uuid)
     return claim
+
+
+def _count_refusal(tracker, reasons):
+    """Count a refused move claim (the caller holds the tracker's lock)."""
+    tracker.claims_refused += 1
+    tracker.claim_refusal_reasons.update(reasons)
 
 
 def context_of(tracker, instance, claim):
@@ -90,6 +101,8 @@ def _persist(tracker, conductor, ctxt, instance, migration, claim):
         conductor.migration_context_set(ctxt, context)
     except Exception as exc:
         tracker.drop_move_claim(migration.uuid)
+        with tracker.lock:
+            _count_refusal(tracker, (NOT_RECORDED,))
         if isinstance(exc, exception.MigrationError):
             raise
         raise exception.MigrationPreCheckError(

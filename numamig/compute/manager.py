@@ -19,6 +19,7 @@ from numamig.compute import agent as agent_mod
 from numamig.compute import build
 from numamig.compute import domains
 from numamig.compute import flows as flows_mod
+from numamig.compute import guard_decisions
 from numamig.compute import memory as compute_memory
 from numamig.compute import migration_dest
 from numamig.compute import migration_source
@@ -104,6 +105,9 @@ class ComputeManager:
             release=self.release, reporter=self.reporter,
             outgoing=self.outgoing,
             flows=flows_mod.for_release(self.release))
+        # The migration guard's decisions, read from its log.
+        self.guard_decisions = guard_decisions.GuardDecisions(
+            host, driver, self.agent.events)
         # Outgoing migrations run here, never in an RPC server thread: a
         # migration lasts minutes, and a pool that waits for it cannot
         # serve the calls (abort, a peer's check) it needs meanwhile.

@@ -12,6 +12,12 @@ from prometheus_client import core
 
 from numamig import metrics
 from numamig.audit import pins as audit_pins
+from numamig.compute import claims as compute_claims
+from numamig.numa import cellfit
+from numamig.numa import vmem
+
+# The reasons a move claim is refused for: every one is present.
+REFUSAL_REASONS = cellfit.REASONS + (compute_claims.NOT_RECORDED,)
 
 # What the audit of this host's own domains can find (the other kinds
 # compare records and reports: the conductor's metrics count those).
@@ -38,6 +44,10 @@ class AgentCollector(metrics.Collector):
             topology = tracker.usage_topology()
             claims = len(tracker.claims())
             guests = len(tracker.instance_uuids())
+            devices = vmem.by_host_node(
+                i.get('numa_topology') for i in tracker.instances())
+            refused = tracker.claims_refused
+            reasons = dict(tracker.claim_refusal_reasons)
         pcpus = core.GaugeMetricFamily(
             'numamig_agent_cell_pcpus',
             "This host's cells' pCPUs as its agent holds them now: "
@@ -58,6 +68,37 @@ class AgentCollector(metrics.Collector):
                     pages.add_metric([cell_id, str(size), state], count)
         yield pcpus
         yield pages
+        reclaimable = core.GaugeMetricFamily(
+            'numamig_agent_virtio_mem_reclaimable_bytes',
+            "Memory the guests' virtio-mem devices hold on a host node: "
+            "what numamig-manage host reclaim could free there, less each "
+            "guest's floor.", labels=['node'])
+        growable = core.GaugeMetricFamily(
+            'numamig_agent_virtio_mem_growable_bytes',
+            "Memory the guests' virtio-mem devices on a host node could "
+            "still plug (their size less what they were asked).",
+            labels=['node'])
+        for node, entry in sorted(devices.items()):
+            reclaimable.add_metric([str(node)],
+                                   entry['reclaimable_mb'] * 2**20)
+            growable.add_metric([str(node)], entry['growable_mb'] * 2**20)
+        yield reclaimable
+        yield growable
+        yield core.CounterMetricFamily(
+            'numamig_agent_move_claims_refused',
+            'Move claims this host refused since the agent started: the '
+            "guest did not fit its free resources, or the conductor did not "
+            'record the claim.', value=refused)
+        why = core.CounterMetricFamily(
+            'numamig_agent_move_claim_refusal_reasons',
+            "What refused move claims ran out of, by reason: huge-pages, "
+            "memory, dedicated-pcpus, cpu-threads, shared-cpus, cells (not "
+            "enough distinct host cells), not-recorded. A refusal whose "
+            "host cells each lacked something else counts under each.",
+            labels=['reason'])
+        for reason in REFUSAL_REASONS:
+            why.add_metric([reason], reasons.get(reason, 0))
+        yield why
         yield core.GaugeMetricFamily(
             'numamig_agent_guests', 'Guests this agent runs.', value=guests)
         yield core.GaugeMetricFamily(
@@ -68,6 +109,25 @@ class AgentCollector(metrics.Collector):
             'numamig_agent_outgoing_migrations',
             'Outgoing migrations this agent runs now.',
             value=len(self.agent.outgoing.uuids()))
+        guard = core.CounterMetricFamily(
+            'numamig_agent_guard_decisions',
+            "The migration guard's decisions on migrations into this host "
+            "since the agent started, read from the guard's log: passed "
+            "unchanged, rewritten to the claim, refused.",
+            labels=['decision'])
+        self.agent.guard_decisions.poll()
+        for decision, count in self.agent.guard_decisions.counts().items():
+            guard.add_metric([decision], count)
+        yield guard
+        state = core.GaugeMetricFamily(
+            'numamig_agent_migration_guard',
+            "The migration guard's state on this host: 1 for the state it "
+            "is in (on, off, failed: its hook or claims file could not be "
+            "written), 0 for the others.", labels=['state'])
+        now = self.agent.driver.migration_guard_state()
+        for name in ('on', 'off', 'failed'):
+            state.add_metric([name], 1 if name == now else 0)
+        yield state
         yield metrics.RPC_CALLS.family(
             'numamig_agent_rpc_call_duration_seconds',
             "This agent's RPC calls (to the conductor and to other "

@@ -47,6 +47,7 @@ import oslo_messaging as messaging
 from numamig import exception
 from numamig import releases
 from numamig.compute import completion
+from numamig.compute import events
 from numamig.compute import migration_threads
 from numamig.compute import patience
 from numamig.compute import report
@@ -298,7 +299,8 @@ class SourceMigration:
                 recovery_callback=self._recovery_report,
                 abort_requested=self.abort_requested,
                 threads=migration_threads.for_source(
-                    agent, self.ctxt, self.instance, self.migration.uuid))
+                    agent, self.ctxt, self.instance, self.migration.uuid),
+                action_callback=self._action_teller(policy))
             self.left_source = True
             self.result = self._reported(result and result.as_dict(),
                                          emulated=False)
@@ -306,7 +308,8 @@ class SourceMigration:
         self._check_abort()
         self._run_started = time.monotonic()
         copy = agent.driver.emulate_copy(self.instance.uuid, policy,
-                                         self._progress)
+                                         self._progress,
+                                         self._action_teller(policy))
         if copy is not None and self._last_sample is not None:
             self._progress(self._last_sample, force=True)
         self._check_abort()
@@ -316,6 +319,18 @@ class SourceMigration:
         self.result = self._reported(_with_copy(result, copy),
                                      emulated=True)
         agent.driver.destroy(self.instance.uuid)
+
+    def _action_teller(self, policy):
+        """The driver's action callback: each policy action goes to the
+        agent's event listeners as it happens."""
+        def tell(action, outcome, line):
+            self.agent.events.emit(events.POLICY_ACTION, events.PolicyAction(
+                migration_uuid=self.migration.uuid,
+                instance_uuid=self.instance.uuid,
+                source_host=self.agent.host,
+                dest_host=self.migration.dest_host, policy=policy.name,
+                kind=action.kind, outcome=outcome, line=line))
+        return tell
 
     def _accept_emulated(self, dest_xml):
         """The destination's accept_emulated_migration, asked in

@@ -30,6 +30,7 @@ no claim here and the migration rolls back, and a recompute that then
 reads the claim in the records recovers it.
 """
 
+import collections
 import threading
 import time
 
@@ -107,6 +108,11 @@ class ResourceTracker:
         # removed yet: a recompute reading the record meanwhile must not
         # count them again (it would report pCPUs no guest holds).
         self._deleted = set()
+        # Move claims refused here since the agent started: in all, and
+        # per reason (numamig.numa.cellfit.REASONS, or NOT_RECORDED).
+        # Counted under ``lock``.
+        self.claims_refused = 0
+        self.claim_refusal_reasons = collections.Counter()
 
     # -- reading -------------------------------------------------------------
 

@@ -85,7 +85,8 @@ class ConductorManager:
         self.records = records_manager.RecordManager(worker_mod.Worker(
             db=db, cache=cache, scheduler=scheduler, compute_api=compute_api,
             release=self.release, migration_ended=self.migration_ended,
-            settings=settings))
+            settings=settings,
+            reports=worker_mod.ReportCursor(settings.report_writers)))
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).
         self.executor = None

@@ -220,10 +220,34 @@ class ClaimAuditCollector(metrics.Collector):
         yield leaked
 
 
-def collectors(db):
-    """Every collector of a conductor on ``db``."""
-    return [MigrationCollector(db), HostCollector(db), DrainCollector(db),
-            ClaimAuditCollector(db)]
+class CallCollector(metrics.Collector):
+    """How long the conductor's RPC calls to agents took, by method and
+    outcome, every worker's added up (numamig.metrics.SharedCallTimes).
+
+    :param calls: the conductor's SharedCallTimes.
+    """
+
+    name = 'rpc-calls'
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def families(self):
+        yield self.calls.times.family(
+            'numamig_conductor_rpc_call_duration_seconds',
+            "The conductor's RPC calls to compute agents by method and "
+            "outcome (answered, timeout, error), every worker's since the "
+            "conductor started.", series=self.calls.series())
+
+
+def collectors(db, calls=None):
+    """Every collector of a conductor on ``db`` (and its workers' shared
+    RPC call history ``calls``, if kept)."""
+    found = [MigrationCollector(db), HostCollector(db), DrainCollector(db),
+             ClaimAuditCollector(db)]
+    if calls is not None:
+        found.append(CallCollector(calls))
+    return found
 
 
 def _utcnow():

@@ -61,6 +61,7 @@ class ConductorSettings:
     :param database_outage_wait: seconds a migration task waits for the
         database.
     :param migration_watchers: operators' waits held at once.
+    :param report_writers: agents' reports written at once.
     :param drain_replan_attempts: times a drain plans a refused guest
         again.
     :param defragment_verify_timeout: seconds a defragmentation waits
@@ -88,6 +89,7 @@ class ConductorSettings:
     migration_workers: int
     database_outage_wait: float
     migration_watchers: int
+    report_writers: int
     drain_replan_attempts: int
     defragment_verify_timeout: float
     scheduler_strategy: str
@@ -133,6 +135,7 @@ def from_conf(conf):
         migration_workers=cond.migration_workers,
         database_outage_wait=cond.database_outage_wait,
         migration_watchers=cond.migration_watchers,
+        report_writers=cond.report_writers,
         drain_replan_attempts=cond.drain_replan_attempts,
         defragment_verify_timeout=cond.defragment_verify_timeout,
         scheduler_strategy=conf.scheduler.strategy,

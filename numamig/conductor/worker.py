@@ -17,7 +17,8 @@ from numamig.conductor import settings as settings_mod
 
 
 class ReportCursor:
-    """How far this worker's host cache has read the stored reports.
+    """How far this worker's host cache has read the stored reports, and
+    the reports waiting to be written.
 
     ``seen`` is the highest report change number taken (-1: none yet);
     hold ``lock`` while reading reports and moving it (see
@@ -26,12 +27,22 @@ class ReportCursor:
     holds (as stored by this worker or read back): reports carry whole
     seconds, so a stored report of the same second as the cached one is
     newer only if its change number is higher.
+
+    ``pending`` holds, per host, the newest report not written yet and
+    the futures of the RPC requests waiting for it; ``writers`` reports
+    threads are writing them, at most ``max_writers`` ([conductor]
+    report_writers; None: one, for a Worker a test builds by hand). Both
+    under ``intake``.
     """
 
-    def __init__(self):
+    def __init__(self, max_writers=None):
         self.seen = -1
         self.held = {}
         self.lock = threading.Lock()
+        self.intake = threading.Lock()
+        self.pending = {}
+        self.writers = 0
+        self.max_writers = max_writers or 1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,6 +60,20 @@ opts = [
                     "'accepted' while hosts are idle; each thread waits "
                     "at most [DEFAULT] rpc_response_timeout_migration per "
                     "destination tried."),
+    cfg.IntOpt('report_writers', default=4, min=1, max=64,
+               help="Threads of a conductor worker that write agents' "
+                    "reports to the database at once, each a batch of the "
+                    "reports waiting in one transaction; the other "
+                    "requests wait on the agents' RPC threads, holding no "
+                    "database connection. "
+                    "It bounds what a burst of reports (every agent "
+                    "restarting, a broker coming back) takes of the "
+                    "database's connections: with W workers, the reports "
+                    "hold at most W x report_writers of them, the rest of "
+                    "[database] max_pool_size + max_overflow per worker "
+                    "stays for migrations and operators. Raise it only if "
+                    "reports queue while the database is idle "
+                    "(doc/source/control-plane.rst)."),
     cfg.IntOpt('database_outage_wait', default=60, min=0, max=3600,
                help="Seconds a migration whose destination is being "
                     "chosen waits for the database when it finds it "

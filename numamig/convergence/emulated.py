@@ -55,6 +55,8 @@ class Outcome:
     samples: tuple
     actions: tuple
     reason: str = ''
+    # The policy Actions behind ``actions``, in the same order.
+    taken: tuple = ()
 
 
 @dataclasses.dataclass
@@ -88,6 +90,7 @@ def run(policy, memory, dirty_rate, bandwidth, timer=Timer(),
     state, due = pol.start(policy)
     steps = list(timer.steps) if policy.timer else []
     remaining, iteration, samples, actions = memory, 1, [], []
+    taken = []
     while copy.ended is None and iteration <= MAX_PASSES:
         sample = pol.Sample(iteration, int(remaining), int(copy.dirtying),
                             int(bandwidth))
@@ -99,6 +102,7 @@ def run(policy, memory, dirty_rate, bandwidth, timer=Timer(),
         _timer_steps(copy, steps)
         for action in more:
             actions.append(action.describe())
+            taken.append(action)
             _apply(copy, action, remaining)
         if copy.ended is not None:
             break
@@ -118,7 +122,8 @@ def run(policy, memory, dirty_rate, bandwidth, timer=Timer(),
         copy.ended = (ABORTED, None, f"no end after {MAX_PASSES} passes")
     outcome, downtime_ms, reason = copy.ended
     return Outcome(outcome, copy.elapsed, downtime_ms, copy.sent,
-                   iteration, tuple(samples), tuple(actions), reason)
+                   iteration, tuple(samples), tuple(actions), reason,
+                   tuple(taken))
 
 
 def _timeouts(policy, state, copy, timer, timeout_s, actions):

@@ -246,6 +246,12 @@ class Sample:
     bandwidth: int = 0
 
 
+# What became of an action the engine decided: the hypervisor took it,
+# refused it, or the policy only observes (nothing is applied).
+APPLIED, FAILED, OBSERVED = 'applied', 'failed', 'observed'
+ACTION_OUTCOMES = (APPLIED, FAILED, OBSERVED)
+
+
 @dataclasses.dataclass(frozen=True)
 class Action:
     """One thing to do to the job: DOWNTIME (``downtime_ms``) or a tier."""

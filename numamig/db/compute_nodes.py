@@ -6,6 +6,8 @@ scalars in columns for liveness and version queries. Public API::
 
     save_report(db, report) -> ComputeNodeReport
     save_report_reading_guests(db, report) -> SavedReport
+    save_reports_reading_guests(db, reports) -> [SavedReport]: several
+        hosts' reports in one transaction
     changed_since(db, number, newer_than=None) -> ([report], number)
     changed_since_in(session, number, newer_than=None): the same inside a
         caller's transaction
@@ -67,13 +69,56 @@ def save_report_reading_guests(db, report):
     return SavedReport(*_save(db, report, read_guests=True))
 
 
-def _save(db, report, read_guests):
-    values = {
+def save_reports_reading_guests(db, reports):
+    """``save_report_reading_guests`` for several hosts' reports (one
+    each) in one transaction: one commit, one bump of the change number
+    (the reports take consecutive numbers, in the order given) and one
+    read of their guests.
+
+    :returns: a SavedReport per report, in order.
+    :raises ObjectValidationError: one of them is invalid; none is
+        stored (callers check each with ``primitives.dump`` first).
+    :raises ValueError: two reports of one host.
+    """
+    hosts = [report.host for report in reports]
+    if len(set(hosts)) != len(hosts):
+        raise ValueError("one report per host in a batch")
+    if not reports:
+        return []
+    now = _rows.utcnow()
+    values = [_values(report, now) for report in reports]
+    try:
+        numbers, guests = _store_batch(db, values)
+    except db_exc.DBDuplicateEntry:
+        # A host's first report raced with another; it exists now.
+        numbers, guests = _store_batch(db, values)
+    return [SavedReport(report if number is not None else
+                        get(db, report.host), guests[report.host], number)
+            for report, number in zip(reports, numbers, strict=True)]
+
+
+def _store_batch(db, values):
+    with db.writer() as session:
+        last = _next_number(session, len(values))
+        first = last - len(values) + 1
+        numbers = [_store_in(session, one, first + index)
+                   for index, one in enumerate(values)]
+        guests = instances.guest_pairs_in(session,
+                                          [one['host'] for one in values])
+    return numbers, guests
+
+
+def _values(report, now):
+    return {
         'host': report.host, 'hypervisor_uri': report.hypervisor_uri,
         'hypervisor_type': report.hypervisor_type,
         'service_version': report.service_version,
         'fingerprint': report.fingerprint, 'reported_at': report.reported_at,
-        'report': primitives.dump(report), 'updated_at': _rows.utcnow()}
+        'report': primitives.dump(report), 'updated_at': now}
+
+
+def _save(db, report, read_guests):
+    values = _values(report, _rows.utcnow())
     try:
         change_seq, guests = _store(db, values, read_guests)
     except db_exc.DBDuplicateEntry:
@@ -88,14 +133,14 @@ def _store(db, values, read_guests):
     stored with, None if the stored report is newer and nothing was
     written; the host's guests if asked)."""
     with db.writer() as session:
-        stored = _store_in(session, values)
+        stored = _store_in(session, values, _next_number(session))
         guests = instances.guest_pairs_in(session, [values['host']])[
             values['host']] if read_guests else None
         return stored, guests
 
 
-def _store_in(session, values):
-    values = dict(values, change_seq=_next_number(session))
+def _store_in(session, values, change_seq):
+    values = dict(values, change_seq=change_seq)
     result = _rows.run(session, _replace_report(), dict(
         values, b_host=values['host'], b_reported_at=values['reported_at']))
     if result.rowcount == 1:
@@ -127,7 +172,7 @@ def _host_id():
 def _bump_number():
     sequences = models.Sequence.__table__
     return sa.update(sequences).where(sequences.c.name == REPORTS).values(
-        value=sequences.c.value + 1)
+        value=sequences.c.value + sa.bindparam('count'))
 
 
 @_rows.prebuilt
@@ -141,12 +186,16 @@ def _read_number():
     return sa.select(sequences.c.value).where(sequences.c.name == REPORTS)
 
 
-def _next_number(session):
+def _next_number(session, count=1):
+    """Take ``count`` change numbers; return the last (they are the
+    ``count`` numbers up to it). The sequence's row stays locked until
+    the transaction ends: numbers are handed out in commit order."""
+    params = {'count': count}
     if session.get_bind().dialect.update_returning:
         # One statement where the database can say what it wrote
         # (PostgreSQL, SQLite); MariaDB cannot, and reads it back.
-        return _rows.run(session, _bump_number_returning()).scalar()
-    _rows.run(session, _bump_number())
+        return _rows.run(session, _bump_number_returning(), params).scalar()
+    _rows.run(session, _bump_number(), params)
     return _rows.run(session, _read_number()).scalar()
 
 

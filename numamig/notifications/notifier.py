@@ -1,4 +1,4 @@
-"""The conductor's notifier: a bounded queue in front of oslo.messaging's.
+"""The daemons' notifier: a bounded queue in front of oslo.messaging's.
 
 Off unless ``[oslo_messaging_notifications] driver`` names one (as in
 every OpenStack service). When on, the conductor publishes, as
@@ -19,7 +19,16 @@ every OpenStack service). When on, the conductor publishes, as
   placement's reclaim): ``memory-change.started`` and its end
   (``.done``, ``.partial``, ``.failed``), with a MemoryChangePayload.
 
-Priority INFO, WARN for what failed, ERROR for a migration in error.
+A compute agent publishes, as ``numamig-compute:<host>``, what happens
+on its host and is not recorded as it happens (numamig.compute.events):
+
+* each convergence policy action on a migration it sends, while the
+  copy runs: ``migration.policy-action``, with a PolicyActionPayload;
+* each migration guard decision that changed something:
+  ``guard.rewritten`` and ``guard.refused``, with a GuardDecisionPayload.
+
+Priority INFO, WARN for what failed or was refused, ERROR for a
+migration in error.
 
 Recording a change never waits for the broker: the database layer hands
 the committed changes over (numamig.db.api.Database.change_listeners)
@@ -50,11 +59,15 @@ DRAIN = 'drain'
 DRAIN_MOVE = 'drain-move'
 HOST = 'host'
 MEMORY_CHANGE = 'memory-change'
+# And the kinds a compute agent hands over (numamig.compute.events).
+POLICY_ACTION = 'policy-action'
+GUARD_DECISION = 'guard-decision'
 
 MAX_QUEUED = 10000
 STOP_FLUSH_S = 2.0
 DROP_SUMMARY_S = 300
 PUBLISHER = 'numamig-conductor'
+AGENT_PUBLISHER = 'numamig-compute'
 # The priority of each status's notification: info unless it ended badly.
 PRIORITIES = collections.defaultdict(lambda: 'info', {
     STATUS.FAILED: 'warn', STATUS.ERROR: 'error'})
@@ -74,7 +87,8 @@ EVENT_TYPES = (
         'migrating', 'completed', 'failed', 'cancelled', 'replanned')) +
     ('host.disabled', 'host.enabled') +
     tuple(f'memory-change.{status}' for status in (
-        'started', 'done', 'partial', 'failed')))
+        'started', 'done', 'partial', 'failed')) +
+    ('migration.policy-action', 'guard.rewritten', 'guard.refused'))
 
 
 def notification_of(change):
@@ -105,11 +119,19 @@ def notification_of(change):
             payload.status
         return ('warn' if payload.status in ('partial', 'failed') else
                 'info', f'memory-change.{event}', payload)
+    if kind == POLICY_ACTION:
+        payload = payloads.PolicyActionPayload.from_record(record)
+        return ('warn' if payload.outcome == 'failed' else 'info',
+                'migration.policy-action', payload)
+    if kind == GUARD_DECISION:
+        payload = payloads.GuardDecisionPayload.from_record(record)
+        return ('warn' if payload.decision == 'refused' else 'info',
+                f'guard.{payload.decision}', payload)
     raise ValueError(f"no notification of a {kind} change")
 
 
 class Notifier:
-    """Sends what the conductor records, off the recording thread.
+    """Sends what a daemon records or tells, off the recording thread.
 
     :param notifier: an oslo_messaging.Notifier, or anything with
         ``info``/``warn``/``error(ctxt, event_type, payload)`` methods.
@@ -126,9 +148,13 @@ class Notifier:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_conf(cls, conf, transport_factory, host):
+    def from_conf(cls, conf, transport_factory, host, publisher=PUBLISHER):
         """The notifier ``conf`` asks for, or None when notifications
-        are off (no driver)."""
+        are off (no driver).
+
+        :param publisher: who publishes: PUBLISHER (a conductor) or
+            AGENT_PUBLISHER; the host is added.
+        """
         import oslo_messaging as messaging
         transport = transport_factory(conf)
         # Read once the transport registered the group. (oslo.messaging's
@@ -138,7 +164,7 @@ class Notifier:
         if not drivers:
             return None
         return cls(messaging.Notifier(
-            transport, publisher_id=f'{PUBLISHER}:{host}'))
+            transport, publisher_id=f'{publisher}:{host}'))
 
     def start(self):
         self._thread = threading.Thread(target=self._send_all,

@@ -249,6 +249,85 @@ class MemoryChangePayload(NotificationPayload):
         return payload
 
 
+@register
+class PolicyActionPayload(NotificationPayload):
+    """A convergence policy's action on a migration being copied, sent
+    by the source's agent as it happens (the migration's record lists
+    the actions only with its result).
+
+    Version history:
+
+    * 1.0 - Initial version (release 2).
+    """
+
+    VERSION = '1.0'
+
+    fields = {
+        'migration_uuid': fields.UUIDField(),
+        'instance_uuid': fields.UUIDField(),
+        'source_host': fields.StringField(),
+        'dest_host': fields.StringField(nullable=True),
+        'policy': fields.StringField(),
+        # downtime, auto_converge, post_copy, pause or abort.
+        'action': fields.StringField(),
+        # applied, failed (the hypervisor refused it; the policy goes on
+        # to its next tier) or observed (an observe-only policy).
+        'outcome': fields.StringField(),
+        # The action as the migration's record lists it.
+        'description': fields.StringField(),
+    }
+
+    @classmethod
+    def from_record(cls, action, detail=None):
+        """The payload of ``action`` (numamig.compute.events.PolicyAction)."""
+        payload = cls(
+            migration_uuid=action.migration_uuid,
+            instance_uuid=action.instance_uuid,
+            source_host=action.source_host, dest_host=action.dest_host,
+            policy=action.policy, action=action.kind,
+            outcome=action.outcome, description=action.line)
+        payload.obj_reset_changes()
+        return payload
+
+
+@register
+class GuardDecisionPayload(NotificationPayload):
+    """The migration guard's decision on a migration into a host, read
+    from its log by that host's agent: also for migrations numamig did
+    not start.
+
+    Version history:
+
+    * 1.0 - Initial version (release 2).
+    """
+
+    VERSION = '1.0'
+
+    fields = {
+        'host': fields.StringField(),
+        'guest': fields.StringField(),
+        # As the incoming XML named it ('(unparsed)' for an XML the
+        # guard could not read).
+        'instance_uuid': fields.StringField(),
+        # rewritten or refused.
+        'decision': fields.StringField(),
+        'reason': fields.StringField(),
+        # When, as the guard's log wrote it: the host's local time.
+        'decided_at': fields.StringField(),
+    }
+
+    @classmethod
+    def from_record(cls, decision, detail=None):
+        """The payload of ``decision``
+        (numamig.compute.events.GuardDecision)."""
+        payload = cls(
+            host=decision.host, guest=decision.guest,
+            instance_uuid=decision.instance_uuid, decision=decision.action,
+            reason=decision.reason, decided_at=decision.at)
+        payload.obj_reset_changes()
+        return payload
+
+
 def operation_of(request):
     """Which memory change ``request`` asked for."""
     if 'placement' in request:

@@ -52,6 +52,37 @@ def demand_of(guest_cell, extra_pcpus, pagesize_kb):
                   guest_cell.cpu_policy in _PINNED_POLICIES)
 
 
+# Why a guest cell fits no host cell, in a bounded set of words (a
+# metric's label): what the check that refused it counted.
+HUGE_PAGES = 'huge-pages'
+MEMORY = 'memory'
+DEDICATED_PCPUS = 'dedicated-pcpus'
+CPU_THREADS = 'cpu-threads'
+SHARED_CPUS = 'shared-cpus'
+CELLS = 'cells'
+REASONS = (HUGE_PAGES, MEMORY, DEDICATED_PCPUS, CPU_THREADS, SHARED_CPUS,
+           CELLS)
+# (words of a check's template, the reason), first match wins: every
+# template the checks return is named by one (tests/unit/numa checks it
+# on generated refusals).
+_REASON_WORDS = (
+    (('page pool', 'KiB pages'), HUGE_PAGES),
+    (('dedicated pCPUs',), DEDICATED_PCPUS),
+    (('cores for isolate', 'sibling threads', 'SMT'), CPU_THREADS),
+    (('shared pCPUs', 'floating vCPUs'), SHARED_CPUS),
+    (('MiB',), MEMORY),
+)
+
+
+def reason_of(why):
+    """The REASONS word of a check's why (a (template, values) pair)."""
+    template = why[0]
+    for words, reason in _REASON_WORDS:
+        if any(word in template for word in words):
+            return reason
+    raise ValueError(f"no reason names the check {template!r}")
+
+
 def explain(why):
     """Return the text of a check's why: a (template, values) pair.
 

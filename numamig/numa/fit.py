@@ -65,6 +65,23 @@ def fit(host_topology, request, limits=None, strategy='spread',
         _placement, wanted, found))
 
 
+def refusal_reasons(found):
+    """What a refused fit ran out of: a frozenset of cellfit.REASONS
+    (every host cell's reason for the guest cell that fits nowhere, or
+    CELLS when the guest cells are more than the host cells they fit);
+    empty for a fit. Worked out from the checks the fit made, never from
+    its text."""
+    if found.fits:
+        return frozenset()
+    deferred = found[1]
+    func = getattr(deferred, 'func', None)
+    if func is _nowhere_reason:
+        _guest, hosts, outcomes = deferred.args
+        if hosts:
+            return frozenset(cellfit.reason_of(why) for why, _ in outcomes)
+    return frozenset((cellfit.CELLS,))
+
+
 def _check_parameters(strategy, pagesize_kb):
     if strategy not in STRATEGIES:
         raise exception.InvalidFitParameter(

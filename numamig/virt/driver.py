@@ -162,7 +162,7 @@ class ComputeDriver(abc.ABC):
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
                      progress_callback=None, policy=None,
                      recovery_callback=None, abort_requested=None,
-                     threads=None):
+                     threads=None, action_callback=None):
         """Source side: migrate natively and block until it ends.
 
         :param threads: the CPUs chosen for the job's own threads: an
@@ -178,6 +178,10 @@ class ComputeDriver(abc.ABC):
             the job runs under; None: this host's default.
         :param recovery_callback: called with the post-copy recovery
             history (a list of dicts) each time it grows.
+        :param action_callback: called with each convergence policy
+            Action the job applies (or only observes), its outcome
+            (numamig.convergence.policy.ACTION_OUTCOMES) and its line in
+            the result's actions, as it happens.
         :param abort_requested: a threading.Event the caller sets to
             abort; set before the hypervisor's job exists (where
             live_migration_abort finds none), the job does not start or
@@ -219,10 +223,12 @@ class ComputeDriver(abc.ABC):
         """
         return convergence.SHIPPED[convergence.TIMER], 'the default'
 
-    def emulate_copy(self, instance_uuid, policy, progress_callback=None):
+    def emulate_copy(self, instance_uuid, policy, progress_callback=None,
+                     action_callback=None):
         """Source side of an emulated migration: model its pre-copy under
         ``policy`` (numamig.convergence.emulated), reporting each pass to
-        ``progress_callback``.
+        ``progress_callback`` and each policy action to
+        ``action_callback`` (as live_migrate's).
 
         :returns: a MigrationResult of the modelled copy, or None where
             no copy is modelled (then the migration copies nothing).
@@ -284,6 +290,14 @@ class ComputeDriver(abc.ABC):
         checked against this host's claims (numamig.virt.libvirt.guard).
         A driver without a guard reports 'off'."""
         return 'off'
+
+    def read_guard_log(self, position=None):
+        """The guard's decisions since ``position`` (numamig.virt.libvirt.
+        guard.read_log): ([entries with action, guest, instance_uuid and
+        reason], the position to read from next). None: start at the
+        log's end. A driver without a guard or a guard log: ([], None).
+        """
+        return [], None
 
     def migration_guard_refresh_s(self):
         """Seconds between two publications of the claims when none

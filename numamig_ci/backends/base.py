@@ -44,6 +44,8 @@ FEATURES = {
     'agents_on_hosts': "compute agents run on their hosts' own kernel "
                        "(reading the /proc their QEMUs run in), as on "
                        "real compute hosts",
+    'guest_kernel': "a Linux guest kernel with the virtio_mem driver "
+                    "booted in a guest numamig created, its console read",
 }
 
 

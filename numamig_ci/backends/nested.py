@@ -11,19 +11,30 @@ Ctrl-C; the image and QEMU capability cache are kept between runs.
 
 import contextlib
 import os
+import shutil
 import time
 
+import libvirt
+from lxml import etree
 from oslo_utils import timeutils
 
 from numamig import cpuspec
 from numamig.objects import service as service_obj
 from numamig_ci import exception as ci_exception
 from numamig_ci import slow_copy
+from numamig_ci import vmem_guest
 from numamig_ci.backends import local_libvirt
 from numamig_ci.nested import deployment as nested_deployment
+from numamig_ci.nested import vm as nested_vm
 from numamig_ci.results import ScenarioSkipped
 
 START_TIMEOUT_S = 300
+# The guest kernel's command line: its console, hot-plugged memory
+# onlined movable (so that unplugging it can migrate what it holds),
+# little printing (every console byte costs under TCG), a panic ends it.
+GUEST_CMDLINE = ('console=ttyS0 memhp_default_state=online_movable quiet '
+                 'loglevel=1 panic=-1 nokaslr mitigations=off')
+QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
 
 
 class NestedBackend(local_libvirt.LocalLibvirtBackend):
@@ -44,7 +55,7 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         layouts = self.deployment.layouts
         features = {'qemu_threads', 'kernel_view', 'inject_failure',
                     'hold_migration', 'slow_copy', 'old_release',
-                    'agents_on_hosts'}
+                    'agents_on_hosts', 'guest_kernel'}
         if all(layout.nodes > 1 for layout in layouts):
             features.add('multi_node')
         if all(any(layout.pages_2m) or any(layout.pages_1g)
@@ -203,3 +214,98 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
                  for machine in self.deployment.machines}
         (path,) = paths
         return path
+
+    def boot_guest_kernel(self, host, guest, cmdline=GUEST_CMDLINE):
+        """Restart ``guest`` (on ``host``) booting a Linux kernel with the
+        virtio_mem driver (numamig_ci.vmem_guest); return the path of its
+        console, here, and the seconds ``create`` took.
+
+        numamig creates diskless guests that boot nothing; the guest's
+        persistent definition gets, through libvirt and outside numamig,
+        ``<os>`` kernel, initrd and command line, ACPI (its NUMA nodes
+        are read from the SRAT), its console on a file
+        of the machine's state share (the guest kernel prints each of
+        its nodes' MemTotal there), virtio-mem devices that populate
+        what they plug (QEMU's ``prealloc``: the host's per-node
+        counters then show every plugged MiB) and, on a machine with
+        KVM (Layout.kvm), ``type='kvm'``. numamig's NUMA parts and
+        virtio-mem devices are kept as numamig wrote them.
+
+        :raises ScenarioSkipped: no guest kernel can be had here.
+        """
+        machine = self.deployment.libvirt[host].machine
+        try:
+            kernel, initrd = vmem_guest.build()
+        except vmem_guest.Unavailable as exc:
+            raise ScenarioSkipped(f"no guest kernel with the virtio_mem "
+                                  f"driver: {exc}") from exc
+        # The state share gets the same path inside the machine (as it
+        # has when the guard runs there; ``alias`` leaves it then).
+        machine.agent.alias(machine.state_dir, nested_vm.STATE_SHARE)
+        paths = []
+        for source in (kernel, initrd):
+            target = os.path.join(machine.state_dir,
+                                  os.path.basename(source))
+            if not os.path.exists(target):
+                shutil.copyfile(source, target + '.part')
+                os.replace(target + '.part', target)
+            paths.append(target)
+        console = os.path.join(machine.state_dir, f'{guest.name}.console')
+        conn = libvirt.open(self.deployment.uris()[host])
+        try:
+            dom = conn.lookupByUUIDString(guest.uuid)
+            conn.defineXML(with_guest_kernel(
+                dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), paths[0],
+                paths[1], cmdline, console, machine.layout.kvm))
+            if dom.isActive():
+                dom.destroy()
+            started = time.monotonic()
+            dom.create()
+            return console, time.monotonic() - started
+        finally:
+            conn.close()
+
+
+
+
+def with_guest_kernel(domain_xml, kernel, initrd, cmdline, console, kvm):
+    """``domain_xml`` booting ``kernel`` (see
+    NestedBackend.boot_guest_kernel); pure: returns new text."""
+    root = etree.fromstring(domain_xml.encode())
+    if kvm:
+        root.set('type', 'kvm')
+    os_el = root.find('os')
+    if os_el is None:
+        os_el = etree.SubElement(root, 'os')
+    for tag in ('kernel', 'initrd', 'cmdline', 'boot'):
+        for old in os_el.findall(tag):
+            os_el.remove(old)
+    for tag, text in (('kernel', kernel), ('initrd', initrd),
+                      ('cmdline', cmdline)):
+        etree.SubElement(os_el, tag).text = text
+    # ACPI: the guest kernel reads its NUMA nodes from the SRAT (a
+    # guest numamig creates has no <features>).
+    features = root.find('features')
+    if features is None:
+        features = etree.Element('features')
+        os_el.addnext(features)
+    if features.find('acpi') is None:
+        etree.SubElement(features, 'acpi')
+    devices = root.find('devices')
+    if devices is None:
+        devices = etree.SubElement(root, 'devices')
+    for tag in ('serial', 'console'):
+        for old in devices.findall(tag):
+            devices.remove(old)
+    serial = etree.SubElement(devices, 'serial', type='file')
+    etree.SubElement(serial, 'source', path=console)
+    etree.SubElement(serial, 'target', port='0')
+    # libvirt 9.0 has no XML for virtio-mem's prealloc: QEMU's global
+    # property, on every virtio-mem device of this guest.
+    qemu = root.find(f'{{{QEMU_NS}}}commandline')
+    if qemu is None:
+        qemu = etree.SubElement(root, f'{{{QEMU_NS}}}commandline',
+                                nsmap={'qemu': QEMU_NS})
+    for value in ('-global', 'virtio-mem-pci.prealloc=on'):
+        etree.SubElement(qemu, f'{{{QEMU_NS}}}arg', value=value)
+    return etree.tostring(root, encoding='unicode')

@@ -209,6 +209,38 @@ class Agent:
                 _read_int(f'{path}/nr_hugepages')]
         return pools
 
+    def load_kvm(self):
+        """Load KVM for the CPU's virtualisation extension (TCG emulates
+        AMD's SVM): [whether /dev/kvm is there, the module's answer]. A
+        guest kernel then runs under KVM in this machine instead of
+        under a TCG inside TCG (the harness chooses before it starts
+        the libvirtd hosts, which probe /dev/kvm once)."""
+        with open('/proc/cpuinfo') as f:
+            flags = f.read()
+        module = 'kvm_amd' if ' svm' in flags else 'kvm_intel'
+        proc = subprocess.run(['modprobe', module], capture_output=True,
+                              text=True, timeout=COMMAND_TIMEOUT_S)
+        return [os.path.exists('/dev/kvm'),
+                f"modprobe {module}: exit {proc.returncode} "
+                f"{proc.stderr.strip()}"]
+
+    def node_meminfo(self):
+        """{node: {field: kB}} of every node's ``meminfo`` in sysfs
+        (MemTotal, MemFree, MemUsed, ...): the kernel's own per-node
+        count of the memory a guest's QEMU takes and gives back."""
+        nodes = {}
+        for path in glob.glob(f'{NODE_DIR}/node*/meminfo'):
+            node = os.path.basename(os.path.dirname(path))[len('node'):]
+            fields = {}
+            with open(path) as f:
+                for line in f:
+                    # "Node 1 MemFree:        1817096 kB"
+                    words = line.split()
+                    if len(words) == 5 and words[4] == 'kB':
+                        fields[words[2].rstrip(':')] = int(words[3])
+            nodes[node] = fields
+        return nodes
+
     def qemu_pid(self, host, domain_name):
         return self.hosts[host].qemu_pid(domain_name)
 
@@ -234,6 +266,12 @@ class Agent:
 
     def numa_maps(self, pid):
         with open(f'/proc/{pid}/numa_maps') as f:
+            return f.read()
+
+    def maps(self, pid):
+        """``/proc/PID/maps``: each mapping's extent (``numa_maps``
+        gives its start only)."""
+        with open(f'/proc/{pid}/maps') as f:
             return f.read()
 
     def numastat(self, pid):

@@ -140,7 +140,11 @@ class NestedDeployment(local_deployment.LocalDeployment):
             self.machines.append(nested_vm.NestedVM(
                 layout, image_dir, code_dir=_code_dir(),
                 state_dir=os.path.join(self.state_dir, f'vm{index}'),
-                caps_dir=image_dir + '.qemu-caps', ports=len(names),
+                # libvirt probes QEMU again when /dev/kvm comes or goes:
+                # machines with KVM keep a cache of their own.
+                caps_dir=image_dir + ('.qemu-caps-kvm' if layout.kvm
+                                      else '.qemu-caps'),
+                ports=len(names),
                 boot_timeout=self.boot_timeout, link=link))
         for machine in self.machines:   # the listening end first
             machine.boot()
@@ -155,6 +159,12 @@ class NestedDeployment(local_deployment.LocalDeployment):
             index = machine.link[0]
             machine.agent.link_up(f'{nested_vm.LINK_MAC_PREFIX}:{index:02x}',
                                   f'{LINK_NET}.{index + 1}/24')
+        if machine.layout.kvm:
+            # Before the libvirtd hosts: they look for /dev/kvm at start.
+            present, said = machine.agent.load_kvm()
+            if not present:
+                raise RuntimeError(f"no /dev/kvm in the nested machine "
+                                   f"with kvm=1: {said}")
         kernel = machine.agent.huge_pages()
         moved = pages_not_as_asked(machine.layout, kernel)
         if moved:

@@ -9,7 +9,9 @@ the destination's migration guard), ``drain`` (a host drained through
 the conductor), ``postcopy`` (a post-copy whose link is cut, resumed
 from the command line), ``convergence`` (policies acting on a real job
 that cannot converge by itself), ``threads`` (where a migration's own
-QEMU threads run, read from the kernel).
+QEMU threads run, read from the kernel), ``virtio_mem`` (a guest
+kernel's virtio-mem memory per host node, grown and reclaimed from the
+command line).
 """
 
 from numamig_ci.scenarios import pinning  # noqa: F401,I001
@@ -21,3 +23,4 @@ from numamig_ci.scenarios import drain  # noqa: F401
 from numamig_ci.scenarios import postcopy  # noqa: F401
 from numamig_ci.scenarios import convergence  # noqa: F401
 from numamig_ci.scenarios import threads  # noqa: F401
+from numamig_ci.scenarios import virtio_mem  # noqa: F401

@@ -113,6 +113,10 @@ class Prometheus:
 
 class MonitoringTest(test_multiprocess.MultiProcessTestBase):
 
+    # Two workers share the conductor's port: a scrape reaches either,
+    # and each must answer the same.
+    WORKERS = 2
+
     def setUp(self):
         reason = prometheus_missing()
         if reason:
@@ -184,6 +188,21 @@ class MonitoringTest(test_multiprocess.MultiProcessTestBase):
                         'method="report_compute_node",outcome="answered"}',
             lambda r: len(r) == 2 and all(v >= 1 for _, v in r),
             "the agents' timed reports")
+        # The conductor's calls to the destination, every worker's added
+        # up whichever one is scraped.
+        self.wait_for(
+            prometheus, 'numamig_conductor_rpc_call_duration_seconds_count{'
+                        'method="check_can_live_migrate_destination",'
+                        'outcome="answered"}',
+            lambda r: len(r) == 1 and r[0][1] >= 1,
+            "the conductor's timed calls")
+        # The agents audit what libvirt runs: nothing wrong, every kind
+        # present.
+        audit = self.wait_for(
+            prometheus, 'numamig_agent_audit_findings',
+            lambda r: len(r) == 2 * 6, "the agents' pin audits")
+        self.assertEqual([0.0] * 12, [v for _, v in audit])
+        self.assertEqual([], prometheus.query('numamig_leaked_claims'))
         # The shipped alert rules loaded, and none fires on a healthy
         # deployment.
         names = {r['name'] for r in prometheus.rules()}

@@ -221,3 +221,43 @@ class MultiWorkerConductorTest(MultiProcessTestBase):
                    if 'numamig.service' in line and 'started' in line}
         self.assertEqual(2, len(workers), "conductor worker processes")
         self.stop_daemons()
+
+
+class QuorumQueuesTest(MultiWorkerConductorTest):
+    """The same, with every queue a quorum queue, as OpenStack
+    deployments on RabbitMQ clusters configure it
+    (``[oslo_messaging_rabbit] rabbit_quorum_queue``): numamig's
+    topics, fanouts and reply queues all work on them."""
+
+    QUORUM = ('[oslo_messaging_rabbit]\n'
+              'rabbit_quorum_queue = true\n'
+              'rabbit_transient_quorum_queue = true\n')
+
+    def rpc_fixture(self):
+        # The test's own client declares the queues it sends to with the
+        # daemons' arguments (RabbitMQ refuses a queue declared twice
+        # with different types).
+        from oslo_messaging._drivers import impl_rabbit
+
+        from numamig.conf import CONF
+        CONF.register_opts(impl_rabbit.rabbit_opts,
+                           group='oslo_messaging_rabbit')
+        self.flags(group='oslo_messaging_rabbit', rabbit_quorum_queue=True,
+                   rabbit_transient_quorum_queue=True)
+        return super().rpc_fixture()
+
+    def write_config(self, host, caps=None):
+        path = super().write_config(host, caps)
+        with open(path, 'a') as f:
+            f.write(self.QUORUM)
+        return path
+
+    def test_two_concurrent_migrations_stay_consistent(self):
+        super().test_two_concurrent_migrations_stay_consistent()
+        queues = subprocess.run(
+            ['rabbitmqctl', '-q', 'list_queues', 'name', 'type'],
+            capture_output=True, text=True, timeout=30).stdout
+        conductor = [line.split() for line in queues.splitlines()
+                     if line.startswith(self.names.conductor_topic)]
+        self.assertTrue(conductor, queues)
+        self.assertEqual({'quorum'}, {parts[1] for parts in conductor})

@@ -83,7 +83,9 @@ class Heard:
             data.get('uuid') == migration_uuid
 
 
-class NotificationsTest(test_multiprocess.MultiProcessTestBase):
+class _Listening(test_multiprocess.MultiProcessTestBase):
+    """The daemons notify on a topic of the test's own; ``listen``
+    hears it."""
 
     def setUp(self):
         self.topic = f'numamig-test-notifications-{uuid.uuid4().hex[:8]}'
@@ -114,6 +116,9 @@ class NotificationsTest(test_multiprocess.MultiProcessTestBase):
         self.addCleanup(listener.wait)
         self.addCleanup(listener.stop)
         return heard
+
+
+class NotificationsTest(_Listening):
 
     def test_a_consumer_hears_the_migration_walk(self):
         heard = self.listen()
@@ -168,3 +173,104 @@ class NotificationsTest(test_multiprocess.MultiProcessTestBase):
         self.assertEqual([('host.disabled', 'firmware upgrade'),
                           ('host.enabled', None)], maintenance)
         self.stop_daemons()
+
+
+class AgentNotificationsTest(_Listening):
+    """What only an agent sees, told by the agent itself over RabbitMQ:
+    a convergence policy's actions while its emulated copy runs, and its
+    migration guard's decision on a release-1 source's verbatim XML."""
+
+    # Whether the source runs as release 1 (it copies the XML verbatim,
+    # and the destination's guard rewrites it).
+    OLD_SOURCE = False
+
+    def write_config(self, host, caps=None):
+        path = super().write_config(host, caps)
+        if caps is None:
+            if self.OLD_SOURCE:
+                # As an operator upgrading with the guard on does.
+                with open(path, 'a') as f:
+                    f.write('[workarounds]\n'
+                            'enable_numa_live_migration = true\n')
+            return path
+        source, dest = sorted(self.hosts)
+        lines = ['[oslo_messaging_notifications]', 'driver = messagingv2',
+                 f'topics = {self.topic}', '[libvirt]']
+        if host == dest:
+            lines += ['migration_guard = true',
+                      f'migration_guard_claims_file = '
+                      f'{os.path.join(self.dir, host + "-claims.json")}',
+                      f'migration_guard_log_file = '
+                      f'{os.path.join(self.dir, host + "-guard.log")}']
+        elif self.OLD_SOURCE:
+            lines += ['[testing]', 'pretend_service_version = 1']
+        else:
+            # The guest dirties faster than the link sends: the policy
+            # escalates.
+            lines += ['emulated_migration_bandwidth = 100',
+                      'emulated_migration_dirty_rate = 150']
+        with open(path, 'a') as f:
+            f.write('\n'.join(lines) + '\n')
+        return path
+
+    def test_a_consumer_hears_what_only_an_agent_sees(self):
+        heard = self.listen()
+        source, dest = sorted(self.hosts)
+        instance = self.create(source, 'policy-guest')
+        migration = self.wait_for_end(self.api.live_migrate_instance(
+            self.rpc.context, instance.uuid, dest, policy='nfv'))
+        heard.wait_for('migration.completed', migration.uuid)
+        actions = [e for e in heard.events
+                   if e['event_type'] == 'migration.policy-action']
+        self.assertTrue(actions, [e['event_type'] for e in heard.events])
+        recorded = migration.convergence_actions
+        told = [a['payload']['numamig_object.data'] for a in actions]
+        # Each action the record lists, told by the source as it
+        # happened, before the migration's end was notified.
+        self.assertEqual(recorded, [t['description'] for t in told])
+        for event, data in zip(actions, told, strict=True):
+            self.assertEqual(f'numamig-compute:{source}',
+                             event['publisher_id'])
+            self.assertEqual((migration.uuid, 'nfv', 'applied'),
+                             (data['migration_uuid'], data['policy'],
+                              data['outcome']))
+        order = [e['event_type'] for e in heard.events]
+        self.assertLess(order.index('migration.policy-action'),
+                        order.index('migration.completed'))
+
+
+class GuardNotificationsTest(AgentNotificationsTest):
+    """A release-1 source copies the XML verbatim; the destination's
+    guard rewrites it to the claim and its agent tells so."""
+
+    OLD_SOURCE = True
+
+    def test_a_consumer_hears_what_only_an_agent_sees(self):
+        heard = self.listen()
+        source, dest = sorted(self.hosts)
+        # The destination's first pCPUs are taken: the claim differs
+        # from the source's pins, which the verbatim XML carries.
+        self.create(dest, 'occupier')
+        instance = self.create(source, 'guarded-guest')
+        migration = self.wait_for_end(self.api.live_migrate_instance(
+            self.rpc.context, instance.uuid, dest))
+        self.assertEqual('completed', migration.status, migration.error)
+        deadline = time.monotonic() + HEARD_S
+        with heard.lock:
+            while not any(e['event_type'].startswith('guard.')
+                          for e in heard.events):
+                left = deadline - time.monotonic()
+                self.assertGreater(left, 0, "no guard notification heard: "
+                                   f"{self.log_of(dest)[-2000:]}")
+                heard.lock.wait(left)
+            guard = [e for e in heard.events
+                     if e['event_type'].startswith('guard.')]
+        self.assertEqual(['guard.rewritten'],
+                         [e['event_type'] for e in guard])
+        self.assertEqual(f'numamig-compute:{dest}', guard[0]['publisher_id'])
+        data = guard[0]['payload']['numamig_object.data']
+        self.assertEqual((dest, instance.uuid, 'rewritten'),
+                         (data['host'], data['instance_uuid'],
+                          data['decision']))
+        self.assertIn(f'rewritten to the claim of migration '
+                      f'{migration.uuid} on {dest}', data['reason'])

@@ -173,7 +173,8 @@ LAYERS = {
                         ('compute', 'compute.flows', 'compute.rpcapi',
                          'releases', 'wire', 'objects', 'exception')),
     'compute.metrics': ('the compute agent\'s metrics, from its own '
-                        'tracker and domains', ('metrics', 'audit')),
+                        'tracker and domains',
+                        ('metrics', 'audit', 'numa', 'compute')),
     'compute.settings': ('the compute agent\'s settings, built from '
                          'configuration', ()),
     'conductor': ('the conductor',

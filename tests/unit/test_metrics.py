@@ -146,6 +146,78 @@ class CallTimesTest(base.TestCase):
                 ('numamig_test_seconds_sum', key)])
 
 
+class SharedCallTimesTest(base.TestCase):
+    """A conductor's workers add up their call histories through files."""
+
+    BOUNDS = (0.01, 0.1, 1)
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).join('calls')
+        metrics.SharedCallTimes.clear(self.dir)
+
+    def worker(self, name):
+        return metrics.SharedCallTimes(
+            self.dir, metrics.CallTimes(self.BOUNDS), worker=name)
+
+    def test_any_worker_answers_the_sum_of_all(self):
+        import random
+        rng = random.Random(11)
+        workers = [self.worker(n) for n in (101, 102, 103)]
+        alone = metrics.CallTimes(self.BOUNDS)
+        for _ in range(300):
+            worker = rng.choice(workers)
+            call = (rng.choice(['check_can_live_migrate_source',
+                                'live_migration']),
+                    rng.choice(['answered', 'timeout']),
+                    rng.choice([0.005, 0.05, 0.5, 5.0]))
+            worker.times.observe(*call)
+            alone.observe(*call)
+        for worker in workers:
+            worker.flush()
+        expected = alone.snapshot()
+        for worker in workers:
+            found = worker.series()
+            self.assertEqual(set(expected), set(found))
+            for key, values in expected.items():
+                self.assertEqual(values[:-1], found[key][:-1])
+                self.assertAlmostEqual(values[-1], found[key][-1])
+
+    def test_a_dead_workers_calls_still_count_until_the_daemon_restarts(self):
+        dead, alive = self.worker(201), self.worker(202)
+        dead.times.observe('live_migration', 'answered', 0.05)
+        dead.flush()
+        alive.times.observe('live_migration', 'answered', 0.5)
+        self.assertEqual(2, alive.series()[('live_migration',
+                                            'answered')][-2])
+        metrics.SharedCallTimes.clear(self.dir)
+        self.assertEqual(1, alive.series()[('live_migration',
+                                            'answered')][-2])
+
+    def test_unreadable_or_foreign_files_are_skipped(self):
+        import json
+        import os
+        mine = self.worker(301)
+        with open(os.path.join(self.dir, '302' + mine.SUFFIX), 'w') as f:
+            f.write('{half a file')
+        with open(os.path.join(self.dir, '303' + mine.SUFFIX), 'w') as f:
+            json.dump({'bounds_s': [1, 2], 'series': [
+                ['live_migration', 'answered', [1, 1, 1, 1.5]]]}, f)
+        mine.times.observe('live_migration', 'answered', 0.05)
+        self.assertEqual({('live_migration', 'answered'): [0, 1, 1, 1, 0.05]},
+                         mine.series())
+
+    def test_an_unwritable_directory_is_one_clear_refusal(self):
+        import os
+        blocker = os.path.join(self.dir, 'file')
+        open(blocker, 'w').close()
+        error = self.assertRaises(exception.InvalidConfiguration,
+                                  metrics.SharedCallTimes.clear,
+                                  os.path.join(blocker, 'sub'))
+        self.assertIn('[DEFAULT] state_path', str(error))
+        self.assertIn('Not a directory', str(error))
+
+
 class RPCCallsRecordedTest(base.TestCase):
 
     def test_a_call_and_a_timeout_are_recorded(self):

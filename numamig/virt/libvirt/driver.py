@@ -135,6 +135,19 @@ class LibvirtDriver(driver.ComputeDriver):
             return guard_install.ON
         return guard_install.FAILED
 
+    def read_guard_log(self, position=None):
+        """See ComputeDriver: the guard's log ([libvirt]
+        migration_guard_log_file), when the guard is on and has one."""
+        settings = self._settings.migration_guard
+        if settings is None or not settings.log_file:
+            return [], None
+        try:
+            return guard.read_log(settings.log_file, position)
+        except OSError as exc:
+            raise exception.HypervisorError(
+                host=self.host, action="read the migration guard's log",
+                reason=f"{settings.log_file}: {exc.strerror or exc}")
+
     def migration_guard_refresh_s(self):
         settings = self._settings.migration_guard
         # A third of the age at which the guard calls the file stale:
@@ -340,7 +353,7 @@ class LibvirtDriver(driver.ComputeDriver):
     def live_migrate(self, instance_uuid, dest_xml, migrate_data,
                      progress_callback=None, policy=None,
                      recovery_callback=None, abort_requested=None,
-                     threads=None):
+                     threads=None, action_callback=None):
         """Migrate natively to ``migrate_data``'s destination; see base."""
         if self._settings.is_test_driver:
             raise exception.MigrationNotSupported(
@@ -354,7 +367,8 @@ class LibvirtDriver(driver.ComputeDriver):
                                      progress_callback, policy=policy,
                                      recovery_callback=recovery_callback,
                                      abort_requested=abort_requested,
-                                     threads=threads)
+                                     threads=threads,
+                                     action_callback=action_callback)
         with self._jobs_lock:
             self._jobs[instance_uuid] = job
         try:
@@ -402,7 +416,8 @@ class LibvirtDriver(driver.ComputeDriver):
             with self._jobs_lock:
                 self._jobs.pop(instance_uuid, None)
 
-    def emulate_copy(self, instance_uuid, policy, progress_callback=None):
+    def emulate_copy(self, instance_uuid, policy, progress_callback=None,
+                     action_callback=None):
         """See ComputeDriver: test-driver hosts with [libvirt]
         emulated_migration_bandwidth set model the copy."""
         if not self._settings.is_test_driver:
@@ -412,7 +427,7 @@ class LibvirtDriver(driver.ComputeDriver):
                                           f"{instance_uuid}")[1]
         return emulated_copy.run(self._settings.migration, self.host,
                                  instance_uuid, memory_kib, policy,
-                                 progress_callback)
+                                 progress_callback, action_callback)
 
     def predict_convergence(self, instance_uuid, policy):
         """See ComputeDriver. A test-driver host cannot measure; with a
@@ -495,6 +510,9 @@ class LibvirtDriver(driver.ComputeDriver):
         verdict = guard.decide(dest_xml, settings)
         LOG.info("%s: migration guard, incoming migration of %s (emulated): "
                  "%s", self.host, name, verdict.describe())
+        unwritten = guard.append_log(settings, name, verdict)
+        if unwritten and settings.log_file:
+            LOG.warning("%s: %s", self.host, unwritten.strip())
         if verdict.action == guard.REFUSED:
             raise exception.HypervisorError(
                 host=self.host, action=f"accept the migration of "

@@ -30,8 +30,11 @@ def timer_of(settings, memory_gib):
 
 
 def run(settings, host, instance_uuid, memory_kib, policy,
-        progress_callback=None):
+        progress_callback=None, action_callback=None):
     """Model the copy; return a MigrationResult, or None if not modelled.
+
+    :param action_callback: called as ComputeDriver.live_migrate's, for
+        each modelled action once the model ran.
 
     :raises MigrationAborted: the policy (or the timer's timeout) aborted.
     """
@@ -55,6 +58,8 @@ def run(settings, host, instance_uuid, memory_kib, policy,
             timeout_s=settings.completion_timeout_s * max(gib, 1),
             working_set=settings.emulated_working_set_mib * MIB or None)
         actions += ['would ' + a for a in observed.actions]
+    _tell(action_callback, out.taken,
+          observed.taken if not acting and not policy.timer else ())
     LOG.info("Emulated migration of %s from %s: modelled pre-copy under "
              "policy %s%s: %s after %d passes, %.1f s, downtime %s ms%s",
              instance_uuid, host, policy.name,
@@ -73,6 +78,15 @@ def run(settings, host, instance_uuid, memory_kib, policy,
         post_copy=out.outcome == emulated.POST_COPY,
         paused=out.outcome == emulated.PAUSED,
         convergence_policy=policy.name, convergence_actions=actions)
+
+
+def _tell(action_callback, applied, observed):
+    if action_callback is None:
+        return
+    for action in applied:
+        action_callback(action, pol.APPLIED, action.describe())
+    for action in observed:
+        action_callback(action, pol.OBSERVED, 'would ' + action.describe())
 
 
 def _timer_policy():

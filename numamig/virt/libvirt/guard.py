@@ -31,7 +31,10 @@ import little: it runs at every incoming migration.
 
 import copy
 import dataclasses
+import os
+import re
 import sys
+import time
 
 from lxml import etree
 
@@ -43,7 +46,16 @@ from numamig.virt.libvirt import migration_xml
 PASS, REFUSE = 'pass', 'refuse'
 WHEN_UNKNOWN = (PASS, REFUSE)
 UNCHANGED, REWRITTEN, REFUSED = 'unchanged', 'rewritten', 'refused'
+ACTIONS = (UNCHANGED, REWRITTEN, REFUSED)
 SMALL_PAGE_KB = 4
+LOG_MODE = 0o640
+# The most of the guard's log one read takes (a log grown by more in
+# one report interval is read over the next ones).
+MAX_LOG_READ = 1024 * 1024
+_LOG_LINE = re.compile(
+    r'^(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?P<pid>\d+) incoming '
+    r'migration of (?P<guest>.*?): (?P<action>unchanged|rewritten|refused) '
+    r'(?P<uuid>\S+): (?P<reason>.*)$')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +119,99 @@ class Verdict:
                             for part, before, after in self.changes)
         return f"{self.action} {self.instance_uuid}: {self.reason}" + (
             f" ({changed})" if changed else '')
+
+
+@dataclasses.dataclass(frozen=True)
+class LogEntry:
+    """One decision as the guard's log keeps it (see append_log).
+
+    :ivar at: when, the host's local time as written.
+    :ivar guest: the domain's name.
+    :ivar action: UNCHANGED, REWRITTEN or REFUSED.
+    :ivar instance_uuid: the guest's uuid as the XML named it.
+    :ivar reason: why, and each NUMA part changed.
+    """
+
+    at: str
+    guest: str
+    action: str
+    instance_uuid: str
+    reason: str
+
+
+def log_line(guest, verdict, now=None):
+    """The log line of ``verdict`` on the incoming ``guest``."""
+    at = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(now))
+    return (f"{at} {os.getpid()} incoming migration of {guest}: "
+            f"{verdict.describe()}\n")
+
+
+def append_log(settings, guest, verdict):
+    """Append the decision to the guard's log, the record of every
+    decision the agent counts and notifies (the hook's and the embedded
+    tier's emulated migrations' alike).
+
+    :returns: None, or the line and why it could not be appended (no
+        log file is set, or it cannot be opened) for the caller to show.
+    """
+    line = log_line(guest, verdict)
+    if not settings.log_file:
+        return line
+    try:
+        fd = os.open(settings.log_file,
+                     os.O_WRONLY | os.O_APPEND | os.O_CREAT, LOG_MODE)
+        with os.fdopen(fd, 'a', encoding='utf-8') as handle:
+            handle.write(line)
+        return None
+    except OSError as exc:
+        return (line + f"(numamig migration guard: cannot append to "
+                       f"{settings.log_file}: {exc.strerror})\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class LogPosition:
+    """Where a reader of the guard's log stopped: the file (device and
+    inode, so that a rotated log is read from its start) and the offset
+    after the last whole line read."""
+
+    file: tuple
+    offset: int
+
+
+def read_log(path, position=None):
+    """The decisions appended to the guard's log since ``position``.
+
+    :param position: a LogPosition from the last read; None: start at
+        the log's current end (decisions made before the reader started
+        are not news to it).
+    :returns: ([LogEntry], LogPosition). While the log does not exist:
+        no entries, and a position from which a log created later is
+        read from its start. Lines the guard did not write (an
+        operator's note, an error line) are skipped.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return [], LogPosition(None, 0)
+    with os.fdopen(fd, 'rb') as handle:
+        stat = os.fstat(handle.fileno())
+        file_id = (stat.st_dev, stat.st_ino)
+        if position is None:
+            return [], LogPosition(file_id, stat.st_size)
+        offset = position.offset
+        if position.file != file_id or stat.st_size < offset:
+            offset = 0  # rotated or truncated: a new log
+        handle.seek(offset)
+        data = handle.read(MAX_LOG_READ)
+    whole = data.rfind(b'\n') + 1
+    entries = []
+    for raw in data[:whole].splitlines():
+        match = _LOG_LINE.match(raw.decode('utf-8', 'replace'))
+        if match is not None:
+            entries.append(LogEntry(
+                match['at'], match['guest'], match['action'],
+                match['uuid'], match['reason']))
+    return entries, LogPosition(file_id, offset + whole)
 
 
 def decide(xml_text, settings, now=None):

@@ -23,15 +23,12 @@ that hangs) it gives the ``--when-unknown`` answer at once.
 """
 
 import argparse
-import os
 import signal
 import sys
-import time
 
 from numamig.virt.libvirt import guard
 
 MAX_XML_BYTES = 4 * 1024 * 1024
-LOG_MODE = 0o640
 EXIT_OK, EXIT_REFUSED = 0, 1
 
 
@@ -117,19 +114,9 @@ def _within_deadline(settings, stdin, now):
 def _log(settings, guest, verdict, stderr):
     """Append the decision to the guard's log (stderr when it has none
     or it cannot be opened: libvirt shows stderr when the hook fails)."""
-    line = (f"{time.strftime('%Y-%m-%d %H:%M:%S')} {os.getpid()} "
-            f"incoming migration of {guest}: {verdict.describe()}\n")
-    if settings.log_file:
-        try:
-            fd = os.open(settings.log_file,
-                         os.O_WRONLY | os.O_APPEND | os.O_CREAT, LOG_MODE)
-            with os.fdopen(fd, 'a', encoding='utf-8') as handle:
-                handle.write(line)
-            return
-        except OSError as exc:
-            line += (f"(numamig migration guard: cannot append to "
-                     f"{settings.log_file}: {exc.strerror})\n")
-    stderr.write(line)
+    unwritten = guard.append_log(settings, guest, verdict)
+    if unwritten:
+        stderr.write(unwritten)
 
 
 if __name__ == '__main__':

@@ -120,7 +120,7 @@ class MigrationJob:
     def __init__(self, dom, settings, host, dest, progress_callback=None,
                  clock=time.monotonic, completion=None, policy=None,
                  recovery_callback=None, abort_requested=None,
-                 threads=None):
+                 threads=None, action_callback=None):
         """:param completion: what catches the finished job's statistics;
             an events.JobCompletedWatcher of ``dom`` unless given.
         :param policy: the convergence Policy (default: the settings'
@@ -132,6 +132,9 @@ class MigrationJob:
         :param threads: the CPUs chosen for the job's threads (see
             ComputeDriver.live_migrate); None: [libvirt]
             migration_thread_cpus, if set.
+        :param action_callback: called with each policy Action, its
+            outcome (convergence ACTION_OUTCOMES) and its line in the
+            result's actions, as it happens.
         """
         self._dom = dom
         self._completion = completion or events.JobCompletedWatcher(dom)
@@ -141,6 +144,7 @@ class MigrationJob:
         self._clock = clock
         self._lock = threading.Lock()
         self._recovery_callback = recovery_callback
+        self._action_callback = action_callback
         # How recovery waits between attempts (None: in real time).
         self._recover_wait = None
         self.recovery = None
@@ -420,7 +424,8 @@ class MigrationJob:
         for action in actions:
             LOG.info("Migration of %s: observe-only: policy %s would %s",
                      self.instance, self._policy.name, action.describe())
-            self.actions.append('would ' + action.describe())
+            self._acted(action, convergence.OBSERVED,
+                        'would ' + action.describe())
 
     def _apply(self, actions):
         """Apply the engine's actions; one the hypervisor refuses makes
@@ -433,15 +438,27 @@ class MigrationJob:
                      self._policy.name, action.describe())
             try:
                 self._do(action)
-                self.actions.append(action.describe())
+                self._acted(action, convergence.APPLIED, action.describe())
             except libvirt.libvirtError as exc:
                 LOG.warning("Migration of %s: %s failed: %s",
                             self.instance, action.kind, exc)
-                self.actions.append(f"{action.describe()} failed: "
-                                    f"{exc.get_error_message()}")
+                self._acted(action, convergence.FAILED,
+                            f"{action.describe()} failed: "
+                            f"{exc.get_error_message()}")
                 self._state, more = convergence.failed(
                     self._policy, self._state, action)
                 actions = more + actions
+
+    def _acted(self, action, outcome, line):
+        """Keep a policy action's line for the result, and tell the
+        caller now (a notification, while the copy still runs)."""
+        self.actions.append(line)
+        if self._action_callback is not None:
+            try:
+                self._action_callback(action, outcome, line)
+            except Exception:  # noqa: BLE001 - never stop the monitor
+                LOG.exception("Migration of %s: the policy action %r "
+                              "was not passed on", self.instance, line)
 
     def _do(self, action):
         if action.kind == convergence.DOWNTIME:

@@ -31,6 +31,69 @@ class AgentCollectorTest(base.TestCase):
         self.assertEqual(0.0, found[
             ('numamig_agent_outgoing_migrations', ())])
 
+    def test_refused_move_claims_by_reason(self):
+        from numamig import exception
+        from numamig.compute import claims
+        manager = cbase.manager()
+        # Wider than any host cell's dedicated pCPUs (8 per cell).
+        wide = cbase.instance(host='elsewhere', vcpus=12,
+                              pins={v: v for v in range(12)})
+        migration = cbase.migration(wide)
+        self.assertRaises(exception.MigrationPreCheckError,
+                          claims.move_claim, manager.tracker,
+                          manager.agent.conductor_api, None, wide,
+                          migration, None, persist=False)
+        found = conductor_test.Registry(
+            metrics.AgentCollector(manager)).samples()
+        self.assertEqual(1.0, found[
+            ('numamig_agent_move_claims_refused_total', ())])
+        reasons = {dict(labels)['reason']: value for (name, labels), value
+                   in found.items()
+                   if name == 'numamig_agent_move_claim_refusal_reasons_total'}
+        self.assertEqual(set(metrics.REFUSAL_REASONS), set(reasons))
+        self.assertEqual(1.0, reasons['dedicated-pcpus'])
+        self.assertEqual(0.0, reasons['huge-pages'])
+
+    def test_virtio_mem_per_host_node(self):
+        guest = cbase.instance(host=cbase.HOST, pins={0: 1, 1: 9})
+        cell = guest.numa_topology.cells[0]
+        cell.virtio_mem_size_mb = 1024
+        cell.virtio_mem_block_kb = 2048
+        cell.virtio_mem_requested_mb = 256
+        cell.virtio_mem_current_mb = 256
+        manager = cbase.manager(instances=[guest])
+        found = conductor_test.Registry(
+            metrics.AgentCollector(manager)).samples()
+        node = (('node', str(cell.host_cell)),)
+        self.assertEqual(256 * 2**20, found[
+            ('numamig_agent_virtio_mem_reclaimable_bytes', node)])
+        self.assertEqual((1024 - 256) * 2**20, found[
+            ('numamig_agent_virtio_mem_growable_bytes', node)])
+        self.assertEqual(1, sum(1 for name, _labels in found
+                                if name.startswith('numamig_agent_virtio')
+                                and name.endswith('reclaimable_bytes')))
+
+    def test_guard_decisions_and_state(self):
+        from numamig.compute import events
+        manager = cbase.manager()
+        manager.driver.migration_guard_state.return_value = 'on'
+        found = conductor_test.Registry(
+            metrics.AgentCollector(manager)).samples()
+        self.assertEqual(0.0, found[('numamig_agent_guard_decisions_total',
+                                     (('decision', 'refused'),))])
+        entry = events.GuardDecision('h', 'g', 'u', 'refused', 'r', 'at')
+        manager.driver.read_guard_log.return_value = ([entry], None)
+        found = conductor_test.Registry(
+            metrics.AgentCollector(manager)).samples()
+        self.assertEqual(1.0, found[('numamig_agent_guard_decisions_total',
+                                     (('decision', 'refused'),))])
+        self.assertEqual(0.0, found[('numamig_agent_guard_decisions_total',
+                                     (('decision', 'rewritten'),))])
+        self.assertEqual(1.0, found[('numamig_agent_migration_guard',
+                                     (('state', 'on'),))])
+        self.assertEqual(0.0, found[('numamig_agent_migration_guard',
+                                     (('state', 'failed'),))])
+
     def _claim(self, manager, instance):
         from numamig.compute import resource_tracker
         return resource_tracker.MoveClaim(

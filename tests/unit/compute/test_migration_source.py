@@ -300,7 +300,7 @@ class SourceMigrationTest(_SourceMigrationTestCase):
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
                     recovery_callback=None, abort_requested=None,
-                    threads=None):
+                    threads=None, action_callback=None):
             self.assertIs(job.abort_requested, abort_requested)
             # The CPUs for the job's threads, chosen by this agent.
             self.assertIsInstance(threads, migration_threads.SourceThreads)
@@ -324,7 +324,7 @@ class SourceMigrationTest(_SourceMigrationTestCase):
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
                     recovery_callback=None, abort_requested=None,
-                    threads=None):
+                    threads=None, action_callback=None):
             progress_callback(virt_driver.MigrationProgress(
                 memory_total=100, memory_processed=40,
                 memory_remaining=60))
@@ -335,6 +335,33 @@ class SourceMigrationTest(_SourceMigrationTestCase):
         sample = progress.call_args[0]
         self.assertEqual(40, sample[2]['memory_processed'])
         self.agent.driver.destroy.assert_not_called()
+
+    def test_each_policy_action_is_told_as_it_happens(self):
+        from numamig.compute import events
+        from numamig.convergence import policy as convergence
+        self.agent.driver.supports_native_migration = True
+        told, during = [], []
+        self.agent.events.listeners.append(told.extend)
+
+        def migrate(uuid, xml, data, progress_callback, policy=None,
+                    recovery_callback=None, abort_requested=None,
+                    threads=None, action_callback=None):
+            action_callback(convergence.Action(convergence.POST_COPY,
+                                               'stalled'),
+                            convergence.APPLIED, 'post-copy (stalled)')
+            # Told before the run ends, not with its result.
+            during.extend(told)
+        self.agent.driver.live_migrate.side_effect = migrate
+        self._run()
+        self.assertEqual('completed', self.statuses[-1])
+        self.assertEqual(1, len(during))
+        kind, action, _detail = during[0]
+        self.assertEqual(events.POLICY_ACTION, kind)
+        self.assertEqual(
+            (self.migration.uuid, self.inst.uuid, 'post_copy',
+             'applied', 'post-copy (stalled)'),
+            (action.migration_uuid, action.instance_uuid, action.kind,
+             action.outcome, action.line))
 
 
 class SourceMigrationResultTest(_SourceMigrationTestCase):
@@ -381,7 +408,7 @@ class SourceMigrationResultTest(_SourceMigrationTestCase):
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
                     recovery_callback=None, abort_requested=None,
-                    threads=None):
+                    threads=None, action_callback=None):
             progress_callback(virt_driver.MigrationProgress(
                 memory_total=100, memory_processed=40,
                 memory_remaining=60))
@@ -691,7 +718,7 @@ class PostCopyPausedTest(_SourceMigrationTestCase):
 
         def migrate(uuid, xml, data, progress_callback, policy=None,
                     recovery_callback=None, abort_requested=None,
-                    threads=None):
+                    threads=None, action_callback=None):
             recovery_callback(self.HISTORY[:1])
             recovery_callback(self.HISTORY)
             raise exception.PostCopyPaused(

@@ -3,6 +3,8 @@
 import datetime
 from unittest import mock
 
+import fixtures
+
 from numamig import exception
 from numamig import objects
 from numamig.conductor import records
@@ -455,3 +457,101 @@ class ReadAdmittedTest(base.ConductorTestCase):
                                             with_maintenance=True)
         self.assertEqual({'dst1'}, set(disabled))
         self.assertEqual(['reader', 'reader'], self.began)
+
+
+class ReportWritersTest(base.ConductorTestCase):
+    """A burst of reports is written in batches by at most
+    ``report_writers`` threads at once; every request is answered."""
+
+    def setUp(self):
+        super().setUp()
+        import threading
+        self.lock = threading.Lock()
+        self.at_once, self.most, self.batches = 0, 0, []
+        self.release = threading.Event()
+        self.useFixture(fixtures.MockPatchObject(
+            compute_nodes, 'save_reports_reading_guests',
+            side_effect=self._write))
+
+    def _write(self, db, reports):
+        with self.lock:
+            self.at_once += 1
+            self.most = max(self.most, self.at_once)
+        self.release.wait(5)
+        with self.lock:
+            self.at_once -= 1
+            self.batches.append([r.host for r in reports])
+        return [compute_nodes.SavedReport(r, [], None) for r in reports]
+
+    def _worker(self, writers):
+        from numamig.conductor import worker as worker_mod
+        return mock.Mock(reports=worker_mod.ReportCursor(writers))
+
+    def _report(self, host, second=0):
+        return mock.Mock(host=host, reported_at=datetime.datetime(
+            2026, 11, 28, 12, 0, second, tzinfo=datetime.UTC))
+
+    def _burst(self, worker, reports):
+        """Save ``reports`` from a thread each; the first is being
+        written (and holds the writers' slot it took) before the others
+        start."""
+        import threading
+        import time
+        errors = []
+
+        def save(report):
+            try:
+                records.save_report(worker, report)
+            except Exception as error:  # noqa: BLE001 - collected
+                errors.append(error)
+        threads = [threading.Thread(target=save, args=(r,))
+                   for r in reports]
+        threads[0].start()
+        deadline = time.monotonic() + 5
+        while self.at_once == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for thread in threads[1:]:
+            thread.start()
+        # Every thread has the chance to go past the bound first.
+        threading.Event().wait(0.3)
+        self.release.set()
+        for thread in threads:
+            thread.join(10)
+        self.assertFalse(any(t.is_alive() for t in threads))
+        return errors
+
+    def test_at_most_n_writers_and_batches_take_what_waits(self):
+        worker = self._worker(2)
+        errors = self._burst(worker, [self._report(f'h{i}')
+                                      for i in range(20)])
+        self.assertEqual([], errors)
+        self.assertEqual(2, self.most)
+        written = [host for batch in self.batches for host in batch]
+        self.assertEqual(sorted(f'h{i}' for i in range(20)),
+                         sorted(written))
+        # The first writer took its own report, the second what waited
+        # when it came; the rest, handed over while both wrote, went in
+        # a transaction or two: 20 reports, at most 4 transactions.
+        self.assertLessEqual(len(self.batches), 4)
+        self.assertEqual(0, worker.reports.writers)
+        self.assertEqual({}, worker.reports.pending)
+
+    def test_only_a_hosts_newest_waiting_report_is_written(self):
+        worker = self._worker(1)
+        reports = [self._report('busy')] + [
+            self._report('h', second) for second in (3, 1, 2)]
+        errors = self._burst(worker, reports)
+        self.assertEqual([], errors)
+        written = [r for call in compute_nodes.save_reports_reading_guests
+                   .call_args_list for r in call.args[1]]
+        self.assertEqual(1, sum(1 for r in written if r.host == 'h'))
+        self.assertIn(reports[1], written)
+
+    def test_a_failed_batch_answers_each_of_its_requests(self):
+        compute_nodes.save_reports_reading_guests.side_effect = \
+            exception.DatabaseError(url='db', reason='gone')
+        errors = self._burst(self._worker(2), [self._report(f'h{i}')
+                                               for i in range(5)])
+        self.assertEqual(5, len(errors))
+        self.assertTrue(all(isinstance(e, exception.DatabaseError)
+                            for e in errors))

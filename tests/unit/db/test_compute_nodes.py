@@ -106,3 +106,42 @@ class ChangedSinceTestCase(base.DBTestCase):
         with mock.patch.object(compute_nodes, 'get') as get:
             self.assertIs(report, compute_nodes.save_report(self.db, report))
         get.assert_not_called()
+
+
+class SaveBatchTestCase(base.DBTestCase):
+    """Several hosts' reports in one transaction: as each saved alone."""
+
+    def report(self, host, seconds=0):
+        return base.make_report(
+            host=host, reported_at=T0 + datetime.timedelta(seconds=seconds))
+
+    def test_consecutive_numbers_in_order_and_guests_read(self):
+        compute_nodes.save_report(self.db, self.report('b', seconds=10))
+        _, seen = compute_nodes.changed_since(self.db, -1)
+        saved = compute_nodes.save_reports_reading_guests(
+            self.db, [self.report('a'), self.report('b'),
+                      self.report('c', seconds=5)])
+        # b's report is older than the stored one: kept out, the stored
+        # one answered; a and c take the next numbers in order.
+        self.assertEqual([None], [s.change_seq for s in saved[1:2]])
+        self.assertEqual(T0 + datetime.timedelta(seconds=10),
+                         saved[1].report.reported_at)
+        numbers = [saved[0].change_seq, saved[2].change_seq]
+        self.assertEqual([seen + 1, seen + 3], numbers)
+        self.assertEqual([[], [], []], [s.guests for s in saved])
+        reports, later = compute_nodes.changed_since(self.db, seen)
+        self.assertEqual(['a', 'c'], [r.host for r in reports])
+        self.assertEqual(seen + 3, later)
+
+    def test_an_invalid_report_stores_none_of_the_batch(self):
+        bad = self.report('bad')
+        bad.topology.cells[0].cpuset = {-1}
+        self.assertRaises(exception.ObjectValidationError,
+                          compute_nodes.save_reports_reading_guests,
+                          self.db, [self.report('a'), bad])
+        self.assertEqual([], compute_nodes.get_all(self.db))
+
+    def test_one_report_per_host(self):
+        self.assertRaises(ValueError,
+                          compute_nodes.save_reports_reading_guests,
+                          self.db, [self.report('a'), self.report('a', 1)])

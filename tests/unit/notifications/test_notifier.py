@@ -11,6 +11,7 @@ from oslo_versionedobjects import fixture as ovo_fixture
 
 from numamig import exception
 from numamig import objects
+from numamig.compute import events
 from numamig.db import _rows
 from numamig.db import compute_nodes
 from numamig.db import instances
@@ -29,9 +30,11 @@ SAMPLES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'doc',
 FINGERPRINTS = {
     'DrainMovePayload': '1.0-8ef68662386d337e89ecb5a0b6404642',
     'DrainPayload': '1.0-0f248ff4b20b959542cede20c84fa1f2',
+    'GuardDecisionPayload': '1.0-f4aa3638318967d059b0cdc650aa04fc',
     'HostMaintenancePayload': '1.0-2301f115f309333ac4068ea950132be0',
     'MemoryChangePayload': '1.0-90696f9f373e0a494c87cfc8d4588a29',
     'MigrationPayload': '1.0-9bb3864750ec4e853f3ed2afbab6ab3a',
+    'PolicyActionPayload': '1.0-ff8bd4098a8451bca21223c2f3040af0',
 }
 
 
@@ -134,9 +137,45 @@ def sample_memory_change(status):
                         'all_reached': status == 'done'})}
 
 
+def sample_policy_action():
+    """The policy action the sample shows: a stalled copy's second
+    escalation tier."""
+    migration = sample_migration(STATUS.RUNNING)
+    return events.PolicyAction(
+        migration_uuid=migration.uuid,
+        instance_uuid=migration.instance_uuid,
+        source_host=migration.source_host, dest_host=migration.dest_host,
+        policy='finish', kind='post_copy', outcome='applied',
+        line='post-copy (stalled for 3 passes)')
+
+
+def sample_guard_decision(decision):
+    """The guard's decision the samples show, on a release-1 source's
+    verbatim XML."""
+    reason = {
+        'rewritten': 'rewritten to the claim of migration '
+                     '0f0c9e3a-4b2d-4c8e-9a51-3d6f1c2b7e10 on compute-2 '
+                     '(vcpupin 0: cpuset=2 -> cpuset=6; vcpupin 1: '
+                     'cpuset=3 -> cpuset=7)',
+        'refused': 'cannot be reconciled with the claim of migration '
+                   '0f0c9e3a-4b2d-4c8e-9a51-3d6f1c2b7e10 on compute-2: '
+                   'guest cell 0 is backed by 4 KiB pages, the claim '
+                   'took 2048 KiB pages'}[decision]
+    return events.GuardDecision(
+        'compute-2', 'instance-00000001',
+        '6b0e7c8a-1f4e-4d2b-8a3c-5e9f0d1c2b3a', decision, reason,
+        '2026-11-28 09:30:00')
+
+
 def sample_change(event_type):
     """The committed change whose notification is ``event_type``."""
     parts = event_type.split('.')
+    if event_type == 'migration.policy-action':
+        return events.Event(events.POLICY_ACTION, sample_policy_action(),
+                            None)
+    if parts[0] == 'guard':
+        return events.Event(events.GUARD_DECISION,
+                            sample_guard_decision(parts[1]), None)
     if parts[0] == 'memory-change':
         status = 'running' if parts[1] == 'started' else parts[1]
         return _rows.Change(_rows.MEMORY_CHANGE,

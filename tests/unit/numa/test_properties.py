@@ -86,7 +86,39 @@ def _by_permutations(host, request, lim, strategy):
     return None
 
 
+def _reasons_by_checks(host, request, lim, strategy):
+    """What a refusal ran out of, from cellfit.check alone: the reasons
+    of every host cell for the first guest cell that fits none, else
+    ``cells`` (each fits somewhere, but not on distinct cells)."""
+    order = views.HostView(host).order(strategy)
+    lim = views.limits_view(lim)
+    isolate = request.emulator_threads_policy == 'isolate'
+    for guest in request.cells:
+        demand = cellfit.demand_of(guest, int(isolate and guest.id == 0),
+                                   None)
+        whys = [cellfit.check(cell, demand, lim)[0] for cell in order]
+        if all(why is not None for why in whys):
+            return frozenset(cellfit.reason_of(why) for why in whys) \
+                or frozenset((cellfit.CELLS,))
+    return frozenset((cellfit.CELLS,))
+
+
 class FitPropertiesTest(base.TestCase):
+
+    @settings(max_examples=1500, deadline=None)
+    @given(host_topologies(), requests(), limits,
+           st.sampled_from(fit.STRATEGIES))
+    def test_a_refusal_names_what_it_ran_out_of(self, host, request, lim,
+                                                 strategy):
+        result = fit.fit(host, request, lim, strategy)
+        reasons = fit.refusal_reasons(result)
+        if result.fits:
+            self.assertEqual(frozenset(), reasons)
+            return
+        self.assertTrue(reasons)
+        self.assertLessEqual(reasons, set(cellfit.REASONS))
+        self.assertEqual(_reasons_by_checks(host, request, lim, strategy),
+                         reasons, result.reason)
 
     @settings(max_examples=1000, deadline=None)
     @given(host_topologies(), requests(), limits,

@@ -59,6 +59,25 @@ class HugePagesTest(base.TestCase):
                          pools)
 
 
+class NodeMeminfoTest(base.TestCase):
+
+    def test_fields_per_node_in_kb(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        for node, free in ((0, 1643916), (1, 1866168)):
+            os.makedirs(os.path.join(root, f'node{node}'))
+            with open(os.path.join(root, f'node{node}', 'meminfo'),
+                      'w') as f:
+                f.write(f"Node {node} MemTotal:        2060868 kB\n"
+                        f"Node {node} MemFree:         {free} kB\n"
+                        f"Node {node} HugePages_Total:     0\n")
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig_ci.nested.agent.NODE_DIR', root))
+        self.assertEqual(
+            {'0': {'MemTotal': 2060868, 'MemFree': 1643916},
+             '1': {'MemTotal': 2060868, 'MemFree': 1866168}},
+            agent.Agent().node_meminfo())
+
+
 class DirtyingKernelTest(base.TestCase):
 
     def setUp(self):

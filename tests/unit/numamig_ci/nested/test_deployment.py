@@ -151,6 +151,60 @@ class _Machine:
         self.agent = _MachineAgent(version)
 
 
+class _KvmAgent(_MachineAgent):
+    """A machine's agent that records what the deployment asks, in
+    order (its Python differs: no guard, no aliases)."""
+
+    def __init__(self, present):
+        super().__init__((2, 7))
+        self.present = present
+        self.calls = []
+
+    def load_kvm(self):
+        self.calls.append('load_kvm')
+        return [self.present, 'modprobe kvm_amd: exit 1 No such device']
+
+    def huge_pages(self):
+        self.calls.append('huge_pages')
+        return {'0': {}, '1': {}}
+
+    def start_host(self, name, *args):
+        self.calls.append(f'start_host {name}')
+
+
+class KvmMachineTest(base.TestCase):
+    """A kvm=1 machine loads KVM before its libvirtd hosts start (they
+    look for /dev/kvm once), and fails to start without it."""
+
+    def machine(self, present):
+        machine = _Machine('/state/vm0')
+        machine.agent = _KvmAgent(present)
+        machine.layout = vm.Layout.parse(
+            'cores=2,threads=1,memory=2048:2048,pages_2m=0:0,kvm=1')
+        machine.link = None
+        machine.ports = [16601, 16602]
+        return machine
+
+    def test_kvm_loaded_before_the_hosts_start(self):
+        nested = deployment.NestedDeployment(
+            2, state_dir=self.useFixture(fixtures.TempDir()).path)
+        machine = self.machine(True)
+        nested._start_in(machine, nested.host_names)
+        self.assertEqual(['load_kvm', 'huge_pages']
+                         + [f'start_host {n}' for n in nested.host_names],
+                         machine.agent.calls)
+
+    def test_no_dev_kvm_starts_no_host_and_says_why(self):
+        nested = deployment.NestedDeployment(
+            2, state_dir=self.useFixture(fixtures.TempDir()).path)
+        machine = self.machine(False)
+        self.assertRaisesMessage(
+            RuntimeError, 'no /dev/kvm in the nested machine with kvm=1: '
+                          'modprobe kvm_amd: exit 1 No such device',
+            nested._start_in, machine, nested.host_names)
+        self.assertEqual(['load_kvm'], machine.agent.calls)
+
+
 class GuardTest(base.TestCase):
     """The last host's libvirtd runs numamig's migration guard, its files
     on the machine's state share at the paths they have here."""

@@ -93,3 +93,18 @@ class CommandLineTest(base.TestCase):
         big = self.machine(vm.Layout.parse(
             'memory=4096:2048,pages_1g=1:1')).kernel_cmdline()
         self.assertIn('hugepagesz=1G hugepages=0:1,1:1', big)
+
+    def test_kvm_machine_has_an_amd_cpu_with_emulated_svm(self):
+        layout = vm.Layout.parse('cores=2,threads=1,memory=2048:2048,'
+                                 'pages_2m=0:0,kvm=1')
+        self.assertEqual(1, layout.kvm)
+        argv = self.machine(layout).qemu_argv()
+        self.assertEqual('max,vendor=AuthenticAMD',
+                         argv[argv.index('-cpu') + 1])
+        plain = self.machine(vm.Layout()).qemu_argv()
+        self.assertEqual('max,vendor=GenuineIntel',
+                         plain[plain.index('-cpu') + 1])
+
+    def test_kvm_machine_shows_no_smt_siblings(self):
+        self.assertRaisesMessage(ValueError, 'kvm=1 shows no SMT siblings',
+                                 vm.Layout.parse, 'threads=2,kvm=1')

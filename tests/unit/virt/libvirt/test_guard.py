@@ -162,3 +162,68 @@ class SettingsTest(gb.GuardTestCase):
     def test_non_positive_age_is_refused(self):
         self.assertRaises(exception.InvalidConfiguration,
                           dataclasses.replace, self.settings, max_age_s=0)
+
+
+class LogTest(gb.GuardTestCase):
+    """The guard's log: every decision appended, read forward by the
+    agent from where it last stopped."""
+
+    def setUp(self):
+        super().setUp()
+        import fixtures
+        self.log = self.useFixture(fixtures.TempDir()).join('guard.log')
+        self.logged = dataclasses.replace(self.settings, log_file=self.log)
+
+    def decide_and_log(self, guest='guest-1'):
+        verdict = guard.decide(gb.source_xml(), self.logged, now=NOW)
+        self.assertIsNone(guard.append_log(self.logged, guest, verdict))
+        return verdict
+
+    def test_a_first_read_starts_at_the_end_then_reads_what_follows(self):
+        self.publish()
+        self.decide_and_log('before')
+        entries, position = guard.read_log(self.log)
+        self.assertEqual([], entries)
+        verdict = self.decide_and_log('after')
+        entries, position = guard.read_log(self.log, position)
+        self.assertEqual([('after', guard.REWRITTEN, GUEST)],
+                         [(e.guest, e.action, e.instance_uuid)
+                          for e in entries])
+        self.assertEqual(verdict.describe(),
+                         f"{entries[0].action} {GUEST}: {entries[0].reason}")
+        self.assertEqual(([], position), guard.read_log(self.log, position))
+
+    def test_a_log_made_after_the_first_read_is_read_from_its_start(self):
+        entries, position = guard.read_log(self.log)
+        self.assertEqual([], entries)
+        self.decide_and_log()  # no claim published: passed unchanged
+        entries, _position = guard.read_log(self.log, position)
+        self.assertEqual([guard.UNCHANGED], [e.action for e in entries])
+
+    def test_a_rotated_log_is_read_from_its_start(self):
+        self.decide_and_log('old')
+        _entries, position = guard.read_log(self.log)
+        import os
+        os.rename(self.log, self.log + '.1')
+        self.decide_and_log('new')
+        entries, _position = guard.read_log(self.log, position)
+        self.assertEqual(['new'], [e.guest for e in entries])
+
+    def test_a_half_written_line_waits_and_foreign_lines_are_skipped(self):
+        _entries, position = guard.read_log(self.log)
+        verdict = guard.decide(gb.source_xml(), self.logged, now=NOW)
+        line = guard.log_line('guest-1', verdict)
+        with open(self.log, 'a') as f:
+            f.write("an operator's note\n" + line[:20])
+        entries, position = guard.read_log(self.log, position)
+        self.assertEqual([], entries)
+        with open(self.log, 'a') as f:
+            f.write(line[20:])
+        entries, position = guard.read_log(self.log, position)
+        self.assertEqual(['guest-1'], [e.guest for e in entries])
+
+    def test_no_log_file_hands_the_line_back(self):
+        verdict = guard.decide(gb.source_xml(), self.settings, now=NOW)
+        unlogged = dataclasses.replace(self.settings, log_file=None)
+        line = guard.append_log(unlogged, 'guest-1', verdict)
+        self.assertIn('incoming migration of guest-1: unchanged', line)
