@@ -52,7 +52,7 @@ import sqlalchemy as sa
 from numamig import embedded
 from numamig import objects
 from numamig import service
-from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor import records_rpcapi
 from numamig.db import migrations
 from numamig.db import models
 from numamig.objects import fields
@@ -141,7 +141,7 @@ MODES = (Mode('old protocol', True, False),
 def run_mode(mode, migrations_wanted, transport_url):
     hosts = [embedded.HostDefinition(name, 'numa-2cell-a.xml')
              for name in HOSTS]
-    capped = mock.patch.object(conductor_rpcapi.ConductorAPI,
+    capped = mock.patch.object(records_rpcapi.RecordAPI,
                                'supports_short_path', lambda api: False)
     if mode.old_protocol:
         capped.start()

@@ -23,7 +23,7 @@ from oslo_utils import versionutils
 from numamig import exception
 from numamig import rpc
 from numamig.compute import rpcapi as compute_rpcapi
-from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor import api_versions as conductor_api
 from numamig.objects import service as service_obj
 
 LOG = logging.getLogger(__name__)
@@ -58,13 +58,14 @@ class Release:
         serves and sends.
     :param compute_methods: its compute endpoints (None: all of today's).
     :param conductor_api_version: the newest conductor RPC API version
-        it serves and sends.
+        it serves and sends (release 1's one API, or the namespaced
+        APIs' version, numamig.conductor.api_versions).
     """
 
     service_version: int
     compute_api_version: str
     compute_methods: frozenset = None
-    conductor_api_version: str = conductor_rpcapi.ConductorAPI.VERSION
+    conductor_api_version: str = conductor_api.RELEASE_2
 
     @property
     def is_current(self):
@@ -99,7 +100,7 @@ class Release:
     def conductor_version_cap(self, configured_cap=None):
         """The cap of this release's conductor client (as above)."""
         return self._capped(self.conductor_api_version,
-                            conductor_rpcapi.VERSION_ALIASES.get(
+                            conductor_api.VERSION_ALIASES.get(
                                 configured_cap, configured_cap))
 
     def _capped(self, own_version, configured_cap):
@@ -112,10 +113,11 @@ class Release:
 
 
 # Release 1 serves compute API 1.0 and conductor API 1.1; what it must
-# never see is release 2's 1.1 and 1.2 and the objects they carry.
+# never see is release 2's compute 1.1, its conductor namespaces and the
+# objects they carry.
 RELEASES = {
     1: Release(1, compute_rpcapi.RELEASE_1, _API_1_0_METHODS,
-               conductor_api_version=conductor_rpcapi.RELEASE_1),
+               conductor_api_version=conductor_api.RELEASE_1),
     2: Release(2, compute_rpcapi.RELEASE_2),
 }
 

@@ -15,7 +15,6 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_messaging import opts as messaging_opts
 from oslo_service import service as os_service
-from oslo_utils import versionutils
 
 from numamig import context as nm_context
 from numamig import filemodes
@@ -34,6 +33,7 @@ from numamig.conductor import endpoints as conductor_endpoints
 from numamig.conductor import executor
 from numamig.conductor import manager as conductor_manager
 from numamig.conductor import metrics as conductor_metrics
+from numamig.conductor import records_rpcapi
 from numamig.conductor import rpcapi as conductor_rpcapi
 from numamig.conductor import settings as conductor_settings
 from numamig.conf import checks
@@ -65,7 +65,7 @@ class RPCNames:
         self.exchange = exchange
         self.compute_topic = compute_rpcapi.TOPIC + tail
         self.conductor_topic = conductor_rpcapi.TOPIC + tail
-        self.conductor_agent_topic = conductor_rpcapi.AGENT_TOPIC + tail
+        self.conductor_agent_topic = records_rpcapi.AGENT_TOPIC + tail
 
     @classmethod
     def from_conf(cls, conf):
@@ -98,19 +98,32 @@ class RPCNames:
 
     def conductor_api(self, transport, version_cap=None, timeout=None,
                       release=None, agent=False, status_timeout=None):
-        """A conductor client; ``release``: the one the caller runs as.
-
-        :param agent: a compute agent's client: from its start
-            (``wait_until_ready``) it calls on the agents' topic if the
-            conductors serve it (API 1.3), else on the conductor topic.
-        """
+        """An operator's conductor client (the operations API), or with
+        ``agent`` a compute agent's (``records_api``); ``release``: the
+        one the caller runs as."""
+        if agent:
+            return self.records_api(transport, version_cap, timeout,
+                                    release, status_timeout)
         if release is not None:
             version_cap = release.conductor_version_cap(version_cap)
         return conductor_rpcapi.ConductorAPI(
             transport, version_cap=version_cap, timeout=timeout,
             topic=self.conductor_topic, exchange=self.exchange,
+            release_objects=release and release.object_versions)
+
+    def records_api(self, transport, version_cap=None, timeout=None,
+                    release=None, status_timeout=None):
+        """A compute agent's conductor client (the records API): on the
+        agents' topic once the conductor is known to serve it (release
+        2), else on the conductor topic; ``release``: the one the agent
+        runs as."""
+        if release is not None:
+            version_cap = release.conductor_version_cap(version_cap)
+        return records_rpcapi.RecordAPI(
+            transport, version_cap=version_cap, timeout=timeout,
+            topic=self.conductor_topic, exchange=self.exchange,
             release_objects=release and release.object_versions,
-            agent_topic=self.conductor_agent_topic if agent else None,
+            agent_topic=self.conductor_agent_topic,
             status_timeout=status_timeout)
 
 
@@ -150,13 +163,6 @@ def stop_rpc_server(server, name, deadline):
     return False
 
 
-def _allows(version_cap, version):
-    if version_cap is None:
-        return True
-    return versionutils.convert_version_to_tuple(version_cap) >= \
-        versionutils.convert_version_to_tuple(version)
-
-
 class _RPCService(os_service.Service):
     """An RPC server for one manager, started and stopped gracefully."""
 
@@ -181,15 +187,15 @@ class _RPCService(os_service.Service):
         return [self.manager]
 
     def _start_server(self):
-        self.rpc_server = self._server(self.rpc_target)
+        self.rpc_server = self._server(self.rpc_target, self._endpoints())
         self.rpc_server.start()
 
-    def _server(self, target):
+    def _server(self, target, endpoints):
         # An older release answers in, and accepts only, its own object
         # versions.
         objects_ = self.release.object_versions
         return rpc.get_server(
-            self.transport, target, self._endpoints(),
+            self.transport, target, endpoints,
             version_manifest=objects_, known_versions=objects_)
 
     def stop(self, graceful=True):
@@ -258,8 +264,8 @@ class ComputeService(_RPCService):
         names = names or RPCNames()
         release = releases.for_service_version(service_version)
         manager = compute_manager.ComputeManager(
-            host, driver, names.conductor_api(
-                transport, release=release, agent=True,
+            host, driver, names.records_api(
+                transport, release=release,
                 status_timeout=settings.status_timeout),
             names.compute_api(transport, settings.compute_version_cap,
                               release),
@@ -387,18 +393,17 @@ class ConductorService(_RPCService):
             give_up=manager.end_after_outage,
             outage_wait=settings.database_outage_wait)
 
-    def _endpoints(self):
-        return conductor_endpoints.for_api_version(
-            self.manager, self.release.conductor_api_version)
-
     def _start_server(self):
-        """Serve operators on the conductor topic and, with RPC threads
-        of their own, agents on the agents' topic (a release that had no
-        such topic serves everyone on the first)."""
-        super()._start_server()
-        if _allows(self.release.conductor_api_version,
-                   conductor_rpcapi.RELEASE_2):
-            self.agent_server = self._server(self.agent_target)
+        """Serve operators (and release 1's API) on the conductor topic
+        and, with RPC threads of their own, agents on the agents' topic
+        (a release that had no such topic serves everyone on the
+        first)."""
+        on_conductor, on_agents = conductor_endpoints.served(self.manager,
+                                                             self.release)
+        self.rpc_server = self._server(self.rpc_target, on_conductor)
+        self.rpc_server.start()
+        if on_agents is not None:
+            self.agent_server = self._server(self.agent_target, on_agents)
             self.agent_server.start()
 
     def _stop_servers(self):

@@ -68,7 +68,7 @@ def heal(api, ctxt, db, findings):
     in progress; it never records anything. What the fresh report still
     shows is left for the operator.
 
-    :param api: a conductor client (host_refresh_usage, API 1.6).
+    :param api: a conductor client (host_refresh_usage, operations API).
     :returns: (healed, remaining) Findings.
     """
     healed, remaining = [], []

@@ -26,10 +26,11 @@ def complete(agent, ctxt, instance, migration, result=None,
              drop_usage=True, detail=None):
     """Make the destination count the guest and record ``completed``.
 
-    With conductor API 1.3: the destination only counts the guest, and
-    ``completed``, ``result`` and the applied claim are one conductor
-    call. Otherwise (or when the conductor turns out older): the walk of
-    before, post-migrating with the result, the claim applied, completed.
+    With the conductor's records API (release 2): the destination only
+    counts the guest, and ``completed``, ``result`` and the applied
+    claim are one conductor call. Otherwise (or when the conductor
+    turns out older): the walk of before, post-migrating with the
+    result, the claim applied, completed.
     Every step is idempotent, so the source's run and a reconciliation
     (or a step sent again after a lost answer) may repeat it.
 
@@ -56,7 +57,7 @@ def complete(agent, ctxt, instance, migration, result=None,
             _stop_counting(agent, instance, drop_usage)
             return migration
         except messaging.UnsupportedVersion:
-            LOG.info("%s: the conductor does not serve API 1.3; "
+            LOG.info("%s: the conductor serves release 1's API only; "
                      "migration %s completed in three steps", agent.host,
                      migration.uuid)
         migration = _advance(agent, ctxt, migration,

@@ -6,9 +6,9 @@ executor (the cast's RPC thread returns at once). The source then
 records, through the conductor, as few status changes as the conductor
 allows:
 
-* with conductor API 1.3: ``running`` once the destination's
-  pre_live_migration answered, and ``completed`` with the run's result
-  and the claim applied, in one call and one transaction, once the
+* with the conductor's records API (release 2): ``running`` once the
+  destination's pre_live_migration answered, and ``completed`` with the
+  run's result and the claim applied, in one call and one transaction, once the
   destination counts the guest (post_live_migration_at_destination with
   records_by_source);
 * with an older (or capped) conductor, the walk before 1.3: preparing ->
@@ -183,7 +183,7 @@ class SourceMigration:
                 return self._set_status(STATUS.RUNNING,
                                         send=self._send_running)
             except messaging.UnsupportedVersion:
-                LOG.info("%s: the conductor does not serve API 1.3; "
+                LOG.info("%s: the conductor serves release 1's API only; "
                          "migration %s records preparing first",
                          self.agent.host, self.migration.uuid)
             if not self._set_status(STATUS.PREPARING):
@@ -372,7 +372,7 @@ class SourceMigration:
         or destination that gave none) what this source measured.
 
         A post-copy recovery history is reported only where there is one:
-        a conductor before API 1.15 refuses a result naming it.
+        a conductor of release 1 refuses a result naming it.
         """
         if isinstance(result, dict) and result:
             result = dict(result)

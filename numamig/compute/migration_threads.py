@@ -7,7 +7,7 @@ from the nodes of its claim. The source hands its choice to the driver's
 job, which pins the threads as its monitor samples the job; the
 destination runs a watch from its pre_live_migration until the source
 tells it how the migration ended. Each side reports what it saw to the
-conductor (migration_record_threads, API 1.16), which stores it on the
+conductor (migration_record_threads, records API), which stores it on the
 Migration (migration_threads) for ``numamig-manage migration show``.
 """
 
@@ -58,7 +58,7 @@ def _record(agent, ctxt, migration_uuid, side, record):
     if not agent.conductor_api.migration_record_threads(
             ctxt, migration_uuid, side, record):
         LOG.info("%s: migration %s: the conductor cannot record where its "
-                 "threads ran (API 1.16 capped)", agent.host, migration_uuid)
+                 "threads ran (release 1's API)", agent.host, migration_uuid)
 
 
 class Watches:

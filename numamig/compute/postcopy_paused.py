@@ -9,7 +9,7 @@ may be rolled back or given away, so the migration is recorded
 ``postcopy-paused``: a non-final status in which the conductor keeps
 both hosts' claims (the source keeps counting the guest, the
 destination its claim) until an operator resumes it
-(``numamig-manage migration resume``). A conductor older than API 1.17
+(``numamig-manage migration resume``). A conductor of release 1
 cannot record that status; the migration then ends ``error`` as it did
 before, and that conductor releases the destination's claim.
 
@@ -57,7 +57,7 @@ def end_paused(run, exc):
     except messaging.UnsupportedVersion:
         agent.flows.log_old_path(
             agent.host, run.migration.uuid, 'postcopy-paused status',
-            "the conductor is older than API 1.17: the migration ends "
+            "the conductor is of release 1: the migration ends "
             "error and that conductor releases the destination's claim",
             level=logging.WARNING)
         run._set_status(STATUS.ERROR, error=str(exc), result=result)

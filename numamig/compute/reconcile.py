@@ -12,7 +12,7 @@ migrations and ends them according to where the guest is now:
   otherwise rolls back (the destination
   drops its claim and copy, the migration ends ``failed``); with the
   guest gone it completes the post-migration steps the way the source's
-  run does (completion.complete: with conductor API 1.3, the
+  run does (completion.complete: with the records API of release 2, the
   destination counts the guest and ``completed`` is recorded with the
   claim applied in one call). A ``queued`` one is
   left alone: its start request may still wait in the broker for this
@@ -168,11 +168,11 @@ def _end_postcopy_paused(agent, ctxt, instance, migration):
         _set_final(agent, ctxt, migration, STATUS.POSTCOPY_PAUSED,
                    error=str(paused))
     except messaging.UnsupportedVersion:
-        # A conductor older than API 1.17: ended as before it.
+        # A conductor of release 1: ended as that release ended it.
         _set_final(agent, ctxt, migration, STATUS.ERROR, error=str(paused))
         return (f"migration {migration.uuid} of {instance.uuid} ended "
                 f"error: the guest is paused in a broken post-copy (not "
-                f"rolled back; the conductor is older than API 1.17)")
+                f"rolled back; the conductor is of release 1)")
     return (f"migration {migration.uuid} of {instance.uuid} is "
             f"postcopy-paused: the guest is paused in a broken post-copy "
             f"(not rolled back, both claims kept; resume it with "

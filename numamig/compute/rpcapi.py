@@ -94,10 +94,10 @@ OBJECT_VERSIONS = {
 # the conductor's records; no compute API version carries it, so an
 # agent of release 1 (which refuses Migration 1.1) can be sent any.
 # ComputeNodeReport 1.1 (the migration guard's state) travels from agents
-# to the conductor only (conductor API 1.2); no compute message carries a
+# to the conductor only (its records API); no compute message carries a
 # report to an agent. MigrationStatusChange 1.1 (status postcopy-paused)
 # travels only inside Migration 1.1, which agents read from the
-# conductor's answers (conductor API 1.2), never from a compute message.
+# conductor's answers (its records API), never from a compute message.
 HELD_BACK = {'Migration': '1.0', 'ComputeNodeReport': '1.0',
              'MigrationStatusChange': '1.0'}
 
@@ -422,10 +422,10 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
         """Make the destination adopt the guest.
 
         :param records_by_source: the caller records the claim applied
-            with ``completed`` (conductor API 1.3); the destination then
-            only counts the guest (API 1.3). A destination of release 1
-            (which took no claim) is asked at 1.0 and records the
-            placement itself.
+            with ``completed`` (the conductor's records API); the
+            destination then only counts the guest (release 2). A
+            destination of release 1 (which took no claim) is asked at
+            1.0 and records the placement itself.
         """
         if records_by_source and self.supports_conductor_checks():
             return self._call(

@@ -1,4 +1,4 @@
-"""Defragmentation plans (API 1.10): the fewest migrations that make room
+"""Defragmentation plans: the fewest migrations that make room
 for a guest of given specs on one host; nothing moves.
 
 The conductor gives the scheduler (numamig.scheduler.defragment) every
@@ -8,7 +8,7 @@ guest whose migration is in progress, whose specs make no request, or
 whose migration policy is unknown stays where it is. A guest that fits
 on none of the candidate hosts even were they empty is refused as bad
 input before any search.
-Carrying a plan out is the task's (tasks/defragment.py, API 1.13).
+Carrying a plan out is the task's (tasks/defragment.py).
 """
 
 import time

@@ -1,15 +1,14 @@
-"""What a conductor serves: answers in object versions each caller reads.
+"""What a conductor serves, on which topic, in which objects.
 
-Conductor API 1.2 (release 2) answers with today's Migration (1.1, with
-the run's result, the admission queue's fields and the rest release 2
-added). A caller of an older API (a service of release 1, or one capped
-by ``[upgrade_levels] conductor``) cannot read it, and says which
-objects it reads only through the version of its message. The RPC
-dispatcher hands a message to the first endpoint whose version accepts
-it, so one endpoint per older set of objects comes first, oldest first,
-each backporting every answer to the objects of its version (1.0-1.1:
-release 1's, Migration 1.0); messages at 1.2 pass it and reach the
-manager itself.
+A conductor of release 2 serves the agents' records API (namespace
+``records``) on the agents' topic, and on the conductor topic the
+operators' operations API (namespace ``operations``), the records API
+again (for a records client given no agents' topic) and release 1's one
+API (no namespace, 1.0-1.1), which services of release 1 and clients
+capped at release 1 speak. That API's answers are backported to release
+1's objects (Migration 1.0 ...): a caller of release 1 says which
+objects it reads only through the version of its message. A conductor
+running as release 1 (a testing aid) serves release 1's API alone.
 """
 
 import functools
@@ -18,28 +17,50 @@ import oslo_messaging as messaging
 from oslo_utils import versionutils
 
 from numamig import rpc
-from numamig.conductor import rpcapi
+from numamig.conductor import api_versions
 from numamig.objects import base as obj_base
+from numamig.objects import service as service_obj
 
 _tuple = versionutils.convert_version_to_tuple
 
+# Release 1's API: each method and the endpoint of this release serving
+# it now (an agent's call, or an operator's).
+RELEASE_1_RECORDS = frozenset({
+    'report_compute_node', 'compute_node_get_all', 'instance_get',
+    'instance_get_all', 'instance_get_claims_on_host',
+    'instance_set_placement', 'instance_update', 'migration_get',
+    'migration_get_in_progress_by_host', 'migration_set_status',
+    'migration_update_progress', 'migration_context_set',
+    'migration_context_drop', 'migration_context_apply',
+})
+RELEASE_1_OPERATIONS = frozenset({
+    'ping', 'live_migrate_instance', 'live_migration_dry_run',
+    'migration_abort', 'migration_force_complete', 'migration_get_all',
+    'instance_create', 'instance_adopt', 'get_domain_xml',
+    'instance_delete', 'heal_claims', 'host_domains',
+})
 
-class OlderAPIEndpoint:
-    """The manager's endpoints as an older conductor API served them."""
 
-    # What the manager declares (wire.args) is all it dispatches to.
+class ReleaseOneEndpoint:
+    """Release 1's API (no namespace), served by this release's
+    endpoints: only its methods, each answer backported to the objects
+    of release 1."""
+
+    # What the managers declare (wire.args) is all it dispatches to.
     wire_declared = True
 
-    def __init__(self, manager, api_version):
+    def __init__(self, manager):
         self._manager = manager
-        self._objects = rpcapi.OBJECT_VERSIONS[api_version]
-        self.target = messaging.Target(version=api_version)
+        self._objects = api_versions.OBJECT_VERSIONS[api_versions.RELEASE_1]
+        self.target = messaging.Target(
+            version=api_versions.RELEASE_1_API.version)
 
     def __getattr__(self, name):
-        if name.startswith('_'):
-            raise AttributeError(name)
-        method = getattr(self._manager, name)
-        if not callable(method):
+        if name in RELEASE_1_RECORDS:
+            method = getattr(self._manager.records, name)
+        elif name in RELEASE_1_OPERATIONS:
+            method = getattr(self._manager, name)
+        else:
             raise AttributeError(name)
 
         @functools.wraps(method)
@@ -48,27 +69,18 @@ class OlderAPIEndpoint:
         return answer
 
 
-def for_api_version(manager, api_version=None):
-    """The endpoints of a conductor serving up to ``api_version``.
+def served(manager, release):
+    """The endpoints a conductor's RPC servers dispatch to.
 
-    :param api_version: the newest API the conductor serves (that of the
-        release it runs as); None: this release's.
+    :param release: the numamig.releases.Release it runs as.
+    :returns: (on the conductor topic, on the agents' topic or None when
+        the release has no such topic).
     """
-    newest = rpcapi.ConductorAPI.VERSION
-    served = _tuple(api_version or newest)
-    versions = sorted((v for v in rpcapi.OBJECT_VERSIONS
-                       if _tuple(v) <= served), key=_tuple)
-    endpoints = []
-    for version, after in zip(versions, versions[1:] + [None], strict=True):
-        if after is not None and \
-                rpcapi.OBJECT_VERSIONS[after] == \
-                rpcapi.OBJECT_VERSIONS[version]:
-            continue  # the next endpoint answers it in the same objects
-        if after is None and version == newest:
-            endpoints.append(manager)
-        else:
-            endpoints.append(OlderAPIEndpoint(manager, version))
-    return endpoints
+    release_1 = ReleaseOneEndpoint(manager)
+    if service_obj.api_version_for(release.service_version,
+                                   api_versions.RECORDS.service_key) is None:
+        return [release_1], None
+    return [release_1, manager, manager.records], [manager.records]
 
 
 def backported(value, object_versions):

@@ -1,9 +1,13 @@
-"""The conductor's RPC endpoints: thin, each delegating to records or tasks.
+"""The conductor's operations endpoint, and the worker's parts behind it.
 
-The conductor owns the database and the scheduler's host cache. Agents
-record through it (records.py holds the rules that keep claims
-consistent); operators start, follow and stop migrations and create or
-adopt instances through it (tasks/).
+The conductor owns the database and the scheduler's host cache. Operators
+start, follow and stop migrations, drain and defragment hosts, change
+guests' memory and create or adopt instances through the operations API
+(numamig.conductor.api_versions, OPERATIONS; client
+numamig.conductor.rpcapi), each endpoint thin, delegating to the plans
+(drain.py, defragment.py, maintenance.py) or the tasks (tasks/). Agents
+record through the records API, whose endpoint this manager holds
+(``records``, numamig.conductor.records_manager).
 """
 
 from oslo_log import log as logging
@@ -14,23 +18,24 @@ from numamig import context as nm_context
 from numamig import exception
 from numamig import releases
 from numamig import wire
-from numamig.conductor import drain_endpoints
-from numamig.conductor import host_endpoints
+from numamig.conductor import api_versions
+from numamig.conductor import defragment
+from numamig.conductor import drain
 from numamig.conductor import maintenance
 from numamig.conductor import records
-from numamig.conductor import recovery_endpoints
+from numamig.conductor import records_manager
 from numamig.conductor import requests
 from numamig.conductor import restarts
-from numamig.conductor import rpcapi as conductor_rpcapi
-from numamig.conductor import threads_endpoints
 from numamig.conductor import watch
 from numamig.conductor import worker as worker_mod
 from numamig.conductor.tasks import build
+from numamig.conductor.tasks import defragment as defragment_task
+from numamig.conductor.tasks import drain as drain_task
 from numamig.conductor.tasks import drain_driver
 from numamig.conductor.tasks import dry_run
 from numamig.conductor.tasks import live_migrate
+from numamig.conductor.tasks import memory
 from numamig.conductor.tasks import resume
-from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.db import queue
@@ -40,16 +45,16 @@ from numamig.objects import service as service_obj
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
 
-STATUS_KIND = wire.one_of(fields.MigrationStatus.ALL)
+STATUS_KIND = records_manager.STATUS_KIND
+_EXPECTED = records_manager.EXPECTED
+# How many times a migration was paused: bounded by its history's.
+PAUSES = wire.integer(0, 10000)
 
-_EXPECTED = host_endpoints.EXPECTED
 
-
-class ConductorManager(drain_endpoints.DrainEndpoints,
-                        host_endpoints.HostEndpoints,
-                        recovery_endpoints.RecoveryEndpoints,
-                        threads_endpoints.ThreadsEndpoints):
-    """The endpoints of a conductor worker.
+class ConductorManager:
+    """The operations API's endpoint (namespace ``operations``) of a
+    conductor worker, and what the worker's migration threads, sweeps
+    and drains run.
 
     Only the methods declared with ``wire.args`` are callable over RPC.
 
@@ -62,9 +67,11 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
     :param service_version: the release the conductor runs as (a testing
         aid): the release before NUMA-aware live migration had no check
         of the compute hosts' versions.
+    :ivar records: the records API's endpoint (RecordManager).
     """
 
-    target = messaging.Target(version=conductor_rpcapi.ConductorAPI.VERSION)
+    target = messaging.Target(namespace=api_versions.OPERATIONS.namespace,
+                              version=api_versions.OPERATIONS.version)
     # Dispatch only to the methods declared with wire.args.
     wire_declared = True
 
@@ -75,28 +82,36 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         self.db = db
         self.cache = cache
         self.compute_api = compute_api
-        # What the flows get: never this manager, so that no flow can
-        # call an endpoint or read what it was not given.
-        self.worker = worker_mod.Worker(
+        self.records = records_manager.RecordManager(worker_mod.Worker(
             db=db, cache=cache, scheduler=scheduler, compute_api=compute_api,
             release=self.release, migration_ended=self.migration_ended,
             settings=settings,
-            reports=worker_mod.ReportCursor(settings.report_writers))
+            reports=worker_mod.ReportCursor(settings.report_writers)))
         # The MigrationExecutor running admitted migrations, set by the
         # service once it starts (None: requests wait in the queue).
         self.executor = None
         self._end_listeners = []
         self.watch = watch.MigrationWatch(settings.migration_watchers)
         self.add_end_listener(self.watch.heard)
-        # Drains (API 1.10): the service starts the driver's thread.
-        self.drain_watch = drain_endpoints.make_watch(
-            settings.migration_watchers)
+        # Drains: the service starts the driver's thread.
+        self.drain_watch = watch.MigrationWatch(settings.migration_watchers)
         self.drains = drain_driver.DrainDriver(
             self.worker, self._wake_executor, self.drain_watch.heard)
         self.add_end_listener(self.drains.heard)
         # Since when this worker's stalled-migration sweeps have reached
         # the database without a break (None: not yet, or it failed).
         self._database_since = None
+
+    @property
+    def worker(self):
+        """What the flows get: never this manager, so that no flow can
+        call an endpoint or read what it was not given. The records
+        endpoint holds it; both endpoints read it from there."""
+        return self.records.worker
+
+    @worker.setter
+    def worker(self, worker):
+        self.records.worker = worker
 
     @property
     def admission(self):
@@ -169,66 +184,33 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
             return 'pong'
         return {'service_version': self.release.service_version}
 
-    # -- compute agents -----------------------------------------------------
-
-    @wire.args(report=wire.obj('ComputeNodeReport'))
-    @messaging.expected_exceptions(*_EXPECTED)
-    def report_compute_node(self, ctxt, report):
-        """Store a host's report and feed it to the scheduler's cache.
-
-        Idempotent: a repeat stores the same report again; one older than
-        the stored report (delayed in transit) is ignored. Reports carry
-        whole seconds, so two made within one second are not ordered.
-        """
-        records.save_report(self.worker, report)
-
-    @wire.args(instance_uuid=wire.UUID)
-    @messaging.expected_exceptions(*_EXPECTED)
-    def instance_get(self, ctxt, instance_uuid):
-        """Idempotent: a repeat reads only and gets the same answer."""
-        return instances.get(self.db, instance_uuid).instance
-
-    @wire.args(host=wire.HOST.or_none())
-    @messaging.expected_exceptions(*_EXPECTED)
-    def instance_get_all(self, ctxt, host=None):
-        """Idempotent: a repeat reads only and gets the same answer."""
-        return [r.instance for r in instances.get_all(self.db, host=host)]
-
-    @wire.args(host=wire.HOST)
-    @messaging.expected_exceptions(*_EXPECTED)
-    def instance_get_claims_on_host(self, ctxt, host):
-        """Idempotent: a repeat reads only and gets the same answer."""
-        return [r.instance for r in
-                instances.get_claims_on_host(self.db, host)]
-
-    @wire.args(instance_uuid=wire.UUID, host=wire.HOST,
-               numa_topology=wire.obj('InstanceNUMATopology').or_none())
-    @messaging.expected_exceptions(*_EXPECTED)
-    def instance_set_placement(self, ctxt, instance_uuid, host,
-                               numa_topology):
-        """Record where an instance runs and its placement there.
-
-        Idempotent: a repeat finds it recorded and writes nothing (the
-        revision stays).
-        """
-        return records.set_placement(self.worker, instance_uuid, host,
-                                     numa_topology)
-
-    @wire.args(instance_uuid=wire.UUID, values=wire.mapping(16))
-    @messaging.expected_exceptions(*_EXPECTED)
-    def instance_update(self, ctxt, instance_uuid, values):
-        """Change an instance's power or task state.
-
-        Idempotent: a repeat finds it recorded and writes nothing (the
-        revision stays).
-        """
-        return records.update_instance(self.worker, instance_uuid, values)
+    # -- reads ----------------------------------------------------------------
+    # The reads operators share with agents are declared by both APIs, so
+    # that each changes on its own; the records endpoint does the reading.
 
     @wire.args(migration_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
     def migration_get(self, ctxt, migration_uuid):
         """Idempotent: a repeat reads only and gets the same answer."""
-        return requests.get(self.db, migration_uuid)
+        return self.records.migration_get(ctxt, migration_uuid)
+
+    @wire.args(instance_uuid=wire.UUID)
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_get(self, ctxt, instance_uuid):
+        """Idempotent: a repeat reads only and gets the same answer."""
+        return self.records.instance_get(ctxt, instance_uuid)
+
+    @wire.args(host=wire.HOST.or_none())
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_get_all(self, ctxt, host=None):
+        """Idempotent: a repeat reads only and gets the same answer."""
+        return self.records.instance_get_all(ctxt, host=host)
+
+    @wire.args(host=wire.HOST)
+    @messaging.expected_exceptions(*_EXPECTED)
+    def instance_get_claims_on_host(self, ctxt, host):
+        """Idempotent: a repeat reads only and gets the same answer."""
+        return self.records.instance_get_claims_on_host(ctxt, host)
 
     @wire.args(migration_uuid=wire.UUID, status=STATUS_KIND,
                memory_processed=wire.integer().or_none(),
@@ -251,93 +233,7 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
             lambda: requests.get(self.db, migration_uuid),
             migration_uuid, changed, timeout)
 
-    @wire.args(host=wire.HOST)
-    @messaging.expected_exceptions(*_EXPECTED)
-    def migration_get_in_progress_by_host(self, ctxt, host):
-        """Idempotent: a repeat reads only and gets the same answer."""
-        return migrations.get_in_progress_by_host(self.db, host)
-
-    @wire.args(migration_uuid=wire.UUID, status=STATUS_KIND,
-               detail=wire.TEXT.or_none(), error=wire.TEXT.or_none(),
-               result=wire.mapping(32).or_none())
-    @messaging.expected_exceptions(*_EXPECTED)
-    def migration_set_status(self, ctxt, migration_uuid, status,
-                             detail=None, error=None, result=None):
-        """Record a status change (at API 1.3 a source moves a migration
-        queued -> running in one step).
-
-        Idempotent: a repeat is refused (InvalidStatusTransition) and
-        changes nothing, as is a change that comes after the migration
-        moved past it (running after it completed); a sender whose first
-        request's answer was lost reads the status and counts it done
-        (SourceMigration._set_status).
-        """
-        return records.set_status(self.worker, migration_uuid, status,
-                                  detail=detail, error=error, result=result)
-
-    @wire.args(migration_uuid=wire.UUID,
-               result=wire.mapping(32).or_none(),
-               detail=wire.TEXT.or_none())
-    @messaging.expected_exceptions(*_EXPECTED)
-    def migration_complete(self, ctxt, migration_uuid, result=None,
-                           detail=None):
-        """``completed``, the run's result and the applied claim, in one
-        transaction (API 1.3).
-
-        Idempotent: a repeat finds the migration completed and returns
-        it, changing nothing.
-        """
-        return records.complete(self.worker, migration_uuid, result=result,
-                                detail=detail)
-
-    @wire.args(migration_uuid=wire.UUID, progress=wire.mapping(16))
-    def migration_update_progress(self, ctxt, migration_uuid, progress):
-        """Record a progress sample (a cast).
-
-        Idempotent: a repeat records the same values; a sample older than
-        the recorded one (less memory copied), or one that comes after the
-        migration ended, is ignored.
-        """
-        fields_ = {k: v for k, v in progress.items()
-                   if k in migrations.PROGRESS_FIELDS}
-        migrations.update_progress(self.db, migration_uuid, **fields_)
-
-    @wire.args(context=wire.obj('MigrationContext'))
-    @messaging.expected_exceptions(*_EXPECTED)
-    def migration_context_set(self, ctxt, context):
-        """Record a destination's move claim (compute API 1.1 path).
-
-        Idempotent: a repeat finds the claim recorded and writes nothing;
-        one that comes after the migration ended or moved on to another
-        destination is refused (MigrationPreCheckError), changing nothing.
-        """
-        records.set_migration_context(self.worker, context)
-
-    @wire.args(instance_uuid=wire.UUID, migration_uuid=wire.UUID,
-               dest_host=wire.HOST.or_none())
-    @messaging.expected_exceptions(*_EXPECTED)
-    def migration_context_drop(self, ctxt, instance_uuid, migration_uuid,
-                               dest_host=None):
-        """Drop a claim; with ``dest_host`` only the one held there.
-
-        Idempotent: a repeat, or one after the claim was applied or
-        replaced, finds nothing held and answers False.
-        """
-        return instances.drop_migration_context(
-            self.db, instance_uuid, migration_uuid, claim_host=dest_host)
-
-    @wire.args(instance_uuid=wire.UUID, migration_uuid=wire.UUID)
-    @messaging.expected_exceptions(*_EXPECTED)
-    def migration_context_apply(self, ctxt, instance_uuid, migration_uuid):
-        """Make the claim the instance's placement and drop it.
-
-        Idempotent: a repeat, or one after the claim was dropped, is refused
-        (MigrationContextConflict) and changes nothing.
-        """
-        return instances.apply_migration_context(
-            self.db, instance_uuid, migration_uuid).instance
-
-    # -- operators ------------------------------------------------------------
+    # -- migrations -----------------------------------------------------------
 
     @wire.args(instance_uuid=wire.UUID, dest_host=wire.HOST.or_none(),
                priority=wire.integer(0, 100).or_none(),
@@ -356,14 +252,14 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         thread chooses and claims its destination (see executor.py).
 
         Idempotent: a repeat (the same ``migration_uuid``, which clients
-        of API 1.9 choose) returns the migration the first recorded,
+        of release 2 choose) returns the migration the first recorded,
         whatever its status now, and records nothing. A request without
         it (an older client) is refused while a migration of the
         instance is in progress (InstanceBusy); one that comes after it
         ended is a new request.
 
         :param policy: the convergence policy requested for this
-            migration (API 1.12); else the flavor's, the image's or the
+            migration (release 2); else the flavor's, the image's or the
             configured default is recorded.
         :returns: the Migration, ``accepted``, with its queue position.
         :raises Invalid: ``migration_uuid`` names a migration of another
@@ -452,7 +348,7 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
     def live_migration_dry_run(self, ctxt, instance_uuid, dest_host=None,
                                policy=None):
         """Where the guest would go and how it would be pinned, and under
-        which convergence policy (``policy``, API 1.18: requested as
+        which convergence policy (``policy``, release 2: requested as
         live_migrate_instance's; else the flavor's, image's or default).
 
         Idempotent: a repeat reads only and gets the same answer.
@@ -566,7 +462,7 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
     @messaging.expected_exceptions(*_EXPECTED)
     def compute_node_get_all(self, ctxt):
         """Idempotent: a repeat reads only and gets the same answer."""
-        return compute_nodes.get_all(self.db)
+        return self.records.compute_node_get_all(ctxt)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)
@@ -594,3 +490,215 @@ class ConductorManager(drain_endpoints.DrainEndpoints,
         self.cache.check_up(instance.host)
         return self.compute_api.get_domain_xml(ctxt, instance.host,
                                                instance_uuid)
+
+    @wire.args(migration_uuid=wire.UUID, pauses=PAUSES.or_none())
+    @messaging.expected_exceptions(exception.MigrationError,
+                                   exception.Invalid, exception.NotFound)
+    def migration_resume(self, ctxt, migration_uuid, pauses=None):
+        """Ask the source to resume a postcopy-paused migration (release 2).
+
+        Idempotent: a repeat finds it running (or completed, or paused
+        again since the ``pauses`` the caller saw) and answers so,
+        starting nothing; see numamig.conductor.tasks.resume.
+
+        :returns: {'migration': Migration, 'outcome': resume.OUTCOMES}.
+        """
+        return resume.ResumeTask(ctxt, self.worker, migration_uuid,
+                                 seen_pauses=pauses).execute()
+
+    # -- hosts ----------------------------------------------------------------
+
+
+    @wire.args(host=wire.HOST)
+    @messaging.expected_exceptions(*_EXPECTED)
+    def compute_node_delete(self, ctxt, host):
+        """Forget a host that no longer runs numamig.
+
+        Idempotent: a repeat finds no record and answers False.
+        """
+        return maintenance.delete_host(self.worker, host)
+
+    @wire.args(dry_run=wire.BOOL)
+    @messaging.expected_exceptions(*_EXPECTED)
+    def heal_claims(self, ctxt, dry_run=False):
+        """Find, and unless ``dry_run`` release, leaked claims.
+
+        Idempotent: a repeat finds no leaked claim left and releases
+        nothing.
+        """
+        return maintenance.heal_claims(self.worker, ctxt, dry_run=dry_run)
+
+    @wire.args(host=wire.HOST)
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_domains(self, ctxt, host):
+        """Every domain of ``host`` with its XML.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
+        return maintenance.host_domains(self.worker, ctxt, host)
+
+    @wire.args(host=wire.HOST)
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_refresh_usage(self, ctxt, host):
+        """Have ``host`` recompute its usage from the records and report.
+
+        Idempotent: a repeat recomputes the same usage from the same
+        records.
+        """
+        return maintenance.refresh_usage(self.worker, ctxt, host)
+
+    @wire.args(change_uuid=wire.UUID, instance_uuid=wire.UUID,
+               node=wire.integer(0, memory.MAX_NODE),
+               size_mb=wire.integer(0, memory.MAX_SIZE_MB),
+               exact=wire.BOOL, dry_run=wire.BOOL)
+    @messaging.expected_exceptions(*_EXPECTED, exception.HypervisorError)
+    def instance_memory_set(self, ctxt, change_uuid, instance_uuid, node,
+                            size_mb, exact, dry_run):
+        """Set a guest's plugged virtio-mem memory, node ``node`` first
+        (see conductor.tasks.memory).
+
+        Idempotent: a repeat of ``change_uuid`` gets the recorded change.
+        """
+        return memory.SetInstanceMemoryTask(
+            ctxt, self.worker, change_uuid, instance_uuid, node, size_mb,
+            exact, dry_run, self.worker.settings.virtio_mem).execute()
+
+    @wire.args(change_uuid=wire.UUID, host=wire.HOST,
+               node=wire.integer(0, memory.MAX_NODE),
+               size_mb=wire.integer(1, memory.MAX_SIZE_MB),
+               exact=wire.BOOL, dry_run=wire.BOOL)
+    @messaging.expected_exceptions(*_EXPECTED, exception.HypervisorError)
+    def host_reclaim(self, ctxt, change_uuid, host, node, size_mb, exact,
+                     dry_run):
+        """Free ``size_mb`` MiB on host node ``node`` from the host's
+        guests (see conductor.tasks.memory).
+
+        Idempotent: a repeat of ``change_uuid`` gets the recorded change.
+        """
+        return memory.HostReclaimTask(
+            ctxt, self.worker, change_uuid, host, node, size_mb, exact,
+            dry_run, self.worker.settings.virtio_mem).execute()
+
+    @wire.args(host=wire.HOST, disabled=wire.BOOL,
+               reason=wire.text(drain.REASON_LENGTH).or_none())
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_set_disabled(self, ctxt, host, disabled, reason=None):
+        """Disable a host for maintenance, or enable it.
+
+        Idempotent: a repeat leaves the same state (a disabled host keeps
+        since when it is disabled).
+        """
+        return drain.set_disabled(self.worker, host, disabled, reason)
+
+    @wire.args(host=wire.HOST,
+               to=wire.host_list(drain.MAX_DESTINATIONS).or_none(),
+               keep_free_nodes=wire.integer(0, drain.MAX_KEEP_FREE))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_drain_plan(self, ctxt, host, to=None, keep_free_nodes=0):
+        """Where every guest of ``host`` would go, at once.
+
+        Idempotent: a repeat reads only and gets the same plan; nothing
+        is recorded, reserved or claimed.
+        """
+        return drain.plan(self.worker, host, to=to,
+                          keep_free_nodes=keep_free_nodes)
+
+    # -- drains and defragmentations -----------------------------------------
+
+
+    @wire.args(host=wire.HOST, drain_uuid=wire.UUID,
+               parallel=wire.integer(1, drain_task.MAX_PARALLEL),
+               to=wire.host_list(drain.MAX_DESTINATIONS).or_none(),
+               keep_free_nodes=wire.integer(0, drain.MAX_KEEP_FREE))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_drain_start(self, ctxt, host, drain_uuid, parallel, to=None,
+                         keep_free_nodes=0):
+        """Plan the drain of ``host``; if it empties it, disable the host
+        and start moving its guests.
+
+        Idempotent: a repeat (the same ``drain_uuid``, chosen by the
+        client) answers with the drain the first started and starts
+        nothing.
+        """
+        return drain_task.DrainTask(
+            ctxt, self.worker, self.drains, host, drain_uuid, parallel,
+            to=to, keep_free_nodes=keep_free_nodes).execute()
+
+    @wire.args(host=wire.HOST.or_none(), drain_uuid=wire.UUID.or_none())
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_drain_show(self, ctxt, host=None, drain_uuid=None):
+        """A drain and its moves: ``drain_uuid``'s, or the host's active
+        (else last) one.
+
+        Idempotent: a repeat reads only.
+        """
+        if (host is None) == (drain_uuid is None):
+            raise exception.Invalid(
+                reason="name either a host or a drain uuid")
+        return drain_task.show(self.worker, host=host, drain_uuid=drain_uuid)
+
+    @wire.args(drain_uuid=wire.UUID, signature=wire.text(64),
+               wait_s=wire.number(0, 3600))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_drain_wait(self, ctxt, drain_uuid, signature, wait_s):
+        """The drain once its ``signature`` differs from the one given
+        (what the caller last saw), or after ``wait_s`` seconds (at most
+        watch.MAX_WAIT_S): the same bounded waits as migration_wait.
+
+        Idempotent: a repeat reads only.
+        """
+        return self.drain_watch.wait(
+            lambda: drain_task.show(self.worker, drain_uuid=drain_uuid),
+            drain_uuid, lambda data: data['signature'] != signature,
+            wait_s)
+
+    @wire.args(vcpus=wire.integer(1, 4096),
+               memory_mb=wire.integer(1, 2 ** 31),
+               extra_specs=wire.mapping(64),
+               hosts=wire.host_list(defragment.MAX_HOSTS).or_none(),
+               max_moves=wire.integer(0, defragment.MAX_MOVES))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_defragment_plan(self, ctxt, vcpus, memory_mb, extra_specs,
+                             hosts=None, max_moves=3):
+        """The fewest migrations that make room for a guest of these
+        specs on one host; nothing moves.
+
+        Idempotent: a repeat reads only and gets the same plan.
+        """
+        return defragment.plan(self.worker, vcpus, memory_mb, extra_specs,
+                               hosts=hosts, max_moves=max_moves)
+
+    @wire.args(vcpus=wire.integer(1, 4096),
+               memory_mb=wire.integer(1, 2 ** 31),
+               extra_specs=wire.mapping(64), drain_uuid=wire.UUID,
+               parallel=wire.integer(1, drain_task.MAX_PARALLEL),
+               hosts=wire.host_list(defragment.MAX_HOSTS).or_none(),
+               max_moves=wire.integer(0, defragment.MAX_MOVES))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_defragment_start(self, ctxt, vcpus, memory_mb, extra_specs,
+                              drain_uuid, parallel, hosts=None,
+                              max_moves=3):
+        """Plan room for a guest of these specs on one host and, if a
+        plan is found, carry it out as a drain of kind ``defragment``;
+        refused with nothing recorded otherwise.
+
+        Idempotent: a repeat (the same ``drain_uuid``, chosen by the
+        client) answers with the defragmentation the first started and
+        starts nothing.
+        """
+        return defragment_task.DefragmentTask(
+            ctxt, self.worker, self.drains, drain_uuid, vcpus, memory_mb,
+            extra_specs, parallel, hosts=hosts,
+            max_moves=max_moves).execute()
+
+    @wire.args(host=wire.HOST, abort_running=wire.BOOL)
+    @messaging.expected_exceptions(*_EXPECTED)
+    def host_drain_abort(self, ctxt, host, abort_running=False):
+        """Cancel the pending moves of the host's drain; with
+        ``abort_running`` abort its running migrations too.
+
+        Idempotent: a repeat finds nothing left to cancel and asks the
+        sources to abort again, which changes nothing more.
+        """
+        return drain_task.abort(self.worker, self.drains, host,
+                                abort_running=abort_running)

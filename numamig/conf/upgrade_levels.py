@@ -17,8 +17,10 @@ opts = [
                     "2 silently selects the old path; numamig-status "
                     "upgrade check warns about it."),
     cfg.StrOpt('conductor',
-               help="Highest conductor RPC API version to send: a version "
-                    "('1.1' release 1, '1.2' release 2) or a release "
+               help="Highest conductor RPC API version to send, for the "
+                    "agents' records API and the operators' operations "
+                    "API alike: a version ('1.0' or '1.1': release 1's "
+                    "one API; '2.0': release 2's APIs) or a release "
                     "('release-1', 'release-2'). Unset: what the "
                     "conductor's service version (its ping answer) "
                     "serves."),

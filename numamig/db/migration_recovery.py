@@ -1,10 +1,10 @@
 """A migration's post-copy recovery history (release 2).
 
 The source reports the history while it recovers, each time it grows
-(conductor API 1.15, ``migration_record_recovery``); a run's result may
-carry the final one too (numamig.db.migrations checks it with ``fits``).
-Reports can be repeated or overtaken, so the recorded history only
-grows.
+(the conductor's records API, ``migration_record_recovery``); a run's
+result may carry the final one too (numamig.db.migrations checks it
+with ``fits``). Reports can be repeated or overtaken, so the recorded
+history only grows.
 """
 
 import sqlalchemy as sa

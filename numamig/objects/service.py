@@ -12,13 +12,19 @@ version it would refuse, so no call waits for a refusal to learn it.
 #   1: the release before NUMA-aware live migration (XML copied verbatim)
 #   2: NUMA-aware live migration: destination move claims, dst_numa_info,
 #      source XML regeneration, claim convergence
-# ``compute_rpc`` and ``conductor_rpc`` are the newest compute and
-# conductor RPC API versions a service of that version serves.
+# ``compute_rpc`` is the newest compute RPC API version a service of that
+# version serves; ``conductor_rpc`` the newest of the conductor's API of
+# release 1 (no namespace, frozen since), ``conductor_records_rpc`` and
+# ``conductor_operations_rpc`` those of the agents' and the operators'
+# APIs (numamig.conductor.api_versions); a key a version lacks is an API
+# it does not serve.
 SERVICE_VERSION_HISTORY = {
     1: {'description': 'Initial version, before NUMA-aware live migration',
         'compute_rpc': '1.0', 'conductor_rpc': '1.1'},
-    2: {'description': 'NUMA-aware live migration',
-        'compute_rpc': '1.1', 'conductor_rpc': '1.2'},
+    2: {'description': 'NUMA-aware live migration; the conductor serves '
+                       'one API per audience',
+        'compute_rpc': '1.1', 'conductor_rpc': '1.1',
+        'conductor_records_rpc': '2.0', 'conductor_operations_rpc': '2.0'},
 }
 SERVICE_VERSION = max(SERVICE_VERSION_HISTORY)
 
@@ -26,16 +32,17 @@ NUMA_LIVE_MIGRATION_VERSION = 2
 
 
 def api_version_for(service_version, api):
-    """The newest ``api`` ('compute_rpc' or 'conductor_rpc') version a
-    service reporting ``service_version`` serves.
+    """The newest ``api`` (a key of SERVICE_VERSION_HISTORY: 'compute_rpc',
+    'conductor_rpc', ...) version a service reporting ``service_version``
+    serves.
 
     A version newer than this release knows (a peer upgraded first) is
-    served at least what this release's newest serves; None (unknown)
-    gives None.
+    served at least what this release's newest serves; None (unknown,
+    or an API that version does not serve) gives None.
     """
     if service_version is None:
         return None
     known = min(service_version, SERVICE_VERSION)
     if known < min(SERVICE_VERSION_HISTORY):
         known = min(SERVICE_VERSION_HISTORY)
-    return SERVICE_VERSION_HISTORY[known][api]
+    return SERVICE_VERSION_HISTORY[known].get(api)

@@ -148,19 +148,25 @@ def check_migration_guard(conf, sources):
 def check_upgrade_levels(conf, sources):
     """No ``[upgrade_levels]`` cap silently disables the new path."""
     problems, warnings = [], []
-    for option, known in (('compute', compute_rpcapi.ComputeAPI.VERSION),
-                          ('conductor', _conductor_version())):
-        cap = getattr(conf.upgrade_levels, option)
-        if cap is None:
-            continue
-        aliases = compute_rpcapi.VERSION_ALIASES if option == 'compute' \
-            else _conductor_aliases()
-        cap = aliases.get(cap, cap)
+    cap = conf.upgrade_levels.compute
+    if cap is not None:
+        known = compute_rpcapi.ComputeAPI.VERSION
+        cap = compute_rpcapi.VERSION_ALIASES.get(cap, cap)
         parsed = _version(cap)
         if parsed is None or parsed[0] != _version(known)[0]:
-            problems.append(f"[upgrade_levels] {option} = {cap!r} is not a "
+            problems.append(f"[upgrade_levels] compute = {cap!r} is not a "
                             f"version of this API (major "
                             f"{_version(known)[0]}, newest {known})")
+    cap = conf.upgrade_levels.conductor
+    if cap is not None:
+        conductor_api = _conductor_api()
+        cap = conductor_api.VERSION_ALIASES.get(cap, cap)
+        if not conductor_api.is_version(cap):
+            problems.append(
+                f"[upgrade_levels] conductor = {cap!r} is not a version of "
+                f"the conductor's APIs (one of "
+                f"{', '.join(sorted(conductor_api.OBJECT_VERSIONS))}, or "
+                f"{' or '.join(sorted(conductor_api.VERSION_ALIASES))})")
     cap = conf.upgrade_levels.compute
     cap = compute_rpcapi.VERSION_ALIASES.get(cap, cap)
     needed = compute_rpcapi.RELEASE_2
@@ -183,14 +189,9 @@ def check_upgrade_levels(conf, sources):
     return Result(SUCCESS, "no cap below NUMA-aware live migration")
 
 
-def _conductor_aliases():
-    from numamig.conductor import rpcapi as conductor_rpcapi
-    return conductor_rpcapi.VERSION_ALIASES
-
-
-def _conductor_version():
-    from numamig.conductor import rpcapi as conductor_rpcapi
-    return conductor_rpcapi.ConductorAPI.VERSION
+def _conductor_api():
+    from numamig.conductor import api_versions
+    return api_versions
 
 
 def _version(text):

@@ -45,7 +45,7 @@ def compute_permissions(host):
     own = rf'^(numamig|numamig-compute(\.{re.escape(host)}|_fanout(_.+)?)?' \
           r'|reply_.+)$'
     # The operators' topic too: an agent pings there at start to learn
-    # whether the conductor serves the agents' topic (conductor API 1.3).
+    # whether the conductor serves the agents' topic (its service version).
     return own, _replying(own), own, \
         r'^(numamig-conductor(-agents)?|numamig-compute\..+)$'
 

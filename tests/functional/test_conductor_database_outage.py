@@ -9,8 +9,11 @@ and the database error, not a traceback per request.
 import logging
 
 import fixtures
+import oslo_messaging as messaging
 
 from numamig import exception
+from numamig import rpc
+from numamig.conductor import api_versions
 from numamig.conductor import manager
 from numamig.conductor import settings
 from numamig.conf import CONF
@@ -40,17 +43,23 @@ class DatabaseOutageOverRabbitTest(base.TestCase):
             db, cache, scheduler.Scheduler(cache), compute_api=None,
             settings=settings.from_conf(CONF))
         topic = self.rpc.topic('conductor')
-        self.rpc.start_server([conductor], topic)
-        self.client = self.rpc.client(topic, version='1.2').prepare()
+        self.rpc.start_server([conductor, conductor.records], topic)
+        # An operator's read and an agent's record, each on its API.
+        self.operations, self.records = (
+            rpc.get_client(self.rpc.transport, messaging.Target(
+                exchange=self.rpc.exchange, topic=topic, server='host1',
+                namespace=api.namespace, version=api.version)).prepare(
+                timeout=rpc_fixture.CALL_TIMEOUT)
+            for api in (api_versions.OPERATIONS, api_versions.RECORDS))
 
     def test_each_request_gets_numamig_error_and_one_warning_line(self):
         uuid = cbase.new_uuid()
         exc = self.assertRaises(
-            exception.DatabaseError, self.client.call, self.rpc.context,
+            exception.DatabaseError, self.operations.call, self.rpc.context,
             'migration_get', migration_uuid=uuid)
         self.assertIn('127.0.0.1:1', str(exc))
         self.assertRaises(
-            exception.DatabaseError, self.client.call, self.rpc.context,
+            exception.DatabaseError, self.records.call, self.rpc.context,
             'migration_set_status', migration_uuid=uuid, status='running')
         lines = self.log.output.splitlines()
         warnings = [line for line in lines if line.startswith('WARNING')]

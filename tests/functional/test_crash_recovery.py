@@ -43,7 +43,7 @@ import testscenarios
 from numamig import objects
 from numamig.compute import manager as compute_manager
 from numamig.conductor import records
-from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor import records_rpcapi
 from numamig.db import instances
 from numamig.db import migrations
 from numamig.numa import usage
@@ -111,7 +111,7 @@ class CrashTrigger:
 
     def install(self, test):
         if self.status in LONG_PATH:
-            test.patch(conductor_rpcapi.ConductorAPI, 'supports_short_path',
+            test.patch(records_rpcapi.RecordAPI, 'supports_short_path',
                        lambda api: False)
         set_status = records.set_status
         queue = records.queue_with_claim

@@ -39,7 +39,7 @@ class MigrationResultTest(lm.LiveMigrationTestCase):
             self.assertEqual((False, False),
                              (bool(record.post_copy), bool(record.paused)))
         details = {h.status: h.detail for h in migration.history}
-        # Recorded with 'completed' (conductor API 1.3), in one call.
+        # Recorded with 'completed' (the records API), in one call.
         self.assertNotIn('post-migrating', details)
         self.assertIn(f"emulated run of {migration.elapsed_ms} ms",
                       details['completed'])

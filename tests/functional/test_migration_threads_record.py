@@ -15,6 +15,7 @@ import testscenarios
 from numamig import embedded
 from numamig import exception
 from numamig import objects
+from numamig.conductor import api_versions
 from tests import base
 from tests.fixtures import deployment
 from tests.fixtures import rpc as rpc_fixture
@@ -36,6 +37,9 @@ class RecordThreadsTestCase(base.TestCase):
         self.dep = self.useFixture(deployment.DeploymentFixture(
             self.transport_kind, hosts)).deployment
         self.api, self.ctxt = self.dep.api, self.dep.context
+        # What the agents send: their records API.
+        self.agents = self.dep.names.records_api(self.dep._transport,
+                                                 timeout=30)
         uuid = uuidutils.generate_uuid()
         instance = self.api.instance_create(self.ctxt, objects.Instance(
             uuid=uuid, name=f'guest-{uuid[:8]}', project_id='demo',
@@ -57,7 +61,7 @@ class RecordThreadsTestCase(base.TestCase):
 
     def test_both_sides_recorded_and_read_back(self):
         for side in ('source', 'dest'):
-            self.assertTrue(self.api.migration_record_threads(
+            self.assertTrue(self.agents.migration_record_threads(
                 self.ctxt, self.migration.uuid, side,
                 samples.THREADS[side]))
         self._recorded('source')
@@ -66,7 +70,9 @@ class RecordThreadsTestCase(base.TestCase):
     def test_an_oversized_record_is_refused_over_the_wire(self):
         too_many = dict(samples.THREADS['source'], threads={
             f'multifdsend_{i}': [1] for i in range(65)})
-        client = self.api.client.prepare(version='1.2')
+        client = self.agents.link.route(
+            api_versions.RECORDS, self.agents.agent_topic).client.prepare(
+            version=api_versions.RECORDS.version)
         exc = self.assertRaises(
             exception.InvalidRPCArgument, client.call, self.ctxt,
             'migration_record_threads', migration_uuid=self.migration.uuid,
@@ -82,11 +88,11 @@ class RecordThreadsTestCase(base.TestCase):
             self.ctxt, self.migration.uuid).migration_threads)
 
     def test_a_client_capped_at_release_1_neither_sends_nor_reads_it(self):
-        self.api.migration_record_threads(self.ctxt, self.migration.uuid,
+        self.agents.migration_record_threads(self.ctxt, self.migration.uuid,
                                           'source', samples.THREADS['source'])
         self._recorded('source')
-        capped = self.dep.names.conductor_api(self.dep._transport,
-                                              version_cap='release-1')
+        capped = self.dep.names.records_api(self.dep._transport,
+                                            version_cap='release-1')
         self.assertFalse(capped.migration_record_threads(
             self.ctxt, self.migration.uuid, 'dest',
             samples.THREADS['dest']))

@@ -2,7 +2,8 @@
 over RabbitMQ with mutated arguments (issue 15 item 7, issue 14 item 4).
 
 A raw oslo.messaging client (no numamig serializer, so nothing is checked
-on the way out) sends each declared method of ConductorManager and
+on the way out) sends each declared method of the conductor's APIs (the
+operations, records and release 1's APIs, each in its namespace) and of
 ComputeManager arguments drawn by hypothesis: every declared argument
 either a fitting value or a misfit (wrong type, huge number, long text,
 deep structure, a dict where an object belongs, a forged object
@@ -29,7 +30,10 @@ from numamig import context as nm_context
 from numamig import embedded
 from numamig import exception
 from numamig.compute import manager as compute_manager
+from numamig.conductor import api_versions
+from numamig.conductor import endpoints
 from numamig.conductor import manager as conductor_manager
+from numamig.conductor import records_manager
 from tests import base
 from tests.fixtures import deployment
 from tests.functional import test_manage_refusals
@@ -107,11 +111,12 @@ def calls(methods, misfits_only=()):
     return one_call()
 
 
-def declared(manager_cls):
-    # The manager's mixins (the conductor's drain endpoints) count too.
+def declared(manager_cls, only=None):
+    """The methods ``manager_cls`` declares (of ``only``, if given)."""
     return {name: member.wire_args for klass in manager_cls.__mro__
             for name, member in vars(klass).items()
-            if hasattr(member, 'wire_args')}
+            if hasattr(member, 'wire_args') and
+            (only is None or name in only)}
 
 
 class WireFuzzTest(base.TestCase):
@@ -127,17 +132,20 @@ class WireFuzzTest(base.TestCase):
         self.ctxt = nm_context.get_admin_context()
         self.outcomes = collections.Counter()
 
-    def client(self, topic, server=None):
-        target = messaging.Target(topic=topic, server=server,
-                                  exchange=self.dep.names.exchange)
+    def client(self, topic, server=None, api=None):
+        """A raw client of ``api`` (an api_versions.API; None: the
+        compute API), at its version."""
+        target = messaging.Target(
+            topic=topic, server=server, exchange=self.dep.names.exchange,
+            namespace=api and api.namespace,
+            version=api.version if api else '1.0')
         return messaging.get_rpc_client(self.transport, target, timeout=10)
 
     def send(self, client, method, kwargs):
         """Call; return 'ok' or the numamig error's name; fail on any
         other error."""
         try:
-            client.prepare(version='1.0').call(self.ctxt.to_dict(), method,
-                                                **kwargs)
+            client.call(self.ctxt.to_dict(), method, **kwargs)
             return 'ok'
         except messaging.RemoteError as exc:
             self.assertIn(exc.exc_type, NUMAMIG_ERRORS | {
@@ -161,16 +169,27 @@ class WireFuzzTest(base.TestCase):
 
     def test_every_method_refuses_misfits_and_nothing_changes(self):
         before = test_manage_refusals.row_counts(self.dep.db_url)
-        conductor = self.client(self.dep.names.conductor_topic)
+        topic = self.dep.names.conductor_topic
+        conductor = self.client(topic, api=api_versions.OPERATIONS)
         agent = self.client(self.dep.names.compute_topic, server='host-a')
+        # Each conductor API in its namespace, and release 1's API.
         self.fuzz(conductor, declared(conductor_manager.ConductorManager))
+        self.fuzz(self.client(self.dep.names.conductor_agent_topic,
+                              api=api_versions.RECORDS),
+                  declared(records_manager.RecordManager))
+        self.fuzz(self.client(topic, api=api_versions.RELEASE_1_API),
+                  {**declared(records_manager.RecordManager,
+                              endpoints.RELEASE_1_RECORDS),
+                   **declared(conductor_manager.ConductorManager,
+                              endpoints.RELEASE_1_OPERATIONS)})
         self.fuzz(agent, declared(compute_manager.ComputeManager))
         self.assertEqual(before,
                          test_manage_refusals.row_counts(self.dep.db_url),
                          "a fuzzed call changed the records")
         self.assertEqual({'service_version': 2},
-                         conductor.prepare(version='1.0').call(
-                             self.ctxt.to_dict(), 'ping'))
+                         self.client(topic, api=api_versions.RELEASE_1_API)
+                         .prepare(version='1.0').call(self.ctxt.to_dict(),
+                                                      'ping'))
         self.assertEqual([], agent.prepare(version='1.0').call(
             self.ctxt.to_dict(), 'list_domains'))
         refused = sum(n for (_m, outcome), n in self.outcomes.items()

@@ -137,27 +137,22 @@ LAYERS = {
     'compute.rpcapi': ('the client of the compute agents\' API',
                        ('rpc', 'exception', 'compute.rpcapi_postcopy',
                         'objects')),
-    'conductor.api_versions': ('the conductor API\'s versions and the '
-                               'objects each carries; a leaf', ()),
-    'conductor.rpcapi_drain': ('the conductor client\'s drain calls, '
-                               'mixed into its client',
-                               ('conductor.api_versions',)),
-    'conductor.rpcapi_hosts': ('the conductor client\'s calls about '
-                               'hosts, mixed into its client',
-                               ('conductor.api_versions',)),
-    'conductor.rpcapi_runs': ('the conductor client\'s calls a source '
-                              'makes while it runs a migration, mixed '
-                              'into its client',
-                              ('conductor.api_versions',)),
-    'conductor.rpcapi': ('the client of the conductor\'s API',
-                         ('rpc', 'exception', 'conductor.api_versions',
-                          'objects', 'context',
-                          'conductor.rpcapi_drain',
-                          'conductor.rpcapi_hosts',
-                          'conductor.rpcapi_runs')),
+    'conductor.api_versions': ('the conductor APIs\' version histories '
+                               'and the objects each carries; a leaf', ()),
+    'conductor.rpcclient': ('how a conductor client learns the '
+                            'conductor\'s release and routes each API',
+                            ('rpc', 'exception', 'conductor.api_versions',
+                             'objects', 'context')),
+    'conductor.records_rpcapi': ('the client of the agents\' records API',
+                                 ('rpc', 'conductor.api_versions',
+                                  'conductor.rpcclient')),
+    'conductor.rpcapi': ('the client of the operators\' operations API',
+                         ('exception', 'conductor.api_versions',
+                          'conductor.records_rpcapi',
+                          'conductor.rpcclient')),
     'releases': ('what each release speaks',
-                 ('compute.rpcapi', 'conductor.rpcapi', 'rpc', 'objects',
-                  'exception')),
+                 ('compute.rpcapi', 'conductor.api_versions', 'rpc',
+                  'objects', 'exception')),
     'scheduler': ('destination choice',
                   ('numa', 'fingerprint', 'conf', 'exception')),
     'audit': ('pin and usage audits of hypervisors, reports and records',
@@ -183,44 +178,32 @@ LAYERS = {
     'compute.settings': ('the compute agent\'s settings, built from '
                          'configuration', ()),
     'conductor': ('the conductor',
-                  ('conductor.rpcapi', 'releases', 'db', 'audit', 'numa',
+                  ('conductor.api_versions', 'releases', 'db', 'audit', 'numa',
                    'convergence', 'attempts', 'metrics',
                    'objects', 'rpc', 'context', 'exception')),
-    'conductor.drain_endpoints': ('the conductor\'s drain endpoints, '
-                                  'mixed into its manager',
-                                  ('conductor', 'wire', 'exception')),
-    'conductor.host_endpoints': ('the conductor\'s endpoints about hosts, '
-                                 'mixed into its manager',
-                                 ('conductor', 'wire', 'exception')),
-    'conductor.recovery_endpoints': ('the conductor\'s endpoints for a '
-                                     'post-copy recovery and its resume, '
-                                     'mixed into its manager',
-                                     ('conductor', 'wire', 'exception')),
-    'conductor.threads_endpoints': ('the conductor\'s endpoint for where '
-                                    'a migration\'s threads ran, mixed '
-                                    'into its manager',
-                                    ('conductor', 'db', 'wire', 'objects',
-                                     'exception')),
-    'conductor.manager': ('the conductor\'s RPC endpoints; the flows get '
-                          'a Worker, never this',
-                          ('conductor', 'conductor.drain_endpoints',
-                           'conductor.host_endpoints',
-                           'conductor.recovery_endpoints',
-                           'conductor.threads_endpoints',
-                           'conductor.rpcapi', 'releases', 'db',
+    'conductor.records_manager': ('the conductor\'s records endpoint '
+                                  '(the agents\' calls)',
+                                  ('conductor', 'conductor.api_versions',
+                                   'db', 'wire', 'objects', 'exception')),
+    'conductor.manager': ('the conductor\'s operations endpoint and the '
+                          'worker behind it; the flows get a Worker, '
+                          'never this',
+                          ('conductor', 'conductor.records_manager',
+                           'conductor.api_versions', 'releases', 'db',
                            'wire', 'objects', 'context', 'exception')),
     'service': ('the daemons: wiring of managers, RPC and periodic work',
                 ('compute.manager', 'compute.settings', 'compute.metrics',
                  'conductor.manager',
                  'conductor',
-                 'compute.rpcapi',
+                 'compute.rpcapi', 'conductor.records_rpcapi',
                  'conductor.rpcapi', 'releases', 'scheduler', 'db', 'rpc',
                  'periodic', 'metrics', 'notifications', 'conf', 'context',
                  'objects',
                  'version', 'filemodes', 'log_brief', 'library_notices',
                  'convergence', 'exception')),
     'upgradecheck': ('numamig-status checks',
-                     ('compute.rpcapi', 'conductor.rpcapi', 'db', 'conf',
+                     ('compute.rpcapi', 'conductor.api_versions', 'db',
+                      'conf',
                       'objects', 'exception')),
     'embedded': ('a whole deployment in one process',
                  ('service', 'db', 'virt', 'rpc', 'conf',

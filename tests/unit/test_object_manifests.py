@@ -27,12 +27,12 @@ ALLOWED = {
         "queue and the rest) is read only by the conductor's records; "
         "agents of release 1 refuse anything above 1.0.",
     ('compute', 'ComputeNodeReport'):
-        "reports go from agents to the conductor (conductor API 1.2); "
+        "reports go from agents to the conductor (its records API); "
         "no compute message carries one to an agent.",
     ('compute', 'MigrationStatusChange'):
         "MigrationStatusChange 1.1 (status postcopy-paused) travels only "
         "inside Migration 1.1, which agents read from the conductor's "
-        "answers (conductor API 1.2); compute messages carry Migration "
+        "answers (its records API); compute messages carry Migration "
         "1.0.",
 }
 

@@ -35,10 +35,22 @@ class ReleaseTableTest(base.TestCase):
         # The releases' tables and the history peers are capped from
         # agree, so that a peer is never sent what it refuses.
         for version, release in releases.RELEASES.items():
+            # The conductor's: its APIs per audience where it has them
+            # (release 2), else release 1's one API.
+            per_audience = {service_obj.api_version_for(version, key)
+                            for key in ('conductor_records_rpc',
+                                        'conductor_operations_rpc')}
+            conductor = per_audience.pop() if per_audience != {None} \
+                else service_obj.api_version_for(version, 'conductor_rpc')
+            self.assertEqual(set(), per_audience - {None})
             self.assertEqual(
                 (release.compute_api_version, release.conductor_api_version),
                 (service_obj.api_version_for(version, 'compute_rpc'),
-                 service_obj.api_version_for(version, 'conductor_rpc')))
+                 conductor))
+        # Every release serves release 1's conductor API, frozen at 1.1.
+        self.assertEqual({'1.1'}, {
+            service_obj.api_version_for(v, 'conductor_rpc')
+            for v in releases.RELEASES})
         # A newer peer is served what this release's newest serves.
         self.assertEqual(
             compute_rpcapi.ComputeAPI.VERSION,
@@ -49,7 +61,7 @@ class ReleaseTableTest(base.TestCase):
     def test_upgrade_levels_may_name_a_release(self):
         # As nova's VERSION_ALIASES: a release stands for its version.
         self.assertEqual(
-            ('1.0', '1.1', '1.1', '1.2'),
+            ('1.0', '1.1', '1.1', '2.0'),
             (NEW.compute_version_cap('release-1'),
              NEW.compute_version_cap('release-2'),
              NEW.conductor_version_cap('release-1'),
@@ -109,11 +121,12 @@ class ComputeVersionCapTest(base.TestCase):
 
 
 class ConductorVersionCapTest(base.TestCase):
-    """An old release never sends conductor API 1.2 (Migration 1.1)."""
+    """An old release never sends release 2's conductor APIs (2.0, with
+    Migration 1.1)."""
 
     scenarios = [
         ('old-uncapped', {'release': OLD, 'cap': None, 'expected': '1.1'}),
-        ('old-capped-higher', {'release': OLD, 'cap': '1.2',
+        ('old-capped-higher', {'release': OLD, 'cap': '2.0',
                                'expected': '1.1'}),
         ('old-capped-lower', {'release': OLD, 'cap': '1.0',
                               'expected': '1.0'}),

@@ -14,10 +14,10 @@ from numamig.compute import manager as compute_manager
 from numamig.compute import rpcapi as compute_rpcapi
 from numamig.compute import rpcapi_postcopy
 from numamig.conductor import manager as conductor_manager
+from numamig.conductor import records_manager
+from numamig.conductor import records_rpcapi
 from numamig.conductor import rpcapi as conductor_rpcapi
-from numamig.conductor import rpcapi_drain
-from numamig.conductor import rpcapi_hosts
-from numamig.conductor import rpcapi_runs
+from numamig.conductor import rpcclient
 from tests import base
 
 UUID = '9d0e1f2a-3b4c-4d5e-8f60-718293a4b5c6'
@@ -110,9 +110,11 @@ class EveryEndpointDeclaredTestCase(base.TestCase):
 
     def test_what_the_clients_call_is_declared_and_no_more(self):
         for manager_cls, rpcapi in (
+                # Each conductor API's client calls its own endpoint (and
+                # the ping every client sends through its link).
                 (conductor_manager.ConductorManager,
-                 (conductor_rpcapi, rpcapi_drain, rpcapi_hosts,
-                  rpcapi_runs)),
+                 (conductor_rpcapi, rpcclient)),
+                (records_manager.RecordManager, (records_rpcapi,)),
                 (compute_manager.ComputeManager,
                  (compute_rpcapi, rpcapi_postcopy))):
             called = _called_methods(rpcapi, manager_cls)
@@ -133,6 +135,7 @@ class EveryEndpointSaysWhatARepeatDoesTestCase(base.TestCase):
         silent = sorted(
             f'{manager_cls.__name__}.{name}'
             for manager_cls in (conductor_manager.ConductorManager,
+                                records_manager.RecordManager,
                                 compute_manager.ComputeManager)
             for name in _exposed(manager_cls)
             if 'Idempotent: a repeat' not in ' '.join(

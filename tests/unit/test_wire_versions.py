@@ -24,7 +24,7 @@ from oslo_versionedobjects import fixture as ovo_fixture
 from numamig import objects
 from numamig import releases
 from numamig.compute import rpcapi as compute_rpcapi
-from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor import records_rpcapi
 from numamig.objects import service as service_obj
 from tests import base
 from tests.fixtures import rpc as rpc_fixture
@@ -61,8 +61,8 @@ def bumped_cell_class():
 class Recorder:
     """An endpoint keeping what it was sent, at the API version given."""
 
-    def __init__(self, version, answer=None):
-        self.target = messaging.Target(version=version)
+    def __init__(self, version, answer=None, namespace=None):
+        self.target = messaging.Target(version=version, namespace=namespace)
         self.received = []
         self.answer = answer
 
@@ -144,20 +144,25 @@ class ComputeClientTest(BumpedObjectTestCase):
 
 
 class ConductorClientTest(BumpedObjectTestCase):
+    """The agents' records client: its namespace of release 2, or
+    release 1's API when capped there."""
 
     def api(self, version_cap=None):
-        return conductor_rpcapi.ConductorAPI(
+        return records_rpcapi.RecordAPI(
             self.rpc.transport, version_cap=version_cap, topic=self.topic,
             exchange=self.rpc.exchange, timeout=rpc_fixture.CALL_TIMEOUT,
             conductor_version=service_obj.SERVICE_VERSION)
 
     def place(self, api):
-        recorder = Recorder(conductor_rpcapi.ConductorAPI.VERSION)
-        self.rpc.start_server([recorder], self.topic)
+        records = Recorder(records_rpcapi.RecordAPI.VERSION,
+                           namespace='records')
+        release_1 = Recorder('1.1')
+        self.rpc.start_server([records, release_1], self.topic)
         inst = self.instance()
         api.instance_set_placement(self.rpc.context, inst.uuid, 'host1',
                                    inst.numa_topology)
-        return self.received_cell(recorder)
+        return self.received_cell(records if records.received
+                                  else release_1)
 
     def test_uncapped_client_sends_the_newest_version(self):
         cell = self.place(self.api())

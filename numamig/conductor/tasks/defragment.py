@@ -1,4 +1,4 @@
-"""A defragmentation carried out (API 1.13): a drain of another kind.
+"""A defragmentation carried out: a drain of another kind.
 
 ``host defragment --for SPECS --execute`` plans first
 (numamig.conductor.defragment.plan, a read that stays beside the drain

@@ -307,8 +307,9 @@ def _context_apply(world):
 
 def _apply_after_drop(world):
     migration, _ = world.claimed(world.guest())
-    world.api.migration_context_drop(world.ctxt, migration.instance_uuid,
-                                     migration.uuid)
+    world.agents.migration_context_drop(world.ctxt,
+                                        migration.instance_uuid,
+                                        migration.uuid)
     return _to('migration_context_apply',
                instance_uuid=migration.instance_uuid,
                migration_uuid=migration.uuid)

@@ -21,6 +21,7 @@ import testscenarios
 
 from numamig.compute import manager as compute_manager
 from numamig.conductor import manager as conductor_manager
+from numamig.conductor import records_manager
 from numamig.objects import base as obj_base
 from tests import base
 from tests.fixtures import deployment
@@ -31,14 +32,17 @@ from tests.functional.redelivery import world as world_mod
 load_tests = testscenarios.load_tests_apply_scenarios
 
 ROWS = rows_conductor.ROWS + rows_compute.ROWS
-MANAGERS = {'conductor': conductor_manager.ConductorManager,
-            'compute': compute_manager.ComputeManager}
+# The conductor's rows cover both its APIs' endpoints (the operators'
+# and the agents' records).
+MANAGERS = {'conductor': (conductor_manager.ConductorManager,
+                          records_manager.RecordManager),
+            'compute': (compute_manager.ComputeManager,)}
 
 
 def declared_methods():
     """'<api>.<method>' of every method the managers declare for RPC."""
-    return {f'{api}.{name}' for api, cls in MANAGERS.items()
-            for klass in cls.__mro__
+    return {f'{api}.{name}' for api, classes in MANAGERS.items()
+            for cls in classes for klass in cls.__mro__
             for name, member in vars(klass).items()
             if hasattr(member, 'wire_args')}
 

@@ -27,8 +27,9 @@ from numamig import embedded
 from numamig import objects
 from numamig import rpc
 from numamig.compute import rpcapi as compute_rpcapi
+from numamig.conductor import api_versions
 from numamig.conductor import records
-from numamig.conductor import rpcapi as conductor_rpcapi
+from numamig.conductor import records_manager
 from numamig.conductor.tasks import live_migrate
 from numamig.db import migrations
 from numamig.db import models
@@ -82,6 +83,8 @@ class World:
         self.transport = fixture.rpc.transport
         self.ctxt = self.dep.context
         self.api = self.dep.api
+        # An agent's client, for the records the agents write.
+        self.agents = self.dep.names.records_api(self.transport, timeout=30)
         self.worker = self.dep.conductor.manager.worker
         # Migrations left in progress on purpose (nothing drives them).
         self.parked = set()
@@ -211,12 +214,17 @@ class World:
 
     # -- delivery -------------------------------------------------------------
 
-    def client(self, to):
+    def client(self, to, method=None):
         if to == 'conductor':
+            # The agents' calls are the records API's, the rest the
+            # operators'; both served on the conductor topic.
+            api = api_versions.RECORDS if hasattr(
+                records_manager.RecordManager, method) \
+                else api_versions.OPERATIONS
             target = messaging.Target(
                 topic=self.dep.names.conductor_topic,
-                exchange=self.dep.names.exchange,
-                version=conductor_rpcapi.ConductorAPI.VERSION)
+                exchange=self.dep.names.exchange, namespace=api.namespace,
+                version=api.version)
         else:
             target = messaging.Target(
                 topic=self.dep.names.compute_topic, server=to,
@@ -229,7 +237,7 @@ class World:
 
         :returns: ('ok', answer) or ('error', the error's class name).
         """
-        client = self.client(delivery.to)
+        client = self.client(delivery.to, delivery.method)
         try:
             if delivery.cast:
                 handled = self._handled(delivery)

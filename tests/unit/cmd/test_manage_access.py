@@ -9,6 +9,7 @@ from numamig import exception
 from numamig import rpc
 from numamig import service
 from numamig.cmd.manage_commands import _access
+from numamig.conductor import api_versions
 from numamig.conf import CONF
 from numamig.objects import service as service_obj
 from tests import base
@@ -27,11 +28,14 @@ class ConductorClientTestCase(base.TestCase):
         # No conductor listens here: the ping is answered for it.
         self.useFixture(fixtures.MockPatch(
             'numamig.conductor.rpcapi.ConductorAPI.ping', autospec=True,
-            side_effect=lambda api, ctxt, timeout: api._learn(
+            side_effect=lambda api, ctxt, timeout: api.link.learn(
                 service_obj.SERVICE_VERSION)))
         client = _access.conductor(timeout=7)
         names = service.RPCNames.from_conf(CONF)
-        target = client.client.target
+        route = client.link.route(api_versions.OPERATIONS)
+        target = route.client.target
+        # The operators' API, in its namespace.
+        self.assertEqual('operations', target.namespace)
         self.assertEqual((names.conductor_topic, names.exchange),
                          (target.topic, target.exchange))
         self.assertEqual(7, client.timeout)

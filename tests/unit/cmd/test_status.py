@@ -156,8 +156,11 @@ class UpgradeLevelsTestCase(cli_base.CLITestCase):
                                    'code': 0, 'fragment': 'no cap'}),
         ('cap_not_a_version', {'caps': {'compute': 'newton'}, 'code': 2,
                                'fragment': "'newton' is not a version"}),
-        ('conductor_wrong_major', {'caps': {'conductor': '2.0'}, 'code': 2,
-                                   'fragment': "conductor = '2.0'"}),
+        ('conductor_not_a_version', {'caps': {'conductor': '1.2'},
+                                     'code': 2,
+                                     'fragment': "conductor = '1.2'"}),
+        ('conductor_release_2', {'caps': {'conductor': '2.0'}, 'code': 0,
+                                 'fragment': 'no cap'}),
     ]
 
     def test_cap(self):

@@ -46,7 +46,7 @@ class SourceTest(base.TestCase):
         with self.assertLogs('numamig.compute.migration_threads',
                              'INFO') as logs:
             threads.report({'host': 'x'})
-        self.assertIn('API 1.16 capped', logs.output[-1])
+        self.assertIn("release 1's API", logs.output[-1])
 
 
 class DestinationTest(base.TestCase):
