@@ -24,6 +24,7 @@ import amqp
 import oslo_messaging as messaging
 
 from numamig.conf import CONF
+from numamig.conf import opts as conf_opts
 from tests.fixtures import rpc as rpc_fixture
 from tests.fixtures import tls_broker
 from tests.functional import test_multiprocess
@@ -83,7 +84,12 @@ class TLSBrokerTest(test_multiprocess.MultiProcessTestBase):
 
     def _client_tls(self, client):
         """This process's transport logs in with ``client``'s
-        certificate (the options exist once the driver's are known)."""
+        certificate (the options exist once the driver's are known).
+
+        numamig's defaults for the driver's options first: the options
+        registered here are copies, and the driver registering its own
+        later with other defaults would be a duplicate."""
+        conf_opts.update_library_defaults()
         for group, opts in messaging.opts.list_opts():
             if group == 'oslo_messaging_rabbit':
                 CONF.register_opts(opts, group=group)
