@@ -28,11 +28,13 @@ to the baseline's median.
 
 Targets (issue 43): a read within 8x the baseline, ``migration start``
 within 10x; the daemons have none (reported). The bench exits 1 naming
-the targets it measured missed (``--no-fail``: report only). For
-reference the bench also times bare imports of SQLAlchemy and
-oslo.messaging: a read cannot be faster than the database library it
-uses, nor ``migration start`` than the messaging library. Every daemon
-is killed at the end, on error too.
+the targets it measured missed (``--no-fail``: report only); a target is
+met when both the ratio of the medians and the median of the rounds'
+paired ratios are within it. For reference the bench also times bare
+imports of SQLAlchemy and of oslo.messaging with its RabbitMQ driver: a
+read cannot be faster than the database library it uses, nor
+``migration start`` than the messaging library. Every daemon is killed
+at the end, on error too.
 """
 
 # This process talks to the daemons over oslo.messaging; like them it
@@ -84,10 +86,21 @@ def help_commands():
 
 
 def reference_imports():
-    """(label, argv): the libraries a read and a start cannot avoid."""
-    return [(f'(ref) import {name}', [sys.executable, '-c',
-                                      f'import {name}'])
-            for name in ('sqlalchemy', 'oslo_messaging')]
+    """(label, argv): the libraries a read and a start cannot avoid,
+    imported as the command lines import them.
+
+    oslo_messaging is imported after ``_backend.for_command_line()``, as
+    ``numamig-manage`` does: a bare ``import oslo_messaging`` makes
+    oslo.service load its default eventlet backend (eventlet and
+    dnspython, 3-4x the library itself), which no numamig process loads.
+    """
+    prepared = ('from numamig import _backend; '
+                '_backend.for_command_line(); ')
+    return [('(ref) import sqlalchemy',
+             [sys.executable, '-c', 'import sqlalchemy']),
+            ('(ref) import oslo_messaging + rabbit driver',
+             [sys.executable, '-c', prepared +
+              'from oslo_messaging._drivers import impl_rabbit'])]
 
 
 def run_once(argv, ok=(0,)):
@@ -323,22 +336,46 @@ def report(times, targets=None):
     return report_and_misses(times, targets)[0]
 
 
+def paired_ratios(times, label):
+    """Each round's time of ``label`` over that round's baseline, or
+    None where the two were not measured once per round each."""
+    values, base = times[label], times[BASELINE]
+    if label == BASELINE or len(values) != len(base):
+        return None
+    return [value / b for value, b in zip(values, base, strict=True)]
+
+
 def report_and_misses(times, targets=None):
-    """``report``'s lines, and the labels of the targets not met."""
+    """``report``'s lines, and the labels of the targets not met.
+
+    Two summaries of the same rounds, as bench_real_migration prints:
+    the ratio of the medians (p50/python) and the median of each round's
+    ratio to the baseline of its own round (paired: load that falls on
+    one round falls on both of its figures). A target is met when both
+    are within it.
+    """
     base = statistics.median(times[BASELINE])
-    lines = [f"{'command':<40} {'p50':>8} {'p95':>8} {'p50/python':>11}"]
+    lines = [f"{'command':<40} {'p50':>8} {'p95':>8} {'p50/python':>11} "
+             f"{'paired':>7}"]
     for label, values in times.items():
         p50 = statistics.median(values)
+        paired = paired_ratios(times, label)
         lines.append(f"{label:<40} {p50 * 1000:6.0f}ms "
                      f"{percentile(values, 0.95) * 1000:6.0f}ms "
-                     f"{p50 / base:10.1f}x")
+                     f"{p50 / base:10.1f}x "
+                     + (f"{statistics.median(paired):6.1f}x" if paired
+                        else f"{'':>7}"))
     misses = []
     for label, most in (targets or {}).items():
         ratio = statistics.median(times[label]) / base
+        paired = paired_ratios(times, label)
+        worst = max(ratio, statistics.median(paired)) if paired else ratio
         lines.append(f"target: {label} p50 within {most:g}x of "
-                     f"{BASELINE}: {ratio:.1f}x, "
-                     f"{'met' if ratio <= most else 'NOT met'}")
-        if ratio > most:
+                     f"{BASELINE}: {ratio:.1f}x"
+                     + (f" (paired {statistics.median(paired):.1f}x)"
+                        if paired else "")
+                     + f", {'met' if worst <= most else 'NOT met'}")
+        if worst > most:
             misses.append(label)
     return lines, misses
 
