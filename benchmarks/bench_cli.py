@@ -247,24 +247,37 @@ class Deployment:
             uuid=uuidutils.generate_uuid(), name='bench-cli', project_id='x',
             vcpus=2, memory_mb=1024,
             extra_specs={'hw:cpu_policy': 'dedicated'}), host)
-        return instance.uuid, host
+        return instance.uuid, instance.host or host
 
-    def settle(self, instance_uuid):
-        """Wait (untimed) for the instance's migrations to end; return
-        the newest migration's UUID and the instance's host."""
+    def settle(self, instance_uuid, count):
+        """Wait (untimed) until the instance has ``count`` migrations and
+        all of them ended; return the newest one's UUID and the host the
+        instance is on.
+
+        Counted, not the newest by creation time alone: two migrations
+        recorded within the same second would tie, and the older one,
+        ended already, would be taken for the one just started.
+        """
         from numamig.objects import fields
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while time.monotonic() < deadline:
             found = self.api.migration_get_all(self.context,
                                                instance_uuid=instance_uuid)
-            newest = max(found, key=lambda m: m.created_at)
-            if newest.status in fields.MigrationStatus.SETTLED:
-                if newest.status != fields.MigrationStatus.COMPLETED:
-                    raise RuntimeError(f"migration {newest.uuid} ended "
-                                       f"{newest.status}: {newest.error}")
-                return newest.uuid, newest.dest_host
+            if len(found) >= count and all(
+                    m.status in fields.MigrationStatus.SETTLED
+                    for m in found):
+                failed = [m for m in found
+                          if m.status != fields.MigrationStatus.COMPLETED]
+                if failed:
+                    raise RuntimeError(f"migration {failed[0].uuid} ended "
+                                       f"{failed[0].status}: "
+                                       f"{failed[0].error}")
+                (instance,) = [i for i in self.api.instance_get_all(
+                    self.context) if i.uuid == instance_uuid]
+                newest = max(found, key=lambda m: m.created_at)
+                return newest.uuid, instance.host
             time.sleep(0.05)
-        raise RuntimeError(f"migration of {instance_uuid} did not end in "
+        raise RuntimeError(f"migrations of {instance_uuid} did not end in "
                            f"{SETTLE_TIMEOUT_S} s")
 
     def _kill_all(self):
@@ -298,21 +311,21 @@ def measure_services(dep, runs):
     # One untimed move first, so that there is a migration to show.
     run_once(manage + ['migration', 'start', instance, '--host',
                        others[host]])
-    migration, host = dep.settle(instance)
+    migration, host = dep.settle(instance, 1)
     reads = [('host list', ['host', 'list']),
              ('migration list', ['migration', 'list']),
              ('migration show', ['migration', 'show', migration])]
     for _label, argv in reads:
         run_once(manage + argv)
     times = {BASELINE: []}
-    for _ in range(runs):
+    for done in range(runs):
         times[BASELINE].append(baseline())
         for label, argv in reads:
             times.setdefault(label, []).append(run_once(manage + argv))
         times.setdefault('migration start (until recorded)', []).append(
             run_once(manage + ['migration', 'start', instance, '--host',
                                others[host]]))
-        _migration, host = dep.settle(instance)
+        _migration, host = dep.settle(instance, done + 2)
     return times
 
 
