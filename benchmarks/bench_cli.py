@@ -28,11 +28,13 @@ to the baseline's median.
 
 Targets (issue 43): a read within 8x the baseline, ``migration start``
 within 10x; the daemons have none (reported). The bench exits 1 naming
-the targets it measured missed (``--no-fail``: report only). For
-reference the bench also times bare imports of SQLAlchemy and
-oslo.messaging: a read cannot be faster than the database library it
-uses, nor ``migration start`` than the messaging library. Every daemon
-is killed at the end, on error too.
+the targets it measured missed (``--no-fail``: report only); a target is
+met when both the ratio of the medians and the median of the rounds'
+paired ratios are within it. For reference the bench also times bare
+imports of SQLAlchemy and of oslo.messaging with its RabbitMQ driver: a
+read cannot be faster than the database library it uses, nor
+``migration start`` than the messaging library. Every daemon is killed
+at the end, on error too.
 """
 
 # This process talks to the daemons over oslo.messaging; like them it
@@ -84,10 +86,21 @@ def help_commands():
 
 
 def reference_imports():
-    """(label, argv): the libraries a read and a start cannot avoid."""
-    return [(f'(ref) import {name}', [sys.executable, '-c',
-                                      f'import {name}'])
-            for name in ('sqlalchemy', 'oslo_messaging')]
+    """(label, argv): the libraries a read and a start cannot avoid,
+    imported as the command lines import them.
+
+    oslo_messaging is imported after ``_backend.for_command_line()``, as
+    ``numamig-manage`` does: a bare ``import oslo_messaging`` makes
+    oslo.service load its default eventlet backend (eventlet and
+    dnspython, 3-4x the library itself), which no numamig process loads.
+    """
+    prepared = ('from numamig import _backend; '
+                '_backend.for_command_line(); ')
+    return [('(ref) import sqlalchemy',
+             [sys.executable, '-c', 'import sqlalchemy']),
+            ('(ref) import oslo_messaging + rabbit driver',
+             [sys.executable, '-c', prepared +
+              'from oslo_messaging._drivers import impl_rabbit'])]
 
 
 def run_once(argv, ok=(0,)):
@@ -234,24 +247,37 @@ class Deployment:
             uuid=uuidutils.generate_uuid(), name='bench-cli', project_id='x',
             vcpus=2, memory_mb=1024,
             extra_specs={'hw:cpu_policy': 'dedicated'}), host)
-        return instance.uuid, host
+        return instance.uuid, instance.host or host
 
-    def settle(self, instance_uuid):
-        """Wait (untimed) for the instance's migrations to end; return
-        the newest migration's UUID and the instance's host."""
+    def settle(self, instance_uuid, count):
+        """Wait (untimed) until the instance has ``count`` migrations and
+        all of them ended; return the newest one's UUID and the host the
+        instance is on.
+
+        Counted, not the newest by creation time alone: two migrations
+        recorded within the same second would tie, and the older one,
+        ended already, would be taken for the one just started.
+        """
         from numamig.objects import fields
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while time.monotonic() < deadline:
             found = self.api.migration_get_all(self.context,
                                                instance_uuid=instance_uuid)
-            newest = max(found, key=lambda m: m.created_at)
-            if newest.status in fields.MigrationStatus.SETTLED:
-                if newest.status != fields.MigrationStatus.COMPLETED:
-                    raise RuntimeError(f"migration {newest.uuid} ended "
-                                       f"{newest.status}: {newest.error}")
-                return newest.uuid, newest.dest_host
+            if len(found) >= count and all(
+                    m.status in fields.MigrationStatus.SETTLED
+                    for m in found):
+                failed = [m for m in found
+                          if m.status != fields.MigrationStatus.COMPLETED]
+                if failed:
+                    raise RuntimeError(f"migration {failed[0].uuid} ended "
+                                       f"{failed[0].status}: "
+                                       f"{failed[0].error}")
+                (instance,) = [i for i in self.api.instance_get_all(
+                    self.context) if i.uuid == instance_uuid]
+                newest = max(found, key=lambda m: m.created_at)
+                return newest.uuid, instance.host
             time.sleep(0.05)
-        raise RuntimeError(f"migration of {instance_uuid} did not end in "
+        raise RuntimeError(f"migrations of {instance_uuid} did not end in "
                            f"{SETTLE_TIMEOUT_S} s")
 
     def _kill_all(self):
@@ -285,21 +311,21 @@ def measure_services(dep, runs):
     # One untimed move first, so that there is a migration to show.
     run_once(manage + ['migration', 'start', instance, '--host',
                        others[host]])
-    migration, host = dep.settle(instance)
+    migration, host = dep.settle(instance, 1)
     reads = [('host list', ['host', 'list']),
              ('migration list', ['migration', 'list']),
              ('migration show', ['migration', 'show', migration])]
     for _label, argv in reads:
         run_once(manage + argv)
     times = {BASELINE: []}
-    for _ in range(runs):
+    for done in range(runs):
         times[BASELINE].append(baseline())
         for label, argv in reads:
             times.setdefault(label, []).append(run_once(manage + argv))
         times.setdefault('migration start (until recorded)', []).append(
             run_once(manage + ['migration', 'start', instance, '--host',
                                others[host]]))
-        _migration, host = dep.settle(instance)
+        _migration, host = dep.settle(instance, done + 2)
     return times
 
 
@@ -323,22 +349,46 @@ def report(times, targets=None):
     return report_and_misses(times, targets)[0]
 
 
+def paired_ratios(times, label):
+    """Each round's time of ``label`` over that round's baseline, or
+    None where the two were not measured once per round each."""
+    values, base = times[label], times[BASELINE]
+    if label == BASELINE or len(values) != len(base):
+        return None
+    return [value / b for value, b in zip(values, base, strict=True)]
+
+
 def report_and_misses(times, targets=None):
-    """``report``'s lines, and the labels of the targets not met."""
+    """``report``'s lines, and the labels of the targets not met.
+
+    Two summaries of the same rounds, as bench_real_migration prints:
+    the ratio of the medians (p50/python) and the median of each round's
+    ratio to the baseline of its own round (paired: load that falls on
+    one round falls on both of its figures). A target is met when both
+    are within it.
+    """
     base = statistics.median(times[BASELINE])
-    lines = [f"{'command':<40} {'p50':>8} {'p95':>8} {'p50/python':>11}"]
+    lines = [f"{'command':<40} {'p50':>8} {'p95':>8} {'p50/python':>11} "
+             f"{'paired':>7}"]
     for label, values in times.items():
         p50 = statistics.median(values)
+        paired = paired_ratios(times, label)
         lines.append(f"{label:<40} {p50 * 1000:6.0f}ms "
                      f"{percentile(values, 0.95) * 1000:6.0f}ms "
-                     f"{p50 / base:10.1f}x")
+                     f"{p50 / base:10.1f}x "
+                     + (f"{statistics.median(paired):6.1f}x" if paired
+                        else f"{'':>7}"))
     misses = []
     for label, most in (targets or {}).items():
         ratio = statistics.median(times[label]) / base
+        paired = paired_ratios(times, label)
+        worst = max(ratio, statistics.median(paired)) if paired else ratio
         lines.append(f"target: {label} p50 within {most:g}x of "
-                     f"{BASELINE}: {ratio:.1f}x, "
-                     f"{'met' if ratio <= most else 'NOT met'}")
-        if ratio > most:
+                     f"{BASELINE}: {ratio:.1f}x"
+                     + (f" (paired {statistics.median(paired):.1f}x)"
+                        if paired else "")
+                     + f", {'met' if worst <= most else 'NOT met'}")
+        if worst > most:
             misses.append(label)
     return lines, misses
 

@@ -120,3 +120,85 @@ class CommandLineTestCase(base.TestCase):
             _backend.hide_eventlet()
         ''')
         self.assertTrue(found['eventlet'])
+
+
+# Whether a module deferred by _backend.defer has run yet (a deferred
+# one is a LazyLoader module until first used).
+LOADED = textwrap.dedent('''
+    import types
+    def ran(name):
+        module = sys.modules.get(name)
+        return module is not None and type(module) is types.ModuleType
+''')
+
+
+class DeferTestCase(base.TestCase):
+    """_backend.defer and without_yaml: a command line does not pay for
+    what a library does at import time for features it never uses."""
+
+    def test_command_line_defers_strutils_until_used(self):
+        found = run_probe('''
+            import sys
+            from numamig import _backend
+            _backend.for_command_line()
+            from oslo_versionedobjects import fields
+            before = ran('oslo_utils.strutils')
+            # Used: loaded then, and works as ever.
+            parsed = fields.FlexibleBoolean().coerce(None, 'b', 'yes')
+            extra = {'before': before, 'parsed': parsed,
+                     'after': ran('oslo_utils.strutils')}
+        ''')
+        self.assertEqual({'before': False, 'parsed': True, 'after': True},
+                         found)
+
+    def test_a_module_loaded_already_stays(self):
+        found = run_probe('''
+            import sys
+            from oslo_utils import strutils
+            from numamig import _backend
+            _backend.defer('oslo_utils.strutils')
+            extra = {'same': sys.modules['oslo_utils.strutils'] is strutils,
+                     'ran': ran('oslo_utils.strutils')}
+        ''')
+        self.assertEqual({'same': True, 'ran': True}, found)
+
+    def test_kombu_without_yaml(self):
+        found = run_probe('''
+            import sys
+            from numamig import _backend
+            with _backend.without_yaml():
+                from kombu import serialization
+            during = 'yaml' in sys.modules and sys.modules['yaml'] is not None
+            body = serialization.dumps({'a': 1}, serializer='json')
+            import yaml
+            extra = {'during': during, 'json': body[2],
+                     'yaml_after': yaml.safe_load('a: 1')}
+        ''')
+        self.assertEqual({'during': False, 'json': '{"a": 1}',
+                          'yaml_after': {'a': 1}}, found)
+
+    def test_yaml_loaded_already_stays(self):
+        found = run_probe('''
+            import sys
+            import yaml
+            from numamig import _backend
+            with _backend.without_yaml():
+                import kombu.serialization
+            extra = {'same': sys.modules['yaml'] is yaml}
+        ''')
+        self.assertEqual({'same': True}, found)
+
+
+def run_probe(code):
+    """Run ``code`` (which sets ``extra``) in a new interpreter; return
+    ``extra``."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    script = LOADED + textwrap.dedent(code) + '\nimport json\n' \
+        'print(json.dumps(extra))\n'
+    done = subprocess.run([sys.executable, '-c', script], env=env,
+                          capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    if done.returncode != 0:
+        raise AssertionError(f"probe failed ({done.returncode}): "
+                             f"{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

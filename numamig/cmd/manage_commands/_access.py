@@ -65,10 +65,14 @@ def conductor(timeout=CALL_TIMEOUT):
     for the services (a unit test keeps the two equal): numamig.service
     itself loads every manager and is too slow to import for one call.
     """
+    from numamig import _backend
     from numamig import broker
-    from numamig import rpc
-    from numamig.conductor import rpcapi
-    transport = rpc.get_transport(CONF)
+    with _backend.without_yaml():
+        # kombu, loaded with the rabbit driver, would load PyYAML for
+        # nothing (_backend.without_yaml).
+        from numamig import rpc
+        from numamig.conductor import rpcapi
+        transport = rpc.get_transport(CONF)
     url = rpc.transport_url(CONF)
     broker.check_reachable(url, CONF.cli_broker_retries)
     if url.transport in ('rabbit', 'kombu'):

@@ -160,3 +160,51 @@ class StaticListsTestCase(base.TestCase):
     def test_status_choices_are_the_enums(self):
         # migration list --status is built without the object registry.
         self.assertEqual(fields.MigrationStatus.ALL, migration_cmd.STATUSES)
+
+
+class SendingImportsTestCase(base.TestCase):
+    """What ``migration start`` loads to send its request and print the
+    answer, less what it defers: oslo_utils.strutils (its ~300 regular
+    expressions, the command's costliest import) is not run, and kombu
+    does not load PyYAML (issue 43)."""
+
+    def test_start_runs_neither_strutils_nor_yaml(self):
+        code = textwrap.dedent("""
+            import datetime, types
+            from numamig import exception
+            from numamig.cmd.manage_commands import _access
+            from numamig.cmd.manage_commands import migration as cmd
+            from numamig.conf import CONF
+            CONF(['--config-file', CONFIG], project='numamig',
+                 default_config_files=[])
+            try:
+                _access.conductor()   # loads the client, the driver
+            except exception.BrokerUnreachable:
+                pass
+            # The answer, as the serializer hands it to the command.
+            from numamig import context, objects, rpc
+            ctxt = context.get_admin_context()
+            serializer = rpc.get_serializer()
+            sent = objects.Migration(
+                uuid='2b1e5d1e-3a4f-4e0a-9d5c-6f7a8b9c0d1e',
+                instance_uuid='7d3c1a7e-0c6c-4b8e-9f64-2d2a4a1b0c11',
+                source_host='a', status='accepted', priority=0,
+                created_at=datetime.datetime(2026, 1, 1,
+                                             tzinfo=datetime.timezone.utc))
+            answer = serializer.deserialize_entity(
+                ctxt, serializer.serialize_entity(ctxt, sent))
+            assert cmd._view(answer)['status'] == 'accepted'
+            strutils = sys.modules.get('oslo_utils.strutils')
+            assert strutils is not None and \\
+                type(strutils) is not types.ModuleType, 'strutils ran'
+            assert sys.modules.get('yaml') is None, 'PyYAML loaded'
+        """)
+        path = self.useFixture(fixtures.TempDir()).path
+        config = os.path.join(path, 'numamig.conf')
+        with open(config, 'w') as handle:
+            handle.write("[DEFAULT]\ntransport_url = "
+                         "rabbit://guest:guest@127.0.0.1:1/\n"
+                         "cli_broker_retries = 0\n")
+        loaded = loaded_after(f'CONFIG = {config!r}\n' + code)
+        # Sending loads the client and the driver, nothing else of HEAVY.
+        self.assertEqual(set(OBJECTS) | {'kombu'}, loaded)
