@@ -55,7 +55,8 @@ class FromConfTest(base.TestCase):
             'virtio_mem': (16, 17, True, 18, 19),
             'migration_workers': 5, 'database_outage_wait': 13,
             'migration_watchers': 6, 'drain_replan_attempts': 1,
-            'report_writers': 21, 'defragment_verify_timeout': 14, 'scheduler_strategy': 'pack',
+            'report_writers': 21, 'defragment_verify_timeout': 14,
+            'scheduler_strategy': 'pack',
             'cell_strategy': 'pack', 'max_candidates': 20,
             'sweep_interval': 15, 'compute_version_cap': '1.2'}, made)
 
