@@ -78,11 +78,16 @@ class LibvirtHost:
         namespace before libvirtd starts (a nested host mounts its own
         hugetlbfs instances there, so that two daemons' per-domain page
         directories never collide).
+    :param netns: a network namespace (``ip netns`` name) the daemon and
+        its QEMU run in, so that migrations into this host cross the
+        link into that namespace (numamig_ci.shaped_link); None: the
+        caller's. The unix socket of ``uri`` is a file, reachable from
+        every namespace.
     """
 
     def __init__(self, name, root, cache_root=CACHE_ROOT, before_start=None,
                  port=None, migration_port_min=None, listen_addr='127.0.0.1',
-                 namespace_setup=()):
+                 namespace_setup=(), netns=None):
         self.name = name
         # Called with the host's directory once its configuration is
         # written, before libvirtd starts: libvirtd runs only the hooks
@@ -94,6 +99,7 @@ class LibvirtHost:
         self.migration_port_min = migration_port_min or free_port()
         self.listen_addr = listen_addr
         self.namespace_setup = tuple(namespace_setup)
+        self.netns = netns
         self.host_uuid = str(uuid.uuid4())
         self.pid = None
         self._proc = None
@@ -169,10 +175,12 @@ class LibvirtHost:
         script = (f'hostname {self.name} && {mounts} && exec libvirtd '
                   f'--listen --pid-file /run/libvirt/libvirtd-numamig.pid')
         self._out = open(os.path.join(self.directory, 'daemon.out'), 'wb')
-        # unshare and sh both exec, so the recorded pid is libvirtd's.
+        # ip netns exec, unshare and sh all exec, so the recorded pid is
+        # libvirtd's.
+        netns = ['ip', 'netns', 'exec', self.netns] if self.netns else []
         proc = subprocess.Popen(
-            ['unshare', '--mount', '--uts', '--propagation', 'private',
-             '--', '/bin/sh', '-c', script],
+            netns + ['unshare', '--mount', '--uts', '--propagation',
+                     'private', '--', '/bin/sh', '-c', script],
             stdout=self._out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
         self.pid = proc.pid
@@ -398,6 +406,80 @@ def dirtying_kernel(top_mib=96):
         0xEB, 0xE8,                           #        jmp start
     ])
     return header + code
+
+
+# The drain guest (drain_kernel), assembled from this source (GNU as,
+# --32; LOAD 0x100000, IDT 0x80000), header first:
+#
+#   start: cli; mov $0x200000,%edi
+#   fill:  mov %edi,(%edi); add $0x1000,%edi; cmp $TOP,%edi; jb fill
+#          mov $PAGES,%esi; test %esi,%esi; jz idle
+#          (every IDT vector -> handler; lidt idtr)
+#          PIT channel 0 mode 2 (out $0x34,0x43), divisor DIVISOR
+#          PIC: unmask IRQ0 only (0x21 <- 0xfe, 0xa1 <- 0xff)
+#          mov $0x200000,%edi; sti
+#   tick:  hlt; mov %esi,%ecx
+#   dirty: incl (%edi); add $0x1000,%edi; cmp $WS_END,%edi; jb next
+#          mov $0x200000,%edi
+#   next:  loop dirty; jmp tick
+#   idle:  hlt; jmp idle
+#   handler: push %eax; mov $0x20,%al; out %al,$0x20; pop %eax; iret
+#   idtr:  .word 2047; .long 0x80000
+_DRAIN_CODE = bytes.fromhex(
+    'fabf00002000893f81c70010000081ff0000e00772f0be0000000085f67478b8'
+    'ba00100089c225ffff000031db668ccbc1e31009d881e20000ffff81ca008e00'
+    '00bf00000800b90001000089078957048 3c708e2f60f011dc4001000b034e643'
+    .replace(' ', '') +
+    'b99c2e000088c8e64088e8e640b0fee621b0ffe6a1bf00002000fbf489f1ff07'
+    '81c70010000081ff00002002720 5bf00002000e2e9ebe4f4ebfd50b020e62058'
+    .replace(' ', '') +
+    'cf8d7600ff0700000800')
+# Offsets of the patched immediates in _DRAIN_CODE.
+_TOP, _PAGES, _DIVISOR, _WS_END = 0x10, 0x17, 0x61, 0x88
+PIT_HZ = 1193182
+
+
+def drain_kernel(top_mib, dirty_mib_s=0.0, working_set_mib=0, hz=100):
+    """Return a multiboot kernel whose guest memory is really written.
+
+    It writes one word (its own address) into every 4 KiB page from
+    2 MiB to ``top_mib`` MiB once, so that no page of that range is a
+    zero page QEMU sends as a flag: a migration must carry it all. Then,
+    with ``dirty_mib_s`` 0, it halts with interrupts off (an idle guest:
+    no CPU, no page written again). Otherwise it programs the PIT to
+    ``hz`` ticks per second and, at each tick, rewrites the next pages of
+    the first ``working_set_mib`` MiB above 2 MiB, round and round: a
+    set dirty rate paced by the guest's own clock, which holds while
+    the guest gets CPU at all (it sleeps in ``hlt`` between ticks, so it
+    takes little; TCG slows only if the host starves it).
+
+    :returns: (kernel bytes, the dirty rate it writes in MiB/s: whole
+        pages per tick, so ``dirty_mib_s`` rounded).
+    :raises ValueError: a range outside 3-4095 MiB, a working set
+        larger than the written range, or a rate without a working set.
+    """
+    if not 3 <= top_mib <= 4095:
+        raise ValueError(f"the written range ends at 3-4095 MiB, not "
+                         f"{top_mib}")
+    if dirty_mib_s < 0 or working_set_mib < 0 or not 18 < hz <= 10000:
+        raise ValueError("dirty rate and working set are >= 0, hz 19-10000")
+    pages = round(dirty_mib_s * 256 / hz)
+    if dirty_mib_s and pages < 1:
+        raise ValueError(f"{dirty_mib_s} MiB/s is under one page per tick "
+                         f"at {hz} Hz")
+    if pages and not 1 <= working_set_mib <= top_mib - 2:
+        raise ValueError(f"a working set of 1-{top_mib - 2} MiB is needed "
+                         f"to dirty, not {working_set_mib}")
+    magic, flags = 0x1BADB002, 0x00010000
+    load = 0x100000
+    header = struct.pack('<8I', magic, flags, (-(magic + flags)) & 0xFFFFFFFF,
+                         load, load, 0, 0, load + 32)
+    code = bytearray(_DRAIN_CODE)
+    struct.pack_into('<I', code, _TOP, top_mib << 20)
+    struct.pack_into('<I', code, _PAGES, pages)
+    struct.pack_into('<I', code, _DIVISOR, round(PIT_HZ / hz))
+    struct.pack_into('<I', code, _WS_END, (2 + working_set_mib) << 20)
+    return header + bytes(code), pages * hz / 256
 
 
 def _accepting(path):

@@ -1,0 +1,549 @@
+"""Real tier: drain a host through a shaped link, against the link bound.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_drain_real.py \
+        [--guests 5] [--memory 128] [--link 32] [--rounds 2]
+        [--dirty 2,6] [--working-set 32] [--scenarios idle,mixed]
+        [--strategies numamig,serial,all]
+
+Needs root, libvirtd, QEMU, ``ip`` and ``tc``; without them it prints one
+``SKIP real tier: <why>`` line and exits 0. Bad arguments: exit 2.
+
+The machine: a source libvirtd host in this network namespace and two
+destination hosts in a namespace of their own, joined by a veth pair
+whose source end is shaped with tc's token bucket to ``--link`` MiB/s
+(numamig_ci.shaped_link): every migration stream of the drain crosses
+that one link, as a real host's streams share its NIC. The guests are
+``--memory`` MiB 1-vCPU TCG guests pinned on the source's pCPUs 0-1,
+running numamig_ci.libvirt_hosts.drain_kernel: their memory from 2 MiB
+up is really written (no zero page QEMU could skip), then they either
+halt (idle) or rewrite their first ``--working-set`` MiB at a set rate
+paced by their own PIT (``--dirty``: one rate per dirtying guest).
+
+Scenarios: ``idle`` (every guest idle) and ``mixed`` (the ``--dirty``
+guests dirty, the rest idle). Strategies, each migration through
+numamig's libvirt driver exactly as an agent calls it (``live_migrate``,
+the shipped [libvirt] policy and settings, no bandwidth cap: the link
+shapes):
+
+* ``numamig``: the drain as shipped: ``[conductor] drain_parallel``
+  moves at once, moves into one destination one after another in the
+  plan's order (numamig.db.drains.start_moves); the plan alternates the
+  two destinations;
+* ``serial``: one move at a time (Nova's ``host-evacuate-live`` way);
+* ``all``: every move at once.
+
+Each round runs every scenario under every strategy, the strategies'
+order rotating between rounds so drift falls on each. Per run it prints
+the total time, the physical bound, their ratio, and per guest its total
+time, downtime, bytes sent again and what ended its migration.
+
+The bound: the bytes that must cross (per guest, what a migration of the
+written guest sends when nothing dirties: measured once, link unshaped,
+from libvirt's job statistics) over the link's rate. Also printed: the
+bound of the bytes actually sent, and the TCP payload rate the link
+gives (goodput, ~3 % under the rate: packet headers). ``sent again`` is
+a guest's bytes sent beyond what must cross. Bottleneck: the unshaped
+calibration says how fast this machine's CPU moves a guest; during each
+run the link's achieved rate and the machine's idle CPU are sampled.
+
+Targets (issue 38), on the ``numamig`` strategy's median: an idle drain
+within 1.15x of the bound, a mixed drain within 1.4x, no guest's
+downtime above its policy's limit, never slower than ``serial`` (5 %
+noise allowed). A missed target prints ``MISS: why`` and the run exits 1.
+"""
+
+import argparse
+import collections
+import dataclasses
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+from numamig import exception
+from numamig import objects
+from numamig.conf import CONF
+from numamig.virt.libvirt import driver
+from numamig.virt.libvirt import settings as lv_settings
+from numamig_ci import libvirt_hosts
+from numamig_ci import shaped_link
+
+MIB = 1024 * 1024
+IDLE_TARGET, MIXED_TARGET, SERIAL_NOISE = 1.15, 1.4, 1.05
+STRATEGIES = ('numamig', 'serial', 'all')
+SCENARIOS = ('idle', 'mixed')
+DESTINATIONS = ('dst-a', 'dst-b')
+# Ports inside the destinations' own namespace: nothing else listens
+# there, so fixed ones cannot collide.
+DEST_PORTS = {'dst-a': (16509, 49200), 'dst-b': (16510, 49300)}
+WRITE_WAIT_S = 60
+RUN_LIMIT_S = 900
+SAMPLE_S = 0.2
+
+
+def uuid_of(index):
+    return f'5a1e0000-d7a1-4000-8000-{os.getpid() % 10**8:08d}{index:04d}'
+
+
+def placement(pcpu, memory_mb):
+    cell = objects.InstanceNUMACell(
+        id=0, host_cell=0, cpuset=set(), pcpuset={0}, cpu_pinning={0: pcpu},
+        memory_mb=memory_mb, cpu_policy='dedicated')
+    return objects.InstanceNUMATopology(cells=[cell])
+
+
+@dataclasses.dataclass
+class Guest:
+    index: int
+    dirty_mib_s: float      # as written by its kernel (0: idle)
+    kernel: str
+
+    @property
+    def uuid(self):
+        return uuid_of(self.index)
+
+    @property
+    def name(self):
+        return f'drain-{self.index}'
+
+    @property
+    def pcpu(self):
+        return self.index % 2
+
+
+class Machine:
+    """The shaped link, the source and destination hosts, drivers."""
+
+    def __init__(self, root, args):
+        self.root, self.args = root, args
+        self.link = shaped_link.ShapedLink(f'{os.getpid() % 10**8}',
+                                           args.link)
+        self.hosts = {}
+        self.drivers = {}
+
+    def start(self):
+        self.link.up()
+        self.hosts['src'] = libvirt_hosts.LibvirtHost('src', self.root)
+        for name in DESTINATIONS:
+            port, mig = DEST_PORTS[name]
+            self.hosts[name] = libvirt_hosts.LibvirtHost(
+                name, self.root, port=port, migration_port_min=mig,
+                listen_addr=self.link.inner_addr, netns=self.link.netns)
+        for host in self.hosts.values():
+            host.start()
+        for name, host in self.hosts.items():
+            addr = '127.0.0.1' if name == 'src' else self.link.inner_addr
+            self.drivers[name] = self._driver(name, host, addr)
+
+    def _driver(self, name, host, addr):
+        migration = dataclasses.replace(
+            lv_settings.migration_from_conf(CONF.libvirt),
+            inbound_addr=addr, libvirtd_port=host.port,
+            progress_interval_s=SAMPLE_S)
+        drv = driver.LibvirtDriver(dataclasses.replace(
+            lv_settings.LibvirtSettings.from_conf(CONF),
+            host=name, uri=host.uri, virt_type='qemu',
+            cpu_dedicated_set=frozenset({0, 1}), reserved_host_memory_mb=0,
+            migration=migration))
+        drv.init_host(name)
+        return drv
+
+    def kernel(self, dirty_mib_s):
+        """The path of a drain kernel dirtying at ``dirty_mib_s``; the
+        rate it really writes."""
+        data, rate = libvirt_hosts.drain_kernel(
+            self.args.memory - 2, dirty_mib_s,
+            self.args.working_set if dirty_mib_s else 0)
+        path = os.path.join(self.root, f'drain-{dirty_mib_s:g}.bin')
+        with open(path, 'wb') as f:
+            f.write(data)
+        return path, rate
+
+    def spawn(self, guests):
+        src = self.drivers['src']
+        for guest in guests:
+            base_xml = ("<domain type='qemu'><os><type arch='x86_64'>hvm"
+                        f"</type><kernel>{guest.kernel}</kernel></os>"
+                        "<devices><memballoon model='none'/></devices>"
+                        "</domain>")
+            instance = objects.Instance(uuid=guest.uuid, name=guest.name,
+                                        vcpus=1, memory_mb=self.args.memory)
+            src.spawn(instance, placement(guest.pcpu, self.args.memory),
+                      base_xml=base_xml)
+        for guest in guests:
+            self._wait_written(guest)
+
+    def _wait_written(self, guest):
+        """Until the guest's last written page holds its own address:
+        its kernel has written everything once."""
+        dom = self.drivers['src']._conn.lookupByUUIDString(guest.uuid)
+        last = ((self.args.memory - 2) << 20) - 4096
+        deadline = time.monotonic() + WRITE_WAIT_S
+        while int.from_bytes(dom.memoryPeek(last, 4, 2), 'little') != last:
+            # flags 2: VIR_MEMORY_PHYSICAL
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{guest.name} did not write its memory "
+                                   f"in {WRITE_WAIT_S} s")
+            time.sleep(SAMPLE_S)
+
+    def remove(self, guests):
+        for drv in self.drivers.values():
+            present = drv.list_guests()
+            for guest in guests:
+                if guest.uuid in present:
+                    drv.destroy(guest.uuid)
+
+    def source_qemu_cpu(self):
+        """{pid: CPU seconds} of the source's QEMU processes now."""
+        seen = {}
+        piddir = os.path.join(self.hosts['src'].directory, 'run', 'libvirt',
+                              'qemu')
+        for entry in os.listdir(piddir) if os.path.isdir(piddir) else ():
+            if not entry.endswith('.pid'):
+                continue
+            try:
+                with open(os.path.join(piddir, entry)) as f:
+                    pid = int(f.read().strip())
+                with open(f'/proc/{pid}/stat') as f:
+                    fields = f.read().rsplit(')', 1)[1].split()
+                seen[pid] = (int(fields[11]) + int(fields[12])) / \
+                    os.sysconf('SC_CLK_TCK')
+            except (OSError, ValueError):
+                continue
+        return seen
+
+    def stop(self):
+        for drv in self.drivers.values():
+            try:
+                drv.cleanup_host()
+            except Exception:   # noqa: BLE001 - tear-down goes on
+                pass
+        for host in self.hosts.values():
+            host.stop()
+        self.link.down()
+
+
+class Move:
+    """One guest's migration in a thread, with its samples."""
+
+    def __init__(self, machine, guest, dest):
+        self.machine, self.guest, self.dest = machine, guest, dest
+        self.samples = []
+        # When the first memory crossed: before it, the migration was
+        # set up (connections, the destination's QEMU started).
+        self.first_byte = None
+        self.result = self.error = None
+        self.started = self.ended = None
+        self.done = threading.Event()
+
+    def start(self, on_end):
+        src, dst = self.machine.drivers['src'], self.machine.drivers[
+            self.dest]
+        info = dst.build_migrate_info(
+            placement(self.guest.pcpu, self.machine.args.memory),
+            dst.get_host_topology())
+        dest_xml = src.get_destination_xml(self.guest.uuid, info)
+        connect_uri, migration_uri = dst.migration_target()
+        data = objects.LiveMigrateData(
+            instance_uuid=self.guest.uuid, source_host='src',
+            dest_host=self.dest,
+            migration_uuid=self.guest.uuid[:-4] + 'ffff',
+            dest_connect_uri=connect_uri, migration_uri=migration_uri)
+
+        def migrate():
+            self.started = time.monotonic()
+            try:
+                self.result = src.live_migrate(
+                    self.guest.uuid, dest_xml, data, self._sampled)
+            except exception.NumamigException as exc:
+                self.error = exc
+            finally:
+                self.ended = time.monotonic()
+                self.done.set()
+                on_end()
+
+        threading.Thread(target=migrate, daemon=True,
+                         name=f'move-{self.guest.name}').start()
+
+    def _sampled(self, sample):
+        if self.first_byte is None and sample.memory_processed:
+            self.first_byte = time.monotonic()
+        self.samples.append(sample)
+
+    @property
+    def setup_s(self):
+        """Seconds from the start to the first memory sent."""
+        return (self.first_byte or self.ended) - self.started
+
+
+def plan(guests, strategy):
+    """(moves as (guest, destination) in order, moves at once, one per
+    destination at a time?)"""
+    moves = [(g, DESTINATIONS[i % len(DESTINATIONS)])
+             for i, g in enumerate(guests)]
+    if strategy == 'numamig':
+        return moves, CONF.conductor.drain_parallel, True
+    if strategy == 'serial':
+        return moves, 1, True
+    return moves, len(moves), False
+
+
+def drain(machine, guests, strategy):
+    """Run one drain; return (wall seconds, [Move], machine idle share,
+    source QEMU cores used)."""
+    order, parallel, one_per_dest = plan(guests, strategy)
+    pending = [Move(machine, g, d) for g, d in order]
+    moves = list(pending)
+    running = []
+    changed = threading.Event()
+    cpu0 = _cpu_times()
+    # A source QEMU exits when its guest has left: its CPU time is
+    # sampled while it runs, the last value kept.
+    qemu0 = machine.source_qemu_cpu()
+    qemu = dict(qemu0)
+    started = time.monotonic()
+    while pending or running:
+        qemu.update(machine.source_qemu_cpu())
+        running = [m for m in running if not m.done.is_set()]
+        busy = {m.dest for m in running}
+        # The turn rule of numamig.db.drains.start_moves: in plan order,
+        # a move waits while its destination takes an earlier one.
+        for move in list(pending):
+            if len(running) >= parallel:
+                break
+            if one_per_dest and move.dest in busy:
+                continue
+            pending.remove(move)
+            busy.add(move.dest)
+            running.append(move)
+            move.start(changed.set)
+        if time.monotonic() - started > RUN_LIMIT_S:
+            raise RuntimeError(f"drain ({strategy}) still running after "
+                               f"{RUN_LIMIT_S} s")
+        changed.wait(SAMPLE_S)
+        changed.clear()
+    wall = max(m.ended for m in moves) - started
+    cpu1 = _cpu_times()
+    idle = (cpu1[0] - cpu0[0]) / max(1, cpu1[1] - cpu0[1])
+    cores = sum(qemu[pid] - qemu0.get(pid, 0) for pid in qemu) / wall
+    return wall, moves, idle, cores
+
+
+def _cpu_times():
+    """(idle jiffies, all jiffies) of the machine."""
+    with open('/proc/stat') as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    return values[3] + values[4], sum(values)
+
+
+def ended_by(move):
+    """What ended a migration: the policy's last action, or how."""
+    if move.error is not None:
+        return f'FAILED {type(move.error).__name__}'
+    res = move.result
+    how = 'post-copy' if res.post_copy else 'paused' if res.paused else \
+        'pre-copy'
+    last = res.convergence_actions[-1] if res.convergence_actions else \
+        'converged'
+    return f'{how}, {last}'
+
+
+def calibrate(machine, args):
+    """Migrate one idle written guest with the link unshaped: the bytes
+    that must cross per guest, and how fast this machine's CPU moves
+    them."""
+    path, _rate = machine.kernel(0)
+    guest = Guest(99, 0, path)
+    machine.link.unshape()
+    try:
+        machine.spawn([guest])
+        try:
+            _wall, (move,), _idle, _cores = drain(machine, [guest], 'serial')
+        finally:
+            machine.remove([guest])
+    finally:
+        machine.link.shape()
+    if move.error is not None:
+        raise RuntimeError(f"calibration migration failed: {move.error}")
+    res = move.result
+    return (res.memory_processed, res.memory_processed / MIB / (
+        move.ended - move.first_byte), move.setup_s)
+
+
+def run(args):
+    results = collections.defaultdict(list)
+    with tempfile.TemporaryDirectory() as root:
+        machine = Machine(root, args)
+        try:
+            machine.start()
+            goodput = machine.link.goodput()
+            must, ceiling, setup = calibrate(machine, args)
+            print(f"link {args.link} MiB/s (tbf on {machine.link.outer_dev}"
+                  f"), TCP goodput {goodput:.1f} MiB/s; unshaped, one "
+                  f"guest's memory moves at {ceiling:.0f} MiB/s (the "
+                  f"CPU's ceiling) after {setup:.1f} s of set-up; must "
+                  f"cross per guest {must / MIB:.1f} MiB", flush=True)
+            kernels = {}
+            for rate in (0,) + tuple(args.dirty):
+                kernels[rate] = machine.kernel(rate)
+            for rnd in range(args.rounds):
+                shift = rnd % len(args.strategies)
+                order = args.strategies[shift:] + args.strategies[:shift]
+                for scenario in args.scenarios:
+                    rates = list(args.dirty) if scenario == 'mixed' else []
+                    rates += [0] * (args.guests - len(rates))
+                    guests = [Guest(i, kernels[r][1], kernels[r][0])
+                              for i, r in enumerate(rates)]
+                    for strategy in order:
+                        machine.spawn(guests)
+                        try:
+                            out = drain(machine, guests, strategy)
+                        finally:
+                            machine.remove(guests)
+                        line = report_run(args, rnd, scenario, strategy,
+                                          out, must, goodput)
+                        results[scenario, strategy].append(line)
+        finally:
+            machine.stop()
+    return results, must, goodput, ceiling
+
+
+def report_run(args, rnd, scenario, strategy, out, must, goodput):
+    wall, moves, idle, cores = out
+    n = len(moves)
+    bound = n * must / MIB / args.link
+    sent = sum((m.result.memory_processed if m.result else 0)
+               for m in moves)
+    achieved = sent / MIB / wall
+    ratio = wall / bound
+    print(f"\nround {rnd + 1} {scenario:5} {strategy:8} total {wall:6.1f} s"
+          f"  bound {bound:5.1f} s  ratio {ratio:4.2f}x  (bound of bytes "
+          f"sent {sent / MIB / args.link:5.1f} s; link carried "
+          f"{achieved:4.1f} MiB/s of {goodput:.1f}; machine idle "
+          f"{idle:4.0%}; source QEMU {cores:.2f} cores)", flush=True)
+    downtimes = []
+    for m in moves:
+        res = m.result
+        if res is None:
+            print(f"  {m.guest.name} -> {m.dest}: {ended_by(m)}: {m.error}")
+            continue
+        again = max(0, res.memory_processed - must)
+        downtimes.append(res.downtime_ms or 0)
+        print(f"  {m.guest.name} dirty {m.guest.dirty_mib_s:4.1f} MiB/s -> "
+              f"{m.dest}: {res.elapsed_ms / 1000:6.1f} s (set-up "
+              f"{m.setup_s:3.1f} s)  downtime "
+              f"{res.downtime_ms if res.downtime_ms is not None else '?':>4}"
+              f" ms  sent again {again / MIB:6.1f} MiB  ended by "
+              f"{ended_by(m)}", flush=True)
+    return {'wall': wall, 'bound': bound, 'ratio': ratio,
+            'setup': statistics.median(m.setup_s for m in moves),
+            'failed': sum(m.result is None for m in moves),
+            'downtime_max': max(downtimes, default=0),
+            'achieved': achieved, 'idle': idle, 'cores': cores}
+
+
+def verdict(args, results, goodput, ceiling):
+    """Print the summary and the targets; return the misses."""
+    print(f"\nmedians over {args.rounds} round(s), {args.guests} guests of "
+          f"{args.memory} MiB, link {args.link} MiB/s:")
+    med = {}
+    for (scenario, strategy), runs in sorted(results.items()):
+        med[scenario, strategy] = {
+            k: statistics.median(r[k] for r in runs)
+            for k in ('wall', 'bound', 'ratio', 'achieved', 'idle',
+                      'setup')}
+        m = med[scenario, strategy]
+        print(f"  {scenario:5} {strategy:8} {m['wall']:6.1f} s  bound "
+              f"{m['bound']:5.1f} s  {m['ratio']:4.2f}x  link "
+              f"{m['achieved']:4.1f} MiB/s  machine idle {m['idle']:4.0%}"
+              f"  set-up per move {m['setup']:3.1f} s")
+    cpu_bound = ceiling < 2 * args.link
+    print(f"bottleneck: {'CPU' if cpu_bound else 'the link'} (one guest "
+          f"moves at {ceiling:.0f} MiB/s unshaped, the link carries "
+          f"{goodput:.1f} MiB/s)")
+    limit = CONF.libvirt.live_migration_downtime
+    misses = []
+    for scenario, target in (('idle', IDLE_TARGET), ('mixed', MIXED_TARGET)):
+        mine = med.get((scenario, 'numamig'))
+        if mine is None:
+            continue
+        if mine['ratio'] > target:
+            misses.append(f"{scenario} drain {mine['ratio']:.2f}x the bound "
+                          f"(target {target}x)")
+        serial = med.get((scenario, 'serial'))
+        if serial and mine['wall'] > serial['wall'] * SERIAL_NOISE:
+            misses.append(f"{scenario} drain {mine['wall']:.1f} s, slower "
+                          f"than one at a time ({serial['wall']:.1f} s)")
+    for scenario in args.scenarios:
+        for run in results.get((scenario, 'numamig'), ()):
+            if run['failed']:
+                misses.append(f"{scenario}: {run['failed']} migration(s) "
+                              f"failed")
+            if run['downtime_max'] > limit:
+                misses.append(f"{scenario}: a downtime of "
+                              f"{run['downtime_max']} ms, over the policy's "
+                              f"{limit} ms")
+    for miss in misses:
+        print(f"MISS: {miss}")
+    return misses
+
+
+def _rates(text):
+    try:
+        rates = tuple(float(r) for r in text.split(',') if r)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: MiB/s,MiB/s,...")
+    if any(r <= 0 for r in rates):
+        raise argparse.ArgumentTypeError("dirty rates are > 0 MiB/s")
+    return rates
+
+
+def _names(choices):
+    def parse(text):
+        names = tuple(n for n in text.split(',') if n)
+        bad = set(names) - set(choices)
+        if bad or not names:
+            raise argparse.ArgumentTypeError(
+                f"{','.join(sorted(bad)) or 'none'}: choose from "
+                f"{','.join(choices)}")
+        return names
+    return parse
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--guests', type=int, default=5)
+    parser.add_argument('--memory', type=int, default=128,
+                        help='MiB per guest (64-1024)')
+    parser.add_argument('--link', type=float, default=32,
+                        help='the link rate, MiB/s (1-1000)')
+    parser.add_argument('--rounds', type=int, default=2)
+    parser.add_argument('--dirty', type=_rates, default=(2.0, 6.0),
+                        help='MiB/s of each dirtying guest (mixed)')
+    parser.add_argument('--working-set', type=int, default=32,
+                        help='MiB a dirtying guest rewrites')
+    parser.add_argument('--scenarios', type=_names(SCENARIOS),
+                        default=SCENARIOS)
+    parser.add_argument('--strategies', type=_names(STRATEGIES),
+                        default=STRATEGIES)
+    args = parser.parse_args(argv)
+    if not 1 <= args.guests <= 16 or len(args.dirty) > args.guests:
+        parser.error("--guests: 1-16, at least one per --dirty rate")
+    if not 64 <= args.memory <= 1024 or not 1 <= args.link <= 1000:
+        parser.error("--memory 64-1024 MiB, --link 1-1000 MiB/s")
+    if not 1 <= args.working_set <= args.memory - 4 or args.rounds < 1:
+        parser.error("--working-set 1 to --memory less 4; --rounds >= 1")
+    CONF([], project='numamig', default_config_files=[])
+    reason = (libvirt_hosts.missing_requirements()
+              or shaped_link.missing_requirements())
+    if reason:
+        print(f"SKIP real tier: {reason}")
+        return 0
+    results, _must, goodput, ceiling = run(args)
+    return 1 if verdict(args, results, goodput, ceiling) else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
