@@ -195,23 +195,26 @@ class Machine:
                 if guest.uuid in present:
                     drv.destroy(guest.uuid)
 
-    def source_qemu_cpu(self):
-        """{pid: CPU seconds} of the source's QEMU processes now."""
+    def qemu_cpu(self):
+        """{pid: CPU seconds} of every QEMU of the hosts now (the
+        sources' and the destinations')."""
         seen = {}
-        piddir = os.path.join(self.hosts['src'].directory, 'run', 'libvirt',
-                              'qemu')
-        for entry in os.listdir(piddir) if os.path.isdir(piddir) else ():
-            if not entry.endswith('.pid'):
-                continue
-            try:
-                with open(os.path.join(piddir, entry)) as f:
-                    pid = int(f.read().strip())
-                with open(f'/proc/{pid}/stat') as f:
-                    fields = f.read().rsplit(')', 1)[1].split()
-                seen[pid] = (int(fields[11]) + int(fields[12])) / \
-                    os.sysconf('SC_CLK_TCK')
-            except (OSError, ValueError):
-                continue
+        for host in self.hosts.values():
+            piddir = os.path.join(host.directory, 'run', 'libvirt', 'qemu')
+            for entry in os.listdir(piddir) if os.path.isdir(piddir) \
+                    else ():
+                # driver.pid is libvirtd's own.
+                if not entry.endswith('.pid') or entry == 'driver.pid':
+                    continue
+                try:
+                    with open(os.path.join(piddir, entry)) as f:
+                        pid = int(f.read().strip())
+                    with open(f'/proc/{pid}/stat') as f:
+                        fields = f.read().rsplit(')', 1)[1].split()
+                    seen[pid] = (int(fields[11]) + int(fields[12])) / \
+                        os.sysconf('SC_CLK_TCK')
+                except (OSError, ValueError):
+                    continue
         return seen
 
     def stop(self):
@@ -292,20 +295,20 @@ def plan(guests, strategy):
 
 def drain(machine, guests, strategy):
     """Run one drain; return (wall seconds, [Move], machine idle share,
-    source QEMU cores used)."""
+    cores the QEMUs used)."""
     order, parallel, one_per_dest = plan(guests, strategy)
     pending = [Move(machine, g, d) for g, d in order]
     moves = list(pending)
     running = []
     changed = threading.Event()
     cpu0 = _cpu_times()
-    # A source QEMU exits when its guest has left: its CPU time is
-    # sampled while it runs, the last value kept.
-    qemu0 = machine.source_qemu_cpu()
+    # A source QEMU exits when its guest has left: CPU times are sampled
+    # while they run, the last value kept.
+    qemu0 = machine.qemu_cpu()
     qemu = dict(qemu0)
     started = time.monotonic()
     while pending or running:
-        qemu.update(machine.source_qemu_cpu())
+        qemu.update(machine.qemu_cpu())
         running = [m for m in running if not m.done.is_set()]
         busy = {m.dest for m in running}
         # The turn rule of numamig.db.drains.start_moves: in plan order,
@@ -418,11 +421,13 @@ def report_run(args, rnd, scenario, strategy, out, must, goodput):
                for m in moves)
     achieved = sent / MIB / wall
     ratio = wall / bound
+    of_goodput = wall / (n * must / MIB / goodput)
     print(f"\nround {rnd + 1} {scenario:5} {strategy:8} total {wall:6.1f} s"
-          f"  bound {bound:5.1f} s  ratio {ratio:4.2f}x  (bound of bytes "
-          f"sent {sent / MIB / args.link:5.1f} s; link carried "
+          f"  bound {bound:5.1f} s  ratio {ratio:4.2f}x  ({of_goodput:4.2f}"
+          f"x of the goodput bound; bound "
+          f"of bytes sent {sent / MIB / args.link:5.1f} s; link carried "
           f"{achieved:4.1f} MiB/s of {goodput:.1f}; machine idle "
-          f"{idle:4.0%}; source QEMU {cores:.2f} cores)", flush=True)
+          f"{idle:4.0%}; QEMUs used {cores:.2f} cores)", flush=True)
     downtimes = []
     for m in moves:
         res = m.result
@@ -432,13 +437,11 @@ def report_run(args, rnd, scenario, strategy, out, must, goodput):
         again = max(0, res.memory_processed - must)
         downtimes.append(res.downtime_ms or 0)
         print(f"  {m.guest.name} dirty {m.guest.dirty_mib_s:4.1f} MiB/s -> "
-              f"{m.dest}: {res.elapsed_ms / 1000:6.1f} s (set-up "
-              f"{m.setup_s:3.1f} s)  downtime "
+              f"{m.dest}: {res.elapsed_ms / 1000:6.1f} s  downtime "
               f"{res.downtime_ms if res.downtime_ms is not None else '?':>4}"
               f" ms  sent again {again / MIB:6.1f} MiB  ended by "
               f"{ended_by(m)}", flush=True)
     return {'wall': wall, 'bound': bound, 'ratio': ratio,
-            'setup': statistics.median(m.setup_s for m in moves),
             'failed': sum(m.result is None for m in moves),
             'downtime_max': max(downtimes, default=0),
             'achieved': achieved, 'idle': idle, 'cores': cores}
@@ -452,13 +455,11 @@ def verdict(args, results, goodput, ceiling):
     for (scenario, strategy), runs in sorted(results.items()):
         med[scenario, strategy] = {
             k: statistics.median(r[k] for r in runs)
-            for k in ('wall', 'bound', 'ratio', 'achieved', 'idle',
-                      'setup')}
+            for k in ('wall', 'bound', 'ratio', 'achieved', 'idle')}
         m = med[scenario, strategy]
         print(f"  {scenario:5} {strategy:8} {m['wall']:6.1f} s  bound "
               f"{m['bound']:5.1f} s  {m['ratio']:4.2f}x  link "
-              f"{m['achieved']:4.1f} MiB/s  machine idle {m['idle']:4.0%}"
-              f"  set-up per move {m['setup']:3.1f} s")
+              f"{m['achieved']:4.1f} MiB/s  machine idle {m['idle']:4.0%}")
     cpu_bound = ceiling < 2 * args.link
     print(f"bottleneck: {'CPU' if cpu_bound else 'the link'} (one guest "
           f"moves at {ceiling:.0f} MiB/s unshaped, the link carries "

@@ -24,6 +24,7 @@ each have their own.
 """
 
 import ipaddress
+import re
 import shutil
 import socket
 import subprocess
@@ -74,8 +75,7 @@ class ShapedLink:
     """
 
     def __init__(self, tag, rate_mib):
-        if not (1 <= len(tag) <= 8 and tag.isalnum() and tag.islower()
-                or tag.isdigit()):
+        if not re.fullmatch('[a-z0-9]{1,8}', tag):
             raise ValueError(f"tag {tag!r}: 1-8 characters a-z0-9")
         if not 0 < rate_mib <= 10000:
             raise ValueError(f"link rate {rate_mib} MiB/s: 0-10000")

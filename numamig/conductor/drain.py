@@ -118,7 +118,7 @@ def plan(worker, host, to=None, keep_free_nodes=0):
     worker.cache.get(host)
     if to is not None:
         _check_destinations(worker, host, to)
-    guests = _guests(worker, host)
+    guests, memory_mb = _guests(worker, host)
     disabled = disabled_hosts(worker)
     found, left_out = worker.scheduler.plan_drain(
         host, guests, limits=worker.settings.limits, disabled=disabled,
@@ -126,6 +126,9 @@ def plan(worker, host, to=None, keep_free_nodes=0):
         keep_free_nodes=keep_free_nodes)
     answer = _answer(host, found, left_out, disabled)
     answer['admission'] = _admission(worker, found)
+    answer['link'] = link_bound(
+        worker, host, sum(memory_mb.get(move.guest.uuid, 0)
+                          for move in found.moves))
     if answer['admission']['refused']:
         answer['emptiable'] = False
     answer['search']['elapsed_ms'] = round(
@@ -143,12 +146,15 @@ def _check_destinations(worker, host, to):
 
 def _guests(worker, host):
     """The DrainGuests of the host: the guests recorded there, and the
-    guests arriving by a migration in progress (which keep it busy)."""
+    guests arriving by a migration in progress (which keep it busy); and
+    {uuid: memory MiB} of the guests recorded there."""
     moving = {m.instance_uuid: m for m in
               migrations.get_in_progress_by_host(worker.db, host)}
+    records = instances.get_all(worker.db, host=host)
     guests = [_guest(record.instance, moving.get(record.instance.uuid),
-                     worker)
-              for record in instances.get_all(worker.db, host=host)]
+                     worker) for record in records]
+    memory_mb = {r.instance.uuid: r.instance.memory_mb or 0
+                 for r in records}
     for migration in moving.values():
         if migration.get('dest_host') == host:
             guests.append(DrainGuest(
@@ -156,7 +162,7 @@ def _guests(worker, host):
                 problem=f"it is arriving by migration {migration.uuid} "
                         f"({migration.status}); abort it or wait for it "
                         f"to end"))
-    return guests
+    return guests, memory_mb
 
 
 def guest_of(instance, worker=None):
@@ -254,6 +260,21 @@ def _admission(worker, found):
     least they run (``max_outgoing_migrations_per_host`` out of the host,
     ``max_incoming_migrations_per_host`` into each destination)."""
     return admission_of(worker, [move.host for move in found.moves])
+
+
+def link_bound(worker, host, memory_mb):
+    """The least time moves of ``memory_mb`` MiB of guest memory take
+    out of ``host``: every byte crosses its migration link once, at the
+    link's rate (``[conductor] migration_link_rate(s)``), whatever the
+    parallelism. More when guests dirty memory during their copy.
+
+    :returns: {'rate_mib': MiB/s or None (unknown), 'memory_mb',
+        'least_seconds': seconds or None}.
+    """
+    rate = worker.settings.migration_links.rate(host)
+    return {'rate_mib': rate, 'memory_mb': memory_mb,
+            'least_seconds': None if rate is None
+            else round(memory_mb / rate, 1)}
 
 
 def admission_of(worker, dest_hosts):

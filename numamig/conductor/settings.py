@@ -32,6 +32,19 @@ class VirtioMemSettings(typing.NamedTuple):
     placement_reclaim_max_hosts: int
 
 
+class LinkRates(typing.NamedTuple):
+    """Hosts' migration link rates in MiB/s (``[conductor]
+    migration_link_rate`` for every host, ``migration_link_rates`` per
+    host); 0 or absent: unknown."""
+
+    default: int
+    per_host: typing.Mapping
+
+    def rate(self, host):
+        """MiB/s of ``host``'s migration link, or None if unknown."""
+        return self.per_host.get(host, self.default) or None
+
+
 @dataclasses.dataclass(frozen=True)
 class ConductorSettings:
     """What one conductor worker runs with; every field from an option.
@@ -73,6 +86,8 @@ class ConductorSettings:
     :param sweep_interval: seconds between looks for stalled migrations
         (``[conductor] stalled_migration_interval``).
     :param compute_version_cap: ``[upgrade_levels] compute``; None: none.
+    :param migration_links: LinkRates, the rate a drain plan's time is
+        bounded by.
     """
 
     migrate_max_retries: int
@@ -97,6 +112,7 @@ class ConductorSettings:
     max_candidates: int
     sweep_interval: float
     compute_version_cap: str | None
+    migration_links: LinkRates
 
 
 def from_conf(conf):
@@ -142,7 +158,10 @@ def from_conf(conf):
         cell_strategy='pack' if packing else 'spread',
         max_candidates=conf.scheduler.max_candidates,
         sweep_interval=cond.stalled_migration_interval,
-        compute_version_cap=conf.upgrade_levels.compute)
+        compute_version_cap=conf.upgrade_levels.compute,
+        migration_links=LinkRates(
+            cond.migration_link_rate,
+            types.MappingProxyType(dict(cond.migration_link_rates))))
 
 
 def _migration_policies(conf):

@@ -1,6 +1,7 @@
 """Options of the [conductor] group."""
 
 from oslo_config import cfg
+from oslo_config import types
 
 conductor_group = cfg.OptGroup('conductor', title='Conductor service')
 
@@ -136,6 +137,24 @@ opts = [
                     "max_outgoing_migrations_per_host bounds them too. "
                     "Raise it to empty a host sooner when the network "
                     "carries more copies at once."),
+    cfg.IntOpt('migration_link_rate', default=0, min=0, max=1000000,
+               help="MiB/s of a host's migration link (the network its "
+                    "migration streams leave and arrive by), for hosts "
+                    "migration_link_rates does not name. A drain plan "
+                    "('numamig-manage host drain HOST --dry-run') says "
+                    "the least time its moves take: the memory of the "
+                    "guests it moves over the rate of the host's link. "
+                    "0: unknown, the plan says nothing of time. Set it "
+                    "to what a migration stream measurably gets (TCP "
+                    "payload, not the NIC's line rate), or to "
+                    "[libvirt] live_migration_bandwidth where that caps "
+                    "every stream and one stream runs at a time."),
+    cfg.Opt('migration_link_rates', default={},
+            type=types.Dict(value_type=types.Integer(min=1, max=1000000)),
+            help="Per-host migration link rates in MiB/s, "
+                     "HOST:MIB_S,HOST:MIB_S (for instance "
+                     "compute-1:1100,compute-2:110); hosts not named "
+                     "have migration_link_rate."),
     cfg.IntOpt('drain_replan_attempts', default=2, min=0, max=10,
                help="Times a drain plans a guest again onto another "
                     "host after its destination refused it (its claim "

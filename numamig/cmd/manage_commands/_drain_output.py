@@ -48,6 +48,7 @@ def show(data):
         print(f"Kept free on {host}: NUMA node(s) "
               f"{', '.join(str(c) for c in cells)}")
     _show_admission(data)
+    _show_link(data)
     search = data['search']
     limit = search.get('max_steps')
     print(f"Search: {search['steps']} placement(s)"
@@ -69,6 +70,21 @@ def why_not(data):
     """The one line saying why the host cannot be emptied."""
     return (f"host {data['host']} cannot be emptied: "
             f"{drain.why_not(data)}; nothing was moved")
+
+
+def _show_link(data):
+    # A conductor older than the link settings answers without it.
+    link = data.get('link')
+    if not link or not data['moves']:
+        return
+    if link['rate_mib'] is None:
+        print(f"Link: {link['memory_mb']} MiB of guest memory to move; "
+              f"the rate of {data['host']}'s migration link is unknown "
+              f"([conductor] migration_link_rate)")
+    else:
+        print(f"Link: {link['memory_mb']} MiB of guest memory over "
+              f"{data['host']}'s migration link of {link['rate_mib']} "
+              f"MiB/s: at least {link['least_seconds']:g} s")
 
 
 def _show_admission(data):

@@ -207,6 +207,24 @@ class HostDrainTestCase(cli_base.CLITestCase):
         self.api.host_drain_plan.assert_called_once_with(
             mock.ANY, 'src', to=['dst'], keep_free_nodes=1)
 
+    def test_the_link_bound_when_the_rate_is_known_or_not(self):
+        plan = _plan()
+        self.api.host_drain_plan.return_value = plan
+        _code, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run')
+        # A conductor older than the link settings: no line.
+        self.assertNotIn('Link:', out)
+        plan['link'] = {'rate_mib': 110, 'memory_mb': 4096,
+                        'least_seconds': 37.2}
+        _code, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run')
+        self.assertIn("Link: 4096 MiB of guest memory over src's migration "
+                      "link of 110 MiB/s: at least 37.2 s", out)
+        plan['link'] = {'rate_mib': None, 'memory_mb': 4096,
+                        'least_seconds': None}
+        _code, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run')
+        self.assertIn("Link: 4096 MiB of guest memory to move; the rate of "
+                      "src's migration link is unknown ([conductor] "
+                      "migration_link_rate)", out)
+
     def test_a_host_that_cannot_be_emptied_answers_1(self):
         self.api.host_drain_plan.return_value = _plan(emptiable=False)
         code, out, err = self.run_cli('host', 'drain', 'src', '--dry-run')

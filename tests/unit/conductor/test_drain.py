@@ -1,6 +1,8 @@
 """Host maintenance in the conductor: disabled hosts and drain plans."""
 
 from numamig import exception
+from numamig.conductor import settings
+from numamig.conf import CONF
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migrations
@@ -86,6 +88,33 @@ class DrainPlanTestCase(base.ConductorTestCase):
         self.assertEqual({'waves': 1, 'queue_room': 10000,
                           'refused': None}, plan['admission'])
         self._nothing_recorded()
+
+    def test_link_rate_unknown_by_default(self):
+        self._guest({0: 0, 1: 8})
+        self._guest({0: 1, 1: 9})
+        plan = self.call('host_drain_plan', 'src')
+        self.assertEqual({'rate_mib': None, 'memory_mb': 2048,
+                          'least_seconds': None}, plan['link'])
+
+    def test_link_rate_of_the_source_bounds_the_plan(self):
+        self._guest({0: 0, 1: 8})
+        self._guest({0: 1, 1: 9})
+        self._guest({0: 2}, host='dst1')      # not on src: not counted
+        self.flags(migration_link_rate=1000, group='conductor')
+        self.flags(migration_link_rates={'src': 300, 'dst1': 7},
+                   group='conductor')
+        self.reconfigure(
+            migration_links=settings.from_conf(CONF).migration_links)
+        plan = self.call('host_drain_plan', 'src')
+        # 2 x 1024 MiB over 300 MiB/s.
+        self.assertEqual({'rate_mib': 300, 'memory_mb': 2048,
+                          'least_seconds': 6.8}, plan['link'])
+        self.flags(migration_link_rates={}, group='conductor')
+        self.reconfigure(
+            migration_links=settings.from_conf(CONF).migration_links)
+        plan = self.call('host_drain_plan', 'src')
+        self.assertEqual((1000, 2.0), (plan['link']['rate_mib'],
+                                       plan['link']['least_seconds']))
 
     def test_disabled_hosts_and_to(self):
         self._guest({0: 0, 1: 8})
