@@ -72,7 +72,9 @@ from numamig_ci import shaped_link
 
 MIB = 1024 * 1024
 IDLE_TARGET, MIXED_TARGET, SERIAL_NOISE = 1.15, 1.4, 1.05
-STRATEGIES = ('numamig', 'serial', 'all')
+STRATEGIES = ('numamig', 'before', 'serial', 'all')
+# [conductor] drain_parallel's default before this branch.
+BEFORE_PARALLEL = 2
 SCENARIOS = ('idle', 'mixed')
 DESTINATIONS = ('dst-a', 'dst-b')
 # Ports inside the destinations' own namespace: nothing else listens
@@ -281,22 +283,25 @@ class Move:
         return (self.first_byte or self.ended) - self.started
 
 
-def plan(guests, strategy):
-    """(moves as (guest, destination) in order, moves at once, one per
-    destination at a time?)"""
+def plan(guests, strategy, args):
+    """(moves as (guest, destination) in order, moves at once, when a
+    move into a destination may follow the one before it: 'ended',
+    'claimed' (its job runs) or None (at once))."""
     moves = [(g, DESTINATIONS[i % len(DESTINATIONS)])
              for i, g in enumerate(guests)]
     if strategy == 'numamig':
-        return moves, CONF.conductor.drain_parallel, True
+        return moves, args.parallel, 'claimed'
+    if strategy == 'before':
+        return moves, BEFORE_PARALLEL, 'ended'
     if strategy == 'serial':
-        return moves, 1, True
-    return moves, len(moves), False
+        return moves, 1, 'ended'
+    return moves, len(moves), None
 
 
-def drain(machine, guests, strategy):
+def drain(machine, guests, strategy, args):
     """Run one drain; return (wall seconds, [Move], machine idle share,
     cores the QEMUs used)."""
-    order, parallel, one_per_dest = plan(guests, strategy)
+    order, parallel, gate = plan(guests, strategy, args)
     pending = [Move(machine, g, d) for g, d in order]
     moves = list(pending)
     running = []
@@ -310,13 +315,16 @@ def drain(machine, guests, strategy):
     while pending or running:
         qemu.update(machine.qemu_cpu())
         running = [m for m in running if not m.done.is_set()]
-        busy = {m.dest for m in running}
         # The turn rule of numamig.db.drains.start_moves: in plan order,
-        # a move waits while its destination takes an earlier one.
+        # a move waits while its destination takes an earlier one: before
+        # this branch until that one ended, now until its claim is taken
+        # (its migration runs). Here a started move is past its claim:
+        # Move.start builds its destination XML before it returns.
+        busy = {m.dest for m in running if gate == 'ended'}
         for move in list(pending):
             if len(running) >= parallel:
                 break
-            if one_per_dest and move.dest in busy:
+            if gate and move.dest in busy:
                 continue
             pending.remove(move)
             busy.add(move.dest)
@@ -363,7 +371,8 @@ def calibrate(machine, args):
     try:
         machine.spawn([guest])
         try:
-            _wall, (move,), _idle, _cores = drain(machine, [guest], 'serial')
+            _wall, (move,), _idle, _cores = drain(machine, [guest], 'serial',
+                                                  args)
         finally:
             machine.remove([guest])
     finally:
@@ -402,7 +411,7 @@ def run(args):
                     for strategy in order:
                         machine.spawn(guests)
                         try:
-                            out = drain(machine, guests, strategy)
+                            out = drain(machine, guests, strategy, args)
                         finally:
                             machine.remove(guests)
                         line = report_run(args, rnd, scenario, strategy,
@@ -442,9 +451,18 @@ def report_run(args, rnd, scenario, strategy, out, must, goodput):
               f" ms  sent again {again / MIB:6.1f} MiB  ended by "
               f"{ended_by(m)}", flush=True)
     return {'wall': wall, 'bound': bound, 'ratio': ratio,
+            'must_mib': must / MIB,
             'failed': sum(m.result is None for m in moves),
             'downtime_max': max(downtimes, default=0),
             'achieved': achieved, 'idle': idle, 'cores': cores}
+
+
+def results_must(results):
+    """MiB that must cross per guest (from the runs' records)."""
+    for runs in results.values():
+        for run in runs:
+            return run['must_mib']
+    return None
 
 
 def verdict(args, results, goodput, ceiling):
@@ -460,10 +478,25 @@ def verdict(args, results, goodput, ceiling):
         print(f"  {scenario:5} {strategy:8} {m['wall']:6.1f} s  bound "
               f"{m['bound']:5.1f} s  {m['ratio']:4.2f}x  link "
               f"{m['achieved']:4.1f} MiB/s  machine idle {m['idle']:4.0%}")
-    cpu_bound = ceiling < 2 * args.link
-    print(f"bottleneck: {'CPU' if cpu_bound else 'the link'} (one guest "
-          f"moves at {ceiling:.0f} MiB/s unshaped, the link carries "
-          f"{goodput:.1f} MiB/s)")
+    must_mib = results_must(results)
+    if ceiling > goodput:
+        print(f"bottleneck of a copy: the link (unshaped, this machine "
+              f"copies a guest at {ceiling:.0f} MiB/s; the link carries "
+              f"{goodput:.1f} MiB/s)")
+    else:
+        print(f"bottleneck of a copy: the CPU (unshaped, this machine "
+              f"copies a guest at {ceiling:.0f} MiB/s, under the link's "
+              f"{goodput:.1f} MiB/s)")
+    for scenario in SCENARIOS:
+        serial = med.get((scenario, 'serial'))
+        if serial and must_mib:
+            per_move = serial['wall'] / args.guests
+            copy = must_mib / goodput
+            print(f"{scenario}: one at a time takes {per_move:.1f} s a "
+                  f"move, {copy:.1f} s of it the copy at the link's "
+                  f"goodput: {per_move - copy:.1f} s a move outside it "
+                  f"(set-up, switch-over, sent again), which moves in "
+                  f"parallel hide")
     limit = CONF.libvirt.live_migration_downtime
     misses = []
     for scenario, target in (('idle', IDLE_TARGET), ('mixed', MIXED_TARGET)):
@@ -521,6 +554,10 @@ def main(argv=None):
     parser.add_argument('--link', type=float, default=32,
                         help='the link rate, MiB/s (1-1000)')
     parser.add_argument('--rounds', type=int, default=2)
+    parser.add_argument('--parallel', type=int,
+                        help="numamig's moves at once, as 'host drain "
+                             "--parallel' (default [conductor] "
+                             "drain_parallel)")
     parser.add_argument('--dirty', type=_rates, default=(2.0, 6.0),
                         help='MiB/s of each dirtying guest (mixed)')
     parser.add_argument('--working-set', type=int, default=32,
@@ -537,6 +574,9 @@ def main(argv=None):
     if not 1 <= args.working_set <= args.memory - 4 or args.rounds < 1:
         parser.error("--working-set 1 to --memory less 4; --rounds >= 1")
     CONF([], project='numamig', default_config_files=[])
+    args.parallel = args.parallel or CONF.conductor.drain_parallel
+    if not 1 <= args.parallel <= 64:
+        parser.error("--parallel: 1-64")
     reason = (libvirt_hosts.missing_requirements()
               or shaped_link.missing_requirements())
     if reason:

@@ -132,8 +132,9 @@ opts = [
     cfg.IntOpt('drain_parallel', default=2, min=1, max=64,
                help="Moves a drain ('numamig-manage host drain HOST') "
                     "runs at once unless the operator gives --parallel. "
-                    "Moves into one destination always run one after "
-                    "another, in the plan's order; "
+                    "Moves into one destination take their claims one "
+                    "after another, in the plan's order (a move starts "
+                    "once the one before it into that host runs); "
                     "max_outgoing_migrations_per_host bounds them too. "
                     "Raise it to empty a host sooner when the network "
                     "carries more copies at once."),

@@ -134,12 +134,18 @@ def start_moves(db, drain_uuid, uuid_factory):
     with a new migration uuid.
 
     A move's turn comes when fewer than ``parallel`` moves migrate, no
-    move to its destination migrates, no move before it in the plan
-    goes to its destination and is pending, and no move before it
-    leaves its destination and is pending or migrating: moves into one
-    host land in the plan's order, after the guests planned to leave it
-    left (a defragmentation's chains), so each destination claim finds
-    what the plan fitted it on. Only a running drain starts moves.
+    move to its destination migrates without its claim yet (its
+    migration not recorded, or still accepted or queued), no move
+    before it in the plan goes to its destination and is pending, and
+    no move before it leaves its destination and is pending or
+    migrating: moves into one host take their claims in the plan's
+    order, after the guests planned to leave it left (a
+    defragmentation's chains), so each destination claim finds what the
+    plan fitted it on. Once a move's claim is taken (its migration is
+    preparing or further: the destination's check ran), the next move
+    into that host may start while the first one's memory is still
+    copied, so that a drain onto few destinations still runs ``parallel``
+    copies at once. Only a running drain starts moves.
 
     :returns: the moves started (dicts, with their migration uuid).
     """
@@ -150,7 +156,9 @@ def start_moves(db, drain_uuid, uuid_factory):
             return []
         moves = _moves(session, drain_uuid)
         migrating = [m for m in moves if m.status == MIGRATING]
-        busy = {m.planned_host for m in migrating}
+        claimed = _claimed(session, [m.migration_uuid for m in migrating])
+        busy = {m.planned_host for m in migrating
+                if m.migration_uuid not in claimed}
         room = drain.parallel - len(migrating)
         started = []
         leaving = set()           # hosts with a guest still to leave
@@ -278,6 +286,21 @@ def _locked(session, drain_uuid):
     return session.scalars(sa.select(_D).where(
         _D.uuid == drain_uuid).with_for_update().execution_options(
             populate_existing=True)).one_or_none()
+
+
+# A migration in these has not yet had its destination's claim.
+_BEFORE_CLAIM = ('accepted', 'queued')
+
+
+def _claimed(session, migration_uuids):
+    """The uuids among ``migration_uuids`` of migrations recorded and past
+    their destination's claim (or ended)."""
+    wanted = [uuid for uuid in migration_uuids if uuid]
+    if not wanted:
+        return set()
+    mig = models.Migration
+    return set(session.scalars(sa.select(mig.uuid).where(
+        mig.uuid.in_(wanted), mig.status.not_in(_BEFORE_CLAIM))))
 
 
 def _moves(session, drain_uuid):

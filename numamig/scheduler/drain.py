@@ -6,8 +6,8 @@ small guest takes the only cell a later large one could use. A plan
 places every guest of the host before anything moves, as one search.
 
 What a plan is decides what the search must try. The moves into one
-destination run one after another in the plan's order, and the
-destination's claim runs the NUMA fit on what the moves before it left:
+destination take their claims one after another in the plan's order,
+and the destination's claim runs the NUMA fit on what the moves before it left:
 the placement a guest gets is the fit's for that order, never one the
 planner picks. A plan is therefore an assignment of the guests to
 destinations and, per destination, an order of its guests; the cells

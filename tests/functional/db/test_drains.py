@@ -5,7 +5,10 @@ import itertools
 
 from numamig import exception
 from numamig.db import drains
+from numamig.db import instances
+from numamig.db import migrations
 from tests.functional.db import base
+from tests.unit.db import base as unit_base
 
 UUIDS = [f'00000000-0000-4000-8000-{n:012d}' for n in range(1, 40)]
 
@@ -92,6 +95,32 @@ class DrainRecordsTestCase(base.ServerDBTestCase):
         self.assertEqual(['completed', 'migrating', 'migrating', 'pending'],
                          [m['status'] for m in data['moves']])
         self.assertEqual(1, data['moves'][2]['attempts'])
+
+    def test_the_next_move_into_a_host_starts_once_its_claim_is_taken(self):
+        drains.create(self.db, _drain(UUIDS[4], host='other', parallel=3),
+                      [_move(20, 'dst1'), _move(21, 'dst1'),
+                       _move(22, 'dst1')])
+
+        def start():
+            return [m['name'] for m in drains.start_moves(
+                self.db, UUIDS[4], lambda: next(self.ids))]
+
+        (first,) = drains.start_moves(self.db, UUIDS[4],
+                                      lambda: next(self.ids))
+        self.assertEqual('g20', first['name'])
+        # Its migration is not recorded yet, then waits for admission:
+        # no claim on dst1 yet, g21 waits.
+        self.assertEqual([], start())
+        instance = unit_base.make_instance(uuid=first['instance_uuid'])
+        instances.create(self.db, instance)
+        migrations.create(self.db, unit_base.make_migration(
+            instance.uuid, uuid=first['migration_uuid']))
+        migrations.set_status(self.db, first['migration_uuid'], 'queued')
+        self.assertEqual([], start())
+        # Running: dst1 holds its claim; g21 claims next, g22 after it.
+        migrations.set_status(self.db, first['migration_uuid'], 'running')
+        self.assertEqual(['g21'], start())
+        self.assertEqual([], start())
 
     def test_an_end_is_conditional_on_the_migration(self):
         self.start()
