@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/bench_drain_real.py \
         [--guests 5] [--memory 128] [--link 32] [--rounds 2]
         [--dirty 2,6] [--working-set 32] [--scenarios idle,mixed]
-        [--strategies numamig,serial,all]
+        [--strategies numamig,before,serial,all] [--parallel N]
 
 Needs root, libvirtd, QEMU, ``ip`` and ``tc``; without them it prints one
 ``SKIP real tier: <why>`` line and exits 0. Bad arguments: exit 2.
@@ -25,10 +25,14 @@ numamig's libvirt driver exactly as an agent calls it (``live_migrate``,
 the shipped [libvirt] policy and settings, no bandwidth cap: the link
 shapes):
 
-* ``numamig``: the drain as shipped: ``[conductor] drain_parallel``
-  moves at once, moves into one destination one after another in the
-  plan's order (numamig.db.drains.start_moves); the plan alternates the
-  two destinations;
+* ``numamig``: the drain as shipped: ``--parallel`` moves at once
+  (default ``[conductor] drain_parallel``), moves into one destination
+  taking their claims in the plan's order: a move starts once the one
+  before it into that host runs (numamig.db.drains.start_moves; here a
+  started move is past its claim); the plan alternates the two
+  destinations;
+* ``before``: the drain before this benchmark's measurements: 2 at once,
+  a move into a destination only after the one before it ended;
 * ``serial``: one move at a time (Nova's ``host-evacuate-live`` way);
 * ``all``: every move at once.
 
