@@ -65,10 +65,12 @@ import sys
 import tempfile
 import threading
 import time
+import types
 
 from numamig import exception
 from numamig import objects
 from numamig.conf import CONF
+from numamig.db import drains
 from numamig.virt.libvirt import driver
 from numamig.virt.libvirt import settings as lv_settings
 from numamig_ci import libvirt_hosts
@@ -319,19 +321,8 @@ def drain(machine, guests, strategy, args):
     while pending or running:
         qemu.update(machine.qemu_cpu())
         running = [m for m in running if not m.done.is_set()]
-        # The turn rule of numamig.db.drains.start_moves: in plan order,
-        # a move waits while its destination takes an earlier one: before
-        # this branch until that one ended, now until its claim is taken
-        # (its migration runs). Here a started move is past its claim:
-        # Move.start builds its destination XML before it returns.
-        busy = {m.dest for m in running if gate == 'ended'}
-        for move in list(pending):
-            if len(running) >= parallel:
-                break
-            if gate and move.dest in busy:
-                continue
+        for move in _turns(moves, pending, running, parallel, gate):
             pending.remove(move)
-            busy.add(move.dest)
             running.append(move)
             move.start(changed.set)
         if time.monotonic() - started > RUN_LIMIT_S:
@@ -344,6 +335,34 @@ def drain(machine, guests, strategy, args):
     idle = (cpu1[0] - cpu0[0]) / max(1, cpu1[1] - cpu0[1])
     cores = sum(qemu[pid] - qemu0.get(pid, 0) for pid in qemu) / wall
     return wall, moves, idle, cores
+
+
+def _turns(moves, pending, running, parallel, gate):
+    """The moves to start now. ``claimed``: numamig's own rule
+    (numamig.db.drains.turns), a started move counting as past its
+    claim (Move.start builds its destination XML before it returns).
+    ``ended``: the rule before, a move into a destination only after
+    the one before it ended. None: as room allows."""
+    if gate == 'claimed':
+        records = [types.SimpleNamespace(
+            move=m, planned_host=m.dest, source_host=None,
+            migration_uuid=id(m),
+            status=drains.PENDING if m in pending else
+            drains.MIGRATING if m in running else drains.COMPLETED)
+            for m in moves]
+        claimed = {id(m) for m in running}
+        return [r.move for r in drains.turns(records, parallel, claimed)]
+    busy = {m.dest for m in running} if gate == 'ended' else set()
+    chosen = []
+    for move in pending:
+        if len(running) + len(chosen) >= parallel:
+            break
+        if move.dest in busy:
+            continue
+        if gate:
+            busy.add(move.dest)
+        chosen.append(move)
+    return chosen
 
 
 def _cpu_times():
@@ -368,7 +387,8 @@ def ended_by(move):
 def calibrate(machine, args):
     """Migrate one idle written guest with the link unshaped: the bytes
     that must cross per guest, and how fast this machine's CPU moves
-    them."""
+    them (from the first memory sent to the end, switch-over included:
+    a floor of the copy's rate, low for small guests)."""
     path, _rate = machine.kernel(0)
     guest = Guest(99, 0, path)
     machine.link.unshape()

@@ -155,38 +155,55 @@ def start_moves(db, drain_uuid, uuid_factory):
         if drain is None or drain.status != RUNNING:
             return []
         moves = _moves(session, drain_uuid)
-        migrating = [m for m in moves if m.status == MIGRATING]
-        claimed = _claimed(session, [m.migration_uuid for m in migrating])
-        busy = {m.planned_host for m in migrating
-                if m.migration_uuid not in claimed}
-        room = drain.parallel - len(migrating)
+        claimed = _claimed(session, [m.migration_uuid for m in moves
+                                     if m.status == MIGRATING])
         started = []
-        leaving = set()           # hosts with a guest still to leave
-        for move in moves:
-            waits = move.planned_host in leaving
-            if move.source_host and move.status in (PENDING, MIGRATING):
-                leaving.add(move.source_host)
-            if room <= 0:
-                break
-            if move.status != PENDING:
-                continue
-            host = move.planned_host
-            if host in busy or waits:
-                busy.add(host)
-                continue
-            busy.add(host)
+        for move in turns(moves, drain.parallel, claimed):
             move.status = MIGRATING
             move.migration_uuid = uuid_factory()
             move.attempts += 1
             move.started_at = move.started_at or now
             move.updated_at = now
             started.append(_move_dict(move))
-            room -= 1
         if started:
             _touch(drain, now)
             for move in started:
                 _note_move(session, drain, move)
         return started
+
+
+def turns(moves, parallel, claimed):
+    """The pending moves whose turn has come (start_moves' rule), in
+    the plan's order; pure, so a benchmark runs the same rule.
+
+    :param moves: the drain's moves in the plan's order, each with
+        ``status``, ``planned_host``, ``source_host`` and
+        ``migration_uuid``.
+    :param claimed: uuids of the migrations past their destination's
+        claim.
+    """
+    migrating = [m for m in moves if m.status == MIGRATING]
+    busy = {m.planned_host for m in migrating
+            if m.migration_uuid not in claimed}
+    room = parallel - len(migrating)
+    chosen = []
+    leaving = set()           # hosts with a guest still to leave
+    for move in moves:
+        waits = move.planned_host in leaving
+        if move.source_host and move.status in (PENDING, MIGRATING):
+            leaving.add(move.source_host)
+        if room <= 0:
+            break
+        if move.status != PENDING:
+            continue
+        host = move.planned_host
+        if host in busy or waits:
+            busy.add(host)
+            continue
+        busy.add(host)
+        chosen.append(move)
+        room -= 1
+    return chosen
 
 
 def end_move(db, drain_uuid, instance_uuid, migration_uuid, status,
