@@ -28,9 +28,9 @@ shapes):
 * ``numamig``: the drain as shipped: ``--parallel`` moves at once
   (default ``[conductor] drain_parallel``), moves into one destination
   taking their claims in the plan's order: a move starts once the one
-  before it into that host runs (numamig.db.drains.start_moves; here a
-  started move is past its claim); the plan alternates the two
-  destinations;
+  before it into that host runs (numamig.db.drains.turns, the rule the
+  conductor runs; here a started move is past its claim); the plan
+  alternates the two destinations;
 * ``before``: the drain before this benchmark's measurements: 2 at once,
   a move into a destination only after the one before it ended;
 * ``serial``: one move at a time (Nova's ``host-evacuate-live`` way);
