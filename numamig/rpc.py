@@ -58,11 +58,13 @@ from numamig.objects import base as obj_base
 # (UnsupportedVersion, NoSuchMethod) are included so that an rpcapi can
 # catch an old peer's refusal by type on every transport, as on fake://.
 # numamig.compute.rpcapi: its AgentCallTimeout (a compute agent that did
-# not answer) reaches operators through the conductor.
+# not answer) reaches operators through the conductor; this module's
+# LinkLost (an agent's own broker link broke while it served a request)
+# reaches the caller as the timeout it is.
 LOG = logging.getLogger(__name__)
 
 ALLOWED_EXMODS = [exception.__name__, dispatcher.__name__,
-                  'numamig.compute.rpcapi']
+                  'numamig.compute.rpcapi', __name__]
 CONTROL_EXCHANGE = conf_opts.CONTROL_EXCHANGE
 
 _TRANSPORTS = {}
@@ -427,6 +429,61 @@ def get_client(transport, target, version_cap=None, version_manifest=None,
         serializer=get_serializer(version_manifest, known_versions))
 
 
+class LinkLost(messaging.MessagingTimeout):
+    """A call whose broker connection broke under it: sent or not, its
+    answer will not come.
+
+    oslo.messaging retries a broken connection inside its publish, but a
+    break in the few milliseconds after a new pooled connection logged in
+    (its channel opened outside that retry), or one a peer met while it
+    served the request (a builtin error, rebuilt here), reaches the
+    caller as a bare ``ConnectionResetError``. A broker restart made one
+    such break end a migration ``error`` with "[Errno 104] Connection
+    reset by peer" although nothing had refused it. It is the same
+    outcome as an unanswered call, and every RPC method numamig serves
+    may be asked again, so it is one: every caller that asks again or
+    moves on after a timeout does so after this too. Its module is in
+    ALLOWED_EXMODS: raised by an agent serving a request, it reaches the
+    conductor as itself.
+    """
+
+    def __init__(self, method, cause=None):
+        text = method if cause is None else (
+            f"{method}: the connection to the broker broke before an "
+            f"answer came ({_brief_link_error(cause)}); asking again is "
+            f"safe")
+        super().__init__(text)
+
+
+def link_broken(exc):
+    """Whether ``exc`` says the broker connection broke, not that the
+    peer refused: a socket or AMQP connection error raised here, or a
+    connection error the peer met while serving the request."""
+    if isinstance(exc, messaging.MessagingTimeout):
+        return False
+    remote = getattr(exc, 'remote_traceback', None) is not None
+    if remote:
+        return isinstance(exc, ConnectionError)
+    if isinstance(exc, OSError):
+        return True
+    # kombu and py-amqp raise their own connection errors (kombu's
+    # OperationalError, amqp's ConnectionError family); named by module,
+    # so that a client that never built a RabbitMQ transport need not
+    # import either.
+    library = (type(exc).__module__ or '').split('.', 1)[0]
+    name = type(exc).__name__
+    if library == 'amqp':
+        return 'Connection' in name
+    return library == 'kombu' and name in ('OperationalError',
+                                           'ConnectionError')
+
+
+def _brief_link_error(exc):
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else \
+        type(exc).__name__
+
+
 class RPCClient(messaging.RPCClient):
     """oslo.messaging's client whose calls raise a peer's error with its
     message alone as its ``str`` (numamig.exception.keep_remote_message).
@@ -459,10 +516,23 @@ class _PreparedCall:
             raise
         except Exception as exc:
             exception.keep_remote_message(exc)
+            if link_broken(exc):
+                outcome = 'timeout'
+                raise LinkLost(method, exc) from exc
             raise
         finally:
             metrics.RPC_CALLS.observe(method, outcome,
                                       time.monotonic() - began)
+
+    def cast(self, ctxt, method, **kwargs):
+        try:
+            return self._context.cast(ctxt, method, **kwargs)
+        except Exception as exc:
+            if link_broken(exc):
+                raise messaging.MessageDeliveryFailure(
+                    f"{method} was not sent: the connection to the broker "
+                    f"broke ({_brief_link_error(exc)})") from exc
+            raise
 
     def prepare(self, *args, **kwargs):
         return _PreparedCall(self._context.prepare(*args, **kwargs))

@@ -541,6 +541,12 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                         "broker); the stalled-migration sweep sends it "
                         "again", migration.uuid, migration.source_host)
             return False
+        except messaging.MessageDeliveryFailure as exc:
+            LOG.warning("Migration %s: its start request to source %s was "
+                        "not sent (%s); the stalled-migration sweep sends "
+                        "it again", migration.uuid, migration.source_host,
+                        exc)
+            return False
 
     def _response_timeout(self):
         return self.client.timeout or \

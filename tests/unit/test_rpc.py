@@ -374,3 +374,92 @@ class TransportCacheTest(base.TestCase):
         kept = rpc.get_transport(CONF, url='fake:///kept')
         rpc.close_transport(rpc.get_transport(CONF, url='fake:///closed'))
         self.assertIs(kept, rpc.get_transport(CONF, url='fake:///kept'))
+
+
+class _Context:
+    """A prepared oslo.messaging call context that raises ``error``."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def call(self, ctxt, method, **kwargs):
+        raise self.error
+
+    cast = call
+
+
+class LinkLostTest(base.TestCase):
+    """A broken broker connection is an unanswered call, not a refusal."""
+
+    def call(self, error):
+        return rpc._PreparedCall(_Context(error)).call(
+            nm_context.get_admin_context(), 'check_can_live_migrate_'
+            'destination')
+
+    def remote(self, error):
+        error.remote_traceback = 'Traceback (most recent call last): ...'
+        return error
+
+    def test_a_reset_connection_is_a_timeout_naming_the_method(self):
+        cause = ConnectionResetError(104, 'Connection reset by peer')
+        exc = self.assertRaises(rpc.LinkLost, self.call, cause)
+        self.assertIsInstance(exc, messaging.MessagingTimeout)
+        self.assertIs(cause, exc.__cause__)
+        self.assertEqual(
+            "check_can_live_migrate_destination: the connection to the "
+            "broker broke before an answer came (ConnectionResetError: "
+            "[Errno 104] Connection reset by peer); asking again is safe",
+            str(exc))
+
+    def test_library_connection_errors_are_link_losses(self):
+        import amqp.exceptions
+        import kombu.exceptions
+        for error in (kombu.exceptions.OperationalError('closed'),
+                      amqp.exceptions.RecoverableConnectionError('gone'),
+                      amqp.exceptions.ConnectionForced('restart'),
+                      BrokenPipeError(32, 'Broken pipe'),
+                      TimeoutError('timed out')):
+            self.assertRaises(rpc.LinkLost, self.call, error)
+
+    def test_a_peer_that_lost_its_own_link_is_a_link_loss(self):
+        self.assertRaises(rpc.LinkLost, self.call, self.remote(
+            ConnectionResetError(104, 'Connection reset by peer')))
+
+    def test_other_errors_pass_unchanged(self):
+        import amqp.exceptions
+        for error in (self.remote(OSError(28, 'No space left on device')),
+                      self.remote(FileNotFoundError(2, 'gone')),
+                      amqp.exceptions.NotFound('no queue'),
+                      ValueError('bad'),
+                      exception.MigrationPreCheckError(reason='full'),
+                      messaging.MessageUndeliverable(
+                          Exception(), 'nova', 'compute.h1', {})):
+            exc = self.assertRaises(type(error), self.call, error)
+            self.assertIs(error, exc)
+            self.assertNotIsInstance(exc, rpc.LinkLost)
+
+    def test_a_timeout_passes_unchanged(self):
+        error = messaging.MessagingTimeout('no reply')
+        self.assertIs(error, self.assertRaises(
+            messaging.MessagingTimeout, self.call, error))
+
+    def test_a_cast_on_a_broken_link_was_not_delivered(self):
+        cast = rpc._PreparedCall(_Context(
+            ConnectionResetError(104, 'Connection reset by peer'))).cast
+        exc = self.assertRaises(messaging.MessageDeliveryFailure, cast,
+                                nm_context.get_admin_context(),
+                                'live_migration')
+        self.assertIn('live_migration was not sent', str(exc))
+        refused = rpc._PreparedCall(_Context(ValueError('bad'))).cast
+        self.assertRaises(ValueError, refused,
+                          nm_context.get_admin_context(), 'live_migration')
+
+    def test_it_crosses_the_wire_as_a_timeout(self):
+        from oslo_messaging._drivers import common as driver_common
+        data = driver_common.serialize_remote_exception(
+            (rpc.LinkLost, rpc.LinkLost('claim', ConnectionResetError(
+                104, 'Connection reset by peer')), None))
+        exc = driver_common.deserialize_remote_exception(
+            data, rpc.ALLOWED_EXMODS)
+        self.assertIsInstance(exc, messaging.MessagingTimeout)
+        self.assertIsInstance(exc, rpc.LinkLost)
