@@ -126,6 +126,11 @@ class ConductorManager:
         """
         records.sync_reports(self.worker)
 
+    def sync_reports(self):
+        """Take the reports other workers stored since this one looked
+        (``[conductor] report_sync_interval``)."""
+        records.sync_reports(self.worker)
+
     def end_stalled_migrations(self, ctxt, resend_after=0):
         """End migrations a dead conductor worker (or a source that lost
         its cast) left behind, and send again the start requests of

@@ -26,7 +26,7 @@ class FromConfTest(base.TestCase):
                    migration_workers=5, database_outage_wait=13,
                    migration_watchers=6, drain_replan_attempts=1,
                    defragment_verify_timeout=14, report_writers=21,
-                   stalled_migration_interval=15)
+                   stalled_migration_interval=15, report_sync_interval=22)
         self.flags(group='libvirt',
                    live_migration_policies=['slow: downtime=50'],
                    live_migration_policy='slow')
@@ -56,6 +56,7 @@ class FromConfTest(base.TestCase):
             'migration_workers': 5, 'database_outage_wait': 13,
             'migration_watchers': 6, 'drain_replan_attempts': 1,
             'report_writers': 21, 'defragment_verify_timeout': 14,
+            'report_sync_interval': 22,
             'scheduler_strategy': 'pack',
             'cell_strategy': 'pack', 'max_candidates': 20,
             'sweep_interval': 15, 'compute_version_cap': '1.2'}, made)
