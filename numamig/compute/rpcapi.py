@@ -84,7 +84,10 @@ OBJECT_VERSIONS = {
     RELEASE_1: dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
     RELEASE_2: dict(_BASE_OBJECTS, LiveMigrateData='1.1',
                     InstanceNUMACell='1.1', InstanceNUMATopology='1.1',
-                    Instance='1.1', MigrationContext='1.1'),
+                    Instance='1.1', MigrationContext='1.1',
+                    # New in release 2; no compute message carries them,
+                    # listed so that the manifest is complete.
+                    MigrationReclaim='1.0', MigrationThreads='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the
