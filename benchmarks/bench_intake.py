@@ -299,9 +299,12 @@ def run_size(dep, args, size, guest, baseline_s):
           f"report ({len(pids)} processes); database {rows} report rows, "
           f"{result['db_mb']:.0f} MiB; oldest report the scheduler reads: "
           f"{age_s:.0f} s (interval {args.interval:g} s)")
-    print(f"    migrations while reports flow: median {during:.2f} s over "
-          f"{len(migrator.latencies)} (baseline {baseline_s:.2f} s), "
-          f"not completed: {migrator.failed or 'none'}")
+    slowest = max(migrator.latencies, default=float('nan'))
+    result['migration_max_s'] = slowest
+    print(f"    migrations while reports flow: median {during:.2f} s, max "
+          f"{slowest:.2f} s over {len(migrator.latencies)} (baseline "
+          f"{baseline_s:.2f} s), not completed: "
+          f"{migrator.failed or 'none'}")
     steps = {status: statistics.median(s[status] for s in migrator.steps
                                        if status in s)
              for status in sorted({k for s in migrator.steps for k in s})}

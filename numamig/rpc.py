@@ -58,11 +58,13 @@ from numamig.objects import base as obj_base
 # (UnsupportedVersion, NoSuchMethod) are included so that an rpcapi can
 # catch an old peer's refusal by type on every transport, as on fake://.
 # numamig.compute.rpcapi: its AgentCallTimeout (a compute agent that did
-# not answer) reaches operators through the conductor.
+# not answer) reaches operators through the conductor; this module's
+# LinkLost (an agent's own broker link broke while it served a request)
+# reaches the caller as the timeout it is.
 LOG = logging.getLogger(__name__)
 
 ALLOWED_EXMODS = [exception.__name__, dispatcher.__name__,
-                  'numamig.compute.rpcapi']
+                  'numamig.compute.rpcapi', __name__]
 CONTROL_EXCHANGE = conf_opts.CONTROL_EXCHANGE
 
 _TRANSPORTS = {}
@@ -427,6 +429,70 @@ def get_client(transport, target, version_cap=None, version_manifest=None,
         serializer=get_serializer(version_manifest, known_versions))
 
 
+# A call whose broker connection broke is asked again after this pause,
+# doubling up to the longest, within the call's deadline.
+LINK_PAUSE_S = 0.25
+LINK_PAUSE_MAX_S = 2.0
+# oslo.messaging's default [DEFAULT] rpc_response_timeout, for a context
+# that names none.
+LINK_DEFAULT_TIMEOUT_S = 60
+
+
+class LinkLost(messaging.MessagingTimeout):
+    """A call whose broker connection broke under it: sent or not, its
+    answer will not come.
+
+    oslo.messaging retries a broken connection inside its publish, but a
+    break in the few milliseconds after a new pooled connection logged in
+    (its channel opened outside that retry), or one a peer met while it
+    served the request (a builtin error, rebuilt here), reaches the
+    caller as a bare ``ConnectionResetError``. A broker restart made one
+    such break end a migration ``error`` with "[Errno 104] Connection
+    reset by peer" although nothing had refused it. Every RPC method
+    numamig serves may be asked again, so the call is (_PreparedCall),
+    until its deadline; then it is what it amounts to, an unanswered
+    call: every caller that asks again or moves on after a timeout does
+    so after this too. Its module is in
+    ALLOWED_EXMODS: raised by an agent serving a request, it reaches the
+    conductor as itself.
+    """
+
+    def __init__(self, method, cause=None):
+        text = method if cause is None else (
+            f"{method}: the connection to the broker broke and no answer "
+            f"came within the call's deadline ({_brief_link_error(cause)})")
+        super().__init__(text)
+
+
+def link_broken(exc):
+    """Whether ``exc`` says the broker connection broke, not that the
+    peer refused: a socket or AMQP connection error raised here, or a
+    connection error the peer met while serving the request."""
+    if isinstance(exc, messaging.MessagingTimeout):
+        return False
+    remote = getattr(exc, 'remote_traceback', None) is not None
+    if remote:
+        return isinstance(exc, ConnectionError)
+    if isinstance(exc, OSError):
+        return True
+    # kombu and py-amqp raise their own connection errors (kombu's
+    # OperationalError, amqp's ConnectionError family); named by module,
+    # so that a client that never built a RabbitMQ transport need not
+    # import either.
+    library = (type(exc).__module__ or '').split('.', 1)[0]
+    name = type(exc).__name__
+    if library == 'amqp':
+        return 'Connection' in name
+    return library == 'kombu' and name in ('OperationalError',
+                                           'ConnectionError')
+
+
+def _brief_link_error(exc):
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else \
+        type(exc).__name__
+
+
 class RPCClient(messaging.RPCClient):
     """oslo.messaging's client whose calls raise a peer's error with its
     message alone as its ``str`` (numamig.exception.keep_remote_message).
@@ -444,25 +510,74 @@ class _PreparedCall:
     """A prepared call context (what ``RPCClient.prepare`` answers; its
     ``call`` is also what ``RPCClient.call`` runs)."""
 
-    def __init__(self, context):
+    def __init__(self, context, clock=time.monotonic, sleep=time.sleep):
         self._context = context
+        self._clock = clock
+        self._sleep = sleep
 
     def call(self, ctxt, method, **kwargs):
-        began = time.monotonic()
+        """oslo.messaging's call, asked again within its own deadline
+        while the broker connection breaks under it (LinkLost).
+
+        Asked again after a pause, not at once: a connection that broke
+        stays broken while the broker restarts, and a caller that counts
+        its attempts would spend them all within a second of the outage
+        (the fault suite measured a migration left for the reconciliation
+        a minute later that way). Every method numamig serves may be
+        asked again.
+        """
+        began = self._clock()
         outcome = 'error'
+        context = self._context
+        deadline = None
+        pause = LINK_PAUSE_S
         try:
-            answer = self._context.call(ctxt, method, **kwargs)
-            outcome = 'answered'
-            return answer
-        except messaging.MessagingTimeout:
-            outcome = 'timeout'
-            raise
-        except Exception as exc:
-            exception.keep_remote_message(exc)
-            raise
+            while True:
+                try:
+                    answer = context.call(ctxt, method, **kwargs)
+                    outcome = 'answered'
+                    return answer
+                except messaging.MessagingTimeout:
+                    outcome = 'timeout'
+                    raise
+                except Exception as exc:
+                    exception.keep_remote_message(exc)
+                    if not link_broken(exc):
+                        raise
+                    if deadline is None:
+                        deadline = began + self._timeout_s()
+                    left = deadline - self._clock()
+                    if left <= pause:
+                        outcome = 'timeout'
+                        raise LinkLost(method, exc) from exc
+                    LOG.info("%s: the connection to the broker broke "
+                             "(%s); asked again in %.2f s", method,
+                             _brief_link_error(exc), pause)
+                    self._sleep(pause)
+                    pause = min(pause * 2, LINK_PAUSE_MAX_S)
+                    context = self._context.prepare(timeout=max(
+                        1, int(deadline - self._clock() + 0.999)))
         finally:
             metrics.RPC_CALLS.observe(method, outcome,
-                                      time.monotonic() - began)
+                                      self._clock() - began)
+
+    def _timeout_s(self):
+        timeout = getattr(self._context, 'timeout', None)
+        if timeout:
+            return timeout
+        conf = getattr(self._context, 'conf', None)
+        return getattr(conf, 'rpc_response_timeout', None) or \
+            LINK_DEFAULT_TIMEOUT_S
+
+    def cast(self, ctxt, method, **kwargs):
+        try:
+            return self._context.cast(ctxt, method, **kwargs)
+        except Exception as exc:
+            if link_broken(exc):
+                raise messaging.MessageDeliveryFailure(
+                    f"{method} was not sent: the connection to the broker "
+                    f"broke ({_brief_link_error(exc)})") from exc
+            raise
 
     def prepare(self, *args, **kwargs):
         return _PreparedCall(self._context.prepare(*args, **kwargs))

@@ -472,18 +472,28 @@ class ConductorService(_RPCService):
         self.executor.start()
         # Drains recorded before this start (a restart) carry on.
         self.manager.drains.start()
+        self.periodic = self._periodic_jobs(ctxt)
+        self.periodic.start()
+        LOG.info("Conductor %s started (service version %s)",
+                 self.rpc_target.server, self.release.service_version)
+
+    def _periodic_jobs(self, ctxt):
         # The first sweep after this start's comes once this worker has
         # had the database for a whole lease (15 s with the defaults):
         # the first that may trust leases and end what a dead worker
         # left, 5 s sooner than the second interval's sweep would.
-        self.periodic = periodic.PeriodicJobs(self.rpc_target.server).add(
+        jobs = periodic.PeriodicJobs(self.rpc_target.server).add(
             'end stalled migrations', self.sweep_interval,
             lambda: self.manager.end_stalled_migrations(
                 ctxt, resend_after=self.sweep_interval),
             first=self.executor.lease_s)
-        self.periodic.start()
-        LOG.info("Conductor %s started (service version %s)",
-                 self.rpc_target.server, self.release.service_version)
+        sync_s = self.manager.worker.settings.report_sync_interval
+        if sync_s:
+            # Off the migrations' path: a migration then reads only what
+            # other workers stored in the last few seconds.
+            jobs.add("read the reports other workers stored", sync_s,
+                     self.manager.sync_reports)
+        return jobs
 
 
 class ConductorWorker(os_service.Service):

@@ -7,8 +7,9 @@ from the nodes of its claim. The source hands its choice to the driver's
 job, which pins the threads as its monitor samples the job; the
 destination runs a watch from its pre_live_migration until the source
 tells it how the migration ended. Each side reports what it saw to the
-conductor (migration_record_threads, records API), which stores it on the
-Migration (migration_threads) for ``numamig-manage migration show``.
+conductor (migration_record_threads, records API), which keeps it as the
+migration's MigrationThreads (a satellite record) for ``numamig-manage
+migration show``.
 """
 
 import threading

@@ -84,7 +84,10 @@ OBJECT_VERSIONS = {
     RELEASE_1: dict(_BASE_OBJECTS, LiveMigrateData='1.0'),
     RELEASE_2: dict(_BASE_OBJECTS, LiveMigrateData='1.1',
                     InstanceNUMACell='1.1', InstanceNUMATopology='1.1',
-                    Instance='1.1', MigrationContext='1.1'),
+                    Instance='1.1', MigrationContext='1.1',
+                    # New in release 2; no compute message carries them,
+                    # listed so that the manifest is complete.
+                    MigrationReclaim='1.0', MigrationThreads='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the
@@ -540,6 +543,12 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                         "start request (its agent is not connected to the "
                         "broker); the stalled-migration sweep sends it "
                         "again", migration.uuid, migration.source_host)
+            return False
+        except messaging.MessageDeliveryFailure as exc:
+            LOG.warning("Migration %s: its start request to source %s was "
+                        "not sent (%s); the stalled-migration sweep sends "
+                        "it again", migration.uuid, migration.source_host,
+                        exc)
             return False
 
     def _response_timeout(self):

@@ -58,7 +58,10 @@ OPERATIONS history:
         migration_wait; host_refresh_usage; host_set_disabled and
         host_drain_plan; host_drain_start/show/wait/abort,
         host_defragment_plan and host_defragment_start;
-        instance_memory_set and host_reclaim; migration_resume.
+        instance_memory_set and host_reclaim; migration_resume;
+        migration_get_satellites (what was reclaimed to place a
+        migration, where its threads ran: objects of their own,
+        numamig.objects.migration_satellites).
 
 Objects have one version per release too: release 1's, and release 2's
 one minor above it where release 2 changed the object. Every API
@@ -119,7 +122,9 @@ OBJECT_VERSIONS = {
                     Instance='1.1', InstanceNUMACell='1.1',
                     InstanceNUMATopology='1.1', LiveMigrateData='1.1',
                     Migration='1.1', MigrationContext='1.1',
-                    MigrationStatusChange='1.1'),
+                    MigrationStatusChange='1.1',
+                    # New in release 2: a migration's satellite records.
+                    MigrationReclaim='1.0', MigrationThreads='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the

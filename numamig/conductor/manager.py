@@ -37,9 +37,11 @@ from numamig.conductor.tasks import live_migrate
 from numamig.conductor.tasks import memory
 from numamig.conductor.tasks import resume
 from numamig.db import instances
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from numamig.db import queue
 from numamig.objects import fields
+from numamig.objects import migration_satellites as satellites
 from numamig.objects import service as service_obj
 
 LOG = logging.getLogger(__name__)
@@ -49,6 +51,10 @@ STATUS_KIND = records_manager.STATUS_KIND
 _EXPECTED = records_manager.EXPECTED
 # How many times a migration was paused: bounded by its history's.
 PAUSES = wire.integer(0, 10000)
+SATELLITE_NAMES = wire.Kind(
+    f"a list of some of {', '.join(satellites.SATELLITES)}",
+    lambda v: isinstance(v, list) and len(v) <= len(satellites.SATELLITES)
+    and all(isinstance(n, str) and n in satellites.SATELLITES for n in v))
 
 
 class ConductorManager:
@@ -126,6 +132,11 @@ class ConductorManager:
         """
         records.sync_reports(self.worker)
 
+    def sync_reports(self):
+        """Take the reports other workers stored since this one looked
+        (``[conductor] report_sync_interval``)."""
+        records.sync_reports(self.worker)
+
     def end_stalled_migrations(self, ctxt, resend_after=0):
         """End migrations a dead conductor worker (or a source that lost
         its cast) left behind, and send again the start requests of
@@ -193,6 +204,19 @@ class ConductorManager:
     def migration_get(self, ctxt, migration_uuid):
         """Idempotent: a repeat reads only and gets the same answer."""
         return self.records.migration_get(ctxt, migration_uuid)
+
+    @wire.args(migration_uuid=wire.UUID, names=SATELLITE_NAMES)
+    @messaging.expected_exceptions(*_EXPECTED)
+    def migration_get_satellites(self, ctxt, migration_uuid, names):
+        """The satellite records ``names`` of a migration
+        (numamig.objects.migration_satellites): {name: object}, each
+        empty where nothing was recorded. Operators' only: agents never
+        read them, so what a feature adds there changes neither Migration
+        nor the records API.
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
+        return migration_satellites.get(self.db, migration_uuid, names)
 
     @wire.args(instance_uuid=wire.UUID)
     @messaging.expected_exceptions(*_EXPECTED)

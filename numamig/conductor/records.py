@@ -126,7 +126,8 @@ def _write_batch(worker, batch):
         return
     for (report, waiters), one in zip(valid, saved, strict=True):
         try:
-            worker.cache.update(report, guests=one.guests)
+            worker.cache.update(report, guests=one.guests,
+                                digest=one.digest)
             if one.change_seq is not None:
                 worker.reports.held[report.host] = one.change_seq
         except Exception as error:  # noqa: BLE001 - that request's answer
@@ -151,8 +152,10 @@ def sync_reports(worker):
     looks stale (or down) to it. Only reports written after the highest
     change number this worker has seen are looked at, and only those
     newer than its cache's are read whole: the cost follows what changed,
-    never the number of hosts. Each counts as received when it was made,
-    so that a host that died does not look up.
+    never the number of hosts. A report that says what the cache holds
+    (most do) only moves its host's time; the others are built whole.
+    Each counts as received when it was made, so that a host that died
+    does not look up.
     """
     with worker.reports.lock, worker.db.reader() as session:
         _sync_reports_in(worker, session)
@@ -170,13 +173,18 @@ def _sync_reports_in(worker, session):
             taken[host] = change_seq
             return True
         return False
-    reports, cursor.seen = compute_nodes.changed_since_in(
+    changes, cursor.seen = compute_nodes.changes_since_in(
         session, cursor.seen, newer_than=newer_than)
-    guests = instances.guest_pairs_in(session, [r.host for r in reports])
-    for report in reports:
-        worker.cache.update(report, guests=guests[report.host],
-                            received_at=report.reported_at)
-        cursor.held[report.host] = taken[report.host]
+    guests = instances.guest_pairs_in(session, [c.host for c in changes])
+    for change in changes:
+        # Most say what the cache holds, newer: only the time moves.
+        if worker.cache.refresh(change.host, change.reported_at,
+                                change.digest, guests=guests[change.host],
+                                received_at=change.reported_at) is None:
+            worker.cache.update(change.load(), guests=guests[change.host],
+                                received_at=change.reported_at,
+                                digest=change.digest)
+        cursor.held[change.host] = taken[change.host]
 
 
 def read_instance(worker, instance_uuid, with_maintenance=False):

@@ -280,7 +280,7 @@ class RecordAPI:
     def migration_record_threads(self, ctxt, migration_uuid, side, record):
         """Record where one host's migration threads ran (cast, release 2;
         ``side`` is 'source' or 'dest', ``record`` that host's part of
-        Migration.migration_threads).
+        MigrationThreads.sides).
 
         :returns: False when the conductor or the cap is of release 1
             (nothing sent).

@@ -212,6 +212,19 @@ class ConductorAPI:
                           instance_uuid=instance_uuid, status=status,
                           host=host)
 
+    def migration_get_satellites(self, ctxt, migration_uuid, names):
+        """A migration's satellite records (what was reclaimed to place
+        it, where its threads ran: numamig.objects.migration_satellites)
+        by name: {name: object}.
+
+        :raises Invalid: the cap or the conductor is of release 1, which
+            recorded none of them (nothing sent).
+        """
+        return self._since(ctxt, 'migration_get_satellites',
+                           "reading a migration's satellite records",
+                           migration_uuid=migration_uuid,
+                           names=list(names))
+
     def migration_wait(self, ctxt, migration, timeout):
         """``migration`` as recorded once its status or progress differs
         from ``migration``'s, or after ``timeout`` seconds; sooner when

@@ -75,6 +75,8 @@ class ConductorSettings:
         database.
     :param migration_watchers: operators' waits held at once.
     :param report_writers: agents' reports written at once.
+    :param report_sync_interval: seconds between reads of the reports
+        other workers stored; 0: only when a request needs them.
     :param drain_replan_attempts: times a drain plans a refused guest
         again.
     :param defragment_verify_timeout: seconds a defragmentation waits
@@ -105,6 +107,7 @@ class ConductorSettings:
     database_outage_wait: float
     migration_watchers: int
     report_writers: int
+    report_sync_interval: float
     drain_replan_attempts: int
     defragment_verify_timeout: float
     scheduler_strategy: str
@@ -152,6 +155,7 @@ def from_conf(conf):
         database_outage_wait=cond.database_outage_wait,
         migration_watchers=cond.migration_watchers,
         report_writers=cond.report_writers,
+        report_sync_interval=cond.report_sync_interval,
         drain_replan_attempts=cond.drain_replan_attempts,
         defragment_verify_timeout=cond.defragment_verify_timeout,
         scheduler_strategy=conf.scheduler.strategy,

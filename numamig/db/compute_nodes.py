@@ -11,6 +11,9 @@ scalars in columns for liveness and version queries. Public API::
     changed_since(db, number, newer_than=None) -> ([report], number)
     changed_since_in(session, number, newer_than=None): the same inside a
         caller's transaction
+    changes_since_in(session, number, newer_than=None) -> ([Change],
+        number): the same, each report built only when asked
+    content_digest(text) -> str: what a stored report says, its time aside
     get(db, host) -> ComputeNodeReport
     get_all(db, reported_since=None) -> [ComputeNodeReport]
     delete(db, host) -> bool
@@ -19,6 +22,9 @@ scalars in columns for liveness and version queries. Public API::
     maintenance_in(session): the same inside a caller's transaction
 """
 
+import hashlib
+import json
+import re
 import typing
 
 from oslo_db import exception as db_exc
@@ -56,6 +62,22 @@ class SavedReport(typing.NamedTuple):
     report: object          # what save_report returns
     guests: list            # [(project id, instance uuid)], record order
     change_seq: int         # its change number; None when not stored
+    digest: str = None      # content_digest of what was stored, or None
+
+
+# What differs between two reports of a host that say the same: the time
+# it was made, and the order of the changed-field lists (a set's order,
+# which differs between processes).
+_VOLATILE = re.compile(r'"reported_at": "[^"]*"|'
+                       r'"numamig_object\.changes": \[[^\]]*\]')
+
+
+def content_digest(text):
+    """A digest of a stored report's JSON text, its time and changed-field
+    lists left out: two reports with the same digest say the same about
+    their host (numamig.scheduler.host_state.HostStateCache.refresh)."""
+    return hashlib.blake2b(_VOLATILE.sub('', text).encode(),
+                           digest_size=16).hexdigest()
 
 
 def save_report_reading_guests(db, report):
@@ -92,9 +114,13 @@ def save_reports_reading_guests(db, reports):
     except db_exc.DBDuplicateEntry:
         # A host's first report raced with another; it exists now.
         numbers, guests = _store_batch(db, values)
-    return [SavedReport(report if number is not None else
-                        get(db, report.host), guests[report.host], number)
-            for report, number in zip(reports, numbers, strict=True)]
+    # The text stored is models.JSONText's dump of the primitive.
+    return [SavedReport(report, guests[report.host], number,
+                        content_digest(json.dumps(value['report'])))
+            if number is not None else
+            SavedReport(get(db, report.host), guests[report.host], None)
+            for report, number, value in zip(reports, numbers, values,
+                                             strict=True)]
 
 
 def _store_batch(db, values):
@@ -218,6 +244,31 @@ def changed_since(db, number, newer_than=None):
 
 def changed_since_in(session, number, newer_than=None):
     """``changed_since`` inside the caller's transaction."""
+    changes, highest = changes_since_in(session, number, newer_than)
+    return [change.load() for change in changes], highest
+
+
+class Change(typing.NamedTuple):
+    """A report written since a change number, not built yet."""
+
+    host: str
+    reported_at: object     # the column's exact time
+    digest: str             # content_digest of its text
+    text: str               # the stored JSON
+
+    def load(self):
+        """The ComputeNodeReport, built and validated.
+
+        :raises StoredRecordInvalid: naming the row.
+        """
+        return _report_from(self.host, self.reported_at,
+                            json.loads(self.text))
+
+
+def changes_since_in(session, number, newer_than=None):
+    """``changed_since_in``, each report's JSON read but not built: a
+    caller whose copy says the same (the same ``digest``) builds
+    nothing."""
     heads = _rows.run(session, _heads_since(), {'number': number}).all()
     highest = max((h.change_seq for h in heads), default=number)
     wanted = [h.id for h in heads
@@ -225,10 +276,13 @@ def changed_since_in(session, number, newer_than=None):
               newer_than(h.host, h.reported_at, h.change_seq)]
     if not wanted:
         return [], highest
-    rows = session.scalars(sa.select(models.ComputeNode).where(
-        models.ComputeNode.id.in_(wanted)).order_by(
-            models.ComputeNode.host))
-    return [_to_object(row) for row in rows], highest
+    rows = session.execute(sa.select(
+        _T.c.host, _T.c.reported_at,
+        # The text as stored, not JSONText's parse of it.
+        sa.type_coerce(_T.c.report, sa.Text).label('text')).where(
+            _T.c.id.in_(wanted)).order_by(_T.c.host))
+    return [Change(row.host, row.reported_at, content_digest(row.text),
+                   row.text) for row in rows], highest
 
 
 def get(db, host):
@@ -353,9 +407,13 @@ def _maintenance_row(session, host):
 
 
 def _to_object(row):
-    report = primitives.load(row.report, objects.ComputeNodeReport,
-                             'compute_nodes', row.host, 'report')
+    return _report_from(row.host, row.reported_at, row.report)
+
+
+def _report_from(host, reported_at, primitive):
+    report = primitives.load(primitive, objects.ComputeNodeReport,
+                             'compute_nodes', host, 'report')
     # A DateTimeField primitive has whole seconds; the column is exact.
-    report.reported_at = row.reported_at
+    report.reported_at = reported_at
     report.obj_reset_changes(['reported_at'])
     return report

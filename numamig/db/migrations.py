@@ -27,7 +27,6 @@ which saves a query and a list of objects on every step. Public API::
     update_progress(db, uuid, **progress) -> bool
     set_prediction(db, uuid, prediction)
     set_policy(db, uuid, name) -> Migration
-    set_memory_reclaim(db, uuid, entries) -> Migration
 """
 
 import types
@@ -396,28 +395,6 @@ def set_policy(db, uuid, name):
         return _to_object(session, _row(session, uuid), with_history=False)
 
 
-def set_memory_reclaim(db, uuid, entries):
-    """Record what was reclaimed from other guests to place the
-    migration's guest (Migration.memory_reclaim, replacing what was
-    recorded); return the Migration.
-
-    :raises ObjectValidationError: entries the object refuses; nothing
-        changed.
-    :raises MigrationNotFound:
-    """
-    with db.writer() as session:
-        row = _row(session, uuid, lock=True)
-        migration = _to_object(session, row, with_history=False)
-        migration.memory_reclaim = [
-            {k: None if v is None else str(v) for k, v in e.items()}
-            for e in entries]
-        migration.validate()
-        session.execute(_update(uuid).values(
-            updated_at=_rows.utcnow(),
-            memory_reclaim=migration.memory_reclaim))
-        return migration
-
-
 def _prediction_fits(name, value):
     if value is None:
         return True
@@ -541,8 +518,6 @@ def _columns_of(migration):
     columns['refused_hosts'] = dict(migration.refused_hosts)
     columns['priority'] = migration.get('priority', 0)
     columns['admitted_at'] = migration.get('admitted_at')
-    columns['memory_reclaim'] = migration.get('memory_reclaim')
-    columns['migration_threads'] = migration.get('migration_threads')
     return columns
 
 
@@ -554,7 +529,7 @@ def _to_object(session, row, with_history):
             **{name: getattr(row, name) for name in (
                 'uuid', 'instance_uuid', 'source_host', 'dest_host',
                 'requested_host', 'status', 'error', 'priority',
-                'admitted_at', 'memory_reclaim', 'migration_threads') +
+                'admitted_at') +
                 PROGRESS_FIELDS +
                 RESULT_FIELDS + CONVERGENCE_FIELDS + PREDICTION_FIELDS +
                 RECOVERY_FIELDS})

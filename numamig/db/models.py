@@ -216,7 +216,7 @@ class Migration(TimestampMixin, Base):
     predicted_downtime_ms = sa.Column(sa.BigInteger, nullable=True)
     sampled_dirty_rate = sa.Column(sa.BigInteger, nullable=True)
     # virtio-mem memory reclaimed from other guests to place it (release
-    # 2): a JSON list of Migration.MEMORY_RECLAIM_KEYS dicts.
+    # 2): a JSON list of MigrationReclaim entries (MEMORY_RECLAIM_KEYS).
     memory_reclaim = sa.Column(JSONText, nullable=True)
     # The post-copy recovery history (release 2): a JSON list of
     # {event, at, attempt, detail}; NULL where post-copy never broke.

@@ -22,30 +22,11 @@ CONVERGENCE_FIELDS = ('convergence_policy', 'convergence_actions')
 # numamig.convergence.predict.
 PREDICTION_FIELDS = ('prediction', 'predicted_elapsed_ms',
                      'predicted_downtime_ms', 'sampled_dirty_rate')
-# What was reclaimed from other guests' virtio-mem devices to place the
-# guest on its destination, one entry per device: the host and
-# host node, the guest and its guest cell, the device's requested size
-# before and as asked (MiB), what the guest reported plugged after,
-# what the host stopped holding, and the outcome (RECLAIM_OUTCOMES).
-# Values are text (a dict of strings on the wire); numbers are MiB.
-MEMORY_RECLAIM_KEYS = ('host', 'host_node', 'instance_uuid', 'cell',
-                       'before_mb', 'after_mb', 'current_mb', 'released_mb',
-                       'outcome')
-# kept: the claim succeeded, the guest keeps its smaller size; given
-# back: the reclaim fell short or the host still refused, its size was
-# set back; not given back: setting it back failed or timed out (the
-# entry says what it has); refused: the hypervisor refused to resize
-# the device, nothing was taken.
-RECLAIM_OUTCOMES = ('kept', 'given back', 'not given back', 'refused')
-MAX_RECLAIM_ENTRIES = 256
 # The post-copy recovery history: when the migration stream was lost
 # during post-copy, each resume attempt and its outcome
 # (numamig.convergence.recovery), as the source reported it; None where
 # the stream never broke in post-copy.
 RECOVERY_FIELDS = ('postcopy_recovery',)
-# Where the migration's own QEMU threads ran on each host; shape and
-# bounds in numamig.objects.migration_threads.
-THREADS_FIELDS = ('migration_threads',)
 # Bounds of what a source may report (checked before it is recorded).
 MAX_POLICY_NAME = 64
 MAX_ACTIONS = 40
@@ -68,8 +49,7 @@ QUEUE_FIELDS = ('priority', 'admitted_at', 'queue_position')
 # are MigrationStatusChange 1.1 for the same reason.
 RELEASE_2_VERSION = '1.1'
 RELEASE_2_FIELDS = (RESULT_FIELDS + QUEUE_FIELDS + CONVERGENCE_FIELDS +
-                    PREDICTION_FIELDS + ('memory_reclaim',) +
-                    RECOVERY_FIELDS + THREADS_FIELDS)
+                    PREDICTION_FIELDS + RECOVERY_FIELDS)
 _PRIORITY_NAMES = ', '.join(f'{k}={v}' for k, v in PRIORITIES.items())
 
 # Status changes a migration may make. Anything else is a bug or a race
@@ -111,12 +91,13 @@ class Migration(base.NumamigObject):
     #              convergence_policy and convergence_actions (how the run
     #              converged); prediction, predicted_elapsed_ms,
     #              predicted_downtime_ms and sampled_dirty_rate (the
-    #              pre-flight convergence prediction); memory_reclaim
-    #              (virtio-mem memory reclaimed from other guests to place
-    #              it); postcopy_recovery (post-copy recovery history);
-    #              migration_threads (where its QEMU threads ran); status
-    #              postcopy-paused, and history as MigrationStatusChange
-    #              1.1 (RELEASE_2_FIELDS, RELEASE_2_VERSION)
+    #              pre-flight convergence prediction); postcopy_recovery
+    #              (post-copy recovery history); status postcopy-paused,
+    #              and history as MigrationStatusChange 1.1
+    #              (RELEASE_2_FIELDS, RELEASE_2_VERSION). What was
+    #              reclaimed to place it and where its threads ran are
+    #              objects of their own (numamig.objects.
+    #              migration_satellites), not fields.
     VERSION = RELEASE_2_VERSION
 
     obj_relationships = {'history': [('1.0', '1.0'),
@@ -181,16 +162,9 @@ class Migration(base.NumamigObject):
         # The guest's dirty rate the prediction used, bytes per second.
         'sampled_dirty_rate': fields.IntegerField(nullable=True,
                                                   default=None),
-        # See MEMORY_RECLAIM_KEYS; None: nothing was reclaimed for it.
-        'memory_reclaim': fields.ListOfDictOfNullableStringsField(
-            nullable=True, default=None),
         # [{event, at, attempt, detail}], oldest first; see
         # RECOVERY_FIELDS.
         'postcopy_recovery': fields.ListOfDictOfNullableStringsField(
-            nullable=True, default=None),
-        # {'source': {...}, 'dest': {...}}; see THREADS_FIELDS. None:
-        # neither host recorded where the threads ran.
-        'migration_threads': nm_fields.MigrationThreadsField(
             nullable=True, default=None),
     }
 
@@ -223,7 +197,6 @@ class Migration(base.NumamigObject):
             'elapsed_ms', 'downtime_ms', 'predicted_elapsed_ms',
             'predicted_downtime_ms', 'sampled_dirty_rate')
         self._validate_convergence()
-        self._validate_memory_reclaim()
         recovery = self.get('postcopy_recovery') or []
         if len(recovery) > MAX_RECOVERY_EVENTS:
             raise self.invalid(f"post-copy recovery history of "
@@ -251,16 +224,3 @@ class Migration(base.NumamigObject):
             raise self.invalid(
                 f"convergence actions: at most {MAX_ACTIONS} of at most "
                 f"{MAX_ACTION_LENGTH} characters each")
-
-    def _validate_memory_reclaim(self):
-        entries = self.get('memory_reclaim') or []
-        if len(entries) > MAX_RECLAIM_ENTRIES:
-            raise self.invalid(f"memory reclaim: {len(entries)} entries, "
-                               f"at most {MAX_RECLAIM_ENTRIES}")
-        for entry in entries:
-            unknown = sorted(set(entry) - set(MEMORY_RECLAIM_KEYS))
-            if unknown or entry.get('outcome') not in RECLAIM_OUTCOMES:
-                raise self.invalid(
-                    f"memory reclaim entry {entry}: keys must be some of "
-                    f"{', '.join(MEMORY_RECLAIM_KEYS)} and the outcome one "
-                    f"of {', '.join(RECLAIM_OUTCOMES)}")

@@ -1,7 +1,8 @@
 """Where a migration's own QEMU threads ran: the shape of the record.
 
-``Migration.migration_threads`` (Migration 1.1, release 2) holds, per
-side (``source``, ``dest``), what that host's agent chose and saw::
+``MigrationThreads.sides`` (numamig.objects.migration_satellites,
+release 2) holds, per side (``source``, ``dest``), what that host's
+agent chose and saw::
 
     {"source": {"host": "cmp1",
                 "basis": "shared-guest-nodes",

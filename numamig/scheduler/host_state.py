@@ -130,6 +130,10 @@ class _Entry:
         self.reservations = {}    # instance uuid -> Reservation, oldest 1st
         self.topology = report.topology
         self.record = None
+        # The stored report's content digest (numamig.db.compute_nodes.
+        # content_digest), when the report came with one: a later report
+        # with the same digest differs only in its time (refresh).
+        self.digest = None
 
 
 class HostStateCache:
@@ -175,7 +179,7 @@ class HostStateCache:
 
     # -- reports ----------------------------------------------------------
 
-    def update(self, report, guests=None, received_at=None):
+    def update(self, report, guests=None, received_at=None, digest=None):
         """Take a host's report; drop the reservations it confirms.
 
         :param report: a ComputeNodeReport.
@@ -185,6 +189,8 @@ class HostStateCache:
         :param received_at: when the report arrived (default: now); a
             conductor reloading reports from its database passes their
             stored time, so that a dead host does not look up.
+        :param digest: the report's stored content digest, if known (see
+            ``refresh``).
         :returns: tuple of the Reservations the report confirmed.
         :raises InvalidHostReport: if the report is invalid; the cache is
             left unchanged.
@@ -205,13 +211,49 @@ class HostStateCache:
             self._track_version(report.host, entry.report.service_version,
                                 report.service_version)
             entry.report = report
-            entry.received_at = received_at or now
-            if guest_set is not None:
-                entry.guests = guest_set
-            self._expire(entry, now)
-            confirmed = self._resync(entry)
-            self._publish(entry, self._reserved_topology(entry))
-            return confirmed
+            entry.digest = digest
+            return self._take(entry, guest_set, received_at, now)
+
+    def refresh(self, host, reported_at, digest, guests=None,
+                received_at=None):
+        """Take a report of ``host`` whose content is the one the cache
+        holds (same ``digest``), made at ``reported_at``: what ``update``
+        does, without building and checking the report again.
+
+        Most reports repeat the last one: a host's usage changes only
+        when a guest comes or goes. A conductor worker reads the reports
+        other workers stored before it schedules (conductor.records.
+        sync_reports); rebuilding each one cost it 3-4 ms, so a worker
+        that had not looked for a while (1,000 hosts reporting, one
+        worker's first migration) spent 2.3-2.9 s before a migration
+        could start, and more with more hosts.
+
+        :returns: None when the cache holds no report of ``host`` with
+            ``digest`` (read it whole and ``update``); else as ``update``.
+        """
+        guest_set = None if guests is None else _guest_set(guests)
+        now = self._clock()
+        with self._lock:
+            entry = self._entries.get(host)
+            if entry is None or entry.digest is None or \
+                    entry.digest != digest:
+                return None
+            if reported_at < entry.report.reported_at:
+                return ()
+            # The same content: only its time moves (readers of the
+            # record see the newer time, as they would a new report's).
+            entry.report.reported_at = reported_at
+            entry.report.obj_reset_changes(['reported_at'])
+            return self._take(entry, guest_set, received_at, now)
+
+    def _take(self, entry, guest_set, received_at, now):
+        entry.received_at = received_at or now
+        if guest_set is not None:
+            entry.guests = guest_set
+        self._expire(entry, now)
+        confirmed = self._resync(entry)
+        self._publish(entry, self._reserved_topology(entry))
+        return confirmed
 
     def set_guests(self, host, guests):
         """Replace the guests the conductor's records place on ``host``.

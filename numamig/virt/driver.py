@@ -169,7 +169,7 @@ class ComputeDriver(abc.ABC):
             object with ``cpus`` (frozenset; empty: pin nothing),
             ``basis`` (numamig.objects.migration_threads.BASES) and
             ``report(record)``, called once the job ends with this host's
-            side of Migration.migration_threads. None: the driver's own
+            side of MigrationThreads.sides. None: the driver's own
             configuration decides.
 
         :param progress_callback: called with a MigrationProgress sample
@@ -260,7 +260,7 @@ class ComputeDriver(abc.ABC):
         """Destination side: pin and record the arriving guest's
         migration threads until the returned watch's ``stop()`` (or its
         own time limit), then call ``on_end`` with this host's side of
-        Migration.migration_threads.
+        MigrationThreads.sides.
 
         :param chosen: (cpus, basis) from numamig.numa.migration_cpus.
         :returns: the started watch, or None where this driver has no

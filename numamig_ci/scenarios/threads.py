@@ -6,7 +6,7 @@ start with the emulator's affinity: the migrating guest's own dedicated
 pCPU when it is pinned. numamig's compute agents pin them, each on its
 own host, to the shared CPUs of the NUMA node holding the guest's memory
 there (numamig.numa.migration_cpus), reading the host's /proc to find
-them, and record where each ended up (Migration.migration_threads).
+them, and record where each ended up (MigrationThreads).
 
 This needs the agents on the kernel their QEMUs run on, so the scenario
 runs them there (the backend's ``agents_on_hosts``: on --nested, inside
@@ -270,12 +270,12 @@ def check_main_thread(guest, host, cpus, expected):
 
 
 def _wait_recorded(s, migration):
-    """The Migration's migration_threads once both sides are there, or
+    """The migration's MigrationThreads sides once both are there, or
     what it holds after RECORDED_WITHIN_S."""
     deadline = time.monotonic() + RECORDED_WITHIN_S
     while True:
-        threads = s.api.migration_get(s.ctxt, migration.uuid).get(
-            'migration_threads') or {}
+        threads = s.api.migration_get_satellites(
+            s.ctxt, migration.uuid, ['threads'])['threads'].sides
         if all(side in threads for side, _role in SIDES) or \
                 time.monotonic() > deadline:
             return threads

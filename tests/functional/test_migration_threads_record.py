@@ -1,10 +1,12 @@
 """Where a migration's threads ran, recorded through a real conductor
-over fake:// and RabbitMQ (conductor API 1.2, Migration 1.1: release 2).
+over fake:// and RabbitMQ (records API 2.0, release 2).
 
-An agent's report is kept and read back by an operator; one out of shape
-or too large is refused where it arrives, crossing the broker as one
-numamig error, with nothing recorded; a client capped at release 1
-sends nothing and reads Migration 1.0, without the field.
+An agent's report is kept and read back by an operator as its own object
+(MigrationThreads, operations API ``migration_get_satellites``); one out
+of shape or too large is refused where it arrives, crossing the broker
+as one numamig error, with nothing recorded; a client capped at release
+1 sends nothing, and an operator's client capped there is refused the
+read (release 1 recorded none).
 """
 
 import time
@@ -49,11 +51,18 @@ class RecordThreadsTestCase(base.TestCase):
                                                    'host-b')
         self.migration = self.dep.wait_for_migration(migration.uuid)
 
+    def _threads(self):
+        read = self.api.migration_get_satellites(
+            self.ctxt, self.migration.uuid, ['threads'])
+        self.assertEqual(['threads'], list(read))
+        self.assertIsInstance(read['threads'], objects.MigrationThreads)
+        self.assertEqual(self.migration.uuid, read['threads'].migration_uuid)
+        return read['threads'].sides
+
     def _recorded(self, side):
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
-            found = self.api.migration_get(
-                self.ctxt, self.migration.uuid).migration_threads
+            found = self._threads()
             if found and side in found:
                 return found
             time.sleep(0.05)
@@ -84,8 +93,7 @@ class RecordThreadsTestCase(base.TestCase):
                           migration_uuid=self.migration.uuid,
                           side='elsewhere',
                           record=samples.THREADS['source'])
-        self.assertIsNone(self.api.migration_get(
-            self.ctxt, self.migration.uuid).migration_threads)
+        self.assertEqual({}, self._threads())
 
     def test_a_client_capped_at_release_1_neither_sends_nor_reads_it(self):
         self.agents.migration_record_threads(self.ctxt, self.migration.uuid,
@@ -98,5 +106,16 @@ class RecordThreadsTestCase(base.TestCase):
             samples.THREADS['dest']))
         read = capped.migration_get(self.ctxt, self.migration.uuid)
         self.assertEqual('1.0', read.VERSION)
-        # Read as release 1 reads it: the field stayed at the conductor.
-        self.assertIsNone(read.get('migration_threads'))
+        self.assertEqual({'source'}, set(self._threads()))
+        operator = self.dep.names.conductor_api(self.dep._transport,
+                                                version_cap='release-1')
+        exc = self.assertRaises(
+            exception.Invalid, operator.migration_get_satellites,
+            self.ctxt, self.migration.uuid, ['threads'])
+        self.assertIn("satellite records", str(exc))
+
+    def test_an_unknown_satellite_is_refused_over_the_wire(self):
+        exc = self.assertRaises(
+            exception.InvalidRPCArgument, self.api.migration_get_satellites,
+            self.ctxt, self.migration.uuid, ['colour'])
+        self.assertIn('reclaim, threads', str(exc))

@@ -68,6 +68,11 @@ class Endpoint:
         except OSError as cause:
             raise error(f"{kind} failure on the peer") from cause
 
+    def lose_own_link(self, context):
+        """A handler whose own call met a broken broker connection."""
+        self.calls.append(('lose_own_link', context))
+        raise ConnectionResetError(104, 'Connection reset by peer')
+
     # What a conductor handler passes on when the agent it asked did not
     # answer (numamig.compute.rpcapi).
     @messaging.expected_exceptions(exception.MigrationError)
@@ -139,6 +144,15 @@ class RoundTripTest(RPCTestBase):
             "([DEFAULT] rpc_response_timeout_migration): its agent stopped "
             "or restarted while it held the request, or is stuck",
             exception.brief(exc))
+
+    def test_a_peer_that_lost_its_broker_link_did_not_answer(self):
+        # The caller asks again (or moves on) as after a timeout; an
+        # outage once ended a migration "error" with the bare reset.
+        exc = self.assertRaises(rpc.LinkLost, self.client.call, self.ctxt,
+                                'lose_own_link')
+        self.assertIsInstance(exc, messaging.MessagingTimeout)
+        self.assertIn('the connection to the broker broke', str(exc))
+        self.assertIn('Connection reset by peer', str(exc))
 
     def test_numamig_exception_arrives_as_itself(self):
         exc = self.assertRaises(exception.MigrationPreCheckError,

@@ -374,3 +374,156 @@ class TransportCacheTest(base.TestCase):
         kept = rpc.get_transport(CONF, url='fake:///kept')
         rpc.close_transport(rpc.get_transport(CONF, url='fake:///closed'))
         self.assertIs(kept, rpc.get_transport(CONF, url='fake:///kept'))
+
+
+class _Context:
+    """A prepared oslo.messaging call context that raises each of
+    ``errors`` in turn, then answers ``'done'``."""
+
+    def __init__(self, *errors, timeout=10, log=None):
+        self.errors = list(errors)
+        self.timeout = timeout
+        self.log = [] if log is None else log
+
+    def call(self, ctxt, method, **kwargs):
+        self.log.append(('call', self.timeout))
+        if self.errors:
+            raise self.errors.pop(0)
+        return 'done'
+
+    cast = call
+
+    def prepare(self, timeout=None):
+        again = _Context(timeout=timeout, log=self.log)
+        again.errors = self.errors
+        return again
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+class LinkLostTest(base.TestCase):
+    """A broken broker connection is asked again within the call's
+    deadline, then is an unanswered call, not a refusal."""
+
+    def setUp(self):
+        super().setUp()
+        self.clock = _Clock()
+
+    def prepared(self, context):
+        return rpc._PreparedCall(context, clock=self.clock,
+                                 sleep=self.clock.sleep)
+
+    def call(self, *errors, timeout=1):
+        """A call whose every attempt fails (a 1 s deadline: one try)."""
+        context = _Context(*errors, *([errors[-1]] * 20), timeout=timeout)
+        return self.prepared(context).call(
+            nm_context.get_admin_context(),
+            'check_can_live_migrate_destination')
+
+    def remote(self, error):
+        error.remote_traceback = 'Traceback (most recent call last): ...'
+        return error
+
+    def test_asked_again_after_pauses_until_answered(self):
+        reset = ConnectionResetError(104, 'Connection reset by peer')
+        context = _Context(reset, reset, reset, timeout=10)
+        answer = self.prepared(context).call(nm_context.get_admin_context(),
+                                             'migration_set_status')
+        self.assertEqual('done', answer)
+        self.assertEqual([0.25, 0.5, 1.0], self.clock.slept)
+        # Each try waits what is left of the call's one deadline.
+        self.assertEqual([('call', 10), ('call', 10), ('call', 10),
+                          ('call', 9)], context.log)
+
+    def test_a_reset_connection_is_a_timeout_at_the_deadline(self):
+        cause = ConnectionResetError(104, 'Connection reset by peer')
+        context = _Context(*[cause] * 50, timeout=6)
+        exc = self.assertRaises(
+            rpc.LinkLost, self.prepared(context).call,
+            nm_context.get_admin_context(),
+            'check_can_live_migrate_destination')
+        self.assertIsInstance(exc, messaging.MessagingTimeout)
+        self.assertIs(cause, exc.__cause__)
+        self.assertEqual(
+            "check_can_live_migrate_destination: the connection to the "
+            "broker broke and no answer came within the call's deadline "
+            "(ConnectionResetError: [Errno 104] Connection reset by peer)",
+            str(exc))
+        # Paused (doubling up to 2 s), never beyond the deadline.
+        self.assertEqual([0.25, 0.5, 1.0, 2.0, 2.0], self.clock.slept)
+        self.assertLessEqual(self.clock.now - 100.0, 6)
+
+    def test_a_context_without_timeout_waits_the_configured_one(self):
+        reset = ConnectionResetError(104, 'Connection reset by peer')
+        context = _Context(*[reset] * 200, timeout=None)
+        context.conf = cfg.ConfigOpts()
+        context.conf.register_opt(cfg.IntOpt('rpc_response_timeout',
+                                             default=3))
+        context.conf([])
+        self.assertRaises(rpc.LinkLost, self.prepared(context).call,
+                          nm_context.get_admin_context(), 'ping')
+        self.assertEqual([0.25, 0.5, 1.0], self.clock.slept)
+
+    def test_library_connection_errors_are_link_losses(self):
+        import amqp.exceptions
+        import kombu.exceptions
+        for error in (kombu.exceptions.OperationalError('closed'),
+                      amqp.exceptions.RecoverableConnectionError('gone'),
+                      amqp.exceptions.ConnectionForced('restart'),
+                      BrokenPipeError(32, 'Broken pipe'),
+                      TimeoutError('timed out')):
+            self.assertRaises(rpc.LinkLost, self.call, error)
+
+    def test_a_peer_that_lost_its_own_link_is_a_link_loss(self):
+        self.assertRaises(rpc.LinkLost, self.call, self.remote(
+            ConnectionResetError(104, 'Connection reset by peer')))
+
+    def test_other_errors_pass_unchanged(self):
+        import amqp.exceptions
+        for error in (self.remote(OSError(28, 'No space left on device')),
+                      self.remote(FileNotFoundError(2, 'gone')),
+                      amqp.exceptions.NotFound('no queue'),
+                      ValueError('bad'),
+                      exception.MigrationPreCheckError(reason='full'),
+                      messaging.MessageUndeliverable(
+                          Exception(), 'nova', 'compute.h1', {})):
+            exc = self.assertRaises(type(error), self.call, error)
+            self.assertIs(error, exc)
+            self.assertNotIsInstance(exc, rpc.LinkLost)
+
+    def test_a_timeout_passes_unchanged(self):
+        error = messaging.MessagingTimeout('no reply')
+        self.assertIs(error, self.assertRaises(
+            messaging.MessagingTimeout, self.call, error))
+
+    def test_a_cast_on_a_broken_link_was_not_delivered(self):
+        cast = self.prepared(_Context(
+            ConnectionResetError(104, 'Connection reset by peer'))).cast
+        exc = self.assertRaises(messaging.MessageDeliveryFailure, cast,
+                                nm_context.get_admin_context(),
+                                'live_migration')
+        self.assertIn('live_migration was not sent', str(exc))
+        refused = self.prepared(_Context(ValueError('bad'))).cast
+        self.assertRaises(ValueError, refused,
+                          nm_context.get_admin_context(), 'live_migration')
+
+    def test_it_crosses_the_wire_as_a_timeout(self):
+        from oslo_messaging._drivers import common as driver_common
+        data = driver_common.serialize_remote_exception(
+            (rpc.LinkLost, rpc.LinkLost('claim', ConnectionResetError(
+                104, 'Connection reset by peer')), None))
+        exc = driver_common.deserialize_remote_exception(
+            data, rpc.ALLOWED_EXMODS)
+        self.assertIsInstance(exc, messaging.MessagingTimeout)
+        self.assertIsInstance(exc, rpc.LinkLost)

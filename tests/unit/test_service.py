@@ -145,6 +145,32 @@ class PeerVersionsWiringTest(ComputeIntervalsTest):
                           compute_api.cap_for('unknown-host')))
 
 
+class ConductorPeriodicJobsTest(base.TestCase):
+    """The conductor's periodic jobs follow their options."""
+
+    def jobs(self, **flags):
+        from numamig import context as nm_context
+        from numamig.conf import CONF
+        from tests.fixtures import database
+        self.flags(group='conductor', **flags)
+        transport = rpc.get_transport(CONF, url='fake://')
+        db = self.useFixture(database.SQLiteDatabase()).db
+        svc = service.ConductorService(
+            db, transport, service.conductor_settings_from_conf(CONF),
+            'conductor-a')
+        return svc._periodic_jobs(nm_context.get_admin_context()).intervals
+
+    def test_reports_are_read_every_interval(self):
+        self.assertEqual({'end stalled migrations': 15,
+                          'read the reports other workers stored': 3},
+                         self.jobs(stalled_migration_interval=15,
+                                   report_sync_interval=3))
+
+    def test_zero_reads_them_only_when_a_request_needs_them(self):
+        self.assertEqual(['end stalled migrations'],
+                         list(self.jobs(report_sync_interval=0)))
+
+
 class StopRPCServerTest(base.TestCase):
     """A stopping service waits for its RPC servers only until a deadline."""
 

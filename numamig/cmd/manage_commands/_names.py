@@ -4,6 +4,7 @@ object registry.
 ``migration show`` and ``migration list`` word statuses, result fields,
 reclaim entries and thread records by names that live with the versioned
 objects (numamig.objects.fields, numamig.objects.migration,
+numamig.objects.migration_satellites,
 numamig.objects.migration_threads). Importing any of those loads the
 object registry and, through oslo.versionedobjects, oslo.messaging: more
 than the rest of a read together (issue 43). The few names a read needs
@@ -32,7 +33,9 @@ class MigrationStatus:
 # numamig.objects.migration.RESULT_FIELDS: how the run went.
 RESULT_FIELDS = ('elapsed_ms', 'downtime_ms', 'emulated', 'post_copy',
                  'paused')
-# numamig.objects.migration.MEMORY_RECLAIM_KEYS.
+# numamig.objects.migration_satellites.SATELLITES: what ``show`` reads.
+SATELLITES = ('reclaim', 'threads')
+# numamig.objects.migration_satellites.MEMORY_RECLAIM_KEYS.
 MEMORY_RECLAIM_KEYS = ('host', 'host_node', 'instance_uuid', 'cell',
                        'before_mb', 'after_mb', 'current_mb', 'released_mb',
                        'outcome')

@@ -195,11 +195,13 @@ class MigrationCommands(migration_resume.ResumeCommand,
         _access.require_uuid(migration, 'migration')
         with _access.direct_reader() as reader:
             if reader is None:
-                found = _show_through_orm(migration)
+                found, satellites = _show_through_orm(migration)
             else:
                 found = reader.migrations(uuid=migration)[0]
                 found.queue_position = reader.queue_position(found.uuid)
-        common.print_output(_view(found), output_format, _print_show)
+                satellites = _satellites_of_record(found)
+        common.print_output(_view(found, satellites), output_format,
+                            _print_show)
         return common.EXIT_OK
 
     @common.args('migration', metavar='ID', help="Migration UUID.")
@@ -264,13 +266,26 @@ def _list_through_orm(host, instance, status):
 
 
 def _show_through_orm(uuid):
-    """``show``'s migration through numamig.db's repositories."""
+    """``show``'s migration and its satellite records (see
+    _satellites_of_record) through numamig.db's repositories."""
+    from numamig.db import migration_satellites
     from numamig.db import migrations
     from numamig.db import queue
     with _access.database() as db:
         found = migrations.get(db, uuid)
         found.queue_position = queue.position(db, found.uuid)
-    return found
+        read = migration_satellites.get(db, uuid, _names.SATELLITES)
+    return found, {'reclaim': read['reclaim'].entries,
+                   'threads': read['threads'].sides}
+
+
+def _satellites_of_record(record):
+    """What ``show`` words of a migration's satellite records
+    (numamig.objects.migration_satellites), from a numamig.db.direct
+    record, which reads them with the row: {'reclaim': entries,
+    'threads': sides}."""
+    return {'reclaim': record.get('memory_reclaim') or [],
+            'threads': record.get('migration_threads') or {}}
 
 
 def _interrupted(migration, output_format):
@@ -384,7 +399,12 @@ def _gib(amount):
     return f"{amount / 1024 ** 3:.1f}"
 
 
-def _view(migration):
+def _view(migration, satellites=None):
+    """The JSON-able view of a migration; ``satellites``: its satellite
+    records as _satellites_of_record gives them, where the command read
+    them (``show``); None: the answer of an operation, which carries the
+    migration alone (the satellites are then shown empty)."""
+    satellites = satellites or {}
     return {
         'uuid': migration.uuid, 'instance_uuid': migration.instance_uuid,
         'source_host': migration.source_host,
@@ -409,11 +429,11 @@ def _view(migration):
                     for name in _names.RESULT_FIELDS}
                    if _has_result(migration) else None),
         'convergence': convergence_view.view(migration),
-        'memory_reclaim': reclaim_view.view(migration),
+        'memory_reclaim': reclaim_view.view(satellites.get('reclaim')),
         # None where the stream never broke during post-copy.
         'postcopy_recovery': convergence_view.recovery_view(migration),
         # None where no host recorded where the migration's threads ran.
-        'migration_threads': threads_view.view(migration),
+        'migration_threads': threads_view.view(satellites.get('threads')),
     }
 
 

@@ -8,11 +8,11 @@ _NUMBERS = ('host_node', 'cell', 'before_mb', 'after_mb', 'current_mb',
             'released_mb')
 
 
-def view(migration):
-    """The JSON-able entries (numbers as numbers); [] when nothing was
-    reclaimed for the migration."""
+def view(entries):
+    """The JSON-able entries (numbers as numbers) of a MigrationReclaim's
+    ``entries``; [] when nothing was reclaimed for the migration."""
     result = []
-    for entry in migration.get('memory_reclaim') or []:
+    for entry in entries or []:
         shown = {}
         for key in _names.MEMORY_RECLAIM_KEYS:
             value = entry.get(key)

@@ -1,14 +1,14 @@
 """How ``migration show`` words where a migration's own threads ran
-(Migration.migration_threads, numamig.objects.migration_threads)."""
+(MigrationThreads.sides, numamig.objects.migration_threads)."""
 
 from numamig import cpuspec
 from numamig.cmd.manage_commands import _names
 
 
-def view(migration):
+def view(record):
     """The JSON-able record ({side: {host, basis, cpus, connections,
-    threads}}), or None where no host recorded it."""
-    record = migration.get('migration_threads')
+    threads}}) of a MigrationThreads' ``sides``, or None where no host
+    recorded it."""
     if not record:
         return None
     return {side: {'host': r['host'], 'basis': r['basis'],

@@ -38,7 +38,7 @@ class BuildInstanceTask(base.TaskBase):
         self.refused = {}
         self._recorded = False
         # What was reclaimed from whom to place the guest
-        # (Migration.memory_reclaim entries).
+        # (MigrationReclaim entries).
         self.memory_reclaim = []
         # Scheduled only: the hosts disabled for maintenance, and the
         # hosts a reclaim may open (placement_reclaim.Options) once asked.

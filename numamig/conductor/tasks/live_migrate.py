@@ -99,7 +99,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         # The source's answer to its check (API 1.3), asked once.
         self.source_data = None
         # Placement reclaims on destinations, in order: [Room or None
-        # (given back), its Migration.memory_reclaim entries].
+        # (given back), its MigrationReclaim entries].
         self.reclaims = []
         # The scheduler's Selection, and the hosts a reclaim may open
         # (placement_reclaim.Options) once asked (scheduled only).

@@ -23,7 +23,7 @@ whom. Then, here:
 The host is then asked once more; if it still refuses, what the guests
 gave is given back (``give_back``). What was taken from whom, and
 whether it was kept or given back, is returned as
-Migration.memory_reclaim entries. A reclaim kept for a claim that is
+MigrationReclaim entries. A reclaim kept for a claim that is
 dropped later is given back by the task that made the claim (the live
 migration's or the build's rollback).
 """
@@ -89,7 +89,7 @@ class PlacementReclaimTask:
         ``host`` is released before a reclaim and after a refusal).
     :param key: the placement's key (the migration's uuid, or the new
         guest's): what the memory changes' uuids are derived from.
-    :param record: called with the Migration.memory_reclaim entries of
+    :param record: called with the MigrationReclaim entries of
         this host's reclaim once it is known how it ended.
     """
 
@@ -359,7 +359,7 @@ def give_back(worker, ctxt, room, key):
 
 
 def entries(room, back=None):
-    """Migration.memory_reclaim entries: one per device of the reclaim,
+    """MigrationReclaim entries: one per device of the reclaim,
     ``kept`` without ``back`` (the give-back's result), else whether
     each guest got its size back."""
     current = _current_by_device(room.result)

@@ -10,7 +10,7 @@ whom, and giving it back when the migration does not go ahead.
 from numamig import exception
 from numamig.conductor import drain
 from numamig.conductor.tasks import placement_reclaim
-from numamig.db import migrations
+from numamig.db import migration_satellites
 
 
 class ReclaimingMixin:
@@ -73,7 +73,7 @@ class ReclaimingMixin:
         return answer
 
     def _record_reclaims(self):
-        self.migration = migrations.set_memory_reclaim(
+        migration_satellites.set_reclaim(
             self.worker.db, self.migration.uuid,
             [e for _room, entries in self.reclaims for e in entries])
 

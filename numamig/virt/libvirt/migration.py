@@ -189,7 +189,7 @@ class MigrationJob:
 
     def threads_record(self):
         """Where the job's threads ran (this host's side of
-        Migration.migration_threads), or None when nothing watched."""
+        MigrationThreads.sides), or None when nothing watched."""
         if self.threads is None:
             return None
         return thread_record.side(

@@ -23,6 +23,7 @@ from numamig.cmd.manage_commands import host as host_cmd
 from numamig.db import direct
 from numamig.db import instances
 from numamig.db import migration_recovery
+from numamig.db import migration_satellites
 from numamig.db import migration_threads
 from numamig.db import migrations
 from tests.functional.db import base
@@ -88,7 +89,7 @@ class DirectReadsTestCase(base.ServerDBTestCase):
             'prediction': 'needs-post-copy', 'predicted_elapsed_ms': 9000,
             'predicted_downtime_ms': 12,
             'sampled_dirty_rate': 150 * 2 ** 20})
-        migrations.set_memory_reclaim(self.db, done.uuid, [{
+        migration_satellites.set_reclaim(self.db, done.uuid, [{
             'host': 'dst', 'host_node': 1, 'instance_uuid': other.uuid,
             'cell': 0, 'before_mb': 512, 'after_mb': 256,
             'current_mb': None, 'released_mb': 256, 'outcome': 'kept'}])

@@ -10,6 +10,7 @@ from numamig import exception
 from numamig.db import compute_nodes
 from numamig.db import memory_changes
 from numamig.db import migration_recovery
+from numamig.db import migration_satellites
 from numamig.db import migration_threads
 from numamig.db import migrations
 from numamig.db import primitives
@@ -137,12 +138,15 @@ class UpgradeFromRelease1TestCase(base.ServerDBTestCase):
         for name in migrations.RESULT_FIELDS:
             self.assertIsNone(getattr(stored, name), name)
         self.assertEqual(
-            (None, None, None, None, None, None, None, None, None),
+            (None, None, None, None, None, None, None),
             (stored.convergence_policy, stored.convergence_actions,
              stored.prediction, stored.predicted_elapsed_ms,
              stored.predicted_downtime_ms, stored.sampled_dirty_rate,
-             stored.memory_reclaim, stored.postcopy_recovery,
-             stored.migration_threads))
+             stored.postcopy_recovery))
+        satellites = migration_satellites.get(self.db, self.uuid,
+                                              ['reclaim', 'threads'])
+        self.assertEqual(([], {}), (satellites['reclaim'].entries,
+                                    satellites['threads'].sides))
 
     def test_upgraded_row_takes_a_result(self):
         _insert_release_1_rows(self.db, self.instance_uuid, self.uuid,
@@ -235,8 +239,9 @@ class UpgradeFromRelease1TestCase(base.ServerDBTestCase):
         entry = {'host': 'h', 'host_node': 1, 'instance_uuid': self.uuid,
                  'cell': 0, 'before_mb': 512, 'after_mb': 256,
                  'current_mb': None, 'released_mb': 256, 'outcome': 'kept'}
-        migrations.set_memory_reclaim(self.db, self.uuid, [entry])
-        (stored,) = migrations.get(self.db, self.uuid).memory_reclaim
+        migration_satellites.set_reclaim(self.db, self.uuid, [entry])
+        (stored,) = migration_satellites.get(
+            self.db, self.uuid, ['reclaim'])['reclaim'].entries
         self.assertEqual(dict(entry, host_node='1', cell='0',
                               before_mb='512', after_mb='256',
                               released_mb='256'), stored)
@@ -259,8 +264,8 @@ class UpgradeFromRelease1TestCase(base.ServerDBTestCase):
                 'connections': None, 'threads': {'multifdrecv_0': [0, 1]}}
         self.assertTrue(migration_threads.record_threads(
             self.db, self.uuid, 'dest', side))
-        self.assertEqual({'dest': side}, migrations.get(
-            self.db, self.uuid).migration_threads)
+        self.assertEqual({'dest': side}, migration_satellites.get(
+            self.db, self.uuid, ['threads'])['threads'].sides)
 
     def test_memory_changes_come_with_release_2(self):
         self._upgrade()

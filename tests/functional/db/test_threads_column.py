@@ -6,6 +6,7 @@ shape or bounds refused with nothing written."""
 import threading
 
 from numamig import exception
+from numamig.db import migration_satellites
 from numamig.db import migration_threads
 from numamig.db import migrations
 from tests.functional.db import base
@@ -16,10 +17,11 @@ from tests.unit.objects import samples
 class ThreadsColumnTestCase(base.RunningMigrationTestCase):
 
     def _stored(self):
-        return migrations.get(self.db, self.uuid).migration_threads
+        return migration_satellites.get(self.db, self.uuid,
+                                        ['threads'])['threads'].sides
 
     def test_each_side_merged_and_repeats_change_nothing(self):
-        self.assertIsNone(self._stored())
+        self.assertEqual({}, self._stored())
         record = migration_threads.record_threads
         self.assertTrue(record(self.db, self.uuid, 'source',
                                samples.THREADS['source']))
@@ -60,7 +62,7 @@ class ThreadsColumnTestCase(base.RunningMigrationTestCase):
             self.assertRaises(exception.InvalidMigrationResult,
                               migration_threads.record_threads, self.db,
                               self.uuid, side, bad)
-        self.assertIsNone(self._stored())
+        self.assertEqual({}, self._stored())
 
     def test_unknown_migration(self):
         self.assertRaises(exception.MigrationNotFound,

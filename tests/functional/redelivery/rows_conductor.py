@@ -149,6 +149,14 @@ def _migration_get(world):
     return _to('migration_get', migration_uuid=migration.uuid)
 
 
+def _migration_get_satellites(world):
+    migration, _ = world.claimed(world.guest())
+    migration_threads.record_threads(world.dep.db, migration.uuid, 'source',
+                                     _THREADS)
+    return _to('migration_get_satellites', migration_uuid=migration.uuid,
+               names=['reclaim', 'threads'])
+
+
 def _migration_wait(world):
     migration, _ = world.claimed(world.guest())
     return _to('migration_wait', migration_uuid=migration.uuid,
@@ -394,6 +402,8 @@ ROWS = [
     rows.Row('conductor', 'instance_set_placement', _set_placement),
     rows.Row('conductor', 'instance_update', _instance_update),
     rows.read('conductor', 'migration_get', _migration_get),
+    rows.read('conductor', 'migration_get_satellites',
+              _migration_get_satellites),
     rows.read('conductor', 'migration_wait', _migration_wait),
     rows.read('conductor', 'migration_get_in_progress_by_host',
               _in_progress),

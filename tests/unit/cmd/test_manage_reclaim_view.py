@@ -8,15 +8,15 @@ from tests.unit.objects import samples
 class ReclaimViewTestCase(base.TestCase):
 
     def test_numbers_as_numbers_and_one_line_per_device(self):
-        migration = samples.migration()
-        migration.memory_reclaim = migration.memory_reclaim + [dict(
-            migration.memory_reclaim[0], cell='1', current_mb=None,
+        reclaim = samples.migration_reclaim()
+        reclaim.entries = reclaim.entries + [dict(
+            reclaim.entries[0], cell='1', current_mb=None,
             released_mb='0', outcome='given back')]
-        entries = rv.view(migration)
+        entries = rv.view(reclaim.entries)
         self.assertEqual((1, 1024, 512, 'kept'), (
             entries[0]['host_node'], entries[0]['before_mb'],
             entries[0]['current_mb'], entries[0]['outcome']))
-        other = migration.memory_reclaim[0]['instance_uuid']
+        other = reclaim.entries[0]['instance_uuid']
         self.assertEqual(
             ['memory reclaimed to place it: 512 MiB kept',
              f'  dst node 1: guest {other} cell 0: 1024 -> 512 MiB asked, '
@@ -26,7 +26,6 @@ class ReclaimViewTestCase(base.TestCase):
             rv.lines(entries))
 
     def test_nothing_reclaimed_prints_nothing(self):
-        migration = samples.migration()
-        migration.memory_reclaim = None
-        self.assertEqual(([], []), (rv.view(migration),
-                                    rv.lines(rv.view(migration))))
+        for nothing in (None, []):
+            self.assertEqual(([], []), (rv.view(nothing),
+                                        rv.lines(rv.view(nothing))))

@@ -13,7 +13,7 @@ from tests.unit.objects import samples
 class ThreadsViewTestCase(base.TestCase):
 
     def test_one_line_per_host_then_per_thread(self):
-        data = tv.view(samples.migration())
+        data = tv.view(samples.migration_threads().sides)
         self.assertEqual(
             ['migration threads:',
              '  source src: CPUs 6-7 (shared-guest-nodes), 2 parallel '
@@ -27,15 +27,14 @@ class ThreadsViewTestCase(base.TestCase):
             tv.lines(data))
 
     def test_nothing_recorded_prints_nothing(self):
-        migration = samples.migration()
-        migration.migration_threads = None
-        self.assertIsNone(tv.view(migration))
+        self.assertIsNone(tv.view(None))
+        self.assertIsNone(tv.view({}))
         self.assertEqual([], tv.lines(None))
 
 
 class ShowThreadsTestCase(cli_base.CLITestCase):
     """Recorded through the conductor's database code, read back by
-    numamig-manage through the conductor: the field's round trip."""
+    numamig-manage: the satellite record's round trip."""
 
     def test_text_and_json(self):
         guest = self.add_instance('src')

@@ -4,6 +4,7 @@ the versioned objects' own."""
 from numamig.cmd.manage_commands import _names
 from numamig.objects import fields
 from numamig.objects import migration
+from numamig.objects import migration_satellites
 from numamig.objects import migration_threads
 from tests import base
 
@@ -20,6 +21,8 @@ class NamesTestCase(base.TestCase):
 
     def test_fields_and_keys_are_the_objects(self):
         self.assertEqual(migration.RESULT_FIELDS, _names.RESULT_FIELDS)
-        self.assertEqual(migration.MEMORY_RECLAIM_KEYS,
+        self.assertEqual(migration_satellites.MEMORY_RECLAIM_KEYS,
                          _names.MEMORY_RECLAIM_KEYS)
+        self.assertEqual(tuple(migration_satellites.SATELLITES),
+                         _names.SATELLITES)
         self.assertEqual(migration_threads.SIDES, _names.THREAD_SIDES)

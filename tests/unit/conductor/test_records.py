@@ -6,6 +6,7 @@ from unittest import mock
 import fixtures
 
 from numamig import exception
+from numamig import fingerprint
 from numamig import objects
 from numamig.conductor import records
 from numamig.db import compute_nodes
@@ -358,15 +359,52 @@ class SyncReportsTest(base.ConductorTestCase):
             for name in ('host', 'hypervisor_uri', 'hypervisor_type',
                          'topology', 'service_version', 'fingerprint')},
             reported_at=later)
+        # Saying something new (a guest came): built whole.
+        newer.fingerprint = fingerprint.compute([('p', 'arrived')])
         compute_nodes.save_report(self.db, newer)
-        with mock.patch.object(compute_nodes, '_to_object',
-                               wraps=compute_nodes._to_object) as load:
+        with mock.patch.object(compute_nodes, '_report_from',
+                               wraps=compute_nodes._report_from) as load:
             records.sync_reports(self.worker)
             records.sync_reports(self.worker)
         self.assertEqual(1, load.call_count, "only dst1's, once")
         self.assertEqual(later, self.conductor.cache.get(
             'dst1').report.reported_at)
         self.assertGreater(self.worker.reports.seen, seen)
+
+    def report_of(self, host, at, **changes):
+        values = {name: getattr(self.conductor.cache.get(host).report, name)
+                  for name in ('host', 'hypervisor_uri', 'hypervisor_type',
+                               'topology', 'service_version', 'fingerprint')}
+        values.update(changes)
+        return objects.ComputeNodeReport(**values, reported_at=at)
+
+    def test_a_report_that_says_the_same_is_not_built_again(self):
+        first = self.now + datetime.timedelta(seconds=30)
+        compute_nodes.save_report(self.db, self.report_of('dst1', first))
+        records.sync_reports(self.worker)
+        # Stored by another worker: the same content, a minute later.
+        later = first + datetime.timedelta(seconds=60)
+        compute_nodes.save_report(self.db, self.report_of('dst1', later))
+        with mock.patch.object(compute_nodes, '_report_from',
+                               wraps=compute_nodes._report_from) as load:
+            records.sync_reports(self.worker)
+        self.assertEqual(0, load.call_count)
+        cached = self.conductor.cache.get('dst1')
+        self.assertEqual(later, cached.report.reported_at)
+        self.assertEqual(later, cached.received_at)
+        # What it says changed: built whole.
+        moved = later + datetime.timedelta(seconds=60)
+        topology = cached.report.topology.obj_clone()
+        topology.cells[0].pinned_cpus = set()
+        topology.cells[0].cpu_usage = 0
+        compute_nodes.save_report(self.db, self.report_of(
+            'dst1', moved, topology=topology))
+        with mock.patch.object(compute_nodes, '_report_from',
+                               wraps=compute_nodes._report_from) as load:
+            records.sync_reports(self.worker)
+        self.assertEqual(1, load.call_count)
+        self.assertEqual(moved, self.conductor.cache.get(
+            'dst1').report.reported_at)
 
     def test_a_report_of_the_same_second_stored_later_is_taken(self):
         # Reports carry whole seconds: two of one host in one second,

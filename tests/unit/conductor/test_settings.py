@@ -26,8 +26,8 @@ class FromConfTest(base.TestCase):
                    migration_workers=5, database_outage_wait=13,
                    migration_watchers=6, drain_replan_attempts=1,
                    defragment_verify_timeout=14, report_writers=21,
-                   stalled_migration_interval=15, migration_link_rate=22,
-                   migration_link_rates={'h1': 23})
+                   stalled_migration_interval=15, report_sync_interval=22,
+                   migration_link_rate=24, migration_link_rates={'h1': 23})
         self.flags(group='libvirt',
                    live_migration_policies=['slow: downtime=50'],
                    live_migration_policy='slow')
@@ -57,11 +57,12 @@ class FromConfTest(base.TestCase):
             'migration_workers': 5, 'database_outage_wait': 13,
             'migration_watchers': 6, 'drain_replan_attempts': 1,
             'report_writers': 21, 'defragment_verify_timeout': 14,
+            'report_sync_interval': 22,
             'scheduler_strategy': 'pack',
             'cell_strategy': 'pack', 'max_candidates': 20,
             'sweep_interval': 15, 'compute_version_cap': '1.2',
-            'migration_links': (22, {'h1': 23})}, made)
-        self.assertEqual((23, 22), (built.migration_links.rate('h1'),
+            'migration_links': (24, {'h1': 23})}, made)
+        self.assertEqual((23, 24), (built.migration_links.rate('h1'),
                                     built.migration_links.rate('h2')))
 
     def test_a_default_naming_no_policy_is_refused(self):

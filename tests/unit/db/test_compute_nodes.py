@@ -4,6 +4,7 @@ import datetime
 from unittest import mock
 
 from numamig import exception
+from numamig import fingerprint
 from numamig.db import compute_nodes
 from tests.unit.db import base
 
@@ -94,12 +95,60 @@ class ChangedSinceTestCase(base.DBTestCase):
     def test_only_wanted_reports_are_read_whole(self):
         for host in ('a', 'b', 'c'):
             self.save(host)
-        with mock.patch.object(compute_nodes, '_to_object',
-                               wraps=compute_nodes._to_object) as load:
+        with mock.patch.object(compute_nodes, '_report_from',
+                               wraps=compute_nodes._report_from) as load:
             reports, _ = compute_nodes.changed_since(
                 self.db, -1, newer_than=lambda host, at, seq: host == 'b')
         self.assertEqual(['b'], [r.host for r in reports])
         self.assertEqual(1, load.call_count)
+
+    def changes(self, number=-1):
+        with self.db.reader() as session:
+            return compute_nodes.changes_since_in(session, number)[0]
+
+    def test_changes_are_built_only_when_asked(self):
+        for host in ('a', 'b'):
+            self.save(host)
+        with mock.patch.object(compute_nodes, '_report_from',
+                               wraps=compute_nodes._report_from) as load:
+            changes = self.changes()
+            self.assertEqual(0, load.call_count)
+            report = changes[1].load()
+        self.assertEqual(1, load.call_count)
+        self.assertEqual(['a', 'b'], [c.host for c in changes])
+        self.assertEqual('b', report.host)
+        self.assertEqual(changes[1].reported_at, report.reported_at)
+
+    def test_the_digest_leaves_out_only_the_time(self):
+        first = base.make_report(host='a')
+        saved, = compute_nodes.save_reports_reading_guests(self.db, [first])
+        change, = self.changes()
+        # The digest the writer computed is the one a reader computes.
+        self.assertEqual(saved.digest, change.digest)
+        later = base.make_report(host='a', reported_at=first.reported_at +
+                                 datetime.timedelta(seconds=60))
+        again, = compute_nodes.save_reports_reading_guests(self.db, [later])
+        self.assertEqual(saved.digest, again.digest)
+        self.assertNotEqual(first.reported_at, self.changes()[0].reported_at)
+        other = base.make_report(
+            host='a', reported_at=later.reported_at +
+            datetime.timedelta(seconds=60),
+            fingerprint=fingerprint.compute([('p', 'some-guest')]))
+        changed, = compute_nodes.save_reports_reading_guests(self.db,
+                                                             [other])
+        self.assertNotEqual(saved.digest, changed.digest)
+        self.assertEqual(changed.digest, self.changes()[0].digest)
+
+    def test_a_digest_ignores_changed_field_order_and_time(self):
+        one = ('{"numamig_object.changes": ["host", "topology"], '
+               '"reported_at": "2026-01-02T03:04:05Z", "x": 1}')
+        two = ('{"numamig_object.changes": ["topology", "host"], '
+               '"reported_at": "2026-01-02T03:05:05Z", "x": 1}')
+        three = two.replace('"x": 1', '"x": 2')
+        self.assertEqual(compute_nodes.content_digest(one),
+                         compute_nodes.content_digest(two))
+        self.assertNotEqual(compute_nodes.content_digest(two),
+                            compute_nodes.content_digest(three))
 
     def test_a_stored_report_is_not_read_back(self):
         report = base.make_report()

@@ -149,20 +149,32 @@ def migration():
         predicted_elapsed_ms=9000,
         predicted_downtime_ms=40,
         sampled_dirty_rate=1 << 20,
-        memory_reclaim=[{'host': 'dst', 'host_node': '1',
-                         'instance_uuid': uuids.other, 'cell': '0',
-                         'before_mb': '1024', 'after_mb': '512',
-                         'current_mb': '512', 'released_mb': '512',
-                         'outcome': 'kept'}],
         postcopy_recovery=[
             {'event': 'link-lost', 'at': '2026-11-03T12:00:01.000+00:00',
              'attempt': None, 'detail': 'stream broke'},
             {'event': 'resumed', 'at': '2026-11-03T12:00:04.000+00:00',
-             'attempt': '2', 'detail': None}],
-        migration_threads=THREADS)
+             'attempt': '2', 'detail': None}])
 
 
-# Where a migration's threads ran (Migration 1.1, release 2), both hosts.
+# What was reclaimed to place it (release 2, a satellite record).
+RECLAIM_ENTRIES = [{'host': 'dst', 'host_node': '1',
+                    'instance_uuid': uuids.other, 'cell': '0',
+                    'before_mb': '1024', 'after_mb': '512',
+                    'current_mb': '512', 'released_mb': '512',
+                    'outcome': 'kept'}]
+
+
+def migration_reclaim():
+    return objects.MigrationReclaim(migration_uuid=uuids.migration,
+                                    entries=RECLAIM_ENTRIES)
+
+
+def migration_threads():
+    return objects.MigrationThreads(migration_uuid=uuids.migration,
+                                    sides=THREADS)
+
+
+# Where a migration's threads ran (MigrationThreads, release 2), both hosts.
 THREADS = {
     'source': {'host': 'src', 'basis': 'shared-guest-nodes',
                'cpus': [6, 7], 'connections': 2,
@@ -214,6 +226,8 @@ BUILDERS = {
     'MigrationContext': migration_context,
     'MigrationStatusChange': status_change,
     'Migration': migration,
+    'MigrationReclaim': migration_reclaim,
+    'MigrationThreads': migration_threads,
     'Instance': instance,
     'ComputeNodeReport': compute_node_report,
 }

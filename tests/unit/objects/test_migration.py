@@ -234,59 +234,6 @@ class ResultTest(base.TestCase):
         self.assertIn('41 events (at most 40)', str(exc))
 
 
-class ThreadsTest(base.TestCase):
-
-    def test_round_trip_at_release_2(self):
-        record = samples.migration()
-        received = migration.Migration.obj_from_primitive(
-            record.obj_to_primitive(
-                target_version=migration.RELEASE_2_VERSION))
-        self.assertEqual(samples.THREADS, received.migration_threads)
-
-    def test_cpu_lists_are_sorted(self):
-        record = samples.migration()
-        side = dict(samples.THREADS['source'], cpus=[7, 6],
-                    threads={'live_migration': [7, 6]})
-        record.migration_threads = {'source': side}
-        self.assertEqual([6, 7], record.migration_threads['source']['cpus'])
-        self.assertEqual([6, 7], record.migration_threads['source'][
-            'threads']['live_migration'])
-
-    def test_shape_and_bounds_are_checked(self):
-        source = samples.THREADS['source']
-        too_many = {f'multifdsend_{i}': [1] for i in range(65)}
-        for value, fragment in (
-                ({'elsewhere': source}, "side 'elsewhere'"),
-                ({'source': dict(source, colour='red')}, 'exactly host'),
-                ({'source': dict(source, basis='anywhere')}, 'basis'),
-                ({'source': dict(source, cpus=[-1])}, 'CPU ids'),
-                ({'source': dict(source, cpus=list(range(1025)))},
-                 'at most 1024'),
-                ({'source': dict(source, threads=too_many)}, 'at most 64'),
-                ({'source': dict(source, threads={'x' * 33: [1]})},
-                 '1-32 characters'),
-                ({'source': dict(source, connections=0)}, 'connections'),
-                ([source], 'must be a dict')):
-            record = samples.migration()
-            exc = self.assertRaises(ValueError, setattr, record,
-                                    'migration_threads', value)
-            self.assertIn(fragment, str(exc))
-
-
-class MemoryReclaimTest(base.TestCase):
-
-    def test_entries_checked(self):
-        for entries, fragment in (
-                ([{'outcome': 'kept', 'colour': 'red'}], 'keys must be'),
-                ([{'outcome': 'lost'}], 'the outcome one of'),
-                ([{'outcome': 'kept'}] * 257, '257 entries')):
-            record = samples.migration()
-            record.memory_reclaim = entries
-            exc = self.assertRaises(exception.ObjectValidationError,
-                                    record.validate)
-            self.assertIn(fragment, str(exc))
-
-
 class ConvergenceValidationTest(base.TestCase):
 
     def test_bounds(self):

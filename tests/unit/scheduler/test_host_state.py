@@ -139,6 +139,41 @@ class TestReports(CacheTestCase):
         self.assertEqual([], self.cache.host_states())
 
 
+class TestRefresh(CacheTestCase):
+    """A report that says what the cache holds only moves its time."""
+
+    def at(self, seconds):
+        return hosts.T0 + datetime.timedelta(seconds=seconds)
+
+    def test_without_a_digest_the_report_is_read_whole(self):
+        self.assertIsNone(self.cache.refresh('cmp1', self.at(60), 'd1'))
+        self.assertIsNone(self.cache.refresh('cmp9', self.at(60), 'd1'))
+        self.assertEqual(hosts.T0,
+                         self.cache.get('cmp1').report.reported_at)
+
+    def test_the_same_content_moves_the_time_and_keeps_the_rest(self):
+        self.cache.update(self._later_report(10, self.guests),
+                          guests=self.guests, digest='d1')
+        before = self.cache.get('cmp1')
+        self.clock.advance(70)
+        self.assertEqual((), self.cache.refresh(
+            'cmp1', self.at(70), 'd1', guests=self.guests))
+        after = self.cache.get('cmp1')
+        self.assertEqual(self.at(70), after.report.reported_at)
+        self.assertTrue(after.is_up)
+        # The topology is the same object: nothing worked out again.
+        self.assertIs(before.topology, after.topology)
+        self.assertNotIn('reported_at', after.report.obj_what_changed())
+        # An older one changes nothing; another content is read whole.
+        self.assertEqual((), self.cache.refresh('cmp1', self.at(20), 'd1'))
+        self.assertEqual(self.at(70),
+                         self.cache.get('cmp1').report.reported_at)
+        self.assertIsNone(self.cache.refresh('cmp1', self.at(80), 'd2'))
+        # A report taken without a digest forgets it.
+        self.cache.update(self._later_report(90, self.guests))
+        self.assertIsNone(self.cache.refresh('cmp1', self.at(100), 'd1'))
+
+
 class TestLiveness(CacheTestCase):
 
     def test_up_until_service_down_time(self):

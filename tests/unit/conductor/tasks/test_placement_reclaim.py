@@ -11,6 +11,7 @@ from numamig import objects
 from numamig.conductor.tasks import placement_reclaim
 from numamig.db import instances
 from numamig.db import memory_changes
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from numamig.numa import usage
 from tests.unit.compute import base as cbase
@@ -99,6 +100,12 @@ class _ReclaimBase(base.ConductorTestCase):
         (found,) = migrations.get_all(self.db, instance_uuid=self.inst.uuid)
         return found
 
+    def _reclaimed(self, uuid=None):
+        """The MigrationReclaim entries of the instance's migration."""
+        uuid = uuid or self._migration().uuid
+        return migration_satellites.get(self.db, uuid,
+                                        ['reclaim'])['reclaim'].entries
+
 
 class PlacementReclaimTest(_ReclaimBase):
 
@@ -118,7 +125,7 @@ class PlacementReclaimTest(_ReclaimBase):
             'instance_uuid': self.slack_uuid, 'cell': '0',
             'before_mb': '4096', 'after_mb': '3072', 'current_mb': '3072',
             'released_mb': '1024', 'outcome': 'kept'}],
-            self._migration().memory_reclaim)
+            self._reclaimed())
         self.compute_api.refresh_usage.assert_called_with(mock.ANY, 'dst1',
                                                           timeout=5)
 
@@ -150,7 +157,7 @@ class PlacementReclaimTest(_ReclaimBase):
         self.assertEqual((4096, 4096), self._device(self.slack_uuid))
         migration = self._migration()
         self.assertIn('fell short', migration.error)
-        (entry,) = migration.memory_reclaim
+        (entry,) = self._reclaimed(migration.uuid)
         self.assertEqual(('0', 'given back'), (entry['released_mb'],
                                                entry['outcome']))
         self.assertEqual(1, self.compute_api.
@@ -164,7 +171,7 @@ class PlacementReclaimTest(_ReclaimBase):
         self.assertEqual([{0: 3072}, {0: 4096}],
                          [sizes for _, _, sizes, _ in self.resized])
         self.assertEqual((4096, 4096), self._device(self.slack_uuid))
-        (entry,) = self._migration().memory_reclaim
+        (entry,) = self._reclaimed()
         self.assertEqual(('1024', 'given back'),
                          (entry['released_mb'], entry['outcome']))
 
@@ -175,7 +182,7 @@ class PlacementReclaimTest(_ReclaimBase):
         self.assertRaises(exception.MigrationError, self.migrate,
                           self.inst.uuid, 'dst1')
         self.assertEqual((4096, 4096), self._device(self.slack_uuid))
-        (entry,) = self._migration().memory_reclaim
+        (entry,) = self._reclaimed()
         self.assertEqual('given back', entry['outcome'])
 
     def test_off_by_default_plain_refusal(self):
@@ -184,7 +191,7 @@ class PlacementReclaimTest(_ReclaimBase):
         self.assertEqual('Migration pre-check error: does not fit on dst1',
                          self._refused())
         self.assertEqual([], self.resized)
-        self.assertIsNone(self._migration().memory_reclaim)
+        self.assertEqual([], self._reclaimed())
 
     def test_not_for_memory_no_reclaim_and_says_why(self):
         # dst1 loses every free pCPU: no reclaim can place the guest.
@@ -235,7 +242,7 @@ class PlacementReclaimTest(_ReclaimBase):
 
         self.compute_api.resize_virtio_mem.side_effect = resize
         self.assertIn('giving it back did not complete', self._refused())
-        (entry,) = self._migration().memory_reclaim
+        (entry,) = self._reclaimed()
         self.assertEqual(('3584', 'not given back'),
                          (entry['current_mb'], entry['outcome']))
         # The record holds what the guest has: 4096 asked, 3584 plugged.
@@ -252,7 +259,7 @@ class PlacementReclaimTest(_ReclaimBase):
                       f'back', why)
         self.assertEqual(1, self.compute_api.resize_virtio_mem.call_count)
         self.assertEqual((4096, 4096), self._device(self.slack_uuid))
-        (entry,) = self._migration().memory_reclaim
+        (entry,) = self._reclaimed()
         self.assertEqual(('0', 'refused'), (entry['released_mb'],
                                             entry['outcome']))
 
@@ -306,7 +313,7 @@ class ScheduledReclaimTest(_ScheduledBase):
         # Reclaim first, then the one claim.
         self.assertEqual(1, self.compute_api.
                          check_can_live_migrate_destination.call_count)
-        (entry,) = self._migration().memory_reclaim
+        (entry,) = self._reclaimed()
         self.assertEqual(('dst1', '1024', 'kept'), (
             entry['host'], entry['released_mb'], entry['outcome']))
         # The scheduler's reservation holds the guest on dst1 now.
@@ -380,7 +387,7 @@ class ScheduledReclaimTest(_ScheduledBase):
                       migration.refused_hosts['dst1'])
         self.assertEqual([('dst1', 'given back'), ('dst2x', 'kept')],
                          [(e['host'], e['outcome'])
-                          for e in migration.memory_reclaim])
+                          for e in self._reclaimed(migration.uuid)])
         self.assertEqual((4096, 4096), self._device(self.slack_uuid))
         self.assertEqual((3072, 3072), self._device(other))
 
@@ -410,7 +417,8 @@ class ScheduledReclaimTest(_ScheduledBase):
         self.assertEqual((4096, 4096), self._device(self.slack_uuid))
         self.assertEqual((3072, 3072), self._device(other))
         self.assertEqual(['given back', 'kept'],
-                         [e['outcome'] for e in migration.memory_reclaim])
+                         [e['outcome']
+                          for e in self._reclaimed(migration.uuid)])
 
     def test_retry_limit_bounds_reclaim_attempts(self):
         self._slack_guest('dst2x')

@@ -1,0 +1,93 @@
+"""Satellite records of a migration: objects of their own, not fields.
+
+A migration's core record (numamig.objects.migration.Migration) is the
+most shared object numamig has: every agent of both releases reads it
+through the records API, the operators' API answers with it, and its
+version is in every manifest. What a feature learns about one migration
+(what was reclaimed to place it, where its threads ran, ...) is read by
+operators and tools only, so it lives here, one object per concern,
+keyed by the migration's uuid: a feature that adds to one of them bumps
+that object alone, and agents reading Migration never see the change.
+
+They are stored in the migration's row (numamig.db.migration_satellites
+reads them from there) and read through the operators' API
+(``migration_get_satellites``), by name, so that a client only ever asks
+for the ones it knows. SATELLITES maps each name to its class; a new
+satellite is a class here, a name there and its read in the database
+module.
+"""
+
+from oslo_versionedobjects import fields
+
+from numamig.objects import base
+from numamig.objects import fields as nm_fields
+
+# What was reclaimed from other guests' virtio-mem devices to place the
+# guest on its destination, one entry per device: the host and host
+# node, the guest and its guest cell, the device's requested size before
+# and as asked (MiB), what the guest reported plugged after, what the
+# host stopped holding, and the outcome (RECLAIM_OUTCOMES). Values are
+# text (a dict of strings on the wire); numbers are MiB.
+MEMORY_RECLAIM_KEYS = ('host', 'host_node', 'instance_uuid', 'cell',
+                       'before_mb', 'after_mb', 'current_mb', 'released_mb',
+                       'outcome')
+# kept: the claim succeeded, the guest keeps its smaller size; given
+# back: the reclaim fell short or the host still refused, its size was
+# set back; not given back: setting it back failed or timed out (the
+# entry says what it has); refused: the hypervisor refused to resize
+# the device, nothing was taken.
+RECLAIM_OUTCOMES = ('kept', 'given back', 'not given back', 'refused')
+MAX_RECLAIM_ENTRIES = 256
+
+
+@base.register
+class MigrationReclaim(base.NumamigObject):
+    """The virtio-mem memory reclaimed from other guests to place one
+    migration's guest ([virtio_mem] placement_reclaim)."""
+
+    # Version 1.0 - Release 2: Initial version (Migration.memory_reclaim
+    #              of release 2's development)
+    VERSION = '1.0'
+
+    fields = {
+        'migration_uuid': fields.UUIDField(),
+        # See MEMORY_RECLAIM_KEYS; empty: nothing was reclaimed for it.
+        'entries': fields.ListOfDictOfNullableStringsField(default=[]),
+    }
+
+    def _validate(self):
+        entries = self.get('entries') or []
+        if len(entries) > MAX_RECLAIM_ENTRIES:
+            raise self.invalid(f"memory reclaim: {len(entries)} entries, "
+                               f"at most {MAX_RECLAIM_ENTRIES}")
+        for entry in entries:
+            unknown = sorted(set(entry) - set(MEMORY_RECLAIM_KEYS))
+            if unknown or entry.get('outcome') not in RECLAIM_OUTCOMES:
+                raise self.invalid(
+                    f"memory reclaim entry {entry}: keys must be some of "
+                    f"{', '.join(MEMORY_RECLAIM_KEYS)} and the outcome one "
+                    f"of {', '.join(RECLAIM_OUTCOMES)}")
+
+
+@base.register
+class MigrationThreads(base.NumamigObject):
+    """Where one migration's own QEMU threads ran on each host."""
+
+    # Version 1.0 - Release 2: Initial version (Migration.migration_threads
+    #              of release 2's development)
+    VERSION = '1.0'
+
+    fields = {
+        'migration_uuid': fields.UUIDField(),
+        # {'source': {...}, 'dest': {...}}, a side per host that recorded
+        # it (shape and bounds: numamig.objects.migration_threads); empty:
+        # neither did.
+        'sides': nm_fields.MigrationThreadsField(default={}),
+    }
+
+
+# Name (what a client asks for) -> class.
+SATELLITES = {
+    'reclaim': MigrationReclaim,
+    'threads': MigrationThreads,
+}

@@ -1,0 +1,98 @@
+"""A migration's satellite records read and written as their own objects
+(numamig.db.migration_satellites), from the migration's row."""
+
+import sqlalchemy as sa
+
+from numamig import exception
+from numamig import objects
+from numamig.db import instances
+from numamig.db import migration_satellites
+from numamig.db import migration_threads
+from numamig.db import migrations
+from numamig.db import models
+from tests.unit.db import base
+from tests.unit.objects import samples
+
+ENTRY = {'host': 'dst', 'host_node': 1, 'instance_uuid': None, 'cell': 0,
+         'before_mb': 512, 'after_mb': 256, 'current_mb': None,
+         'released_mb': 256, 'outcome': 'kept'}
+
+
+class SatellitesTestCase(base.DBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        instance = instances.create(self.db, base.make_instance()).instance
+        self.uuid = migrations.create(
+            self.db, base.make_migration(instance.uuid)).uuid
+
+    def _get(self, *names):
+        return migration_satellites.get(self.db, self.uuid, names)
+
+    def test_nothing_recorded_reads_as_empty_objects(self):
+        found = self._get('reclaim', 'threads')
+        self.assertEqual(objects.MigrationReclaim(migration_uuid=self.uuid),
+                         found['reclaim'])
+        self.assertEqual(objects.MigrationThreads(migration_uuid=self.uuid),
+                         found['threads'])
+
+    def test_only_what_is_asked(self):
+        self.assertEqual(['threads'], list(self._get('threads')))
+        self.assertEqual({}, self._get())
+
+    def test_reclaim_replaced_and_stored_as_text(self):
+        recorded = migration_satellites.set_reclaim(
+            self.db, self.uuid, [ENTRY, dict(ENTRY, outcome='given back')])
+        self.assertEqual(recorded, self._get('reclaim')['reclaim'])
+        self.assertEqual(['1', '1'], [e['host_node']
+                                      for e in recorded.entries])
+        migration_satellites.set_reclaim(self.db, self.uuid, [ENTRY])
+        (entry,) = self._get('reclaim')['reclaim'].entries
+        self.assertEqual(('256', None, 'kept'), (
+            entry['released_mb'], entry['current_mb'], entry['outcome']))
+
+    def test_refused_reclaim_changes_nothing(self):
+        migration_satellites.set_reclaim(self.db, self.uuid, [ENTRY])
+        self.assertRaises(exception.ObjectValidationError,
+                          migration_satellites.set_reclaim, self.db,
+                          self.uuid, [dict(ENTRY, outcome='lost')])
+        self.assertEqual(1, len(self._get('reclaim')['reclaim'].entries))
+
+    def test_threads_read_as_recorded(self):
+        migration_threads.record_threads(self.db, self.uuid, 'source',
+                                         samples.THREADS['source'])
+        self.assertEqual({'source': samples.THREADS['source']},
+                         self._get('threads')['threads'].sides)
+
+    def test_satellites_leave_the_migration_alone(self):
+        before = migrations.get(self.db, self.uuid)
+        migration_satellites.set_reclaim(self.db, self.uuid, [ENTRY])
+        after = migrations.get(self.db, self.uuid)
+        self.assertEqual(
+            {name: before.get(name) for name in before.fields
+             if name != 'updated_at'},
+            {name: after.get(name) for name in after.fields
+             if name != 'updated_at'})
+
+    def test_unknown_name_refused(self):
+        exc = self.assertRaises(exception.Invalid, self._get, 'colour')
+        self.assertIn('colour', str(exc))
+        self.assertIn('reclaim, threads', str(exc))
+
+    def test_unknown_migration(self):
+        for call in (
+                lambda: migration_satellites.get(
+                    self.db, base.new_uuid(), ['reclaim']),
+                lambda: migration_satellites.set_reclaim(
+                    self.db, base.new_uuid(), [ENTRY])):
+            self.assertRaises(exception.MigrationNotFound, call)
+
+    def test_stored_value_the_object_refuses(self):
+        table = models.Migration.__table__
+        with self.db.writer() as session:
+            session.execute(sa.update(table).where(
+                table.c.uuid == self.uuid).values(
+                memory_reclaim=[{'outcome': 'lost'}]))
+        exc = self.assertRaises(exception.StoredRecordInvalid,
+                                self._get, 'reclaim')
+        self.assertIn('memory_reclaim', str(exc))
