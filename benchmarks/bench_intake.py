@@ -81,6 +81,9 @@ def parse_args(argv):
                         help="seconds between two reports of one host")
     parser.add_argument('--steady', type=float, default=60.0,
                         help="seconds of steady reporting per size")
+    parser.add_argument('--report-sync-interval', type=int, default=None,
+                        help="[conductor] report_sync_interval of the "
+                             "conductor (default: the option's)")
     parser.add_argument('--migrations', type=int, default=6,
                         help="migrations timed per phase")
     args = parser.parse_args(argv)

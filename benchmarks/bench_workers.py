@@ -115,6 +115,9 @@ class Deployment:
                  f'max_concurrent_migrations = {self.args.max_concurrent}',
                  f'max_outgoing_migrations_per_host = {self.args.per_host}',
                  f'max_incoming_migrations_per_host = {self.args.per_host}']
+        sync_s = getattr(self.args, 'report_sync_interval', None)
+        if sync_s is not None:
+            lines.append(f'report_sync_interval = {sync_s}')
         if caps:
             lines += ['[libvirt]',
                       f'connection_uri = test://{embedded.TEST_NODE_FILE}',
