@@ -37,10 +37,12 @@ from numamig import embedded
 from numamig import objects
 from numamig import rpc
 from numamig import service
+from numamig.db import api as db_api
 from numamig.db import compute_nodes
 from numamig_ci import libvirt_hosts
 from tests.fixtures import database
 from tests.fixtures import libvirt_daemons
+from tests.fixtures import postgres_pair
 from tests.fixtures import rpc as rpc_fixture
 from tests.functional.faults import proxy
 
@@ -124,10 +126,17 @@ class FaultDeployment(fixtures.Fixture):
     :ivar hypervisors: host -> libvirt connection to its test driver.
     """
 
-    def __init__(self, hosts=3, conductor_options=()):
+    def __init__(self, hosts=3, conductor_options=(), standby=False):
+        """:param standby: run the database on a primary with a streaming
+            standby of the deployment's own (postgres_pair.PostgresPair,
+            as ``pair``), the daemons reaching it by libpq's multi-host
+            URL with target_session_attrs=read-write, as the deployment
+            guide says, and not through a proxy (``database`` is None).
+        """
         super().__init__()
         self.host_count = hosts
         self.conductor_options = tuple(conductor_options)
+        self.standby = standby
 
     def _setUp(self):  # noqa: N802 - the fixtures API
         self.dir = self.useFixture(fixtures.TempDir()).path
@@ -138,14 +147,10 @@ class FaultDeployment(fixtures.Fixture):
         self.hosts = [f'fault-{self.tag}-{i}' for i in range(self.host_count)]
         direct_url = self._direct_url = self._vhost()
         self.broker = self._proxy(RABBIT_ADDRESS, 'broker')
-        db = self.useFixture(database.ServerDatabase('postgresql'))
-        self.db = db.db
-        db_url = sa.engine.make_url(db.url)
-        self.database = self._proxy(
-            (db_url.host or '127.0.0.1', db_url.port or 5432), 'database')
-        self._daemon_db_url = db_url.set(
-            host='127.0.0.1', port=self.database.port).render_as_string(
-                hide_password=False)
+        if self.standby:
+            self._pair_database()
+        else:
+            self._proxied_database()
         self._daemon_broker_url = (f'rabbit://guest:guest@127.0.0.1:'
                                    f'{self.broker.port}/{self.vhost}')
         self.rpc = self.useFixture(rpc_fixture.RPCFixture(
@@ -165,6 +170,26 @@ class FaultDeployment(fixtures.Fixture):
         for daemon in self.daemons():
             daemon.start()
         self.wait_for_reports()
+
+    def _proxied_database(self):
+        db = self.useFixture(database.ServerDatabase('postgresql'))
+        self.db = db.db
+        db_url = sa.engine.make_url(db.url)
+        self.database = self._proxy(
+            (db_url.host or '127.0.0.1', db_url.port or 5432), 'database')
+        self._daemon_db_url = db_url.set(
+            host='127.0.0.1', port=self.database.port).render_as_string(
+                hide_password=False)
+
+    def _pair_database(self):
+        self.pair = self.useFixture(postgres_pair.PostgresPair())
+        self.database = None
+        # The test's own reads and checks go by the same URL: after a
+        # promotion its pool's next connections find the new primary.
+        self.db = db_api.Database(self.pair.url)
+        self.addCleanup(self.db.dispose)
+        self.db.sync()
+        self._daemon_db_url = self.pair.url
 
     def _vhost(self):
         self.vhost = f'numamig-faults-{self.tag}'

@@ -79,6 +79,10 @@ class Outage:
     # Seconds before the cut during which the server's answers are lost
     # (Proxy.cut): what was committed then is not known to be.
     unanswered_s: float = 0.0
+    # A failover of the deployment's PostgreSQL pair (harness
+    # FaultDeployment(standby=True)): the primary killed, the standby
+    # promoted ``cut_s`` later, the outage's end when it takes writes.
+    failover: bool = False
 
 
 # The connections die with transactions under way: for 0.3 s before the
@@ -94,6 +98,14 @@ DATABASE_CUT = Outage('database-cut-20s', 'database', 20.0, 15.0,
 BROKER_BOOT_S = 10.0
 BROKER_RESTART = Outage('broker-restart', 'broker', BROKER_BOOT_S, 20.0,
                         restart=True)
+# The PostgreSQL primary's machine lost (every process of it killed, so
+# every connection to it fails at once) and the standby promoted
+# FAILOVER_DETECT_S later: the time a failover manager (Patroni,
+# pg_auto_failover, an operator's script) takes to decide the primary is
+# gone. The daemons find the new primary by the multi-host URL.
+FAILOVER_DETECT_S = 5.0
+PRIMARY_FAILOVER = Outage('primary-failover', 'database', FAILOVER_DETECT_S,
+                          15.0, failover=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +209,10 @@ def run_round(deployment, outage, plan, rng):
                 result.problems.append(
                     f"request to migrate {guest} refused for a cause that "
                     f"did not happen: {text[:300]}")
+            elif '\n' in str(exc).strip() or 'Traceback' in text:
+                result.problems.append(
+                    f"request to migrate {guest} refused with more than "
+                    f"one line: {text[:600]}")
             retry.append((uuid, guest, dest))
 
     # At once, as the issue's reproduction asked: each from a thread of
@@ -214,6 +230,8 @@ def run_round(deployment, outage, plan, rng):
         time.sleep(pause)
         ask(guest, dest)
     time.sleep(max(ended - time.monotonic(), 0))
+    if outage.failover:
+        ended = _promoted(deployment)
     for sender in senders:
         sender.join(rounds.SETTLE_DEADLINE_S)
     for uuid, guest, dest in list(retry):
@@ -268,6 +286,9 @@ def _make(deployment, outage):
     restart, when it has ended: a request sent while a broker is down
     cannot reach it, so the requests "during" a restart come while the
     daemons reconnect)."""
+    if outage.failover:
+        deployment.pair.lose_primary()
+        return time.monotonic() + outage.cut_s
     proxy = getattr(deployment, outage.proxy)
     if not outage.restart:
         proxy.cut(outage.cut_s, unanswered_s=outage.unanswered_s)
@@ -279,6 +300,12 @@ def _make(deployment, outage):
         time.sleep(max(began + outage.cut_s - time.monotonic(), 0))
     finally:
         proxy.reopen()
+    return time.monotonic()
+
+
+def _promoted(deployment):
+    """Promote the pair's standby; the monotonic time it takes writes."""
+    deployment.pair.promote()
     return time.monotonic()
 
 

@@ -273,3 +273,20 @@ class SchemaTestCase(base.TestCase):
             diff = autogenerate.compare_metadata(context,
                                                  models.Base.metadata)
         self.assertEqual([], diff)
+
+
+class OneLineReasonTest(base.TestCase):
+    """libpq's multi-host errors are shown on one line."""
+
+    def test_every_hosts_words_kept_once_on_one_line(self):
+        text = ('connection to server at "127.0.0.1", port 1 failed: '
+                'Connection refused\n\tIs the server running on that host '
+                'and accepting TCP/IP connections?\nconnection to server at '
+                '"127.0.0.1", port 2 failed: session is read-only\n\tIs the '
+                'server running on that host and accepting TCP/IP '
+                'connections?\n')
+        reason = api._one_line(text)
+        self.assertNotIn('\n', reason)
+        self.assertIn('port 1 failed: Connection refused', reason)
+        self.assertIn('port 2 failed: session is read-only', reason)
+        self.assertEqual(1, reason.count('Is the server running'))
