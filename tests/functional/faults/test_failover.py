@@ -23,8 +23,9 @@ decide), and the round requires:
 
 After the first round a new standby is built from the promoted server
 where the lost primary listened, and a second round fails over back.
-Both rounds take about 40-60 s on the project's 2-core machines, so
-the test runs always.
+The test takes about 2.5 minutes on the project's 2-core machines (the
+five agents' libvirtds and the rounds), so it is opt-in: set
+NUMAMIG_TEST_FAILOVER=1 (tests/intended-skips.yaml).
 """
 
 import os
@@ -40,12 +41,16 @@ from tests.functional.faults import outages
 from tests.functional.faults import test_outages
 
 SEED_ENV = test_outages.SEED_ENV
+OPT_IN_ENV = 'NUMAMIG_TEST_FAILOVER'
 
 
 class FailoverTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
+        if os.environ.get(OPT_IN_ENV) != '1':
+            self.skipTest(f"the failover rounds take about 2.5 minutes: "
+                          f"set {OPT_IN_ENV}=1")
         reason = harness.missing_requirements() or \
             postgres_pair.missing_requirements()
         if reason:
@@ -86,9 +91,10 @@ class FailoverTest(base.TestCase):
         lines = [f"seed {self.seed} ({SEED_ENV} replays it)",
                  *outages.summary(results)]
         for result in results:
-            lines.append(f"round settle {result.settle_s} s, refused "
-                         f"{len(result.refused)}: " + '; '.join(
-                             t[:160] for _g, t in result.refused[:2]))
+            lines.append(f"round settled {result.settle_s:.1f} s after "
+                         f"the promotion, refused {len(result.refused)}" +
+                         ''.join(f"\n    {t[:400]}"
+                                 for _g, t in result.refused[:1]))
             if not result.clean:
                 lines += outages.describe(result)
         text = '\n'.join(lines)
