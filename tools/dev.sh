@@ -26,6 +26,9 @@ NESTED_PKGS="debootstrap e2fsprogs"
 # The metrics tests scrape the daemons with a real Prometheus server and
 # check the shipped alert rules with its promtool.
 MONITORING_PKGS="prometheus"
+# The database failover tests run a primary and a streaming standby of
+# their own with the server's initdb, pg_basebackup and pg_ctl.
+DATABASE_PKGS="postgresql"
 
 log() { printf '[numamig] %s\n' "$*" >&2; }
 
@@ -113,7 +116,8 @@ run_main() {
 }
 
 run_tests() {
-    ensure_pkgs $BUILD_PKGS $REAL_PKGS $NESTED_PKGS $MONITORING_PKGS
+    ensure_pkgs $BUILD_PKGS $REAL_PKGS $NESTED_PKGS $MONITORING_PKGS \
+        $DATABASE_PKGS
     ensure_test_venv
     # The nested tier's host image, cached outside the checkout between
     # runs: built here (its cold build time printed) rather than inside
