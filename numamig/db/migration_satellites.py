@@ -2,9 +2,10 @@
 
 They are kept in the migration's own row (``migrations.memory_reclaim``,
 ``migrations.migration_threads``, the prediction's columns), not in
-tables of their own: the columns are release 2's (one baseline revision, unchanged), a status
-change that carries one is still one UPDATE of one row, and no read of a
-migration joins anything. What moved is the object boundary: the
+tables of their own: the columns are release 2's (one baseline
+revision, unchanged), a status change that carries one is still one
+UPDATE of one row, and no read of a migration joins anything. What
+moved is the object boundary: the
 migration's core record (numamig.db.migrations) no longer reads or
 writes these columns, and each satellite is read here, as its own
 object, only where someone asks for it. Public API::

@@ -7,6 +7,7 @@ from unittest import mock
 from numamig.cmd.manage_commands import migration_top
 from numamig.convergence import policy
 from numamig.db import compute_nodes
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from tests.unit.cmd import cli_base
 from tests.unit.db import base as db_base
@@ -38,9 +39,12 @@ class TopTest(cli_base.CLITestCase):
         self.copying = migrations.create(self.db, cli_base.make_migration(
             self.guest.uuid, dest_host='dst', convergence_policy='nfv',
             memory_total=4 << 30, memory_processed=1 << 30,
-            memory_remaining=3 << 30, sampled_dirty_rate=10 << 20,
+            memory_remaining=3 << 30,
             convergence_actions=['allow 50 ms of downtime (the job '
                                  'starts)']))
+        # The rate the prediction sampled: MigrationPrediction's.
+        migration_satellites.set_prediction(
+            self.db, self.copying.uuid, {'sampled_dirty_rate': 10 << 20})
         for status in ('queued', 'preparing', 'running'):
             migrations.set_status(self.db, self.copying.uuid, status)
         other = self.add_instance('src')
