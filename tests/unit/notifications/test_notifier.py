@@ -15,6 +15,7 @@ from numamig.compute import events
 from numamig.db import _rows
 from numamig.db import compute_nodes
 from numamig.db import instances
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from numamig.notifications import notifier
 from numamig.notifications import payloads
@@ -281,6 +282,22 @@ class DatabaseHandOverTest(base.TestCase):
              (made.uuid, STATUS.PREPARING, None)],
             [(c.record.uuid, c.record.status, c.detail)
              for c in self.heard if c.kind == _rows.MIGRATION])
+
+    def test_the_prediction_is_read_from_the_row_changed(self):
+        # MigrationPayload.prediction is MigrationPrediction's (a
+        # satellite record, not a Migration field), read with the row
+        # the status change wrote: none before it was predicted, the
+        # one recorded after.
+        made = migrations.create(self.db, dbase.make_migration(
+            self.instance))
+        migration_satellites.set_prediction(
+            self.db, made.uuid, {'prediction': 'needs-post-copy'})
+        migrations.set_status(self.db, made.uuid, STATUS.QUEUED)
+        payloads_sent = [notifier.notification_of(c)[2]
+                         for c in self.heard if c.kind == _rows.MIGRATION]
+        self.assertEqual(
+            [(STATUS.ACCEPTED, None), (STATUS.QUEUED, 'needs-post-copy')],
+            [(p.status, p.prediction) for p in payloads_sent])
 
     def test_nothing_from_a_refused_or_rolled_back_change(self):
         made = migrations.create(self.db, dbase.make_migration(
