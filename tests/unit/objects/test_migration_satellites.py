@@ -72,6 +72,13 @@ class RoundTripTest(base.TestCase):
         self.assertIsInstance(back, satellites.MigrationThreads)
         self.assertEqual(samples.THREADS, back.sides)
 
+    def test_prediction(self):
+        back = self._through_json(samples.migration_prediction())
+        self.assertIsInstance(back, satellites.MigrationPrediction)
+        self.assertEqual(('converges', 9000, 40, 1 << 20),
+                         tuple(back.get(n)
+                               for n in satellites.PREDICTION_FIELDS))
+
     def test_empty_ones(self):
         for cls in satellites.SATELLITES.values():
             empty = cls(migration_uuid=samples.uuids.migration)
