@@ -87,7 +87,8 @@ OBJECT_VERSIONS = {
                     Instance='1.1', MigrationContext='1.1',
                     # New in release 2; no compute message carries them,
                     # listed so that the manifest is complete.
-                    MigrationReclaim='1.0', MigrationThreads='1.0'),
+                    MigrationReclaim='1.0', MigrationThreads='1.0',
+                    MigrationPrediction='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the

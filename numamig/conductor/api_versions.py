@@ -60,7 +60,8 @@ OPERATIONS history:
         host_defragment_plan and host_defragment_start;
         instance_memory_set and host_reclaim; migration_resume;
         migration_get_satellites (what was reclaimed to place a
-        migration, where its threads ran: objects of their own,
+        migration, where its threads ran, its pre-flight prediction:
+        objects of their own,
         numamig.objects.migration_satellites).
 
 Objects have one version per release too: release 1's, and release 2's
@@ -124,7 +125,8 @@ OBJECT_VERSIONS = {
                     Migration='1.1', MigrationContext='1.1',
                     MigrationStatusChange='1.1',
                     # New in release 2: a migration's satellite records.
-                    MigrationReclaim='1.0', MigrationThreads='1.0'),
+                    MigrationReclaim='1.0', MigrationThreads='1.0',
+                    MigrationPrediction='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the

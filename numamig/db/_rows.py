@@ -74,21 +74,25 @@ MEMORY_CHANGE = 'memory-change'
 class Change(typing.NamedTuple):
     """One committed change: its ``kind`` (MIGRATION, DRAIN, DRAIN_MOVE,
     HOST, MEMORY_CHANGE), the record as written (a Migration; a drain's,
-    a move's or a memory change's dict; a host's Maintenance) and the
-    detail recorded with it."""
+    a move's or a memory change's dict; a host's Maintenance), the
+    detail recorded with it and, for a migration, the satellite records
+    its notification carries ({name: object}, read from the same row)."""
 
     kind: str
     record: object
     detail: object = None
+    satellites: object = None
 
 
-def note_change(session, kind, record, detail=None):
+def note_change(session, kind, record, detail=None, satellites=None):
     """Record, in ``session``'s transaction, a change to tell of once it
     commits."""
-    session.info.setdefault(CHANGES, []).append(Change(kind, record,
-                                                        detail))
+    session.info.setdefault(CHANGES, []).append(Change(
+        kind, record, detail, satellites))
 
 
-def note_status_change(session, migration, detail):
-    """``migration`` (the Migration as written) reached its status."""
-    note_change(session, MIGRATION, migration, detail)
+def note_status_change(session, migration, detail, satellites=None):
+    """``migration`` (the Migration as written) reached its status;
+    ``satellites``: {name: object} of its satellite records the
+    notification carries (MigrationPayload.prediction's)."""
+    note_change(session, MIGRATION, migration, detail, satellites)

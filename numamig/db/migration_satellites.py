@@ -1,16 +1,20 @@
 """A migration's satellite records (numamig.objects.migration_satellites).
 
 They are kept in the migration's own row (``migrations.memory_reclaim``,
-``migrations.migration_threads``), not in tables of their own: the
-columns are release 2's (one baseline revision, unchanged), a status
-change that carries one is still one UPDATE of one row, and no read of a
-migration joins anything. What moved is the object boundary: the
+``migrations.migration_threads``, the prediction's columns), not in
+tables of their own: the columns are release 2's (one baseline
+revision, unchanged), a status change that carries one is still one
+UPDATE of one row, and no read of a migration joins anything. What
+moved is the object boundary: the
 migration's core record (numamig.db.migrations) no longer reads or
 writes these columns, and each satellite is read here, as its own
 object, only where someone asks for it. Public API::
 
     get(db, uuid, names) -> {name: object}
+    get_many(db, uuids, names) -> {uuid: {name: object}}
+    satellites_of_row(row, names) -> {name: object}
     set_reclaim(db, uuid, entries) -> MigrationReclaim
+    set_prediction(db, uuid, prediction) -> MigrationPrediction
 
 (Where the threads ran is written by numamig.db.migration_threads.)
 """
@@ -23,12 +27,20 @@ from numamig.db import models
 from numamig.objects import migration_satellites as satellites
 
 _T = models.Migration.__table__
-# Satellite name -> (its column, how the object is built from it).
+# Satellite name -> (its columns, how the object is built from a row
+# that has them).
 _COLUMNS = {
-    'reclaim': ('memory_reclaim', lambda uuid, value: satellites.
-                MigrationReclaim(migration_uuid=uuid, entries=value or [])),
-    'threads': ('migration_threads', lambda uuid, value: satellites.
-                MigrationThreads(migration_uuid=uuid, sides=value or {})),
+    'reclaim': (('memory_reclaim',), lambda uuid, row: satellites.
+                MigrationReclaim(migration_uuid=uuid,
+                                 entries=row.memory_reclaim or [])),
+    'threads': (('migration_threads',), lambda uuid, row: satellites.
+                MigrationThreads(migration_uuid=uuid,
+                                 sides=row.migration_threads or {})),
+    'prediction': (satellites.PREDICTION_FIELDS, lambda uuid, row:
+                   satellites.MigrationPrediction(
+                       migration_uuid=uuid,
+                       **{name: getattr(row, name) for name in
+                          satellites.PREDICTION_FIELDS})),
 }
 
 
@@ -40,30 +52,83 @@ def get(db, uuid, names):
     :raises MigrationNotFound:
     :raises StoredRecordInvalid: a stored value the object refuses.
     """
+    found = get_many(db, [uuid], names)
+    if uuid not in found:
+        raise exception.MigrationNotFound(migration_uuid=uuid)
+    return found[uuid]
+
+
+def get_many(db, uuids, names):
+    """The satellites ``names`` of each of migrations ``uuids``, in one
+    query (``migration top`` reads every migration in flight at once).
+
+    :returns: {uuid: {name: object}}; a uuid not recorded is left out.
+    :raises Invalid: a name is not a satellite (nothing read).
+    :raises StoredRecordInvalid: a stored value the object refuses.
+    """
     names = tuple(names)
     unknown = sorted(set(names) - set(_COLUMNS))
     if unknown:
         raise exception.Invalid(
             reason=f"no satellite record {', '.join(unknown)} of a "
                    f"migration (known: {', '.join(sorted(_COLUMNS))})")
+    uuids = list(uuids)
+    if not uuids:
+        return {}
+    columns = []
+    for name in names:
+        columns.extend(c for c in _COLUMNS[name][0] if c not in columns)
     with db.reader() as session:
-        row = session.connection().execute(
-            sa.select(*(_T.c[_COLUMNS[n][0]] for n in names)).where(
-                _T.c.uuid == uuid)).one_or_none() if names else \
-            _rows.fresh_by_uuid(session, models.Migration, uuid)
-    if row is None:
-        raise exception.MigrationNotFound(migration_uuid=uuid)
+        rows = session.connection().execute(
+            sa.select(_T.c.uuid, *(_T.c[c] for c in columns)).where(
+                _T.c.uuid.in_(uuids))).all()
+    return {row.uuid: satellites_of_row(row, names) for row in rows}
+
+
+def satellites_of_row(row, names):
+    """{name: object} of the satellites ``names`` from ``row`` (anything
+    with the migrations columns as attributes, and ``uuid``).
+
+    :raises StoredRecordInvalid: a stored value the object refuses.
+    """
     found = {}
     for name in names:
-        column, build = _COLUMNS[name]
+        columns, build = _COLUMNS[name]
         try:
-            found[name] = build(uuid, getattr(row, column)).validate()
+            found[name] = build(row.uuid, row).validate()
         except (exception.ObjectValidationError, ValueError,
                 TypeError) as exc:
             raise exception.StoredRecordInvalid(
-                table='migrations', key=uuid, column=column,
+                table='migrations', key=row.uuid, column=','.join(columns),
                 reason=str(exc)) from exc
     return found
+
+
+def set_prediction(db, uuid, prediction):
+    """Record the pre-flight prediction of migration ``uuid``.
+
+    :param prediction: a dict with some of PREDICTION_FIELDS (what
+        numamig.convergence.predict answers; others are ignored).
+    :returns: the MigrationPrediction recorded.
+    :raises Invalid: a value the object refuses; nothing changed.
+    :raises MigrationNotFound:
+    """
+    values = {name: prediction.get(name)
+              for name in satellites.PREDICTION_FIELDS}
+    try:
+        recorded = satellites.MigrationPrediction(
+            migration_uuid=uuid, **values).validate()
+    except (exception.ObjectValidationError, ValueError,
+            TypeError) as exc:
+        raise exception.Invalid(
+            reason=f"prediction of migration {uuid}: unusable "
+                   f"{values}: {exc}") from exc
+    with db.writer() as session:
+        result = _rows.run(session, sa.update(_T).where(
+            _T.c.uuid == uuid).values(updated_at=_rows.utcnow(), **values))
+        if result.rowcount != 1:
+            raise exception.MigrationNotFound(migration_uuid=uuid)
+    return recorded
 
 
 def set_reclaim(db, uuid, entries):

@@ -25,7 +25,6 @@ which saves a query and a list of objects on every step. Public API::
     set_dest_host(db, uuid, dest_host) -> Migration
     add_refused_host(db, uuid, host, reason) -> Migration
     update_progress(db, uuid, **progress) -> bool
-    set_prediction(db, uuid, prediction)
     set_policy(db, uuid, name) -> Migration
 """
 
@@ -38,10 +37,12 @@ from numamig import exception
 from numamig import objects
 from numamig.db import _rows
 from numamig.db import migration_recovery
+from numamig.db import migration_satellites
 from numamig.db import models
 from numamig.db import queue
 from numamig.objects import fields as nm_fields
 from numamig.objects import migration as migration_obj
+from numamig.objects import migration_satellites as satellites_obj
 
 STATUS = nm_fields.MigrationStatus
 _T = models.Migration.__table__
@@ -52,7 +53,6 @@ _RESULT_FLAGS = ('emulated', 'post_copy', 'paused')
 # Stored with the migration (release 2); the first two may come with
 # a run's result.
 CONVERGENCE_FIELDS = migration_obj.CONVERGENCE_FIELDS
-PREDICTION_FIELDS = migration_obj.PREDICTION_FIELDS
 # Stored with the migration (release 2); may come with a run's
 # result, or alone while the source recovers
 # (numamig.db.migration_recovery.record_recovery).
@@ -103,8 +103,10 @@ def create(db, migration, max_queued=None):
                                  with_history=False)
             created.history = history
             created.obj_reset_changes(['history'])
+            # Nothing predicted yet: an empty prediction.
             _rows.note_status_change(session, created, history[-1].get(
-                'detail'))
+                'detail'), {'prediction': satellites_obj.MigrationPrediction(
+                    migration_uuid=migration.uuid)})
             if max_queued is not None:
                 created.queue_position = queue.position_of(
                     session, row_id, migration.get('priority', 0))
@@ -261,7 +263,8 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
         raise _refused(row, status, expected)
     _add_history(session, row.id, status, now, detail)
     changed = _to_object(session, row, with_history=False)
-    _rows.note_status_change(session, changed, detail)
+    # The notification's prediction, from the row just read (no query).
+    _rows.note_status_change(session, changed, detail, _prediction_of(row))
     return changed
 
 
@@ -359,27 +362,6 @@ def update_progress(db, uuid, **progress):
         return True
 
 
-def set_prediction(db, uuid, prediction):
-    """Record the pre-flight prediction (PREDICTION_FIELDS) of a
-    migration.
-
-    :raises Invalid: a value does not fit its column; nothing changed.
-    :raises MigrationNotFound:
-    """
-    values = {name: prediction.get(name) for name in PREDICTION_FIELDS}
-    bad = sorted(name for name, value in values.items()
-                 if not _prediction_fits(name, value))
-    if bad:
-        raise exception.Invalid(
-            reason=f"prediction of migration {uuid}: {', '.join(bad)} "
-                   f"unusable in {values}")
-    with db.writer() as session:
-        result = _rows.run(session, _update(uuid).values(
-            updated_at=_rows.utcnow(), **values))
-        if result.rowcount != 1:
-            _row(session, uuid)
-
-
 def set_policy(db, uuid, name):
     """Record ``name`` as the migration's convergence policy (the
     conductor chose another before the run); return the Migration.
@@ -393,15 +375,6 @@ def set_policy(db, uuid, name):
         _rows.run(session, _update(uuid).values(updated_at=_rows.utcnow(),
                                                 convergence_policy=name))
         return _to_object(session, _row(session, uuid), with_history=False)
-
-
-def _prediction_fits(name, value):
-    if value is None:
-        return True
-    if name == 'prediction':
-        return isinstance(value, str) and 0 < len(value) <= 32
-    return isinstance(value, int) and not isinstance(value, bool) and \
-        value >= 0
 
 
 def _checked_result(uuid, result):
@@ -439,6 +412,12 @@ def _fits(name, value):
         return name in RESULT_FIELDS
     return isinstance(value, int) and not isinstance(value, bool) and \
         value >= 0
+
+
+def _prediction_of(row):
+    """{'prediction': MigrationPrediction} of a migrations row, for the
+    notification of its status change (MigrationPayload.prediction)."""
+    return migration_satellites.satellites_of_row(row, ('prediction',))
 
 
 def _update(uuid):
@@ -513,8 +492,7 @@ def _columns_of(migration):
     columns = {name: migration.get(name) for name in (
         'uuid', 'instance_uuid', 'source_host', 'dest_host',
         'requested_host', 'status', 'error') + PROGRESS_FIELDS +
-        RESULT_FIELDS + CONVERGENCE_FIELDS + PREDICTION_FIELDS +
-        RECOVERY_FIELDS}
+        RESULT_FIELDS + CONVERGENCE_FIELDS + RECOVERY_FIELDS}
     columns['refused_hosts'] = dict(migration.refused_hosts)
     columns['priority'] = migration.get('priority', 0)
     columns['admitted_at'] = migration.get('admitted_at')
@@ -531,8 +509,7 @@ def _to_object(session, row, with_history):
                 'requested_host', 'status', 'error', 'priority',
                 'admitted_at') +
                 PROGRESS_FIELDS +
-                RESULT_FIELDS + CONVERGENCE_FIELDS + PREDICTION_FIELDS +
-                RECOVERY_FIELDS})
+                RESULT_FIELDS + CONVERGENCE_FIELDS + RECOVERY_FIELDS})
         if with_history:
             migration.history = _history(session, row.id)
         migration.validate()

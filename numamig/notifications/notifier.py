@@ -93,9 +93,10 @@ EVENT_TYPES = (
 
 def notification_of(change):
     """(priority, event type, payload) of a numamig.db._rows.Change."""
-    kind, record, detail = change
+    kind, record, detail = change[:3]
     if kind == MIGRATION:
-        payload = payloads.MigrationPayload.from_record(record, detail)
+        payload = payloads.MigrationPayload.from_record(
+            record, detail, getattr(change, 'satellites', None))
         return PRIORITIES[payload.status], event_type(payload.status), \
             payload
     if kind == DRAIN:

@@ -78,11 +78,19 @@ class MigrationPayload(NotificationPayload):
     }
 
     @classmethod
-    def from_record(cls, migration, detail=None):
-        """The payload of ``migration`` (a Migration as written)."""
+    def from_record(cls, migration, detail=None, satellites=None):
+        """The payload of ``migration`` (a Migration as written).
+
+        :param satellites: {name: object} of its satellite records, read
+            from the row written (numamig.db._rows.Change.satellites):
+            ``prediction`` is MigrationPrediction.prediction, no longer a
+            field of Migration; None where none was read.
+        """
+        prediction = (satellites or {}).get('prediction')
         values = {name: migration.get(name) for name in cls.fields
-                  if name != 'detail'}
-        payload = cls(detail=detail, **values)
+                  if name not in ('detail', 'prediction')}
+        payload = cls(detail=detail, prediction=prediction.get(
+            'prediction') if prediction is not None else None, **values)
         # Whole, not a change set: no 'changes' list in the primitive.
         payload.obj_reset_changes()
         return payload

@@ -17,11 +17,6 @@ RESULT_FIELDS = ('elapsed_ms', 'downtime_ms', 'emulated', 'post_copy',
 # How the run converged: the policy it ran under and what the policy
 # did (or, observe-only, would have done), as the source reported.
 CONVERGENCE_FIELDS = ('convergence_policy', 'convergence_actions')
-# The pre-flight convergence prediction, recorded before the run
-# so that the outcome can be read next to it; see
-# numamig.convergence.predict.
-PREDICTION_FIELDS = ('prediction', 'predicted_elapsed_ms',
-                     'predicted_downtime_ms', 'sampled_dirty_rate')
 # The post-copy recovery history: when the migration stream was lost
 # during post-copy, each resume attempt and its outcome
 # (numamig.convergence.recovery), as the source reported it; None where
@@ -49,7 +44,7 @@ QUEUE_FIELDS = ('priority', 'admitted_at', 'queue_position')
 # are MigrationStatusChange 1.1 for the same reason.
 RELEASE_2_VERSION = '1.1'
 RELEASE_2_FIELDS = (RESULT_FIELDS + QUEUE_FIELDS + CONVERGENCE_FIELDS +
-                    PREDICTION_FIELDS + RECOVERY_FIELDS)
+                    RECOVERY_FIELDS)
 _PRIORITY_NAMES = ', '.join(f'{k}={v}' for k, v in PRIORITIES.items())
 
 # Status changes a migration may make. Anything else is a bug or a race
@@ -89,13 +84,12 @@ class Migration(base.NumamigObject):
     #              post_copy and paused (the result of the run); priority,
     #              admitted_at and queue_position (the admission queue);
     #              convergence_policy and convergence_actions (how the run
-    #              converged); prediction, predicted_elapsed_ms,
-    #              predicted_downtime_ms and sampled_dirty_rate (the
-    #              pre-flight convergence prediction); postcopy_recovery
+    #              converged); postcopy_recovery
     #              (post-copy recovery history); status postcopy-paused,
     #              and history as MigrationStatusChange 1.1
     #              (RELEASE_2_FIELDS, RELEASE_2_VERSION). What was
-    #              reclaimed to place it and where its threads ran are
+    #              reclaimed to place it, where its threads ran and the
+    #              pre-flight convergence prediction are
     #              objects of their own (numamig.objects.
     #              migration_satellites), not fields.
     VERSION = RELEASE_2_VERSION
@@ -152,16 +146,6 @@ class Migration(base.NumamigObject):
                                                  default=None),
         'convergence_actions': fields.ListOfStringsField(nullable=True,
                                                          default=None),
-        # The pre-flight prediction: converges, post-copy, auto-converge,
-        # will-not-converge or unknown (numamig.convergence.predict).
-        'prediction': fields.StringField(nullable=True, default=None),
-        'predicted_elapsed_ms': fields.IntegerField(nullable=True,
-                                                    default=None),
-        'predicted_downtime_ms': fields.IntegerField(nullable=True,
-                                                     default=None),
-        # The guest's dirty rate the prediction used, bytes per second.
-        'sampled_dirty_rate': fields.IntegerField(nullable=True,
-                                                  default=None),
         # [{event, at, attempt, detail}], oldest first; see
         # RECOVERY_FIELDS.
         'postcopy_recovery': fields.ListOfDictOfNullableStringsField(
@@ -194,8 +178,7 @@ class Migration(base.NumamigObject):
         base.require_nonnegative(
             self, 'memory_total', 'memory_processed', 'memory_remaining',
             'disk_total', 'disk_processed', 'disk_remaining',
-            'elapsed_ms', 'downtime_ms', 'predicted_elapsed_ms',
-            'predicted_downtime_ms', 'sampled_dirty_rate')
+            'elapsed_ms', 'downtime_ms')
         self._validate_convergence()
         recovery = self.get('postcopy_recovery') or []
         if len(recovery) > MAX_RECOVERY_EVENTS:

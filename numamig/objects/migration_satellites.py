@@ -86,8 +86,49 @@ class MigrationThreads(base.NumamigObject):
     }
 
 
+# The pre-flight convergence prediction's fields, as
+# numamig.convergence.predict answers them: its outcome, the predicted
+# time and downtime (ms) and the guest's dirty rate it used (bytes/s).
+PREDICTION_FIELDS = ('prediction', 'predicted_elapsed_ms',
+                     'predicted_downtime_ms', 'sampled_dirty_rate')
+
+
+@base.register
+class MigrationPrediction(base.NumamigObject):
+    """The pre-flight convergence prediction of one migration ([conductor]
+    convergence_prediction); every field None where none was made."""
+
+    # Version 1.0 - Release 2: Initial version (Migration.prediction,
+    #              predicted_elapsed_ms, predicted_downtime_ms and
+    #              sampled_dirty_rate of release 2's development)
+    VERSION = '1.0'
+
+    fields = {
+        'migration_uuid': fields.UUIDField(),
+        # numamig.convergence.predict's outcome (at most 32 characters).
+        'prediction': fields.StringField(nullable=True, default=None),
+        'predicted_elapsed_ms': fields.IntegerField(nullable=True,
+                                                    default=None),
+        'predicted_downtime_ms': fields.IntegerField(nullable=True,
+                                                     default=None),
+        # The guest's dirty rate the prediction used, bytes per second.
+        'sampled_dirty_rate': fields.IntegerField(nullable=True,
+                                                  default=None),
+    }
+
+    def _validate(self):
+        name = self.get('prediction')
+        if name is not None and not 0 < len(name) <= 32:
+            raise self.invalid(f"prediction {name!r}: 1 to 32 characters")
+        for field in PREDICTION_FIELDS[1:]:
+            value = self.get(field)
+            if value is not None and value < 0:
+                raise self.invalid(f"{field} {value}: negative")
+
+
 # Name (what a client asks for) -> class.
 SATELLITES = {
     'reclaim': MigrationReclaim,
     'threads': MigrationThreads,
+    'prediction': MigrationPrediction,
 }

@@ -34,7 +34,10 @@ class MigrationStatus:
 RESULT_FIELDS = ('elapsed_ms', 'downtime_ms', 'emulated', 'post_copy',
                  'paused')
 # numamig.objects.migration_satellites.SATELLITES: what ``show`` reads.
-SATELLITES = ('reclaim', 'threads')
+SATELLITES = ('reclaim', 'threads', 'prediction')
+# numamig.objects.migration_satellites.PREDICTION_FIELDS.
+PREDICTION_FIELDS = ('prediction', 'predicted_elapsed_ms',
+                     'predicted_downtime_ms', 'sampled_dirty_rate')
 # numamig.objects.migration_satellites.MEMORY_RECLAIM_KEYS.
 MEMORY_RECLAIM_KEYS = ('host', 'host_node', 'instance_uuid', 'cell',
                        'before_mb', 'after_mb', 'current_mb', 'released_mb',

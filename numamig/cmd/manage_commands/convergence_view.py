@@ -9,15 +9,20 @@ from numamig.convergence import recovery
 STATUS = _names.MigrationStatus
 
 
-def view(migration):
-    """The JSON-able convergence part of a migration's view."""
+def view(migration, prediction=None):
+    """The JSON-able convergence part of a migration's view;
+    ``prediction``: its MigrationPrediction (a satellite record) or a
+    mapping of its fields; None: none read (shown empty).
+    """
+    if prediction is None:
+        prediction = {}
     return {
         'policy': migration.get('convergence_policy'),
         'actions': list(migration.get('convergence_actions') or []),
-        'prediction': migration.get('prediction'),
-        'predicted_elapsed_ms': migration.get('predicted_elapsed_ms'),
-        'predicted_downtime_ms': migration.get('predicted_downtime_ms'),
-        'sampled_dirty_rate': migration.get('sampled_dirty_rate'),
+        'prediction': prediction.get('prediction'),
+        'predicted_elapsed_ms': prediction.get('predicted_elapsed_ms'),
+        'predicted_downtime_ms': prediction.get('predicted_downtime_ms'),
+        'sampled_dirty_rate': prediction.get('sampled_dirty_rate'),
         'outcome': outcome(migration),
     }
 

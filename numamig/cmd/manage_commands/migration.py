@@ -276,16 +276,19 @@ def _show_through_orm(uuid):
         found.queue_position = queue.position(db, found.uuid)
         read = migration_satellites.get(db, uuid, _names.SATELLITES)
     return found, {'reclaim': read['reclaim'].entries,
-                   'threads': read['threads'].sides}
+                   'threads': read['threads'].sides,
+                   'prediction': read['prediction']}
 
 
 def _satellites_of_record(record):
     """What ``show`` words of a migration's satellite records
     (numamig.objects.migration_satellites), from a numamig.db.direct
     record, which reads them with the row: {'reclaim': entries,
-    'threads': sides}."""
+    'threads': sides, 'prediction': {PREDICTION_FIELDS}}."""
     return {'reclaim': record.get('memory_reclaim') or [],
-            'threads': record.get('migration_threads') or {}}
+            'threads': record.get('migration_threads') or {},
+            'prediction': {name: record.get(name)
+                           for name in _names.PREDICTION_FIELDS}}
 
 
 def _interrupted(migration, output_format):
@@ -428,7 +431,8 @@ def _view(migration, satellites=None):
         'result': ({name: migration.get(name)
                     for name in _names.RESULT_FIELDS}
                    if _has_result(migration) else None),
-        'convergence': convergence_view.view(migration),
+        'convergence': convergence_view.view(
+            migration, satellites.get('prediction')),
         'memory_reclaim': reclaim_view.view(satellites.get('reclaim')),
         # None where the stream never broke during post-copy.
         'postcopy_recovery': convergence_view.recovery_view(migration),

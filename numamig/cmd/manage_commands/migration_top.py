@@ -104,6 +104,7 @@ def _frame(db, policies, host):
     """The view of one refresh: {'at', 'migrations', 'waiting'}."""
     from oslo_utils import timeutils
 
+    from numamig.db import migration_satellites
     from numamig.db import migrations
     now = timeutils.utcnow(with_timezone=True)
     found = migrations.get_in_progress(db)
@@ -113,12 +114,19 @@ def _frame(db, policies, host):
     waiting = [m for m in found if m.status in (STATUS.ACCEPTED,
                                                STATUS.QUEUED)]
     going = [m for m in found if m not in waiting]
+    # The sampled dirty rate is the prediction's (MigrationPrediction, a
+    # satellite record): one query for every row shown, not one each.
+    predictions = migration_satellites.get_many(
+        db, [m.uuid for m in going], ('prediction',))
     return {'at': now.isoformat(),
             'waiting': len(waiting),
-            'migrations': [_row(m, policies, now) for m in going]}
+            'migrations': [_row(m, policies, now, predictions.get(
+                m.uuid, {}).get('prediction')) for m in going]}
 
 
-def _row(migration, policies, now):
+def _row(migration, policies, now, prediction=None):
+    """One migration's line; ``prediction``: its MigrationPrediction
+    (None: none read)."""
     total = migration.memory_total or 0
     processed = migration.memory_processed or 0
     actions = list(migration.get('convergence_actions') or [])
@@ -133,7 +141,8 @@ def _row(migration, policies, now):
                              if total else None),
         'memory_remaining': migration.memory_remaining or 0,
         'memory_total': total,
-        'dirty_rate': migration.get('sampled_dirty_rate'),
+        'dirty_rate': (prediction.get('sampled_dirty_rate')
+                       if prediction is not None else None),
         'running_s': (round((now - started).total_seconds(), 1)
                       if started else None),
         'policy': migration.get('convergence_policy'),

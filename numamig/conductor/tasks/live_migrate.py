@@ -37,6 +37,7 @@ from numamig.conductor.tasks import placing
 from numamig.conductor.tasks import reclaiming
 from numamig.convergence import policy as convergence
 from numamig.convergence import predict
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from numamig.db import queue
 from numamig.numa import instance_request
@@ -457,8 +458,8 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         if mode == 'choose' and \
                 answer['prediction'] == predict.WILL_NOT_CONVERGE:
             answer = self._other_policy(answer)
-        migrations.set_prediction(self.worker.db, self.migration.uuid,
-                                  answer)
+        migration_satellites.set_prediction(self.worker.db,
+                                            self.migration.uuid, answer)
         if mode in ('refuse', 'choose') and \
                 answer['prediction'] == predict.WILL_NOT_CONVERGE:
             raise exception.MigrationWillNotConverge(

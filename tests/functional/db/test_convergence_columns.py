@@ -3,6 +3,7 @@ MariaDB and SQLite: the policy, its actions, the prediction."""
 
 from numamig import exception
 from numamig.db import instances
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from tests.functional.db import base
 from tests.unit.db import base as unit_base
@@ -24,7 +25,7 @@ class ConvergenceColumnsTestCase(base.ServerDBTestCase):
         uuid = self.migration.uuid
         self.assertEqual('nfv', migrations.get(self.db,
                                                uuid).convergence_policy)
-        migrations.set_prediction(self.db, uuid, {
+        migration_satellites.set_prediction(self.db, uuid, {
             'prediction': 'needs-post-copy', 'predicted_elapsed_ms': None,
             'predicted_downtime_ms': None,
             'sampled_dirty_rate': 150 * 2 ** 20, 'reason': 'ignored'})
@@ -38,23 +39,32 @@ class ConvergenceColumnsTestCase(base.ServerDBTestCase):
             'convergence_policy': 'never_pause',
             'convergence_actions': ACTIONS})
         stored = migrations.get(self.db, uuid)
+        # The prediction is a satellite record (MigrationPrediction), in
+        # the same row.
+        predicted = migration_satellites.get(
+            self.db, uuid, ['prediction'])['prediction']
         self.assertEqual(('needs-post-copy', None, 150 * 2 ** 20,
                           'never_pause', ACTIONS, True),
-                         (stored.prediction, stored.predicted_elapsed_ms,
-                          stored.sampled_dirty_rate,
+                         (predicted.prediction,
+                          predicted.predicted_elapsed_ms,
+                          predicted.sampled_dirty_rate,
                           stored.convergence_policy,
                           stored.convergence_actions, stored.post_copy))
 
     def test_unusable_values_change_nothing(self):
         uuid = self.migration.uuid
-        self.assertRaises(exception.Invalid, migrations.set_prediction,
+        self.assertRaises(exception.Invalid,
+                          migration_satellites.set_prediction,
                           self.db, uuid, {'prediction': 'x' * 33})
-        self.assertRaises(exception.Invalid, migrations.set_prediction,
+        self.assertRaises(exception.Invalid,
+                          migration_satellites.set_prediction,
                           self.db, uuid, {'sampled_dirty_rate': -1})
         self.assertRaises(exception.InvalidMigrationResult,
                           migrations.set_status, self.db, uuid, 'queued',
                           result={'convergence_actions': ['a' * 301]})
         stored = migrations.get(self.db, uuid)
+        predicted = migration_satellites.get(
+            self.db, uuid, ['prediction'])['prediction']
         self.assertEqual(('accepted', None, None),
-                         (stored.status, stored.prediction,
+                         (stored.status, predicted.prediction,
                           stored.convergence_actions))

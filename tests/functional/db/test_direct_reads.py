@@ -85,7 +85,7 @@ class DirectReadsTestCase(base.ServerDBTestCase):
             guest.uuid, convergence_policy='nfv'))
         migrations.add_refused_host(self.db, done.uuid, 'dst1',
                                     'NUMA topology does not fit')
-        migrations.set_prediction(self.db, done.uuid, {
+        migration_satellites.set_prediction(self.db, done.uuid, {
             'prediction': 'needs-post-copy', 'predicted_elapsed_ms': 9000,
             'predicted_downtime_ms': 12,
             'sampled_dirty_rate': 150 * 2 ** 20})

@@ -138,15 +138,19 @@ class UpgradeFromRelease1TestCase(base.ServerDBTestCase):
         for name in migrations.RESULT_FIELDS:
             self.assertIsNone(getattr(stored, name), name)
         self.assertEqual(
-            (None, None, None, None, None, None, None),
+            (None, None, None),
             (stored.convergence_policy, stored.convergence_actions,
-             stored.prediction, stored.predicted_elapsed_ms,
-             stored.predicted_downtime_ms, stored.sampled_dirty_rate,
              stored.postcopy_recovery))
-        satellites = migration_satellites.get(self.db, self.uuid,
-                                              ['reclaim', 'threads'])
+        satellites = migration_satellites.get(
+            self.db, self.uuid, ['reclaim', 'threads', 'prediction'])
         self.assertEqual(([], {}), (satellites['reclaim'].entries,
                                     satellites['threads'].sides))
+        predicted = satellites['prediction']
+        self.assertEqual(
+            (None, None, None, None),
+            (predicted.prediction, predicted.predicted_elapsed_ms,
+             predicted.predicted_downtime_ms,
+             predicted.sampled_dirty_rate))
 
     def test_upgraded_row_takes_a_result(self):
         _insert_release_1_rows(self.db, self.instance_uuid, self.uuid,

@@ -7,6 +7,7 @@ from unittest import mock
 from numamig.cmd.manage_commands import migration_top
 from numamig.convergence import policy
 from numamig.db import compute_nodes
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from tests.unit.cmd import cli_base
 from tests.unit.db import base as db_base
@@ -38,9 +39,12 @@ class TopTest(cli_base.CLITestCase):
         self.copying = migrations.create(self.db, cli_base.make_migration(
             self.guest.uuid, dest_host='dst', convergence_policy='nfv',
             memory_total=4 << 30, memory_processed=1 << 30,
-            memory_remaining=3 << 30, sampled_dirty_rate=10 << 20,
+            memory_remaining=3 << 30,
             convergence_actions=['allow 50 ms of downtime (the job '
                                  'starts)']))
+        # The rate the prediction sampled: MigrationPrediction's.
+        migration_satellites.set_prediction(
+            self.db, self.copying.uuid, {'sampled_dirty_rate': 10 << 20})
         for status in ('queued', 'preparing', 'running'):
             migrations.set_status(self.db, self.copying.uuid, status)
         other = self.add_instance('src')
@@ -67,6 +71,32 @@ class TopTest(cli_base.CLITestCase):
             (row['uuid'], row['status'], row['progress_percent'],
              row['memory_remaining'], row['dirty_rate'], row['policy'],
              row['actions_taken'], row['next_step']))
+
+    def test_the_predictions_in_one_read_per_refresh(self):
+        # A second migration in flight: still one satellite read for the
+        # frame (every row's prediction at once), not one per row.
+        guest = self.add_instance('src')
+        second = migrations.create(self.db, cli_base.make_migration(
+            guest.uuid, dest_host='dst'))
+        for status in ('queued', 'preparing', 'running'):
+            migrations.set_status(self.db, second.uuid, status)
+        reads = []
+        real = migration_satellites.get_many
+
+        def counted(db, uuids, names):
+            reads.append((sorted(uuids), tuple(names)))
+            return real(db, uuids, names)
+        self.patch(migration_satellites, 'get_many', counted)
+        code, out, err = self.run_cli('migration', 'top', '--format',
+                                      'json')
+        self.assertEqual(0, code, err)
+        self.assertEqual(
+            [(sorted([self.copying.uuid, second.uuid]), ('prediction',))],
+            reads)
+        rates = {r['uuid']: r['dirty_rate']
+                 for r in json.loads(out)['migrations']}
+        self.assertEqual({self.copying.uuid: 10 << 20, second.uuid: None},
+                         rates)
 
     def test_human_once_when_not_a_terminal(self):
         code, out, _ = self.run_cli('migration', 'top')

@@ -25,4 +25,6 @@ class NamesTestCase(base.TestCase):
                          _names.MEMORY_RECLAIM_KEYS)
         self.assertEqual(tuple(migration_satellites.SATELLITES),
                          _names.SATELLITES)
+        self.assertEqual(migration_satellites.PREDICTION_FIELDS,
+                         _names.PREDICTION_FIELDS)
         self.assertEqual(migration_threads.SIDES, _names.THREAD_SIDES)

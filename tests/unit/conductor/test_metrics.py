@@ -9,6 +9,7 @@ from prometheus_client import parser
 from numamig.conductor import metrics
 from numamig.db import compute_nodes
 from numamig.db import instances
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from numamig.objects import fields as nm_fields
 from tests import base
@@ -46,9 +47,15 @@ class MigrationCollectorTest(base.TestCase):
         self.instance = instances.create(
             self.db, dbase.make_instance()).instance.uuid
 
-    def made(self, **values):
-        return migrations.create(self.db, dbase.make_migration(
+    def made(self, sampled_dirty_rate=None, **values):
+        made = migrations.create(self.db, dbase.make_migration(
             self.instance, dest_host='dst', **values))
+        if sampled_dirty_rate is not None:
+            # The prediction's sample: MigrationPrediction, same row.
+            migration_satellites.set_prediction(
+                self.db, made.uuid,
+                {'sampled_dirty_rate': sampled_dirty_rate})
+        return made
 
     def samples(self):
         # An hour after the records were made: the oldest waited that.

@@ -5,6 +5,7 @@ import sqlalchemy as sa
 
 from numamig.db import direct
 from numamig.db import models
+from numamig.objects import migration_satellites as satellites
 from tests import base
 
 # How each model column type is read (direct's kinds).
@@ -42,7 +43,7 @@ class TableMapTestCase(base.TestCase):
                 'admitted_at', 'memory_reclaim', 'migration_threads',
                 'created_at', 'updated_at', 'refused_hosts'} | set(
             migrations.PROGRESS_FIELDS + migrations.RESULT_FIELDS +
-            migrations.CONVERGENCE_FIELDS + migrations.PREDICTION_FIELDS +
+            migrations.CONVERGENCE_FIELDS + satellites.PREDICTION_FIELDS +
             migrations.RECOVERY_FIELDS)
         self.assertEqual(read | {'id'}, set(direct.TABLES['migrations']))
 

@@ -6,6 +6,7 @@ import random
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import metrics
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from numamig.db import models
 from numamig.objects import fields as nm_fields
@@ -23,12 +24,19 @@ class AggregatesTest(base.DBTestCase):
         super().setUp()
         self.rng = random.Random(20261128)
         self.made = []
+        self.rates = {}
         for _ in range(6):
             uuid = instances.create(self.db, base.make_instance()) \
                 .instance.uuid
             for _ in range(self.rng.randrange(1, 12)):
-                self.made.append(migrations.create(self.db, self.random(
-                    uuid)))
+                made = migrations.create(self.db, self.random(uuid))
+                self.made.append(made)
+                # The rate the pre-flight prediction sampled: its
+                # satellite record (MigrationPrediction), same row.
+                self.rates[made.uuid] = self.rng.choice([None, 12345678])
+                migration_satellites.set_prediction(
+                    self.db, made.uuid,
+                    {'sampled_dirty_rate': self.rates[made.uuid]})
 
     def random(self, instance_uuid):
         status = self.rng.choice(STATUS.ALL)
@@ -43,8 +51,7 @@ class AggregatesTest(base.DBTestCase):
             convergence_policy=self.rng.choice(POLICIES),
             elapsed_ms=maybe(90000), downtime_ms=maybe(3000),
             memory_total=total, memory_processed=processed,
-            memory_remaining=total - processed,
-            sampled_dirty_rate=self.rng.choice([None, 12345678]))
+            memory_remaining=total - processed)
 
     def test_counts_by_status_and_policy(self):
         expected = {}
@@ -87,7 +94,7 @@ class AggregatesTest(base.DBTestCase):
             made = by_uuid[row.uuid]
             self.assertEqual(
                 (made.memory_total, made.memory_processed,
-                 made.memory_remaining, made.sampled_dirty_rate or 0),
+                 made.memory_remaining, self.rates[made.uuid] or 0),
                 (row.memory_total, row.memory_processed,
                  row.memory_remaining, row.dirty_rate))
 

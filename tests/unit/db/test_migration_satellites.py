@@ -74,6 +74,48 @@ class SatellitesTestCase(base.DBTestCase):
             {name: after.get(name) for name in after.fields
              if name != 'updated_at'})
 
+    def test_prediction_recorded_and_read(self):
+        self.assertEqual(objects.MigrationPrediction(
+            migration_uuid=self.uuid), self._get('prediction')['prediction'])
+        recorded = migration_satellites.set_prediction(
+            self.db, self.uuid, {'prediction': 'converges',
+                                 'predicted_elapsed_ms': 1280,
+                                 'predicted_downtime_ms': 3,
+                                 'sampled_dirty_rate': 1 << 20,
+                                 'reason': 'not a field: ignored'})
+        self.assertEqual(recorded, self._get('prediction')['prediction'])
+        self.assertEqual((1280, 1 << 20), (recorded.predicted_elapsed_ms,
+                                           recorded.sampled_dirty_rate))
+
+    def test_refused_prediction_changes_nothing(self):
+        for bad in ({'prediction': 'x' * 33}, {'sampled_dirty_rate': -1},
+                    {'predicted_downtime_ms': 'soon'}):
+            self.assertRaises(exception.Invalid,
+                              migration_satellites.set_prediction, self.db,
+                              self.uuid, bad)
+        self.assertIsNone(self._get('prediction')['prediction'].prediction)
+        self.assertRaises(exception.MigrationNotFound,
+                          migration_satellites.set_prediction, self.db,
+                          base.new_uuid(), {'prediction': 'converges'})
+
+    def test_many_in_one_read(self):
+        instance = instances.create(self.db, base.make_instance()).instance
+        other = migrations.create(
+            self.db, base.make_migration(instance.uuid)).uuid
+        migration_satellites.set_prediction(
+            self.db, other, {'sampled_dirty_rate': 5})
+        unknown = base.new_uuid()
+        found = migration_satellites.get_many(
+            self.db, [self.uuid, other, unknown], ['prediction'])
+        self.assertEqual({self.uuid: None, other: 5},
+                         {uuid: read['prediction'].sampled_dirty_rate
+                          for uuid, read in found.items()})
+        self.assertEqual({}, migration_satellites.get_many(
+            self.db, [], ['prediction']))
+        self.assertRaises(exception.MigrationNotFound,
+                          migration_satellites.get, self.db, unknown,
+                          ['prediction'])
+
     def test_unknown_name_refused(self):
         exc = self.assertRaises(exception.Invalid, self._get, 'colour')
         self.assertIn('colour', str(exc))

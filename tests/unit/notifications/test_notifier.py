@@ -15,6 +15,7 @@ from numamig.compute import events
 from numamig.db import _rows
 from numamig.db import compute_nodes
 from numamig.db import instances
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from numamig.notifications import notifier
 from numamig.notifications import payloads
@@ -76,12 +77,20 @@ def sample_migration(status):
                'host cell 1') if status in STATUS.UNSUCCESSFUL else None,
         priority=0, convergence_policy='balanced',
         convergence_actions=['auto-converge'] if ended else None,
-        prediction='converges', memory_total=4294967296,
+        memory_total=4294967296,
         memory_processed=4294967296 if ended else 0,
         memory_remaining=0 if ended else 4294967296,
         elapsed_ms=8412 if ended else None,
         downtime_ms=37 if ended else None, post_copy=False if ended else None,
         created_at=at, updated_at=at)
+
+
+def sample_satellites():
+    """The satellite records a migration's change carries: its
+    prediction (MigrationPayload.prediction), read from the row."""
+    return {'prediction': objects.MigrationPrediction(
+        migration_uuid='6f1d7c8e-2a4b-4c3d-9e5f-0a1b2c3d4e5f',
+        prediction='converges')}
 
 
 AT = datetime.datetime(2026, 11, 28, 9, 30, 0, tzinfo=datetime.UTC)
@@ -182,7 +191,8 @@ def sample_change(event_type):
                             sample_memory_change(status))
     if parts[0] == 'migration':
         return _rows.Change(_rows.MIGRATION, sample_migration(parts[1]),
-                            f'sample detail for {parts[1]}')
+                            f'sample detail for {parts[1]}',
+                            sample_satellites())
     if parts[0] == 'host':
         disabled = parts[1] == 'disabled'
         return _rows.Change(_rows.HOST, compute_nodes.Maintenance(
@@ -272,6 +282,22 @@ class DatabaseHandOverTest(base.TestCase):
              (made.uuid, STATUS.PREPARING, None)],
             [(c.record.uuid, c.record.status, c.detail)
              for c in self.heard if c.kind == _rows.MIGRATION])
+
+    def test_the_prediction_is_read_from_the_row_changed(self):
+        # MigrationPayload.prediction is MigrationPrediction's (a
+        # satellite record, not a Migration field), read with the row
+        # the status change wrote: none before it was predicted, the
+        # one recorded after.
+        made = migrations.create(self.db, dbase.make_migration(
+            self.instance))
+        migration_satellites.set_prediction(
+            self.db, made.uuid, {'prediction': 'needs-post-copy'})
+        migrations.set_status(self.db, made.uuid, STATUS.QUEUED)
+        payloads_sent = [notifier.notification_of(c)[2]
+                         for c in self.heard if c.kind == _rows.MIGRATION]
+        self.assertEqual(
+            [(STATUS.ACCEPTED, None), (STATUS.QUEUED, 'needs-post-copy')],
+            [(p.status, p.prediction) for p in payloads_sent])
 
     def test_nothing_from_a_refused_or_rolled_back_change(self):
         made = migrations.create(self.db, dbase.make_migration(

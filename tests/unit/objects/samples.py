@@ -145,10 +145,6 @@ def migration():
         paused=True,
         convergence_policy='nfv',
         convergence_actions=['allow 50 ms of downtime (the job starts)'],
-        prediction='converges',
-        predicted_elapsed_ms=9000,
-        predicted_downtime_ms=40,
-        sampled_dirty_rate=1 << 20,
         postcopy_recovery=[
             {'event': 'link-lost', 'at': '2026-11-03T12:00:01.000+00:00',
              'attempt': None, 'detail': 'stream broke'},
@@ -167,6 +163,14 @@ RECLAIM_ENTRIES = [{'host': 'dst', 'host_node': '1',
 def migration_reclaim():
     return objects.MigrationReclaim(migration_uuid=uuids.migration,
                                     entries=RECLAIM_ENTRIES)
+
+
+def migration_prediction():
+    return objects.MigrationPrediction(migration_uuid=uuids.migration,
+                                       prediction='converges',
+                                       predicted_elapsed_ms=9000,
+                                       predicted_downtime_ms=40,
+                                       sampled_dirty_rate=1 << 20)
 
 
 def migration_threads():
@@ -226,6 +230,7 @@ BUILDERS = {
     'MigrationContext': migration_context,
     'MigrationStatusChange': status_change,
     'Migration': migration,
+    'MigrationPrediction': migration_prediction,
     'MigrationReclaim': migration_reclaim,
     'MigrationThreads': migration_threads,
     'Instance': instance,

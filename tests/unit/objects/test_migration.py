@@ -240,8 +240,7 @@ class ConvergenceValidationTest(base.TestCase):
         for name, value, fragment in (
                 ('convergence_policy', 'x' * 65, 'policy name of 65'),
                 ('convergence_actions', ['a'] * 41, 'at most 40'),
-                ('convergence_actions', ['a' * 301], 'at most 300'),
-                ('predicted_elapsed_ms', -1, 'predicted_elapsed_ms')):
+                ('convergence_actions', ['a' * 301], 'at most 300')):
             record = samples.migration()
             setattr(record, name, value)
             exc = self.assertRaises(exception.ObjectValidationError,

@@ -21,6 +21,8 @@ class SatellitesAreNotMigrationFieldsTest(base.TestCase):
     def test_no_field_of_a_satellite_is_on_migration(self):
         self.assertFalse({'memory_reclaim', 'migration_threads'} &
                          set(migration.Migration.fields))
+        self.assertFalse(set(satellites.PREDICTION_FIELDS) &
+                         set(migration.Migration.fields))
         for cls in satellites.SATELLITES.values():
             self.assertFalse(
                 (set(cls.fields) - {'migration_uuid'}) &
@@ -31,6 +33,21 @@ class SatellitesAreNotMigrationFieldsTest(base.TestCase):
         # a satellite is read beside it, never inside it.
         self.assertNotIn('MigrationReclaim', repr(migration.Migration.fields))
         self.assertNotIn('MigrationThreads', repr(migration.Migration.fields))
+
+    def test_prediction_bounds(self):
+        for name, value, fragment in (
+                ('prediction', 'x' * 33, '1 to 32'),
+                ('prediction', '', '1 to 32'),
+                ('predicted_elapsed_ms', -1, 'predicted_elapsed_ms'),
+                ('sampled_dirty_rate', -1, 'sampled_dirty_rate')):
+            record = samples.migration_prediction()
+            setattr(record, name, value)
+            exc = self.assertRaises(exception.ObjectValidationError,
+                                    record.validate)
+            self.assertIn(fragment, str(exc), name)
+        samples.migration_prediction().validate()
+        objects.MigrationPrediction(migration_uuid=samples.uuids.migration
+                                    ).validate()
 
     def test_every_satellite_is_exported_and_keyed_by_migration(self):
         for name, cls in satellites.SATELLITES.items():
@@ -54,6 +71,13 @@ class RoundTripTest(base.TestCase):
         back = self._through_json(samples.migration_threads())
         self.assertIsInstance(back, satellites.MigrationThreads)
         self.assertEqual(samples.THREADS, back.sides)
+
+    def test_prediction(self):
+        back = self._through_json(samples.migration_prediction())
+        self.assertIsInstance(back, satellites.MigrationPrediction)
+        self.assertEqual(('converges', 9000, 40, 1 << 20),
+                         tuple(back.get(n)
+                               for n in satellites.PREDICTION_FIELDS))
 
     def test_empty_ones(self):
         for cls in satellites.SATELLITES.values():

@@ -37,10 +37,12 @@ OBJECT_DATA = {
     'InstanceNUMATopology': '1.1-4fa1d4c4b593a27816d50e3a4c541c98',
     'LiveMigrateData': '1.1-8af5c946b7284d3fc3385c477cf61db3',
     # 1.1 is release 2's, unreleased: its fields changed in place when
-    # memory_reclaim and migration_threads became objects of their own
-    # (issue 35), no new version (one version per release).
-    'Migration': '1.1-2ca5ba135a4754563deedc912ba14e40',
+    # memory_reclaim and migration_threads, then the prediction's four
+    # fields, became objects of their own (issue 35), no new version (one
+    # version per release).
+    'Migration': '1.1-c8b0d2c0c8ef89ce032cfb8e6f700607',
     'MigrationContext': '1.1-26d330cb0b3335895f050fd23a8c02d5',
+    'MigrationPrediction': '1.0-db6efa5b70996bdbf03765e540128e01',
     'MigrationReclaim': '1.0-638fd7d8eacfebb35f3448c15d7e0743',
     'MigrationStatusChange': '1.1-6c2e715e864c95dcb46b484863216b5b',
     'MigrationThreads': '1.0-256db58123dff4c36e21a84b2b2c58c0',
