@@ -70,6 +70,24 @@ class NumamigException(Exception):
         return self.message
 
 
+def one_line(text):
+    """A driver's message on one line.
+
+    With a multi-host URL libpq tells of every host it tried, each on
+    lines of its own with a hint below (found by the failover fault,
+    tests/functional/faults/test_failover.py); an operator's error is one
+    line wherever it is shown (the ORM's path, numamig.db.api, and the
+    commands' direct reads, numamig.db.direct), each host's part kept and
+    the repeats dropped.
+    """
+    parts = []
+    for line in str(text).splitlines():
+        line = line.strip()
+        if line and line not in parts:
+            parts.append(line)
+    return '; '.join(parts)
+
+
 def brief(exc):
     """An error's own message, without the traceback a peer appended.
 

@@ -204,8 +204,8 @@ class Database:
             # refused connection; an error with no statement is one.
             if exc.connection_invalidated or exc.statement is None:
                 raise exception.DatabaseError(
-                    url=self.safe_url, reason=_one_line(str(exc.orig))) \
-                    from exc
+                    url=self.safe_url,
+                    reason=exception.one_line(exc.orig)) from exc
             raise
 
     def wait_until_reachable(self, max_retries=0, interval=2.0,
@@ -346,20 +346,4 @@ def _read_committed(statement):
 def _reason(exc):
     """The driver's own words, without oslo.db's wrapping."""
     inner = getattr(exc, 'inner_exception', None)
-    return _one_line(str(getattr(inner, 'orig', None) or inner or exc))
-
-
-def _one_line(text):
-    """libpq's words on one line.
-
-    With a multi-host URL libpq tells of every host it tried, each on
-    lines of its own with a hint below (found by the failover fault,
-    tests/functional/faults/test_failover.py); the error is one line
-    wherever it is shown, each host's part kept and the repeats dropped.
-    """
-    parts = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line and line not in parts:
-            parts.append(line)
-    return '; '.join(parts)
+    return exception.one_line(getattr(inner, 'orig', None) or inner or exc)

@@ -261,7 +261,8 @@ def _open_sqlite(url, path):
         connection.execute(
             f'PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT * 1000}')
     except sqlite3.OperationalError as exc:
-        raise exception.DatabaseError(url=url.safe, reason=str(exc)) \
+        raise exception.DatabaseError(url=url.safe,
+                                      reason=exception.one_line(exc)) \
             from exc
     return connection
 
@@ -279,7 +280,8 @@ def _open_postgresql(url):
     try:
         return psycopg2.connect(**options)
     except psycopg2.OperationalError as exc:
-        raise exception.DatabaseError(url=url.safe, reason=str(exc)) \
+        raise exception.DatabaseError(url=url.safe,
+                                      reason=exception.one_line(exc)) \
             from exc
 
 
@@ -296,7 +298,8 @@ def _open_mysql(url):
     try:
         return pymysql.connect(**options)
     except pymysql.OperationalError as exc:
-        raise exception.DatabaseError(url=url.safe, reason=str(exc)) \
+        raise exception.DatabaseError(url=url.safe,
+                                      reason=exception.one_line(exc)) \
             from exc
 
 

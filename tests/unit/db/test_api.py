@@ -285,7 +285,7 @@ class OneLineReasonTest(base.TestCase):
                 '"127.0.0.1", port 2 failed: session is read-only\n\tIs the '
                 'server running on that host and accepting TCP/IP '
                 'connections?\n')
-        reason = api._one_line(text)
+        reason = exception.one_line(text)
         self.assertNotIn('\n', reason)
         self.assertIn('port 1 failed: Connection refused', reason)
         self.assertIn('port 2 failed: session is read-only', reason)
