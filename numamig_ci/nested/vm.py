@@ -285,9 +285,10 @@ class NestedVM:
         probe = _proxy(self.agent_port, timeout=5)
         while True:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"the nested host's QEMU exited with "
-                                   f"{self._proc.returncode}: "
-                                   f"{self.tail('qemu.out')}")
+                raise QemuExited(self._proc.returncode,
+                                 f"the nested host's QEMU exited with "
+                                 f"{self._proc.returncode}: "
+                                 f"{self.tail('qemu.out')}")
             try:
                 probe.ping()
                 break
@@ -332,6 +333,22 @@ class NestedVM:
         if self._console is not None:
             self._console.close()
             self._console = None
+
+
+class QemuExited(RuntimeError):
+    """The machine's QEMU ended before its agent answered.
+
+    ``returncode`` is Popen's: negative for the signal that ended it (an
+    emulator's own assertion aborts it with SIGABRT).
+    """
+
+    def __init__(self, returncode, message):
+        super().__init__(message)
+        self.returncode = returncode
+
+    @property
+    def by_signal(self):
+        return self.returncode is not None and self.returncode < 0
 
 
 def _die_with_parent():

@@ -205,6 +205,74 @@ class KvmMachineTest(base.TestCase):
         self.assertEqual(['load_kvm'], machine.agent.calls)
 
 
+class _DyingMachine:
+    """A machine whose QEMU ends, in turn, as ``endings`` says: a
+    returncode, or None for a boot whose agent answers."""
+
+    def __init__(self, endings, link=None):
+        self.endings = list(endings)
+        self.link = link
+        self.calls = []
+
+    def wait_ready(self):
+        self.calls.append('wait_ready')
+        code = self.endings.pop(0)
+        if code is not None:
+            raise vm.QemuExited(code, f"the nested host's QEMU exited with "
+                                      f"{code}: booting\nqemu: Assertion "
+                                      f"failed.\n\n")
+
+    def stop(self):
+        self.calls.append('stop')
+
+    def boot(self):
+        self.calls.append('boot')
+
+
+class BootAgainTest(base.TestCase):
+    """A machine whose QEMU died by a signal while booting is booted
+    once more; anything else fails the start as before."""
+
+    def deployment(self, machine):
+        said = []
+        nested = deployment.NestedDeployment(
+            2, state_dir=self.useFixture(fixtures.TempDir()).path,
+            log=said.append)
+        nested.machines.append(machine)
+        return nested, said
+
+    def test_death_by_signal_boots_once_more_and_says_why(self):
+        machine = _DyingMachine([-signal.SIGABRT, None])
+        nested, said = self.deployment(machine)
+        nested._wait_ready(machine)
+        self.assertEqual(['wait_ready', 'stop', 'boot', 'wait_ready'],
+                         machine.calls)
+        self.assertEqual(["numamig-ci: nested machine 0: QEMU died by signal "
+                          "6 while booting (qemu: Assertion failed.); "
+                          "booting it once more"], said)
+
+    def test_a_second_death_fails_the_start(self):
+        machine = _DyingMachine([-signal.SIGABRT, -signal.SIGSEGV])
+        nested, _said = self.deployment(machine)
+        exc = self.assertRaises(vm.QemuExited, nested._wait_ready, machine)
+        self.assertEqual(-signal.SIGSEGV, exc.returncode)
+        self.assertEqual(2, machine.calls.count('wait_ready'))
+
+    def test_an_exit_status_is_not_booted_again(self):
+        machine = _DyingMachine([1, None])
+        nested, said = self.deployment(machine)
+        self.assertRaises(vm.QemuExited, nested._wait_ready, machine)
+        self.assertEqual(['wait_ready'], machine.calls)
+        self.assertEqual([], said)
+
+    def test_a_linked_machine_is_not_booted_alone(self):
+        machine = _DyingMachine([-signal.SIGABRT, None],
+                                link=(0, 'listen', 16600))
+        nested, _said = self.deployment(machine)
+        self.assertRaises(vm.QemuExited, nested._wait_ready, machine)
+        self.assertEqual(['wait_ready'], machine.calls)
+
+
 class GuardTest(base.TestCase):
     """The last host's libvirtd runs numamig's migration guard, its files
     on the machine's state share at the paths they have here."""

@@ -1,5 +1,12 @@
 """The nested host's layout and the QEMU command line it becomes."""
 
+import os
+import signal
+import subprocess
+import sys
+
+import fixtures
+
 from numamig_ci.nested import vm
 from tests import base
 
@@ -108,3 +115,31 @@ class CommandLineTest(base.TestCase):
     def test_kvm_machine_shows_no_smt_siblings(self):
         self.assertRaisesMessage(ValueError, 'kvm=1 shows no SMT siblings',
                                  vm.Layout.parse, 'threads=2,kvm=1')
+
+
+class WaitReadyTest(base.TestCase):
+    """A QEMU that ends before the agent answers is named with how it
+    ended: by a signal (an emulator's abort) or with an exit status."""
+
+    def ended(self, code):
+        top = self.useFixture(fixtures.TempDir()).path
+        machine = vm.NestedVM(vm.Layout(), '/img', '/code', top, '/caps',
+                              ports=0, boot_timeout=30)
+        with open(os.path.join(top, 'qemu.out'), 'w') as f:
+            f.write('qemu: msix_table_mmio_write: Assertion failed.\n')
+        machine._proc = subprocess.Popen(
+            [sys.executable, '-c', code])
+        machine._proc.wait(timeout=30)
+        return self.assertRaises(vm.QemuExited, machine.wait_ready)
+
+    def test_death_by_signal(self):
+        exc = self.ended('import os, signal; os.kill(os.getpid(), '
+                         'signal.SIGABRT)')
+        self.assertTrue(exc.by_signal)
+        self.assertEqual(-signal.SIGABRT, exc.returncode)
+        self.assertIn('Assertion failed.', str(exc))
+
+    def test_exit_status(self):
+        exc = self.ended('raise SystemExit(1)')
+        self.assertFalse(exc.by_signal)
+        self.assertEqual(1, exc.returncode)
