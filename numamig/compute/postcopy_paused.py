@@ -41,6 +41,8 @@ STATUS = fields.MigrationStatus
 
 # Progress of a resumed run is written at most this often.
 PROGRESS_INTERVAL_S = migration_source.PROGRESS_INTERVAL_S
+# The satellite records a resume reads with the migration.
+RESUME_READS = ('convergence', 'recovery')
 
 
 def end_paused(run, exc):
@@ -177,14 +179,18 @@ class PausedResume:
     def _resume(self):
         """:returns: the run's result (a dict)."""
         agent = self.agent
-        recorded = agent.conductor_api.migration_get(self.ctxt,
-                                                     self.migration.uuid)
-        self._history = list(recorded.get('postcopy_recovery') or [])
+        # The recovery history so far and the policy the run chose are
+        # satellite records of the migration (MigrationRecovery,
+        # MigrationConvergence), read with it in one round trip; a
+        # conductor of release 1 has neither and answers them empty.
+        _recorded, found = agent.conductor_api.migration_get_with_satellites(
+            self.ctxt, self.migration.uuid, RESUME_READS)
+        self._history = list(found['recovery'].get('events') or [])
         target = dict(agent.compute_api.postcopy_resume_target(
             self.ctxt, self.instance, self.migration),
             dest_host=self.migration.dest_host)
         policy, _where = migration_source.choose_policy(
-            agent.driver, self.instance, recorded.get('convergence_policy'))
+            agent.driver, self.instance, found['convergence'].get('policy'))
         result = agent.driver.resume_postcopy(
             self.instance.uuid, target, self._history, policy=policy,
             progress_callback=self._progress,

@@ -88,14 +88,15 @@ OBJECT_VERSIONS = {
                     # New in release 2; no compute message carries them,
                     # listed so that the manifest is complete.
                     MigrationReclaim='1.0', MigrationThreads='1.0',
-                    MigrationPrediction='1.0'),
+                    MigrationPrediction='1.0', MigrationConvergence='1.0',
+                    MigrationRecovery='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the
 # only exceptions tests/unit/test_object_manifests.py allows): Migration
-# 1.1 (release 2: the run's result, the admission queue, convergence,
-# prediction, reclaim, recovery, threads, status postcopy-paused) is for
-# the conductor's records; no compute API version carries it, so an
+# 1.1 (release 2: the run's result, the admission queue, status
+# postcopy-paused) is for the conductor's records; no compute API
+# version carries it, so an
 # agent of release 1 (which refuses Migration 1.1) can be sent any.
 # ComputeNodeReport 1.1 (the migration guard's state) travels from agents
 # to the conductor only (its records API); no compute message carries a

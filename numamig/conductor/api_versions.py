@@ -45,8 +45,11 @@ RECORDS history:
 * 2.0 - Release 2: the agents' calls of 1.1, and: migration_set_status
         takes the run's result and may record postcopy-paused or move
         queued -> running; migration_complete;
-        migration_record_recovery and migration_record_threads. Served
-        on the agents' topic (AGENT_TOPIC) with RPC threads of its own.
+        migration_record_recovery and migration_record_threads;
+        migration_get_with_satellites (a migration with the satellite
+        records agents read, its MigrationConvergence and
+        MigrationRecovery, in one round trip). Served on the agents'
+        topic (AGENT_TOPIC) with RPC threads of its own.
 
 OPERATIONS history:
 
@@ -60,8 +63,8 @@ OPERATIONS history:
         host_defragment_plan and host_defragment_start;
         instance_memory_set and host_reclaim; migration_resume;
         migration_get_satellites (what was reclaimed to place a
-        migration, where its threads ran, its pre-flight prediction:
-        objects of their own,
+        migration, where its threads ran, its pre-flight prediction, how
+        it converged, its post-copy recovery: objects of their own,
         numamig.objects.migration_satellites).
 
 Objects have one version per release too: release 1's, and release 2's
@@ -126,7 +129,8 @@ OBJECT_VERSIONS = {
                     MigrationStatusChange='1.1',
                     # New in release 2: a migration's satellite records.
                     MigrationReclaim='1.0', MigrationThreads='1.0',
-                    MigrationPrediction='1.0'),
+                    MigrationPrediction='1.0', MigrationConvergence='1.0',
+                    MigrationRecovery='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the

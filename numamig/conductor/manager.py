@@ -341,7 +341,8 @@ class ConductorManager:
             nm_context.get_admin_context(), self.worker, admitted.instance,
             admitted.migration,
             hosts=live_migrate.HostsRead(admitted.busy,
-                                         admitted.maintenance)).execute()
+                                         admitted.maintenance),
+            policy=admitted.convergence.policy).execute()
 
     def _wake_executor(self):
         if self.executor is not None:

@@ -27,11 +27,11 @@ from numamig.conductor import results
 from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migration_claims
-from numamig.db import migration_recovery
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from numamig.db import queue
 from numamig.objects import fields
-from numamig.objects import migration as migration_obj
+from numamig.objects import migration_satellites as satellites_obj
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
@@ -212,6 +212,8 @@ class Admitted(typing.NamedTuple):
     instance: object = None
     busy: frozenset = frozenset()
     maintenance: dict = None
+    # Its MigrationConvergence (the policy chosen when it was recorded).
+    convergence: object = None
 
 
 def read_admitted(worker, migration_uuid):
@@ -239,7 +241,9 @@ def read_admitted(worker, migration_uuid):
             migration, instance,
             frozenset(queue.busy_destinations_in(
                 session, worker.settings.admission.per_dest)),
-            compute_nodes.maintenance_in(session))
+            compute_nodes.maintenance_in(session),
+            migration_satellites.get_in(session, migration_uuid,
+                                        ('convergence',))['convergence'])
 
 
 def _newer_than_cached(worker, host, reported_at, change_seq):
@@ -428,13 +432,14 @@ def set_status(worker, migration_uuid, status, detail=None, error=None,
 
 
 # How many events a post-copy recovery history holds at most.
-MAX_RECOVERY_EVENTS = migration_obj.MAX_RECOVERY_EVENTS
+MAX_RECOVERY_EVENTS = satellites_obj.MAX_RECOVERY_EVENTS
 
 
 def record_recovery(db, migration_uuid, history):
-    """Record a post-copy recovery's history; see
-    numamig.db.migration_recovery.record_recovery."""
-    return migration_recovery.record_recovery(db, migration_uuid, history)
+    """Record a post-copy recovery's history (MigrationRecovery); see
+    numamig.db.migration_satellites.record_recovery."""
+    return migration_satellites.record_recovery(db, migration_uuid,
+                                                history)
 
 
 def release_claims(worker, migration):

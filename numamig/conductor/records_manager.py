@@ -18,9 +18,11 @@ from numamig.conductor import records
 from numamig.conductor import requests
 from numamig.db import compute_nodes
 from numamig.db import instances
+from numamig.db import migration_satellites
 from numamig.db import migration_threads as db_threads
 from numamig.db import migrations
 from numamig.objects import fields
+from numamig.objects import migration_satellites as satellites_obj
 from numamig.objects import migration_threads as record_shape
 
 LOG = logging.getLogger(__name__)
@@ -37,6 +39,15 @@ HISTORY = wire.Kind(
     lambda v: isinstance(v, list) and
     len(v) <= records.MAX_RECOVERY_EVENTS)
 SIDE = wire.one_of(record_shape.SIDES)
+# The satellite records an agent may read with a migration: only those
+# agents read (a satellite only operators read may change without
+# touching this API).
+AGENT_SATELLITE_NAMES = wire.Kind(
+    f"a list of some of {', '.join(satellites_obj.AGENT_SATELLITES)}",
+    lambda v: isinstance(v, list) and
+    len(v) <= len(satellites_obj.AGENT_SATELLITES) and
+    all(isinstance(n, str) and n in satellites_obj.AGENT_SATELLITES
+        for n in v))
 THREADS_RECORD = wire.Kind(
     f"one host's record of at most {record_shape.MAX_THREADS} threads "
     f"and {record_shape.MAX_CPUS} CPUs per list "
@@ -109,6 +120,25 @@ class RecordManager:
     def migration_get(self, ctxt, migration_uuid):
         """Idempotent: a repeat reads only and gets the same answer."""
         return requests.get(self.db, migration_uuid)
+
+    @wire.args(migration_uuid=wire.UUID, names=AGENT_SATELLITE_NAMES)
+    @messaging.expected_exceptions(*EXPECTED)
+    def migration_get_with_satellites(self, ctxt, migration_uuid, names):
+        """A migration and its satellite records ``names`` (of
+        AGENT_SATELLITES), read in one transaction and answered in one
+        round trip: {'migration': Migration, 'satellites': {name:
+        object}}, each satellite empty where nothing was recorded. An
+        agent resuming a post-copy reads its policy and recovery history
+        so (numamig.compute.postcopy_paused).
+
+        Idempotent: a repeat reads only and gets the same answer.
+        """
+        with self.db.reader() as session:
+            migration = migrations.get_in(session, migration_uuid)
+            found = migration_satellites.get_in(session, migration_uuid,
+                                                names)
+        return {'migration': requests.with_position(self.db, migration),
+                'satellites': found}
 
     @wire.args(host=wire.HOST)
     @messaging.expected_exceptions(*EXPECTED)

@@ -44,13 +44,15 @@ def record(worker, ctxt, instance_uuid, dest_host, priority, migration_uuid,
         uuid=migration_uuid or uuidutils.generate_uuid(),
         instance_uuid=instance_uuid,
         source_host=instance.host, requested_host=dest_host,
-        status=STATUS.ACCEPTED, priority=priority or 0,
-        convergence_policy=choose_policy(worker, instance, policy).name)
+        status=STATUS.ACCEPTED, priority=priority or 0)
+    chosen = choose_policy(worker, instance, policy).name
     live_migrate.LiveMigrationTask(
         ctxt, worker, instance, migration,
-        hosts=live_migrate.HostsRead(None, disabled)).precheck()
+        hosts=live_migrate.HostsRead(None, disabled),
+        policy=chosen).precheck()
     migration = migrations.create(worker.db, migration,
-                                  max_queued=worker.settings.admission.queued)
+                                  max_queued=worker.settings.admission.queued,
+                                  policy=chosen)
     LOG.info("Migration %s of %s from %s accepted (priority %d)",
              migration.uuid, instance_uuid, instance.host,
              migration.priority)

@@ -14,19 +14,22 @@ from numamig import exception
 from numamig.convergence import recovery
 from numamig.objects import fields
 from numamig.objects import migration as migration_obj
+from numamig.objects import migration_satellites as satellites
 
 STATUS = fields.MigrationStatus
 
 # What a source may report (MigrationResult's fields).
 REPORTED = ('emulated', 'elapsed_ms', 'downtime_ms', 'memory_total',
             'memory_processed', 'post_copy', 'paused') + \
-    migration_obj.CONVERGENCE_FIELDS + migration_obj.RECOVERY_FIELDS
+    satellites.CONVERGENCE_FIELDS + satellites.RECOVERY_FIELDS
 # The progress figures a result refreshes when it has them.
 _PROGRESS = ('memory_total', 'memory_processed')
 
 
 def record_values(migration_uuid, result, status):
-    """The Migration fields to record for ``result`` with ``status``.
+    """The columns to record for ``result`` with ``status``: the
+    Migration's and those of its MigrationConvergence and
+    MigrationRecovery (satellite records in the same row).
 
     Result fields the source did not report are recorded as unknown
     (None). The figures are checked by the repository when written.
@@ -48,12 +51,12 @@ def record_values(migration_uuid, result, status):
     values = {name: result.get(name)
               for name in migration_obj.RESULT_FIELDS}
     values.update({name: _bounded(name, result[name])
-                   for name in migration_obj.CONVERGENCE_FIELDS
+                   for name in satellites.CONVERGENCE_FIELDS
                    if result.get(name) is not None})
     values.update({name: result[name] for name in _PROGRESS
                    if result.get(name) is not None})
     values.update({name: recovery.bounded(result[name])
-                   for name in migration_obj.RECOVERY_FIELDS
+                   for name in satellites.RECOVERY_FIELDS
                    if isinstance(result.get(name), list)})
     if status in STATUS.COPIED:
         # The guest runs on the destination: nothing is left to send
@@ -66,10 +69,10 @@ def _bounded(name, value):
     """A convergence field cut to what the record holds (a long run may
     have taken more actions than it keeps: the last ones are kept)."""
     if name == 'convergence_policy':
-        return str(value)[:migration_obj.MAX_POLICY_NAME]
-    actions = [str(a)[:migration_obj.MAX_ACTION_LENGTH]
+        return str(value)[:satellites.MAX_POLICY_NAME]
+    actions = [str(a)[:satellites.MAX_ACTION_LENGTH]
                for a in list(value)]
-    return actions[-migration_obj.MAX_ACTIONS:]
+    return actions[-satellites.MAX_ACTIONS:]
 
 
 def describe(result, status=None):

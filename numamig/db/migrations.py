@@ -13,7 +13,7 @@ The status history is read only where someone looks at it (``get`` and
 reads and the answers to its status changes leave ``history`` unset,
 which saves a query and a list of objects on every step. Public API::
 
-    create(db, migration) -> Migration
+    create(db, migration, max_queued=None, policy=None) -> Migration
     get(db, uuid, with_history=True) -> Migration
     get_in(session, uuid, with_history=True) -> Migration
     get_all(db, instance_uuid=None, status=None) -> [Migration]
@@ -25,7 +25,12 @@ which saves a query and a list of objects on every step. Public API::
     set_dest_host(db, uuid, dest_host) -> Migration
     add_refused_host(db, uuid, host, reason) -> Migration
     update_progress(db, uuid, **progress) -> bool
-    set_policy(db, uuid, name) -> Migration
+
+A migration's satellite records (numamig.db.migration_satellites) are
+columns of the same row: a run's result written with its status change
+may carry the convergence and recovery columns, checked by that module,
+and the status change's notification carries the satellites it needs
+read from the row the change already read.
 """
 
 import types
@@ -36,7 +41,6 @@ import sqlalchemy as sa
 from numamig import exception
 from numamig import objects
 from numamig.db import _rows
-from numamig.db import migration_recovery
 from numamig.db import migration_satellites
 from numamig.db import models
 from numamig.db import queue
@@ -50,13 +54,14 @@ PROGRESS_FIELDS = ('memory_total', 'memory_processed', 'memory_remaining',
                    'disk_total', 'disk_processed', 'disk_remaining')
 RESULT_FIELDS = migration_obj.RESULT_FIELDS
 _RESULT_FLAGS = ('emulated', 'post_copy', 'paused')
-# Stored with the migration (release 2); the first two may come with
-# a run's result.
-CONVERGENCE_FIELDS = migration_obj.CONVERGENCE_FIELDS
-# Stored with the migration (release 2); may come with a run's
-# result, or alone while the source recovers
-# (numamig.db.migration_recovery.record_recovery).
-RECOVERY_FIELDS = migration_obj.RECOVERY_FIELDS
+# Satellite columns a run's result may carry (MigrationConvergence's and
+# MigrationRecovery's); the recovery history also comes alone while the
+# source recovers (numamig.db.migration_satellites.record_recovery).
+SATELLITE_RESULT_FIELDS = (satellites_obj.CONVERGENCE_FIELDS +
+                           satellites_obj.RECOVERY_FIELDS)
+# The satellites a status change's notification carries
+# (numamig.notifications.payloads.MigrationPayload).
+_NOTIFIED = ('prediction', 'convergence')
 
 
 def sources_of(status):
@@ -65,11 +70,14 @@ def sources_of(status):
                   migration_obj.ALLOWED_TRANSITIONS.items() if status in new)
 
 
-def create(db, migration, max_queued=None):
+def create(db, migration, max_queued=None, policy=None):
     """Record a new migration and the first entry of its history.
 
     created_at/updated_at are set now; an empty history gets one entry
     for the initial status.
+
+    :param policy: the name of the convergence policy chosen for it
+        (MigrationConvergence.policy), recorded in the same INSERT.
 
     :param max_queued: record it as a request waiting in the admission
         queue (see numamig.db.queue): refused while another migration of
@@ -82,6 +90,8 @@ def create(db, migration, max_queued=None):
     :raises RecordExists: if a migration with its uuid exists.
     """
     migration.validate()
+    convergence = satellites_obj.MigrationConvergence(
+        migration_uuid=migration.uuid, policy=policy).validate()
     now = _rows.utcnow()
     history = list(migration.history) or [objects.MigrationStatusChange(
         status=migration.status, changed_at=now, detail='created')]
@@ -91,7 +101,7 @@ def create(db, migration, max_queued=None):
             if max_queued is not None:
                 _check_can_queue(session, migration, max_queued)
             columns = dict(_columns_of(migration), created_at=now,
-                           updated_at=now)
+                           updated_at=now, convergence_policy=policy)
             row_id = _rows.run(session, _insert(), columns) \
                 .inserted_primary_key[0]
             for change in history:
@@ -106,7 +116,8 @@ def create(db, migration, max_queued=None):
             # Nothing predicted yet: an empty prediction.
             _rows.note_status_change(session, created, history[-1].get(
                 'detail'), {'prediction': satellites_obj.MigrationPrediction(
-                    migration_uuid=migration.uuid)})
+                    migration_uuid=migration.uuid),
+                    'convergence': convergence})
             if max_queued is not None:
                 created.queue_position = queue.position_of(
                     session, row_id, migration.get('priority', 0))
@@ -263,8 +274,10 @@ def set_status_in(session, uuid, status, detail=None, expected=None,
         raise _refused(row, status, expected)
     _add_history(session, row.id, status, now, detail)
     changed = _to_object(session, row, with_history=False)
-    # The notification's prediction, from the row just read (no query).
-    _rows.note_status_change(session, changed, detail, _prediction_of(row))
+    # The notification's satellites, from the row just read (no query).
+    _rows.note_status_change(session, changed, detail,
+                             migration_satellites.satellites_of_row(
+                                 row, _NOTIFIED))
     return changed
 
 
@@ -362,25 +375,9 @@ def update_progress(db, uuid, **progress):
         return True
 
 
-def set_policy(db, uuid, name):
-    """Record ``name`` as the migration's convergence policy (the
-    conductor chose another before the run); return the Migration.
-
-    :raises MigrationNotFound:
-    """
-    if not isinstance(name, str) or \
-            not 0 < len(name) <= migration_obj.MAX_POLICY_NAME:
-        raise exception.Invalid(reason=f"policy name {name!r} unusable")
-    with db.writer() as session:
-        _rows.run(session, _update(uuid).values(updated_at=_rows.utcnow(),
-                                                convergence_policy=name))
-        return _to_object(session, _row(session, uuid), with_history=False)
-
-
 def _checked_result(uuid, result):
     """``result`` if every value fits its column, else Invalid."""
-    known = RESULT_FIELDS + PROGRESS_FIELDS + CONVERGENCE_FIELDS + \
-        RECOVERY_FIELDS
+    known = RESULT_FIELDS + PROGRESS_FIELDS + SATELLITE_RESULT_FIELDS
     bad = sorted(name for name, value in result.items()
                  if name not in known or not _fits(name, value))
     if bad:
@@ -395,29 +392,14 @@ def _checked_result(uuid, result):
 
 
 def _fits(name, value):
-    if name == 'convergence_policy':
-        return value is None or (isinstance(value, str) and 0 < len(
-            value) <= migration_obj.MAX_POLICY_NAME)
-    if name == 'convergence_actions':
-        return value is None or (
-            isinstance(value, list) and
-            len(value) <= migration_obj.MAX_ACTIONS and
-            all(isinstance(a, str) and
-                len(a) <= migration_obj.MAX_ACTION_LENGTH for a in value))
-    if name == 'postcopy_recovery':
-        return value is None or migration_recovery.fits(value)
+    if name in SATELLITE_RESULT_FIELDS:
+        return migration_satellites.fits(name, value)
     if name in _RESULT_FLAGS:
         return value is None or isinstance(value, bool)
     if value is None:
         return name in RESULT_FIELDS
     return isinstance(value, int) and not isinstance(value, bool) and \
         value >= 0
-
-
-def _prediction_of(row):
-    """{'prediction': MigrationPrediction} of a migrations row, for the
-    notification of its status change (MigrationPayload.prediction)."""
-    return migration_satellites.satellites_of_row(row, ('prediction',))
 
 
 def _update(uuid):
@@ -492,7 +474,7 @@ def _columns_of(migration):
     columns = {name: migration.get(name) for name in (
         'uuid', 'instance_uuid', 'source_host', 'dest_host',
         'requested_host', 'status', 'error') + PROGRESS_FIELDS +
-        RESULT_FIELDS + CONVERGENCE_FIELDS + RECOVERY_FIELDS}
+        RESULT_FIELDS}
     columns['refused_hosts'] = dict(migration.refused_hosts)
     columns['priority'] = migration.get('priority', 0)
     columns['admitted_at'] = migration.get('admitted_at')
@@ -508,8 +490,7 @@ def _to_object(session, row, with_history):
                 'uuid', 'instance_uuid', 'source_host', 'dest_host',
                 'requested_host', 'status', 'error', 'priority',
                 'admitted_at') +
-                PROGRESS_FIELDS +
-                RESULT_FIELDS + CONVERGENCE_FIELDS + RECOVERY_FIELDS})
+                PROGRESS_FIELDS + RESULT_FIELDS})
         if with_history:
             migration.history = _history(session, row.id)
         migration.validate()

@@ -83,17 +83,33 @@ class MigrationPayload(NotificationPayload):
 
         :param satellites: {name: object} of its satellite records, read
             from the row written (numamig.db._rows.Change.satellites):
-            ``prediction`` is MigrationPrediction.prediction, no longer a
-            field of Migration; None where none was read.
+            ``prediction`` is MigrationPrediction.prediction,
+            ``convergence_policy`` and ``convergence_actions``
+            MigrationConvergence's policy and actions, no longer fields
+            of Migration; None (each) where none was read.
         """
-        prediction = (satellites or {}).get('prediction')
+        satellites = satellites or {}
+        prediction = satellites.get('prediction')
+        convergence = satellites.get('convergence')
         values = {name: migration.get(name) for name in cls.fields
-                  if name not in ('detail', 'prediction')}
-        payload = cls(detail=detail, prediction=prediction.get(
-            'prediction') if prediction is not None else None, **values)
+                  if name not in _FROM_SATELLITES}
+        payload = cls(
+            detail=detail,
+            prediction=_value(prediction, 'prediction'),
+            convergence_policy=_value(convergence, 'policy'),
+            convergence_actions=_value(convergence, 'actions'), **values)
         # Whole, not a change set: no 'changes' list in the primitive.
         payload.obj_reset_changes()
         return payload
+
+
+# MigrationPayload's fields that are not the Migration's.
+_FROM_SATELLITES = ('detail', 'prediction', 'convergence_policy',
+                    'convergence_actions')
+
+
+def _value(record, name):
+    return None if record is None else record.get(name)
 
 
 @register

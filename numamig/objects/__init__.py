@@ -18,6 +18,8 @@ from numamig.objects.migrate_info import NUMAMigrateInfo  # noqa: F401
 from numamig.objects.migration import Migration  # noqa: F401
 from numamig.objects.migration import MigrationStatusChange  # noqa: F401
 from numamig.objects.migration_context import MigrationContext  # noqa: F401
+from numamig.objects.migration_satellites import MigrationConvergence  # noqa
 from numamig.objects.migration_satellites import MigrationPrediction  # noqa
 from numamig.objects.migration_satellites import MigrationReclaim  # noqa
+from numamig.objects.migration_satellites import MigrationRecovery  # noqa
 from numamig.objects.migration_satellites import MigrationThreads  # noqa

@@ -14,20 +14,6 @@ STATUS = nm_fields.MigrationStatus
 RESULT_FIELDS = ('elapsed_ms', 'downtime_ms', 'emulated', 'post_copy',
                  'paused')
 
-# How the run converged: the policy it ran under and what the policy
-# did (or, observe-only, would have done), as the source reported.
-CONVERGENCE_FIELDS = ('convergence_policy', 'convergence_actions')
-# The post-copy recovery history: when the migration stream was lost
-# during post-copy, each resume attempt and its outcome
-# (numamig.convergence.recovery), as the source reported it; None where
-# the stream never broke in post-copy.
-RECOVERY_FIELDS = ('postcopy_recovery',)
-# Bounds of what a source may report (checked before it is recorded).
-MAX_POLICY_NAME = 64
-MAX_ACTIONS = 40
-MAX_ACTION_LENGTH = 300
-MAX_RECOVERY_EVENTS = 40
-
 # Admission order: a waiting migration of a higher priority is admitted
 # before any of a lower one. The names are what operators type;
 # any integer in [0, MAX_PRIORITY] is accepted.
@@ -43,8 +29,7 @@ QUEUE_FIELDS = ('priority', 'admitted_at', 'queue_position')
 # that status (see MigrationStatus.OLDER); the status history entries
 # are MigrationStatusChange 1.1 for the same reason.
 RELEASE_2_VERSION = '1.1'
-RELEASE_2_FIELDS = (RESULT_FIELDS + QUEUE_FIELDS + CONVERGENCE_FIELDS +
-                    RECOVERY_FIELDS)
+RELEASE_2_FIELDS = RESULT_FIELDS + QUEUE_FIELDS
 _PRIORITY_NAMES = ', '.join(f'{k}={v}' for k, v in PRIORITIES.items())
 
 # Status changes a migration may make. Anything else is a bug or a race
@@ -83,15 +68,13 @@ class Migration(base.NumamigObject):
     # Version 1.1 - Release 2: Added elapsed_ms, downtime_ms, emulated,
     #              post_copy and paused (the result of the run); priority,
     #              admitted_at and queue_position (the admission queue);
-    #              convergence_policy and convergence_actions (how the run
-    #              converged); postcopy_recovery
-    #              (post-copy recovery history); status postcopy-paused,
-    #              and history as MigrationStatusChange 1.1
-    #              (RELEASE_2_FIELDS, RELEASE_2_VERSION). What was
-    #              reclaimed to place it, where its threads ran and the
-    #              pre-flight convergence prediction are
-    #              objects of their own (numamig.objects.
-    #              migration_satellites), not fields.
+    #              status postcopy-paused, and history as
+    #              MigrationStatusChange 1.1 (RELEASE_2_FIELDS,
+    #              RELEASE_2_VERSION). What was reclaimed to place it,
+    #              where its threads ran, the pre-flight convergence
+    #              prediction, how the run converged and its post-copy
+    #              recovery are objects of their own
+    #              (numamig.objects.migration_satellites), not fields.
     VERSION = RELEASE_2_VERSION
 
     obj_relationships = {'history': [('1.0', '1.0'),
@@ -139,17 +122,6 @@ class Migration(base.NumamigObject):
         'admitted_at': fields.DateTimeField(nullable=True, default=None),
         # 1 for the next to be admitted, while it waits; else None.
         'queue_position': fields.IntegerField(nullable=True, default=None),
-        # The convergence policy chosen for it (the request's, the
-        # flavor's, the image's or the default), then the one the source
-        # ran under; and what that policy did, in order.
-        'convergence_policy': fields.StringField(nullable=True,
-                                                 default=None),
-        'convergence_actions': fields.ListOfStringsField(nullable=True,
-                                                         default=None),
-        # [{event, at, attempt, detail}], oldest first; see
-        # RECOVERY_FIELDS.
-        'postcopy_recovery': fields.ListOfDictOfNullableStringsField(
-            nullable=True, default=None),
     }
 
     def obj_make_compatible(self, primitive, target_version):
@@ -179,12 +151,6 @@ class Migration(base.NumamigObject):
             self, 'memory_total', 'memory_processed', 'memory_remaining',
             'disk_total', 'disk_processed', 'disk_remaining',
             'elapsed_ms', 'downtime_ms')
-        self._validate_convergence()
-        recovery = self.get('postcopy_recovery') or []
-        if len(recovery) > MAX_RECOVERY_EVENTS:
-            raise self.invalid(f"post-copy recovery history of "
-                               f"{len(recovery)} events (at most "
-                               f"{MAX_RECOVERY_EVENTS})")
         if not 0 <= self.get('priority', 0) <= MAX_PRIORITY:
             raise self.invalid(
                 f"priority {self.priority} is outside 0-{MAX_PRIORITY} "
@@ -195,15 +161,3 @@ class Migration(base.NumamigObject):
         if self.get('dest_host') and self.dest_host == self.source_host:
             raise self.invalid(
                 f"source and destination are both {self.source_host}")
-
-    def _validate_convergence(self):
-        name = self.get('convergence_policy')
-        if name is not None and not 1 <= len(name) <= MAX_POLICY_NAME:
-            raise self.invalid(f"convergence policy name of {len(name)} "
-                               f"characters (1-{MAX_POLICY_NAME})")
-        actions = self.get('convergence_actions') or []
-        if len(actions) > MAX_ACTIONS or any(
-                len(a) > MAX_ACTION_LENGTH for a in actions):
-            raise self.invalid(
-                f"convergence actions: at most {MAX_ACTIONS} of at most "
-                f"{MAX_ACTION_LENGTH} characters each")

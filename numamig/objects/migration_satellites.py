@@ -9,6 +9,13 @@ operators and tools only, so it lives here, one object per concern,
 keyed by the migration's uuid: a feature that adds to one of them bumps
 that object alone, and agents reading Migration never see the change.
 
+Agents read two of them, and only when they resume a post-copy that
+stopped (numamig.compute.postcopy_paused): the convergence policy the
+run chose and the recovery history so far (AGENT_SATELLITES, through the
+records API's ``migration_get_with_satellites``, with the migration in
+one round trip). A change to those two is a change to the records API
+too; a change to any other is not.
+
 They are stored in the migration's row (numamig.db.migration_satellites
 reads them from there) and read through the operators' API
 (``migration_get_satellites``), by name, so that a client only ever asks
@@ -126,9 +133,92 @@ class MigrationPrediction(base.NumamigObject):
                 raise self.invalid(f"{field} {value}: negative")
 
 
+# How the run converged: the policy chosen for it (the request's, the
+# flavor's, the image's or the default; then the one the source ran
+# under) and what that policy did, or (observe-only) would have done,
+# in order. The names are the migrations columns and the keys of a
+# run's result (numamig.virt.driver.MigrationResult) that carry them.
+CONVERGENCE_FIELDS = ('convergence_policy', 'convergence_actions')
+MAX_POLICY_NAME = 64
+MAX_ACTIONS = 40
+MAX_ACTION_LENGTH = 300
+
+
+@base.register
+class MigrationConvergence(base.NumamigObject):
+    """How one migration converged: its convergence policy and what the
+    policy did ([libvirt] live_migration_policies, numamig.convergence)."""
+
+    # Version 1.0 - Release 2: Initial version (Migration.
+    #              convergence_policy and convergence_actions of release
+    #              2's development)
+    VERSION = '1.0'
+
+    fields = {
+        'migration_uuid': fields.UUIDField(),
+        # None: none chosen yet (a migration recorded by release 1).
+        'policy': fields.StringField(nullable=True, default=None),
+        # None: the source has not reported (or is of release 1).
+        'actions': fields.ListOfStringsField(nullable=True, default=None),
+    }
+
+    def _validate(self):
+        name = self.get('policy')
+        if name is not None and not 1 <= len(name) <= MAX_POLICY_NAME:
+            raise self.invalid(f"convergence policy name of {len(name)} "
+                               f"characters (1-{MAX_POLICY_NAME})")
+        actions = self.get('actions') or []
+        if len(actions) > MAX_ACTIONS or any(
+                len(a) > MAX_ACTION_LENGTH for a in actions):
+            raise self.invalid(
+                f"convergence actions: at most {MAX_ACTIONS} of at most "
+                f"{MAX_ACTION_LENGTH} characters each")
+
+
+# The post-copy recovery history: when the migration stream broke during
+# post-copy, each resume attempt and its outcome
+# (numamig.convergence.recovery), as the source reported it. The name is
+# the migrations column and the key of a run's result.
+RECOVERY_FIELDS = ('postcopy_recovery',)
+MAX_RECOVERY_EVENTS = 40
+# An event: its kind, when, the attempt and a detail (text; the attempt
+# may come as an integer).
+MAX_EVENT_KEYS = 4
+MAX_EVENT_TEXT = 300
+
+
+@base.register
+class MigrationRecovery(base.NumamigObject):
+    """The recovery of one migration whose stream broke in post-copy
+    ([libvirt] live_migration_postcopy_recovery_*)."""
+
+    # Version 1.0 - Release 2: Initial version (Migration.
+    #              postcopy_recovery of release 2's development)
+    VERSION = '1.0'
+
+    fields = {
+        'migration_uuid': fields.UUIDField(),
+        # [{event, at, attempt, detail}], oldest first; None: the stream
+        # never broke in post-copy.
+        'events': fields.ListOfDictOfNullableStringsField(nullable=True,
+                                                          default=None),
+    }
+
+    def _validate(self):
+        events = self.get('events') or []
+        if len(events) > MAX_RECOVERY_EVENTS:
+            raise self.invalid(f"post-copy recovery history of "
+                               f"{len(events)} events (at most "
+                               f"{MAX_RECOVERY_EVENTS})")
+
+
 # Name (what a client asks for) -> class.
 SATELLITES = {
     'reclaim': MigrationReclaim,
     'threads': MigrationThreads,
     'prediction': MigrationPrediction,
+    'convergence': MigrationConvergence,
+    'recovery': MigrationRecovery,
 }
+# The ones agents read (the records API's migration_get_with_satellites).
+AGENT_SATELLITES = ('convergence', 'recovery')

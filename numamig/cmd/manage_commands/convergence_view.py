@@ -9,16 +9,19 @@ from numamig.convergence import recovery
 STATUS = _names.MigrationStatus
 
 
-def view(migration, prediction=None):
+def view(migration, prediction=None, convergence=None):
     """The JSON-able convergence part of a migration's view;
-    ``prediction``: its MigrationPrediction (a satellite record) or a
-    mapping of its fields; None: none read (shown empty).
+    ``prediction`` and ``convergence``: its MigrationPrediction and
+    MigrationConvergence (satellite records) or mappings of their
+    fields; None: not read (shown empty).
     """
     if prediction is None:
         prediction = {}
+    if convergence is None:
+        convergence = {}
     return {
-        'policy': migration.get('convergence_policy'),
-        'actions': list(migration.get('convergence_actions') or []),
+        'policy': convergence.get('policy'),
+        'actions': list(convergence.get('actions') or []),
         'prediction': prediction.get('prediction'),
         'predicted_elapsed_ms': prediction.get('predicted_elapsed_ms'),
         'predicted_downtime_ms': prediction.get('predicted_downtime_ms'),
@@ -83,10 +86,10 @@ def prediction_lines(prediction):
     return found
 
 
-def recovery_view(migration):
+def recovery_view(history):
     """The JSON-able post-copy recovery history ([{event, at, attempt,
-    detail}]), or None where the stream never broke in post-copy."""
-    history = migration.get('postcopy_recovery')
+    detail}]) of ``history`` (MigrationRecovery.events), or None where
+    the stream never broke in post-copy (or it was not read)."""
     if not history:
         return None
     return [{'event': e.get('event'), 'at': e.get('at'),

@@ -277,18 +277,25 @@ def _show_through_orm(uuid):
         read = migration_satellites.get(db, uuid, _names.SATELLITES)
     return found, {'reclaim': read['reclaim'].entries,
                    'threads': read['threads'].sides,
-                   'prediction': read['prediction']}
+                   'prediction': read['prediction'],
+                   'convergence': read['convergence'],
+                   'recovery': read['recovery'].events}
 
 
 def _satellites_of_record(record):
     """What ``show`` words of a migration's satellite records
     (numamig.objects.migration_satellites), from a numamig.db.direct
     record, which reads them with the row: {'reclaim': entries,
-    'threads': sides, 'prediction': {PREDICTION_FIELDS}}."""
+    'threads': sides, 'prediction': {PREDICTION_FIELDS}, 'convergence':
+    {'policy', 'actions'}, 'recovery': events}."""
     return {'reclaim': record.get('memory_reclaim') or [],
             'threads': record.get('migration_threads') or {},
             'prediction': {name: record.get(name)
-                           for name in _names.PREDICTION_FIELDS}}
+                           for name in _names.PREDICTION_FIELDS},
+            'convergence': {
+                'policy': record.get('convergence_policy'),
+                'actions': record.get('convergence_actions')},
+            'recovery': record.get('postcopy_recovery')}
 
 
 def _interrupted(migration, output_format):
@@ -432,10 +439,12 @@ def _view(migration, satellites=None):
                     for name in _names.RESULT_FIELDS}
                    if _has_result(migration) else None),
         'convergence': convergence_view.view(
-            migration, satellites.get('prediction')),
+            migration, satellites.get('prediction'),
+            satellites.get('convergence')),
         'memory_reclaim': reclaim_view.view(satellites.get('reclaim')),
         # None where the stream never broke during post-copy.
-        'postcopy_recovery': convergence_view.recovery_view(migration),
+        'postcopy_recovery': convergence_view.recovery_view(
+            satellites.get('recovery')),
         # None where no host recorded where the migration's threads ran.
         'migration_threads': threads_view.view(satellites.get('threads')),
     }

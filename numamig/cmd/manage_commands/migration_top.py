@@ -114,22 +114,26 @@ def _frame(db, policies, host):
     waiting = [m for m in found if m.status in (STATUS.ACCEPTED,
                                                STATUS.QUEUED)]
     going = [m for m in found if m not in waiting]
-    # The sampled dirty rate is the prediction's (MigrationPrediction, a
-    # satellite record): one query for every row shown, not one each.
-    predictions = migration_satellites.get_many(
-        db, [m.uuid for m in going], ('prediction',))
+    # The sampled dirty rate is the prediction's (MigrationPrediction),
+    # the policy and its actions MigrationConvergence's (satellite
+    # records): one query for every row shown, not one each.
+    read = migration_satellites.get_many(
+        db, [m.uuid for m in going], ('prediction', 'convergence'))
     return {'at': now.isoformat(),
             'waiting': len(waiting),
-            'migrations': [_row(m, policies, now, predictions.get(
-                m.uuid, {}).get('prediction')) for m in going]}
+            'migrations': [_row(m, policies, now,
+                                read.get(m.uuid, {}).get('prediction'),
+                                read.get(m.uuid, {}).get('convergence'))
+                           for m in going]}
 
 
-def _row(migration, policies, now, prediction=None):
-    """One migration's line; ``prediction``: its MigrationPrediction
-    (None: none read)."""
+def _row(migration, policies, now, prediction=None, convergence=None):
+    """One migration's line; ``prediction`` and ``convergence``: its
+    MigrationPrediction and MigrationConvergence (None: not read)."""
     total = migration.memory_total or 0
     processed = migration.memory_processed or 0
-    actions = list(migration.get('convergence_actions') or [])
+    convergence = convergence or {}
+    actions = list(convergence.get('actions') or [])
     started = migration.get('admitted_at') or migration.get('created_at')
     return {
         'uuid': migration.uuid,
@@ -145,10 +149,10 @@ def _row(migration, policies, now, prediction=None):
                        if prediction is not None else None),
         'running_s': (round((now - started).total_seconds(), 1)
                       if started else None),
-        'policy': migration.get('convergence_policy'),
+        'policy': convergence.get('policy'),
         'actions_taken': len(actions),
-        'next_step': next_step(policies.get(
-            migration.get('convergence_policy')), len(actions)),
+        'next_step': next_step(policies.get(convergence.get('policy')),
+                               len(actions)),
     }
 
 

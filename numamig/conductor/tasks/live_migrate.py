@@ -85,12 +85,18 @@ class HostsRead(typing.NamedTuple):
 class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
     """Choose, claim and start one recorded (``accepted``) migration."""
 
-    def __init__(self, ctxt, worker, instance, migration, hosts=None):
+    def __init__(self, ctxt, worker, instance, migration, hosts=None,
+                 policy=None):
         """:param hosts: HostsRead with the migration; None: the task
-            reads them when it chooses (a precheck or a dry run)."""
+            reads them when it chooses (a precheck or a dry run).
+        :param policy: the name of the convergence policy chosen when
+            the migration was recorded (its MigrationConvergence.policy,
+            a satellite record read with it); None: none was (recorded
+            by release 1), the source chooses."""
         super().__init__(ctxt, worker)
         self.instance = instance
         self.migration = migration
+        self.policy = policy
         self.hosts = hosts
         self.request = None
         self.pagesize_kb = None
@@ -452,7 +458,7 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         if mode == 'off':
             return
         answer = prediction_of(self.worker, self.ctxt, self.instance,
-                               self.migration.get('convergence_policy'))
+                               self.policy)
         if answer.get('sampled') is False:
             return
         if mode == 'choose' and \
@@ -483,8 +489,8 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
                          "is chosen", self.migration.uuid,
                          self.instance.uuid, answer.get('policy'), name,
                          outcome)
-                self.migration = migrations.set_policy(
-                    self.worker.db, self.migration.uuid, name)
+                self.policy = migration_satellites.set_policy(
+                    self.worker.db, self.migration.uuid, name).policy
                 return dict(answer, prediction=outcome, policy=name,
                             reason=f"{answer.get('reason')}; policy {name} "
                                    f"chosen instead",
@@ -507,9 +513,8 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
                     convergence.IMAGE_KEY),
                 self.worker.settings.default_migration_policy)
         except exception.UnknownMigrationPolicy:
-            return self.migration.get('convergence_policy') is not None
-        return self.migration.get('convergence_policy') not in (
-            None, derived.name)
+            return self.policy is not None
+        return self.policy not in (None, derived.name)
 
     def _record_refusal(self, host, reason):
         # Raises MigrationNotInProgress if the migration was cancelled
@@ -540,9 +545,8 @@ class LiveMigrationTask(reclaiming.ReclaimingMixin, base.TaskBase):
         # The policy chosen when the request was recorded; a source too
         # old to read it (release 1, LiveMigrateData 1.0) is sent none
         # and chooses.
-        if self.migration.get('convergence_policy'):
-            migrate_data.convergence_policy = \
-                self.migration.convergence_policy
+        if self.policy:
+            migrate_data.convergence_policy = self.policy
         self.worker.compute_api.live_migration(
             self.ctxt, self.instance, self.migration, migrate_data)
 
