@@ -35,6 +35,7 @@ from numamig.compute import completion
 from numamig.compute import migration_source
 from numamig.compute import report
 from numamig.objects import fields
+from numamig.objects import migration_satellites as satellites_obj
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
@@ -130,6 +131,26 @@ def resume_target(agent, instance, migration):
             'xml': agent.driver.get_destination_xml(instance.uuid, None)}
 
 
+def read_with_satellites(agent, ctxt, migration_uuid, names):
+    """The migration and its satellite records ``names`` in one round
+    trip (the records API's migration_get_with_satellites, release 2).
+
+    A conductor of release 1 has no such call: it is asked
+    ``migration_get`` (one round trip too) and the satellites are empty,
+    as it records none (nor can it record a migration postcopy-paused:
+    a resume that reaches it was asked of a conductor upgraded since).
+
+    :returns: (Migration, {name: satellite object}).
+    """
+    try:
+        return agent.conductor_api.migration_get_with_satellites(
+            ctxt, migration_uuid, names)
+    except messaging.UnsupportedVersion:
+        migration = agent.conductor_api.migration_get(ctxt, migration_uuid)
+        return migration, {name: satellites_obj.SATELLITES[name](
+            migration_uuid=migration_uuid) for name in names}
+
+
 class PausedResume:
     """One operator-requested resume of a postcopy-paused migration, run
     in the agent's migration executor (registered in agent.outgoing like
@@ -179,12 +200,10 @@ class PausedResume:
     def _resume(self):
         """:returns: the run's result (a dict)."""
         agent = self.agent
-        # The recovery history so far and the policy the run chose are
-        # satellite records of the migration (MigrationRecovery,
-        # MigrationConvergence), read with it in one round trip; a
-        # conductor of release 1 has neither and answers them empty.
-        _recorded, found = agent.conductor_api.migration_get_with_satellites(
-            self.ctxt, self.migration.uuid, RESUME_READS)
+        # The recovery history so far and the policy the run chose:
+        # MigrationRecovery and MigrationConvergence, satellite records.
+        _recorded, found = read_with_satellites(
+            agent, self.ctxt, self.migration.uuid, RESUME_READS)
         self._history = list(found['recovery'].get('events') or [])
         target = dict(agent.compute_api.postcopy_resume_target(
             self.ctxt, self.instance, self.migration),

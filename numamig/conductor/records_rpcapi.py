@@ -17,11 +17,9 @@ calls on its one topic and API (1.0-1.1), without what release 2 added
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
-from numamig import exception
 from numamig import rpc
 from numamig.conductor import api_versions
 from numamig.conductor import rpcclient
-from numamig.objects import migration_satellites as satellites_obj
 
 LOG = logging.getLogger(__name__)
 
@@ -149,34 +147,23 @@ class RecordAPI:
     def migration_get_with_satellites(self, ctxt, migration_uuid, names,
                                       timeout=None):
         """A migration and its satellite records ``names`` (some of
-        numamig.objects.migration_satellites.AGENT_SATELLITES), in one
-        round trip.
+        numamig.objects.migration_satellites.AGENT_SATELLITES), read in
+        one transaction and answered in one round trip (release 2).
 
-        A conductor of release 1 (or a cap of release 1) has no such
-        call and no satellite records: it is sent ``migration_get`` and
-        the satellites are answered empty (its Migration 1.0 records
-        neither a convergence policy nor a recovery history; nor can it
-        record a migration postcopy-paused).
-
-        :returns: (Migration, {name: object}).
-        :raises Invalid: a name agents do not read (nothing sent).
+        :returns: (Migration, {name: object}), each satellite empty where
+            nothing was recorded.
+        :raises UnsupportedVersion: the conductor or the cap is of
+            release 1 (nothing sent): the caller reads ``migration_get``
+            instead; that conductor records no satellite (its Migration
+            1.0 has neither a convergence policy nor a recovery history).
         """
-        names = list(names)
-        unknown = sorted(set(names) - set(satellites_obj.AGENT_SATELLITES))
-        if unknown:
-            raise exception.Invalid(
-                reason=f"agents read no satellite {', '.join(unknown)} "
-                       f"(they read "
-                       f"{', '.join(satellites_obj.AGENT_SATELLITES)})")
-        route = self._route()
-        if not route.namespaced:
-            migration = self.migration_get(ctxt, migration_uuid)
-            return migration, {
-                name: satellites_obj.SATELLITES[name](
-                    migration_uuid=migration.uuid) for name in names}
-        answer = self.link.send(route, ctxt, 'migration_get_with_satellites',
+        if not self.serves_release_2():
+            raise messaging.UnsupportedVersion(RECORDS.version)
+        answer = self.link.send(self._route(), ctxt,
+                                'migration_get_with_satellites',
                                 RECORDS.version, timeout or self.timeout,
-                                migration_uuid=migration_uuid, names=names)
+                                migration_uuid=migration_uuid,
+                                names=list(names))
         return answer['migration'], dict(answer['satellites'])
 
     def migration_get_in_progress_by_host(self, ctxt, host):

@@ -22,7 +22,6 @@ from numamig.cmd import manage
 from numamig.cmd.manage_commands import host as host_cmd
 from numamig.db import direct
 from numamig.db import instances
-from numamig.db import migration_recovery
 from numamig.db import migration_satellites
 from numamig.db import migration_threads
 from numamig.db import migrations
@@ -96,7 +95,7 @@ class DirectReadsTestCase(base.ServerDBTestCase):
         for status in ('queued', 'running'):
             migrations.set_status(self.db, done.uuid, status,
                                   detail=f'to {status}')
-        migration_recovery.record_recovery(self.db, done.uuid, [
+        migration_satellites.record_recovery(self.db, done.uuid, [
             {'event': 'link-lost', 'at': '2026-01-01T00:00:00',
              'attempt': 1, 'detail': 'stream broke'},
             {'event': 'recovered', 'at': '2026-01-01T00:00:02',

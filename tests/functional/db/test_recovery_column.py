@@ -3,7 +3,7 @@ PostgreSQL, MariaDB and SQLite: recorded while the source recovers
 (repeats and overtaken reports change nothing), then with the result."""
 
 from numamig import exception
-from numamig.db import migration_recovery
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from tests.functional.db import base
 
@@ -13,7 +13,7 @@ FAILED = {'event': 'resume-failed', 'at': '2026-11-27T10:00:01.000+00:00',
           'attempt': 1, 'detail': 'Connection refused ' + 'x' * 250}
 RESUMED = {'event': 'resumed', 'at': '2026-11-27T10:00:03.000+00:00',
            'attempt': 2, 'detail': None}
-record = migration_recovery.record_recovery
+record = migration_satellites.record_recovery
 
 
 class RecoveryColumnTestCase(base.RunningMigrationTestCase):

@@ -9,7 +9,6 @@ import sqlalchemy as sa
 from numamig import exception
 from numamig.db import compute_nodes
 from numamig.db import memory_changes
-from numamig.db import migration_recovery
 from numamig.db import migration_satellites
 from numamig.db import migration_threads
 from numamig.db import migrations
@@ -256,7 +255,7 @@ class UpgradeFromRelease1TestCase(base.ServerDBTestCase):
         self._upgrade()
         history = [{'event': 'link-lost', 'at': 'now', 'attempt': None,
                     'detail': None}]
-        self.assertTrue(migration_recovery.record_recovery(
+        self.assertTrue(migration_satellites.record_recovery(
             self.db, self.uuid, history))
         self.assertEqual(history, migrations.get(
             self.db, self.uuid).postcopy_recovery)

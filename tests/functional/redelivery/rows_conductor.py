@@ -8,7 +8,7 @@ from oslo_utils import timeutils
 from numamig.compute import report
 from numamig.conductor import records
 from numamig.db import compute_nodes
-from numamig.db import migration_recovery
+from numamig.db import migration_satellites
 from numamig.db import migration_threads
 from numamig.db import migrations
 from tests.functional.redelivery import rows
@@ -157,6 +157,17 @@ def _migration_get_satellites(world):
                names=['reclaim', 'threads'])
 
 
+def _migration_get_with_satellites(world):
+    # The agents' read of a migration with its convergence and recovery
+    # (records API), as a resume makes it.
+    migration, _ = world.running(world.guest())
+    migration_satellites.record_recovery(world.dep.db, migration.uuid,
+                                         _RECOVERY)
+    return _to('migration_get_with_satellites',
+               migration_uuid=migration.uuid,
+               names=['convergence', 'recovery'])
+
+
 def _migration_wait(world):
     migration, _ = world.claimed(world.guest())
     return _to('migration_wait', migration_uuid=migration.uuid,
@@ -239,7 +250,8 @@ def _recovery(world):
 
 def _older_recovery(world):
     migration, _ = world.running(world.guest())
-    migration_recovery.record_recovery(world.dep.db, migration.uuid, _RECOVERY)
+    migration_satellites.record_recovery(world.dep.db, migration.uuid,
+                                         _RECOVERY)
     return _to('migration_record_recovery', migration_uuid=migration.uuid,
                history=_RECOVERY[:1])
 
@@ -404,6 +416,8 @@ ROWS = [
     rows.read('conductor', 'migration_get', _migration_get),
     rows.read('conductor', 'migration_get_satellites',
               _migration_get_satellites),
+    rows.read('conductor', 'migration_get_with_satellites',
+              _migration_get_with_satellites),
     rows.read('conductor', 'migration_wait', _migration_wait),
     rows.read('conductor', 'migration_get_in_progress_by_host',
               _in_progress),

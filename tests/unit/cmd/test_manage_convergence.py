@@ -1,5 +1,6 @@
 """How migration show and the dry run word convergence."""
 
+from numamig import objects
 from numamig.cmd.manage_commands import convergence_view as cv
 from tests import base
 from tests.unit.objects import samples
@@ -14,7 +15,8 @@ class ViewTestCase(base.TestCase):
         prediction = samples.migration_prediction()
         prediction.prediction = 'needs-post-copy'
         prediction.predicted_elapsed_ms = None
-        data = cv.view(migration, prediction)
+        data = cv.view(migration, prediction,
+                       samples.migration_convergence())
         self.assertEqual('post-copy', data['outcome'])
         self.assertEqual(
             ['convergence policy: nfv',
@@ -25,9 +27,14 @@ class ViewTestCase(base.TestCase):
     def test_running_has_no_outcome_and_nothing_recorded_prints_nothing(self):
         migration = samples.migration()
         self.assertIsNone(cv.outcome(migration))
-        for name in ('convergence_policy', 'convergence_actions'):
-            setattr(migration, name, None)
+        # Nothing read, or nothing recorded.
         self.assertEqual([], cv.lines(cv.view(migration)))
+        self.assertEqual([], cv.lines(cv.view(
+            migration, convergence=objects.MigrationConvergence(
+                migration_uuid=migration.uuid))))
+        # A mapping of its fields (numamig.db.direct's record).
+        self.assertEqual(['convergence policy: nfv'], cv.lines(cv.view(
+            migration, convergence={'policy': 'nfv', 'actions': None})))
 
     def test_failed_outcome_is_the_status(self):
         migration = samples.migration()
@@ -57,7 +64,7 @@ class ViewTestCase(base.TestCase):
 class RecoveryViewTestCase(base.TestCase):
 
     def test_history_lines_and_json(self):
-        data = cv.recovery_view(samples.migration())
+        data = cv.recovery_view(samples.migration_recovery().events)
         self.assertEqual(
             [{'event': 'link-lost', 'at': '2026-11-03T12:00:01.000+00:00',
               'attempt': None, 'detail': 'stream broke'},
@@ -70,7 +77,6 @@ class RecoveryViewTestCase(base.TestCase):
             cv.recovery_lines(data))
 
     def test_no_history_shows_nothing(self):
-        migration = samples.migration()
-        migration.postcopy_recovery = None
-        self.assertIsNone(cv.recovery_view(migration))
+        self.assertIsNone(cv.recovery_view(None))
+        self.assertIsNone(cv.recovery_view([]))
         self.assertEqual([], cv.recovery_lines(None))

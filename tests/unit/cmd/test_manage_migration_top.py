@@ -37,16 +37,20 @@ class TopTest(cli_base.CLITestCase):
         compute_nodes.save_report(self.db, db_base.make_report('src'))
         compute_nodes.save_report(self.db, db_base.make_report('dst'))
         self.copying = migrations.create(self.db, cli_base.make_migration(
-            self.guest.uuid, dest_host='dst', convergence_policy='nfv',
+            self.guest.uuid, dest_host='dst',
             memory_total=4 << 30, memory_processed=1 << 30,
-            memory_remaining=3 << 30,
-            convergence_actions=['allow 50 ms of downtime (the job '
-                                 'starts)']))
+            memory_remaining=3 << 30), policy='nfv')
         # The rate the prediction sampled: MigrationPrediction's.
         migration_satellites.set_prediction(
             self.db, self.copying.uuid, {'sampled_dirty_rate': 10 << 20})
-        for status in ('queued', 'preparing', 'running'):
+        for status in ('queued', 'preparing'):
             migrations.set_status(self.db, self.copying.uuid, status)
+        # What the policy did so far: MigrationConvergence's, reported
+        # with a status change as a source does.
+        migrations.set_status(
+            self.db, self.copying.uuid, 'running',
+            result={'convergence_actions': ['allow 50 ms of downtime (the '
+                                            'job starts)']})
         other = self.add_instance('src')
         migrations.create(self.db, cli_base.make_migration(other.uuid))
         done = self.add_instance('src')
@@ -74,7 +78,8 @@ class TopTest(cli_base.CLITestCase):
 
     def test_the_predictions_in_one_read_per_refresh(self):
         # A second migration in flight: still one satellite read for the
-        # frame (every row's prediction at once), not one per row.
+        # frame (every row's prediction and convergence at once), not one
+        # per row.
         guest = self.add_instance('src')
         second = migrations.create(self.db, cli_base.make_migration(
             guest.uuid, dest_host='dst'))
@@ -91,8 +96,8 @@ class TopTest(cli_base.CLITestCase):
                                       'json')
         self.assertEqual(0, code, err)
         self.assertEqual(
-            [(sorted([self.copying.uuid, second.uuid]), ('prediction',))],
-            reads)
+            [(sorted([self.copying.uuid, second.uuid]),
+              ('prediction', 'convergence'))], reads)
         rates = {r['uuid']: r['dirty_rate']
                  for r in json.loads(out)['migrations']}
         self.assertEqual({self.copying.uuid: 10 << 20, second.uuid: None},

@@ -3,7 +3,10 @@ postcopy-paused migration, on the source and the destination."""
 
 from unittest import mock
 
+import oslo_messaging as messaging
+
 from numamig import exception
+from numamig import objects
 from numamig.compute import postcopy_paused
 from numamig.virt import driver as virt_driver
 from tests import base
@@ -30,10 +33,14 @@ class _PausedTestCase(base.TestCase):
         self.migration = cbase.migration(self.inst, status='running')
         recorded = self.migration.obj_clone()
         recorded.status = 'running'
-        recorded.postcopy_recovery = list(HISTORY)
-        recorded.convergence_policy = 'timer'
         conductor = self.agent.conductor_api
         conductor.migration_get.return_value = recorded
+        # The satellites a resume reads with it (records API 2.0).
+        conductor.migration_get_with_satellites.return_value = (
+            recorded, {'convergence': objects.MigrationConvergence(
+                migration_uuid=recorded.uuid, policy='timer'),
+                'recovery': objects.MigrationRecovery(
+                    migration_uuid=recorded.uuid, events=list(HISTORY))})
         conductor.supports_short_path.return_value = True
         self.statuses = []
 
@@ -119,6 +126,14 @@ class PausedResumeTest(_PausedTestCase):
         self.assertEqual(self.inst.uuid, args[0])
         self.assertEqual(dict(TARGET, dest_host=cbase.HOST), args[1])
         self.assertEqual(HISTORY, args[2], "the history is carried on")
+        # Read with the migration in one round trip, and the policy the
+        # run chose asked of the driver.
+        conductor = self.agent.conductor_api
+        conductor.migration_get_with_satellites.assert_called_once_with(
+            None, self.migration.uuid, ('convergence', 'recovery'))
+        conductor.migration_get.assert_not_called()
+        self.agent.driver.select_migration_policy.assert_called_once_with(
+            'timer', None, None)
         (status, _error, result), = self.statuses
         self.assertEqual('completed', status)
         self.assertEqual('resumed', result['postcopy_recovery'][-1]['event'])
@@ -161,6 +176,26 @@ class PausedResumeTest(_PausedTestCase):
         self.assertIn('resume did not run', error)
         self.assertIn('no paused half', error)
         self.agent.driver.resume_postcopy.assert_not_called()
+
+
+    def test_a_release_1_conductor_is_asked_migration_get(self):
+        # It has no migration_get_with_satellites (the client sends
+        # nothing) and records no satellite: the resume starts from an
+        # empty history and the policy the instance's specs choose.
+        conductor = self.agent.conductor_api
+        conductor.migration_get_with_satellites.side_effect = \
+            messaging.UnsupportedVersion('2.0')
+        self.agent.driver.resume_postcopy.return_value = \
+            virt_driver.MigrationResult(emulated=False, post_copy=True)
+        self._job().run()
+        conductor.migration_get.assert_called_once_with(
+            None, self.migration.uuid)
+        args, _kwargs = self.agent.driver.resume_postcopy.call_args
+        self.assertEqual([], args[2])
+        self.agent.driver.select_migration_policy.assert_called_once_with(
+            None, None, None)
+        (status, _error, _result), = self.statuses
+        self.assertEqual('completed', status)
 
 
 class ResumeTargetTest(base.TestCase):

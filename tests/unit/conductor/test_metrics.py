@@ -47,9 +47,12 @@ class MigrationCollectorTest(base.TestCase):
         self.instance = instances.create(
             self.db, dbase.make_instance()).instance.uuid
 
-    def made(self, sampled_dirty_rate=None, **values):
+    def made(self, sampled_dirty_rate=None, convergence_policy=None,
+             **values):
+        # The policy is MigrationConvergence's, recorded with it.
         made = migrations.create(self.db, dbase.make_migration(
-            self.instance, dest_host='dst', **values))
+            self.instance, dest_host='dst', **values),
+            policy=convergence_policy)
         if sampled_dirty_rate is not None:
             # The prediction's sample: MigrationPrediction, same row.
             migration_satellites.set_prediction(

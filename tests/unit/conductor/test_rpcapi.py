@@ -292,6 +292,24 @@ class RecordAPITest(ClientTestCase):
             [(m, kw.get('result') if m == 'migration_complete'
               else kw['status']) for _, _, m, kw in self.conductor.sent])
 
+    def test_a_migration_with_its_satellites_in_one_call(self):
+        api = self.agents(agent_topic='agents')
+        self.conductor.answers.append(
+            {'migration': 'the migration', 'satellites': {
+                'convergence': 'its convergence',
+                'recovery': 'its recovery'}})
+        migration, found = api.migration_get_with_satellites(
+            None, 'm', ('convergence', 'recovery'))
+        self.assertEqual(('the migration', {'convergence': 'its convergence',
+                                            'recovery': 'its recovery'}),
+                         (migration, found))
+        (namespace, version, method, kwargs), = self.conductor.sent
+        self.assertEqual(
+            ('records', '2.0', 'migration_get_with_satellites',
+             {'migration_uuid': 'm', 'names': ['convergence', 'recovery']}),
+            (namespace, version, method, kwargs))
+        self.assertEqual('agents', self.conductor.options[0]['topic'])
+
     def test_casts(self):
         api = self.agents()
         report = db_base.make_report(migration_guard='on')
@@ -352,6 +370,10 @@ class RecordAPICappedTest(ClientTestCase):
         self.assertFalse(api.migration_record_recovery(None, 'm', []))
         self.assertFalse(api.migration_record_threads(None, 'm', 'dest',
                                                       {}))
+        # The caller reads migration_get instead (postcopy_paused).
+        self.assertRaises(messaging.UnsupportedVersion,
+                          api.migration_get_with_satellites, None, 'm',
+                          ('recovery',))
         self.assertEqual([], self.conductor.sent)
 
     def test_a_cap_of_1_0_drops_where_the_claim_is_held(self):
@@ -405,6 +427,9 @@ class ConductorOfRelease1Test(ClientTestCase):
                           mock.Mock(), 10)
         self.assertRaises(messaging.UnsupportedVersion,
                           self.agents().migration_complete, None, 'm')
+        self.assertRaises(messaging.UnsupportedVersion,
+                          self.agents().migration_get_with_satellites, None,
+                          'm', ('convergence', 'recovery'))
         self.assertEqual([], self.conductor.sent)
 
     def test_an_operation_goes_at_1_1(self):

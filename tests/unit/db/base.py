@@ -73,6 +73,12 @@ def make_report(host='src', reported_at=None, **overrides):
 
 
 def _override(obj, overrides):
+    # An object takes any attribute: a name that is not a field (one that
+    # moved to a satellite record) would be kept and never recorded.
+    unknown = sorted(set(overrides) - set(obj.fields))
+    if unknown:
+        raise AssertionError(f"{obj.obj_name()} has no field "
+                             f"{', '.join(unknown)}")
     for name, value in overrides.items():
         setattr(obj, name, value)
     return obj

@@ -43,8 +43,8 @@ class TableMapTestCase(base.TestCase):
                 'admitted_at', 'memory_reclaim', 'migration_threads',
                 'created_at', 'updated_at', 'refused_hosts'} | set(
             migrations.PROGRESS_FIELDS + migrations.RESULT_FIELDS +
-            migrations.CONVERGENCE_FIELDS + satellites.PREDICTION_FIELDS +
-            migrations.RECOVERY_FIELDS)
+            satellites.CONVERGENCE_FIELDS + satellites.PREDICTION_FIELDS +
+            satellites.RECOVERY_FIELDS)
         self.assertEqual(read | {'id'}, set(direct.TABLES['migrations']))
 
 

@@ -25,12 +25,17 @@ class AggregatesTest(base.DBTestCase):
         self.rng = random.Random(20261128)
         self.made = []
         self.rates = {}
+        self.policies = {}
         for _ in range(6):
             uuid = instances.create(self.db, base.make_instance()) \
                 .instance.uuid
             for _ in range(self.rng.randrange(1, 12)):
-                made = migrations.create(self.db, self.random(uuid))
+                # The policy: MigrationConvergence's, same row.
+                policy = self.rng.choice(POLICIES)
+                made = migrations.create(self.db, self.random(uuid),
+                                         policy=policy)
                 self.made.append(made)
+                self.policies[made.uuid] = policy
                 # The rate the pre-flight prediction sampled: its
                 # satellite record (MigrationPrediction), same row.
                 self.rates[made.uuid] = self.rng.choice([None, 12345678])
@@ -48,7 +53,6 @@ class AggregatesTest(base.DBTestCase):
         return base.make_migration(
             instance_uuid, status=status,
             dest_host=self.rng.choice(['dst-a', 'dst-b']),
-            convergence_policy=self.rng.choice(POLICIES),
             elapsed_ms=maybe(90000), downtime_ms=maybe(3000),
             memory_total=total, memory_processed=processed,
             memory_remaining=total - processed)
@@ -56,7 +60,7 @@ class AggregatesTest(base.DBTestCase):
     def test_counts_by_status_and_policy(self):
         expected = {}
         for m in self.made:
-            key = (m.status, m.convergence_policy or '')
+            key = (m.status, self.policies[m.uuid] or '')
             expected[key] = expected.get(key, 0) + 1
         found = {(s, p): n for s, p, n in
                  metrics.migration_counts(self.db)}

@@ -119,7 +119,8 @@ class SatellitesTestCase(base.DBTestCase):
     def test_unknown_name_refused(self):
         exc = self.assertRaises(exception.Invalid, self._get, 'colour')
         self.assertIn('colour', str(exc))
-        self.assertIn('reclaim, threads', str(exc))
+        self.assertIn('convergence, prediction, reclaim, recovery, threads',
+                      str(exc))
 
     def test_unknown_migration(self):
         for call in (
@@ -138,3 +139,119 @@ class SatellitesTestCase(base.DBTestCase):
         exc = self.assertRaises(exception.StoredRecordInvalid,
                                 self._get, 'reclaim')
         self.assertIn('memory_reclaim', str(exc))
+
+
+HISTORY = [{'event': 'link-lost', 'at': '2026-11-03T12:00:01+00:00',
+            'attempt': None, 'detail': 'stream broke'},
+           {'event': 'resume-failed', 'at': '2026-11-03T12:00:04+00:00',
+            'attempt': 1, 'detail': 'refused'}]
+
+
+class ConvergenceAndRecoveryTestCase(base.DBTestCase):
+    """MigrationConvergence and MigrationRecovery: the policy chosen when
+    the migration was recorded, what a run reported with its status
+    change, and a recovery history that only grows."""
+
+    def setUp(self):
+        super().setUp()
+        instance = instances.create(self.db, base.make_instance()).instance
+        self.uuid = migrations.create(
+            self.db, base.make_migration(instance.uuid, dest_host='dst'),
+            policy='nfv').uuid
+
+    def _get(self, *names):
+        return migration_satellites.get(self.db, self.uuid, names)
+
+    def _running(self):
+        for status in ('queued', 'preparing', 'running'):
+            migrations.set_status(self.db, self.uuid, status)
+
+    def test_policy_recorded_with_the_migration(self):
+        self.assertEqual(objects.MigrationConvergence(
+            migration_uuid=self.uuid, policy='nfv'),
+            self._get('convergence')['convergence'])
+        self.assertEqual(objects.MigrationRecovery(migration_uuid=self.uuid),
+                         self._get('recovery')['recovery'])
+
+    def test_policy_changed_before_the_run(self):
+        recorded = migration_satellites.set_policy(self.db, self.uuid,
+                                                   'finish')
+        self.assertEqual('finish', recorded.policy)
+        self.assertEqual(recorded, self._get('convergence')['convergence'])
+        for bad in ('', 'x' * 65, None, 7):
+            self.assertRaises(exception.Invalid,
+                              migration_satellites.set_policy, self.db,
+                              self.uuid, bad)
+        self.assertEqual('finish', self._get('convergence')[
+            'convergence'].policy)
+        self.assertRaises(exception.MigrationNotFound,
+                          migration_satellites.set_policy, self.db,
+                          base.new_uuid(), 'nfv')
+
+    def test_a_runs_result_writes_them_with_its_status_change(self):
+        self._running()
+        migrations.set_status(self.db, self.uuid, 'post-migrating', result={
+            'convergence_policy': 'strict',
+            'convergence_actions': ['allow 50 ms of downtime'],
+            'postcopy_recovery': HISTORY})
+        found = self._get('convergence', 'recovery')
+        self.assertEqual(('strict', ['allow 50 ms of downtime']),
+                         (found['convergence'].policy,
+                          found['convergence'].actions))
+        # Values as text, as the object holds them.
+        self.assertEqual('1', found['recovery'].events[1]['attempt'])
+
+    def test_a_result_they_do_not_fit_changes_nothing(self):
+        self._running()
+        for bad in ({'convergence_policy': 'x' * 65},
+                    {'convergence_actions': ['a'] * 41},
+                    {'postcopy_recovery': [{'event': 'x'}] * 41},
+                    {'postcopy_recovery': 'broke'}):
+            self.assertRaises(exception.InvalidMigrationResult,
+                              migrations.set_status, self.db, self.uuid,
+                              'post-migrating', result=bad)
+        self.assertEqual('running', migrations.get(self.db,
+                                                   self.uuid).status)
+        self.assertEqual('nfv', self._get('convergence')[
+            'convergence'].policy)
+
+    def test_recovery_only_grows_while_in_progress(self):
+        self._running()
+        record = migration_satellites.record_recovery
+        self.assertTrue(record(self.db, self.uuid, HISTORY[:1]))
+        self.assertTrue(record(self.db, self.uuid, HISTORY))
+        # A repeat, and a report overtaken by a later one.
+        self.assertFalse(record(self.db, self.uuid, HISTORY))
+        self.assertFalse(record(self.db, self.uuid, HISTORY[:1]))
+        self.assertEqual(['link-lost', 'resume-failed'], [
+            e['event'] for e in self._get('recovery')['recovery'].events])
+        self.assertRaises(exception.InvalidMigrationResult, record,
+                          self.db, self.uuid, [{'event': 'x' * 301}])
+        migrations.set_status(self.db, self.uuid, 'failed')
+        self.assertFalse(record(self.db, self.uuid, HISTORY + HISTORY))
+        self.assertRaises(exception.MigrationNotFound, record, self.db,
+                          base.new_uuid(), HISTORY)
+
+    def test_read_with_the_migration_in_one_transaction(self):
+        with self.db.reader() as session:
+            migration = migrations.get_in(session, self.uuid)
+            found = migration_satellites.get_in(
+                session, self.uuid, ('convergence', 'recovery'))
+        self.assertEqual(self.uuid, migration.uuid)
+        self.assertEqual(['convergence', 'recovery'], list(found))
+        with self.db.reader() as session:
+            self.assertRaises(exception.MigrationNotFound,
+                              migration_satellites.get_in, session,
+                              base.new_uuid(), ('convergence',))
+            self.assertRaises(exception.Invalid,
+                              migration_satellites.get_in, session,
+                              self.uuid, ('colour',))
+
+    def test_fits(self):
+        fits = migration_satellites.fits
+        self.assertTrue(fits('convergence_policy', None))
+        self.assertTrue(fits('postcopy_recovery', HISTORY))
+        self.assertFalse(fits('postcopy_recovery', [{'a': True}]))
+        self.assertFalse(fits('postcopy_recovery', [dict.fromkeys('abcde')]))
+        self.assertFalse(fits('convergence_actions', 'not a list'))
+        self.assertFalse(fits('elapsed_ms', 5))

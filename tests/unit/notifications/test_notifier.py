@@ -75,8 +75,7 @@ def sample_migration(status):
         requested_host=None, status=status,
         error=('destination compute-2 refused: no free 1 GiB page on '
                'host cell 1') if status in STATUS.UNSUCCESSFUL else None,
-        priority=0, convergence_policy='balanced',
-        convergence_actions=['auto-converge'] if ended else None,
+        priority=0,
         memory_total=4294967296,
         memory_processed=4294967296 if ended else 0,
         memory_remaining=0 if ended else 4294967296,
@@ -85,12 +84,17 @@ def sample_migration(status):
         created_at=at, updated_at=at)
 
 
-def sample_satellites():
-    """The satellite records a migration's change carries: its
-    prediction (MigrationPayload.prediction), read from the row."""
+def sample_satellites(status):
+    """The satellite records a migration's change carries, read from the
+    row: its prediction (MigrationPayload.prediction) and how it
+    converged (convergence_policy and convergence_actions)."""
+    uuid = '6f1d7c8e-2a4b-4c3d-9e5f-0a1b2c3d4e5f'
     return {'prediction': objects.MigrationPrediction(
-        migration_uuid='6f1d7c8e-2a4b-4c3d-9e5f-0a1b2c3d4e5f',
-        prediction='converges')}
+        migration_uuid=uuid, prediction='converges'),
+        'convergence': objects.MigrationConvergence(
+            migration_uuid=uuid, policy='balanced',
+            actions=['auto-converge'] if status == STATUS.COMPLETED
+            else None)}
 
 
 AT = datetime.datetime(2026, 11, 28, 9, 30, 0, tzinfo=datetime.UTC)
@@ -192,7 +196,7 @@ def sample_change(event_type):
     if parts[0] == 'migration':
         return _rows.Change(_rows.MIGRATION, sample_migration(parts[1]),
                             f'sample detail for {parts[1]}',
-                            sample_satellites())
+                            sample_satellites(parts[1]))
     if parts[0] == 'host':
         disabled = parts[1] == 'disabled'
         return _rows.Change(_rows.HOST, compute_nodes.Maintenance(
@@ -298,6 +302,27 @@ class DatabaseHandOverTest(base.TestCase):
         self.assertEqual(
             [(STATUS.ACCEPTED, None), (STATUS.QUEUED, 'needs-post-copy')],
             [(p.status, p.prediction) for p in payloads_sent])
+
+    def test_the_convergence_is_read_from_the_row_changed(self):
+        # convergence_policy and convergence_actions are
+        # MigrationConvergence's (a satellite record), read with the row
+        # the status change wrote: the policy chosen when it was
+        # recorded, then what the run reported with its result.
+        made = migrations.create(self.db, dbase.make_migration(
+            self.instance, dest_host='dst'), policy='nfv')
+        for status in (STATUS.QUEUED, STATUS.PREPARING, STATUS.RUNNING):
+            migrations.set_status(self.db, made.uuid, status)
+        migrations.set_status(self.db, made.uuid, STATUS.POST_MIGRATING,
+                              result={'convergence_policy': 'finish',
+                                      'convergence_actions': ['post-copy']})
+        payloads_sent = [notifier.notification_of(c)[2]
+                         for c in self.heard if c.kind == _rows.MIGRATION]
+        self.assertEqual(
+            [(STATUS.ACCEPTED, 'nfv', None), (STATUS.QUEUED, 'nfv', None),
+             (STATUS.PREPARING, 'nfv', None), (STATUS.RUNNING, 'nfv', None),
+             (STATUS.POST_MIGRATING, 'finish', ['post-copy'])],
+            [(p.status, p.convergence_policy, p.convergence_actions)
+             for p in payloads_sent])
 
     def test_nothing_from_a_refused_or_rolled_back_change(self):
         made = migrations.create(self.db, dbase.make_migration(

@@ -142,14 +142,7 @@ def migration():
         downtime_ms=18,
         emulated=False,
         post_copy=False,
-        paused=True,
-        convergence_policy='nfv',
-        convergence_actions=['allow 50 ms of downtime (the job starts)'],
-        postcopy_recovery=[
-            {'event': 'link-lost', 'at': '2026-11-03T12:00:01.000+00:00',
-             'attempt': None, 'detail': 'stream broke'},
-            {'event': 'resumed', 'at': '2026-11-03T12:00:04.000+00:00',
-             'attempt': '2', 'detail': None}])
+        paused=True)
 
 
 # What was reclaimed to place it (release 2, a satellite record).
@@ -171,6 +164,29 @@ def migration_prediction():
                                        predicted_elapsed_ms=9000,
                                        predicted_downtime_ms=40,
                                        sampled_dirty_rate=1 << 20)
+
+
+# How it converged (release 2, a satellite record).
+CONVERGENCE_ACTIONS = ['allow 50 ms of downtime (the job starts)']
+
+
+def migration_convergence():
+    return objects.MigrationConvergence(migration_uuid=uuids.migration,
+                                        policy='nfv',
+                                        actions=CONVERGENCE_ACTIONS)
+
+
+# Its post-copy recovery (release 2, a satellite record).
+RECOVERY_EVENTS = [
+    {'event': 'link-lost', 'at': '2026-11-03T12:00:01.000+00:00',
+     'attempt': None, 'detail': 'stream broke'},
+    {'event': 'resumed', 'at': '2026-11-03T12:00:04.000+00:00',
+     'attempt': '2', 'detail': None}]
+
+
+def migration_recovery():
+    return objects.MigrationRecovery(migration_uuid=uuids.migration,
+                                     events=RECOVERY_EVENTS)
 
 
 def migration_threads():
@@ -231,6 +247,8 @@ BUILDERS = {
     'MigrationStatusChange': status_change,
     'Migration': migration,
     'MigrationPrediction': migration_prediction,
+    'MigrationConvergence': migration_convergence,
+    'MigrationRecovery': migration_recovery,
     'MigrationReclaim': migration_reclaim,
     'MigrationThreads': migration_threads,
     'Instance': instance,

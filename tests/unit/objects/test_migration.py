@@ -223,29 +223,8 @@ class ResultTest(base.TestCase):
         self.assertEqual(['1.0', '1.0'], [h['numamig_object.version']
                                           for h in old['history']])
 
-    def test_recovery_history_is_bounded(self):
-        from numamig.convergence import recovery
-        self.assertEqual(recovery.MAX_EVENTS,
-                         migration.MAX_RECOVERY_EVENTS)
-        record = samples.migration()
-        record.postcopy_recovery = [{'event': 'resume-failed'}] * 41
-        exc = self.assertRaises(exception.ObjectValidationError,
-                                record.validate)
-        self.assertIn('41 events (at most 40)', str(exc))
 
-
-class ConvergenceValidationTest(base.TestCase):
-
-    def test_bounds(self):
-        for name, value, fragment in (
-                ('convergence_policy', 'x' * 65, 'policy name of 65'),
-                ('convergence_actions', ['a'] * 41, 'at most 40'),
-                ('convergence_actions', ['a' * 301], 'at most 300')):
-            record = samples.migration()
-            setattr(record, name, value)
-            exc = self.assertRaises(exception.ObjectValidationError,
-                                    record.validate)
-            self.assertIn(fragment, str(exc), name)
+class ValidationTest(base.TestCase):
 
     def test_priority_outside_its_range_rejected(self):
         for value in (-1, migration.MAX_PRIORITY + 1):

@@ -1,8 +1,9 @@
 """A migration's satellite records: objects of their own, off Migration.
 
 What a feature records about one migration (what was reclaimed to place
-it, where its threads ran) is versioned on its own, so that adding to it
-never bumps Migration, the object every agent reads.
+it, where its threads ran, its prediction, how it converged, its
+post-copy recovery) is versioned on its own, so that adding to it never
+bumps Migration, the object every agent reads.
 """
 
 from oslo_serialization import jsonutils
@@ -22,6 +23,9 @@ class SatellitesAreNotMigrationFieldsTest(base.TestCase):
         self.assertFalse({'memory_reclaim', 'migration_threads'} &
                          set(migration.Migration.fields))
         self.assertFalse(set(satellites.PREDICTION_FIELDS) &
+                         set(migration.Migration.fields))
+        self.assertFalse(set(satellites.CONVERGENCE_FIELDS +
+                             satellites.RECOVERY_FIELDS) &
                          set(migration.Migration.fields))
         for cls in satellites.SATELLITES.values():
             self.assertFalse(
@@ -48,6 +52,47 @@ class SatellitesAreNotMigrationFieldsTest(base.TestCase):
         samples.migration_prediction().validate()
         objects.MigrationPrediction(migration_uuid=samples.uuids.migration
                                     ).validate()
+
+    def test_convergence_bounds(self):
+        for name, value, fragment in (
+                ('policy', 'x' * 65, 'policy name of 65'),
+                ('policy', '', 'policy name of 0'),
+                ('actions', ['a'] * 41, 'at most 40'),
+                ('actions', ['a' * 301], 'at most 300')):
+            record = samples.migration_convergence()
+            setattr(record, name, value)
+            exc = self.assertRaises(exception.ObjectValidationError,
+                                    record.validate)
+            self.assertIn(fragment, str(exc), name)
+        samples.migration_convergence().validate()
+        # Nothing chosen or reported yet (a release 1 migration).
+        empty = objects.MigrationConvergence(
+            migration_uuid=samples.uuids.migration).validate()
+        self.assertIsNone(empty.policy)
+        self.assertIsNone(empty.actions)
+
+    def test_recovery_history_is_bounded(self):
+        from numamig.convergence import recovery
+        self.assertEqual(recovery.MAX_EVENTS,
+                         satellites.MAX_RECOVERY_EVENTS)
+        record = samples.migration_recovery()
+        record.events = [{'event': 'resume-failed'}] * 41
+        exc = self.assertRaises(exception.ObjectValidationError,
+                                record.validate)
+        self.assertIn('41 events (at most 40)', str(exc))
+        record.events = [{'event': 'resume-failed'}] * 40
+        record.validate()
+        # The stream never broke in post-copy.
+        self.assertIsNone(objects.MigrationRecovery(
+            migration_uuid=samples.uuids.migration).validate().events)
+
+    def test_agents_read_convergence_and_recovery_only(self):
+        # What the records API answers agents with a migration: a new
+        # satellite operators read must not join it unasked.
+        self.assertEqual(('convergence', 'recovery'),
+                         satellites.AGENT_SATELLITES)
+        self.assertLessEqual(set(satellites.AGENT_SATELLITES),
+                             set(satellites.SATELLITES))
 
     def test_every_satellite_is_exported_and_keyed_by_migration(self):
         for name, cls in satellites.SATELLITES.items():
@@ -78,6 +123,17 @@ class RoundTripTest(base.TestCase):
         self.assertEqual(('converges', 9000, 40, 1 << 20),
                          tuple(back.get(n)
                                for n in satellites.PREDICTION_FIELDS))
+
+    def test_convergence(self):
+        back = self._through_json(samples.migration_convergence())
+        self.assertIsInstance(back, satellites.MigrationConvergence)
+        self.assertEqual('nfv', back.policy)
+        self.assertEqual(samples.CONVERGENCE_ACTIONS, back.actions)
+
+    def test_recovery(self):
+        back = self._through_json(samples.migration_recovery())
+        self.assertIsInstance(back, satellites.MigrationRecovery)
+        self.assertEqual(samples.RECOVERY_EVENTS, back.events)
 
     def test_empty_ones(self):
         for cls in satellites.SATELLITES.values():

@@ -38,12 +38,15 @@ OBJECT_DATA = {
     'LiveMigrateData': '1.1-8af5c946b7284d3fc3385c477cf61db3',
     # 1.1 is release 2's, unreleased: its fields changed in place when
     # memory_reclaim and migration_threads, then the prediction's four
-    # fields, became objects of their own (issue 35), no new version (one
-    # version per release).
-    'Migration': '1.1-c8b0d2c0c8ef89ce032cfb8e6f700607',
+    # fields, then the convergence and post-copy recovery fields became
+    # objects of their own (issue 35), no new version (one version per
+    # release).
+    'Migration': '1.1-291db27e79d5b0c049a0f1222ee7b014',
     'MigrationContext': '1.1-26d330cb0b3335895f050fd23a8c02d5',
+    'MigrationConvergence': '1.0-f0d7cd8316115f521fb6904d6d3fdfe8',
     'MigrationPrediction': '1.0-db6efa5b70996bdbf03765e540128e01',
     'MigrationReclaim': '1.0-638fd7d8eacfebb35f3448c15d7e0743',
+    'MigrationRecovery': '1.0-45d288731c5cdcd23027ec5e36a223bb',
     'MigrationStatusChange': '1.1-6c2e715e864c95dcb46b484863216b5b',
     'MigrationThreads': '1.0-256db58123dff4c36e21a84b2b2c58c0',
     'NUMALimits': '1.0-50f3092fed2eb389287a8f12e7d61dda',

@@ -12,6 +12,7 @@ from numamig.audit import claims as audit_claims
 from numamig.conductor import records
 from numamig.conductor.tasks import resume
 from numamig.db import instances
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
@@ -74,8 +75,11 @@ class PausedClaimsTest(PausedTestCase):
     def test_the_recovery_history_is_recorded_with_it(self):
         recorded = migrations.get(self.db, self.migration.uuid)
         self.assertEqual('postcopy-paused', recorded.status)
+        # MigrationRecovery, a satellite record in the same row.
+        recovery = migration_satellites.get(
+            self.db, self.migration.uuid, ('recovery',))['recovery']
         self.assertEqual(['link-lost', 'gave-up'],
-                         [e['event'] for e in recorded.postcopy_recovery])
+                         [e['event'] for e in recovery.events])
         self.assertIsNone(recorded.memory_remaining or None,
                           "its copy is not over; nothing said it is")
 
@@ -126,7 +130,9 @@ class ResumeTest(PausedTestCase):
         # The pause's error goes with it; its history keeps why.
         recorded = migrations.get(self.db, self.migration.uuid)
         self.assertIsNone(recorded.error)
-        self.assertEqual('gave-up', recorded.postcopy_recovery[-1]['event'])
+        recovery = migration_satellites.get(
+            self.db, self.migration.uuid, ('recovery',))['recovery']
+        self.assertEqual('gave-up', recovery.events[-1]['event'])
 
     def test_redelivered_request_starts_nothing(self):
         self.compute_api.resume_postcopy.return_value = True
