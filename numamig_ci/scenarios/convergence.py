@@ -64,11 +64,14 @@ def _escalation(s, policy):
           f"the source {watch.suspensions()}")
     if not s.expect_status(migration, guest, STATUS.COMPLETED):
         return
-    actions = list(migration.convergence_actions or ())
+    # How it converged: MigrationConvergence, a satellite record.
+    recorded = s.api.migration_get_satellites(
+        s.ctxt, migration.uuid, ['convergence'])['convergence']
+    actions = list(recorded.actions or ())
     s.say(f"numamig recorded: {actions}")
-    if migration.convergence_policy != policy:
+    if recorded.policy != policy:
         s.fail(guest, src, 'record convergence_policy', policy,
-               migration.convergence_policy)
+               recorded.policy)
     _check_actions(s, guest, src, migration, actions, watch)
     record = s.check_placed(guest, dst)
     old, new = (dict(r.numa_topology.cpu_pinning) for r in (guest, record))

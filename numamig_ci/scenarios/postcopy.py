@@ -79,7 +79,7 @@ def postcopy_resume(s):
         return
     migration = s.api.migration_get(s.ctxt, migration.uuid)
     s.expect_status(migration, guest, STATUS.COMPLETED)
-    events = [e['event'] for e in migration.postcopy_recovery or ()]
+    events = _recovery_events(s, migration)
     tail = [e for e in events[events.index(GAVE_UP) + 1:]
             if e != ATTEMPT_FAILED] \
         if GAVE_UP in events else events
@@ -96,6 +96,15 @@ def postcopy_resume(s):
           f"{record.host}: {describe(record)}")
     s.check_host(src)
     s.check_host(dst)
+
+
+def _recovery_events(s, migration):
+    """The events of the migration's post-copy recovery history, as
+    recorded: MigrationRecovery, a satellite record operators read
+    through migration_get_satellites."""
+    recovery = s.api.migration_get_satellites(
+        s.ctxt, migration.uuid, ['recovery'])['recovery']
+    return [e['event'] for e in recovery.events or ()]
 
 
 def _wait_paused(s, uuid):
@@ -124,7 +133,7 @@ def _check_split(s, guest, hold, src, dst, migration):
         if actual != state:
             s.fail(guest, host, 'libvirt domain [state, reason] while '
                    'postcopy-paused', state, actual)
-    events = [e['event'] for e in migration.postcopy_recovery or ()]
+    events = _recovery_events(s, migration)
     if events[:1] != [LINK_LOST] or \
             events[-1:] != [GAVE_UP]:
         s.fail(guest, src, 'record postcopy_recovery',

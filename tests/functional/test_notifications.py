@@ -223,7 +223,10 @@ class AgentNotificationsTest(_Listening):
         actions = [e for e in heard.events
                    if e['event_type'] == 'migration.policy-action']
         self.assertTrue(actions, [e['event_type'] for e in heard.events])
-        recorded = migration.convergence_actions
+        # What the record lists: MigrationConvergence's actions.
+        recorded = self.api.migration_get_satellites(
+            self.rpc.context, migration.uuid,
+            ['convergence'])['convergence'].actions
         told = [a['payload']['numamig_object.data'] for a in actions]
         # Each action the record lists, told by the source as it
         # happened, before the migration's end was notified.

@@ -1,5 +1,6 @@
 """A migration's convergence columns (release 2) on PostgreSQL,
-MariaDB and SQLite: the policy, its actions, the prediction."""
+MariaDB and SQLite: the policy, its actions (MigrationConvergence), the
+prediction (MigrationPrediction): satellite records in the row."""
 
 from numamig import exception
 from numamig.db import instances
@@ -19,18 +20,21 @@ class ConvergenceColumnsTestCase(base.ServerDBTestCase):
         instance = unit_base.make_instance()
         instances.create(self.db, instance)
         self.migration = migrations.create(self.db, unit_base.make_migration(
-            instance.uuid, convergence_policy='nfv'))
+            instance.uuid), policy='nfv')
+
+    def converged(self):
+        return migration_satellites.get(
+            self.db, self.migration.uuid, ['convergence'])['convergence']
 
     def test_policy_prediction_and_actions_round_trip(self):
         uuid = self.migration.uuid
-        self.assertEqual('nfv', migrations.get(self.db,
-                                               uuid).convergence_policy)
+        self.assertEqual('nfv', self.converged().policy)
         migration_satellites.set_prediction(self.db, uuid, {
             'prediction': 'needs-post-copy', 'predicted_elapsed_ms': None,
             'predicted_downtime_ms': None,
             'sampled_dirty_rate': 150 * 2 ** 20, 'reason': 'ignored'})
-        self.assertEqual('never_pause', migrations.set_policy(
-            self.db, uuid, 'never_pause').convergence_policy)
+        self.assertEqual('never_pause', migration_satellites.set_policy(
+            self.db, uuid, 'never_pause').policy)
         for status in ('queued', 'running'):
             migrations.set_status(self.db, uuid, status)
         migrations.set_status(self.db, uuid, 'completed', result={
@@ -48,8 +52,8 @@ class ConvergenceColumnsTestCase(base.ServerDBTestCase):
                          (predicted.prediction,
                           predicted.predicted_elapsed_ms,
                           predicted.sampled_dirty_rate,
-                          stored.convergence_policy,
-                          stored.convergence_actions, stored.post_copy))
+                          self.converged().policy,
+                          self.converged().actions, stored.post_copy))
 
     def test_unusable_values_change_nothing(self):
         uuid = self.migration.uuid
@@ -67,4 +71,4 @@ class ConvergenceColumnsTestCase(base.ServerDBTestCase):
             self.db, uuid, ['prediction'])['prediction']
         self.assertEqual(('accepted', None, None),
                          (stored.status, predicted.prediction,
-                          stored.convergence_actions))
+                          self.converged().actions))

@@ -81,7 +81,7 @@ class DirectReadsTestCase(base.ServerDBTestCase):
         instances.create(self.db, guest)
         instances.create(self.db, other)
         done = migrations.create(self.db, unit_base.make_migration(
-            guest.uuid, convergence_policy='nfv'))
+            guest.uuid), policy='nfv')
         migrations.add_refused_host(self.db, done.uuid, 'dst1',
                                     'NUMA topology does not fit')
         migration_satellites.set_prediction(self.db, done.uuid, {

@@ -1,4 +1,4 @@
-"""A migration's post-copy recovery history (release 2) on
+"""A migration's post-copy recovery history (MigrationRecovery, release 2) on
 PostgreSQL, MariaDB and SQLite: recorded while the source recovers
 (repeats and overtaken reports change nothing), then with the result."""
 
@@ -19,7 +19,9 @@ record = migration_satellites.record_recovery
 class RecoveryColumnTestCase(base.RunningMigrationTestCase):
 
     def _history(self):
-        return migrations.get(self.db, self.uuid).postcopy_recovery
+        # MigrationRecovery, a satellite record in the row.
+        return migration_satellites.get(
+            self.db, self.uuid, ['recovery'])['recovery'].events
 
     def test_recorded_as_it_grows_repeats_and_late_reports_ignored(self):
         self.assertIsNone(self._history())
@@ -53,4 +55,4 @@ class RecoveryColumnTestCase(base.RunningMigrationTestCase):
                               result={'postcopy_recovery': bad})
         stored = migrations.get(self.db, self.uuid)
         self.assertEqual(('running', None),
-                         (stored.status, stored.postcopy_recovery))
+                         (stored.status, self._history()))

@@ -136,14 +136,16 @@ class UpgradeFromRelease1TestCase(base.ServerDBTestCase):
         self.assertFalse(stored.has_result)
         for name in migrations.RESULT_FIELDS:
             self.assertIsNone(getattr(stored, name), name)
-        self.assertEqual(
-            (None, None, None),
-            (stored.convergence_policy, stored.convergence_actions,
-             stored.postcopy_recovery))
         satellites = migration_satellites.get(
-            self.db, self.uuid, ['reclaim', 'threads', 'prediction'])
+            self.db, self.uuid, ['reclaim', 'threads', 'prediction',
+                                 'convergence', 'recovery'])
         self.assertEqual(([], {}), (satellites['reclaim'].entries,
                                     satellites['threads'].sides))
+        self.assertEqual(
+            (None, None, None),
+            (satellites['convergence'].policy,
+             satellites['convergence'].actions,
+             satellites['recovery'].events))
         predicted = satellites['prediction']
         self.assertEqual(
             (None, None, None, None),
@@ -257,8 +259,8 @@ class UpgradeFromRelease1TestCase(base.ServerDBTestCase):
                     'detail': None}]
         self.assertTrue(migration_satellites.record_recovery(
             self.db, self.uuid, history))
-        self.assertEqual(history, migrations.get(
-            self.db, self.uuid).postcopy_recovery)
+        self.assertEqual(history, migration_satellites.get(
+            self.db, self.uuid, ['recovery'])['recovery'].events)
 
     def test_upgraded_row_records_where_its_threads_ran(self):
         _insert_release_1_rows(self.db, self.instance_uuid, self.uuid)
