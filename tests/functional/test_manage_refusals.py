@@ -160,6 +160,12 @@ class ManageRefusalsTestCase(base.TestCase):
         code, out, err = self.cli('migration', 'start', uuid, '--policy',
                                   'nfv', '--wait', '--format', 'json')
         self.assertEqual(0, code, err)
+        # The policy is MigrationConvergence's, a satellite record that
+        # show reads (the answer of --wait is the migration's own record).
+        code, out, err = self.cli('migration', 'show',
+                                  json.loads(out)['uuid'], '--format',
+                                  'json')
+        self.assertEqual(0, code, err)
         self.assertEqual('nfv', json.loads(out)['convergence']['policy'])
 
     def test_second_migration_of_a_guest_in_flight(self):
