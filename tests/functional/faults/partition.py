@@ -43,6 +43,8 @@ import dataclasses
 import threading
 import time
 
+import oslo_messaging as messaging
+from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from numamig.db import drains
@@ -56,6 +58,12 @@ FINAL = world.FINAL
 POLL_S = 0.01
 # How long the round waits for a conductor to hold a lease.
 HOLD_DEADLINE_S = 30
+# The link stays down at least this long: longer than a lease (6 s) and
+# a sweep (2 s), so that what the cut conductor blocks shows.
+MIN_CUT_S = 10
+# A request unanswered within this is asked again, up to the deadline.
+REQUEST_TIMEOUT_S = 5
+REQUEST_DEADLINE_S = 90
 PREFER_DRAIN_S = 3.0
 # The link comes back once every migration the cut conductor held was
 # taken over, or after this.
@@ -63,6 +71,7 @@ CUT_DEADLINE_S = 60
 # Once taken over, the link stays down a little longer: the other
 # conductors drive the drain's re-planned moves meanwhile.
 AFTER_TAKEOVER_S = 2.0
+
 DRAIN_DEADLINE_S = 120
 DRAIN_ENDED = ('completed', 'failed', 'aborted')
 
@@ -72,6 +81,14 @@ class PartitionResult:
     victim: str = None
     held: tuple = ()
     drain_moves_held: int = 0
+    # Requests asked again after REQUEST_TIMEOUT_S without an answer.
+    resent: int = 0
+    # Status changes of the round's migrations while the link was down.
+    changed_during_cut: int = 0
+    # moment='transaction': whether the cut left its session inside a
+    # transaction, and the locks it held then.
+    open_at_cut: bool = None
+    locks_at_cut: list = dataclasses.field(default_factory=list)
     # uuid of a drain move's migration taken over -> (seconds from its
     # lease's expiry to the admission of the move planned again, by).
     replanned: dict = dataclasses.field(default_factory=dict)
@@ -124,10 +141,50 @@ def _holder_to_cut(db, drained_guests, prefer_drain):
     return held[0].holder if held else None
 
 
-def run_round(dep, rng, drained, movers):
+def _in_transaction(dep):
+    """{conductor host: [backend pids]} of the conductors' database
+    sessions now inside a transaction that wrote or locked rows (it has
+    a transaction id; read from pg_stat_activity by the
+    test's own connection, matched by the ports of each conductor's
+    proxy)."""
+    ports = {host: link.database.upstream_ports()
+             for host, link in dep.links.items()}
+    with dep.db.reader() as session:
+        rows = session.execute(sa.text(
+            "SELECT pid, client_port FROM pg_stat_activity WHERE "
+            "backend_xid IS NOT NULL AND pid <> pg_backend_pid()")).all()
+    found = {}
+    for pid, port in rows:
+        for host, mine in ports.items():
+            if port in mine:
+                found.setdefault(host, []).append(pid)
+    return found
+
+
+def _locks_of(dep, pids):
+    """The locks the backends ``pids`` hold, as (type, relation, mode)."""
+    if not pids:
+        return []
+    with dep.db.reader() as session:
+        return [tuple(row) for row in session.execute(sa.text(
+            "SELECT l.locktype, c.relname, l.mode FROM pg_locks l "
+            "LEFT JOIN pg_class c ON c.oid = l.relation WHERE l.granted "
+            "AND l.pid = ANY(:pids) AND l.locktype IN "
+            "('relation', 'tuple', 'transactionid') AND (c.relname IS NULL "
+            "OR c.relname NOT LIKE 'pg_%')"), {'pids': list(pids)})]
+
+
+def run_round(dep, rng, drained, movers, moment='lease'):
     """One round on ``dep`` (harness.FaultDeployment with conductors in
     namespaces): drain ``drained``, migrate ``movers`` guests of the
-    other hosts, cut off the conductor seen holding a lease."""
+    other hosts, cut off a conductor.
+
+    :param moment: 'lease': the conductor seen holding a lease (on a
+        drain's move if one is seen within PREFER_DRAIN_S);
+        'transaction': the first conductor seen inside a database
+        transaction, so that its session stays open on the server with
+        whatever it locked, while its link is down.
+    """
     rounds._wait_for_quiet(dep)
     dep.api.wait_until_ready(dep.context, attempt_timeout=5, max_attempts=24)
     result = PartitionResult()
@@ -140,14 +197,25 @@ def run_round(dep, rng, drained, movers):
     # of its own: the conductors admit them while the cut comes.
     answers = {}
 
+    drain_uuid = uuidutils.generate_uuid()
+
     def ask_drain():
-        answers['drain'] = dep.api.host_drain_start(dep.context, drained, 2)
+        answers['drain'] = _asked_again(
+            lambda timeout: dep.api.host_drain_start(
+                dep.context, drained, 2, drain_uuid=drain_uuid,
+                timeout=timeout), result)
 
     def ask(guest):
-        answers[guest] = dep.api.live_migrate_instance(dep.context, guest)
+        uuid = uuidutils.generate_uuid()
+        answers[guest] = _asked_again(
+            lambda timeout: dep.api.live_migrate_instance(
+                dep.context, guest, migration_uuid=uuid, timeout=timeout),
+            result)
 
-    senders = [threading.Thread(target=ask_drain)] + [
-        threading.Thread(target=ask, args=(g,)) for g in chosen]
+    # The drain first (a host that guests are migrating to cannot be
+    # drained), then the migrations at once while its moves run.
+    ask_drain()
+    senders = [threading.Thread(target=ask, args=(g,)) for g in chosen]
     for sender in senders:
         sender.start()
     # The conductor to cut holds a lease on a drain's move if one is
@@ -156,9 +224,19 @@ def run_round(dep, rng, drained, movers):
     started = time.monotonic()
     holder = None
     while holder is None and time.monotonic() < started + HOLD_DEADLINE_S:
-        holder = _holder_to_cut(
-            dep.db, on_drained,
-            prefer_drain=time.monotonic() < started + PREFER_DRAIN_S)
+        if moment == 'transaction':
+            busy = _in_transaction(dep)
+            if busy:
+                host = sorted(busy)[0]
+                pids = busy[host]
+                victim = next(d for d in dep.conductors if d.host == host)
+                dep.cut_conductor(victim)
+                holder = host
+                break
+        else:
+            holder = _holder_to_cut(
+                dep.db, on_drained,
+                prefer_drain=time.monotonic() < started + PREFER_DRAIN_S)
         if holder is None:
             time.sleep(POLL_S)
     if holder is None:
@@ -167,9 +245,18 @@ def run_round(dep, rng, drained, movers):
         for sender in senders:
             sender.join(rounds.SETTLE_DEADLINE_S)
         return result
-    victim = next(d for d in dep.conductors
-                  if holder.startswith(f'{d.host}:'))
-    dep.cut_conductor(victim)
+    if moment == 'transaction':
+        # Its pid, to name the lease holder.
+        result.locks_at_cut = _locks_of(dep, pids)
+        result.open_at_cut = bool(set(pids) & set(
+            _in_transaction(dep).get(holder, ())))
+        holder = next((v.holder for v in leases(dep.db).values()
+                       if v.holder and v.holder.startswith(f'{holder}:')),
+                      f'{holder}:?')
+    else:
+        victim = next(d for d in dep.conductors
+                      if holder.startswith(f'{d.host}:'))
+        dep.cut_conductor(victim)
     cut_at = time.monotonic()
     cut_wall = time.time()
     # What it held at the cut (read after it: nothing it does reaches
@@ -180,18 +267,32 @@ def run_round(dep, rng, drained, movers):
     result.held = tuple(sorted(at_cut))
     result.drain_moves_held = len([v for v in at_cut.values()
                                    if v.instance_uuid in on_drained])
-    for sender in senders:
-        sender.join(rounds.SETTLE_DEADLINE_S)
-    if 'drain' in answers:
-        result.drain = answers['drain']['uuid']
-    else:
-        result.problems.append("the drain's request got no answer")
     ended = _wait_taken_over(dep, at_cut, cut_at, cut_wall, result)
-    time.sleep(AFTER_TAKEOVER_S if ended else 0)
+    time.sleep(max(AFTER_TAKEOVER_S if ended else 0,
+                   cut_at + MIN_CUT_S - time.monotonic()))
+    waiting = [u for u, v in leases(dep.db).items()
+               if u not in before and v.status == 'accepted' and
+               v.admitted_at is None]
     dep.restore_conductor(victim)
     restored = time.monotonic()
     restored_wall = time.time()
     result.cut_s = restored - cut_at
+    result.changed_during_cut = _changes_between(dep, before, cut_wall,
+                                                 restored_wall)
+    if waiting and not result.changed_during_cut:
+        result.problems.append(
+            f"nothing changed for {result.cut_s:.0f} s while the conductor "
+            f"was cut off, {len(waiting)} migration(s) waiting: the others "
+            f"were held up by it")
+    # Requests delivered to the cut conductor are lost with it (until
+    # its connection is given up on); asked again under the same uuid,
+    # another conductor answers.
+    for sender in senders:
+        sender.join(REQUEST_DEADLINE_S)
+    if answers.get('drain'):
+        result.drain = answers['drain']['uuid']
+    else:
+        result.problems.append("the drain's request got no answer")
     result.settle_s, found_problems = rounds.settle(dep, restored)
     result.problems += found_problems
     if result.drain:
@@ -206,6 +307,36 @@ def run_round(dep, rng, drained, movers):
     result.problems += world.unexplained_ends(
         dep, [m.uuid for m in mine])
     return result
+
+
+def _changes_between(dep, before, start, end):
+    """How many status changes the round's migrations had between the
+    wall-clock times ``start`` and ``end``."""
+    count = 0
+    for migration in migrations.get_all(dep.db):
+        if migration.uuid in before:
+            continue
+        history = migrations.get(dep.db, migration.uuid).history
+        count += sum(1 for c in history
+                     if start < c.changed_at.timestamp() < end)
+    return count
+
+
+def _asked_again(request, result):
+    """``request(timeout)`` as an operator's script asks: an attempt
+    unanswered within REQUEST_TIMEOUT_S is asked again, under the same
+    uuid (the requests are idempotent), until REQUEST_DEADLINE_S."""
+    deadline = time.monotonic() + REQUEST_DEADLINE_S
+    while True:
+        try:
+            return request(REQUEST_TIMEOUT_S)
+        except messaging.MessagingTimeout:
+            result.resent += 1
+            if time.monotonic() > deadline:
+                result.problems.append(
+                    f"a request got no answer within "
+                    f"{REQUEST_DEADLINE_S} s")
+                return None
 
 
 def _replanned(dep, at_cut, on_drained, result):
@@ -345,14 +476,19 @@ def summary(results):
         lines.append(
             f"round {index}: cut {r.victim} holding {len(r.held)} "
             f"lease(s) ({r.drain_moves_held} on drain moves), link down "
-            f"{rounds._seconds(r.cut_s)}; taken over "
+            f"{rounds._seconds(r.cut_s)} ({r.changed_during_cut} status "
+            f"changes meanwhile); taken over "
             f"{_list(r.after_expiry.values())} after the lease ran out "
             f"({_list(r.after_cut.values())} after the cut); drain moves "
             f"planned again and admitted "
             f"{_list(s for s, _h in r.replanned.values())} after it, by "
             f"{sorted({h for _s, h in r.replanned.values()}) or '-'}; "
             f"settled {rounds._seconds(r.settle_s)} after the link came "
-            f"back; outcomes {dict(sorted(r.outcomes.items()))}")
+            f"back; outcomes {dict(sorted(r.outcomes.items()))}, "
+            f"requests asked again {r.resent}")
+        if r.open_at_cut is not None:
+            lines.append(f"    cut inside a transaction: still open "
+                         f"{r.open_at_cut}, holding {r.locks_at_cut}")
         lines += [f"    {p}" for p in r.problems[:12]]
     if takeovers:
         lines.append(

@@ -153,6 +153,20 @@ class Proxy:
         timer.daemon = True
         timer.start()
 
+    def upstream_ports(self):
+        """The local ports of the proxy's connections to the server: what
+        the server sees as its clients' ports (PostgreSQL's
+        pg_stat_activity.client_port)."""
+        with self._lock:
+            links = list(self._links)
+        ports = set()
+        for _client, server in links:
+            try:
+                ports.add(server.getsockname()[1])
+            except OSError:
+                continue        # closed meanwhile
+        return ports
+
     def open_links(self):
         with self._lock:
             return len(self._links)
