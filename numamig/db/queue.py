@@ -202,7 +202,13 @@ def position_in(session, uuid):
         _M.uuid == uuid, WAITING)).first()
     if row is None:
         return None
-    return position_of(session, row.id, row.priority)
+    # Under READ COMMITTED the count sees what committed after the read
+    # above: a worker may have admitted the migration in between. A
+    # waiting migration counts itself, so 0 means just that: it waits
+    # no more (found when another conductor's admissions resumed at
+    # once while a request was answered; a place of 0 made the client
+    # refuse the whole answer).
+    return position_of(session, row.id, row.priority) or None
 
 
 def position_of(session, row_id, priority):

@@ -59,8 +59,18 @@ POLL_S = 0.01
 # How long the round waits for a conductor to hold a lease.
 HOLD_DEADLINE_S = 30
 # The link stays down at least this long: longer than a lease (6 s) and
-# a sweep (2 s), so that what the cut conductor blocks shows.
-MIN_CUT_S = 10
+# a sweep (2 s), so that what the cut conductor blocks shows; cut inside
+# a transaction, longer than a chain of its sessions each holding the
+# lock for [database] idle_in_transaction_timeout (5 s) in turn.
+MIN_CUT_S = {'lease': 10, 'transaction': 20}
+# The others must carry on (a migration recorded or changing status)
+# within this of the cut: two of the cut conductor's sessions in a row
+# holding the admission lock for the idle-in-transaction timeout each,
+# and a margin.
+HELD_UP_LIMIT_S = 13
+PROGRESS_POLL_S = 0.1
+# Bytes that crossed the link before it went down land within this.
+LANDED_S = 1.0
 # A request unanswered within this is asked again, up to the deadline.
 REQUEST_TIMEOUT_S = 5
 REQUEST_DEADLINE_S = 90
@@ -83,8 +93,9 @@ class PartitionResult:
     drain_moves_held: int = 0
     # Requests asked again after REQUEST_TIMEOUT_S without an answer.
     resent: int = 0
-    # Status changes of the round's migrations while the link was down.
-    changed_during_cut: int = 0
+    # Seconds from the cut to the first change of the round's migrations
+    # seen while the link was down (None: none).
+    progress_s: float = None
     # moment='transaction': whether the cut left its session inside a
     # transaction, and the locks it held then.
     open_at_cut: bool = None
@@ -143,16 +154,20 @@ def _holder_to_cut(db, drained_guests, prefer_drain):
 
 def _in_transaction(dep):
     """{conductor host: [backend pids]} of the conductors' database
-    sessions now inside a transaction that wrote or locked rows (it has
-    a transaction id; read from pg_stat_activity by the
-    test's own connection, matched by the ports of each conductor's
-    proxy)."""
+    sessions now inside a transaction that holds a row of the ``locks``
+    table (the admission lock every conductor takes to record or admit a
+    migration, or the drains' lock), read from pg_locks by the test's
+    own connection and matched by the ports of each conductor's
+    proxy."""
     ports = {host: link.database.upstream_ports()
              for host, link in dep.links.items()}
     with dep.db.reader() as session:
         rows = session.execute(sa.text(
-            "SELECT pid, client_port FROM pg_stat_activity WHERE "
-            "backend_xid IS NOT NULL AND pid <> pg_backend_pid()")).all()
+            "SELECT DISTINCT a.pid, a.client_port FROM pg_stat_activity a "
+            "JOIN pg_locks l ON l.pid = a.pid JOIN pg_class c ON c.oid = "
+            "l.relation WHERE c.relname = 'locks' AND l.mode = "
+            "'RowShareLock' AND l.granted AND "
+            "a.pid <> pg_backend_pid()")).all()
     found = {}
     for pid, port in rows:
         for host, mine in ports.items():
@@ -182,8 +197,9 @@ def run_round(dep, rng, drained, movers, moment='lease'):
     :param moment: 'lease': the conductor seen holding a lease (on a
         drain's move if one is seen within PREFER_DRAIN_S);
         'transaction': the first conductor seen inside a database
-        transaction, so that its session stays open on the server with
-        whatever it locked, while its link is down.
+        transaction holding the admission (or drains') lock, so that its
+        session stays open on the server with that lock while its link
+        is down.
     """
     rounds._wait_for_quiet(dep)
     dep.api.wait_until_ready(dep.context, attempt_timeout=5, max_attempts=24)
@@ -259,8 +275,16 @@ def run_round(dep, rng, drained, movers, moment='lease'):
         dep.cut_conductor(victim)
     cut_at = time.monotonic()
     cut_wall = time.time()
-    # What it held at the cut (read after it: nothing it does reaches
-    # the database any more).
+    # Work the others should carry on during the cut: requests not yet
+    # answered, migrations of the round not final.
+    pending = sum(sender.is_alive() for sender in senders) + len(
+        [u for u, v in leases(dep.db).items()
+         if u not in before and v.status not in FINAL])
+    # What it held at the cut, read once what it sent before the cut
+    # has landed (a COMMIT already past its link); nothing it does
+    # reaches the database after that.
+    time.sleep(LANDED_S)
+    watch = ProgressWatch(dep, before)
     at_cut = {u: v for u, v in leases(dep.db).items()
               if v.holder == holder and v.status == 'accepted'}
     result.victim = holder
@@ -269,21 +293,21 @@ def run_round(dep, rng, drained, movers, moment='lease'):
                                    if v.instance_uuid in on_drained])
     ended = _wait_taken_over(dep, at_cut, cut_at, cut_wall, result)
     time.sleep(max(AFTER_TAKEOVER_S if ended else 0,
-                   cut_at + MIN_CUT_S - time.monotonic()))
-    waiting = [u for u, v in leases(dep.db).items()
-               if u not in before and v.status == 'accepted' and
-               v.admitted_at is None]
+                   cut_at + MIN_CUT_S[moment] - time.monotonic()))
+    first_progress = watch.stop()
     dep.restore_conductor(victim)
     restored = time.monotonic()
-    restored_wall = time.time()
     result.cut_s = restored - cut_at
-    result.changed_during_cut = _changes_between(dep, before, cut_wall,
-                                                 restored_wall)
-    if waiting and not result.changed_during_cut:
+    result.progress_s = None if first_progress is None else \
+        first_progress - cut_at
+    if pending and (result.progress_s is None or
+                    result.progress_s > HELD_UP_LIMIT_S):
         result.problems.append(
-            f"nothing changed for {result.cut_s:.0f} s while the conductor "
-            f"was cut off, {len(waiting)} migration(s) waiting: the others "
-            f"were held up by it")
+            f"the others were held up by the cut conductor: with "
+            f"{pending} request(s) or migration(s) under way, the first "
+            f"change came "
+            f"{rounds._seconds(result.progress_s)} after the cut (link "
+            f"down {result.cut_s:.0f} s, limit {HELD_UP_LIMIT_S} s)")
     # Requests delivered to the cut conductor are lost with it (until
     # its connection is given up on); asked again under the same uuid,
     # another conductor answers.
@@ -297,7 +321,7 @@ def run_round(dep, rng, drained, movers, moment='lease'):
     result.problems += found_problems
     if result.drain:
         result.problems += _drain_end(dep, result.drain, drained, on_drained)
-    result.problems += _fenced(dep, at_cut, holder, restored_wall)
+    result.problems += _fenced(dep, at_cut, holder)
     mine = [m for m in migrations.get_all(dep.db) if m.uuid not in before]
     for migration in mine:
         result.outcomes[migration.status] = \
@@ -309,17 +333,37 @@ def run_round(dep, rng, drained, movers, moment='lease'):
     return result
 
 
-def _changes_between(dep, before, start, end):
-    """How many status changes the round's migrations had between the
-    wall-clock times ``start`` and ``end``."""
-    count = 0
-    for migration in migrations.get_all(dep.db):
-        if migration.uuid in before:
-            continue
-        history = migrations.get(dep.db, migration.uuid).history
-        count += sum(1 for c in history
-                     if start < c.changed_at.timestamp() < end)
-    return count
+class ProgressWatch:
+    """Watch, from the test's own connection, for the first change of
+    the round's migrations (one recorded, or a status changed) while
+    the link is down: the others carrying on. The records' own
+    timestamps cannot tell: a conductor stamps a change before it waits
+    for the lock the cut one holds."""
+
+    def __init__(self, dep, before):
+        self.dep = dep
+        self.before = before
+        self.first = None
+        self._baseline = self._signature()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _signature(self):
+        return frozenset((u, v.status) for u, v in leases(self.dep.db).items()
+                         if u not in self.before)
+
+    def _loop(self):
+        while not self._stopping.wait(PROGRESS_POLL_S):
+            if self._signature() != self._baseline:
+                self.first = time.monotonic()
+                return
+
+    def stop(self):
+        """The monotonic time of the first change, or None."""
+        self._stopping.set()
+        self._thread.join()
+        return self.first
 
 
 def _asked_again(request, result):
@@ -337,6 +381,10 @@ def _asked_again(request, result):
                     f"a request got no answer within "
                     f"{REQUEST_DEADLINE_S} s")
                 return None
+        except Exception as exc:  # noqa: BLE001 - a problem of the round
+            result.problems.append(f"a request failed: "
+                                   f"{type(exc).__name__}: {exc}")
+            return None
 
 
 def _replanned(dep, at_cut, on_drained, result):
@@ -385,7 +433,7 @@ def _wait_taken_over(dep, at_cut, cut_at, cut_wall, result):
     return not left
 
 
-def _fenced(dep, at_cut, holder, restored_wall):
+def _fenced(dep, at_cut, holder):
     """What the cut conductor held was ended by another one, after its
     lease ran out, and left alone by it after its return."""
     found = []
@@ -476,8 +524,8 @@ def summary(results):
         lines.append(
             f"round {index}: cut {r.victim} holding {len(r.held)} "
             f"lease(s) ({r.drain_moves_held} on drain moves), link down "
-            f"{rounds._seconds(r.cut_s)} ({r.changed_during_cut} status "
-            f"changes meanwhile); taken over "
+            f"{rounds._seconds(r.cut_s)} (the others' first change "
+            f"{rounds._seconds(r.progress_s)} after the cut); taken over "
             f"{_list(r.after_expiry.values())} after the lease ran out "
             f"({_list(r.after_cut.values())} after the cut); drain moves "
             f"planned again and admitted "

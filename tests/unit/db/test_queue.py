@@ -1,6 +1,7 @@
 """The admission queue: order, limits, positions and release."""
 
 import datetime
+from unittest import mock
 
 from numamig import exception
 from numamig.db import _rows
@@ -196,6 +197,22 @@ class ReleaseTestCase(QueueTestCase):
                                                     tried.uuid}))
         self.assertEqual({untouched.uuid: 1}, queue.positions(self.db))
         self.assertEqual(0, queue.release(self.db, set()))
+
+
+class PositionTestCase(QueueTestCase):
+
+    def test_admitted_between_the_two_reads_has_no_place(self):
+        # The row read as waiting, then admitted by another worker
+        # before the count: the count no longer includes it.
+        waiting = self.request(source='a')
+        with mock.patch.object(queue, 'position_of', return_value=0):
+            self.assertIsNone(queue.position(self.db, waiting.uuid))
+
+    def test_a_waiting_migration_counts_itself(self):
+        first = self.request(source='a')
+        second = self.request(source='b')
+        self.assertEqual(1, queue.position(self.db, first.uuid))
+        self.assertEqual(2, queue.position(self.db, second.uuid))
 
 
 class LeaseTestCase(QueueTestCase):
