@@ -68,7 +68,6 @@ def missing_requirements():
     """Why this deployment cannot run here, or None."""
     return libvirt_hosts.missing_requirements() or \
         rpc_fixture.rabbit_unreachable_reason() or \
-        netns.missing_requirements() or \
         (None if _rabbitmqctl_works() else
          "rabbitmqctl cannot add a vhost here (not root on the broker's "
          "machine?)")

@@ -64,10 +64,15 @@ HOLD_DEADLINE_S = 30
 # lock for [database] idle_in_transaction_timeout (5 s) in turn.
 MIN_CUT_S = {'lease': 10, 'transaction': 20}
 # The others must carry on (a migration recorded or changing status)
-# within this of the cut: two of the cut conductor's sessions in a row
-# holding the admission lock for the idle-in-transaction timeout each,
-# and a margin.
-HELD_UP_LIMIT_S = 13
+# within a bound of the cut: the cut conductor's sessions inside a
+# transaction, each of which may hold the admission lock for the
+# idle-in-transaction timeout in turn (statements sent before the cut
+# queue on the lock and get it one after the other), and a margin.
+IDLE_IN_TRANSACTION_S = 5
+HELD_UP_MARGIN_S = 3
+# The round's lease and sweep interval (test_partition's options).
+LEASE_S = 6
+SWEEP_S = 2
 PROGRESS_POLL_S = 0.1
 # Bytes that crossed the link before it went down land within this.
 LANDED_S = 1.0
@@ -96,6 +101,8 @@ class PartitionResult:
     # Seconds from the cut to the first change of the round's migrations
     # seen while the link was down (None: none).
     progress_s: float = None
+    # The cut conductor's sessions left inside a transaction.
+    stuck_sessions: int = 0
     # moment='transaction': whether the cut left its session inside a
     # transaction, and the locks it held then.
     open_at_cut: bool = None
@@ -174,6 +181,17 @@ def _in_transaction(dep):
             if port in mine:
                 found.setdefault(host, []).append(pid)
     return found
+
+
+def _sessions_in_transaction(dep, host):
+    """How many of conductor ``host``'s database sessions are inside a
+    transaction now (holding locks or waiting for them)."""
+    ports = dep.links[host].database.upstream_ports()
+    with dep.db.reader() as session:
+        rows = session.execute(sa.text(
+            "SELECT client_port FROM pg_stat_activity WHERE xact_start IS "
+            "NOT NULL AND pid <> pg_backend_pid()")).all()
+    return sum(1 for (port,) in rows if port in ports)
 
 
 def _locks_of(dep, pids):
@@ -285,6 +303,12 @@ def run_round(dep, rng, drained, movers, moment='lease'):
     # reaches the database after that.
     time.sleep(LANDED_S)
     watch = ProgressWatch(dep, before)
+    stuck = _sessions_in_transaction(dep, victim.host)
+    # Or, when only the cut conductor's migrations were under way, the
+    # takeover: a lease and a sweep.
+    held_up_limit = max(stuck * IDLE_IN_TRANSACTION_S,
+                        LEASE_S + SWEEP_S) + HELD_UP_MARGIN_S
+    result.stuck_sessions = stuck
     at_cut = {u: v for u, v in leases(dep.db).items()
               if v.holder == holder and v.status == 'accepted'}
     result.victim = holder
@@ -293,7 +317,8 @@ def run_round(dep, rng, drained, movers, moment='lease'):
                                    if v.instance_uuid in on_drained])
     ended = _wait_taken_over(dep, at_cut, cut_at, cut_wall, result)
     time.sleep(max(AFTER_TAKEOVER_S if ended else 0,
-                   cut_at + MIN_CUT_S[moment] - time.monotonic()))
+                   cut_at + max(MIN_CUT_S[moment], held_up_limit + 2) -
+                   time.monotonic()))
     first_progress = watch.stop()
     dep.restore_conductor(victim)
     restored = time.monotonic()
@@ -301,13 +326,14 @@ def run_round(dep, rng, drained, movers, moment='lease'):
     result.progress_s = None if first_progress is None else \
         first_progress - cut_at
     if pending and (result.progress_s is None or
-                    result.progress_s > HELD_UP_LIMIT_S):
+                    result.progress_s > held_up_limit):
         result.problems.append(
             f"the others were held up by the cut conductor: with "
             f"{pending} request(s) or migration(s) under way, the first "
             f"change came "
             f"{rounds._seconds(result.progress_s)} after the cut (link "
-            f"down {result.cut_s:.0f} s, limit {HELD_UP_LIMIT_S} s)")
+            f"down {result.cut_s:.0f} s, limit {held_up_limit} s for "
+            f"{stuck} of its sessions inside a transaction)")
     # Requests delivered to the cut conductor are lost with it (until
     # its connection is given up on); asked again under the same uuid,
     # another conductor answers.
@@ -524,7 +550,8 @@ def summary(results):
         lines.append(
             f"round {index}: cut {r.victim} holding {len(r.held)} "
             f"lease(s) ({r.drain_moves_held} on drain moves), link down "
-            f"{rounds._seconds(r.cut_s)} (the others' first change "
+            f"{rounds._seconds(r.cut_s)} ({r.stuck_sessions} of its "
+            f"sessions left inside a transaction; the others' first change "
             f"{rounds._seconds(r.progress_s)} after the cut); taken over "
             f"{_list(r.after_expiry.values())} after the lease ran out "
             f"({_list(r.after_cut.values())} after the cut); drain moves "
