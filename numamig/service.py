@@ -391,7 +391,7 @@ class ConductorService(_RPCService):
             manager.run_admitted, recheck=min(5.0, self.sweep_interval),
             recover=manager.requeue_after_database_error,
             give_up=manager.end_after_outage,
-            outage_wait=settings.database_outage_wait)
+            outage_wait=settings.database_outage_wait, host=host)
 
     def _start_server(self):
         """Serve operators (and release 1's API) on the conductor topic

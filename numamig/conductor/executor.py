@@ -19,6 +19,8 @@ slots freed on other workers or a database that was unreachable, after
 """
 
 import concurrent.futures
+import os
+import socket
 import threading
 import time
 
@@ -70,10 +72,15 @@ class MigrationExecutor:
         back to the queue all the same).
     :param outage_wait: seconds a task thread waits for the database
         (``[conductor] database_outage_wait``).
+    :param host: the conductor's host name; with this worker process's
+        pid it names the holder of the leases taken here
+        (``lease_holder``), so that the records say which conductor
+        drove each migration and only this worker renews its leases.
     """
 
     def __init__(self, db, limits, workers, run, recheck=5.0, recover=None,
-                 clock=time.monotonic, give_up=None, *, outage_wait):
+                 clock=time.monotonic, give_up=None, *, outage_wait,
+                 host=None):
         self.db = db
         self.limits = limits
         self.workers = workers
@@ -84,6 +91,10 @@ class MigrationExecutor:
         self._recheck = recheck
         self._clock = clock
         self.lease_s = LEASE_RENEWALS * recheck
+        self._host = host or socket.gethostname()
+        # Set again at start: the worker process that runs the
+        # dispatcher (a forked conductor worker) is the holder.
+        self.holder = self._holder()
         self._running = set()     # their task runs now
         self._failed = set()      # their task met an unreachable database
         # Of those, the ones that waited longer than outage_wait: {uuid:
@@ -114,7 +125,11 @@ class MigrationExecutor:
             target=self._loop, name='numamig-migration-dispatcher',
             daemon=True)
 
+    def _holder(self):
+        return f"{self._host}:{os.getpid()}"
+
     def start(self):
+        self.holder = self._holder()
         self._thread.start()
         self.wake()
 
@@ -198,7 +213,7 @@ class MigrationExecutor:
         if self._renewed_at is not None and \
                 now - self._renewed_at < self._recheck:
             return
-        queue.renew(self.db, self.held(), self.lease_s)
+        queue.renew(self.db, self.held(), self.lease_s, holder=self.holder)
         self._renewed_at = now
 
     def _adopt_unanswered(self):
@@ -263,7 +278,7 @@ class MigrationExecutor:
         stamp = queue.admission_stamp()
         try:
             admitted = queue.admit(self.db, self.limits, free, self.lease_s,
-                                   now=stamp)
+                                   now=stamp, holder=self.holder)
         except exception.DatabaseError:
             self._unanswered.append(stamp)
             raise

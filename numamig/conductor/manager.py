@@ -156,7 +156,8 @@ class ConductorManager:
             ended = records.end_stalled_migrations(
                 self.worker, ctxt, now, trust_leases=trusted,
                 held=executor.held() if executor is not None else (),
-                lease_s=executor.lease_s if executor is not None else 15)
+                lease_s=executor.lease_s if executor is not None else 15,
+                by=executor.holder if executor is not None else None)
         except exception.DatabaseError:
             self._database_since = None
             raise

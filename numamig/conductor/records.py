@@ -458,7 +458,7 @@ def release_claims(worker, migration):
 
 
 def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True,
-                           lease_s=15):
+                           lease_s=15, by=None):
     """End migrations whose conductor worker died before the source took
     over; at start and periodically.
 
@@ -478,21 +478,24 @@ def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True,
         database for a whole lease: no worker could renew meanwhile, so
         a lease past its time proves nothing yet.
     :param lease_s: how long a lease lasts (for the reason).
+    :param by: this worker's name as a lease holder (``'<host>:<pid>'``):
+        the reason names it and the holder whose lease ran out, so that
+        the records say which conductor drove the migration and which
+        one ended it.
     :returns: the migrations ended.
     """
     retries = max(worker.settings.migrate_max_retries, 0)
     # Judged from this worker, which has had the database for a whole
     # lease (trust_leases) and drives none of them (held): their worker
     # renewed nothing for a lease while the database answered.
-    stopped = f"its conductor worker stopped while choosing the " \
-        f"destination (it renewed its lease on the migration for none of " \
-        f"the last {lease_s:.0f} s while the database answered); nothing " \
-        f"ran, the guest stays on the source"
-    candidates = [(uuid, STATUS.ACCEPTED, STATUS.ERROR, stopped)
-                  for uuid in queue.stalled(
-                      worker.db, now,
-                      worker.settings.check_timeout * (retries + 2))
-                  if trust_leases]
+    lapsed = queue.stalled(
+        worker.db, now, worker.settings.check_timeout * (retries + 2)) \
+        if trust_leases else []
+    holders = queue.holders(worker.db, [u for u in lapsed
+                                        if u not in held])
+    candidates = [(uuid, STATUS.ACCEPTED, STATUS.ERROR,
+                   _stopped_reason(holders.get(uuid), lease_s, by))
+                  for uuid in lapsed]
     for migration in migrations.get_all(worker.db, status=STATUS.QUEUED):
         updated = migration.updated_at or migration.created_at
         if updated is not None and (now - updated).total_seconds() >= \
@@ -508,6 +511,18 @@ def end_stalled_migrations(worker, ctxt, now, held=(), trust_leases=True,
     return [ended for ended in (
         _end_stalled(worker, ctxt, *candidate) for candidate in candidates
         if candidate[0] not in held) if ended is not None]
+
+
+def _stopped_reason(holder, lease_s, by):
+    """Why a migration whose lease ran out ends, naming its holder and
+    the worker that ends it (either may be unknown)."""
+    worker = f"its conductor worker {holder}" if holder else \
+        "its conductor worker"
+    ended = f" (ended by {by})" if by else ""
+    return (f"{worker} stopped or was cut off while choosing the "
+            f"destination (it renewed its lease on the migration for none "
+            f"of the last {lease_s:.0f} s while the database answered)"
+            f"{ended}; nothing ran, the guest stays on the source")
 
 
 def _end_stalled(worker, ctxt, uuid, status, final, reason):

@@ -69,14 +69,19 @@ class Database:
         which must change nothing).
     :param sqlite_synchronous: whether a SQLite commit waits for the
         disk (``SQLITE_SYNCHRONOUS``); other databases ignore it.
+    :param idle_in_transaction_timeout: PostgreSQL: seconds after which
+        the server ends a session of this Database left idle inside a
+        transaction (its client stopped or lost its network holding
+        row locks); None or 0: the server's setting.
     :raises DatabaseError: if the URL cannot be parsed or its driver is
         not installed (nothing is connected yet), or with ``existing``
         when the SQLite file is not there.
     """
 
     def __init__(self, connection_url, existing=False,
-                 sqlite_synchronous=True):
+                 sqlite_synchronous=True, idle_in_transaction_timeout=None):
         self.sqlite_synchronous = bool(sqlite_synchronous)
+        self.idle_in_transaction_timeout = idle_in_transaction_timeout
         try:
             self.url = sa.engine.make_url(connection_url)
         except sa_exc.ArgumentError as exc:
@@ -105,9 +110,12 @@ class Database:
     @classmethod
     def from_config(cls, conf, existing=False):
         """Open the database named by ``[database] connection``, with
-        ``[database] sqlite_synchronous``."""
+        ``[database] sqlite_synchronous`` and
+        ``idle_in_transaction_timeout``."""
         return cls(conf.database.connection, existing=existing,
-                   sqlite_synchronous=conf.database.sqlite_synchronous)
+                   sqlite_synchronous=conf.database.sqlite_synchronous,
+                   idle_in_transaction_timeout=(
+                       conf.database.idle_in_transaction_timeout))
 
     @property
     def safe_url(self):
@@ -162,7 +170,18 @@ class Database:
             return
         statement = _READ_COMMITTED.get(self.url.get_backend_name())
         if statement:
-            sa.event.listen(engine, 'connect', _read_committed(statement))
+            statements = [statement]
+            if self.url.get_backend_name() == 'postgresql' and \
+                    self.idle_in_transaction_timeout:
+                # A session left inside a transaction by a conductor cut
+                # off from the database would hold its row locks (the
+                # admission lock among them) until the server's TCP
+                # keepalives give up on it: hours, with every conductor
+                # waiting behind it.
+                statements.append(
+                    f"SET SESSION idle_in_transaction_session_timeout = "
+                    f"{int(self.idle_in_transaction_timeout * 1000)}")
+            sa.event.listen(engine, 'connect', _read_committed(*statements))
 
     @contextlib.contextmanager
     def reader(self):
@@ -333,10 +352,11 @@ _READ_COMMITTED = {
 }
 
 
-def _read_committed(statement):
+def _read_committed(*statements):
     def on_connect(dbapi_connection, connection_record):
         cursor = dbapi_connection.cursor()
-        cursor.execute(statement)
+        for statement in statements:
+            cursor.execute(statement)
         cursor.close()
         if not getattr(dbapi_connection, 'autocommit', True):
             dbapi_connection.commit()

@@ -82,7 +82,7 @@ TABLES = {
 # can tell a column forgotten here from one left out on purpose.
 UNREAD = {
     # The conductor's own bookkeeping of a migration in flight.
-    'migrations': ('lease_expires_at', 'start_request'),
+    'migrations': ('lease_expires_at', 'lease_holder', 'start_request'),
     'migration_status_history': ('id',),
     # The report's own copies of its scalars are read (as the
     # ComputeNodeReport the repository returned), not the columns'.

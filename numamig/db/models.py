@@ -202,6 +202,12 @@ class Migration(TimestampMixin, Base):
     # migration (release 2): renewed while its task runs; once past,
     # the worker is gone (numamig.conductor.records.end_stalled_migrations).
     lease_expires_at = sa.Column(UTCDateTime, nullable=True)
+    # Which conductor worker holds that lease ('<host>:<pid>'): only it
+    # renews the lease, so a worker cut off from the database for longer
+    # than a lease, whose migrations another worker ended meanwhile,
+    # never extends a lease it lost. Kept after the migration moves on:
+    # the record of which conductor drove its destination choice.
+    lease_holder = sa.Column(sa.String(255), nullable=True)
     # A queued migration's start request (release 2): the
     # live-migrate data cast to its source, as a primitive; NULL once it
     # left 'queued' (numamig.conductor.restarts sends it again).

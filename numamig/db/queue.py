@@ -69,13 +69,15 @@ def admission_stamp():
     return _rows.utcnow()
 
 
-def admit(db, limits, max_count, lease_s=None, now=None):
+def admit(db, limits, max_count, lease_s=None, now=None, holder=None):
     """Admit up to ``max_count`` waiting migrations within ``limits``.
 
     :param lease_s: seconds the admitting worker holds each one before it
         must renew (``renew``); None: no lease (judged by age).
     :param now: the ``admitted_at`` to record (``admission_stamp``);
         None: now.
+    :param holder: who holds the leases (the admitting worker's
+        ``'<host>:<pid>'``), recorded as ``lease_holder``.
     :returns: the uuids admitted, in the order they should run.
     """
     if max_count <= 0 or not _anything_waits(db):
@@ -99,7 +101,7 @@ def admit(db, limits, max_count, lease_s=None, now=None):
                 continue
             _rows.run(session, _admit_one(), {
                 'row_id': row.id, 'admitted_at': now, 'updated_at': now,
-                'lease_expires_at': lease})
+                'lease_expires_at': lease, 'lease_holder': holder})
             admitted.append(row.uuid)
             total += 1
             outgoing[row.source_host] += 1
@@ -200,7 +202,13 @@ def position_in(session, uuid):
         _M.uuid == uuid, WAITING)).first()
     if row is None:
         return None
-    return position_of(session, row.id, row.priority)
+    # Under READ COMMITTED the count sees what committed after the read
+    # above: a worker may have admitted the migration in between. A
+    # waiting migration counts itself, so 0 means just that: it waits
+    # no more (found when another conductor's admissions resumed at
+    # once while a request was answered; a place of 0 made the client
+    # refuse the whole answer).
+    return position_of(session, row.id, row.priority) or None
 
 
 def position_of(session, row_id, priority):
@@ -256,8 +264,8 @@ def requeue(db, uuid):
         result = session.execute(sa.update(_M).where(
             _M.uuid == uuid, _M.status == STATUS.ACCEPTED).values(
                 admitted_at=None, dest_host=None, lease_expires_at=None,
-                updated_at=_rows.utcnow()).execution_options(
-                    synchronize_session=False))
+                lease_holder=None, updated_at=_rows.utcnow())
+            .execution_options(synchronize_session=False))
         return result.rowcount == 1
 
 
@@ -275,28 +283,37 @@ def release(db, uuids):
         result = session.execute(sa.update(_M).where(
             _M.uuid.in_(sorted(uuids)), _M.status == STATUS.ACCEPTED,
             _M.dest_host.is_(None)).values(
-                admitted_at=None, lease_expires_at=None,
+                admitted_at=None, lease_expires_at=None, lease_holder=None,
                 updated_at=_rows.utcnow()).execution_options(
                     synchronize_session=False))
         return result.rowcount
 
 
-def renew(db, uuids, lease_s):
+def renew(db, uuids, lease_s, holder=None):
     """Extend the leases of the admitted migrations a worker still drives.
 
     Only those still ``accepted`` are renewed: one that moved on is no
     longer the worker's to hold. ``updated_at`` stays: it tells operators
     when the migration last changed.
 
+    :param holder: renew only the leases this worker holds (its
+        ``lease_holder``): a worker back after a partition longer than
+        its leases may still count as its own a migration that another
+        worker ended, or that went back to the queue and was admitted by
+        another worker; it must not extend that worker's lease (None:
+        whoever holds it, for rows admitted without a holder).
     :returns: how many were renewed.
     """
     if not uuids:
         return 0
     with db.writer() as session:
-        result = session.execute(sa.update(_M).where(
+        query = sa.update(_M).where(
             _M.uuid.in_(sorted(uuids)), _M.status == STATUS.ACCEPTED,
-            _M.admitted_at.is_not(None)).values(
-                lease_expires_at=_rows.utcnow() + _seconds(lease_s))
+            _M.admitted_at.is_not(None))
+        if holder is not None:
+            query = query.where(_M.lease_holder == holder)
+        result = session.execute(query.values(
+            lease_expires_at=_rows.utcnow() + _seconds(lease_s))
             .execution_options(synchronize_session=False))
         return result.rowcount
 
@@ -312,6 +329,17 @@ def stalled(db, now, unleased_patience_s):
                 _M.lease_expires_at.is_(None),
                 _M.updated_at < now - _seconds(unleased_patience_s))))
             .order_by(_M.id)))
+
+
+def holders(db, uuids):
+    """{uuid: lease_holder} of ``uuids`` (None where no holder was
+    recorded): the conductor worker that drove each one's destination
+    choice."""
+    if not uuids:
+        return {}
+    with db.reader() as session:
+        return dict(session.execute(sa.select(_M.uuid, _M.lease_holder)
+                                    .where(_M.uuid.in_(sorted(uuids)))).all())
 
 
 def _seconds(value):

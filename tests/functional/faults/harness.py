@@ -13,6 +13,14 @@ What they reach goes through the test's hands:
   ``test+unix:///default?socket=...``: its guests outlive the agent's
   process, as a real host's guests outlive a killed numamig-compute.
 
+With ``conductors`` > 1 each conductor runs in a network namespace of
+its own (tests/fixtures/netns.py), a conductor host of a multi-host
+deployment: it reaches RabbitMQ and PostgreSQL only through its own
+pair of proxies, listening on the root end of its namespace's link, so
+that taking that link down (``cut_conductor``) cuts it off from both, as
+a host whose network fails, while the other conductors and the agents
+go on.
+
 The test itself talks to the broker and the database directly, so its
 own requests and its world checks do not suffer the faults it makes.
 Every daemon runs in a session of its own and is killed with its whole
@@ -42,6 +50,7 @@ from numamig.db import compute_nodes
 from numamig_ci import libvirt_hosts
 from tests.fixtures import database
 from tests.fixtures import libvirt_daemons
+from tests.fixtures import netns
 from tests.fixtures import postgres_pair
 from tests.fixtures import rpc as rpc_fixture
 from tests.functional.faults import proxy
@@ -76,11 +85,14 @@ def _rabbitmqctl_works():
 class Daemon:
     """One daemon process: started, killed and restarted by the test."""
 
-    def __init__(self, command, host, config, log_path):
+    def __init__(self, command, host, config, log_path, namespace=None):
+        """:param namespace: a netns.Namespace to run it in (None: the
+            root namespace)."""
         self.command = command
         self.host = host
         self.config = config
         self.log_path = log_path
+        self.namespace = namespace
         self.proc = None
         self.starts = 0
 
@@ -90,8 +102,11 @@ class Daemon:
             log.write(f"\n=== start #{self.starts + 1} by the fault suite "
                       f"===\n")
             log.flush()
+            argv = [script, '--config-file', self.config]
+            if self.namespace is not None:
+                argv = self.namespace.command(argv)
             self.proc = subprocess.Popen(
-                [script, '--config-file', self.config], stdout=log,
+                argv, stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
         self.starts += 1
@@ -122,11 +137,15 @@ class FaultDeployment(fixtures.Fixture):
     :ivar db: numamig.db.api.Database on the test's database, direct.
     :ivar broker: the Proxy between the daemons and RabbitMQ.
     :ivar database: the Proxy between the daemons and PostgreSQL.
-    :ivar conductor: the conductor's Daemon; ``agents``: host -> Daemon.
+    :ivar conductor: the (first) conductor's Daemon; ``conductors``:
+        every conductor's Daemon; ``agents``: host -> Daemon.
+    :ivar links: with several conductors, conductor host -> ConductorLink
+        (its namespace and the two proxies it reaches the servers by).
     :ivar hypervisors: host -> libvirt connection to its test driver.
     """
 
-    def __init__(self, hosts=3, conductor_options=(), standby=False):
+    def __init__(self, hosts=3, conductor_options=(), standby=False,
+                 conductors=1):
         """:param standby: run the database on a primary with a streaming
             standby of the deployment's own (postgres_pair.PostgresPair,
             as ``pair``), the daemons reaching it by libpq's multi-host
@@ -137,6 +156,7 @@ class FaultDeployment(fixtures.Fixture):
         self.host_count = hosts
         self.conductor_options = tuple(conductor_options)
         self.standby = standby
+        self.conductor_count = conductors
 
     def _setUp(self):  # noqa: N802 - the fixtures API
         self.dir = self.useFixture(fixtures.TempDir()).path
@@ -161,7 +181,13 @@ class FaultDeployment(fixtures.Fixture):
         self._probe = names.conductor_api(self.rpc.transport, timeout=2)
         self._uris = {}
         self.hypervisors = {h: self._hypervisor(h) for h in self.hosts}
-        self.conductor = self._daemon('numamig-conductor', f'fault-{self.tag}')
+        self.links = {}
+        if self.conductor_count == 1:
+            self.conductors = [self._daemon('numamig-conductor',
+                                            f'fault-{self.tag}')]
+        else:
+            self.conductors = self._conductors_on_hosts()
+        self.conductor = self.conductors[0]
         self.agents = {h: self._daemon('numamig-compute', h)
                        for h in self.hosts}
         # Registered last: run first at clean-up, before the proxies,
@@ -171,12 +197,47 @@ class FaultDeployment(fixtures.Fixture):
             daemon.start()
         self.wait_for_reports()
 
+    def _conductors_on_hosts(self):
+        """One conductor per network namespace, each reaching the broker
+        and the database by proxies of its own on its link's root end."""
+        if self.standby:
+            raise ValueError("conductors in namespaces reach the database "
+                             "through a proxy: not with standby=True")
+        spaces = self.useFixture(netns.Namespaces(self.conductor_count,
+                                                  prefix='nm'))
+        self.namespaces = spaces
+        conductors = []
+        for index, space in enumerate(spaces.namespaces):
+            host = f'fault-{self.tag}-conductor-{index}'
+            broker = self._proxy(RABBIT_ADDRESS, f'broker-{index}',
+                                 listen=space.host_address)
+            database_ = self._proxy(self._db_upstream, f'database-{index}',
+                                    listen=space.host_address)
+            self.links[host] = ConductorLink(space, broker, database_)
+            conductors.append(self._daemon(
+                'numamig-conductor', host, namespace=space,
+                broker_url=f'rabbit://guest:guest@{space.host_address}:'
+                           f'{broker.port}/{self.vhost}',
+                db_url=sa.engine.make_url(self._daemon_db_url).set(
+                    host=space.host_address,
+                    port=database_.port).render_as_string(
+                        hide_password=False)))
+        return conductors
+
+    def cut_conductor(self, daemon):
+        """Take the link of ``daemon``'s namespace down: that conductor
+        reaches neither the broker nor the database, nothing is reset."""
+        self.namespaces.cut(self.links[daemon.host].namespace)
+
+    def restore_conductor(self, daemon):
+        self.namespaces.restore(self.links[daemon.host].namespace)
+
     def _proxied_database(self):
         db = self.useFixture(database.ServerDatabase('postgresql'))
         self.db = db.db
         db_url = sa.engine.make_url(db.url)
-        self.database = self._proxy(
-            (db_url.host or '127.0.0.1', db_url.port or 5432), 'database')
+        self._db_upstream = (db_url.host or '127.0.0.1', db_url.port or 5432)
+        self.database = self._proxy(self._db_upstream, 'database')
         self._daemon_db_url = db_url.set(
             host='127.0.0.1', port=self.database.port).render_as_string(
                 hide_password=False)
@@ -200,8 +261,8 @@ class FaultDeployment(fixtures.Fixture):
         return (f'rabbit://guest:guest@{RABBIT_ADDRESS[0]}:'
                 f'{RABBIT_ADDRESS[1]}/{self.vhost}')
 
-    def _proxy(self, upstream, name):
-        found = proxy.Proxy(upstream, name)
+    def _proxy(self, upstream, name, listen='127.0.0.1'):
+        found = proxy.Proxy(upstream, name, listen=listen)
         self.addCleanup(found.close)
         return found
 
@@ -220,11 +281,13 @@ class FaultDeployment(fixtures.Fixture):
         self._uris[host] = uri
         return conn
 
-    def _daemon(self, command, host):
+    def _daemon(self, command, host, namespace=None, broker_url=None,
+                db_url=None):
         lines = ['[DEFAULT]', f'host = {host}',
-                 f'transport_url = {self._daemon_broker_url}',
+                 f'transport_url = {broker_url or self._daemon_broker_url}',
                  f'state_path = {self.dir}', 'report_interval = 2',
-                 '[database]', f'connection = {self._daemon_db_url}',
+                 '[database]',
+                 f'connection = {db_url or self._daemon_db_url}',
                  '[conductor]', 'workers = 1', *self.conductor_options]
         if command == 'numamig-compute':
             lines += ['[libvirt]', f'connection_uri = {self._uris[host]}',
@@ -236,7 +299,8 @@ class FaultDeployment(fixtures.Fixture):
         with open(config, 'w') as handle:
             handle.write('\n'.join(lines) + '\n')
         return Daemon(command, host, config,
-                      os.path.join(self.dir, f'{host}.log'))
+                      os.path.join(self.dir, f'{host}.log'),
+                      namespace=namespace)
 
     def _keep_logs(self, where):
         os.makedirs(where, exist_ok=True)
@@ -244,7 +308,7 @@ class FaultDeployment(fixtures.Fixture):
             shutil.copy(daemon.log_path, where)
 
     def daemons(self):
-        return [self.conductor, *self.agents.values()]
+        return [*self.conductors, *self.agents.values()]
 
     def _kill_all(self):
         for daemon in self.daemons():
@@ -326,6 +390,17 @@ class FaultDeployment(fixtures.Fixture):
             for name in exchanges:
                 _quietly_delete(channel.exchange_delete, name)
         return len(queues) + len(exchanges)
+
+
+class ConductorLink:
+    """A conductor host's network: its namespace and the proxies (on
+    the namespace link's root end) it reaches RabbitMQ and PostgreSQL
+    by."""
+
+    def __init__(self, namespace, broker, database):
+        self.namespace = namespace
+        self.broker = broker
+        self.database = database
 
 
 def _rabbitmqctl(*args):

@@ -18,7 +18,9 @@ touching the servers other people use on this machine:
   hangs, or a partitioned link that heals).
 
 Plain threads, two per connection (one per direction), bound to
-127.0.0.1 on a port the kernel picks; ``close`` stops everything.
+127.0.0.1 (or the address given: the root namespace's end of a
+conductor namespace's link, netns.py) on a port the kernel picks;
+``close`` stops everything.
 """
 
 import socket
@@ -32,15 +34,16 @@ CHUNK = 65536
 
 
 class Proxy:
-    """Forward 127.0.0.1:<port> to ``upstream`` (host, port).
+    """Forward <listen>:<port> to ``upstream`` (host, port).
 
     :ivar port: the port the daemons connect to, once started.
     """
 
-    def __init__(self, upstream, name):
+    def __init__(self, upstream, name, listen='127.0.0.1'):
         self.upstream = upstream
         self.name = name
-        self._listener = socket.create_server(('127.0.0.1', 0))
+        self.listen = listen
+        self._listener = socket.create_server((listen, 0))
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._links = set()
@@ -149,6 +152,20 @@ class Proxy:
         timer = threading.Timer(seconds, self._flowing.set)
         timer.daemon = True
         timer.start()
+
+    def upstream_ports(self):
+        """The local ports of the proxy's connections to the server: what
+        the server sees as its clients' ports (PostgreSQL's
+        pg_stat_activity.client_port)."""
+        with self._lock:
+            links = list(self._links)
+        ports = set()
+        for _client, server in links:
+            try:
+                ports.add(server.getsockname()[1])
+            except OSError:
+                continue        # closed meanwhile
+        return ports
 
     def open_links(self):
         with self._lock:

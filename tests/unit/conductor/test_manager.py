@@ -15,6 +15,7 @@ from tests.unit.conductor import base
 
 class FakeExecutor:
     lease_s = 15
+    holder = "fake-conductor:1"
 
     def held(self):
         return frozenset()

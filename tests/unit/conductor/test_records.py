@@ -4,6 +4,7 @@ import datetime
 from unittest import mock
 
 import fixtures
+import sqlalchemy as sa
 
 from numamig import exception
 from numamig import fingerprint
@@ -13,6 +14,7 @@ from numamig.db import compute_nodes
 from numamig.db import instances
 from numamig.db import migration_claims
 from numamig.db import migrations
+from numamig.db import models
 from numamig.db import queue
 from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
@@ -197,6 +199,22 @@ class LeasedStalledMigrationsTest(MigrationContextRulesTest):
                       'last 15 s while the database answered', ended.error)
         self.assertIsNone(self._held())
         self.compute_api.drop_move_claim_at_destination.assert_called_once()
+
+    def test_the_reason_names_the_holder_and_who_ended_it(self):
+        # The records say which conductor drove the migration and which
+        # one took over once its lease ran out.
+        self.db_holder('cond-a:12')
+        (ended,) = records.end_stalled_migrations(
+            self.worker, None, self._later(20), lease_s=15, by='cond-b:7')
+        self.assertIn('its conductor worker cond-a:12 stopped or was cut '
+                      'off', ended.error)
+        self.assertIn('(ended by cond-b:7)', ended.error)
+
+    def db_holder(self, holder):
+        with self.db.writer() as session:
+            session.execute(sa.update(models.Migration).where(
+                models.Migration.uuid == self.migration.uuid).values(
+                    lease_holder=holder))
 
     def test_leases_not_trusted_yet_end_nothing(self):
         self.assertEqual([], records.end_stalled_migrations(

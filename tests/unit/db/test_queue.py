@@ -1,6 +1,7 @@
 """The admission queue: order, limits, positions and release."""
 
 import datetime
+from unittest import mock
 
 from numamig import exception
 from numamig.db import _rows
@@ -198,6 +199,22 @@ class ReleaseTestCase(QueueTestCase):
         self.assertEqual(0, queue.release(self.db, set()))
 
 
+class PositionTestCase(QueueTestCase):
+
+    def test_admitted_between_the_two_reads_has_no_place(self):
+        # The row read as waiting, then admitted by another worker
+        # before the count: the count no longer includes it.
+        waiting = self.request(source='a')
+        with mock.patch.object(queue, 'position_of', return_value=0):
+            self.assertIsNone(queue.position(self.db, waiting.uuid))
+
+    def test_a_waiting_migration_counts_itself(self):
+        first = self.request(source='a')
+        second = self.request(source='b')
+        self.assertEqual(1, queue.position(self.db, first.uuid))
+        self.assertEqual(2, queue.position(self.db, second.uuid))
+
+
 class LeaseTestCase(QueueTestCase):
     """Admitted migrations are held by leases their worker renews."""
 
@@ -226,6 +243,41 @@ class LeaseTestCase(QueueTestCase):
         self.assertEqual(0, queue.renew(self.db, {waiting.uuid,
                                                   moved_on.uuid}, 60))
         self.assertEqual(0, queue.renew(self.db, set(), 60))
+
+    def test_the_admitting_worker_is_recorded_as_the_holder(self):
+        held = self.request(source='a')
+        queue.admit(self.db, LIMITS, 1, lease_s=15, holder='cond-a:12')
+        self.assertEqual({held.uuid: 'cond-a:12'},
+                         queue.holders(self.db, [held.uuid]))
+        self.assertEqual({}, queue.holders(self.db, []))
+
+    def test_a_worker_renews_only_the_leases_it_holds(self):
+        # Fencing: a worker cut off for longer than its lease comes back
+        # still counting the migration as its own; once it went back in
+        # line and another worker admitted it, the lease is that
+        # worker's and the returning one must not extend it.
+        taken = self.request(source='a')
+        queue.admit(self.db, LIMITS, 1, lease_s=1, holder='cond-a:12')
+        self.assertTrue(queue.requeue(self.db, taken.uuid))
+        self.assertEqual({taken.uuid: None},
+                         queue.holders(self.db, [taken.uuid]),
+                         "back in line: nobody holds it")
+        queue.admit(self.db, LIMITS, 1, lease_s=1, holder='cond-b:7')
+        self.assertEqual(0, queue.renew(self.db, {taken.uuid}, 60,
+                                        holder='cond-a:12'))
+        self.assertEqual([taken.uuid],
+                         queue.stalled(self.db, self.later(30), 3600),
+                         "cond-a's renewal left cond-b's lease alone")
+        self.assertEqual(1, queue.renew(self.db, {taken.uuid}, 60,
+                                        holder='cond-b:7'))
+        self.assertEqual([], queue.stalled(self.db, self.later(30), 3600))
+
+    def test_released_migrations_have_no_holder(self):
+        back = self.request(source='a')
+        queue.admit(self.db, LIMITS, 1, lease_s=1, holder='cond-a:12')
+        self.assertEqual(1, queue.release(self.db, {back.uuid}))
+        self.assertEqual({back.uuid: None},
+                         queue.holders(self.db, [back.uuid]))
 
     def test_waiting_migrations_never_stall(self):
         back = self.request(source='a')

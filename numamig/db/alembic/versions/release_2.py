@@ -36,7 +36,9 @@ What release 2 adds, and why:
     (``admitted_at = created_at``): none is taken as waiting;
   - ``lease_expires_at``, the lease of the conductor worker driving an
     admitted migration (release-1 rows have none and are judged by
-    their age);
+    their age), and ``lease_holder``, which worker holds it: only that
+    worker renews it, and the records say which conductor drove the
+    migration and which one ended it once the lease ran out;
   - the convergence policy and its actions, and the pre-flight
     prediction (``convergence_policy``, ``convergence_actions``,
     ``prediction``, ``predicted_elapsed_ms``,
@@ -88,6 +90,7 @@ _MIGRATION_COLUMNS = (
 )
 _MIGRATION_LATER_COLUMNS = (
     ('lease_expires_at', models.UTCDateTime),
+    ('lease_holder', sa.String(255)),
     # Convergence and the pre-flight prediction.
     ('convergence_policy', sa.String(64)),
     ('convergence_actions', models.JSONText),
