@@ -62,6 +62,9 @@ RABBIT_ADDRESS = ('127.0.0.1', 5672)
 # Each host: 2 cells x 8 pCPUs, 4 of them shared: 12 dedicated pCPUs.
 CAPABILITIES = 'numa-2cell-a.xml'
 SHARED_SET = '0,4,8,12'
+# What the deployment guide tells operators of a RabbitMQ cluster to set.
+QUORUM_LINES = ['[oslo_messaging_rabbit]', 'rabbit_quorum_queue = true',
+                'rabbit_transient_quorum_queue = true']
 
 
 def missing_requirements():
@@ -145,18 +148,27 @@ class FaultDeployment(fixtures.Fixture):
     """
 
     def __init__(self, hosts=3, conductor_options=(), standby=False,
-                 conductors=1):
+                 conductors=1, cluster=None):
         """:param standby: run the database on a primary with a streaming
             standby of the deployment's own (postgres_pair.PostgresPair,
             as ``pair``), the daemons reaching it by libpq's multi-host
             URL with target_session_attrs=read-write, as the deployment
             guide says, and not through a proxy (``database`` is None).
+        :param cluster: a started rabbit_cluster.RabbitCluster: every
+            daemon and the test's own client reach it by a transport_url
+            listing its three nodes, with quorum queues for every queue
+            (``[oslo_messaging_rabbit] rabbit_quorum_queue`` and
+            ``rabbit_transient_quorum_queue``), as the deployment guide
+            says, and not through a proxy (``broker`` is None): its
+            faults are its nodes' own. The deployment gets a vhost of
+            its own on it.
         """
         super().__init__()
         self.host_count = hosts
         self.conductor_options = tuple(conductor_options)
         self.standby = standby
         self.conductor_count = conductors
+        self.cluster = cluster
 
     def _setUp(self):  # noqa: N802 - the fixtures API
         self.dir = self.useFixture(fixtures.TempDir()).path
@@ -165,14 +177,20 @@ class FaultDeployment(fixtures.Fixture):
             self.addCleanup(self._keep_logs, keep)
         self.tag = uuid.uuid4().hex[:8]
         self.hosts = [f'fault-{self.tag}-{i}' for i in range(self.host_count)]
-        direct_url = self._direct_url = self._vhost()
-        self.broker = self._proxy(RABBIT_ADDRESS, 'broker')
+        if self.cluster is not None:
+            direct_url = self._direct_url = self._cluster_vhost()
+            self.broker = None
+            self._daemon_broker_url = direct_url
+            self._quorum_queues()
+        else:
+            direct_url = self._direct_url = self._vhost()
+            self.broker = self._proxy(RABBIT_ADDRESS, 'broker')
+            self._daemon_broker_url = (f'rabbit://guest:guest@127.0.0.1:'
+                                       f'{self.broker.port}/{self.vhost}')
         if self.standby:
             self._pair_database()
         else:
             self._proxied_database()
-        self._daemon_broker_url = (f'rabbit://guest:guest@127.0.0.1:'
-                                   f'{self.broker.port}/{self.vhost}')
         self.rpc = self.useFixture(rpc_fixture.RPCFixture(
             'rabbit', url=direct_url, exchange=rpc.CONTROL_EXCHANGE))
         self.context = self.rpc.context
@@ -203,6 +221,9 @@ class FaultDeployment(fixtures.Fixture):
         if self.standby:
             raise ValueError("conductors in namespaces reach the database "
                              "through a proxy: not with standby=True")
+        if self.cluster is not None:
+            raise ValueError("conductors in namespaces reach the broker "
+                             "through a proxy: not with a cluster")
         spaces = self.useFixture(netns.Namespaces(self.conductor_count,
                                                   prefix='nm'))
         self.namespaces = spaces
@@ -261,6 +282,25 @@ class FaultDeployment(fixtures.Fixture):
         return (f'rabbit://guest:guest@{RABBIT_ADDRESS[0]}:'
                 f'{RABBIT_ADDRESS[1]}/{self.vhost}')
 
+    def _cluster_vhost(self):
+        self.vhost = self.cluster.add_vhost(f'numamig-faults-{self.tag}')
+        self.addCleanup(self.cluster.delete_vhost, self.vhost)
+        return self.cluster.url_for(self.vhost)
+
+    def _quorum_queues(self):
+        """The test's own client declares queues as the daemons do:
+        RabbitMQ refuses a queue declared again with another type."""
+        from oslo_config import fixture as config_fixture
+        from oslo_messaging._drivers import impl_rabbit
+
+        from numamig.conf import CONF
+        CONF.register_opts(impl_rabbit.rabbit_opts,
+                           group='oslo_messaging_rabbit')
+        config = self.useFixture(config_fixture.Config(CONF))
+        config.config(group='oslo_messaging_rabbit',
+                      rabbit_quorum_queue=True,
+                      rabbit_transient_quorum_queue=True)
+
     def _proxy(self, upstream, name, listen='127.0.0.1'):
         found = proxy.Proxy(upstream, name, listen=listen)
         self.addCleanup(found.close)
@@ -289,6 +329,8 @@ class FaultDeployment(fixtures.Fixture):
                  '[database]',
                  f'connection = {db_url or self._daemon_db_url}',
                  '[conductor]', 'workers = 1', *self.conductor_options]
+        if self.cluster is not None:
+            lines += QUORUM_LINES
         if command == 'numamig-compute':
             lines += ['[libvirt]', f'connection_uri = {self._uris[host]}',
                       'capabilities_file = ' + os.path.join(

@@ -31,6 +31,7 @@ fault's target.
 """
 
 import dataclasses
+import os
 import statistics
 import threading
 import time
@@ -83,6 +84,16 @@ class Outage:
     # FaultDeployment(standby=True)): the primary killed, the standby
     # promoted ``cut_s`` later, the outage's end when it takes writes.
     failover: bool = False
+    # A fault of the deployment's RabbitMQ cluster (harness
+    # FaultDeployment(cluster=...)): 'leader' SIGKILLs the node holding
+    # most of the vhost's queue leaders and starts it again ``cut_s``
+    # later; 'whole' stops every node and starts them all again. The
+    # outage ends when the node, or every node, is back.
+    cluster: str = None
+
+    @property
+    def broker_fault(self):
+        return self.restart or self.cluster is not None
 
 
 # The connections die with transactions under way: for 0.3 s before the
@@ -106,6 +117,22 @@ BROKER_RESTART = Outage('broker-restart', 'broker', BROKER_BOOT_S, 20.0,
 FAILOVER_DETECT_S = 5.0
 PRIMARY_FAILOVER = Outage('primary-failover', 'database', FAILOVER_DETECT_S,
                           15.0, failover=True)
+# The RabbitMQ node holding the queues' leaders lost (its beam SIGKILLed
+# with every connection to it) and started again LEADER_DOWN_S later:
+# the quorum queues elect leaders on the two nodes left, every daemon
+# fails over to them (transport_url lists all three), and the node
+# comes back as a follower.
+LEADER_DOWN_S = 8.0
+LEADER_KILL = Outage('leader-node-killed', 'broker', LEADER_DOWN_S, 20.0,
+                     cluster='leader')
+# The whole cluster restarted: the three nodes stopped at once (a
+# datacentre's power, or an operator's restart of every node), then
+# started together (how long that takes is the cluster's;
+# the requests "during" it are sent while it is down). Quorum queues
+# are durable: they and their messages outlive the restart.
+CLUSTER_RESTART_GUESS_S = 15.0
+CLUSTER_RESTART = Outage('cluster-restarted', 'broker',
+                         CLUSTER_RESTART_GUESS_S, 20.0, cluster='whole')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,12 +156,19 @@ class OutageResult:
     fault: str
     plan: Plan
     settle_s: float = None
+    # From the fault's start to its end (settle_s counts from the end).
+    outage_s: float = None
+    # Migrations not final when a cluster fault began.
+    in_flight: int = None
     # migration uuid -> (status, error)
     ends: dict = dataclasses.field(default_factory=dict)
     # Requests the conductor refused during the outage: (guest, error).
     refused: list = dataclasses.field(default_factory=list)
     # Requests asked again because no answer came (see _request).
     resent: int = 0
+    # Around a cluster fault, what each of those was answered: (guest,
+    # error).
+    lost: list = dataclasses.field(default_factory=list)
     problems: list = dataclasses.field(default_factory=list)
 
     @property
@@ -191,6 +225,7 @@ def run_round(deployment, outage, plan, rng):
     deployment.api.wait_until_ready(deployment.context, attempt_timeout=5,
                                     max_attempts=24)
     result = OutageResult(outage.name, plan)
+    log_marks = _log_marks(deployment)
     asked = {}      # migration uuid -> (guest, destination)
     retry = []      # (migration uuid, guest, destination)
 
@@ -204,8 +239,7 @@ def run_round(deployment, outage, plan, rng):
             result.refused.append((guest, text))
             # A request that meets the database gone is refused saying
             # so: a true cause, whenever it was sent.
-            if not (outage.proxy == 'database' and
-                    'database' in text.lower()):
+            if not _names_cause(outage, text):
                 result.problems.append(
                     f"request to migrate {guest} refused for a cause that "
                     f"did not happen: {text[:300]}")
@@ -223,6 +257,7 @@ def run_round(deployment, outage, plan, rng):
     for sender in senders:
         sender.start()
     time.sleep(plan.lead_s)
+    began = time.monotonic()
     ended = _make(deployment, outage)
     for guest, dest in plan.during:
         pause = rng.uniform(0, max(ended - time.monotonic(), 0) /
@@ -232,6 +267,8 @@ def run_round(deployment, outage, plan, rng):
     time.sleep(max(ended - time.monotonic(), 0))
     if outage.failover:
         ended = _promoted(deployment)
+    if outage.cluster:
+        ended = _cluster_back(deployment)
     for sender in senders:
         sender.join(rounds.SETTLE_DEADLINE_S)
     for uuid, guest, dest in list(retry):
@@ -248,9 +285,13 @@ def run_round(deployment, outage, plan, rng):
     for guest, dest in plan.after:
         time.sleep(rng.uniform(0, AFTER_WINDOW_S / max(len(plan.after), 1)))
         ask(guest, dest)
+    result.outage_s = ended - began
+    result.in_flight = getattr(deployment, 'in_flight', None)
     result.settle_s, found = rounds.settle(deployment, ended)
     result.problems += found
     result.problems += _outcomes(deployment, asked, result)
+    if outage.cluster:
+        result.problems += _tracebacks(deployment, log_marks)
     if result.settle_s is not None and result.settle_s > outage.target_s:
         result.problems.append(
             f"settled {result.settle_s:.1f} s after the outage ended, over "
@@ -273,12 +314,21 @@ def _request(deployment, outage, result, guest, dest, uuid):
             return deployment.api.live_migrate_instance(
                 deployment.context, guest, dest_host=dest,
                 migration_uuid=uuid,
-                timeout=REQUEST_TIMEOUT_S if outage.restart else None)
+                timeout=REQUEST_TIMEOUT_S if outage.broker_fault else None)
         except (messaging.MessagingTimeout,
-                messaging.MessageDeliveryFailure):
-            if not outage.restart or time.monotonic() > deadline:
+                messaging.MessageDeliveryFailure) as exc:
+            if not outage.broker_fault or time.monotonic() > deadline:
                 raise
             result.resent += 1
+            if outage.cluster:
+                # What the operator's script was told: one line, and no
+                # traceback of another process.
+                text = f"{type(exc).__name__}: {exc}"
+                result.lost.append((guest, text))
+                if '\n' in str(exc).strip() or 'Traceback' in text:
+                    result.problems.append(
+                        f"request to migrate {guest} answered with more "
+                        f"than one line: {text[:600]}")
 
 
 def _make(deployment, outage):
@@ -289,6 +339,8 @@ def _make(deployment, outage):
     if outage.failover:
         deployment.pair.lose_primary()
         return time.monotonic() + outage.cut_s
+    if outage.cluster:
+        return _cluster_fault(deployment, outage)
     proxy = getattr(deployment, outage.proxy)
     if not outage.restart:
         proxy.cut(outage.cut_s, unanswered_s=outage.unanswered_s)
@@ -307,6 +359,92 @@ def _promoted(deployment):
     """Promote the pair's standby; the monotonic time it takes writes."""
     deployment.pair.promote()
     return time.monotonic()
+
+
+def _names_cause(outage, text):
+    """Whether a refused request names the outage that happened."""
+    text = text.lower()
+    if outage.proxy == 'database':
+        return 'database' in text
+    if outage.cluster:
+        # An operator's request that no node took within its deadline.
+        return 'broker' in text or 'timed out' in text
+    return False
+
+
+def _cluster_fault(deployment, outage):
+    """Start the cluster fault in a thread of its own (the requests
+    "during" it are sent meanwhile); _cluster_back waits for its end.
+    Returns when the fault is expected to end."""
+    cluster = deployment.cluster
+    deployment.in_flight = sum(
+        m.status not in rounds.world.FINAL
+        for m in migrations.get_all(deployment.db))
+    if outage.cluster == 'leader':
+        node = cluster.leader_node(deployment.vhost)
+        deployment.fault_node = node.name
+        node.kill()
+
+        def back():
+            time.sleep(outage.cut_s)
+            node.start()
+            node.wait_started()
+    else:
+        deployment.fault_node = 'all'
+
+        def back():
+            cluster.stop_all(together=True)
+            cluster.start_all()
+    deployment.fault_thread = _Thread(back)
+    return time.monotonic() + outage.cut_s
+
+
+class _Thread(threading.Thread):
+    """A thread whose exception join re-raises."""
+
+    def __init__(self, work):
+        super().__init__(daemon=True)
+        self._work = work
+        self.error = None
+        self.start()
+
+    def run(self):
+        try:
+            self._work()
+        except BaseException as exc:  # noqa: BLE001 - re-raised by join
+            self.error = exc
+
+    def join(self, timeout=None):
+        super().join(timeout)
+        if self.error is not None:
+            raise self.error
+
+
+def _cluster_back(deployment):
+    """The monotonic time the faulted node, or every node, is back."""
+    deployment.fault_thread.join(rounds.SETTLE_DEADLINE_S)
+    return time.monotonic()
+
+
+def _log_marks(deployment):
+    """Each daemon's log size: where this round's lines begin."""
+    return {d.log_path: os.path.getsize(d.log_path)
+            for d in deployment.daemons()}
+
+
+def _tracebacks(deployment, marks):
+    """A daemon that logged a traceback during the round: a fault of the
+    broker is an outage to ride out, not an error to dump."""
+    found = []
+    for daemon in deployment.daemons():
+        with open(daemon.log_path, errors='replace') as log:
+            log.seek(marks.get(daemon.log_path, 0))
+            text = log.read()
+        if 'Traceback' in text:
+            at = text.index('Traceback')
+            found.append(f"{daemon.host} logged a traceback: "
+                         f"{text[max(at - 400, 0):at + 1200]}")
+    return found
 
 
 def _outcomes(deployment, asked, result):
