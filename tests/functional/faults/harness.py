@@ -344,6 +344,24 @@ class FaultDeployment(fixtures.Fixture):
                       os.path.join(self.dir, f'{host}.log'),
                       namespace=namespace)
 
+    def manage(self, *argv, timeout=90):
+        """Run ``numamig-manage`` as an operator's shell would, with a
+        configuration of its own reaching the daemons' broker and
+        database; returns the CompletedProcess (text)."""
+        config = os.path.join(self.dir, 'manage.conf')
+        if not os.path.exists(config):
+            lines = ['[DEFAULT]', f'transport_url = {self._daemon_broker_url}',
+                     '[database]', f'connection = {self._daemon_db_url}']
+            if self.cluster is not None:
+                lines += QUORUM_LINES
+            with open(config, 'w') as handle:
+                handle.write('\n'.join(lines) + '\n')
+        script = os.path.join(os.path.dirname(sys.executable),
+                              'numamig-manage')
+        return subprocess.run([script, '--config-file', config, *argv],
+                              capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
     def _keep_logs(self, where):
         os.makedirs(where, exist_ok=True)
         for daemon in self.daemons():

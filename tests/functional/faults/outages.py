@@ -31,6 +31,7 @@ fault's target.
 """
 
 import dataclasses
+import json
 import os
 import statistics
 import threading
@@ -59,6 +60,10 @@ AFTER_WINDOW_S = 1.0
 # again, for up to REQUEST_DEADLINE_S.
 REQUEST_TIMEOUT_S = 5
 REQUEST_DEADLINE_S = 60
+# numamig-manage's exit code for "the conductor (or broker) cannot be
+# reached", and how long an operator runs it again during a fault.
+CLI_UNREACHABLE = 255
+CLI_DEADLINE_S = 90
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +165,11 @@ class OutageResult:
     outage_s: float = None
     # Migrations not final when a cluster fault began.
     in_flight: int = None
+    # When the round's migrations last changed (their updated_at), and
+    # the last of them in seconds from the fault's start: a fault
+    # ridden out ends them while it lasts.
+    end_times: list = dataclasses.field(default_factory=list)
+    last_end_s: float = None
     # migration uuid -> (status, error)
     ends: dict = dataclasses.field(default_factory=dict)
     # Requests the conductor refused during the outage: (guest, error).
@@ -257,13 +267,17 @@ def run_round(deployment, outage, plan, rng):
     for sender in senders:
         sender.start()
     time.sleep(plan.lead_s)
-    began = time.monotonic()
+    began, began_wall = time.monotonic(), time.time()
     ended = _make(deployment, outage)
-    for guest, dest in plan.during:
+    for index, (guest, dest) in enumerate(plan.during):
         pause = rng.uniform(0, max(ended - time.monotonic(), 0) /
                             max(len(plan.during), 1))
         time.sleep(pause)
-        ask(guest, dest)
+        if outage.cluster and index == 0:
+            # An operator's command, not only a script's client.
+            _ask_by_cli(deployment, result, asked, guest, dest)
+        else:
+            ask(guest, dest)
     time.sleep(max(ended - time.monotonic(), 0))
     if outage.failover:
         ended = _promoted(deployment)
@@ -290,6 +304,9 @@ def run_round(deployment, outage, plan, rng):
     result.settle_s, found = rounds.settle(deployment, ended)
     result.problems += found
     result.problems += _outcomes(deployment, asked, result)
+    ends = [t.timestamp() for t in result.end_times if t is not None]
+    if ends:
+        result.last_end_s = max(ends) - began_wall
     if outage.cluster:
         result.problems += _tracebacks(deployment, log_marks)
     if result.settle_s is not None and result.settle_s > outage.target_s:
@@ -361,6 +378,44 @@ def _promoted(deployment):
     return time.monotonic()
 
 
+def _ask_by_cli(deployment, result, asked, guest, dest):
+    """``numamig-manage migration start`` during a cluster fault, run
+    again while it says it could not reach the broker or the conductor
+    (exit 255), as an operator would, until CLI_DEADLINE_S.
+
+    Each refusal must be one line on stderr with no traceback; the
+    command that succeeds names the migration it recorded, which joins
+    the round's (it must complete like the others).
+    """
+    deadline = time.monotonic() + CLI_DEADLINE_S
+    argv = ['migration', 'start', guest, '--format', 'json']
+    if dest:
+        argv += ['--host', dest]
+    while True:
+        done = deployment.manage(*argv)
+        if done.returncode == 0:
+            uuid = json.loads(done.stdout)['uuid']
+            asked[uuid] = (guest, dest)
+            return
+        text = done.stderr.strip()
+        result.lost.append((guest, f"numamig-manage exit "
+                                   f"{done.returncode}: {text}"))
+        if done.returncode != CLI_UNREACHABLE or '\n' in text or \
+                'Traceback' in text or not text:
+            result.problems.append(
+                f"numamig-manage migration start {guest} exited "
+                f"{done.returncode} during the fault, not with one line "
+                f"saying what it could not reach: {text[:600]!r}")
+            return
+        if time.monotonic() > deadline:
+            result.problems.append(
+                f"numamig-manage migration start {guest} still refused "
+                f"{CLI_DEADLINE_S} s into the fault: {text[:300]}")
+            return
+        result.resent += 1
+        time.sleep(1)
+
+
 def _names_cause(outage, text):
     """Whether a refused request names the outage that happened."""
     text = text.lower()
@@ -406,6 +461,7 @@ class _Thread(threading.Thread):
         super().__init__(daemon=True)
         self._work = work
         self.error = None
+        self.ended_at = None
         self.start()
 
     def run(self):
@@ -413,6 +469,8 @@ class _Thread(threading.Thread):
             self._work()
         except BaseException as exc:  # noqa: BLE001 - re-raised by join
             self.error = exc
+        finally:
+            self.ended_at = time.monotonic()
 
     def join(self, timeout=None):
         super().join(timeout)
@@ -421,9 +479,9 @@ class _Thread(threading.Thread):
 
 
 def _cluster_back(deployment):
-    """The monotonic time the faulted node, or every node, is back."""
+    """The monotonic time the faulted node, or every node, was back."""
     deployment.fault_thread.join(rounds.SETTLE_DEADLINE_S)
-    return time.monotonic()
+    return deployment.fault_thread.ended_at or time.monotonic()
 
 
 def _log_marks(deployment):
@@ -461,6 +519,7 @@ def _outcomes(deployment, asked, result):
             continue
         error = migration.get('error') or ''
         result.ends[uuid] = (migration.status, error)
+        result.end_times.append(migration.get('updated_at'))
         if migration.status != COMPLETED:
             found.append(f"migration {uuid} of {guest} "
                          f"({'to ' + dest if dest else 'scheduled'}) ended "

@@ -26,6 +26,12 @@ succeeds; no daemon logged a traceback; the world check (world.py) is
 clean within 20 s of the node's (or the cluster's) return; the settle
 time is printed.
 
+``test_leader_node_killed`` and ``test_whole_cluster_restarted`` run
+always, two rounds each (about 2 minutes together, the cluster's start
+included); ``test_many_rounds`` runs when NUMAMIG_CLUSTER_ROUNDS=N is
+set: N rounds of each fault in a random order (NUMAMIG_FAULT_SEED=S
+replays it).
+
 The cluster is started once for the class (it takes 15-20 s on the
 project's 2-core machines) and every test gets a vhost of its own on it.
 """
@@ -42,6 +48,11 @@ from tests.functional.faults import outages
 from tests.functional.faults import test_outages
 
 SEED_ENV = test_outages.SEED_ENV
+ROUNDS_ENV = 'NUMAMIG_CLUSTER_ROUNDS'
+
+
+def _seconds(value):
+    return 'never' if value is None else f"{value:.1f} s"
 
 
 class ClusterFaultTest(base.TestCase):
@@ -78,6 +89,8 @@ class ClusterFaultTest(base.TestCase):
             self.fail(reason)
         self.seed = int(os.environ.get(SEED_ENV) or random.randrange(10**6))
         self.rng = random.Random(self.seed)
+
+    def deploy(self):
         # A test after a cluster restart finds every node running again.
         self.cluster.start_all()
         self.dep = self.useFixture(harness.FaultDeployment(
@@ -91,17 +104,26 @@ class ClusterFaultTest(base.TestCase):
             if '\t' in line}
         self.assertEqual({'quorum'}, types)
 
-    def run_rounds(self, outage, count):
+    def run_rounds(self, faults):
         results = []
-        for index in range(count):
-            plan = outages.plan_round(self.dep, self.rng, first=index == 0)
+        seen = {}
+        for outage in faults:
+            index = seen.get(outage.name, 0)
+            seen[outage.name] = index + 1
+            # The first round as the issue asked (every request at once,
+            # the fault 0.3 s later); the others with requests during and
+            # after the fault too, the fault as soon.
+            plan = outages.plan_round(self.dep, self.rng, first=index == 0,
+                                      lead_s=outages.ISSUE_LEAD_S)
             result = outages.run_round(self.dep, outage, plan, self.rng)
             results.append(result)
             print(f"{outage.name} round {index + 1} (node "
                   f"{self.dep.fault_node}, {result.in_flight} migrations "
                   f"in flight): back {result.outage_s:.1f} s "
-                  f"after the fault, settled {result.settle_s} s after "
-                  f"that, {len(result.ends)} migrations, "
+                  f"after the fault, the last migration ended "
+                  f"{_seconds(result.last_end_s)} after the fault, "
+                  f"settled {_seconds(result.settle_s)} after it was "
+                  f"back, {len(result.ends)} migrations, "
                   f"{result.resent} requests asked again, problems "
                   f"{result.problems[:3]}", flush=True)
         lines = [f"seed {self.seed} ({SEED_ENV} replays it)",
@@ -121,8 +143,20 @@ class ClusterFaultTest(base.TestCase):
                 self.dep.logs(6000)))
         self.assertEqual([], [r.fault for r in unclean], text)
 
+    def test_many_rounds(self):
+        count = int(os.environ.get(ROUNDS_ENV) or 0)
+        if count <= 0:
+            self.skipTest(f"set {ROUNDS_ENV}=N to run N rounds of each "
+                          f"cluster fault")
+        faults = [outages.LEADER_KILL, outages.CLUSTER_RESTART] * count
+        self.rng.shuffle(faults)
+        self.deploy()
+        self.run_rounds(faults)
+
     def test_leader_node_killed(self):
-        self.run_rounds(outages.LEADER_KILL, 2)
+        self.deploy()
+        self.run_rounds([outages.LEADER_KILL] * 2)
 
     def test_whole_cluster_restarted(self):
-        self.run_rounds(outages.CLUSTER_RESTART, 2)
+        self.deploy()
+        self.run_rounds([outages.CLUSTER_RESTART] * 2)
