@@ -1,11 +1,13 @@
-"""Library log records that alarm operators for nothing, dropped.
+"""Library log records that alarm operators for nothing, dropped or
+told in one line.
 
-Each filter drops exactly one record of one library's logger and lets
-every other record of that logger through. They sit on the library's own
-logger (records created there), so they hold whatever handlers oslo.log
-or a terminal tool configured. oslo.log cannot name these loggers (it
-renames 'oslo_' loggers to 'oslo.') nor filter records, hence stdlib
-logging here and nowhere else but the tools that configure a terminal.
+Each filter drops (or rewrites) exactly one record of one library's
+logger and lets every other record of that logger through. They sit on
+the library's own logger (records created there), so they hold whatever
+handlers oslo.log or a terminal tool configured. oslo.log cannot name
+these loggers (it renames 'oslo_' loggers to 'oslo.') nor filter
+records, hence stdlib logging here and nowhere else but the tools that
+configure a terminal.
 """
 
 import logging
@@ -31,6 +33,36 @@ LOOPING_CALL_LOGGER = 'oslo.service.backend._common.loopingcall'
 OUTLASTED_NOTICE = 'Function %(func_name)r run outlasted'
 PERIODIC_JOBS = 'numamig.periodic.'
 
+# oslo.messaging's rabbit driver logs each failed attempt to reach a
+# broker node at ERROR (and a heartbeat that met a broken connection at
+# WARNING) while it reconnects. A daemon keeps them in its log; a
+# terminal tool (numamig-manage) has no log configured, so Python
+# printed them on stderr, a dozen lines during a broker cluster's
+# restart before the command's own one-line answer (it could not reach
+# the broker or the conductor, exit 255), which is all an operator
+# needs. Dropped in the terminal tools only.
+RABBIT_DRIVER_LOGGER = 'oslo.messaging._drivers.impl_rabbit'
+RECONNECT_NOTICES = (
+    'Connection failed: %s (retrying in %s seconds)',
+    '[%(connection_id)s] AMQP server on %(hostname)s:%(port)s is '
+    'unreachable: %(err_str)s. Trying again in %(sleep_time)d seconds.',
+    'Unexpected error during heartbeat thread processing, retrying...')
+
+# oslo.messaging's AMQP listener logs a message delivered to it a second
+# time with a traceback (logger.exception) and skips it. RabbitMQ
+# delivers again what a consumer received but had not acknowledged when
+# the broker went: with quorum queues (durable, so the message outlives
+# a node's or the whole cluster's restart) every restart of the cluster
+# under load does it. The listener is right to skip it (and numamig's
+# methods are idempotent besides); the traceback read as a failure in
+# the daemon's log. The record is kept, as one line at INFO saying what
+# happened. (A stdlib logger: the module's own name, not 'oslo.'.)
+AMQP_DRIVER_LOGGER = 'oslo_messaging._drivers.amqpdriver'
+DUPLICATE_NOTICE = 'ignoring duplicate message %s'
+DUPLICATE_LINE = ('ignoring message %s: delivered a second time (the '
+                  'broker lost its acknowledgement, as a restart does) and '
+                  'received already')
+
 
 class _Drop(logging.Filter):
     """Drop the records whose message matches; pass the others. ``key``
@@ -45,10 +77,31 @@ class _Drop(logging.Filter):
         return not self.matches(record)
 
 
-def _install(logger_name, key, matches):
+class _OneLine(logging.Filter):
+    """Pass every record; the one ``matches`` names loses its traceback
+    and goes at INFO, with ``message`` (same arguments) for its text."""
+
+    def __init__(self, key, matches, message):
+        super().__init__()
+        self.key = key
+        self.matches = matches
+        self.message = message
+
+    def filter(self, record):
+        if self.matches(record):
+            record.msg = self.message
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno = logging.INFO
+            record.levelname = logging.getLevelName(logging.INFO)
+        return True
+
+
+def _install(logger_name, key, matches, message=None):
     logger = logging.getLogger(logger_name)
     if not any(getattr(f, 'key', None) == key for f in logger.filters):
-        logger.addFilter(_Drop(key, matches))
+        logger.addFilter(_Drop(key, matches) if message is None else
+                         _OneLine(key, matches, message))
 
 
 def quiet_no_fork_notice():
@@ -76,3 +129,19 @@ def quiet_outlasted_notice():
                 record.msg.startswith(OUTLASTED_NOTICE) and
                 str(args.get('func_name', '')).startswith(PERIODIC_JOBS))
     _install(LOOPING_CALL_LOGGER, 'outlasted', matches)
+
+
+def quiet_duplicate_notice():
+    """oslo.messaging's "ignoring duplicate message" traceback as one
+    line at INFO (idempotent)."""
+    _install(AMQP_DRIVER_LOGGER, 'duplicate',
+             lambda record: record.msg == DUPLICATE_NOTICE,
+             DUPLICATE_LINE)
+
+
+def quiet_reconnect_notices():
+    """Drop oslo.messaging's reconnect attempts (RECONNECT_NOTICES) in a
+    terminal tool, which says in one line what it could not reach
+    (idempotent). Not for daemons: their logs keep them."""
+    _install(RABBIT_DRIVER_LOGGER, 'reconnect',
+             lambda record: record.msg in RECONNECT_NOTICES)

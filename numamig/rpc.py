@@ -94,6 +94,7 @@ def get_transport(conf, url=None):
     conf_opts.update_library_defaults()
     _calm_amqp_polling()
     library_notices.quiet_amqp_close_notice()
+    library_notices.quiet_duplicate_notice()
     key = url or _configured_url(conf) or 'default'
     if key not in _TRANSPORTS:
         _TRANSPORTS[key] = messaging.get_rpc_transport(

@@ -1,6 +1,7 @@
 """Unit tests of numamig.library_notices: one record dropped, no other."""
 
 import logging
+import re
 
 from amqp import abstract_channel
 import fixtures
@@ -15,7 +16,9 @@ class LibraryNoticesTest(base.TestCase):
         super().setUp()
         for name in (library_notices.AMQP_LOGGER,
                      library_notices.NO_FORK_LOGGER,
-                     library_notices.LOOPING_CALL_LOGGER):
+                     library_notices.LOOPING_CALL_LOGGER,
+                     library_notices.AMQP_DRIVER_LOGGER,
+                     library_notices.RABBIT_DRIVER_LOGGER):
             logger = logging.getLogger(name)
             self.addCleanup(setattr, logger, 'filters', list(logger.filters))
             logger.filters = []
@@ -66,6 +69,64 @@ class LibraryNoticesTest(base.TestCase):
         self.assertEqual("Function 'somebody.else' run outlasted interval "
                          "by 1.50 sec\nanother warning of the looping call\n",
                          out)
+
+
+    def test_a_duplicate_message_is_one_line_at_info(self):
+        from oslo_messaging._drivers import amqpdriver
+        from oslo_messaging._drivers import common as rpc_common
+        # The record as oslo.messaging's listener makes it.
+        self.assertEqual(library_notices.AMQP_DRIVER_LOGGER,
+                         amqpdriver.LOG.name)
+        self.assertIn(f'LOG.exception("{library_notices.DUPLICATE_NOTICE}"',
+                      _source(amqpdriver))
+        log = self.useFixture(fixtures.FakeLogger(
+            name=library_notices.AMQP_DRIVER_LOGGER, level=logging.INFO,
+            format='%(levelname)s %(message)s'))
+        library_notices.quiet_duplicate_notice()
+        library_notices.quiet_duplicate_notice()
+        logger = logging.getLogger(library_notices.AMQP_DRIVER_LOGGER)
+        try:
+            raise rpc_common.DuplicateMessageError(msg_id='0afa672b')
+        except rpc_common.DuplicateMessageError:
+            logger.exception(library_notices.DUPLICATE_NOTICE, 'c34b89d2')
+            logger.exception("another error of the listener")
+        self.assertEqual(1, len(logger.filters))
+        lines = log.output.splitlines()
+        self.assertEqual(
+            'INFO ignoring message c34b89d2: delivered a second time (the '
+            'broker lost its acknowledgement, as a restart does) and '
+            'received already', lines[0])
+        # Every other record as it was, its traceback included.
+        self.assertEqual('ERROR another error of the listener', lines[1])
+        self.assertIn('Traceback', log.output.split(lines[1], 1)[1])
+
+
+    def test_only_the_reconnect_notices_are_dropped(self):
+        from oslo_messaging._drivers import impl_rabbit
+        self.assertEqual(library_notices.RABBIT_DRIVER_LOGGER,
+                         impl_rabbit.LOG.logger.name)
+        # The templates as the library writes them (fails when it
+        # changes one): adjacent string literals joined.
+        source = re.sub(r"""['"]\s*\n\s*['"]""", '', _source(impl_rabbit))
+        for template in library_notices.RECONNECT_NOTICES:
+            self.assertIn(template, source)
+        out = self._output(
+            library_notices.RABBIT_DRIVER_LOGGER,
+            library_notices.quiet_reconnect_notices,
+            (library_notices.RECONNECT_NOTICES[0],
+             '[Errno 111] Connection refused', 0),
+            (library_notices.RECONNECT_NOTICES[1], {
+                'connection_id': 'ed4b52f1', 'hostname': '127.0.0.1',
+                'port': 45735, 'err_str': '[Errno 104] Connection reset',
+                'sleep_time': 1}),
+            (library_notices.RECONNECT_NOTICES[2],),
+            ("The broker has blocked the connection",))
+        self.assertEqual("The broker has blocked the connection\n", out)
+
+
+def _source(module):
+    import inspect
+    return inspect.getsource(module)
 
 
 def _oslo_looping_call_source():

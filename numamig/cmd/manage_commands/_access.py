@@ -67,6 +67,10 @@ def conductor(timeout=CALL_TIMEOUT):
     """
     from numamig import _backend
     from numamig import broker
+    from numamig import library_notices
+    # The command answers in one line when the broker cannot be reached;
+    # the driver's attempts are not the operator's to read.
+    library_notices.quiet_reconnect_notices()
     with _backend.without_yaml():
         # kombu, loaded with the rabbit driver, would load PyYAML for
         # nothing (_backend.without_yaml).

@@ -7,6 +7,9 @@ What they reach goes through the test's hands:
 * RabbitMQ through a Proxy (proxy.py), on a vhost of the test's own
   (created with rabbitmqctl, deleted at clean-up): the shared server is
   never stopped or paused, its connections are cut or frozen instead;
+  or, with ``cluster``, a RabbitMQ cluster of the test's own
+  (tests/fixtures/rabbit_cluster.py) whose nodes the test kills and
+  restarts itself;
 * PostgreSQL through another Proxy, on a database of the test's own;
 * each compute host's hypervisor is the libvirt test driver served by a
   libvirtd of the host's own (numamig_ci.libvirt_hosts), reached as

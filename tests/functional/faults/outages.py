@@ -165,9 +165,9 @@ class OutageResult:
     outage_s: float = None
     # Migrations not final when a cluster fault began.
     in_flight: int = None
-    # When the round's migrations last changed (their updated_at), and
-    # the last of them in seconds from the fault's start: a fault
-    # ridden out ends them while it lasts.
+    # (guest, when its migration last changed: updated_at), and the last
+    # of those asked before the fault, in seconds from its start: a
+    # fault ridden out ends them while it lasts.
     end_times: list = dataclasses.field(default_factory=list)
     last_end_s: float = None
     # migration uuid -> (status, error)
@@ -304,7 +304,10 @@ def run_round(deployment, outage, plan, rng):
     result.settle_s, found = rounds.settle(deployment, ended)
     result.problems += found
     result.problems += _outcomes(deployment, asked, result)
-    ends = [t.timestamp() for t in result.end_times if t is not None]
+    # Of the migrations asked before the fault: those it caught.
+    before = {guest for guest, _dest in plan.before}
+    ends = [t.timestamp() for guest, t in result.end_times
+            if t is not None and guest in before]
     if ends:
         result.last_end_s = max(ends) - began_wall
     if outage.cluster:
@@ -519,7 +522,7 @@ def _outcomes(deployment, asked, result):
             continue
         error = migration.get('error') or ''
         result.ends[uuid] = (migration.status, error)
-        result.end_times.append(migration.get('updated_at'))
+        result.end_times.append((guest, migration.get('updated_at')))
         if migration.status != COMPLETED:
             found.append(f"migration {uuid} of {guest} "
                          f"({'to ' + dest if dest else 'scheduled'}) ended "
