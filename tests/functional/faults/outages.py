@@ -274,7 +274,9 @@ def run_round(deployment, outage, plan, rng):
                             max(len(plan.during), 1))
         time.sleep(pause)
         if outage.cluster and index == 0:
-            # An operator's command, not only a script's client.
+            # An operator's command, not only a script's client, once
+            # the fault has taken the node (every node) down.
+            deployment.fault_down.wait(rounds.SETTLE_DEADLINE_S)
             _ask_by_cli(deployment, result, asked, guest, dest)
         else:
             ask(guest, dest)
@@ -438,10 +440,12 @@ def _cluster_fault(deployment, outage):
     deployment.in_flight = sum(
         m.status not in rounds.world.FINAL
         for m in migrations.get_all(deployment.db))
+    deployment.fault_down = down = threading.Event()
     if outage.cluster == 'leader':
         node = cluster.leader_node(deployment.vhost)
         deployment.fault_node = node.name
         node.kill()
+        down.set()
 
         def back():
             time.sleep(outage.cut_s)
@@ -451,7 +455,10 @@ def _cluster_fault(deployment, outage):
         deployment.fault_node = 'all'
 
         def back():
-            cluster.stop_all(together=True)
+            try:
+                cluster.stop_all(together=True)
+            finally:
+                down.set()
             cluster.start_all()
     deployment.fault_thread = _Thread(back)
     return time.monotonic() + outage.cut_s
