@@ -106,8 +106,8 @@ LAYERS = {
     'filemodes': ('modes of the files numamig writes; a leaf', ()),
     'log_brief': ('peers\' errors logged as their message',
                   ('exception',)),
-    'library_notices': ('libraries\' alarming log records dropped; a leaf',
-                        ()),
+    'library_notices': ('libraries\' alarming log records dropped or told '
+                        'in one line; a leaf', ()),
     '_backend': ('the daemons\' oslo.service backend choice; a leaf', ()),
     'metrics': ('the daemons\' Prometheus endpoint', ('exception',)),
     'notifications': ('versioned notifications: payloads and the '
@@ -213,7 +213,9 @@ LAYERS = {
              'scheduler',
              'audit', 'conductor.rpcapi', 'db', 'virt', 'numa', 'convergence',
              'rpc', 'conf',
-             'context', 'objects', 'cpuspec', 'exception', '_backend')),
+             'context', 'objects', 'cpuspec', 'exception', '_backend',
+             # The driver's reconnect attempts kept off the terminal.
+             'library_notices')),
     'showcase': ('the demo', ('cmd', 'embedded', 'audit', 'virt', 'objects',
                               'cpuspec')),
     'cmd.embedded': ('the demo\'s command',
