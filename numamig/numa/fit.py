@@ -13,6 +13,14 @@ the lexicographically first assignment in the strategy's host-cell order:
 
 Ties keep host cell id order. Inputs are never modified.
 
+Nearest first: on a host whose cells are not all equally far apart
+(numa/distance.py), a guest of several cells goes to the fitting set of
+host cells of least distance cost (distance.cost: the sum over pairs of
+guest cells of the distance between their host cells); among sets of
+equal cost, the answer is the one the order above gives first. On a host
+whose remote distances are all equal every set costs the same, no set is
+compared and the answer is exactly the order's first (_nearest).
+
 A fit reads views of its inputs (numa/views.py: made here when it is
 given the objects), decides from counts, and leaves the pins, the placed
 topology and a refusal's text to be worked out when the FitResult is
@@ -20,15 +28,39 @@ read (numa/result.py).
 """
 
 import functools
+import itertools
+import math
+import typing
 
 from numamig import exception
 from numamig.numa import cellfit
+from numamig.numa import distance
 from numamig.numa import matching
 from numamig.numa import placed
 from numamig.numa import result
 from numamig.numa import views
 
 STRATEGIES = ('spread', 'pack')
+
+# Sets of host cells the nearest-first search compares exactly, at most:
+# C(8, 4) = 70 on an 8-node host (two sockets of NPS4), C(12, 6) = 924;
+# beyond it (16 nodes and more) it compares one set per host cell
+# (_nearby_sets) and may miss the least cost, never doing worse than the
+# order's first.
+MAX_SETS = 1000
+
+
+class Distance(typing.NamedTuple):
+    """The distance side of a fit's answer.
+
+    ``cost``: distance.cost of the host cells chosen. ``excess``:
+    distance.excess, what the scheduler's distance weigher reads.
+    ``reason``: why these cells, naming the cost.
+    """
+
+    cost: int
+    excess: int
+    reason: str
 
 
 def fit(host_topology, request, limits=None, strategy='spread',
@@ -50,19 +82,22 @@ def fit(host_topology, request, limits=None, strategy='spread',
     """
     _check_parameters(strategy, pagesize_kb)
     wanted = views.RequestView.of(request)
-    hosts = views.HostView.of(host_topology).order(strategy)
+    host_view = views.HostView.of(host_topology)
+    hosts = host_view.order(strategy)
     demands = wanted.demands(pagesize_kb)
     limits = views.limits_view(limits)
+    compared = None
     if len(demands) == 1:
         found, failure = _first_fit(hosts, wanted.guests[0], demands[0],
                                     limits)
     else:
-        found, failure = _matching_fit(hosts, wanted.guests, demands,
-                                       limits)
+        found, failure, compared = _matching_fit(
+            host_view, hosts, wanted.guests, demands, limits)
     if failure:
         return result.FitResult(False, reason=failure)
     return result.FitResult(True, placement=functools.partial(
-        _placement, wanted, found))
+        _placement, wanted, found), distance=functools.partial(
+        _distance, host_view, found, compared))
 
 
 def refusal_reasons(found):
@@ -110,6 +145,28 @@ def _placement(wanted, found):
                             wanted.emulator_threads_policy)
 
 
+def _distance(host_view, found, compared):
+    """Return the Distance of the host cells ``found`` took;
+    ``compared``: how many fitting sets the search compared (None: it
+    compared none, all costing the same or only one possible)."""
+    cells = [host for host, _guest, _demand, _size in found]
+    cost = distance.cost(cells)
+    excess = distance.excess(cells, host_view.cells)
+    ids = ', '.join(str(cell.id) for cell in sorted(cells,
+                                                    key=lambda c: c.id))
+    if len(cells) == 1:
+        why = "one guest cell: no distance between guest cells"
+    elif compared:
+        why = (f"the nearest fitting set; {compared} sets of host cells "
+               f"compared")
+    elif host_view.uniform():
+        why = "every pair of host cells is equally far"
+    else:
+        why = "the only fitting set of host cells"
+    return Distance(cost, excess,
+                    f"host cells {ids}: distance cost {cost} ({why})")
+
+
 def _first_fit(hosts, guest, demand, limits):
     """Choose the first host cell a guest of one cell fits: return
     (((host, guest, demand, page size),), None) or (None, why it fits
@@ -123,26 +180,92 @@ def _first_fit(hosts, guest, demand, limits):
     return None, functools.partial(_nowhere_reason, guest, hosts, outcomes)
 
 
-def _matching_fit(hosts, guests, demands, limits):
+def _matching_fit(host_view, hosts, guests, demands, limits):
     """Choose distinct host cells for the guest cells: return (a
-    (host, guest, demand, page size) per guest cell, None) or (None, why
-    they do not fit, deferred)."""
+    (host, guest, demand, page size) per guest cell, None, sets compared)
+    or (None, why they do not fit, deferred, None)."""
     known = {}
+    nearest = len(guests) < len(hosts) and not host_view.uniform()
     found = _greedy_fit(hosts, guests, demands, limits, known)
-    if found is not None:
-        return found, None
+    if found is not None and not nearest:
+        return found, None, None
     table, failure = _fit_table(hosts, guests, demands, limits, known)
     if failure:
-        return None, failure
+        return None, failure, None
     # Rows list host positions in ascending order: preferred first.
     chosen, violation = matching.first_perfect_matching(
         [list(row) for row in table], len(hosts))
     if violation:
         return None, functools.partial(_hall_reason, violation, guests,
-                                       hosts)
+                                       hosts), None
+    compared = None
+    if nearest:
+        chosen, compared = _nearest(hosts, table, chosen)
     return tuple((hosts[position], guests[index], demands[index],
                   table[index][position])
-                 for index, position in enumerate(chosen)), None
+                 for index, position in enumerate(chosen)), None, compared
+
+
+def _nearest(hosts, table, first):
+    """Return (host position per guest cell, sets compared) of least
+    distance cost; ``first`` is the order's first perfect matching.
+
+    The cost depends only on the set of host cells (distance.cost), so
+    the search ranks the sets of as many host cells as guest cells,
+    among the cells some guest cell fits, by cost, and asks the matching
+    whether the guest cells fit each set of the least cost below
+    ``first``'s. Among the fitting sets of that cost, the answer is the
+    lexicographically first matching of any of them in the strategy's
+    order: the first matching of each set, the least of them, which is
+    what the order alone would choose among those sets. If no set costs
+    less than ``first``'s, ``first`` is the answer: it comes before every
+    other matching, those of its cost included, so equal-distance hosts
+    and ties keep today's answer.
+    """
+    count = len(table)
+    usable = sorted(set().union(*table))
+    if len(usable) == count:
+        return first, None
+    cells = [hosts[position] for position in usable]
+    bound = distance.cost([hosts[position] for position in first])
+    if math.comb(len(usable), count) <= MAX_SETS:
+        sets = itertools.combinations(range(len(usable)), count)
+    else:
+        sets = _nearby_sets(cells, count)
+    ranked = {}
+    for chosen in sets:
+        cost = distance.cost([cells[index] for index in chosen])
+        if cost < bound:
+            ranked.setdefault(cost, []).append(
+                frozenset(usable[index] for index in chosen))
+    compared = 0
+    for cost in sorted(ranked):
+        matchings = []
+        for allowed in ranked[cost]:
+            compared += 1
+            chosen, violation = matching.first_perfect_matching(
+                [[p for p in row if p in allowed] for row in table],
+                len(hosts))
+            if not violation:
+                matchings.append(chosen)
+        if matchings:
+            return min(matchings), compared + 1
+    return first, compared + 1
+
+
+def _nearby_sets(cells, count):
+    """Index sets to compare on a host of too many sets: for each cell,
+    it and the ``count - 1`` cells nearest to it (nearer first, then in
+    the strategy's order). At most one set per cell."""
+    sets = set()
+    for anchor, cell in enumerate(cells):
+        others = sorted((index for index in range(len(cells))
+                         if index != anchor),
+                        key=lambda index: (distance.between(cell,
+                                                            cells[index]),
+                                           index))
+        sets.add(tuple(sorted([anchor] + others[:count - 1])))
+    return sorted(sets)
 
 
 def _greedy_fit(hosts, guests, demands, limits, known):
