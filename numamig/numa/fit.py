@@ -147,8 +147,9 @@ def _placement(wanted, found):
 
 def _distance(host_view, found, compared):
     """Return the Distance of the host cells ``found`` took;
-    ``compared``: how many fitting sets the search compared (None: it
-    compared none, all costing the same or only one possible)."""
+    ``compared``: how many sets nearer than the order's first the search
+    checked (None: it compared none, all costing the same or only one
+    possible)."""
     cells = [host for host, _guest, _demand, _size in found]
     cost = distance.cost(cells)
     excess = distance.excess(cells, host_view.cells)
@@ -156,9 +157,10 @@ def _distance(host_view, found, compared):
                                                     key=lambda c: c.id))
     if len(cells) == 1:
         why = "one guest cell: no distance between guest cells"
-    elif compared:
-        why = (f"the nearest fitting set; {compared} sets of host cells "
-               f"compared")
+    elif compared is not None:
+        why = (f"the nearest set of host cells it fits; {compared} nearer "
+               f"than the strategy's first checked" if compared else
+               "no set of host cells is nearer")
     elif host_view.uniform():
         why = "every pair of host cells is equally far"
     else:
@@ -192,21 +194,25 @@ def _matching_fit(host_view, hosts, guests, demands, limits):
     table, failure = _fit_table(hosts, guests, demands, limits, known)
     if failure:
         return None, failure, None
-    # Rows list host positions in ascending order: preferred first.
-    chosen, violation = matching.first_perfect_matching(
-        [list(row) for row in table], len(hosts))
-    if violation:
-        return None, functools.partial(_hall_reason, violation, guests,
-                                       hosts), None
+    if found is not None:
+        # The greedy answer is the first perfect matching (_greedy_fit).
+        chosen = [hosts.index(host) for host, *_ in found]
+    else:
+        # Rows list host positions in ascending order: preferred first.
+        chosen, violation = matching.first_perfect_matching(
+            [list(row) for row in table], len(hosts))
+        if violation:
+            return None, functools.partial(_hall_reason, violation,
+                                           guests, hosts), None
     compared = None
     if nearest:
-        chosen, compared = _nearest(hosts, table, chosen)
+        chosen, compared = _nearest(host_view, hosts, table, chosen)
     return tuple((hosts[position], guests[index], demands[index],
                   table[index][position])
                  for index, position in enumerate(chosen)), None, compared
 
 
-def _nearest(hosts, table, first):
+def _nearest(host_view, hosts, table, first):
     """Return (host position per guest cell, sets compared) of least
     distance cost; ``first`` is the order's first perfect matching.
 
@@ -226,15 +232,25 @@ def _nearest(hosts, table, first):
     usable = sorted(set().union(*table))
     if len(usable) == count:
         return first, None
-    cells = [hosts[position] for position in usable]
-    bound = distance.cost([hosts[position] for position in first])
+    pairs = host_view.between()
+    ids = [hosts[position].id for position in usable]
+    between = [[pairs.get((a, b), 0) for b in ids] for a in ids]
+    index_of = {position: index for index, position in enumerate(usable)}
+    bound = sum(between[index_of[a]][index_of[b]]
+                for a, b in itertools.combinations(first, 2))
+    nearest = min(between[a][b]
+                  for a, b in itertools.combinations(range(len(ids)), 2))
+    if bound == nearest * count * (count - 1) // 2:
+        # Every pair of the first is as near as any pair can be.
+        return first, 0
     if math.comb(len(usable), count) <= MAX_SETS:
         sets = itertools.combinations(range(len(usable)), count)
     else:
-        sets = _nearby_sets(cells, count)
+        sets = _nearby_sets(between, count)
     ranked = {}
     for chosen in sets:
-        cost = distance.cost([cells[index] for index in chosen])
+        cost = sum(between[a][b]
+                   for a, b in itertools.combinations(chosen, 2))
         if cost < bound:
             ranked.setdefault(cost, []).append(
                 frozenset(usable[index] for index in chosen))
@@ -249,21 +265,20 @@ def _nearest(hosts, table, first):
             if not violation:
                 matchings.append(chosen)
         if matchings:
-            return min(matchings), compared + 1
-    return first, compared + 1
+            return min(matchings), compared
+    return first, compared
 
 
-def _nearby_sets(cells, count):
+def _nearby_sets(between, count):
     """Index sets to compare on a host of too many sets: for each cell,
     it and the ``count - 1`` cells nearest to it (nearer first, then in
-    the strategy's order). At most one set per cell."""
+    the strategy's order). At most one set per cell; ``between`` is the
+    cells' pair distance matrix."""
     sets = set()
-    for anchor, cell in enumerate(cells):
-        others = sorted((index for index in range(len(cells))
+    for anchor, row in enumerate(between):
+        others = sorted((index for index in range(len(row))
                          if index != anchor),
-                        key=lambda index: (distance.between(cell,
-                                                            cells[index]),
-                                           index))
+                        key=lambda index: (row[index], index))
         sets.add(tuple(sorted([anchor] + others[:count - 1])))
     return sorted(sets)
 

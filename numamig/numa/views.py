@@ -17,6 +17,8 @@ whoever fits one request on many hosts makes its RequestView and
 LimitsView once. fit() makes whatever view it is not given.
 """
 
+import itertools
+
 from numamig import exception
 from numamig.numa import cellfit
 from numamig.numa import distance
@@ -137,12 +139,13 @@ class HostView(_View):
     cells in the order a fit tries them, worked out once per strategy.
     """
 
-    __slots__ = ('cells', '_orders', '_uniform')
+    __slots__ = ('cells', '_orders', '_uniform', '_between')
 
     def __init__(self, host_topology):
         self.cells = tuple(CellView(cell) for cell in host_topology.cells)
         self._orders = {}
         self._uniform = None
+        self._between = None
 
     def uniform(self):
         """Whether every pair of the host's cells is equally far apart
@@ -151,6 +154,18 @@ class HostView(_View):
         if self._uniform is None:
             self._uniform = distance.uniform(self.cells)
         return self._uniform
+
+    def between(self):
+        """{(cell id, cell id): distance.between} of every pair of
+        distinct cells, worked out once: the nearest-first search of
+        every fit on this host reads it."""
+        if self._between is None:
+            found = {}
+            for first, second in itertools.combinations(self.cells, 2):
+                found[first.id, second.id] = found[second.id, first.id] = \
+                    distance.between(first, second)
+            self._between = found
+        return self._between
 
     @classmethod
     def of_cells(cls, cells):
@@ -161,6 +176,7 @@ class HostView(_View):
         view.cells = tuple(cells)
         view._orders = {}
         view._uniform = None
+        view._between = None
         return view
 
     def order(self, strategy):

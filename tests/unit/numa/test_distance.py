@@ -239,7 +239,8 @@ class DistanceTest(base.TestCase):
         self.assertEqual(12, answer.distance.cost)
         self.assertEqual(0, answer.distance.excess)
         self.assertEqual("host cells 0, 2: distance cost 12 (the nearest "
-                         "fitting set; 3 sets of host cells compared)",
+                         "set of host cells it fits; 2 nearer than the "
+                         "strategy's first checked)",
                          answer.distance.reason)
         plain = fit.fit(_without_table(host), request)
         self.assertEqual((0, 1), _chosen(plain))
