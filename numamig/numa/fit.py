@@ -86,18 +86,17 @@ def fit(host_topology, request, limits=None, strategy='spread',
     hosts = host_view.order(strategy)
     demands = wanted.demands(pagesize_kb)
     limits = views.limits_view(limits)
-    compared = None
     if len(demands) == 1:
         found, failure = _first_fit(hosts, wanted.guests[0], demands[0],
                                     limits)
     else:
-        found, failure, compared = _matching_fit(
-            host_view, hosts, wanted.guests, demands, limits)
+        found, failure = _matching_fit(host_view, hosts, wanted.guests,
+                                       demands, limits)
     if failure:
         return result.FitResult(False, reason=failure)
     return result.FitResult(True, placement=functools.partial(
         _placement, wanted, found), distance=functools.partial(
-        _distance, host_view, found, compared))
+        _distance, host_view, found))
 
 
 def refusal_reasons(found):
@@ -132,11 +131,13 @@ def _check_parameters(strategy, pagesize_kb):
 
 def _placement(wanted, found):
     """Return the placed.Placement of the guest cells on the host cells
-    ``found``: (host cell view, guest cell view, demand, page size) each.
+    ``found``: (host cell view, guest cell view, demand, page size) each,
+    or a _Nearest giving them.
 
     The pCPUs are chosen here, when someone reads the placement: check()
     passing for each pair means the choice succeeds.
     """
+    found, _compared = _chosen(found)
     cells = []
     for host, guest, demand, pagesize in found:
         cells.append(cellfit.place(host, guest, demand, pagesize,
@@ -145,11 +146,12 @@ def _placement(wanted, found):
                             wanted.emulator_threads_policy)
 
 
-def _distance(host_view, found, compared):
-    """Return the Distance of the host cells ``found`` took;
-    ``compared``: how many sets nearer than the order's first the search
-    checked (None: it compared none, all costing the same or only one
-    possible)."""
+def _distance(host_view, found):
+    """Return the Distance of the host cells ``found`` (or a _Nearest)
+    took; why names how many sets nearer than the order's first the
+    search checked, if it compared any (it compares none when all cost
+    the same or only one set is possible)."""
+    found, compared = _chosen(found)
     cells = [host for host, _guest, _demand, _size in found]
     cost = distance.cost(cells)
     excess = distance.excess(cells, host_view.cells)
@@ -184,32 +186,80 @@ def _first_fit(hosts, guest, demand, limits):
 
 def _matching_fit(host_view, hosts, guests, demands, limits):
     """Choose distinct host cells for the guest cells: return (a
-    (host, guest, demand, page size) per guest cell, None, sets compared)
-    or (None, why they do not fit, deferred, None)."""
+    (host, guest, demand, page size) per guest cell, or a _Nearest
+    working it out when read, None) or (None, why they do not fit,
+    deferred).
+
+    Whether the guest fits never depends on distances, so a caller that
+    reads only the decision (the scheduler's filter on every host) pays
+    nothing for nearest first: the search runs when the placement or the
+    distance is read.
+    """
     known = {}
-    nearest = len(guests) < len(hosts) and not host_view.uniform()
     found = _greedy_fit(hosts, guests, demands, limits, known)
-    if found is not None and not nearest:
-        return found, None, None
-    table, failure = _fit_table(hosts, guests, demands, limits, known)
-    if failure:
-        return None, failure, None
-    if found is not None:
-        # The greedy answer is the first perfect matching (_greedy_fit).
-        chosen = [hosts.index(host) for host, *_ in found]
-    else:
+    table = None
+    if found is None:
+        table, failure = _fit_table(hosts, guests, demands, limits, known)
+        if failure:
+            return None, failure
         # Rows list host positions in ascending order: preferred first.
         chosen, violation = matching.first_perfect_matching(
             [list(row) for row in table], len(hosts))
         if violation:
             return None, functools.partial(_hall_reason, violation,
-                                           guests, hosts), None
-    compared = None
-    if nearest:
-        chosen, compared = _nearest(host_view, hosts, table, chosen)
-    return tuple((hosts[position], guests[index], demands[index],
-                  table[index][position])
-                 for index, position in enumerate(chosen)), None, compared
+                                           guests, hosts)
+        found = tuple((hosts[position], guests[index], demands[index],
+                       table[index][position])
+                      for index, position in enumerate(chosen))
+    if len(guests) < len(hosts):
+        return _Nearest(host_view, hosts, guests, demands, limits, known,
+                        table, found), None
+    return found, None
+
+
+class _Nearest:
+    """The nearest-first choice of a guest that fits, worked out once
+    when first read (_nearest); until then it holds the order's first
+    answer and what the fit checked (``known``, ``table``)."""
+
+    __slots__ = ('_args', '_answer')
+
+    def __init__(self, host_view, hosts, guests, demands, limits, known,
+                 table, first):
+        self._args = (host_view, hosts, guests, demands, limits, known,
+                      table, first)
+        self._answer = None
+
+    def answer(self):
+        """Return (a (host, guest, demand, page size) per guest cell,
+        sets compared or None)."""
+        if self._answer is None:
+            self._answer = self._work_out()
+        return self._answer
+
+    def _work_out(self):
+        (host_view, hosts, guests, demands, limits, known, table,
+         first) = self._args
+        if host_view.uniform():
+            return first, None
+        if table is None:
+            # The greedy answer checked only some host cells.
+            table, _ = _fit_table(hosts, guests, demands, limits, known)
+        positions = {id(host): position
+                     for position, host in enumerate(hosts)}
+        chosen, compared = _nearest(
+            host_view, hosts, table,
+            [positions[id(host)] for host, *_ in first])
+        return tuple((hosts[position], guests[index], demands[index],
+                      table[index][position])
+                     for index, position in enumerate(chosen)), compared
+
+
+def _chosen(found):
+    """(cells found, sets compared) of a fit's ``found``."""
+    if isinstance(found, _Nearest):
+        return found.answer()
+    return found, None
 
 
 def _nearest(host_view, hosts, table, first):
