@@ -1,4 +1,4 @@
-"""Nearest first end to end on the embedded tier, over fake:// and RabbitMQ.
+"""Nearest first end to end on the embedded tier, in process and over RabbitMQ.
 
 host-b has four NUMA cells whose distance table pairs them across the id
 order (0 with 2, 1 with 3 at 12; 21 otherwise), so the order alone would
