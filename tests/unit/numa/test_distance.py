@@ -16,6 +16,7 @@ table.
 """
 
 import itertools
+import pickle
 import random
 
 from numamig import objects
@@ -258,3 +259,16 @@ class DistanceTest(base.TestCase):
         answer = fit.fit(host, request)
         self.assertEqual(12 * 28, answer.distance.cost)
         self.assertEqual(0, answer.distance.excess)
+
+    def test_a_pickled_result_keeps_its_distance(self):
+
+        host = hosts.make_host(cells=4, cores=2, threads=1)
+        for cell in host.cells:
+            cell.distances = {other: 10 if other == cell.id else
+                              12 if other % 2 == cell.id % 2 else 21
+                              for other in range(4)}
+        answer = fit.fit(host, hosts.request([(1, 0, 512, None, None)] * 2))
+        again = pickle.loads(pickle.dumps(answer))
+        self.assertEqual(answer, again)
+        self.assertEqual(answer.distance, again.distance)
+        self.assertEqual(12, again.distance.cost)
