@@ -261,7 +261,6 @@ class DistanceTest(base.TestCase):
         self.assertEqual(0, answer.distance.excess)
 
     def test_a_pickled_result_keeps_its_distance(self):
-
         host = hosts.make_host(cells=4, cores=2, threads=1)
         for cell in host.cells:
             cell.distances = {other: 10 if other == cell.id else
