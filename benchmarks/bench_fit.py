@@ -40,9 +40,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CLOCKS = {'cpu': time.thread_time, 'wall': time.perf_counter}
 
 
+def socket_distances(cells, cell_id):
+    """A distance row of a two-socket host with sub-NUMA clusters: 10 to
+    itself, 12 within its socket (the first half of the cells or the
+    second), 21 across; one cell per socket on 2 cells."""
+    half = max(1, cells // 2)
+    return {other: 10 if other == cell_id else
+            12 if other // half == cell_id // half else 21
+            for other in range(cells)}
+
+
 def make_host(cells, cores, threads=2, shared_cores=0, memory_mb=65536,
-              pages_2m=8192, rng=None, load=0.0):
-    """A host of identical cells; ``load`` pins that share of pCPUs."""
+              pages_2m=8192, rng=None, load=0.0, distances=False):
+    """A host of identical cells; ``load`` pins that share of pCPUs;
+    ``distances``: a two-socket table (socket_distances), else none."""
     total = cells * cores
     result = []
     for cell_id in range(cells):
@@ -57,7 +68,9 @@ def make_host(cells, cores, threads=2, shared_cores=0, memory_mb=65536,
                                         * rng.uniform(0, load))))
         used_2m = rng.randint(0, pages_2m // 2) if rng and load else 0
         result.append(objects.HostNUMACell(
-            id=cell_id, cpuset=shared, pcpuset=dedicated, pinned_cpus=pinned,
+            id=cell_id, distances=(socket_distances(cells, cell_id)
+                                   if distances else {}),
+            cpuset=shared, pcpuset=dedicated, pinned_cpus=pinned,
             siblings=siblings, memory_mb=memory_mb,
             memory_usage_mb=used_2m * 2,
             mempages=[
@@ -85,13 +98,14 @@ def random_specs(rng, max_nodes):
     return specs, nodes
 
 
-def random_corpus(count, seed):
+def random_corpus(count, seed, distances=False):
     rng = random.Random(seed)
     cases = []
     while len(cases) < count:
         cells = rng.choice([1, 2, 4])
         host = make_host(cells, rng.choice([4, 8, 16]), shared_cores=1,
-                         memory_mb=16384, pages_2m=4096, rng=rng, load=0.8)
+                         memory_mb=16384, pages_2m=4096, rng=rng, load=0.8,
+                         distances=distances)
         specs, nodes = random_specs(rng, cells)
         vcpus = nodes * rng.choice([1, 2, 4, 8])
         memory = nodes * rng.choice([512, 1024, 4096])
@@ -120,16 +134,30 @@ def sweep_request(nodes, too_big_last):
 
 
 def sweep():
+    """The scaling cases; those labelled ``/dist`` run on a host with a
+    two-socket distance table, where a guest of fewer nodes than the
+    host has cells makes the fit look for a nearer set of host cells
+    (nearest first), ``/distx`` on one where nearer sets are compared."""
     cases = []
     for cells in (2, 4, 8, 16):
-        host = make_host(cells, cores=16)
-        for nodes in (1, 2, 4, 8):
-            if nodes > cells:
+        for distances in ('', '/dist', '/distx'):
+            if distances and cells == 2:
                 continue
-            for too_big in (False, True):
-                label = f"{cells}c/{nodes}n/{'nofit' if too_big else 'fit'}"
-                cases.append((label, host, sweep_request(nodes, too_big),
-                              None))
+            host = make_host(cells, cores=16, distances=bool(distances))
+            if distances == '/distx':
+                # Half of every cell of the first socket but cell 0 in
+                # use: the spread order alternates sockets, so its first
+                # answer is far and nearer sets are compared.
+                for cell in host.cells[1:cells // 2]:
+                    cell.pinned_cpus = set(sorted(cell.pcpuset)[:8])
+            for nodes in (1, 2, 4, 8):
+                if nodes > cells or (distances and nodes == 1):
+                    continue
+                for too_big in (False, True):
+                    label = (f"{cells}c/{nodes}n/"
+                             f"{'nofit' if too_big else 'fit'}{distances}")
+                    cases.append((label, host,
+                                  sweep_request(nodes, too_big), None))
     return cases
 
 
@@ -317,6 +345,10 @@ def main(argv=None):
                              "machine); wall: elapsed time.")
     parser.add_argument('--nova-python',
                         help="Python of a virtualenv with nova installed.")
+    parser.add_argument('--distances', action='store_true',
+                        help="Give the corpus hosts a two-socket distance "
+                             "table (nearest first compares sets of host "
+                             "cells); without it they have none.")
     parser.add_argument('--nova-max-perms', type=int, default=200000,
                         help="Skip Nova on cases with more host-cell "
                              "permutations than this.")
@@ -324,7 +356,8 @@ def main(argv=None):
     print(f"clock: {args.clock}; per case, the median of {args.repeats} "
           f"samples of {args.number} calls each, per call")
     results = {}
-    for name, cases in (('corpus', random_corpus(args.cases, args.seed)),
+    for name, cases in (('corpus', random_corpus(args.cases, args.seed,
+                                                 args.distances)),
                         ('sweep', sweep())):
         ours = [time_case(h, r, lim, args.number, args.repeats,
                           CLOCKS[args.clock])

@@ -14,6 +14,7 @@ A host cell is drawn one SMT core per bracket, each CPU with a mark::
 """
 
 from numamig import cpuspec
+from numamig.numa import distance
 
 LEGEND = ("P pinned  . dedicated, free  s shared (floating)  "
           "- not for guests")
@@ -58,8 +59,13 @@ def page_pools(cell, small=False):
     return ', '.join(parts) or 'no huge pages'
 
 
-def cell_lines(cell):
-    """Lines describing one host cell: CPUs, memory, pages, distances."""
+def cell_lines(cell, assumed=None):
+    """Lines describing one host cell: CPUs, memory, pages, distances.
+
+    :param assumed: the cell's row of distance.assumed_table when the
+        host's table lacks entries (drawn with the assumed ones marked
+        ``*``), or None to draw the reported row.
+    """
     lines = [f"cell {cell.id}  cores {core_picture(cell)}",
              f"        pCPUs dedicated {_cpus(cell.pcpuset)}, pinned "
              f"{_cpus(cell.pinned_cpus)}, free {_cpus(cell.free_pcpus)}; "
@@ -67,7 +73,11 @@ def cell_lines(cell):
              f"vCPUs)",
              f"        memory {cell.memory_usage_mb}/{cell.memory_mb} MiB "
              f"used; pages {page_pools(cell)}"]
-    if cell.distances:
+    if assumed is not None:
+        lines.append("        distances " + ' '.join(
+            f"{other}:{value}{'' if other in cell.distances else '*'}"
+            for other, value in sorted(assumed.items())))
+    elif cell.distances:
         lines.append("        distances " + ' '.join(
             f"{other}:{value}" for other, value in
             sorted(cell.distances.items())))
@@ -75,10 +85,22 @@ def cell_lines(cell):
 
 
 def host_lines(topology):
-    """Lines drawing every cell of a HostNUMATopology, then the legend."""
+    """Lines drawing every cell of a HostNUMATopology, then the legend.
+
+    A host of several cells whose distance table lacks entries (libvirt
+    gave none, or an incomplete one) says so: placement assumes local
+    10, remote 20 for them (numa/distance.py), marked ``*``.
+    """
+    cells = sorted(topology.cells, key=lambda c: c.id)
+    assumed = (distance.assumed_table(cells)
+               if len(cells) > 1 and distance.missing(cells) else None)
     lines = []
-    for cell in sorted(topology.cells, key=lambda c: c.id):
-        lines += cell_lines(cell)
+    for cell in cells:
+        lines += cell_lines(cell, assumed and assumed[cell.id])
+    if assumed is not None:
+        lines.append(f"        (distances marked * are assumed: libvirt "
+                     f"reports no such entry; local {distance.LOCAL}, "
+                     f"remote {distance.REMOTE})")
     lines.append(f"        ({LEGEND})")
     return lines
 

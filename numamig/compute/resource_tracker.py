@@ -257,6 +257,7 @@ class ResourceTracker:
         :returns: False if an explicit change raced with the records read,
             in which case nothing was changed.
         """
+        self._refresh_distances()
         with self.lock:
             generation = self._generation
         # Claims first: a migration completing between the two reads moves
@@ -281,6 +282,27 @@ class ResourceTracker:
             self._usage = self._compute_usage()
             self.publish_claims()
         return True
+
+    def _refresh_distances(self):
+        """Take a changed NUMA distance table from the driver: the next
+        report carries it (its stored digest differs, so the conductor's
+        scheduler takes it whole). A driver that cannot read it now is
+        asked again at the next recompute."""
+        try:
+            changed = self.driver.refresh_distances()
+        except exception.NumamigException as exc:
+            LOG.warning("%s: reading the NUMA distance table again failed: "
+                        "%s", self.host, exc)
+            return
+        if changed is None:
+            return
+        with self.lock:
+            base = self._base.obj_clone()
+            for cell in base.cells:
+                cell.distances = dict(next(
+                    c.distances for c in changed.cells if c.id == cell.id))
+            self._base = base
+            self._changed()
 
     def publish_claims(self):
         """Publish every claim's placement to the driver's migration guard

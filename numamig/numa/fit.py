@@ -13,6 +13,14 @@ the lexicographically first assignment in the strategy's host-cell order:
 
 Ties keep host cell id order. Inputs are never modified.
 
+Nearest first: on a host whose cells are not all equally far apart
+(numa/distance.py), a guest of several cells goes to the fitting set of
+host cells of least distance cost (distance.cost: the sum over pairs of
+guest cells of the distance between their host cells); among sets of
+equal cost, the answer is the one the order above gives first. On a host
+whose remote distances are all equal every set costs the same, no set is
+compared and the answer is exactly the order's first (_nearest).
+
 A fit reads views of its inputs (numa/views.py: made here when it is
 given the objects), decides from counts, and leaves the pins, the placed
 topology and a refusal's text to be worked out when the FitResult is
@@ -20,15 +28,39 @@ read (numa/result.py).
 """
 
 import functools
+import itertools
+import math
+import typing
 
 from numamig import exception
 from numamig.numa import cellfit
+from numamig.numa import distance
 from numamig.numa import matching
 from numamig.numa import placed
 from numamig.numa import result
 from numamig.numa import views
 
 STRATEGIES = ('spread', 'pack')
+
+# Sets of host cells the nearest-first search compares exactly, at most:
+# C(8, 4) = 70 on an 8-node host (two sockets of NPS4), C(12, 6) = 924;
+# beyond it (16 nodes and more) it compares one set per host cell
+# (_nearby_sets) and may miss the least cost, never doing worse than the
+# order's first.
+MAX_SETS = 1000
+
+
+class Distance(typing.NamedTuple):
+    """The distance side of a fit's answer.
+
+    ``cost``: distance.cost of the host cells chosen. ``excess``:
+    distance.excess, what the scheduler's distance weigher reads.
+    ``reason``: why these cells, naming the cost.
+    """
+
+    cost: int
+    excess: int
+    reason: str
 
 
 def fit(host_topology, request, limits=None, strategy='spread',
@@ -50,19 +82,21 @@ def fit(host_topology, request, limits=None, strategy='spread',
     """
     _check_parameters(strategy, pagesize_kb)
     wanted = views.RequestView.of(request)
-    hosts = views.HostView.of(host_topology).order(strategy)
+    host_view = views.HostView.of(host_topology)
+    hosts = host_view.order(strategy)
     demands = wanted.demands(pagesize_kb)
     limits = views.limits_view(limits)
     if len(demands) == 1:
         found, failure = _first_fit(hosts, wanted.guests[0], demands[0],
                                     limits)
     else:
-        found, failure = _matching_fit(hosts, wanted.guests, demands,
-                                       limits)
+        found, failure = _matching_fit(host_view, hosts, wanted.guests,
+                                       demands, limits)
     if failure:
         return result.FitResult(False, reason=failure)
     return result.FitResult(True, placement=functools.partial(
-        _placement, wanted, found))
+        _placement, wanted, found), distance=functools.partial(
+        _distance, host_view, found))
 
 
 def refusal_reasons(found):
@@ -97,17 +131,44 @@ def _check_parameters(strategy, pagesize_kb):
 
 def _placement(wanted, found):
     """Return the placed.Placement of the guest cells on the host cells
-    ``found``: (host cell view, guest cell view, demand, page size) each.
+    ``found``: (host cell view, guest cell view, demand, page size) each,
+    or a _Nearest giving them.
 
     The pCPUs are chosen here, when someone reads the placement: check()
     passing for each pair means the choice succeeds.
     """
+    found, _compared = _chosen(found)
     cells = []
     for host, guest, demand, pagesize in found:
         cells.append(cellfit.place(host, guest, demand, pagesize,
                                    demand.pinned - len(guest.pcpuset)))
     return placed.Placement(wanted.instance_uuid, tuple(cells),
                             wanted.emulator_threads_policy)
+
+
+def _distance(host_view, found):
+    """Return the Distance of the host cells ``found`` (or a _Nearest)
+    took; why names how many sets nearer than the order's first the
+    search checked, if it compared any (it compares none when all cost
+    the same or only one set is possible)."""
+    found, compared = _chosen(found)
+    cells = [host for host, _guest, _demand, _size in found]
+    cost = distance.cost(cells)
+    excess = distance.excess(cells, host_view.cells)
+    ids = ', '.join(str(cell.id) for cell in sorted(cells,
+                                                    key=lambda c: c.id))
+    if len(cells) == 1:
+        why = "one guest cell: no distance between guest cells"
+    elif compared is not None:
+        why = (f"the nearest set of host cells it fits; {compared} nearer "
+               f"than the strategy's first checked" if compared else
+               "no set of host cells is nearer")
+    elif host_view.uniform():
+        why = "every pair of host cells is equally far"
+    else:
+        why = "the only fitting set of host cells"
+    return Distance(cost, excess,
+                    f"host cells {ids}: distance cost {cost} ({why})")
 
 
 def _first_fit(hosts, guest, demand, limits):
@@ -123,26 +184,153 @@ def _first_fit(hosts, guest, demand, limits):
     return None, functools.partial(_nowhere_reason, guest, hosts, outcomes)
 
 
-def _matching_fit(hosts, guests, demands, limits):
+def _matching_fit(host_view, hosts, guests, demands, limits):
     """Choose distinct host cells for the guest cells: return (a
-    (host, guest, demand, page size) per guest cell, None) or (None, why
-    they do not fit, deferred)."""
+    (host, guest, demand, page size) per guest cell, or a _Nearest
+    working it out when read, None) or (None, why they do not fit,
+    deferred).
+
+    Whether the guest fits never depends on distances, so a caller that
+    reads only the decision (the scheduler's filter on every host) pays
+    nothing for nearest first: the search runs when the placement or the
+    distance is read.
+    """
     known = {}
     found = _greedy_fit(hosts, guests, demands, limits, known)
-    if found is not None:
-        return found, None
-    table, failure = _fit_table(hosts, guests, demands, limits, known)
-    if failure:
-        return None, failure
-    # Rows list host positions in ascending order: preferred first.
-    chosen, violation = matching.first_perfect_matching(
-        [list(row) for row in table], len(hosts))
-    if violation:
-        return None, functools.partial(_hall_reason, violation, guests,
-                                       hosts)
-    return tuple((hosts[position], guests[index], demands[index],
-                  table[index][position])
-                 for index, position in enumerate(chosen)), None
+    table = None
+    if found is None:
+        table, failure = _fit_table(hosts, guests, demands, limits, known)
+        if failure:
+            return None, failure
+        # Rows list host positions in ascending order: preferred first.
+        chosen, violation = matching.first_perfect_matching(
+            [list(row) for row in table], len(hosts))
+        if violation:
+            return None, functools.partial(_hall_reason, violation,
+                                           guests, hosts)
+        found = tuple((hosts[position], guests[index], demands[index],
+                       table[index][position])
+                      for index, position in enumerate(chosen))
+    if len(guests) < len(hosts):
+        return _Nearest(host_view, hosts, guests, demands, limits, known,
+                        table, found), None
+    return found, None
+
+
+class _Nearest:
+    """The nearest-first choice of a guest that fits, worked out once
+    when first read (_nearest); until then it holds the order's first
+    answer and what the fit checked (``known``, ``table``)."""
+
+    __slots__ = ('_args', '_answer')
+
+    def __init__(self, host_view, hosts, guests, demands, limits, known,
+                 table, first):
+        self._args = (host_view, hosts, guests, demands, limits, known,
+                      table, first)
+        self._answer = None
+
+    def answer(self):
+        """Return (a (host, guest, demand, page size) per guest cell,
+        sets compared or None)."""
+        if self._answer is None:
+            self._answer = self._work_out()
+        return self._answer
+
+    def _work_out(self):
+        (host_view, hosts, guests, demands, limits, known, table,
+         first) = self._args
+        if host_view.uniform():
+            return first, None
+        if table is None:
+            # The greedy answer checked only some host cells.
+            table, _ = _fit_table(hosts, guests, demands, limits, known)
+        positions = {id(host): position
+                     for position, host in enumerate(hosts)}
+        chosen, compared = _nearest(
+            host_view, hosts, table,
+            [positions[id(host)] for host, *_ in first])
+        return tuple((hosts[position], guests[index], demands[index],
+                      table[index][position])
+                     for index, position in enumerate(chosen)), compared
+
+
+def _chosen(found):
+    """(cells found, sets compared) of a fit's ``found``."""
+    if isinstance(found, _Nearest):
+        return found.answer()
+    return found, None
+
+
+def _nearest(host_view, hosts, table, first):
+    """Return (host position per guest cell, sets compared) of least
+    distance cost; ``first`` is the order's first perfect matching.
+
+    The cost depends only on the set of host cells (distance.cost), so
+    the search ranks the sets of as many host cells as guest cells,
+    among the cells some guest cell fits, by cost, and asks the matching
+    whether the guest cells fit each set of the least cost below
+    ``first``'s. Among the fitting sets of that cost, the answer is the
+    lexicographically first matching of any of them in the strategy's
+    order: the first matching of each set, the least of them, which is
+    what the order alone would choose among those sets. If no set costs
+    less than ``first``'s, ``first`` is the answer: it comes before every
+    other matching, those of its cost included, so equal-distance hosts
+    and ties keep today's answer.
+    """
+    count = len(table)
+    usable = sorted(set().union(*table))
+    if len(usable) == count:
+        return first, None
+    pairs = host_view.between()
+    ids = [hosts[position].id for position in usable]
+    between = [[pairs.get((a, b), 0) for b in ids] for a in ids]
+    index_of = {position: index for index, position in enumerate(usable)}
+    bound = sum(between[index_of[a]][index_of[b]]
+                for a, b in itertools.combinations(first, 2))
+    nearest = min(between[a][b]
+                  for a, b in itertools.combinations(range(len(ids)), 2))
+    if bound == nearest * count * (count - 1) // 2:
+        # Every pair of the first is as near as any pair can be.
+        return first, 0
+    if math.comb(len(usable), count) <= MAX_SETS:
+        sets = itertools.combinations(range(len(usable)), count)
+    else:
+        sets = _nearby_sets(between, count)
+    ranked = {}
+    for chosen in sets:
+        cost = sum(between[a][b]
+                   for a, b in itertools.combinations(chosen, 2))
+        if cost < bound:
+            ranked.setdefault(cost, []).append(
+                frozenset(usable[index] for index in chosen))
+    compared = 0
+    for cost in sorted(ranked):
+        matchings = []
+        for allowed in ranked[cost]:
+            compared += 1
+            chosen, violation = matching.first_perfect_matching(
+                [[p for p in row if p in allowed] for row in table],
+                len(hosts))
+            if not violation:
+                matchings.append(chosen)
+        if matchings:
+            return min(matchings), compared
+    return first, compared
+
+
+def _nearby_sets(between, count):
+    """Index sets to compare on a host of too many sets: for each cell,
+    it and the ``count - 1`` cells nearest to it (nearer first, then in
+    the strategy's order). At most one set per cell; ``between`` is the
+    cells' pair distance matrix."""
+    sets = set()
+    for anchor, row in enumerate(between):
+        others = sorted((index for index in range(len(row))
+                         if index != anchor),
+                        key=lambda index: (row[index], index))
+        sets.add(tuple(sorted([anchor] + others[:count - 1])))
+    return sorted(sets)
 
 
 def _greedy_fit(hosts, guests, demands, limits, known):

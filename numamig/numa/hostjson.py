@@ -200,7 +200,15 @@ def result_to_json(result):
         'realtime_priority': (constraints.REALTIME_PRIORITY if realtime
                               else None),
         'cells': [_placed_cell_json(cell) for cell in placed.cells],
+        'distance': distance_json(result.distance),
     }
+
+
+def distance_json(found):
+    """The output of a fit.Distance: the distance cost of the host cells
+    chosen, its excess over the host's nearest pairs, and why them."""
+    return {'cost': found.cost, 'excess': found.excess,
+            'reason': found.reason}
 
 
 def _placed_cell_json(cell):

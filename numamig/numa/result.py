@@ -29,19 +29,25 @@ class FitResult(tuple):
     why. Two results are equal when they say the same: fits, reason and
     placed topology.
 
+    ``distance``: when it fits, the fit.Distance of the host cells
+    chosen (their distance cost and why them); None otherwise. It takes
+    no part in equality: placements equal, results equal.
+
     :param reason: the text, or a functools.partial making it.
     :param placement: a placed.Placement, or a functools.partial making
         one. Either is called once, on first read.
+    :param distance: a fit.Distance, or a functools.partial making one.
 
     (A tuple, as a named tuple is: every fit makes one, and a tuple is
-    the cheapest read-only object to make. Its last item holds what has
-    been worked out: reason, placement, topology.)
+    the cheapest read-only object to make. Its fourth item holds what has
+    been worked out: reason, placement, topology, distance.)
     """
 
     __slots__ = ()
 
-    def __new__(cls, fits, reason=None, placement=None):
-        return tuple.__new__(cls, (fits, reason, placement, [None] * 3))
+    def __new__(cls, fits, reason=None, placement=None, distance=None):
+        return tuple.__new__(cls, (fits, reason, placement, [None] * 4,
+                                   distance))
 
     @property
     def fits(self):
@@ -60,6 +66,13 @@ class FitResult(tuple):
     @property
     def placement(self):
         return self._made(1)
+
+    @property
+    def distance(self):
+        made = self[3]
+        if made[3] is None:
+            made[3] = _resolved(self[4])
+        return made[3]
 
     @property
     def topology(self):
@@ -86,8 +99,9 @@ class FitResult(tuple):
 
     def __reduce__(self):
         # Pickled (a fork, a copy) as what it says, details worked out.
-        return (_rebuilt, (self.fits, self.reason, self.placement))
+        return (_rebuilt, (self.fits, self.reason, self.placement,
+                           self.distance))
 
 
-def _rebuilt(fits, reason, placement):
-    return FitResult(fits, reason, placement)
+def _rebuilt(fits, reason, placement, distance=None):
+    return FitResult(fits, reason, placement, distance)

@@ -17,8 +17,11 @@ whoever fits one request on many hosts makes its RequestView and
 LimitsView once. fit() makes whatever view it is not given.
 """
 
+import itertools
+
 from numamig import exception
 from numamig.numa import cellfit
+from numamig.numa import distance
 from numamig.numa import pages
 from numamig.numa import pinning
 from numamig.objects import base
@@ -60,17 +63,22 @@ class CellView:
     may take} and ``small_memory``: the small-page budget (both from
     pages.budget).
     ``cores``: the pinning.CellCores of the cell, whose layouts are built
-    by the first fit that needs them.
+    by the first fit that needs them. ``distances``: the cell's row of
+    the host's distance table, {cell id: distance} (numa/distance.py).
     """
 
     __slots__ = _HOST_FIELDS + (
-        'pools', 'free_pcpus', 'free_count', 'shared_count', 'page_sizes',
+        'distances', 'pools', 'free_pcpus', 'free_count', 'shared_count',
+        'page_sizes',
         'free_pages', 'small_memory', 'cores')
 
     def __init__(self, host_cell):
         (self.id, self.cpuset, self.pcpuset, self.pinned_cpus,
          self.siblings, self.memory_mb, self.memory_usage_mb,
          self.cpu_usage, pools) = _read_host(host_cell)
+        # Older reports may leave the table unset: no table, as empty.
+        self.distances = (host_cell.distances
+                          if host_cell.obj_attr_is_set('distances') else {})
         # (size_kb, total, used, reserved): sizes are unique in a cell,
         # so the tuples sort by size.
         self._derive(tuple(sorted([_read_pool(pool) for pool in pools])))
@@ -99,8 +107,9 @@ class CellView:
         """
         cell = CellView.__new__(CellView)
         (cell.id, cell.cpuset, cell.pcpuset, cell.siblings,
-         cell.memory_mb) = (self.id, self.cpuset, self.pcpuset,
-                            self.siblings, self.memory_mb)
+         cell.memory_mb, cell.distances) = (
+             self.id, self.cpuset, self.pcpuset, self.siblings,
+             self.memory_mb, self.distances)
         cell.pinned_cpus = self.pinned_cpus | pcpus
         cell.memory_usage_mb = self.memory_usage_mb + memory_mb
         cell.cpu_usage = self.cpu_usage + floating
@@ -130,11 +139,33 @@ class HostView(_View):
     cells in the order a fit tries them, worked out once per strategy.
     """
 
-    __slots__ = ('cells', '_orders')
+    __slots__ = ('cells', '_orders', '_uniform', '_between')
 
     def __init__(self, host_topology):
         self.cells = tuple(CellView(cell) for cell in host_topology.cells)
         self._orders = {}
+        self._uniform = None
+        self._between = None
+
+    def uniform(self):
+        """Whether every pair of the host's cells is equally far apart
+        (distance.uniform), worked out once: on such a host every set of
+        host cells costs the same and the fit compares none."""
+        if self._uniform is None:
+            self._uniform = distance.uniform(self.cells)
+        return self._uniform
+
+    def between(self):
+        """{(cell id, cell id): distance.between} of every pair of
+        distinct cells, worked out once: the nearest-first search of
+        every fit on this host reads it."""
+        if self._between is None:
+            found = {}
+            for first, second in itertools.combinations(self.cells, 2):
+                found[first.id, second.id] = found[second.id, first.id] = \
+                    distance.between(first, second)
+            self._between = found
+        return self._between
 
     @classmethod
     def of_cells(cls, cells):
@@ -144,6 +175,8 @@ class HostView(_View):
         view = cls.__new__(cls)
         view.cells = tuple(cells)
         view._orders = {}
+        view._uniform = None
+        view._between = None
         return view
 
     def order(self, strategy):

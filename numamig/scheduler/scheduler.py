@@ -241,7 +241,8 @@ class Scheduler:
     def _walk(self, walk, spec, needs):
         """Examine the hosts best weight first until ``max_candidates``
         passed: the index rules out what it can (``needs``; None: it
-        cannot), the filters judge the rest."""
+        cannot), the filters judge the rest. The candidates found are
+        then ordered nearest first (weighers.by_distance)."""
         candidates, rejected = [], []
         short = collections.Counter()
         examined = 0
@@ -261,6 +262,8 @@ class Scheduler:
                 rejected.append(Rejection(record.host, refused_by,
                                           verdict.reason))
         rejected.sort(key=lambda rejection: rejection.host)
+        candidates = weighers.by_distance(candidates,
+                                          lambda candidate: candidate.fit)
         return Selection(tuple(candidates), tuple(rejected),
                          _shortages(needs, short),
                          len(walk.records) - examined)
@@ -286,9 +289,13 @@ class Scheduler:
                 rejected.append(Rejection(state.host, refused_by,
                                           verdict.reason))
         ordered = weighers.order(weighed, self.strategy)
-        candidates = tuple(Candidate(host, weight, fit)
-                           for host, weight, fit in ordered)
-        return Selection(candidates[:self.max_candidates], tuple(rejected))
+        candidates = [Candidate(host, weight, fit)
+                      for host, weight, fit in ordered]
+        # As _walk: the first max_candidates by weight, nearest first.
+        candidates = weighers.by_distance(
+            candidates[:self.max_candidates],
+            lambda candidate: candidate.fit)
+        return Selection(tuple(candidates), tuple(rejected))
 
     def reclaim_prospects(self, request, source_host, max_mb, max_hosts,
                           limits=None, exclude=(), pagesize_kb=None,

@@ -9,6 +9,11 @@ leaves room on every host for growth and lowers the odds that
 concurrent migrations collide; ``pack`` puts the fullest first, which
 keeps whole hosts free for large guests. Equal weights are ordered by
 host name, so the same cache always gives the same order.
+
+The distance weigher works on the candidates of one guest, not on the
+host: among the hosts that take it, those where its cells end nearer
+each other (the fit's distance excess, numa/distance.py) come first,
+in the order above among equals (``by_distance``).
 """
 
 import fractions
@@ -83,3 +88,28 @@ def order(weighed, strategy):
         return sorted(weighed, key=lambda t: (t[1], t[0]))
     raise ValueError(f"unknown strategy {strategy!r}; choose one of "
                      f"{', '.join(STRATEGIES)}")
+
+
+def distance_excess(fit):
+    """How much farther apart than its host allows the guest's cells end
+    on a candidate: the fit's Distance.excess, 0 for a guest without a
+    NUMA request or of one cell. 0 on every host whose remote distances
+    are all equal (or that reports no table), so a cloud of such hosts
+    keeps its order."""
+    if fit is None or not fit.fits:
+        return 0
+    return fit.distance.excess
+
+
+def by_distance(candidates, fit_of):
+    """Return ``candidates`` (already in weight order) with those whose
+    guest cells end nearer first: a stable sort by distance_excess, so
+    candidates of equal excess keep their weight order.
+
+    A guest split over the far socket pays on every remote memory access
+    for as long as it runs, while the free-share weights only break the
+    tie between hosts that take it equally well.
+
+    :param fit_of: returns a candidate's FitResult (or None).
+    """
+    return sorted(candidates, key=lambda item: distance_excess(fit_of(item)))

@@ -285,6 +285,21 @@ class ComputeDriver(abc.ABC):
 
     # -- the destination-side migration guard (optional) -----------------
 
+    def refresh_distances(self):
+        """Read the host's NUMA distance table again.
+
+        The firmware's table does not change while a host runs, but
+        libvirt's report of it may (a libvirtd upgraded or restarted
+        with other capabilities, a capabilities file edited): a host
+        whose table changes is re-reported with it so that placement
+        follows. Called by the agent's periodic usage recompute.
+
+        :returns: the host topology (as get_host_topology) with the new
+            table when it changed, else None. A driver without a table
+            returns None.
+        """
+        return None
+
     def migration_guard_state(self):
         """'off', 'on' or 'failed': whether incoming migrations here are
         checked against this host's claims (numamig.virt.libvirt.guard).

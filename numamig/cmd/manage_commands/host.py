@@ -76,7 +76,8 @@ class HostCommands:
         """Show a host's topology per cell, usage and guests.
 
         Per cell: dedicated, shared, pinned and free pCPUs drawn by SMT
-        core, memory, page pools used/free and distances; then the
+        core, memory, page pools used/free and distances (those libvirt
+        does not report marked as assumed: local 10, remote 20); then the
         guests recorded on the host and the move claims held on it. A
         host disabled for maintenance says since when and why.
         Exit codes: 0 shown; 127 unknown host; 255 the database cannot
@@ -94,6 +95,7 @@ class HostCommands:
         devices = vmem.by_host_node(g.get('numa_topology') for g in guests)
         data = dict(_host_row(report, len(guests), maintenance),
                     topology=common.plain(report.topology),
+                    distances=_distances(report.topology),
                     guests=[_guest_entry(g) for g in guests],
                     claims=[_claim_entry(c) for c in claims],
                     virtio_mem={str(node): entry for node, entry in
@@ -475,6 +477,18 @@ def _host_row(report, instance_count, maintenance=None):
                               sorted(report.topology.cells,
                                      key=lambda c: c.id)),
     }
+
+
+def _distances(topology):
+    """The distance table placement uses, {cell: {cell: distance}}, and
+    whether it is assumed: libvirt reports no entry for some pair, which
+    placement takes as local 10, remote 20 (numa/distance.py)."""
+    from numamig.numa import distance
+    cells = list(topology.cells)
+    table = distance.assumed_table(cells)
+    return {'table': {str(a): {str(b): value for b, value in row.items()}
+                      for a, row in table.items()},
+            'assumed': len(cells) > 1 and bool(distance.missing(cells))}
 
 
 def _cell_free(cell):

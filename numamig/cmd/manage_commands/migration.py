@@ -467,6 +467,8 @@ def _dry_run_view(answer):
         'refused_hosts': dict(answer.get('refused') or {}),
         'numa_topology': common.plain(topology),
         'placement': pictures.placement_lines(topology),
+        # A conductor of release 1 does not say: None.
+        'distance': answer.get('distance'),
         'policy': answer.get('policy'),
         'policy_from': answer.get('policy_from'),
         'prediction': answer.get('prediction'),
@@ -633,6 +635,10 @@ def _print_dry_run(data):
         print(f"  would go to {data['dest_host']}, placed as:")
         for line in data['placement']:
             print(f"    {line}")
+        if data.get('distance'):
+            print(f"  NUMA distance: {data['distance']['reason']}; "
+                  f"{data['distance']['excess']} beyond the host's "
+                  f"nearest pairs")
     else:
         print("  no destination can take it")
     if data.get('reclaim_note'):

@@ -13,6 +13,7 @@ from numamig.conductor.tasks import live_migrate
 from numamig.conductor.tasks import placement_reclaim
 from numamig.convergence import policy as convergence
 from numamig.numa import fit
+from numamig.numa import hostjson
 
 
 class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
@@ -22,7 +23,9 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
     ``dest_host`` (None when no host fits), ``numa_topology`` (the
     placement there, None for a guest without NUMA characteristics),
     ``candidates`` (every host that would be tried, in order),
-    ``refused`` (host -> reason), ``policy`` and ``policy_from`` (the
+    ``refused`` (host -> reason), ``distance`` (with a placement: the
+    distance cost of the host cells chosen, its excess and why them, as
+    ``numamig-manage numa fit`` prints it), ``policy`` and ``policy_from`` (the
     convergence policy the migration would run under and where its name
     came from: requested, flavor, image or default, chosen as the request
     chooses it) and ``prediction`` (whether it would converge under it: a
@@ -64,9 +67,10 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
                   'refused': self.refused}
         answer['candidates'] = list(hosts)
         for host in hosts:
-            placed, reason = self._fit_on(host)
+            placed, reason, distance = self._fit_on(host)
             if reason is None:
-                answer.update(dest_host=host, numa_topology=placed)
+                answer.update(dest_host=host, numa_topology=placed,
+                              distance=distance)
                 break
             self.refused[host] = reason
         if answer['dest_host'] is None and self._reclaims_scheduled():
@@ -100,16 +104,19 @@ class LiveMigrationDryRun(live_migrate.LiveMigrationTask):
         return ()
 
     def _fit_on(self, host):
+        """Return (placed topology, None, its distance as
+        hostjson.distance_json) or (None, why not, None)."""
         if self.request is None:
-            return None, None
+            return None, None, None
         state = self.worker.cache.get(host)
         result = fit.fit(state.topology, self.request,
                          limits=self.worker.settings.limits,
                          strategy=self.worker.scheduler.cell_strategy,
                          pagesize_kb=self.pagesize_kb)
         if not result.fits:
-            return None, f"NUMA topology does not fit: {result.reason}"
-        return result.topology, None
+            return None, f"NUMA topology does not fit: {result.reason}", None
+        return (result.topology, None,
+                hostjson.distance_json(result.distance))
 
     def rollback(self, exc):
         """Nothing was recorded or claimed: nothing to undo."""

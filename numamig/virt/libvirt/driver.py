@@ -16,6 +16,7 @@ import libvirt
 from oslo_log import log as logging
 
 from numamig import exception
+from numamig.numa import distance
 from numamig.virt import driver
 from numamig.virt.libvirt import dirty_rate
 from numamig.virt.libvirt import emulated_copy
@@ -101,6 +102,7 @@ class LibvirtDriver(driver.ComputeDriver):
                                                  source)
         self._host_topology = host_topology.build_host_topology(
             cells, self._settings)
+        self._log_distances(cells)
         LOG.info("Host %s on %s: %d NUMA cells, dedicated pCPUs %s, "
                  "shared pCPUs %s%s", self.host, self._settings.uri,
                  len(cells), sorted(set().union(
@@ -220,6 +222,46 @@ class LibvirtDriver(driver.ComputeDriver):
         except libvirt.libvirtError as exc:
             raise errors.hypervisor_error(exc, self.host,
                                           'report its capabilities')
+
+    def _log_distances(self, cells):
+        """Say once (at start, and when the table changed) that libvirt
+        gives no NUMA distance table, or an incomplete one: the placement
+        then assumes local 10, remote 20 where it lacks an entry, so every
+        remote pair is equally far and nothing is placed nearest first."""
+        if len(cells) < 2:
+            return
+        missing = distance.missing(cells)
+        if missing:
+            LOG.warning(
+                "Host %s: libvirt gives %s NUMA distance table (%d of %d "
+                "entries missing); numamig assumes local %d, remote %d "
+                "where it lacks one, so it places guests as if those nodes "
+                "were equally far. Check the firmware's SLIT and <distances> "
+                "in virsh capabilities.", self.host,
+                'an incomplete' if len(missing) < len(cells) ** 2 else 'no',
+                len(missing), len(cells) ** 2, distance.LOCAL,
+                distance.REMOTE)
+
+    def refresh_distances(self):
+        """Read the NUMA distance table again; see ComputeDriver."""
+        if self._host_topology is None:
+            return None
+        caps_text, source = self._capabilities()
+        cells = host_topology.parse_capabilities(caps_text, self.host,
+                                                 source)
+        table = {cell.id: dict(cell.distances) for cell in cells}
+        known = {cell.id: dict(cell.distances)
+                 for cell in self._host_topology.cells}
+        if table == known or set(table) != set(known):
+            # The same table; or other cells, which only a restart (the
+            # whole topology read again) may take.
+            return None
+        LOG.info("Host %s: the NUMA distance table changed from %s to %s; "
+                 "reporting it", self.host, known, table)
+        for cell in self._host_topology.cells:
+            cell.distances = table[cell.id]
+        self._log_distances(cells)
+        return self._host_topology.obj_clone()
 
     def cleanup_host(self):
         """Close the connection (an agent's stop; tests' tear-down)."""

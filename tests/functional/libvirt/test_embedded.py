@@ -145,6 +145,51 @@ class InitHostTestCase(base.TestCase):
         self.assertRaisesMessage(exception.CapabilitiesError,
                                  'capabilities_file', drv.init_host, 'hostA')
 
+    def _caps_file(self, xml):
+        path = self.useFixture(fixtures.TempDir()).join('caps.xml')
+        with open(path, 'w') as f:
+            f.write(xml)
+        return path
+
+    def test_no_distance_table_is_said_once_and_assumed(self):
+        # libvirt on some hosts (no SLIT) gives cells without <distances>.
+        xml = libvirt_caps.caps_xml(cells=2, cores=2, threads=1)
+        bare = '\n'.join(line for line in xml.splitlines()
+                         if 'distances>' not in line and 'sibling id=' not in
+                         line) + '\n'
+        path = self._caps_file(bare)
+        logs = self.useFixture(fixtures.FakeLogger(
+            name='numamig.virt.libvirt.driver'))
+        drv = self._driver(path)
+        drv.init_host('hostA')
+        self.assertEqual(1, logs.output.count('NUMA distance table'))
+        self.assertIn('libvirt gives no NUMA distance table (4 of 4 entries '
+                      'missing); numamig assumes local 10, remote 20',
+                      logs.output)
+        self.assertEqual([{}, {}], [c.distances for c in
+                                    drv.get_host_topology().cells])
+        # Nothing changed: nothing to report, nothing said again.
+        self.assertIsNone(drv.refresh_distances())
+        self.assertEqual(1, logs.output.count('NUMA distance table'))
+        # The table appears (libvirt restarted with it): re-reported.
+        with open(path, 'w') as f:
+            f.write(xml)
+        changed = drv.refresh_distances()
+        self.assertEqual([{0: 10, 1: 21}, {0: 21, 1: 10}],
+                         [c.distances for c in changed.cells])
+        self.assertEqual(changed.cells[0].distances,
+                         drv.get_host_topology().cells[0].distances)
+        self.assertIn('the NUMA distance table changed', logs.output)
+        self.assertIsNone(drv.refresh_distances())
+
+    def test_a_complete_table_says_nothing(self):
+        path = self._caps_file(libvirt_caps.caps_xml(cells=2, cores=2,
+                                                     threads=1))
+        logs = self.useFixture(fixtures.FakeLogger(
+            name='numamig.virt.libvirt.driver'))
+        self._driver(path).init_host('hostA')
+        self.assertNotIn('distance', logs.output)
+
     def test_topology_is_a_copy(self):
         drv = self.useFixture(libvirt_embedded.EmbeddedHost('hostA')).driver
         topo = drv.get_host_topology()

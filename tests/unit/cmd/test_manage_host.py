@@ -45,6 +45,29 @@ class ManageHostTestCase(cli_base.CLITestCase):
         self.assertIn(f'web-1 {guest.uuid}', out)
         self.assertIn('guest cell 0 -> host cell 0', out)
 
+    def test_show_marks_assumed_distances(self):
+        # The report's cells carry no distance table: placement assumes
+        # local 10, remote 20, and host show says so.
+        self.add_report('cn1')
+        code, out, _ = self.run_cli('host', 'show', 'cn1')
+        self.assertEqual(0, code)
+        self.assertIn('distances 0:10* 1:20*', out)
+        self.assertIn('distances marked * are assumed', out)
+        _, out, _ = self.run_cli('host', 'show', 'cn1', '--format', 'json')
+        self.assertEqual({'table': {'0': {'0': 10, '1': 20},
+                                    '1': {'0': 20, '1': 10}},
+                          'assumed': True}, json.loads(out)['distances'])
+        topology = cli_base.db_base.make_host_topology()
+        for cell in topology.cells:
+            cell.distances = {0: 10 if cell.id == 0 else 21,
+                              1: 10 if cell.id == 1 else 21}
+        self.add_report('cn2', topology=topology)
+        _, out, _ = self.run_cli('host', 'show', 'cn2')
+        self.assertIn('distances 0:10 1:21', out)
+        self.assertNotIn('assumed', out)
+        _, out, _ = self.run_cli('host', 'show', 'cn2', '--format', 'json')
+        self.assertFalse(json.loads(out)['distances']['assumed'])
+
     def test_show_unknown_host_is_bad_input(self):
         code, out, err = self.run_cli('host', 'show', 'nowhere')
         self.assertEqual((127, ''), (code, out))

@@ -254,7 +254,23 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
                                     '--dry-run')
         self.assertEqual(0, code)
         self.assertIn('would go to dst', out)
+        self.assertNotIn('NUMA distance', out)   # a release 1 conductor
         self.api.live_migrate_instance.assert_not_called()
+        distance = {'cost': 21, 'excess': 9,
+                    'reason': 'host cells 0, 2: distance cost 21 (the only '
+                              'fitting set of host cells)'}
+        self.api.live_migration_dry_run.return_value = dict(
+            self.api.live_migration_dry_run.return_value, distance=distance)
+        code, out, _ = self.run_cli('migration', 'start', self.guest.uuid,
+                                    '--dry-run')
+        self.assertEqual(0, code)
+        self.assertIn('NUMA distance: host cells 0, 2: distance cost 21 '
+                      '(the only fitting set of host cells); 9 beyond the '
+                      "host's nearest pairs", out)
+        code, out, _ = self.run_cli('migration', 'start', self.guest.uuid,
+                                    '--dry-run', '--format', 'json')
+        self.assertEqual(0, code, out)
+        self.assertEqual(distance, json.loads(out)['distance'])
         self.api.live_migration_dry_run.return_value = dict(
             self.api.live_migration_dry_run.return_value, dest_host=None,
             numa_topology=None, refused={'dst': 'full'})

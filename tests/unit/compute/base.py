@@ -103,6 +103,7 @@ def manager(host=HOST, topology=None, instances=(), claimed=(),
         i.uuid: i.name for i in instances}
     driver.migration_target.return_value = (f'test:///{host}', None)
     driver.migration_guard_state.return_value = 'off'
+    driver.refresh_distances.return_value = None   # the table as it was
     driver.read_guard_log.return_value = ([], None)
     driver.migration_housekeeping_cpus.return_value = None
     driver.select_migration_policy.return_value = (

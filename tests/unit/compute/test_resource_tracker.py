@@ -235,6 +235,29 @@ class ResourceTrackerTest(base.TestCase):
                           agent.tracker.add_claim, clash)
         self.assertEqual([], agent.tracker.claims())
 
+    def test_a_changed_distance_table_is_reported(self):
+        here = cbase.instance(host=cbase.HOST, pins={0: 0, 1: 8})
+        agent = cbase.agent(instances=[here])
+        tracker = agent.tracker
+        self.assertEqual([{}, {}], [c.distances for c in
+                                    tracker.usage_topology().cells])
+        changed = cbase.host_topology()
+        changed.cells[0].distances = {0: 10, 1: 32}
+        changed.cells[1].distances = {0: 32, 1: 10}
+        agent.driver.refresh_distances.return_value = changed
+        self.assertTrue(tracker.update_available_resource(None))
+        usage = tracker.usage_topology()
+        self.assertEqual([{0: 10, 1: 32}, {0: 32, 1: 10}],
+                         [c.distances for c in usage.cells])
+        # The usage is recomputed on the new base, the guest still counted.
+        self.assertEqual({0, 8}, cbase.pinned(usage))
+        # A driver that cannot read its capabilities now keeps the table.
+        agent.driver.refresh_distances.side_effect = \
+            base.exception.HypervisorError(host='h', action='a', reason='r')
+        self.assertTrue(tracker.update_available_resource(None))
+        self.assertEqual({0: 10, 1: 32},
+                         tracker.usage_topology().cells[0].distances)
+
     def test_not_started(self):
         tracker = resource_tracker.ResourceTracker(
             'h', mock.Mock(), mock.Mock(), strategy='spread',

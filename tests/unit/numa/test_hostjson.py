@@ -99,8 +99,34 @@ class RequestJSONTest(base.TestCase):
                         'pagesize_kb': None, 'cpu_policy': 'dedicated',
                         'cpu_thread_policy': None,
                         'cpu_pinning': {'0': 0, '1': 2},
-                        'emulator_pcpus': []}]},
+                        'emulator_pcpus': []}],
+             'distance': {'cost': 0, 'excess': 0, 'reason':
+                          'host cells 0: distance cost 0 (one guest cell: '
+                          'no distance between guest cells)'}},
             document)
+
+    def test_result_document_names_the_distance_cost(self):
+        # Two sockets of two cells; cell 0 has one free pCPU, so the
+        # spread order's first answer (1, 2) crosses sockets and the
+        # nearest pair it fits is (2, 3).
+        cells = [{'id': i, 'cpus': f'{4 * i}-{4 * i + 3}',
+                  'memory_mb': 1024,
+                  'distances': {str(j): 10 if i == j else
+                                12 if i // 2 == j // 2 else 21
+                                for j in range(4)}} for i in range(4)]
+        cells[0]['pinned'] = '0-2'
+        host = hostjson.host_from_json({'cells': cells})
+        request, _, _ = hostjson.request_from_json({
+            'vcpus': 4, 'memory_mb': 1024,
+            'extra_specs': {'hw:cpu_policy': 'dedicated',
+                            'hw:numa_nodes': '2'}})
+        document = hostjson.result_to_json(fit.fit(host, request))
+        self.assertEqual([2, 3], [cell['host_cell']
+                                  for cell in document['cells']])
+        self.assertEqual(12, document['distance']['cost'])
+        self.assertEqual(0, document['distance']['excess'])
+        self.assertIn('host cells 2, 3: distance cost 12',
+                      document['distance']['reason'])
 
 
 class UnknownKeysTest(base.TestCase):

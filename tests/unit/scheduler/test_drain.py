@@ -256,3 +256,26 @@ def _one_at_a_time(guests, destinations):
         current[host] = view_usage.apply(current[host], result.placement)
         chosen[guest.name] = host
     return chosen
+
+
+class NearestFirstTest(base.TestCase):
+    """A drain places with the engine's fit, so nearest first: and the
+    views its moves leave keep the host's distance table."""
+
+    def test_guests_of_two_cells_land_on_close_pairs(self):
+        # Four cells of 2 pCPUs; 0-2 and 1-3 are 12 apart, the rest 21.
+        host = numa_hosts.make_host(cells=4, cores=2, threads=1)
+        for cell in host.cells:
+            cell.distances = {other: 10 if other == cell.id else
+                              12 if other % 2 == cell.id % 2 else 21
+                              for other in range(4)}
+        two_cells = numa_hosts.request([(2, 0, 512, None, None)] * 2)
+        guests = [drain.Guest(uuid=f'uuid-{name}', name=name,
+                              request=views.RequestView(two_cells))
+                  for name in ('first', 'second')]
+        plan = drain.plan(guests, _destinations(dst=host))
+        self.assertTrue(plan.complete, plan.unplaced)
+        self.assertEqual(
+            [[0, 2], [1, 3]],
+            sorted(sorted(cell.host_cell for cell in move.placement.cells)
+                   for move in plan.moves))

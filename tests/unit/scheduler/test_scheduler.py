@@ -324,3 +324,62 @@ class TestConstruction(base.TestCase):
         self.assertEqual(('pack', 'spread', 3, 500), (
             sched.strategy, sched.cell_strategy, sched.max_candidates,
             sched.drain_max_steps))
+
+
+
+def _socket_host(free):
+    """A 4-cell x 4-pCPU host of two sockets (cells 0-1, 2-3): 12 within
+    a socket, 21 across; ``free`` pCPUs per cell, the others pinned."""
+    topology = hosts.host_topology(cells=4)
+    for cell, count in zip(topology.cells, free, strict=True):
+        cell.distances = {other: 10 if other == cell.id else
+                          12 if other // 2 == cell.id // 2 else 21
+                          for other in range(4)}
+        cell.pinned_cpus = set(sorted(cell.pcpuset)[count:])
+    return topology
+
+
+class TestDistanceWeigher(base.TestCase):
+    """Among candidates, the guest's cells ending nearer come first."""
+
+    def setUp(self):
+        super().setUp()
+        self.flags(service_down_time=60)
+        self.cache = host_state.HostStateCache(clock=hosts.Clock())
+        self.cache.update(hosts.report('src'))
+
+    def _select(self, request, exhaustive=False):
+        sched = scheduler.Scheduler(self.cache, strategy='spread')
+        if exhaustive:
+            return sched._select_exhaustive(request, 'src')
+        return sched.select_destinations(request, 'src')
+
+    def test_a_near_pair_beats_a_better_weight(self):
+        # 'far' is emptier (12 free pCPUs of 16) but takes a guest of two
+        # cells of 3 vCPUs only across sockets (cells 0 and 2); 'near'
+        # (11 free) keeps both on socket 0.
+        self.cache.update(hosts.report('far',
+                                       topology=_socket_host((4, 2, 4, 2))))
+        self.cache.update(hosts.report('near',
+                                       topology=_socket_host((3, 3, 3, 2))))
+        request = _request(vcpus=6, specs=dict(PINNED,
+                                               **{'hw:numa_nodes': '2'}))
+        for exhaustive in (False, True):
+            selection = self._select(request, exhaustive)
+            self.assertEqual(['near', 'far'], selection.hosts)
+            by_host = {c.host: c.fit.distance for c in selection.candidates}
+            self.assertEqual((12, 0), by_host['near'][:2])
+            self.assertEqual((21, 9), by_host['far'][:2])
+        # A guest of one cell has no distance: the weight decides.
+        self.assertEqual(['far', 'near'],
+                         self._select(_request(vcpus=2)).hosts)
+
+    def test_equal_distance_hosts_keep_the_weight_order(self):
+        for name, pinned in (('a', 2), ('b', 0), ('c', 1)):
+            topology = hosts.host_topology(cells=4)
+            for cell in topology.cells:
+                cell.pinned_cpus = set(sorted(cell.pcpuset)[:pinned])
+            self.cache.update(hosts.report(name, topology=topology))
+        request = _request(vcpus=4, specs=dict(PINNED,
+                                               **{'hw:numa_nodes': '2'}))
+        self.assertEqual(['b', 'c', 'a'], self._select(request).hosts)

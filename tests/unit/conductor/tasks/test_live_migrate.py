@@ -434,6 +434,9 @@ class DryRunTest(base.ConductorTestCase):
         self.assertIn(answer['dest_host'], ('dst1', 'dst2', 'dst3'))
         self.assertEqual(3, len(answer['candidates']))
         self.assertEqual(2, len(answer['numa_topology'].cpu_pinning))
+        # One guest cell: no distance between guest cells.
+        self.assertEqual(0, answer['distance']['cost'])
+        self.assertIn('distance cost 0', answer['distance']['reason'])
         self.assertEqual([], migrations.get_all(self.db))
         for host in self.HOSTS:
             self.assertEqual((), self.conductor.cache.get(host).reservations)
