@@ -21,6 +21,7 @@ from numamig.cmd import manage
 from numamig.conductor import direct_rpc
 from tests import base
 from tests.fixtures import deployment
+from tests.unit.cmd import test_imports
 
 UNKNOWN_UUID = '00000000-0000-4000-8000-00000000dead'
 _UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
@@ -183,6 +184,22 @@ class DirectAndFullTestCase(base.TestCase):
         self.assertEqual(0, code, err)
         self.assertEqual([migration_uuid],
                          [m['uuid'] for m in json.loads(out)['migrations']])
+
+    def test_fresh_command_loads_no_heavy_library(self):
+        # An operator's command line: a new interpreter, a start the
+        # conductor records and answers (and keeps queued: nothing runs
+        # on after the test).
+        self.dep.conductor.executor.stop()
+        uuid = self.create_guest()
+        code = f"""
+from numamig.cmd import manage
+code = manage.main(['--config-file', {self.config!r}, 'migration',
+                    'start', {uuid!r}, '--host', 'host-b'])
+assert code == 0, code
+assert 'numamig.conductor.direct_rpc' in sys.modules
+"""
+        extra = test_imports.loaded_after(code)
+        self.assertEqual(set(), extra)
 
 
 def _masked(run):
