@@ -42,7 +42,8 @@ recorded twice): a transport URL other than ``rabbit://`` with exactly
 one host and its credentials and no query (several hosts mean
 oslo.messaging's failover; fake:// and inproc:// are in-process), any
 ``[oslo_messaging_rabbit]`` option set (TLS, quorum queues, login
-method, heartbeats...: their defaults are what this client does), an
+method, heartbeats...: their defaults are what this client does, but
+for the login mechanism, which is the broker check's), an
 ``[upgrade_levels] conductor`` cap or a conductor of an older release
 (numamig.conductor.rpcclient routes those), options given through the
 environment or a config source, an answer in an object version this
@@ -227,12 +228,14 @@ def connect(conf, call_timeout):
 
 def _open(hostname, port, userid, password, virtual_host, ssl,
           connect_timeout):
-    """One logged-in py-amqp connection, as kombu opens oslo.messaging's
-    (AMQPLAIN, [oslo_messaging_rabbit] rabbit_login_method's default)."""
+    """One logged-in py-amqp connection, logged in as numamig.broker's
+    check logs in (kombu's default for py-amqp: PLAIN, which checks the
+    same user and password as oslo.messaging's AMQPLAIN), so that a
+    refusal reads the same words."""
     import amqp
     link = amqp.Connection(
         f'{hostname}:{port}', userid=userid, password=password,
-        virtual_host=virtual_host, ssl=ssl, login_method='AMQPLAIN',
+        virtual_host=virtual_host, ssl=ssl, login_method='PLAIN',
         connect_timeout=connect_timeout, heartbeat=0)
     try:
         link.connect()
