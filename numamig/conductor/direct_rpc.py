@@ -194,7 +194,10 @@ def messaging_settings(conf):
         for name, given in sections.get('DEFAULT', {}).items():
             if name in ('transport_url', 'control_exchange'):
                 values[name] = given[-1]
-    if 'transport_url' not in values:
+    # oslo.config substitutes ``$name`` references in values: not read
+    # here.
+    if 'transport_url' not in values or \
+            any('$' in value for value in values.values()):
         return None
     return values['transport_url'], values.get('control_exchange',
                                                CONTROL_EXCHANGE)
@@ -223,7 +226,14 @@ def connect(conf, call_timeout):
     broker.check_accepted(url, _NoTLS, connect=login)
     exchange = settings[1]
     topic = TOPIC if exchange == CONTROL_EXCHANGE else f'{TOPIC}-{exchange}'
-    return Client(links[0], url, exchange, topic, call_timeout)
+    import amqp
+    try:
+        return Client(links[0], url, exchange, topic, call_timeout)
+    except (OSError, amqp.exceptions.AMQPError):
+        # The reply queue not declared (the link broke, a policy of the
+        # broker's refused it): oslo.messaging's client words it.
+        _close_quietly(links[0])
+        return None
 
 
 def _open(hostname, port, userid, password, virtual_host, ssl,

@@ -125,6 +125,9 @@ class MessagingSettingsTestCase(base.TestCase):
 
     def test_no_url_or_one_from_the_environment(self):
         self.assertIsNone(self.settings("[DEFAULT]\nhost = x\n"))
+        # oslo.config would substitute the reference.
+        self.assertIsNone(self.settings(
+            "[DEFAULT]\nbroker = a\ntransport_url = rabbit://u:p@$broker/\n"))
         self.useFixture(fixtures.EnvironmentVariable(
             'OS_DEFAULT__TRANSPORT_URL', 'rabbit://u:p@c/'))
         self.assertIsNone(self.settings(
