@@ -14,8 +14,9 @@ Why a client of our own rather than a daemon or the database: the
 conductor still checks and records the request exactly as before (the
 command writes nothing itself), and the request is the same message
 oslo.messaging would send, so a conductor cannot tell the two apart
-(tests/unit/conductor/test_direct_rpc.py sends with this client to an
-oslo.messaging RPC server and reads the message oslo.messaging sends).
+(tests/functional/test_direct_rpc_wire.py sends with this client to an
+oslo.messaging RPC server and compares its message with the one
+oslo.messaging sends).
 
 What stays the same as through numamig.rpc, tested side by side over
 the real RabbitMQ (tests/functional/test_cli_direct_rpc.py):
