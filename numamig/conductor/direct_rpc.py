@@ -287,12 +287,14 @@ class Client:
         self.channel.events['basic_return'].add(self._on_return)
         self._declared = False
         self._ctxt = None
+        self._closed = False
 
     def close(self):
         """Log out as oslo.messaging does (the broker logs a connection
         that just drops); a link that broke is only let go."""
-        if self.link.transport is None:
+        if self._closed:
             return
+        self._closed = True
         try:
             self.link.close()
         except Exception:  # noqa: BLE001 - broken: nothing to log out of

@@ -185,6 +185,28 @@ class DirectAndFullTestCase(base.TestCase):
         self.assertEqual([migration_uuid],
                          [m['uuid'] for m in json.loads(out)['migrations']])
 
+    def test_an_answer_not_read_is_asked_again_through_oslo_messaging(self):
+        # The conductor recorded the request but the direct client cannot
+        # read its answer (here: made so): the command asks again through
+        # oslo.messaging under the same migration uuid and is answered
+        # with the migration recorded, not a second one.
+        self.dep.conductor.executor.stop()
+        uuid = self.create_guest()
+
+        def unread(primitive):
+            raise direct_rpc.Unserved("an answer not read here")
+        with mock.patch.object(direct_rpc, 'migration_record',
+                               side_effect=unread):
+            code, out, err = self.cli(self.config, 'migration', 'start',
+                                      uuid, '--host', 'host-b',
+                                      '--format', 'json')
+        self.assertEqual((0, ''), (code, err))
+        self.assertIn('live_migrate_instance', self.direct_requests)
+        code, listed, err = self.cli(self.config, 'migration', 'list',
+                                     '--instance', uuid, '--format', 'json')
+        self.assertEqual([json.loads(out)['uuid']],
+                         [m['uuid'] for m in json.loads(listed)['migrations']])
+
     def test_fresh_command_loads_no_heavy_library(self):
         # An operator's command line: a new interpreter, a start the
         # conductor records and answers (and keeps queued: nothing runs
