@@ -19,8 +19,11 @@ to the baseline's median.
   a temporary directory): the reads ``host list``, ``migration list``
   and ``migration show`` (they open the database), and ``migration
   start --host`` (it asks the conductor and returns once the request
-  is recorded). Between rounds, untimed, the migration is followed to
-  its end, so that the next round moves the guest back.
+  is recorded), then the same start through oslo.messaging
+  (``[DEFAULT] cli_direct_rpc = false``, a reference without target:
+  what numamig.conductor.direct_rpc saves). Between starts, untimed,
+  the migration is followed to its end, so that the next one moves the
+  guest back.
 * The daemons' start-up, as a restart under systemd sees it: spawn to
   the first RPC answered (the conductor's ping, a compute agent's
   ``list_domains``), ``--daemon-runs`` times each, the baseline run
@@ -59,6 +62,10 @@ RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
 BASELINE = 'python -c pass'
 READ_TARGET = 8.0
 START_TARGET = 10.0
+START = 'migration start (until recorded)'
+# The same start through oslo.messaging ([DEFAULT] cli_direct_rpc =
+# false): what numamig.conductor.direct_rpc saves, in the same rounds.
+START_OSLO = 'start via oslo.messaging (ref)'
 START_TIMEOUT_S = 60
 SETTLE_TIMEOUT_S = 60
 
@@ -158,13 +165,17 @@ class Deployment:
         self.context = nm_context.get_admin_context()
         self.procs = {}
         self.cli_conf = self._config('bench-cli')
+        # The same command line through oslo.messaging (the reference the
+        # direct client is measured against, in the same rounds).
+        self.cli_conf_oslo = self._config('bench-cli-oslo',
+                                          extra=['cli_direct_rpc = false'])
         stack.callback(self._kill_all)
 
-    def _config(self, host, caps=None):
+    def _config(self, host, caps=None, extra=()):
         lines = ['[DEFAULT]', f'host = {host}', f'transport_url = {RABBIT}',
                  f'control_exchange = {self.exchange}',
                  f'state_path = {self.dir}', 'report_interval = 10',
-                 '[database]', f'connection = {self.db_url}']
+                 *extra, '[database]', f'connection = {self.db_url}']
         if caps:
             embedded = self.embedded
             lines += ['[libvirt]',
@@ -317,15 +328,20 @@ def measure_services(dep, runs):
              ('migration show', ['migration', 'show', migration])]
     for _label, argv in reads:
         run_once(manage + argv)
+    through_oslo = [os.path.join(BIN, 'numamig-manage'), '--config-file',
+                    dep.cli_conf_oslo]
     times = {BASELINE: []}
-    for done in range(runs):
+    started = 1
+    for _ in range(runs):
         times[BASELINE].append(baseline())
         for label, argv in reads:
             times.setdefault(label, []).append(run_once(manage + argv))
-        times.setdefault('migration start (until recorded)', []).append(
-            run_once(manage + ['migration', 'start', instance, '--host',
-                               others[host]]))
-        _migration, host = dep.settle(instance, done + 2)
+        for label, command in ((START, manage), (START_OSLO, through_oslo)):
+            times.setdefault(label, []).append(
+                run_once(command + ['migration', 'start', instance,
+                                    '--host', others[host]]))
+            started += 1
+            _migration, host = dep.settle(instance, started)
     return times
 
 
@@ -421,7 +437,7 @@ def main(argv=None):
         targets = {'host list': READ_TARGET,
                    'migration list': READ_TARGET,
                    'migration show': READ_TARGET,
-                   'migration start (until recorded)': START_TARGET}
+                   START: START_TARGET}
         lines, misses = report_and_misses(measure_services(dep, args.runs),
                                           targets)
         for line in lines:

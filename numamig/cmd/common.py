@@ -224,21 +224,29 @@ def guarded(func):
     return wrapper
 
 
+# A call the conductor did not answer, through numamig.rpc or
+# numamig.conductor.direct_rpc: it answered the command's ping, so it is
+# there, busy or stuck.
+_UNANSWERED = ("the conductor answered the ping but not the request "
+               "within its timeout; the request may still be carried "
+               "out: see the conductor's log, and list or show what it "
+               "was about before asking again")
+
+
 def _rpc_problem(exc):
     """What to tell the operator of an RPC failure; None if not one.
 
     An action that never imported oslo_messaging cannot have raised one
     of its exceptions, so it is looked up, not imported.
     """
+    direct = sys.modules.get('numamig.conductor.direct_rpc')
+    if direct is not None and isinstance(exc, direct.CallTimeout):
+        return _UNANSWERED
     messaging = sys.modules.get('oslo_messaging')
     if messaging is None:
         return None
     if isinstance(exc, messaging.MessagingTimeout):
-        # It answered the command's ping: it is there, busy or stuck.
-        return ("the conductor answered the ping but not the request "
-                "within its timeout; the request may still be carried "
-                "out: see the conductor's log, and list or show what it "
-                "was about before asking again")
+        return _UNANSWERED
     if isinstance(exc, messaging.MessagingException):
         from numamig import exception
         return f"RPC to the conductor failed: {exception.brief(exc)}"

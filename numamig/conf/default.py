@@ -50,6 +50,18 @@ opts = [
                       "255, in one line naming the conductor's topic and "
                       "the broker, instead of waiting for the action's "
                       "whole timeout (60 s and more)."),
+    cfg.BoolOpt('cli_direct_rpc', default=True,
+                help="Whether numamig-manage 'migration start' sends its "
+                     "request with numamig's own small AMQP client (py-amqp "
+                     "alone, the same message) instead of loading "
+                     "oslo.messaging, which costs most of the command's "
+                     "time. It is used only where it reaches the conductor "
+                     "exactly as oslo.messaging would (a rabbit:// URL with "
+                     "one host, no [oslo_messaging_rabbit] option set, no "
+                     "[upgrade_levels] conductor cap); otherwise, and with "
+                     "false, the command goes through oslo.messaging. Set "
+                     "false to rule the small client out when a start "
+                     "misbehaves."),
     cfg.ListOpt('foreign_numa_specs', default=[],
                 help="Flavor keys of the hw: namespace, and image "
                      "properties of the matching names (such as "

@@ -41,13 +41,23 @@ class StartErrorsTest(base.TestCase):
             'url': 'rabbit://guest:secret@127.0.0.1:5672/',
             'words': ('refused this client', 'refused the login',
                       'rabbit://guest:***@127.0.0.1:5672/')}),
+        ('vhost refused', {
+            'url': 'rabbit://guest:guest@127.0.0.1:5672/no-such-vhost',
+            'words': ('refused this client', 'no-such-vhost')}),
+        # Several hosts: oslo.messaging's failover (numamig's direct
+        # client leaves it to oslo.messaging).
+        ('no conductor, two hosts', {
+            'url': 'rabbit://guest:guest@127.0.0.1:5672,'
+                   'guest:guest@127.0.0.1:5672/',
+            'words': ('No conductor answered on topic numamig-conductor-',
+                      'nothing was asked of it')}),
         ('no conductor', {
             'url': 'rabbit://guest:guest@127.0.0.1:5672/',
             'words': ('No conductor answered on topic numamig-conductor-',
                       'nothing was asked of it')}),
     ]
 
-    def test_one_line_and_255(self):
+    def start(self, direct):
         work = self.useFixture(fixtures.TempDir()).path
         config = os.path.join(work, 'numamig.conf')
         # A deployment of its own: no conductor listens on this exchange.
@@ -57,7 +67,8 @@ class StartErrorsTest(base.TestCase):
                          f"transport_url = {self.url}\n"
                          f"control_exchange = {exchange}\n"
                          f"cli_broker_retries = 0\n"
-                         f"cli_conductor_timeout = 1\n")
+                         f"cli_conductor_timeout = 1\n"
+                         f"cli_direct_rpc = {str(direct).lower()}\n")
         started = time.monotonic()
         run = subprocess.run(
             [os.path.join(os.path.dirname(sys.executable), 'numamig-manage'),
@@ -65,6 +76,17 @@ class StartErrorsTest(base.TestCase):
              '--host', 'somewhere', '--format', 'json'],
             capture_output=True, text=True, timeout=120)
         self.assertLess(time.monotonic() - started, BOUND_S)
+        # The exchange in the message is the run's own.
+        return run.returncode, run.stdout.replace(exchange, 'EXCHANGE'), \
+            run.stderr.replace(exchange, 'EXCHANGE')
+
+    def test_the_same_through_oslo_messaging_and_directly(self):
+        # numamig.conductor.direct_rpc (the default) and oslo.messaging
+        # (cli_direct_rpc = false): byte for byte the same.
+        self.assertEqual(self.start(direct=False), self.start(direct=True))
+
+    def test_one_line_and_255(self):
+        run = subprocess.CompletedProcess(None, *self.start(direct=True))
         self.assertEqual(255, run.returncode, run.stderr)
         self.assertEqual(1, len(run.stderr.strip().splitlines()), run.stderr)
         self.assertNotIn('Traceback', run.stderr)

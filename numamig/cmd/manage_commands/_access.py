@@ -95,6 +95,97 @@ def conductor(timeout=CALL_TIMEOUT):
     return api
 
 
+def direct_conductor(timeout=CALL_TIMEOUT):
+    """The conductor through numamig.conductor.direct_rpc (py-amqp alone,
+    without oslo.messaging and the versioned objects), once it answered
+    its ping; None where that module does not serve the configuration
+    (or ``[DEFAULT] cli_direct_rpc`` is false): use ``conductor()``.
+
+    The broker, login and ping checks are the same as ``conductor()``'s,
+    with the same words (issue 43: most of ``migration start``'s time was
+    loading oslo.messaging).
+
+    :raises BrokerUnreachable, BrokerRefused, ConductorUnreachable:
+    """
+    if not CONF.cli_direct_rpc:
+        return None
+    from numamig.conductor import direct_rpc
+    client = direct_rpc.connect(CONF, timeout)
+    if client is None:
+        return None
+    try:
+        client.ping(CONF.cli_conductor_timeout)
+    except direct_rpc.CallTimeout:
+        client.close()
+        from numamig import broker
+        raise exception.ConductorUnreachable(
+            topic=client.topic, url=broker.masked(client.url),
+            timeout=f"{CONF.cli_conductor_timeout:g}") from None
+    except direct_rpc.Unserved:
+        client.close()
+        return None
+    return DirectConductor(client, timeout)
+
+
+class DirectConductor:
+    """The calls of ``migration start`` (and its --wait) through a
+    direct_rpc Client, continued through ``conductor()`` from the first
+    call the client does not serve (direct_rpc.Unserved): a request is
+    then sent again under the same migration uuid, which the conductor
+    answers with the migration it recorded, never a second one."""
+
+    def __init__(self, client, timeout):
+        self.client = client
+        self.timeout = timeout
+        self._full = None
+
+    def _through_oslo(self):
+        if self._full is None:
+            self.client.close()
+            self._full = conductor(self.timeout)
+        return self._full
+
+    def _direct(self, call, *args):
+        from numamig.conductor import direct_rpc
+        if self._full is None:
+            try:
+                return call(*args)
+            except direct_rpc.Unserved:
+                pass
+        return None
+
+    def live_migrate_instance(self, ctxt, instance_uuid, dest_host=None,
+                              priority=None, policy=None):
+        import uuid
+        migration_uuid = str(uuid.uuid4())
+        found = self._direct(self.client.live_migrate_instance,
+                             instance_uuid, dest_host, priority, policy,
+                             migration_uuid)
+        if found is not None:
+            return found
+        return self._through_oslo().live_migrate_instance(
+            ctxt, instance_uuid, dest_host, priority=priority,
+            policy=policy, migration_uuid=migration_uuid)
+
+    def migration_get(self, ctxt, migration_uuid):
+        found = self._direct(self.client.migration_get, ctxt,
+                             migration_uuid)
+        if found is not None:
+            return found
+        return self._through_oslo().migration_get(ctxt, migration_uuid)
+
+    def migration_wait(self, ctxt, migration, timeout):
+        found = self._direct(self.client.migration_wait, ctxt, migration,
+                             timeout)
+        if found is not None:
+            return found
+        return self._through_oslo().migration_wait(ctxt, migration,
+                                                   timeout)
+
+    def close(self):
+        self.client.close()
+
+
 def _ping(api, topic, url):
     """Fail fast when no conductor listens.
 

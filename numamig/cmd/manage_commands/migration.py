@@ -104,13 +104,25 @@ class MigrationCommands(migration_resume.ResumeCommand,
             raise exception.Invalid(
                 reason=f"--wait-timeout {wait_timeout:g} needs --wait and a "
                        f"number of seconds above 0")
-        api, ctxt = _access.conductor(), _access.context()
         if dry_run:
+            api, ctxt = _access.conductor(), _access.context()
             answer = api.live_migration_dry_run(ctxt, instance, host,
                                                 policy=policy)
             data = _dry_run_view(answer)
             common.print_output(data, output_format, _print_dry_run)
             return common.EXIT_OK if data['dest_host'] else common.EXIT_NO
+        # Without oslo.messaging where the configuration allows it
+        # (_access.direct_conductor): loading it was most of the time.
+        api = _access.direct_conductor() or _access.conductor()
+        try:
+            return self._start(api, instance, host, wait, priority,
+                               wait_timeout, policy, output_format)
+        finally:
+            getattr(api, 'close', lambda: None)()
+
+    def _start(self, api, instance, host, wait, priority, wait_timeout,
+               policy, output_format):
+        ctxt = _access.context()
         try:
             migration = api.live_migrate_instance(ctxt, instance, host,
                                                   priority=priority,
@@ -363,14 +375,19 @@ def _wait_once(api, ctxt, migration, remaining, clock, sleep):
         followed by one POLL_INTERVAL pause, so that such a caller polls
         instead of spinning.
     """
-    import oslo_messaging as messaging
     asked = WAIT_CHUNK_S if remaining is None else min(WAIT_CHUNK_S,
                                                        remaining)
     began = clock()
     try:
         seen = api.migration_wait(ctxt, migration, asked)
-    except messaging.UnsupportedVersion:
-        return None
+    except Exception as exc:
+        # Only numamig.rpc's client raises it, so only with
+        # oslo.messaging loaded (direct_rpc's serves no older conductor).
+        messaging = sys.modules.get('oslo_messaging')
+        if messaging is not None and \
+                isinstance(exc, messaging.UnsupportedVersion):
+            return None
+        raise
     unchanged = (seen.status, seen.memory_processed) == \
         (migration.status, migration.memory_processed)
     if unchanged and clock() - began < asked / 2:

@@ -105,3 +105,16 @@ class PlainTest(base.TestCase):
     def test_none_and_scalars_pass(self):
         self.assertIsNone(common.plain(None))
         self.assertEqual([1, 'a'], common.plain((1, 'a')))
+
+
+class UnansweredCallTestCase(base.TestCase):
+    """A call the conductor left unanswered reads the same through
+    numamig.conductor.direct_rpc as through oslo.messaging."""
+
+    def test_same_words(self):
+        from numamig.conductor import direct_rpc
+        self.assertEqual(
+            common._rpc_problem(messaging.MessagingTimeout('x')),
+            common._rpc_problem(direct_rpc.CallTimeout('y')))
+        self.assertIn('answered the ping but not the request',
+                      common._rpc_problem(direct_rpc.CallTimeout('y')))

@@ -208,3 +208,63 @@ class SendingImportsTestCase(base.TestCase):
         loaded = loaded_after(f'CONFIG = {config!r}\n' + code)
         # Sending loads the client and the driver, nothing else of HEAVY.
         self.assertEqual(set(OBJECTS) | {'kombu'}, loaded)
+
+
+class DirectStartImportsTestCase(base.TestCase):
+    """``migration start`` served by numamig.conductor.direct_rpc loads
+    neither oslo.messaging (nor kombu) nor the object registry, nor the
+    database libraries: over the local RabbitMQ, on an exchange no
+    conductor listens on, it logs in and pings (and ends 255 naming the
+    topic); with ``cli_direct_rpc = false`` the same command loads
+    oslo.messaging, so this test can fail. A start the conductor answers
+    is checked the same way in tests/functional/test_cli_direct_rpc.py.
+    """
+
+    def run_start(self, direct):
+        path = self.useFixture(fixtures.TempDir()).path
+        config = os.path.join(path, 'numamig.conf')
+        exchange = f'imports-{os.getpid()}-{id(self)}'
+        self.addCleanup(_delete_exchange, exchange)
+        with open(config, 'w') as handle:
+            handle.write("[DEFAULT]\n"
+                         "transport_url = rabbit://guest:guest@127.0.0.1:"
+                         "5672/\n"
+                         f"control_exchange = {exchange}\n"
+                         "cli_broker_retries = 0\n"
+                         "cli_conductor_timeout = 0.5\n"
+                         f"cli_direct_rpc = {str(direct).lower()}\n")
+        code = textwrap.dedent(f"""
+            import contextlib, io
+            from numamig.cmd import manage
+            err = io.StringIO()
+            with contextlib.redirect_stdout(io.StringIO()), \\
+                    contextlib.redirect_stderr(err):
+                code = manage.main(['--config-file', {config!r},
+                                    'migration', 'start',
+                                    '7d3c1a7e-0c6c-4b8e-9f64-2d2a4a1b0c11'])
+            assert code == 255, (code, err.getvalue())
+            assert 'No conductor answered' in err.getvalue(), err.getvalue()
+            assert ('numamig.conductor.direct_rpc' in sys.modules) is \\
+                {direct!r}
+        """)
+        return loaded_after(code)
+
+    def test_direct_start_loads_no_heavy_library(self):
+        extra = self.run_start(direct=True)
+        self.assertEqual(set(), extra, '; '.join(
+            f"{name} ({HEAVY[name]})" for name in sorted(extra)))
+
+    def test_start_through_oslo_messaging_loads_it(self):
+        self.assertIn('oslo_messaging', self.run_start(direct=False))
+
+
+def _delete_exchange(name):
+    """Remove the control exchange a test's command declared."""
+    import amqp
+    link = amqp.Connection('127.0.0.1:5672', userid='guest',
+                           password='guest')
+    link.connect()
+    try:
+        link.channel().exchange_delete(name)
+    finally:
+        link.close()
