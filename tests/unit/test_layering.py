@@ -122,7 +122,10 @@ LAYERS = {
     'convergence': ('pure convergence policies, prediction and emulated '
                     'copy', ('exception',)),
     'virt': ('libvirt and domain XML', ('objects', 'exception', 'cpuspec',
-                                        'convergence')),
+                                        'convergence',
+                                        # The distance table's defaults
+                                        # and gaps (numa.distance).
+                                        'numa')),
     'db': ('the conductor\'s records',
            ('objects', 'exception', 'filemodes')),
     'wire': ('declared RPC arguments, checked before any work',
@@ -146,6 +149,9 @@ LAYERS = {
     'conductor.records_rpcapi': ('the client of the agents\' records API',
                                  ('rpc', 'conductor.api_versions',
                                   'conductor.rpcclient')),
+    'conductor.direct_rpc': ('the operations API\'s start call spoken '
+                             'without oslo.messaging, for the command line',
+                             ('broker', 'context', 'exception')),
     'conductor.rpcapi': ('the client of the operators\' operations API',
                          ('exception', 'conductor.api_versions',
                           'conductor.records_rpcapi',
@@ -211,7 +217,8 @@ LAYERS = {
     'cmd': ('the operators\' commands (not the demo)',
             ('upgradecheck', 'service', 'broker', 'metrics', 'version',
              'scheduler',
-             'audit', 'conductor.rpcapi', 'db', 'virt', 'numa', 'convergence',
+             'audit', 'conductor.rpcapi', 'conductor.direct_rpc', 'db', 'virt',
+             'numa', 'convergence',
              'rpc', 'conf',
              'context', 'objects', 'cpuspec', 'exception', '_backend',
              # The driver's reconnect attempts kept off the terminal.
