@@ -425,7 +425,8 @@ def _turns(moves, pending, running, parallel, gate, args):
         else:
             chosen = drains.turns(records, parallel, claimed,
                                   link_rate(args),
-                                  lambda r: cost(r.move.guest, args))
+                                  lambda r: cost(r.move.guest, args),
+                                  args.margin)
         return [r.move for r in chosen]
     busy = {m.dest for m in running} if gate == 'ended' else set()
     chosen = []
@@ -536,14 +537,17 @@ def report_run(args, rnd, scenario, strategy, out, must, goodput):
           f"x of the goodput bound; bound "
           f"of bytes sent {sent / MIB / args.link:5.1f} s; link carried "
           f"{achieved:4.1f} MiB/s of {goodput:.1f}; machine idle "
-          f"{idle:4.0%}; QEMUs used {cores:.2f} cores)", flush=True)
+          f"{idle:4.0%}; QEMUs used {cores:.2f} cores; load average "
+          f"{os.getloadavg()[0]:.1f})", flush=True)
     downtimes = []
+    resent = 0
     for m in moves:
         res = m.result
         if res is None:
             print(f"  {m.guest.name} -> {m.dest}: {ended_by(m)}: {m.error}")
             continue
         again = max(0, res.memory_processed - must)
+        resent += again
         downtimes.append(res.downtime_ms or 0)
         print(f"  {m.guest.name} dirty {m.guest.dirty_mib_s:4.1f} MiB/s -> "
               f"{m.dest}: {res.elapsed_ms / 1000:6.1f} s  downtime "
@@ -554,7 +558,8 @@ def report_run(args, rnd, scenario, strategy, out, must, goodput):
             'must_mib': must / MIB,
             'failed': sum(m.result is None for m in moves),
             'downtime_max': max(downtimes, default=0),
-            'achieved': achieved, 'idle': idle, 'cores': cores}
+            'achieved': achieved, 'idle': idle, 'cores': cores,
+            'again_mib': resent / MIB, 'load': os.getloadavg()[0]}
 
 
 def results_must(results):
@@ -573,11 +578,15 @@ def verdict(args, results, goodput, ceiling):
     for (scenario, strategy), runs in sorted(results.items()):
         med[scenario, strategy] = {
             k: statistics.median(r[k] for r in runs)
-            for k in ('wall', 'bound', 'ratio', 'achieved', 'idle')}
+            for k in ('wall', 'bound', 'ratio', 'achieved', 'idle',
+                      'again_mib', 'load', 'downtime_max')}
         m = med[scenario, strategy]
         print(f"  {scenario:5} {strategy:8} {m['wall']:6.1f} s  bound "
               f"{m['bound']:5.1f} s  {m['ratio']:4.2f}x  link "
-              f"{m['achieved']:4.1f} MiB/s  machine idle {m['idle']:4.0%}")
+              f"{m['achieved']:4.1f} MiB/s  sent again "
+              f"{m['again_mib']:5.1f} MiB  longest downtime "
+              f"{m['downtime_max']:4.0f} ms  machine idle {m['idle']:4.0%}"
+              f"  load {m['load']:.1f}")
     must_mib = results_must(results)
     if ceiling > goodput:
         print(f"bottleneck of a copy: the link (unshaped, this machine "
@@ -658,6 +667,10 @@ def main(argv=None):
                         help="numamig's moves at once, as 'host drain "
                              "--parallel' (default [conductor] "
                              "drain_parallel)")
+    parser.add_argument('--margin', type=float,
+                        default=drain_link.SHARE_MARGIN,
+                        help="numamig's share of the link a dirtying "
+                             "guest keeps, in times its dirty rate (1-8)")
     parser.add_argument('--dirty', type=_rates, default=(2.0, 6.0),
                         help='MiB/s of each dirtying guest (mixed)')
     parser.add_argument('--working-set', type=int, default=32,
@@ -671,6 +684,8 @@ def main(argv=None):
         parser.error("--guests: 1-16, at least one per --dirty rate")
     if not 64 <= args.memory <= 1024 or not 1 <= args.link <= 1000:
         parser.error("--memory 64-1024 MiB, --link 1-1000 MiB/s")
+    if not 1 <= args.margin <= 8:
+        parser.error("--margin: 1-8")
     if not 1 <= args.working_set <= args.memory - 4 or args.rounds < 1:
         parser.error("--working-set 1 to --memory less 4; --rounds >= 1")
     CONF([], project='numamig', default_config_files=[])

@@ -190,7 +190,8 @@ def start_moves(db, drain_uuid, uuid_factory):
         return started
 
 
-def turns(moves, parallel, claimed, link_rate=None, cost_of=None):
+def turns(moves, parallel, claimed, link_rate=None, cost_of=None,
+          margin=drain_link.SHARE_MARGIN):
     """The pending moves whose turn has come (start_moves' rule), in
     the plan's order; pure, so a benchmark runs the same rule.
 
@@ -228,7 +229,7 @@ def turns(moves, parallel, claimed, link_rate=None, cost_of=None):
             continue
         if sharing is not None:
             cost = cost_of(move)
-            if not drain_link.may_start(link_rate, sharing, cost):
+            if not drain_link.may_start(link_rate, sharing, cost, margin):
                 break
             sharing.append(cost)
         busy.add(host)
