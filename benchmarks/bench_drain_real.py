@@ -553,7 +553,9 @@ def report_run(args, rnd, scenario, strategy, out, must, goodput):
               f"{m.dest}: {res.elapsed_ms / 1000:6.1f} s  downtime "
               f"{res.downtime_ms if res.downtime_ms is not None else '?':>4}"
               f" ms  sent again {again / MIB:6.1f} MiB  ended by "
-              f"{ended_by(m)}", flush=True)
+              f"{ended_by(m)}"
+              + (f" (policy {m.policy} chosen)" if m.policy else ''),
+              flush=True)
     return {'wall': wall, 'bound': bound, 'ratio': ratio,
             'must_mib': must / MIB,
             'failed': sum(m.result is None for m in moves),

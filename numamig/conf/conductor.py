@@ -160,8 +160,8 @@ opts = [
                     "most: a move waits while a migrating guest whose "
                     "pre-flight prediction sampled a dirty rate "
                     "(convergence_prediction not 'off') would keep less "
-                    "than twice that rate of the link. Raise it when "
-                    "the network carries more copies at once."),
+                    "than 1.25 times that rate of the link. Raise it "
+                    "when the network carries more copies at once."),
     cfg.IntOpt('migration_link_rate', default=0, min=0, max=1000000,
                help="MiB/s of a host's migration link (the network its "
                     "migration streams leave and arrive by), for hosts "

@@ -148,12 +148,12 @@ class DrainRecordsTestCase(base.ServerDBTestCase):
             for status in ('queued', 'running'):
                 migrations.set_status(self.db,
                                       moves[name]['migration_uuid'], status)
-        # g23's pre-flight prediction sampled 6 MiB/s: it needs 12 of
+        # g23's pre-flight prediction sampled 12 MiB/s: it needs 15 of
         # the 32 MiB/s, so g24 (dst1 claimed) waits while two others
         # copy beside g23, and starts once one does.
         migration_satellites.set_prediction(
             self.db, moves['g23']['migration_uuid'],
-            {'prediction': 'converges', 'sampled_dirty_rate': 6 * 2 ** 20})
+            {'prediction': 'converges', 'sampled_dirty_rate': 12 * 2 ** 20})
         self.assertEqual([], start())
 
         def end(name):

@@ -20,9 +20,9 @@ def cost(dirty_mib=None, memory_mib=128, post_copy=False):
 
 class CostTest(base.TestCase):
 
-    def test_needs_twice_the_dirty_rate(self):
-        self.assertEqual(12 * MIB, cost(6).needs())
-        self.assertEqual(9 * MIB, cost(6).needs(margin=1.5))
+    def test_needs_a_margin_over_the_dirty_rate(self):
+        self.assertEqual(10 * MIB, cost(8).needs())
+        self.assertEqual(12 * MIB, cost(8).needs(margin=1.5))
 
     def test_idle_unknown_and_post_copy_need_no_share(self):
         self.assertEqual(0, cost(0).needs())
@@ -42,16 +42,16 @@ class MayStartTest(base.TestCase):
         self.assertTrue(drain_link.may_start(0, [cost(30)], cost(30)))
 
     def test_a_running_dirtying_guest_keeps_its_share(self):
-        # 6 MiB/s needs 12 of 32: two at once (16 each), not three.
-        self.assertTrue(drain_link.may_start(LINK, [cost(6)], cost(0)))
-        self.assertFalse(drain_link.may_start(LINK, [cost(6), cost(0)],
+        # 12 MiB/s needs 15 of 32: two at once (16 each), not three.
+        self.assertTrue(drain_link.may_start(LINK, [cost(12)], cost(0)))
+        self.assertFalse(drain_link.may_start(LINK, [cost(12), cost(0)],
                                               cost(0)))
 
     def test_the_candidate_needs_its_own_share(self):
         self.assertFalse(drain_link.may_start(
-            LINK, [cost(0), cost(0)], cost(6)))
+            LINK, [cost(0), cost(0)], cost(9)))
         self.assertTrue(drain_link.may_start(
-            LINK, [cost(0), cost(0)], cost(5)))
+            LINK, [cost(0), cost(0)], cost(8)))
 
     def test_idle_guests_fill_the_link(self):
         running = [cost(0)] * 15
@@ -62,12 +62,12 @@ class MayStartTest(base.TestCase):
             LINK, [cost(20, post_copy=True), cost(0)], cost(0)))
 
     def test_most_at_once(self):
-        self.assertEqual(2, drain_link.most_at_once(LINK, [cost(6)], 4))
+        self.assertEqual(2, drain_link.most_at_once(LINK, [cost(12)], 4))
         self.assertEqual(4, drain_link.most_at_once(LINK, [cost(0)], 4))
-        self.assertEqual(4, drain_link.most_at_once(None, [cost(6)], 4))
+        self.assertEqual(4, drain_link.most_at_once(None, [cost(12)], 4))
         self.assertEqual(1, drain_link.most_at_once(LINK, [cost(30)], 4))
         self.assertEqual(3, drain_link.most_at_once(
-            LINK, [cost(1), cost(5), cost(0)], 8))
+            LINK, [cost(1), cost(8), cost(0)], 8))
 
 
 def order_of(moves):

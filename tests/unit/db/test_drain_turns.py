@@ -67,9 +67,9 @@ class SharedLinkTurnsTest(base.TestCase):
             moves, 4, set(), 32 * MIB, cost_of)))
 
     def test_a_dirtying_guest_keeps_its_share(self):
-        # b dirties 6 MiB/s: it needs 12 of the 32 MiB/s, so two copy
+        # b dirties 12 MiB/s: it needs 15 of the 32 MiB/s, so two copy
         # while it does, where four would without the costs.
-        moves = [move('b', 'd1', drains.MIGRATING, dirty_mib=6),
+        moves = [move('b', 'd1', drains.MIGRATING, dirty_mib=12),
                  move('a', 'd2'), move('c', 'd3'), move('d', 'd4')]
         self.assertEqual(['a'], names(drains.turns(
             moves, 4, {'m-b'}, 32 * MIB, cost_of)))
@@ -81,7 +81,7 @@ class SharedLinkTurnsTest(base.TestCase):
         # it waits too, so that e starts once a copy ends.
         moves = [move('a', 'd1', drains.MIGRATING),
                  move('b', 'd2', drains.MIGRATING),
-                 move('e', 'd3', dirty_mib=6), move('f', 'd4')]
+                 move('e', 'd3', dirty_mib=12), move('f', 'd4')]
         self.assertEqual([], drains.turns(moves, 4, {'m-a', 'm-b'},
                                           32 * MIB, cost_of))
         moves[0].status = drains.COMPLETED
@@ -89,7 +89,7 @@ class SharedLinkTurnsTest(base.TestCase):
             moves, 4, {'m-b'}, 32 * MIB, cost_of)))
 
     def test_unknown_link_is_the_fixed_rule(self):
-        moves = [move('b', 'd1', drains.MIGRATING, dirty_mib=6),
+        moves = [move('b', 'd1', drains.MIGRATING, dirty_mib=12),
                  move('a', 'd2'), move('c', 'd3')]
         self.assertEqual(['a', 'c'], names(drains.turns(
             moves, 4, {'m-b'}, None, cost_of)))
