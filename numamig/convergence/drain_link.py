@@ -94,15 +94,6 @@ def may_start(link_rate, running, candidate, margin=SHARE_MARGIN):
                for cost in (*running, candidate))
 
 
-def most_at_once(link_rate, costs, cap, margin=SHARE_MARGIN):
-    """How many moves ``may_start`` lets run at once while the dirtiest
-    of ``costs`` copies (at least 1, at most ``cap``)."""
-    need = max((cost.needs(margin) for cost in costs), default=0.0)
-    if not link_rate or not need:
-        return cap
-    return max(1, min(cap, int(link_rate // need)))
-
-
 def order(moves, host_of, cost_of):
     """The moves in the order to start them: of the first move still to
     start into each destination, the dirtiest (then the largest, then

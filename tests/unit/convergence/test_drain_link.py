@@ -61,14 +61,6 @@ class MayStartTest(base.TestCase):
         self.assertTrue(drain_link.may_start(
             LINK, [cost(20, post_copy=True), cost(0)], cost(0)))
 
-    def test_most_at_once(self):
-        self.assertEqual(2, drain_link.most_at_once(LINK, [cost(12)], 4))
-        self.assertEqual(4, drain_link.most_at_once(LINK, [cost(0)], 4))
-        self.assertEqual(4, drain_link.most_at_once(None, [cost(12)], 4))
-        self.assertEqual(1, drain_link.most_at_once(LINK, [cost(30)], 4))
-        self.assertEqual(3, drain_link.most_at_once(
-            LINK, [cost(1), cost(8), cost(0)], 8))
-
 
 def order_of(moves):
     """drain_link.order of (name, host, Cost) tuples, as names."""
