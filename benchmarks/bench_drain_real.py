@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/bench_drain_real.py \
         [--guests 5] [--memory 128] [--link 32] [--rounds 2]
         [--dirty 2,6] [--working-set 32] [--scenarios idle,mixed]
-        [--strategies numamig,before,serial,all] [--parallel N]
+        [--strategies numamig,fixed,serial] [--parallel N]
 
 Needs root, libvirtd, QEMU, ``ip`` and ``tc``; without them it prints one
 ``SKIP real tier: <why>`` line and exits 0. Bad arguments: exit 2.
@@ -25,12 +25,25 @@ numamig's libvirt driver exactly as an agent calls it (``live_migrate``,
 the shipped [libvirt] policy and settings, no bandwidth cap: the link
 shapes):
 
-* ``numamig``: the drain as shipped: ``--parallel`` moves at once
-  (default ``[conductor] drain_parallel``), moves into one destination
-  taking their claims in the plan's order: a move starts once the one
-  before it into that host runs (numamig.db.drains.turns, the rule the
-  conductor runs; here a started move is past its claim); the plan
+* ``numamig``: the drain as shipped: at most ``--parallel`` moves at
+  once (default ``[conductor] drain_parallel``), moves into one
+  destination taking their claims in the plan's order: a move starts
+  once the one before it into that host runs (numamig.db.drains.turns,
+  the rule the conductor runs; here a started move is past its claim);
+  the moves ordered by cost and started only while every dirtying
+  guest copying keeps its share of the link, each under the policy its
+  prediction at its share chooses (numamig.convergence.drain_link). The
+  predicted dirty rate given is the rate the guest's kernel writes: on
+  TCG, libvirt's page sampling reads 84-96 MiB/s for a guest writing
+  6 (numamig.virt.libvirt.dirty_rate), so it is not sampled here; the
+  link rate given is the goodput measured through it. The plan
   alternates the two destinations;
+* ``cleanfirst``: as ``numamig`` with the moves ordered the other way
+  (the least dirty first, where each destination's order allows): what
+  the order itself is measured against;
+* ``fixed``: the same turn rule with ``--parallel`` moves at once
+  whatever the guests, in the plan's order (the drain before the
+  cost-ordered, link-shared choice);
 * ``before``: the drain before this benchmark's measurements: 2 at once,
   a move into a destination only after the one before it ended;
 * ``serial``: one move at a time (Nova's ``host-evacuate-live`` way);
@@ -70,6 +83,9 @@ import types
 from numamig import exception
 from numamig import objects
 from numamig.conf import CONF
+from numamig.convergence import drain_link
+from numamig.convergence import policy as pol
+from numamig.convergence import predict
 from numamig.db import drains
 from numamig.virt.libvirt import driver
 from numamig.virt.libvirt import settings as lv_settings
@@ -78,7 +94,8 @@ from numamig_ci import shaped_link
 
 MIB = 1024 * 1024
 IDLE_TARGET, MIXED_TARGET, SERIAL_NOISE = 1.15, 1.4, 1.05
-STRATEGIES = ('numamig', 'before', 'serial', 'all')
+STRATEGIES = ('numamig', 'cleanfirst', 'fixed', 'before', 'serial', 'all')
+DEFAULT_STRATEGIES = ('numamig', 'fixed', 'serial')
 # [conductor] drain_parallel's default before this branch.
 BEFORE_PARALLEL = 2
 SCENARIOS = ('idle', 'mixed')
@@ -247,6 +264,8 @@ class Move:
         self.first_byte = None
         self.result = self.error = None
         self.started = self.ended = None
+        # A policy name chosen for this move (None: the shipped default).
+        self.policy = None
         self.done = threading.Event()
 
     def start(self, on_end):
@@ -263,11 +282,15 @@ class Move:
             migration_uuid=self.guest.uuid[:-4] + 'ffff',
             dest_connect_uri=connect_uri, migration_uri=migration_uri)
 
+        policy = None if self.policy is None else \
+            src._settings.migration.catalog()[self.policy]
+
         def migrate():
             self.started = time.monotonic()
             try:
                 self.result = src.live_migrate(
-                    self.guest.uuid, dest_xml, data, self._sampled)
+                    self.guest.uuid, dest_xml, data, self._sampled,
+                    policy=policy)
             except exception.NumamigException as exc:
                 self.error = exc
             finally:
@@ -292,16 +315,67 @@ class Move:
 def plan(guests, strategy, args):
     """(moves as (guest, destination) in order, moves at once, when a
     move into a destination may follow the one before it: 'ended',
-    'claimed' (its job runs) or None (at once))."""
+    'claimed' (its job runs), 'shared' (claimed, and the link's share
+    kept) or None (at once))."""
     moves = [(g, DESTINATIONS[i % len(DESTINATIONS)])
              for i, g in enumerate(guests)]
     if strategy == 'numamig':
+        return drain_link.order(moves, lambda m: m[1],
+                                lambda m: cost(m[0], args)), \
+            args.parallel, 'shared'
+    if strategy == 'cleanfirst':
+        # drain_link.order ranks the dirtiest first: a negated rate
+        # turns it round (the turn rule still sees the true costs).
+        return drain_link.order(moves, lambda m: m[1], lambda m: (
+            drain_link.Cost(args.memory * MIB, -m[0].dirty_mib_s * MIB))), \
+            args.parallel, 'shared'
+    if strategy == 'fixed':
         return moves, args.parallel, 'claimed'
     if strategy == 'before':
         return moves, BEFORE_PARALLEL, 'ended'
     if strategy == 'serial':
         return moves, 1, 'ended'
     return moves, len(moves), None
+
+
+def cost(guest, args):
+    """The drain_link.Cost of a guest: its memory, and its kernel's
+    dirty rate as the prediction."""
+    return drain_link.Cost(args.memory * MIB, guest.dirty_mib_s * MIB)
+
+
+def link_rate(args):
+    """Bytes/s the numamig strategy plans for: the goodput measured
+    through the link (what [conductor] migration_link_rate's help asks
+    an operator to give)."""
+    return args.goodput * MIB
+
+
+def choose_policy(machine, guest, running, args):
+    """The name of the policy the numamig strategy runs ``guest``'s move
+    under (drain_link.policy_for at the share it starts with), or None
+    for the shipped default."""
+    mig = machine.drivers['src']._settings.migration
+    catalog = mig.catalog()
+    own = mig.select_policy()[0].name
+    fallbacks = [n for n in CONF.conductor.convergence_fallback_policies
+                 if n in catalog]
+    share = link_rate(args) / (running + 1)
+    timer_tiers = () if mig.timeout_action == 'abort' else (
+        (pol.POST_COPY,) if mig.permit_post_copy else (pol.PAUSE,))
+    memory = args.memory * MIB
+    working_set = args.working_set * MIB if guest.dirty_mib_s else None
+
+    def prediction(name, bandwidth):
+        return predict.for_policy(
+            catalog[name], memory, guest.dirty_mib_s * MIB, bandwidth,
+            mig.downtime_ms,
+            mig.completion_timeout_s * max(memory / 2 ** 30, 1),
+            timer_tiers, working_set)
+
+    name = drain_link.policy_for(cost(guest, args), share, own, fallbacks,
+                                 prediction)
+    return None if name == own else name
 
 
 def drain(machine, guests, strategy, args):
@@ -321,7 +395,10 @@ def drain(machine, guests, strategy, args):
     while pending or running:
         qemu.update(machine.qemu_cpu())
         running = [m for m in running if not m.done.is_set()]
-        for move in _turns(moves, pending, running, parallel, gate):
+        for move in _turns(moves, pending, running, parallel, gate, args):
+            if gate == 'shared':
+                move.policy = choose_policy(machine, move.guest,
+                                            len(running), args)
             pending.remove(move)
             running.append(move)
             move.start(changed.set)
@@ -337,13 +414,14 @@ def drain(machine, guests, strategy, args):
     return wall, moves, idle, cores
 
 
-def _turns(moves, pending, running, parallel, gate):
+def _turns(moves, pending, running, parallel, gate, args):
     """The moves to start now. ``claimed``: numamig's own rule
     (numamig.db.drains.turns), a started move counting as past its
-    claim (Move.start builds its destination XML before it returns).
+    claim (Move.start builds its destination XML before it returns);
+    ``shared``: the same with the link's rate and the moves' costs.
     ``ended``: the rule before, a move into a destination only after
     the one before it ended. None: as room allows."""
-    if gate == 'claimed':
+    if gate in ('claimed', 'shared'):
         records = [types.SimpleNamespace(
             move=m, planned_host=m.dest, source_host=None,
             migration_uuid=id(m),
@@ -351,7 +429,14 @@ def _turns(moves, pending, running, parallel, gate):
             drains.MIGRATING if m in running else drains.COMPLETED)
             for m in moves]
         claimed = {id(m) for m in running}
-        return [r.move for r in drains.turns(records, parallel, claimed)]
+        if gate == 'claimed':
+            chosen = drains.turns(records, parallel, claimed)
+        else:
+            chosen = drains.turns(records, parallel, claimed,
+                                  link_rate(args),
+                                  lambda r: cost(r.move.guest, args),
+                                  args.margin)
+        return [r.move for r in chosen]
     busy = {m.dest for m in running} if gate == 'ended' else set()
     chosen = []
     for move in pending:
@@ -415,6 +500,7 @@ def run(args):
         try:
             machine.start()
             goodput = machine.link.goodput()
+            args.goodput = goodput
             must, ceiling, setup = calibrate(machine, args)
             print(f"link {args.link} MiB/s (tbf on {machine.link.outer_dev}"
                   f"), TCP goodput {goodput:.1f} MiB/s; unshaped, one "
@@ -460,25 +546,31 @@ def report_run(args, rnd, scenario, strategy, out, must, goodput):
           f"x of the goodput bound; bound "
           f"of bytes sent {sent / MIB / args.link:5.1f} s; link carried "
           f"{achieved:4.1f} MiB/s of {goodput:.1f}; machine idle "
-          f"{idle:4.0%}; QEMUs used {cores:.2f} cores)", flush=True)
+          f"{idle:4.0%}; QEMUs used {cores:.2f} cores; load average "
+          f"{os.getloadavg()[0]:.1f})", flush=True)
     downtimes = []
+    resent = 0
     for m in moves:
         res = m.result
         if res is None:
             print(f"  {m.guest.name} -> {m.dest}: {ended_by(m)}: {m.error}")
             continue
         again = max(0, res.memory_processed - must)
+        resent += again
         downtimes.append(res.downtime_ms or 0)
         print(f"  {m.guest.name} dirty {m.guest.dirty_mib_s:4.1f} MiB/s -> "
               f"{m.dest}: {res.elapsed_ms / 1000:6.1f} s  downtime "
               f"{res.downtime_ms if res.downtime_ms is not None else '?':>4}"
               f" ms  sent again {again / MIB:6.1f} MiB  ended by "
-              f"{ended_by(m)}", flush=True)
+              f"{ended_by(m)}"
+              + (f" (policy {m.policy} chosen)" if m.policy else ''),
+              flush=True)
     return {'wall': wall, 'bound': bound, 'ratio': ratio,
             'must_mib': must / MIB,
             'failed': sum(m.result is None for m in moves),
             'downtime_max': max(downtimes, default=0),
-            'achieved': achieved, 'idle': idle, 'cores': cores}
+            'achieved': achieved, 'idle': idle, 'cores': cores,
+            'again_mib': resent / MIB, 'load': os.getloadavg()[0]}
 
 
 def results_must(results):
@@ -497,11 +589,15 @@ def verdict(args, results, goodput, ceiling):
     for (scenario, strategy), runs in sorted(results.items()):
         med[scenario, strategy] = {
             k: statistics.median(r[k] for r in runs)
-            for k in ('wall', 'bound', 'ratio', 'achieved', 'idle')}
+            for k in ('wall', 'bound', 'ratio', 'achieved', 'idle',
+                      'again_mib', 'load', 'downtime_max')}
         m = med[scenario, strategy]
         print(f"  {scenario:5} {strategy:8} {m['wall']:6.1f} s  bound "
               f"{m['bound']:5.1f} s  {m['ratio']:4.2f}x  link "
-              f"{m['achieved']:4.1f} MiB/s  machine idle {m['idle']:4.0%}")
+              f"{m['achieved']:4.1f} MiB/s  sent again "
+              f"{m['again_mib']:5.1f} MiB  longest downtime "
+              f"{m['downtime_max']:4.0f} ms  machine idle {m['idle']:4.0%}"
+              f"  load {m['load']:.1f}")
     must_mib = results_must(results)
     if ceiling > goodput:
         print(f"bottleneck of a copy: the link (unshaped, this machine "
@@ -582,6 +678,10 @@ def main(argv=None):
                         help="numamig's moves at once, as 'host drain "
                              "--parallel' (default [conductor] "
                              "drain_parallel)")
+    parser.add_argument('--margin', type=float,
+                        default=drain_link.SHARE_MARGIN,
+                        help="numamig's share of the link a dirtying "
+                             "guest keeps, in times its dirty rate (1-8)")
     parser.add_argument('--dirty', type=_rates, default=(2.0, 6.0),
                         help='MiB/s of each dirtying guest (mixed)')
     parser.add_argument('--working-set', type=int, default=32,
@@ -589,12 +689,14 @@ def main(argv=None):
     parser.add_argument('--scenarios', type=_names(SCENARIOS),
                         default=SCENARIOS)
     parser.add_argument('--strategies', type=_names(STRATEGIES),
-                        default=STRATEGIES)
+                        default=DEFAULT_STRATEGIES)
     args = parser.parse_args(argv)
     if not 1 <= args.guests <= 16 or len(args.dirty) > args.guests:
         parser.error("--guests: 1-16, at least one per --dirty rate")
     if not 64 <= args.memory <= 1024 or not 1 <= args.link <= 1000:
         parser.error("--memory 64-1024 MiB, --link 1-1000 MiB/s")
+    if not 1 <= args.margin <= 8:
+        parser.error("--margin: 1-8")
     if not 1 <= args.working_set <= args.memory - 4 or args.rounds < 1:
         parser.error("--working-set 1 to --memory less 4; --rounds >= 1")
     CONF([], project='numamig', default_config_files=[])

@@ -155,10 +155,13 @@ opts = [
                     "switch-over) that moves at once hide: 4 emptied a "
                     "host of written guests within 1.15x of its link's "
                     "bound where 2 took 1.35x (doc/source/drain.rst, "
-                    "'A drain against its link'). Raise it when the "
-                    "network carries more copies at once; lower it when "
-                    "guests that dirty memory fast must each get a "
-                    "larger share of the link."),
+                    "'A drain against its link'). With the source's "
+                    "link rate known (migration_link_rate(s)) it is the "
+                    "most: a move waits while a migrating guest whose "
+                    "pre-flight prediction sampled a dirty rate "
+                    "(convergence_prediction not 'off') would keep less "
+                    "than 1.25 times that rate of the link. Raise it "
+                    "when the network carries more copies at once."),
     cfg.IntOpt('migration_link_rate', default=0, min=0, max=1000000,
                help="MiB/s of a host's migration link (the network its "
                     "migration streams leave and arrive by), for hosts "
@@ -166,6 +169,8 @@ opts = [
                     "('numamig-manage host drain HOST --dry-run') says "
                     "the least time its moves take: the memory of the "
                     "guests it moves over the rate of the host's link. "
+                    "A drain also keeps each dirtying guest's share of "
+                    "it (drain_parallel). "
                     "0: unknown, the plan says nothing of time. Set it "
                     "to what a migration stream measurably gets (TCP "
                     "payload, not the NIC's line rate), or to "

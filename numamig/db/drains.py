@@ -22,10 +22,12 @@ Rows are returned as plain dicts (RPC answers and the CLI's JSON).
 import sqlalchemy as sa
 
 from numamig import exception
+from numamig.convergence import drain_link
 from numamig.db import _rows
 from numamig.db import models
 
 DRAIN_LOCK = 'host-drains'
+MIB = 1024 * 1024
 
 RUNNING = 'running'
 ABORTING = 'aborting'
@@ -147,6 +149,13 @@ def start_moves(db, drain_uuid, uuid_factory):
     copied, so that a drain onto few destinations still runs ``parallel``
     copies at once. Only a running drain starts moves.
 
+    A drain that knows its source's link rate (``options``
+    ``link_rate_mib``, from ``[conductor] migration_link_rate(s)``)
+    starts a move only while every migrating move whose migration
+    recorded a sampled dirty rate (its pre-flight prediction,
+    ``[conductor] convergence_prediction``) keeps its share of the link
+    (numamig.convergence.drain_link): ``parallel`` is then the most.
+
     :returns: the moves started (dicts, with their migration uuid).
     """
     now = _rows.utcnow()
@@ -155,10 +164,19 @@ def start_moves(db, drain_uuid, uuid_factory):
         if drain is None or drain.status != RUNNING:
             return []
         moves = _moves(session, drain_uuid)
-        claimed = _claimed(session, [m.migration_uuid for m in moves
-                                     if m.status == MIGRATING])
+        claimed, rates = _claimed(session, [m.migration_uuid for m in moves
+                                            if m.status == MIGRATING])
+        link_mib = (drain.options or {}).get('link_rate_mib')
+
+        def cost_of(move):
+            # A pending move's rate is not sampled yet: unknown.
+            return drain_link.Cost(dirty_rate=rates.get(
+                move.migration_uuid) if move.status == MIGRATING else None)
+
         started = []
-        for move in turns(moves, drain.parallel, claimed):
+        for move in turns(moves, drain.parallel, claimed,
+                          link_mib and link_mib * MIB,
+                          cost_of if link_mib else None):
             move.status = MIGRATING
             move.migration_uuid = uuid_factory()
             move.attempts += 1
@@ -172,9 +190,17 @@ def start_moves(db, drain_uuid, uuid_factory):
         return started
 
 
-def turns(moves, parallel, claimed):
+def turns(moves, parallel, claimed, link_rate=None, cost_of=None,
+          margin=drain_link.SHARE_MARGIN):
     """The pending moves whose turn has come (start_moves' rule), in
     the plan's order; pure, so a benchmark runs the same rule.
+
+    With ``link_rate`` (bytes/s of the source's link) and ``cost_of``
+    (move -> numamig.convergence.drain_link.Cost), ``parallel`` is the
+    most: a move starts only while every pre-copy running keeps its
+    share of the link (drain_link.may_start), and one that may not
+    holds back the moves after it, so that it gets its share once
+    running moves end instead of being passed for ever.
 
     :param moves: the drain's moves in the plan's order, each with
         ``status``, ``planned_host``, ``source_host`` and
@@ -183,6 +209,7 @@ def turns(moves, parallel, claimed):
         claim.
     """
     migrating = [m for m in moves if m.status == MIGRATING]
+    sharing = [cost_of(m) for m in migrating] if cost_of else None
     busy = {m.planned_host for m in migrating
             if m.migration_uuid not in claimed}
     room = parallel - len(migrating)
@@ -200,6 +227,11 @@ def turns(moves, parallel, claimed):
         if host in busy or waits:
             busy.add(host)
             continue
+        if sharing is not None:
+            cost = cost_of(move)
+            if not drain_link.may_start(link_rate, sharing, cost, margin):
+                break
+            sharing.append(cost)
         busy.add(host)
         chosen.append(move)
         room -= 1
@@ -310,14 +342,19 @@ _BEFORE_CLAIM = ('accepted', 'queued')
 
 
 def _claimed(session, migration_uuids):
-    """The uuids among ``migration_uuids`` of migrations recorded and past
-    their destination's claim (or ended)."""
+    """(the uuids among ``migration_uuids`` of migrations recorded and
+    past their destination's claim (or ended), {uuid: the dirty rate
+    their prediction sampled, B/s} of those with one)."""
     wanted = [uuid for uuid in migration_uuids if uuid]
     if not wanted:
-        return set()
+        return set(), {}
     mig = models.Migration
-    return set(session.scalars(sa.select(mig.uuid).where(
-        mig.uuid.in_(wanted), mig.status.not_in(_BEFORE_CLAIM))))
+    rows = session.execute(sa.select(
+        mig.uuid, mig.status, mig.sampled_dirty_rate).where(
+            mig.uuid.in_(wanted))).all()
+    return ({row.uuid for row in rows if row.status not in _BEFORE_CLAIM},
+            {row.uuid: row.sampled_dirty_rate for row in rows
+             if row.sampled_dirty_rate is not None})
 
 
 def _moves(session, drain_uuid):

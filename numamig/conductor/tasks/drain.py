@@ -87,7 +87,8 @@ class DrainTask(base.TaskBase):
             'uuid': drain_uuid, 'host': host, 'parallel': self.parallel,
             'priority': PRIORITY, 'was_disabled': answer['disabled'],
             'options': {'to': self.to,
-                        'keep_free_nodes': self.keep_free_nodes}},
+                        'keep_free_nodes': self.keep_free_nodes,
+                        'link_rate_mib': answer['link']['rate_mib']}},
             [_move_values(move) for move in answer['moves']])
         if not answer['disabled']:
             drain_plan.set_disabled(worker, host, True, f"drain {drain_uuid}")

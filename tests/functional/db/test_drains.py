@@ -6,6 +6,7 @@ import itertools
 from numamig import exception
 from numamig.db import drains
 from numamig.db import instances
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from tests.functional.db import base
 from tests.unit.db import base as unit_base
@@ -13,10 +14,11 @@ from tests.unit.db import base as unit_base
 UUIDS = [f'00000000-0000-4000-8000-{n:012d}' for n in range(1, 40)]
 
 
-def _drain(uuid=UUIDS[0], host='src', parallel=2):
+def _drain(uuid=UUIDS[0], host='src', parallel=2, link_rate_mib=None):
     return {'uuid': uuid, 'host': host, 'parallel': parallel,
             'priority': 100, 'was_disabled': False,
-            'options': {'to': None, 'keep_free_nodes': 0}}
+            'options': {'to': None, 'keep_free_nodes': 0,
+                        'link_rate_mib': link_rate_mib}}
 
 
 def _move(n, host):
@@ -121,6 +123,48 @@ class DrainRecordsTestCase(base.ServerDBTestCase):
         migrations.set_status(self.db, first['migration_uuid'], 'running')
         self.assertEqual(['g21'], start())
         self.assertEqual([], start())
+
+    def test_a_dirtying_guest_keeps_its_share_of_the_link(self):
+        drains.create(self.db, _drain(UUIDS[5], host='other', parallel=4,
+                                      link_rate_mib=32),
+                      [_move(23, 'dst1'), _move(24, 'dst1'),
+                       _move(25, 'dst2'), _move(26, 'dst3')])
+
+        def start():
+            return [m['name'] for m in drains.start_moves(
+                self.db, UUIDS[5], lambda: next(self.ids))]
+
+        # Nothing sampled yet: as without a link rate (g24 waits for
+        # dst1's claim).
+        self.assertEqual(['g23', 'g25', 'g26'], start())
+        moves = {m['name']: m for m in drains.get(self.db,
+                                                   UUIDS[5])['moves']}
+        for name in ('g23', 'g25', 'g26'):
+            instance = unit_base.make_instance(
+                uuid=moves[name]['instance_uuid'])
+            instances.create(self.db, instance)
+            migrations.create(self.db, unit_base.make_migration(
+                instance.uuid, uuid=moves[name]['migration_uuid']))
+            for status in ('queued', 'running'):
+                migrations.set_status(self.db,
+                                      moves[name]['migration_uuid'], status)
+        # g23's pre-flight prediction sampled 12 MiB/s: it needs 15 of
+        # the 32 MiB/s, so g24 (dst1 claimed) waits while two others
+        # copy beside g23, and starts once one does.
+        migration_satellites.set_prediction(
+            self.db, moves['g23']['migration_uuid'],
+            {'prediction': 'converges', 'sampled_dirty_rate': 12 * 2 ** 20})
+        self.assertEqual([], start())
+
+        def end(name):
+            self.assertTrue(drains.end_move(
+                self.db, UUIDS[5], moves[name]['instance_uuid'],
+                moves[name]['migration_uuid'], drains.COMPLETED))
+
+        end('g26')
+        self.assertEqual([], start())
+        end('g25')
+        self.assertEqual(['g24'], start())
 
     def test_an_end_is_conditional_on_the_migration(self):
         self.start()

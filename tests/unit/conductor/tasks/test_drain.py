@@ -5,6 +5,8 @@ that carry it forward are test_drain_driver's."""
 
 from numamig import exception
 from numamig.conductor import records
+from numamig.conductor import settings
+from numamig.conf import CONF
 from numamig.db import drains
 from numamig.db import instances
 from numamig.db import migrations
@@ -53,6 +55,21 @@ class StartedDrainBase(base.ConductorTestCase):
         return migration
 
 
+class DrainLinkTest(base.ConductorTestCase):
+
+    def test_the_drain_records_its_sources_link_rate(self):
+        # The turn rule keeps dirtying guests' shares of this rate
+        # (numamig.db.drains.start_moves); unknown (None) it does not.
+        instances.create(self.db, cbase.instance(host='src',
+                                                 pins={0: 2, 1: 10}))
+        self.flags(migration_link_rates={'src': 300}, group='conductor')
+        self.reconfigure(
+            migration_links=settings.from_conf(CONF).migration_links)
+        self.call('host_drain_start', 'src', DRAIN, 1)
+        self.assertEqual(300, drains.get(self.db, DRAIN)['options'][
+            'link_rate_mib'])
+
+
 class DrainTaskTest(StartedDrainBase):
 
     def test_the_start_disables_the_host_and_records_every_move(self):
@@ -64,6 +81,8 @@ class DrainTaskTest(StartedDrainBase):
                         DRAIN)
         self.assertEqual(f"drain {DRAIN}", records.compute_nodes.maintenance(
             self.db)['src'].reason)
+        self.assertIsNone(drains.get(self.db, DRAIN)['options'][
+            'link_rate_mib'])
 
     def test_abort_cancels_the_queued_and_asks_sources_only_if_told(self):
         self.driver.run_once()
