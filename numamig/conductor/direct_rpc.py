@@ -79,7 +79,6 @@ SERVICE_VERSION = 2
 TOPIC = 'numamig-conductor'
 # numamig.conf.opts.CONTROL_EXCHANGE (a unit test keeps it equal).
 CONTROL_EXCHANGE = 'numamig'
-DEFAULT_PORT = 5672
 # The Migration primitives read here, by version (the versions the
 # operations API answers in; a unit test keeps them current).
 MIGRATION_VERSIONS = ('1.0', '1.1')

@@ -192,9 +192,7 @@ class MigrationRecordTestCase(base.TestCase):
                 objects.MigrationStatusChange(
                 status='completed', changed_at=at, detail=None)],
             elapsed_ms=1200, downtime_ms=30, emulated=True, post_copy=False,
-            paused=False, priority=50, queue_position=None,
-            convergence_policy='nfv', convergence_actions=['pause'],
-            postcopy_recovery=[{'at': 'x', 'outcome': None}])
+            paused=False, priority=50, queue_position=None)
 
     def test_view_equal_to_the_objects(self):
         migration = self.migration()
