@@ -13,10 +13,12 @@ import threading
 import time
 
 import libvirt
+from lxml import etree
 from oslo_log import log as logging
 
 from numamig import exception
 from numamig.virt import driver
+from numamig.virt.libvirt import cpu
 from numamig.virt.libvirt import dirty_rate
 from numamig.virt.libvirt import emulated_copy
 from numamig.virt.libvirt import errors
@@ -53,6 +55,7 @@ class LibvirtDriver(driver.ComputeDriver):
         self._settings = settings
         self._conn = None
         self._host_topology = None
+        self._host_cpu = None
         self._jobs = {}
         self._jobs_lock = threading.Lock()
         # The guard's hook is in place, and its claims file was written
@@ -101,6 +104,7 @@ class LibvirtDriver(driver.ComputeDriver):
                                                  source)
         self._host_topology = host_topology.build_host_topology(
             cells, self._settings)
+        self._host_cpu = self._read_host_cpu(caps_text)
         LOG.info("Host %s on %s: %d NUMA cells, dedicated pCPUs %s, "
                  "shared pCPUs %s%s", self.host, self._settings.uri,
                  len(cells), sorted(set().union(
@@ -220,6 +224,41 @@ class LibvirtDriver(driver.ComputeDriver):
         except libvirt.libvirtError as exc:
             raise errors.hypervisor_error(exc, self.host,
                                           'report its capabilities')
+
+    def _read_host_cpu(self, caps_text):
+        """The HostCPU of this host; domain capabilities where the
+        hypervisor has them (not libvirt's test driver)."""
+        domcaps = None
+        try:
+            domcaps = self._conn.getDomainCapabilities()
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() != libvirt.VIR_ERR_NO_SUPPORT:
+                LOG.warning("%s: no domain capabilities (%s): the CPU "
+                            "checks judge by the host CPU alone",
+                            self.host, exc)
+        try:
+            return cpu.host_cpu(caps_text, domcaps)
+        except etree.XMLSyntaxError as exc:
+            LOG.warning("%s: CPU not reported: %s", self.host, exc)
+            return None
+
+    def host_cpu(self):
+        return self._host_cpu
+
+    def guest_cpu(self, instance_uuid):
+        dom = self._lookup(instance_uuid)
+        # The migratable XML: host-model expanded to what the guest runs.
+        text = self._call(dom.XMLDesc,
+                          f'read the domain XML of {instance_uuid}',
+                          libvirt.VIR_DOMAIN_XML_MIGRATABLE)
+        return cpu.guest_cpu(text, self._host_cpu)
+
+    def compare_guest_cpu(self, guest):
+        answer = cpu.compare(self._connection(), guest,
+                             self._host_cpu.arch if self._host_cpu else None)
+        if answer is None:
+            return super().compare_guest_cpu(guest)
+        return answer
 
     def cleanup_host(self):
         """Close the connection (an agent's stop; tests' tear-down)."""
