@@ -254,11 +254,16 @@ class LibvirtDriver(driver.ComputeDriver):
         return cpu.guest_cpu(text, self._host_cpu)
 
     def compare_guest_cpu(self, guest):
+        """The reported CPU's certain refusals first (host-passthrough
+        needs the same model, which libvirt's comparison, a superset
+        check, would not refuse), then libvirt's comparison where the
+        hypervisor has one."""
+        known = super().compare_guest_cpu(guest)
+        if known.refused:
+            return known
         answer = cpu.compare(self._connection(), guest,
                              self._host_cpu.arch if self._host_cpu else None)
-        if answer is None:
-            return super().compare_guest_cpu(guest)
-        return answer
+        return known if answer is None else answer
 
     def cleanup_host(self):
         """Close the connection (an agent's stop; tests' tear-down)."""

@@ -38,7 +38,9 @@ OBJECT_DATA = {
     'Instance': '1.1-f5b3572fa251d6fa5e2476a27f63a8dd',
     'InstanceNUMACell': '1.1-cb66a6f23c69d02d82416434b5b57b38',
     'InstanceNUMATopology': '1.1-4fa1d4c4b593a27816d50e3a4c541c98',
-    'LiveMigrateData': '1.1-8af5c946b7284d3fc3385c477cf61db3',
+    # 1.1 is release 2's, unreleased: the guest_cpu_* fields joined it in
+    # place (issue 40).
+    'LiveMigrateData': '1.1-b761b0475e2cb6c706ff9c853def3516',
     # 1.1 is release 2's, unreleased: its fields changed in place when
     # memory_reclaim and migration_threads, then the prediction's four
     # fields, then the convergence and post-copy recovery fields became
