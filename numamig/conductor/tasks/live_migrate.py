@@ -43,6 +43,7 @@ from numamig.db import queue
 from numamig.numa import instance_request
 from numamig.objects import fields
 from numamig.objects import service as service_obj
+from numamig.scheduler import filters
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
@@ -124,6 +125,7 @@ class LiveMigrationTask(base.TaskBase):
         else:
             first = hosts[0]
         self.source_data = self._ask_source(first)
+        hosts = self._cpu_filtered(hosts)
         self._predict()
         self.migrate_data = self._claim_on_first_taker(hosts)
         self._queue(self.migrate_data)
@@ -262,6 +264,43 @@ class LiveMigrationTask(base.TaskBase):
         if not selection.candidates and not self._reclaims_scheduled():
             raise selection.no_valid_host()
         return selection.hosts
+
+    def _cpu_filtered(self, hosts):
+        """The scheduled ``hosts`` whose CPU can run the guest's.
+
+        The guest's CPU is known from the source's answer, which comes
+        after the choice: the scheduler's CPU filter is applied to the
+        candidates here, before any is asked. A requested host is not
+        filtered: its precheck answers with libvirt's comparison. Hosts
+        refused here are recorded with their reason like any refusal.
+
+        :raises NoValidHost: no candidate's CPU can run the guest's.
+        """
+        guest = self.source_data.guest_cpu() \
+            if self.source_data is not None else None
+        if guest is None or self.migration.requested_host or not hosts:
+            return hosts
+        spec = filters.RequestSpec(None, guest_cpu=guest)
+        check = filters.CPUModelFilter()
+        kept = []
+        for host in hosts:
+            try:
+                verdict = check.check(self.worker.cache.get(host), spec)
+            except exception.HostNotFound:
+                verdict = filters.PASS
+            if verdict.passed:
+                kept.append(host)
+                continue
+            LOG.info("Migration %s: %s refused by the CPU filter: %s",
+                     self.migration.uuid, host, verdict.reason)
+            self.refused[host] = verdict.reason
+            self._record_refusal(host, verdict.reason)
+        if not kept:
+            raise self._no_valid_host(
+                f"no candidate's CPU can run instance {self.instance.uuid}"
+                f"'s: " + '; '.join(f"{host}: {self.refused[host]}"
+                                    for host in hosts))
+        return kept
 
     def _hosts_read(self, name):
         """A field of the HostsRead given, None if it was not read."""
