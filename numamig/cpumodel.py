@@ -134,8 +134,9 @@ def _passthrough(guest, host):
         return Compatibility(False, reason, missing)
     if missing:
         return Compatibility(
-            False, f"{guest.mode} guest of a {guest.model or 'host'} CPU "
-                   f"needs features this host's CPU lacks: "
+            False, f"{guest.mode} guest of CPU model "
+                   f"{guest.model or 'unknown'} needs features this host's "
+                   f"CPU lacks: "
                    f"{_listed(missing)}", missing)
     return RUNS
 

@@ -296,10 +296,10 @@ class LiveMigrationTask(base.TaskBase):
             self.refused[host] = verdict.reason
             self._record_refusal(host, verdict.reason)
         if not kept:
+            # NoValidHost names each refused host with its reason.
             raise self._no_valid_host(
-                f"no candidate's CPU can run instance {self.instance.uuid}"
-                f"'s: " + '; '.join(f"{host}: {self.refused[host]}"
-                                    for host in hosts))
+                f"no candidate's CPU can run the CPU of instance "
+                f"{self.instance.uuid}")
         return kept
 
     def _hosts_read(self, name):

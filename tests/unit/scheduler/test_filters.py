@@ -198,8 +198,9 @@ class TestCPUModelFilter(base.TestCase):
             _spec(guest_cpu=self.GUEST))
         self.assertEqual(
             "CPU cannot run the guest's (host-passthrough Icelake-Server "
-            "+2 features): host-passthrough guest of a Icelake-Server CPU "
-            "needs features this host's CPU lacks: pku", verdict.reason)
+            "+2 features): host-passthrough guest of CPU model "
+            "Icelake-Server needs features this host's CPU lacks: pku",
+            verdict.reason)
 
     def test_same_cpu_passes(self):
         self.assertTrue(filters.CPUModelFilter().check(

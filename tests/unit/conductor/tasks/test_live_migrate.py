@@ -492,9 +492,15 @@ class CPUFilterTest(ConductorDrivenChecksTest):
         self._cpus(dst1=['avx512f'], dst2=[], dst3=['pku'])
         self._claiming()
         exc = self.assertRaises(exception.NoValidHost, self._migrate)
-        self.assertIn('dst1: CPU cannot run', str(exc))
-        self.assertIn('lacks: avx512f, pku', str(exc))
+        self.assertIn("no candidate's CPU can run the CPU of instance",
+                      str(exc))
         self.assertEqual([], self._asked())
+        (migration,) = migrations.get_all(self.db,
+                                          instance_uuid=self.inst.uuid)
+        self.assertEqual('error', migration.status)
+        self.assertIn('dst1: CPU cannot run', migration.error)
+        self.assertIn('lacks: avx512f, pku', migration.error)
+        self.assertEqual(1, len(migration.error.splitlines()))
 
     def test_requested_host_is_left_to_its_precheck(self):
         self._cpus(dst1=[], dst2=[], dst3=[])
