@@ -101,6 +101,17 @@ def _features(host, name):
     return frozenset(getattr(host, name, None) or ())
 
 
+def _offered(host):
+    """The features a guest of a named model can be given here: the
+    domain capabilities' host-model expansion where the host has one.
+    The host capabilities' features are the machine's, not what its
+    hypervisor gives guests (under TCG most of them are not), so they
+    stand in only where there are no domain capabilities."""
+    if getattr(host, 'host_model', None):
+        return _features(host, 'host_model_features')
+    return _features(host, 'features')
+
+
 def _missing(names):
     return tuple(sorted(names))
 
@@ -158,9 +169,7 @@ def _custom(guest, host):
     if guest.model and guest.model == getattr(host, 'host_model', None):
         # Same model: every feature beyond it is listed, so one not
         # listed is certainly absent.
-        offered = _features(host, 'host_model_features') | \
-            _features(host, 'features')
-        missing |= guest.features - offered
+        missing |= guest.features - _offered(host)
     if missing:
         missing = _missing(missing)
         return Compatibility(
@@ -188,8 +197,9 @@ class Baseline:
 def baseline(hosts):
     """A CPU model and features every host of ``hosts`` can run.
 
-    Conservative: a feature is required only if every host lists it
-    (reported beyond its model); a feature implied by one host's model
+    Conservative: a feature is required only if every host offers it
+    to guests (listed beyond its host-model); a feature implied by one
+    host's model
     but not listed is left out, so the answer may be poorer than the
     hosts allow, never richer. The model is the host-model of the most
     hosts among those usable on all (ties by name).
@@ -206,9 +216,7 @@ def baseline(hosts):
     cpus = list(hosts.values())
     common = frozenset.intersection(
         *(_features(cpu, 'custom_models') for cpu in cpus))
-    features = frozenset.intersection(
-        *(_features(cpu, 'host_model_features') | _features(cpu, 'features')
-          for cpu in cpus))
+    features = frozenset.intersection(*(_offered(cpu) for cpu in cpus))
     features -= frozenset().union(
         *(_features(cpu, 'host_model_disabled') for cpu in cpus))
     votes = {}

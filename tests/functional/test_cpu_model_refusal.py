@@ -31,7 +31,7 @@ load_tests = testscenarios.load_tests_apply_scenarios
 def _caps_with_features(tmpdir, name, source, features):
     """A copy of a shipped capabilities file whose host CPU lists
     ``features``."""
-    doc = etree.parse(os.path.join(embedded._find_hosts_dir(), source))
+    doc = etree.parse(os.path.join(embedded.HOSTS_DIR, source))
     cpu = doc.find('./host/cpu')
     anchor = cpu.find('topology')
     for feature in features:

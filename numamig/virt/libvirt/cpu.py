@@ -107,15 +107,15 @@ def guest_cpu(domain_xml, host=None):
                            if p in _REFUSED))
 
 
-def guest_cpu_xml(guest, arch=None):
+def guest_cpu_xml(guest):
     """The ``<cpu>`` XML libvirt compares with a host CPU for ``guest``.
 
     A host-passthrough guest is described as the CPU it sees (its model
-    and features as a custom CPU that must match exactly).
+    and features as a custom CPU that must match exactly). No ``<arch>``:
+    libvirt refuses one beside ``match``; the architecture is an argument
+    of the comparison.
     """
     cpu = etree.Element('cpu', mode='custom', match='exact')
-    if arch:
-        etree.SubElement(cpu, 'arch').text = arch
     if guest.model:
         etree.SubElement(cpu, 'model', fallback='forbid').text = guest.model
     for name in sorted(guest.features):
@@ -125,8 +125,11 @@ def guest_cpu_xml(guest, arch=None):
     return etree.tostring(cpu, encoding='unicode')
 
 
-def compare(conn, guest, arch=None):
+def compare(conn, guest, arch=None, virt_type=None):
     """libvirt's answer whether this host can run ``guest``.
+
+    :param arch: the host's architecture; :param virt_type: the domain
+        type guests run with here (kvm, qemu), None: libvirt's default.
 
     :returns: a cpumodel.Compatibility; None where the hypervisor cannot
         compare (libvirt's test driver, an old libvirt): the caller then
@@ -134,10 +137,10 @@ def compare(conn, guest, arch=None):
     """
     if guest is None or guest.mode is None or not guest.model:
         return cpumodel.RUNS
-    text = guest_cpu_xml(guest, arch)
+    text = guest_cpu_xml(guest)
     try:
         answer = conn.compareHypervisorCPU(
-            None, arch, None, None, text,
+            None, arch, None, virt_type, text,
             libvirt.VIR_CONNECT_COMPARE_CPU_FAIL_INCOMPATIBLE)
     except libvirt.libvirtError as exc:
         if exc.get_error_code() == libvirt.VIR_ERR_NO_SUPPORT:

@@ -230,7 +230,8 @@ class LibvirtDriver(driver.ComputeDriver):
         hypervisor has them (not libvirt's test driver)."""
         domcaps = None
         try:
-            domcaps = self._conn.getDomainCapabilities()
+            domcaps = self._conn.getDomainCapabilities(
+                None, None, None, self._virt_type())
         except libvirt.libvirtError as exc:
             if exc.get_error_code() != libvirt.VIR_ERR_NO_SUPPORT:
                 LOG.warning("%s: no domain capabilities (%s): the CPU "
@@ -244,6 +245,12 @@ class LibvirtDriver(driver.ComputeDriver):
 
     def host_cpu(self):
         return self._host_cpu
+
+    def _virt_type(self):
+        """The domain type the CPU questions are asked for (None on the
+        test driver, which answers none of them)."""
+        return None if self._settings.is_test_driver else \
+            self._settings.virt_type
 
     def guest_cpu(self, instance_uuid):
         dom = self._lookup(instance_uuid)
@@ -262,7 +269,8 @@ class LibvirtDriver(driver.ComputeDriver):
         if known.refused:
             return known
         answer = cpu.compare(self._connection(), guest,
-                             self._host_cpu.arch if self._host_cpu else None)
+                             self._host_cpu.arch if self._host_cpu else None,
+                             self._virt_type())
         return known if answer is None else answer
 
     def cleanup_host(self):

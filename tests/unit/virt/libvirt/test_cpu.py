@@ -133,14 +133,13 @@ class CompareTest(base.TestCase):
             libvirt.VIR_ERR_CPU_INCOMPATIBLE,
             "the CPU is incompatible with host CPU: Host CPU does not "
             "provide required features: pku, avx512vbmi")
-        answer = cpu.compare(conn, self.GUEST, 'x86_64')
+        answer = cpu.compare(conn, self.GUEST, 'x86_64', 'qemu')
         self.assertTrue(answer.refused)
         self.assertEqual(('avx512vbmi', 'pku'), answer.missing)
         self.assertIn('does not provide required features: pku',
                       answer.reason)
         conn.compareHypervisorCPU.assert_called_once_with(
-            None, 'x86_64', None, None, cpu.guest_cpu_xml(self.GUEST,
-                                                          'x86_64'),
+            None, 'x86_64', None, 'qemu', cpu.guest_cpu_xml(self.GUEST),
             libvirt.VIR_CONNECT_COMPARE_CPU_FAIL_INCOMPATIBLE)
 
     def test_compatible(self):
