@@ -94,6 +94,7 @@ class HostCommands:
         devices = vmem.by_host_node(g.get('numa_topology') for g in guests)
         data = dict(_host_row(report, len(guests), maintenance),
                     topology=common.plain(report.topology),
+                    cpu=_cpu_entry(report.get('cpu')),
                     guests=[_guest_entry(g) for g in guests],
                     claims=[_claim_entry(c) for c in claims],
                     virtio_mem={str(node): entry for node, entry in
@@ -442,6 +443,16 @@ def _check_drain_options(keep_free_nodes, parallel, wait, timeout, dry_run,
                    f"seconds above 0, at most 86400")
 
 
+def _cpu_entry(cpu):
+    """A host's reported CPU as ``host show`` prints it; None where its
+    agent reports none (release 1)."""
+    if cpu is None:
+        return None
+    return {name: (dict(value) if isinstance(value, dict) else
+                   list(value) if isinstance(value, list) else value)
+            for name, value in ((n, cpu.get(n)) for n in cpu.fields)}
+
+
 def _cpu_row(name, cpu):
     return {'host': name, 'arch': cpu.arch, 'model': cpu.model,
             'host_model': cpu.host_model,
@@ -605,6 +616,11 @@ def _print_show(data, report):
     if data['disabled']:
         print(f"Disabled for maintenance since {data['disabled_at']}: "
               f"{data['disabled_reason']}")
+    cpu = data['cpu']
+    print(f"CPU: {cpu['model'] or '-'}, host-model "
+          f"{cpu['host_model'] or '-'} (+{len(cpu['host_model_features'])} "
+          f"features), {len(cpu['custom_models'])} usable models"
+          if cpu else "CPU: not reported (an agent of release 1)")
     for line in pictures.host_lines(report.topology):
         print(f"  {line}")
     for node, entry in data['virtio_mem'].items():

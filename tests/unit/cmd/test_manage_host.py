@@ -46,6 +46,20 @@ class ManageHostTestCase(cli_base.CLITestCase):
         self.assertIn(f'web-1 {guest.uuid}', out)
         self.assertIn('guest cell 0 -> host cell 0', out)
 
+    def test_show_names_the_reported_cpu(self):
+        self.add_report('cn1', cpu=_cpu('EPYC', ['ss'], ['EPYC', 'qemu64']))
+        self.add_report('old')
+        code, out, _ = self.run_cli('host', 'show', 'cn1')
+        self.assertEqual(0, code)
+        self.assertIn('CPU: EPYC, host-model EPYC (+1 features), 2 usable '
+                      'models', out)
+        code, out, _ = self.run_cli('host', 'show', 'cn1', '--format',
+                                    'json')
+        self.assertEqual(['EPYC', 'qemu64'],
+                         json.loads(out)['cpu']['custom_models'])
+        code, out, _ = self.run_cli('host', 'show', 'old')
+        self.assertIn('CPU: not reported (an agent of release 1)', out)
+
     def test_show_unknown_host_is_bad_input(self):
         code, out, err = self.run_cli('host', 'show', 'nowhere')
         self.assertEqual((127, ''), (code, out))
