@@ -43,7 +43,6 @@ from numamig.db import queue
 from numamig.numa import instance_request
 from numamig.objects import fields
 from numamig.objects import service as service_obj
-from numamig.scheduler import filters
 
 LOG = logging.getLogger(__name__)
 STATUS = fields.MigrationStatus
@@ -280,21 +279,12 @@ class LiveMigrationTask(base.TaskBase):
             if self.source_data is not None else None
         if guest is None or self.migration.requested_host or not hosts:
             return hosts
-        spec = filters.RequestSpec(None, guest_cpu=guest)
-        check = filters.CPUModelFilter()
-        kept = []
-        for host in hosts:
-            try:
-                verdict = check.check(self.worker.cache.get(host), spec)
-            except exception.HostNotFound:
-                verdict = filters.PASS
-            if verdict.passed:
-                kept.append(host)
-                continue
+        kept, refusals = self.worker.scheduler.cpu_filter(hosts, guest)
+        for host, reason in refusals.items():
             LOG.info("Migration %s: %s refused by the CPU filter: %s",
-                     self.migration.uuid, host, verdict.reason)
-            self.refused[host] = verdict.reason
-            self._record_refusal(host, verdict.reason)
+                     self.migration.uuid, host, reason)
+            self.refused[host] = reason
+            self._record_refusal(host, reason)
         if not kept:
             # NoValidHost names each refused host with its reason.
             raise self._no_valid_host(
