@@ -56,6 +56,8 @@ def check_destination(agent, ctxt, instance, source_host, migration_uuid,
         nothing stays claimed.
     """
     check_not_here(agent, instance)
+    if source_data is not None:
+        check_cpu(agent, instance, source_data)
     # A conductor that sent the migration can send API 1.1: only then
     # may this host offer NUMA-aware live migration.
     dest_check_data = make_dest_check_data(
@@ -67,6 +69,7 @@ def check_destination(agent, ctxt, instance, source_host, migration_uuid,
                                          source_data)
     migrate_data = agent.compute_api.check_can_live_migrate_source(
         ctxt, instance, dest_check_data)
+    check_cpu(agent, instance, migrate_data)
     if migration is None:
         # The conductor spoke API 1.0: it reads LiveMigrateData 1.0 only.
         _log_no_offer(agent, migration_uuid,
@@ -159,6 +162,23 @@ def check_not_here(agent, instance):
         raise exception.MigrationPreCheckError(
             reason=f"host {agent.host} already has a guest with uuid "
                    f"{instance.uuid}")
+
+
+def check_cpu(agent, instance, source_answer):
+    """Refuse a guest whose CPU this host's cannot run.
+
+    :param source_answer: the source's LiveMigrateData, which carries the
+        guest's CPU (none from an older source: not checked, as before).
+    :raises MigrationPreCheckError: naming the features this host lacks.
+    """
+    guest = source_answer.guest_cpu()
+    if guest is None:
+        return
+    answer = agent.driver.compare_guest_cpu(guest)
+    if answer.refused:
+        raise exception.MigrationPreCheckError(
+            reason=f"host {agent.host} cannot run the CPU of instance "
+                   f"{instance.uuid} ({guest.describe()}): {answer.reason}")
 
 
 def make_dest_check_data(agent, instance, source_host, migration_uuid,

@@ -79,7 +79,20 @@ def check_source(agent, ctxt, instance, dest_check_data):
     migrate_data.src_supports_numa_live_migration = bool(
         dest_check_data.get('dst_supports_numa_live_migration') and
         agent.compute_api.supports_numa_live_migration())
+    migrate_data.set_guest_cpu(_guest_cpu(agent, instance))
     return releases.backported(migrate_data, dest_check_data.VERSION)
+
+
+def _guest_cpu(agent, instance):
+    """The guest's CPU for the destinations' checks; None (no check)
+    when it cannot be read, which must not stop a migration that
+    release 1 would have run."""
+    try:
+        return agent.driver.guest_cpu(instance.uuid)
+    except Exception as exc:  # noqa: BLE001 - advisory, logged
+        LOG.warning("%s: CPU of %s unread, destinations will not check "
+                    "it: %s", agent.host, instance.uuid, exc)
+        return None
 
 
 def check_guest_here(agent, instance):

@@ -38,7 +38,8 @@ def build(agent):
         service_version=agent.service_version,
         fingerprint=fingerprint.compute(pairs),
         reported_at=timeutils.utcnow(with_timezone=True),
-        migration_guard=agent.driver.migration_guard_state())
+        migration_guard=agent.driver.migration_guard_state(),
+        cpu=agent.driver.host_cpu())
 
 
 def send(agent, ctxt, timeout=None):

@@ -6,6 +6,7 @@ serializer can rebuild any of them from the wire.
 
 from numamig.objects.base import NumamigObject  # noqa: F401
 from numamig.objects.compute_node_report import ComputeNodeReport  # noqa
+from numamig.objects.host_cpu import HostCPU  # noqa: F401
 from numamig.objects.host_numa import HostNUMACell  # noqa: F401
 from numamig.objects.host_numa import HostNUMATopology  # noqa: F401
 from numamig.objects.host_numa import NUMALimits  # noqa: F401

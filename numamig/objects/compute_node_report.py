@@ -18,14 +18,20 @@ class ComputeNodeReport(base.NumamigObject):
     migration guard checks incoming migrations: 'on', 'off' or 'failed'
     (numamig.virt.libvirt.guard_install); None in a report of an agent
     older than the guard.
+
+    ``cpu`` is the host's CPU (HostCPU: libvirt's host CPU and domain
+    capabilities) the CPU checks read (numamig.cpumodel); None in a report
+    of a release-1 agent, which the checks treat as unknown, never as
+    unable to run a guest.
     """
 
     # Version 1.0 - Release 1: Initial version
     # Version 1.1 - Release 2: migration_guard (the migration guard's
-    #              state)
+    #              state); cpu (HostCPU 1.0: the host's CPU)
     VERSION = '1.1'
 
-    obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.0')]}
+    obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.0')],
+                         'cpu': [('1.1', '1.0')]}
 
     fields = {
         'host': fields.StringField(),
@@ -36,6 +42,7 @@ class ComputeNodeReport(base.NumamigObject):
         'fingerprint': fields.StringField(),
         'reported_at': fields.DateTimeField(),
         'migration_guard': fields.StringField(nullable=True, default=None),
+        'cpu': fields.ObjectField('HostCPU', nullable=True, default=None),
     }
 
     # The values of migration_guard (guard_install's states; objects/
@@ -47,6 +54,7 @@ class ComputeNodeReport(base.NumamigObject):
         target = versionutils.convert_version_to_tuple(target_version)
         if target < (1, 1):
             primitive.pop('migration_guard', None)
+            primitive.pop('cpu', None)
 
     def _validate(self):
         if self.service_version < 1:

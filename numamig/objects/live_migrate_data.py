@@ -3,6 +3,7 @@
 from oslo_utils import versionutils
 from oslo_versionedobjects import fields
 
+from numamig import cpumodel
 from numamig.objects import base
 
 # The fields NUMA-aware live migration added in release 2 (1.1). A
@@ -13,7 +14,13 @@ NUMA_FIELDS = ('dst_numa_info', 'src_supports_numa_live_migration',
                'dst_supports_numa_live_migration')
 # Everything release 2's version (1.1) added to release 1's: the NUMA
 # fields, the claim the destination returns and the convergence policy.
-RELEASE_2_FIELDS = NUMA_FIELDS + ('migration_context', 'convergence_policy')
+# The guest's CPU as it migrates (numamig.cpumodel.GuestCPU), which the
+# source reads from the guest's domain XML: the conductor filters
+# candidates by it and the destination's precheck compares it.
+GUEST_CPU_FIELDS = ('guest_cpu_mode', 'guest_cpu_model',
+                    'guest_cpu_features', 'guest_cpu_disabled')
+RELEASE_2_FIELDS = NUMA_FIELDS + ('migration_context',
+                                  'convergence_policy') + GUEST_CPU_FIELDS
 RELEASE_2_VERSION = '1.1'
 
 
@@ -30,7 +37,8 @@ class LiveMigrateData(base.NumamigObject):
     #              claim it took for the conductor to record, instead of
     #              recording it itself; convergence_policy: the policy the
     #              conductor chose for the migration, which the source
-    #              runs it under (RELEASE_2_FIELDS)
+    #              runs it under; guest_cpu_* (the guest's CPU, from the
+    #              source) (RELEASE_2_FIELDS)
     VERSION = RELEASE_2_VERSION
 
     obj_relationships = {'dst_numa_info': [(RELEASE_2_VERSION, '1.0')],
@@ -64,7 +72,34 @@ class LiveMigrateData(base.NumamigObject):
         # the source chooses (flavor, image, its default), as in release 1.
         'convergence_policy': fields.StringField(nullable=True,
                                                  default=None),
+        # The guest's CPU mode (host-passthrough, host-model, custom,
+        # maximum; None: the hypervisor's default, or not told), model and
+        # required and refused features, set by the source.
+        'guest_cpu_mode': fields.StringField(nullable=True, default=None),
+        'guest_cpu_model': fields.StringField(nullable=True, default=None),
+        'guest_cpu_features': fields.ListOfStringsField(default=[]),
+        'guest_cpu_disabled': fields.ListOfStringsField(default=[]),
     }
+
+    def guest_cpu(self):
+        """The cpumodel.GuestCPU the source told, or None (not told: an
+        older source, or a driver that cannot tell)."""
+        mode = self.get('guest_cpu_mode')
+        if mode is None and not self.get('guest_cpu_model'):
+            return None
+        return cpumodel.GuestCPU(
+            mode=mode, model=self.get('guest_cpu_model'),
+            features=frozenset(self.get('guest_cpu_features') or ()),
+            disabled=frozenset(self.get('guest_cpu_disabled') or ()))
+
+    def set_guest_cpu(self, guest):
+        """Carry ``guest`` (a cpumodel.GuestCPU, or None)."""
+        if guest is None or guest.mode is None:
+            return
+        self.guest_cpu_mode = guest.mode
+        self.guest_cpu_model = guest.model
+        self.guest_cpu_features = sorted(guest.features)
+        self.guest_cpu_disabled = sorted(guest.disabled)
 
     def obj_make_compatible(self, primitive, target_version):
         super().obj_make_compatible(primitive, target_version)

@@ -10,6 +10,7 @@ or excluded host never costs a fit.
 import abc
 import dataclasses
 
+from numamig import cpumodel
 from numamig.numa import fit as numa_fit
 
 
@@ -33,6 +34,8 @@ class RequestSpec:
     :param request_view: ``request`` as numa.views.RequestView, and
     :param limits_view: ``limits`` as numa.views.LimitsView, made once
         for every host's fit (None: the fit reads the objects).
+    :param guest_cpu: the guest's numamig.cpumodel.GuestCPU, or None
+        (not known: no CPU check).
     """
 
     request: object
@@ -45,6 +48,7 @@ class RequestSpec:
     strategy: str = 'spread'
     request_view: object = None
     limits_view: object = None
+    guest_cpu: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +136,30 @@ class ExcludedHostFilter(HostFilter):
         return PASS
 
 
+class CPUModelFilter(HostFilter):
+    """Refuse hosts whose CPU cannot run the guest's, naming what it
+    lacks (numamig.cpumodel: exact for host-passthrough; for a custom or
+    host-model guest it refuses only what is certain, the destination's
+    libvirt judges the rest).
+
+    A host that reported no CPU (a release-1 agent) passes: unknown is
+    never refused.
+    """
+
+    name = 'CPUModel'
+
+    def check(self, state, spec):
+        if spec.guest_cpu is None:
+            return PASS
+        answer = cpumodel.compatibility(spec.guest_cpu,
+                                        state.report.get('cpu'))
+        if answer.refused:
+            return Verdict(f"CPU cannot run the guest's "
+                           f"({spec.guest_cpu.describe()}): "
+                           f"{answer.reason}")
+        return PASS
+
+
 class NUMATopologyFilter(HostFilter):
     """Refuse hosts whose free NUMA resources cannot hold the guest.
 
@@ -162,4 +190,4 @@ class NUMATopologyFilter(HostFilter):
 def default_filters():
     """Return the filters the scheduler runs, cheapest first."""
     return (HostUpFilter(), HostEnabledFilter(), ExcludedHostFilter(),
-            HypervisorTypeFilter(), NUMATopologyFilter())
+            HypervisorTypeFilter(), CPUModelFilter(), NUMATopologyFilter())

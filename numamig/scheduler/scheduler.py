@@ -419,6 +419,29 @@ class Scheduler:
                                max_steps=self.drain_max_steps,
                                movable=movable)
 
+    def cpu_filter(self, hosts, guest_cpu):
+        """The CPU filter alone, on chosen ``hosts``: (the hosts whose
+        reported CPU can run ``guest_cpu``, in order, {refused host:
+        reason}). A host the cache does not know is kept (its precheck
+        decides).
+
+        The guest's CPU comes with the source's answer, after the
+        choice; the conductor applies this to the candidates then.
+        """
+        spec = host_filters.RequestSpec(None, guest_cpu=guest_cpu)
+        check = host_filters.CPUModelFilter()
+        kept, refusals = [], {}
+        for host in hosts:
+            try:
+                verdict = check.check(self.cache.get(host), spec)
+            except exception.HostNotFound:
+                verdict = host_filters.PASS
+            if verdict.passed:
+                kept.append(host)
+            else:
+                refusals[host] = verdict.reason
+        return kept, refusals
+
     def reserve(self, host, instance_uuid, project_id, request, limits=None,
                 pagesize_kb=None):
         """Fit the guest on ``host``'s free resources now and reserve it.

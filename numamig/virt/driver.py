@@ -15,6 +15,7 @@ tells the agent which.
 
 import abc
 
+from numamig import cpumodel
 from numamig import exception
 from numamig.convergence import policy as convergence
 
@@ -93,6 +94,22 @@ class ComputeDriver(abc.ABC):
         Dedicated/shared sets, reserved memory and reserved huge pages
         from configuration are applied.
         """
+
+    def host_cpu(self):
+        """This host's HostCPU for its reports, or None where the driver
+        knows no CPU (its reports then say nothing: unknown)."""
+        return None
+
+    def guest_cpu(self, instance_uuid):
+        """The guest's cpumodel.GuestCPU as it would migrate, or None
+        where the driver cannot tell."""
+        return None
+
+    def compare_guest_cpu(self, guest):
+        """Whether this host can run ``guest`` (a cpumodel.GuestCPU):
+        a cpumodel.Compatibility, by the hypervisor where it can compare
+        and by this host's HostCPU where not."""
+        return cpumodel.compatibility(guest, self.host_cpu())
 
     @abc.abstractmethod
     def list_guests(self):

@@ -83,6 +83,8 @@ RULES = [
     Rule('conf', 'conf/ is the bottom layer',
          allowed_own=('cpuspec', 'pagesize', 'exception')),
     Rule('cpuspec', 'cpuspec is a leaf module', allowed_own=()),
+    Rule('cpumodel', 'cpumodel is a leaf module', allowed_own=(),
+         forbidden_external=IO_MODULES),
     Rule('pagesize', 'pagesize is a leaf module', allowed_own=()),
     Rule('exception', 'exception is a leaf module', allowed_own=()),
 ]
@@ -97,6 +99,8 @@ RULES = [
 LAYERS = {
     'exception': ('the error types; a leaf', ()),
     'cpuspec': ('CPU list syntax; a leaf', ()),
+    'cpumodel': ('which CPU can run a guest\'s, baselines; pure, a leaf',
+                 ()),
     'pagesize': ('page size syntax; a leaf', ()),
     'fingerprint': ('guest-set fingerprints; a leaf', ()),
     'attempts': ('how a request sent again shares its wait; a leaf', ()),
@@ -116,18 +120,22 @@ LAYERS = {
                  ('_backend', 'library_notices')),
     '__init__': ('the package; selects and loads nothing', ()),
     'conf': ('options', ('cpuspec', 'pagesize', 'exception')),
-    'objects': ('versioned objects', ('exception',)),
+    'objects': ('versioned objects', ('exception', 'cpumodel')),
     'numa': ('the pure NUMA engine',
              ('objects', 'exception', 'cpuspec', 'pagesize')),
     'convergence': ('pure convergence policies, prediction and emulated '
                     'copy', ('exception',)),
     'virt': ('libvirt and domain XML', ('objects', 'exception', 'cpuspec',
-                                        'convergence',
+                                        'cpumodel', 'convergence',
                                         # The distance table's defaults
                                         # and gaps (numa.distance).
                                         'numa')),
     'db': ('the conductor\'s records',
-           ('objects', 'exception', 'filemodes')),
+           ('objects', 'exception', 'filemodes',
+            # A drain's turns share the link by the pure rule
+            # (convergence.drain_link) inside the transaction that
+            # admits the moves.
+            'convergence')),
     'wire': ('declared RPC arguments, checked before any work',
              ('objects', 'exception')),
     'rpc': ('transport, serializer, clients',
@@ -160,7 +168,7 @@ LAYERS = {
                  ('compute.rpcapi', 'conductor.api_versions', 'rpc',
                   'objects', 'exception')),
     'scheduler': ('destination choice',
-                  ('numa', 'fingerprint', 'conf', 'exception')),
+                  ('numa', 'fingerprint', 'cpumodel', 'conf', 'exception')),
     'audit': ('pin and usage audits of hypervisors, reports and records',
               ('virt', 'db', 'numa', 'fingerprint', 'cpuspec',
                'exception')),
@@ -219,7 +227,7 @@ LAYERS = {
              'scheduler',
              'audit', 'conductor.rpcapi', 'conductor.direct_rpc', 'db', 'virt',
              'numa', 'convergence',
-             'rpc', 'conf',
+             'rpc', 'conf', 'cpumodel',
              'context', 'objects', 'cpuspec', 'exception', '_backend',
              # The driver's reconnect attempts kept off the terminal.
              'library_notices')),

@@ -96,6 +96,7 @@ class HostCommands:
         data = dict(_host_row(report, len(guests), maintenance),
                     topology=common.plain(report.topology),
                     distances=_distances(report.topology),
+                    cpu=_cpu_entry(report.get('cpu')),
                     guests=[_guest_entry(g) for g in guests],
                     claims=[_claim_entry(c) for c in claims],
                     virtio_mem={str(node): entry for node, entry in
@@ -131,6 +132,44 @@ class HostCommands:
         common.print_output(data, output_format, _print_nrt)
         return common.EXIT_OK
 
+
+    @common.args('hosts', nargs='+', metavar='HOST',
+                 help="Compute host names (two or more to be useful).")
+    @common.format_option
+    @common.guarded
+    def cpu_baseline(self, hosts, output_format='human'):
+        """Compute a CPU model every named host can run.
+
+        From the hosts' last reports (libvirt's host CPU and domain
+        capabilities): a custom model usable on all of them (the
+        host-model most of them share) and the features every one
+        reports, with the guest <cpu> XML to use. Conservative: a
+        feature one host's model implies but does not list is left out.
+        Give guests this CPU to keep them movable between these hosts.
+        Exit codes: 0 a model was found; 1 no model is usable on all the
+        hosts (the common features are still shown); 127 an unknown host,
+        or one that reported no CPU (an agent of release 1); 255 the
+        database cannot be used.
+        """
+        from numamig import cpumodel
+        from numamig.db import compute_nodes
+        from numamig.virt.libvirt import cpu as libvirt_cpu
+        names = sorted(set(hosts))
+        with _access.database() as db:
+            cpus = {name: compute_nodes.get(db, name).get('cpu')
+                    for name in names}
+        answer = cpumodel.baseline(cpus)
+        data = {
+            'hosts': [_cpu_row(name, cpus[name]) for name in names],
+            'model': answer.model, 'features': list(answer.features),
+            'common_models': list(answer.common_models),
+            'note': answer.note,
+            'cpu_xml': libvirt_cpu.guest_cpu_xml(cpumodel.GuestCPU(
+                cpumodel.MODE_CUSTOM, answer.model,
+                frozenset(answer.features))) if answer.model else None,
+        }
+        common.print_output(data, output_format, _print_cpu_baseline)
+        return common.EXIT_OK if answer.model else common.EXIT_NO
 
     @common.args('host', metavar='HOST', help="Compute host name.")
     @common.args('--reason', required=True,
@@ -406,6 +445,42 @@ def _check_drain_options(keep_free_nodes, parallel, wait, timeout, dry_run,
                    f"seconds above 0, at most 86400")
 
 
+def _cpu_entry(cpu):
+    """A host's reported CPU as ``host show`` prints it; None where its
+    agent reports none (release 1)."""
+    if cpu is None:
+        return None
+    return {name: (dict(value) if isinstance(value, dict) else
+                   list(value) if isinstance(value, list) else value)
+            for name, value in ((n, cpu.get(n)) for n in cpu.fields)}
+
+
+def _cpu_row(name, cpu):
+    return {'host': name, 'arch': cpu.arch, 'model': cpu.model,
+            'host_model': cpu.host_model,
+            'features': len(set(cpu.features) |
+                            set(cpu.host_model_features)),
+            'custom_models': len(cpu.custom_models)}
+
+
+def _print_cpu_baseline(data):
+    print(f"{'HOST':<20} {'ARCH':<8} {'MODEL':<24} {'HOST-MODEL':<24} "
+          f"{'FEATURES':>8} {'MODELS':>6}")
+    for row in data['hosts']:
+        print(f"{row['host']:<20} {row['arch'] or '-':<8} "
+              f"{row['model'] or '-':<24} {row['host_model'] or '-':<24} "
+              f"{row['features']:>8} {row['custom_models']:>6}")
+    print()
+    if data['model']:
+        print(f"Baseline: {data['model']} ({data['note']})")
+    else:
+        print(f"No baseline model: {data['note']}")
+    print(f"Features all report: {', '.join(data['features']) or '-'}")
+    print(f"Models usable on all: {', '.join(data['common_models']) or '-'}")
+    if data['cpu_xml']:
+        print(f"Guest CPU: {data['cpu_xml']}")
+
+
 def _set_disabled(host, disabled, output_format, **reason):
     """Ask the conductor to disable or enable a known host; print it."""
     with _access.database() as db:
@@ -555,6 +630,11 @@ def _print_show(data, report):
     if data['disabled']:
         print(f"Disabled for maintenance since {data['disabled_at']}: "
               f"{data['disabled_reason']}")
+    cpu = data['cpu']
+    print(f"CPU: {cpu['model'] or '-'}, host-model "
+          f"{cpu['host_model'] or '-'} (+{len(cpu['host_model_features'])} "
+          f"features), {len(cpu['custom_models'])} usable models"
+          if cpu else "CPU: not reported (an agent of release 1)")
     for line in pictures.host_lines(report.topology):
         print(f"  {line}")
     for node, entry in data['virtio_mem'].items():

@@ -124,6 +124,7 @@ class LiveMigrationTask(base.TaskBase):
         else:
             first = hosts[0]
         self.source_data = self._ask_source(first)
+        hosts = self._cpu_filtered(hosts)
         self._predict()
         self.migrate_data = self._claim_on_first_taker(hosts)
         self._queue(self.migrate_data)
@@ -262,6 +263,34 @@ class LiveMigrationTask(base.TaskBase):
         if not selection.candidates and not self._reclaims_scheduled():
             raise selection.no_valid_host()
         return selection.hosts
+
+    def _cpu_filtered(self, hosts):
+        """The scheduled ``hosts`` whose CPU can run the guest's.
+
+        The guest's CPU is known from the source's answer, which comes
+        after the choice: the scheduler's CPU filter is applied to the
+        candidates here, before any is asked. A requested host is not
+        filtered: its precheck answers with libvirt's comparison. Hosts
+        refused here are recorded with their reason like any refusal.
+
+        :raises NoValidHost: no candidate's CPU can run the guest's.
+        """
+        guest = self.source_data.guest_cpu() \
+            if self.source_data is not None else None
+        if guest is None or self.migration.requested_host or not hosts:
+            return hosts
+        kept, refusals = self.worker.scheduler.cpu_filter(hosts, guest)
+        for host, reason in refusals.items():
+            LOG.info("Migration %s: %s refused by the CPU filter: %s",
+                     self.migration.uuid, host, reason)
+            self.refused[host] = reason
+            self._record_refusal(host, reason)
+        if not kept:
+            # NoValidHost names each refused host with its reason.
+            raise self._no_valid_host(
+                f"no candidate's CPU can run the CPU of instance "
+                f"{self.instance.uuid}")
+        return kept
 
     def _hosts_read(self, name):
         """A field of the HostsRead given, None if it was not read."""

@@ -13,11 +13,13 @@ import threading
 import time
 
 import libvirt
+from lxml import etree
 from oslo_log import log as logging
 
 from numamig import exception
 from numamig.numa import distance
 from numamig.virt import driver
+from numamig.virt.libvirt import cpu
 from numamig.virt.libvirt import dirty_rate
 from numamig.virt.libvirt import emulated_copy
 from numamig.virt.libvirt import errors
@@ -54,6 +56,7 @@ class LibvirtDriver(driver.ComputeDriver):
         self._settings = settings
         self._conn = None
         self._host_topology = None
+        self._host_cpu = None
         self._jobs = {}
         self._jobs_lock = threading.Lock()
         # The guard's hook is in place, and its claims file was written
@@ -103,6 +106,7 @@ class LibvirtDriver(driver.ComputeDriver):
         self._host_topology = host_topology.build_host_topology(
             cells, self._settings)
         self._log_distances(cells)
+        self._host_cpu = self._read_host_cpu(caps_text)
         LOG.info("Host %s on %s: %d NUMA cells, dedicated pCPUs %s, "
                  "shared pCPUs %s%s", self.host, self._settings.uri,
                  len(cells), sorted(set().union(
@@ -262,6 +266,54 @@ class LibvirtDriver(driver.ComputeDriver):
             cell.distances = table[cell.id]
         self._log_distances(cells)
         return self._host_topology.obj_clone()
+
+    def _read_host_cpu(self, caps_text):
+        """The HostCPU of this host; domain capabilities where the
+        hypervisor has them (not libvirt's test driver)."""
+        domcaps = None
+        try:
+            domcaps = self._conn.getDomainCapabilities(
+                None, None, None, self._virt_type())
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() != libvirt.VIR_ERR_NO_SUPPORT:
+                LOG.warning("%s: no domain capabilities (%s): the CPU "
+                            "checks judge by the host CPU alone",
+                            self.host, exc)
+        try:
+            return cpu.host_cpu(caps_text, domcaps)
+        except etree.XMLSyntaxError as exc:
+            LOG.warning("%s: CPU not reported: %s", self.host, exc)
+            return None
+
+    def host_cpu(self):
+        return self._host_cpu
+
+    def _virt_type(self):
+        """The domain type the CPU questions are asked for (None on the
+        test driver, which answers none of them)."""
+        return None if self._settings.is_test_driver else \
+            self._settings.virt_type
+
+    def guest_cpu(self, instance_uuid):
+        dom = self._lookup(instance_uuid)
+        # The migratable XML: host-model expanded to what the guest runs.
+        text = self._call(dom.XMLDesc,
+                          f'read the domain XML of {instance_uuid}',
+                          libvirt.VIR_DOMAIN_XML_MIGRATABLE)
+        return cpu.guest_cpu(text, self._host_cpu)
+
+    def compare_guest_cpu(self, guest):
+        """The reported CPU's certain refusals first (host-passthrough
+        needs the same model, which libvirt's comparison, a superset
+        check, would not refuse), then libvirt's comparison where the
+        hypervisor has one."""
+        known = super().compare_guest_cpu(guest)
+        if known.refused:
+            return known
+        answer = cpu.compare(self._connection(), guest,
+                             self._host_cpu.arch if self._host_cpu else None,
+                             self._virt_type())
+        return known if answer is None else answer
 
     def cleanup_host(self):
         """Close the connection (an agent's stop; tests' tear-down)."""

@@ -5,6 +5,7 @@ import json
 from unittest import mock
 
 from numamig import exception
+from numamig import objects
 from numamig.cmd.manage_commands import _drain_run_output
 from tests.unit.cmd import cli_base
 
@@ -67,6 +68,20 @@ class ManageHostTestCase(cli_base.CLITestCase):
         self.assertNotIn('assumed', out)
         _, out, _ = self.run_cli('host', 'show', 'cn2', '--format', 'json')
         self.assertFalse(json.loads(out)['distances']['assumed'])
+
+    def test_show_names_the_reported_cpu(self):
+        self.add_report('cn1', cpu=_cpu('EPYC', ['ss'], ['EPYC', 'qemu64']))
+        self.add_report('old')
+        code, out, _ = self.run_cli('host', 'show', 'cn1')
+        self.assertEqual(0, code)
+        self.assertIn('CPU: EPYC, host-model EPYC (+1 features), 2 usable '
+                      'models', out)
+        code, out, _ = self.run_cli('host', 'show', 'cn1', '--format',
+                                    'json')
+        self.assertEqual(['EPYC', 'qemu64'],
+                         json.loads(out)['cpu']['custom_models'])
+        code, out, _ = self.run_cli('host', 'show', 'old')
+        self.assertIn('CPU: not reported (an agent of release 1)', out)
 
     def test_show_unknown_host_is_bad_input(self):
         code, out, err = self.run_cli('host', 'show', 'nowhere')
@@ -650,3 +665,59 @@ class DrainWaitStillWaitingTestCase(cli_base.CLITestCase):
                                  stream=stream, clock=lambda: now[0],
                                  sleep=lambda s: None)
         self.assertEqual('', stream.getvalue())
+
+
+def _cpu(model, features, models):
+    return objects.HostCPU(arch='x86_64', model=model, features=[],
+                           host_model=model, host_model_features=features,
+                           custom_models=models)
+
+
+class HostCPUBaselineTestCase(cli_base.CLITestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.add_report('rich', cpu=_cpu(
+            'Icelake-Server', ['pku', 'ss'],
+            ['Broadwell', 'Icelake-Server', 'qemu64']))
+        self.add_report('poor', cpu=_cpu('Broadwell', ['ss'],
+                                         ['Broadwell', 'qemu64']))
+
+    def test_json_names_a_model_both_run(self):
+        code, out, _ = self.run_cli('host', 'cpu-baseline', 'rich', 'poor',
+                                    '--format', 'json')
+        self.assertEqual(0, code)
+        data = json.loads(out)
+        self.assertEqual(('Broadwell', ['ss'], ['Broadwell', 'qemu64']),
+                         (data['model'], data['features'],
+                          data['common_models']))
+        self.assertEqual(['poor', 'rich'], [h['host'] for h in data['hosts']])
+        self.assertIn('<model fallback="forbid">Broadwell</model>',
+                      data['cpu_xml'])
+
+    def test_table(self):
+        code, out, _ = self.run_cli('host', 'cpu-baseline', 'rich', 'poor')
+        self.assertEqual(0, code)
+        self.assertIn('Baseline: Broadwell (host-model of 1 of 2 hosts)',
+                      out)
+        self.assertIn('Features all report: ss', out)
+
+    def test_no_common_model_is_no(self):
+        self.add_report('other', cpu=_cpu('EPYC', ['ss'], ['EPYC']))
+        code, out, _ = self.run_cli('host', 'cpu-baseline', 'rich', 'other')
+        self.assertEqual(1, code)
+        self.assertIn('No baseline model: no custom model is usable on all',
+                      out)
+
+    def test_unknown_host_is_one_line_of_bad_input(self):
+        code, out, err = self.run_cli('host', 'cpu-baseline', 'rich', 'nope')
+        self.assertEqual((127, ''), (code, out))
+        self.assertEqual(1, len(err.strip().splitlines()), err)
+        self.assertIn('nope', err)
+
+    def test_host_of_release_1_reports_no_cpu(self):
+        self.add_report('old')
+        code, _, err = self.run_cli('host', 'cpu-baseline', 'rich', 'old')
+        self.assertEqual(127, code)
+        self.assertEqual(1, len(err.strip().splitlines()), err)
+        self.assertIn('no CPU reported by old', err)

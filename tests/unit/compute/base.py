@@ -9,6 +9,7 @@ import dataclasses
 from unittest import mock
 import uuid
 
+from numamig import cpumodel
 from numamig import objects
 from numamig import releases
 from numamig import service
@@ -106,6 +107,10 @@ def manager(host=HOST, topology=None, instances=(), claimed=(),
     driver.refresh_distances.return_value = None   # the table as it was
     driver.read_guard_log.return_value = ([], None)
     driver.migration_housekeeping_cpus.return_value = None
+    # A driver that knows no CPU (the CPU tests set their own).
+    driver.host_cpu.return_value = None
+    driver.guest_cpu.return_value = None
+    driver.compare_guest_cpu.return_value = cpumodel.RUNS
     driver.select_migration_policy.return_value = (
         convergence.SHIPPED[convergence.TIMER], 'the default')
     # No modelled copy (the behaviour of a host without one).

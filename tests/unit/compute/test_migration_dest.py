@@ -3,6 +3,7 @@
 import dataclasses
 from unittest import mock
 
+from numamig import cpumodel
 from numamig import exception
 from numamig import objects
 from numamig import releases
@@ -318,3 +319,66 @@ class PostRecordedBySourceTest(base.TestCase):
         # Neither the records nor the guest's XML were asked.
         self.agent.conductor_api.instance_get.assert_not_called()
         self.agent.driver.get_guest_topology.assert_not_called()
+
+
+class CheckDestinationCPUTest(base.TestCase):
+    """The destination refuses a guest whose CPU it cannot run."""
+
+    GUEST = cpumodel.GuestCPU('custom', 'Icelake-Server', frozenset({'pku'}))
+
+    def setUp(self):
+        super().setUp()
+        self.agent = cbase.agent()
+        self.agent.driver.build_migrate_info.return_value = \
+            objects.NUMAMigrateInfo(cell_pins={0: {1}})
+        self.inst = cbase.instance(pins={0: 2, 1: 10})
+        self.migration = cbase.migration(self.inst)
+
+    def _source_data(self, guest):
+        data = objects.LiveMigrateData(
+            instance_uuid=self.inst.uuid, source_host=cbase.SOURCE,
+            dest_host=cbase.HOST, migration_uuid=self.migration.uuid,
+            src_supports_numa_live_migration=True)
+        data.set_guest_cpu(guest)
+        return data
+
+    def _check(self, source_data):
+        return migration_dest.check_destination(
+            self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
+            migration=self.migration, limits=None, source_data=source_data)
+
+    def test_refused_with_the_missing_features_and_nothing_claimed(self):
+        self.agent.driver.compare_guest_cpu.return_value = \
+            cpumodel.Compatibility(False, "CPU model Icelake-Server is not "
+                                          "usable here: missing features: "
+                                          "avx512vbmi, pku",
+                                   ('avx512vbmi', 'pku'))
+        exc = self.assertRaises(exception.MigrationPreCheckError,
+                                self._check, self._source_data(self.GUEST))
+        self.assertIn(f"host {cbase.HOST} cannot run the CPU of instance "
+                      f"{self.inst.uuid} (custom Icelake-Server +1 "
+                      f"features): CPU model Icelake-Server is not usable "
+                      f"here: missing features: avx512vbmi, pku", str(exc))
+        self.agent.driver.compare_guest_cpu.assert_called_once_with(
+            self.GUEST)
+        self.assertIsNone(self.agent.tracker.get_claim(self.migration.uuid))
+
+    def test_runs_claims(self):
+        self._check(self._source_data(self.GUEST))
+        self.assertIsNotNone(self.agent.tracker.get_claim(
+            self.migration.uuid))
+
+    def test_source_that_told_no_cpu_is_not_checked(self):
+        self._check(self._source_data(None))
+        self.agent.driver.compare_guest_cpu.assert_not_called()
+
+    def test_source_asked_by_this_host_is_checked_too(self):
+        self.agent.driver.compare_guest_cpu.return_value = \
+            cpumodel.Compatibility(False, "no", ('pku',))
+        answer = self._source_data(self.GUEST)
+        self.agent.compute_api.check_can_live_migrate_source.return_value = \
+            answer
+        self.assertRaises(
+            exception.MigrationPreCheckError, migration_dest.check_destination,
+            self.agent, None, self.inst, cbase.SOURCE, self.migration.uuid,
+            migration=self.migration, limits=None)

@@ -5,6 +5,7 @@ from unittest import mock
 import oslo_messaging as messaging
 import testscenarios
 
+from numamig import cpumodel
 from numamig import exception
 from numamig import objects
 from numamig.compute import migration_source
@@ -767,3 +768,36 @@ class PostCopyPausedTest(_SourceMigrationTestCase):
         record = self.agent.conductor_api.migration_record_recovery
         self.assertEqual([1, 2], [len(c[0][2]) for c in
                                   record.call_args_list])
+
+
+class CheckSourceGuestCPUTest(base.TestCase):
+    """The source tells the destinations the guest's CPU."""
+
+    def _check(self, guest_cpu):
+        agent = cbase.agent(host=cbase.SOURCE)
+        inst = cbase.instance()
+        agent.driver.list_guests.return_value = {inst.uuid: inst.name}
+        if isinstance(guest_cpu, Exception):
+            agent.driver.guest_cpu.side_effect = guest_cpu
+        else:
+            agent.driver.guest_cpu.return_value = guest_cpu
+        data = objects.LiveMigrateData(
+            instance_uuid=inst.uuid, source_host=cbase.SOURCE,
+            dest_host=cbase.HOST, migration_uuid=cbase.new_uuid(),
+            dst_supports_numa_live_migration=True)
+        return migration_source.check_source(agent, None, inst, data)
+
+    def test_guest_cpu_travels(self):
+        guest = cpumodel.GuestCPU('custom', 'Broadwell', frozenset({'ss'}),
+                                  frozenset({'mpx'}))
+        self.assertEqual(guest, self._check(guest).guest_cpu())
+
+    def test_unreadable_cpu_is_not_told(self):
+        with self.assertLogs('numamig.compute.migration_source',
+                             'WARNING') as logs:
+            data = self._check(RuntimeError('gone'))
+        self.assertIsNone(data.guest_cpu())
+        self.assertIn('destinations will not check it', logs.output[0])
+
+    def test_default_cpu_is_not_told(self):
+        self.assertIsNone(self._check(cpumodel.GuestCPU()).guest_cpu())

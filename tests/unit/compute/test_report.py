@@ -4,6 +4,7 @@ import threading
 import time
 from unittest import mock
 
+from numamig import objects
 from numamig.compute import report
 from tests import base
 from tests.unit.compute import base as cbase
@@ -138,3 +139,14 @@ class BuildTest(base.TestCase):
         built = report.build(agent)
         self.assertEqual('failed', built.migration_guard)
         built.validate()
+
+    def test_the_report_carries_the_host_cpu(self):
+        agent = cbase.agent()
+        agent.driver.host_cpu.return_value = objects.HostCPU(
+            arch='x86_64', model='EPYC', features=['ss'])
+        built = report.build(agent)
+        self.assertEqual('EPYC', built.cpu.model)
+        built.validate()
+
+    def test_a_driver_without_cpu_reports_none(self):
+        self.assertIsNone(report.build(cbase.agent()).cpu)

@@ -5,6 +5,7 @@ from unittest import mock
 
 from numamig import exception
 from numamig import fingerprint
+from numamig import objects
 from numamig.db import compute_nodes
 from tests.unit.db import base
 
@@ -139,6 +140,24 @@ class ChangedSinceTestCase(base.DBTestCase):
         self.assertNotEqual(saved.digest, changed.digest)
         self.assertEqual(changed.digest, self.changes()[0].digest)
 
+    def test_reports_with_the_same_cpu_have_the_same_digest(self):
+        """A host's CPU, read anew for each report, changes no digest
+        unless the CPU changed (the scheduler then rebuilds nothing)."""
+        def report(at, features):
+            return base.make_report(host='a', reported_at=at,
+                                    cpu=_host_cpu(features))
+        first = report(base.make_report().reported_at, ['ss', 'vmx'])
+        saved, = compute_nodes.save_reports_reading_guests(self.db, [first])
+        at = first.reported_at + datetime.timedelta(seconds=60)
+        again, = compute_nodes.save_reports_reading_guests(
+            self.db, [report(at, ['ss', 'vmx'])])
+        self.assertEqual(saved.digest, again.digest)
+        changed, = compute_nodes.save_reports_reading_guests(
+            self.db, [report(at + datetime.timedelta(seconds=60), ['ss'])])
+        self.assertNotEqual(saved.digest, changed.digest)
+        self.assertEqual(['ss'], compute_nodes.get(self.db, 'a').cpu
+                         .host_model_features)
+
     def test_a_digest_ignores_changed_field_order_and_time(self):
         one = ('{"numamig_object.changes": ["host", "topology"], '
                '"reported_at": "2026-01-02T03:04:05Z", "x": 1}')
@@ -194,3 +213,11 @@ class SaveBatchTestCase(base.DBTestCase):
         self.assertRaises(ValueError,
                           compute_nodes.save_reports_reading_guests,
                           self.db, [self.report('a'), self.report('a', 1)])
+
+
+def _host_cpu(features):
+    # Built anew, field by field in another order, as each report is.
+    return objects.HostCPU(
+        model_blockers={'Icelake-Server': ['pku']},
+        custom_models=['Broadwell', 'qemu64'], host_model='Broadwell',
+        host_model_features=features, arch='x86_64', model='Broadwell')

@@ -222,8 +222,18 @@ def instance():
         task_state='migrating')
 
 
+def host_cpu():
+    return objects.HostCPU(
+        arch='x86_64', vendor='Intel', model='Skylake-Client-IBRS',
+        features=['avx512f', 'vmx'], host_model='Skylake-Client-IBRS',
+        host_model_features=['avx512f', 'ss'], host_model_disabled=['mpx'],
+        custom_models=['Broadwell', 'Skylake-Client-IBRS', 'qemu64'],
+        model_blockers={'Icelake-Server': ['avx512vbmi', 'pku']})
+
+
 def compute_node_report():
     return objects.ComputeNodeReport(
+        cpu=host_cpu(),
         host='src',
         hypervisor_uri='qemu:///system',
         hypervisor_type='kvm',
@@ -253,4 +263,5 @@ BUILDERS = {
     'MigrationThreads': migration_threads,
     'Instance': instance,
     'ComputeNodeReport': compute_node_report,
+    'HostCPU': host_cpu,
 }

@@ -29,13 +29,18 @@ from tests.unit.objects import samples
 load_tests = testscenarios.load_tests_apply_scenarios
 
 OBJECT_DATA = {
-    'ComputeNodeReport': '1.1-c841bd5920a9a79afc3ddfe2204e543e',
+    # 1.1 is release 2's, unreleased: cpu (HostCPU) joined
+    # migration_guard in place (issue 40), no new version.
+    'ComputeNodeReport': '1.1-f7a30b049585e565190cee0f103d7ad8',
+    'HostCPU': '1.0-fae81309717b5ad76608d0a7ca682268',
     'HostNUMACell': '1.0-948e72246b9f8ba643295c23cad8e28c',
     'HostNUMATopology': '1.0-429fe2a66d163131723d4a35cb1b6d1c',
     'Instance': '1.1-f5b3572fa251d6fa5e2476a27f63a8dd',
     'InstanceNUMACell': '1.1-cb66a6f23c69d02d82416434b5b57b38',
     'InstanceNUMATopology': '1.1-4fa1d4c4b593a27816d50e3a4c541c98',
-    'LiveMigrateData': '1.1-8af5c946b7284d3fc3385c477cf61db3',
+    # 1.1 is release 2's, unreleased: the guest_cpu_* fields joined it in
+    # place (issue 40).
+    'LiveMigrateData': '1.1-b761b0475e2cb6c706ff9c853def3516',
     # 1.1 is release 2's, unreleased: its fields changed in place when
     # memory_reclaim and migration_threads, then the prediction's four
     # fields, then the convergence and post-copy recovery fields became
@@ -57,7 +62,7 @@ OBJECT_DATA = {
 # Parent object -> {child object: child VERSION}, for ObjectField children
 # (what ObjectVersionChecker.test_relationships tracks).
 OBJECT_RELATIONSHIPS = {
-    'ComputeNodeReport': {'HostNUMATopology': '1.0'},
+    'ComputeNodeReport': {'HostCPU': '1.0', 'HostNUMATopology': '1.0'},
     'Instance': {'InstanceNUMATopology': '1.1', 'MigrationContext': '1.1'},
     'LiveMigrateData': {'MigrationContext': '1.1', 'NUMAMigrateInfo': '1.0'},
     'MigrationContext': {'InstanceNUMATopology': '1.1'},

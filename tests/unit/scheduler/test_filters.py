@@ -3,6 +3,7 @@
 import dataclasses
 import datetime
 
+from numamig import cpumodel
 from numamig import objects
 from numamig.numa import constraints
 from numamig.numa import views as numa_views
@@ -168,4 +169,45 @@ class TestDefaultFilters(base.TestCase):
         names = [f.name for f in filters.default_filters()]
         self.assertEqual('NUMATopology', names[-1])
         self.assertEqual({'HostUp', 'HostEnabled', 'ExcludedHost',
-                          'HypervisorType', 'NUMATopology'}, set(names))
+                          'HypervisorType', 'CPUModel', 'NUMATopology'},
+                         set(names))
+
+
+class TestCPUModelFilter(base.TestCase):
+
+    GUEST = cpumodel.GuestCPU('host-passthrough', 'Icelake-Server',
+                              frozenset({'avx512f', 'pku'}))
+
+    def _state_with_cpu(self, cpu):
+        state = _state()
+        state.report.cpu = cpu
+        return state
+
+    def test_no_guest_cpu_passes(self):
+        self.assertTrue(filters.CPUModelFilter().check(
+            self._state_with_cpu(None), _spec()).passed)
+
+    def test_host_that_reported_no_cpu_passes(self):
+        self.assertTrue(filters.CPUModelFilter().check(
+            self._state_with_cpu(None), _spec(guest_cpu=self.GUEST)).passed)
+
+    def test_poorer_host_refused_naming_the_missing_features(self):
+        verdict = filters.CPUModelFilter().check(
+            self._state_with_cpu(objects.HostCPU(
+                model='Icelake-Server', features=['avx512f'])),
+            _spec(guest_cpu=self.GUEST))
+        self.assertEqual(
+            "CPU cannot run the guest's (host-passthrough Icelake-Server "
+            "+2 features): host-passthrough guest of CPU model "
+            "Icelake-Server needs features this host's CPU lacks: pku",
+            verdict.reason)
+
+    def test_same_cpu_passes(self):
+        self.assertTrue(filters.CPUModelFilter().check(
+            self._state_with_cpu(objects.HostCPU(
+                model='Icelake-Server', features=['avx512f', 'pku'])),
+            _spec(guest_cpu=self.GUEST)).passed)
+
+    def test_in_the_default_filters_before_the_fit(self):
+        names = [f.name for f in filters.default_filters()]
+        self.assertLess(names.index('CPUModel'), names.index('NUMATopology'))

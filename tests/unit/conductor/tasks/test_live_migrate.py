@@ -4,6 +4,7 @@ import fixtures
 import oslo_messaging as messaging
 
 from numamig import attempts
+from numamig import cpumodel
 from numamig import exception
 from numamig import objects
 from numamig.conductor import records
@@ -452,3 +453,59 @@ class DryRunTest(base.ConductorTestCase):
         self.assertIsNone(answer['dest_host'])
         # A cloud this small gets every host's own reason.
         self.assertEqual({'dst1', 'dst2', 'dst3'}, set(answer['refused']))
+
+
+class CPUFilterTest(ConductorDrivenChecksTest):
+    """The guest's CPU, from the source's answer, filters the candidates
+    before any is asked; hosts that reported no CPU are not refused
+    (the inherited tests run again with a guest CPU told: hosts that
+    reported none must behave as before)."""
+
+    GUEST = cpumodel.GuestCPU('host-passthrough', 'Icelake-Server',
+                              frozenset({'avx512f', 'pku'}))
+
+    @classmethod
+    def _source_answer(cls, ctxt, instance, request, timeout=None):
+        answer = request.obj_clone()
+        answer.src_supports_numa_live_migration = True
+        answer.set_guest_cpu(cls.GUEST)
+        return answer
+
+    def _cpus(self, **cpus):
+        for host, features in cpus.items():
+            self.report(host, cpu=None if features is None else
+                        objects.HostCPU(model='Icelake-Server',
+                                        features=features))
+
+    def _asked(self):
+        return [c[0][2] for c in self.compute_api.
+                check_can_live_migrate_destination.call_args_list]
+
+    def test_poorer_hosts_are_refused_with_the_missing_features(self):
+        self._cpus(dst1=['avx512f'], dst2=['avx512f'], dst3=None)
+        self._claiming()
+        migration = self._migrate()
+        self.assertEqual(['dst3'], self._asked())
+        self.assertEqual('dst3', migration.dest_host)
+        for host in ('dst1', 'dst2'):
+            self.assertIn("needs features this host's CPU lacks: pku",
+                          migration.refused_hosts[host])
+
+    def test_no_host_can_run_it(self):
+        self._cpus(dst1=['avx512f'], dst2=[], dst3=['pku'])
+        self._claiming()
+        exc = self.assertRaises(exception.NoValidHost, self._migrate)
+        self.assertIn("no candidate's CPU can run the CPU of instance",
+                      str(exc))
+        self.assertEqual([], self._asked())
+        (migration,) = migrations.get_all(self.db,
+                                          instance_uuid=self.inst.uuid)
+        self.assertEqual('error', migration.status)
+        self.assertIn('dst1: CPU cannot run', migration.error)
+        self.assertIn('lacks: avx512f, pku', migration.error)
+        self.assertEqual(1, len(migration.error.splitlines()))
+
+    def test_requested_host_is_left_to_its_precheck(self):
+        self._cpus(dst1=[], dst2=[], dst3=[])
+        self._claiming()
+        self.assertEqual('dst1', self._migrate('dst1').dest_host)
