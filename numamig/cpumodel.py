@@ -194,6 +194,14 @@ class Baseline:
     note: str
 
 
+def has_domain_capabilities(cpu):
+    """Whether ``cpu`` (a HostCPU) carries libvirt's domain capabilities:
+    a host-model or a usable custom model. Without them (libvirt's test
+    driver, a hypervisor that does not answer) only the host CPU itself
+    is known."""
+    return bool(cpu.host_model or cpu.custom_models)
+
+
 def baseline(hosts):
     """A CPU model and features every host of ``hosts`` can run.
 
@@ -224,8 +232,18 @@ def baseline(hosts):
         if cpu.host_model in common:
             votes[cpu.host_model] = votes.get(cpu.host_model, 0) + 1
     if not votes:
-        note = ("no host's host-model is usable on all of them" if common
-                else "no custom model is usable on all of them")
+        blind = sorted(name for name, cpu in hosts.items()
+                       if not has_domain_capabilities(cpu))
+        if blind:
+            # Nothing to choose from is not the same as nothing shared:
+            # say which hosts gave libvirt's answer no models at all.
+            note = (f"no domain capabilities (host-model, usable models) "
+                    f"reported by {', '.join(blind)}; libvirt's test "
+                    f"driver has none")
+        elif common:
+            note = "no host's host-model is usable on all of them"
+        else:
+            note = "no custom model is usable on all of them"
         return Baseline(None, tuple(sorted(features)), tuple(sorted(common)),
                         note)
     model = min(votes, key=lambda name: (-votes[name], name))

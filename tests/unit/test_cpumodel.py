@@ -127,6 +127,15 @@ class BaselineTest(base.TestCase):
         self.assertEqual('no custom model is usable on all of them',
                          answer.note)
 
+    def test_hosts_without_domain_capabilities_are_named(self):
+        blind = _host(host_model=None, host_model_features=[],
+                      custom_models=[])
+        answer = cpumodel.baseline({'a': _host(), 'test-1': blind})
+        self.assertIsNone(answer.model)
+        self.assertEqual("no domain capabilities (host-model, usable "
+                         "models) reported by test-1; libvirt's test driver "
+                         "has none", answer.note)
+
     def test_host_without_cpu_is_an_error(self):
         with self.assertRaisesRegex(ValueError, 'no CPU reported by old'):
             cpumodel.baseline({'a': _host(), 'old': None})

@@ -631,10 +631,17 @@ def _print_show(data, report):
         print(f"Disabled for maintenance since {data['disabled_at']}: "
               f"{data['disabled_reason']}")
     cpu = data['cpu']
-    print(f"CPU: {cpu['model'] or '-'}, host-model "
-          f"{cpu['host_model'] or '-'} (+{len(cpu['host_model_features'])} "
-          f"features), {len(cpu['custom_models'])} usable models"
-          if cpu else "CPU: not reported (an agent of release 1)")
+    if not cpu:
+        print("CPU: not reported (an agent of release 1)")
+    elif not (cpu['host_model'] or cpu['custom_models']):
+        print(f"CPU: {cpu['model'] or '-'}, no domain capabilities reported "
+              f"(no host-model or usable models: libvirt's test driver "
+              f"has none)")
+    else:
+        print(f"CPU: {cpu['model'] or '-'}, host-model "
+              f"{cpu['host_model'] or '-'} "
+              f"(+{len(cpu['host_model_features'])} features), "
+              f"{len(cpu['custom_models'])} usable models")
     for line in pictures.host_lines(report.topology):
         print(f"  {line}")
     for node, entry in data['virtio_mem'].items():

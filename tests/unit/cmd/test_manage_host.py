@@ -709,6 +709,16 @@ class HostCPUBaselineTestCase(cli_base.CLITestCase):
         self.assertIn('No baseline model: no custom model is usable on all',
                       out)
 
+    def test_hosts_without_domain_capabilities_are_named(self):
+        self.add_report('test-1', cpu=objects.HostCPU(
+            arch='x86_64', model='EPYC', features=[]))
+        code, out, _ = self.run_cli('host', 'cpu-baseline', 'rich', 'test-1')
+        self.assertEqual(1, code)
+        self.assertIn('No baseline model: no domain capabilities (host-model, '
+                      'usable models) reported by test-1', out)
+        code, out, _ = self.run_cli('host', 'show', 'test-1')
+        self.assertIn('CPU: EPYC, no domain capabilities reported', out)
+
     def test_unknown_host_is_one_line_of_bad_input(self):
         code, out, err = self.run_cli('host', 'cpu-baseline', 'rich', 'nope')
         self.assertEqual((127, ''), (code, out))
