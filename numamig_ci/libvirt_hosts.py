@@ -64,6 +64,15 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def accepts(port):
+    """Whether something accepts TCP connections on 127.0.0.1:``port``."""
+    try:
+        socket.create_connection(('127.0.0.1', port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 class LibvirtHost:
     """One libvirtd host. After ``start``: ``uri`` (local client),
     ``peer_uri`` (what another host's libvirtd dials), ``port``,
