@@ -520,6 +520,13 @@ class AgentDidNotAnswer(MigrationError):
                "while it held the request, or is stuck")
 
 
+class CPUPowerError(NumamigException):
+    """A pCPU could not be powered up or down (numamig.compute.cpu_power):
+    its sysfs control is missing, refused the write or lacks the
+    governor asked for."""
+    msg_fmt = "%(reason)s"
+
+
 class InvalidRPCArgument(Invalid):
     """A message whose argument does not fit what the method declares
     (numamig.wire); refused before the method runs."""

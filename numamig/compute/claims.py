@@ -55,8 +55,10 @@ def move_claim(tracker, conductor, ctxt, instance, migration, limits,
 
     :returns: the MoveClaim, or None for a guest without NUMA
         characteristics (nothing specific to claim).
-    :raises MigrationPreCheckError: the guest does not fit here, or the
-        conductor refused to record the claim; nothing stays claimed.
+    :raises MigrationPreCheckError: the guest does not fit here, its
+        pCPUs could not be powered up ([compute] cpu_power_management),
+        or the conductor refused to record the claim; nothing stays
+        claimed.
     """
     existing = tracker.get_claim(migration.uuid)
     if existing is not None:
@@ -72,7 +74,13 @@ def move_claim(tracker, conductor, ctxt, instance, migration, limits,
         claim = resource_tracker.MoveClaim(
             instance.uuid, instance.project_id, migration.uuid, placed,
             guarded=guarded)
-        tracker.add_claim(claim)
+        try:
+            tracker.add_claim(claim)
+        except exception.CPUPowerError as exc:
+            raise exception.MigrationPreCheckError(
+                reason=f"instance {instance.uuid} fits on host "
+                       f"{tracker.host}, but its pCPUs could not be "
+                       f"powered up: {exc}") from exc
     if persist:
         _persist(tracker, conductor, ctxt, instance, migration, claim)
     LOG.info("%s: claimed %s for instance %s (migration %s)", tracker.host,
@@ -129,7 +137,14 @@ def instance_claim(tracker, instance, limits):
                                f"new instance {instance.uuid}")
             placed.instance_uuid = instance.uuid
             placed_instance.numa_topology = placed
-        tracker.track_instance(placed_instance)
+        try:
+            tracker.track_instance(placed_instance)
+        except exception.CPUPowerError as exc:
+            tracker.drop_instance(instance.uuid)
+            raise exception.MigrationPreCheckError(
+                reason=f"new instance {instance.uuid} fits on host "
+                       f"{tracker.host}, but its pCPUs could not be "
+                       f"powered up: {exc}") from exc
     return placed_instance
 
 

@@ -17,6 +17,7 @@ from numamig import releases
 from numamig import wire
 from numamig.compute import agent as agent_mod
 from numamig.compute import build
+from numamig.compute import cpu_power
 from numamig.compute import domains
 from numamig.compute import flows as flows_mod
 from numamig.compute import guard_decisions
@@ -90,9 +91,13 @@ class ComputeManager:
         if not self.release.is_current:
             self.target = messaging.Target(
                 version=self.release.compute_api_version)
+        # CPU power management ([compute] cpu_power_management): the
+        # tracker powers dedicated pCPUs up and down as its usage changes.
+        self.cpu_power = cpu_power.CPUPower(host, settings.cpu_power)
         self.tracker = resource_tracker.ResourceTracker(
             host, driver, conductor_api, strategy=settings.strategy,
-            unrecorded_claim_timeout=settings.unrecorded_claim_timeout)
+            unrecorded_claim_timeout=settings.unrecorded_claim_timeout,
+            power=self.cpu_power)
         self.reporter = report.BackgroundReporter(
             host, self._cast_report,
             min_interval=settings.min_change_report_interval)

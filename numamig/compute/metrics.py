@@ -128,11 +128,35 @@ class AgentCollector(metrics.Collector):
         for name in ('on', 'off', 'failed'):
             state.add_metric([name], 1 if name == now else 0)
         yield state
+        yield from self._cpu_power()
         yield metrics.RPC_CALLS.family(
             'numamig_agent_rpc_call_duration_seconds',
             "This agent's RPC calls (to the conductor and to other "
             "agents) by method and outcome (answered, timeout, error), "
             "since it started.")
+
+
+    def _cpu_power(self):
+        power = self.agent.tracker.power
+        down = core.GaugeMetricFamily(
+            'numamig_agent_cpus_powered_down',
+            "Dedicated pCPUs of a cell that [compute] cpu_power_management "
+            "has powered down (offline, or on the low governor) because no "
+            "guest or claim pins them; absent when it is off.",
+            labels=['cell'])
+        changes = core.CounterMetricFamily(
+            'numamig_agent_cpu_power_changes',
+            "pCPUs this agent powered up or down since it started (writes "
+            "that changed a pCPU's state), and writes that failed (the "
+            "agent's log says why).", labels=['change'])
+        if power is not None and power.enabled:
+            for cell_id, count in power.powered_down().items():
+                down.add_metric([str(cell_id)], count)
+            changes.add_metric(['up'], power.powered_up_total)
+            changes.add_metric(['down'], power.powered_down_total)
+            changes.add_metric(['failed'], power.failures_total)
+        yield down
+        yield changes
 
 
 class AuditCollector(metrics.Collector):

@@ -39,7 +39,9 @@ def build(agent):
         fingerprint=fingerprint.compute(pairs),
         reported_at=timeutils.utcnow(with_timezone=True),
         migration_guard=agent.driver.migration_guard_state(),
-        cpu=agent.driver.host_cpu())
+        cpu=agent.driver.host_cpu(),
+        cpu_power=(tracker.power.state() if tracker.power is not None
+                   else None))
 
 
 def send(agent, ctxt, timeout=None):

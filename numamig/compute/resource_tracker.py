@@ -37,6 +37,7 @@ import time
 from oslo_log import log as logging
 
 from numamig import exception
+from numamig.compute import cpu_power
 from numamig.numa import usage
 from numamig.objects import fields
 
@@ -79,7 +80,7 @@ class ResourceTracker:
     """Usage of one host: its instances and the move claims it holds."""
 
     def __init__(self, host, driver, conductor_api, strategy,
-                 unrecorded_claim_timeout):
+                 unrecorded_claim_timeout, power=None):
         """:param strategy: 'spread' or 'pack', handed to every fit.
 
         :param unrecorded_claim_timeout: seconds a claim the records do
@@ -89,12 +90,19 @@ class ResourceTracker:
         (``publish_move_claims``: the migration guard reads them) before
         the change returns, so a claim is known to the guard before the
         answer that lets the source start.
+
+        :param power: this host's CPU power management
+            (numamig.compute.cpu_power.CPUPower) or None: after every
+            change of usage it powers the dedicated pCPUs as the new
+            usage wants them, before the change returns (a claim's pCPUs
+            are up before the answer that lets the source start).
         """
         self.host = host
         self.unrecorded_claim_timeout = unrecorded_claim_timeout
         self.driver = driver
         self.conductor_api = conductor_api
         self.strategy = strategy
+        self.power = power
         # Re-entrant: claims.py holds it around a fit and add_claim().
         self.lock = threading.RLock()
         self._base = None
@@ -176,6 +184,15 @@ class ResourceTracker:
             new_usage = usage.apply(self.usage_topology(), claim.topology)
             self._claims[claim.migration_uuid] = claim
             self._changed(new_usage)
+            try:
+                self._power(require=cpu_power.pinned_pcpus(claim.topology))
+            except exception.CPUPowerError:
+                # Its guest could not run here: no claim, and its pCPUs
+                # go down again.
+                self._claims.pop(claim.migration_uuid, None)
+                self._changed()
+                self._power()
+                raise
             self.publish_claims()
 
     def mark_persisted(self, migration_uuid):
@@ -198,6 +215,9 @@ class ResourceTracker:
                 LOG.info("%s: dropped the move claim of migration %s "
                          "(instance %s)", self.host, migration_uuid,
                          claim.instance_uuid)
+            # Also when it was gone already: a redelivered drop after a
+            # power-down that failed tries again.
+            self._power()
             return claim
 
     def apply_move_claim(self, migration_uuid, instance):
@@ -208,6 +228,7 @@ class ResourceTracker:
             self._deleted.discard(instance.uuid)
             self._changed()
             self.publish_claims()
+            self._power()
 
     def track_instance(self, instance):
         """Count an instance that now runs here (build, adoption)."""
@@ -220,6 +241,11 @@ class ResourceTracker:
             self._instances[instance.uuid] = instance
             self._deleted.discard(instance.uuid)
             self._changed(new_usage)
+            # A guest newly counted needs its pCPUs up (the caller undoes
+            # the count on CPUPowerError); one counted again does not
+            # fail for a pCPU that went down since.
+            self._power(require=cpu_power.pinned_pcpus(
+                instance.get('numa_topology')) if new_usage else ())
 
     def drop_instance(self, instance_uuid, deleted=False):
         """Stop counting an instance that left this host; idempotent.
@@ -234,7 +260,14 @@ class ResourceTracker:
             found = self._instances.pop(instance_uuid, None) is not None
             if found:
                 self._changed()
+            self._power()
             return found
+
+    def _power(self, require=()):
+        """Power the dedicated pCPUs as the usage now wants (the caller
+        holds ``lock``). Raises CPUPowerError only for ``require``."""
+        if self.power is not None:
+            self.power.apply(self.usage_topology(), require=require)
 
     def _changed(self, new_usage=None):
         self._generation += 1
@@ -281,6 +314,10 @@ class ResourceTracker:
             self._changed()
             self._usage = self._compute_usage()
             self.publish_claims()
+            # At start this is the reconciliation: whatever a crash left,
+            # every pCPU a recorded guest or claim pins goes up, every
+            # other dedicated one down.
+            self._power()
         return True
 
     def _refresh_distances(self):

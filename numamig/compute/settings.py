@@ -11,6 +11,37 @@ import dataclasses
 
 
 @dataclasses.dataclass(frozen=True)
+class CPUPowerSettings:
+    """``[compute] cpu_power_management`` and its companions.
+
+    :param strategy: 'off' (cpu_power_management unset), 'cpu_state' or
+        'governor' (cpu_power_management_strategy).
+    :param cpu_dedicated_set: the pCPUs it may touch, as configured (a
+        CPU list; numamig.compute.cpu_power parses it).
+    :param governor_low: governor of unused pCPUs (governor strategy).
+    :param governor_high: governor of used pCPUs (governor strategy).
+    :param sysfs_root: the kernel's CPU directory (cpu_power_sysfs_root).
+    """
+
+    strategy: str
+    cpu_dedicated_set: str | None
+    governor_low: str
+    governor_high: str
+    sysfs_root: str
+
+
+def cpu_power_from_conf(conf):
+    compute = conf.compute
+    return CPUPowerSettings(
+        strategy=(compute.cpu_power_management_strategy
+                  if compute.cpu_power_management else 'off'),
+        cpu_dedicated_set=compute.cpu_dedicated_set,
+        governor_low=compute.cpu_power_governor_low,
+        governor_high=compute.cpu_power_governor_high,
+        sysfs_root=compute.cpu_power_sysfs_root)
+
+
+@dataclasses.dataclass(frozen=True)
 class ComputeSettings:
     """What one compute agent runs with; every field from an option.
 
@@ -33,6 +64,7 @@ class ComputeSettings:
         status waits (numamig.compute.patience); None: ``[DEFAULT]
         rpc_response_timeout`` as read at each request.
     :param compute_version_cap: ``[upgrade_levels] compute``; None: none.
+    :param cpu_power: CPU power management (CPUPowerSettings).
     """
 
     strategy: str
@@ -44,6 +76,7 @@ class ComputeSettings:
     update_resources_interval: float
     status_timeout: float | None
     compute_version_cap: str | None
+    cpu_power: CPUPowerSettings
 
 
 def from_conf(conf, status_timeout):
@@ -67,4 +100,5 @@ def from_conf(conf, status_timeout):
         update_resources_interval=compute.update_resources_interval or
         conf.report_interval,
         status_timeout=status_timeout,
-        compute_version_cap=conf.upgrade_levels.compute)
+        compute_version_cap=conf.upgrade_levels.compute,
+        cpu_power=cpu_power_from_conf(conf))

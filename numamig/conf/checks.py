@@ -21,6 +21,7 @@ def check(conf):
     """
     _read_every_option(conf)
     _check_cpu_sets(conf)
+    _check_cpu_power(conf)
     _check_reserved_huge_pages(conf)
     _check_report_timing(conf)
     _check_migration_guard(conf)
@@ -87,6 +88,20 @@ def _check_cpu_sets(conf):
             reason=f"CPUs {cpuspec.format_cpu_spec(both)} are also in "
                    f"[compute] cpu_shared_set; a CPU is either for pinned "
                    f"or for floating vCPUs, never both")
+
+
+def _check_cpu_power(conf):
+    """Power management needs an explicit dedicated set: without one every
+    CPU not shared counts as dedicated, and the host's own CPUs would be
+    taken offline whenever no guest pins them."""
+    if conf.compute.cpu_power_management and \
+            not cpuspec.parse_cpu_spec(conf.compute.cpu_dedicated_set):
+        raise exception.InvalidConfiguration(
+            option='[compute] cpu_power_management',
+            reason="it powers down unused pCPUs of [compute] "
+                   "cpu_dedicated_set, which is unset; set "
+                   "cpu_dedicated_set to the CPUs reserved for pinned "
+                   "guests, or turn cpu_power_management off")
 
 
 def _check_reserved_huge_pages(conf):

@@ -79,6 +79,45 @@ opts = [
                     "from what libvirt shows; unset: [DEFAULT] "
                     "report_interval. Lower it to end such migrations "
                     "sooner after a restart."),
+    cfg.BoolOpt('cpu_power_management', default=False,
+                help="Power down the dedicated pCPUs (cpu_dedicated_set) "
+                     "that no guest and no move claim on this host uses, "
+                     "and power them up before a guest needs them: a move "
+                     "claim powers up the destination's pCPUs before the "
+                     "source starts, a completed migration powers down the "
+                     "source's, a rollback or abort powers the claim's "
+                     "down again, and the agent's start powers up every "
+                     "pCPU a recorded guest or claim holds. CPU 0 and "
+                     "shared CPUs are never touched. Requires "
+                     "cpu_dedicated_set. Each host's state shows in "
+                     "'numamig-manage host show' and the "
+                     "numamig_agent_cpus_powered_down metric. Leave off "
+                     "on hosts whose dedicated CPUs also serve anything "
+                     "numamig does not know about (DPDK, OVS)."),
+    cfg.StrOpt('cpu_power_management_strategy', default='cpu_state',
+               choices=[('cpu_state', "take unused dedicated pCPUs "
+                                      "offline (sysfs cpuN/online = 0) and "
+                                      "online again when needed: saves the "
+                                      "most, costs a few ms per pCPU"),
+                        ('governor', "switch unused dedicated pCPUs to "
+                                     "cpu_power_governor_low and used ones "
+                                     "to cpu_power_governor_high (sysfs "
+                                     "cpufreq/scaling_governor); the pCPUs "
+                                     "stay online. Needs a cpufreq driver: "
+                                     "a pCPU without one is reported as "
+                                     "failed and left as it is")],
+               help="How cpu_power_management powers pCPUs down and up."),
+    cfg.StrOpt('cpu_power_governor_low', default='powersave',
+               help="The cpufreq governor of unused dedicated pCPUs with "
+                    "the 'governor' strategy; it must be one the pCPU's "
+                    "scaling_available_governors lists."),
+    cfg.StrOpt('cpu_power_governor_high', default='performance',
+               help="The cpufreq governor of dedicated pCPUs a guest or "
+                    "claim uses with the 'governor' strategy."),
+    cfg.StrOpt('cpu_power_sysfs_root', default='/sys/devices/system/cpu',
+               help="Where the kernel's CPU directories (cpuN/online, "
+                    "cpuN/cpufreq) are. Change it only to point the agent "
+                    "at a copy of that tree (tests)."),
 ]
 
 

@@ -23,15 +23,21 @@ class ComputeNodeReport(base.NumamigObject):
     capabilities) the CPU checks read (numamig.cpumodel); None in a report
     of a release-1 agent, which the checks treat as unknown, never as
     unable to run a guest.
+
+    ``cpu_power`` is the host's CPU power management per cell
+    (CPUPowerState: which dedicated pCPUs are powered down); None in a
+    report of an agent that has none to report.
     """
 
     # Version 1.0 - Release 1: Initial version
     # Version 1.1 - Release 2: migration_guard (the migration guard's
-    #              state); cpu (HostCPU 1.0: the host's CPU)
+    #              state); cpu (HostCPU 1.0: the host's CPU); cpu_power
+    #              (CPUPowerState 1.0: pCPUs powered down per cell)
     VERSION = '1.1'
 
     obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.0')],
-                         'cpu': [('1.1', '1.0')]}
+                         'cpu': [('1.1', '1.0')],
+                         'cpu_power': [('1.1', '1.0')]}
 
     fields = {
         'host': fields.StringField(),
@@ -43,6 +49,8 @@ class ComputeNodeReport(base.NumamigObject):
         'reported_at': fields.DateTimeField(),
         'migration_guard': fields.StringField(nullable=True, default=None),
         'cpu': fields.ObjectField('HostCPU', nullable=True, default=None),
+        'cpu_power': fields.ObjectField('CPUPowerState', nullable=True,
+                                        default=None),
     }
 
     # The values of migration_guard (guard_install's states; objects/
@@ -55,6 +63,7 @@ class ComputeNodeReport(base.NumamigObject):
         if target < (1, 1):
             primitive.pop('migration_guard', None)
             primitive.pop('cpu', None)
+            primitive.pop('cpu_power', None)
 
     def _validate(self):
         if self.service_version < 1:

@@ -34,6 +34,7 @@ SCANNED = ('service.py', 'embedded.py', 'conductor', 'compute',
            'virt/libvirt/guard.py', 'convergence/recovery.py')
 SETTINGS_CLASSES = (conductor_settings.ConductorSettings,
                     compute_settings.ComputeSettings,
+                    compute_settings.CPUPowerSettings,
                     lv_settings.LibvirtSettings, lv_settings.MigrationSettings,
                     guard.GuardSettings, recovery.Settings)
 # (module, name): why a default there is not a restated one.

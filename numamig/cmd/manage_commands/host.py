@@ -9,6 +9,7 @@ deleted; a drain plans from the scheduler's cache, then moves).
 
 import datetime
 
+from numamig import cpuspec
 from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
@@ -76,7 +77,8 @@ class HostCommands:
         """Show a host's topology per cell, usage and guests.
 
         Per cell: dedicated, shared, pinned and free pCPUs drawn by SMT
-        core, memory, page pools used/free and distances (those libvirt
+        core, the dedicated pCPUs CPU power management has powered down,
+        memory, page pools used/free and distances (those libvirt
         does not report marked as assumed: local 10, remote 20); then the
         guests recorded on the host and the move claims held on it. A
         host disabled for maintenance says since when and why.
@@ -97,6 +99,7 @@ class HostCommands:
                     topology=common.plain(report.topology),
                     distances=_distances(report.topology),
                     cpu=_cpu_entry(report.get('cpu')),
+                    cpu_power=_cpu_power_entry(report.get('cpu_power')),
                     guests=[_guest_entry(g) for g in guests],
                     claims=[_claim_entry(c) for c in claims],
                     virtio_mem={str(node): entry for node, entry in
@@ -455,6 +458,41 @@ def _cpu_entry(cpu):
             for name, value in ((n, cpu.get(n)) for n in cpu.fields)}
 
 
+def _cpu_power_entry(power):
+    """A host's CPU power management as ``host show`` prints it; None
+    where its agent reports none."""
+    if power is None:
+        return None
+    return {'strategy': power.strategy,
+            'governor_low': power.governor_low,
+            'failed': sorted(power.failed),
+            'cells': {str(cell.id): {
+                'managed': sorted(cell.managed),
+                'powered_down': sorted(cell.powered_down)}
+                for cell in power.cells}}
+
+
+def _print_cpu_power(power):
+    if power is None:
+        print("CPU power management: not reported")
+        return
+    if power['strategy'] == 'off':
+        print("CPU power management: off")
+        return
+    how = ('offline' if power['strategy'] == 'cpu_state'
+           else f"governor {power['governor_low']}")
+    print(f"CPU power management: {power['strategy']} (unused dedicated "
+          f"pCPUs {how})")
+    for cell_id, cell in power['cells'].items():
+        down = cpuspec.format_cpu_spec(cell['powered_down']) or 'none'
+        print(f"  cell {cell_id}: powered down {down} of managed "
+              f"{cpuspec.format_cpu_spec(cell['managed']) or 'none'}")
+    if power['failed']:
+        print(f"  could not set pCPUs "
+              f"{cpuspec.format_cpu_spec(power['failed'])} (see the "
+              f"agent's log)")
+
+
 def _cpu_row(name, cpu):
     return {'host': name, 'arch': cpu.arch, 'model': cpu.model,
             'host_model': cpu.host_model,
@@ -644,6 +682,7 @@ def _print_show(data, report):
               f"{len(cpu['custom_models'])} usable models")
     for line in pictures.host_lines(report.topology):
         print(f"  {line}")
+    _print_cpu_power(data['cpu_power'])
     for node, entry in data['virtio_mem'].items():
         print(f"  node {node}: virtio-mem {entry['devices']} devices, "
               f"reclaimable {entry['reclaimable_mb']} MiB, growable "

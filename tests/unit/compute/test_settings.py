@@ -20,9 +20,18 @@ class FromConfTest(base.TestCase):
                    packing_host_numa_cells_allocation_strategy=True,
                    max_concurrent_live_migrations=2,
                    min_change_report_interval=0.5, reconcile_interval=11,
-                   update_resources_interval=12)
+                   update_resources_interval=12,
+                   cpu_dedicated_set='2-5', cpu_power_management=True,
+                   cpu_power_management_strategy='governor',
+                   cpu_power_governor_low='ondemand',
+                   cpu_power_governor_high='schedutil',
+                   cpu_power_sysfs_root='/tmp/cpus')
         self.flags(group='upgrade_levels', compute='1.4')
         self.assertEqual({
+            'cpu_power': settings.CPUPowerSettings(
+                strategy='governor', cpu_dedicated_set='2-5',
+                governor_low='ondemand', governor_high='schedutil',
+                sysfs_root='/tmp/cpus'),
             'strategy': 'pack', 'max_concurrent_live_migrations': 2,
             'unrecorded_claim_timeout': 14, 'min_change_report_interval': 0.5,
             'report_interval': 3, 'reconcile_interval': 11,
@@ -34,3 +43,8 @@ class FromConfTest(base.TestCase):
         made = self._made()
         self.assertEqual((3, 3), (made['reconcile_interval'],
                                   made['update_resources_interval']))
+
+    def test_power_management_unset_is_off_whatever_the_strategy(self):
+        self.flags(group='compute', cpu_power_management=False,
+                   cpu_power_management_strategy='governor')
+        self.assertEqual('off', self._made()['cpu_power'].strategy)

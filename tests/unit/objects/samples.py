@@ -231,9 +231,20 @@ def host_cpu():
         model_blockers={'Icelake-Server': ['avx512vbmi', 'pku']})
 
 
+def cpu_power_cell():
+    return objects.CPUPowerCell(id=0, managed={2, 3, 4, 5},
+                                powered_down={4, 5})
+
+
+def cpu_power_state():
+    return objects.CPUPowerState(strategy='cpu_state',
+                                 cells=[cpu_power_cell()], failed={5})
+
+
 def compute_node_report():
     return objects.ComputeNodeReport(
         cpu=host_cpu(),
+        cpu_power=cpu_power_state(),
         host='src',
         hypervisor_uri='qemu:///system',
         hypervisor_type='kvm',
@@ -264,4 +275,6 @@ BUILDERS = {
     'Instance': instance,
     'ComputeNodeReport': compute_node_report,
     'HostCPU': host_cpu,
+    'CPUPowerCell': cpu_power_cell,
+    'CPUPowerState': cpu_power_state,
 }

@@ -29,9 +29,12 @@ from tests.unit.objects import samples
 load_tests = testscenarios.load_tests_apply_scenarios
 
 OBJECT_DATA = {
-    # 1.1 is release 2's, unreleased: cpu (HostCPU) joined
-    # migration_guard in place (issue 40), no new version.
-    'ComputeNodeReport': '1.1-f7a30b049585e565190cee0f103d7ad8',
+    'CPUPowerCell': '1.0-ed4c0d1bbe5539a7af55b7e273724f4f',
+    'CPUPowerState': '1.0-137140145ef085142e53ef93af79f81e',
+    # 1.1 is release 2's, unreleased: cpu (HostCPU), then cpu_power
+    # (CPUPowerState) joined migration_guard in place (issue 40), no new
+    # version.
+    'ComputeNodeReport': '1.1-168c193cb505fb4b874e7ca2a0cce9f8',
     'HostCPU': '1.0-fae81309717b5ad76608d0a7ca682268',
     'HostNUMACell': '1.0-948e72246b9f8ba643295c23cad8e28c',
     'HostNUMATopology': '1.0-429fe2a66d163131723d4a35cb1b6d1c',
@@ -62,7 +65,8 @@ OBJECT_DATA = {
 # Parent object -> {child object: child VERSION}, for ObjectField children
 # (what ObjectVersionChecker.test_relationships tracks).
 OBJECT_RELATIONSHIPS = {
-    'ComputeNodeReport': {'HostCPU': '1.0', 'HostNUMATopology': '1.0'},
+    'ComputeNodeReport': {'CPUPowerState': '1.0', 'HostCPU': '1.0',
+                          'HostNUMATopology': '1.0'},
     'Instance': {'InstanceNUMATopology': '1.1', 'MigrationContext': '1.1'},
     'LiveMigrateData': {'MigrationContext': '1.1', 'NUMAMigrateInfo': '1.0'},
     'MigrationContext': {'InstanceNUMATopology': '1.1'},
