@@ -118,6 +118,10 @@ class HostDefinition:
     :param migration: its MigrationSettings (the [libvirt] migration
         options: convergence policies, the modelled pre-copy of its
         emulated migrations); None: as CONF's [libvirt] options say.
+    :param cpu_power: its CPU power management (numamig.compute.settings.
+        CPUPowerSettings: strategy, dedicated set, sysfs root: a test
+        gives each host a tree of its own); None: as CONF's [compute]
+        options say.
     """
 
     name: str
@@ -131,6 +135,7 @@ class HostDefinition:
     migration: lv_settings.MigrationSettings = None
     uri: str = None
     virt_type: str = 'qemu'
+    cpu_power: object = None
 
     def __post_init__(self):
         if (self.capabilities_file is None) == (self.uri is None):
@@ -305,7 +310,9 @@ class EmbeddedDeployment:
         agent = service.ComputeService(
             host.name, driver, transport, dataclasses.replace(
                 self.compute_settings,
-                compute_version_cap=host.compute_version_cap),
+                compute_version_cap=host.compute_version_cap,
+                cpu_power=(host.cpu_power or
+                           self.compute_settings.cpu_power)),
             names=self.names, service_version=host.service_version)
         self.agents[host.name] = agent
         agent.start()
