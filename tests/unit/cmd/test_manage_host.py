@@ -83,6 +83,38 @@ class ManageHostTestCase(cli_base.CLITestCase):
         code, out, _ = self.run_cli('host', 'show', 'old')
         self.assertIn('CPU: not reported (an agent of release 1)', out)
 
+    def test_show_gives_the_cpu_power_state_per_cell(self):
+        self.add_report('cn1', cpu_power=objects.CPUPowerState(
+            strategy='cpu_state', failed={7}, cells=[
+                objects.CPUPowerCell(id=0, managed={1, 2, 3},
+                                     powered_down={2, 3}),
+                objects.CPUPowerCell(id=1, managed={5, 6, 7},
+                                     powered_down={5, 6})]))
+        self.add_report('gov', cpu_power=objects.CPUPowerState(
+            strategy='governor', governor_low='powersave'))
+        self.add_report('off', cpu_power=objects.CPUPowerState(
+            strategy='off'))
+        self.add_report('old')
+        code, out, _ = self.run_cli('host', 'show', 'cn1')
+        self.assertEqual(0, code)
+        self.assertIn('CPU power management: cpu_state (unused dedicated '
+                      'pCPUs offline)', out)
+        self.assertIn('cell 0: powered down 2-3 of managed 1-3', out)
+        self.assertIn('cell 1: powered down 5-6 of managed 5-7', out)
+        self.assertIn('could not set pCPUs 7', out)
+        _, out, _ = self.run_cli('host', 'show', 'cn1', '--format', 'json')
+        power = json.loads(out)['cpu_power']
+        self.assertEqual(('cpu_state', [7], [2, 3]),
+                         (power['strategy'], power['failed'],
+                          power['cells']['0']['powered_down']))
+        _, out, _ = self.run_cli('host', 'show', 'gov')
+        self.assertIn('governor (unused dedicated pCPUs governor '
+                      'powersave)', out)
+        _, out, _ = self.run_cli('host', 'show', 'off')
+        self.assertIn('CPU power management: off', out)
+        _, out, _ = self.run_cli('host', 'show', 'old')
+        self.assertIn('CPU power management: not reported', out)
+
     def test_show_unknown_host_is_bad_input(self):
         code, out, err = self.run_cli('host', 'show', 'nowhere')
         self.assertEqual((127, ''), (code, out))
