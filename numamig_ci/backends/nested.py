@@ -63,6 +63,10 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             features.add('huge_pages')
         if all(layout.threads > 1 for layout in layouts):
             features.add('smt')
+        if len(layouts) == 2 and all(layout.kvm and layout.cpu
+                                     for layout in layouts) and \
+                layouts[0].qemu_cpu != layouts[1].qemu_cpu:
+            features.add('cpu_generations')
         self.features = frozenset(features)
 
     def agent_of(self, host):
@@ -215,6 +219,24 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         (path,) = paths
         return path
 
+    def set_guest_cpu(self, host, guest, cpu_xml):
+        """Restart ``guest`` (on ``host``) with ``cpu_xml`` as its
+        ``<cpu>`` (under KVM where its machine has it), through libvirt
+        and outside numamig, as an operator's image would have it:
+        numamig creates guests with the hypervisor's default CPU."""
+        machine = self.deployment.libvirt[host].machine
+        conn = libvirt.open(self.deployment.uris()[host])
+        try:
+            dom = conn.lookupByUUIDString(guest.uuid)
+            conn.defineXML(with_cpu(
+                dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), cpu_xml,
+                machine.layout.kvm))
+            if dom.isActive():
+                dom.destroy()
+            dom.create()
+        finally:
+            conn.close()
+
     def boot_guest_kernel(self, host, guest, cmdline=GUEST_CMDLINE):
         """Restart ``guest`` (on ``host``) booting a Linux kernel with the
         virtio_mem driver (numamig_ci.vmem_guest); return the path of its
@@ -266,6 +288,27 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             conn.close()
 
 
+
+
+def with_cpu(domain_xml, cpu_xml, kvm):
+    """``domain_xml`` with its ``<cpu>`` replaced by ``cpu_xml`` (and,
+    on a machine with KVM, of type kvm); pure: returns new text."""
+    root = etree.fromstring(domain_xml.encode())
+    if kvm:
+        root.set('type', 'kvm')
+    for old in root.findall('cpu'):
+        root.remove(old)
+    cpu = etree.fromstring(cpu_xml.encode())
+    anchor = root.find('vcpu')
+    if anchor is not None:
+        anchor.addnext(cpu)
+    else:
+        root.append(cpu)
+    # numamig's <cpu> carried the guest's NUMA cells: keep them.
+    old_numa = etree.fromstring(domain_xml.encode()).find('cpu/numa')
+    if old_numa is not None and cpu.find('numa') is None:
+        cpu.append(old_numa)
+    return etree.tostring(root, encoding='unicode')
 
 
 def with_guest_kernel(domain_xml, kernel, initrd, cmdline, console, kvm):

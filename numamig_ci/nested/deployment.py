@@ -276,6 +276,14 @@ class NestedDeployment(local_deployment.LocalDeployment):
         text = text.replace('live_migration_inbound_addr = 127.0.0.1',
                             f'live_migration_inbound_addr = '
                             f'{self.inbound_address(name)}')
+        machine = getattr(host, 'machine', None)
+        layout = getattr(machine, 'layout', None)
+        if layout is not None and layout.kvm and layout.cpu:
+            # A machine of a named CPU runs its guests under KVM, so that
+            # what they may be given is its CPU (its domain capabilities
+            # and compareHypervisorCPU are KVM's; TCG's are the same on
+            # every machine): the CPU model checks then tell hosts apart.
+            text = text.replace('virt_type = qemu', 'virt_type = kvm')
         lines = [f'reserved_huge_pages = node:{node},size:{size},'
                  f'count:{total - mine}'
                  for (node, size), (total, mine)

@@ -46,6 +46,23 @@ CPU_MODEL = 'max,vendor=GenuineIntel'
 # With an AMD vendor, TCG's 'max' has SVM, which it emulates: kvm_amd
 # loads inside and runs a guest kernel (Layout.kvm).
 KVM_CPU_MODEL = 'max,vendor=AuthenticAMD'
+# Layout.cpu: a machine's CPU model other than the two above, for CPU
+# model checks between hosts of different generations. Measured under
+# TCG on this machine's QEMU (``-accel tcg -cpu NAME``): max, Conroe,
+# Penryn, Nehalem, Westmere, qemu64 run with every feature of their
+# model; SandyBridge lacks x2apic and tsc-deadline, Haswell and
+# Skylake-Client pcid, x2apic, tsc-deadline, hle, invpcid, rtm (and
+# more), EPYC rdseed, sha-ni, topoext, xsavec and others: QEMU drops
+# them with a warning, so such a machine is a poorer CPU than its name.
+# The AMD ones carry SVM, which TCG emulates (kvm=1: KVM runs inside).
+CPU_MODELS = {
+    'intel-max': CPU_MODEL,
+    'amd-max': KVM_CPU_MODEL,
+    'nehalem': 'Nehalem',
+    'westmere': 'Westmere',
+    'opteron-g3': 'Opteron_G3,+svm',
+    'epyc': 'EPYC',
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +104,16 @@ class Layout:
     # CPUs show no SMT siblings then (AMD's wants 'topoext'): only with
     # threads=1.
     kvm: int = 0
+    # A name of CPU_MODELS; '' for the default (CPU_MODEL, or
+    # KVM_CPU_MODEL with kvm=1).
+    cpu: str = ''
+
+    @property
+    def qemu_cpu(self):
+        """The machine's ``-cpu`` argument."""
+        if self.cpu:
+            return CPU_MODELS[self.cpu]
+        return KVM_CPU_MODEL if self.kvm else CPU_MODEL
 
     @property
     def nodes(self):
@@ -102,6 +129,9 @@ class Layout:
         if self.nodes < 1 or self.cores < 1 or self.threads < 1:
             raise ValueError(f"a layout needs at least one node, core and "
                              f"thread: {self}")
+        if self.cpu and self.cpu not in CPU_MODELS:
+            raise ValueError(f"unknown CPU {self.cpu!r}; known: "
+                             f"{', '.join(sorted(CPU_MODELS))}")
         if self.kvm and self.threads > 1:
             raise ValueError(f"kvm=1 shows no SMT siblings: threads=1 "
                              f"only, not {self.threads}")
@@ -132,8 +162,8 @@ class Layout:
     @classmethod
     def parse(cls, text):
         """A layout from 'cores=2,threads=2,memory=2048:2048,
-        pages_2m=128:128,pages_1g=0:0,kvm=0' (any subset; ':' separates
-        nodes;
+        pages_2m=128:128,pages_1g=0:0,kvm=0,cpu=nehalem' (any subset;
+        ':' separates nodes; ``cpu`` a name of CPU_MODELS;
         with ``memory`` but no page counts, 128 x 2 MiB and no 1 GiB
         page per node).
 
@@ -145,6 +175,9 @@ class Layout:
             key = {'memory': 'memory_mb'}.get(key.strip(), key.strip())
             if key not in {f.name for f in dataclasses.fields(cls)}:
                 raise ValueError(f"unknown layout key {key!r} in {text!r}")
+            if key == 'cpu':
+                values[key] = value.strip()
+                continue
             numbers = tuple(int(v) for v in value.split(':'))
             values[key] = numbers[0] if key in ('cores', 'threads', 'kvm') \
                 else numbers
@@ -231,7 +264,7 @@ class NestedVM:
         total = sum(layout.memory_mb)
         argv = ['qemu-system-x86_64', '-name', 'numamig-nested',
                 '-accel', 'tcg,thread=multi',
-                '-cpu', KVM_CPU_MODEL if layout.kvm else CPU_MODEL,
+                '-cpu', layout.qemu_cpu,
                 '-machine', 'q35',
                 '-smp', f'{layout.nodes * layout.cores * layout.threads},'
                         f'sockets={layout.nodes},cores={layout.cores},'

@@ -11,7 +11,8 @@ from the command line), ``convergence`` (policies acting on a real job
 that cannot converge by itself), ``threads`` (where a migration's own
 QEMU threads run, read from the kernel), ``virtio_mem`` (a guest
 kernel's virtio-mem memory per host node, grown and reclaimed from the
-command line).
+command line), ``cpu_models`` (CPU models between hosts of two CPU
+generations).
 """
 
 from numamig_ci.scenarios import pinning  # noqa: F401,I001
@@ -24,3 +25,4 @@ from numamig_ci.scenarios import postcopy  # noqa: F401
 from numamig_ci.scenarios import convergence  # noqa: F401
 from numamig_ci.scenarios import threads  # noqa: F401
 from numamig_ci.scenarios import virtio_mem  # noqa: F401
+from numamig_ci.scenarios import cpu_models  # noqa: F401

@@ -87,18 +87,28 @@ THREADS = ('migration-threads',)
 # 12 minutes have no room for it, so a test of its own, opt-in.
 VIRTIO_MEM = ('virtio-mem-per-node',)
 VIRTIO_MEM_LAYOUT = 'cores=2,threads=1,memory=2048:2048,pages_2m=0:0,kvm=1'
+# Hosts of two CPU generations: two machines of different -cpu models,
+# KVM inside each (under TCG every machine offers guests the same CPU).
+# AMD's max (TCG emulates its SVM) against Opteron_G3 with SVM. Two
+# machines hold both of CI's cores, as the missing-node run's do: opt-in
+# (figures in test_cpu_models_between_generations).
+CPU_MODELS = ('cpu-model-generations',)
+CPU_MODEL_LAYOUTS = (
+    'cores=2,threads=1,memory=2048,pages_2m=0,kvm=1,cpu=amd-max',
+    'cores=2,threads=1,memory=2048,pages_2m=0,kvm=1,cpu=opteron-g3')
 # Every scenario one machine can express: not fewer-nodes (both hosts
-# see its node count; it runs on two machines below), nor the threads'
-# or virtio-mem's (their own tests below, which the full run runs too).
+# see its node count; it runs on two machines below), nor the threads',
+# virtio-mem's or the CPU models' (their own tests below, which the full
+# run runs too).
 FULL = ALWAYS + tuple(sorted(set(registry.SCENARIOS) - set(ALWAYS)
                              - {'fewer-nodes'} - set(THREADS)
-                             - set(VIRTIO_MEM)))
+                             - set(VIRTIO_MEM) - set(CPU_MODELS)))
 # Two machines: 3 nodes and 2 nodes, one CPU per node dedicated.
 TWO_MACHINES = ('cores=2,threads=1,memory=1536:1536:1536,pages_2m=0:0:0',
                 'cores=2,threads=1,memory=1536:1536,pages_2m=0:0')
 # A cold image build (~3-8 min) plus boot and the scenarios.
 DEADLINE_S = {ALWAYS: 1800, FULL: 3600, ('fewer-nodes',): 1200,
-              THREADS: 1200, VIRTIO_MEM: 1500}
+              THREADS: 1200, VIRTIO_MEM: 1500, CPU_MODELS: 1500}
 STOP_GRACE_S = 120
 
 
@@ -139,6 +149,8 @@ class NestedHarnessTest(base.TestCase):
             rf'    guest kernel booted |    at boot: |'
             rf'    instance memory |    host reclaim |'
             rf'    negative control |    virtio-mem per host node: |'
+            rf'    refused naming |    baseline of |    migration of ci-cpu|'
+            rf'    \S+: host CPU |    \S+ lacks |'
             rf'.*{deployment.NOT_AS_ASKED}).*\n', out, re.MULTILINE)),
             end='')
         # CI shows the last line of a failure: make it name each scenario
@@ -202,6 +214,17 @@ class NestedHarnessTest(base.TestCase):
         self.assertRegex(out, r'instance memory \(\d')
         self.assertRegex(out, r'host reclaim \(\d')
         self.assertEqual(2, out.count('negative control after '))
+
+    def test_cpu_models_between_generations(self):
+        if not (os.environ.get('NUMAMIG_NESTED_CPU_MODELS')
+                or os.environ.get('NUMAMIG_NESTED_FULL')):
+            self.skipTest("two nested machines of different CPU models: "
+                          "opt-in with NUMAMIG_NESTED_CPU_MODELS=1")
+        out = self.run_nested(CPU_MODELS, CPU_MODEL_LAYOUTS)
+        self.assertRegex(out, r'refused naming \S')
+        self.assertRegex(out, r'baseline of \S+ and \S+: \S+')
+        self.assertEqual(2, len(re.findall(
+            r'migration of ci-cpu-base-\S+ \S+ -> \S+: completed', out)))
 
     def test_missing_node_on_two_machines(self):
         if not os.environ.get('NUMAMIG_NESTED_FULL'):

@@ -112,6 +112,15 @@ class CommandLineTest(base.TestCase):
         self.assertEqual('max,vendor=GenuineIntel',
                          plain[plain.index('-cpu') + 1])
 
+    def test_a_named_cpu_model_replaces_the_default(self):
+        layout = vm.Layout.parse('cores=2,threads=1,memory=2048,'
+                                 'pages_2m=0,kvm=1,cpu=opteron-g3')
+        argv = self.machine(layout).qemu_argv()
+        self.assertEqual('Opteron_G3,+svm', argv[argv.index('-cpu') + 1])
+        self.assertEqual('Nehalem', vm.Layout.parse('cpu=nehalem').qemu_cpu)
+        self.assertRaisesMessage(ValueError, "unknown CPU 'pentium'",
+                                 vm.Layout.parse, 'cpu=pentium')
+
     def test_kvm_machine_shows_no_smt_siblings(self):
         self.assertRaisesMessage(ValueError, 'kvm=1 shows no SMT siblings',
                                  vm.Layout.parse, 'threads=2,kvm=1')
