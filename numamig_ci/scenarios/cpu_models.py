@@ -10,9 +10,10 @@ claims, on real libvirt and QEMU:
 - a guest of the richer host with ``host-model`` (expanded there to
   that host's CPU) is refused for the poorer host by its precheck, with
   the features it lacks named in the migration's error;
-- a guest given the baseline of both hosts (what ``numamig-manage host
-  cpu-baseline`` computes, numamig.cpumodel.baseline, as ``<cpu>`` XML)
-  moves from the richer host to the poorer one and back.
+- the same guest given the baseline of both hosts (what
+  ``numamig-manage host cpu-baseline`` computes: numamig.cpumodel.
+  baseline of the hosts' reported CPUs, as ``<cpu>`` XML) moves from the
+  richer host to the poorer one and back.
 """
 
 import re
@@ -94,7 +95,9 @@ def cpu_model_generations(s):
         cpumodel.MODE_CUSTOM, answer.model, frozenset(answer.features)))
     s.say(f"baseline of {rich} and {poor}: {answer.model} "
           f"+{len(answer.features)} features")
-    moving = s.create(rich, 1, label='cpu-base')
+    # The same guest, its CPU now the baseline (the richer host's first
+    # layout keeps one dedicated pCPU: room for one pinned guest).
+    moving = guest
     s.backend.set_guest_cpu(rich, moving, cpu_xml)
     for dst in (poor, rich):
         migration = s.migrate(moving, dst)

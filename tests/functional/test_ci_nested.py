@@ -224,7 +224,7 @@ class NestedHarnessTest(base.TestCase):
         self.assertRegex(out, r'refused naming \S')
         self.assertRegex(out, r'baseline of \S+ and \S+: \S+')
         self.assertEqual(2, len(re.findall(
-            r'migration of ci-cpu-base-\S+ \S+ -> \S+: completed', out)))
+            r'migration of ci-cpu-rich-\S+ \S+ -> \S+: completed', out)))
 
     def test_missing_node_on_two_machines(self):
         if not os.environ.get('NUMAMIG_NESTED_FULL'):

@@ -16,6 +16,7 @@ import libvirt
 from lxml import etree
 from oslo_log import log as logging
 
+from numamig import cpumodel
 from numamig import exception
 from numamig.numa import distance
 from numamig.virt import driver
@@ -306,13 +307,23 @@ class LibvirtDriver(driver.ComputeDriver):
         """The reported CPU's certain refusals first (host-passthrough
         needs the same model, which libvirt's comparison, a superset
         check, would not refuse), then libvirt's comparison where the
-        hypervisor has one."""
+        hypervisor has one. A certain refusal that cannot name the
+        missing features (a model not usable here, for which libvirt's
+        domain capabilities list no blockers: seen on a KVM host of an
+        older CPU generation) asks libvirt too and names the features
+        its comparison names."""
         known = super().compare_guest_cpu(guest)
-        if known.refused:
+        if known.refused and known.missing:
             return known
         answer = cpu.compare(self._connection(), guest,
                              self._host_cpu.arch if self._host_cpu else None,
                              self._virt_type())
+        if known.refused:
+            if answer is not None and answer.refused and answer.missing:
+                return cpumodel.Compatibility(
+                    False, f"{known.reason}: {answer.reason}",
+                    answer.missing)
+            return known
         return known if answer is None else answer
 
     def cleanup_host(self):

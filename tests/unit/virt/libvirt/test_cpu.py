@@ -152,3 +152,53 @@ class CompareTest(base.TestCase):
         conn = mock.Mock()
         self.assertTrue(cpu.compare(conn, cpumodel.GuestCPU()).runs)
         conn.compareHypervisorCPU.assert_not_called()
+
+
+class DriverCompareTest(base.TestCase):
+    """The destination's precheck: the reported CPU's certain refusal,
+    completed by libvirt's comparison where it names no feature."""
+
+    GUEST = cpumodel.GuestCPU('custom', 'EPYC', frozenset({'sha-ni'}))
+
+    def _driver(self, host_cpu, libvirt_says):
+        from numamig.virt.libvirt import driver as lv_driver
+        drv = object.__new__(lv_driver.LibvirtDriver)
+        drv._host_cpu = host_cpu
+        drv._settings = mock.Mock(is_test_driver=False, virt_type='kvm')
+        conn = mock.Mock()
+        conn.compareHypervisorCPU.side_effect = libvirt_says
+        drv._connection = lambda: conn
+        drv.host_cpu = lambda: host_cpu
+        return drv, conn
+
+    def _host(self, blockers):
+        from numamig import objects
+        return objects.HostCPU(arch='x86_64', model='Opteron_G2',
+                               host_model='qemu64',
+                               custom_models=['qemu64'],
+                               model_blockers=blockers)
+
+    def test_unusable_model_without_blockers_gets_libvirts_features(self):
+        drv, conn = self._driver(self._host({'EPYC': []}), _error(
+            libvirt.VIR_ERR_CPU_INCOMPATIBLE,
+            "the CPU is incompatible with host CPU: Host CPU does not "
+            "provide required features: sha-ni, rdseed"))
+        answer = drv.compare_guest_cpu(self.GUEST)
+        self.assertTrue(answer.refused)
+        self.assertEqual(('rdseed', 'sha-ni'), answer.missing)
+        self.assertIn('CPU model EPYC is not usable here: libvirt: ',
+                      answer.reason)
+
+    def test_named_blockers_need_no_comparison(self):
+        drv, conn = self._driver(self._host({'EPYC': ['sha-ni']}), None)
+        answer = drv.compare_guest_cpu(self.GUEST)
+        self.assertEqual(('sha-ni',), answer.missing)
+        conn.compareHypervisorCPU.assert_not_called()
+
+    def test_refusal_kept_when_libvirt_names_nothing(self):
+        drv, _conn = self._driver(
+            self._host({'EPYC': []}),
+            lambda *a: libvirt.VIR_CPU_COMPARE_SUPERSET)
+        answer = drv.compare_guest_cpu(self.GUEST)
+        self.assertTrue(answer.refused)
+        self.assertEqual('CPU model EPYC is not usable here', answer.reason)
