@@ -46,6 +46,7 @@ FEATURES = {
                        "real compute hosts",
     'guest_kernel': "a Linux guest kernel with the virtio_mem driver "
                     "booted in a guest numamig created, its console read",
+    'separate_kernels': "each host on a kernel of its own",
     'cpu_generations': "hosts of two CPU generations whose guests run "
                        "under KVM (what a guest may be given differs "
                        "between them)",

@@ -63,6 +63,8 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             features.add('huge_pages')
         if all(layout.threads > 1 for layout in layouts):
             features.add('smt')
+        if len(layouts) == 2:
+            features.add('separate_kernels')
         if len(layouts) == 2 and all(layout.kvm and layout.cpu
                                      for layout in layouts) and \
                 layouts[0].qemu_cpu != layouts[1].qemu_cpu:
@@ -218,6 +220,12 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
                  for machine in self.deployment.machines}
         (path,) = paths
         return path
+
+    def online_cpus(self, host):
+        """The CPUs online in the kernel ``host`` runs on (a frozenset),
+        read from its sysfs inside the machine."""
+        return frozenset(cpuspec.parse_cpu_spec(
+            self.agent_of(host).online_cpus()))
 
     def set_guest_cpu(self, host, guest, cpu_xml):
         """Restart ``guest`` (on ``host``) with ``cpu_xml`` as its

@@ -197,6 +197,12 @@ class Agent:
             os.unlink(flag)
         return True
 
+    def online_cpus(self):
+        """The kernel's online CPUs (``/sys/devices/system/cpu/online``,
+        e.g. '0,3'): what CPU power management took offline is absent."""
+        with open('/sys/devices/system/cpu/online') as f:
+            return f.read().strip()
+
     def huge_pages(self):
         """{node: {page size KiB: [free, total]}} from sysfs."""
         pools = {}

@@ -12,7 +12,8 @@ that cannot converge by itself), ``threads`` (where a migration's own
 QEMU threads run, read from the kernel), ``virtio_mem`` (a guest
 kernel's virtio-mem memory per host node, grown and reclaimed from the
 command line), ``cpu_models`` (CPU models between hosts of two CPU
-generations).
+generations), ``cpu_power`` (CPU power management across a migration,
+read from the kernel).
 """
 
 from numamig_ci.scenarios import pinning  # noqa: F401,I001
@@ -26,3 +27,4 @@ from numamig_ci.scenarios import convergence  # noqa: F401
 from numamig_ci.scenarios import threads  # noqa: F401
 from numamig_ci.scenarios import virtio_mem  # noqa: F401
 from numamig_ci.scenarios import cpu_models  # noqa: F401
+from numamig_ci.scenarios import cpu_power  # noqa: F401

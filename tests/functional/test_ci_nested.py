@@ -93,6 +93,12 @@ VIRTIO_MEM_LAYOUT = 'cores=2,threads=1,memory=2048:2048,pages_2m=0:0,kvm=1'
 # machines hold both of CI's cores, as the missing-node run's do: opt-in
 # (figures in test_cpu_models_between_generations).
 CPU_MODELS = ('cpu-model-generations',)
+# CPU power management across a migration, read from the kernel: two
+# machines (one kernel per host) with the compute agents inside them.
+# Opt-in: two TCG machines and two agents' start under TCG.
+CPU_POWER = ('cpu-power-hotplug',)
+CPU_POWER_LAYOUTS = ('cores=4,threads=1,memory=1536,pages_2m=0',
+                     'cores=4,threads=1,memory=1536,pages_2m=0')
 CPU_MODEL_LAYOUTS = (
     'cores=2,threads=1,memory=2048,pages_2m=0,kvm=1,cpu=amd-max',
     'cores=2,threads=1,memory=2048,pages_2m=0,kvm=1,cpu=opteron-g3')
@@ -102,13 +108,15 @@ CPU_MODEL_LAYOUTS = (
 # run runs too).
 FULL = ALWAYS + tuple(sorted(set(registry.SCENARIOS) - set(ALWAYS)
                              - {'fewer-nodes'} - set(THREADS)
-                             - set(VIRTIO_MEM) - set(CPU_MODELS)))
+                             - set(VIRTIO_MEM) - set(CPU_MODELS)
+                             - set(CPU_POWER)))
 # Two machines: 3 nodes and 2 nodes, one CPU per node dedicated.
 TWO_MACHINES = ('cores=2,threads=1,memory=1536:1536:1536,pages_2m=0:0:0',
                 'cores=2,threads=1,memory=1536:1536,pages_2m=0:0')
 # A cold image build (~3-8 min) plus boot and the scenarios.
 DEADLINE_S = {ALWAYS: 1800, FULL: 3600, ('fewer-nodes',): 1200,
-              THREADS: 1200, VIRTIO_MEM: 1500, CPU_MODELS: 1500}
+              THREADS: 1200, VIRTIO_MEM: 1500, CPU_MODELS: 1500,
+              CPU_POWER: 1800}
 STOP_GRACE_S = 120
 
 
@@ -151,6 +159,7 @@ class NestedHarnessTest(base.TestCase):
             rf'    negative control |    virtio-mem per host node: |'
             rf'    refused naming |    baseline of |    migration of ci-cpu|'
             rf'    \S+: host CPU |    \S+ lacks |'
+            rf'    \S+ online CPUs |    \S+ reports powered down |'
             rf'.*{deployment.NOT_AS_ASKED}).*\n', out, re.MULTILINE)),
             end='')
         # CI shows the last line of a failure: make it name each scenario
@@ -225,6 +234,17 @@ class NestedHarnessTest(base.TestCase):
         self.assertRegex(out, r'baseline of \S+ and \S+: \S+')
         self.assertEqual(2, len(re.findall(
             r'migration of ci-cpu-rich-\S+ \S+ -> \S+: completed', out)))
+
+    def test_cpu_power_across_a_migration(self):
+        if not (os.environ.get('NUMAMIG_NESTED_CPU_POWER')
+                or os.environ.get('NUMAMIG_NESTED_FULL')):
+            self.skipTest("CPU hotplug in two nested machines with the "
+                          "compute agents inside: opt-in with "
+                          "NUMAMIG_NESTED_CPU_POWER=1")
+        out = self.run_nested(CPU_POWER, CPU_POWER_LAYOUTS)
+        for moment in ('before', 'during (claim held)', 'after the abort',
+                       'after the move', 'after the guest left'):
+            self.assertRegex(out, rf'online CPUs {re.escape(moment)}: ')
 
     def test_missing_node_on_two_machines(self):
         if not os.environ.get('NUMAMIG_NESTED_FULL'):
