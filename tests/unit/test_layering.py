@@ -244,7 +244,10 @@ LAYERS = {
 # emulation), which no distribution installs.
 HARNESS_USES = ('embedded', 'service', 'db', 'virt', 'numa', 'rpc', 'conf',
                 'context', 'objects', 'cpuspec', 'exception', '_backend',
-                'filemodes')
+                'filemodes',
+                # The CPU baseline the nested CPU scenario gives its guest
+                # (what numamig-manage host cpu-baseline computes).
+                'cpumodel')
 
 
 def harness_violations(root):
