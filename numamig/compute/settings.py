@@ -9,6 +9,8 @@ own settings are numamig.virt.libvirt.settings.
 
 import dataclasses
 
+from numamig.numa import locality
+
 
 @dataclasses.dataclass(frozen=True)
 class ComputeSettings:
@@ -33,6 +35,10 @@ class ComputeSettings:
         status waits (numamig.compute.patience); None: ``[DEFAULT]
         rpc_response_timeout`` as read at each request.
     :param compute_version_cap: ``[upgrade_levels] compute``; None: none.
+    :param locality: the locality watch's numamig.numa.locality.Policy
+        (``[locality]``).
+    :param locality_interval: seconds between the watch's looks.
+    :param proc_root: where the watch finds QEMU processes.
     """
 
     strategy: str
@@ -44,6 +50,9 @@ class ComputeSettings:
     update_resources_interval: float
     status_timeout: float | None
     compute_version_cap: str | None
+    locality: locality.Policy
+    locality_interval: float
+    proc_root: str
 
 
 def from_conf(conf, status_timeout):
@@ -67,4 +76,17 @@ def from_conf(conf, status_timeout):
         update_resources_interval=compute.update_resources_interval or
         conf.report_interval,
         status_timeout=status_timeout,
-        compute_version_cap=conf.upgrade_levels.compute)
+        compute_version_cap=conf.upgrade_levels.compute,
+        locality=locality_policy(conf.locality),
+        locality_interval=conf.locality.interval,
+        proc_root=conf.locality.proc_root)
+
+
+def locality_policy(group):
+    """The locality watch's Policy from the ``[locality]`` options."""
+    return locality.Policy(
+        mode=group.policy, threshold=group.remote_share_threshold,
+        intervals=group.intervals_above,
+        pages_per_interval=group.pages_per_interval,
+        moves_per_guest=group.moves_per_guest,
+        flap_window=group.flap_window)

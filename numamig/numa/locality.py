@@ -205,12 +205,12 @@ class Policy:
     :param page_kb: the page the budget counts (4 KiB, the base page).
     """
 
-    mode: str = 'report'
-    threshold: float = 0.5
-    intervals: int = 3
-    pages_per_interval: int = 262144
-    moves_per_guest: int = 2
-    flap_window: int = 20
+    mode: str
+    threshold: float
+    intervals: int
+    pages_per_interval: int
+    moves_per_guest: int
+    flap_window: int
     page_kb: int = 4
 
     def __post_init__(self):

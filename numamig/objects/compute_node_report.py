@@ -23,15 +23,24 @@ class ComputeNodeReport(base.NumamigObject):
     capabilities) the CPU checks read (numamig.cpumodel); None in a report
     of a release-1 agent, which the checks treat as unknown, never as
     unable to run a guest.
+
+    ``locality`` is what the host's locality watch saw at its last look
+    (HostLocality: each floating guest's memory per node, where its vCPUs
+    ran, what the watch did); None from an agent older than the watch.
+    It changes at every look and says nothing placement reads, so it is
+    left out of the report's content digest
+    (numamig.db.compute_nodes.content_digest).
     """
 
     # Version 1.0 - Release 1: Initial version
     # Version 1.1 - Release 2: migration_guard (the migration guard's
-    #              state); cpu (HostCPU 1.0: the host's CPU)
+    #              state); cpu (HostCPU 1.0: the host's CPU); locality
+    #              (HostLocality 1.0: the locality watch)
     VERSION = '1.1'
 
     obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.0')],
-                         'cpu': [('1.1', '1.0')]}
+                         'cpu': [('1.1', '1.0')],
+                         'locality': [('1.1', '1.0')]}
 
     fields = {
         'host': fields.StringField(),
@@ -43,6 +52,8 @@ class ComputeNodeReport(base.NumamigObject):
         'reported_at': fields.DateTimeField(),
         'migration_guard': fields.StringField(nullable=True, default=None),
         'cpu': fields.ObjectField('HostCPU', nullable=True, default=None),
+        'locality': fields.ObjectField('HostLocality', nullable=True,
+                                       default=None),
     }
 
     # The values of migration_guard (guard_install's states; objects/
@@ -55,6 +66,7 @@ class ComputeNodeReport(base.NumamigObject):
         if target < (1, 1):
             primitive.pop('migration_guard', None)
             primitive.pop('cpu', None)
+            primitive.pop('locality', None)
 
     def _validate(self):
         if self.service_version < 1:

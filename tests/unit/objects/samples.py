@@ -231,9 +231,26 @@ def host_cpu():
         model_blockers={'Icelake-Server': ['avx512vbmi', 'pku']})
 
 
+def guest_locality():
+    return objects.GuestLocality(
+        instance_uuid='7d6b8d2c-2f0a-4a4e-9c38-1c1f0a9e3b21',
+        memory_mb={0: 256, 1: 768}, vcpu_nodes={0: 2}, home_node=0,
+        remote_share=0.75, state='move',
+        reason='remote share 75% above 50% for 3 intervals: memory to '
+               'node 0', moves=1)
+
+
+def host_locality():
+    return objects.HostLocality(
+        policy='act', measured_at=NOW, remote_share=0.75,
+        guests=[guest_locality()], moves_total=1,
+        pages_moved_total=196608)
+
+
 def compute_node_report():
     return objects.ComputeNodeReport(
         cpu=host_cpu(),
+        locality=host_locality(),
         host='src',
         hypervisor_uri='qemu:///system',
         hypervisor_type='kvm',
@@ -264,4 +281,6 @@ BUILDERS = {
     'Instance': instance,
     'ComputeNodeReport': compute_node_report,
     'HostCPU': host_cpu,
+    'HostLocality': host_locality,
+    'GuestLocality': guest_locality,
 }

@@ -30,9 +30,12 @@ load_tests = testscenarios.load_tests_apply_scenarios
 
 OBJECT_DATA = {
     # 1.1 is release 2's, unreleased: cpu (HostCPU) joined
-    # migration_guard in place (issue 40), no new version.
-    'ComputeNodeReport': '1.1-f7a30b049585e565190cee0f103d7ad8',
+    # migration_guard in place (issue 40), then locality (HostLocality,
+    # issue 39), no new version.
+    'ComputeNodeReport': '1.1-a8e237718d35699be101623ec20793c5',
+    'GuestLocality': '1.0-a38741f78dd585b63946e3d751d0321e',
     'HostCPU': '1.0-fae81309717b5ad76608d0a7ca682268',
+    'HostLocality': '1.0-2bfae4c745ada0fe04211ebbd975675a',
     'HostNUMACell': '1.0-948e72246b9f8ba643295c23cad8e28c',
     'HostNUMATopology': '1.0-429fe2a66d163131723d4a35cb1b6d1c',
     'Instance': '1.1-f5b3572fa251d6fa5e2476a27f63a8dd',
@@ -62,7 +65,8 @@ OBJECT_DATA = {
 # Parent object -> {child object: child VERSION}, for ObjectField children
 # (what ObjectVersionChecker.test_relationships tracks).
 OBJECT_RELATIONSHIPS = {
-    'ComputeNodeReport': {'HostCPU': '1.0', 'HostNUMATopology': '1.0'},
+    'ComputeNodeReport': {'HostCPU': '1.0', 'HostLocality': '1.0',
+                          'HostNUMATopology': '1.0'},
     'Instance': {'InstanceNUMATopology': '1.1', 'MigrationContext': '1.1'},
     'LiveMigrateData': {'MigrationContext': '1.1', 'NUMAMigrateInfo': '1.0'},
     'MigrationContext': {'InstanceNUMATopology': '1.1'},
