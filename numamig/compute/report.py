@@ -39,7 +39,11 @@ def build(agent):
         fingerprint=fingerprint.compute(pairs),
         reported_at=timeutils.utcnow(with_timezone=True),
         migration_guard=agent.driver.migration_guard_state(),
-        cpu=agent.driver.host_cpu())
+        cpu=agent.driver.host_cpu(),
+        # The watch's last look, as it stands: building a report never
+        # waits for a look.
+        locality=(agent.locality.last if agent.locality is not None
+                  else None))
 
 
 def send(agent, ctxt, timeout=None):

@@ -9,8 +9,6 @@ own settings are numamig.virt.libvirt.settings.
 
 import dataclasses
 
-from numamig.numa import locality
-
 
 @dataclasses.dataclass(frozen=True)
 class ComputeSettings:
@@ -35,8 +33,8 @@ class ComputeSettings:
         status waits (numamig.compute.patience); None: ``[DEFAULT]
         rpc_response_timeout`` as read at each request.
     :param compute_version_cap: ``[upgrade_levels] compute``; None: none.
-    :param locality: the locality watch's numamig.numa.locality.Policy
-        (``[locality]``).
+    :param locality: the locality watch's ``[locality]`` policy and
+        thresholds, as numamig.numa.locality.Policy's keyword arguments.
     :param locality_interval: seconds between the watch's looks.
     :param proc_root: where the watch finds QEMU processes.
     """
@@ -50,7 +48,7 @@ class ComputeSettings:
     update_resources_interval: float
     status_timeout: float | None
     compute_version_cap: str | None
-    locality: locality.Policy
+    locality: dict
     locality_interval: float
     proc_root: str
 
@@ -83,10 +81,10 @@ def from_conf(conf, status_timeout):
 
 
 def locality_policy(group):
-    """The locality watch's Policy from the ``[locality]`` options."""
-    return locality.Policy(
-        mode=group.policy, threshold=group.remote_share_threshold,
-        intervals=group.intervals_above,
-        pages_per_interval=group.pages_per_interval,
-        moves_per_guest=group.moves_per_guest,
-        flap_window=group.flap_window)
+    """Policy keyword arguments from the ``[locality]`` options."""
+    return {'mode': group.policy,
+            'threshold': group.remote_share_threshold,
+            'intervals': group.intervals_above,
+            'pages_per_interval': group.pages_per_interval,
+            'moves_per_guest': group.moves_per_guest,
+            'flap_window': group.flap_window}
