@@ -24,6 +24,7 @@ from oslo_utils import timeutils
 
 from numamig import exception
 from numamig import objects
+from numamig.compute import events
 from numamig.numa import locality
 
 LOG = logging.getLogger(__name__)
@@ -33,8 +34,6 @@ Policy = locality.Policy
 
 # What a move that libvirt refused is shown as (beside numa/locality's).
 MOVE_FAILED = 'move-failed'
-# The kinds of event the watch emits (numamig.compute.events).
-EVENT = 'locality-move'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +150,7 @@ class LocalityWatch:
     def _emit(self, sample, decision, outcome, reason):
         if self._events is None:
             return
-        self._events.emit(EVENT, Move(
+        self._events.emit(events.LOCALITY_MOVE, Move(
             host=self.host, instance_uuid=sample.uuid, outcome=outcome,
             target_node=decision.target, pages=decision.pages,
             remote_share=round(sample.remote_share, 4), reason=reason))
