@@ -118,7 +118,8 @@ class LocalityWatch:
 
     def _move(self, sample, decision):
         try:
-            self.driver.move_guest_memory(sample.uuid, decision.target)
+            self.driver.move_guest_memory(sample.uuid, decision.target,
+                                          self.proc)
         except (exception.HypervisorError, exception.NotFound) as exc:
             self.failures_total += 1
             reason = f"libvirt refused the move to node " \

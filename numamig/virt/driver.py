@@ -312,10 +312,11 @@ class ComputeDriver(abc.ABC):
         """
         return []
 
-    def move_guest_memory(self, instance_uuid, node):
+    def move_guest_memory(self, instance_uuid, node, proc):
         """Move a running guest's memory to host ``node`` and pin its
         vCPUs to that node's CPUs, live only (see numamig.virt.libvirt.
-        locality.move).
+        locality.move; ``proc``: where its QEMU is found, should libvirt
+        be unable to change its nodeset).
 
         :returns: the CPUs its vCPUs are now pinned to.
         :raises HypervisorError: the hypervisor refused or cannot.

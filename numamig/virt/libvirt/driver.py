@@ -35,6 +35,7 @@ from numamig.virt.libvirt import incoming_threads
 from numamig.virt.libvirt import locality
 from numamig.virt.libvirt import memory_resize
 from numamig.virt.libvirt import migration
+from numamig.virt.libvirt import migration_threads
 from numamig.virt.libvirt import migration_xml
 from numamig.virt.libvirt import numa_info
 from numamig.virt.libvirt import postcopy
@@ -666,7 +667,7 @@ class LibvirtDriver(driver.ComputeDriver):
         nodes, _allowed = locality.vcpu_nodes(dom, node_of_cpu)
         return numa_locality.GuestSample(uuid, memory or {}, nodes, why)
 
-    def move_guest_memory(self, instance_uuid, node):
+    def move_guest_memory(self, instance_uuid, node, proc):
         cells = {c.id: c for c in self.get_host_topology().cells}
         if node not in cells:
             raise exception.HypervisorError(
@@ -675,13 +676,25 @@ class LibvirtDriver(driver.ComputeDriver):
         cell = cells[node]
         dom = self._lookup(instance_uuid)
         action = f'move the memory of {instance_uuid} to node {node}'
+        others = set(cells) - {node}
+
+        def migrate_pages(target):
+            pid = migration_threads.qemu_pid(instance_uuid, proc)
+            if pid is None:
+                raise OSError(f"no QEMU of {instance_uuid} in {proc}")
+            left = locality.migrate_pages(pid, others, target)
+            LOG.info("%s: libvirt has no cgroup cpuset controller here: "
+                     "the memory of %s moved to node %s by migrate_pages "
+                     "(%d pages could not move)", self.host, instance_uuid,
+                     target, left)
         try:
             live = dom.XMLDesc(0)
             _nodes, allowed = locality.vcpu_nodes(dom, {})
-            done = locality.move(dom, live, node,
-                                 frozenset(cell.cpuset) | frozenset(
-                                     cell.pcpuset), allowed)
-        except ValueError as exc:
+            done, _how = locality.move(
+                dom, live, node,
+                frozenset(cell.cpuset) | frozenset(cell.pcpuset), allowed,
+                migrate_pages)
+        except (ValueError, OSError) as exc:
             raise exception.HypervisorError(host=self.host, action=action,
                                             reason=str(exc))
         except libvirt.libvirtError as exc:

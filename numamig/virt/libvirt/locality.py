@@ -23,7 +23,9 @@ metadata, so that its own pins and binding are told from an operator's,
 also after the agent restarted.
 """
 
+import ctypes
 import dataclasses
+import errno
 import os
 
 import libvirt
@@ -137,22 +139,37 @@ def vcpu_nodes(dom, node_of_cpu):
     return nodes, allowed
 
 
-def move(dom, live_xml, node, node_cpus, allowed):
+def move(dom, live_xml, node, node_cpus, allowed, migrate_pages=None):
     """Move the running guest's memory to ``node`` and pin its vCPUs to
     ``node_cpus`` within what each was allowed; record it.
 
-    :returns: the OwnMove recorded.
+    :param migrate_pages: called with the node when libvirt cannot
+        change the running guest's nodeset because its libvirtd runs
+        without the cgroup cpuset controller (``cgroup_controllers =
+        [ ]``): the kernel's migrate_pages(2) on its QEMU then moves the
+        pages, and the pinned vCPUs keep new ones local (first touch).
+        None: such a refusal is raised.
+    :returns: (the OwnMove recorded, how the memory moved: 'numatune'
+        or 'migrate_pages').
     :raises ValueError: a vCPU may run on none of the node's CPUs.
     :raises libvirt.libvirtError: libvirt refused.
+    :raises OSError: migrate_pages(2) failed.
     """
     pins = [cpus & node_cpus for cpus in allowed]
     if not pins or not all(pins):
         raise ValueError(f"a vCPU may run on none of node {node}'s CPUs")
     mode = _MODES.get(live_mode(live_xml) or 'strict',
                       libvirt.VIR_DOMAIN_NUMATUNE_MEM_STRICT)
-    dom.setNumaParameters({libvirt.VIR_DOMAIN_NUMA_NODESET: str(node),
-                           libvirt.VIR_DOMAIN_NUMA_MODE: mode},
-                          libvirt.VIR_DOMAIN_AFFECT_LIVE)
+    how = 'numatune'
+    try:
+        dom.setNumaParameters({libvirt.VIR_DOMAIN_NUMA_NODESET: str(node),
+                               libvirt.VIR_DOMAIN_NUMA_MODE: mode},
+                              libvirt.VIR_DOMAIN_AFFECT_LIVE)
+    except libvirt.libvirtError as exc:
+        if migrate_pages is None or not _no_cpuset(exc):
+            raise
+        migrate_pages(node)
+        how = 'migrate_pages'
     width = max(max(node_cpus), max(max(p) for p in pins)) + 1
     for vcpu, cpus in enumerate(pins):
         # pinVcpu changes the running guest only (virsh vcpupin --live).
@@ -161,4 +178,39 @@ def move(dom, live_xml, node, node_cpus, allowed):
     dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, done.element(),
                     METADATA_PREFIX, METADATA_NS,
                     libvirt.VIR_DOMAIN_AFFECT_LIVE)
-    return done
+    return done, how
+
+
+def _no_cpuset(exc):
+    """libvirt's refusal for want of the cgroup cpuset controller."""
+    return 'cpuset' in (exc.get_error_message() or '')
+
+
+# migrate_pages(2) on x86_64 and aarch64 (asm-generic: 238).
+_SYS_MIGRATE_PAGES = {'x86_64': 256, 'aarch64': 238}
+
+
+def migrate_pages(pid, nodes, node):
+    """Move every page of process ``pid`` on ``nodes`` to ``node`` (the
+    kernel's migrate_pages(2), as numactl's migratepages does).
+
+    :returns: the pages the kernel could not move.
+    :raises OSError: the call failed (no such process, not permitted).
+    """
+    machine = os.uname().machine
+    if machine not in _SYS_MIGRATE_PAGES:
+        raise OSError(errno.ENOSYS, f"migrate_pages on {machine}")
+    width = max(list(nodes) + [node]) + 1
+    words = -(-width // 64)
+    old = (ctypes.c_ulong * words)()
+    new = (ctypes.c_ulong * words)()
+    for n in nodes:
+        old[n // 64] |= 1 << (n % 64)
+    new[node // 64] |= 1 << (node % 64)
+    libc = ctypes.CDLL(None, use_errno=True)
+    left = libc.syscall(_SYS_MIGRATE_PAGES[machine], ctypes.c_long(pid),
+                        ctypes.c_ulong(words * 64 + 1), old, new)
+    if left < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"migrate_pages of {pid}: {os.strerror(code)}")
+    return left

@@ -107,7 +107,7 @@ class DriverTest(LocalityTestCase):
 
     def test_move_binds_memory_and_pins_vcpus_live_only(self):
         self.start(FLOATING, 'floating')
-        cpus = self.driver.move_guest_memory(FLOATING, 0)
+        cpus = self.driver.move_guest_memory(FLOATING, 0, self.proc)
         live = self.live(FLOATING)
         memory = live.find('numatune/memory')
         self.assertEqual(('strict', '0'), (memory.get('mode'),
@@ -139,7 +139,7 @@ class DriverTest(LocalityTestCase):
         self.start(FLOATING, 'floating')
         self.assertRaises(exception.HypervisorError,
                           self.driver.move_guest_memory,
-                          FLOATING, 7)
+                          FLOATING, 7, self.proc)
         self.assertIsNone(self.live(FLOATING).find('numatune'))
 
 
@@ -255,9 +255,9 @@ class WatchTest(LocalityTestCase):
         watch = self.watch(intervals=1)
         real = self.driver.move_guest_memory
 
-        def move_then_stop(uuid, node):
+        def move_then_stop(uuid, node, proc):
             watch.stop()
-            return real(uuid, node)
+            return real(uuid, node, proc)
         with mock.patch.object(self.driver, 'move_guest_memory',
                                side_effect=move_then_stop) as move:
             shown = watch.look()

@@ -34,7 +34,7 @@ class AgentLocalityTest(base.TestCase):
         self.assertEqual(locality.PINNED, shown[self.pinned.uuid].state)
         self.assertEqual(locality.MOVE, shown[self.floating.uuid].state)
         self.manager.driver.move_guest_memory.assert_called_once_with(
-            self.floating.uuid, 0)
+            self.floating.uuid, 0, '/proc')
         self.assertEqual({0: 1, 1: 3}, shown[self.floating.uuid].memory_mb)
 
     def test_the_report_carries_the_last_look(self):

@@ -84,3 +84,42 @@ class ExcludedTest(base.TestCase):
         self.assertIsNone(locality.live_mode(_xml()))
         self.assertEqual('preferred', locality.live_mode(
             _xml(numatune=_memory('preferred', '1'))))
+
+
+class MigratePagesTest(base.TestCase):
+    """The fallback where libvirt has no cpuset controller: the kernel's
+    migrate_pages(2), called for real on this process."""
+
+    def test_own_pages_to_a_node_it_has(self):
+        import os
+        # Node 0 exists on every Linux host: moving node 0's pages to
+        # node 0 is a real call that changes nothing.
+        self.assertEqual(0, locality.migrate_pages(os.getpid(), {0}, 0))
+
+    def test_no_such_process(self):
+        self.assertRaises(OSError, locality.migrate_pages, 2 ** 22 + 7,
+                          {0}, 0)
+
+    def test_refusal_for_want_of_cpuset_falls_back(self):
+        from unittest import mock
+
+        import libvirt
+        dom = mock.Mock()
+        refusal = libvirt.libvirtError('refused')
+        refusal.get_error_message = lambda: (
+            'Requested operation is not valid: cgroup cpuset controller '
+            'is not mounted')
+        dom.setNumaParameters.side_effect = refusal
+        moved = []
+        done, how = locality.move(dom, _xml(), 1, frozenset({4, 5}),
+                                  [frozenset(range(8))], moved.append)
+        self.assertEqual(([1], 'migrate_pages', frozenset({4, 5})),
+                         (moved, how, done.cpus))
+        dom.pinVcpu.assert_called_once_with(
+            0, (False,) * 4 + (True, True))
+        # Any other refusal is libvirt's answer.
+        refusal.get_error_message = lambda: 'change of nodeset for ' \
+            'running domain requires strict numa mode'
+        self.assertRaises(libvirt.libvirtError, locality.move, dom, _xml(),
+                          1, frozenset({4, 5}), [frozenset(range(8))],
+                          moved.append)
