@@ -639,8 +639,10 @@ class LibvirtDriver(driver.ComputeDriver):
         host_cpus = frozenset(node_of_cpu)
         host_nodes = frozenset(cell.id for cell in cells)
         samples = []
-        for dom in self._connection().listAllDomains(
-                libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
+        domains = self._call(self._connection().listAllDomains,
+                             'list its running domains',
+                             libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+        for dom in domains:
             try:
                 samples.append(self._locality_sample(
                     dom, proc, node_of_cpu, host_cpus, host_nodes))
@@ -690,10 +692,11 @@ class LibvirtDriver(driver.ComputeDriver):
         try:
             live = dom.XMLDesc(0)
             _nodes, allowed = locality.vcpu_nodes(dom, {})
-            done, _how = locality.move(
-                dom, live, node,
-                frozenset(cell.cpuset) | frozenset(cell.pcpuset), allowed,
-                migrate_pages)
+            # A floating guest's vCPUs belong on shared CPUs, never on
+            # the dedicated ones pinned guests own.
+            done, _how = locality.move(dom, live, node,
+                                       frozenset(cell.cpuset), allowed,
+                                       migrate_pages)
         except (ValueError, OSError) as exc:
             raise exception.HypervisorError(host=self.host, action=action,
                                             reason=str(exc))

@@ -141,7 +141,8 @@ def vcpu_nodes(dom, node_of_cpu):
 
 def move(dom, live_xml, node, node_cpus, allowed, migrate_pages=None):
     """Move the running guest's memory to ``node`` and pin its vCPUs to
-    ``node_cpus`` within what each was allowed; record it.
+    ``node_cpus`` (the node's shared CPUs) within what each was allowed;
+    record it.
 
     :param migrate_pages: called with the node when libvirt cannot
         change the running guest's nodeset because its libvirtd runs
@@ -157,7 +158,8 @@ def move(dom, live_xml, node, node_cpus, allowed, migrate_pages=None):
     """
     pins = [cpus & node_cpus for cpus in allowed]
     if not pins or not all(pins):
-        raise ValueError(f"a vCPU may run on none of node {node}'s CPUs")
+        raise ValueError(f"a vCPU may run on none of node {node}'s shared "
+                         f"CPUs")
     mode = _MODES.get(live_mode(live_xml) or 'strict',
                       libvirt.VIR_DOMAIN_NUMATUNE_MEM_STRICT)
     how = 'numatune'

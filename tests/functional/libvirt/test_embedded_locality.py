@@ -28,7 +28,10 @@ from tests.fixtures import libvirt_guests as guests
 
 FLOATING = 'f10a0000-aaaa-4bbb-8ccc-000000000001'
 OTHER = 'f10a0000-aaaa-4bbb-8ccc-000000000002'
-NODE0 = frozenset({0, 1, 2, 3, 8, 9, 10, 11})
+# Shared pCPUs: node 0's 0 and 8, node 1's 4 and 12; the rest pinned
+# guests' (never a floating guest's).
+SHARED = frozenset({0, 8, 4, 12})
+NODE0_SHARED = frozenset({0, 8})
 # 256 MiB of guest memory in 4 KiB pages.
 PAGES = 65536
 
@@ -57,7 +60,7 @@ class LocalityTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
         host = self.useFixture(libvirt_embedded.EmbeddedHost(
-            'hostA', 'numa-2cell-a.xml'))
+            'hostA', 'numa-2cell-a.xml', cpu_shared_set=SHARED))
         self.driver = host.driver
         self.conn = self.driver._connection()
         self.proc = self.useFixture(fixtures.TempDir()).path
@@ -114,7 +117,8 @@ class DriverTest(LocalityTestCase):
                                            memory.get('nodeset')))
         pins = {p.get('cpuset') for p in live.iterfind('cputune/vcpupin')}
         self.assertEqual(1, len(pins))
-        self.assertLessEqual(set(cpus), NODE0)
+        self.assertTrue(cpus)
+        self.assertLessEqual(set(cpus), NODE0_SHARED)
         self.assertEqual(lv_locality.OwnMove(0, cpus), lv_locality.own_move(
             self.driver.get_domain_xml(FLOATING)))
         # The definition is untouched: it floats again after a restart.
@@ -134,6 +138,14 @@ class DriverTest(LocalityTestCase):
                    "mode='strict' nodeset='1'/></numatune>")
         self.assertEqual(locality.PINNED, self.sample(guests.UUID).excluded)
         self.assertEqual(locality.BOUND, self.sample(OTHER).excluded)
+
+    def test_no_shared_cpu_it_may_run_on_refused(self):
+        # Its vCPUs may run on node 1's dedicated pCPUs only.
+        self.start(FLOATING, 'floating', cpuset='5-7')
+        self.assertRaises(exception.HypervisorError,
+                          self.driver.move_guest_memory, FLOATING, 1,
+                          self.proc)
+        self.assertIsNone(self.live(FLOATING).find('numatune'))
 
     def test_move_to_a_node_the_host_lacks_is_refused(self):
         self.start(FLOATING, 'floating')
