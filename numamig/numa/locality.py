@@ -6,8 +6,9 @@ A guest without a strict binding (shared vCPUs, ``preferred`` or
 its vCPU threads run wherever the scheduler puts them and its memory
 stays where it was first touched. When the two part, every access the
 vCPUs make crosses the interconnect. The watch measures each such guest
-(the kernel's ``/proc/PID/numa_maps`` of its QEMU, the ``processor``
-each vCPU thread last ran on), and, when a host's policy says ``act``,
+(the kernel's ``/proc/PID/numa_maps`` of its QEMU, and the CPU each
+vCPU thread last ran on, which libvirt's vcpuinfo reads from the
+thread's /proc stat), and, when a host's policy says ``act``,
 moves the memory of a guest whose remote share stayed high toward the
 node its vCPUs run on.
 
@@ -33,7 +34,6 @@ import re
 # mappings (351 measured for a 64 MiB TCG guest), a large guest with
 # many devices a few thousand. Far above that is not a numa_maps.
 MAX_NUMA_MAPS = 8 * 1024 * 1024
-MAX_STAT = 4096
 
 POLICIES = ('off', 'report', 'act')
 
@@ -108,32 +108,6 @@ def _guest_memory(words):
     if any(w.startswith('file=') for w in rest):
         return any(w.startswith('file=/memfd:') for w in rest)
     return any(w.startswith('anon=') for w in rest)
-
-
-def last_processor(stat):
-    """The CPU a thread last ran on: field 39 of its /proc/.../stat.
-
-    The command name (field 2) is in parentheses and may hold spaces and
-    parentheses itself ("CPU 0/KVM"), so fields are counted after its
-    last ``)``.
-
-    :raises Unreadable: not a stat line.
-    """
-    if len(stat) > MAX_STAT:
-        raise Unreadable(f"stat of {len(stat)} characters")
-    end = stat.rfind(')')
-    fields = stat[end + 1:].split() if end >= 0 else []
-    # Field 3 (state) is fields[0]; field 39 (processor) is fields[36].
-    if len(fields) < 37 or not fields[36].isdigit():
-        raise Unreadable(f"not a /proc stat line: {stat[:80]!r}")
-    return int(fields[36])
-
-
-def vcpu_index(comm):
-    """The vCPU a QEMU thread runs ("CPU 3/KVM", "CPU 3/TCG": 3), or None
-    for QEMU's other threads."""
-    match = re.match(r'^CPU (\d+)/(KVM|TCG)$', comm.strip())
-    return int(match.group(1)) if match else None
 
 
 @dataclasses.dataclass(frozen=True)

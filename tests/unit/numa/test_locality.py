@@ -1,10 +1,10 @@
-"""The locality watch's pure part: numa_maps and stat parsing, decisions.
+"""The locality watch's pure part: numa_maps parsing, decisions.
 
-``data/locality/qemu-tcg-64m-1node.numa_maps`` and ``thread.stat`` were
-read from a QEMU 7.2 TCG guest (2 vCPUs, 64 MiB) on this project's 1-node
-build machine; ``two-node-hugepages.numa_maps`` is written in the same
-format with the lines a 2-node host shows (a hugetlbfs-backed cell bound
-to node 1, a memfd cell with ``preferred:0``, anonymous memory split).
+``data/locality/qemu-tcg-64m-1node.numa_maps`` was read from a QEMU 7.2
+TCG guest (2 vCPUs, 64 MiB) on this project's 1-node build machine;
+``two-node-hugepages.numa_maps`` is written in the same format with the
+lines a 2-node host shows (a hugetlbfs-backed cell bound to node 1, a
+memfd cell with ``preferred:0``, anonymous memory split).
 """
 
 import os
@@ -70,31 +70,6 @@ class TestNumaMaps(base.TestCase):
     def test_too_long_refused(self):
         self.assertRaises(locality.Unreadable, locality.memory_by_node,
                           'x' * (locality.MAX_NUMA_MAPS + 1))
-
-
-class TestThreads(base.TestCase):
-
-    def test_real_stat_processor(self):
-        self.assertEqual(0, locality.last_processor(_read('thread.stat')))
-
-    def test_comm_with_spaces_and_parentheses(self):
-        stat = _read('thread.stat')
-        rest = stat[stat.rfind(')') + 1:].split()
-        rest[36] = '7'
-        line = '42 (CPU 1/KVM) (x)) ' + ' '.join(rest)
-        self.assertEqual(7, locality.last_processor(line))
-
-    def test_not_a_stat(self):
-        for text in ('', '1 (a) S 1 2', 'x' * (locality.MAX_STAT + 1)):
-            self.assertRaises(locality.Unreadable, locality.last_processor,
-                              text)
-
-    def test_vcpu_index(self):
-        self.assertEqual(3, locality.vcpu_index('CPU 3/KVM\n'))
-        self.assertEqual(0, locality.vcpu_index('CPU 0/TCG'))
-        for other in ('qemu-system-x86', 'IO mon_iothread', 'CPU x/KVM',
-                      'worker'):
-            self.assertIsNone(locality.vcpu_index(other))
 
 
 def _sample(uuid='g1', memory=None, vcpus=None, excluded=None):
