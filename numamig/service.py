@@ -277,6 +277,9 @@ class ComputeService(_RPCService):
         self.report_interval = settings.report_interval
         self.reconcile_interval = settings.reconcile_interval
         self.update_resources_interval = settings.update_resources_interval
+        # None: the locality watch is off and never looks.
+        self.locality_interval = (None if settings.locality['mode'] == 'off'
+                                  else settings.locality_interval)
         # numamig.notifications.notifier.Notifier, set by from_conf when
         # [oslo_messaging_notifications] driver names one.
         self.notifier = None
@@ -299,7 +302,10 @@ class ComputeService(_RPCService):
 
     def stop(self, graceful=True):
         """As every service; then, when graceful, let the outgoing
-        migrations running in the manager's executor finish."""
+        migrations running in the manager's executor finish. A locality
+        look in progress is told first: it ends after the guest it is
+        moving, within the periodic jobs' grace."""
+        self.manager.locality.stop()
         super().stop(graceful)
         self.manager.stop(wait=graceful)
         if self.notifier is not None:
@@ -335,6 +341,9 @@ class ComputeService(_RPCService):
             # is worthless, and a stopping agent waits for this run.
             'report', self.report_interval,
             lambda: manager.report(ctxt, timeout=self.report_interval))
+        if self.locality_interval is not None:
+            self.periodic.add('locality watch', self.locality_interval,
+                              manager.look_at_locality)
         guard_refresh = manager.driver.migration_guard_refresh_s()
         if guard_refresh:
             self.periodic.add('publish claims to the migration guard',

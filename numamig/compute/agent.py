@@ -39,6 +39,9 @@ class Agent:
         this host pins meanwhile (numamig.compute.migration_threads).
     :param events: what happens here that the agent tells as it happens
         (numamig.compute.events; its notifier listens).
+    :param locality: this host's locality watch
+        (numamig.compute.locality.LocalityWatch), whose last look the
+        reports carry; None: no watch (tests building only some parts).
     """
 
     host: str
@@ -56,6 +59,7 @@ class Agent:
         default_factory=migration_threads.Watches)
     events: events_mod.Events = dataclasses.field(
         default_factory=events_mod.Events)
+    locality: object = None
 
     @property
     def service_version(self):

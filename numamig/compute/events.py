@@ -20,6 +20,7 @@ LOG = logging.getLogger(__name__)
 # The kinds of event, named as numamig.notifications reads them.
 POLICY_ACTION = 'policy-action'
 GUARD_DECISION = 'guard-decision'
+LOCALITY_MOVE = 'locality-move'
 
 Event = collections.namedtuple('Event', ('kind', 'record', 'detail'))
 

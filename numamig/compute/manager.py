@@ -19,8 +19,10 @@ from numamig.compute import agent as agent_mod
 from numamig.compute import build
 from numamig.compute import cpu_power
 from numamig.compute import domains
+from numamig.compute import events as events_mod
 from numamig.compute import flows as flows_mod
 from numamig.compute import guard_decisions
+from numamig.compute import locality
 from numamig.compute import memory as compute_memory
 from numamig.compute import migration_dest
 from numamig.compute import migration_source
@@ -102,6 +104,12 @@ class ComputeManager:
             host, self._cast_report,
             min_interval=settings.min_change_report_interval)
         self.outgoing = outgoing.OutgoingMigrations()
+        events = events_mod.Events()
+        # Floating guests' memory locality ([locality]; a periodic job).
+        self.locality = locality.LocalityWatch(
+            host, driver, locality.Policy(**settings.locality),
+            settings.proc_root,
+            locality.pinned_by_records(self.tracker), events)
         # What the flows get: never this manager, so that no flow can
         # call back into an endpoint or read what it was not given.
         self.agent = agent_mod.Agent(
@@ -109,7 +117,8 @@ class ComputeManager:
             conductor_api=conductor_api, compute_api=compute_api,
             release=self.release, reporter=self.reporter,
             outgoing=self.outgoing,
-            flows=flows_mod.for_release(self.release))
+            flows=flows_mod.for_release(self.release), events=events,
+            locality=self.locality)
         # The migration guard's decisions, read from its log.
         self.guard_decisions = guard_decisions.GuardDecisions(
             host, driver, self.agent.events)
@@ -134,12 +143,18 @@ class ComputeManager:
         """Stop reporting in the background and take no new migrations;
         ``wait``: let the running ones finish first."""
         self.reporter.stop()
+        self.locality.stop()
         self._migrations.shutdown(wait=wait)
 
     def reconcile_outgoing(self, ctxt):
         """Finish outgoing migrations no thread here drives any more
         (periodic: [compute] reconcile_interval)."""
         reconcile.reconcile_outgoing(self.agent, ctxt)
+
+    def look_at_locality(self):
+        """One look of the locality watch (periodic: [locality]
+        interval)."""
+        self.locality.look()
 
     def report(self, ctxt, timeout=None):
         """Send this host's report and wait for it to be stored

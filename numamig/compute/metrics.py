@@ -218,6 +218,66 @@ class AuditCollector(metrics.Collector):
         return guests
 
 
+class LocalityCollector(metrics.Collector):
+    """The locality watch's last look (numamig.compute.locality): read
+    from what the watch keeps, never measured at scrape time.
+
+    :param agent: the ComputeManager (its ``locality`` watch).
+    """
+
+    name = 'locality'
+
+    def __init__(self, agent):
+        self.agent = agent
+
+    def families(self):
+        watch = self.agent.locality
+        last = watch.last
+        memory = core.GaugeMetricFamily(
+            'numamig_agent_guest_memory_bytes',
+            "Memory of each running guest on each host node at the "
+            "locality watch's last look (the kernel's numa_maps of its "
+            "QEMU); none while [locality] policy is off.",
+            labels=['instance_uuid', 'node'])
+        share = core.GaugeMetricFamily(
+            'numamig_agent_guest_remote_memory_share',
+            "Share (0-1) of each guest's memory on nodes other than the "
+            "one most of its vCPUs ran on, at the last look. Pinned and "
+            "strictly bound guests are shown too; the watch never moves "
+            "them.", labels=['instance_uuid', 'state'])
+        for guest in last.guests:
+            for node, mib in sorted(guest.memory_mb.items()):
+                memory.add_metric([guest.instance_uuid, str(node)],
+                                  mib * 2**20)
+            share.add_metric([guest.instance_uuid, guest.state],
+                             guest.remote_share)
+        yield memory
+        yield share
+        if last.remote_share is not None:
+            yield core.GaugeMetricFamily(
+                'numamig_agent_remote_memory_share',
+                "Share (0-1) of the measured guests' memory that is remote "
+                "from their vCPUs on this host, at the last look.",
+                value=last.remote_share)
+        yield self._moves(watch)
+        yield core.CounterMetricFamily(
+            'numamig_agent_locality_pages_moved',
+            "4 KiB pages the locality watch moved since the agent "
+            "started.", value=watch.pages_moved_total)
+
+    @staticmethod
+    def _moves(watch):
+        family = core.CounterMetricFamily(
+            'numamig_agent_locality_moves',
+            "Guests whose memory the locality watch moved since the agent "
+            "started, by outcome (moved; failed: libvirt refused).",
+            labels=['outcome'])
+        family.add_metric(['moved'], watch.moves_total)
+        family.add_metric(['failed'], watch.failures_total)
+        return family
+
+
 def collectors(agent):
     """Every collector of a compute agent."""
-    return [AgentCollector(agent), AuditCollector(agent)]
+    return [AgentCollector(agent), AuditCollector(agent),
+            LocalityCollector(agent)]

@@ -41,7 +41,11 @@ def build(agent):
         migration_guard=agent.driver.migration_guard_state(),
         cpu=agent.driver.host_cpu(),
         cpu_power=(tracker.power.state() if tracker.power is not None
-                   else None))
+                   else None),
+        # The watch's last look, as it stands: building a report never
+        # waits for a look.
+        locality=(agent.locality.last if agent.locality is not None
+                  else None))
 
 
 def send(agent, ctxt, timeout=None):

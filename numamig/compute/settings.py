@@ -65,6 +65,10 @@ class ComputeSettings:
         rpc_response_timeout`` as read at each request.
     :param compute_version_cap: ``[upgrade_levels] compute``; None: none.
     :param cpu_power: CPU power management (CPUPowerSettings).
+    :param locality: the locality watch's ``[locality]`` policy and
+        thresholds, as numamig.numa.locality.Policy's keyword arguments.
+    :param locality_interval: seconds between the watch's looks.
+    :param proc_root: where the watch finds QEMU processes.
     """
 
     strategy: str
@@ -77,6 +81,9 @@ class ComputeSettings:
     status_timeout: float | None
     compute_version_cap: str | None
     cpu_power: CPUPowerSettings
+    locality: dict
+    locality_interval: float
+    proc_root: str
 
 
 def from_conf(conf, status_timeout):
@@ -101,4 +108,17 @@ def from_conf(conf, status_timeout):
         conf.report_interval,
         status_timeout=status_timeout,
         compute_version_cap=conf.upgrade_levels.compute,
-        cpu_power=cpu_power_from_conf(conf))
+        cpu_power=cpu_power_from_conf(conf),
+        locality=locality_policy(conf.locality),
+        locality_interval=conf.locality.interval,
+        proc_root=conf.locality.proc_root)
+
+
+def locality_policy(group):
+    """Policy keyword arguments from the ``[locality]`` options."""
+    return {'mode': group.policy,
+            'threshold': group.remote_share_threshold,
+            'intervals': group.intervals_above,
+            'pages_per_interval': group.pages_per_interval,
+            'moves_per_guest': group.moves_per_guest,
+            'flap_window': group.flap_window}

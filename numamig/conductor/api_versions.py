@@ -128,12 +128,14 @@ OBJECT_VERSIONS = {
                     Migration='1.1', MigrationContext='1.1',
                     MigrationStatusChange='1.1',
                     # New in release 2: a migration's satellite records,
-                    # a host's CPU and its CPU power state (in
+                    # a host's CPU, its CPU power state and its
+                    # locality watch (in
                     # ComputeNodeReport 1.1).
                     MigrationReclaim='1.0', MigrationThreads='1.0',
                     MigrationPrediction='1.0', MigrationConvergence='1.0',
                     MigrationRecovery='1.0', HostCPU='1.0',
-                    CPUPowerState='1.0', CPUPowerCell='1.0'),
+                    CPUPowerState='1.0', CPUPowerCell='1.0',
+                    HostLocality='1.0', GuestLocality='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the

@@ -72,12 +72,32 @@ _VOLATILE = re.compile(r'"reported_at": "[^"]*"|'
                        r'"numamig_object\.changes": \[[^\]]*\]')
 
 
+# The locality watch's view (ComputeNodeReport.locality): new at every
+# look, and nothing placement reads.
+_LOCALITY = re.compile(r'"locality":\s*')
+_JSON = json.JSONDecoder()
+
+
 def content_digest(text):
-    """A digest of a stored report's JSON text, its time and changed-field
-    lists left out: two reports with the same digest say the same about
-    their host (numamig.scheduler.host_state.HostStateCache.refresh)."""
-    return hashlib.blake2b(_VOLATILE.sub('', text).encode(),
-                           digest_size=16).hexdigest()
+    """A digest of a stored report's JSON text, its time, changed-field
+    lists and locality watch view left out: two reports with the same
+    digest say the same about their host as placement reads it
+    (numamig.scheduler.host_state.HostStateCache.refresh)."""
+    return hashlib.blake2b(_VOLATILE.sub('', _without_locality(text))
+                           .encode(), digest_size=16).hexdigest()
+
+
+def _without_locality(text):
+    """``text`` without the locality entry's value: only that value is
+    decoded (to find its end), never the whole report."""
+    match = _LOCALITY.search(text)
+    if match is None:
+        return text
+    try:
+        _value, end = _JSON.raw_decode(text, match.end())
+    except ValueError:
+        return text
+    return text[:match.start()] + text[end:]
 
 
 def save_report_reading_guests(db, report):

@@ -25,7 +25,11 @@ on its host and is not recorded as it happens (numamig.compute.events):
 * each convergence policy action on a migration it sends, while the
   copy runs: ``migration.policy-action``, with a PolicyActionPayload;
 * each migration guard decision that changed something:
-  ``guard.rewritten`` and ``guard.refused``, with a GuardDecisionPayload.
+  ``guard.rewritten`` and ``guard.refused``, with a GuardDecisionPayload;
+* what its locality watch did to a floating guest's memory:
+  ``locality.moved``, ``locality.failed`` (libvirt refused) and
+  ``locality.flapping`` (left alone from now on), with a
+  LocalityMovePayload.
 
 Priority INFO, WARN for what failed or was refused, ERROR for a
 migration in error.
@@ -62,6 +66,7 @@ MEMORY_CHANGE = 'memory-change'
 # And the kinds a compute agent hands over (numamig.compute.events).
 POLICY_ACTION = 'policy-action'
 GUARD_DECISION = 'guard-decision'
+LOCALITY_MOVE = 'locality-move'
 
 MAX_QUEUED = 10000
 STOP_FLUSH_S = 2.0
@@ -88,7 +93,8 @@ EVENT_TYPES = (
     ('host.disabled', 'host.enabled') +
     tuple(f'memory-change.{status}' for status in (
         'started', 'done', 'partial', 'failed')) +
-    ('migration.policy-action', 'guard.rewritten', 'guard.refused'))
+    ('migration.policy-action', 'guard.rewritten', 'guard.refused') +
+    ('locality.moved', 'locality.failed', 'locality.flapping'))
 
 
 def notification_of(change):
@@ -128,6 +134,10 @@ def notification_of(change):
         payload = payloads.GuardDecisionPayload.from_record(record)
         return ('warn' if payload.decision == 'refused' else 'info',
                 f'guard.{payload.decision}', payload)
+    if kind == LOCALITY_MOVE:
+        payload = payloads.LocalityMovePayload.from_record(record)
+        return ('info' if payload.outcome == 'moved' else 'warn',
+                f'locality.{payload.outcome}', payload)
     raise ValueError(f"no notification of a {kind} change")
 
 

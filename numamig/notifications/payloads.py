@@ -352,6 +352,44 @@ class GuardDecisionPayload(NotificationPayload):
         return payload
 
 
+@register
+class LocalityMovePayload(NotificationPayload):
+    """What a host's locality watch did to a floating guest's memory,
+    sent by that host's agent as it happens.
+
+    Version history:
+
+    * 1.0 - Initial version (release 2).
+    """
+
+    VERSION = '1.0'
+
+    fields = {
+        'host': fields.StringField(),
+        'instance_uuid': fields.StringField(),
+        # moved, failed (libvirt refused) or flapping (moved its budget
+        # of times within the flap window: left alone from now on).
+        'outcome': fields.StringField(),
+        # The host node its memory was (to be) moved to.
+        'target_node': fields.IntegerField(nullable=True),
+        # 4 KiB pages of its memory that were remote from its vCPUs.
+        'pages': fields.IntegerField(),
+        'remote_share': fields.FloatField(),
+        'reason': fields.StringField(),
+    }
+
+    @classmethod
+    def from_record(cls, move, detail=None):
+        """The payload of ``move`` (numamig.compute.locality.Move)."""
+        payload = cls(
+            host=move.host, instance_uuid=move.instance_uuid,
+            outcome=move.outcome, target_node=move.target_node,
+            pages=move.pages, remote_share=move.remote_share,
+            reason=move.reason)
+        payload.obj_reset_changes()
+        return payload
+
+
 def operation_of(request):
     """Which memory change ``request`` asked for."""
     if 'placement' in request:

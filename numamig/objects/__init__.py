@@ -17,6 +17,8 @@ from numamig.objects.instance import Instance  # noqa: F401
 from numamig.objects.instance_numa import InstanceNUMACell  # noqa: F401
 from numamig.objects.instance_numa import InstanceNUMATopology  # noqa: F401
 from numamig.objects.live_migrate_data import LiveMigrateData  # noqa: F401
+from numamig.objects.locality import GuestLocality  # noqa: F401
+from numamig.objects.locality import HostLocality  # noqa: F401
 from numamig.objects.migrate_info import NUMAMigrateInfo  # noqa: F401
 from numamig.objects.migration import Migration  # noqa: F401
 from numamig.objects.migration import MigrationStatusChange  # noqa: F401

@@ -27,17 +27,26 @@ class ComputeNodeReport(base.NumamigObject):
     ``cpu_power`` is the host's CPU power management per cell
     (CPUPowerState: which dedicated pCPUs are powered down); None in a
     report of an agent that has none to report.
+
+    ``locality`` is what the host's locality watch saw at its last look
+    (HostLocality: each floating guest's memory per node, where its vCPUs
+    ran, what the watch did); None from an agent older than the watch.
+    It changes at every look and says nothing placement reads, so it is
+    left out of the report's content digest
+    (numamig.db.compute_nodes.content_digest).
     """
 
     # Version 1.0 - Release 1: Initial version
     # Version 1.1 - Release 2: migration_guard (the migration guard's
     #              state); cpu (HostCPU 1.0: the host's CPU); cpu_power
-    #              (CPUPowerState 1.0: pCPUs powered down per cell)
+    #              (CPUPowerState 1.0: pCPUs powered down per cell);
+    #              locality (HostLocality 1.0: the locality watch)
     VERSION = '1.1'
 
     obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.0')],
                          'cpu': [('1.1', '1.0')],
-                         'cpu_power': [('1.1', '1.0')]}
+                         'cpu_power': [('1.1', '1.0')],
+                         'locality': [('1.1', '1.0')]}
 
     fields = {
         'host': fields.StringField(),
@@ -51,6 +60,8 @@ class ComputeNodeReport(base.NumamigObject):
         'cpu': fields.ObjectField('HostCPU', nullable=True, default=None),
         'cpu_power': fields.ObjectField('CPUPowerState', nullable=True,
                                         default=None),
+        'locality': fields.ObjectField('HostLocality', nullable=True,
+                                       default=None),
     }
 
     # The values of migration_guard (guard_install's states; objects/
@@ -64,6 +75,7 @@ class ComputeNodeReport(base.NumamigObject):
             primitive.pop('migration_guard', None)
             primitive.pop('cpu', None)
             primitive.pop('cpu_power', None)
+            primitive.pop('locality', None)
 
     def _validate(self):
         if self.service_version < 1:

@@ -300,6 +300,31 @@ class ComputeDriver(abc.ABC):
         :returns: a MigrationResult with ``emulated`` set.
         """
 
+    # -- the locality watch (numamig.compute.locality) --------------------
+
+    def locality_samples(self, proc):
+        """One look at every running guest here for the locality watch.
+
+        :param proc: the proc file system root QEMUs are found in.
+        :returns: [numamig.numa.locality.GuestSample], the guests whose
+            memory or vCPUs could not be read included with what was read
+            (the watch names them). A driver that cannot measure: [].
+        """
+        return []
+
+    def move_guest_memory(self, instance_uuid, node, proc):
+        """Move a running guest's memory to host ``node`` and pin its
+        vCPUs to that node's CPUs, live only (see numamig.virt.libvirt.
+        locality.move; ``proc``: where its QEMU is found, should libvirt
+        be unable to change its nodeset).
+
+        :returns: the CPUs its vCPUs are now pinned to.
+        :raises HypervisorError: the hypervisor refused or cannot.
+        """
+        raise exception.HypervisorError(
+            host='-', action=f'move the memory of {instance_uuid}',
+            reason='this driver cannot move guest memory')
+
     # -- the destination-side migration guard (optional) -----------------
 
     def refresh_distances(self):

@@ -14,6 +14,7 @@ library, python3-libvirt and numamig_ci.libvirt_hosts, never numamig.
 import argparse
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -273,6 +274,44 @@ class Agent:
     def numa_maps(self, pid):
         with open(f'/proc/{pid}/numa_maps') as f:
             return f.read()
+
+    def migrate_pages(self, pid, from_nodes, to_nodes):
+        """numactl's ``migratepages PID FROM TO``: the kernel moves the
+        process's pages on nodes FROM to nodes TO (what displaces a
+        floating guest's memory behind libvirt's back)."""
+        for nodes in (from_nodes, to_nodes):
+            if not re.fullmatch(r'[0-9,-]+', str(nodes)):
+                raise ValueError(f"not a node list: {nodes!r}")
+        return _command(['migratepages', str(int(pid)), str(from_nodes),
+                         str(to_nodes)])
+
+    def numa_balancing(self, value):
+        """Set the kernel's automatic NUMA balancing (0 off, 1 on);
+        return what it was. Left on, it moves a process's pages toward
+        the threads touching them by itself, the locality watch's job."""
+        path = '/proc/sys/kernel/numa_balancing'
+        with open(path) as f:
+            was = int(f.read().strip() or 0)
+        with open(path, 'w') as f:
+            f.write(str(int(value)))
+        return was
+
+    def set_vcpu_threads_affinity(self, pid, cpus):
+        """Let QEMU's vCPU threads ("CPU n/KVM|TCG") run only on
+        ``cpus`` (a list), by sched_setaffinity, not through libvirt:
+        the domain XML pins nothing. Returns the threads' ids."""
+        wanted = {int(c) for c in cpus}
+        done = []
+        for task in glob.glob(f'/proc/{int(pid)}/task/*'):
+            try:
+                with open(f'{task}/comm') as f:
+                    comm = f.read().strip()
+            except OSError:
+                continue
+            if re.fullmatch(r'CPU \d+/(KVM|TCG)', comm):
+                os.sched_setaffinity(int(os.path.basename(task)), wanted)
+                done.append(int(os.path.basename(task)))
+        return done
 
     def maps(self, pid):
         """``/proc/PID/maps``: each mapping's extent (``numa_maps``

@@ -28,3 +28,4 @@ from numamig_ci.scenarios import threads  # noqa: F401
 from numamig_ci.scenarios import virtio_mem  # noqa: F401
 from numamig_ci.scenarios import cpu_models  # noqa: F401
 from numamig_ci.scenarios import cpu_power  # noqa: F401
+from numamig_ci.scenarios import locality  # noqa: F401

@@ -102,21 +102,25 @@ CPU_POWER_LAYOUTS = ('cores=4,threads=1,memory=1536,pages_2m=0',
 CPU_MODEL_LAYOUTS = (
     'cores=2,threads=1,memory=2048,pages_2m=0,kvm=1,cpu=amd-max',
     'cores=2,threads=1,memory=2048,pages_2m=0,kvm=1,cpu=opteron-g3')
+# The compute agents' locality watch on the hosts' own kernel: like the
+# threads' test, it moves the agents into the machine (35-80 s under
+# TCG), over what the always-on budget has room for: a test of its own.
+LOCALITY = ('locality-watch',)
 # Every scenario one machine can express: not fewer-nodes (both hosts
 # see its node count; it runs on two machines below), nor the threads',
-# virtio-mem's or the CPU models' (their own tests below, which the full
-# run runs too).
+# virtio-mem's, the CPU models', CPU power's or locality's (their own
+# tests below, which the full run runs too).
 FULL = ALWAYS + tuple(sorted(set(registry.SCENARIOS) - set(ALWAYS)
                              - {'fewer-nodes'} - set(THREADS)
                              - set(VIRTIO_MEM) - set(CPU_MODELS)
-                             - set(CPU_POWER)))
+                             - set(CPU_POWER) - set(LOCALITY)))
 # Two machines: 3 nodes and 2 nodes, one CPU per node dedicated.
 TWO_MACHINES = ('cores=2,threads=1,memory=1536:1536:1536,pages_2m=0:0:0',
                 'cores=2,threads=1,memory=1536:1536,pages_2m=0:0')
 # A cold image build (~3-8 min) plus boot and the scenarios.
 DEADLINE_S = {ALWAYS: 1800, FULL: 3600, ('fewer-nodes',): 1200,
               THREADS: 1200, VIRTIO_MEM: 1500, CPU_MODELS: 1500,
-              CPU_POWER: 1800}
+              CPU_POWER: 1800, LOCALITY: 1200}
 STOP_GRACE_S = 120
 
 
@@ -154,6 +158,8 @@ class NestedHarnessTest(base.TestCase):
             rf'    guard log: |    drain of |    kernel view: node |'
             rf'    read from /proc |    kernel and record agree|'
             rf'    compute agents started |'
+            rf'    kernel view before: |    kernel view after |'
+            rf'    vCPUs sent |'
             rf'    guest kernel booted |    at boot: |'
             rf'    instance memory |    host reclaim |'
             rf'    negative control |    virtio-mem per host node: |'
@@ -210,6 +216,23 @@ class NestedHarnessTest(base.TestCase):
                               r'\d+: live_migration .* QEMU \d+: '
                               r'multifdrecv_0 ')
         self.assertIn('kernel and record agree: ', out)
+
+    def test_locality_watch_on_the_hosts_kernel(self):
+        if not (os.environ.get('NUMAMIG_NESTED_LOCALITY')
+                or os.environ.get('NUMAMIG_NESTED_FULL')):
+            self.skipTest("compute agents moved into the nested machine: "
+                          "opt-in with NUMAMIG_NESTED_LOCALITY=1")
+        out = self.run_nested(LOCALITY)
+        # numa_maps read before and after from the machine's kernel, the
+        # watch's own record in the live XML, and its log leaving the
+        # guest alone once its two moves were spent.
+        self.assertRegex(out, r'kernel view before: .* memory per node '
+                              r'\{.*\}')
+        self.assertRegex(out, r"kernel view after the watch's move 1: "
+                              r'memory per node .* live metadata '
+                              r'<\S*move [^>]*node="\d"')
+        self.assertRegex(out, r'the agent moved it 2 times; locality '
+                              r'watch leaves guest \S+ alone')
 
     def test_virtio_mem_per_host_node(self):
         if not (os.environ.get('NUMAMIG_NESTED_VIRTIO_MEM')

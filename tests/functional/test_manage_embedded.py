@@ -82,6 +82,27 @@ class ManageEmbeddedTestCase(EmbeddedCLIBase):
         code, out, _ = self.cli('upgrade', 'check', main=status.main)
         self.assertEqual(0, code, out)
 
+    def test_locality_watch_reaches_host_and_instance_show(self):
+        """An agent's look travels in its report through the conductor
+        to the database that host show and instance show read (a
+        test-driver host runs no QEMU: its guests are not measured)."""
+        created = self.json_of('instance', 'create', '--host', 'host-a',
+                               '--vcpus', '1', '--memory', '256')
+        manager = self.dep.agent('host-a')
+        manager.look_at_locality()
+        self.dep.report_all()
+        shown = self.json_of('host', 'show', 'host-a')['locality']
+        self.assertEqual('report', shown['policy'])
+        self.assertIsNotNone(shown['measured_at'])
+        (guest,) = shown['guests']
+        self.assertEqual((created['uuid'], 'not-measured'),
+                         (guest['instance_uuid'], guest['state']))
+        code, out, _ = self.cli('instance', 'show', created['uuid'],
+                                '--no-xml')
+        self.assertEqual(0, code)
+        self.assertIn('locality: memory no memory seen; vCPUs ran on node',
+                      out)
+
     def test_bad_input_changes_nothing(self):
         code, _, err = self.cli('instance', 'create', '--host', 'host-a',
                                 '--vcpus', '2', '--memory', '1024',

@@ -17,6 +17,7 @@ from numamig.cmd.manage_commands import _access
 from numamig.cmd.manage_commands import _defragment_output
 from numamig.cmd.manage_commands import _drain_output
 from numamig.cmd.manage_commands import _drain_run_output
+from numamig.cmd.manage_commands import _locality
 from numamig.cmd.manage_commands import _memory
 from numamig.conf import CONF
 
@@ -103,7 +104,8 @@ class HostCommands:
                     guests=[_guest_entry(g) for g in guests],
                     claims=[_claim_entry(c) for c in claims],
                     virtio_mem={str(node): entry for node, entry in
-                                sorted(devices.items())})
+                                sorted(devices.items())},
+                    locality=_locality.host_entry(report.get('locality')))
         common.print_output(data, output_format,
                             lambda d: _print_show(d, report))
         return common.EXIT_OK
@@ -687,6 +689,9 @@ def _print_show(data, report):
         print(f"  node {node}: virtio-mem {entry['devices']} devices, "
               f"reclaimable {entry['reclaimable_mb']} MiB, growable "
               f"{entry['growable_mb']} MiB")
+    names = {g['uuid']: g['name'] for g in data['guests']}
+    for line in _locality.host_lines(data['locality'], names):
+        print(line)
     print(f"Guests ({len(data['guests'])}):")
     for guest in data['guests']:
         print(f"  {guest['name']} {guest['uuid']}")

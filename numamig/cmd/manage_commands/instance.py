@@ -13,6 +13,7 @@ from numamig import exception
 from numamig.cmd import common
 from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
+from numamig.cmd.manage_commands import _locality
 from numamig.cmd.manage_commands import _memory
 
 # Loaded by the actions that ask the conductor (_access.conductor).
@@ -135,7 +136,10 @@ class InstanceCommands:
         _access.require_uuid(uuid, 'instance')
         with _access.database() as db:
             instance = instances.get(db, uuid).instance
+            where = _host_locality(db, instance.get('host'))
         data = _view(instance)
+        data['locality'] = _locality.guest_of(where, instance.uuid)
+        data['locality_policy'] = where.policy if where else None
         if not no_xml:
             data['xml_check'] = _xml_check(instance)
         common.print_output(data, output_format, _print_show)
@@ -377,6 +381,7 @@ def _print_show(data):
               f"{claim['migration_uuid']}:")
         for line in claim['placement']:
             print(f"    {line}")
+    _print_locality(data)
     check = data.get('xml_check')
     if check is None:
         return
@@ -388,6 +393,26 @@ def _print_show(data):
             print(f"    {diff}")
     else:
         print("  domain XML on the host agrees with the records")
+
+
+def _host_locality(db, host):
+    """The HostLocality of the host's last report; None when the host
+    never reported or its agent is older than the locality watch."""
+    from numamig.db import compute_nodes
+    if not host:
+        return None
+    try:
+        return compute_nodes.get(db, host).get('locality')
+    except exception.HostNotFound:
+        return None
+
+
+def _print_locality(data):
+    entry = data.get('locality')
+    if entry is not None:
+        print(f"  locality: {_locality.guest_text(entry)}")
+    elif data.get('locality_policy') in ('report', 'act'):
+        print("  locality: not seen at the watch's last look")
 
 
 def _print_adopted(data):

@@ -19,6 +19,7 @@ from oslo_log import log as logging
 from numamig import cpumodel
 from numamig import exception
 from numamig.numa import distance
+from numamig.numa import locality as numa_locality
 from numamig.virt import driver
 from numamig.virt.libvirt import cpu
 from numamig.virt.libvirt import dirty_rate
@@ -32,8 +33,10 @@ from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import host_topology
 from numamig.virt.libvirt import incoming_threads
+from numamig.virt.libvirt import locality
 from numamig.virt.libvirt import memory_resize
 from numamig.virt.libvirt import migration
+from numamig.virt.libvirt import migration_threads
 from numamig.virt.libvirt import migration_xml
 from numamig.virt.libvirt import numa_info
 from numamig.virt.libvirt import postcopy
@@ -639,6 +642,78 @@ class LibvirtDriver(driver.ComputeDriver):
             raise errors.hypervisor_error(exc, self.host,
                                           f"{action} {instance_uuid}")
         return dom
+
+    def locality_samples(self, proc):
+        cells = self.get_host_topology().cells
+        node_of_cpu = {pcpu: cell.id for cell in cells
+                       for pcpu in set(cell.cpuset) | set(cell.pcpuset)}
+        host_cpus = frozenset(node_of_cpu)
+        host_nodes = frozenset(cell.id for cell in cells)
+        samples = []
+        domains = self._call(self._connection().listAllDomains,
+                             'list its running domains',
+                             libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+        for dom in domains:
+            try:
+                samples.append(self._locality_sample(
+                    dom, proc, node_of_cpu, host_cpus, host_nodes))
+            except libvirt.libvirtError as exc:
+                if not errors.is_missing_domain(exc):
+                    LOG.warning("%s: locality of %s not measured: %s",
+                                self.host, dom.UUIDString(),
+                                exc.get_error_message())
+        return samples
+
+    def _locality_sample(self, dom, proc, node_of_cpu, host_cpus,
+                         host_nodes):
+        uuid = dom.UUIDString()
+        live = dom.XMLDesc(0)
+        persistent = (dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+                      if dom.isPersistent() else None)
+        why = locality.excluded(live, persistent, host_cpus, host_nodes)
+        try:
+            memory = locality.memory_of(uuid, proc)
+        except numa_locality.Unreadable as exc:
+            LOG.warning("%s: numa_maps of %s unreadable: %s", self.host,
+                        uuid, exc)
+            memory = None
+        nodes, _allowed = locality.vcpu_nodes(dom, node_of_cpu)
+        return numa_locality.GuestSample(uuid, memory or {}, nodes, why)
+
+    def move_guest_memory(self, instance_uuid, node, proc):
+        cells = {c.id: c for c in self.get_host_topology().cells}
+        if node not in cells:
+            raise exception.HypervisorError(
+                host=self.host, action=f'move the memory of {instance_uuid}',
+                reason=f'no host node {node}')
+        cell = cells[node]
+        dom = self._lookup(instance_uuid)
+        action = f'move the memory of {instance_uuid} to node {node}'
+        others = set(cells) - {node}
+
+        def migrate_pages(target):
+            pid = migration_threads.qemu_pid(instance_uuid, proc)
+            if pid is None:
+                raise OSError(f"no QEMU of {instance_uuid} in {proc}")
+            left = locality.migrate_pages(pid, others, target)
+            LOG.info("%s: libvirt has no cgroup cpuset controller here: "
+                     "the memory of %s moved to node %s by migrate_pages "
+                     "(%d pages could not move)", self.host, instance_uuid,
+                     target, left)
+        try:
+            live = dom.XMLDesc(0)
+            _nodes, allowed = locality.vcpu_nodes(dom, {})
+            # A floating guest's vCPUs belong on shared CPUs, never on
+            # the dedicated ones pinned guests own.
+            done, _how = locality.move(dom, live, node,
+                                       frozenset(cell.cpuset), allowed,
+                                       migrate_pages)
+        except (ValueError, OSError) as exc:
+            raise exception.HypervisorError(host=self.host, action=action,
+                                            reason=str(exc))
+        except libvirt.libvirtError as exc:
+            raise errors.hypervisor_error(exc, self.host, action)
+        return done.cpus
 
     def _connection(self):
         if self._conn is None:

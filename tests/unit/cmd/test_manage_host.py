@@ -114,6 +114,29 @@ class ManageHostTestCase(cli_base.CLITestCase):
         self.assertIn('CPU power management: off', out)
         _, out, _ = self.run_cli('host', 'show', 'old')
         self.assertIn('CPU power management: not reported', out)
+    def test_show_the_locality_watch(self):
+        self.add_report('old')
+        guest = self.add_instance('cn1', name='web-1')
+        self.add_report('cn1', locality=_locality(guest.uuid))
+        self.add_report('off', locality=objects.HostLocality(policy='off'))
+        code, out, _ = self.run_cli('host', 'show', 'cn1')
+        self.assertEqual(0, code)
+        self.assertIn('Locality watch: policy act, looked', out)
+        self.assertIn('remote memory 75% of the guests\' memory; moved 1 '
+                      'guests, 65536 pages', out)
+        self.assertIn(f'  web-1 {guest.uuid}: memory node 0 256 MiB, node 1 '
+                      f'768 MiB; vCPUs ran on node 0 x2; remote 75%; moved '
+                      f'(remote share 75% above 50% for 3 intervals: memory '
+                      f'to node 0)', out)
+        _, out, _ = self.run_cli('host', 'show', 'cn1', '--format', 'json')
+        shown = json.loads(out)['locality']
+        self.assertEqual((0.75, 'move', {'0': 256, '1': 768}),
+                         (shown['remote_share'], shown['guests'][0]['state'],
+                          shown['guests'][0]['memory_mb']))
+        _, out, _ = self.run_cli('host', 'show', 'off')
+        self.assertIn('Locality watch: off ([locality] policy)', out)
+        _, out, _ = self.run_cli('host', 'show', 'old')
+        self.assertIn('Locality watch: not reported', out)
 
     def test_show_unknown_host_is_bad_input(self):
         code, out, err = self.run_cli('host', 'show', 'nowhere')
@@ -763,3 +786,14 @@ class HostCPUBaselineTestCase(cli_base.CLITestCase):
         self.assertEqual(127, code)
         self.assertEqual(1, len(err.strip().splitlines()), err)
         self.assertIn('no CPU reported by old', err)
+
+
+def _locality(uuid):
+    return objects.HostLocality(
+        policy='act', measured_at=cli_base._now(), remote_share=0.75,
+        moves_total=1, pages_moved_total=65536,
+        guests=[objects.GuestLocality(
+            instance_uuid=uuid, memory_mb={0: 256, 1: 768},
+            vcpu_nodes={0: 2}, home_node=0, remote_share=0.75,
+            state='move', reason='remote share 75% above 50% for 3 '
+                                 'intervals: memory to node 0', moves=1)])

@@ -33,6 +33,23 @@ class ManageInstanceTestCase(cli_base.CLITestCase):
         self.assertIn('vCPU 0->2 1->3', out)
         self.api.get_domain_xml.assert_not_called()
 
+    def test_show_the_locality_watch(self):
+        from tests.unit.cmd import test_manage_host
+        guest = self.add_instance('cn1')
+        other = self.add_instance('cn1')
+        self.add_report('cn1', locality=test_manage_host._locality(
+            guest.uuid))
+        code, out, _ = self.run_cli('instance', 'show', guest.uuid,
+                                    '--no-xml')
+        self.assertEqual(0, code)
+        self.assertIn('  locality: memory node 0 256 MiB, node 1 768 MiB; '
+                      'vCPUs ran on node 0 x2; remote 75%; moved', out)
+        _, out, _ = self.run_cli('instance', 'show', guest.uuid, '--no-xml',
+                                 '--format', 'json')
+        self.assertEqual(0.75, json.loads(out)['locality']['remote_share'])
+        _, out, _ = self.run_cli('instance', 'show', other.uuid, '--no-xml')
+        self.assertIn("locality: not seen at the watch's last look", out)
+
     def test_show_xml_agrees(self):
         guest = self.add_instance('cn1')
         self.api.get_domain_xml.return_value = cli_base.domain_xml(guest)

@@ -27,11 +27,19 @@ class FromConfTest(base.TestCase):
                    cpu_power_governor_high='schedutil',
                    cpu_power_sysfs_root='/tmp/cpus')
         self.flags(group='upgrade_levels', compute='1.4')
+        self.flags(group='locality', policy='act', interval=7,
+                   remote_share_threshold=0.25, intervals_above=4,
+                   pages_per_interval=99, moves_per_guest=5, flap_window=6,
+                   proc_root='/x/proc')
         self.assertEqual({
             'cpu_power': settings.CPUPowerSettings(
                 strategy='governor', cpu_dedicated_set='2-5',
                 governor_low='ondemand', governor_high='schedutil',
                 sysfs_root='/tmp/cpus'),
+            'locality': {'mode': 'act', 'threshold': 0.25, 'intervals': 4,
+                         'pages_per_interval': 99, 'moves_per_guest': 5,
+                         'flap_window': 6},
+            'locality_interval': 7, 'proc_root': '/x/proc',
             'strategy': 'pack', 'max_concurrent_live_migrations': 2,
             'unrecorded_claim_timeout': 14, 'min_change_report_interval': 0.5,
             'report_interval': 3, 'reconcile_interval': 11,

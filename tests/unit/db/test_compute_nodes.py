@@ -158,6 +158,38 @@ class ChangedSinceTestCase(base.DBTestCase):
         self.assertEqual(['ss'], compute_nodes.get(self.db, 'a').cpu
                          .host_model_features)
 
+    def test_reports_differing_in_locality_only_have_the_same_digest(self):
+        """The locality watch's view, new at every look, changes no
+        digest: the scheduler rebuilds nothing for it; it is stored."""
+        from numamig import objects
+
+        def report(at, share):
+            return base.make_report(
+                host='a', reported_at=at, locality=objects.HostLocality(
+                    policy='report', remote_share=share, guests=[
+                        objects.GuestLocality(
+                            instance_uuid='g', memory_mb={0: 1, 1: 3},
+                            remote_share=share, state='local')]))
+        at = base.make_report().reported_at
+        saved, = compute_nodes.save_reports_reading_guests(
+            self.db, [report(at, 0.25)])
+        again, = compute_nodes.save_reports_reading_guests(
+            self.db, [report(at + datetime.timedelta(seconds=60), 0.75)])
+        self.assertEqual(saved.digest, again.digest)
+        self.assertEqual(0.75, compute_nodes.get(self.db, 'a').locality
+                         .remote_share)
+        self.assertNotEqual(saved.digest, compute_nodes.content_digest(
+            '{"x": 1}'))
+
+    def test_a_digest_without_locality_is_unchanged(self):
+        text = '{"host": "a", "locality": {"y": [1, {"z": "}"}]}, "x": 2}'
+        self.assertEqual(compute_nodes.content_digest(
+            '{"host": "a", "locality": null, "x": 2}'),
+            compute_nodes.content_digest(text))
+        self.assertNotEqual(compute_nodes.content_digest(text),
+                            compute_nodes.content_digest(
+                                text.replace('"x": 2', '"x": 3')))
+
     def test_a_digest_ignores_changed_field_order_and_time(self):
         one = ('{"numamig_object.changes": ["host", "topology"], '
                '"reported_at": "2026-01-02T03:04:05Z", "x": 1}')

@@ -12,6 +12,7 @@ from oslo_versionedobjects import fixture as ovo_fixture
 from numamig import exception
 from numamig import objects
 from numamig.compute import events
+from numamig.compute import locality
 from numamig.db import _rows
 from numamig.db import compute_nodes
 from numamig.db import instances
@@ -33,6 +34,7 @@ FINGERPRINTS = {
     'DrainPayload': '1.0-0f248ff4b20b959542cede20c84fa1f2',
     'GuardDecisionPayload': '1.0-f4aa3638318967d059b0cdc650aa04fc',
     'HostMaintenancePayload': '1.0-2301f115f309333ac4068ea950132be0',
+    'LocalityMovePayload': '1.0-5680e7440718cc42f9f8b2b47b894ef6',
     'MemoryChangePayload': '1.0-90696f9f373e0a494c87cfc8d4588a29',
     'MigrationPayload': '1.0-9bb3864750ec4e853f3ed2afbab6ab3a',
     'PolicyActionPayload': '1.0-ff8bd4098a8451bca21223c2f3040af0',
@@ -180,12 +182,31 @@ def sample_guard_decision(decision):
         '2026-11-28 09:30:00')
 
 
+def sample_locality_move(outcome):
+    """The locality watch's move the samples show."""
+    reason = {
+        'moved': 'remote share 100% above 50% for 3 intervals: memory to '
+                 'node 0',
+        'failed': 'libvirt refused the move to node 0: Hypervisor on '
+                  'compute-2 failed to move the memory of '
+                  '6b0e7c8a-1f4e-4d2b-8a3c-5e9f0d1c2b3a to node 0: '
+                  'change of nodeset for running domain requires strict '
+                  'numa mode',
+        'flapping': 'moved 2 times within 30 intervals: left alone (its '
+                    'vCPUs keep moving)'}[outcome]
+    return locality.Move('compute-2', '6b0e7c8a-1f4e-4d2b-8a3c-5e9f0d1c2b3a',
+                         outcome, 0, 65536, 1.0, reason)
+
+
 def sample_change(event_type):
     """The committed change whose notification is ``event_type``."""
     parts = event_type.split('.')
     if event_type == 'migration.policy-action':
         return events.Event(events.POLICY_ACTION, sample_policy_action(),
                             None)
+    if parts[0] == 'locality':
+        return events.Event(events.LOCALITY_MOVE,
+                            sample_locality_move(parts[1]), None)
     if parts[0] == 'guard':
         return events.Event(events.GUARD_DECISION,
                             sample_guard_decision(parts[1]), None)

@@ -239,12 +239,27 @@ def cpu_power_cell():
 def cpu_power_state():
     return objects.CPUPowerState(strategy='cpu_state',
                                  cells=[cpu_power_cell()], failed={5})
+def guest_locality():
+    return objects.GuestLocality(
+        instance_uuid='7d6b8d2c-2f0a-4a4e-9c38-1c1f0a9e3b21',
+        memory_mb={0: 256, 1: 768}, vcpu_nodes={0: 2}, home_node=0,
+        remote_share=0.75, state='move',
+        reason='remote share 75% above 50% for 3 intervals: memory to '
+               'node 0', moves=1)
+
+
+def host_locality():
+    return objects.HostLocality(
+        policy='act', measured_at=NOW, remote_share=0.75,
+        guests=[guest_locality()], moves_total=1,
+        pages_moved_total=196608)
 
 
 def compute_node_report():
     return objects.ComputeNodeReport(
         cpu=host_cpu(),
         cpu_power=cpu_power_state(),
+        locality=host_locality(),
         host='src',
         hypervisor_uri='qemu:///system',
         hypervisor_type='kvm',
@@ -277,4 +292,6 @@ BUILDERS = {
     'HostCPU': host_cpu,
     'CPUPowerCell': cpu_power_cell,
     'CPUPowerState': cpu_power_state,
+    'HostLocality': host_locality,
+    'GuestLocality': guest_locality,
 }

@@ -31,11 +31,13 @@ load_tests = testscenarios.load_tests_apply_scenarios
 OBJECT_DATA = {
     'CPUPowerCell': '1.0-ed4c0d1bbe5539a7af55b7e273724f4f',
     'CPUPowerState': '1.0-137140145ef085142e53ef93af79f81e',
-    # 1.1 is release 2's, unreleased: cpu (HostCPU), then cpu_power
-    # (CPUPowerState) joined migration_guard in place (issue 40), no new
-    # version.
-    'ComputeNodeReport': '1.1-168c193cb505fb4b874e7ca2a0cce9f8',
+    # 1.1 is release 2's, unreleased: cpu (HostCPU) and cpu_power
+    # (CPUPowerState) joined migration_guard in place (issue 40), then
+    # locality (HostLocality, issue 39), no new version.
+    'ComputeNodeReport': '1.1-893ea98e8f009346cd7685333060b53a',
+    'GuestLocality': '1.0-a38741f78dd585b63946e3d751d0321e',
     'HostCPU': '1.0-fae81309717b5ad76608d0a7ca682268',
+    'HostLocality': '1.0-2bfae4c745ada0fe04211ebbd975675a',
     'HostNUMACell': '1.0-948e72246b9f8ba643295c23cad8e28c',
     'HostNUMATopology': '1.0-429fe2a66d163131723d4a35cb1b6d1c',
     'Instance': '1.1-f5b3572fa251d6fa5e2476a27f63a8dd',
@@ -66,6 +68,7 @@ OBJECT_DATA = {
 # (what ObjectVersionChecker.test_relationships tracks).
 OBJECT_RELATIONSHIPS = {
     'ComputeNodeReport': {'CPUPowerState': '1.0', 'HostCPU': '1.0',
+                          'HostLocality': '1.0',
                           'HostNUMATopology': '1.0'},
     'Instance': {'InstanceNUMATopology': '1.1', 'MigrationContext': '1.1'},
     'LiveMigrateData': {'MigrationContext': '1.1', 'NUMAMigrateInfo': '1.0'},
