@@ -36,6 +36,8 @@ import collections
 import dataclasses
 import zlib
 
+from numamig import exception
+
 YES = 'yes'
 NO = 'no'
 DEGRADED = 'degraded'
@@ -111,6 +113,11 @@ class Guest:
     :param blockers: Reasons that forbid a move whatever the hosts (a
         policy, devices that cannot migrate, a guard required and
         unavailable): they make the answer NO without a host search.
+    :param kind: a hashable naming everything a host's answer for this
+        guest depends on but its host (flavor, image, page size, CPU,
+        the source's hypervisor type): guests of one kind that cannot
+        move are checked once per report, not once each. None: a kind
+        of its own.
     """
 
     uuid: str
@@ -119,6 +126,11 @@ class Guest:
     pagesize_kb: int = None
     guest_cpu: object = None
     blockers: tuple = ()
+    kind: object = None
+
+    @property
+    def kind_key(self):
+        return ('guest', self.uuid) if self.kind is None else self.kind
 
 
 def _spread(uuid, hosts):
@@ -207,8 +219,13 @@ class Tracker:
         self.guests = {}
         self.statuses = {}
         self._by_witness = collections.defaultdict(set)
-        self._cannot = set()         # NO or DEGRADED
+        # kind -> uuids of the guests that cannot move (NO or DEGRADED),
+        # and of those, by a blocker (no host can change their answer).
+        self._cannot = collections.defaultdict(set)
         self._queue = collections.OrderedDict()
+        # uuid -> (spec with the guest's CPU, spec without, Needs): what
+        # a single-host check reads, made once per guest change.
+        self._specs = {}
         self._sweep_order = collections.deque()
         self.fits_checked = 0
         self.assessed = 0
@@ -218,16 +235,21 @@ class Tracker:
     def guest_changed(self, guest):
         """A guest was created, changed or moved: looked at whole."""
         old = self.guests.get(guest.uuid)
+        if old is not None:
+            self._forget_cannot(old)
         self.guests[guest.uuid] = guest
+        self._specs.pop(guest.uuid, None)
         if old is None:
             self._sweep_order.append(guest.uuid)
         self._queue[guest.uuid] = None
 
     def guest_removed(self, uuid):
         """A guest was deleted: forgotten (returns its last Status)."""
-        self.guests.pop(uuid, None)
+        self._specs.pop(uuid, None)
         self._queue.pop(uuid, None)
-        self._cannot.discard(uuid)
+        guest = self.guests.pop(uuid, None)
+        if guest is not None:
+            self._forget_cannot(guest)
         status = self.statuses.pop(uuid, None)
         if status is not None and status.witness is not None:
             self._by_witness[status.witness].discard(uuid)
@@ -238,18 +260,30 @@ class Tracker:
         guests it may concern are checked against it alone, and those
         whose answer may differ are queued."""
         disabled = self._disabled()
+        try:
+            state = self.scheduler.cache.get(host)
+        except exception.HostNotFound:
+            state = None
         for uuid in list(self._by_witness.get(host, ())):
             if uuid in self._queue:
                 continue
-            if self._rank_on(self.guests[uuid], host, disabled) != \
+            if self._rank_on(uuid, state, disabled) != \
                     self.statuses[uuid].rank:
                 self._queue[uuid] = None
-        for uuid in list(self._cannot):
-            if uuid in self._queue:
-                continue
-            if self._rank_on(self.guests[uuid], host, disabled) < \
-                    self.statuses[uuid].rank:
-                self._queue[uuid] = None
+        for members in list(self._cannot.values()):
+            # One check per kind: a host's answer is the kind's, but for
+            # the guests it is the source of (never their destination).
+            rank = None
+            for uuid in members:
+                if uuid in self._queue or \
+                        self.guests[uuid].host == host:
+                    continue
+                if rank is None:
+                    rank = self._rank_on(uuid, state, disabled)
+                    if rank == _RANKS.index(None):
+                        break
+                if rank < self.statuses[uuid].rank:
+                    self._queue[uuid] = None
 
     def sweep(self, count):
         """Queue the next ``count`` guests, round robin: what no change
@@ -290,7 +324,7 @@ class Tracker:
     def counts(self):
         """{(status, reason kind or ''): guests} for the metrics."""
         found = collections.Counter()
-        for status in self.statuses.values():
+        for status in list(self.statuses.values()):
             kinds = [r.kind for r in status.reasons] or ['']
             for kind in kinds:
                 found[(status.status, kind)] += 1
@@ -305,28 +339,41 @@ class Tracker:
         self.statuses[uuid] = new
         if new.witness is not None:
             self._by_witness[new.witness].add(uuid)
-        if new.status == YES:
-            self._cannot.discard(uuid)
+        guest = self.guests[uuid]
+        if new.status == YES or guest.blockers:
+            self._forget_cannot(guest)
         else:
-            self._cannot.add(uuid)
+            self._cannot[guest.kind_key].add(uuid)
         return old
 
-    def _rank_on(self, guest, host, disabled):
-        """What ``host`` alone gives the guest, as a _RANKS index: one
-        or two single-host checks, never a selection."""
-        if guest.blockers or host == guest.host:
+    def _forget_cannot(self, guest):
+        members = self._cannot.get(guest.kind_key)
+        if members is not None:
+            members.discard(guest.uuid)
+            if not members:
+                del self._cannot[guest.kind_key]
+
+    def _rank_on(self, uuid, state, disabled):
+        """What one host (its HostState; None: gone) alone gives the
+        guest, as a _RANKS index: one or two single-host checks, never a
+        selection."""
+        guest = self.guests[uuid]
+        if state is None or guest.blockers or state.host == guest.host:
+            return _RANKS.index(None)
+        specs = self._specs.get(uuid)
+        if specs is None:
+            with_cpu, needs = self.scheduler.guest_spec(
+                guest.request, guest.host, limits=self.limits,
+                pagesize_kb=guest.pagesize_kb, guest_cpu=guest.guest_cpu)
+            without_cpu = dataclasses.replace(with_cpu, guest_cpu=None)
+            specs = self._specs[uuid] = (with_cpu, without_cpu, needs)
+        with_cpu, without_cpu, needs = specs
+        self.fits_checked += 1
+        if self.scheduler.judge(state, with_cpu, needs).passed:
+            return _RANKS.index(DEGRADED if state.host in disabled else YES)
+        if guest.guest_cpu is None or state.host in disabled:
             return _RANKS.index(None)
         self.fits_checked += 1
-        if self.scheduler.judge(
-                host, guest.request, guest.host, limits=self.limits,
-                pagesize_kb=guest.pagesize_kb,
-                guest_cpu=guest.guest_cpu).passed:
-            return _RANKS.index(DEGRADED if host in disabled else YES)
-        if guest.guest_cpu is None or host in disabled:
-            return _RANKS.index(None)
-        self.fits_checked += 1
-        if self.scheduler.judge(host, guest.request, guest.host,
-                                limits=self.limits,
-                                pagesize_kb=guest.pagesize_kb).passed:
+        if self.scheduler.judge(state, without_cpu, needs).passed:
             return _RANKS.index(CPU_MODEL)
         return _RANKS.index(None)

@@ -475,18 +475,27 @@ class Scheduler:
         return self.cache.reserve_fitting(host, instance_uuid, project_id,
                                           place)
 
-    def judge(self, host, request, source_host, limits=None,
-              pagesize_kb=None, guest_cpu=None, disabled=None):
-        """Every filter on one host alone: its Verdict (the standing
-        live-migratable answer re-checks a guest against the host that
-        reported, never the whole cloud). A host the cache does not know
-        is refused."""
-        try:
-            state = self.cache.get(host)
-        except exception.HostNotFound:
-            return host_filters.Verdict(f"host {host} has not reported")
+    def guest_spec(self, request, source_host, limits=None,
+                   pagesize_kb=None, guest_cpu=None):
+        """A guest's RequestSpec and capacity.Needs (None: the index
+        says nothing) for ``judge``, made once per guest: the standing
+        live-migratable answer re-checks a guest against one host at a
+        time, many times."""
         spec = self._spec(request, source_host, limits, None, (),
-                          pagesize_kb, disabled, guest_cpu)
+                          pagesize_kb, None, guest_cpu)
+        needs = capacity.Needs.of(spec.request_view, spec.limits_view,
+                                  spec.pagesize_kb) if self._indexed \
+            else None
+        return spec, needs
+
+    def judge(self, state, spec, needs=None):
+        """Every filter on one host alone (a HostState): its Verdict.
+        The capacity index rules out first what it can, as the walk
+        does, so that a guest too big for the host costs no fit."""
+        lacking = needs and state.capacity is not None and \
+            needs.short(state.capacity)
+        if lacking:
+            return host_filters.Verdict(f"too few {lacking}")
         verdict, _ = self._filter(state, spec)
         return verdict
 

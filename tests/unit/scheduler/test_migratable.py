@@ -242,15 +242,19 @@ class TestAgainstFullRecompute(base.TestCase):
             # Two guest nodes only where vCPUs and memory split evenly.
             vcpus = rnd.choice((1, 2, 3, 4))
             even = vcpus % 2 == 0
+            shape = (vcpus,
+                     rnd.choice((512, 1024, 4096 if even else 3072)),
+                     rnd.random() < 0.7,
+                     rnd.choice((1, 1, 2)) if even else 1,
+                     rnd.random() < 0.4)
+            memory_mb, pinned, nodes, rich = shape[1:]
             guest = migratable.Guest(
                 f'guest-{n}', rnd.choice(names),
-                _request(vcpus,
-                         memory_mb=rnd.choice((512, 1024,
-                                               4096 if even else 3072)),
-                         pinned=rnd.random() < 0.7,
-                         nodes=rnd.choice((1, 1, 2)) if even else 1),
-                guest_cpu=RICH if rnd.random() < 0.4 else None,
-                blockers=blockers)
+                _request(vcpus, memory_mb=memory_mb, pinned=pinned,
+                         nodes=nodes),
+                guest_cpu=RICH if rich else None, blockers=blockers,
+                # Half of them share checks with the guests of their shape.
+                kind=shape if rnd.random() < 0.5 else None)
             guests.append(guest)
             tracker.guest_changed(guest)
         return cloud, names, tracker, guests
@@ -278,7 +282,8 @@ class TestAgainstFullRecompute(base.TestCase):
             n = rnd.randrange(len(guests))
             moved = migratable.Guest(
                 guests[n].uuid, host, guests[n].request,
-                guest_cpu=guests[n].guest_cpu, blockers=guests[n].blockers)
+                guest_cpu=guests[n].guest_cpu, blockers=guests[n].blockers,
+                kind=guests[n].kind)
             guests[n] = moved
             tracker.guest_changed(moved)
             return
