@@ -36,6 +36,7 @@ import sys
 import time
 
 import bench_scheduler
+
 from numamig.numa import constraints
 from numamig.scheduler import migratable
 from numamig.scheduler import scheduler
