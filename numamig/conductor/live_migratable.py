@@ -39,8 +39,10 @@ class LiveMigratableWatch:
     """Keeps every guest's answer from this worker's cache (module
     docstring). ``look`` is one pass (tests call it directly)."""
 
-    def __init__(self, worker, interval=None, budget=None):
+    def __init__(self, worker, interval=None, budget=None,
+                 sweep=SWEEP_PER_LOOK):
         settings = worker.settings
+        self.sweep = sweep
         self.worker = worker
         self.interval = settings.live_migratable_interval \
             if interval is None else interval
@@ -86,7 +88,7 @@ class LiveMigratableWatch:
         self._disabled = drain.disabled_hosts(self.worker)
         self._look_at_guests(db)
         self._look_at_hosts()
-        self.tracker.sweep(SWEEP_PER_LOOK)
+        self.tracker.sweep(self.sweep)
         changes = self.tracker.catch_up()
         answers_db.save(db, [(uuid, new) for uuid, _old, new in changes])
         self.looks += 1

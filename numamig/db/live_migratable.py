@@ -36,12 +36,16 @@ def save(db, answers):
     now = _rows.utcnow()
     with db.writer() as session:
         for uuid, status in answers:
+            # changed_at first: MySQL and MariaDB assign left to right,
+            # so the CASE must read the status before it is replaced.
             changed = session.execute(sa.update(_M).where(
-                _M.instance_uuid == uuid).values(
-                status=status.status, reasons=_reasons(status),
-                witness=status.witness, checked_at=now,
-                changed_at=sa.case((_M.status == status.status,
-                                    _M.changed_at), else_=now)))
+                _M.instance_uuid == uuid).ordered_values(
+                (_M.changed_at, sa.case((_M.status == status.status,
+                                         _M.changed_at), else_=now)),
+                (_M.status, status.status),
+                (_M.reasons, _reasons(status)),
+                (_M.witness, status.witness),
+                (_M.checked_at, now)))
             if not changed.rowcount:
                 _insert(session, uuid, status, now)
 
