@@ -137,3 +137,21 @@ class LiveMigratableWatchTestCase(base.ConductorTestCase):
             watch.stop()
         self.assertEqual(['yes'], self._answers(guest))
         self.assertFalse(watch._thread.is_alive())
+
+
+class DrainPlanNamesTestCase(base.ConductorTestCase):
+    """``host drain --dry-run`` names first the guests whose standing
+    answer is not 'yes'."""
+
+    def test_plan_names_the_guests_that_cannot_move(self):
+        small = cbase.instance(host='src', vcpus=2, pins={0: 0, 1: 1})
+        big = cbase.instance(host='src', vcpus=12,
+                             pins={n: n for n in range(12)})
+        for inst in (small, big):
+            instances.create(self.db, inst)
+        live_migratable.LiveMigratableWatch(self.worker, sweep=0).look()
+        plan = self.call('host_drain_plan', 'src')
+        self.assertEqual([(big.uuid, 'no', 'no-host-fits')],
+                         [(g['instance_uuid'], g['status'],
+                           g['reasons'][0]['kind'])
+                          for g in plan['not_migratable']])
