@@ -442,6 +442,7 @@ class ConductorService(_RPCService):
         self.manager.drain_watch.stop()
         self._stop_periodic(self._stop_servers)
         self.manager.drains.stop()
+        self.manager.live_migratable.stop()
         self.executor.stop(graceful)
         super().stop(graceful)
         if self.notifier is not None:
@@ -481,6 +482,7 @@ class ConductorService(_RPCService):
         self.executor.start()
         # Drains recorded before this start (a restart) carry on.
         self.manager.drains.start()
+        self.manager.live_migratable.start()
         self.periodic = self._periodic_jobs(ctxt)
         self.periodic.start()
         LOG.info("Conductor %s started (service version %s)",

@@ -23,6 +23,7 @@ from numamig.conductor import records
 from numamig.convergence import policy as convergence
 from numamig.db import compute_nodes
 from numamig.db import instances
+from numamig.db import live_migratable
 from numamig.db import migrations
 from numamig.db import models
 from numamig.db import queue
@@ -125,6 +126,7 @@ def plan(worker, host, to=None, keep_free_nodes=0):
         to=None if to is None else set(to),
         keep_free_nodes=keep_free_nodes)
     answer = _answer(host, found, left_out, disabled)
+    answer['not_migratable'] = _not_migratable(worker, guests)
     answer['admission'] = _admission(worker, found)
     answer['link'] = link_bound(
         worker, host, sum(memory_mb.get(move.guest.uuid, 0)
@@ -142,6 +144,18 @@ def _check_destinations(worker, host, to):
             reason=f"--to names {host}, the host to drain itself")
     for name in to:
         worker.cache.get(name)
+
+
+def _not_migratable(worker, guests):
+    """The guests whose standing live-migratable answer is not 'yes'
+    (numamig.conductor.live_migratable), with its reasons: what an
+    operator reads first when a host cannot be emptied."""
+    found = live_migratable.get_many(worker.db, [g.uuid for g in guests])
+    return [{'instance_uuid': g.uuid, 'name': g.name,
+             'status': found[g.uuid]['status'],
+             'reasons': found[g.uuid]['reasons']}
+            for g in guests
+            if g.uuid in found and found[g.uuid]['status'] != 'yes']
 
 
 def _guests(worker, host):

@@ -21,6 +21,7 @@ from numamig import wire
 from numamig.conductor import api_versions
 from numamig.conductor import defragment
 from numamig.conductor import drain
+from numamig.conductor import live_migratable
 from numamig.conductor import maintenance
 from numamig.conductor import records
 from numamig.conductor import records_manager
@@ -104,6 +105,10 @@ class ConductorManager:
         self.drains = drain_driver.DrainDriver(
             self.worker, self._wake_executor, self.drain_watch.heard)
         self.add_end_listener(self.drains.heard)
+        # Every guest's standing live-migratable answer; the service
+        # starts its thread.
+        self.live_migratable = live_migratable.LiveMigratableWatch(
+            self.worker)
         # Since when this worker's stalled-migration sweeps have reached
         # the database without a break (None: not yet, or it failed).
         self._database_since = None

@@ -20,6 +20,7 @@ from prometheus_client import utils as prometheus_utils
 from numamig import metrics
 from numamig.audit import claims as audit_claims
 from numamig.db import compute_nodes
+from numamig.db import live_migratable
 from numamig.db import metrics as db_metrics
 from numamig.objects import fields_enums
 
@@ -177,6 +178,29 @@ class HostCollector(metrics.Collector):
         yield from (age, disabled, pcpus, pages, memory)
 
 
+class LiveMigratableCollector(metrics.Collector):
+    """The guests by standing live-migratable answer and reason
+    (doc/source/live-migratable.rst): an alert on ``status="no"`` finds
+    a guest that cannot move before a drain needs it to."""
+
+    name = 'live-migratable'
+
+    def __init__(self, db):
+        self.db = db
+
+    def families(self):
+        guests = core.GaugeMetricFamily(
+            'numamig_instances_live_migratable',
+            "Guests by whether they could be live-migrated now (yes, "
+            "degraded, no) and the reason (no-host-fits, cpu-model, "
+            "only-maintenance, devices, policy, guard; empty for yes), "
+            "as the conductors last found.", labels=['status', 'reason'])
+        for (status, reason), count in sorted(
+                live_migratable.counts(self.db).items()):
+            guests.add_metric([status, reason], count)
+        yield guests
+
+
 class DrainCollector(metrics.Collector):
     """The moves of the drains and defragmentations in progress."""
 
@@ -244,7 +268,7 @@ def collectors(db, calls=None):
     """Every collector of a conductor on ``db`` (and its workers' shared
     RPC call history ``calls``, if kept)."""
     found = [MigrationCollector(db), HostCollector(db), DrainCollector(db),
-             ClaimAuditCollector(db)]
+             ClaimAuditCollector(db), LiveMigratableCollector(db)]
     if calls is not None:
         found.append(CallCollector(calls))
     return found

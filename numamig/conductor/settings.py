@@ -90,6 +90,9 @@ class ConductorSettings:
     :param compute_version_cap: ``[upgrade_levels] compute``; None: none.
     :param migration_links: LinkRates, the rate a drain plan's time is
         bounded by.
+    :param live_migratable_interval: seconds between two looks of the
+        standing live-migratable answer; 0: none kept.
+    :param live_migratable_budget: guests a look examines whole at most.
     """
 
     migrate_max_retries: int
@@ -116,6 +119,8 @@ class ConductorSettings:
     sweep_interval: float
     compute_version_cap: str | None
     migration_links: LinkRates
+    live_migratable_interval: float
+    live_migratable_budget: int
 
 
 def from_conf(conf):
@@ -165,7 +170,9 @@ def from_conf(conf):
         compute_version_cap=conf.upgrade_levels.compute,
         migration_links=LinkRates(
             cond.migration_link_rate,
-            types.MappingProxyType(dict(cond.migration_link_rates))))
+            types.MappingProxyType(dict(cond.migration_link_rates))),
+        live_migratable_interval=cond.live_migratable_interval,
+        live_migratable_budget=cond.live_migratable_budget)
 
 
 def _migration_policies(conf):

@@ -197,6 +197,24 @@ opts = [
                     "the defragmentation ends failed, saying the host "
                     "did not report; raise it above the agents' "
                     "report_interval when their reports come slower."),
+    cfg.FloatOpt('live_migratable_interval', default=10.0, min=0,
+                 max=3600,
+                 help="Seconds between two looks of each conductor "
+                      "worker at the hosts' reports and the guests, to "
+                      "keep every guest's standing live-migratable "
+                      "answer ('numamig-manage instance list/show', the "
+                      "numamig_instances_live_migratable metric). Each "
+                      "look re-checks only the guests a changed host "
+                      "concerns. Lower it for fresher answers; 0 keeps "
+                      "no answer (the column shows '-')."),
+    cfg.IntOpt('live_migratable_budget', default=200, min=1,
+               max=100000,
+               help="Guests a look examines whole at most (a full "
+                    "scheduler selection each, about a millisecond at "
+                    "10,000 hosts); the others wait for the next look. "
+                    "Raise it when 'numamig-manage instance list' shows "
+                    "answers older than a few intervals on a large "
+                    "cloud."),
 ]
 
 

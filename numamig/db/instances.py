@@ -77,6 +77,14 @@ def create(db, instance):
     return get(db, instance.uuid)
 
 
+def revisions(db):
+    """{uuid: revision} of every instance: what changed since a look
+    is read whole, the rest not at all (the live-migratable answer)."""
+    with db.reader() as session:
+        return dict(session.execute(sa.select(
+            models.Instance.uuid, models.Instance.revision)).all())
+
+
 def get(db, uuid):
     """:raises InstanceNotFound: if there is no such instance."""
     with db.reader() as session:

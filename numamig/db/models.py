@@ -374,3 +374,28 @@ class MemoryChange(TimestampMixin, Base):
     request = sa.Column(JSONText, nullable=False)
     plan = sa.Column(JSONText, nullable=True)
     result = sa.Column(JSONText, nullable=True)
+
+
+class InstanceLiveMigratable(Base):
+    """Whether a guest could be live-migrated now, as the conductor's
+    standing answer last found it (numamig.scheduler.migratable).
+
+    Kept apart from ``instances``: the answer changes with other hosts'
+    reports, and writing it must never bump an instance's ``revision``
+    under a migration that holds it. ``status`` is 'yes', 'degraded' or
+    'no'; ``reasons`` a list of {'kind', 'detail'}; ``witness`` the host
+    the answer rests on; ``changed_at`` when the status last changed,
+    ``checked_at`` when it was last looked at whole.
+    """
+
+    __tablename__ = 'instance_live_migratable'
+    __table_args__ = (
+        sa.Index('instance_live_migratable_status_idx', 'status'),
+    )
+
+    instance_uuid = sa.Column(sa.String(UUID_LENGTH), primary_key=True)
+    status = sa.Column(sa.String(16), nullable=False)
+    reasons = sa.Column(JSONText, nullable=False)
+    witness = sa.Column(sa.String(HOST_LENGTH), nullable=True)
+    changed_at = sa.Column(UTCDateTime, nullable=False)
+    checked_at = sa.Column(UTCDateTime, nullable=False)

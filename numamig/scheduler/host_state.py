@@ -87,6 +87,7 @@ class HostState:
     is_up: bool
     service_down_time: int    # seconds, the limit is_up was judged by
     numa_view: object = None  # numa.views.HostView of topology, or None
+    capacity: object = None   # capacity.HostCapacity of topology
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +114,8 @@ def _state(record, now, down_time, view):
         report=record.report, topology=record.topology,
         reservations=record.reservations, received_at=record.received_at,
         age=age, is_up=age < datetime.timedelta(seconds=down_time),
-        service_down_time=down_time, numa_view=view)
+        service_down_time=down_time, numa_view=view,
+        capacity=record.capacity)
 
 
 class _Entry:

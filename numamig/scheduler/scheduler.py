@@ -198,7 +198,7 @@ class Scheduler:
 
     def select_destinations(self, request, source_host, limits=None,
                             hypervisor_type=None, exclude=(),
-                            pagesize_kb=None, disabled=None):
+                            pagesize_kb=None, disabled=None, guest_cpu=None):
         """Return the Selection of destinations for a guest.
 
         Nothing is reserved: call ``reserve`` for the candidate tried.
@@ -215,9 +215,13 @@ class Scheduler:
         :param pagesize_kb: page size the guest must keep, or None.
         :param disabled: {host: reason} of the hosts disabled for
             maintenance, refused with that reason; None: none.
+        :param guest_cpu: the guest's cpumodel.GuestCPU when it is known
+            before the choice (the standing live-migratable answer), so
+            that every host is judged by it; None: the conductor applies
+            ``cpu_filter`` to the candidates once the source tells it.
         """
         spec = self._spec(request, source_host, limits, hypervisor_type,
-                          exclude, pagesize_kb, disabled)
+                          exclude, pagesize_kb, disabled, guest_cpu)
         needs = capacity.Needs.of(spec.request_view, spec.limits_view,
                                   spec.pagesize_kb) if self._indexed \
             else None
@@ -235,7 +239,7 @@ class Scheduler:
             # host's own reason, which costs a few fits on this path only.
             return self._select_exhaustive(request, source_host, limits,
                                            hypervisor_type, exclude,
-                                           pagesize_kb, disabled)
+                                           pagesize_kb, disabled, guest_cpu)
         return selection
 
     def _walk(self, walk, spec, needs):
@@ -270,13 +274,13 @@ class Scheduler:
 
     def _select_exhaustive(self, request, source_host, limits=None,
                            hypervisor_type=None, exclude=(),
-                           pagesize_kb=None, disabled=None):
+                           pagesize_kb=None, disabled=None, guest_cpu=None):
         """Filter and weigh EVERY host, as before the index: the
         reference the indexed selection must agree with (tests and
         benchmarks/bench_scheduler.py); same arguments and answer as
         ``select_destinations``, with every refused host listed."""
         spec = self._spec(request, source_host, limits, hypervisor_type,
-                          exclude, pagesize_kb, disabled)
+                          exclude, pagesize_kb, disabled, guest_cpu)
         walk = self.cache.walk(self.strategy)
         weighed, rejected = [], []
         for state in sorted((walk.state(r) for r in walk.records),
@@ -471,8 +475,32 @@ class Scheduler:
         return self.cache.reserve_fitting(host, instance_uuid, project_id,
                                           place)
 
+    def guest_spec(self, request, source_host, limits=None,
+                   pagesize_kb=None, guest_cpu=None):
+        """A guest's RequestSpec and capacity.Needs (None: the index
+        says nothing) for ``judge``, made once per guest: the standing
+        live-migratable answer re-checks a guest against one host at a
+        time, many times."""
+        spec = self._spec(request, source_host, limits, None, (),
+                          pagesize_kb, None, guest_cpu)
+        needs = capacity.Needs.of(spec.request_view, spec.limits_view,
+                                  spec.pagesize_kb) if self._indexed \
+            else None
+        return spec, needs
+
+    def judge(self, state, spec, needs=None):
+        """Every filter on one host alone (a HostState): its Verdict.
+        The capacity index rules out first what it can, as the walk
+        does, so that a guest too big for the host costs no fit."""
+        lacking = needs and state.capacity is not None and \
+            needs.short(state.capacity)
+        if lacking:
+            return host_filters.Verdict(f"too few {lacking}")
+        verdict, _ = self._filter(state, spec)
+        return verdict
+
     def _spec(self, request, source_host, limits, hypervisor_type, exclude,
-              pagesize_kb, disabled=None):
+              pagesize_kb, disabled=None, guest_cpu=None):
         if isinstance(exclude, str):
             # A bare host name would be excluded letter by letter.
             raise exception.Invalid(
@@ -484,7 +512,7 @@ class Scheduler:
             request=request, source_host=source_host, limits=limits,
             hypervisor_type=hypervisor_type, exclude=frozenset(exclude),
             disabled=dict(disabled or {}), pagesize_kb=pagesize_kb,
-            strategy=self.cell_strategy,
+            strategy=self.cell_strategy, guest_cpu=guest_cpu,
             request_view=(None if request is None
                           else numa_views.RequestView.of(request)),
             limits_view=numa_views.limits_view(limits))

@@ -169,6 +169,9 @@ LAYERS = {
                   'objects', 'exception')),
     'scheduler': ('destination choice',
                   ('numa', 'fingerprint', 'cpumodel', 'conf', 'exception')),
+    'scheduler.migratable': ('every guest\'s standing live-migratable '
+                             'answer, kept from a Scheduler it is given; '
+                             'pure', ('exception',)),
     'audit': ('pin and usage audits of hypervisors, reports and records',
               ('virt', 'db', 'numa', 'fingerprint', 'cpuspec',
                'exception')),
@@ -193,6 +196,7 @@ LAYERS = {
                          'configuration', ()),
     'conductor': ('the conductor',
                   ('conductor.api_versions', 'releases', 'db', 'audit', 'numa',
+                   'scheduler.migratable',
                    'convergence', 'attempts', 'metrics',
                    'objects', 'rpc', 'context', 'exception')),
     'conductor.records_manager': ('the conductor\'s records endpoint '

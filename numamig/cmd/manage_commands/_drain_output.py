@@ -30,6 +30,16 @@ def show(data):
              else "enabled")
     total = len(data['moves']) + len(data['unplaced'])
     print(f"Drain plan of host {data['host']} ({state}): {total} guest(s)")
+    # First, the guests whose standing answer says they cannot move (a
+    # conductor older than the answer sends none).
+    stuck = data.get('not_migratable') or []
+    if stuck:
+        print(f"Not live-migratable now ({len(stuck)}):")
+    for guest in stuck:
+        print(f"  {guest['name']} {guest['instance_uuid']}: "
+              f"{guest['status']}")
+        for reason in guest['reasons']:
+            print(f"      {reason['kind']}: {reason['detail']}")
     for move in data['moves']:
         print(f"  {move['name']} {move['instance_uuid']} -> "
               f"{move['dest_host']}")

@@ -106,12 +106,17 @@ class InstanceCommands:
         """
         from numamig.db import compute_nodes
         from numamig.db import instances
+        from numamig.db import live_migratable
         with _access.database() as db:
             records = instances.get_all(db, host=host)
             if host and not records:
                 # "No instance" would hide a misspelt host name.
                 compute_nodes.get(db, host)
-        data = {'instances': [_view(r.instance) for r in records]}
+            answers = live_migratable.get_many(
+                db, [r.instance.uuid for r in records])
+        data = {'instances': [_view(r.instance,
+                                    answers.get(r.instance.uuid))
+                              for r in records]}
         common.print_output(data, output_format, _print_list)
         return common.EXIT_OK
 
@@ -133,11 +138,13 @@ class InstanceCommands:
         unknown instance; 255 the database cannot be used.
         """
         from numamig.db import instances
+        from numamig.db import live_migratable
         _access.require_uuid(uuid, 'instance')
         with _access.database() as db:
             instance = instances.get(db, uuid).instance
             where = _host_locality(db, instance.get('host'))
-        data = _view(instance)
+            answer = live_migratable.get_many(db, [uuid]).get(uuid)
+        data = _view(instance, answer)
         data['locality'] = _locality.guest_of(where, instance.uuid)
         data['locality_policy'] = where.policy if where else None
         if not no_xml:
@@ -311,7 +318,7 @@ def _xml_check(instance):
         instance.get('numa_topology'), actual)}
 
 
-def _view(instance):
+def _view(instance, answer=None):
     topology = instance.get('numa_topology')
     context = instance.get('migration_context')
     view = {
@@ -325,6 +332,7 @@ def _view(instance):
         'placement': pictures.placement_lines(topology),
         'summary': _summary(topology),
         'claim': None,
+        'live_migratable': _answer(answer),
     }
     if context is not None:
         view['claim'] = {
@@ -334,6 +342,25 @@ def _view(instance):
             'placement': pictures.placement_lines(
                 context.get('new_numa_topology'))}
     return view
+
+
+def _answer(answer):
+    """The standing live-migratable answer as shown: None when no
+    conductor has looked at the guest yet (just created, or
+    ``[conductor] live_migratable_interval`` is 0)."""
+    if answer is None:
+        return None
+    return {'status': answer['status'], 'reasons': answer['reasons'],
+            'witness': answer['witness'],
+            'changed_at': answer['changed_at'].isoformat(
+                timespec='seconds'),
+            'checked_at': answer['checked_at'].isoformat(
+                timespec='seconds')}
+
+
+def _migratable_text(view):
+    answer = view.get('live_migratable')
+    return '-' if answer is None else answer['status']
 
 
 def _summary(topology):
@@ -350,12 +377,13 @@ def _print_list(data):
         print("No instance is recorded.")
         return
     print(f"{'UUID':<36}  {'NAME':<16} {'HOST':<12} {'POWER':<8} "
-          f"{'VCPU':>4} {'MiB':>6}  PLACEMENT")
+          f"{'VCPU':>4} {'MiB':>6} {'MOVABLE':<8}  PLACEMENT")
     for row in data['instances']:
         claim = ' (claim held)' if row['claim'] else ''
         print(f"{row['uuid']:<36}  {row['name']:<16} "
               f"{row['host'] or '-':<12} {row['power_state']:<8} "
-              f"{row['vcpus']:>4} {row['memory_mb']:>6}  "
+              f"{row['vcpus']:>4} {row['memory_mb']:>6} "
+              f"{_migratable_text(row):<8}  "
               f"{row['summary']}{claim}")
     if any(row['power_state'] == SHUTDOWN for row in data['instances']):
         # numamig records 'shutdown' only when an agent, at its start,
@@ -375,6 +403,17 @@ def _print_show(data):
             f"{k}={v}" for k, v in sorted(data['extra_specs'].items())))
     for line in data['placement']:
         print(f"  {line}")
+    answer = data.get('live_migratable')
+    if answer is None:
+        print("  live-migratable: not known yet (no conductor has looked "
+              "at it)")
+    else:
+        where = f" (e.g. to {answer['witness']})" \
+            if answer['status'] == 'yes' and answer['witness'] else ''
+        print(f"  live-migratable: {answer['status']}{where}, since "
+              f"{answer['changed_at']}")
+        for reason in answer['reasons']:
+            print(f"    {reason['kind']}: {reason['detail']}")
     if data['claim']:
         claim = data['claim']
         print(f"  claim held on {claim['dest_host']} by migration "

@@ -300,6 +300,19 @@ class HostDrainTestCase(cli_base.CLITestCase):
         self.api.host_drain_plan.assert_called_once_with(
             mock.ANY, 'src', to=['dst'], keep_free_nodes=1)
 
+    def test_guests_not_live_migratable_come_first(self):
+        plan = _plan(emptiable=False)
+        plan['not_migratable'] = [{
+            'instance_uuid': 'u-2', 'name': 'db-1', 'status': 'no',
+            'reasons': [{'kind': 'no-host-fits',
+                         'detail': 'closest: dst: too few pCPUs'}]}]
+        self.api.host_drain_plan.return_value = plan
+        _, out, _ = self.run_cli('host', 'drain', 'src', '--dry-run')
+        lines = out.splitlines()
+        self.assertEqual(['Not live-migratable now (1):', '  db-1 u-2: no',
+                          '      no-host-fits: closest: dst: too few pCPUs'],
+                         lines[1:4])
+
     def test_the_link_bound_when_the_rate_is_known_or_not(self):
         plan = _plan()
         self.api.host_drain_plan.return_value = plan

@@ -5,6 +5,8 @@ from unittest import mock
 
 from numamig import exception
 from numamig.db import instances
+from numamig.db import live_migratable
+from numamig.scheduler import migratable
 from tests.unit.cmd import cli_base
 
 
@@ -19,6 +21,33 @@ class ManageInstanceTestCase(cli_base.CLITestCase):
         self.add_report('other')
         _, out, _ = self.run_cli('instance', 'list', '--host', 'other')
         self.assertIn('No instance', out)
+
+    def test_list_and_show_the_standing_live_migratable_answer(self):
+        movable = self.add_instance('cn1', name='web-1')
+        stuck = self.add_instance('cn1', name='db-1')
+        unseen = self.add_instance('cn1', name='new-1')
+        live_migratable.save(self.db, [
+            (movable.uuid, migratable.Status(migratable.YES, (), 'cn2')),
+            (stuck.uuid, migratable.Status(migratable.NO, (
+                migratable.Reason(migratable.NO_HOST_FITS,
+                                  'closest: cn2: too few pCPUs'),)))])
+        _, out, _ = self.run_cli('instance', 'list')
+        self.assertIn(' MOVABLE ', out)
+        rows = {line.split()[1]: line.split()[6] for line in
+                out.splitlines()[1:]}
+        self.assertEqual({'web-1': 'yes', 'db-1': 'no', 'new-1': '-'},
+                         rows)
+        _, out, _ = self.run_cli('instance', 'show', stuck.uuid, '--no-xml')
+        self.assertIn('  live-migratable: no, since ', out)
+        self.assertIn('    no-host-fits: closest: cn2: too few pCPUs', out)
+        _, out, _ = self.run_cli('instance', 'show', unseen.uuid,
+                                 '--no-xml', '--format', 'json')
+        self.assertIsNone(json.loads(out)['live_migratable'])
+        _, out, _ = self.run_cli('instance', 'show', movable.uuid,
+                                 '--no-xml', '--format', 'json')
+        self.assertEqual(('yes', 'cn2'),
+                         (json.loads(out)['live_migratable']['status'],
+                          json.loads(out)['live_migratable']['witness']))
 
     def test_list_of_an_unknown_host_says_so(self):
         code, _, err = self.run_cli('instance', 'list', '--host', 'nope')

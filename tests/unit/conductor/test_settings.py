@@ -27,7 +27,8 @@ class FromConfTest(base.TestCase):
                    migration_watchers=6, drain_replan_attempts=1,
                    defragment_verify_timeout=14, report_writers=21,
                    stalled_migration_interval=15, report_sync_interval=22,
-                   migration_link_rate=24, migration_link_rates={'h1': 23})
+                   migration_link_rate=24, migration_link_rates={'h1': 23},
+                   live_migratable_interval=25, live_migratable_budget=26)
         self.flags(group='libvirt',
                    live_migration_policies=['slow: downtime=50'],
                    live_migration_policy='slow')
@@ -61,7 +62,9 @@ class FromConfTest(base.TestCase):
             'scheduler_strategy': 'pack',
             'cell_strategy': 'pack', 'max_candidates': 20,
             'sweep_interval': 15, 'compute_version_cap': '1.2',
-            'migration_links': (24, {'h1': 23})}, made)
+            'migration_links': (24, {'h1': 23}),
+            'live_migratable_interval': 25, 'live_migratable_budget': 26},
+            made)
         self.assertEqual((23, 24), (built.migration_links.rate('h1'),
                                     built.migration_links.rate('h2')))
 

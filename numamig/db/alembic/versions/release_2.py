@@ -59,6 +59,9 @@ What release 2 adds, and why:
 * ``memory_changes``: virtio-mem memory changes an operator asked for,
   keyed by the client's uuid so that a request delivered twice changes
   memory once.
+* ``instance_live_migratable``: each guest's standing live-migratable
+  answer, apart from ``instances`` so that writing it never bumps an
+  instance's revision.
 
 Adding nullable columns, or NOT NULL ones with a server default, copies
 no table on any of the three databases, so release-1 rows are never
@@ -118,6 +121,7 @@ def upgrade():
     op.bulk_insert(locks, [{'name': ADMISSION_LOCK}, {'name': DRAIN_LOCK}])
     _drains()
     _memory_changes()
+    _live_migratable()
 
 
 def _compute_nodes():
@@ -217,3 +221,17 @@ def _memory_changes():
         sa.Column('plan', models.JSONText, nullable=True),
         sa.Column('result', models.JSONText, nullable=True))
     op.create_index('memory_changes_host_idx', 'memory_changes', ['host'])
+
+
+def _live_migratable():
+    op.create_table(
+        'instance_live_migratable',
+        sa.Column('instance_uuid', sa.String(models.UUID_LENGTH),
+                  primary_key=True),
+        sa.Column('status', sa.String(16), nullable=False),
+        sa.Column('reasons', models.JSONText, nullable=False),
+        sa.Column('witness', sa.String(models.HOST_LENGTH), nullable=True),
+        sa.Column('changed_at', models.UTCDateTime, nullable=False),
+        sa.Column('checked_at', models.UTCDateTime, nullable=False))
+    op.create_index('instance_live_migratable_status_idx',
+                    'instance_live_migratable', ['status'])

@@ -1,0 +1,158 @@
+"""The conductor's standing live-migratable answer for every guest.
+
+A thread per conductor worker looks, every ``[conductor]
+live_migratable_interval`` seconds, at what changed since its last look
+(guests created, changed, moved or deleted; hosts whose report, state
+or maintenance changed) and tells numamig.scheduler.migratable's
+Tracker, which re-checks only the guests those changes concern; then it
+examines at most ``live_migratable_budget`` guests whole and records
+the answers that changed (numamig.db.live_migratable). The look reads
+the worker's own scheduler cache, the one its migrations choose from,
+so the answer is the one a request to this worker would get.
+
+Every worker of every conductor keeps the answer: they agree (same
+reports, same rules), and a worker that stops leaves the others'. What
+they write is the same, so two writing one guest is harmless.
+"""
+
+import json
+import threading
+import time
+
+from oslo_log import log as logging
+
+from numamig import exception
+from numamig.conductor import drain
+from numamig.db import instances
+from numamig.db import live_migratable as answers_db
+from numamig.numa import instance_request
+from numamig.scheduler import migratable
+
+LOG = logging.getLogger(__name__)
+
+# Guests re-examined whole per look by the round-robin sweep, besides
+# those a change concerns: catches what no change announces.
+SWEEP_PER_LOOK = 20
+
+
+class LiveMigratableWatch:
+    """Keeps every guest's answer from this worker's cache (module
+    docstring). ``look`` is one pass (tests call it directly)."""
+
+    def __init__(self, worker, interval=None, budget=None,
+                 sweep=SWEEP_PER_LOOK):
+        settings = worker.settings
+        self.sweep = sweep
+        self.worker = worker
+        self.interval = settings.live_migratable_interval \
+            if interval is None else interval
+        self.tracker = migratable.Tracker(
+            worker.scheduler, disabled=lambda: self._disabled,
+            limits=settings.limits,
+            budget=settings.live_migratable_budget if budget is None
+            else budget)
+        self._disabled = {}
+        self._hosts = {}            # host -> what its state was
+        self._revisions = {}        # guest uuid -> revision looked at
+        self._stopping = threading.Event()
+        self._thread = None
+        self.looks = 0
+
+    def start(self):
+        if not self.interval:
+            return
+        self._thread = threading.Thread(
+            target=self._loop, name='numamig-live-migratable', daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        self._stopping.set()
+        if self._thread is not None and self._thread.is_alive() and \
+                self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    def _loop(self):
+        while not self._stopping.wait(self.interval):
+            try:
+                self.look()
+            except Exception as exc:  # noqa: BLE001 - next look retries
+                LOG.warning("Keeping the live-migratable answers failed "
+                            "(%s); trying again in %s s", exc,
+                            self.interval)
+
+    def look(self):
+        """One pass: what changed, the re-checks, the writes. Returns
+        the changes recorded: [(uuid, old Status or None, new)]."""
+        started = time.monotonic()
+        db = self.worker.db
+        self._disabled = drain.disabled_hosts(self.worker)
+        self._look_at_guests(db)
+        self._look_at_hosts()
+        self.tracker.sweep(self.sweep)
+        changes = self.tracker.catch_up()
+        answers_db.save(db, [(uuid, new) for uuid, _old, new in changes])
+        self.looks += 1
+        if changes or self.tracker.pending:
+            LOG.debug("Live-migratable look: %d answers changed, %d "
+                      "guests wait, %.0f ms", len(changes),
+                      self.tracker.pending,
+                      (time.monotonic() - started) * 1000)
+        return changes
+
+    def _look_at_guests(self, db):
+        revisions = instances.revisions(db)
+        for uuid in set(self._revisions) - set(revisions):
+            self.tracker.guest_removed(uuid)
+            self._revisions.pop(uuid)
+            answers_db.forget(db, uuid)
+        changed = [uuid for uuid, revision in revisions.items()
+                   if self._revisions.get(uuid) != revision]
+        if not changed:
+            return
+        if len(changed) > len(revisions) // 2:
+            records = [r.instance for r in instances.get_all(db)]
+        else:
+            records = [instances.get(db, uuid).instance for uuid in changed
+                       if uuid in revisions]
+        for instance in records:
+            self._revisions[instance.uuid] = revisions.get(instance.uuid)
+            self.tracker.guest_changed(self._guest(instance))
+
+    def _guest(self, instance):
+        try:
+            request = instance_request.numa_request(instance)
+        except exception.NumamigException as exc:
+            return migratable.Guest(instance.uuid, instance.host,
+                                    blockers=(migratable.Reason(
+                                        migratable.POLICY,
+                                        f"its recorded specs make no "
+                                        f"request: {exc}"),))
+        pagesize_kb = instance_request.source_page_size(instance)
+        blockers = []
+        if instance.get('host') is None:
+            blockers.append(migratable.Reason(
+                migratable.POLICY, "it is on no host"))
+        return migratable.Guest(
+            instance.uuid, instance.get('host'), request,
+            pagesize_kb=pagesize_kb, blockers=tuple(blockers),
+            kind=_kind(instance, request, pagesize_kb))
+
+    def _look_at_hosts(self):
+        seen = {}
+        for state in self.worker.cache.host_states():
+            seen[state.host] = (id(state.topology), state.is_up,
+                                self._disabled.get(state.host))
+        for host in set(self._hosts) | set(seen):
+            if self._hosts.get(host) != seen.get(host):
+                self.tracker.host_changed(host)
+        self._hosts = seen
+
+
+def _kind(instance, request, pagesize_kb):
+    """What a host's answer for the guest depends on but its host: the
+    request it makes (its own uuid left out) and its page size."""
+    if request is None:
+        return ('no-numa', pagesize_kb)
+    text = json.dumps(request.obj_to_primitive(), sort_keys=True,
+                      default=str).replace(instance.uuid, '')
+    return (text, pagesize_kb)

@@ -1,0 +1,157 @@
+"""The conductor's standing live-migratable answer (a conductor on SQLite,
+hosts reporting through it as agents would)."""
+
+from numamig.conductor import live_migratable
+from numamig.conductor import metrics as conductor_metrics
+from numamig.db import compute_nodes
+from numamig.db import instances
+from numamig.db import live_migratable as answers
+from numamig.numa import constraints
+from numamig.numa import fit
+from numamig.numa import usage
+from tests.unit.compute import base as cbase
+from tests.unit.conductor import base
+
+
+class LiveMigratableWatchTestCase(base.ConductorTestCase):
+    """src holds the guests; dst1-dst3 are empty 2-cell hosts of 8
+    pCPUs per cell (cbase.host_topology)."""
+
+    def setUp(self):
+        super().setUp()
+        # No round-robin sweep: a look examines whole only what changed.
+        self.watch = live_migratable.LiveMigratableWatch(self.worker,
+                                                         sweep=0)
+
+    def _guest(self, vcpus=2, host='src'):
+        inst = cbase.instance(host=host, vcpus=vcpus,
+                              pins={n: n for n in range(vcpus)})
+        instances.create(self.db, inst)
+        return inst
+
+    def _answers(self, *guests):
+        found = answers.get_many(self.db, [g.uuid for g in guests])
+        return [found[g.uuid]['status'] if g.uuid in found else None
+                for g in guests]
+
+    def _fill(self, host):
+        """dst host: every pCPU pinned, as its report would say."""
+        topology = cbase.host_topology()
+        request = constraints.get_numa_request(
+            8, 1024, {'hw:cpu_policy': 'dedicated'}, {})
+        for _ in range(2):
+            topology = usage.apply(topology,
+                                   fit.fit(topology, request).topology)
+        self.report(host, topology=topology)
+
+    def test_guests_that_fit_are_yes_with_a_witness(self):
+        guest = self._guest()
+        changes = self.watch.look()
+        self.assertEqual([guest.uuid], [uuid for uuid, _, _ in changes])
+        row = answers.get_many(self.db, [guest.uuid])[guest.uuid]
+        self.assertEqual(('yes', []), (row['status'], row['reasons']))
+        self.assertIn(row['witness'], ('dst1', 'dst2', 'dst3'))
+        # Nothing changed: the next look examines no guest whole.
+        assessed = self.watch.tracker.assessed
+        self.assertEqual([], self.watch.look())
+        self.assertEqual(assessed, self.watch.tracker.assessed)
+
+    def test_too_big_for_every_host_is_no_with_the_closest_miss(self):
+        guest = self._guest(vcpus=12)
+        self.watch.look()
+        row = answers.get_many(self.db, [guest.uuid])[guest.uuid]
+        self.assertEqual('no', row['status'])
+        [reason] = row['reasons']
+        self.assertEqual('no-host-fits', reason['kind'])
+        self.assertIn('pCPUs', reason['detail'])
+
+    def test_maintenance_degrades_and_its_end_restores(self):
+        guest = self._guest()
+        self.watch.look()
+        for host in ('dst1', 'dst2', 'dst3'):
+            compute_nodes.set_disabled(self.db, host, 'firmware')
+        self.watch.look()
+        row = answers.get_many(self.db, [guest.uuid])[guest.uuid]
+        self.assertEqual(('degraded', 'only-maintenance'),
+                         (row['status'], row['reasons'][0]['kind']))
+        compute_nodes.set_enabled(self.db, 'dst2')
+        self.watch.look()
+        row = answers.get_many(self.db, [guest.uuid])[guest.uuid]
+        self.assertEqual(('yes', 'dst2'), (row['status'], row['witness']))
+
+    def test_hosts_filling_up_turn_it_to_no(self):
+        guest = self._guest(vcpus=4)
+        self.watch.look()
+        for host in ('dst1', 'dst2', 'dst3'):
+            self._fill(host)
+        self.watch.look()
+        self.assertEqual(['no'], self._answers(guest))
+
+    def test_a_deleted_guest_is_forgotten(self):
+        guest = self._guest()
+        self.watch.look()
+        instances.destroy(self.db, guest.uuid)
+        self.watch.look()
+        self.assertEqual([None], self._answers(guest))
+
+    def test_metric_counts_guests_by_answer(self):
+        self._guest()
+        self._guest()
+        self._guest(vcpus=12)
+        self.watch.look()
+        [family] = conductor_metrics.LiveMigratableCollector(
+            self.db).families()
+        self.assertEqual({('yes', ''): 2, ('no', 'no-host-fits'): 1},
+                         {(s.labels['status'], s.labels['reason']): s.value
+                          for s in family.samples})
+
+    def test_the_sweep_finds_what_no_change_announced(self):
+        guest = self._guest()
+        watch = live_migratable.LiveMigratableWatch(self.worker, sweep=1)
+        watch.look()
+        # Every destination silent for longer than service_down_time,
+        # and the look at hosts left out: the sweep alone finds it.
+        self.now = self.now.replace(year=self.now.year + 1)
+        self.report('src')
+        watch._look_at_hosts = lambda: None
+        watch.look()
+        self.assertEqual(['no'], self._answers(guest))
+
+    def test_no_look_with_interval_zero(self):
+        watch = live_migratable.LiveMigratableWatch(self.worker, interval=0)
+        watch.start()
+        watch.stop()
+        self.assertEqual(0, watch.looks)
+
+    def test_the_thread_looks_and_stops_at_once(self):
+        guest = self._guest()
+        watch = live_migratable.LiveMigratableWatch(self.worker,
+                                                    interval=0.05)
+        watch.start()
+        try:
+            for _ in range(200):
+                if self._answers(guest) == ['yes']:
+                    break
+                watch._stopping.wait(0.05)
+        finally:
+            watch.stop()
+        self.assertEqual(['yes'], self._answers(guest))
+        self.assertFalse(watch._thread.is_alive())
+
+
+class DrainPlanNamesTestCase(base.ConductorTestCase):
+    """``host drain --dry-run`` names first the guests whose standing
+    answer is not 'yes'."""
+
+    def test_plan_names_the_guests_that_cannot_move(self):
+        small = cbase.instance(host='src', vcpus=2, pins={0: 0, 1: 1})
+        big = cbase.instance(host='src', vcpus=12,
+                             pins={n: n for n in range(12)})
+        for inst in (small, big):
+            instances.create(self.db, inst)
+        live_migratable.LiveMigratableWatch(self.worker, sweep=0).look()
+        plan = self.call('host_drain_plan', 'src')
+        self.assertEqual([(big.uuid, 'no', 'no-host-fits')],
+                         [(g['instance_uuid'], g['status'],
+                           g['reasons'][0]['kind'])
+                          for g in plan['not_migratable']])

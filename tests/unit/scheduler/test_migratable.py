@@ -1,0 +1,310 @@
+"""Tests of the standing live-migratable answer (scheduler.migratable).
+
+The incremental answer is checked against a full recompute (every guest
+assessed whole, the brute force) on generated clouds after every change.
+"""
+
+import random
+
+from numamig import cpumodel
+from numamig import objects
+from numamig.numa import constraints
+from numamig.numa import fit
+from numamig.numa import usage
+from numamig.scheduler import host_state
+from numamig.scheduler import migratable
+from numamig.scheduler import scheduler
+from tests import base
+from tests.unit.scheduler import hosts
+
+RICH = cpumodel.GuestCPU('host-passthrough', 'Icelake-Server',
+                         frozenset({'avx512f', 'pku'}))
+
+
+def _request(vcpus, memory_mb=1024, pinned=True, nodes=1):
+    specs = {'hw:numa_nodes': str(nodes)}
+    if pinned:
+        specs['hw:cpu_policy'] = 'dedicated'
+    return constraints.get_numa_request(vcpus, memory_mb, specs, {})
+
+
+def _cpu(rich):
+    features = ['avx512f', 'pku'] if rich else ['avx512f']
+    return objects.HostCPU(model='Icelake-Server', features=features)
+
+
+class Cloud:
+    """A cache of hosts whose usage, maintenance and CPU tests change."""
+
+    def __init__(self, clock):
+        self.cache = host_state.HostStateCache(clock=clock)
+        self.clock = clock
+        self.disabled = {}
+        self.topologies = {}
+        self.cpus = {}
+        self.sched = scheduler.Scheduler(self.cache, strategy='spread',
+                                         max_candidates=2)
+
+    def put(self, host, topology, rich=True):
+        self.topologies[host] = topology
+        self.cpus[host] = rich
+        report = hosts.report(host, topology=topology,
+                              reported_at=self.clock())
+        report.cpu = _cpu(rich)
+        self.cache.update(report)
+
+    def use(self, host, request):
+        """Run a guest there (as a report saying so would)."""
+        result = fit.fit(self.topologies[host], request)
+        if result.fits:
+            self.put(host, usage.apply(self.topologies[host],
+                                       result.topology), self.cpus[host])
+        return result.fits
+
+
+class TestAssess(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(service_down_time=60)
+        self.cloud = Cloud(hosts.Clock())
+        for name in ('src', 'a', 'b'):
+            self.cloud.put(name, hosts.host_topology())
+
+    def _assess(self, guest):
+        return migratable.assess(self.cloud.sched, guest,
+                                 self.cloud.disabled)
+
+    def test_fits_somewhere_is_yes_with_a_witness(self):
+        status = self._assess(migratable.Guest('g1', 'src', _request(2)))
+        self.assertEqual(migratable.YES, status.status)
+        self.assertIn(status.witness, ('a', 'b'))
+        self.assertEqual((), status.reasons)
+
+    def test_too_big_for_any_host_names_the_closest_miss(self):
+        status = self._assess(migratable.Guest('g1', 'src', _request(16)))
+        self.assertEqual(migratable.NO, status.status)
+        [reason] = status.reasons
+        self.assertEqual(migratable.NO_HOST_FITS, reason.kind)
+        self.assertIsNone(status.witness)
+
+    def test_only_maintenance_hosts_fit_is_degraded(self):
+        self.cloud.disabled = {'a': 'fans', 'b': 'bios'}
+        status = self._assess(migratable.Guest('g1', 'src', _request(2)))
+        self.assertEqual(migratable.DEGRADED, status.status)
+        self.assertEqual([migratable.ONLY_MAINTENANCE],
+                         [r.kind for r in status.reasons])
+        self.assertIn('a, b', status.reasons[0].detail)
+
+    def test_cpu_no_enabled_host_runs_is_no_by_cpu_model(self):
+        self.cloud.put('a', hosts.host_topology(), rich=False)
+        self.cloud.put('b', hosts.host_topology(), rich=False)
+        status = self._assess(migratable.Guest('g1', 'src', _request(2),
+                                               guest_cpu=RICH))
+        self.assertEqual(migratable.NO, status.status)
+        [reason] = status.reasons
+        self.assertEqual(migratable.CPU_MODEL, reason.kind)
+        self.assertIn('pku', reason.detail)
+
+    def test_cpu_is_judged_on_every_host_not_the_first_candidates(self):
+        # max_candidates is 2 and the two emptiest hosts cannot run the
+        # guest's CPU; a fuller third one can.
+        self.cloud.put('a', hosts.host_topology(), rich=False)
+        self.cloud.put('b', hosts.host_topology(), rich=False)
+        self.cloud.put('c', hosts.host_topology(), rich=True)
+        self.cloud.use('c', _request(2))
+        status = self._assess(migratable.Guest('g1', 'src', _request(2),
+                                               guest_cpu=RICH))
+        self.assertEqual((migratable.YES, 'c'),
+                         (status.status, status.witness))
+
+    def test_blockers_answer_no_without_a_search(self):
+        blocker = migratable.Reason(migratable.POLICY, 'pinned by policy')
+        status = self._assess(migratable.Guest(
+            'g1', 'src', _request(2), blockers=(blocker,)))
+        self.assertEqual((migratable.NO, (blocker,)),
+                         (status.status, status.reasons))
+
+
+class TestTracker(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(service_down_time=60)
+        self.cloud = Cloud(hosts.Clock())
+        for name in ('src', 'a', 'b'):
+            self.cloud.put(name, hosts.host_topology())
+        self.tracker = migratable.Tracker(
+            self.cloud.sched, disabled=lambda: self.cloud.disabled)
+
+    def test_new_guests_wait_within_the_budget(self):
+        for n in range(5):
+            self.tracker.guest_changed(
+                migratable.Guest(f'g{n}', 'src', _request(2)))
+        self.assertEqual(5, self.tracker.pending)
+        self.assertEqual(2, len(self.tracker.catch_up(budget=2)))
+        self.assertEqual(3, self.tracker.pending)
+        self.tracker.catch_up()
+        self.assertEqual(0, self.tracker.pending)
+        self.assertEqual({(migratable.YES, ''): 5}, self.tracker.counts())
+
+    def test_a_report_of_another_host_costs_no_selection(self):
+        self.tracker.guest_changed(migratable.Guest('g1', 'src',
+                                                    _request(2)))
+        self.tracker.catch_up()
+        witness = self.tracker.statuses['g1'].witness
+        other = 'b' if witness == 'a' else 'a'
+        assessed = self.tracker.assessed
+        self.cloud.use(other, _request(2))
+        self.tracker.host_changed(other)
+        self.assertEqual(0, self.tracker.pending)
+        self.tracker.catch_up()
+        self.assertEqual(assessed, self.tracker.assessed)
+
+    def test_witness_filled_up_moves_the_answer(self):
+        self.tracker.guest_changed(migratable.Guest('g1', 'src',
+                                                    _request(4)))
+        self.tracker.catch_up()
+        witness = self.tracker.statuses['g1'].witness
+        other = 'b' if witness == 'a' else 'a'
+        # Fill both hosts' cells (two 4-pCPU cells each).
+        for host in (other, witness):
+            self.cloud.use(host, _request(4))
+            self.cloud.use(host, _request(4))
+            self.tracker.host_changed(host)
+        changes = self.tracker.catch_up()
+        self.assertEqual([('g1', migratable.YES, migratable.NO)],
+                         [(u, old.status, new.status)
+                          for u, old, new in changes])
+
+    def test_maintenance_ended_makes_degraded_yes(self):
+        self.cloud.disabled = {'a': 'x', 'b': 'y'}
+        self.tracker.guest_changed(migratable.Guest('g1', 'src',
+                                                    _request(2)))
+        self.tracker.catch_up()
+        self.assertEqual(migratable.DEGRADED,
+                         self.tracker.statuses['g1'].status)
+        del self.cloud.disabled['b']
+        self.tracker.host_changed('b')
+        [(_, old, new)] = self.tracker.catch_up()
+        self.assertEqual((migratable.DEGRADED, migratable.YES, 'b'),
+                         (old.status, new.status, new.witness))
+
+    def test_silent_host_loss_is_found_by_the_sweep(self):
+        self.tracker.guest_changed(migratable.Guest('g1', 'src',
+                                                    _request(2)))
+        self.tracker.catch_up()
+        # Every host but the source stops reporting: no change tells.
+        self.cloud.clock.advance(120)
+        self.cloud.put('src', self.cloud.topologies['src'])
+        self.assertEqual([], self.tracker.catch_up())
+        self.tracker.sweep(1)
+        [(_, _, new)] = self.tracker.catch_up()
+        self.assertEqual(migratable.NO, new.status)
+
+    def test_removed_guest_is_forgotten(self):
+        self.tracker.guest_changed(migratable.Guest('g1', 'src',
+                                                    _request(2)))
+        self.tracker.catch_up()
+        self.assertEqual(migratable.YES,
+                         self.tracker.guest_removed('g1').status)
+        self.assertEqual({}, self.tracker.counts())
+        self.tracker.host_changed('a')
+        self.assertEqual(0, self.tracker.pending)
+
+
+class TestAgainstFullRecompute(base.TestCase):
+    """Generated clouds and changes: after every change and catch-up,
+    each guest's answer is the one a full recompute gives."""
+
+    CASES = 400
+
+    def setUp(self):
+        super().setUp()
+        self.flags(service_down_time=60)
+
+    def _case(self, rnd):
+        cloud = Cloud(hosts.Clock())
+        names = [f'h{n}' for n in range(rnd.randint(2, 5))]
+        for name in names:
+            cloud.put(name, hosts.host_topology(
+                cells=rnd.choice((1, 2)), pcpus=rnd.choice((2, 4)),
+                memory_mb=rnd.choice((2048, 4096))),
+                rich=rnd.random() < 0.6)
+        tracker = migratable.Tracker(cloud.sched,
+                                     disabled=lambda: cloud.disabled,
+                                     budget=rnd.randint(1, 4))
+        guests = []
+        for n in range(rnd.randint(1, 6)):
+            blockers = ()
+            if rnd.random() < 0.1:
+                blockers = (migratable.Reason(migratable.POLICY, 'no'),)
+            # Two guest nodes only where vCPUs and memory split evenly.
+            vcpus = rnd.choice((1, 2, 3, 4))
+            even = vcpus % 2 == 0
+            shape = (vcpus,
+                     rnd.choice((512, 1024, 4096 if even else 3072)),
+                     rnd.random() < 0.7,
+                     rnd.choice((1, 1, 2)) if even else 1,
+                     rnd.random() < 0.4)
+            memory_mb, pinned, nodes, rich = shape[1:]
+            guest = migratable.Guest(
+                f'guest-{n}', rnd.choice(names),
+                _request(vcpus, memory_mb=memory_mb, pinned=pinned,
+                         nodes=nodes),
+                guest_cpu=RICH if rich else None, blockers=blockers,
+                # Half of them share checks with the guests of their shape.
+                kind=shape if rnd.random() < 0.5 else None)
+            guests.append(guest)
+            tracker.guest_changed(guest)
+        return cloud, names, tracker, guests
+
+    def _change(self, rnd, cloud, names, tracker, guests):
+        host = rnd.choice(names)
+        what = rnd.random()
+        if what < 0.4:
+            cloud.use(host, _request(rnd.choice((1, 2, 4)),
+                                     memory_mb=rnd.choice((512, 2048))))
+        elif what < 0.55:
+            cloud.put(host, hosts.host_topology(
+                cells=rnd.choice((1, 2)), pcpus=rnd.choice((2, 4))),
+                rich=cloud.cpus[host])
+        elif what < 0.7:
+            cloud.put(host, cloud.topologies[host],
+                      rich=not cloud.cpus[host])
+        elif what < 0.85:
+            if host in cloud.disabled:
+                del cloud.disabled[host]
+            else:
+                cloud.disabled[host] = 'maintenance'
+        else:
+            # A guest moved to another host.
+            n = rnd.randrange(len(guests))
+            moved = migratable.Guest(
+                guests[n].uuid, host, guests[n].request,
+                guest_cpu=guests[n].guest_cpu, blockers=guests[n].blockers,
+                kind=guests[n].kind)
+            guests[n] = moved
+            tracker.guest_changed(moved)
+            return
+        tracker.host_changed(host)
+
+    def test_equal_to_a_full_recompute(self):
+        rnd = random.Random(20261128)
+        checked = 0
+        for _ in range(self.CASES):
+            cloud, names, tracker, guests = self._case(rnd)
+            for _step in range(rnd.randint(1, 8)):
+                self._change(rnd, cloud, names, tracker, guests)
+                while tracker.pending:
+                    tracker.catch_up()
+                for guest in guests:
+                    full = migratable.assess(cloud.sched, guest,
+                                             cloud.disabled)
+                    kept = tracker.statuses[guest.uuid]
+                    self.assertTrue(
+                        kept.same_answer(full),
+                        f"{guest.uuid}: kept {kept}, full {full}")
+                    checked += 1
+        # The generator reaches every answer.
+        self.assertGreater(checked, 2000)
