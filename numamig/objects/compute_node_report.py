@@ -27,10 +27,11 @@ class ComputeNodeReport(base.NumamigObject):
 
     # Version 1.0 - Release 1: Initial version
     # Version 1.1 - Release 2: migration_guard (the migration guard's
-    #              state); cpu (HostCPU 1.0: the host's CPU)
+    #              state); cpu (HostCPU 1.0: the host's CPU);
+    #              HostNUMATopology 1.1 (PCI devices, cell sockets)
     VERSION = '1.1'
 
-    obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.0')],
+    obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.1')],
                          'cpu': [('1.1', '1.0')]}
 
     fields = {
