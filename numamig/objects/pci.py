@@ -60,6 +60,9 @@ class HostPCIDevice(base.NumamigObject):
     attached to, None where the platform does not say (sysfs -1). A PF
     and its VFs exclude each other: a PF given to a guest takes its VFs
     with it, and a PF with a VF in use cannot be given (numa/pci.py).
+    ``instance_uuid``: the guest whose placed topology holds the
+    function in a topology with usage (numa/usage.py sets and clears it
+    as it does pinned pCPUs), None when free.
     """
 
     # Version 1.0 - Release 2: Initial version
@@ -72,6 +75,7 @@ class HostPCIDevice(base.NumamigObject):
         'dev_type': fields.StringField(default=TYPE_PCI),
         'parent_addr': fields.StringField(nullable=True, default=None),
         'numa_node': fields.IntegerField(nullable=True, default=None),
+        'instance_uuid': fields.StringField(nullable=True, default=None),
     }
 
     def _validate(self):

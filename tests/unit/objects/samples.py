@@ -48,7 +48,8 @@ def host_pci_device(address='0000:81:00.1', numa_node=1):
     """A virtual function of the PF 0000:81:00.0 (an Intel X710)."""
     return objects.HostPCIDevice(
         address=address, vendor_id='8086', product_id='154c',
-        dev_type='type-VF', parent_addr='0000:81:00.0', numa_node=numa_node)
+        dev_type='type-VF', parent_addr='0000:81:00.0', numa_node=numa_node,
+        instance_uuid=uuids.instance if address.endswith('.1') else None)
 
 
 def host_topology():

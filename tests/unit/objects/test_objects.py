@@ -36,7 +36,7 @@ OBJECT_DATA = {
     'HostCPU': '1.0-fae81309717b5ad76608d0a7ca682268',
     'HostNUMACell': '1.1-4321bbe34fd79a5e22d356f6aa0c3eef',
     'HostNUMATopology': '1.1-11faf3b0c4657faa9e196e166e96323a',
-    'HostPCIDevice': '1.0-977be997f55c778909a3e9c26edceeea',
+    'HostPCIDevice': '1.0-4eea3979844a2bdf3f02cec56585cc7a',
     'Instance': '1.1-f5b3572fa251d6fa5e2476a27f63a8dd',
     'InstanceNUMACell': '1.1-cb66a6f23c69d02d82416434b5b57b38',
     # 1.1 is release 2's, unreleased: the pci_* fields joined the
