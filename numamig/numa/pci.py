@@ -28,10 +28,12 @@ vendor and product ids).
 
 import collections
 import fnmatch
+import itertools
 import json
 import typing
 
 from numamig import exception
+from numamig import objects
 from numamig.objects import pci as pci_obj
 
 ALIAS_SPEC_KEY = 'pci_passthrough:alias'
@@ -185,8 +187,6 @@ def requests_of(extra_specs, aliases, guest_policy):
     :param guest_policy: the guest's hw:pci_numa_affinity_policy, or None.
     :raises InvalidNUMASpec: naming the key and what is wrong.
     """
-    from numamig import objects  # noqa: the registry, once loaded
-
     raw = (extra_specs or {}).get(ALIAS_SPEC_KEY)
     if raw is None:
         return []
@@ -226,6 +226,13 @@ def requests_of(extra_specs, aliases, guest_policy):
 # -- usage -----------------------------------------------------------------
 
 
+def held_addresses(host_devices):
+    """The addresses of a topology-with-usage's functions some guest
+    holds (HostPCIDevice.instance_uuid set)."""
+    return frozenset(d.address for d in host_devices
+                     if d.get('instance_uuid') is not None)
+
+
 def used_addresses(placed_topologies):
     """The host functions the guests' placed topologies hold."""
     used = set()
@@ -239,13 +246,15 @@ def used_addresses(placed_topologies):
 
 def unavailable(devices, used):
     """Addresses no new guest may take: the used ones, the VFs of a used
-    PF and the PFs with a used VF."""
+    PF and the PFs with a used VF.
+
+    :param devices: Device tuples (devices_of).
+    """
     blocked = set(used)
     used_pfs = {d.address for d in devices
-                if d.address in used and d.get('dev_type') ==
-                pci_obj.TYPE_PF}
+                if d.address in used and d.dev_type == pci_obj.TYPE_PF}
     for device in devices:
-        parent = device.get('parent_addr')
+        parent = device.parent_addr
         if parent is None:
             continue
         if parent in used_pfs:
@@ -255,13 +264,15 @@ def unavailable(devices, used):
     return blocked
 
 
-def counts_per_node(devices, used):
-    """{node (None: unknown): [total, free]} of a host's functions: what
-    the per-cell usage, ``host show`` and the NRT export read."""
-    blocked = unavailable(devices, used)
+def counts_per_node(host_devices):
+    """{node (None: unknown): [total, free]} of a host's HostPCIDevices
+    (with usage): what the per-cell usage, ``host show`` and the NRT
+    export read."""
+    devices = devices_of(host_devices)
+    blocked = unavailable(devices, held_addresses(host_devices))
     counts = collections.defaultdict(lambda: [0, 0])
     for device in devices:
-        entry = counts[device.get('numa_node')]
+        entry = counts[device.numa_node]
         entry[0] += 1
         if device.address not in blocked:
             entry[1] += 1
@@ -322,6 +333,17 @@ def allowed(policy, device, nodes, sockets, socket_of):
 def choose(devices, blocked, requests, nodes, socket_of):
     """Choose a host function per requested device.
 
+    Each request in turn takes the best-ranked functions its policy
+    allows (on the guest's nodes, then of unknown node, then others;
+    address order within). When that leaves a later request short, which
+    only happens when two aliases can take the same functions or a PF
+    competes with its VFs, an exhaustive search over the requests'
+    choices (SEARCH_BUDGET steps at most) finds an assignment if there is
+    one; so on all but huge cases the answer is exact: the guest gets
+    devices whenever some choice of free functions satisfies every
+    request and policy (tests/unit/numa/test_pci.py holds it against a
+    brute force).
+
     :param devices: Device tuples (devices_of), in address order.
     :param blocked: addresses no new guest may take (unavailable()).
     :param requests: PCIRequests.
@@ -332,25 +354,88 @@ def choose(devices, blocked, requests, nodes, socket_of):
     """
     nodes = frozenset(nodes)
     sockets = {socket_of.get(n) for n in nodes} - {None}
+    free = [d for d in devices if d.address not in blocked]
     taken = set()
     chosen = []
     for request in requests:
-        policy = request.numa_policy
-        free = [d for d in devices if d.address not in blocked
-                and d.address not in taken and matches(request, d)
-                and not _family_taken(d, taken, devices)]
-        fitting = [d for d in free
-                   if allowed(policy, d, nodes, sockets, socket_of)]
-        if policy == pci_obj.POLICY_PREFERRED and \
-                len(fitting) < request.count:
-            fitting = free
-        if len(fitting) < request.count:
-            return None, _shortage(request, free, fitting, nodes, sockets)
-        fitting.sort(key=lambda d: (_rank(d, nodes), d.address))
-        for device in fitting[:request.count]:
+        candidates = _candidates(request, free, taken, devices, nodes,
+                                 sockets, socket_of)
+        if len(candidates) < request.count:
+            break
+        for device in candidates[:request.count]:
             taken.add(device.address)
             chosen.append((request.alias, device.address, device.numa_node))
-    return chosen, None
+    else:
+        return chosen, None
+    found = _search(list(requests), free, devices, nodes, sockets,
+                    socket_of, [SEARCH_BUDGET])
+    if found is not None:
+        return found, None
+    # Why: the first request short when it goes first.
+    for request in requests:
+        candidates = _candidates(request, free, set(), devices, nodes,
+                                 sockets, socket_of)
+        if len(candidates) < request.count:
+            break
+    else:
+        request = requests[-1]
+    matching = [d for d in free if matches(request, d)]
+    fitting = [d for d in matching
+               if allowed(request.numa_policy, d, nodes, sockets,
+                          socket_of)]
+    return None, _shortage(request, matching, fitting, nodes, sockets,
+                           len(requests) > 1)
+
+
+# Steps the exhaustive search may take before it gives up (a step: one
+# combination of functions tried for one request).
+SEARCH_BUDGET = 20000
+
+
+def _candidates(request, free, taken, devices, nodes, sockets, socket_of):
+    """The functions ``request`` may take besides ``taken``, best first."""
+    usable = [d for d in free if d.address not in taken
+              and matches(request, d)
+              and not _family_taken(d, taken, devices)]
+    fitting = [d for d in usable
+               if allowed(request.numa_policy, d, nodes, sockets,
+                          socket_of)]
+    if request.numa_policy == pci_obj.POLICY_PREFERRED and \
+            len(fitting) < request.count:
+        fitting = usable
+    fitting.sort(key=lambda d: (_rank(d, nodes), d.address))
+    return fitting
+
+
+def _search(requests, free, devices, nodes, sockets, socket_of, budget,
+            taken=frozenset()):
+    """Return a full choice [(alias, address, node)] or None."""
+    if not requests:
+        return []
+    request, rest = requests[0], requests[1:]
+    candidates = _candidates(request, free, taken, devices, nodes, sockets,
+                             socket_of)
+    if request.numa_policy == pci_obj.POLICY_PREFERRED:
+        # Any free function will do for feasibility; ranked first.
+        candidates = sorted(
+            [d for d in free if d.address not in taken
+             and matches(request, d)
+             and not _family_taken(d, taken, devices)],
+            key=lambda d: (_rank(d, nodes), d.address))
+    for combination in itertools.combinations(candidates, request.count):
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
+        addresses = {d.address for d in combination}
+        if any(_family_taken(d, addresses - {d.address}, devices)
+               for d in combination):
+            continue
+        tail = _search(rest, free, devices, nodes, sockets, socket_of,
+                       budget, taken | addresses)
+        if tail is not None:
+            return [(request.alias, d.address, d.numa_node)
+                    for d in combination] + tail
+    return None
 
 
 def _rank(device, nodes):
@@ -370,7 +455,7 @@ def _family_taken(device, taken, devices):
     return False
 
 
-def _shortage(request, free, fitting, nodes, sockets):
+def _shortage(request, free, fitting, nodes, sockets, several=False):
     where = ', '.join(str(n) for n in sorted(nodes))
     if request.numa_policy == pci_obj.POLICY_SOCKET:
         place = (f"on the sockets {sorted(sockets)} of host cells {where}"
@@ -382,6 +467,8 @@ def _shortage(request, free, fitting, nodes, sockets):
         place = "anywhere on the host"
     else:
         place = f"on host cells {where} or of unknown node"
+    together = ("; the aliases together cannot be given"
+                if several and len(fitting) >= request.count else '')
     return (f"PCI alias {request.alias} ({request.numa_policy}): needs "
             f"{request.count}, {len(fitting)} free {place} "
-            f"({len(free)} free on the host)")
+            f"({len(free)} free on the host){together}")
