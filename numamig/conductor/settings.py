@@ -17,6 +17,7 @@ from numamig import exception
 from numamig import objects
 from numamig.convergence import policy as convergence
 from numamig.db import queue
+from numamig.numa import pci
 
 
 class VirtioMemSettings(typing.NamedTuple):
@@ -116,6 +117,8 @@ class ConductorSettings:
     sweep_interval: float
     compute_version_cap: str | None
     migration_links: LinkRates
+    # [pci] alias, parsed (numa.pci.parse_aliases): {name: Alias}.
+    pci_aliases: typing.Mapping
 
 
 def from_conf(conf):
@@ -165,7 +168,9 @@ def from_conf(conf):
         compute_version_cap=conf.upgrade_levels.compute,
         migration_links=LinkRates(
             cond.migration_link_rate,
-            types.MappingProxyType(dict(cond.migration_link_rates))))
+            types.MappingProxyType(dict(cond.migration_link_rates))),
+        pci_aliases=types.MappingProxyType(pci.parse_aliases(
+            conf.pci.alias)))
 
 
 def _migration_policies(conf):

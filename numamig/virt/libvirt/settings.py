@@ -145,7 +145,7 @@ class LibvirtSettings:
     migration_guard: guard.GuardSettings | None
     # The [pci] device_spec allow-list (numa.pci.parse_device_spec); ():
     # the host offers no PCI device.
-    pci_device_spec: tuple = ()
+    pci_device_spec: tuple
 
     def __post_init__(self):
         if self.virt_type not in VIRT_TYPES:
