@@ -551,3 +551,49 @@ class FitAgainstBruteForceTest(base.TestCase):
             usage.apply(topology, placed)
         self.assertGreater(fits, cases // 10)
         self.assertLess(fits, cases * 9 // 10)
+
+
+class DryRunDocumentsTest(base.TestCase):
+    """HOST.json and REQUEST.json carry devices and aliases (the dry
+    run, ``numamig-manage numa fit``)."""
+
+    HOST = {'cells': [{'id': 0, 'cpus': '0-3', 'shared': '0-3',
+                       'memory_mb': 4096,
+                       'socket': 0},
+                      {'id': 1, 'cpus': '4-7', 'shared': '4-7',
+                       'memory_mb': 4096,
+                       'socket': 0}],
+            'pci_devices': [{'address': '0000:81:02.0', 'vendor_id': '8086',
+                             'product_id': '154c', 'dev_type': 'type-VF',
+                             'parent_addr': '0000:81:00.0',
+                             'numa_node': 1}]}
+
+    def test_a_device_guest_in_and_out(self):
+        from numamig.numa import hostjson
+        topology = hostjson.host_from_json(self.HOST)
+        again = hostjson.host_to_json(topology)
+        self.assertEqual(0, again['cells'][1]['socket'])
+        self.assertEqual('0000:81:02.0', again['pci_devices'][0]['address'])
+        request, _limits, _size = hostjson.request_from_json({
+            'vcpus': 2, 'memory_mb': 1024,
+            'extra_specs': {'pci_passthrough:alias': 'vf:1',
+                            'hw:pci_numa_affinity_policy': 'required'},
+            'pci_aliases': [{'name': 'vf', 'product_id': '154c'}]})
+        document = hostjson.result_to_json(fit.fit(topology, request))
+        self.assertEqual([{'alias': 'vf', 'address': '0000:81:02.0',
+                           'host_node': 1, 'guest_cell': 0}],
+                         document['pci_devices'])
+        self.assertEqual(1, document['cells'][0]['host_cell'])
+
+    def test_bad_documents_are_named(self):
+        from numamig.numa import hostjson
+        bad = dict(self.HOST, pci_devices=[{'address': '81:02.0',
+                                            'vendor_id': '8086',
+                                            'product_id': '154c'}])
+        self.assertRaisesMessage(exception.InvalidNUMAJSON,
+                                 'pci_devices[0]', hostjson.host_from_json,
+                                 bad)
+        self.assertRaisesMessage(
+            exception.InvalidNUMAJSON, 'pci_aliases',
+            hostjson.request_from_json,
+            {'vcpus': 1, 'memory_mb': 512, 'pci_aliases': [{'name': 1}]})
