@@ -92,7 +92,8 @@ class ComputeManager:
                 version=self.release.compute_api_version)
         self.tracker = resource_tracker.ResourceTracker(
             host, driver, conductor_api, strategy=settings.strategy,
-            unrecorded_claim_timeout=settings.unrecorded_claim_timeout)
+            unrecorded_claim_timeout=settings.unrecorded_claim_timeout,
+            pci_aliases=settings.pci_aliases)
         self.reporter = report.BackgroundReporter(
             host, self._cast_report,
             min_interval=settings.min_change_report_interval)

@@ -79,8 +79,12 @@ class ResourceTracker:
     """Usage of one host: its instances and the move claims it holds."""
 
     def __init__(self, host, driver, conductor_api, strategy,
-                 unrecorded_claim_timeout):
+                 unrecorded_claim_timeout, pci_aliases=None):
         """:param strategy: 'spread' or 'pack', handed to every fit.
+
+        :param pci_aliases: ``[pci] alias`` parsed: what a new guest's
+            pci_passthrough:alias names (a placed guest's requests are
+            recorded with it); None: none configured.
 
         :param unrecorded_claim_timeout: seconds a claim the records do
             not show is kept by the recompute (see the module docstring).
@@ -95,6 +99,7 @@ class ResourceTracker:
         self.driver = driver
         self.conductor_api = conductor_api
         self.strategy = strategy
+        self.pci_aliases = pci_aliases
         # Re-entrant: claims.py holds it around a fit and add_claim().
         self.lock = threading.RLock()
         self._base = None

@@ -8,6 +8,10 @@ own settings are numamig.virt.libvirt.settings.
 """
 
 import dataclasses
+import types
+import typing
+
+from numamig.numa import pci
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +37,8 @@ class ComputeSettings:
         status waits (numamig.compute.patience); None: ``[DEFAULT]
         rpc_response_timeout`` as read at each request.
     :param compute_version_cap: ``[upgrade_levels] compute``; None: none.
+    :param pci_aliases: ``[pci] alias`` parsed (numa.pci.parse_aliases):
+        what a new guest's ``pci_passthrough:alias`` names.
     """
 
     strategy: str
@@ -44,6 +50,7 @@ class ComputeSettings:
     update_resources_interval: float
     status_timeout: float | None
     compute_version_cap: str | None
+    pci_aliases: typing.Mapping
 
 
 def from_conf(conf, status_timeout):
@@ -67,4 +74,6 @@ def from_conf(conf, status_timeout):
         update_resources_interval=compute.update_resources_interval or
         conf.report_interval,
         status_timeout=status_timeout,
-        compute_version_cap=conf.upgrade_levels.compute)
+        compute_version_cap=conf.upgrade_levels.compute,
+        pci_aliases=types.MappingProxyType(pci.parse_aliases(
+            conf.pci.alias)))

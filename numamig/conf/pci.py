@@ -27,8 +27,11 @@ opts = [
         'alias', default=[],
         help="Names flavors ask for PCI devices by (flavor extra spec "
              "pci_passthrough:alias = NAME:COUNT[,NAME:COUNT]), read by "
-             "the conductor. Each value is a JSON object, or a JSON list of "
-             "them, with 'name' (required), 'vendor_id', 'product_id' "
+             "the conductor and the compute agents (give both the same "
+             "list, as Nova's API and compute nodes share theirs): a new "
+             "guest's aliases are resolved where it is created and "
+             "recorded with it. Each value is a JSON object, or a JSON "
+             "list of them, with 'name' (required), 'vendor_id', 'product_id' "
              "(four hex digits), 'device_type' (type-PCI, type-PF or "
              "type-VF; default: any but a PF with VFs in use) and "
              "'numa_policy' (required, legacy, preferred or socket; "

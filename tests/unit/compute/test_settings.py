@@ -22,12 +22,15 @@ class FromConfTest(base.TestCase):
                    min_change_report_interval=0.5, reconcile_interval=11,
                    update_resources_interval=12)
         self.flags(group='upgrade_levels', compute='1.4')
+        self.flags(group='pci', alias=['{"name": "gpu"}'])
         self.assertEqual({
             'strategy': 'pack', 'max_concurrent_live_migrations': 2,
             'unrecorded_claim_timeout': 14, 'min_change_report_interval': 0.5,
             'report_interval': 3, 'reconcile_interval': 11,
             'update_resources_interval': 12, 'status_timeout': 4,
-            'compute_version_cap': '1.4'}, self._made())
+            'compute_version_cap': '1.4',
+            'pci_aliases': {'gpu': ('gpu', None, None, None, None)}},
+            self._made())
 
     def test_unset_intervals_follow_the_report_interval(self):
         self.flags(report_interval=3)
