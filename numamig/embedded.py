@@ -118,6 +118,10 @@ class HostDefinition:
     :param migration: its MigrationSettings (the [libvirt] migration
         options: convergence policies, the modelled pre-copy of its
         emulated migrations); None: as CONF's [libvirt] options say.
+    :param node_file: a test-driver host's node file (a name under
+        etc/numamig/hosts, or a path): its node devices are the host's
+        PCI functions (test-node-pci.xml has some); None: test-node.xml,
+        without any.
     """
 
     name: str
@@ -131,6 +135,7 @@ class HostDefinition:
     migration: lv_settings.MigrationSettings = None
     uri: str = None
     virt_type: str = 'qemu'
+    node_file: str = None
 
     def __post_init__(self):
         if (self.capabilities_file is None) == (self.uri is None):
@@ -148,6 +153,13 @@ class HostDefinition:
             return self.capabilities_file
         return os.path.join(HOSTS_DIR, self.capabilities_file)
 
+    def _node_path(self):
+        if self.node_file is None:
+            return TEST_NODE_FILE
+        if os.path.isabs(self.node_file):
+            return self.node_file
+        return os.path.join(HOSTS_DIR, self.node_file)
+
     def driver(self, state_dir=None):
         """Its driver; the guard's claims file goes in ``state_dir``."""
         # A test-driver host keeps CONF's virt_type; the rest of what
@@ -155,7 +167,7 @@ class HostDefinition:
         real = {'virt_type': self.virt_type} if self.uri else {}
         settings = dataclasses.replace(
             lv_settings.LibvirtSettings.from_conf(CONF),
-            host=self.name, uri=self.uri or f'test://{TEST_NODE_FILE}',
+            host=self.name, uri=self.uri or f'test://{self._node_path()}',
             capabilities_file=self.caps_path(), **real,
             cpu_dedicated_set=_frozen(self.cpu_dedicated_set),
             cpu_shared_set=_frozen(self.cpu_shared_set),

@@ -255,6 +255,14 @@ class InstanceNUMATopology(base.NumamigObject):
                                                  default=[]),
     }
 
+    def _obj_make_obj_compatible(self, primitive, target_version, field):
+        # A child list a manifest's backport already took out (the
+        # message's own pass reaches the object again): nothing to do;
+        # OVO would delete it a second time.
+        if field in ('pci_requests', 'pci_devices') and field not in primitive:
+            return
+        super()._obj_make_obj_compatible(primitive, target_version, field)
+
     def obj_make_compatible(self, primitive, target_version):
         """A 1.0 receiver knows no PCI devices: the fields go (the
         conductor sends no device guest to such a peer)."""
