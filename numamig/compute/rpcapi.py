@@ -89,7 +89,11 @@ OBJECT_VERSIONS = {
                     # listed so that the manifest is complete.
                     MigrationReclaim='1.0', MigrationThreads='1.0',
                     MigrationPrediction='1.0', MigrationConvergence='1.0',
-                    MigrationRecovery='1.0', HostCPU='1.0'),
+                    MigrationRecovery='1.0', HostCPU='1.0',
+                    # PCI passthrough (issue 41).
+                    HostNUMATopology='1.1', HostNUMACell='1.1',
+                    HostPCIDevice='1.0', PCIRequest='1.0',
+                    InstancePCIDevice='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the

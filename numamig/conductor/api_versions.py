@@ -131,7 +131,12 @@ OBJECT_VERSIONS = {
                     # a host's CPU (in ComputeNodeReport 1.1).
                     MigrationReclaim='1.0', MigrationThreads='1.0',
                     MigrationPrediction='1.0', MigrationConvergence='1.0',
-                    MigrationRecovery='1.0', HostCPU='1.0'),
+                    MigrationRecovery='1.0', HostCPU='1.0',
+                    # PCI passthrough (issue 41): host functions in the
+                    # reports, requests and claims in the topologies.
+                    HostNUMATopology='1.1', HostNUMACell='1.1',
+                    HostPCIDevice='1.0', PCIRequest='1.0',
+                    InstancePCIDevice='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the
