@@ -209,6 +209,13 @@ def _device_fit(host_view, hosts, wanted, demands, limits):
     if pci_view is None:
         return None, functools.partial(
             _device_reason, wanted.pci_requests, None, ())
+    prepared = pci.prepare(pci_view.devices, pci_view.blocked,
+                           wanted.pci_requests)
+    short = pci.shortfall(prepared, wanted.pci_requests)
+    if short:
+        # Too few on the whole host: no set of host cells can help.
+        return None, functools.partial(
+            _device_reason, wanted.pci_requests, short, 0)
     usable = sorted(set().union(*table))
     first_why = None
     cell_sets = 0
@@ -223,7 +230,7 @@ def _device_fit(host_view, hosts, wanted, demands, limits):
         nodes = [hosts[position].id for position in chosen_set]
         picked, why = pci.choose(pci_view.devices, pci_view.blocked,
                                  wanted.pci_requests, nodes,
-                                 pci_view.socket_of)
+                                 pci_view.socket_of, prepared)
         if why is None:
             found = tuple((hosts[position], guests[index], demands[index],
                            table[index][position])
@@ -245,6 +252,8 @@ def _device_reason(requests, why, cell_sets):
     if why is None:
         return (f"PCI devices {aliases}: the host has no PCI devices "
                 f"([pci] device_spec admits none)")
+    if not cell_sets:
+        return f"PCI devices {aliases}: {why}"
     return (f"PCI devices {aliases} fit none of the {cell_sets} sets of "
             f"host cells the guest cells fit; on the first: {why}")
 

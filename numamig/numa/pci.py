@@ -330,7 +330,43 @@ def allowed(policy, device, nodes, sockets, socket_of):
     return node is None or node in nodes
 
 
-def choose(devices, blocked, requests, nodes, socket_of):
+class Prepared(typing.NamedTuple):
+    """What every choice for one guest on one host reads, worked out once
+    per fit (a fit tries several sets of host cells): per request the
+    free functions of its kind, and each PF's VFs."""
+
+    devices: tuple
+    per_request: tuple
+    children: dict
+
+
+def prepare(devices, blocked, requests):
+    """Return the Prepared of a guest's ``requests`` on a host's
+    ``devices`` (Device tuples) minus ``blocked``."""
+    free = [d for d in devices if d.address not in blocked]
+    children = {}
+    for device in devices:
+        if device.parent_addr is not None:
+            children.setdefault(device.parent_addr, []).append(
+                device.address)
+    return Prepared(tuple(devices),
+                    tuple([d for d in free if matches(request, d)]
+                          for request in requests), children)
+
+
+def shortfall(prepared, requests):
+    """Why no set of host cells can give the devices (a request with
+    fewer free functions of its kind on the whole host than it asks),
+    or None."""
+    for request, usable in zip(requests, prepared.per_request, strict=True):
+        if len(usable) < request.count:
+            return (f"PCI alias {request.alias} ({request.numa_policy}): "
+                    f"needs {request.count}, {len(usable)} free on the "
+                    f"host")
+    return None
+
+
+def choose(devices, blocked, requests, nodes, socket_of, prepared=None):
     """Choose a host function per requested device.
 
     Each request in turn takes the best-ranked functions its policy
@@ -349,37 +385,47 @@ def choose(devices, blocked, requests, nodes, socket_of):
     :param requests: PCIRequests.
     :param nodes: the host cell ids the guest's cells were placed on.
     :param socket_of: {host cell id: socket or None}.
+    :param prepared: prepare()'s answer for these devices, blocked and
+        requests (a fit makes it once for all the sets it tries).
     :returns: ([(alias, address, node)] in request order, None) or
         (None, why not).
     """
+    if prepared is None:
+        prepared = prepare(devices, blocked, requests)
     nodes = frozenset(nodes)
     sockets = {socket_of.get(n) for n in nodes} - {None}
-    free = [d for d in devices if d.address not in blocked]
     taken = set()
     chosen = []
-    for request in requests:
-        candidates = _candidates(request, free, taken, devices, nodes,
-                                 sockets, socket_of)
+    alone = True
+    for index, request in enumerate(requests):
+        candidates = _candidates(request, prepared.per_request[index], taken,
+                                 prepared.children, nodes, sockets,
+                                 socket_of)
         if len(candidates) < request.count:
             break
+        alone = False
         for device in candidates[:request.count]:
             taken.add(device.address)
             chosen.append((request.alias, device.address, device.numa_node))
     else:
         return chosen, None
-    found = _search(list(requests), free, devices, nodes, sockets,
-                    socket_of, [SEARCH_BUDGET])
+    # The first request short with nothing taken yet cannot be helped by
+    # any other choice: no search.
+    found = None if alone else _search(
+        list(enumerate(requests)), prepared, nodes, sockets, socket_of,
+        [SEARCH_BUDGET])
     if found is not None:
         return found, None
     # Why: the first request short when it goes first.
-    for request in requests:
-        candidates = _candidates(request, free, set(), devices, nodes,
-                                 sockets, socket_of)
+    for index, request in enumerate(requests):
+        candidates = _candidates(request, prepared.per_request[index], set(),
+                                 prepared.children, nodes, sockets,
+                                 socket_of)
         if len(candidates) < request.count:
             break
     else:
-        request = requests[-1]
-    matching = [d for d in free if matches(request, d)]
+        index, request = len(requests) - 1, requests[-1]
+    matching = prepared.per_request[index]
     fitting = [d for d in matching
                if allowed(request.numa_policy, d, nodes, sockets,
                           socket_of)]
@@ -392,46 +438,46 @@ def choose(devices, blocked, requests, nodes, socket_of):
 SEARCH_BUDGET = 20000
 
 
-def _candidates(request, free, taken, devices, nodes, sockets, socket_of):
-    """The functions ``request`` may take besides ``taken``, best first."""
-    usable = [d for d in free if d.address not in taken
-              and matches(request, d)
-              and not _family_taken(d, taken, devices)]
-    fitting = [d for d in usable
-               if allowed(request.numa_policy, d, nodes, sockets,
-                          socket_of)]
-    if request.numa_policy == pci_obj.POLICY_PREFERRED and \
-            len(fitting) < request.count:
+def _candidates(request, usable, taken, children, nodes, sockets,
+                socket_of, every=False):
+    """The functions ``request`` may take besides ``taken``, best first
+    (``every``: all its kind allows, for preferred's search)."""
+    usable = [d for d in usable if d.address not in taken
+              and not _family_taken(d, taken, children)]
+    if every:
         fitting = usable
+    else:
+        fitting = [d for d in usable
+                   if allowed(request.numa_policy, d, nodes, sockets,
+                              socket_of)]
+        if request.numa_policy == pci_obj.POLICY_PREFERRED and \
+                len(fitting) < request.count:
+            fitting = usable
     fitting.sort(key=lambda d: (_rank(d, nodes), d.address))
     return fitting
 
 
-def _search(requests, free, devices, nodes, sockets, socket_of, budget,
+def _search(requests, prepared, nodes, sockets, socket_of, budget,
             taken=frozenset()):
     """Return a full choice [(alias, address, node)] or None."""
     if not requests:
         return []
-    request, rest = requests[0], requests[1:]
-    candidates = _candidates(request, free, taken, devices, nodes, sockets,
-                             socket_of)
-    if request.numa_policy == pci_obj.POLICY_PREFERRED:
-        # Any free function will do for feasibility; ranked first.
-        candidates = sorted(
-            [d for d in free if d.address not in taken
-             and matches(request, d)
-             and not _family_taken(d, taken, devices)],
-            key=lambda d: (_rank(d, nodes), d.address))
+    (index, request), rest = requests[0], requests[1:]
+    # Preferred: any free function will do for feasibility (ranked).
+    candidates = _candidates(
+        request, prepared.per_request[index], taken, prepared.children,
+        nodes, sockets, socket_of,
+        every=request.numa_policy == pci_obj.POLICY_PREFERRED)
     for combination in itertools.combinations(candidates, request.count):
         budget[0] -= 1
         if budget[0] < 0:
             return None
         addresses = {d.address for d in combination}
-        if any(_family_taken(d, addresses - {d.address}, devices)
+        if any(_family_taken(d, addresses - {d.address}, prepared.children)
                for d in combination):
             continue
-        tail = _search(rest, free, devices, nodes, sockets, socket_of,
-                       budget, taken | addresses)
+        tail = _search(rest, prepared, nodes, sockets, socket_of, budget,
+                       taken | addresses)
         if tail is not None:
             return [(request.alias, d.address, d.numa_node)
                     for d in combination] + tail
@@ -444,14 +490,13 @@ def _rank(device, nodes):
     return 1 if device.numa_node is None else 2
 
 
-def _family_taken(device, taken, devices):
+def _family_taken(device, taken, children):
     """Whether taking ``device`` conflicts with one taken already (its
-    PF, or one of its VFs)."""
+    PF, or one of its VFs); ``children``: {PF address: VF addresses}."""
     if device.parent_addr is not None:
         return device.parent_addr in taken
     if device.dev_type == pci_obj.TYPE_PF:
-        return any(d.parent_addr == device.address and d.address in taken
-                   for d in devices)
+        return any(vf in taken for vf in children.get(device.address, ()))
     return False
 
 

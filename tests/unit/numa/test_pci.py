@@ -445,8 +445,18 @@ class DeviceFitTest(base.TestCase):
         self.assertFalse(found.fits)
         found = fit.fit(topology, guest(requests=[request(count=2)]))
         self.assertFalse(found.fits)
+        self.assertEqual('PCI devices vf:2: PCI alias vf (legacy): needs 2, '
+                         '1 free on the host', found.reason)
+        self.assertEqual(frozenset({'pci-devices'}),
+                         fit.refusal_reasons(found))
+        split = host(devices=[device('0000:81:00.1', 0),
+                              device('0000:81:00.2', 1)])
+        found = fit.fit(split, guest(requests=[request(
+            count=2, policy='required')]))
         self.assertIn('PCI devices vf:2 fit none of the 2 sets of host '
-                      'cells', found.reason)
+                      'cells the guest cells fit; on the first: PCI alias vf '
+                      '(required): needs 2, 1 free on host cells 0 (2 free '
+                      'on the host)', found.reason)
         self.assertEqual(frozenset({'pci-devices'}),
                          fit.refusal_reasons(found))
         found = fit.fit(host(), guest(requests=[request()]))
