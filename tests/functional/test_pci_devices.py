@@ -26,18 +26,37 @@ class PCIDeviceGuestTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
         self.flags(group='pci', device_spec=[SPEC], alias=[ALIAS])
+        shared = frozenset({0, 8, 4, 12})
         hosts = (embedded.HostDefinition(
             'host-a', 'numa-2cell-a.xml', node_file='test-node-pci.xml',
-            cpu_shared_set=frozenset({0, 8, 4, 12})),)
+            cpu_shared_set=shared),
+            # Emptier (spread would take it first), without devices.
+            embedded.HostDefinition('host-b', 'numa-2cell-b.xml',
+                                    cpu_shared_set=shared))
         self.dep = self.useFixture(deployment.DeploymentFixture(
             'fake', hosts)).deployment
         self.api, self.ctxt = self.dep.api, self.dep.context
 
-    def create(self, specs):
+    def create(self, specs, host='host-a'):
         uuid = uuidutils.generate_uuid()
         return self.api.instance_create(self.ctxt, objects.Instance(
             uuid=uuid, name=f'guest-{uuid[:8]}', project_id='demo',
-            vcpus=2, memory_mb=1024, extra_specs=specs), 'host-a')
+            vcpus=2, memory_mb=1024, extra_specs=specs), host)
+
+    def test_the_scheduler_takes_the_host_with_the_devices(self):
+        specs = {'pci_passthrough:alias': 'vf:2',
+                 'hw:pci_numa_affinity_policy': 'preferred'}
+        created = self.create(specs, host=None)
+        record = self.api.instance_get(self.ctxt, created.uuid)
+        self.assertEqual('host-a', record.host)
+        self.assertEqual(['0000:81:02.0', '0000:81:02.1'],
+                         [d.address for d in
+                          record.numa_topology.pci_devices])
+        # Both VFs held: the next one finds no host, and says why.
+        error = self.assertRaises(exception.NumamigException, self.create,
+                                  specs, None)
+        self.assertIn('host-a', str(error))
+        self.assertIn('needs 2, 0 free on the host', str(error))
 
     def test_required_vf_places_the_guest_on_its_node(self):
         specs = {'hw:cpu_policy': 'dedicated',
