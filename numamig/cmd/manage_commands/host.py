@@ -103,7 +103,8 @@ class HostCommands:
                     claims=[_claim_entry(c) for c in claims],
                     virtio_mem={str(node): entry for node, entry in
                                 sorted(devices.items())},
-                    pci_devices=_pci_entries(report.topology))
+                    pci_devices=_pci_entries(report.topology),
+                    pci_per_node=_pci_per_node(report.topology))
         common.print_output(data, output_format,
                             lambda d: _print_show(d, report))
         return common.EXIT_OK
@@ -647,7 +648,7 @@ def _print_show(data, report):
               f"{len(cpu['custom_models'])} usable models")
     for line in pictures.host_lines(report.topology):
         print(f"  {line}")
-    _print_pci(data['pci_devices'])
+    _print_pci(data['pci_devices'], data['pci_per_node'])
     for node, entry in data['virtio_mem'].items():
         print(f"  node {node}: virtio-mem {entry['devices']} devices, "
               f"reclaimable {entry['reclaimable_mb']} MiB, growable "
@@ -703,11 +704,25 @@ def _pci_entries(topology):
              'free': d.address not in blocked} for d in host_devices]
 
 
-def _print_pci(entries):
+def _pci_per_node(topology):
+    """{node ('-': unknown): {'total', 'free'}} of the host's functions:
+    what each cell offers guests asking for devices."""
+    from numamig.numa import pci
+    counts = pci.counts_per_node(topology.get('pci_devices') or ())
+    return {('-' if node is None else str(node)): {'total': total,
+                                                   'free': free}
+            for node, (total, free) in sorted(
+                counts.items(), key=lambda item: (item[0] is None,
+                                                  item[0] or 0))}
+
+
+def _print_pci(entries, per_node):
     if not entries:
         return
     free = sum(1 for e in entries if e['free'])
-    print(f"PCI devices ({len(entries)}, {free} free):")
+    print(f"PCI devices ({len(entries)}, {free} free; per node free/total: "
+          + ', '.join(f"{node}: {c['free']}/{c['total']}"
+                      for node, c in per_node.items()) + "):")
     for e in entries:
         node = '-' if e['numa_node'] is None else e['numa_node']
         pf = f" of {e['parent_addr']}" if e['parent_addr'] else ''

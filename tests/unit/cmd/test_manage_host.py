@@ -64,12 +64,16 @@ class ManageHostTestCase(cli_base.CLITestCase):
         self.add_report('cn1', topology=topology)
         code, out, _ = self.run_cli('host', 'show', 'cn1')
         self.assertEqual(0, code)
-        self.assertIn('PCI devices (4, 2 free):', out)
+        self.assertIn('PCI devices (4, 2 free; per node free/total: 1: 1/3, '
+                      '-: 1/1):', out)
         self.assertIn('0000:81:02.0 8086:154c type-VF of 0000:81:00.0 node '
                       '1: held by g1', out)
         self.assertIn('0000:81:00.0 8086:1572 type-PF node 1: blocked', out)
         self.assertIn('0000:05:00.0 10de:20b5 type-PCI node -: free', out)
         _, out, _ = self.run_cli('host', 'show', 'cn1', '--format', 'json')
+        self.assertEqual({'1': {'total': 3, 'free': 1},
+                          '-': {'total': 1, 'free': 1}},
+                         json.loads(out)['pci_per_node'])
         entries = json.loads(out)['pci_devices']
         self.assertEqual([False, False, True, True],
                          [e['free'] for e in entries])
