@@ -93,7 +93,7 @@ class ComputeManager:
         self.tracker = resource_tracker.ResourceTracker(
             host, driver, conductor_api, strategy=settings.strategy,
             unrecorded_claim_timeout=settings.unrecorded_claim_timeout,
-            pci_aliases=settings.pci_aliases)
+            pci_alias=settings.pci_alias)
         self.reporter = report.BackgroundReporter(
             host, self._cast_report,
             min_interval=settings.min_change_report_interval)

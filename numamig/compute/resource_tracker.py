@@ -37,6 +37,7 @@ import time
 from oslo_log import log as logging
 
 from numamig import exception
+from numamig.numa import pci
 from numamig.numa import usage
 from numamig.objects import fields
 
@@ -79,12 +80,13 @@ class ResourceTracker:
     """Usage of one host: its instances and the move claims it holds."""
 
     def __init__(self, host, driver, conductor_api, strategy,
-                 unrecorded_claim_timeout, pci_aliases=None):
+                 unrecorded_claim_timeout, pci_alias):
         """:param strategy: 'spread' or 'pack', handed to every fit.
 
-        :param pci_aliases: ``[pci] alias`` parsed: what a new guest's
+        :param pci_alias: ``[pci] alias`` entries: what a new guest's
             pci_passthrough:alias names (a placed guest's requests are
-            recorded with it); None: none configured.
+            recorded with it).
+        :raises InvalidConfiguration: an entry does not parse.
 
         :param unrecorded_claim_timeout: seconds a claim the records do
             not show is kept by the recompute (see the module docstring).
@@ -99,7 +101,7 @@ class ResourceTracker:
         self.driver = driver
         self.conductor_api = conductor_api
         self.strategy = strategy
-        self.pci_aliases = pci_aliases
+        self.pci_aliases = pci.parse_aliases(pci_alias)
         # Re-entrant: claims.py holds it around a fit and add_claim().
         self.lock = threading.RLock()
         self._base = None

@@ -8,10 +8,6 @@ own settings are numamig.virt.libvirt.settings.
 """
 
 import dataclasses
-import types
-import typing
-
-from numamig.numa import pci
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +33,9 @@ class ComputeSettings:
         status waits (numamig.compute.patience); None: ``[DEFAULT]
         rpc_response_timeout`` as read at each request.
     :param compute_version_cap: ``[upgrade_levels] compute``; None: none.
-    :param pci_aliases: ``[pci] alias`` parsed (numa.pci.parse_aliases):
-        what a new guest's ``pci_passthrough:alias`` names.
+    :param pci_alias: ``[pci] alias`` as configured (the resource
+        tracker parses it, numa.pci.parse_aliases): what a new guest's
+        ``pci_passthrough:alias`` names.
     """
 
     strategy: str
@@ -50,7 +47,7 @@ class ComputeSettings:
     update_resources_interval: float
     status_timeout: float | None
     compute_version_cap: str | None
-    pci_aliases: typing.Mapping
+    pci_alias: tuple
 
 
 def from_conf(conf, status_timeout):
@@ -75,5 +72,4 @@ def from_conf(conf, status_timeout):
         conf.report_interval,
         status_timeout=status_timeout,
         compute_version_cap=conf.upgrade_levels.compute,
-        pci_aliases=types.MappingProxyType(pci.parse_aliases(
-            conf.pci.alias)))
+        pci_alias=tuple(conf.pci.alias))

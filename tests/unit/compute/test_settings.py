@@ -29,7 +29,7 @@ class FromConfTest(base.TestCase):
             'report_interval': 3, 'reconcile_interval': 11,
             'update_resources_interval': 12, 'status_timeout': 4,
             'compute_version_cap': '1.4',
-            'pci_aliases': {'gpu': ('gpu', None, None, None, None)}},
+            'pci_alias': ('{"name": "gpu"}',)},
             self._made())
 
     def test_unset_intervals_follow_the_report_interval(self):
