@@ -34,6 +34,7 @@ from numamig import exception
 from numamig import objects
 from numamig.numa import constraints
 from numamig.numa import fit
+from numamig.numa import pci
 from numamig.numa import views
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -332,6 +333,68 @@ def target_lines(corpus_ours, corpus_nova, sweep_cases, sweep_ours):
     return lines
 
 
+# A guest with PCI devices fits within this much per call (objects mode)
+# on every case of the device sweep: a scheduler fitting it on a few
+# hundred hosts stays within tens of milliseconds.
+DEVICE_TARGET_US = 2000
+
+
+def device_sweep():
+    """Guests with PCI devices (issue 41): hosts of 2/4/8 cells with an
+    SR-IOV NIC of 8 VFs per cell (a PF each), a 2-node guest asking for
+    2 VFs under each policy, fitting, and not fitting (4 VFs required
+    while the guest's nodes hold only 2 free each: every set of host
+    cells is tried and refused)."""
+    cases = []
+    for cells in (2, 4, 8):
+        host = make_host(cells, 8)
+        devices = []
+        for cell in range(cells):
+            pf = f'0000:{0x80 + cell:02x}:00.0'
+            devices.append(objects.HostPCIDevice(
+                address=pf, vendor_id='8086', product_id='1572',
+                dev_type='type-PF', numa_node=cell))
+            for function in range(8):
+                devices.append(objects.HostPCIDevice(
+                    address=f'0000:{0x80 + cell:02x}:02.{function}',
+                    vendor_id='8086', product_id='154c', dev_type='type-VF',
+                    parent_addr=pf, numa_node=cell,
+                    instance_uuid='other' if function >= 2 else None))
+        host.pci_devices = devices
+        for cell in host.cells:
+            cell.socket = cell.id // 2
+        for policy in ('required', 'legacy', 'preferred', 'socket'):
+            for count, label in ((2, 'fit'), (5, 'nofit')):
+                request = constraints.get_numa_request(
+                    4, 4096, {'hw:numa_nodes': '2',
+                              'hw:cpu_policy': 'dedicated',
+                              'pci_passthrough:alias': f'vf:{count}',
+                              'hw:pci_numa_affinity_policy': policy},
+                    {}, {'vf': pci.Alias('vf', '8086', '154c', 'type-VF',
+                                         None)})
+                if policy == 'preferred' and label == 'nofit':
+                    count = 2 * cells + 1
+                    request.pci_requests[0].count = count
+                cases.append((f"{cells}n/{policy}/{label}", host, request,
+                              None))
+    return cases
+
+
+def report_devices(cases, ours):
+    """Print the device sweep and return whether its target was met."""
+    worst = 0.0
+    for index, (label, *_) in enumerate(cases):
+        timed = ours[index]['us']
+        worst = max(worst, timed['objects'])
+        print(f"{label:<22} objects {timed['objects']:7.1f} us decision "
+              f"{timed['decision']:7.1f} us fits {ours[index]['fits']}")
+    met = worst < DEVICE_TARGET_US
+    print(f"target: a guest with PCI devices < {DEVICE_TARGET_US} us in "
+          f"every device case (objects mode): worst {worst:.1f} us, "
+          f"{'met' if met else 'NOT met'}")
+    return met
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--cases', type=int, default=300)
@@ -352,6 +415,11 @@ def main(argv=None):
     parser.add_argument('--nova-max-perms', type=int, default=200000,
                         help="Skip Nova on cases with more host-cell "
                              "permutations than this.")
+    parser.add_argument('--devices', action='store_true',
+                        help="Also time guests with PCI devices (a sweep "
+                             "of hosts with SR-IOV VFs and the four "
+                             "affinity policies); exit 1 when one takes "
+                             "DEVICE_TARGET_US or more.")
     args = parser.parse_args(argv)
     print(f"clock: {args.clock}; per case, the median of {args.repeats} "
           f"samples of {args.number} calls each, per call")
@@ -371,6 +439,12 @@ def main(argv=None):
     for line in target_lines(results['corpus'][1], results['corpus'][2],
                              results['sweep'][0], results['sweep'][1]):
         print(line)
+    if args.devices:
+        cases = device_sweep()
+        ours = [time_case(h, r, lim, args.number, args.repeats,
+                          CLOCKS[args.clock]) for _, h, r, lim in cases]
+        if not report_devices(cases, ours):
+            return 1
     return 0
 
 

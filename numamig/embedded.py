@@ -122,6 +122,10 @@ class HostDefinition:
         CPUPowerSettings: strategy, dedicated set, sysfs root: a test
         gives each host a tree of its own); None: as CONF's [compute]
         options say.
+    :param node_file: a test-driver host's node file (a name under
+        etc/numamig/hosts, or a path): its node devices are the host's
+        PCI functions (test-node-pci.xml has some); None: test-node.xml,
+        without any.
     """
 
     name: str
@@ -136,6 +140,7 @@ class HostDefinition:
     uri: str = None
     virt_type: str = 'qemu'
     cpu_power: object = None
+    node_file: str = None
 
     def __post_init__(self):
         if (self.capabilities_file is None) == (self.uri is None):
@@ -153,6 +158,13 @@ class HostDefinition:
             return self.capabilities_file
         return os.path.join(HOSTS_DIR, self.capabilities_file)
 
+    def _node_path(self):
+        if self.node_file is None:
+            return TEST_NODE_FILE
+        if os.path.isabs(self.node_file):
+            return self.node_file
+        return os.path.join(HOSTS_DIR, self.node_file)
+
     def driver(self, state_dir=None):
         """Its driver; the guard's claims file goes in ``state_dir``."""
         # A test-driver host keeps CONF's virt_type; the rest of what
@@ -160,7 +172,7 @@ class HostDefinition:
         real = {'virt_type': self.virt_type} if self.uri else {}
         settings = dataclasses.replace(
             lv_settings.LibvirtSettings.from_conf(CONF),
-            host=self.name, uri=self.uri or f'test://{TEST_NODE_FILE}',
+            host=self.name, uri=self.uri or f'test://{self._node_path()}',
             capabilities_file=self.caps_path(), **real,
             cpu_dedicated_set=_frozen(self.cpu_dedicated_set),
             cpu_shared_set=_frozen(self.cpu_shared_set),

@@ -63,7 +63,7 @@ def move_claim(tracker, conductor, ctxt, instance, migration, limits,
     existing = tracker.get_claim(migration.uuid)
     if existing is not None:
         return existing
-    request = instance_request.numa_request(instance)
+    request = instance_request.numa_request(instance, tracker.pci_aliases)
     if request is None:
         return None
     with tracker.lock:
@@ -128,7 +128,7 @@ def instance_claim(tracker, instance, limits):
     :returns: the Instance with host and numa_topology set (a copy).
     :raises MigrationPreCheckError: the guest does not fit here.
     """
-    request = instance_request.numa_request(instance)
+    request = instance_request.numa_request(instance, tracker.pci_aliases)
     placed_instance = instance.obj_clone()
     placed_instance.host = tracker.host
     with tracker.lock:

@@ -99,7 +99,7 @@ class ComputeManager:
         self.tracker = resource_tracker.ResourceTracker(
             host, driver, conductor_api, strategy=settings.strategy,
             unrecorded_claim_timeout=settings.unrecorded_claim_timeout,
-            power=self.cpu_power)
+            power=self.cpu_power, pci_alias=settings.pci_alias)
         self.reporter = report.BackgroundReporter(
             host, self._cast_report,
             min_interval=settings.min_change_report_interval)

@@ -38,6 +38,7 @@ from oslo_log import log as logging
 
 from numamig import exception
 from numamig.compute import cpu_power
+from numamig.numa import pci
 from numamig.numa import usage
 from numamig.objects import fields
 
@@ -80,8 +81,13 @@ class ResourceTracker:
     """Usage of one host: its instances and the move claims it holds."""
 
     def __init__(self, host, driver, conductor_api, strategy,
-                 unrecorded_claim_timeout, power=None):
+                 unrecorded_claim_timeout, pci_alias, power=None):
         """:param strategy: 'spread' or 'pack', handed to every fit.
+
+        :param pci_alias: ``[pci] alias`` entries: what a new guest's
+            pci_passthrough:alias names (a placed guest's requests are
+            recorded with it).
+        :raises InvalidConfiguration: an entry does not parse.
 
         :param unrecorded_claim_timeout: seconds a claim the records do
             not show is kept by the recompute (see the module docstring).
@@ -103,6 +109,7 @@ class ResourceTracker:
         self.conductor_api = conductor_api
         self.strategy = strategy
         self.power = power
+        self.pci_aliases = pci.parse_aliases(pci_alias)
         # Re-entrant: claims.py holds it around a fit and add_claim().
         self.lock = threading.RLock()
         self._base = None

@@ -69,6 +69,9 @@ class ComputeSettings:
         thresholds, as numamig.numa.locality.Policy's keyword arguments.
     :param locality_interval: seconds between the watch's looks.
     :param proc_root: where the watch finds QEMU processes.
+    :param pci_alias: ``[pci] alias`` as configured (the resource
+        tracker parses it, numa.pci.parse_aliases): what a new guest's
+        ``pci_passthrough:alias`` names.
     """
 
     strategy: str
@@ -84,6 +87,7 @@ class ComputeSettings:
     locality: dict
     locality_interval: float
     proc_root: str
+    pci_alias: tuple
 
 
 def from_conf(conf, status_timeout):
@@ -111,7 +115,8 @@ def from_conf(conf, status_timeout):
         cpu_power=cpu_power_from_conf(conf),
         locality=locality_policy(conf.locality),
         locality_interval=conf.locality.interval,
-        proc_root=conf.locality.proc_root)
+        proc_root=conf.locality.proc_root,
+        pci_alias=tuple(conf.pci.alias))
 
 
 def locality_policy(group):

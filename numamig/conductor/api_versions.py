@@ -135,7 +135,12 @@ OBJECT_VERSIONS = {
                     MigrationPrediction='1.0', MigrationConvergence='1.0',
                     MigrationRecovery='1.0', HostCPU='1.0',
                     CPUPowerState='1.0', CPUPowerCell='1.0',
-                    HostLocality='1.0', GuestLocality='1.0'),
+                    HostLocality='1.0', GuestLocality='1.0',
+                    # PCI passthrough (issue 41): host functions in the
+                    # reports, requests and claims in the topologies.
+                    HostNUMATopology='1.1', HostNUMACell='1.1',
+                    HostPCIDevice='1.0', PCIRequest='1.0',
+                    InstancePCIDevice='1.0'),
 }
 
 # Objects an uncapped client sends older than their newest version (the

@@ -43,14 +43,15 @@ class Resident(typing.NamedTuple):
     pagesize_kb: int = None
 
 
-def request_of(vcpus, memory_mb, extra_specs):
-    """The unplaced InstanceNUMATopology of a guest of these specs.
+def request_of(vcpus, memory_mb, extra_specs, pci_aliases=None):
+    """The unplaced InstanceNUMATopology of a guest of these specs
+    (``pci_aliases``: [pci] alias, for its pci_passthrough:alias).
 
     :raises InvalidNUMARequest: the specs make no valid request.
     :raises Invalid: they make no NUMA request at all.
     """
     request = constraints.get_numa_request(vcpus, memory_mb, extra_specs,
-                                           {})
+                                           {}, pci_aliases)
     if request is None:
         raise exception.Invalid(
             reason="the specs ask for no NUMA characteristic (no pinned "
@@ -94,7 +95,8 @@ def plan(worker, vcpus, memory_mb, extra_specs, hosts=None, max_moves=3):
     # key would otherwise be dropped and the room made for another guest.
     specs.check(extra_specs, {}, worker.settings.foreign_numa_specs,
                 worker.settings.migration_policies)
-    request = request_of(vcpus, memory_mb, extra_specs)
+    request = request_of(vcpus, memory_mb, extra_specs,
+                         worker.settings.pci_aliases)
     records.sync_reports(worker)
     for host in hosts or ():
         worker.cache.get(host)

@@ -17,6 +17,7 @@ from numamig import exception
 from numamig import objects
 from numamig.convergence import policy as convergence
 from numamig.db import queue
+from numamig.numa import pci
 
 
 class VirtioMemSettings(typing.NamedTuple):
@@ -121,6 +122,8 @@ class ConductorSettings:
     migration_links: LinkRates
     live_migratable_interval: float
     live_migratable_budget: int
+    # [pci] alias, parsed (numa.pci.parse_aliases): {name: Alias}.
+    pci_aliases: typing.Mapping
 
 
 def from_conf(conf):
@@ -172,7 +175,9 @@ def from_conf(conf):
             cond.migration_link_rate,
             types.MappingProxyType(dict(cond.migration_link_rates))),
         live_migratable_interval=cond.live_migratable_interval,
-        live_migratable_budget=cond.live_migratable_budget)
+        live_migratable_budget=cond.live_migratable_budget,
+        pci_aliases=types.MappingProxyType(pci.parse_aliases(
+            conf.pci.alias)))
 
 
 def _migration_policies(conf):

@@ -100,9 +100,11 @@ UNREAD = {
 # whose primitives ``host_reports`` reads (numamig.objects; a unit test
 # keeps each the class's current version). A report stored at any other
 # version is read through numamig.db, which knows how to load it.
+# HostNUMATopology and HostNUMACell 1.1 only add fields host list does
+# not read (PCI devices, sockets).
 REPORT_VERSIONS = {'ComputeNodeReport': ('1.0', '1.1'),
-                   'HostNUMATopology': ('1.0',),
-                   'HostNUMACell': ('1.0',),
+                   'HostNUMATopology': ('1.0', '1.1'),
+                   'HostNUMACell': ('1.0', '1.1'),
                    'NUMAPagesTopology': ('1.0',)}
 # The JSON columns whose model field turns every value of every entry
 # into a string (ListOfDictOfNullableStringsField) or every item into one

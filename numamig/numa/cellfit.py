@@ -60,8 +60,10 @@ DEDICATED_PCPUS = 'dedicated-pcpus'
 CPU_THREADS = 'cpu-threads'
 SHARED_CPUS = 'shared-cpus'
 CELLS = 'cells'
+# The guest's PCI devices fit no set of host cells its cells fit.
+PCI_DEVICES = 'pci-devices'
 REASONS = (HUGE_PAGES, MEMORY, DEDICATED_PCPUS, CPU_THREADS, SHARED_CPUS,
-           CELLS)
+           CELLS, PCI_DEVICES)
 # (words of a check's template, the reason), first match wins: every
 # template the checks return is named by one (tests/unit/numa checks it
 # on generated refusals).

@@ -10,6 +10,7 @@ values involved; nothing here reads configuration or the host.
 
 from numamig import exception
 from numamig import objects
+from numamig.numa import pci
 from numamig.numa import specs as specs_mod
 from numamig.numa import vmem
 from numamig.objects import fields
@@ -46,11 +47,18 @@ class _Setting:
         return self.value is not None
 
 
-def get_numa_request(vcpus, memory_mb, extra_specs, image_properties):
+def get_numa_request(vcpus, memory_mb, extra_specs, image_properties,
+                     pci_aliases=None):
     """Return the guest's unplaced InstanceNUMATopology, or None.
 
     None means the guest asks for no NUMA characteristic at all: no guest
-    nodes, no page size and no pinned vCPU. The inputs are not modified.
+    nodes, no page size, no pinned vCPU and no PCI device. The inputs are
+    not modified. A guest asking for PCI devices (flavor key
+    ``pci_passthrough:alias``) and nothing else gets one guest node: its
+    devices' policy is about the host node it runs on.
+
+    :param pci_aliases: {name: numa.pci.Alias} of ``[pci] alias``, or
+        None when none are configured (a guest naming one is refused).
 
     :param vcpus: number of vCPUs of the flavor.
     :param memory_mb: memory of the flavor in MiB.
@@ -72,7 +80,10 @@ def get_numa_request(vcpus, memory_mb, extra_specs, image_properties):
     nodes = settings['numa_nodes']
     explicit_split = any(settings['cells'])
     device = vmem.device_request(settings)
-    if not (nodes or page or pinned or explicit_split or device):
+    pci_policy = settings['pci_numa_affinity_policy'].value
+    pci_requests = pci.requests_of(flavor, pci_aliases, pci_policy)
+    if not (nodes or page or pinned or explicit_split or device
+            or pci_requests):
         return None
     split = _split(settings, vcpus, memory_mb)
     cells = [_cell(i, vcpus_i, mem_i, settings, dedicated, realtime,
@@ -80,7 +91,9 @@ def get_numa_request(vcpus, memory_mb, extra_specs, image_properties):
              for i, (vcpus_i, mem_i) in enumerate(split)]
     emulator = settings['emulator_threads_policy'].value if pinned else None
     return objects.InstanceNUMATopology(
-        cells=cells, emulator_threads_policy=emulator)
+        cells=cells, emulator_threads_policy=emulator,
+        pci_requests=pci_requests,
+        pci_numa_affinity_policy=pci_policy if pci_requests else None)
 
 
 def _check_size(name, value, maximum):

@@ -36,6 +36,7 @@ from numamig import exception
 from numamig.numa import cellfit
 from numamig.numa import distance
 from numamig.numa import matching
+from numamig.numa import pci
 from numamig.numa import placed
 from numamig.numa import result
 from numamig.numa import views
@@ -86,7 +87,13 @@ def fit(host_topology, request, limits=None, strategy='spread',
     hosts = host_view.order(strategy)
     demands = wanted.demands(pagesize_kb)
     limits = views.limits_view(limits)
-    if len(demands) == 1:
+    picked = None
+    if wanted.pci_requests:
+        found, failure = _device_fit(host_view, hosts, wanted, demands,
+                                     limits)
+        if not failure:
+            found, picked = found
+    elif len(demands) == 1:
         found, failure = _first_fit(hosts, wanted.guests[0], demands[0],
                                     limits)
     else:
@@ -95,7 +102,7 @@ def fit(host_topology, request, limits=None, strategy='spread',
     if failure:
         return result.FitResult(False, reason=failure)
     return result.FitResult(True, placement=functools.partial(
-        _placement, wanted, found), distance=functools.partial(
+        _placement, wanted, found, picked), distance=functools.partial(
         _distance, host_view, found))
 
 
@@ -113,6 +120,8 @@ def refusal_reasons(found):
         _guest, hosts, outcomes = deferred.args
         if hosts:
             return frozenset(cellfit.reason_of(why) for why, _ in outcomes)
+    if func is _device_reason:
+        return frozenset((cellfit.PCI_DEVICES,))
     return frozenset((cellfit.CELLS,))
 
 
@@ -129,10 +138,11 @@ def _check_parameters(strategy, pagesize_kb):
             reason="must be a power of two of at least 4 KiB")
 
 
-def _placement(wanted, found):
+def _placement(wanted, found, picked=None):
     """Return the placed.Placement of the guest cells on the host cells
     ``found``: (host cell view, guest cell view, demand, page size) each,
-    or a _Nearest giving them.
+    or a _Nearest giving them; ``picked``: the PCI functions chosen
+    ((alias, address, node) each), None for a guest without devices.
 
     The pCPUs are chosen here, when someone reads the placement: check()
     passing for each pair means the choice succeeds.
@@ -142,8 +152,15 @@ def _placement(wanted, found):
     for host, guest, demand, pagesize in found:
         cells.append(cellfit.place(host, guest, demand, pagesize,
                                    demand.pinned - len(guest.pcpuset)))
+    devices = None
+    if picked is not None:
+        guest_of = {host.id: guest.id for host, guest, _d, _s in found}
+        devices = placed.PlacedPCI(
+            wanted.pci_requests, wanted.pci_policy,
+            tuple((alias, address, node, guest_of.get(node))
+                  for alias, address, node in picked))
     return placed.Placement(wanted.instance_uuid, tuple(cells),
-                            wanted.emulator_threads_policy)
+                            wanted.emulator_threads_policy, devices)
 
 
 def _distance(host_view, found):
@@ -169,6 +186,76 @@ def _distance(host_view, found):
         why = "the only fitting set of host cells"
     return Distance(cost, excess,
                     f"host cells {ids}: distance cost {cost} ({why})")
+
+
+def _device_fit(host_view, hosts, wanted, demands, limits):
+    """Choose host cells for a guest with PCI requests, and its devices:
+    return (((host, guest, demand, page size) per guest cell, picked),
+    None) or (None, why not, deferred).
+
+    Which host cells the guest may take depends on its devices'
+    policies, so the sets of host cells the guest cells fit are tried in
+    the strategy's order (the lexicographic order of their positions;
+    for a guest of one cell, exactly first-fit's order), each with the
+    first matching of the guest cells onto it, and the first set whose
+    nodes let numa.pci.choose find every device wins. At most MAX_SETS
+    sets are tried (C(12, 6) = 924 on a 12-cell host).
+    """
+    guests = wanted.guests
+    table, failure = _fit_table(hosts, guests, demands, limits, {})
+    if failure:
+        return None, failure
+    pci_view = host_view.pci
+    if pci_view is None:
+        return None, functools.partial(
+            _device_reason, wanted.pci_requests, None, ())
+    prepared = pci.prepare(pci_view.devices, pci_view.blocked,
+                           wanted.pci_requests)
+    short = pci.shortfall(prepared, wanted.pci_requests)
+    if short:
+        # Too few on the whole host: no set of host cells can help.
+        return None, functools.partial(
+            _device_reason, wanted.pci_requests, short, 0)
+    usable = sorted(set().union(*table))
+    first_why = None
+    cell_sets = 0
+    for chosen_set in itertools.islice(
+            itertools.combinations(usable, len(guests)), MAX_SETS):
+        allowed = frozenset(chosen_set)
+        chosen, violation = matching.first_perfect_matching(
+            [[p for p in row if p in allowed] for row in table], len(hosts))
+        if violation:
+            continue
+        cell_sets += 1
+        nodes = [hosts[position].id for position in chosen_set]
+        picked, why = pci.choose(pci_view.devices, pci_view.blocked,
+                                 wanted.pci_requests, nodes,
+                                 pci_view.socket_of, prepared)
+        if why is None:
+            found = tuple((hosts[position], guests[index], demands[index],
+                           table[index][position])
+                          for index, position in enumerate(chosen))
+            return (found, picked), None
+        if first_why is None:
+            first_why = why
+    if not cell_sets:
+        chosen, violation = matching.first_perfect_matching(
+            [list(row) for row in table], len(hosts))
+        return None, functools.partial(_hall_reason, violation, guests,
+                                       hosts)
+    return None, functools.partial(_device_reason, wanted.pci_requests,
+                                   first_why, cell_sets)
+
+
+def _device_reason(requests, why, cell_sets):
+    aliases = ', '.join(f"{r.alias}:{r.count}" for r in requests)
+    if why is None:
+        return (f"PCI devices {aliases}: the host has no PCI devices "
+                f"([pci] device_spec admits none)")
+    if not cell_sets:
+        return f"PCI devices {aliases}: {why}"
+    return (f"PCI devices {aliases} fit none of the {cell_sets} sets of "
+            f"host cells the guest cells fit; on the first: {why}")
 
 
 def _first_fit(hosts, guest, demand, limits):

@@ -7,18 +7,25 @@ documents the formats. Bad input raises InvalidNUMAJSON naming the path
 of the field.
 """
 
+import json
+
 from numamig import cpuspec
 from numamig import exception
 from numamig import objects
 from numamig.numa import constraints
+from numamig.numa import pci
 from numamig.numa import specs as specs_mod
 
 _CELL_KEYS = {'id', 'cpus', 'dedicated', 'shared', 'siblings', 'memory_mb',
+              'socket',
               'memory_usage_mb', 'pinned', 'cpu_usage', 'pages', 'distances'}
 _POOL_KEYS = {'size_kb', 'total', 'used', 'reserved'}
 _REQUEST_KEYS = {'vcpus', 'memory_mb', 'extra_specs', 'image_properties',
+                 'pci_aliases',
                  'limits', 'pagesize_kb'}
 _LIMIT_KEYS = {'cpu_allocation_ratio', 'ram_allocation_ratio'}
+_DEVICE_KEYS = {'address', 'vendor_id', 'product_id', 'dev_type',
+                'parent_addr', 'numa_node', 'instance_uuid'}
 
 
 def _bad(what, where, reason):
@@ -61,12 +68,22 @@ def host_from_json(data):
 
     :raises InvalidNUMAJSON: naming the field, e.g. ``cells[1].pages[0]``.
     """
-    _object('host', '$', data, {'cells'}, required=('cells',))
+    _object('host', '$', data, {'cells', 'pci_devices'},
+            required=('cells',))
     if not isinstance(data['cells'], list):
         raise _bad('host', 'cells', "must be a list of cells")
     cells = [_cell_from_json(f"cells[{i}]", cell)
              for i, cell in enumerate(data['cells'])]
-    topology = objects.HostNUMATopology(cells=cells)
+    devices = data.get('pci_devices', [])
+    if not isinstance(devices, list) or len(devices) > \
+            pci.MAX_HOST_DEVICES:
+        raise _bad('host', 'pci_devices',
+                   f"must be a list of at most {pci.MAX_HOST_DEVICES} "
+                   f"devices")
+    topology = objects.HostNUMATopology(
+        cells=cells, pci_devices=[
+            _device_from_json(f"pci_devices[{i}]", device)
+            for i, device in enumerate(devices)])
     try:
         return topology.validate()
     except exception.ObjectValidationError as exc:
@@ -106,7 +123,19 @@ def _cell_from_json(where, data):
         mempages=[_pool_from_json(f"{where}.pages[{i}]", pool)
                   for i, pool in enumerate(pools)],
         distances=_distances(f"{where}.distances",
-                             data.get('distances', {})))
+                             data.get('distances', {})),
+        socket=(None if data.get('socket') is None else
+                _integer('host', f"{where}.socket", data['socket'])))
+
+
+def _device_from_json(where, data):
+    _object('host', where, data, _DEVICE_KEYS,
+            required=('address', 'vendor_id', 'product_id'))
+    try:
+        return objects.HostPCIDevice(**data).validate()
+    except (ValueError, TypeError,
+            exception.ObjectValidationError) as exc:
+        raise _bad('host', where, str(exc))
 
 
 def _distances(where, data):
@@ -128,8 +157,9 @@ def _pool_from_json(where, data):
 
 
 def host_to_json(topology):
-    """Return the HOST.json document of a HostNUMATopology."""
-    return {'cells': [{
+    """Return the HOST.json document of a HostNUMATopology (sockets and
+    PCI devices only where the host has them)."""
+    document = {'cells': [{
         'id': cell.id,
         'cpus': cpuspec.format_cpu_spec(cell.all_cpus),
         'dedicated': cpuspec.format_cpu_spec(cell.pcpuset),
@@ -143,6 +173,14 @@ def host_to_json(topology):
                   for pool in cell.mempages],
         'distances': {str(k): v for k, v in sorted(cell.distances.items())},
     } for cell in topology.cells]}
+    for cell, entry in zip(topology.cells, document['cells'], strict=True):
+        if cell.get('socket') is not None:
+            entry['socket'] = cell.socket
+    if topology.get('pci_devices'):
+        document['pci_devices'] = [
+            {key: device.get(key) for key in sorted(_DEVICE_KEYS)}
+            for device in topology.pci_devices]
+    return document
 
 
 def request_from_json(data, foreign_specs=(), policies=None):
@@ -181,9 +219,18 @@ def request_from_json(data, foreign_specs=(), policies=None):
         pagesize = _integer('request', 'pagesize_kb', pagesize, minimum=4)
     specs_mod.check(specs['extra_specs'], specs['image_properties'],
                     foreign_specs, policies)
+    aliases = data.get('pci_aliases')
+    if aliases is not None:
+        if not isinstance(aliases, list):
+            raise _bad('request', 'pci_aliases',
+                       "must be a list of [pci] alias objects")
+        try:
+            aliases = pci.parse_aliases([json.dumps(aliases)])
+        except exception.InvalidConfiguration as exc:
+            raise _bad('request', 'pci_aliases', str(exc))
     request = constraints.get_numa_request(
         data['vcpus'], data['memory_mb'], specs['extra_specs'],
-        specs['image_properties'])
+        specs['image_properties'], aliases)
     return request, limits, pagesize
 
 
@@ -193,7 +240,7 @@ def result_to_json(result):
         return {'fits': False, 'reason': result.reason}
     placed = result.topology
     realtime = sorted(set().union(*(c.realtime_vcpus for c in placed.cells)))
-    return {
+    document = {
         'fits': True,
         'emulator_threads_policy': placed.emulator_threads_policy,
         'realtime_vcpus': realtime,
@@ -202,6 +249,13 @@ def result_to_json(result):
         'cells': [_placed_cell_json(cell) for cell in placed.cells],
         'distance': distance_json(result.distance),
     }
+    if placed.pci_devices:
+        # Only for a guest with devices: other answers stay as they were.
+        document['pci_devices'] = [
+            {'alias': d.alias, 'address': d.address,
+             'host_node': d.host_node, 'guest_cell': d.guest_cell}
+            for d in placed.pci_devices]
+    return document
 
 
 def distance_json(found):

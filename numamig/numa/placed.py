@@ -38,11 +38,42 @@ def instance_cell(guest, host_cell, pagesize, pins, reserved):
         virtio_mem_current_mb=guest.virtio_mem_current_mb)
 
 
-def instance_topology(instance_uuid, cells, emulator_threads_policy):
-    """Return a placed InstanceNUMATopology of the given cells."""
+def instance_topology(instance_uuid, cells, emulator_threads_policy,
+                      pci=None):
+    """Return a placed InstanceNUMATopology of the given cells.
+
+    :param pci: the request's (pci_requests, pci_numa_affinity_policy)
+        and the claimed InstancePCIDevices, as a PlacedPCI, or None for
+        a guest without devices.
+    """
+    if pci is None:
+        requests, policy, devices = [], None, []
+    else:
+        requests = [request.obj_clone() for request in pci.requests]
+        policy = pci.policy
+        devices = [pci_device(*held) for held in pci.devices]
     return _build_topology(
         instance_uuid=instance_uuid, cells=cells,
-        emulator_threads_policy=emulator_threads_policy)
+        emulator_threads_policy=emulator_threads_policy,
+        pci_requests=requests, pci_numa_affinity_policy=policy,
+        pci_devices=devices)
+
+
+def pci_device(alias, address, host_node, guest_cell):
+    """Return the InstancePCIDevice of one claimed host function."""
+    return objects.InstancePCIDevice(alias=alias, address=address,
+                                     host_node=host_node,
+                                     guest_cell=guest_cell)
+
+
+class PlacedPCI(typing.NamedTuple):
+    """The PCI side of a placement: the request's PCIRequests and
+    policy, and per claimed function (alias, address, host node, guest
+    cell) in request order."""
+
+    requests: tuple
+    policy: str | None
+    devices: tuple
 
 
 class PlacedCell(typing.NamedTuple):
@@ -68,6 +99,7 @@ class Placement(typing.NamedTuple):
     instance_uuid: str | None
     cells: tuple
     emulator_threads_policy: str | None
+    pci: PlacedPCI | None = None
 
     def topology(self):
         """Return a new placed InstanceNUMATopology.
@@ -81,4 +113,4 @@ class Placement(typing.NamedTuple):
                            None if cell.reserved is None
                            else set(cell.reserved))
              for cell in self.cells],
-            self.emulator_threads_policy)
+            self.emulator_threads_policy, self.pci)

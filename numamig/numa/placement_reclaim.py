@@ -219,7 +219,8 @@ def _fits_after(host, wanted, args, entries, steps):
     node = entries[0].node
     cells = [cell.used(set(), -freed, 0, pages) if cell.id == node else cell
              for cell in host.cells]
-    return fit.fit(views.HostView.of_cells(cells), wanted, **args).fits
+    return fit.fit(views.HostView.of_cells(cells, host.pci), wanted,
+                   **args).fits
 
 
 def _least(host, wanted, args, entries, most_mb, max_total_mb, max_loss_mb):
@@ -306,4 +307,5 @@ def _fits_freed(host, wanted, args, node, mib, sizes):
     pages = {size: -(mib * 1024 // size) for size in sizes}
     cells = [cell.used(set(), -mib, 0, pages) if cell.id == node else cell
              for cell in host.cells]
-    return fit.fit(views.HostView.of_cells(cells), wanted, **args).fits
+    return fit.fit(views.HostView.of_cells(cells, host.pci), wanted,
+                   **args).fits

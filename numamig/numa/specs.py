@@ -15,6 +15,7 @@ from numamig import exception
 from numamig import pagesize
 from numamig.objects import fields
 from numamig.objects import instance_numa
+from numamig.objects import pci
 
 # Page-size requests by name, as operators write them.
 PAGE_SIZE_NAMES = {
@@ -82,6 +83,13 @@ SPECS = (
          per_cell=True),
     Spec('numa_mem', 'hw:numa_mem', 'hw_numa_mem', 'int',
          "Memory in MiB of guest node N (hw:numa_mem.N).", per_cell=True),
+    Spec('pci_numa_affinity_policy', 'hw:pci_numa_affinity_policy',
+         'hw_pci_numa_affinity_policy', 'choice',
+         "Where the guest's PCI devices (pci_passthrough:alias) must be: "
+         "on its host nodes (required), there or of unknown node "
+         "(legacy), there if possible (preferred), on their sockets "
+         "(socket). Default: each alias' numa_policy, else legacy.",
+         choices=pci.NUMA_POLICIES),
     # virtio-mem: the flavor's only (memory is the operator's to size).
     Spec('virtio_mem_size', 'hw:virtio_mem_size', None, 'int',
          "Give every guest NUMA node a virtio-mem device of this many MiB "

@@ -16,6 +16,7 @@ import collections
 from numamig import exception
 from numamig import objects
 from numamig.numa import pages
+from numamig.numa import pci
 from numamig.numa import pinning
 from numamig.numa import vmem
 from numamig.objects import fields
@@ -24,15 +25,16 @@ _APPLY, _RELEASE = 1, -1
 
 
 def apply(host_topology, placed):
-    """Return a new HostNUMATopology with ``placed`` using its cells.
+    """Return a new HostNUMATopology with ``placed`` using its cells (and
+    the PCI functions its placed topology holds).
 
     :raises UsageConflict: a subclass naming the host cell and the pCPUs
         or pages: a pin already taken or outside the dedicated set, pages
         the pool does not have free, a host cell that does not exist.
     """
-    cells = _private_cells(host_topology)
-    _change(cells, placed, _APPLY)
-    return _topology(host_topology, cells)
+    cells, devices = _private(host_topology)
+    _change(cells, devices, placed, _APPLY)
+    return _topology(host_topology, cells, devices)
 
 
 def release(host_topology, placed):
@@ -41,9 +43,9 @@ def release(host_topology, placed):
     :raises UsageConflict: (UsageNotHeld) when the host does not record
         what ``placed`` claims to hold.
     """
-    cells = _private_cells(host_topology)
-    _change(cells, placed, _RELEASE)
-    return _topology(host_topology, cells)
+    cells, devices = _private(host_topology)
+    _change(cells, devices, placed, _RELEASE)
+    return _topology(host_topology, cells, devices)
 
 
 def host_with_usage(host_topology, placed_topologies, on_conflict=None):
@@ -58,15 +60,15 @@ def host_with_usage(host_topology, placed_topologies, on_conflict=None):
         raised.
     :raises UsageConflict: as apply() does, when ``on_conflict`` is None.
     """
-    cells = _private_cells(host_topology)
+    cells, devices = _private(host_topology)
     for placed in placed_topologies:
         try:
-            _change(cells, placed, _APPLY)
+            _change(cells, devices, placed, _APPLY)
         except exception.UsageConflict as exc:
             if on_conflict is None:
                 raise
             on_conflict(placed, exc)
-    return _topology(host_topology, cells)
+    return _topology(host_topology, cells, devices)
 
 
 def cleared(host_topology):
@@ -74,23 +76,31 @@ def cleared(host_topology):
     what the host would offer were every guest gone (pages the host
     reserves for itself stay reserved).
     """
-    cells = _private_cells(host_topology)
+    cells, devices = _private(host_topology)
     for cell in cells.values():
         cell.pinned_cpus = set()
         cell.memory_usage_mb = 0
         cell.cpu_usage = 0
         for pool in cell.mempages:
             pool.used = 0
-    return _topology(host_topology, cells)
+    for device in devices.values():
+        device.instance_uuid = None
+    return _topology(host_topology, cells, devices)
 
 
-def _private_cells(host_topology):
-    return {cell.id: cell.obj_clone() for cell in host_topology.cells}
+def _private(host_topology):
+    """Private copies of the host's cells {id: cell} and PCI functions
+    {address: device}."""
+    return ({cell.id: cell.obj_clone() for cell in host_topology.cells},
+            {device.address: device.obj_clone()
+             for device in host_topology.get('pci_devices') or ()})
 
 
-def _topology(host_topology, cells):
+def _topology(host_topology, cells, devices):
     return objects.HostNUMATopology(
-        cells=[cells[cell.id] for cell in host_topology.cells])
+        cells=[cells[cell.id] for cell in host_topology.cells],
+        pci_devices=[devices[device.address] for device in
+                     host_topology.get('pci_devices') or ()])
 
 
 class CellDemand:
@@ -126,8 +136,9 @@ class CellDemand:
         self.floating += floating
 
 
-def _change(cells, placed, sign):
-    """Check the whole guest against ``cells``, then change them."""
+def _change(cells, devices, placed, sign):
+    """Check the whole guest against ``cells`` and ``devices``, then
+    change them."""
     demands = {}
     for guest in placed.cells:
         host_cell = guest.get('host_cell')
@@ -141,8 +152,47 @@ def _change(cells, placed, sign):
                     cells[host_cell], guest)
     pools = {host_cell: _check_cell(cells[host_cell], demand, sign)
              for host_cell, demand in demands.items()}
+    held = _check_devices(devices, placed, sign)
     for host_cell, demand in demands.items():
         _change_cell(cells[host_cell], demand, pools[host_cell], sign)
+    holder = (placed.get('instance_uuid') or HOLDER_UNNAMED
+              if sign == _APPLY else None)
+    for device in held:
+        device.instance_uuid = holder
+
+
+# The holder recorded for a placed topology without an instance uuid (a
+# request fitted for a plan or a dry run).
+HOLDER_UNNAMED = 'unnamed'
+
+
+def _check_devices(devices, placed, sign):
+    """Return the host functions ``placed`` holds, checked: each known,
+    free (apply: its PF or VFs too) or held (release)."""
+    addresses = [held.address for held in placed.get('pci_devices') or ()]
+    if not addresses:
+        return []
+    unknown = sorted(a for a in addresses if a not in devices)
+    if unknown:
+        raise exception.UsageConflict(
+            cell=None, reason=f"PCI devices {unknown} are not devices of "
+                              f"this host")
+    if sign == _RELEASE:
+        free = sorted(a for a in addresses
+                      if devices[a].get('instance_uuid') is None)
+        if free:
+            raise exception.UsageNotHeld(
+                cell=None, what=f"PCI devices {free}",
+                reason="no guest holds them")
+        return [devices[a] for a in addresses]
+    taken = sorted(set(addresses) & pci.unavailable(
+        pci.devices_of(devices.values()),
+        pci.held_addresses(devices.values())))
+    if taken:
+        raise exception.UsageConflict(
+            cell=None, reason=f"PCI devices {taken} are used (or their PF "
+                              f"or VFs are)")
+    return [devices[a] for a in addresses]
 
 
 def _add_demand(demand, cell, guest):

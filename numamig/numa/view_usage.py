@@ -41,8 +41,30 @@ def apply(host_view, placement):
         _add(demands.setdefault(cell.id, usage.CellDemand()), cell, placed)
     changed = {cell_id: _used(by_id[cell_id], demand)
                for cell_id, demand in demands.items()}
-    return views.HostView.of_cells(changed.get(cell.id, cell)
-                                   for cell in host_view.cells)
+    return views.HostView.of_cells(
+        (changed.get(cell.id, cell) for cell in host_view.cells),
+        _pci_used(host_view.pci, placement))
+
+
+def _pci_used(pci_view, placement):
+    """The host's PCIView with the placement's devices held, checked as
+    usage.apply checks them."""
+    devices = placement.pci.devices if placement.pci else ()
+    if not devices:
+        return pci_view
+    addresses = {address for _alias, address, _node, _cell in devices}
+    known = set() if pci_view is None else {
+        d.address for d in pci_view.devices}
+    if addresses - known:
+        raise exception.UsageConflict(
+            cell=None, reason=f"PCI devices {sorted(addresses - known)} "
+                              f"are not devices of this host")
+    if addresses & pci_view.blocked:
+        raise exception.UsageConflict(
+            cell=None, reason=f"PCI devices "
+                              f"{sorted(addresses & pci_view.blocked)} are "
+                              f"used (or their PF or VFs are)")
+    return pci_view.with_used(addresses)
 
 
 def _add(demand, cell, placed):

@@ -23,6 +23,7 @@ from numamig import exception
 from numamig.numa import cellfit
 from numamig.numa import distance
 from numamig.numa import pages
+from numamig.numa import pci
 from numamig.numa import pinning
 from numamig.objects import base
 from numamig.objects import fields
@@ -139,13 +140,14 @@ class HostView(_View):
     cells in the order a fit tries them, worked out once per strategy.
     """
 
-    __slots__ = ('cells', '_orders', '_uniform', '_between')
+    __slots__ = ('cells', '_orders', '_uniform', '_between', 'pci')
 
     def __init__(self, host_topology):
         self.cells = tuple(CellView(cell) for cell in host_topology.cells)
         self._orders = {}
         self._uniform = None
         self._between = None
+        self.pci = PCIView.of_host(host_topology)
 
     def uniform(self):
         """Whether every pair of the host's cells is equally far apart
@@ -168,15 +170,17 @@ class HostView(_View):
         return self._between
 
     @classmethod
-    def of_cells(cls, cells):
+    def of_cells(cls, cells, pci=None):
         """Return a HostView of the given CellViews (in that order):
         what view_usage makes after a placement, and what a plan makes
-        of a host with some cells left out."""
+        of a host with some cells left out. ``pci``: its PCIView (None:
+        no devices)."""
         view = cls.__new__(cls)
         view.cells = tuple(cells)
         view._orders = {}
         view._uniform = None
         view._between = None
+        view.pci = pci
         return view
 
     def order(self, strategy):
@@ -195,6 +199,41 @@ class HostView(_View):
                 return (-free, -memory, -headroom), cell.id
         order = self._orders[strategy] = tuple(sorted(self.cells, key=key))
         return order
+
+
+class PCIView:
+    """A host's PCI functions as a device fit reads them.
+
+    ``devices``: pci.Device tuples in address order; ``used``: the
+    addresses guests hold; ``blocked``: those no new guest may take
+    (pci.unavailable); ``socket_of``: {host cell id: socket or None}.
+    """
+
+    __slots__ = ('devices', 'used', 'blocked', 'socket_of')
+
+    def __init__(self, devices, used, socket_of):
+        self.devices = devices
+        self.used = frozenset(used)
+        self.blocked = frozenset(pci.unavailable(devices, self.used))
+        self.socket_of = socket_of
+
+    @classmethod
+    def of_host(cls, host_topology):
+        """The PCIView of a HostNUMATopology with usage, or None for a
+        host without devices (the fit of a device-less guest reads
+        nothing of it)."""
+        host_devices = host_topology.get('pci_devices')
+        if not host_devices:
+            return None
+        return cls(pci.devices_of(host_devices),
+                   pci.held_addresses(host_devices),
+                   {cell.id: cell.get('socket')
+                    for cell in host_topology.cells})
+
+    def with_used(self, addresses):
+        """A new PCIView with ``addresses`` held too."""
+        return PCIView(self.devices, self.used | set(addresses),
+                       self.socket_of)
 
 
 class GuestView:
@@ -220,7 +259,7 @@ class RequestView(_View):
     """
 
     __slots__ = ('instance_uuid', 'emulator_threads_policy', 'guests',
-                 '_demands')
+                 '_demands', 'pci_requests', 'pci_policy')
 
     def __init__(self, request):
         if request is None or not request.cells:
@@ -233,6 +272,9 @@ class RequestView(_View):
         self.guests = tuple(sorted((GuestView(cell) for cell in request.cells),
                                    key=lambda cell: cell.id))
         self._demands = {}
+        # PCIRequests (objects) and the guest's policy; () for most.
+        self.pci_requests = tuple(request.get('pci_requests') or ())
+        self.pci_policy = request.get('pci_numa_affinity_policy')
 
     def demands(self, pagesize_kb=None):
         """Return each guest cell's Demand, with ``pagesize_kb`` (a page

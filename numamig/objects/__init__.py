@@ -28,3 +28,6 @@ from numamig.objects.migration_satellites import MigrationPrediction  # noqa
 from numamig.objects.migration_satellites import MigrationReclaim  # noqa
 from numamig.objects.migration_satellites import MigrationRecovery  # noqa
 from numamig.objects.migration_satellites import MigrationThreads  # noqa
+from numamig.objects.pci import HostPCIDevice  # noqa: F401
+from numamig.objects.pci import InstancePCIDevice  # noqa: F401
+from numamig.objects.pci import PCIRequest  # noqa: F401

@@ -40,10 +40,11 @@ class ComputeNodeReport(base.NumamigObject):
     # Version 1.1 - Release 2: migration_guard (the migration guard's
     #              state); cpu (HostCPU 1.0: the host's CPU); cpu_power
     #              (CPUPowerState 1.0: pCPUs powered down per cell);
-    #              locality (HostLocality 1.0: the locality watch)
+    #              locality (HostLocality 1.0: the locality watch);
+    #              HostNUMATopology 1.1 (PCI devices, cell sockets)
     VERSION = '1.1'
 
-    obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.0')],
+    obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.1')],
                          'cpu': [('1.1', '1.0')],
                          'cpu_power': [('1.1', '1.0')],
                          'locality': [('1.1', '1.0')]}

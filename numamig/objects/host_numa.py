@@ -5,6 +5,7 @@ it; the NUMA engine (numa/) derives new topologies from it, never editing
 one in place.
 """
 
+from oslo_utils import versionutils
 from oslo_versionedobjects import fields
 
 from numamig.objects import base
@@ -61,12 +62,16 @@ class HostNUMACell(base.NumamigObject):
     the subset of ``pcpuset`` already taken. ``siblings`` lists SMT
     thread groups (only CPUs of this cell). ``cpu_usage`` counts floating
     vCPUs placed on the shared set; ``memory_usage_mb`` memory claimed.
+    ``socket`` is the physical package the cell's CPUs are on (libvirt's
+    ``socket_id``; None where unknown): the 'socket' PCI NUMA affinity
+    policy reads it.
     """
 
-    # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.0 - Release 1: Initial version
+    # Version 1.1 - Release 2: socket (the 'socket' PCI affinity policy)
+    VERSION = '1.1'
 
-    obj_relationships = {'mempages': [('1.0', '1.0')]}
+    obj_relationships = {'mempages': [('1.0', '1.0'), ('1.1', '1.0')]}
 
     fields = {
         'id': fields.IntegerField(),
@@ -80,7 +85,18 @@ class HostNUMACell(base.NumamigObject):
         'mempages': fields.ListOfObjectsField('NUMAPagesTopology',
                                               default=[]),
         'distances': nm_fields.IntToIntField(default={}),
+        'socket': fields.IntegerField(nullable=True, default=None),
     }
+
+    def obj_make_compatible(self, primitive, target_version):
+        """A 1.0 receiver knows no sockets: the 'socket' PCI policy is
+        refused by a peer that cannot read them anyway."""
+        super().obj_make_compatible(primitive, target_version)
+        if versionutils.convert_version_to_tuple(target_version) < (1, 1):
+            primitive.pop('socket', None)
+
+    def obj_version_needed(self):
+        return self.VERSION if self.get('socket') is not None else '1.0'
 
     # The set fields are oslo.versionedobjects' coerced sets, whose
     # operators coerce every element of the result again: a report's
@@ -104,7 +120,7 @@ class HostNUMACell(base.NumamigObject):
 
     def _validate(self):
         base.require_nonnegative(self, 'id', 'memory_mb', 'memory_usage_mb',
-                                 'cpu_usage')
+                                 'cpu_usage', 'socket')
         shared, dedicated = set(self.cpuset), set(self.pcpuset)
         if any(cpu < 0 for cpu in shared) or any(cpu < 0 for cpu in
                                                  dedicated):
@@ -143,16 +159,49 @@ class HostNUMACell(base.NumamigObject):
 
 @base.register
 class HostNUMATopology(base.NumamigObject):
-    """All NUMA cells of a host."""
+    """All NUMA cells of a host, and the PCI functions it can pass through.
 
-    # Version 1.0: Initial version
-    VERSION = '1.0'
+    ``pci_devices``: HostPCIDevice each (objects/pci.py), the functions
+    the ``[pci] device_spec`` allow-list admits, in address order; which
+    are used is derived from the guests' placements (numa/pci.py).
+    """
 
-    obj_relationships = {'cells': [('1.0', '1.0')]}
+    # Version 1.0 - Release 1: Initial version
+    # Version 1.1 - Release 2: pci_devices (HostPCIDevice 1.0);
+    #              HostNUMACell 1.1 (socket)
+    VERSION = '1.1'
+
+    obj_relationships = {'cells': [('1.0', '1.0'), ('1.1', '1.1')],
+                         'pci_devices': [('1.1', '1.0')]}
 
     fields = {
         'cells': fields.ListOfObjectsField('HostNUMACell', default=[]),
+        'pci_devices': fields.ListOfObjectsField('HostPCIDevice',
+                                                 default=[]),
     }
+
+    def _obj_make_obj_compatible(self, primitive, target_version, field):
+        # A child list a manifest's backport already took out (the
+        # message's own pass reaches the object again): nothing to do;
+        # OVO would delete it a second time.
+        if field in ('pci_devices',) and field not in primitive:
+            return
+        super()._obj_make_obj_compatible(primitive, target_version, field)
+
+    def obj_make_compatible(self, primitive, target_version):
+        """A 1.0 receiver knows no devices: a host reporting to it is
+        taken as having none (it schedules no device guest anyway)."""
+        super().obj_make_compatible(primitive, target_version)
+        if versionutils.convert_version_to_tuple(target_version) < (1, 1):
+            primitive.pop('pci_devices', None)
+
+    def obj_version_needed(self):
+        """1.0 for a host without devices and sockets: an older peer
+        loses nothing of it."""
+        if self.get('pci_devices') or any(
+                cell.get('socket') is not None for cell in self.cells):
+            return self.VERSION
+        return '1.0'
 
     def cell(self, cell_id):
         """Return the cell with the given id.
@@ -175,6 +224,20 @@ class HostNUMATopology(base.NumamigObject):
                 raise self.invalid(
                     f"CPUs {sorted(shared)} belong to more than one cell")
             seen |= cell.all_cpus
+        addresses = [device.address for device in self.get('pci_devices',
+                                                             ())]
+        if len(addresses) != len(set(addresses)):
+            raise self.invalid(f"duplicate PCI device addresses in "
+                               f"{sorted(addresses)}")
+        for device in self.get('pci_devices', ()):
+            node = device.get('numa_node')
+            if node is not None and node not in ids:
+                raise self.invalid(
+                    f"PCI device {device.address} is on NUMA node {node}, "
+                    f"which is not a cell of this host {sorted(ids)}")
+            if device.get('parent_addr') == device.address:
+                raise self.invalid(
+                    f"PCI device {device.address} is its own parent")
 
 
 @base.register

@@ -13,6 +13,12 @@ def has_virtio_mem(*holders):
                for holder in holders)
 
 
+def has_pci(*holders):
+    """Whether any topology or migration context given asks for or holds
+    PCI devices (None entries are skipped)."""
+    return any(holder is not None and holder.has_pci for holder in holders)
+
+
 @base.register
 class Instance(base.NumamigObject):
     """A guest: its flavor-like request, where it runs and how it is placed.
@@ -29,11 +35,11 @@ class Instance(base.NumamigObject):
     VERSION = '1.1'
 
     def obj_version_needed(self):
-        """1.1 only for a guest with virtio-mem devices (1.1's only
-        change is the version of the topologies it holds)."""
-        return self.VERSION if has_virtio_mem(self.get('numa_topology'),
-                                              self.get('migration_context')
-                                              ) else '1.0'
+        """1.1 only for a guest with virtio-mem or PCI devices (1.1's
+        only change is the version of the topologies it holds)."""
+        holders = (self.get('numa_topology'), self.get('migration_context'))
+        return (self.VERSION if has_virtio_mem(*holders) or has_pci(*holders)
+                else '1.0')
 
     obj_relationships = {
         'numa_topology': [('1.0', '1.0'), ('1.1', '1.1')],

@@ -10,6 +10,7 @@ from oslo_versionedobjects import fields
 
 from numamig.objects import base
 from numamig.objects import fields as nm_fields
+from numamig.objects import pci
 from numamig.objects.host_numa import _is_page_size
 
 # Page-size requests a guest cell may carry before it is placed (Nova's
@@ -222,20 +223,54 @@ class InstanceNUMACell(base.NumamigObject):
 
 @base.register
 class InstanceNUMATopology(base.NumamigObject):
-    """A guest's NUMA cells; with host cells and pins once placed."""
+    """A guest's NUMA cells; with host cells and pins once placed.
+
+    PCI passthrough (objects/pci.py): ``pci_requests`` are the devices
+    the guest asks for (PCIRequest each, from ``pci_passthrough:alias``);
+    ``pci_numa_affinity_policy`` the guest's
+    ``hw:pci_numa_affinity_policy`` (None: each alias' own, else
+    'legacy'); once placed, ``pci_devices`` the host functions the claim
+    holds (InstancePCIDevice each, in request order).
+    """
 
     # Version 1.0 - Release 1: Initial version
-    # Version 1.1 - Release 2: InstanceNUMACell 1.1 (virtio-mem devices)
+    # Version 1.1 - Release 2: InstanceNUMACell 1.1 (virtio-mem devices);
+    #              pci_requests, pci_numa_affinity_policy, pci_devices
+    #              (PCI passthrough)
     VERSION = '1.1'
 
-    obj_relationships = {'cells': [('1.0', '1.0'), ('1.1', '1.1')]}
+    obj_relationships = {'cells': [('1.0', '1.0'), ('1.1', '1.1')],
+                         'pci_requests': [('1.1', '1.0')],
+                         'pci_devices': [('1.1', '1.0')]}
 
     fields = {
         'instance_uuid': fields.UUIDField(nullable=True, default=None),
         'cells': fields.ListOfObjectsField('InstanceNUMACell', default=[]),
         'emulator_threads_policy': nm_fields.CPUEmulatorThreadsPolicyField(
             nullable=True, default=None),
+        'pci_requests': fields.ListOfObjectsField('PCIRequest', default=[]),
+        'pci_numa_affinity_policy': fields.StringField(nullable=True,
+                                                       default=None),
+        'pci_devices': fields.ListOfObjectsField('InstancePCIDevice',
+                                                 default=[]),
     }
+
+    def _obj_make_obj_compatible(self, primitive, target_version, field):
+        # A child list a manifest's backport already took out (the
+        # message's own pass reaches the object again): nothing to do;
+        # OVO would delete it a second time.
+        if field in ('pci_requests', 'pci_devices') and field not in primitive:
+            return
+        super()._obj_make_obj_compatible(primitive, target_version, field)
+
+    def obj_make_compatible(self, primitive, target_version):
+        """A 1.0 receiver knows no PCI devices: the fields go (the
+        conductor sends no device guest to such a peer)."""
+        super().obj_make_compatible(primitive, target_version)
+        if versionutils.convert_version_to_tuple(target_version) < (1, 1):
+            for name in ('pci_requests', 'pci_numa_affinity_policy',
+                         'pci_devices'):
+                primitive.pop(name, None)
 
     @property
     def vcpus(self):
@@ -245,10 +280,15 @@ class InstanceNUMATopology(base.NumamigObject):
     def has_virtio_mem(self):
         return any(cell.has_virtio_mem for cell in self.get('cells', ()))
 
+    @property
+    def has_pci(self):
+        """Whether the guest asks for or holds PCI devices."""
+        return bool(self.get('pci_requests') or self.get('pci_devices'))
+
     def obj_version_needed(self):
-        """1.1 only for a guest with virtio-mem devices (its cells'
-        version is 1.1's only change)."""
-        return self.VERSION if self.has_virtio_mem else '1.0'
+        """1.1 only for a guest with virtio-mem or PCI devices."""
+        return (self.VERSION if self.has_virtio_mem or self.has_pci
+                else '1.0')
 
     @property
     def cpu_pinning(self):
@@ -286,6 +326,28 @@ class InstanceNUMATopology(base.NumamigObject):
                 f"vCPUs must be numbered 0..{len(seen) - 1}, got "
                 f"{sorted(seen)}")
         self._validate_placement()
+        self._validate_pci()
+
+    def _validate_pci(self):
+        policy = self.get('pci_numa_affinity_policy')
+        if policy is not None and policy not in pci.NUMA_POLICIES:
+            raise self.invalid(
+                f"pci_numa_affinity_policy must be one of "
+                f"{', '.join(pci.NUMA_POLICIES)}, got {policy!r}")
+        aliases = [r.alias for r in self.get('pci_requests', ())]
+        if len(aliases) != len(set(aliases)):
+            raise self.invalid(f"PCI alias requested twice: {aliases}")
+        held = [d.address for d in self.get('pci_devices', ())]
+        if len(held) != len(set(held)):
+            raise self.invalid(f"one PCI device held twice: {held}")
+        cells = {c.id for c in self.cells}
+        stray = sorted(d.guest_cell for d in self.get('pci_devices', ())
+                       if d.get('guest_cell') is not None
+                       and d.guest_cell not in cells)
+        if stray:
+            raise self.invalid(
+                f"PCI devices given to guest cells {stray} the guest does "
+                f"not have")
 
     def _validate_placement(self):
         hosts = [c.host_cell for c in self.cells

@@ -19,8 +19,16 @@ class MigrationContext(base.NumamigObject):
     VERSION = '1.1'
 
     def obj_version_needed(self):
-        """1.1 only when a topology it holds has virtio-mem devices."""
-        return self.VERSION if self.has_virtio_mem else '1.0'
+        """1.1 only when a topology it holds has virtio-mem or PCI
+        devices."""
+        return (self.VERSION if self.has_virtio_mem or self.has_pci
+                else '1.0')
+
+    @property
+    def has_pci(self):
+        return any(topology is not None and topology.has_pci
+                   for topology in (self.get('old_numa_topology'),
+                                    self.get('new_numa_topology')))
 
     @property
     def has_virtio_mem(self):

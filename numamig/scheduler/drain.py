@@ -267,7 +267,8 @@ def _keep_free(destinations, count):
         if keep:
             kept[destination.host] = tuple(sorted(keep))
             view = numa_views.HostView.of_cells(
-                cell for cell in view.cells if cell.id not in keep)
+                (cell for cell in view.cells if cell.id not in keep),
+                view.pci)
         views[destination.host] = view
     return kept, views
 

@@ -23,11 +23,21 @@ How numamig's accounting maps onto NRT resources, per zone (host cell):
   free pages. ``hugepages-2Mi`` and ``hugepages-1Gi`` are always present
   (zero when the cell has no such pool), so consumers can rely on them.
 
+- ``pci-<vendor>-<product>`` (a count, e.g. ``pci-8086-154c``): the
+  assignable PCI functions of that kind attached to the node
+  (``[pci] device_spec``); capacity = allocatable = those functions,
+  available = those no guest holds nor blocks (a VF of a given PF, a PF
+  with a given VF). Functions whose node the host does not know are the
+  node-level attributes ``pci.unaffined.<vendor>-<product>`` (free of
+  total, e.g. ``2/4``).
+
 numamig places every guest NUMA cell on one host cell, as the Topology
 Manager's ``single-numa-node`` policy places every container on one NUMA
 node, so the node declares that policy with ``container`` scope (a guest
 cell plays the part of a container).
 """
+
+from numamig.numa import pci
 
 API_VERSION = 'topology.node.k8s.io/v1alpha2'
 KIND = 'NodeResourceTopology'
@@ -77,16 +87,42 @@ def export(host, topology, fingerprint=None, virtio_mem=None):
     metadata = {'name': host}
     if fingerprint is not None:
         metadata['annotations'] = {FINGERPRINT_ANNOTATION: fingerprint}
+    kinds = _pci_kinds(topology)
     return {
         'apiVersion': API_VERSION,
         'kind': KIND,
         'metadata': metadata,
         'topologyPolicies': [LEGACY_POLICY],
         'attributes': [_attribute('topologyManagerPolicy', POLICY),
-                       _attribute('topologyManagerScope', SCOPE)],
-        'zones': [_zone(cell, (virtio_mem or {}).get(cell.id))
+                       _attribute('topologyManagerScope', SCOPE)] + [
+            _attribute(f'pci.unaffined.{kind[4:]}', f'{free}/{total}')
+            for kind, (total, free) in sorted(kinds.get(None, {}).items())],
+        'zones': [_zone(cell, (virtio_mem or {}).get(cell.id),
+                        kinds.get(cell.id, {}))
                   for cell in sorted(topology.cells, key=lambda c: c.id)],
     }
+
+
+def pci_resource(vendor_id, product_id):
+    """The NRT resource name of a kind of PCI function."""
+    return f'pci-{vendor_id}-{product_id}'
+
+
+def _pci_kinds(topology):
+    """{node or None: {resource: (total, free)}} of the host's functions."""
+    host_devices = topology.get('pci_devices') or ()
+    if not host_devices:
+        return {}
+    devices = pci.devices_of(host_devices)
+    blocked = pci.unavailable(devices, pci.held_addresses(host_devices))
+    kinds = {}
+    for device in devices:
+        per_node = kinds.setdefault(device.numa_node, {})
+        name = pci_resource(device.vendor_id, device.product_id)
+        total, free = per_node.get(name, (0, 0))
+        per_node[name] = (total + 1,
+                          free + (device.address not in blocked))
+    return kinds
 
 
 def export_host_state(state):
@@ -94,11 +130,13 @@ def export_host_state(state):
     return export(state.host, state.topology, state.report.fingerprint)
 
 
-def _zone(cell, devices=None):
+def _zone(cell, devices=None, pci_kinds=None):
     zone = {
         'name': zone_name(cell.id),
         'type': ZONE_TYPE,
-        'resources': [_cpu(cell), _memory(cell)] + _hugepages(cell),
+        'resources': [_cpu(cell), _memory(cell)] + _hugepages(cell) + [
+            _resource(name, total, total, free)
+            for name, (total, free) in sorted((pci_kinds or {}).items())],
         'attributes': [
             _attribute('cpus.shared', str(len(cell.cpuset))),
             _attribute('cpus.shared.usage', str(cell.cpu_usage)),

@@ -80,8 +80,10 @@ class HostCommands:
         Per cell: dedicated, shared, pinned and free pCPUs drawn by SMT
         core, the dedicated pCPUs CPU power management has powered down,
         memory, page pools used/free and distances (those libvirt
-        does not report marked as assumed: local 10, remote 20); then the
-        guests recorded on the host and the move claims held on it. A
+        does not report marked as assumed: local 10, remote 20); the
+        assignable PCI functions ([pci] device_spec) with their node and
+        holder; then the guests recorded on the host and the move claims
+        held on it. A
         host disabled for maintenance says since when and why.
         Exit codes: 0 shown; 127 unknown host; 255 the database cannot
         be used.
@@ -105,7 +107,9 @@ class HostCommands:
                     claims=[_claim_entry(c) for c in claims],
                     virtio_mem={str(node): entry for node, entry in
                                 sorted(devices.items())},
-                    locality=_locality.host_entry(report.get('locality')))
+                    locality=_locality.host_entry(report.get('locality')),
+                    pci_devices=_pci_entries(report.topology),
+                    pci_per_node=_pci_per_node(report.topology))
         common.print_output(data, output_format,
                             lambda d: _print_show(d, report))
         return common.EXIT_OK
@@ -685,6 +689,7 @@ def _print_show(data, report):
     for line in pictures.host_lines(report.topology):
         print(f"  {line}")
     _print_cpu_power(data['cpu_power'])
+    _print_pci(data['pci_devices'], data['pci_per_node'])
     for node, entry in data['virtio_mem'].items():
         print(f"  node {node}: virtio-mem {entry['devices']} devices, "
               f"reclaimable {entry['reclaimable_mb']} MiB, growable "
@@ -725,3 +730,48 @@ def _age(seconds):
     if seconds < 7200:
         return f"{seconds / 60:.0f}m"
     return f"{seconds / 3600:.0f}h"
+
+
+def _pci_entries(topology):
+    """The host's assignable PCI functions, for ``host show``: address,
+    kind, PF, node, the guest holding it, and whether a new guest may
+    take it."""
+    from numamig.numa import pci
+    host_devices = topology.get('pci_devices') or ()
+    blocked = pci.unavailable(pci.devices_of(host_devices),
+                              pci.held_addresses(host_devices))
+    return [{'address': d.address, 'vendor_id': d.vendor_id,
+             'product_id': d.product_id, 'dev_type': d.dev_type,
+             'parent_addr': d.get('parent_addr'),
+             'numa_node': d.get('numa_node'),
+             'instance_uuid': d.get('instance_uuid'),
+             'free': d.address not in blocked} for d in host_devices]
+
+
+def _pci_per_node(topology):
+    """{node ('-': unknown): {'total', 'free'}} of the host's functions:
+    what each cell offers guests asking for devices."""
+    from numamig.numa import pci
+    counts = pci.counts_per_node(topology.get('pci_devices') or ())
+    return {('-' if node is None else str(node)): {'total': total,
+                                                   'free': free}
+            for node, (total, free) in sorted(
+                counts.items(), key=lambda item: (item[0] is None,
+                                                  item[0] or 0))}
+
+
+def _print_pci(entries, per_node):
+    if not entries:
+        return
+    free = sum(1 for e in entries if e['free'])
+    print(f"PCI devices ({len(entries)}, {free} free; per node free/total: "
+          + ', '.join(f"{node}: {c['free']}/{c['total']}"
+                      for node, c in per_node.items()) + "):")
+    for e in entries:
+        node = '-' if e['numa_node'] is None else e['numa_node']
+        pf = f" of {e['parent_addr']}" if e['parent_addr'] else ''
+        state = ('free' if e['free'] else
+                 f"held by {e['instance_uuid']}" if e['instance_uuid']
+                 else 'blocked (its PF or a VF is held)')
+        print(f"  {e['address']} {e['vendor_id']}:{e['product_id']} "
+              f"{e['dev_type']}{pf} node {node}: {state}")

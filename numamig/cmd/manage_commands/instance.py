@@ -292,9 +292,17 @@ def parse_properties(properties):
 
 def _check_request(instance):
     """Parse the NUMA request locally so that bad specs never travel."""
+    from numamig.conf import CONF
     from numamig.numa import constraints
-    constraints.get_numa_request(instance.vcpus, instance.memory_mb,
-                                   dict(instance.extra_specs), {})
+    from numamig.numa import pci
+    specs = dict(instance.extra_specs)
+    aliases = pci.parse_aliases(CONF.pci.alias)
+    if not aliases:
+        # The conductor's [pci] alias resolves the aliases; this host's
+        # configuration may not carry them.
+        specs.pop(pci.ALIAS_SPEC_KEY, None)
+    constraints.get_numa_request(instance.vcpus, instance.memory_mb, specs,
+                                 {}, aliases)
 
 
 def _xml_check(instance):

@@ -55,7 +55,8 @@ class BuildInstanceTask(base.TaskBase):
                     self.instance.get('image_properties'),
                     self.worker.settings.foreign_numa_specs,
                     self.worker.settings.migration_policies)
-        request = instance_request.numa_request(self.instance)
+        request = instance_request.numa_request(
+            self.instance, self.worker.settings.pci_aliases)
         self.instance.validate()
         self._check_host_known()
         instances.create(self.worker.db, self.instance)

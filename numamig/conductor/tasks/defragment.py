@@ -160,7 +160,8 @@ def conclude(worker, data, verify_timeout):
     let_go(worker, data)
     options = data['options']
     request = defragment_plan.request_of(
-        options['vcpus'], options['memory_mb'], options['extra_specs'])
+        options['vcpus'], options['memory_mb'], options['extra_specs'],
+        worker.settings.pci_aliases)
     result = numa_fit.fit(worker.cache.get(data['host']).numa_view,
                           request, limits=worker.settings.limits,
                           strategy=worker.scheduler.cell_strategy)

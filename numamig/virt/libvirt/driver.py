@@ -38,6 +38,7 @@ from numamig.virt.libvirt import memory_resize
 from numamig.virt.libvirt import migration
 from numamig.virt.libvirt import migration_threads
 from numamig.virt.libvirt import migration_xml
+from numamig.virt.libvirt import nodedev
 from numamig.virt.libvirt import numa_info
 from numamig.virt.libvirt import postcopy
 
@@ -108,7 +109,7 @@ class LibvirtDriver(driver.ComputeDriver):
         cells = host_topology.parse_capabilities(caps_text, self.host,
                                                  source)
         self._host_topology = host_topology.build_host_topology(
-            cells, self._settings)
+            cells, self._settings, self._pci_devices(cells))
         self._log_distances(cells)
         self._host_cpu = self._read_host_cpu(caps_text)
         LOG.info("Host %s on %s: %d NUMA cells, dedicated pCPUs %s, "
@@ -120,6 +121,28 @@ class LibvirtDriver(driver.ComputeDriver):
                  ' (embedded: migrations are emulated)'
                  if self._settings.is_test_driver else '')
         self._install_guard()
+
+    def _pci_devices(self, cells):
+        """The host's assignable PCI functions ([pci] device_spec), read
+        from libvirt's node devices once at start."""
+        if not self._settings.pci_device_spec:
+            return []
+        try:
+            texts = [dev.XMLDesc(0) for dev in self._conn.listAllDevices(
+                libvirt.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV)]
+        except libvirt.libvirtError as exc:
+            raise errors.hypervisor_error(exc, self.host,
+                                          "list PCI node devices")
+        devices = nodedev.assignable_devices(
+            texts, self._settings.pci_device_spec,
+            {cell.id for cell in cells}, self.host)
+        LOG.info("Host %s: %d assignable PCI functions of %d listed "
+                 "([pci] device_spec): %s", self.host, len(devices),
+                 len(texts), ', '.join(
+                     f"{d.address} ({d.vendor_id}:{d.product_id} "
+                     f"{d.dev_type}, node {d.numa_node})"
+                     for d in devices) or 'none')
+        return devices
 
     # -- the destination-side migration guard --------------------------------
 

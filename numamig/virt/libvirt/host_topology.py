@@ -27,6 +27,9 @@ class CapsCell:
     memory_kb: int
     pages: dict
     distances: dict
+    # The socket (package) of the cell's online CPUs, None when they are
+    # on several or none say.
+    socket: int | None = None
 
 
 def parse_capabilities(xml_text, host='?', source='getCapabilities()'):
@@ -78,8 +81,11 @@ def _parse_cell(el, host, source):
             reason=f"malformed cell {el.get('id')!r}: {exc}")
     siblings = tuple(sorted((g & cpus for g in groups if g & cpus),
                             key=min))
+    sockets = {c.get('socket_id') for c in online}
+    socket = int(sockets.pop()) if len(sockets) == 1 else None
     return CapsCell(id=cell_id, cpus=cpus, siblings=siblings,
-                    memory_kb=memory_kb, pages=pages, distances=distances)
+                    memory_kb=memory_kb, pages=pages, distances=distances,
+                    socket=socket)
 
 
 def _kib(el):
@@ -88,11 +94,13 @@ def _kib(el):
     return int(el.text) * factor
 
 
-def build_host_topology(cells, settings):
+def build_host_topology(cells, settings, pci_devices=()):
     """Return the HostNUMATopology guests may use on this host.
 
     :param cells: CapsCells from ``parse_capabilities``.
     :param settings: the driver's LibvirtSettings.
+    :param pci_devices: the assignable HostPCIDevices
+        (nodedev.assignable_devices).
     :raises InvalidConfiguration: a CPU set names CPUs the host lacks,
         the memory reservation exceeds cell 0's small pages, or a huge page
         reservation names a node, size or count the host lacks.
@@ -118,8 +126,10 @@ def build_host_topology(cells, settings):
                       if g & (dedicated | shared)],
             memory_mb=cell.memory_kb // 1024 - reserved_mb,
             mempages=_pools(cell, reserved, reserved_mb),
-            distances=dict(cell.distances)))
-    return objects.HostNUMATopology(cells=host_cells).validate()
+            distances=dict(cell.distances),
+            socket=cell.socket))
+    return objects.HostNUMATopology(
+        cells=host_cells, pci_devices=list(pci_devices)).validate()
 
 
 def _cpu_sets(cells, settings):

@@ -13,6 +13,7 @@ from numamig import cpuspec
 from numamig import exception
 from numamig.convergence import policy as convergence
 from numamig.convergence import recovery
+from numamig.numa import pci
 from numamig.virt.libvirt import guard
 
 VIRT_TYPES = ('kvm', 'qemu')
@@ -142,6 +143,9 @@ class LibvirtSettings:
     # The destination-side migration guard (guard.GuardSettings), None:
     # not installed.
     migration_guard: guard.GuardSettings | None
+    # The [pci] device_spec allow-list (numa.pci.parse_device_spec); ():
+    # the host offers no PCI device.
+    pci_device_spec: tuple
 
     def __post_init__(self):
         if self.virt_type not in VIRT_TYPES:
@@ -191,7 +195,8 @@ class LibvirtSettings:
                 for r in compute.reserved_huge_pages or ()),
             realtime_priority=lv.realtime_scheduler_priority,
             migration=migration_from_conf(lv),
-            migration_guard=_guard_from_conf(lv))
+            migration_guard=_guard_from_conf(lv),
+            pci_device_spec=pci.parse_device_spec(conf.pci.device_spec))
 
 
 def _guard_from_conf(lv):

@@ -13,12 +13,14 @@ import fixtures
 
 from numamig import exception
 from numamig import objects
+from numamig.numa import pci
 from numamig.virt.libvirt import driver
 from tests import base
 from tests import libvirt_settings
 from tests.fixtures import libvirt_caps
 from tests.fixtures import libvirt_embedded
 from tests.fixtures import libvirt_guests as guests
+from tests.unit.virt.libvirt import test_nodedev
 
 SHARED = {0, 8, 4, 12}
 
@@ -123,6 +125,34 @@ class InitHostTestCase(base.TestCase):
             capabilities_file=caps_file, **kwargs))
         self.addCleanup(drv.cleanup_host)
         return drv
+
+    def test_pci_node_devices_are_reported_as_the_allow_list_admits(self):
+        """The test driver's node devices (a node file's <device>s, as
+        virsh nodedev-dumpxml writes them) become the host's PCI
+        functions, with each cell's socket."""
+        temp = self.useFixture(fixtures.TempDir())
+        caps = temp.join('caps.xml')
+        with open(caps, 'w') as f:
+            f.write(libvirt_caps.caps_xml(cells=2, cores=2, threads=1))
+        node = temp.join('node.xml')
+        with open(node, 'w') as f:
+            f.write('<node>' + ''.join(
+                text.replace('<path>', '<!--').replace('</path>', '-->')
+                for text in (test_nodedev.PF, test_nodedev.VF,
+                             test_nodedev.PLAIN_NO_NODE)) + '</node>')
+        drv = driver.LibvirtDriver(libvirt_settings.host(
+            host='hostA', uri=f'test://{node}', capabilities_file=caps,
+            pci_device_spec=pci.parse_device_spec(
+                ['{"vendor_id": "8086", "product_id": "154c"}',
+                 '{"address": "0000:05:00.*"}'])))
+        self.addCleanup(drv.cleanup_host)
+        drv.init_host('hostA')
+        topology = drv.get_host_topology()
+        self.assertEqual([('0000:05:00.0', None, 'type-PCI'),
+                          ('0000:81:02.1', 1, 'type-VF')],
+                         [(d.address, d.numa_node, d.dev_type)
+                          for d in topology.pci_devices])
+        self.assertEqual([0, 1], [c.socket for c in topology.cells])
 
     def test_cpu_the_host_lacks(self):
         path = self.useFixture(fixtures.TempDir()).join('caps.xml')

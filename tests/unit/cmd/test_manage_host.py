@@ -46,6 +46,51 @@ class ManageHostTestCase(cli_base.CLITestCase):
         self.assertIn(f'web-1 {guest.uuid}', out)
         self.assertIn('guest cell 0 -> host cell 0', out)
 
+    def test_show_and_export_list_pci_devices(self):
+        topology = cli_base.db_base.make_host_topology()
+        topology.pci_devices = [
+            objects.HostPCIDevice(address='0000:81:00.0', vendor_id='8086',
+                                  product_id='1572', dev_type='type-PF',
+                                  numa_node=1),
+            objects.HostPCIDevice(address='0000:81:02.0', vendor_id='8086',
+                                  product_id='154c', dev_type='type-VF',
+                                  parent_addr='0000:81:00.0', numa_node=1,
+                                  instance_uuid='g1'),
+            objects.HostPCIDevice(address='0000:81:02.1', vendor_id='8086',
+                                  product_id='154c', dev_type='type-VF',
+                                  parent_addr='0000:81:00.0', numa_node=1),
+            objects.HostPCIDevice(address='0000:05:00.0', vendor_id='10de',
+                                  product_id='20b5', dev_type='type-PCI')]
+        self.add_report('cn1', topology=topology)
+        code, out, _ = self.run_cli('host', 'show', 'cn1')
+        self.assertEqual(0, code)
+        self.assertIn('PCI devices (4, 2 free; per node free/total: 1: 1/3, '
+                      '-: 1/1):', out)
+        self.assertIn('0000:81:02.0 8086:154c type-VF of 0000:81:00.0 node '
+                      '1: held by g1', out)
+        self.assertIn('0000:81:00.0 8086:1572 type-PF node 1: blocked', out)
+        self.assertIn('0000:05:00.0 10de:20b5 type-PCI node -: free', out)
+        _, out, _ = self.run_cli('host', 'show', 'cn1', '--format', 'json')
+        self.assertEqual({'1': {'total': 3, 'free': 1},
+                          '-': {'total': 1, 'free': 1}},
+                         json.loads(out)['pci_per_node'])
+        entries = json.loads(out)['pci_devices']
+        self.assertEqual([False, False, True, True],
+                         [e['free'] for e in entries])
+        _, out, _ = self.run_cli('host', 'export-topology', 'cn1',
+                                 '--format', 'json')
+        doc = json.loads(out)
+        zone = doc['zones'][1]
+        self.assertIn({'name': 'pci-8086-154c', 'capacity': '2',
+                       'allocatable': '2', 'available': '1'},
+                      zone['resources'])
+        self.assertIn({'name': 'pci-8086-1572', 'capacity': '1',
+                       'allocatable': '1', 'available': '0'},
+                      zone['resources'])
+        self.assertIn({'name': 'pci.unaffined.10de-20b5', 'value': '1/1'},
+                      doc['attributes'])
+        self.assertNotIn('pci', json.dumps(doc['zones'][0]))
+
     def test_show_marks_assumed_distances(self):
         # The report's cells carry no distance table: placement assumes
         # local 10, remote 20, and host show says so.

@@ -261,6 +261,6 @@ class ResourceTrackerTest(base.TestCase):
     def test_not_started(self):
         tracker = resource_tracker.ResourceTracker(
             'h', mock.Mock(), mock.Mock(), strategy='spread',
-            unrecorded_claim_timeout=120)
+            unrecorded_claim_timeout=120, pci_alias=())
         self.assertRaisesMessage(base.exception.NumamigException,
                                  'not started', tracker.usage_topology)

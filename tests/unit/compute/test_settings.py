@@ -31,6 +31,7 @@ class FromConfTest(base.TestCase):
                    remote_share_threshold=0.25, intervals_above=4,
                    pages_per_interval=99, moves_per_guest=5, flap_window=6,
                    proc_root='/x/proc')
+        self.flags(group='pci', alias=['{"name": "gpu"}'])
         self.assertEqual({
             'cpu_power': settings.CPUPowerSettings(
                 strategy='governor', cpu_dedicated_set='2-5',
@@ -44,7 +45,9 @@ class FromConfTest(base.TestCase):
             'unrecorded_claim_timeout': 14, 'min_change_report_interval': 0.5,
             'report_interval': 3, 'reconcile_interval': 11,
             'update_resources_interval': 12, 'status_timeout': 4,
-            'compute_version_cap': '1.4'}, self._made())
+            'compute_version_cap': '1.4',
+            'pci_alias': ('{"name": "gpu"}',)},
+            self._made())
 
     def test_unset_intervals_follow_the_report_interval(self):
         self.flags(report_interval=3)

@@ -37,6 +37,8 @@ class FromConfTest(base.TestCase):
                    placement_reclaim_max_hosts=19)
         self.flags(group='scheduler', strategy='pack', max_candidates=20)
         self.flags(group='upgrade_levels', compute='1.2')
+        self.flags(group='pci', alias=['{"name": "vf", "numa_policy": '
+                                       '"socket"}'])
         built = settings.from_conf(CONF)
         made = {field.name: getattr(built, field.name)
                 for field in dataclasses.fields(built)}
@@ -63,7 +65,8 @@ class FromConfTest(base.TestCase):
             'cell_strategy': 'pack', 'max_candidates': 20,
             'sweep_interval': 15, 'compute_version_cap': '1.2',
             'migration_links': (24, {'h1': 23}),
-            'live_migratable_interval': 25, 'live_migratable_budget': 26},
+            'live_migratable_interval': 25, 'live_migratable_budget': 26,
+            'pci_aliases': {'vf': ('vf', None, None, None, 'socket')}},
             made)
         self.assertEqual((23, 24), (built.migration_links.rate('h1'),
                                     built.migration_links.rate('h2')))

@@ -40,11 +40,34 @@ def host_cell(cell_id=0):
         mempages=[pages(4, 4194304, 0, 0),
                   pages(2048) if cell_id == 0 else pages(1048576, 4, 0, 0)],
         distances={0: 10 if cell_id == 0 else 21,
-                   1: 21 if cell_id == 0 else 10})
+                   1: 21 if cell_id == 0 else 10},
+        socket=cell_id)
+
+
+def host_pci_device(address='0000:81:00.1', numa_node=1):
+    """A virtual function of the PF 0000:81:00.0 (an Intel X710)."""
+    return objects.HostPCIDevice(
+        address=address, vendor_id='8086', product_id='154c',
+        dev_type='type-VF', parent_addr='0000:81:00.0', numa_node=numa_node,
+        instance_uuid=uuids.instance if address.endswith('.1') else None)
 
 
 def host_topology():
-    return objects.HostNUMATopology(cells=[host_cell(0), host_cell(1)])
+    return objects.HostNUMATopology(
+        cells=[host_cell(0), host_cell(1)],
+        pci_devices=[host_pci_device('0000:81:00.1'),
+                     host_pci_device('0000:81:00.2')])
+
+
+def pci_request():
+    return objects.PCIRequest(alias='vf', count=2, vendor_id='8086',
+                              product_id='154c', device_type='type-VF',
+                              numa_policy='preferred')
+
+
+def instance_pci_device():
+    return objects.InstancePCIDevice(alias='vf', address='0000:81:00.1',
+                                     host_node=1, guest_cell=1)
 
 
 def limits():
@@ -75,7 +98,10 @@ def instance_topology():
     return objects.InstanceNUMATopology(
         instance_uuid=uuids.instance,
         cells=[instance_cell(0, 0), instance_cell(1, 1)],
-        emulator_threads_policy='isolate')
+        emulator_threads_policy='isolate',
+        pci_requests=[pci_request()],
+        pci_numa_affinity_policy='required',
+        pci_devices=[instance_pci_device()])
 
 
 def migrate_info():
@@ -294,4 +320,7 @@ BUILDERS = {
     'CPUPowerState': cpu_power_state,
     'HostLocality': host_locality,
     'GuestLocality': guest_locality,
+    'HostPCIDevice': host_pci_device,
+    'PCIRequest': pci_request,
+    'InstancePCIDevice': instance_pci_device,
 }

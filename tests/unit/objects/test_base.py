@@ -237,7 +237,8 @@ class FromCoercedTest(base.TestCase):
     no build that leaves a field out."""
 
     VALUES = {'instance_uuid': None, 'cells': [],
-              'emulator_threads_policy': 'share'}
+              'emulator_threads_policy': 'share', 'pci_requests': [],
+              'pci_numa_affinity_policy': None, 'pci_devices': []}
 
     def test_equals_the_constructed_object(self):
         built = objects.InstanceNUMATopology.obj_from_coerced(**self.VALUES)

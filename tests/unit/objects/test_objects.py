@@ -33,16 +33,21 @@ OBJECT_DATA = {
     'CPUPowerState': '1.0-137140145ef085142e53ef93af79f81e',
     # 1.1 is release 2's, unreleased: cpu (HostCPU) and cpu_power
     # (CPUPowerState) joined migration_guard in place (issue 40), then
-    # locality (HostLocality, issue 39), no new version.
+    # locality (HostLocality, issue 39), no new version; its topology
+    # became HostNUMATopology 1.1 in place (issue 41).
     'ComputeNodeReport': '1.1-893ea98e8f009346cd7685333060b53a',
     'GuestLocality': '1.0-a38741f78dd585b63946e3d751d0321e',
     'HostCPU': '1.0-fae81309717b5ad76608d0a7ca682268',
     'HostLocality': '1.0-2bfae4c745ada0fe04211ebbd975675a',
-    'HostNUMACell': '1.0-948e72246b9f8ba643295c23cad8e28c',
-    'HostNUMATopology': '1.0-429fe2a66d163131723d4a35cb1b6d1c',
+    'HostNUMACell': '1.1-4321bbe34fd79a5e22d356f6aa0c3eef',
+    'HostNUMATopology': '1.1-11faf3b0c4657faa9e196e166e96323a',
+    'HostPCIDevice': '1.0-4eea3979844a2bdf3f02cec56585cc7a',
     'Instance': '1.1-f5b3572fa251d6fa5e2476a27f63a8dd',
     'InstanceNUMACell': '1.1-cb66a6f23c69d02d82416434b5b57b38',
-    'InstanceNUMATopology': '1.1-4fa1d4c4b593a27816d50e3a4c541c98',
+    # 1.1 is release 2's, unreleased: the pci_* fields joined the
+    # virtio-mem cells in place (issue 41).
+    'InstanceNUMATopology': '1.1-1f902f75f2695e022c3d396f67f39a33',
+    'InstancePCIDevice': '1.0-1593c27bafdf41bd4f19d318d495d12f',
     # 1.1 is release 2's, unreleased: the guest_cpu_* fields joined it in
     # place (issue 40).
     'LiveMigrateData': '1.1-b761b0475e2cb6c706ff9c853def3516',
@@ -62,6 +67,7 @@ OBJECT_DATA = {
     'NUMALimits': '1.0-50f3092fed2eb389287a8f12e7d61dda',
     'NUMAMigrateInfo': '1.0-a368697a43e296e7ae33d0b693e6f665',
     'NUMAPagesTopology': '1.0-edab9fa2dc43c117a38d600be54b4542',
+    'PCIRequest': '1.0-a1975351f4eac329ba4b0d8773e0280f',
 }
 
 # Parent object -> {child object: child VERSION}, for ObjectField children
@@ -69,7 +75,7 @@ OBJECT_DATA = {
 OBJECT_RELATIONSHIPS = {
     'ComputeNodeReport': {'CPUPowerState': '1.0', 'HostCPU': '1.0',
                           'HostLocality': '1.0',
-                          'HostNUMATopology': '1.0'},
+                          'HostNUMATopology': '1.1'},
     'Instance': {'InstanceNUMATopology': '1.1', 'MigrationContext': '1.1'},
     'LiveMigrateData': {'MigrationContext': '1.1', 'NUMAMigrateInfo': '1.0'},
     'MigrationContext': {'InstanceNUMATopology': '1.1'},
