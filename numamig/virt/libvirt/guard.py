@@ -311,6 +311,12 @@ def numa_parts(doc):
         el = doc.find(path)
         if el is not None:
             parts[el.tag] = _attributes(el)
+    # The distances told to the guest (cell 1's row: "0=21 1=10").
+    for cell in doc.iterfind('cpu/numa/cell'):
+        siblings = cell.findall('distances/sibling')
+        if siblings:
+            parts[f"distances {cell.get('id')}"] = ' '.join(
+                f"{s.get('id')}={s.get('value')}" for s in siblings)
     return parts
 
 

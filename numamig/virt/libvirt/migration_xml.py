@@ -4,10 +4,11 @@ The source of a live migration turns its own domain XML into the one the
 destination must run: every NUMA-related part (vCPU, emulator and I/O
 thread pins, realtime scheduling, guest cell -> host node memory binding,
 huge page backing, the floating vCPU set, the host node and page size
-backing each guest cell's virtio-mem device) is replaced from the
-destination's NUMAMigrateInfo; everything else is left as it was. Each
-XML section has one ``_update_<section>(doc, info)`` step. A guest
-numamig creates goes through the same steps, so there is one writer.
+backing each guest cell's virtio-mem device, the distances between the
+guest's cells) is replaced from the destination's NUMAMigrateInfo;
+everything else is left as it was. Each XML section has one
+``_update_<section>(doc, info)`` step. A guest numamig creates goes
+through the same steps, so there is one writer.
 """
 
 from lxml import etree
@@ -137,6 +138,12 @@ def _check_shape(doc, info):
                 domain=name,
                 reason=f"NUMA info has {what} for vCPUs {sorted(stray)}, "
                        f"the guest has vCPUs 0-{len(vcpus) - 1}")
+    told = set(getattr(info, 'cell_distances', None) or {})
+    if told and told != cells:
+        raise exception.DomainXMLError(
+            domain=name,
+            reason=f"NUMA info has distances for guest cells "
+                   f"{sorted(told)} but the guest has cells {sorted(cells)}")
     virtio_mem.check_shape(doc, info, cells)
     stray_pages = set(info.pagesizes) - cells
     if stray_pages:
@@ -276,6 +283,30 @@ def _update_virtio_mem(doc, info):
     virtio_mem.update_sources(doc, info)
 
 
+def _update_distances(doc, info):
+    # Each guest cell's <distances> are those between the host nodes the
+    # cells are placed on (the destination's, in a migration), so a
+    # guest rebooted there reads its real locality from its firmware
+    # (ACPI SLIT). A running guest's kernel read its table at boot and
+    # keeps it: nothing here changes what it sees before a reboot. Not
+    # told (a host without a full table, a destination that does not
+    # tell, a guest of one cell): no <distances>, rather than the
+    # source's, which no longer describe where the cells are; the guest
+    # kernel then assumes local 10, remote 20, as numamig does.
+    table = getattr(info, 'cell_distances', None) or {}
+    for cell in doc.iterfind('cpu/numa/cell'):
+        _remove_all(cell, 'distances')
+        row = table.get(int(cell.get('id')))
+        if not row:
+            continue
+        distances = etree.Element('distances')
+        for other, value in sorted(row.items()):
+            etree.SubElement(distances, 'sibling', id=str(other),
+                             value=str(value))
+        # libvirt's schema puts <distances> before a cell's <cache>.
+        cell.insert(0, distances)
+
+
 def _drop_empty_cputune(doc, info):
     cputune = doc.find('cputune')
     if cputune is not None and len(cputune) == 0:
@@ -284,7 +315,8 @@ def _drop_empty_cputune(doc, info):
 
 _STEPS = (_update_vcpu, _update_vcpupins, _update_emulatorpin,
           _update_iothreadpins, _update_vcpusched, _update_numatune,
-          _update_memory_backing, _update_virtio_mem, _drop_empty_cputune)
+          _update_memory_backing, _update_virtio_mem, _update_distances,
+          _drop_empty_cputune)
 
 
 def _child(parent, tag, after):

@@ -44,6 +44,20 @@ class RewriteTest(gb.GuardTestCase):
         self.assertIn('vcpupin 3: cpuset=11 -> cpuset=15',
                       verdict.describe())
 
+    def test_the_claims_distances_are_written_and_named(self):
+        # An old source's copy gets the destination's distances too, in
+        # a claims file written and read back.
+        table = {0: {0: 10, 1: 12}, 1: {0: 12, 1: 10}}
+        self.publish({gb.GUEST: gb.claim(cell_distances=table)})
+        verdict = guard.decide(gb.source_xml(), self.settings, now=NOW)
+        changed = {part: (before, after)
+                   for part, before, after in verdict.changes}
+        self.assertEqual(('(none)', '0=10 1=12'), changed['distances 0'])
+        self.assertEqual(table, guest_parse.extract_numa_info(
+            verdict.xml).cell_distances)
+        again = guard.decide(verdict.xml, self.settings, now=NOW)
+        self.assertEqual(guard.UNCHANGED, again.action)
+
     def test_a_rewritten_xml_passes_unchanged(self):
         self.publish()
         rewritten = guard.decide(gb.source_xml(), self.settings,
