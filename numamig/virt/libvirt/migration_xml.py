@@ -21,17 +21,18 @@ DEFAULT_SCHEDULER = 'fifo'
 REALTIME_SCHEDULERS = ('fifo', 'rr')
 
 
-def get_updated_xml(xml_text, info):
+def get_updated_xml(xml_text, info, live=False):
     """Return the domain XML ``xml_text`` rewritten for ``info``.
 
     The input text is parsed into a new document, so nothing the caller
-    holds is changed.
+    holds is changed. ``live``: the XML a running guest continues with
+    (see apply_numa_info).
 
     :raises DomainXMLError: the XML cannot be parsed, or ``info`` does not
         fit its shape (a guest cell or vCPU the guest lacks).
     """
     doc = parse_domain(xml_text)
-    apply_numa_info(doc, info)
+    apply_numa_info(doc, info, live=live)
     return etree.tostring(doc, encoding='unicode')
 
 
@@ -53,16 +54,28 @@ def parse_domain(xml_text):
     return doc
 
 
-def apply_numa_info(doc, info):
+def apply_numa_info(doc, info, live=False):
     """Rewrite the NUMA parts of the domain element ``doc`` in place.
 
     Shape is checked first, so on error ``doc`` is unchanged.
+
+    :param live: ``doc`` is the XML a running guest continues with (a
+        migration's DEST_XML, an incoming one the guard filters): its
+        cells' ``<distances>`` are left as they are. They are part of
+        the guest's ABI: QEMU built the guest's firmware table (ACPI
+        SLIT) from them at start, and libvirt refuses a destination
+        whose distances differ ("Target NUMA distance from 0 to 1
+        doesn't match source"). The destination's distances go to the
+        persistent definition (``live=False``), which the guest's next
+        start uses.
 
     :raises DomainXMLError: ``info`` names guest cells or vCPUs that the
         domain lacks, or omits guest cells that it has.
     """
     _check_shape(doc, info)
     for step in _STEPS:
+        if live and step in _PERSISTENT_ONLY:
+            continue
         step(doc, info)
 
 
@@ -317,6 +330,43 @@ _STEPS = (_update_vcpu, _update_vcpupins, _update_emulatorpin,
           _update_iothreadpins, _update_vcpusched, _update_numatune,
           _update_memory_backing, _update_virtio_mem, _update_distances,
           _drop_empty_cputune)
+# What a running guest cannot change (apply_numa_info's ``live``).
+_PERSISTENT_ONLY = (_update_distances,)
+
+
+def with_running_distances(xml_text, running_text):
+    """``xml_text`` with each cell's ``<distances>`` as the running
+    guest's XML ``running_text`` has them (none where it has none).
+
+    A migration's DEST_XML must keep the distances the guest runs with
+    (apply_numa_info's ``live``), its PERSIST_XML carries the
+    destination's: this makes the first from the second. Returns
+    ``xml_text`` itself when nothing differs.
+
+    :raises DomainXMLError: either text is not a domain XML.
+    """
+    doc, running = parse_domain(xml_text), parse_domain(running_text)
+    rows = {cell.get('id'): cell.find('distances')
+            for cell in running.iterfind('cpu/numa/cell')}
+    changed = False
+    for cell in doc.iterfind('cpu/numa/cell'):
+        want = rows.get(cell.get('id'))
+        have = cell.find('distances')
+        if _text(want) == _text(have):
+            continue
+        changed = True
+        _remove_all(cell, 'distances')
+        if want is not None:
+            cell.insert(0, etree.fromstring(
+                etree.tostring(want, with_tail=False)))
+    return etree.tostring(doc, encoding='unicode') if changed else xml_text
+
+
+def _text(element):
+    if element is None:
+        return None
+    return [(s.get('id'), s.get('value'))
+            for s in element.iterfind('sibling')]
 
 
 def _child(parent, tag, after):

@@ -229,6 +229,36 @@ class DistancesTestCase(base.TestCase):
         self.assertEqual(DISTANCES,
                          guest_parse.extract_numa_info(once).cell_distances)
 
+    def test_live_rewrite_keeps_the_running_distances(self):
+        # DEST_XML: what the guest runs with (guest ABI); PERSIST_XML:
+        # the destination's, for its next start.
+        running = migration_xml.get_updated_xml(
+            SOURCE_XML, _info(cell_distances={0: {0: 10, 1: 32},
+                                              1: {0: 32, 1: 10}}))
+        live = etree.fromstring(migration_xml.get_updated_xml(
+            running, _info(cell_distances=DISTANCES), live=True))
+        self.assertEqual({0: {0: 10, 1: 32}, 1: {0: 32, 1: 10}}, _rows(live))
+        # Everything else is the destination's all the same.
+        self.assertEqual([{'mode': 'strict', 'nodeset': '2-3'}],
+                         _attrs(live, 'numatune/memory'))
+
+    def test_with_running_distances(self):
+        persistent = migration_xml.get_updated_xml(
+            SOURCE_XML, _info(cell_distances=DISTANCES))
+        for running_table in ({0: {0: 10, 1: 32}, 1: {0: 32, 1: 10}}, {}):
+            running = migration_xml.get_updated_xml(
+                SOURCE_XML, _info(cell_distances=running_table))
+            live = migration_xml.with_running_distances(persistent, running)
+            self.assertEqual(running_table, guest_parse.extract_numa_info(
+                live).cell_distances)
+            # Only the distances differ from the persistent XML.
+            self.assertEqual(
+                migration_xml.get_updated_xml(persistent, _info()),
+                migration_xml.get_updated_xml(live, _info()))
+        # Nothing to change: the very text comes back.
+        self.assertIs(persistent, migration_xml.with_running_distances(
+            persistent, persistent))
+
     def test_a_table_not_numamigs_reads_back_as_none(self):
         # A remote 10 (Linux would ignore the whole SLIT) or a partial
         # table: not carried, so a rewrite without distances drops it.
