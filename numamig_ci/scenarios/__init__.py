@@ -24,3 +24,4 @@ from numamig_ci.scenarios import postcopy  # noqa: F401
 from numamig_ci.scenarios import convergence  # noqa: F401
 from numamig_ci.scenarios import threads  # noqa: F401
 from numamig_ci.scenarios import virtio_mem  # noqa: F401
+from numamig_ci.scenarios import distances  # noqa: F401
