@@ -117,6 +117,16 @@ def check_told(s, guest, host, expected, which, inactive=False):
         s.fail(guest, host, f"<cell><distances> ({which})", expected, rows)
 
 
+def check_told_as_kernel(s, guest, host):
+    """The guest's live XML tells it what the kernel ``host`` runs on
+    has between its cells' nodes (the firmware's table, or the 10 / 20
+    the kernel assumes without one): one read of each, for scenarios
+    that move a multi-cell guest within one kernel."""
+    memnodes, _ = live_placement(s, guest, host)
+    check_told(s, guest, host, told(kernel_table(s, host), memnodes),
+               'live')
+
+
 def check_qemu(s, guest, host, expected, which):
     found = qemu_distances(s, guest, host)
     s.say(f"QEMU -numa dist of {guest.name} on {host} ({which}): "
