@@ -78,7 +78,9 @@ def build_parser():
                         help="--nested: the virtual machine's NUMA layout, "
                              "e.g. 'cores=3,threads=2,memory=6656:3072,"
                              "pages_2m=128:126,pages_1g=4:1' (':' separates "
-                             "nodes; default: that one). Given twice: one "
+                             "nodes; default: that one; 'distances=10:21:"
+                             "21:10' adds a NUMA distance table, row by "
+                             "row). Given twice: one "
                              "machine per host, with these layouts (hosts "
                              "with different node counts)")
     parser.add_argument('--log-file', default=None,

@@ -100,3 +100,12 @@ def fmt(cpus):
     if cpus is None:
         return 'none'
     return cpuspec.format_cpu_spec(cpus) if cpus else '(empty)'
+
+
+def cell_distances(xml_text):
+    """{guest cell: {guest cell: distance}} of each ``<cpu><numa><cell>``'s
+    ``<distances>`` (cells without any: an empty row)."""
+    doc = etree.fromstring(xml_text.encode())
+    return {int(cell.get('id')): {int(s.get('id')): int(s.get('value'))
+                                  for s in cell.iterfind('distances/sibling')}
+            for cell in doc.iterfind('cpu/numa/cell')}

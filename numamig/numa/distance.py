@@ -90,3 +90,41 @@ def assumed_table(cells):
     return {cell.id: {other: cell.distances.get(
         other, LOCAL if other == cell.id else REMOTE) for other in ids}
         for cell in sorted(cells, key=lambda c: c.id)}
+
+
+# What a guest's firmware table (ACPI SLIT, from libvirt's <distances>)
+# takes between two distinct nodes: Linux ignores a whole SLIT with a
+# remote entry of LOCAL or less, and a table entry is one byte.
+GUEST_MAX = 255
+
+
+def guest_table(placement, cells):
+    """The distances between a guest's cells as placed on host ``cells``.
+
+    :param placement: {guest cell id: host cell id}, distinct host cells.
+    :param cells: the host's cells (with their reported ``distances``).
+    :returns: {guest cell: {guest cell: distance}}: LOCAL to itself, the
+        host's reported distance from one's host cell to the other's
+        (each direction as reported); None when the host's table lacks
+        an entry it needs (numamig would only be assuming it, and the
+        guest kernel assumes the same without a table) or has one a
+        guest's table cannot carry (remote outside LOCAL+1..GUEST_MAX),
+        and for a guest of fewer than two cells (nothing to tell).
+    """
+    if len(placement) < 2:
+        return None
+    by_id = {cell.id: cell for cell in cells}
+    table = {}
+    for guest, host in placement.items():
+        row = {}
+        for other, other_host in placement.items():
+            if other == guest:
+                row[other] = LOCAL
+                continue
+            value = by_id[host].distances.get(other_host) \
+                if host in by_id else None
+            if value is None or not LOCAL < value <= GUEST_MAX:
+                return None
+            row[other] = value
+        table[guest] = row
+    return table

@@ -73,12 +73,32 @@ class IntToIntSet(_IntKeyedDict):
         return sorted(value)
 
 
+class IntToIntMap(_IntKeyedDict):
+    """{int: {int: int}}: a table, such as distances between cells."""
+
+    value_kind = 'object'
+
+    def _coerce_value(self, obj, attr, value):
+        return IntToInt().coerce(obj, attr, value)
+
+    def _value_to_primitive(self, value):
+        return {str(k): v for k, v in value.items()}
+
+    def stringify(self, value):
+        return repr({k: dict(sorted(v.items()))
+                     for k, v in sorted(value.items())})
+
+
 class IntToIntField(fields.AutoTypedField):
     AUTO_TYPE = IntToInt()
 
 
 class IntToIntSetField(fields.AutoTypedField):
     AUTO_TYPE = IntToIntSet()
+
+
+class IntToIntMapField(fields.AutoTypedField):
+    AUTO_TYPE = IntToIntMap()
 
 
 class MigrationThreads(fields.FieldType):

@@ -12,6 +12,11 @@ from numamig.objects import base
 from numamig.objects import fields as nm_fields
 from numamig.objects.host_numa import _is_page_size
 
+# A node's distance to itself, and the largest distance (unreachable), in
+# ACPI's SLIT as libvirt's <distances> takes them.
+LOCAL_DISTANCE = 10
+MAX_DISTANCE = 255
+
 
 @base.register
 class NUMAMigrateInfo(base.NumamigObject):
@@ -24,10 +29,19 @@ class NUMAMigrateInfo(base.NumamigObject):
     ``sched_priority``: realtime vCPUs and their FIFO priority.
     ``pagesizes``: guest cell -> page size in KiB for cells backed by
     explicit pages. ``floating_cpus``: the destination's shared set for
-    ``<vcpu cpuset>``; None removes the attribute.
+    ``<vcpu cpuset>``; None removes the attribute. ``cell_distances``:
+    guest cell -> guest cell -> the destination's distance between the
+    host nodes they are placed on, for the guest's ``<distances>`` (the
+    guest kernel reads them at boot); empty when the destination does
+    not know them all (libvirt gave it no full table), for a guest of
+    one cell, or from a destination that does not tell them: the
+    guest's XML then carries none.
     """
 
-    # Version 1.0: Initial version
+    # Version 1.0: Initial version (release 2; its development steps ship
+    #              as this one version, as LiveMigrateData 1.1's do:
+    #              cell_distances joined before release 2, and no release
+    #              before it sends or receives NUMAMigrateInfo)
     VERSION = '1.0'
 
     fields = {
@@ -39,6 +53,7 @@ class NUMAMigrateInfo(base.NumamigObject):
         'pagesizes': nm_fields.IntToIntField(default={}),
         'floating_cpus': fields.SetOfIntegersField(nullable=True,
                                                    default=None),
+        'cell_distances': nm_fields.IntToIntMapField(default={}),
     }
 
     @property
@@ -75,6 +90,31 @@ class NUMAMigrateInfo(base.NumamigObject):
                 raise self.invalid(
                     f"page size for guest cell {cell}, which has no host "
                     f"node pin")
+        self._validate_distances()
+
+    def _validate_distances(self):
+        # What libvirt and the guest's firmware table take: a full table
+        # over the placed cells, 10 to a cell itself, 11-255 between two
+        # (a guest kernel ignores a whole SLIT with a remote entry of 10
+        # or less).
+        table = self.get('cell_distances', {})
+        if not table:
+            return
+        cells = set(self.get('cell_pins', {}))
+        for cell in sorted(set(table) | cells):
+            row = table.get(cell)
+            if row is None or cell not in cells or set(row) != cells:
+                raise self.invalid(
+                    f"cell_distances must give every guest cell's distance "
+                    f"to each of {sorted(cells)}; guest cell {cell} has "
+                    f"{sorted(row or ())}")
+            for other, value in sorted(row.items()):
+                low = LOCAL_DISTANCE if other == cell else LOCAL_DISTANCE + 1
+                high = LOCAL_DISTANCE if other == cell else MAX_DISTANCE
+                if not low <= value <= high:
+                    raise self.invalid(
+                        f"distance from guest cell {cell} to {other} must "
+                        f"be within {low}-{high}, got {value}")
 
     def _validate_ids(self):
         # Keys are checked by the field type; pCPU and node ids are not.

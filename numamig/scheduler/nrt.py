@@ -31,17 +31,28 @@ How numamig's accounting maps onto NRT resources, per zone (host cell):
   node-level attributes ``pci.unaffined.<vendor>-<product>`` (free of
   total, e.g. ``2/4``).
 
+Zone ``costs`` are the host's NUMA distances as placement uses them
+(numamig.numa.distance). Where libvirt reports no entry for a pair of a
+host of several cells, placement assumes local 10, remote 20; the export
+gives those values too, so that a consumer sees the table numamig places
+by, and names them in the zone attribute ``costs.assumed`` (the zones
+whose cost from this zone is assumed, comma-separated), as ``host show``
+marks them ``*``. A host of one cell without a table has no costs.
+
 numamig places every guest NUMA cell on one host cell, as the Topology
 Manager's ``single-numa-node`` policy places every container on one NUMA
 node, so the node declares that policy with ``container`` scope (a guest
 cell plays the part of a container).
 """
 
+from numamig.numa import distance
 from numamig.numa import pci
 
 API_VERSION = 'topology.node.k8s.io/v1alpha2'
 KIND = 'NodeResourceTopology'
 FINGERPRINT_ANNOTATION = 'topology.node.k8s.io/fingerprint'
+# The zone attribute naming the zones whose cost is assumed, not reported.
+ASSUMED_COSTS = 'costs.assumed'
 ZONE_TYPE = 'Node'
 POLICY = 'single-numa-node'
 SCOPE = 'container'
@@ -84,6 +95,9 @@ def export(host, topology, fingerprint=None, virtio_mem=None):
         ``virtio-mem.reclaimable`` and ``virtio-mem.growable`` (bytes)
         and ``virtio-mem.devices``; None or {}: none.
     """
+    cells = sorted(topology.cells, key=lambda c: c.id)
+    assumed = (distance.assumed_table(cells)
+               if len(cells) > 1 and distance.missing(cells) else None)
     metadata = {'name': host}
     if fingerprint is not None:
         metadata['annotations'] = {FINGERPRINT_ANNOTATION: fingerprint}
@@ -98,8 +112,9 @@ def export(host, topology, fingerprint=None, virtio_mem=None):
             _attribute(f'pci.unaffined.{kind[4:]}', f'{free}/{total}')
             for kind, (total, free) in sorted(kinds.get(None, {}).items())],
         'zones': [_zone(cell, (virtio_mem or {}).get(cell.id),
-                        kinds.get(cell.id, {}))
-                  for cell in sorted(topology.cells, key=lambda c: c.id)],
+                        kinds.get(cell.id, {}),
+                        assumed and assumed[cell.id])
+                  for cell in cells],
     }
 
 
@@ -130,7 +145,7 @@ def export_host_state(state):
     return export(state.host, state.topology, state.report.fingerprint)
 
 
-def _zone(cell, devices=None, pci_kinds=None):
+def _zone(cell, devices=None, pci_kinds=None, assumed=None):
     zone = {
         'name': zone_name(cell.id),
         'type': ZONE_TYPE,
@@ -149,9 +164,18 @@ def _zone(cell, devices=None, pci_kinds=None):
                        str(devices['reclaimable_mb'] * _MIB)),
             _attribute('virtio-mem.growable',
                        str(devices['growable_mb'] * _MIB))])
-    if cell.distances:
-        zone['costs'] = [{'name': zone_name(other), 'value': distance}
-                         for other, distance in sorted(
+    if assumed is not None:
+        # The row placement uses: reported entries, the rest assumed.
+        zone['costs'] = [{'name': zone_name(other), 'value': value}
+                         for other, value in sorted(assumed.items())]
+        guessed = [zone_name(other) for other in sorted(assumed)
+                   if other not in cell.distances]
+        if guessed:
+            zone['attributes'].append(
+                _attribute(ASSUMED_COSTS, ','.join(guessed)))
+    elif cell.distances:
+        zone['costs'] = [{'name': zone_name(other), 'value': value}
+                         for other, value in sorted(
                              cell.distances.items())]
     return zone
 

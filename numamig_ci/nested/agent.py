@@ -251,6 +251,36 @@ class Agent:
     def qemu_pid(self, host, domain_name):
         return self.hosts[host].qemu_pid(domain_name)
 
+    def node_distances(self):
+        """{node: {node: distance}} (as strings) from sysfs: the table
+        this kernel read from the machine's firmware (ACPI SLIT), or its
+        own 10 / 20 where there is none."""
+        table = {}
+        paths = glob.glob(f'{NODE_DIR}/node*/distance')
+        nodes = sorted(int(os.path.basename(os.path.dirname(p))[4:])
+                       for p in paths)
+        for node in nodes:
+            with open(f'{NODE_DIR}/node{node}/distance') as f:
+                values = f.read().split()
+            table[str(node)] = {str(other): int(value)
+                                for other, value in zip(nodes, values,
+                                                        strict=True)}
+        return table
+
+    def qemu_numa_dist(self, pid):
+        """["src,dst,val", ...] of a QEMU's ``-numa dist`` arguments:
+        the table its guest's firmware was given at start."""
+        with open(f'/proc/{int(pid)}/cmdline', 'rb') as f:
+            argv = f.read().decode(errors='replace').split('\0')
+        found = []
+        for arg in argv:
+            if arg.startswith('dist,'):
+                fields = dict(item.partition('=')[::2]
+                              for item in arg[5:].split(','))
+                found.append(f"{fields.get('src')},{fields.get('dst')},"
+                             f"{fields.get('val')}")
+        return found
+
     def vcpu_affinity(self, pid):
         """{vCPU index (str): Cpus_allowed_list} of QEMU's vCPU threads."""
         return {str(k): v for k, v in

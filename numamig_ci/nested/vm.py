@@ -107,6 +107,12 @@ class Layout:
     # A name of CPU_MODELS; '' for the default (CPU_MODEL, or
     # KVM_CPU_MODEL with kvm=1).
     cpu: str = ''
+    # The machine's NUMA distance table, row by row (nodes x nodes
+    # entries, 10 on the diagonal), given to QEMU as ``-numa dist``: the
+    # kernel inside reads it as the firmware's (ACPI SLIT), libvirt
+    # reports it, numamig places by it. Empty: QEMU's default (no table;
+    # the kernel assumes 10 / 20).
+    distances: tuple = ()
 
     @property
     def qemu_cpu(self):
@@ -118,6 +124,13 @@ class Layout:
     @property
     def nodes(self):
         return len(self.memory_mb)
+
+    def distance(self, src, dst):
+        """Node ``src``'s distance to node ``dst`` as the layout gives it
+        (None without a table)."""
+        if not self.distances:
+            return None
+        return self.distances[src * self.nodes + dst]
 
     def node_cpus(self, node):
         """The CPU numbers QEMU gives node ``node`` (one socket each)."""
@@ -135,6 +148,7 @@ class Layout:
         if self.kvm and self.threads > 1:
             raise ValueError(f"kvm=1 shows no SMT siblings: threads=1 "
                              f"only, not {self.threads}")
+        self._check_distances()
         for name in ('pages_2m', 'pages_1g'):
             if len(getattr(self, name)) != self.nodes:
                 raise ValueError(f"{name} has {len(getattr(self, name))} "
@@ -159,11 +173,41 @@ class Layout:
                 f"MiB there (q35's low 2 GiB hold none), not "
                 f"{self.memory_mb[0]}")
 
+    def _check_distances(self):
+        # What QEMU takes (and Linux keeps: a remote entry of 10 would
+        # make it ignore the whole table).
+        if not self.distances:
+            return
+        if len(self.distances) != self.nodes * self.nodes:
+            raise ValueError(f"distances has {len(self.distances)} entries, "
+                             f"not {self.nodes} x {self.nodes}")
+        for src in range(self.nodes):
+            for dst in range(self.nodes):
+                value = self.distance(src, dst)
+                if src == dst and value != 10:
+                    raise ValueError(f"distance of node {src} to itself "
+                                     f"must be 10, not {value}")
+                if src != dst and not 10 < value <= 255:
+                    raise ValueError(f"distance {src} -> {dst} must be "
+                                     f"within 11-255, not {value}")
+
+    def numa_dist_args(self):
+        """QEMU's ``-numa dist`` arguments of the table (none without)."""
+        args = []
+        for src in range(self.nodes if self.distances else 0):
+            for dst in range(self.nodes):
+                if src != dst:
+                    args += ['-numa', f'dist,src={src},dst={dst},'
+                                      f'val={self.distance(src, dst)}']
+        return args
+
     @classmethod
     def parse(cls, text):
         """A layout from 'cores=2,threads=2,memory=2048:2048,
         pages_2m=128:128,pages_1g=0:0,kvm=0,cpu=nehalem' (any subset;
-        ':' separates nodes; ``cpu`` a name of CPU_MODELS;
+        ':' separates nodes; ``cpu`` a name of CPU_MODELS; ``distances``
+        gives the table row by row, ':' between entries, e.g.
+        distances=10:21:21:10 for two nodes;
         with ``memory`` but no page counts, 128 x 2 MiB and no 1 GiB
         page per node).
 
@@ -276,6 +320,7 @@ class NestedVM:
                                 f'size={memory}M',
                      '-numa', f'node,nodeid={node},cpus={cpus[0]}-{cpus[-1]},'
                               f'memdev=mem{node}']
+        argv += layout.numa_dist_args()
         pairs = [(self.agent_port, AGENT_PORT)] + [(p, p) for p in self.ports]
         forwards = ''.join(f',hostfwd=tcp:127.0.0.1:{outside}-{GUEST_ADDR}:'
                            f'{inside}' for outside, inside in pairs)

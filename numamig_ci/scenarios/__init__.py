@@ -29,3 +29,4 @@ from numamig_ci.scenarios import virtio_mem  # noqa: F401
 from numamig_ci.scenarios import cpu_models  # noqa: F401
 from numamig_ci.scenarios import cpu_power  # noqa: F401
 from numamig_ci.scenarios import locality  # noqa: F401
+from numamig_ci.scenarios import distances  # noqa: F401

@@ -2,6 +2,7 @@
 mismatch refused, fewer destination nodes, multi-node guests."""
 
 from numamig.objects import fields
+from numamig_ci.scenarios import distances
 from numamig_ci.scenarios import kernel_view
 from numamig_ci.scenarios.registry import scenario
 from numamig_ci.session import DEDICATED
@@ -256,4 +257,7 @@ def multi_node(s):
                    nodes)
         if kernel_view.available(s):
             kernel_view.check_binds(s, guest, dst, nodes)
+            # Told its distances (issue 39): one kernel, so the ones it
+            # booted with are the destination's too.
+            distances.check_told_as_kernel(s, guest, dst)
         s.check_host(dst)

@@ -15,6 +15,7 @@ import fixtures
 import testscenarios
 
 from numamig import embedded
+from numamig_ci import domain
 from tests.functional import test_live_migration as lm
 
 load_tests = testscenarios.load_tests_apply_scenarios
@@ -54,6 +55,9 @@ class NearestFirstTest(lm.LiveMigrationTestCase):
 
     def test_a_two_cell_guest_lands_on_the_close_pair(self):
         mover = self.create('host-a', vcpus=4, specs=TWO_CELLS)
+        # Told the distance between its host cells on host-a (21 there).
+        self.assertEqual({0: {0: 10, 1: 21}, 1: {0: 21, 1: 10}},
+                         domain.cell_distances(self.xml('host-a', mover)))
         answer = self.api.live_migration_dry_run(self.ctxt, mover.uuid,
                                                  'host-b')
         self.assertEqual('host-b', answer['dest_host'])
@@ -67,6 +71,11 @@ class NearestFirstTest(lm.LiveMigrationTestCase):
         self.assertEqual('completed', migration.status, migration.error)
         _pins, nodes, _pages = lm.xml_placement(self.xml('host-b', mover))
         self.assertEqual({'0', '2'}, set(nodes.values()))
+        # The destination's distances crossed the wire (NUMAMigrateInfo)
+        # into the guest's XML there: the test driver's emulated move
+        # defines and starts it anew, so they are its live ones too.
+        self.assertEqual({0: {0: 10, 1: 12}, 1: {0: 12, 1: 10}},
+                         domain.cell_distances(self.xml('host-b', mover)))
         self.assertEqual([0, 2], sorted(
             c.host_cell for c in self.record(mover).numa_topology.cells))
         # The table as the agent reported it, and the scheduler holds it.

@@ -713,6 +713,8 @@ def _print_show(data, report):
 
 
 def _print_nrt(data):
+    from numamig.numa import distance
+    from numamig.scheduler import nrt
     print(f"{data['kind']} {data['metadata']['name']} "
           f"({data['apiVersion']})")
     print(f"  {'ZONE':<8} {'RESOURCE':<16} {'CAPACITY':>14} "
@@ -722,6 +724,23 @@ def _print_nrt(data):
             print(f"  {zone['name']:<8} {res['name']:<16} "
                   f"{res['capacity']:>14} {res['allocatable']:>14} "
                   f"{res['available']:>14}")
+    # Costs as `host show` draws distances: assumed ones marked *.
+    assumed_any = False
+    for zone in data['zones']:
+        if not zone.get('costs'):
+            continue
+        attributes = {a['name']: a['value'] for a in zone['attributes']}
+        assumed = set(filter(None, attributes.get(
+            nrt.ASSUMED_COSTS, '').split(',')))
+        assumed_any = assumed_any or bool(assumed)
+        print(f"  {zone['name']:<8} costs " + ' '.join(
+            f"{cost['name']}:{cost['value']}"
+            f"{'*' if cost['name'] in assumed else ''}"
+            for cost in zone['costs']))
+    if assumed_any:
+        print(f"  (costs marked * are assumed: libvirt reports no such "
+              f"distance; local {distance.LOCAL}, remote "
+              f"{distance.REMOTE})")
 
 
 def _age(seconds):

@@ -221,8 +221,10 @@ class LibvirtDriver(driver.ComputeDriver):
         placement = guard_claims.ClaimPlacement.from_info(migration_uuid,
                                                           info)
         live = migration_xml.parse_domain(self.get_domain_xml(instance_uuid))
+        # The live XML keeps the distances the guest runs with (guest
+        # ABI); the persistent one below is held to the claim's.
         verdict = guard.against_claim(live, instance_uuid, self.host,
-                                      placement)
+                                      placement, live=True)
         if verdict.action != guard.UNCHANGED:
             return verdict.describe()
         persistent = self.get_domain_xml(instance_uuid, persistent=True)
@@ -500,12 +502,14 @@ class LibvirtDriver(driver.ComputeDriver):
                                      abort_requested=abort_requested,
                                      threads=threads,
                                      action_callback=action_callback)
+        live_xml = self._running_distances(dom, instance_uuid, dest_xml)
         with self._jobs_lock:
             self._jobs[instance_uuid] = job
         try:
             return job.run(migrate_data.dest_connect_uri, dest_xml,
                            migrate_data.migration_uri,
-                           migrate_data.get('bandwidth_mib') or None)
+                           migrate_data.get('bandwidth_mib') or None,
+                           live_xml=live_xml)
         finally:
             with self._jobs_lock:
                 self._jobs.pop(instance_uuid, None)
@@ -523,6 +527,21 @@ class LibvirtDriver(driver.ComputeDriver):
             instance_uuid, self.host, chosen, settings.progress_interval_s,
             incoming_threads.time_limit(settings, memory_mb),
             on_end).start()
+
+    def _running_distances(self, dom, instance_uuid, dest_xml):
+        """DEST_XML for ``dest_xml``: the guest's cells' distances as it
+        runs with them (libvirt refuses others: guest ABI), the
+        destination's staying in ``dest_xml``, the PERSIST_XML, for the
+        guest's next start there."""
+        running = self._call(dom.XMLDesc, f"read the XML of {instance_uuid}",
+                             libvirt.VIR_DOMAIN_XML_MIGRATABLE)
+        live = migration_xml.with_running_distances(dest_xml, running)
+        if live is not dest_xml:
+            LOG.info("%s: %s keeps the NUMA distances it runs with until "
+                     "it is next started; its persistent definition on "
+                     "the destination carries the destination's",
+                     self.host, instance_uuid)
+        return live
 
     def resume_postcopy(self, instance_uuid, target, history, policy=None,
                         progress_callback=None, recovery_callback=None,

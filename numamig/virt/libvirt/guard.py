@@ -235,7 +235,9 @@ def decide(xml_text, settings, now=None):
         return Verdict(UNCHANGED, uuid,
                        f"{host} holds no move claim for it (not a "
                        f"migration numamig claimed here)")
-    return against_claim(doc, uuid, host, placement)
+    # An incoming migration's XML is what the guest runs with: its
+    # distances are not the guard's to change (guest ABI).
+    return against_claim(doc, uuid, host, placement, live=True)
 
 
 def unknown(settings, uuid, why):
@@ -247,9 +249,11 @@ def unknown(settings, uuid, why):
                                     f"through unchecked: {why}")
 
 
-def against_claim(doc, uuid, host, placement):
+def against_claim(doc, uuid, host, placement, live=False):
     """The Verdict on domain element ``doc`` for the claim ``placement``
-    (a ClaimPlacement); ``doc`` is not modified."""
+    (a ClaimPlacement); ``doc`` is not modified. ``live``: ``doc`` is a
+    running guest's XML, whose distances stay as they are
+    (migration_xml.apply_numa_info)."""
     claimed = f"claim of migration {placement.migration} on {host}"
     problem = _irreconcilable(doc, placement)
     if problem:
@@ -257,7 +261,7 @@ def against_claim(doc, uuid, host, placement):
                                       f"{claimed}: {problem}")
     rewritten = copy.deepcopy(doc)
     try:
-        migration_xml.apply_numa_info(rewritten, placement)
+        migration_xml.apply_numa_info(rewritten, placement, live=live)
     except exception.DomainXMLError as exc:
         return Verdict(REFUSED, uuid, f"cannot be reconciled with the "
                                       f"{claimed}: {exc.message}")
@@ -311,6 +315,12 @@ def numa_parts(doc):
         el = doc.find(path)
         if el is not None:
             parts[el.tag] = _attributes(el)
+    # The distances told to the guest (cell 1's row: "0=21 1=10").
+    for cell in doc.iterfind('cpu/numa/cell'):
+        siblings = cell.findall('distances/sibling')
+        if siblings:
+            parts[f"distances {cell.get('id')}"] = ' '.join(
+                f"{s.get('id')}={s.get('value')}" for s in siblings)
     return parts
 
 

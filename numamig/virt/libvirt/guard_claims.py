@@ -48,11 +48,11 @@ class ClaimPlacement:
 
     __slots__ = ('migration', 'cpu_pins', 'cell_pins', 'emulator_pins',
                  'sched_vcpus', 'sched_priority', 'pagesizes',
-                 'floating_cpus')
+                 'floating_cpus', 'cell_distances')
 
     def __init__(self, migration, cpu_pins, cell_pins, emulator_pins=(),
                  sched_vcpus=(), sched_priority=None, pagesizes=None,
-                 floating_cpus=None):
+                 floating_cpus=None, cell_distances=None):
         self.migration = migration
         self.cpu_pins = {int(v): set(p) for v, p in cpu_pins.items()}
         self.cell_pins = {int(c): set(n) for c, n in cell_pins.items()}
@@ -63,6 +63,10 @@ class ClaimPlacement:
                           for c, s in (pagesizes or {}).items()}
         self.floating_cpus = None if floating_cpus is None else \
             set(floating_cpus)
+        # Absent from files of agents before distances were told: none.
+        self.cell_distances = {
+            int(c): {int(o): int(v) for o, v in row.items()}
+            for c, row in (cell_distances or {}).items()}
 
     @property
     def host_nodes(self):
@@ -74,10 +78,11 @@ class ClaimPlacement:
         """The placement of a NUMAMigrateInfo (or anything shaped so)."""
         return cls(migration, info.cpu_pins, info.cell_pins,
                    info.emulator_pins, info.sched_vcpus,
-                   info.sched_priority, info.pagesizes, info.floating_cpus)
+                   info.sched_priority, info.pagesizes, info.floating_cpus,
+                   getattr(info, 'cell_distances', None))
 
     def as_dict(self):
-        return {
+        entry = {
             'migration': self.migration,
             'cpu_pins': {str(v): sorted(p)
                          for v, p in sorted(self.cpu_pins.items())},
@@ -91,6 +96,13 @@ class ClaimPlacement:
             'floating_cpus': None if self.floating_cpus is None else
             sorted(self.floating_cpus),
         }
+        # Only where there are some: a guard of the release before
+        # distances were told reads such an entry as it always did.
+        if self.cell_distances:
+            entry['cell_distances'] = {
+                str(c): {str(o): v for o, v in sorted(row.items())}
+                for c, row in sorted(self.cell_distances.items())}
+        return entry
 
 
 def write(path, host, placements, now=None):

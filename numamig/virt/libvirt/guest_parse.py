@@ -9,6 +9,7 @@ rewrite wrote, so a test or an audit can compare it with what was meant).
 from numamig import cpuspec
 from numamig import exception
 from numamig import objects
+from numamig.numa import distance
 from numamig.objects import fields as nm_fields
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import migration_xml
@@ -63,7 +64,30 @@ def _info(doc):
         sched_vcpus=set(sched),
         sched_priority=min(priorities) if priorities else None,
         pagesizes=migration_xml.page_sizes(doc),
-        floating_cpus=_cpus(floating) if floating else None)
+        floating_cpus=_cpus(floating) if floating else None,
+        cell_distances=_cell_distances(doc))
+
+
+def _cell_distances(doc):
+    """The guest cells' ``<distances>`` as NUMAMigrateInfo carries them:
+    only a full table over the guest's cells that a guest's firmware
+    table can carry (10 to itself, 11-255 between two); anything else
+    (none, a partial or an invalid table someone wrote) is {}, not
+    numamig's to carry."""
+    cells = [int(c.get('id')) for c in doc.iterfind('cpu/numa/cell')]
+    table = {}
+    for cell in doc.iterfind('cpu/numa/cell'):
+        row = {int(s.get('id')): int(s.get('value'))
+               for s in cell.iterfind('distances/sibling')}
+        table[int(cell.get('id'))] = row
+    if len(cells) < 2:
+        return {}
+    for cell, row in table.items():
+        if set(row) != set(cells) or row[cell] != distance.LOCAL or any(
+                not distance.LOCAL < value <= distance.GUEST_MAX
+                for other, value in row.items() if other != cell):
+            return {}
+    return table
 
 
 def _topology(doc):

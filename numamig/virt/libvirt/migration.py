@@ -80,13 +80,17 @@ def migration_flags(settings, policy=None):
     return flags | data_plane.flags_and_params(settings)[0]
 
 
-def migration_params(settings, dest_xml, migration_uri, bandwidth_mib=None):
+def migration_params(settings, dest_xml, migration_uri, bandwidth_mib=None,
+                     live_xml=None):
     """Return the typed parameters of migrateToURI3.
 
     The rewritten XML is both DEST_XML (what runs now) and PERSIST_XML
-    (what a later restart on the destination uses), so new pins survive.
+    (what a later restart on the destination uses), so new pins survive;
+    ``live_xml``, where given, is DEST_XML instead: the rewritten XML
+    with what the running guest cannot change kept as it runs (its
+    cells' distances: migration_xml.with_running_distances).
     """
-    params = {libvirt.VIR_MIGRATE_PARAM_DEST_XML: dest_xml,
+    params = {libvirt.VIR_MIGRATE_PARAM_DEST_XML: live_xml or dest_xml,
               libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: dest_xml,
               libvirt.VIR_MIGRATE_PARAM_BANDWIDTH:
                   bandwidth_mib or settings.bandwidth_mib}
@@ -205,8 +209,12 @@ class MigrationJob:
             LOG.warning("Migration of %s: where its threads ran was not "
                         "recorded: %s", self.instance, exc)
 
-    def run(self, peer_uri, dest_xml, migration_uri, bandwidth_mib=None):
+    def run(self, peer_uri, dest_xml, migration_uri, bandwidth_mib=None,
+            live_xml=None):
         """Migrate; return a MigrationResult or raise a numamig error.
+
+        ``live_xml``: DEST_XML where it differs from ``dest_xml`` (the
+        PERSIST_XML); see migration_params.
 
         :raises MigrationNotSupported: a stream option this libvirt
             lacks (numamig.virt.libvirt.data_plane); nothing started.
@@ -219,7 +227,7 @@ class MigrationJob:
                 reason='aborted by request before the job started')
         flags = migration_flags(self._settings, self._policy)
         params = migration_params(self._settings, dest_xml, migration_uri,
-                                  bandwidth_mib)
+                                  bandwidth_mib, live_xml)
         LOG.info("Live-migrating %s from %s to %s (%s, flags %#x, policy "
                  "%s%s)", self.instance, self._host, self._dest, peer_uri,
                  flags, self._policy.name,

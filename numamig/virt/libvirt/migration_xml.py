@@ -4,10 +4,11 @@ The source of a live migration turns its own domain XML into the one the
 destination must run: every NUMA-related part (vCPU, emulator and I/O
 thread pins, realtime scheduling, guest cell -> host node memory binding,
 huge page backing, the floating vCPU set, the host node and page size
-backing each guest cell's virtio-mem device) is replaced from the
-destination's NUMAMigrateInfo; everything else is left as it was. Each
-XML section has one ``_update_<section>(doc, info)`` step. A guest
-numamig creates goes through the same steps, so there is one writer.
+backing each guest cell's virtio-mem device, the distances between the
+guest's cells) is replaced from the destination's NUMAMigrateInfo;
+everything else is left as it was. Each XML section has one
+``_update_<section>(doc, info)`` step. A guest numamig creates goes
+through the same steps, so there is one writer.
 """
 
 from lxml import etree
@@ -20,17 +21,18 @@ DEFAULT_SCHEDULER = 'fifo'
 REALTIME_SCHEDULERS = ('fifo', 'rr')
 
 
-def get_updated_xml(xml_text, info):
+def get_updated_xml(xml_text, info, live=False):
     """Return the domain XML ``xml_text`` rewritten for ``info``.
 
     The input text is parsed into a new document, so nothing the caller
-    holds is changed.
+    holds is changed. ``live``: the XML a running guest continues with
+    (see apply_numa_info).
 
     :raises DomainXMLError: the XML cannot be parsed, or ``info`` does not
         fit its shape (a guest cell or vCPU the guest lacks).
     """
     doc = parse_domain(xml_text)
-    apply_numa_info(doc, info)
+    apply_numa_info(doc, info, live=live)
     return etree.tostring(doc, encoding='unicode')
 
 
@@ -52,16 +54,28 @@ def parse_domain(xml_text):
     return doc
 
 
-def apply_numa_info(doc, info):
+def apply_numa_info(doc, info, live=False):
     """Rewrite the NUMA parts of the domain element ``doc`` in place.
 
     Shape is checked first, so on error ``doc`` is unchanged.
+
+    :param live: ``doc`` is the XML a running guest continues with (a
+        migration's DEST_XML, an incoming one the guard filters): its
+        cells' ``<distances>`` are left as they are. They are part of
+        the guest's ABI: QEMU built the guest's firmware table (ACPI
+        SLIT) from them at start, and libvirt refuses a destination
+        whose distances differ ("Target NUMA distance from 0 to 1
+        doesn't match source"). The destination's distances go to the
+        persistent definition (``live=False``), which the guest's next
+        start uses.
 
     :raises DomainXMLError: ``info`` names guest cells or vCPUs that the
         domain lacks, or omits guest cells that it has.
     """
     _check_shape(doc, info)
     for step in _STEPS:
+        if live and step in _PERSISTENT_ONLY:
+            continue
         step(doc, info)
 
 
@@ -137,6 +151,12 @@ def _check_shape(doc, info):
                 domain=name,
                 reason=f"NUMA info has {what} for vCPUs {sorted(stray)}, "
                        f"the guest has vCPUs 0-{len(vcpus) - 1}")
+    told = set(getattr(info, 'cell_distances', None) or {})
+    if told and told != cells:
+        raise exception.DomainXMLError(
+            domain=name,
+            reason=f"NUMA info has distances for guest cells "
+                   f"{sorted(told)} but the guest has cells {sorted(cells)}")
     virtio_mem.check_shape(doc, info, cells)
     stray_pages = set(info.pagesizes) - cells
     if stray_pages:
@@ -276,6 +296,30 @@ def _update_virtio_mem(doc, info):
     virtio_mem.update_sources(doc, info)
 
 
+def _update_distances(doc, info):
+    # Each guest cell's <distances> are those between the host nodes the
+    # cells are placed on (the destination's, in a migration), so a
+    # guest rebooted there reads its real locality from its firmware
+    # (ACPI SLIT). A running guest's kernel read its table at boot and
+    # keeps it: nothing here changes what it sees before a reboot. Not
+    # told (a host without a full table, a destination that does not
+    # tell, a guest of one cell): no <distances>, rather than the
+    # source's, which no longer describe where the cells are; the guest
+    # kernel then assumes local 10, remote 20, as numamig does.
+    table = getattr(info, 'cell_distances', None) or {}
+    for cell in doc.iterfind('cpu/numa/cell'):
+        _remove_all(cell, 'distances')
+        row = table.get(int(cell.get('id')))
+        if not row:
+            continue
+        distances = etree.Element('distances')
+        for other, value in sorted(row.items()):
+            etree.SubElement(distances, 'sibling', id=str(other),
+                             value=str(value))
+        # libvirt's schema puts <distances> before a cell's <cache>.
+        cell.insert(0, distances)
+
+
 def _drop_empty_cputune(doc, info):
     cputune = doc.find('cputune')
     if cputune is not None and len(cputune) == 0:
@@ -284,7 +328,45 @@ def _drop_empty_cputune(doc, info):
 
 _STEPS = (_update_vcpu, _update_vcpupins, _update_emulatorpin,
           _update_iothreadpins, _update_vcpusched, _update_numatune,
-          _update_memory_backing, _update_virtio_mem, _drop_empty_cputune)
+          _update_memory_backing, _update_virtio_mem, _update_distances,
+          _drop_empty_cputune)
+# What a running guest cannot change (apply_numa_info's ``live``).
+_PERSISTENT_ONLY = (_update_distances,)
+
+
+def with_running_distances(xml_text, running_text):
+    """``xml_text`` with each cell's ``<distances>`` as the running
+    guest's XML ``running_text`` has them (none where it has none).
+
+    A migration's DEST_XML must keep the distances the guest runs with
+    (apply_numa_info's ``live``), its PERSIST_XML carries the
+    destination's: this makes the first from the second. Returns
+    ``xml_text`` itself when nothing differs.
+
+    :raises DomainXMLError: either text is not a domain XML.
+    """
+    doc, running = parse_domain(xml_text), parse_domain(running_text)
+    rows = {cell.get('id'): cell.find('distances')
+            for cell in running.iterfind('cpu/numa/cell')}
+    changed = False
+    for cell in doc.iterfind('cpu/numa/cell'):
+        want = rows.get(cell.get('id'))
+        have = cell.find('distances')
+        if _text(want) == _text(have):
+            continue
+        changed = True
+        _remove_all(cell, 'distances')
+        if want is not None:
+            cell.insert(0, etree.fromstring(
+                etree.tostring(want, with_tail=False)))
+    return etree.tostring(doc, encoding='unicode') if changed else xml_text
+
+
+def _text(element):
+    if element is None:
+        return None
+    return [(s.get('id'), s.get('value'))
+            for s in element.iterfind('sibling')]
 
 
 def _child(parent, tag, after):

@@ -3,14 +3,17 @@
 A placement says which host cell each guest cell uses and which pCPU each
 pinned vCPU gets; the domain XML also needs what only the host knows:
 where floating vCPUs and emulator threads may run (its shared set) and
-the realtime priority it uses. The destination of a migration computes
-this from its claim and sends it to the source; a host creating a guest
-computes it for itself. Either way the XML is written from this one value.
+the realtime priority it uses, and how far apart the host nodes of the
+guest's cells are (told to the guest). The destination of a migration
+computes this from its claim and sends it to the source; a host creating
+a guest computes it for itself. Either way the XML is written from this
+one value.
 """
 
 from numamig import cpuspec
 from numamig import exception
 from numamig import objects
+from numamig.numa import distance
 from numamig.objects import fields as nm_fields
 
 SMALL_PAGE_KB = 4
@@ -46,7 +49,12 @@ def build_migrate_info(topology, host_topology, realtime_priority=1,
         sched_vcpus=sched_vcpus,
         sched_priority=realtime_priority if sched_vcpus else None,
         pagesizes=pagesizes,
-        floating_cpus=shared or None)
+        floating_cpus=shared or None,
+        # Told to the guest through <distances> (its kernel reads them
+        # at boot); none where the host's table lacks an entry.
+        cell_distances=distance.guest_table(
+            {cell.id: cell.host_cell for cell in topology.cells},
+            host_topology.cells) or {})
     return info.validate()
 
 

@@ -203,6 +203,31 @@ class ManageHostTestCase(cli_base.CLITestCase):
         self.assertEqual(0, code)
         self.assertIn('node-1   hugepages-1Gi', out)
 
+    def test_export_topology_marks_assumed_costs(self):
+        # As host show marks assumed distances: JSON names them in the
+        # zone's costs.assumed attribute, the table with a *.
+        topology = cli_base.db_base.make_host_topology()
+        for cell in topology.cells:
+            cell.distances = {}
+        self.add_report('cn1', topology=topology)
+        _, out, _ = self.run_cli('host', 'export-topology', 'cn1')
+        self.assertIn('node-0   costs node-0:10* node-1:20*', out)
+        self.assertIn('costs marked * are assumed', out)
+        _, out, _ = self.run_cli('host', 'export-topology', 'cn1',
+                                 '--format', 'json')
+        zone = json.loads(out)['zones'][1]
+        self.assertEqual([20, 10], [c['value'] for c in zone['costs']])
+        self.assertIn({'name': 'costs.assumed', 'value': 'node-0,node-1'},
+                      zone['attributes'])
+        topology = cli_base.db_base.make_host_topology()
+        for cell in topology.cells:
+            cell.distances = {0: 10 if cell.id == 0 else 21,
+                              1: 10 if cell.id == 1 else 21}
+        self.add_report('cn2', topology=topology)
+        _, out, _ = self.run_cli('host', 'export-topology', 'cn2')
+        self.assertIn('node-1   costs node-0:21 node-1:10', out)
+        self.assertNotIn('assumed', out)
+
     def test_unreachable_database_is_unexpected(self):
         self.write_config("[database]\nconnection = "
                           "postgresql+psycopg2://u:pw@127.0.0.1:1/x\n")

@@ -271,3 +271,37 @@ class DistanceTest(base.TestCase):
         self.assertEqual(answer, again)
         self.assertEqual(answer.distance, again.distance)
         self.assertEqual(12, again.distance.cost)
+
+
+class GuestTableTest(base.TestCase):
+    """distance.guest_table: what a guest is told of its cells."""
+
+    @staticmethod
+    def _cells(rows):
+        return [objects.HostNUMACell(id=cell, distances=row)
+                for cell, row in rows.items()]
+
+    def test_each_direction_as_the_host_reports_it(self):
+        cells = self._cells({0: {0: 10, 1: 12, 2: 31},
+                             1: {0: 12, 1: 10, 2: 21},
+                             2: {0: 32, 1: 21, 2: 10}})
+        self.assertEqual({0: {0: 10, 1: 31}, 1: {0: 32, 1: 10}},
+                         distance.guest_table({0: 0, 1: 2}, cells))
+        self.assertEqual({5: {5: 10, 7: 21}, 7: {5: 21, 7: 10}},
+                         distance.guest_table({5: 1, 7: 2}, cells))
+
+    def test_none_where_it_could_only_be_assumed_or_not_be_carried(self):
+        rows = {0: {0: 10, 1: 12}, 1: {1: 10}}
+        self.assertIsNone(distance.guest_table({0: 0, 1: 1},
+                                               self._cells(rows)))
+        for bad in (10, 256):
+            rows = {0: {0: 10, 1: bad}, 1: {0: 12, 1: 10}}
+            self.assertIsNone(distance.guest_table({0: 0, 1: 1},
+                                                   self._cells(rows)))
+        # A host cell the host does not have.
+        self.assertIsNone(distance.guest_table(
+            {0: 0, 1: 9}, self._cells({0: {0: 10, 9: 20}})))
+
+    def test_one_cell_is_told_nothing(self):
+        self.assertIsNone(distance.guest_table(
+            {0: 1}, self._cells({1: {1: 10}})))

@@ -9,6 +9,8 @@ from tests.unit.objects import samples
 
 load_tests = testscenarios.load_tests_apply_scenarios
 
+ROW = "cell_distances must give every guest cell's distance to each of "
+
 
 class ValidationErrorTest(base.TestCase):
     """Each row breaks one invariant; validate() must name it."""
@@ -53,6 +55,33 @@ class ValidationErrorTest(base.TestCase):
         ('negative_emulator_pcpu',
          {'values': {'emulator_pins': {-1}},
           'fragment': 'emulator_pins holds negative ids [-1]'}),
+        ('distances_missing_a_row',
+         {'values': {'cell_pins': {0: {1}, 1: {3}},
+                     'cell_distances': {0: {0: 10, 1: 21}}},
+          'fragment': ROW + "[0, 1]; guest cell 1 has []"}),
+        ('distances_missing_an_entry',
+         {'values': {'cell_pins': {0: {1}, 1: {3}},
+                     'cell_distances': {0: {0: 10, 1: 21}, 1: {1: 10}}},
+          'fragment': ROW + "[0, 1]; guest cell 1 has [1]"}),
+        ('distances_of_a_cell_not_placed',
+         {'values': {'cell_distances': {0: {0: 10}, 2: {0: 20}}},
+          'fragment': ROW + "[0]; guest cell 2 has [0]"}),
+        ('local_distance_not_10',
+         {'values': {'cell_distances': {0: {0: 11}}},
+          'fragment': 'distance from guest cell 0 to 0 must be within '
+                      '10-10, got 11'}),
+        ('remote_distance_10',
+         {'values': {'cell_pins': {0: {1}, 1: {3}},
+                     'cell_distances': {0: {0: 10, 1: 10},
+                                        1: {0: 21, 1: 10}}},
+          'fragment': 'distance from guest cell 0 to 1 must be within '
+                      '11-255, got 10'}),
+        ('remote_distance_too_far',
+         {'values': {'cell_pins': {0: {1}, 1: {3}},
+                     'cell_distances': {0: {0: 10, 1: 21},
+                                        1: {0: 256, 1: 10}}},
+          'fragment': 'distance from guest cell 1 to 0 must be within '
+                      '11-255, got 256'}),
         ('negative_floating_cpu',
          {'values': {'floating_cpus': {-8}},
           'fragment': 'floating_cpus holds negative ids [-8]'}),
@@ -79,6 +108,23 @@ class MigrateInfoTest(base.TestCase):
         info = objects.NUMAMigrateInfo()
         self.assertIs(info, info.validate())
         self.assertIsNone(info.floating_cpus)
+
+    def test_distances_round_trip_with_integer_keys(self):
+        info = objects.NUMAMigrateInfo(
+            cell_pins={0: {1}, 1: {3}},
+            cell_distances={0: {0: 10, 1: 12}, 1: {0: 13, 1: 10}})
+        info.validate()
+        primitive = info.obj_to_primitive()
+        self.assertEqual({'0': {'0': 10, '1': 12}, '1': {'0': 13, '1': 10}},
+                         primitive['numamig_object.data']['cell_distances'])
+        back = objects.NUMAMigrateInfo.obj_from_primitive(primitive)
+        self.assertEqual({0: {0: 10, 1: 12}, 1: {0: 13, 1: 10}},
+                         back.cell_distances)
+
+    def test_distances_default_empty(self):
+        # Not told (one cell, a partial host table): no <distances>.
+        self.assertEqual({}, objects.NUMAMigrateInfo().cell_distances)
+        samples.migrate_info().validate()
 
     def test_realtime_without_any_pins_is_valid(self):
         # Floating realtime guests: scheduling only, no pins to check.

@@ -65,7 +65,7 @@ OBJECT_DATA = {
     'MigrationStatusChange': '1.1-6c2e715e864c95dcb46b484863216b5b',
     'MigrationThreads': '1.0-256db58123dff4c36e21a84b2b2c58c0',
     'NUMALimits': '1.0-50f3092fed2eb389287a8f12e7d61dda',
-    'NUMAMigrateInfo': '1.0-a368697a43e296e7ae33d0b693e6f665',
+    'NUMAMigrateInfo': '1.0-f965bacef664cf78f77394d39e7128f6',
     'NUMAPagesTopology': '1.0-edab9fa2dc43c117a38d600be54b4542',
     'PCIRequest': '1.0-a1975351f4eac329ba4b0d8773e0280f',
 }

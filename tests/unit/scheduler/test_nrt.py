@@ -97,6 +97,43 @@ class TestExport(base.TestCase):
         self.assertEqual([{'name': 'node-0', 'value': 21},
                           {'name': 'node-1', 'value': 10}], zone['costs'])
 
+    def test_reported_costs_name_nothing_assumed(self):
+        for zone in nrt.export('cmp1', self._topology())['zones']:
+            self.assertNotIn(nrt.ASSUMED_COSTS,
+                             [a['name'] for a in zone['attributes']])
+
+    def test_missing_distances_exported_as_assumed(self):
+        # libvirt gave no table: placement assumes 10/20, and the export
+        # gives that table with every remote entry named assumed (the
+        # local one too: libvirt reported none of them).
+        topology = self._topology()
+        for cell in topology.cells:
+            cell.distances = {}
+        zones = nrt.export('cmp1', topology)['zones']
+        self.assertEqual([{'name': 'node-0', 'value': 20},
+                          {'name': 'node-1', 'value': 10}], zones[1]['costs'])
+        attributes = {a['name']: a['value'] for a in zones[1]['attributes']}
+        self.assertEqual('node-0,node-1', attributes[nrt.ASSUMED_COSTS])
+
+    def test_partial_table_marks_only_missing_entries(self):
+        topology = hosts.host_topology(cells=3, pcpus=2)
+        for cell in topology.cells:
+            cell.distances = {other: 10 if other == cell.id else 12
+                              for other in (0, 1, 2)}
+        del topology.cells[2].distances[0]
+        zones = nrt.export('cmp1', topology)['zones']
+        self.assertEqual([10, 12, 12], [c['value'] for c in zones[0]['costs']])
+        self.assertEqual([20, 12, 10], [c['value'] for c in zones[2]['costs']])
+        marks = [{a['name']: a['value'] for a in z['attributes']}.get(
+            nrt.ASSUMED_COSTS) for z in zones]
+        self.assertEqual([None, None, 'node-0'], marks)
+
+    def test_one_cell_without_table_has_no_costs(self):
+        topology = hosts.host_topology(cells=1, pcpus=2)
+        topology.cells[0].distances = {}
+        zone = nrt.export('cmp1', topology)['zones'][0]
+        self.assertNotIn('costs', zone)
+
     def test_zones_sorted_by_cell_id(self):
         topology = self._topology()
         topology.cells = list(reversed(topology.cells))

@@ -78,6 +78,26 @@ class NodeMeminfoTest(base.TestCase):
             agent.Agent().node_meminfo())
 
 
+class NodeDistancesTest(base.TestCase):
+
+    def test_table_per_node_from_sysfs(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        for node, row in ((0, '10 12 21'), (1, '12 10 21'),
+                          (2, '21 21 10')):
+            os.makedirs(os.path.join(root, f'node{node}'))
+            with open(os.path.join(root, f'node{node}', 'distance'),
+                      'w') as f:
+                f.write(row + '\n')
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig_ci.nested.agent.NODE_DIR', root))
+        table = agent.Agent().node_distances()
+        self.assertEqual({'0': 10, '1': 12, '2': 21}, table['0'])
+        self.assertEqual(21, table['2']['1'])
+
+    def test_qemu_numa_dist_of_this_process_is_empty(self):
+        self.assertEqual([], agent.Agent().qemu_numa_dist(os.getpid()))
+
+
 class DirtyingKernelTest(base.TestCase):
 
     def setUp(self):

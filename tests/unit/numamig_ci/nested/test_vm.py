@@ -58,6 +58,24 @@ class LayoutTest(base.TestCase):
         self.assertRaisesMessage(ValueError, 'pages_2m has 1 entries for 2',
                                  vm.Layout.parse, 'pages_2m=64')
 
+    def test_distances_parsed_row_by_row(self):
+        layout = vm.Layout.parse(
+            'cores=1,threads=1,memory=1024:1024:1024:1024,pages_2m=0:0:0:0,'
+            'distances=10:12:21:21:12:10:21:21:21:21:10:12:21:21:12:10')
+        self.assertEqual((12, 21, 12), (layout.distance(0, 1),
+                                        layout.distance(1, 2),
+                                        layout.distance(3, 2)))
+        self.assertIsNone(vm.Layout().distance(0, 1))
+
+    def test_distances_refused_where_qemu_or_linux_would(self):
+        two = 'memory=1024:1024,pages_2m=0:0,distances='
+        for table, said in (('10:21:21', '3 entries, not 2 x 2'),
+                            ('11:21:21:10', 'node 0 to itself must be 10'),
+                            ('10:10:21:10', '0 -> 1 must be within 11-255'),
+                            ('10:21:256:10', '1 -> 0 must be within')):
+            self.assertRaisesMessage(ValueError, said, vm.Layout.parse,
+                                     two + table)
+
     def test_pages_must_leave_memory_to_the_node(self):
         self.assertRaisesMessage(
             ValueError, 'node 1: 1024 MiB of huge pages leave',
@@ -100,6 +118,17 @@ class CommandLineTest(base.TestCase):
         big = self.machine(vm.Layout.parse(
             'memory=4096:2048,pages_1g=1:1')).kernel_cmdline()
         self.assertIn('hugepagesz=1G hugepages=0:1,1:1', big)
+
+    def test_distance_table_given_to_qemu_pair_by_pair(self):
+        layout = vm.Layout.parse('memory=1024:1024:1024,pages_2m=0:0:0,'
+                                 'distances=10:12:31:12:10:31:32:31:10')
+        argv = ' '.join(self.machine(layout).qemu_argv())
+        self.assertIn('-numa dist,src=0,dst=2,val=31', argv)
+        self.assertIn('-numa dist,src=2,dst=0,val=32', argv)
+        self.assertEqual(6, argv.count('-numa dist,'))
+        # No table: QEMU's default, no dist argument at all.
+        self.assertNotIn('dist,', ' '.join(
+            self.machine(vm.Layout()).qemu_argv()))
 
     def test_kvm_machine_has_an_amd_cpu_with_emulated_svm(self):
         layout = vm.Layout.parse('cores=2,threads=1,memory=2048:2048,'

@@ -7,6 +7,7 @@ import testscenarios
 
 from numamig import exception
 from numamig.virt.libvirt import guard
+from numamig.virt.libvirt import guard_claims
 from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import migration_xml
 from tests.unit.virt.libvirt import guard_base as gb
@@ -43,6 +44,28 @@ class RewriteTest(gb.GuardTestCase):
         self.assertIn(gb.MIGRATION, verdict.describe())
         self.assertIn('vcpupin 3: cpuset=11 -> cpuset=15',
                       verdict.describe())
+
+    def test_the_claims_distances_reach_the_persistent_xml_only(self):
+        # The claims file carries the destination's distances; an
+        # incoming (live) XML keeps the guest's own (guest ABI: libvirt
+        # refuses others), a persistent definition gets the claim's.
+        table = {0: {0: 10, 1: 12}, 1: {0: 12, 1: 10}}
+        self.publish({GUEST: gb.claim(cell_distances=table)})
+        verdict = guard.decide(gb.source_xml(), self.settings, now=NOW)
+        self.assertEqual(guard.REWRITTEN, verdict.action)
+        self.assertNotIn('distances 0', [c[0] for c in verdict.changes])
+        self.assertEqual({}, guest_parse.extract_numa_info(
+            verdict.xml).cell_distances)
+        _, placements = guard_claims.read(self.claims_file, 60, now=NOW)
+        persistent = guard.against_claim(
+            migration_xml.parse_domain(verdict.xml), GUEST, 'dst',
+            placements[GUEST])
+        changed = {part: (before, after)
+                   for part, before, after in persistent.changes}
+        self.assertEqual({'distances 0': ('(none)', '0=10 1=12'),
+                          'distances 1': ('(none)', '0=12 1=10')}, changed)
+        self.assertEqual(table, guest_parse.extract_numa_info(
+            persistent.xml).cell_distances)
 
     def test_a_rewritten_xml_passes_unchanged(self):
         self.publish()

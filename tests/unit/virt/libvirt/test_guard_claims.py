@@ -1,5 +1,6 @@
 """Tests of the claims file the agent publishes to its migration guard."""
 
+import json
 import os
 import stat
 
@@ -17,6 +18,18 @@ class ClaimsFileTest(gb.GuardTestCase):
         self.assertEqual('dst', host)
         self.assertEqual(gb.claim().as_dict(), placements[GUEST].as_dict())
         self.assertEqual({0, 1}, placements[GUEST].host_nodes)
+
+    def test_distances_round_trip_and_only_where_there_are_some(self):
+        table = {0: {0: 10, 1: 12}, 1: {0: 13, 1: 10}}
+        self.publish({GUEST: gb.claim(cell_distances=table),
+                      'other': gb.claim()})
+        with open(self.claims_file) as f:
+            document = json.load(f)
+        # An entry without distances is as a guard before them wrote it.
+        self.assertNotIn('cell_distances', document['claims']['other'])
+        _host, placements = guard_claims.read(self.claims_file, 60, now=NOW)
+        self.assertEqual(table, placements[GUEST].cell_distances)
+        self.assertEqual({}, placements['other'].cell_distances)
 
     def test_mode_is_0640_whatever_the_umask(self):
         old = os.umask(0)

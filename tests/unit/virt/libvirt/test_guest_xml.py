@@ -72,6 +72,19 @@ class NUMAPartsTestCase(base.TestCase):
                           'emulator_threads_policy': 'isolate'},
                          dict(meta.attrib))
 
+    def test_created_with_its_cells_distances(self):
+        # Creation goes through the migration pipeline: the guest is
+        # told the distances of its placement from its first boot.
+        topo, info = _placed()
+        info.cell_distances = {0: {0: 10, 1: 21}, 1: {0: 21, 1: 10}}
+        doc = etree.fromstring(guest_xml.build_domain_xml(
+            guests.instance(), topo, info, 'kvm'))
+        self.assertEqual(
+            [[('0', '10'), ('1', '21')], [('0', '21'), ('1', '10')]],
+            [[(s.get('id'), s.get('value'))
+              for s in cell.iterfind('distances/sibling')]
+             for cell in doc.iterfind('cpu/numa/cell')])
+
     def test_round_trip(self):
         topo, info = _placed()
         xml = guest_xml.build_domain_xml(guests.instance(), topo, info, 'kvm')

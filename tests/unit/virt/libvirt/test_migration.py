@@ -168,6 +168,15 @@ class ParamsTestCase(base.TestCase):
             libvirt.VIR_MIGRATE_PARAM_BANDWIDTH: 50,
             libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS: 3}, params)
 
+    def test_live_xml_is_dest_xml_the_rewrite_persistent(self):
+        params = migration.migration_params(
+            libvirt_settings.migration(), '<persist/>', None,
+            live_xml='<live/>')
+        self.assertEqual(
+            ('<live/>', '<persist/>'),
+            (params[libvirt.VIR_MIGRATE_PARAM_DEST_XML],
+             params[libvirt.VIR_MIGRATE_PARAM_PERSIST_XML]))
+
     def test_per_migration_bandwidth_wins(self):
         params = migration.migration_params(
             libvirt_settings.migration(bandwidth_mib=50), '<d/>', None, 1)

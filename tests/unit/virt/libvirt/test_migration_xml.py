@@ -167,6 +167,117 @@ class RewriteTestCase(base.TestCase):
         self.assertEqual(['shares'], [el.tag for el in out.find('cputune')])
 
 
+def _rows(doc):
+    """{guest cell: {sibling: value}} of the rewritten <distances>."""
+    return {int(cell.get('id')): {int(s.get('id')): int(s.get('value'))
+                                  for s in cell.iterfind('distances/sibling')}
+            for cell in doc.iterfind('cpu/numa/cell')}
+
+
+# Guest cells 0 and 1 on host nodes 3 and 2 of a host whose table reads
+# 3 -> 2 as 12 and 2 -> 3 as 13 (asymmetric: each direction as told).
+DISTANCES = {0: {0: 10, 1: 12}, 1: {0: 13, 1: 10}}
+
+
+class DistancesTestCase(base.TestCase):
+    """Item 3 of issue 39: the guest is told its cells' distances."""
+
+    def test_distances_written_per_cell(self):
+        doc = _rewrite(cell_distances=DISTANCES)
+        self.assertEqual(DISTANCES, _rows(doc))
+        # One <distances> per cell, its siblings in id order.
+        for cell in doc.iterfind('cpu/numa/cell'):
+            self.assertEqual(1, len(cell.findall('distances')))
+            self.assertEqual(['0', '1'], [s.get('id') for s in cell.iterfind(
+                'distances/sibling')])
+
+    def test_the_sources_distances_are_replaced(self):
+        source = migration_xml.get_updated_xml(
+            SOURCE_XML, _info(cell_distances={0: {0: 10, 1: 32},
+                                              1: {0: 32, 1: 10}}))
+        doc = etree.fromstring(migration_xml.get_updated_xml(
+            source, _info(cell_distances=DISTANCES)))
+        self.assertEqual(DISTANCES, _rows(doc))
+
+    def test_not_told_removes_the_sources_distances(self):
+        # They describe where the cells were, not where they go.
+        source = migration_xml.get_updated_xml(
+            SOURCE_XML, _info(cell_distances=DISTANCES))
+        doc = etree.fromstring(migration_xml.get_updated_xml(
+            source, _info()))
+        self.assertEqual({0: {}, 1: {}}, _rows(doc))
+        self.assertIsNone(doc.find('cpu/numa/cell/distances'))
+
+    def test_distances_go_before_a_cells_cache(self):
+        # libvirt's schema: <distances> first, then <cache>.
+        with_cache = SOURCE_XML.replace(
+            "<cell id='0' cpus='0-1' memory='1048576' unit='KiB'/>",
+            "<cell id='0' cpus='0-1' memory='1048576' unit='KiB'>"
+            "<cache level='3' associativity='direct' policy='writeback'>"
+            "<size value='10' unit='KiB'/><line value='8' unit='B'/>"
+            "</cache></cell>")
+        doc = etree.fromstring(migration_xml.get_updated_xml(
+            with_cache, _info(cell_distances=DISTANCES)))
+        self.assertEqual(['distances', 'cache'],
+                         [el.tag for el in doc.find('cpu/numa/cell')])
+
+    def test_idempotent_and_read_back(self):
+        once = migration_xml.get_updated_xml(
+            SOURCE_XML, _info(cell_distances=DISTANCES))
+        self.assertEqual(once, migration_xml.get_updated_xml(
+            once, _info(cell_distances=DISTANCES)))
+        self.assertEqual(DISTANCES,
+                         guest_parse.extract_numa_info(once).cell_distances)
+
+    def test_live_rewrite_keeps_the_running_distances(self):
+        # DEST_XML: what the guest runs with (guest ABI); PERSIST_XML:
+        # the destination's, for its next start.
+        running = migration_xml.get_updated_xml(
+            SOURCE_XML, _info(cell_distances={0: {0: 10, 1: 32},
+                                              1: {0: 32, 1: 10}}))
+        live = etree.fromstring(migration_xml.get_updated_xml(
+            running, _info(cell_distances=DISTANCES), live=True))
+        self.assertEqual({0: {0: 10, 1: 32}, 1: {0: 32, 1: 10}}, _rows(live))
+        # Everything else is the destination's all the same.
+        self.assertEqual([{'mode': 'strict', 'nodeset': '2-3'}],
+                         _attrs(live, 'numatune/memory'))
+
+    def test_with_running_distances(self):
+        persistent = migration_xml.get_updated_xml(
+            SOURCE_XML, _info(cell_distances=DISTANCES))
+        for running_table in ({0: {0: 10, 1: 32}, 1: {0: 32, 1: 10}}, {}):
+            running = migration_xml.get_updated_xml(
+                SOURCE_XML, _info(cell_distances=running_table))
+            live = migration_xml.with_running_distances(persistent, running)
+            self.assertEqual(running_table, guest_parse.extract_numa_info(
+                live).cell_distances)
+            # Only the distances differ from the persistent XML.
+            self.assertEqual(
+                migration_xml.get_updated_xml(persistent, _info()),
+                migration_xml.get_updated_xml(live, _info()))
+        # Nothing to change: the very text comes back.
+        self.assertIs(persistent, migration_xml.with_running_distances(
+            persistent, persistent))
+
+    def test_a_table_not_numamigs_reads_back_as_none(self):
+        # A remote 10 (Linux would ignore the whole SLIT) or a partial
+        # table: not carried, so a rewrite without distances drops it.
+        for rows in ({0: {0: 10, 1: 10}, 1: {0: 10, 1: 10}},
+                     {0: {0: 10, 1: 21}, 1: {}}):
+            text = SOURCE_XML
+            for cell, row in rows.items():
+                siblings = ''.join(f"<sibling id='{o}' value='{v}'/>"
+                                   for o, v in row.items())
+                cpus = '0-1' if cell == 0 else '2-3'
+                old = (f"<cell id='{cell}' cpus='{cpus}' "
+                       f"memory='1048576' unit='KiB'")
+                text = text.replace(
+                    old + '/>', old + f"><distances>{siblings}</distances>"
+                    f"</cell>")
+            self.assertEqual(
+                {}, guest_parse.extract_numa_info(text).cell_distances)
+
+
 class ShapeMismatchTestCase(base.TestCase):
 
     scenarios = [
@@ -180,6 +291,12 @@ class ShapeMismatchTestCase(base.TestCase):
         ('vcpu_guest_lacks',
          {'info': {'cpu_pins': {0: {1}, 1: {3}, 4: {2}}},
           'fragment': 'pins for vCPUs [4], the guest has vCPUs 0-3'}),
+        ('distances_of_cells_guest_lacks',
+         {'info': {'cell_pins': {0: {1}, 1: {0}, 2: {3}},
+                   'cell_distances': {c: {o: 10 if o == c else 20
+                                          for o in (0, 1, 2)}
+                                      for c in (0, 1, 2)}},
+          'fragment': 'places guest cells [0, 1, 2] but'}),
         ('realtime_vcpu_guest_lacks',
          {'info': {'cpu_pins': {}, 'sched_vcpus': {9}},
           'fragment': 'realtime scheduling for vCPUs [9]'}),
@@ -240,6 +357,13 @@ class RewritePropertyTestCase(base.TestCase):
             self.assertEqual(dest_info.cell_pins[cell.id], {cell.host_cell})
             self.assertEqual(dest_info.pagesizes.get(cell.id),
                              cell.pagesize)
+        # The guest is told the destination's distances, or none.
+        self.assertEqual(dest_info.cell_distances, _rows(
+            etree.fromstring(rewritten)) if dest_info.cell_distances
+            else {})
+        if not dest_info.cell_distances:
+            self.assertIsNone(etree.fromstring(rewritten).find(
+                'cpu/numa/cell/distances'))
             self.assertEqual(
                 {v: p for v, p in dest_info.cpu_pins.items()
                  if v in cell.pcpuset},

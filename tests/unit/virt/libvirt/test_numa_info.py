@@ -41,6 +41,35 @@ class BuildMigrateInfoTestCase(base.TestCase):
         self.assertEqual({0, 4, 8}, info.floating_cpus)
         self.assertEqual({0, 4, 8}, info.emulator_pins)
 
+    def test_distances_between_the_cells_host_nodes(self):
+        # Each guest cell's row: 10 to itself, its host node's reported
+        # distance to the other's host node (each direction as reported).
+        host = _host()
+        host.cells[0].distances = {0: 10, 1: 32}
+        host.cells[1].distances = {0: 31, 1: 10}
+        topo = guests.topology(
+            guests.cell(0, host_cell=1, vcpus=[0], pins={0: 5}),
+            guests.cell(1, host_cell=0, vcpus=[1], pins={1: 1}))
+        info = numa_info.build_migrate_info(topo, host)
+        self.assertEqual({0: {0: 10, 1: 31}, 1: {0: 32, 1: 10}},
+                         info.cell_distances)
+
+    def test_no_distances_where_the_host_table_lacks_an_entry(self):
+        # numamig would only be assuming them, as a guest kernel does.
+        host = _host()
+        host.cells[1].distances = {1: 10}
+        topo = guests.topology(
+            guests.cell(0, host_cell=1, vcpus=[0], pins={0: 5}),
+            guests.cell(1, host_cell=0, vcpus=[1], pins={1: 1}))
+        self.assertEqual({}, numa_info.build_migrate_info(
+            topo, host).cell_distances)
+
+    def test_no_distances_for_a_guest_of_one_cell(self):
+        topo = guests.topology(guests.cell(0, host_cell=1, vcpus=[0],
+                                           pins={0: 5}))
+        self.assertEqual({}, numa_info.build_migrate_info(
+            topo, _host()).cell_distances)
+
     def test_emulator_isolate_uses_reserved(self):
         topo = guests.topology(
             guests.cell(0, host_cell=0, vcpus=[0], pins={0: 1},
