@@ -261,7 +261,7 @@ class Move:
         self.samples = []
         # When the first memory crossed: before it, the migration was
         # set up (connections, the destination's QEMU started).
-        self.first_byte = None
+        self.first_byte = self.last_byte = None
         self.result = self.error = None
         self.started = self.ended = None
         # A policy name chosen for this move (None: the shipped default).
@@ -302,9 +302,22 @@ class Move:
                          name=f'move-{self.guest.name}').start()
 
     def _sampled(self, sample):
+        now = time.monotonic()
         if self.first_byte is None and sample.memory_processed:
-            self.first_byte = time.monotonic()
-        self.samples.append(sample)
+            self.first_byte = now
+        if not self.samples or \
+                sample.memory_processed > self.samples[-1][1]:
+            # The last sample that saw memory cross: the copy went on
+            # until about then (within a sampling interval).
+            self.last_byte = now
+        self.samples.append((now, sample.memory_processed))
+
+    @property
+    def copying(self):
+        """(from, to): when this move's memory crossed the link."""
+        if self.first_byte is None:
+            return None
+        return self.first_byte, max(self.first_byte, self.last_byte)
 
     @property
     def setup_s(self):
@@ -565,12 +578,41 @@ def report_run(args, rnd, scenario, strategy, out, must, goodput):
               f"{ended_by(m)}"
               + (f" (policy {m.policy} chosen)" if m.policy else ''),
               flush=True)
+    gaps = link_idle(moves)
+    tails = [m.ended - m.copying[1] for m in moves if m.copying]
+    print(f"  link idle {sum(gaps):.1f} s of {wall:.1f}: {gaps[0]:.1f} s "
+          f"before the first copy, {gaps[1]:.1f} s between copies, "
+          f"{gaps[2]:.1f} s after the last; set-up per move (start to "
+          f"first byte) {statistics.median(m.setup_s for m in moves):.2f} "
+          f"s median; switch-over and end (last byte to end) "
+          f"{statistics.median(tails or [0]):.2f} s median",
+          flush=True)
     return {'wall': wall, 'bound': bound, 'ratio': ratio,
+            'idle_before': gaps[0], 'idle_between': gaps[1],
+            'idle_after': gaps[2],
             'must_mib': must / MIB,
             'failed': sum(m.result is None for m in moves),
             'downtime_max': max(downtimes, default=0),
             'achieved': achieved, 'idle': idle, 'cores': cores,
             'again_mib': resent / MIB, 'load': os.getloadavg()[0]}
+
+
+def link_idle(moves):
+    """Seconds the link carried no move's memory: (before the first
+    copy, between copies, after the last), from the drain's start to
+    its last move's end."""
+    start = min(m.started for m in moves)
+    end = max(m.ended for m in moves)
+    spans = sorted(m.copying for m in moves if m.copying)
+    if not spans:
+        return end - start, 0.0, 0.0
+    before = spans[0][0] - start
+    between, reach = 0.0, spans[0][1]
+    for begin, stop in spans[1:]:
+        if begin > reach:
+            between += begin - reach
+        reach = max(reach, stop)
+    return before, between, end - reach
 
 
 def results_must(results):
@@ -590,14 +632,18 @@ def verdict(args, results, goodput, ceiling):
         med[scenario, strategy] = {
             k: statistics.median(r[k] for r in runs)
             for k in ('wall', 'bound', 'ratio', 'achieved', 'idle',
-                      'again_mib', 'load', 'downtime_max')}
+                      'again_mib', 'load', 'downtime_max', 'idle_before',
+                      'idle_between', 'idle_after')}
         m = med[scenario, strategy]
         print(f"  {scenario:5} {strategy:8} {m['wall']:6.1f} s  bound "
               f"{m['bound']:5.1f} s  {m['ratio']:4.2f}x  link "
               f"{m['achieved']:4.1f} MiB/s  sent again "
               f"{m['again_mib']:5.1f} MiB  longest downtime "
               f"{m['downtime_max']:4.0f} ms  machine idle {m['idle']:4.0%}"
-              f"  load {m['load']:.1f}")
+              f"  load {m['load']:.1f}  link idle {m['idle_before']:.1f} "
+              f"s before, "
+              f"{m['idle_between']:.1f} between, {m['idle_after']:.1f} "
+              f"after the copies")
     must_mib = results_must(results)
     if ceiling > goodput:
         print(f"bottleneck of a copy: the link (unshaped, this machine "

@@ -131,7 +131,7 @@ def move_of_migration(db, migration_uuid):
     return None if row is None else (row.drain_uuid, row.instance_uuid)
 
 
-def start_moves(db, drain_uuid, uuid_factory):
+def start_moves(db, drain_uuid, uuid_factory, choose_policy=None):
     """Mark ``migrating`` the pending moves whose turn has come, each
     with a new migration uuid.
 
@@ -149,45 +149,104 @@ def start_moves(db, drain_uuid, uuid_factory):
     copied, so that a drain onto few destinations still runs ``parallel``
     copies at once. Only a running drain starts moves.
 
-    A drain that knows its source's link rate (``options``
-    ``link_rate_mib``, from ``[conductor] migration_link_rate(s)``)
-    starts a move only while every migrating move whose migration
-    recorded a sampled dirty rate (its pre-flight prediction,
-    ``[conductor] convergence_prediction``) keeps its share of the link
-    (numamig.convergence.drain_link): ``parallel`` is then the most.
+    A drain whose guests' dirty rates were estimated before it started
+    (``options['estimate']``, set_estimate) takes its moves by cost:
+    of the first move still to start into each destination, the
+    dirtiest, then the largest (numamig.convergence.drain_link.order;
+    moves into one destination keep the plan's order). A drain that
+    knows its source's link rate (``options`` ``link_rate_mib``, from
+    ``[conductor] migration_link_rate(s)``) starts a move only while
+    every migrating move keeps its share of the link
+    (numamig.convergence.drain_link): its rate is the one its
+    migration's pre-flight prediction sampled (``[conductor]
+    convergence_prediction``), else the drain's estimate; a move whose
+    rate is known neither way holds nothing back. ``parallel`` is then
+    the most.
 
-    :returns: the moves started (dicts, with their migration uuid).
+    :param choose_policy: (move, its drain_link.Cost, the link's share
+        it starts with in bytes/s or None) -> the name of the
+        convergence policy its migration runs under, or None (its own);
+        recorded in ``options['policies']`` and returned with the move.
+    :returns: the moves started (dicts, with their migration uuid and
+        ``policy``).
     """
     now = _rows.utcnow()
     with db.writer() as session:
         drain = _locked(session, drain_uuid)
         if drain is None or drain.status != RUNNING:
             return []
+        options = dict(drain.options or {})
         moves = _moves(session, drain_uuid)
         claimed, rates = _claimed(session, [m.migration_uuid for m in moves
                                             if m.status == MIGRATING])
-        link_mib = (drain.options or {}).get('link_rate_mib')
+        link_mib = options.get('link_rate_mib')
+        estimate = (options.get('estimate') or {}).get('guests') or {}
+        chosen_policies = dict(options.get('policies') or {})
 
         def cost_of(move):
-            # A pending move's rate is not sampled yet: unknown.
-            return drain_link.Cost(dirty_rate=rates.get(
-                move.migration_uuid) if move.status == MIGRATING else None)
+            known = estimate.get(move.instance_uuid) or {}
+            rate = known.get('dirty_rate')
+            if move.status == MIGRATING:
+                rate = rates.get(move.migration_uuid, rate)
+                policy = chosen_policies.get(move.instance_uuid) or {}
+            else:
+                policy = {}
+            return drain_link.Cost(memory=known.get('memory') or 0,
+                                   dirty_rate=rate,
+                                   post_copy=bool(policy.get('post_copy')))
 
+        if estimate and not any(m.source_host for m in moves):
+            moves = drain_link.order(moves, lambda m: m.planned_host,
+                                     cost_of)
+        chosen = turns(moves, drain.parallel, claimed,
+                       link_mib and link_mib * MIB,
+                       cost_of if link_mib else None)
+        migrating = sum(m.status == MIGRATING for m in moves)
+        share = link_mib * MIB / (migrating + len(chosen)) \
+            if link_mib and chosen else None
         started = []
-        for move in turns(moves, drain.parallel, claimed,
-                          link_mib and link_mib * MIB,
-                          cost_of if link_mib else None):
+        for move in chosen:
+            policy = choose_policy(move, cost_of(move), share) \
+                if choose_policy else None
             move.status = MIGRATING
             move.migration_uuid = uuid_factory()
             move.attempts += 1
             move.started_at = move.started_at or now
             move.updated_at = now
-            started.append(_move_dict(move))
+            started.append(dict(_move_dict(move), policy=policy and
+                                policy['name']))
+            if policy is None:
+                chosen_policies.pop(move.instance_uuid, None)
+            else:
+                chosen_policies[move.instance_uuid] = policy
         if started:
+            options['policies'] = chosen_policies
+            drain.options = options
             _touch(drain, now)
             for move in started:
                 _note_move(session, drain, move)
         return started
+
+
+def set_estimate(db, drain_uuid, estimate):
+    """Record the dirty rates estimated for a drain's guests before its
+    moves start, once: {'guests': {instance uuid: {'dirty_rate': B/s or
+    None, 'memory': bytes or None}}, 'figures': the source's prediction
+    figures (numamig.virt.libvirt.dirty_rate.figures) or None,
+    'reason': why there are none, or None}.
+
+    :returns: True if this call recorded it (False: it was already, or
+        the drain is no longer running).
+    """
+    now = _rows.utcnow()
+    with db.writer() as session:
+        drain = _locked(session, drain_uuid)
+        if drain is None or drain.status != RUNNING or \
+                'estimate' in (drain.options or {}):
+            return False
+        drain.options = dict(drain.options or {}, estimate=estimate)
+        _touch(drain, now)
+        return True
 
 
 def turns(moves, parallel, claimed, link_rate=None, cost_of=None,
