@@ -19,6 +19,8 @@ and every change bumps the drain's ``revision``, which waiters compare.
 Rows are returned as plain dicts (RPC answers and the CLI's JSON).
 """
 
+import dataclasses
+
 import sqlalchemy as sa
 
 from numamig import exception
@@ -164,9 +166,11 @@ def start_moves(db, drain_uuid, uuid_factory, choose_policy=None):
     the most.
 
     :param choose_policy: (move, its drain_link.Cost, the link's share
-        it starts with in bytes/s or None) -> the name of the
-        convergence policy its migration runs under, or None (its own);
-        recorded in ``options['policies']`` and returned with the move.
+        it would start with in bytes/s) -> the convergence policy its
+        migration runs under ({'name', 'post_copy'}), or None (its own),
+        asked (with a link rate only) before its share is checked: a
+        move that ends by post-copy needs none. Recorded in
+        ``options['policies']``, the name returned with the move.
     :returns: the moves started (dicts, with their migration uuid and
         ``policy``).
     """
@@ -198,16 +202,14 @@ def start_moves(db, drain_uuid, uuid_factory, choose_policy=None):
         if estimate and not any(m.source_host for m in moves):
             moves = drain_link.order(moves, lambda m: m.planned_host,
                                      cost_of)
+        policies = {}
         chosen = turns(moves, drain.parallel, claimed,
                        link_mib and link_mib * MIB,
-                       cost_of if link_mib else None)
-        migrating = sum(m.status == MIGRATING for m in moves)
-        share = link_mib * MIB / (migrating + len(chosen)) \
-            if link_mib and chosen else None
+                       cost_of if link_mib else None,
+                       choose=choose_policy, policies=policies)
         started = []
         for move in chosen:
-            policy = choose_policy(move, cost_of(move), share) \
-                if choose_policy else None
+            policy = policies.get(move)
             move.status = MIGRATING
             move.migration_uuid = uuid_factory()
             move.attempts += 1
@@ -250,7 +252,7 @@ def set_estimate(db, drain_uuid, estimate):
 
 
 def turns(moves, parallel, claimed, link_rate=None, cost_of=None,
-          margin=drain_link.SHARE_MARGIN):
+          margin=drain_link.SHARE_MARGIN, choose=None, policies=None):
     """The pending moves whose turn has come (start_moves' rule), in
     the plan's order; pure, so a benchmark runs the same rule.
 
@@ -266,6 +268,12 @@ def turns(moves, parallel, claimed, link_rate=None, cost_of=None,
         ``migration_uuid``.
     :param claimed: uuids of the migrations past their destination's
         claim.
+    :param choose: (move, its Cost, the link's share it would start
+        with, bytes/s) -> the policy it runs under ({'name',
+        'post_copy'}) or None (its own), asked before the share is
+        checked: a move that ends by post-copy needs no share. With
+        ``policies`` (a dict), the choices of the moves chosen are put
+        there, by move.
     """
     migrating = [m for m in moves if m.status == MIGRATING]
     sharing = [cost_of(m) for m in migrating] if cost_of else None
@@ -288,7 +296,18 @@ def turns(moves, parallel, claimed, link_rate=None, cost_of=None,
             continue
         if sharing is not None:
             cost = cost_of(move)
+            if choose is not None:
+                share = link_rate / (len(sharing) + 1) if link_rate \
+                    else None
+                policy = choose(move, cost, share)
+                if policy is not None:
+                    cost = dataclasses.replace(
+                        cost, post_copy=bool(policy.get('post_copy')))
+                if policies is not None:
+                    policies[move] = policy
             if not drain_link.may_start(link_rate, sharing, cost, margin):
+                if policies is not None:
+                    policies.pop(move, None)
                 break
             sharing.append(cost)
         busy.add(host)
