@@ -133,7 +133,8 @@ def move_of_migration(db, migration_uuid):
     return None if row is None else (row.drain_uuid, row.instance_uuid)
 
 
-def start_moves(db, drain_uuid, uuid_factory, choose_policy=None):
+def start_moves(db, drain_uuid, uuid_factory, choose_policy=None,
+                most=None):
     """Mark ``migrating`` the pending moves whose turn has come, each
     with a new migration uuid.
 
@@ -171,6 +172,8 @@ def start_moves(db, drain_uuid, uuid_factory, choose_policy=None):
         asked (with a link rate only) before its share is checked: a
         move that ends by post-copy needs none. Recorded in
         ``options['policies']``, the name returned with the move.
+    :param most: start at most this many moves (None: as ``parallel``
+        allows).
     :returns: the moves started (dicts, with their migration uuid and
         ``policy``).
     """
@@ -203,7 +206,10 @@ def start_moves(db, drain_uuid, uuid_factory, choose_policy=None):
             moves = drain_link.order(moves, lambda m: m.planned_host,
                                      cost_of)
         policies = {}
-        chosen = turns(moves, drain.parallel, claimed,
+        parallel = drain.parallel if most is None else \
+            min(drain.parallel, sum(m.status == MIGRATING for m in moves)
+                + most)
+        chosen = turns(moves, parallel, claimed,
                        link_mib and link_mib * MIB,
                        cost_of if link_mib else None,
                        choose=choose_policy, policies=policies)
