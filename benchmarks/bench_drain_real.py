@@ -78,14 +78,11 @@ import sys
 import tempfile
 import threading
 import time
-import types
 
 from numamig import exception
 from numamig import objects
 from numamig.conf import CONF
 from numamig.convergence import drain_link
-from numamig.convergence import policy as pol
-from numamig.convergence import predict
 from numamig.db import drains
 from numamig.virt.libvirt import driver
 from numamig.virt.libvirt import settings as lv_settings
@@ -98,7 +95,8 @@ STRATEGIES = ('numamig', 'cleanfirst', 'fixed', 'before', 'serial', 'all')
 DEFAULT_STRATEGIES = ('numamig', 'fixed', 'serial')
 # [conductor] drain_parallel's default before this branch.
 BEFORE_PARALLEL = 2
-SCENARIOS = ('idle', 'mixed')
+SCENARIOS = ('idle', 'mixed', 'postcopy')
+DEFAULT_SCENARIOS = ('idle', 'mixed')
 DESTINATIONS = ('dst-a', 'dst-b')
 # Ports inside the destinations' own namespace: nothing else listens
 # there, so fixed ones cannot collide.
@@ -261,7 +259,7 @@ class Move:
         self.samples = []
         # When the first memory crossed: before it, the migration was
         # set up (connections, the destination's QEMU started).
-        self.first_byte = None
+        self.first_byte = self.last_byte = None
         self.result = self.error = None
         self.started = self.ended = None
         # A policy name chosen for this move (None: the shipped default).
@@ -302,9 +300,22 @@ class Move:
                          name=f'move-{self.guest.name}').start()
 
     def _sampled(self, sample):
+        now = time.monotonic()
         if self.first_byte is None and sample.memory_processed:
-            self.first_byte = time.monotonic()
-        self.samples.append(sample)
+            self.first_byte = now
+        if not self.samples or \
+                sample.memory_processed > self.samples[-1][1]:
+            # The last sample that saw memory cross: the copy went on
+            # until about then (within a sampling interval).
+            self.last_byte = now
+        self.samples.append((now, sample.memory_processed))
+
+    @property
+    def copying(self):
+        """(from, to): when this move's memory crossed the link."""
+        if self.first_byte is None:
+            return None
+        return self.first_byte, max(self.first_byte, self.last_byte)
 
     @property
     def setup_s(self):
@@ -319,16 +330,9 @@ def plan(guests, strategy, args):
     kept) or None (at once))."""
     moves = [(g, DESTINATIONS[i % len(DESTINATIONS)])
              for i, g in enumerate(guests)]
-    if strategy == 'numamig':
-        return drain_link.order(moves, lambda m: m[1],
-                                lambda m: cost(m[0], args)), \
-            args.parallel, 'shared'
-    if strategy == 'cleanfirst':
-        # drain_link.order ranks the dirtiest first: a negated rate
-        # turns it round (the turn rule still sees the true costs).
-        return drain_link.order(moves, lambda m: m[1], lambda m: (
-            drain_link.Cost(args.memory * MIB, -m[0].dirty_mib_s * MIB))), \
-            args.parallel, 'shared'
+    if strategy in ('numamig', 'cleanfirst'):
+        # Ordered once the source's estimate is in (drain()).
+        return moves, args.parallel, 'shared'
     if strategy == 'fixed':
         return moves, args.parallel, 'claimed'
     if strategy == 'before':
@@ -339,9 +343,11 @@ def plan(guests, strategy, args):
 
 
 def cost(guest, args):
-    """The drain_link.Cost of a guest: its memory, and its kernel's
-    dirty rate as the prediction."""
-    return drain_link.Cost(args.memory * MIB, guest.dirty_mib_s * MIB)
+    """The drain_link.Cost of a guest as the conductor knows it: the
+    source's estimate (sample_dirty_rates), its rate None when not
+    sampled."""
+    return args.estimate.get(guest.uuid) or drain_link.Cost(
+        args.memory * MIB, None)
 
 
 def link_rate(args):
@@ -351,31 +357,43 @@ def link_rate(args):
     return args.goodput * MIB
 
 
-def choose_policy(machine, guest, running, args):
-    """The name of the policy the numamig strategy runs ``guest``'s move
-    under (drain_link.policy_for at the share it starts with), or None
-    for the shipped default."""
+def policy_chooser(machine, args):
+    """The conductor's policy chooser (DrainDriver._policy_chooser) with
+    this source's settings: drain_link.policy_for with the estimate's
+    figures, the shipped policy the guest's own."""
     mig = machine.drivers['src']._settings.migration
     catalog = mig.catalog()
     own = mig.select_policy()[0].name
-    fallbacks = [n for n in CONF.conductor.convergence_fallback_policies
-                 if n in catalog]
-    share = link_rate(args) / (running + 1)
-    timer_tiers = () if mig.timeout_action == 'abort' else (
-        (pol.POST_COPY,) if mig.permit_post_copy else (pol.PAUSE,))
-    memory = args.memory * MIB
-    working_set = args.working_set * MIB if guest.dirty_mib_s else None
+    fallbacks = [n for n in args.fallbacks if n in catalog]
 
-    def prediction(name, bandwidth):
-        return predict.for_policy(
-            catalog[name], memory, guest.dirty_mib_s * MIB, bandwidth,
-            mig.downtime_ms,
-            mig.completion_timeout_s * max(memory / 2 ** 30, 1),
-            timer_tiers, working_set)
+    def choose(record, cost_, share):
+        if cost_.dirty_rate is None or not share or args.figures is None:
+            return None
+        name = drain_link.policy_for(
+            cost_, share, own, fallbacks,
+            drain_link.predictor(catalog, args.figures, cost_))
+        if name == own:
+            return None
+        return {'name': name, 'post_copy': catalog[name].uses_post_copy}
+    return choose
 
-    name = drain_link.policy_for(cost(guest, args), share, own, fallbacks,
-                                 prediction)
-    return None if name == own else name
+
+def estimate(machine, guests, args):
+    """Sample the guests' dirty rates on the source as the drain driver
+    has it sampled (compute API sample_dirty_rates, one window for
+    all); sets args.estimate, args.figures; returns the seconds it
+    took."""
+    began = time.monotonic()
+    answer = machine.drivers['src'].sample_dirty_rates(
+        [g.uuid for g in guests], seconds=1)
+    took = time.monotonic() - began
+    args.figures = answer['figures']
+    for guest in guests:
+        found = answer['guests'].get(guest.uuid) or {}
+        args.estimate[guest.uuid] = drain_link.Cost(
+            found.get('memory') or args.memory * MIB,
+            found.get('dirty_rate'))
+    return took
 
 
 def drain(machine, guests, strategy, args):
@@ -391,14 +409,29 @@ def drain(machine, guests, strategy, args):
     # while they run, the last value kept.
     qemu0 = machine.qemu_cpu()
     qemu = dict(qemu0)
+    args.estimate, args.figures, args.estimate_s = {}, None, None
     started = time.monotonic()
+    if gate == 'shared':
+        # As the drain driver: the source samples every guest, then the
+        # moves go by the estimate.
+        args.estimate_s = estimate(machine, [m.guest for m in pending],
+                                   args)
+        pending = drain_link.order(
+            pending, lambda m: m.dest,
+            (lambda m: cost(m.guest, args)) if strategy == 'numamig' else
+            # The other way round: the least dirty first.
+            (lambda m: dataclasses.replace(
+                cost(m.guest, args),
+                dirty_rate=-(cost(m.guest, args).dirty_rate or 0))))
+        moves = list(pending)
     while pending or running:
         qemu.update(machine.qemu_cpu())
         running = [m for m in running if not m.done.is_set()]
-        for move in _turns(moves, pending, running, parallel, gate, args):
-            if gate == 'shared':
-                move.policy = choose_policy(machine, move.guest,
-                                            len(running), args)
+        policies = {}
+        for move in _turns(moves, pending, running, parallel, gate, args,
+                           policies, machine):
+            policy = policies.get(move)
+            move.policy = policy and policy['name']
             pending.remove(move)
             running.append(move)
             move.start(changed.set)
@@ -414,7 +447,8 @@ def drain(machine, guests, strategy, args):
     return wall, moves, idle, cores
 
 
-def _turns(moves, pending, running, parallel, gate, args):
+def _turns(moves, pending, running, parallel, gate, args, policies,
+           machine):
     """The moves to start now. ``claimed``: numamig's own rule
     (numamig.db.drains.turns), a started move counting as past its
     claim (Move.start builds its destination XML before it returns);
@@ -422,7 +456,7 @@ def _turns(moves, pending, running, parallel, gate, args):
     ``ended``: the rule before, a move into a destination only after
     the one before it ended. None: as room allows."""
     if gate in ('claimed', 'shared'):
-        records = [types.SimpleNamespace(
+        records = [_Record(
             move=m, planned_host=m.dest, source_host=None,
             migration_uuid=id(m),
             status=drains.PENDING if m in pending else
@@ -432,10 +466,14 @@ def _turns(moves, pending, running, parallel, gate, args):
         if gate == 'claimed':
             chosen = drains.turns(records, parallel, claimed)
         else:
+            chosen_policies = {}
             chosen = drains.turns(records, parallel, claimed,
                                   link_rate(args),
-                                  lambda r: cost(r.move.guest, args),
-                                  args.margin)
+                                  lambda r: _running_cost(r.move, args),
+                                  args.margin,
+                                  choose=policy_chooser(machine, args),
+                                  policies=chosen_policies)
+            policies.update({r.move: p for r, p in chosen_policies.items()})
         return [r.move for r in chosen]
     busy = {m.dest for m in running} if gate == 'ended' else set()
     chosen = []
@@ -448,6 +486,26 @@ def _turns(moves, pending, running, parallel, gate, args):
             busy.add(move.dest)
         chosen.append(move)
     return chosen
+
+
+@dataclasses.dataclass(eq=False)
+class _Record:
+    """A move as numamig.db.drains.turns reads it (hashable by
+    identity, as the conductor's rows are)."""
+    move: Move
+    planned_host: str
+    source_host: str
+    migration_uuid: int
+    status: str
+
+
+def _running_cost(move, args):
+    """A move's Cost, post-copy when its chosen policy ends so."""
+    found = cost(move.guest, args)
+    if move.policy and move.machine.drivers['src']._settings.migration.\
+            catalog()[move.policy].uses_post_copy:
+        return dataclasses.replace(found, post_copy=True)
+    return found
 
 
 def _cpu_times():
@@ -508,13 +566,14 @@ def run(args):
                   f"CPU's ceiling) after {setup:.1f} s of set-up; must "
                   f"cross per guest {must / MIB:.1f} MiB", flush=True)
             kernels = {}
-            for rate in (0,) + tuple(args.dirty):
+            for rate in (0,) + tuple(args.dirty) + (args.fast,):
                 kernels[rate] = machine.kernel(rate)
             for rnd in range(args.rounds):
                 shift = rnd % len(args.strategies)
                 order = args.strategies[shift:] + args.strategies[:shift]
                 for scenario in args.scenarios:
-                    rates = list(args.dirty) if scenario == 'mixed' else []
+                    rates = list(args.dirty) if scenario == 'mixed' else \
+                        [args.fast] if scenario == 'postcopy' else []
                     rates += [0] * (args.guests - len(rates))
                     guests = [Guest(i, kernels[r][1], kernels[r][0])
                               for i, r in enumerate(rates)]
@@ -535,6 +594,9 @@ def run(args):
 def report_run(args, rnd, scenario, strategy, out, must, goodput):
     wall, moves, idle, cores = out
     n = len(moves)
+    estimated = {uuid: c.dirty_rate / MIB
+                 for uuid, c in args.estimate.items()
+                 if c.dirty_rate is not None}
     bound = n * must / MIB / args.link
     sent = sum((m.result.memory_processed if m.result else 0)
                for m in moves)
@@ -558,19 +620,56 @@ def report_run(args, rnd, scenario, strategy, out, must, goodput):
         again = max(0, res.memory_processed - must)
         resent += again
         downtimes.append(res.downtime_ms or 0)
-        print(f"  {m.guest.name} dirty {m.guest.dirty_mib_s:4.1f} MiB/s -> "
+        est = estimated.get(m.guest.uuid)
+        print(f"  {m.guest.name} dirty {m.guest.dirty_mib_s:4.1f} MiB/s "
+              f"(estimated {'-' if est is None else f'{est:.0f}'}) -> "
               f"{m.dest}: {res.elapsed_ms / 1000:6.1f} s  downtime "
               f"{res.downtime_ms if res.downtime_ms is not None else '?':>4}"
               f" ms  sent again {again / MIB:6.1f} MiB  ended by "
               f"{ended_by(m)}"
               + (f" (policy {m.policy} chosen)" if m.policy else ''),
               flush=True)
+    gaps = link_idle(moves)
+    if args.estimate_s is not None:
+        print(f"  estimate of {len(args.estimate)} guests' dirty rates: "
+              f"{args.estimate_s:.2f} s (before any move)")
+    tails = [m.ended - m.copying[1] for m in moves if m.copying]
+    print(f"  link idle {sum(gaps):.1f} s of {wall:.1f}: {gaps[0]:.1f} s "
+          f"before the first copy, {gaps[1]:.1f} s between copies, "
+          f"{gaps[2]:.1f} s after the last; set-up per move (start to "
+          f"first byte) {statistics.median(m.setup_s for m in moves):.2f} "
+          f"s median; switch-over and end (last byte to end) "
+          f"{statistics.median(tails or [0]):.2f} s median",
+          flush=True)
     return {'wall': wall, 'bound': bound, 'ratio': ratio,
+            'idle_before': gaps[0], 'idle_between': gaps[1],
+            'idle_after': gaps[2],
             'must_mib': must / MIB,
             'failed': sum(m.result is None for m in moves),
+            'hot_post_copy': all(m.result is not None and m.result.post_copy
+                                 for m in moves
+                                 if m.guest.dirty_mib_s > args.goodput),
             'downtime_max': max(downtimes, default=0),
             'achieved': achieved, 'idle': idle, 'cores': cores,
             'again_mib': resent / MIB, 'load': os.getloadavg()[0]}
+
+
+def link_idle(moves):
+    """Seconds the link carried no move's memory: (before the first
+    copy, between copies, after the last), from the drain's start to
+    its last move's end."""
+    start = min(m.started for m in moves)
+    end = max(m.ended for m in moves)
+    spans = sorted(m.copying for m in moves if m.copying)
+    if not spans:
+        return end - start, 0.0, 0.0
+    before = spans[0][0] - start
+    between, reach = 0.0, spans[0][1]
+    for begin, stop in spans[1:]:
+        if begin > reach:
+            between += begin - reach
+        reach = max(reach, stop)
+    return before, between, end - reach
 
 
 def results_must(results):
@@ -590,14 +689,18 @@ def verdict(args, results, goodput, ceiling):
         med[scenario, strategy] = {
             k: statistics.median(r[k] for r in runs)
             for k in ('wall', 'bound', 'ratio', 'achieved', 'idle',
-                      'again_mib', 'load', 'downtime_max')}
+                      'again_mib', 'load', 'downtime_max', 'idle_before',
+                      'idle_between', 'idle_after')}
         m = med[scenario, strategy]
         print(f"  {scenario:5} {strategy:8} {m['wall']:6.1f} s  bound "
               f"{m['bound']:5.1f} s  {m['ratio']:4.2f}x  link "
               f"{m['achieved']:4.1f} MiB/s  sent again "
               f"{m['again_mib']:5.1f} MiB  longest downtime "
               f"{m['downtime_max']:4.0f} ms  machine idle {m['idle']:4.0%}"
-              f"  load {m['load']:.1f}")
+              f"  load {m['load']:.1f}  link idle {m['idle_before']:.1f} "
+              f"s before, "
+              f"{m['idle_between']:.1f} between, {m['idle_after']:.1f} "
+              f"after the copies")
     must_mib = results_must(results)
     if ceiling > goodput:
         print(f"bottleneck of a copy: the link (unshaped, this machine "
@@ -639,6 +742,10 @@ def verdict(args, results, goodput, ceiling):
                 misses.append(f"{scenario}: a downtime of "
                               f"{run['downtime_max']} ms, over the policy's "
                               f"{limit} ms")
+    for run in results.get(('postcopy', 'numamig'), ()):
+        if not run['hot_post_copy']:
+            misses.append("postcopy: the guest dirtying faster than the "
+                          "link did not end by post-copy")
     for miss in misses:
         print(f"MISS: {miss}")
     return misses
@@ -687,7 +794,15 @@ def main(argv=None):
     parser.add_argument('--working-set', type=int, default=32,
                         help='MiB a dirtying guest rewrites')
     parser.add_argument('--scenarios', type=_names(SCENARIOS),
-                        default=SCENARIOS)
+                        default=DEFAULT_SCENARIOS)
+    parser.add_argument('--fast', type=float, default=40.0,
+                        help='MiB/s of the postcopy scenario\'s guest, '
+                             'dirtying faster than the link')
+    parser.add_argument('--fallbacks', type=lambda t: tuple(
+        n for n in t.split(',') if n), default=None,
+                        help="the policies numamig may choose instead of "
+                             "a guest's own (default [conductor] "
+                             "convergence_fallback_policies)")
     parser.add_argument('--strategies', type=_names(STRATEGIES),
                         default=DEFAULT_STRATEGIES)
     args = parser.parse_args(argv)
@@ -701,6 +816,10 @@ def main(argv=None):
         parser.error("--working-set 1 to --memory less 4; --rounds >= 1")
     CONF([], project='numamig', default_config_files=[])
     args.parallel = args.parallel or CONF.conductor.drain_parallel
+    args.fallbacks = args.fallbacks or tuple(
+        CONF.conductor.convergence_fallback_policies)
+    if not 1 <= args.fast <= 200:
+        parser.error("--fast: 1-200 MiB/s")
     if not 1 <= args.parallel <= 64:
         parser.error("--parallel: 1-64")
     reason = (libvirt_hosts.missing_requirements()

@@ -97,6 +97,13 @@ def host_list(max_items=MAX_ITEMS):
                 all(HOST.problem(item) is None for item in v))
 
 
+def uuid_list(max_items=MAX_ITEMS):
+    """A list of UUIDs."""
+    return Kind(f"a list of at most {max_items} UUIDs",
+                lambda v: isinstance(v, list) and len(v) <= max_items and
+                all(UUID.problem(item) is None for item in v))
+
+
 UUID = Kind("a UUID", lambda v: isinstance(v, str) and bool(_UUID.match(v)))
 HOST = text(255, "a host name (a string of at most 255 characters)")
 TEXT = text(MAX_TEXT)

@@ -48,6 +48,9 @@ def status_timeout(rpc_response_timeout):
 # Longest domain XML a message may carry: far above any real domain's
 # (a few KiB, ~100 KiB with many devices).
 MAX_XML = 4 * 1024 * 1024
+# Most guests one sample_dirty_rates call measures (a drain of more asks
+# in several calls).
+MAX_SAMPLED = 256
 
 _EXPECTED = (exception.MigrationError, exception.Invalid,
              exception.NotFound, exception.ConcurrentUpdate)
@@ -409,6 +412,19 @@ class ComputeManager:
         chosen, _where = migration_source.choose_policy(
             self.driver, instance, policy)
         return self.driver.predict_convergence(instance.uuid, chosen)
+
+    @wire.args(instance_uuids=wire.uuid_list(MAX_SAMPLED),
+               seconds=wire.integer(1, 10))
+    @messaging.expected_exceptions(*_EXPECTED)
+    def sample_dirty_rates(self, ctxt, instance_uuids, seconds=1):
+        """Estimate how fast each of these guests dirties memory, all in
+        one window of ``seconds``, before any of them migrates: a drain
+        orders its moves and chooses their policies from it; see
+        ComputeDriver.sample_dirty_rates. Guests not here are left out.
+
+        Idempotent: a repeat measures again and changes nothing.
+        """
+        return self.driver.sample_dirty_rates(instance_uuids, seconds)
 
     @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)

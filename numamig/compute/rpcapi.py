@@ -628,6 +628,21 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                              timeout).call(ctxt, 'predict_convergence',
                                            instance=instance, policy=policy)
 
+    def sample_dirty_rates(self, ctxt, host, instance_uuids, seconds=1,
+                           timeout=None):
+        """Ask ``host`` to estimate its guests' dirty rates, all in one
+        window of ``seconds`` (API 1.1, release 2).
+
+        :returns: see ComputeDriver.sample_dirty_rates.
+        :raises UnsupportedVersion: the cap or the agent is older (the
+            caller plans without the rates).
+        """
+        if not self.client.can_send_version(RELEASE_2):
+            raise messaging.UnsupportedVersion(RELEASE_2)
+        return self._call_once(ctxt, host, RELEASE_2, 'sample_dirty_rates',
+                               timeout, instance_uuids=list(instance_uuids),
+                               seconds=seconds)
+
     def refresh_usage(self, ctxt, host, timeout=None):
         """Have ``host`` recompute its usage from the records and report.
 

@@ -47,6 +47,13 @@ downtime, the first fallback policy predicted to end it is chosen
 chosen here: its gain is a ratio no prediction here knows (it is never
 guessed), and it costs CPU on both hosts.
 
+Where the rates come from: the drain driver asks the source, before
+its first move starts, to sample every guest's dirty rate at once
+(compute API ``sample_dirty_rates``: libvirt's page sampling, one
+window of a second for all), and records them with the figures of the
+source's settings a prediction needs (``predictor``); a migration's own
+pre-flight sample, once taken, replaces its guest's estimate.
+
 Pure: figures in, answers out; the conductor's turn rule
 (numamig.db.drains.turns) and the real-tier benchmark both call it.
 """
@@ -123,6 +130,23 @@ def order(moves, host_of, cost_of):
         if not queues[host]:
             del queues[host]
     return ordered
+
+
+def predictor(catalog, figures, cost):
+    """``prediction(policy name, bandwidth)`` for ``policy_for``: a
+    move of ``cost`` predicted (numamig.convergence.predict) under the
+    ``catalog``'s policy of that name, with the source's ``figures``
+    ({'downtime_ms', 'timeout_s_per_gib', 'timer_tiers'}: the timer
+    policy's downtime and what its completion timeout does)."""
+    timeout_s = figures['timeout_s_per_gib'] * max(cost.memory / 2 ** 30,
+                                                   1)
+
+    def prediction(name, bandwidth):
+        return predict.for_policy(
+            catalog[name], cost.memory, cost.dirty_rate, bandwidth,
+            figures['downtime_ms'], timeout_s,
+            tuple(figures['timer_tiers']))
+    return prediction
 
 
 def policy_for(cost, share, own, fallbacks, prediction):

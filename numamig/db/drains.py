@@ -19,6 +19,8 @@ and every change bumps the drain's ``revision``, which waiters compare.
 Rows are returned as plain dicts (RPC answers and the CLI's JSON).
 """
 
+import dataclasses
+
 import sqlalchemy as sa
 
 from numamig import exception
@@ -131,7 +133,8 @@ def move_of_migration(db, migration_uuid):
     return None if row is None else (row.drain_uuid, row.instance_uuid)
 
 
-def start_moves(db, drain_uuid, uuid_factory):
+def start_moves(db, drain_uuid, uuid_factory, choose_policy=None,
+                most=None):
     """Mark ``migrating`` the pending moves whose turn has come, each
     with a new migration uuid.
 
@@ -149,49 +152,113 @@ def start_moves(db, drain_uuid, uuid_factory):
     copied, so that a drain onto few destinations still runs ``parallel``
     copies at once. Only a running drain starts moves.
 
-    A drain that knows its source's link rate (``options``
-    ``link_rate_mib``, from ``[conductor] migration_link_rate(s)``)
-    starts a move only while every migrating move whose migration
-    recorded a sampled dirty rate (its pre-flight prediction,
-    ``[conductor] convergence_prediction``) keeps its share of the link
-    (numamig.convergence.drain_link): ``parallel`` is then the most.
+    A drain whose guests' dirty rates were estimated before it started
+    (``options['estimate']``, set_estimate) takes its moves by cost:
+    of the first move still to start into each destination, the
+    dirtiest, then the largest (numamig.convergence.drain_link.order;
+    moves into one destination keep the plan's order). A drain that
+    knows its source's link rate (``options`` ``link_rate_mib``, from
+    ``[conductor] migration_link_rate(s)``) starts a move only while
+    every migrating move keeps its share of the link
+    (numamig.convergence.drain_link): its rate is the one its
+    migration's pre-flight prediction sampled (``[conductor]
+    convergence_prediction``), else the drain's estimate; a move whose
+    rate is known neither way holds nothing back. ``parallel`` is then
+    the most.
 
-    :returns: the moves started (dicts, with their migration uuid).
+    :param choose_policy: (move, its drain_link.Cost, the link's share
+        it would start with in bytes/s) -> the convergence policy its
+        migration runs under ({'name', 'post_copy'}), or None (its own),
+        asked (with a link rate only) before its share is checked: a
+        move that ends by post-copy needs none. Recorded in
+        ``options['policies']``, the name returned with the move.
+    :param most: start at most this many moves (None: as ``parallel``
+        allows).
+    :returns: the moves started (dicts, with their migration uuid and
+        ``policy``).
     """
     now = _rows.utcnow()
     with db.writer() as session:
         drain = _locked(session, drain_uuid)
         if drain is None or drain.status != RUNNING:
             return []
+        options = dict(drain.options or {})
         moves = _moves(session, drain_uuid)
         claimed, rates = _claimed(session, [m.migration_uuid for m in moves
                                             if m.status == MIGRATING])
-        link_mib = (drain.options or {}).get('link_rate_mib')
+        link_mib = options.get('link_rate_mib')
+        estimate = (options.get('estimate') or {}).get('guests') or {}
+        chosen_policies = dict(options.get('policies') or {})
 
         def cost_of(move):
-            # A pending move's rate is not sampled yet: unknown.
-            return drain_link.Cost(dirty_rate=rates.get(
-                move.migration_uuid) if move.status == MIGRATING else None)
+            known = estimate.get(move.instance_uuid) or {}
+            rate = known.get('dirty_rate')
+            if move.status == MIGRATING:
+                rate = rates.get(move.migration_uuid, rate)
+                policy = chosen_policies.get(move.instance_uuid) or {}
+            else:
+                policy = {}
+            return drain_link.Cost(memory=known.get('memory') or 0,
+                                   dirty_rate=rate,
+                                   post_copy=bool(policy.get('post_copy')))
 
+        if estimate and not any(m.source_host for m in moves):
+            moves = drain_link.order(moves, lambda m: m.planned_host,
+                                     cost_of)
+        policies = {}
+        parallel = drain.parallel if most is None else \
+            min(drain.parallel, sum(m.status == MIGRATING for m in moves)
+                + most)
+        chosen = turns(moves, parallel, claimed,
+                       link_mib and link_mib * MIB,
+                       cost_of if link_mib else None,
+                       choose=choose_policy, policies=policies)
         started = []
-        for move in turns(moves, drain.parallel, claimed,
-                          link_mib and link_mib * MIB,
-                          cost_of if link_mib else None):
+        for move in chosen:
+            policy = policies.get(move)
             move.status = MIGRATING
             move.migration_uuid = uuid_factory()
             move.attempts += 1
             move.started_at = move.started_at or now
             move.updated_at = now
-            started.append(_move_dict(move))
+            started.append(dict(_move_dict(move), policy=policy and
+                                policy['name']))
+            if policy is None:
+                chosen_policies.pop(move.instance_uuid, None)
+            else:
+                chosen_policies[move.instance_uuid] = policy
         if started:
+            options['policies'] = chosen_policies
+            drain.options = options
             _touch(drain, now)
             for move in started:
                 _note_move(session, drain, move)
         return started
 
 
+def set_estimate(db, drain_uuid, estimate):
+    """Record the dirty rates estimated for a drain's guests before its
+    moves start, once: {'guests': {instance uuid: {'dirty_rate': B/s or
+    None, 'memory': bytes or None}}, 'figures': the source's prediction
+    figures (numamig.virt.libvirt.dirty_rate.figures) or None,
+    'reason': why there are none, or None}.
+
+    :returns: True if this call recorded it (False: it was already, or
+        the drain is no longer running).
+    """
+    now = _rows.utcnow()
+    with db.writer() as session:
+        drain = _locked(session, drain_uuid)
+        if drain is None or drain.status != RUNNING or \
+                'estimate' in (drain.options or {}):
+            return False
+        drain.options = dict(drain.options or {}, estimate=estimate)
+        _touch(drain, now)
+        return True
+
+
 def turns(moves, parallel, claimed, link_rate=None, cost_of=None,
-          margin=drain_link.SHARE_MARGIN):
+          margin=drain_link.SHARE_MARGIN, choose=None, policies=None):
     """The pending moves whose turn has come (start_moves' rule), in
     the plan's order; pure, so a benchmark runs the same rule.
 
@@ -207,6 +274,12 @@ def turns(moves, parallel, claimed, link_rate=None, cost_of=None,
         ``migration_uuid``.
     :param claimed: uuids of the migrations past their destination's
         claim.
+    :param choose: (move, its Cost, the link's share it would start
+        with, bytes/s) -> the policy it runs under ({'name',
+        'post_copy'}) or None (its own), asked before the share is
+        checked: a move that ends by post-copy needs no share. With
+        ``policies`` (a dict), the choices of the moves chosen are put
+        there, by move.
     """
     migrating = [m for m in moves if m.status == MIGRATING]
     sharing = [cost_of(m) for m in migrating] if cost_of else None
@@ -229,7 +302,18 @@ def turns(moves, parallel, claimed, link_rate=None, cost_of=None,
             continue
         if sharing is not None:
             cost = cost_of(move)
+            if choose is not None:
+                share = link_rate / (len(sharing) + 1) if link_rate \
+                    else None
+                policy = choose(move, cost, share)
+                if policy is not None:
+                    cost = dataclasses.replace(
+                        cost, post_copy=bool(policy.get('post_copy')))
+                if policies is not None:
+                    policies[move] = policy
             if not drain_link.may_start(link_rate, sharing, cost, margin):
+                if policies is not None:
+                    policies.pop(move, None)
                 break
             sharing.append(cost)
         busy.add(host)

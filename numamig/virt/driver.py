@@ -267,6 +267,22 @@ class ComputeDriver(abc.ABC):
                 'predicted_elapsed_ms': None, 'predicted_downtime_ms': None,
                 'sampled_dirty_rate': None, 'dirty_rate_method': None}
 
+    def sample_dirty_rates(self, instance_uuids, seconds=1):
+        """Source side, before any migration: estimate how fast each of
+        these guests dirties memory, all in one window of ``seconds``
+        (a drain orders its moves and chooses their policies from it).
+
+        :returns: {'guests': {uuid: {'dirty_rate': B/s or None,
+            'method': how measured, or None, 'reason': why not measured
+            or None, 'memory': bytes}}, 'figures': what a prediction
+            needs of this host's settings (numamig.virt.libvirt.
+            dirty_rate.figures), or None}. A guest not here is left out.
+        """
+        return {'guests': {
+            uuid: {'dirty_rate': None, 'method': None, 'memory': None,
+                   'reason': 'this driver cannot measure dirty rates'}
+            for uuid in instance_uuids}, 'figures': None}
+
     def migration_housekeeping_cpus(self):
         """The operator's CPUs for migration threads ([libvirt]
         migration_thread_cpus): a frozenset, or None when unset."""

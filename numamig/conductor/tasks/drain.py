@@ -15,6 +15,7 @@ import hashlib
 import types
 
 from oslo_log import log as logging
+import oslo_messaging as messaging
 from oslo_utils import timeutils
 
 from numamig import context as nm_context
@@ -36,6 +37,10 @@ STATUS = fields.MigrationStatus
 MAX_PARALLEL = 64
 # The admission queue's priority of a drain's migrations.
 PRIORITY = migration_obj.PRIORITIES['drain']
+# Seconds a drain's source samples its guests' dirty rates for (all at
+# once), and the most guests one request samples.
+ESTIMATE_S = 1
+ESTIMATE_BATCH = 256
 
 
 class DrainTask(base.TaskBase):
@@ -96,6 +101,49 @@ class DrainTask(base.TaskBase):
                  drain_uuid, host, len(answer['moves']), self.parallel)
         self.driver.wake()
         return view(worker, drains.get(worker.db, drain_uuid))
+
+
+def estimate(worker, ctxt, host, instance_uuids):
+    """The dirty rates of a drain's guests, sampled on its source before
+    the moves start (compute API sample_dirty_rates, at most
+    ESTIMATE_BATCH guests a call, each call one window of ESTIMATE_S),
+    in the form numamig.db.drains.set_estimate records.
+
+    Never raises: a source that cannot be asked (older than the API,
+    no answer within ``[DEFAULT] rpc_response_timeout_migration``, a
+    hypervisor error) leaves every rate unknown, with why; the drain
+    then keeps its plan's order and nothing is held back for an
+    unknown rate.
+    """
+    guests, figures, reason = {}, None, None
+    uuids = list(instance_uuids)
+    for start in range(0, len(uuids), ESTIMATE_BATCH):
+        try:
+            answer = worker.compute_api.sample_dirty_rates(
+                ctxt, host, uuids[start:start + ESTIMATE_BATCH],
+                seconds=ESTIMATE_S, timeout=worker.settings.check_timeout)
+        except messaging.UnsupportedVersion:
+            reason = f"{host} is older than compute API sample_dirty_rates"
+        except messaging.MessagingTimeout:
+            reason = (f"{host} did not answer within "
+                      f"{worker.settings.check_timeout} s")
+        except (messaging.MessagingException,
+                exception.NumamigException) as exc:
+            reason = f"{host} could not sample: {exception.brief(exc)}"
+        else:
+            if not isinstance(answer, dict) or \
+                    not isinstance(answer.get('guests'), dict):
+                reason = f"{host} answered no dirty rates"
+                break
+            for uuid, guest in answer['guests'].items():
+                guests[uuid] = {'dirty_rate': guest.get('dirty_rate'),
+                                'memory': guest.get('memory'),
+                                'method': guest.get('method'),
+                                'reason': guest.get('reason')}
+            figures = answer.get('figures') or figures
+            continue
+        break
+    return {'guests': guests, 'figures': figures, 'reason': reason}
 
 
 def abort(worker, driver, host, abort_running=False):

@@ -69,6 +69,77 @@ def sample(conn, dom, seconds=1, deadline_s=10.0, clock=time.monotonic,
     return None, '; '.join(refusals)
 
 
+def sample_many(conn, doms, seconds=1, deadline_s=10.0,
+                clock=time.monotonic, sleep=time.sleep, modes=None):
+    """Sample several guests' dirty rates at once: one window of
+    ``seconds`` for all of them, so a drain of many guests learns their
+    rates in about the time one takes (a drain plan's estimate).
+
+    Each guest tries the ``modes`` in order (default: all) as ``sample``
+    does; the guests a mode measured are done, the others try the next.
+
+    :returns: {uuid: (bytes per second, mode name) or (None, why not)}.
+    """
+    answers = {}
+    refusals = {dom.UUIDString(): [] for dom in doms}
+    todo = list(doms)
+    for name, flag in modes or MODES:
+        started = []
+        for dom in todo:
+            try:
+                dom.startDirtyRateCalc(seconds, flag)
+            except libvirt.libvirtError as exc:
+                refusals[dom.UUIDString()].append(
+                    f"{name}: {exc.get_error_message()}")
+                continue
+            started.append(dom)
+        measured = _wait_all_measured(conn, started, seconds, deadline_s,
+                                      clock, sleep)
+        for dom in started:
+            uuid = dom.UUIDString()
+            if uuid in measured:
+                answers[uuid] = (measured[uuid] * MIB, name)
+            else:
+                refusals[uuid].append(
+                    f"{name}: no result within {deadline_s:g} s")
+        todo = [dom for dom in todo if dom.UUIDString() not in answers]
+        if not todo:
+            break
+    for dom in todo:
+        answers[dom.UUIDString()] = (
+            None, '; '.join(refusals[dom.UUIDString()]))
+    return answers
+
+
+def _wait_all_measured(conn, doms, seconds, deadline_s, clock, sleep):
+    """{uuid: dirtyrate.megabytes_per_second} of the ``doms`` measured
+    within ``deadline_s`` (one statistics call per look for all)."""
+    if not doms:
+        return {}
+    ends = clock() + deadline_s
+    sleep(seconds)
+    delay = FIRST_LOOK_S
+    measured = {}
+    while True:
+        waiting = [d for d in doms if d.UUIDString() not in measured]
+        for dom, stats in _stats_many(conn, waiting):
+            if stats.get('dirtyrate.calc_status') == MEASURED:
+                measured[dom.UUIDString()] = stats.get(
+                    'dirtyrate.megabytes_per_second', 0)
+        if len(measured) == len(doms) or clock() + delay > ends:
+            return measured
+        sleep(delay)
+        delay *= 2
+
+
+def _stats_many(conn, doms):
+    try:
+        return conn.domainListGetStats(doms, STATS_DIRTYRATE)
+    except libvirt.libvirtError as exc:
+        LOG.debug("dirty-rate statistics of %d guests: %s", len(doms), exc)
+        return []
+
+
 def _wait_measured(conn, dom, seconds, deadline_s, clock, sleep):
     """dirtyrate.megabytes_per_second once measured, or None."""
     ends = clock() + deadline_s
@@ -91,6 +162,18 @@ def _stats(conn, dom):
         LOG.debug("dirty-rate statistics of %s: %s", dom.UUIDString(), exc)
         return {}
     return found[0][1] if found else {}
+
+
+def figures(settings):
+    """What a prediction needs of this host's [libvirt] settings besides
+    the guest and the link (numamig.convergence.drain_link.predictor):
+    the timer policy's downtime (ms), the completion timeout per GiB
+    (s) and what the timer does at it."""
+    return {'downtime_ms': settings.downtime_ms,
+            'timeout_s_per_gib': settings.completion_timeout_s,
+            'timer_tiers': [] if settings.timeout_action == 'abort' else (
+                [pol.POST_COPY] if settings.permit_post_copy
+                else [pol.PAUSE])}
 
 
 def prediction(settings, policy, memory, rate, method):

@@ -608,6 +608,46 @@ class LibvirtDriver(driver.ComputeDriver):
                  'unknown' if rate is None else f"{rate} B/s by {method}")
         return answer
 
+    def sample_dirty_rates(self, instance_uuids, seconds=1):
+        """See ComputeDriver: page sampling (and, on KVM, the dirty-log
+        modes) of every guest at once (dirty_rate.sample_many). A
+        test-driver host with a modelled pre-copy answers its configured
+        dirty rate (``emulated``); one without cannot measure."""
+        mig = self._settings.migration
+        doms, memory = [], {}
+        for uuid in instance_uuids:
+            try:
+                dom = self._lookup(uuid)
+            except exception.DomainNotFound:
+                continue
+            doms.append(dom)
+            memory[uuid] = self._call(dom.info, f"read the memory of "
+                                                f"{uuid}")[1] * 1024
+        if self._settings.is_test_driver:
+            if mig.emulated_bandwidth_mib:
+                answer = (mig.emulated_dirty_rate_mib * dirty_rate.MIB,
+                          'emulated')
+            else:
+                answer = (None, 'the test driver cannot measure dirty '
+                                'rates')
+            rates = dict.fromkeys(memory, answer)
+        else:
+            rates = dirty_rate.sample_many(
+                self._connection(), doms, seconds,
+                deadline_s=mig.dirty_rate_deadline_s,
+                modes=dirty_rate.modes_for(self._settings.virt_type))
+        guests = {}
+        for uuid, (rate, how) in rates.items():
+            guests[uuid] = {
+                'dirty_rate': None if rate is None else int(rate),
+                'method': how if rate is not None else None,
+                'reason': None if rate is not None else how,
+                'memory': memory[uuid]}
+        LOG.info("%s: dirty rates sampled over %s s: %s", self.host, seconds,
+                 ', '.join(f"{u} {g['dirty_rate']} B/s" for u, g in
+                           sorted(guests.items())) or 'no guest')
+        return {'guests': guests, 'figures': dirty_rate.figures(mig)}
+
     def live_migration_abort(self, instance_uuid):
         job = self._job(instance_uuid, 'abort')
         try:

@@ -11,7 +11,7 @@ from numamig.db import migrations
 from tests.functional.db import base
 from tests.unit.db import base as unit_base
 
-UUIDS = [f'00000000-0000-4000-8000-{n:012d}' for n in range(1, 40)]
+UUIDS = [f'00000000-0000-4000-8000-{n:012d}' for n in range(1, 60)]
 
 
 def _drain(uuid=UUIDS[0], host='src', parallel=2, link_rate_mib=None):
@@ -165,6 +165,84 @@ class DrainRecordsTestCase(base.ServerDBTestCase):
         self.assertEqual([], start())
         end('g25')
         self.assertEqual(['g24'], start())
+
+    def test_the_estimate_orders_holds_back_and_records_policies(self):
+        mib = 2 ** 20
+        drains.create(self.db, _drain(UUIDS[6], host='est', parallel=4,
+                                      link_rate_mib=32),
+                      [_move(27, 'dst1'), _move(28, 'dst2'),
+                       _move(29, 'dst3'), _move(30, 'dst1')])
+        rates = {27: 0, 28: 2, 29: 40, 30: 40}
+        estimate = {'guests': {UUIDS[10 + n]: {'dirty_rate': r * mib,
+                                               'memory': 128 * mib}
+                               for n, r in rates.items()},
+                    'figures': {'downtime_ms': 500},
+                    'reason': None}
+        self.assertTrue(drains.set_estimate(self.db, UUIDS[6], estimate))
+        # Once only: a second worker's estimate changes nothing.
+        self.assertFalse(drains.set_estimate(self.db, UUIDS[6], {}))
+        chosen = []
+
+        def choose(move, cost, share):
+            chosen.append((move.name, cost.dirty_rate, share))
+            if cost.dirty_rate > share:
+                return {'name': 'nfv', 'post_copy': True}
+            return None
+
+        started = drains.start_moves(self.db, UUIDS[6],
+                                     lambda: next(self.ids), choose)
+        # g29 (40 MiB/s) first: the dirtiest whose destination's turn
+        # has come (g30, as dirty, waits behind g27 on dst1). Even the
+        # whole link is too little for its pre-copy: post-copy chosen,
+        # it needs no share, and g28 (2 MiB/s) and g27 (idle) copy
+        # beside it.
+        self.assertEqual([('g29', 'nfv'), ('g28', None), ('g27', None)],
+                         [(m['name'], m['policy']) for m in started])
+        self.assertEqual([('g29', 40 * mib, 32 * mib),
+                          ('g28', 2 * mib, 16 * mib),
+                          ('g27', 0, 32 * mib / 3)], chosen)
+        data = drains.get(self.db, UUIDS[6])
+        self.assertEqual({UUIDS[39]: {'name': 'nfv', 'post_copy': True}},
+                         data['options']['policies'])
+        self.assertEqual(estimate, data['options']['estimate'])
+
+    def test_an_estimated_rate_holds_back_without_post_copy(self):
+        mib = 2 ** 20
+        drains.create(self.db, _drain(UUIDS[7], host='est2', parallel=3,
+                                      link_rate_mib=32),
+                      [_move(31, 'dst1'), _move(32, 'dst2'),
+                       _move(33, 'dst3')])
+        drains.set_estimate(self.db, UUIDS[7], {'guests': {
+            UUIDS[41]: {'dirty_rate': 40 * mib, 'memory': 128 * mib},
+            UUIDS[42]: {'dirty_rate': 0, 'memory': 256 * mib},
+            UUIDS[43]: {'dirty_rate': 0, 'memory': 128 * mib}},
+            'figures': None, 'reason': None})
+
+        def start(choose=None):
+            return [m['name'] for m in drains.start_moves(
+                self.db, UUIDS[7], lambda: next(self.ids), choose)]
+
+        # g31's estimate (40 MiB/s) holds the idle guests back while it
+        # copies in pre-copy (it needs 50 MiB/s of the 32)...
+        self.assertEqual(['g31'], start(lambda move, cost, share: None))
+        # ... and not once it runs under post-copy (a drain recorded
+        # anew: the choice is made as a move starts).
+        drains.create(self.db, _drain(UUIDS[8], host='est3', parallel=3,
+                                      link_rate_mib=32),
+                      [_move(34, 'dst1'), _move(35, 'dst2'),
+                       _move(36, 'dst3')])
+        drains.set_estimate(self.db, UUIDS[8], {'guests': {
+            UUIDS[44]: {'dirty_rate': 40 * mib, 'memory': 128 * mib},
+            UUIDS[45]: {'dirty_rate': 0, 'memory': 128 * mib},
+            UUIDS[46]: {'dirty_rate': 0, 'memory': 256 * mib}},
+            'figures': None, 'reason': None})
+        started = drains.start_moves(
+            self.db, UUIDS[8], lambda: next(self.ids),
+            lambda move, cost, share: {'name': 'nfv', 'post_copy': True}
+            if cost.dirty_rate else None)
+        # The larger idle guest before the smaller.
+        self.assertEqual(['g34', 'g36', 'g35'],
+                         [m['name'] for m in started])
 
     def test_an_end_is_conditional_on_the_migration(self):
         self.start()

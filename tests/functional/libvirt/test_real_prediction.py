@@ -60,6 +60,27 @@ class PredictionTestCase(real_hosts.RealHostsTestCase):
         self.assertEqual(('converges', 'pre-copy'),
                          (answer['prediction'], how), answer['reason'])
 
+    def assert_estimated(self, source, above):
+        """The drain's estimate (sample_dirty_rates) of the guest: page
+        sampling, more than ``above`` B/s (None: exactly 0); a guest
+        not on the host is left out."""
+        absent = '00000000-0000-4000-8000-00000000d00d'
+        answer = source.sample_dirty_rates([GUEST, absent])
+        self.record(f"estimate: {answer}")
+        self.assertEqual([GUEST], list(answer['guests']))
+        guest = answer['guests'][GUEST]
+        self.assertEqual('page-sampling', guest['method'], guest['reason'])
+        if above is None:
+            self.assertEqual(0, guest['dirty_rate'])
+        else:
+            self.assertGreater(guest['dirty_rate'], above)
+        self.assertEqual(source._settings.migration.downtime_ms,
+                         answer['figures']['downtime_ms'])
+
+    def test_idle_guest_estimated_idle(self):
+        self.spawn_guest(dirty=False)
+        self.assert_estimated(self.drivers['src'], None)
+
     def test_dirtying_guest_predicted_to_need_post_copy_does(self):
         answer, how = self._predict_then_migrate(True, pol.NFV, 32)
         self.assertEqual(('needs-post-copy', 'post-copy'),
@@ -81,6 +102,7 @@ class PredictionTestCase(real_hosts.RealHostsTestCase):
         self.assertGreater(answer['sampled_dirty_rate'], 2 ** 20)
         self.assertEqual('will-not-converge', answer['prediction'],
                          answer['reason'])
+        self.assert_estimated(self.drivers['src'], 2 ** 20)
 
     def test_which_modes_measure_a_tcg_guest(self):
         self.spawn_guest(dirty=True)

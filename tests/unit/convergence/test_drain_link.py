@@ -165,3 +165,60 @@ class PolicyForTest(base.TestCase):
     def test_unknown_rate_or_share_keeps_its_own(self):
         self.assertEqual('finish', self.choose(None, 8))
         self.assertEqual('finish', self.choose(20, 0))
+
+
+class PredictorTest(base.TestCase):
+    """drain_link.predictor: what the conductor predicts a move with,
+    from the figures its source sent with the estimate."""
+
+    figures = {'downtime_ms': 500, 'timeout_s_per_gib': 0,
+               'timer_tiers': []}
+
+    def choose(self, dirty_mib, share_mib, figures=None, own='timer',
+               fallbacks=('never_pause', 'finish')):
+        c = cost(dirty_mib)
+        return drain_link.policy_for(
+            c, share_mib * MIB, own, fallbacks,
+            drain_link.predictor(dict(pol.SHIPPED), figures or self.figures,
+                                 c))
+
+    def test_as_predict_for_policy_with_the_sources_figures(self):
+        c = cost(12)
+        predicted = drain_link.predictor(dict(pol.SHIPPED), self.figures, c)
+        for name in pol.SHIPPED:
+            for share in (4, 8, 16, 32):
+                self.assertEqual(
+                    predict.for_policy(pol.SHIPPED[name], c.memory,
+                                       c.dirty_rate, share * MIB, 500, 0,
+                                       ()),
+                    predicted(name, share * MIB))
+
+    def test_idle_and_slow_guests_keep_their_own(self):
+        for dirty in (0, 2, 6):
+            self.assertEqual('timer', self.choose(dirty, 8))
+
+    def test_a_guest_faster_than_its_share_gets_a_fallback(self):
+        # 40 MiB/s against the whole 32 MiB/s link: the timer policy
+        # (no forced completion) never ends it; never_pause does.
+        self.assertEqual('never_pause', self.choose(40, 32))
+        # 12 MiB/s against a share of 8 likewise; against 16 it
+        # converges in pre-copy.
+        self.assertEqual('never_pause', self.choose(12, 8))
+        self.assertEqual('timer', self.choose(12, 16))
+
+    def test_the_timeout_per_gib_scales_with_memory(self):
+        seen = []
+        original = predict.for_policy
+
+        def spy(*args, **kwargs):
+            seen.append(args[5])
+            return original(*args, **kwargs)
+
+        self.patch(predict, 'for_policy', spy)
+        drain_link.predictor(dict(pol.SHIPPED), dict(
+            self.figures, timeout_s_per_gib=100), cost(1, 3072))(
+                'timer', MIB)
+        drain_link.predictor(dict(pol.SHIPPED), dict(
+            self.figures, timeout_s_per_gib=100), cost(1, 128))(
+                'timer', MIB)
+        self.assertEqual([300, 100], seen)

@@ -3,12 +3,15 @@ recorded), refused under another host's uuid, shown, and aborted (its
 queued migrations cancelled, running ones only when asked). The passes
 that carry it forward are test_drain_driver's."""
 
+import oslo_messaging as messaging
+
 from numamig import exception
 from numamig.conductor import records
 from numamig.conductor import settings
 from numamig.conf import CONF
 from numamig.db import drains
 from numamig.db import instances
+from numamig.db import migration_satellites
 from numamig.db import migrations
 from numamig.db import queue
 from tests.unit.compute import base as cbase
@@ -68,6 +71,105 @@ class DrainLinkTest(base.ConductorTestCase):
         self.call('host_drain_start', 'src', DRAIN, 1)
         self.assertEqual(300, drains.get(self.db, DRAIN)['options'][
             'link_rate_mib'])
+
+
+class DrainEstimateTest(base.ConductorTestCase):
+    """The source samples the guests' dirty rates once, before the
+    first move; the moves go by them and each under its policy."""
+
+    MIB = 2 ** 20
+
+    def start(self, rates, link_mib=32, parallel=2):
+        """Drain src's two guests; ``rates`` (MiB/s) by the plan's order
+        of their moves (or the failure the source answers with)."""
+        guests = [cbase.instance(host='src', pins=pins)
+                  for pins in ({0: 2, 1: 10}, {0: 3, 1: 11})]
+        for guest in guests:
+            instances.create(self.db, guest)
+        if link_mib:
+            self.flags(migration_link_rates={'src': link_mib},
+                       group='conductor')
+            self.reconfigure(
+                migration_links=settings.from_conf(CONF).migration_links)
+        started = self.call('host_drain_start', 'src', DRAIN, parallel)
+        self.planned = [m['instance_uuid'] for m in started['moves']]
+        if isinstance(rates, Exception):
+            self.compute_api.sample_dirty_rates.side_effect = rates
+        else:
+            self.compute_api.sample_dirty_rates.return_value = {
+                'guests': {u: {'dirty_rate': r * self.MIB,
+                               'memory': 512 * self.MIB,
+                               'method': 'page-sampling', 'reason': None}
+                           for u, r in zip(self.planned, rates,
+                                           strict=True)},
+                'figures': {'downtime_ms': 500, 'timeout_s_per_gib': 0,
+                            'timer_tiers': []}}
+        self.conductor.drains.run_once()
+
+    def second_move(self):
+        """The first move's migration past its claim (as its source
+        would record it); the next pass starts the second."""
+        (migration,) = migrations.get_all(self.db)
+        queue.admit(self.db, self.conductor.admission, 1)
+        migrations.set_dest_host(self.db, migration.uuid,
+                                 migration.requested_host)
+        for status in ('queued', 'running'):
+            records.set_status(self.worker, migration.uuid, status)
+        self.conductor.drains.run_once()
+        self.assertEqual(2, len(migrations.get_all(self.db)))
+
+    def policies(self):
+        return {m.instance_uuid: migration_satellites.get(
+            self.db, m.uuid, ('convergence',))['convergence'].policy
+            for m in migrations.get_all(self.db)}
+
+    def test_sampled_once_before_the_first_move(self):
+        # (The order the rates give: tests/functional/db/test_drains.)
+        self.start([0, 12], link_mib=None, parallel=1)
+        self.compute_api.sample_dirty_rates.assert_called_once()
+        args = self.compute_api.sample_dirty_rates.call_args
+        self.assertEqual('src', args.args[1])
+        self.assertEqual(self.planned, args.args[2])
+        self.assertEqual(1, args.kwargs['seconds'])
+        estimate = drains.get(self.db, DRAIN)['options']['estimate']
+        self.assertEqual(12 * self.MIB, estimate['guests'][
+            self.planned[1]]['dirty_rate'])
+        self.assertEqual(500, estimate['figures']['downtime_ms'])
+        self.assertIsNone(estimate['reason'])
+        self.conductor.drains.run_once()
+        self.compute_api.sample_dirty_rates.assert_called_once()
+
+    def test_a_guest_faster_than_the_link_runs_under_a_fallback(self):
+        # 40 MiB/s against the whole 32 MiB/s: the default (timer)
+        # never converges; never_pause (post-copy in its tiers) does.
+        self.start([0, 40])
+        self.second_move()
+        self.assertEqual('never_pause', self.policies()[self.planned[1]])
+        self.assertEqual(
+            {self.planned[1]: {'name': 'never_pause', 'post_copy': True}},
+            drains.get(self.db, DRAIN)['options']['policies'])
+
+    def test_guests_that_converge_keep_their_policy(self):
+        self.start([0, 6])
+        self.second_move()
+        self.assertEqual('timer', self.policies()[self.planned[1]])
+        self.assertEqual({}, drains.get(self.db, DRAIN)['options'][
+            'policies'])
+
+    def assert_plan_order_kept(self, failure):
+        self.start(failure, parallel=1)
+        estimate = drains.get(self.db, DRAIN)['options']['estimate']
+        self.assertEqual({}, estimate['guests'])
+        self.assertIn('src', estimate['reason'])
+        (migration,) = migrations.get_all(self.db)
+        self.assertEqual(self.planned[0], migration.instance_uuid)
+        self.assertEqual({self.planned[0]: 'timer'}, self.policies())
+
+    def test_an_older_source_leaves_the_plan_as_it_was(self):
+        self.assert_plan_order_kept(messaging.UnsupportedVersion('1.1'))
+
+    def test_a_source_that_does_not_answer_leaves_the_plan(self):
+        self.assert_plan_order_kept(messaging.MessagingTimeout('late'))
 
 
 class DrainTaskTest(StartedDrainBase):

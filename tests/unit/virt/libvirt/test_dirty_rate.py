@@ -133,3 +133,95 @@ class PredictionDictTestCase(base.TestCase):
         self.assertEqual(('unknown', None), (answer['prediction'],
                                              answer['dirty_rate_method']))
         self.assertIn('(page-sampling: no)', answer['reason'])
+
+
+class ManyDom(Dom):
+    def __init__(self, uuid, refused=(), looks=1, rate=42):
+        super().__init__(refused, looks, rate)
+        self.uuid = uuid
+
+    def UUIDString(self):  # noqa: N802
+        return self.uuid
+
+
+class ManyConn:
+    """Answers each guest's statistics once it was looked at its
+    ``looks`` times; counts the calls (one per look for all)."""
+
+    def __init__(self):
+        self.calls = 0
+        self.seen = {}
+
+    def domainListGetStats(self, doms, stats):  # noqa: N802
+        self.calls += 1
+        out = []
+        for dom in doms:
+            self.seen[dom.uuid] = self.seen.get(dom.uuid, 0) + 1
+            measured = self.seen[dom.uuid] >= dom.looks
+            out.append((dom, {
+                'dirtyrate.calc_status':
+                    dirty_rate.MEASURED if measured else 1,
+                'dirtyrate.megabytes_per_second': dom.rate}))
+        return out
+
+
+class SampleManyTestCase(base.TestCase):
+
+    def test_every_guest_in_one_window_and_one_look(self):
+        clock = FakeClock()
+        conn = ManyConn()
+        doms = [ManyDom('a', rate=0), ManyDom('b', rate=6),
+                ManyDom('c', rate=32)]
+        found = dirty_rate.sample_many(conn, doms, seconds=1, clock=clock,
+                                       sleep=clock.sleep)
+        self.assertEqual({'a': (0, 'page-sampling'),
+                          'b': (6 * MIB, 'page-sampling'),
+                          'c': (32 * MIB, 'page-sampling')}, found)
+        # One window for all of them, one statistics call.
+        self.assertEqual([1], clock.sleeps)
+        self.assertEqual(1, conn.calls)
+        self.assertEqual([[(1, PAGE)]] * 3, [d.started for d in doms])
+
+    def test_a_guest_refused_a_mode_tries_the_next_alone(self):
+        clock = FakeClock()
+        doms = [ManyDom('a', rate=4), ManyDom('b', refused=(PAGE,),
+                                              rate=8)]
+        found = dirty_rate.sample_many(ManyConn(), doms, clock=clock,
+                                       sleep=clock.sleep)
+        self.assertEqual((4 * MIB, 'page-sampling'), found['a'])
+        self.assertEqual((8 * MIB, 'dirty-bitmap'), found['b'])
+        self.assertEqual([(1, PAGE)], doms[0].started)
+        self.assertEqual([(1, BITMAP)], doms[1].started)
+
+    def test_unmeasured_within_the_deadline_is_unknown_with_why(self):
+        clock = FakeClock()
+        doms = [ManyDom('a', rate=4), ManyDom('b', looks=10 ** 6)]
+        found = dirty_rate.sample_many(ManyConn(), doms, deadline_s=3,
+                                       clock=clock, sleep=clock.sleep,
+                                       modes=dirty_rate.MODES[:1])
+        self.assertEqual((4 * MIB, 'page-sampling'), found['a'])
+        rate, why = found['b']
+        self.assertIsNone(rate)
+        self.assertIn('page-sampling: no result within 3 s', why)
+        self.assertLessEqual(clock.now, 3 + 1e-9)
+
+    def test_every_mode_refused_says_each(self):
+        clock = FakeClock()
+        doms = [ManyDom('a', refused=(PAGE, BITMAP, RING))]
+        rate, why = dirty_rate.sample_many(ManyConn(), doms, clock=clock,
+                                           sleep=clock.sleep)['a']
+        self.assertIsNone(rate)
+        for name in ('page-sampling', 'dirty-bitmap', 'dirty-ring'):
+            self.assertIn(f'{name}: mode', why)
+        # Nothing started: no window waited.
+        self.assertEqual([], clock.sleeps)
+
+    def test_figures_follow_the_settings(self):
+        settings = libvirt_settings.migration(
+            downtime_ms=300, completion_timeout_s=200,
+            timeout_action='force_complete', permit_post_copy=True)
+        self.assertEqual({'downtime_ms': 300, 'timeout_s_per_gib': 200,
+                          'timer_tiers': [pol.POST_COPY]},
+                         dirty_rate.figures(settings))
+        aborting = libvirt_settings.migration(timeout_action='abort')
+        self.assertEqual([], dirty_rate.figures(aborting)['timer_tiers'])
