@@ -14,6 +14,7 @@ from lxml import etree
 
 from numamig import cpuspec
 from numamig import exception
+from numamig.virt.libvirt import hostdev
 from numamig.virt.libvirt import virtio_mem
 
 DEFAULT_SCHEDULER = 'fifo'
@@ -31,6 +32,29 @@ def get_updated_xml(xml_text, info):
     """
     doc = parse_domain(xml_text)
     apply_numa_info(doc, info)
+    return etree.tostring(doc, encoding='unicode')
+
+
+def get_migration_xml(xml_text, info):
+    """Return the XML a live migration carries to its destination.
+
+    The NUMA rewrite of ``info`` (None: the path of releases before
+    NUMA-aware migration, NUMA parts as they are), then the steps only a
+    migration takes (``_MIGRATION_STEPS``): no passed-through PCI device
+    travels, the destination plugs its own after the arrival
+    (numamig.virt.libvirt.hostdev). Unchanged text is returned as it
+    came.
+
+    :raises DomainXMLError: as get_updated_xml.
+    """
+    doc = parse_domain(xml_text)
+    changed = info is not None
+    if changed:
+        apply_numa_info(doc, info)
+    for step in _MIGRATION_STEPS:
+        changed = step(doc) or changed
+    if not changed:
+        return xml_text
     return etree.tostring(doc, encoding='unicode')
 
 
@@ -285,6 +309,20 @@ def _drop_empty_cputune(doc, info):
 _STEPS = (_update_vcpu, _update_vcpupins, _update_emulatorpin,
           _update_iothreadpins, _update_vcpusched, _update_numatune,
           _update_memory_backing, _update_virtio_mem, _drop_empty_cputune)
+
+
+def _drop_assigned_devices(doc):
+    # libvirt refuses to migrate a guest holding a VFIO device; the
+    # source unplugged them before the copy, and a device the guest
+    # still held then would make the destination claim the source's
+    # host address. Returns whether anything was dropped.
+    return bool(hostdev.drop_assigned_devices(doc))
+
+
+# Steps of a migration's XML only: a guest numamig creates, and a
+# destination's persistent definition rewritten to its claim, keep their
+# devices.
+_MIGRATION_STEPS = (_drop_assigned_devices,)
 
 
 def _child(parent, tag, after):
