@@ -39,6 +39,9 @@ class Agent:
         this host pins meanwhile (numamig.compute.migration_threads).
     :param events: what happens here that the agent tells as it happens
         (numamig.compute.events; its notifier listens).
+    :param device_detach_timeout: seconds a source waits for a guest to
+        release its passed-through devices ([compute]
+        device_detach_timeout; numamig.compute.devices).
     """
 
     host: str
@@ -56,6 +59,7 @@ class Agent:
         default_factory=migration_threads.Watches)
     events: events_mod.Events = dataclasses.field(
         default_factory=events_mod.Events)
+    device_detach_timeout: float | None = None
 
     @property
     def service_version(self):

@@ -104,7 +104,8 @@ class ComputeManager:
             conductor_api=conductor_api, compute_api=compute_api,
             release=self.release, reporter=self.reporter,
             outgoing=self.outgoing,
-            flows=flows_mod.for_release(self.release))
+            flows=flows_mod.for_release(self.release),
+            device_detach_timeout=settings.device_detach_timeout)
         # The migration guard's decisions, read from its log.
         self.guard_decisions = guard_decisions.GuardDecisions(
             host, driver, self.agent.events)

@@ -33,6 +33,9 @@ class ComputeSettings:
         status waits (numamig.compute.patience); None: ``[DEFAULT]
         rpc_response_timeout`` as read at each request.
     :param compute_version_cap: ``[upgrade_levels] compute``; None: none.
+    :param device_detach_timeout: seconds a source waits for the guest
+        to release its passed-through devices before a migration
+        (``[compute] device_detach_timeout``).
     """
 
     strategy: str
@@ -44,6 +47,7 @@ class ComputeSettings:
     update_resources_interval: float
     status_timeout: float | None
     compute_version_cap: str | None
+    device_detach_timeout: float
 
 
 def from_conf(conf, status_timeout):
@@ -67,4 +71,5 @@ def from_conf(conf, status_timeout):
         update_resources_interval=compute.update_resources_interval or
         conf.report_interval,
         status_timeout=status_timeout,
-        compute_version_cap=conf.upgrade_levels.compute)
+        compute_version_cap=conf.upgrade_levels.compute,
+        device_detach_timeout=compute.device_detach_timeout)

@@ -31,6 +31,7 @@ from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import host_topology
 from numamig.virt.libvirt import hostdev
+from numamig.virt.libvirt import hostdev_xml
 from numamig.virt.libvirt import incoming_threads
 from numamig.virt.libvirt import memory_resize
 from numamig.virt.libvirt import migration
@@ -617,7 +618,7 @@ class LibvirtDriver(driver.ComputeDriver):
 
     def assigned_devices(self, instance_uuid):
         doc = migration_xml.parse_domain(self.get_domain_xml(instance_uuid))
-        return [d.address for d in hostdev.assigned_devices(doc)]
+        return [d.address for d in hostdev_xml.assigned_devices(doc)]
 
     def detach_devices(self, instance_uuid, deadline_s):
         """See ComputeDriver. libvirt's test driver cannot hot-unplug
@@ -629,7 +630,7 @@ class LibvirtDriver(driver.ComputeDriver):
         if self._settings.is_test_driver:
             doc = migration_xml.parse_domain(self._call(
                 dom.XMLDesc, f"read the XML of {instance_uuid}", 0))
-            devices = hostdev.assigned_devices(doc)
+            devices = hostdev_xml.assigned_devices(doc)
             if devices:
                 LOG.info("%s: emulated unplug of %s from %s (libvirt test "
                          "driver: no hot-unplug)", self.host,
@@ -647,7 +648,7 @@ class LibvirtDriver(driver.ComputeDriver):
         if not detached or self._settings.is_test_driver:
             return []
         dom = self._lookup(instance_uuid)
-        xmls = [hostdev.device_xml(hostdev.AssignedDevice(**d))
+        xmls = [hostdev_xml.device_xml(hostdev_xml.AssignedDevice(**d))
                 for d in detached]
         try:
             return hostdev.attach(dom, xmls, self.host)
@@ -666,10 +667,10 @@ class LibvirtDriver(driver.ComputeDriver):
         xmls = []
         for index, (_alias, address, _cell) in enumerate(placements):
             if index < len(template):
-                xmls.append(hostdev.device_xml(
-                    hostdev.AssignedDevice(**template[index]), address))
+                xmls.append(hostdev_xml.device_xml(
+                    hostdev_xml.AssignedDevice(**template[index]), address))
             else:
-                xmls.append(hostdev.new_device_xml(address))
+                xmls.append(hostdev_xml.new_device_xml(address))
         if self._settings.is_test_driver:
             LOG.info("%s: emulated plug of %s into %s (libvirt test "
                      "driver: no hot-plug)", self.host,

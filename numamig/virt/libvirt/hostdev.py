@@ -25,8 +25,6 @@ The device's NUMA node comes from libvirt's node device
 ``<numatune><memnode>``. ``verify_affinity`` compares both.
 """
 
-import collections
-import copy
 import threading
 import time
 
@@ -34,9 +32,9 @@ import libvirt
 from lxml import etree
 from oslo_log import log as logging
 
-from numamig import cpuspec
 from numamig import exception
 from numamig.virt.libvirt import events
+from numamig.virt.libvirt import hostdev_xml
 
 LOG = logging.getLogger(__name__)
 
@@ -46,159 +44,6 @@ DEVICE_REMOVAL_FAILED = getattr(
 # How often the live XML is read again while no event comes (a libvirt
 # connection without an event loop gets none).
 POLL_S = 1.0
-# A user alias survives an attach (libvirt drops the others and names
-# the device anew).
-USER_ALIAS_PREFIX = 'ua-'
-_PCI_FIELDS = ('domain', 'bus', 'slot', 'function')
-
-AssignedDevice = collections.namedtuple(
-    'AssignedDevice', ['address', 'alias', 'xml'])
-AssignedDevice.__doc__ = """One passed-through PCI device of a guest:
-``address`` the host's 'DDDD:BB:SS.F', ``alias`` libvirt's name of it in
-the guest (or None), ``xml`` its element as libvirt wrote it."""
-
-
-def format_address(domain, bus, slot, function):
-    return f'{domain:04x}:{bus:02x}:{slot:02x}.{function:x}'
-
-
-def parse_address(text):
-    """(domain, bus, slot, function) of 'DDDD:BB:SS.F' (or 'BB:SS.F').
-
-    :raises ValueError: not a PCI address.
-    """
-    try:
-        head, function = text.strip().lower().rsplit('.', 1)
-        parts = head.split(':')
-        if len(parts) == 2:
-            parts.insert(0, '0')
-        domain, bus, slot = (int(p, 16) for p in parts)
-        value = (domain, bus, slot, int(function, 16))
-    except (ValueError, AttributeError):
-        raise ValueError(f"not a PCI address (DDDD:BB:SS.F): {text!r}")
-    if not (value[0] <= 0xffff and value[1] <= 0xff and value[2] <= 0x1f
-            and value[3] <= 7):
-        raise ValueError(f"PCI address out of range: {text!r}")
-    return value
-
-
-def canonical(text):
-    """'DDDD:BB:SS.F' in lower case of any spelling parse_address takes."""
-    return format_address(*parse_address(text))
-
-
-def nodedev_name(address):
-    """libvirt's node device name of a PCI address: pci_0000_81_00_0."""
-    domain, bus, slot, function = parse_address(address)
-    return f'pci_{domain:04x}_{bus:02x}_{slot:02x}_{function:x}'
-
-
-def _source_address(el):
-    source = el.find('source/address')
-    if source is None or (el.tag == 'interface' and
-                          source.get('type', 'pci') != 'pci'):
-        return None
-    try:
-        return format_address(*(int(source.get(f, '0'), 0)
-                                for f in _PCI_FIELDS))
-    except ValueError:
-        return None
-
-
-def _assigned_elements(doc):
-    """The guest's passed-through PCI device elements, in XML order."""
-    devices = doc.find('devices')
-    if devices is None:
-        return []
-    found = []
-    for el in devices:
-        if el.tag == 'hostdev' and el.get('mode', 'subsystem') == \
-                'subsystem' and el.get('type') == 'pci':
-            found.append(el)
-        elif el.tag == 'interface' and el.get('type') == 'hostdev':
-            found.append(el)
-    return found
-
-
-def assigned_devices(doc):
-    """[AssignedDevice] of the domain element ``doc``."""
-    result = []
-    for el in _assigned_elements(doc):
-        address = _source_address(el)
-        if address is None:
-            continue
-        alias = el.find('alias')
-        result.append(AssignedDevice(
-            address, alias.get('name') if alias is not None else None,
-            etree.tostring(el, encoding='unicode')))
-    return result
-
-
-def drop_assigned_devices(doc):
-    """Remove every passed-through PCI device from ``doc`` (in place):
-    the XML a migration carries holds none. Returns their addresses."""
-    dropped = []
-    for el in _assigned_elements(doc):
-        dropped.append(_source_address(el))
-        el.getparent().remove(el)
-    return dropped
-
-
-def device_xml(assigned, address=None):
-    """The XML to plug ``assigned`` (an AssignedDevice) again, or the
-    device at ``address`` in its place (a destination's claimed one).
-
-    The guest-side ``<address>`` is kept, so the guest finds the device
-    in the slot it had; libvirt's own alias is dropped (it names the
-    device anew), a user alias (ua-...) kept.
-    """
-    el = etree.fromstring(assigned.xml)
-    el = copy.deepcopy(el)
-    alias = el.find('alias')
-    if alias is not None and not (alias.get('name') or '').startswith(
-            USER_ALIAS_PREFIX):
-        el.remove(alias)
-    if address is not None:
-        source = el.find('source/address')
-        for field, value in zip(_PCI_FIELDS, parse_address(address)):
-            source.set(field, f'0x{value:0{4 if field == "domain" else 2}x}'
-                       if field != 'function' else f'0x{value:x}')
-    return etree.tostring(el, encoding='unicode')
-
-
-def new_device_xml(address, guest_address=None):
-    """A managed ``<hostdev>`` of the host device at ``address``."""
-    domain, bus, slot, function = parse_address(address)
-    el = etree.Element('hostdev', mode='subsystem', type='pci',
-                       managed='yes')
-    source = etree.SubElement(el, 'source')
-    etree.SubElement(source, 'address', domain=f'0x{domain:04x}',
-                     bus=f'0x{bus:02x}', slot=f'0x{slot:02x}',
-                     function=f'0x{function:x}')
-    if guest_address is not None:
-        el.append(copy.deepcopy(guest_address))
-    return etree.tostring(el, encoding='unicode')
-
-
-def cell_host_nodes(doc):
-    """{guest cell: set of host nodes} from ``<numatune>``: a cell's
-    ``<memnode>``, else the domain's ``<memory nodeset>``; {} for a
-    guest with no binding."""
-    numatune = doc.find('numatune')
-    if numatune is None:
-        return {}
-    cells = {int(el.get('id')) for el in doc.iterfind('cpu/numa/cell')} \
-        or {0}
-    memory = numatune.find('memory')
-    default = set()
-    if memory is not None and memory.get('nodeset'):
-        default = cpuspec.parse_cpu_spec(memory.get('nodeset'))
-    result = {cell: set(default) for cell in cells if default}
-    for el in numatune.iterfind('memnode'):
-        result[int(el.get('cellid'))] = cpuspec.parse_cpu_spec(
-            el.get('nodeset'))
-    return result
-
 
 def device_node(conn, address):
     """The host NUMA node of the PCI device at ``address``, as libvirt's
@@ -207,7 +52,8 @@ def device_node(conn, address):
 
     :raises libvirt.libvirtError: no such node device.
     """
-    text = conn.nodeDeviceLookupByName(nodedev_name(address)).XMLDesc(0)
+    name = hostdev_xml.nodedev_name(address)
+    text = conn.nodeDeviceLookupByName(name).XMLDesc(0)
     node = etree.fromstring(text).find("capability[@type='pci']/numa")
     if node is None:
         return None
@@ -225,11 +71,11 @@ def verify_affinity(conn, doc, placements):
         XML holds the device, ``local`` whether its node is one of the
         cell's (None when either node is unknown).
     """
-    live = {d.address for d in assigned_devices(doc)}
-    cells = cell_host_nodes(doc)
+    live = {d.address for d in hostdev_xml.assigned_devices(doc)}
+    cells = hostdev_xml.cell_host_nodes(doc)
     result = []
     for alias, address, cell in placements:
-        address = canonical(address)
+        address = hostdev_xml.canonical(address)
         try:
             node = device_node(conn, address)
         except libvirt.libvirtError as exc:
@@ -289,7 +135,7 @@ class RemovalWatch(events.DomainEventSubscription):
 
 def _live_addresses(dom):
     doc = etree.fromstring(dom.XMLDesc(0))
-    return {d.address for d in assigned_devices(doc)}
+    return {d.address for d in hostdev_xml.assigned_devices(doc)}
 
 
 def detach(dom, host, deadline_s, clock=time.monotonic):
@@ -301,7 +147,7 @@ def detach(dom, host, deadline_s, clock=time.monotonic):
         plugged at the deadline; the devices unplugged before it are
         plugged back first, and the error names what was left.
     """
-    devices = assigned_devices(etree.fromstring(dom.XMLDesc(0)))
+    devices = hostdev_xml.assigned_devices(etree.fromstring(dom.XMLDesc(0)))
     if not devices:
         return []
     uuid = dom.UUIDString()
@@ -349,7 +195,7 @@ def _replug_gone(dom, devices, host):
         return
     gone = [d for d in devices if d.address not in present]
     if gone:
-        attach(dom, [device_xml(d) for d in gone], host)
+        attach(dom, [hostdev_xml.device_xml(d) for d in gone], host)
 
 
 def attach(dom, xmls, host, persist=False):
@@ -372,7 +218,7 @@ def attach(dom, xmls, host, persist=False):
         flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
     plugged = []
     for text in xmls:
-        address = _source_address(etree.fromstring(text))
+        address = hostdev_xml.source_address(etree.fromstring(text))
         if address in present:
             continue
         try:

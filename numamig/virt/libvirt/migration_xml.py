@@ -14,7 +14,7 @@ from lxml import etree
 
 from numamig import cpuspec
 from numamig import exception
-from numamig.virt.libvirt import hostdev
+from numamig.virt.libvirt import hostdev_xml
 from numamig.virt.libvirt import virtio_mem
 
 DEFAULT_SCHEDULER = 'fifo'
@@ -316,7 +316,7 @@ def _drop_assigned_devices(doc):
     # source unplugged them before the copy, and a device the guest
     # still held then would make the destination claim the source's
     # host address. Returns whether anything was dropped.
-    return bool(hostdev.drop_assigned_devices(doc))
+    return bool(hostdev_xml.drop_assigned_devices(doc))
 
 
 # Steps of a migration's XML only: a guest numamig creates, and a

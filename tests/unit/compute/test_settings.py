@@ -20,14 +20,15 @@ class FromConfTest(base.TestCase):
                    packing_host_numa_cells_allocation_strategy=True,
                    max_concurrent_live_migrations=2,
                    min_change_report_interval=0.5, reconcile_interval=11,
-                   update_resources_interval=12)
+                   update_resources_interval=12, device_detach_timeout=9)
         self.flags(group='upgrade_levels', compute='1.4')
         self.assertEqual({
             'strategy': 'pack', 'max_concurrent_live_migrations': 2,
             'unrecorded_claim_timeout': 14, 'min_change_report_interval': 0.5,
             'report_interval': 3, 'reconcile_interval': 11,
             'update_resources_interval': 12, 'status_timeout': 4,
-            'compute_version_cap': '1.4'}, self._made())
+            'compute_version_cap': '1.4', 'device_detach_timeout': 9},
+            self._made())
 
     def test_unset_intervals_follow_the_report_interval(self):
         self.flags(report_interval=3)
