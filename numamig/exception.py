@@ -357,6 +357,20 @@ class HypervisorError(NumamigException):
     msg_fmt = "Hypervisor on %(host)s failed to %(action)s: %(reason)s"
 
 
+class DeviceDetachFailed(HypervisorError):
+    """A passed-through device could not be unplugged before a migration
+    (libvirt refused, or the guest did not release it in time)."""
+    msg_fmt = ("Host %(host)s could not unplug PCI device %(address)s from "
+               "instance %(instance)s before its migration: %(reason)s")
+
+
+class DeviceAttachFailed(HypervisorError):
+    """A device could not be plugged into a guest (a destination's claimed
+    one after the migration, or a source's back after a failed one)."""
+    msg_fmt = ("Host %(host)s could not plug PCI device %(address)s into "
+               "instance %(instance)s: %(reason)s")
+
+
 class CapabilitiesError(Invalid):
     """A host's capabilities XML cannot describe a NUMA host."""
     msg_fmt = "Capabilities of host %(host)s (%(source)s): %(reason)s"

@@ -42,6 +42,9 @@ class Agent:
     :param locality: this host's locality watch
         (numamig.compute.locality.LocalityWatch), whose last look the
         reports carry; None: no watch (tests building only some parts).
+    :param device_detach_timeout: seconds a source waits for a guest to
+        release its passed-through devices ([compute]
+        device_detach_timeout; numamig.compute.devices).
     """
 
     host: str
@@ -60,6 +63,7 @@ class Agent:
     events: events_mod.Events = dataclasses.field(
         default_factory=events_mod.Events)
     locality: object = None
+    device_detach_timeout: float | None = None
 
     @property
     def service_version(self):

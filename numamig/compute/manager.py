@@ -121,7 +121,8 @@ class ComputeManager:
             release=self.release, reporter=self.reporter,
             outgoing=self.outgoing,
             flows=flows_mod.for_release(self.release), events=events,
-            locality=self.locality)
+            locality=self.locality,
+            device_detach_timeout=settings.device_detach_timeout)
         # The migration guard's decisions, read from its log.
         self.guard_decisions = guard_decisions.GuardDecisions(
             host, driver, self.agent.events)

@@ -30,6 +30,7 @@ from numamig import exception
 from numamig import objects
 from numamig import releases
 from numamig.compute import claims
+from numamig.compute import devices
 from numamig.compute import migration_threads
 from numamig.compute import report
 from numamig.compute import rpcapi as compute_rpcapi
@@ -279,6 +280,10 @@ def post_at_destination(agent, ctxt, instance, migration,
             not _guard_placed(agent, ctxt, instance, migration, claim):
         return place_from_guest(agent, ctxt, instance, migration)
     if claim is not None:
+        # Before the claim becomes the instance's: a redelivered request
+        # finds the devices plugged and plugs nothing.
+        devices.plug_claimed(agent, instance, migration,
+                             devices.claimed_placements(claim))
         updated = agent.conductor_api.migration_context_apply(
             ctxt, instance.uuid, migration.uuid)
         agent.tracker.apply_move_claim(migration.uuid, updated)

@@ -47,6 +47,7 @@ import oslo_messaging as messaging
 from numamig import exception
 from numamig import releases
 from numamig.compute import completion
+from numamig.compute import devices
 from numamig.compute import events
 from numamig.compute import migration_threads
 from numamig.compute import patience
@@ -75,6 +76,7 @@ def check_source(agent, ctxt, instance, dest_check_data):
     :raises MigrationPreCheckError: the guest is not on this host.
     """
     check_guest_here(agent, instance)
+    devices.check_source(agent, instance)
     migrate_data = dest_check_data.obj_clone()
     migrate_data.src_supports_numa_live_migration = bool(
         dest_check_data.get('dst_supports_numa_live_migration') and
@@ -151,6 +153,8 @@ class SourceMigration:
         self._recovery = None
         # The statuses this run recorded itself.
         self._recorded = set()
+        # The passed-through devices unplugged before the copy.
+        self.devices = devices.SourceDevices(agent, instance, migration)
 
     @property
     def numa_path(self):
@@ -171,6 +175,10 @@ class SourceMigration:
             if not self._record_running(short):
                 self.abort_requested.set()
                 self._check_abort()
+            # The destination holds its claim (devices included): the
+            # guest lets go of this host's devices before the copy.
+            self.devices.unplug()
+            self._check_abort()
             self._migrate(dest_xml)
         except exception.PostCopyPaused as exc:
             self._end_paused(exc)
@@ -466,7 +474,8 @@ class SourceMigration:
 
     def _rollback(self, reason, aborted):
         agent = self.agent
-        for step in (self._rollback_destination, self._drop_dest_claim):
+        for step in (self.devices.replug, self._rollback_destination,
+                     self._drop_dest_claim):
             try:
                 step()
             except Exception as exc:

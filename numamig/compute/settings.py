@@ -72,6 +72,9 @@ class ComputeSettings:
     :param pci_alias: ``[pci] alias`` as configured (the resource
         tracker parses it, numa.pci.parse_aliases): what a new guest's
         ``pci_passthrough:alias`` names.
+    :param device_detach_timeout: seconds a source waits for the guest
+        to release its passed-through devices before a migration
+        (``[compute] device_detach_timeout``).
     """
 
     strategy: str
@@ -88,6 +91,7 @@ class ComputeSettings:
     locality_interval: float
     proc_root: str
     pci_alias: tuple
+    device_detach_timeout: float
 
 
 def from_conf(conf, status_timeout):
@@ -116,7 +120,8 @@ def from_conf(conf, status_timeout):
         locality=locality_policy(conf.locality),
         locality_interval=conf.locality.interval,
         proc_root=conf.locality.proc_root,
-        pci_alias=tuple(conf.pci.alias))
+        pci_alias=tuple(conf.pci.alias),
+        device_detach_timeout=conf.compute.device_detach_timeout)
 
 
 def locality_policy(group):

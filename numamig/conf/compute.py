@@ -47,6 +47,17 @@ opts = [
                     "the surplus waits, and one still queued after twice "
                     "[DEFAULT] rpc_response_timeout_migration is failed by "
                     "the conductor (nothing moved; start it again)."),
+    cfg.FloatOpt('device_detach_timeout', default=30.0, min=1.0, max=600.0,
+                 help="Seconds a source waits, before a live migration, for "
+                      "the guest to release each passed-through PCI device "
+                      "it hot-unplugs (libvirt's device-removed event). A "
+                      "guest OS without PCI hot-plug support never releases "
+                      "one: the migration then fails at this deadline, the "
+                      "devices already released are plugged back and the "
+                      "guest keeps running here. Set a guest's flavor "
+                      "extra spec numamig:device_migration=refuse (or image "
+                      "property numamig_device_migration=refuse) to refuse "
+                      "its migrations instead of unplugging."),
     cfg.BoolOpt('packing_host_numa_cells_allocation_strategy', default=False,
                 help="Place guest cells on the fullest host cells first "
                      "(pack) instead of the emptiest (spread). Pack keeps "

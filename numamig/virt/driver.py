@@ -393,3 +393,52 @@ class ComputeDriver(abc.ABC):
             why not (the guard did not run for it).
         """
         return None
+
+    # -- passed-through PCI devices (numamig.virt.libvirt.hostdev) ----------
+
+    def assigned_devices(self, instance_uuid):
+        """['DDDD:BB:SS.F'] of the host PCI devices the guest holds
+        (none where the driver cannot tell)."""
+        return []
+
+    def detach_devices(self, instance_uuid, deadline_s):
+        """Source side, before the copy: hot-unplug every passed-through
+        device and wait up to ``deadline_s`` for the guest to release
+        them.
+
+        :returns: opaque device records, for ``reattach_devices``.
+        :raises DeviceDetachFailed: nothing stays unplugged.
+        """
+        return []
+
+    def reattach_devices(self, instance_uuid, detached):
+        """Source side, after a failed or aborted migration: plug back
+        what ``detach_devices`` returned (idempotent).
+
+        :raises DeviceAttachFailed:
+        """
+        return []
+
+    def attach_devices(self, instance_uuid, placements, template=None):
+        """Destination side, after the arrival: hot-plug the claimed
+        devices, persistently.
+
+        :param placements: [(alias, 'DDDD:BB:SS.F', guest cell)].
+        :param template: the source's device records, in the same order
+            where known, whose guest-side slots the new devices take.
+        :returns: the addresses plugged now (none when asked again).
+        :raises DeviceAttachFailed:
+        """
+        if placements:
+            raise exception.MigrationNotSupported(
+                host=self.host, uri=self.hypervisor_uri,
+                action='plug passed-through devices',
+                reason='this driver has no PCI device support')
+        return []
+
+    def verify_device_affinity(self, instance_uuid, placements):
+        """Destination side, after the arrival: each placement's device,
+        read back from the hypervisor: is it plugged, and on the host
+        node of its guest cell? [dict] (see hostdev.verify_affinity)."""
+        return []
+

@@ -32,6 +32,8 @@ from numamig.virt.libvirt import guard_install
 from numamig.virt.libvirt import guest_parse
 from numamig.virt.libvirt import guest_xml
 from numamig.virt.libvirt import host_topology
+from numamig.virt.libvirt import hostdev
+from numamig.virt.libvirt import hostdev_xml
 from numamig.virt.libvirt import incoming_threads
 from numamig.virt.libvirt import locality
 from numamig.virt.libvirt import memory_resize
@@ -473,9 +475,7 @@ class LibvirtDriver(driver.ComputeDriver):
             libvirt.VIR_DOMAIN_XML_MIGRATABLE
         xml = self._call(dom.XMLDesc, f"read the XML of {instance_uuid}",
                          flags)
-        if numa_info is None:
-            return xml
-        return migration_xml.get_updated_xml(xml, numa_info)
+        return migration_xml.get_migration_xml(xml, numa_info)
 
     def select_migration_policy(self, requested=None, flavor=None,
                                 image=None):
@@ -709,6 +709,80 @@ class LibvirtDriver(driver.ComputeDriver):
                                        f"{instance_uuid}",
                 reason=f"numamig migration guard: {verdict.reason}")
         return verdict.xml if verdict.action == guard.REWRITTEN else dest_xml
+
+    # -- passed-through PCI devices ------------------------------------------
+
+    def assigned_devices(self, instance_uuid):
+        doc = migration_xml.parse_domain(self.get_domain_xml(instance_uuid))
+        return [d.address for d in hostdev_xml.assigned_devices(doc)]
+
+    def detach_devices(self, instance_uuid, deadline_s):
+        """See ComputeDriver. libvirt's test driver cannot hot-unplug
+        (virDomainDetachDeviceFlags: "this function is not supported by
+        the connection driver", libvirt 9.0): there the records are read
+        from the XML and the guest left as it is, labelled emulated; the
+        migration XML carries no device either way."""
+        dom = self._lookup(instance_uuid)
+        if self._settings.is_test_driver:
+            doc = migration_xml.parse_domain(self._call(
+                dom.XMLDesc, f"read the XML of {instance_uuid}", 0))
+            devices = hostdev_xml.assigned_devices(doc)
+            if devices:
+                LOG.info("%s: emulated unplug of %s from %s (libvirt test "
+                         "driver: no hot-unplug)", self.host,
+                         ', '.join(d.address for d in devices),
+                         instance_uuid)
+            return [d._asdict() for d in devices]
+        try:
+            devices = hostdev.detach(dom, self.host, deadline_s)
+        except libvirt.libvirtError as exc:
+            raise errors.hypervisor_error(
+                exc, self.host, f"unplug the devices of {instance_uuid}")
+        return [d._asdict() for d in devices]
+
+    def reattach_devices(self, instance_uuid, detached):
+        if not detached or self._settings.is_test_driver:
+            return []
+        dom = self._lookup(instance_uuid)
+        xmls = [hostdev_xml.device_xml(hostdev_xml.AssignedDevice(**d))
+                for d in detached]
+        try:
+            return hostdev.attach(dom, xmls, self.host)
+        except libvirt.libvirtError as exc:
+            raise errors.hypervisor_error(
+                exc, self.host, f"plug the devices of {instance_uuid} back")
+
+    def attach_devices(self, instance_uuid, placements, template=None):
+        """See ComputeDriver. On libvirt's test driver (no hot-plug) the
+        devices are written into the persistent definition only,
+        labelled emulated."""
+        if not placements:
+            return []
+        dom = self._lookup(instance_uuid)
+        template = list(template or [])
+        xmls = []
+        for index, (_alias, address, _cell) in enumerate(placements):
+            if index < len(template):
+                xmls.append(hostdev_xml.device_xml(
+                    hostdev_xml.AssignedDevice(**template[index]), address))
+            else:
+                xmls.append(hostdev_xml.new_device_xml(address))
+        if self._settings.is_test_driver:
+            LOG.info("%s: emulated plug of %s into %s (libvirt test "
+                     "driver: no hot-plug)", self.host,
+                     ', '.join(a for _, a, _ in placements), instance_uuid)
+            return []
+        try:
+            return hostdev.attach(dom, xmls, self.host, persist=True)
+        except libvirt.libvirtError as exc:
+            raise errors.hypervisor_error(
+                exc, self.host, f"plug the devices of {instance_uuid}")
+
+    def verify_device_affinity(self, instance_uuid, placements):
+        if not placements:
+            return []
+        doc = migration_xml.parse_domain(self.get_domain_xml(instance_uuid))
+        return hostdev.verify_affinity(self._connection(), doc, placements)
 
     def _define_and_start(self, xml, instance_uuid, action):
         conn = self._connection()

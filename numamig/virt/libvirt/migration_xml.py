@@ -15,6 +15,7 @@ from lxml import etree
 
 from numamig import cpuspec
 from numamig import exception
+from numamig.virt.libvirt import hostdev_xml
 from numamig.virt.libvirt import virtio_mem
 
 DEFAULT_SCHEDULER = 'fifo'
@@ -33,6 +34,29 @@ def get_updated_xml(xml_text, info, live=False):
     """
     doc = parse_domain(xml_text)
     apply_numa_info(doc, info, live=live)
+    return etree.tostring(doc, encoding='unicode')
+
+
+def get_migration_xml(xml_text, info):
+    """Return the XML a live migration carries to its destination.
+
+    The NUMA rewrite of ``info`` (None: the path of releases before
+    NUMA-aware migration, NUMA parts as they are), then the steps only a
+    migration takes (``_MIGRATION_STEPS``): no passed-through PCI device
+    travels, the destination plugs its own after the arrival
+    (numamig.virt.libvirt.hostdev). Unchanged text is returned as it
+    came.
+
+    :raises DomainXMLError: as get_updated_xml.
+    """
+    doc = parse_domain(xml_text)
+    changed = info is not None
+    if changed:
+        apply_numa_info(doc, info)
+    for step in _MIGRATION_STEPS:
+        changed = step(doc) or changed
+    if not changed:
+        return xml_text
     return etree.tostring(doc, encoding='unicode')
 
 
@@ -367,6 +391,20 @@ def _text(element):
         return None
     return [(s.get('id'), s.get('value'))
             for s in element.iterfind('sibling')]
+
+
+def _drop_assigned_devices(doc):
+    # libvirt refuses to migrate a guest holding a VFIO device; the
+    # source unplugged them before the copy, and a device the guest
+    # still held then would make the destination claim the source's
+    # host address. Returns whether anything was dropped.
+    return bool(hostdev_xml.drop_assigned_devices(doc))
+
+
+# Steps of a migration's XML only: a guest numamig creates, and a
+# destination's persistent definition rewritten to its claim, keep their
+# devices.
+_MIGRATION_STEPS = (_drop_assigned_devices,)
 
 
 def _child(parent, tag, after):

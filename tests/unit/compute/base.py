@@ -115,6 +115,12 @@ def manager(host=HOST, topology=None, instances=(), claimed=(),
         convergence.SHIPPED[convergence.TIMER], 'the default')
     # No modelled copy (the behaviour of a host without one).
     driver.emulate_copy.return_value = None
+    # Guests without passed-through devices (test_devices sets some).
+    driver.assigned_devices.return_value = []
+    driver.detach_devices.return_value = []
+    driver.reattach_devices.return_value = []
+    driver.attach_devices.return_value = []
+    driver.verify_device_affinity.return_value = []
     conductor = mock.Mock(name='conductor')
     conductor.instance_get_all_by_host.return_value = list(instances)
     conductor.instance_get_claims_on_host.return_value = list(claimed)

@@ -1,0 +1,233 @@
+"""Passed-through PCI devices of a guest: find, unplug, plug, verify.
+
+A guest holding a host PCI device (``<hostdev mode='subsystem'
+type='pci'>``, or an SR-IOV ``<interface type='hostdev'>``) cannot be
+live-migrated: QEMU cannot copy the device's state, and libvirt refuses
+("cannot migrate domain: VFIO device doesn't support migration",
+measured on libvirt 9.0 / QEMU 7.2). numamig moves such a guest the way
+Nova moves SR-IOV ports: the source hot-unplugs each device before the
+copy and waits for the guest to let go (libvirt's ``device-removed``
+event, bounded by a deadline), the migration XML carries none
+(``migration_xml.drop_assigned_devices``), and the destination
+hot-plugs the devices its claim holds once the guest runs there. A
+failed or aborted migration plugs the source's devices back. The guest
+sees a PCI hot-unplug and, later, a hot-plug (doc/source/devices.rst).
+
+Hot-unplug is cooperative: PCIe native hot-plug (QEMU's q35 root ports)
+and ACPI hot-plug both wait for the guest OS to release the slot. A
+guest without a hot-plug driver (or a hung one) never does: libvirt's
+``detachDeviceFlags`` returns after 5 s with the request pending, the
+device stays in the live XML, and only the deadline here ends the wait.
+
+The device's NUMA node comes from libvirt's node device
+(``<capability type='pci'><numa node='N'/>``, the kernel's sysfs
+``numa_node``); the guest cell's host node from the live XML's
+``<numatune><memnode>``. ``verify_affinity`` compares both.
+"""
+
+import threading
+import time
+
+import libvirt
+from lxml import etree
+from oslo_log import log as logging
+
+from numamig import exception
+from numamig.virt.libvirt import events
+from numamig.virt.libvirt import hostdev_xml
+
+LOG = logging.getLogger(__name__)
+
+DEVICE_REMOVED = getattr(libvirt, 'VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED', 15)
+DEVICE_REMOVAL_FAILED = getattr(
+    libvirt, 'VIR_DOMAIN_EVENT_ID_DEVICE_REMOVAL_FAILED', 22)
+# How often the live XML is read again while no event comes (a libvirt
+# connection without an event loop gets none).
+POLL_S = 1.0
+
+def device_node(conn, address):
+    """The host NUMA node of the PCI device at ``address``, as libvirt's
+    node device reports it; None when it reports none (-1: a host
+    without NUMA, or firmware that did not say).
+
+    :raises libvirt.libvirtError: no such node device.
+    """
+    name = hostdev_xml.nodedev_name(address)
+    text = conn.nodeDeviceLookupByName(name).XMLDesc(0)
+    node = etree.fromstring(text).find("capability[@type='pci']/numa")
+    if node is None:
+        return None
+    value = int(node.get('node'))
+    return None if value < 0 else value
+
+
+def verify_affinity(conn, doc, placements):
+    """Check each device is on the host node of its guest cell.
+
+    :param doc: the guest's live domain element.
+    :param placements: [(alias, address, guest cell)] (a claim's).
+    :returns: [dict(alias, address, guest_cell, cell_nodes, device_node,
+        present, local)], one per placement: ``present`` whether the live
+        XML holds the device, ``local`` whether its node is one of the
+        cell's (None when either node is unknown).
+    """
+    live = {d.address for d in hostdev_xml.assigned_devices(doc)}
+    cells = hostdev_xml.cell_host_nodes(doc)
+    result = []
+    for alias, address, cell in placements:
+        address = hostdev_xml.canonical(address)
+        try:
+            node = device_node(conn, address)
+        except libvirt.libvirtError as exc:
+            LOG.warning("No node device for %s: %s", address, exc)
+            node = None
+        nodes = sorted(cells.get(cell, ()))
+        local = None if node is None or not nodes else node in nodes
+        result.append({'alias': alias, 'address': address,
+                       'guest_cell': cell, 'cell_nodes': nodes,
+                       'device_node': node, 'present': address in live,
+                       'local': local})
+    return result
+
+
+class RemovalWatch(events.DomainEventSubscription):
+    """The aliases libvirt reports removed (or refused) for one domain."""
+
+    EVENT = DEVICE_REMOVED
+    NAME = 'device-removed event'
+
+    def __init__(self, dom):
+        super().__init__(dom)
+        self.removed = set()
+        self.changed = threading.Event()
+        self._failed = None
+
+    def start(self):
+        super().start()
+        # The guest may refuse an unplug: that ends the wait at once.
+        try:
+            self._failed = self._conn.domainEventRegisterAny(
+                self._dom, DEVICE_REMOVAL_FAILED, self._on_failed, None)
+        except (libvirt.libvirtError, AttributeError):
+            self._failed = None
+
+    def stop(self):
+        super().stop()
+        if self._failed is not None:
+            try:
+                self._conn.domainEventDeregisterAny(self._failed)
+            except libvirt.libvirtError:
+                pass
+            self._failed = None
+
+    def _on_event(self, _conn, _dom, alias, _opaque):
+        self.removed.add(alias)
+        self.changed.set()
+
+    def _on_failed(self, _conn, _dom, alias, _opaque):
+        self.changed.set()
+
+    def _unavailable(self, exc):
+        LOG.info("No device-removed events for %s (%s): its live XML is "
+                 "read every %.0f s instead", self._dom.UUIDString(), exc,
+                 POLL_S)
+
+
+def _live_addresses(dom):
+    doc = etree.fromstring(dom.XMLDesc(0))
+    return {d.address for d in hostdev_xml.assigned_devices(doc)}
+
+
+def detach(dom, host, deadline_s, clock=time.monotonic):
+    """Hot-unplug every passed-through PCI device of the running ``dom``
+    and wait, up to ``deadline_s``, until the guest released them all.
+
+    :returns: [AssignedDevice] unplugged, to plug back on a rollback.
+    :raises DeviceDetachFailed: libvirt refused, or a device was still
+        plugged at the deadline; the devices unplugged before it are
+        plugged back first, and the error names what was left.
+    """
+    devices = hostdev_xml.assigned_devices(etree.fromstring(dom.XMLDesc(0)))
+    if not devices:
+        return []
+    uuid = dom.UUIDString()
+    watch = RemovalWatch(dom)
+    watch.start()
+    started = clock()
+    try:
+        for device in devices:
+            try:
+                dom.detachDeviceFlags(device.xml,
+                                      libvirt.VIR_DOMAIN_AFFECT_LIVE)
+            except libvirt.libvirtError as exc:
+                _replug_gone(dom, devices, host)
+                raise exception.DeviceDetachFailed(
+                    instance=uuid, host=host, address=device.address,
+                    reason=exc.get_error_message())
+        pending = {d.address for d in devices}
+        while True:
+            pending &= _live_addresses(dom)
+            if not pending:
+                break
+            left = started + deadline_s - clock()
+            if left <= 0:
+                _replug_gone(dom, devices, host)
+                raise exception.DeviceDetachFailed(
+                    instance=uuid, host=host,
+                    address=', '.join(sorted(pending)),
+                    reason=f"the guest did not release it within "
+                           f"{deadline_s:g} s (a guest OS without PCI "
+                           f"hot-plug support never does)")
+            watch.changed.wait(min(left, POLL_S))
+            watch.changed.clear()
+    finally:
+        watch.stop()
+    LOG.info("%s: unplugged %s from %s in %.1f s", host,
+             ', '.join(d.address for d in devices), uuid, clock() - started)
+    return devices
+
+
+def _replug_gone(dom, devices, host):
+    """Plug back those of ``devices`` the guest already released."""
+    try:
+        present = _live_addresses(dom)
+    except libvirt.libvirtError:
+        return
+    gone = [d for d in devices if d.address not in present]
+    if gone:
+        attach(dom, [hostdev_xml.device_xml(d) for d in gone], host)
+
+
+def attach(dom, xmls, host, persist=False):
+    """Hot-plug each device XML into the running ``dom``; with
+    ``persist``, into its persistent definition too (a destination's
+    device must survive a restart; a source's plugged back after a
+    failed migration is still in it: the unplug was live only).
+
+    A device already in the live XML is skipped: asked twice (a
+    redelivered request), the second plugs nothing.
+
+    :returns: the addresses plugged now.
+    :raises DeviceAttachFailed: libvirt refused one; those plugged before
+        it stay plugged.
+    """
+    uuid = dom.UUIDString()
+    present = _live_addresses(dom)
+    flags = libvirt.VIR_DOMAIN_AFFECT_LIVE
+    if persist and dom.isPersistent():
+        flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
+    plugged = []
+    for text in xmls:
+        address = hostdev_xml.source_address(etree.fromstring(text))
+        if address in present:
+            continue
+        try:
+            dom.attachDeviceFlags(text, flags)
+        except libvirt.libvirtError as exc:
+            raise exception.DeviceAttachFailed(
+                instance=uuid, host=host, address=address,
+                reason=exc.get_error_message())
+        plugged.append(address)
+    if plugged:
+        LOG.info("%s: plugged %s into %s", host, ', '.join(plugged), uuid)
+    return plugged
