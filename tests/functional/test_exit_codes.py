@@ -30,8 +30,10 @@ UNKNOWN_UUID = '7d3c1a7e-0c6c-4b8e-9f64-2d2a4a1b0c11'
 BIN = os.path.dirname(sys.executable)
 
 
-# The agents' periodic reports rewrite these rows on their own meanwhile.
-_LIVE_TABLES = ('compute_nodes', 'sequences')
+# The agents' periodic reports rewrite these rows on their own meanwhile,
+# and the conductor's workers the guests' standing live-migratable
+# answers from them.
+_LIVE_TABLES = ('compute_nodes', 'sequences', 'instance_live_migratable')
 
 
 def _rows(db):
