@@ -24,35 +24,18 @@ The claimed devices are (alias, host PCI address, guest cell) triples;
 from oslo_log import log as logging
 
 from numamig import exception
+from numamig.numa import pci
 
 LOG = logging.getLogger(__name__)
 
-FLAVOR_KEY = 'numamig:device_migration'
-IMAGE_KEY = 'numamig_device_migration'
-UNPLUG = 'unplug'
-REFUSE = 'refuse'
-MODES = (UNPLUG, REFUSE)
-
-
-def migration_mode(instance):
-    """(mode, where it came from) of a guest's devices in a migration:
-    the flavor's extra spec, else the image's property, else
-    ``unplug``.
-
-    :raises MigrationPreCheckError: a value that is neither mode.
-    """
-    for where, specs, key in (
-            ('flavor', instance.get('extra_specs') or {}, FLAVOR_KEY),
-            ('image', instance.get('image_properties') or {}, IMAGE_KEY)):
-        value = specs.get(key)
-        if value is None:
-            continue
-        if value not in MODES:
-            raise exception.MigrationPreCheckError(
-                reason=f"instance {instance.uuid}: {where} {key}={value!r} "
-                       f"is not one of {', '.join(MODES)}")
-        return value, f"{where} {key}"
-    return UNPLUG, 'default'
+# The per-guest choice is read where the conductor's standing
+# live-migratable answer reads it too (numa.pci).
+FLAVOR_KEY = pci.DEVICE_MIGRATION_FLAVOR_KEY
+IMAGE_KEY = pci.DEVICE_MIGRATION_IMAGE_KEY
+UNPLUG = pci.UNPLUG
+REFUSE = pci.REFUSE
+MODES = pci.DEVICE_MIGRATION_MODES
+migration_mode = pci.device_migration_mode
 
 
 def check_source(agent, instance):

@@ -26,6 +26,7 @@ from numamig.conductor import drain
 from numamig.db import instances
 from numamig.db import live_migratable as answers_db
 from numamig.numa import instance_request
+from numamig.numa import pci
 from numamig.scheduler import migratable
 
 LOG = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class LiveMigratableWatch:
         if instance.get('host') is None:
             blockers.append(migratable.Reason(
                 migratable.POLICY, "it is on no host"))
+        blockers.extend(_device_blockers(instance))
         return migratable.Guest(
             instance.uuid, instance.get('host'), request,
             pagesize_kb=pagesize_kb, blockers=tuple(blockers),
@@ -146,6 +148,27 @@ class LiveMigratableWatch:
             if self._hosts.get(host) != seen.get(host):
                 self.tracker.host_changed(host)
         self._hosts = seen
+
+
+def _device_blockers(instance):
+    """The devices reason of a guest holding passed-through functions
+    whose flavor or image refuses their unplugging for a move."""
+    topology = instance.get('numa_topology')
+    held = topology.get('pci_devices') if topology is not None else None
+    if not held:
+        return []
+    try:
+        mode, where = pci.device_migration_mode(instance)
+    except exception.MigrationPreCheckError as exc:
+        return [migratable.Reason(migratable.DEVICES, str(exc))]
+    if mode != pci.REFUSE:
+        return []
+    return [migratable.Reason(
+        migratable.DEVICES,
+        f"it holds passed-through PCI device(s) "
+        f"{', '.join(d.address for d in held)} and its {where} is "
+        f"'{pci.REFUSE}' (set it to '{pci.UNPLUG}' to hot-unplug them for "
+        f"a move)")]
 
 
 def _kind(instance, request, pagesize_kb):

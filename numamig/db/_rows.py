@@ -69,6 +69,7 @@ DRAIN = 'drain'
 DRAIN_MOVE = 'drain-move'
 HOST = 'host'
 MEMORY_CHANGE = 'memory-change'
+LIVE_MIGRATABLE = 'live-migratable'
 
 
 class Change(typing.NamedTuple):

@@ -30,11 +30,21 @@ def _reasons(status):
 
 
 def save(db, answers):
-    """Record ``answers`` ([(instance uuid, migratable.Status)])."""
+    """Record ``answers`` ([(instance uuid, migratable.Status)]); each
+    whose status differs from the recorded one (or is not 'yes' for a
+    guest without one) is told of once the transaction commits (the
+    ``instance.live-migratable.changed`` notification): a worker that
+    writes what another wrote already tells nothing."""
     if not answers:
         return
     now = _rows.utcnow()
     with db.writer() as session:
+        before = {}
+        uuids = [uuid for uuid, _ in answers]
+        for start in range(0, len(uuids), 500):
+            before.update(session.execute(sa.select(
+                _M.instance_uuid, _M.status).where(_M.instance_uuid.in_(
+                    uuids[start:start + 500]))).all())
         for uuid, status in answers:
             # changed_at first: MySQL and MariaDB assign left to right,
             # so the CASE must read the status before it is replaced.
@@ -48,6 +58,14 @@ def save(db, answers):
                 (_M.checked_at, now)))
             if not changed.rowcount:
                 _insert(session, uuid, status, now)
+            previous = before.get(uuid)
+            if previous != status.status and (previous is not None or
+                                              status.status != 'yes'):
+                _rows.note_change(session, _rows.LIVE_MIGRATABLE, {
+                    'instance_uuid': uuid, 'status': status.status,
+                    'previous_status': previous,
+                    'reasons': _reasons(status),
+                    'witness': status.witness})
 
 
 def _insert(session, uuid, status, now):

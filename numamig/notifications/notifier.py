@@ -67,6 +67,7 @@ MEMORY_CHANGE = 'memory-change'
 POLICY_ACTION = 'policy-action'
 GUARD_DECISION = 'guard-decision'
 LOCALITY_MOVE = 'locality-move'
+LIVE_MIGRATABLE = 'live-migratable'
 
 MAX_QUEUED = 10000
 STOP_FLUSH_S = 2.0
@@ -94,7 +95,8 @@ EVENT_TYPES = (
     tuple(f'memory-change.{status}' for status in (
         'started', 'done', 'partial', 'failed')) +
     ('migration.policy-action', 'guard.rewritten', 'guard.refused') +
-    ('locality.moved', 'locality.failed', 'locality.flapping'))
+    ('locality.moved', 'locality.failed', 'locality.flapping') +
+    ('instance.live-migratable.changed',))
 
 
 def notification_of(change):
@@ -138,6 +140,10 @@ def notification_of(change):
         payload = payloads.LocalityMovePayload.from_record(record)
         return ('info' if payload.outcome == 'moved' else 'warn',
                 f'locality.{payload.outcome}', payload)
+    if kind == LIVE_MIGRATABLE:
+        payload = payloads.LiveMigratablePayload.from_record(record)
+        return ('warn' if payload.status == 'no' else 'info',
+                'instance.live-migratable.changed', payload)
     raise ValueError(f"no notification of a {kind} change")
 
 

@@ -390,6 +390,46 @@ class LocalityMovePayload(NotificationPayload):
         return payload
 
 
+@register
+class LiveMigratablePayload(NotificationPayload):
+    """A guest's standing live-migratable answer changed
+    (doc/source/live-migratable.rst), sent by the conductor worker that
+    recorded the change.
+
+    Version history:
+
+    * 1.0 - Initial version (release 2).
+    """
+
+    VERSION = '1.0'
+
+    fields = {
+        'instance_uuid': fields.StringField(),
+        # yes, degraded or no; the previous answer (None: the first).
+        'status': fields.StringField(),
+        'previous_status': fields.StringField(nullable=True),
+        # Each reason's kind (no-host-fits, cpu-model, only-maintenance,
+        # devices, policy) and its line, in the same order.
+        'reason_kinds': fields.ListOfStringsField(),
+        'reasons': fields.ListOfStringsField(),
+        # A host the answer rests on, or None.
+        'witness': fields.StringField(nullable=True),
+    }
+
+    @classmethod
+    def from_record(cls, change, detail=None):
+        """The payload of ``change`` (numamig.db.live_migratable's
+        change dict)."""
+        payload = cls(
+            instance_uuid=change['instance_uuid'], status=change['status'],
+            previous_status=change['previous_status'],
+            reason_kinds=[r['kind'] for r in change['reasons']],
+            reasons=[r['detail'] for r in change['reasons']],
+            witness=change['witness'])
+        payload.obj_reset_changes()
+        return payload
+
+
 def operation_of(request):
     """Which memory change ``request`` asked for."""
     if 'placement' in request:

@@ -517,3 +517,36 @@ def _shortage(request, free, fitting, nodes, sockets, several=False):
     return (f"PCI alias {request.alias} ({request.numa_policy}): needs "
             f"{request.count}, {len(fitting)} free {place} "
             f"({len(free)} free on the host){together}")
+
+
+# How a guest's passed-through devices cross a live migration
+# (doc/source/device-migration.rst): hot-unplugged before the copy and
+# the destination's plugged after it, or the migration refused.
+DEVICE_MIGRATION_FLAVOR_KEY = 'numamig:device_migration'
+DEVICE_MIGRATION_IMAGE_KEY = 'numamig_device_migration'
+UNPLUG = 'unplug'
+REFUSE = 'refuse'
+DEVICE_MIGRATION_MODES = (UNPLUG, REFUSE)
+
+
+def device_migration_mode(instance):
+    """(mode, where it came from) of a guest's devices in a migration:
+    the flavor's extra spec, else the image's property, else
+    ``unplug``.
+
+    :raises MigrationPreCheckError: a value that is neither mode.
+    """
+    for where, specs, key in (
+            ('flavor', instance.get('extra_specs') or {},
+             DEVICE_MIGRATION_FLAVOR_KEY),
+            ('image', instance.get('image_properties') or {},
+             DEVICE_MIGRATION_IMAGE_KEY)):
+        value = specs.get(key)
+        if value is None:
+            continue
+        if value not in DEVICE_MIGRATION_MODES:
+            raise exception.MigrationPreCheckError(
+                reason=f"instance {instance.uuid}: {where} {key}={value!r} "
+                       f"is not one of {', '.join(DEVICE_MIGRATION_MODES)}")
+        return value, f"{where} {key}"
+    return UNPLUG, 'default'

@@ -1,6 +1,7 @@
 """The conductor's standing live-migratable answer (a conductor on SQLite,
 hosts reporting through it as agents would)."""
 
+from numamig import objects
 from numamig.conductor import live_migratable
 from numamig.conductor import metrics as conductor_metrics
 from numamig.db import compute_nodes
@@ -93,6 +94,44 @@ class LiveMigratableWatchTestCase(base.ConductorTestCase):
         instances.destroy(self.db, guest.uuid)
         self.watch.look()
         self.assertEqual([None], self._answers(guest))
+
+    def test_devices_the_guest_may_not_unplug_make_it_no(self):
+        held = cbase.instance(
+            host='src', vcpus=2, pins={0: 0, 1: 1},
+            extra_specs={'hw:cpu_policy': 'dedicated',
+                         'numamig:device_migration': 'refuse'})
+        held.numa_topology.pci_devices = [objects.InstancePCIDevice(
+            alias='vf', address='0000:82:00.1', host_node=0, guest_cell=0)]
+        unplugged = cbase.instance(host='src', vcpus=2, pins={0: 2, 1: 3})
+        unplugged.numa_topology.pci_devices = [objects.InstancePCIDevice(
+            alias='vf', address='0000:82:00.2', host_node=0, guest_cell=0)]
+        for inst in (held, unplugged):
+            instances.create(self.db, inst)
+        self.watch.look()
+        row = answers.get_many(self.db, [held.uuid])[held.uuid]
+        self.assertEqual(('no', 'devices'),
+                         (row['status'], row['reasons'][0]['kind']))
+        self.assertIn('0000:82:00.1', row['reasons'][0]['detail'])
+        self.assertEqual(['yes'], self._answers(unplugged))
+
+    def test_a_change_is_notified_once(self):
+        heard = []
+        self.db.change_listeners.append(heard.extend)
+        guest = self._guest()
+        self.watch.look()
+        # A first answer of yes tells nothing; maintenance everywhere
+        # tells the change; a second worker writing it again tells none.
+        self.assertEqual([], [c for c in heard
+                              if c.kind == 'live-migratable'])
+        for host in ('dst1', 'dst2', 'dst3'):
+            compute_nodes.set_disabled(self.db, host, 'firmware')
+        self.watch.look()
+        other = live_migratable.LiveMigratableWatch(self.worker, sweep=0)
+        other.look()
+        told = [c.record for c in heard if c.kind == 'live-migratable']
+        self.assertEqual([(guest.uuid, 'yes', 'degraded')],
+                         [(r['instance_uuid'], r['previous_status'],
+                           r['status']) for r in told])
 
     def test_metric_counts_guests_by_answer(self):
         self._guest()

@@ -34,6 +34,7 @@ FINGERPRINTS = {
     'DrainPayload': '1.0-0f248ff4b20b959542cede20c84fa1f2',
     'GuardDecisionPayload': '1.0-f4aa3638318967d059b0cdc650aa04fc',
     'HostMaintenancePayload': '1.0-2301f115f309333ac4068ea950132be0',
+    'LiveMigratablePayload': '1.0-f50d8dd6d62eba1943effa1e558a0b93',
     'LocalityMovePayload': '1.0-5680e7440718cc42f9f8b2b47b894ef6',
     'MemoryChangePayload': '1.0-90696f9f373e0a494c87cfc8d4588a29',
     'MigrationPayload': '1.0-9bb3864750ec4e853f3ed2afbab6ab3a',
@@ -204,6 +205,15 @@ def sample_change(event_type):
     if event_type == 'migration.policy-action':
         return events.Event(events.POLICY_ACTION, sample_policy_action(),
                             None)
+    if event_type == 'instance.live-migratable.changed':
+        return _rows.Change(_rows.LIVE_MIGRATABLE, {
+            'instance_uuid': '6b0e7c8a-1f4e-4d2b-8a3c-5e9f0d1c2b3a',
+            'status': 'no', 'previous_status': 'yes',
+            'reasons': [{'kind': 'no-host-fits',
+                         'detail': 'closest: compute-2: NUMA topology does '
+                                   'not fit: guest cell 0 fits on no host '
+                                   'cell (and 3 other hosts refused)'}],
+            'witness': None})
     if parts[0] == 'locality':
         return events.Event(events.LOCALITY_MOVE,
                             sample_locality_move(parts[1]), None)
