@@ -99,11 +99,7 @@ def parse_device_spec(values):
     """
     specs = []
     for text, entry in _entries(values, 'device_spec'):
-        unknown = sorted(set(entry) - _SPEC_KEYS)
-        if unknown:
-            raise _bad_config(
-                reason=f"[pci] device_spec {text!r}: unknown keys "
-                       f"{unknown}; known: {sorted(_SPEC_KEYS)}")
+        _check_keys('device_spec', text, entry, _SPEC_KEYS)
         address = entry.get('address')
         if address is not None and (not isinstance(address, str) or
                                     address.count(':') != 2 or
@@ -118,6 +114,15 @@ def parse_device_spec(values):
                                       entry.get('product_id'), True),
             'address': address.lower() if address else None})
     return tuple(specs)
+
+
+def _check_keys(option, text, entry, known):
+    """Refuse an entry of ``[pci] option`` naming a key not in ``known``."""
+    unknown = sorted(set(entry) - known)
+    if unknown:
+        raise _bad_config(
+            reason=f"[pci] {option} {text!r}: unknown keys {unknown}; "
+                   f"known: {sorted(known)}")
 
 
 def admitted(device, specs):
@@ -143,11 +148,7 @@ def parse_aliases(values):
     """
     aliases = {}
     for text, entry in _entries(values, 'alias'):
-        unknown = sorted(set(entry) - _ALIAS_KEYS)
-        if unknown:
-            raise _bad_config(
-                reason=f"[pci] alias {text!r}: unknown keys {unknown}; "
-                       f"known: {sorted(_ALIAS_KEYS)}")
+        _check_keys('alias', text, entry, _ALIAS_KEYS)
         name = entry.get('name')
         if not isinstance(name, str) or not name or ':' in name or \
                 ',' in name:

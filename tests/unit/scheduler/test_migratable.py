@@ -62,7 +62,8 @@ class Cloud:
         return result.fits
 
 
-class TestAssess(base.TestCase):
+class _ThreeHosts(base.TestCase):
+    """src (the guests' host), a and b: empty 2-cell hosts."""
 
     def setUp(self):
         super().setUp()
@@ -70,6 +71,9 @@ class TestAssess(base.TestCase):
         self.cloud = Cloud(hosts.Clock())
         for name in ('src', 'a', 'b'):
             self.cloud.put(name, hosts.host_topology())
+
+
+class TestAssess(_ThreeHosts):
 
     def _assess(self, guest):
         return migratable.assess(self.cloud.sched, guest,
@@ -126,14 +130,10 @@ class TestAssess(base.TestCase):
                          (status.status, status.reasons))
 
 
-class TestTracker(base.TestCase):
+class TestTracker(_ThreeHosts):
 
     def setUp(self):
         super().setUp()
-        self.flags(service_down_time=60)
-        self.cloud = Cloud(hosts.Clock())
-        for name in ('src', 'a', 'b'):
-            self.cloud.put(name, hosts.host_topology())
         self.tracker = migratable.Tracker(
             self.cloud.sched, disabled=lambda: self.cloud.disabled)
 
