@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_drain_real.py \
         [--guests 5] [--memory 128] [--link 32] [--rounds 2]
-        [--dirty 2,6] [--working-set 32] [--scenarios idle,mixed]
+        [--dirty 2,6] [--working-set 32] [--huge 2] [--scenarios idle,mixed]
         [--strategies numamig,fixed,serial] [--parallel N]
 
 Needs root, libvirtd, QEMU, ``ip`` and ``tc``; without them it prints one
@@ -33,11 +33,15 @@ shapes):
   the moves ordered by cost and started only while every dirtying
   guest copying keeps its share of the link, each under the policy its
   prediction at its share chooses (numamig.convergence.drain_link). The
-  predicted dirty rate given is the rate the guest's kernel writes: on
-  TCG, libvirt's page sampling reads 84-96 MiB/s for a guest writing
-  6 (numamig.virt.libvirt.dirty_rate), so it is not sampled here; the
-  link rate given is the goodput measured through it. The plan
-  alternates the two destinations;
+  dirty rates are the source agent's estimate (its driver's page
+  sampling, answered from its background sample as the shipped
+  [conductor] drain_estimate_max_age allows); the link rate given is
+  the goodput measured through it. The plan alternates the two
+  destinations;
+* ``fresh``: as ``numamig``, the estimate measured when the drain
+  starts (one 1 s window before any move) instead of answered from the
+  agent's background samples ([compute] dirty_rate_sample_interval,
+  taken just before the drain here): the drain before those samples;
 * ``cleanfirst``: as ``numamig`` with the moves ordered the other way
   (the least dirty first, where each destination's order allows): what
   the order itself is measured against;
@@ -81,6 +85,7 @@ import time
 
 from numamig import exception
 from numamig import objects
+from numamig.compute import dirty_rates
 from numamig.conf import CONF
 from numamig.convergence import drain_link
 from numamig.db import drains
@@ -91,7 +96,8 @@ from numamig_ci import shaped_link
 
 MIB = 1024 * 1024
 IDLE_TARGET, MIXED_TARGET, SERIAL_NOISE = 1.15, 1.4, 1.05
-STRATEGIES = ('numamig', 'cleanfirst', 'fixed', 'before', 'serial', 'all')
+STRATEGIES = ('numamig', 'fresh', 'cleanfirst', 'fixed', 'before',
+              'serial', 'all')
 DEFAULT_STRATEGIES = ('numamig', 'fixed', 'serial')
 # [conductor] drain_parallel's default before this branch.
 BEFORE_PARALLEL = 2
@@ -103,6 +109,14 @@ DESTINATIONS = ('dst-a', 'dst-b')
 DEST_PORTS = {'dst-a': (16509, 49200), 'dst-b': (16510, 49300)}
 WRITE_WAIT_S = 60
 RUN_LIMIT_S = 900
+HUGE_PAGE_KIB = 2048
+NR_HUGEPAGES = '/proc/sys/vm/nr_hugepages'
+MEMINFO = '/proc/meminfo'
+# Each libvirtd host mounts a hugetlbfs of its own (a guest keeps its
+# pages under <mount>/libvirt/qemu/<id>-<name>, the same on both hosts
+# of a move), as the nested tier's hosts do.
+HUGETLBFS_SETUP = ('mount -t hugetlbfs -o pagesize=2M hugetlbfs '
+                   '/dev/hugepages',)
 SAMPLE_S = 0.2
 
 
@@ -110,10 +124,10 @@ def uuid_of(index):
     return f'5a1e0000-d7a1-4000-8000-{os.getpid() % 10**8:08d}{index:04d}'
 
 
-def placement(pcpu, memory_mb):
+def placement(pcpu, memory_mb, pagesize=None):
     cell = objects.InstanceNUMACell(
         id=0, host_cell=0, cpuset=set(), pcpuset={0}, cpu_pinning={0: pcpu},
-        memory_mb=memory_mb, cpu_policy='dedicated')
+        memory_mb=memory_mb, cpu_policy='dedicated', pagesize=pagesize)
     return objects.InstanceNUMATopology(cells=[cell])
 
 
@@ -122,6 +136,12 @@ class Guest:
     index: int
     dirty_mib_s: float      # as written by its kernel (0: idle)
     kernel: str
+    # Backed by 2 MiB huge pages (hugetlbfs) on both hosts.
+    huge: bool = False
+
+    @property
+    def pagesize(self):
+        return HUGE_PAGE_KIB if self.huge else None
 
     @property
     def uuid(self):
@@ -145,15 +165,22 @@ class Machine:
                                            args.link)
         self.hosts = {}
         self.drivers = {}
+        self.pool = None
+        # The source agent's kept dirty-rate samples.
+        self.book = dirty_rates.DirtyRateBook()
 
     def start(self):
+        self.pool = HugePagePool(self.args) if self.args.huge else None
+        setup = HUGETLBFS_SETUP if self.pool else ()
         self.link.up()
-        self.hosts['src'] = libvirt_hosts.LibvirtHost('src', self.root)
+        self.hosts['src'] = libvirt_hosts.LibvirtHost(
+            'src', self.root, namespace_setup=setup)
         for name in DESTINATIONS:
             port, mig = DEST_PORTS[name]
             self.hosts[name] = libvirt_hosts.LibvirtHost(
                 name, self.root, port=port, migration_port_min=mig,
-                listen_addr=self.link.inner_addr, netns=self.link.netns)
+                listen_addr=self.link.inner_addr, netns=self.link.netns,
+                namespace_setup=setup)
         for host in self.hosts.values():
             host.start()
         for name, host in self.hosts.items():
@@ -193,10 +220,13 @@ class Machine:
                         "</domain>")
             instance = objects.Instance(uuid=guest.uuid, name=guest.name,
                                         vcpus=1, memory_mb=self.args.memory)
-            src.spawn(instance, placement(guest.pcpu, self.args.memory),
+            src.spawn(instance, placement(guest.pcpu, self.args.memory,
+                                          guest.pagesize),
                       base_xml=base_xml)
         for guest in guests:
             self._wait_written(guest)
+        if self.pool is not None:
+            self.pool.check_backed(guests, self.args.memory)
 
     def _wait_written(self, guest):
         """Until the guest's last written page holds its own address:
@@ -249,6 +279,60 @@ class Machine:
         for host in self.hosts.values():
             host.stop()
         self.link.down()
+        if self.pool is not None:
+            self.pool.release()
+
+
+def _huge_pages():
+    """(total, free) 2 MiB pages of the machine's pool, from the kernel."""
+    found = {}
+    with open(MEMINFO) as f:
+        for line in f:
+            key, _, value = line.partition(':')
+            found[key] = value.split()[0]
+    return int(found['HugePages_Total']), int(found['HugePages_Free'])
+
+
+class HugePagePool:
+    """The machine's 2 MiB page pool, grown for the drain's huge-page
+    guests and given back at the end.
+
+    A move holds a guest's pages on both hosts until the source's QEMU
+    exits, so the pool holds every huge guest twice (a drain may move
+    all at once), plus the pages the pool held before.
+    """
+
+    def __init__(self, args):
+        self.before, _free = _huge_pages()
+        per_guest = args.memory * 1024 // HUGE_PAGE_KIB
+        want = self.before + 2 * args.huge * per_guest
+        os.makedirs('/dev/hugepages', exist_ok=True)
+        with open(NR_HUGEPAGES, 'w') as f:
+            f.write(str(want))
+        total, _free = _huge_pages()
+        if total < want:
+            self.release()
+            raise RuntimeError(
+                f"the kernel gave {total - self.before} of the "
+                f"{want - self.before} 2 MiB pages the {args.huge} huge-"
+                f"page guests need (memory too fragmented: try fewer "
+                f"guests or less --memory)")
+
+    def check_backed(self, guests, memory_mb):
+        """The huge guests' memory is really on huge pages: the kernel's
+        pool lost at least their pages (each wrote all its memory)."""
+        total, free = _huge_pages()
+        want = sum(memory_mb * 1024 // HUGE_PAGE_KIB - 2
+                   for g in guests if g.huge)
+        if total - free - self.before < want:
+            raise RuntimeError(
+                f"only {total - free - self.before} 2 MiB pages are in "
+                f"use, the huge-page guests wrote {want}: they are not "
+                f"backed by the pool")
+
+    def release(self):
+        with open(NR_HUGEPAGES, 'w') as f:
+            f.write(str(self.before))
 
 
 class Move:
@@ -270,7 +354,8 @@ class Move:
         src, dst = self.machine.drivers['src'], self.machine.drivers[
             self.dest]
         info = dst.build_migrate_info(
-            placement(self.guest.pcpu, self.machine.args.memory),
+            placement(self.guest.pcpu, self.machine.args.memory,
+                      self.guest.pagesize),
             dst.get_host_topology())
         dest_xml = src.get_destination_xml(self.guest.uuid, info)
         connect_uri, migration_uri = dst.migration_target()
@@ -330,7 +415,7 @@ def plan(guests, strategy, args):
     kept) or None (at once))."""
     moves = [(g, DESTINATIONS[i % len(DESTINATIONS)])
              for i, g in enumerate(guests)]
-    if strategy in ('numamig', 'cleanfirst'):
+    if strategy in ('numamig', 'fresh', 'cleanfirst'):
         # Ordered once the source's estimate is in (drain()).
         return moves, args.parallel, 'shared'
     if strategy == 'fixed':
@@ -378,14 +463,15 @@ def policy_chooser(machine, args):
     return choose
 
 
-def estimate(machine, guests, args):
+def estimate(machine, guests, args, max_age):
     """Sample the guests' dirty rates on the source as the drain driver
     has it sampled (compute API sample_dirty_rates, one window for
-    all); sets args.estimate, args.figures; returns the seconds it
-    took."""
+    all, a guest sampled at most ``max_age`` seconds ago answered from
+    the agent's background sample: numamig.compute.dirty_rates); sets
+    args.estimate, args.figures; returns the seconds it took."""
     began = time.monotonic()
-    answer = machine.drivers['src'].sample_dirty_rates(
-        [g.uuid for g in guests], seconds=1)
+    answer = dirty_rates.sample(machine.drivers['src'], machine.book,
+                                [g.uuid for g in guests], 1, max_age)
     took = time.monotonic() - began
     args.figures = answer['figures']
     for guest in guests:
@@ -410,15 +496,24 @@ def drain(machine, guests, strategy, args):
     qemu0 = machine.qemu_cpu()
     qemu = dict(qemu0)
     args.estimate, args.figures, args.estimate_s = {}, None, None
+    max_age = 0 if strategy == 'fresh' else \
+        CONF.conductor.drain_estimate_max_age
+    if gate == 'shared' and max_age:
+        # The agent's background sample ([compute]
+        # dirty_rate_sample_interval), taken before the drain as the
+        # guests run: the drain's estimate is answered from it.
+        dirty_rates.sample_all(machine.drivers['src'], machine.book, set,
+                               1, 256)
     started = time.monotonic()
     if gate == 'shared':
-        # As the drain driver: the source samples every guest, then the
-        # moves go by the estimate.
+        # As the drain driver: the source answers every guest's rate,
+        # then the moves go by the estimate.
         args.estimate_s = estimate(machine, [m.guest for m in pending],
-                                   args)
+                                   args, max_age)
         pending = drain_link.order(
             pending, lambda m: m.dest,
-            (lambda m: cost(m.guest, args)) if strategy == 'numamig' else
+            (lambda m: cost(m.guest, args))
+            if strategy in ('numamig', 'fresh') else
             # The other way round: the least dirty first.
             (lambda m: dataclasses.replace(
                 cost(m.guest, args),
@@ -575,7 +670,9 @@ def run(args):
                     rates = list(args.dirty) if scenario == 'mixed' else \
                         [args.fast] if scenario == 'postcopy' else []
                     rates += [0] * (args.guests - len(rates))
-                    guests = [Guest(i, kernels[r][1], kernels[r][0])
+                    huge = huge_indices(args)
+                    guests = [Guest(i, kernels[r][1], kernels[r][0],
+                                    i in huge)
                               for i, r in enumerate(rates)]
                     for strategy in order:
                         machine.spawn(guests)
@@ -589,6 +686,13 @@ def run(args):
         finally:
             machine.stop()
     return results, must, goodput, ceiling
+
+
+def huge_indices(args):
+    """The guests backed by huge pages: odd indices first, so that a
+    mixed drain has both an idle and a dirtying one among them."""
+    return set(sorted(range(args.guests),
+                      key=lambda i: (i % 2 == 0, i))[:args.huge])
 
 
 def report_run(args, rnd, scenario, strategy, out, must, goodput):
@@ -621,7 +725,8 @@ def report_run(args, rnd, scenario, strategy, out, must, goodput):
         resent += again
         downtimes.append(res.downtime_ms or 0)
         est = estimated.get(m.guest.uuid)
-        print(f"  {m.guest.name} dirty {m.guest.dirty_mib_s:4.1f} MiB/s "
+        print(f"  {m.guest.name}{' (2M pages)' if m.guest.huge else ''}"
+              f" dirty {m.guest.dirty_mib_s:4.1f} MiB/s "
               f"(estimated {'-' if est is None else f'{est:.0f}'}) -> "
               f"{m.dest}: {res.elapsed_ms / 1000:6.1f} s  downtime "
               f"{res.downtime_ms if res.downtime_ms is not None else '?':>4}"
@@ -791,6 +896,10 @@ def main(argv=None):
                              "guest keeps, in times its dirty rate (1-8)")
     parser.add_argument('--dirty', type=_rates, default=(2.0, 6.0),
                         help='MiB/s of each dirtying guest (mixed)')
+    parser.add_argument('--huge', type=int, default=2,
+                        help='guests backed by 2 MiB huge pages (the '
+                             'benchmark grows the kernel\'s pool for them '
+                             'and gives it back)')
     parser.add_argument('--working-set', type=int, default=32,
                         help='MiB a dirtying guest rewrites')
     parser.add_argument('--scenarios', type=_names(SCENARIOS),
@@ -810,6 +919,8 @@ def main(argv=None):
         parser.error("--guests: 1-16, at least one per --dirty rate")
     if not 64 <= args.memory <= 1024 or not 1 <= args.link <= 1000:
         parser.error("--memory 64-1024 MiB, --link 1-1000 MiB/s")
+    if not 0 <= args.huge <= args.guests:
+        parser.error("--huge: 0 to --guests")
     if not 1 <= args.margin <= 8:
         parser.error("--margin: 1-8")
     if not 1 <= args.working_set <= args.memory - 4 or args.rounds < 1:

@@ -280,6 +280,8 @@ class ComputeService(_RPCService):
         # None: the locality watch is off and never looks.
         self.locality_interval = (None if settings.locality['mode'] == 'off'
                                   else settings.locality_interval)
+        # 0: no background dirty-rate samples (a drain samples first).
+        self.dirty_rate_interval = settings.dirty_rate_sample_interval
         # numamig.notifications.notifier.Notifier, set by from_conf when
         # [oslo_messaging_notifications] driver names one.
         self.notifier = None
@@ -344,6 +346,13 @@ class ComputeService(_RPCService):
         if self.locality_interval is not None:
             self.periodic.add('locality watch', self.locality_interval,
                               manager.look_at_locality)
+        if self.dirty_rate_interval:
+            # The first soon after the start, so that a drain of a
+            # restarted agent's host finds samples.
+            self.periodic.add("sample the guests' dirty rates",
+                              self.dirty_rate_interval,
+                              manager.sample_dirty_rates_now,
+                              first=min(30, self.dirty_rate_interval))
         guard_refresh = manager.driver.migration_guard_refresh_s()
         if guard_refresh:
             self.periodic.add('publish claims to the migration guard',

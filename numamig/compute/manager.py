@@ -18,6 +18,7 @@ from numamig import wire
 from numamig.compute import agent as agent_mod
 from numamig.compute import build
 from numamig.compute import cpu_power
+from numamig.compute import dirty_rates
 from numamig.compute import domains
 from numamig.compute import events as events_mod
 from numamig.compute import flows as flows_mod
@@ -107,6 +108,9 @@ class ComputeManager:
             host, self._cast_report,
             min_interval=settings.min_change_report_interval)
         self.outgoing = outgoing.OutgoingMigrations()
+        # The guests' last dirty-rate samples, which a drain may use
+        # instead of waiting for a fresh window.
+        self.dirty_rates = dirty_rates.DirtyRateBook()
         events = events_mod.Events()
         # Floating guests' memory locality ([locality]; a periodic job).
         self.locality = locality.LocalityWatch(
@@ -415,17 +419,32 @@ class ComputeManager:
         return self.driver.predict_convergence(instance.uuid, chosen)
 
     @wire.args(instance_uuids=wire.uuid_list(MAX_SAMPLED),
-               seconds=wire.integer(1, 10))
+               seconds=wire.integer(1, 10),
+               max_age=wire.integer(0, 86400))
     @messaging.expected_exceptions(*_EXPECTED)
-    def sample_dirty_rates(self, ctxt, instance_uuids, seconds=1):
+    def sample_dirty_rates(self, ctxt, instance_uuids, seconds=1,
+                           max_age=0):
         """Estimate how fast each of these guests dirties memory, all in
         one window of ``seconds``, before any of them migrates: a drain
         orders its moves and chooses their policies from it; see
         ComputeDriver.sample_dirty_rates. Guests not here are left out.
+        A guest this agent sampled at most ``max_age`` seconds ago
+        ([compute] dirty_rate_sample_interval) is answered from that
+        sample at once; each guest's ``age`` says how old its answer is.
 
-        Idempotent: a repeat measures again and changes nothing.
+        Idempotent: a repeat answers from the kept samples or measures
+        again, and changes nothing else.
         """
-        return self.driver.sample_dirty_rates(instance_uuids, seconds)
+        return dirty_rates.sample(self.driver, self.dirty_rates,
+                                  instance_uuids, seconds, max_age)
+
+    def sample_dirty_rates_now(self):
+        """Sample every guest here but those migrating out, and keep the
+        answers (periodic: [compute] dirty_rate_sample_interval)."""
+        return dirty_rates.sample_all(
+            self.driver, self.dirty_rates,
+            lambda: {job.instance.uuid for job in self.outgoing.jobs()},
+            seconds=1, batch=MAX_SAMPLED)
 
     @wire.args()
     @messaging.expected_exceptions(*_EXPECTED)

@@ -629,9 +629,10 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
                                            instance=instance, policy=policy)
 
     def sample_dirty_rates(self, ctxt, host, instance_uuids, seconds=1,
-                           timeout=None):
+                           timeout=None, max_age=0):
         """Ask ``host`` to estimate its guests' dirty rates, all in one
-        window of ``seconds`` (API 1.1, release 2).
+        window of ``seconds`` (API 1.1, release 2); a guest it sampled at
+        most ``max_age`` seconds ago is answered from that sample.
 
         :returns: see ComputeDriver.sample_dirty_rates.
         :raises UnsupportedVersion: the cap or the agent is older (the
@@ -641,7 +642,7 @@ class ComputeAPI(rpcapi_postcopy.PostCopyCalls):
             raise messaging.UnsupportedVersion(RELEASE_2)
         return self._call_once(ctxt, host, RELEASE_2, 'sample_dirty_rates',
                                timeout, instance_uuids=list(instance_uuids),
-                               seconds=seconds)
+                               seconds=seconds, max_age=max_age)
 
     def refresh_usage(self, ctxt, host, timeout=None):
         """Have ``host`` recompute its usage from the records and report.

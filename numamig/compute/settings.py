@@ -75,6 +75,9 @@ class ComputeSettings:
     :param device_detach_timeout: seconds a source waits for the guest
         to release its passed-through devices before a migration
         (``[compute] device_detach_timeout``).
+    :param dirty_rate_sample_interval: seconds between background
+        samples of the guests' dirty rates; 0: none
+        (numamig.compute.dirty_rates).
     """
 
     strategy: str
@@ -92,6 +95,7 @@ class ComputeSettings:
     proc_root: str
     pci_alias: tuple
     device_detach_timeout: float
+    dirty_rate_sample_interval: int
 
 
 def from_conf(conf, status_timeout):
@@ -121,7 +125,8 @@ def from_conf(conf, status_timeout):
         locality_interval=conf.locality.interval,
         proc_root=conf.locality.proc_root,
         pci_alias=tuple(conf.pci.alias),
-        device_detach_timeout=conf.compute.device_detach_timeout)
+        device_detach_timeout=conf.compute.device_detach_timeout,
+        dirty_rate_sample_interval=conf.compute.dirty_rate_sample_interval)
 
 
 def locality_policy(group):

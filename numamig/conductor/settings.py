@@ -94,6 +94,8 @@ class ConductorSettings:
     :param live_migratable_interval: seconds between two looks of the
         standing live-migratable answer; 0: none kept.
     :param live_migratable_budget: guests a look examines whole at most.
+    :param drain_estimate_max_age: seconds old a source's dirty-rate
+        sample may be for a drain's estimate; 0: always fresh.
     """
 
     migrate_max_retries: int
@@ -124,6 +126,7 @@ class ConductorSettings:
     live_migratable_budget: int
     # [pci] alias, parsed (numa.pci.parse_aliases): {name: Alias}.
     pci_aliases: typing.Mapping
+    drain_estimate_max_age: int
 
 
 def from_conf(conf):
@@ -177,7 +180,8 @@ def from_conf(conf):
         live_migratable_interval=cond.live_migratable_interval,
         live_migratable_budget=cond.live_migratable_budget,
         pci_aliases=types.MappingProxyType(pci.parse_aliases(
-            conf.pci.alias)))
+            conf.pci.alias)),
+        drain_estimate_max_age=cond.drain_estimate_max_age)
 
 
 def _migration_policies(conf):

@@ -47,6 +47,17 @@ opts = [
                     "the surplus waits, and one still queued after twice "
                     "[DEFAULT] rpc_response_timeout_migration is failed by "
                     "the conductor (nothing moved; start it again)."),
+    cfg.IntOpt('dirty_rate_sample_interval', default=300, min=0,
+               max=86400,
+               help="Seconds between this agent's samples of its guests' "
+                    "dirty rates (libvirt's page sampling, every guest "
+                    "at once, one 1 s window; guests migrating out are "
+                    "left out). A drain of this host uses a guest's last "
+                    "sample when it is younger than [conductor] "
+                    "drain_estimate_max_age, and starts its moves at "
+                    "once instead of after a fresh window "
+                    "(doc/source/drain.rst). 0: never sample in the "
+                    "background; every drain then samples first."),
     cfg.FloatOpt('device_detach_timeout', default=30.0, min=1.0, max=600.0,
                  help="Seconds a source waits, before a live migration, for "
                       "the guest to release each passed-through PCI device "

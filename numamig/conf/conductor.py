@@ -182,6 +182,16 @@ opts = [
                      "HOST:MIB_S,HOST:MIB_S (for instance "
                      "compute-1:1100,compute-2:110); hosts not named "
                      "have migration_link_rate."),
+    cfg.IntOpt('drain_estimate_max_age', default=600, min=0, max=86400,
+               help="Seconds old a source's sample of a guest's dirty "
+                    "rate may be for a drain to order its moves and "
+                    "choose their policies from it ([compute] "
+                    "dirty_rate_sample_interval samples in the "
+                    "background). Guests without so young a sample are "
+                    "sampled when the drain starts, one 1 s window for "
+                    "all, before any move. Lower it where guests change "
+                    "how they write within minutes; 0: always sample "
+                    "when the drain starts."),
     cfg.IntOpt('drain_replan_attempts', default=2, min=0, max=10,
                help="Times a drain plans a guest again onto another "
                     "host after its destination refused it (its claim "

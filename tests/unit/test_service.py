@@ -80,6 +80,30 @@ class PeriodicReportTest(ComputeIntervalsTest):
         jobs['report']()
         svc.manager.report.assert_called_once_with(mock.ANY, timeout=10)
 
+    def _jobs(self, **options):
+        from unittest import mock
+        svc = self._service(**options)
+        svc.manager = mock.Mock(name='manager')
+        self.patch(svc, '_start_server', lambda: None)
+        jobs = {}
+        self.patch(service.periodic.PeriodicJobs, 'start',
+                   lambda periodic: jobs.update(
+                       {job.name: job for job in periodic._jobs}))
+        svc.start()
+        return svc, jobs
+
+    def test_dirty_rates_are_sampled_in_the_background(self):
+        svc, jobs = self._jobs(dirty_rate_sample_interval=120)
+        job = jobs["sample the guests' dirty rates"]
+        # The first soon after the start, then every interval.
+        self.assertEqual((120, 30), (job.interval, job.first))
+        job.func()
+        svc.manager.sample_dirty_rates_now.assert_called_once_with()
+
+    def test_no_background_dirty_rate_samples_when_off(self):
+        _svc, jobs = self._jobs(dirty_rate_sample_interval=0)
+        self.assertNotIn("sample the guests' dirty rates", jobs)
+
 
 class QuietLauncherTest(base.TestCase):
     """oslo.service's no_fork warning is dropped, nothing else of its."""

@@ -107,7 +107,10 @@ def estimate(worker, ctxt, host, instance_uuids):
     """The dirty rates of a drain's guests, sampled on its source before
     the moves start (compute API sample_dirty_rates, at most
     ESTIMATE_BATCH guests a call, each call one window of ESTIMATE_S),
-    in the form numamig.db.drains.set_estimate records.
+    in the form numamig.db.drains.set_estimate records. The source
+    answers a guest from its background sample when that is at most
+    ``[conductor] drain_estimate_max_age`` seconds old (no window to
+    wait for: numamig.compute.dirty_rates).
 
     Never raises: a source that cannot be asked (older than the API,
     no answer within ``[DEFAULT] rpc_response_timeout_migration``, a
@@ -121,7 +124,8 @@ def estimate(worker, ctxt, host, instance_uuids):
         try:
             answer = worker.compute_api.sample_dirty_rates(
                 ctxt, host, uuids[start:start + ESTIMATE_BATCH],
-                seconds=ESTIMATE_S, timeout=worker.settings.check_timeout)
+                seconds=ESTIMATE_S, timeout=worker.settings.check_timeout,
+                max_age=worker.settings.drain_estimate_max_age)
         except messaging.UnsupportedVersion:
             reason = f"{host} is older than compute API sample_dirty_rates"
         except messaging.MessagingTimeout:
@@ -139,7 +143,11 @@ def estimate(worker, ctxt, host, instance_uuids):
                 guests[uuid] = {'dirty_rate': guest.get('dirty_rate'),
                                 'memory': guest.get('memory'),
                                 'method': guest.get('method'),
-                                'reason': guest.get('reason')}
+                                'reason': guest.get('reason'),
+                                # Seconds old the sample was (0: taken
+                                # for this drain; None: an agent that
+                                # keeps none).
+                                'age': guest.get('age')}
             figures = answer.get('figures') or figures
             continue
         break

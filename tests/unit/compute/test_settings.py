@@ -25,7 +25,8 @@ class FromConfTest(base.TestCase):
                    cpu_power_management_strategy='governor',
                    cpu_power_governor_low='ondemand',
                    cpu_power_governor_high='schedutil',
-                   cpu_power_sysfs_root='/tmp/cpus', device_detach_timeout=9)
+                   cpu_power_sysfs_root='/tmp/cpus', device_detach_timeout=9,
+                   dirty_rate_sample_interval=15)
         self.flags(group='upgrade_levels', compute='1.4')
         self.flags(group='locality', policy='act', interval=7,
                    remote_share_threshold=0.25, intervals_above=4,
@@ -46,7 +47,8 @@ class FromConfTest(base.TestCase):
             'report_interval': 3, 'reconcile_interval': 11,
             'update_resources_interval': 12, 'status_timeout': 4,
             'compute_version_cap': '1.4',
-            'pci_alias': ('{"name": "gpu"}',), 'device_detach_timeout': 9},
+            'pci_alias': ('{"name": "gpu"}',), 'device_detach_timeout': 9,
+            'dirty_rate_sample_interval': 15},
             self._made())
 
     def test_unset_intervals_follow_the_report_interval(self):

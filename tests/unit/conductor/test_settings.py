@@ -28,7 +28,8 @@ class FromConfTest(base.TestCase):
                    defragment_verify_timeout=14, report_writers=21,
                    stalled_migration_interval=15, report_sync_interval=22,
                    migration_link_rate=24, migration_link_rates={'h1': 23},
-                   live_migratable_interval=25, live_migratable_budget=26)
+                   live_migratable_interval=25, live_migratable_budget=26,
+                   drain_estimate_max_age=27)
         self.flags(group='libvirt',
                    live_migration_policies=['slow: downtime=50'],
                    live_migration_policy='slow')
@@ -66,6 +67,7 @@ class FromConfTest(base.TestCase):
             'sweep_interval': 15, 'compute_version_cap': '1.2',
             'migration_links': (24, {'h1': 23}),
             'live_migratable_interval': 25, 'live_migratable_budget': 26,
+            'drain_estimate_max_age': 27,
             'pci_aliases': {'vf': ('vf', None, None, None, 'socket')}},
             made)
         self.assertEqual((23, 24), (built.migration_links.rate('h1'),

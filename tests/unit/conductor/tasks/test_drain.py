@@ -131,6 +131,10 @@ class DrainEstimateTest(base.ConductorTestCase):
         self.assertEqual('src', args.args[1])
         self.assertEqual(self.planned, args.args[2])
         self.assertEqual(1, args.kwargs['seconds'])
+        # The source may answer from its background samples this young.
+        self.assertEqual(CONF.conductor.drain_estimate_max_age,
+                         args.kwargs['max_age'])
+        self.assertEqual(600, args.kwargs['max_age'])
         estimate = drains.get(self.db, DRAIN)['options']['estimate']
         self.assertEqual(12 * self.MIB, estimate['guests'][
             self.planned[1]]['dirty_rate'])
