@@ -30,3 +30,4 @@ from numamig_ci.scenarios import cpu_models  # noqa: F401
 from numamig_ci.scenarios import cpu_power  # noqa: F401
 from numamig_ci.scenarios import locality  # noqa: F401
 from numamig_ci.scenarios import distances  # noqa: F401
+from numamig_ci.scenarios import devices  # noqa: F401
