@@ -115,7 +115,9 @@ def device_move(s):
                'still defined')
     # Both machines are alike: the destination's function may have the
     # source's address; it is another machine's (its sysfs below).
-    there = live_functions(s, guest, dst) or []
+    # The source records the move completed; the destination plugs its
+    # function in its own post-migration step, which may end later.
+    there = wait_functions(s, guest, dst, lambda found: bool(found))
     if len(there) != 1:
         s.fail(guest, dst, 'destination live <hostdev> sources',
                "one function of the destination's own", there)
@@ -249,6 +251,17 @@ def live_functions(s, guest, host):
         return None
     xml = s.backend.agent_of(host).dumpxml(host, name)
     return functions_of(xml)
+
+
+def wait_functions(s, guest, host, done, timeout=CONSOLE_S):
+    """``live_functions`` once ``done`` holds for them, or as they are
+    after ``timeout`` s ([] where the guest is not there)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = live_functions(s, guest, host) or []
+        if done(found) or time.monotonic() > deadline:
+            return found
+        time.sleep(1)
 
 
 def functions_of(xml):
