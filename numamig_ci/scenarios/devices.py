@@ -113,10 +113,10 @@ def device_move(s):
     if guest.uuid in s.backend.guests(src):
         s.fail(guest, src, 'source libvirt domains', 'the guest gone',
                'still defined')
-    # Both machines are alike: the destination's function may have the
-    # source's address; it is another machine's (its sysfs below).
     # The source records the move completed; the destination plugs its
     # function in its own post-migration step, which may end later.
+    # Both machines are alike: the destination's function may have the
+    # source's address; it is another machine's (its sysfs below).
     there = wait_functions(s, guest, dst, lambda found: bool(found))
     if len(there) != 1:
         s.fail(guest, dst, 'destination live <hostdev> sources',
@@ -126,6 +126,12 @@ def device_move(s):
                f"the destination claim's {held}", there)
     if there:
         check_host(s, guest, dst, there[0], 'after the move')
+        # Plugged persistently too: its next start there holds it.
+        name = s.backend.guests(dst)[guest.uuid]
+        kept = functions_of(s.backend.agent_of(dst).dumpxml(dst, name, True))
+        if kept != there:
+            s.fail(guest, dst, 'destination persistent <hostdev> sources',
+                   there, kept)
     # The source's function is the source machine's again.
     driver = s.backend.pci_devices(src).get(source_fn, {}).get('driver')
     s.say(f"{src}: {source_fn} bound to {driver or 'no driver'} after the "
@@ -135,8 +141,11 @@ def device_move(s):
                'not vfio-pci (libvirt gave it back)', driver)
     # The guest's own bus: gone on the source before the copy, present
     # again on the destination (its console now written there).
+    # The source's last lines (the guest ran there until the switch)
+    # lack the device: the abort's re-plug came back, the move's unplug
+    # took it again before the copy.
     buses = bus_lines(_read(console))
-    gone = any(DEVICE_IDS not in b.values() for b in buses[1:])
+    gone = bool(buses) and DEVICE_IDS not in buses[-1].values()
     arrived = wait_bus(s.backend.console_in(dst, console), CONSOLE_S,
                        lambda bus: DEVICE_IDS in bus.values())
     s.say(f"guest PCI bus: device gone on {src} before the copy: "
@@ -189,7 +198,8 @@ def _aborted(s, guest, src, dst, source_fn, console):
     s.say(f"aborted migration of {guest.name}: {migration.status}")
     if not s.expect_status(migration, guest, STATUS.CANCELLED):
         return False
-    back = live_functions(s, guest, src)
+    # The source plugs it back before the destination drops its claim.
+    back = wait_functions(s, guest, src, lambda found: found == [source_fn])
     replugged = wait_bus(console, CONSOLE_S,
                          lambda bus: DEVICE_IDS in bus.values())
     s.say(f"after the abort: {src} live <hostdev> {back}; guest bus "
