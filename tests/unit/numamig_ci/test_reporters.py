@@ -166,8 +166,8 @@ class RegistryTest(base.TestCase):
         self.assertIsNone(registry.SCENARIOS['persistence'].missing(Backend))
 
     def test_every_required_feature_has_a_skip_reason(self):
-        import numamig_ci.scenarios  # noqa: F401 (registers them all)
         from numamig_ci.backends import base as backend_base
+        import numamig_ci.scenarios  # noqa: F401 (registers them all)
         required = {feature for scenario in registry.SCENARIOS.values()
                     for feature in scenario.requires}
         self.assertEqual(set(), required - set(backend_base.FEATURES))
