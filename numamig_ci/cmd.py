@@ -80,7 +80,10 @@ def build_parser():
                              "pages_2m=128:126,pages_1g=4:1' (':' separates "
                              "nodes; default: that one; 'distances=10:21:"
                              "21:10' adds a NUMA distance table, row by "
-                             "row). Given twice: one "
+                             "row; 'devices=2,pci_node=1' adds an emulated "
+                             "IOMMU and two assignable e1000e on node 1, "
+                             "offered as [pci] alias 'nested-nic'). Given "
+                             "twice: one "
                              "machine per host, with these layouts (hosts "
                              "with different node counts)")
     parser.add_argument('--log-file', default=None,

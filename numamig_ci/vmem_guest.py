@@ -14,6 +14,7 @@ it for the one-node real tier.
 import fcntl
 import glob
 import gzip
+import hashlib
 import lzma
 import os
 import shutil
@@ -26,7 +27,10 @@ MODULES = ('virtio_ring', 'virtio', 'virtio_pci_modern_dev',
 # command line says novmem), keep hot-plugged memory online, and print
 # each guest node's MemTotal (kB) on the console every second, as
 #   VMEM 0=<kB> 1=<kB>
-# (what the tests read: the guest kernel's own view of its memory).
+# (what the tests read: the guest kernel's own view of its memory), and
+# its PCI bus (sysfs, every function, driver or not) as
+#   PCI 0000:00:03.0=8086:10d3 ...
+# (the device scenarios read a hot-unplug and a hot-plug there).
 INIT = """#!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -48,6 +52,11 @@ while true; do
     line="$line ${n##*/node}=$kb"
   done
   echo "$line" > /dev/ttyS0
+  line=PCI
+  for d in /sys/bus/pci/devices/*; do
+    line="$line ${d##*/}=$(cat $d/vendor):$(cat $d/device)"
+  done
+  echo "$line" | sed 's/=0x/=/g; s/:0x/:/g' > /dev/ttyS0
   sleep 1
 done
 """
@@ -84,8 +93,11 @@ def build(cache=CACHE):
     Test workers are processes that may all find the cache empty: one
     builds while the others wait on the cache's lock, then find it built.
     """
+    # The initrd is named by its init's digest: a changed INIT builds a
+    # new one beside the cached kernel and packages (no download).
+    digest = hashlib.sha256(INIT.encode()).hexdigest()[:12]
     kernel, initrd = (os.path.join(cache, 'vmlinux'),
-                      os.path.join(cache, 'initrd.img'))
+                      os.path.join(cache, f'initrd-{digest}.img'))
     if os.path.exists(kernel) and os.path.exists(initrd):
         return kernel, initrd
     os.makedirs(cache, exist_ok=True)
@@ -111,11 +123,12 @@ def _build(cache, kernel, initrd):
     for name in MODULES:
         _copy_module(cache, version, name, root)
     _cpio(root, initrd + '.tmp')
-    _decompress(glob.glob(os.path.join(cache, 'k', 'boot',
-                                       f'vmlinuz-{version}'))[0],
-                kernel + '.tmp')
+    if not os.path.exists(kernel):
+        _decompress(glob.glob(os.path.join(cache, 'k', 'boot',
+                                           f'vmlinuz-{version}'))[0],
+                    kernel + '.tmp')
+        os.replace(kernel + '.tmp', kernel)
     os.replace(initrd + '.tmp', initrd)
-    os.replace(kernel + '.tmp', kernel)
 
 
 def _run(argv, cwd):

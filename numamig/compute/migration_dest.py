@@ -273,6 +273,13 @@ def post_at_destination(agent, ctxt, instance, migration,
                                         migration_uuid=migration.uuid)
     claim = agent.tracker.get_claim(migration.uuid)
     if records_by_source:
+        if claim is not None:
+            # As on the path below, before the claim becomes the
+            # instance's; the source records the arrival, but only this
+            # host can plug its own devices (measured on real QEMU: a
+            # guest arrived without them when this was left out).
+            devices.plug_claimed(agent, instance, migration,
+                                 devices.claimed_placements(claim))
         counted = _counted_here(agent, instance, migration, claim)
         if counted is not None:
             return counted

@@ -50,6 +50,10 @@ FEATURES = {
     'cpu_generations': "hosts of two CPU generations whose guests run "
                        "under KVM (what a guest may be given differs "
                        "between them)",
+    'pci_devices': "hosts with assignable PCI functions on node 1 (an "
+                   "IOMMU, vfio-pci; --nested layouts with devices=N and "
+                   "kvm=1, one machine per host) and a guest kernel with "
+                   "PCI hot-plug",
 }
 
 

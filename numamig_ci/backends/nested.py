@@ -20,6 +20,7 @@ from oslo_utils import timeutils
 
 from numamig import cpuspec
 from numamig.objects import service as service_obj
+from numamig.virt.libvirt import hostdev_xml
 from numamig_ci import exception as ci_exception
 from numamig_ci import slow_copy
 from numamig_ci import vmem_guest
@@ -65,6 +66,11 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             features.add('smt')
         if len(layouts) == 2:
             features.add('separate_kernels')
+        if len(layouts) == 2 and all(layout.kvm and layout.devices
+                                     for layout in layouts):
+            # A machine per host, each with assignable devices and KVM
+            # inside (a guest kernel that answers a hot-unplug).
+            features.add('pci_devices')
         if len(layouts) == 2 and all(layout.kvm and layout.cpu
                                      for layout in layouts) and \
                 layouts[0].qemu_cpu != layouts[1].qemu_cpu:
@@ -245,7 +251,8 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         finally:
             conn.close()
 
-    def boot_guest_kernel(self, host, guest, cmdline=GUEST_CMDLINE):
+    def boot_guest_kernel(self, host, guest, cmdline=GUEST_CMDLINE,
+                          hostdevs=()):
         """Restart ``guest`` (on ``host``) booting a Linux kernel with the
         virtio_mem driver (numamig_ci.vmem_guest); return the path of its
         console, here, and the seconds ``create`` took.
@@ -259,7 +266,17 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         what they plug (QEMU's ``prealloc``: the host's per-node
         counters then show every plugged MiB) and, on a machine with
         KVM (Layout.kvm), ``type='kvm'``. numamig's NUMA parts and
-        virtio-mem devices are kept as numamig wrote them.
+        virtio-mem devices are kept as numamig wrote them. ``hostdevs``:
+        host PCI addresses given to the guest as managed ``<hostdev>``
+        (numamig records the functions a guest's claim chose but its
+        guests boot nothing that could use one: the harness plugs them
+        as an operator's image would hold them).
+
+        With a machine per host, the kernel, initrd and console paths
+        name the same files' places in every machine (each machine's
+        state share, under the first machine's path): the guest then
+        migrates between the machines, its console continuing in the
+        destination machine's state directory (``console_in``).
 
         :raises ScenarioSkipped: no guest kernel can be had here.
         """
@@ -270,23 +287,27 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             raise ScenarioSkipped(f"no guest kernel with the virtio_mem "
                                   f"driver: {exc}") from exc
         # The state share gets the same path inside the machine (as it
-        # has when the guard runs there; ``alias`` leaves it then).
-        machine.agent.alias(machine.state_dir, nested_vm.STATE_SHARE)
-        paths = []
-        for source in (kernel, initrd):
-            target = os.path.join(machine.state_dir,
-                                  os.path.basename(source))
-            if not os.path.exists(target):
-                shutil.copyfile(source, target + '.part')
-                os.replace(target + '.part', target)
-            paths.append(target)
+        # has when the guard runs there; ``alias`` leaves it then); every
+        # machine's share gets this machine's path too, and a copy of
+        # the kernel and initrd.
+        for other in self.deployment.machines:
+            other.agent.alias(machine.state_dir, nested_vm.STATE_SHARE)
+            for source in (kernel, initrd):
+                target = os.path.join(other.state_dir,
+                                      os.path.basename(source))
+                if not os.path.exists(target):
+                    shutil.copyfile(source, target + '.part')
+                    os.replace(target + '.part', target)
+        paths = [os.path.join(machine.state_dir, os.path.basename(source))
+                 for source in (kernel, initrd)]
         console = os.path.join(machine.state_dir, f'{guest.name}.console')
         conn = libvirt.open(self.deployment.uris()[host])
         try:
             dom = conn.lookupByUUIDString(guest.uuid)
             conn.defineXML(with_guest_kernel(
                 dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), paths[0],
-                paths[1], cmdline, console, machine.layout.kvm))
+                paths[1], cmdline, console, machine.layout.kvm,
+                hostdevs))
             if dom.isActive():
                 dom.destroy()
             started = time.monotonic()
@@ -294,6 +315,19 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             return console, time.monotonic() - started
         finally:
             conn.close()
+
+    def console_in(self, host, console):
+        """Where, here, the console file ``console`` (a path
+        ``boot_guest_kernel`` gave) of a guest now on ``host`` is
+        written: the state directory of ``host``'s machine."""
+        machine = self.deployment.libvirt[host].machine
+        return os.path.join(machine.state_dir, os.path.basename(console))
+
+    def pci_devices(self, host):
+        """{address: {vendor, device, numa_node, driver, iommu_group}}
+        of the PCI functions of ``host``'s machine, read from its
+        kernel's sysfs."""
+        return self.agent_of(host).pci_devices()
 
 
 
@@ -319,9 +353,11 @@ def with_cpu(domain_xml, cpu_xml, kvm):
     return etree.tostring(root, encoding='unicode')
 
 
-def with_guest_kernel(domain_xml, kernel, initrd, cmdline, console, kvm):
+def with_guest_kernel(domain_xml, kernel, initrd, cmdline, console, kvm,
+                      hostdevs=()):
     """``domain_xml`` booting ``kernel`` (see
-    NestedBackend.boot_guest_kernel); pure: returns new text."""
+    NestedBackend.boot_guest_kernel), holding the host PCI functions at
+    ``hostdevs``; pure: returns new text."""
     root = etree.fromstring(domain_xml.encode())
     if kvm:
         root.set('type', 'kvm')
@@ -351,6 +387,8 @@ def with_guest_kernel(domain_xml, kernel, initrd, cmdline, console, kvm):
     serial = etree.SubElement(devices, 'serial', type='file')
     etree.SubElement(serial, 'source', path=console)
     etree.SubElement(serial, 'target', port='0')
+    for address in hostdevs:
+        devices.append(etree.fromstring(hostdev_xml.new_device_xml(address)))
     # libvirt 9.0 has no XML for virtio-mem's prealloc: QEMU's global
     # property, on every virtio-mem device of this guest.
     qemu = root.find(f'{{{QEMU_NS}}}commandline')

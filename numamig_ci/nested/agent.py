@@ -231,6 +231,33 @@ class Agent:
                 f"modprobe {module}: exit {proc.returncode} "
                 f"{proc.stderr.strip()}"]
 
+    def load_vfio(self):
+        """Load vfio-pci, which libvirt binds an assigned device to
+        (``managed='yes'``): [whether the driver is there, modprobe's
+        answer]."""
+        proc = subprocess.run(['modprobe', 'vfio-pci'], capture_output=True,
+                              text=True, timeout=COMMAND_TIMEOUT_S)
+        return [os.path.isdir('/sys/bus/pci/drivers/vfio-pci'),
+                f"modprobe vfio-pci: exit {proc.returncode} "
+                f"{proc.stderr.strip()}"]
+
+    def pci_devices(self):
+        """{address: {vendor, device, numa_node, driver, iommu_group}}
+        of every PCI function, from sysfs (the kernel's view: '' where
+        a function has no driver or no IOMMU group)."""
+        found = {}
+        for path in glob.glob('/sys/bus/pci/devices/*'):
+            entry = {}
+            for key in ('vendor', 'device', 'numa_node'):
+                with open(os.path.join(path, key)) as f:
+                    entry[key] = f.read().strip()
+            for key in ('driver', 'iommu_group'):
+                link = os.path.join(path, key)
+                entry[key] = os.path.basename(os.readlink(link)) \
+                    if os.path.islink(link) else ''
+            found[os.path.basename(path)] = entry
+        return found
+
     def node_meminfo(self):
         """{node: {field: kB}} of every node's ``meminfo`` in sysfs
         (MemTotal, MemFree, MemUsed, ...): the kernel's own per-node

@@ -40,6 +40,7 @@ here.
 """
 
 import dataclasses
+import json
 import os
 import re
 import signal
@@ -63,6 +64,8 @@ LINK_NET = '10.1.0'
 # This machine's loopback as a nested machine reaches it (QEMU's user
 # network forwards the gateway's connections to 127.0.0.1 here).
 USER_NET_GATEWAY = '10.0.2.2'
+# The [pci] alias flavors ask a machine's devices by (Layout.devices).
+PCI_ALIAS = 'nested-nic'
 
 
 class NestedHost:
@@ -194,6 +197,11 @@ class NestedDeployment(local_deployment.LocalDeployment):
             if not present:
                 raise RuntimeError(f"no /dev/kvm in the nested machine "
                                    f"with kvm=1: {said}")
+        if machine.layout.devices:
+            present, said = machine.agent.load_vfio()
+            if not present:
+                raise RuntimeError(f"no vfio-pci driver in the nested "
+                                   f"machine with devices: {said}")
         kernel = machine.agent.huge_pages()
         moved = pages_not_as_asked(machine.layout, kernel)
         if moved:
@@ -270,9 +278,11 @@ class NestedDeployment(local_deployment.LocalDeployment):
 
     def _config(self, name, host, sets):
         text = super()._config(name, host, sets)
+        with_devices = any(layout.devices for layout in self.layouts)
         if host is None:
             return text + ('[workarounds]\n'
-                           'enable_numa_live_migration = true\n')
+                           'enable_numa_live_migration = true\n') + \
+                (pci_config(False) if with_devices else '')
         text = text.replace('live_migration_inbound_addr = 127.0.0.1',
                             f'live_migration_inbound_addr = '
                             f'{self.inbound_address(name)}')
@@ -288,6 +298,8 @@ class NestedDeployment(local_deployment.LocalDeployment):
                  f'count:{total - mine}'
                  for (node, size), (total, mine)
                  in sorted(self.pools[name].items()) if total > mine]
+        if layout is not None and layout.devices:
+            lines.append(pci_config(True).rstrip('\n'))
         settings = self.guards.get(name)
         if settings is not None:
             lines += ['[libvirt]', 'migration_guard = true',
@@ -422,6 +434,21 @@ class _NoLog:
 
     def close(self):
         pass
+
+
+def pci_config(device_spec):
+    """The ``[pci]`` section of a deployment whose machines have
+    devices (Layout.devices): the alias PCI_ALIAS, NUMA affinity
+    required, for conductor and agents; with ``device_spec``, an
+    agent's allow-list of the machine's e1000e functions."""
+    ids = {'vendor_id': nested_vm.DEVICE_VENDOR_ID,
+           'product_id': nested_vm.DEVICE_PRODUCT_ID}
+    lines = ['[pci]', 'alias = ' + json.dumps(
+        dict(name=PCI_ALIAS, device_type='type-PCI',
+             numa_policy='required', **ids), sort_keys=True)]
+    if device_spec:
+        lines.append('device_spec = ' + json.dumps(ids, sort_keys=True))
+    return '\n'.join(lines) + '\n'
 
 
 def machine_transport_url(url):

@@ -63,6 +63,17 @@ CPU_MODELS = {
     'opteron-g3': 'Opteron_G3,+svm',
     'epyc': 'EPYC',
 }
+# Layout.devices: the expander bridge's first bus number (its root
+# ports follow), the devices' MAC addresses (their user networks are
+# restricted: the devices exist to be assigned, not to carry traffic).
+PXB_BUS_NR = 128
+MAX_DEVICES = 8
+DEVICE_MAC_PREFIX = '52:54:00:6e:70'
+# The e1000e's PCI vendor and product ids (what [pci] device_spec and
+# the guest's PCI bus name it by).
+DEVICE_VENDOR_ID = '8086'
+DEVICE_PRODUCT_ID = '10d3'
+SCALAR_KEYS = ('cores', 'threads', 'kvm', 'devices', 'pci_node')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +124,15 @@ class Layout:
     # reports it, numamig places by it. Empty: QEMU's default (no table;
     # the kernel assumes 10 / 20).
     distances: tuple = ()
+    # Assignable PCI devices: this many e1000e (8086:10d3), each on a
+    # pcie-root-port behind a PCIe expander bridge (pxb-pcie) on node
+    # ``pci_node``, with an emulated IOMMU (intel-iommu, interrupt
+    # remapping) so that the libvirtd inside can give them to guests
+    # (vfio-pci). Measured under TCG: sysfs numa_node of the bridge's
+    # devices is ``pci_node``; libvirt's node devices say so. 0: no
+    # IOMMU, no bridge, the machine's arguments as without the option.
+    devices: int = 0
+    pci_node: int = 1
 
     @property
     def qemu_cpu(self):
@@ -149,6 +169,12 @@ class Layout:
             raise ValueError(f"kvm=1 shows no SMT siblings: threads=1 "
                              f"only, not {self.threads}")
         self._check_distances()
+        if self.devices < 0 or self.devices > MAX_DEVICES:
+            raise ValueError(f"devices must be within 0-{MAX_DEVICES}, "
+                             f"not {self.devices}")
+        if self.devices and not 0 <= self.pci_node < self.nodes:
+            raise ValueError(f"pci_node {self.pci_node} is not a node of "
+                             f"this {self.nodes}-node layout")
         for name in ('pages_2m', 'pages_1g'):
             if len(getattr(self, name)) != self.nodes:
                 raise ValueError(f"{name} has {len(getattr(self, name))} "
@@ -191,6 +217,34 @@ class Layout:
                     raise ValueError(f"distance {src} -> {dst} must be "
                                      f"within 11-255, not {value}")
 
+    def device_args(self):
+        """QEMU's arguments of the IOMMU, the expander bridge on node
+        ``pci_node`` and the devices behind it (none without devices).
+
+        The bridge's bus numbers start at PXB_BUS_NR: its root ports are
+        buses PXB_BUS_NR + 1 .. + devices, each device at slot 0 of its
+        own (``device_addresses``)."""
+        if not self.devices:
+            return []
+        # The IOMMU first: QEMU wants it before the devices it covers.
+        args = ['-device', 'intel-iommu,intremap=on',
+                '-device', f'pxb-pcie,id=pxb1,bus_nr={PXB_BUS_NR},'
+                           f'numa_node={self.pci_node},bus=pcie.0']
+        for index in range(self.devices):
+            args += ['-device', f'pcie-root-port,id=pxbrp{index},bus=pxb1,'
+                                f'chassis={20 + index},slot={index}',
+                     '-device', f'e1000e,bus=pxbrp{index},'
+                                f'netdev=pxbnet{index},'
+                                f'mac={DEVICE_MAC_PREFIX}:{index:02x}',
+                     '-netdev', f'user,id=pxbnet{index},restrict=on']
+        return args
+
+    def device_addresses(self):
+        """The PCI addresses the machine's kernel gives the devices
+        (the bridge's root ports' buses, each device at slot 0)."""
+        return tuple(f'0000:{PXB_BUS_NR + 1 + index:02x}:00.0'
+                     for index in range(self.devices))
+
     def numa_dist_args(self):
         """QEMU's ``-numa dist`` arguments of the table (none without)."""
         args = []
@@ -204,7 +258,8 @@ class Layout:
     @classmethod
     def parse(cls, text):
         """A layout from 'cores=2,threads=2,memory=2048:2048,
-        pages_2m=128:128,pages_1g=0:0,kvm=0,cpu=nehalem' (any subset;
+        pages_2m=128:128,pages_1g=0:0,kvm=0,cpu=nehalem,devices=2,
+        pci_node=1' (any subset;
         ':' separates nodes; ``cpu`` a name of CPU_MODELS; ``distances``
         gives the table row by row, ':' between entries, e.g.
         distances=10:21:21:10 for two nodes;
@@ -223,8 +278,7 @@ class Layout:
                 values[key] = value.strip()
                 continue
             numbers = tuple(int(v) for v in value.split(':'))
-            values[key] = numbers[0] if key in ('cores', 'threads', 'kvm') \
-                else numbers
+            values[key] = numbers[0] if key in SCALAR_KEYS else numbers
         layout = cls(**values)
         if 'memory_mb' in values:
             # Memory of one's own: node 0's 2 MiB pages of the default
@@ -309,7 +363,8 @@ class NestedVM:
         argv = ['qemu-system-x86_64', '-name', 'numamig-nested',
                 '-accel', 'tcg,thread=multi',
                 '-cpu', layout.qemu_cpu,
-                '-machine', 'q35',
+                '-machine', 'q35,kernel-irqchip=split' if layout.devices
+                else 'q35',
                 '-smp', f'{layout.nodes * layout.cores * layout.threads},'
                         f'sockets={layout.nodes},cores={layout.cores},'
                         f'threads={layout.threads}',
@@ -324,23 +379,42 @@ class NestedVM:
         pairs = [(self.agent_port, AGENT_PORT)] + [(p, p) for p in self.ports]
         forwards = ''.join(f',hostfwd=tcp:127.0.0.1:{outside}-{GUEST_ADDR}:'
                            f'{inside}' for outside, inside in pairs)
+        root = os.path.join(self.image_dir, 'root.img')
+        argv += layout.device_args()
         argv += ['-kernel', os.path.join(self.image_dir, 'vmlinuz'),
                  '-initrd', os.path.join(self.image_dir, 'initrd.img'),
-                 '-append', self.kernel_cmdline(),
-                 '-drive', f"file={os.path.join(self.image_dir, 'root.img')},"
-                           f"if=virtio,format=raw,snapshot=on",
-                 '-nic', f'user,model=virtio-net-pci{forwards}']
+                 '-append', self.kernel_cmdline()]
+        if layout.devices:
+            # The expander bridge takes any PCI device QEMU places on its
+            # own, and refuses it ("Only PCI/PCIe bridges can be plugged
+            # into pxb-pcie"): each other device names pcie.0.
+            argv += ['-drive', f'file={root},if=none,id=root,format=raw,'
+                               f'snapshot=on',
+                     '-device', 'virtio-blk-pci,drive=root,bus=pcie.0',
+                     '-netdev', f'user,id=user{forwards}',
+                     '-device', 'virtio-net-pci,netdev=user,bus=pcie.0']
+        else:
+            argv += ['-drive', f'file={root},if=virtio,format=raw,'
+                               f'snapshot=on',
+                     '-nic', f'user,model=virtio-net-pci{forwards}']
+        bus = ',bus=pcie.0' if layout.devices else ''
         if self.link is not None:
             index, mode, port = self.link
             argv += ['-netdev', f'socket,id=link,{mode}=127.0.0.1:{port}',
                      '-device', f'virtio-net-pci,netdev=link,'
-                                f'mac={LINK_MAC_PREFIX}:{index:02x}']
+                                f'mac={LINK_MAC_PREFIX}:{index:02x}{bus}']
         for tag, path, readonly in (('numamig', self.code_dir, True),
                                     ('state', self.state_dir, False),
                                     ('caps', self.caps_dir, False)):
-            argv += ['-virtfs', f'local,path={path},mount_tag={tag},'
-                                f'security_model=none,id={tag}'
-                                + (',readonly=on' if readonly else '')]
+            ro = ',readonly=on' if readonly else ''
+            if layout.devices:
+                argv += ['-fsdev', f'local,path={path},security_model=none,'
+                                   f'id={tag}{ro}',
+                         '-device', f'virtio-9p-pci,fsdev={tag},'
+                                    f'mount_tag={tag}{bus}']
+            else:
+                argv += ['-virtfs', f'local,path={path},mount_tag={tag},'
+                                    f'security_model=none,id={tag}{ro}']
         argv += ['-display', 'none', '-monitor', 'none',
                  '-serial', f'file:{self.serial_log}', '-no-reboot']
         return argv
@@ -355,6 +429,8 @@ class NestedVM:
             per_node = ','.join(f'{node}:{count}' for node, count
                                 in enumerate(layout.pages_1g))
             line += f' hugepagesz=1G hugepages={per_node}'
+        if layout.devices:
+            line += ' intel_iommu=on'
         return line
 
     def wait_ready(self):

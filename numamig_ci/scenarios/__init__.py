@@ -13,7 +13,8 @@ QEMU threads run, read from the kernel), ``virtio_mem`` (a guest
 kernel's virtio-mem memory per host node, grown and reclaimed from the
 command line), ``cpu_models`` (CPU models between hosts of two CPU
 generations), ``cpu_power`` (CPU power management across a migration,
-read from the kernel).
+read from the kernel), ``devices`` (a guest's passed-through PCI
+function unplugged before the copy, the destination's plugged after).
 """
 
 from numamig_ci.scenarios import pinning  # noqa: F401,I001
@@ -30,3 +31,4 @@ from numamig_ci.scenarios import cpu_models  # noqa: F401
 from numamig_ci.scenarios import cpu_power  # noqa: F401
 from numamig_ci.scenarios import locality  # noqa: F401
 from numamig_ci.scenarios import distances  # noqa: F401
+from numamig_ci.scenarios import devices  # noqa: F401

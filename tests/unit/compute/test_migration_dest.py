@@ -308,6 +308,21 @@ class PostRecordedBySourceTest(base.TestCase):
         self.assertIn(self.inst.uuid, self.agent.tracker.instance_uuids())
         self.agent.reporter.request.assert_called_once()
 
+    def test_plugs_the_claimed_devices_before_counting(self):
+        # Measured on real QEMU (numamig-ci device-move): the source
+        # records the arrival, the destination must still plug its own.
+        self.claim.topology.pci_devices = [objects.InstancePCIDevice(
+            alias='nic', address='0000:82:00.0', host_node=1,
+            guest_cell=0)]
+        self.agent.driver.verify_device_affinity.return_value = []
+        self._post()
+        self.agent.driver.attach_devices.assert_called_once_with(
+            self.inst.uuid, [('nic', '0000:82:00.0', 0)])
+
+    def test_no_device_claimed_nothing_plugged(self):
+        self._post()
+        self.agent.driver.attach_devices.assert_not_called()
+
     def test_repeated_request_counts_it_once(self):
         usage = None
         for _ in range(2):

@@ -164,3 +164,10 @@ class RegistryTest(base.TestCase):
                          "page pools, no hosts with at least two NUMA "
                          "nodes", reason)
         self.assertIsNone(registry.SCENARIOS['persistence'].missing(Backend))
+
+    def test_every_required_feature_has_a_skip_reason(self):
+        from numamig_ci.backends import base as backend_base
+        import numamig_ci.scenarios  # noqa: F401 (registers them all)
+        required = {feature for scenario in registry.SCENARIOS.values()
+                    for feature in scenario.requires}
+        self.assertEqual(set(), required - set(backend_base.FEATURES))

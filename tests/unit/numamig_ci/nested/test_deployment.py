@@ -4,11 +4,13 @@ import os
 import signal
 import subprocess
 import sys
+import types
 import xmlrpc.client
 
 import fixtures
 
 from numamig import exception
+from numamig.numa import pci
 from numamig.virt.libvirt import guard_install
 from numamig_ci.nested import deployment
 from numamig_ci.nested import vm
@@ -127,6 +129,51 @@ class ConfigTest(base.TestCase):
         self.assertIn('reserved_huge_pages = node:1,size:1048576,count:1',
                       text)
         self.assertNotIn('node:0,size:1048576', text)
+
+
+class PCIConfigTest(base.TestCase):
+    """Machines with devices (Layout.devices): agents offer their
+    e1000e, conductor and agents know the alias."""
+
+    LAYOUT = vm.Layout.parse('cores=2,threads=1,memory=2048:2048,'
+                             'pages_2m=0:0,kvm=1,devices=2')
+
+    def _nested(self, layout):
+        nested = deployment.NestedDeployment(
+            2, layouts=[layout] * 2,
+            state_dir=self.useFixture(fixtures.TempDir()).path)
+        nested.pools = {name: {} for name in nested.host_names}
+        return nested
+
+    def _agent_config(self, nested):
+        name = nested.host_names[0]
+        machine = types.SimpleNamespace(layout=nested.layouts[0])
+        host = deployment.NestedHost(name, 16509, machine=machine)
+        return nested._config(name, host, deployment.host_sets(
+            0, nested.layouts[0]))
+
+    def test_agents_offer_the_devices_and_everyone_knows_the_alias(self):
+        nested = self._nested(self.LAYOUT)
+        agent = self._agent_config(nested)
+        self.assertIn('device_spec = {"product_id": "10d3", "vendor_id": '
+                      '"8086"}', agent)
+        alias = ('alias = {"device_type": "type-PCI", "name": "nested-nic", '
+                 '"numa_policy": "required", "product_id": "10d3", '
+                 '"vendor_id": "8086"}')
+        self.assertIn(alias, agent)
+        conductor = nested._config(nested.conductor, None, None)
+        self.assertIn(alias, conductor)
+        self.assertNotIn('device_spec', conductor)
+        # Both parse as numamig reads them.
+        pci.parse_aliases([alias.partition(' = ')[2]])
+        pci.parse_device_spec(['{"product_id": "10d3", "vendor_id": '
+                               '"8086"}'])
+
+    def test_no_devices_no_pci_section(self):
+        nested = self._nested(vm.Layout.parse('memory=2048:2048'))
+        self.assertNotIn('[pci]', self._agent_config(nested))
+        self.assertNotIn('[pci]', nested._config(nested.conductor, None,
+                                                 None))
 
 
 class _MachineAgent:

@@ -150,6 +150,46 @@ class CommandLineTest(base.TestCase):
         self.assertRaisesMessage(ValueError, "unknown CPU 'pentium'",
                                  vm.Layout.parse, 'cpu=pentium')
 
+    def test_devices_behind_an_expander_bridge_on_their_node(self):
+        layout = vm.Layout.parse('cores=2,threads=1,memory=2048:2048,'
+                                 'pages_2m=0:0,kvm=1,devices=2')
+        self.assertEqual(('0000:81:00.0', '0000:82:00.0'),
+                         layout.device_addresses())
+        machine = self.machine(layout)
+        argv = machine.qemu_argv()
+        text = ' '.join(argv)
+        self.assertEqual('q35,kernel-irqchip=split',
+                         argv[argv.index('-machine') + 1])
+        self.assertIn('-device intel-iommu,intremap=on -device pxb-pcie,'
+                      'id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0', text)
+        self.assertEqual(2, text.count('e1000e,bus=pxbrp'))
+        self.assertIn('intel_iommu=on', machine.kernel_cmdline())
+        # Every other PCI device names pcie.0 (the bridge refuses them).
+        for device in ('virtio-blk-pci,', 'virtio-net-pci,',
+                       'virtio-9p-pci,'):
+            for value in (v for v in argv if v.startswith(device)):
+                self.assertTrue(value.endswith(',bus=pcie.0'), value)
+        self.assertNotIn('-virtfs', argv)
+        self.assertNotIn('-nic', argv)
+        self.assertIn(f'hostfwd=tcp:127.0.0.1:{machine.agent_port}-'
+                      f'10.0.2.15:{vm.AGENT_PORT}', text)
+
+    def test_without_devices_the_machine_is_unchanged(self):
+        argv = self.machine(vm.Layout()).qemu_argv()
+        self.assertEqual('q35', argv[argv.index('-machine') + 1])
+        for absent in ('intel-iommu', 'pxb-pcie', 'e1000e', 'bus=pcie.0'):
+            self.assertNotIn(absent, ' '.join(argv))
+        self.assertNotIn('intel_iommu', self.machine(
+            vm.Layout()).kernel_cmdline())
+
+    def test_devices_need_a_node_of_the_layout(self):
+        self.assertRaisesMessage(ValueError, 'pci_node 2 is not a node',
+                                 vm.Layout.parse, 'devices=1,pci_node=2')
+        self.assertRaisesMessage(ValueError, 'devices must be within 0-8',
+                                 vm.Layout.parse, 'devices=9')
+        self.assertEqual(0, vm.Layout.parse('devices=1,pci_node=0')
+                         .pci_node)
+
     def test_kvm_machine_shows_no_smt_siblings(self):
         self.assertRaisesMessage(ValueError, 'kvm=1 shows no SMT siblings',
                                  vm.Layout.parse, 'threads=2,kvm=1')
