@@ -642,8 +642,11 @@ def calibrate(machine, args):
     if move.error is not None:
         raise RuntimeError(f"calibration migration failed: {move.error}")
     res = move.result
+    # A copy quicker than the first progress sample has no first byte:
+    # its whole time then bounds the rate from below.
+    first = move.first_byte or move.started
     return (res.memory_processed, res.memory_processed / MIB / (
-        move.ended - move.first_byte), move.setup_s)
+        move.ended - first), move.setup_s)
 
 
 def run(args):
