@@ -35,6 +35,10 @@ _PREFIX = '_obj_'
 _POOL_INTS = ('size_kb', 'total', 'used', 'reserved')
 _CELL_INTS = ('id', 'memory_mb', 'memory_usage_mb', 'cpu_usage')
 _CELL_SETS = ('cpuset', 'pcpuset')
+_REPORT_STRINGS = ('host', 'hypervisor_uri', 'hypervisor_type', 'fingerprint')
+# The report's small optional objects, built by OVO when present.
+_REPORT_OBJECTS = {'cpu': objects.HostCPU, 'cpu_power': objects.CPUPowerState,
+                   'locality': objects.HostLocality}
 
 
 class _Unknown(Exception):
@@ -83,25 +87,25 @@ class ReportBuilder:
 
     def _report(self, change, primitive):
         data = _data(primitive, objects.ComputeNodeReport)
-        topology = data.get('topology')
-        if topology is None:
+        if 'topology' not in data or 'reported_at' not in data:
             raise _Unknown()
-        built = self._topology(topology)
-        # The rest of the report is a few scalars and small objects: OVO
-        # builds them (numamig.db.primitives.load), the topology set aside.
-        rest = dict(primitive)
-        rest[_DATA] = {k: v for k, v in data.items() if k != 'topology'}
-        rest.pop(f'{_NS}.changes', None)
-        report = objects.ComputeNodeReport.obj_from_primitive(rest)
-        if type(report) is not objects.ComputeNodeReport:
-            raise _Unknown()
-        report.obj_reset_changes(recursive=True)
-        vars(report)[_PREFIX + 'topology'] = built
+        values = {'topology': self._topology(data['topology'])}
+        for name in _REPORT_STRINGS:
+            if name in data:
+                values[name] = _str(data[name])
+        values.setdefault('hypervisor_type', 'qemu')
+        if 'service_version' in data:
+            values['service_version'] = _int(data['service_version'])
+        guard = data.get('migration_guard')
+        values['migration_guard'] = None if guard is None else _str(guard)
+        for name, cls in _REPORT_OBJECTS.items():
+            values[name] = _small_object(data.get(name), cls)
         # A DateTimeField primitive has whole seconds; the column is exact
-        # (numamig.db.compute_nodes._report_from).
-        report.reported_at = change.reported_at
-        report.obj_reset_changes(['reported_at'])
-        return report
+        # and is what the old path keeps (numamig.db.compute_nodes.
+        # _report_from): the text is not parsed.
+        _str(data['reported_at'])
+        values['reported_at'] = change.reported_at
+        return _new(objects.ComputeNodeReport, values)
 
     def _topology(self, primitive):
         data = _data(primitive, objects.HostNUMATopology)
@@ -187,6 +191,24 @@ def _data(primitive, cls):
     if type(data) is not dict or not data.keys() <= cls.fields.keys():
         raise _Unknown()
     return data
+
+
+def _small_object(primitive, cls):
+    """One of the report's small objects, built by OVO as the old path
+    does, or None."""
+    if primitive is None:
+        return None
+    obj = cls.obj_from_primitive(primitive)
+    if type(obj) is not cls:
+        raise _Unknown()
+    obj.obj_reset_changes(recursive=True)
+    return obj
+
+
+def _str(value):
+    if type(value) is not str:
+        raise _Unknown()
+    return value
 
 
 def _int(value):
