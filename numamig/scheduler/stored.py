@@ -22,7 +22,7 @@ which reports a bad row as before. It does not validate: the cache does,
 once (HostStateCache.update), where the old path validated twice.
 """
 
-from oslo_versionedobjects import base as ovo_base
+import functools
 
 from numamig import objects
 from numamig.scheduler import compact
@@ -32,7 +32,6 @@ _NAME, _VERSION, _DATA, _SPACE = (f'{_NS}.name', f'{_NS}.version',
                                   f'{_NS}.data', f'{_NS}.namespace')
 _PREFIX = '_obj_'
 
-_POOL_INTS = ('size_kb', 'total', 'used', 'reserved')
 _CELL_INTS = ('id', 'memory_mb', 'memory_usage_mb', 'cpu_usage')
 _CELL_SETS = ('cpuset', 'pcpuset')
 _REPORT_STRINGS = ('host', 'hypervisor_uri', 'hypervisor_type', 'fingerprint')
@@ -146,13 +145,12 @@ class ReportBuilder:
     @staticmethod
     def _pool(primitive):
         data = _data(primitive, objects.NUMAPagesTopology)
-        if 'size_kb' not in data or 'total' not in data:
-            raise _Unknown()
-        values = {name: _int(data[name]) for name in _POOL_INTS
-                  if name in data}
-        values.setdefault('used', 0)
-        values.setdefault('reserved', 0)
-        return _new(objects.NUMAPagesTopology, values)
+        # size_kb and total are required (KeyError: the old path names
+        # what is missing); used and reserved default to 0.
+        return _new(objects.NUMAPagesTopology, {
+            'size_kb': _int(data['size_kb']), 'total': _int(data['total']),
+            'used': _int(data.get('used', 0)),
+            'reserved': _int(data.get('reserved', 0))})
 
     def _set(self, items):
         return self._shared(tuple(_ints(items)))
@@ -182,15 +180,20 @@ class ReportBuilder:
 def _data(primitive, cls):
     """The data of an object primitive of ``cls`` at its VERSION holding
     only fields of ``cls``; else _Unknown."""
-    if type(primitive) is not dict or \
-            primitive.get(_NAME) != cls.obj_name() or \
-            primitive.get(_VERSION) != cls.VERSION or \
-            primitive.get(_SPACE) != cls.OBJ_PROJECT_NAMESPACE:
+    name, version, fields = _shape(cls)
+    if type(primitive) is not dict or primitive.get(_NAME) != name or \
+            primitive.get(_VERSION) != version or \
+            primitive.get(_SPACE) != 'numamig':
         raise _Unknown()
     data = primitive[_DATA]
-    if type(data) is not dict or not data.keys() <= cls.fields.keys():
+    if type(data) is not dict or not data.keys() <= fields:
         raise _Unknown()
     return data
+
+
+@functools.cache
+def _shape(cls):
+    return cls.obj_name(), cls.VERSION, cls.fields.keys()
 
 
 def _small_object(primitive, cls):
@@ -228,12 +231,13 @@ def _ints(items):
 
 def _new(cls, values):
     """An object of ``cls`` at its VERSION holding ``values``, nothing
-    changed (what primitives.load leaves after its reset)."""
+    changed: what primitives.load leaves after its reset (OVO's
+    ``__init__`` sets only the two attributes set here)."""
     obj = cls.__new__(cls)
-    ovo_base.VersionedObject.__init__(obj)
-    obj.VERSION = cls.VERSION
-    stored = vars(obj)
+    stored = obj.__dict__
+    stored['_changed_fields'] = set()
+    stored['_context'] = None
+    stored['VERSION'] = cls.VERSION
     for name, value in values.items():
         stored[_PREFIX + name] = value
-    obj._changed_fields = set()
     return obj
