@@ -218,3 +218,18 @@ class CacheTest(base.TestCase):
         self.assertEqual([s.host for s in old.host_states()],
                          [s.host for s in new.host_states()])
 
+
+
+class BadSmallObjectTest(base.TestCase):
+
+    def test_a_bad_small_object_raises_as_before(self):
+        primitive = primitives.dump(random_report(random.Random(8), 0))
+        primitive['numamig_object.data']['cpu'] = {
+            'numamig_object.name': 'HostCPU',
+            'numamig_object.namespace': 'numamig',
+            'numamig_object.version': '9.9',
+            'numamig_object.data': {}}
+        change = _change(primitive=primitive)
+        self.assertRaises(exception.StoredRecordInvalid, change.load)
+        self.assertRaises(exception.StoredRecordInvalid,
+                          stored.ReportBuilder().build, change)
