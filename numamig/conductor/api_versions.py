@@ -45,7 +45,9 @@ RECORDS history:
 * 2.0 - Release 2: the agents' calls of 1.1, and: migration_set_status
         takes the run's result and may record postcopy-paused or move
         queued -> running; migration_complete;
-        migration_record_recovery and migration_record_threads;
+        migration_record_recovery, migration_record_threads and
+        migration_record_devices (the destination's verification of a
+        guest's passed-through devices after the arrival);
         migration_get_with_satellites (a migration with the satellite
         records agents read, its MigrationConvergence and
         MigrationRecovery, in one round trip). Served on the agents'
