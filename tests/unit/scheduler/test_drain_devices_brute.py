@@ -5,7 +5,8 @@ and device choice.
 Each small cloud: 2-3 destinations of 2 cells (1-4 free dedicated pCPUs
 and 1-4 GiB free each) with 0-4 plain PCI functions of two products, on
 node 0, node 1 or of unknown node, some held by other guests already;
-2-4 one-cell guests pinning 1-3 pCPUs, some asking 1-2 devices of one
+some destinations with the cells of
+another but functions of their own; 2-4 one-cell guests pinning 1-3 pCPUs, some asking 1-2 devices of one
 product under the ``required``, ``legacy`` or ``preferred`` policy.
 
 The search (``exists``) gives every guest a destination and a host cell
@@ -44,9 +45,11 @@ def _device(host_index, index, node, product, held):
         instance_uuid='held-by-another' if held else None)
 
 
-def _host(rng, host_index):
-    cells = []
-    for cell_id in range(2):
+def _host(rng, host_index, like=None):
+    """A host; ``like``: a host whose cells it copies (its functions are
+    its own), as identical servers differ only in their cards."""
+    cells = [] if like is None else [c.obj_clone() for c in like.cells]
+    for cell_id in range(2 if like is None else 0):
         cores = 4
         cell = numa_hosts.make_cell(cell_id, cores=cores, threads=1,
                                     cells=2, memory_mb=4096)
@@ -82,7 +85,10 @@ def _guest(rng, index, names):
 
 def cloud(rng):
     names = [f'h{i}' for i in range(rng.randint(2, 3))]
-    topologies = {name: _host(rng, i) for i, name in enumerate(names)}
+    topologies = {}
+    for i, name in enumerate(names):
+        like = topologies['h0'] if i and rng.random() < 0.4 else None
+        topologies[name] = _host(rng, i, like)
     guests, shapes = zip(*(_guest(rng, i, names)
                            for i in range(rng.randint(2, 4))), strict=True)
     return topologies, list(guests), list(shapes)
