@@ -252,3 +252,54 @@ class DrainDevicesBruteForceTest(base.TestCase):
         self.assertGreater(counts[drain.PLANNED], CLOUDS // 4)
         self.assertGreater(counts[drain.NO_PLAN], CLOUDS // 10)
         self.assertGreater(with_devices, CLOUDS // 10)
+
+
+class DeviceKindTest(base.TestCase):
+    """The case the series found: two guests of equal CPUs and memory,
+    one asking devices only one destination has, were taken for one kind
+    (the device-less guest given the other's destinations)."""
+
+    def _topology(self, devices, free_cell_0, free_cell_1):
+        cells = []
+        for cell_id, free in ((0, free_cell_0), (1, free_cell_1)):
+            cell = numa_hosts.make_cell(cell_id, cores=4, threads=1,
+                                        cells=2, memory_mb=4096)
+            cell.pinned_cpus = set(sorted(cell.pcpuset)[free:])
+            cells.append(cell)
+        return objects.HostNUMATopology(cells=cells, pci_devices=devices)
+
+    def test_guests_asking_different_devices_are_planned_apart(self):
+        topologies = {
+            'h0': self._topology([_device(0, 0, 1, '1572', False),
+                                  _device(0, 2, None, '1572', False)],
+                                 4, 1),
+            'h1': self._topology([], 1, 3)}
+        shapes = [(3, 1024, [('1572', 2, 'preferred')], frozenset()),
+                  (3, 1024, [], frozenset())]
+        guests = []
+        for index, (pcpus, memory, asks, _barred) in enumerate(shapes):
+            request = numa_hosts.request([(pcpus, 0, memory, None, None)])
+            request.pci_requests = [objects.PCIRequest(
+                alias=f'a-{p}', count=c, vendor_id='8086', product_id=p,
+                numa_policy=pol) for p, c, pol in asks]
+            guests.append(drain.Guest(f'uuid-{index}', f'g{index}',
+                                      views.RequestView(request), None))
+        self.assertIsNotNone(exists(topologies, shapes))
+        found = drain.plan(guests, [drain.Destination(h, views.HostView(t))
+                                    for h, t in topologies.items()])
+        self.assertEqual(drain.PLANNED, found.outcome)
+        self.assertEqual({'g0': 'h0', 'g1': 'h1'},
+                         {m.guest.name: m.host for m in found.moves})
+        self.assertIsNone(invalid(topologies, shapes, guests, found))
+
+    def test_hosts_differing_in_functions_are_not_one_class(self):
+        same_cells = self._topology([], 2, 2)
+        with_device = self._topology([_device(1, 0, 0, '10fb', False)],
+                                     2, 2)
+        request = numa_hosts.request([(1, 0, 512, None, None)])
+        search = drain._Search(
+            [drain.Guest('u', 'g', views.RequestView(request), None)],
+            {'h0': views.HostView(same_cells),
+             'h1': views.HostView(with_device)}, ['h0', 'h1'], None,
+            'spread', 100, None)
+        self.assertNotEqual(search._class('h0'), search._class('h1'))
