@@ -4,10 +4,10 @@ and device choice.
 
 Each small cloud: 2-3 destinations of 2 cells (1-4 free dedicated pCPUs
 and 1-4 GiB free each) with 0-4 plain PCI functions of two products, on
-node 0, node 1 or of unknown node, some held by other guests already;
-some destinations with the cells of
-another but functions of their own; 2-4 one-cell guests pinning 1-3 pCPUs, some asking 1-2 devices of one
-product under the ``required``, ``legacy`` or ``preferred`` policy.
+node 0, node 1 or of unknown node, some held by other guests already
+(some destinations with the cells of another but functions of their
+own); 2-4 one-cell guests pinning 1-3 pCPUs, some asking 1-2 devices of
+one product under the ``required``, ``legacy`` or ``preferred`` policy.
 
 The search (``exists``) gives every guest a destination and a host cell
 with room, and every requested device a free function of the product
