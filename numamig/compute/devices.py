@@ -14,7 +14,10 @@ numamig.virt.libvirt.hostdev):
   back (``SourceDevices.replug``);
 * the destination, once the guest arrived, plugs the devices its claim
   holds and reads back, from the hypervisor, whether each is on the host
-  node of its guest cell (``plug_claimed``).
+  node of its guest cell (``plug_claimed``); it records that
+  verification with the migration (the records API's
+  ``migration_record_devices``, shown by ``numamig-manage migration
+  show`` and told as ``instance.devices.verified``).
 
 The claimed devices are (alias, host PCI address, guest cell) triples;
 ``claimed_placements`` reads them from a move claim (the claim's
@@ -22,9 +25,11 @@ The claimed devices are (alias, host PCI address, guest cell) triples;
 """
 
 from oslo_log import log as logging
+import oslo_messaging as messaging
 
 from numamig import exception
 from numamig.numa import pci
+from numamig.objects import migration_satellites
 
 LOG = logging.getLogger(__name__)
 
@@ -110,13 +115,16 @@ class SourceDevices:
         return plugged
 
 
-def plug_claimed(agent, instance, migration, placements):
+def plug_claimed(agent, ctxt, instance, migration, placements):
     """Destination, after the arrival: plug the claimed devices, then
-    verify each is plugged and on its guest cell's host node.
+    verify each is plugged and on its guest cell's host node, and record
+    that verification with the migration.
 
     A device that cannot be plugged, or lands on another node, is
-    logged as an error and reported: the guest runs here regardless
-    (undoing a finished migration would cost it more).
+    logged as an error and recorded (a WARN notification): the guest
+    runs here regardless (undoing a finished migration would cost it
+    more). A redelivered arrival plugs nothing new and records the same
+    verification, which the conductor keeps once.
 
     :returns: the verification (driver.verify_device_affinity), one
         dict per placement, with ``ok``.
@@ -141,4 +149,23 @@ def plug_claimed(agent, instance, migration, placements):
             LOG.info("%s: local", line)
         else:
             LOG.error("%s: NOT local to its guest cell", line)
+    _record(agent, ctxt, migration, checked)
     return checked
+
+
+def _record(agent, ctxt, migration, checked):
+    """Cast the verification to the conductor; the arrival does not wait
+    on it, nor fail for it (the log above keeps it)."""
+    if not checked:
+        return
+    entries = [migration_satellites.device_entry(item) for item in checked]
+    try:
+        if not agent.conductor_api.migration_record_devices(
+                ctxt, migration.uuid, agent.host, entries):
+            LOG.info("%s: migration %s: the conductor cannot record the "
+                     "device verification (release 1's API)", agent.host,
+                     migration.uuid)
+    except messaging.MessagingException as exc:
+        LOG.warning("%s: migration %s: the device verification was not "
+                    "recorded (the log above keeps it): %s", agent.host,
+                    migration.uuid, exc)

@@ -278,7 +278,7 @@ def post_at_destination(agent, ctxt, instance, migration,
             # instance's; the source records the arrival, but only this
             # host can plug its own devices (measured on real QEMU: a
             # guest arrived without them when this was left out).
-            devices.plug_claimed(agent, instance, migration,
+            devices.plug_claimed(agent, ctxt, instance, migration,
                                  devices.claimed_placements(claim))
         counted = _counted_here(agent, instance, migration, claim)
         if counted is not None:
@@ -289,7 +289,7 @@ def post_at_destination(agent, ctxt, instance, migration,
     if claim is not None:
         # Before the claim becomes the instance's: a redelivered request
         # finds the devices plugged and plugs nothing.
-        devices.plug_claimed(agent, instance, migration,
+        devices.plug_claimed(agent, ctxt, instance, migration,
                              devices.claimed_placements(claim))
         updated = agent.conductor_api.migration_context_apply(
             ctxt, instance.uuid, migration.uuid)

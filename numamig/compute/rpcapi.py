@@ -89,7 +89,8 @@ OBJECT_VERSIONS = {
                     # listed so that the manifest is complete.
                     MigrationReclaim='1.0', MigrationThreads='1.0',
                     MigrationPrediction='1.0', MigrationConvergence='1.0',
-                    MigrationRecovery='1.0', HostCPU='1.0',
+                    MigrationRecovery='1.0', MigrationDevices='1.0',
+                    HostCPU='1.0',
                     CPUPowerState='1.0', CPUPowerCell='1.0',
                     HostLocality='1.0', GuestLocality='1.0',
                     # PCI passthrough (issue 41).

@@ -45,7 +45,9 @@ RECORDS history:
 * 2.0 - Release 2: the agents' calls of 1.1, and: migration_set_status
         takes the run's result and may record postcopy-paused or move
         queued -> running; migration_complete;
-        migration_record_recovery and migration_record_threads;
+        migration_record_recovery, migration_record_threads and
+        migration_record_devices (the destination's verification of a
+        guest's passed-through devices after the arrival);
         migration_get_with_satellites (a migration with the satellite
         records agents read, its MigrationConvergence and
         MigrationRecovery, in one round trip). Served on the agents'
@@ -133,7 +135,8 @@ OBJECT_VERSIONS = {
                     # ComputeNodeReport 1.1).
                     MigrationReclaim='1.0', MigrationThreads='1.0',
                     MigrationPrediction='1.0', MigrationConvergence='1.0',
-                    MigrationRecovery='1.0', HostCPU='1.0',
+                    MigrationRecovery='1.0', MigrationDevices='1.0',
+                    HostCPU='1.0',
                     CPUPowerState='1.0', CPUPowerCell='1.0',
                     HostLocality='1.0', GuestLocality='1.0',
                     # PCI passthrough (issue 41): host functions in the

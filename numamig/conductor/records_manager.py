@@ -53,6 +53,10 @@ THREADS_RECORD = wire.Kind(
     f"and {record_shape.MAX_CPUS} CPUs per list "
     f"({', '.join(record_shape.KEYS)})",
     lambda v: record_shape.side_problem(v) is None)
+DEVICES = wire.Kind(
+    f"a list of 1 to {satellites_obj.MAX_DEVICES} devices "
+    f"({', '.join(satellites_obj.DEVICE_KEYS)})",
+    lambda v: satellites_obj.devices_problem('host', v) is None)
 
 
 class RecordManager:
@@ -289,6 +293,29 @@ class RecordManager:
                 exception.MigrationNotFound) as exc:
             LOG.warning("Where the threads of %s ran was not recorded: %s",
                         migration_uuid, exc)
+
+    @wire.args(migration_uuid=wire.UUID, host=wire.HOST, devices=DEVICES)
+    def migration_record_devices(self, ctxt, migration_uuid, host,
+                                 devices):
+        """Record the destination's verification, after the arrival, of
+        the guest's passed-through devices (a cast; told as
+        ``instance.devices.verified`` once committed).
+
+        Idempotent: a repeat (a redelivered cast, a redelivered arrival)
+        changes nothing and tells nothing.
+        """
+        try:
+            if migration_satellites.record_devices(self.db, migration_uuid,
+                                                   host, devices):
+                LOG.info("Migration %s: %s verified %d device(s): %s",
+                         migration_uuid, host, len(devices),
+                         'all local' if all(d['local'] == 'yes'
+                                            for d in devices) else
+                         'NOT all plugged and local')
+        except (exception.InvalidMigrationResult,
+                exception.MigrationNotFound) as exc:
+            LOG.warning("The device verification of %s was not "
+                        "recorded: %s", migration_uuid, exc)
 
 
 def _last(history):

@@ -313,6 +313,23 @@ class RecordAPI:
                    migration_uuid=migration_uuid, side=side, record=record)
         return True
 
+    def migration_record_devices(self, ctxt, migration_uuid, host,
+                                 devices):
+        """Record the destination's verification of the guest's
+        passed-through devices after the arrival (cast, release 2;
+        ``devices``: numamig.objects.migration_satellites.DEVICE_KEYS
+        entries).
+
+        :returns: False when the conductor or the cap is of release 1
+            (nothing sent).
+        """
+        if not self.serves_release_2():
+            return False
+        self._cast(ctxt, 'migration_record_devices', RECORDS.version,
+                   migration_uuid=migration_uuid, host=host,
+                   devices=devices)
+        return True
+
 
 def _report_1_0(report):
     """``report`` as ComputeNodeReport 1.0 (no migration guard state)."""

@@ -70,6 +70,7 @@ DRAIN_MOVE = 'drain-move'
 HOST = 'host'
 MEMORY_CHANGE = 'memory-change'
 LIVE_MIGRATABLE = 'live-migratable'
+DEVICES_VERIFIED = 'devices-verified'
 
 
 class Change(typing.NamedTuple):

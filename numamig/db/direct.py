@@ -64,7 +64,7 @@ TABLES = {
         'prediction': PLAIN, 'predicted_elapsed_ms': PLAIN,
         'predicted_downtime_ms': PLAIN, 'sampled_dirty_rate': PLAIN,
         'memory_reclaim': JSON, 'postcopy_recovery': JSON,
-        'migration_threads': JSON,
+        'migration_threads': JSON, 'migration_devices': JSON,
     },
     'migration_status_history': {
         'migration_id': PLAIN, 'status': PLAIN, 'changed_at': TIME,

@@ -19,6 +19,7 @@ its own object, only where someone asks for it. Public API::
     set_prediction(db, uuid, prediction) -> MigrationPrediction
     set_policy(db, uuid, name) -> MigrationConvergence
     record_recovery(db, uuid, history) -> bool
+    record_devices(db, uuid, host, devices) -> bool
     fits(column, value) -> bool
 
 (Where the threads ran is written by numamig.db.migration_threads; a
@@ -59,6 +60,10 @@ _COLUMNS = {
     'recovery': (satellites.RECOVERY_FIELDS, lambda uuid, row: satellites.
                  MigrationRecovery(migration_uuid=uuid,
                                    events=_as_text(row.postcopy_recovery))),
+    'devices': ((satellites.DEVICE_COLUMN,), lambda uuid, row:
+                satellites.MigrationDevices(
+                    migration_uuid=uuid,
+                    **(getattr(row, satellites.DEVICE_COLUMN) or {}))),
 }
 
 
@@ -296,3 +301,42 @@ def record_recovery(db, uuid, history):
             _T.c.status.in_(STATUS.IN_PROGRESS)).values(
                 updated_at=_rows.utcnow(), postcopy_recovery=history))
         return result.rowcount == 1
+
+
+def record_devices(db, uuid, host, devices):
+    """Record the destination ``host``'s verification of migration
+    ``uuid``'s passed-through devices after the arrival (the records
+    API's ``migration_record_devices``): DEVICE_KEYS entries, one per
+    device its claim held.
+
+    Idempotent: a repeat (the same verification, a redelivered request
+    or a redelivered arrival that plugged nothing new) changes nothing
+    and tells nothing. Any status is accepted: the source may have
+    recorded the migration completed first. A change is told of
+    (``instance.devices.verified``) once it commits.
+
+    :returns: True if the row changed.
+    :raises InvalidMigrationResult: the verification is unusable
+        (nothing recorded).
+    :raises MigrationNotFound:
+    """
+    problem = satellites.devices_problem(host, devices)
+    if problem:
+        raise exception.InvalidMigrationResult(
+            migration_uuid=uuid,
+            reason=f"migration_devices: {problem}; got {devices!r:.200}")
+    record = {'host': host, 'devices': [
+        {key: entry[key] for key in satellites.DEVICE_KEYS}
+        for entry in devices]}
+    with db.writer() as session:
+        row = _rows.fresh_by_uuid(session, models.Migration, uuid,
+                                  lock=True)
+        if row is None:
+            raise exception.MigrationNotFound(migration_uuid=uuid)
+        if row.migration_devices == record:
+            return False
+        _rows.run(session, sa.update(_T).where(_T.c.uuid == uuid).values(
+            migration_devices=record, updated_at=_rows.utcnow()))
+        _rows.note_change(session, _rows.DEVICES_VERIFIED, dict(
+            record, migration_uuid=uuid, instance_uuid=row.instance_uuid))
+        return True

@@ -230,6 +230,11 @@ class Migration(TimestampMixin, Base):
     # Where the migration's threads ran (release 2): a JSON dict per
     # host side (numamig.objects.migration_threads); NULL: not recorded.
     migration_threads = sa.Column(JSONText, nullable=True)
+    # The destination's verification of the guest's passed-through
+    # devices after the arrival (release 2): {'host': ..., 'devices':
+    # [DEVICE_KEYS entries]} (numamig.objects.migration_satellites.
+    # MigrationDevices); NULL: nothing verified.
+    migration_devices = sa.Column(JSONText, nullable=True)
 
 
 class MigrationStatusChange(Base):

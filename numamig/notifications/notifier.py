@@ -17,7 +17,13 @@ every OpenStack service). When on, the conductor publishes, as
   HostMaintenancePayload;
 * virtio-mem memory changes (a guest's memory set, a host node's or a
   placement's reclaim): ``memory-change.started`` and its end
-  (``.done``, ``.partial``, ``.failed``), with a MemoryChangePayload.
+  (``.done``, ``.partial``, ``.failed``), with a MemoryChangePayload;
+* a guest's standing live-migratable answer:
+  ``instance.live-migratable.changed``, with a LiveMigratablePayload;
+* a destination's verification, after an arrival, of the guest's
+  passed-through devices: ``instance.devices.verified`` (WARN when one
+  is not plugged or not on its guest cell's host node), with a
+  DevicesVerifiedPayload.
 
 A compute agent publishes, as ``numamig-compute:<host>``, what happens
 on its host and is not recorded as it happens (numamig.compute.events):
@@ -68,6 +74,7 @@ POLICY_ACTION = 'policy-action'
 GUARD_DECISION = 'guard-decision'
 LOCALITY_MOVE = 'locality-move'
 LIVE_MIGRATABLE = 'live-migratable'
+DEVICES_VERIFIED = 'devices-verified'
 
 MAX_QUEUED = 10000
 STOP_FLUSH_S = 2.0
@@ -96,7 +103,7 @@ EVENT_TYPES = (
         'started', 'done', 'partial', 'failed')) +
     ('migration.policy-action', 'guard.rewritten', 'guard.refused') +
     ('locality.moved', 'locality.failed', 'locality.flapping') +
-    ('instance.live-migratable.changed',))
+    ('instance.live-migratable.changed', 'instance.devices.verified'))
 
 
 def notification_of(change):
@@ -144,6 +151,10 @@ def notification_of(change):
         payload = payloads.LiveMigratablePayload.from_record(record)
         return ('warn' if payload.status == 'no' else 'info',
                 'instance.live-migratable.changed', payload)
+    if kind == DEVICES_VERIFIED:
+        payload = payloads.DevicesVerifiedPayload.from_record(record)
+        return ('info' if payload.all_local else 'warn',
+                'instance.devices.verified', payload)
     raise ValueError(f"no notification of a {kind} change")
 
 

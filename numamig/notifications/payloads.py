@@ -430,6 +430,62 @@ class LiveMigratablePayload(NotificationPayload):
         return payload
 
 
+@register
+class DevicesVerifiedPayload(NotificationPayload):
+    """The destination of a migration verified, after the arrival, that
+    each of the guest's passed-through devices is plugged and on the host
+    node of its guest cell (doc/source/device-migration.rst), sent by the
+    conductor worker that recorded the verification.
+
+    Version history:
+
+    * 1.0 - Initial version (release 2).
+    """
+
+    VERSION = '1.0'
+
+    fields = {
+        'instance_uuid': fields.StringField(),
+        'migration_uuid': fields.StringField(),
+        # The destination that verified.
+        'host': fields.StringField(),
+        # Every device plugged and on its guest cell's host node.
+        'all_local': fields.BooleanField(),
+        # Per device: alias, address, guest_cell, cell_nodes,
+        # device_node, plugged, local (numamig.objects.
+        # migration_satellites.DEVICE_KEYS).
+        'devices': fields.ListOfDictOfNullableStringsField(),
+        # One line per device not plugged or not local, in the same
+        # order (empty when all_local).
+        'problems': fields.ListOfStringsField(),
+    }
+
+    @classmethod
+    def from_record(cls, record, detail=None):
+        """The payload of ``record`` (numamig.db.migration_satellites.
+        record_devices's change dict)."""
+        devices = record['devices']
+        payload = cls(
+            instance_uuid=record['instance_uuid'],
+            migration_uuid=record['migration_uuid'], host=record['host'],
+            all_local=all(d['local'] == 'yes' for d in devices),
+            devices=[dict(d) for d in devices],
+            problems=[device_problem(d) for d in devices
+                      if d['local'] != 'yes'])
+        payload.obj_reset_changes()
+        return payload
+
+
+def device_problem(device):
+    """One line saying why a verified device is not where it belongs."""
+    where = (f"device {device['alias']} {device['address']} of guest "
+             f"cell {device['guest_cell']} (host nodes "
+             f"{device['cell_nodes'] or 'unknown'})")
+    if device['plugged'] != 'yes':
+        return f"{where}: not plugged"
+    return f"{where}: on host node {device['device_node'] or 'unknown'}"
+
+
 def operation_of(request):
     """Which memory change ``request`` asked for."""
     if 'placement' in request:

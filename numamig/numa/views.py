@@ -230,6 +230,12 @@ class PCIView:
                    {cell.id: cell.get('socket')
                     for cell in host_topology.cells})
 
+    def key(self):
+        """What a fit reads of these functions, hashable: two hosts with
+        equal keys give a guest the same devices."""
+        return (self.devices, self.blocked,
+                tuple(sorted(self.socket_of.items())))
+
     def with_used(self, addresses):
         """A new PCIView with ``addresses`` held too."""
         return PCIView(self.devices, self.used | set(addresses),
@@ -275,6 +281,15 @@ class RequestView(_View):
         # PCIRequests (objects) and the guest's policy; () for most.
         self.pci_requests = tuple(request.get('pci_requests') or ())
         self.pci_policy = request.get('pci_numa_affinity_policy')
+
+    def device_key(self):
+        """What a fit reads of the guest's device requests, hashable:
+        guests with equal demands and equal keys fit alike (() and None
+        for a guest without devices)."""
+        return (tuple((r.alias, r.count, r.get('vendor_id'),
+                       r.get('product_id'), r.get('device_type'),
+                       r.get('numa_policy')) for r in self.pci_requests),
+                self.pci_policy)
 
     def demands(self, pagesize_kb=None):
         """Return each guest cell's Demand, with ``pagesize_kb`` (a page

@@ -24,6 +24,7 @@ from numamig.objects.migration import Migration  # noqa: F401
 from numamig.objects.migration import MigrationStatusChange  # noqa: F401
 from numamig.objects.migration_context import MigrationContext  # noqa: F401
 from numamig.objects.migration_satellites import MigrationConvergence  # noqa
+from numamig.objects.migration_satellites import MigrationDevices  # noqa
 from numamig.objects.migration_satellites import MigrationPrediction  # noqa
 from numamig.objects.migration_satellites import MigrationReclaim  # noqa
 from numamig.objects.migration_satellites import MigrationRecovery  # noqa

@@ -212,6 +212,92 @@ class MigrationRecovery(base.NumamigObject):
                                f"{MAX_RECOVERY_EVENTS})")
 
 
+# The destination's verification of a guest's passed-through devices
+# once it arrived (numamig.compute.devices.plug_claimed): per device,
+# its alias, host PCI address, guest cell, the host nodes of that guest
+# cell ("1" or "0,1"), the node the hypervisor reports for the device
+# (empty: none reported), whether it is plugged and whether it is on one
+# of those nodes ("yes"/"no"). Values are text (a dict of strings on the
+# wire).
+DEVICE_KEYS = ('alias', 'address', 'guest_cell', 'cell_nodes',
+               'device_node', 'plugged', 'local')
+# A guest holds a few devices; the bound keeps a host from making the
+# record grow without bound.
+MAX_DEVICES = 64
+MAX_DEVICE_TEXT = 64
+DEVICE_COLUMN = 'migration_devices'
+
+
+def device_entry(item):
+    """One DEVICE_KEYS entry (text) of a driver's verification item
+    (numamig.virt.driver.verify_device_affinity's dict)."""
+    nodes = item.get('cell_nodes') or []
+    node = item.get('device_node')
+    return {
+        'alias': str(item['alias']), 'address': str(item['address']),
+        'guest_cell': str(int(item['guest_cell'])),
+        'cell_nodes': ','.join(str(int(n)) for n in nodes),
+        'device_node': None if node is None else str(int(node)),
+        'plugged': 'yes' if item.get('present') else 'no',
+        'local': 'yes' if item.get('present') and item.get('local')
+        else 'no'}
+
+
+def devices_problem(host, devices):
+    """Why (host, devices) is not a MigrationDevices record, or None."""
+    if not isinstance(host, str) or not 0 < len(host) <= 255:
+        return "host must be a name of 1 to 255 characters"
+    if not isinstance(devices, list) or not devices or \
+            len(devices) > MAX_DEVICES:
+        return f"devices must be a list of 1 to {MAX_DEVICES} entries"
+    for entry in devices:
+        if not isinstance(entry, dict) or set(entry) != set(DEVICE_KEYS):
+            return f"each device must have exactly {', '.join(DEVICE_KEYS)}"
+        for key, value in entry.items():
+            if value is None and key == 'device_node':
+                continue
+            if not isinstance(value, str) or len(value) > MAX_DEVICE_TEXT:
+                return (f"device {key} must be text of at most "
+                        f"{MAX_DEVICE_TEXT} characters")
+        if entry['plugged'] not in ('yes', 'no') or \
+                entry['local'] not in ('yes', 'no'):
+            return "plugged and local must be 'yes' or 'no'"
+    return None
+
+
+@base.register
+class MigrationDevices(base.NumamigObject):
+    """The destination's verification, after the arrival, that each of
+    a guest's passed-through devices is plugged and on the host node of
+    its guest cell (doc/source/device-migration.rst)."""
+
+    # Version 1.0 - Release 2: Initial version (issue 41)
+    VERSION = '1.0'
+
+    fields = {
+        'migration_uuid': fields.UUIDField(),
+        # The destination that verified; None: nothing verified (the
+        # guest held no device, or the destination has not reported).
+        'host': fields.StringField(nullable=True, default=None),
+        # DEVICE_KEYS per device, in the claim's order.
+        'devices': fields.ListOfDictOfNullableStringsField(default=[]),
+    }
+
+    def _validate(self):
+        devices = self.get('devices') or []
+        if devices and devices_problem(self.get('host'), devices):
+            raise self.invalid(
+                f"device verification: "
+                f"{devices_problem(self.get('host'), devices)}")
+
+    @property
+    def all_local(self):
+        """Every device plugged and local (None: nothing verified)."""
+        if not self.get('devices'):
+            return None
+        return all(d['local'] == 'yes' for d in self.devices)
+
+
 # Name (what a client asks for) -> class.
 SATELLITES = {
     'reclaim': MigrationReclaim,
@@ -219,6 +305,7 @@ SATELLITES = {
     'prediction': MigrationPrediction,
     'convergence': MigrationConvergence,
     'recovery': MigrationRecovery,
+    'devices': MigrationDevices,
 }
 # The ones agents read (the records API's migration_get_with_satellites).
 AGENT_SATELLITES = ('convergence', 'recovery')

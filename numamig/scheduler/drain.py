@@ -294,9 +294,11 @@ class _Search:
         self.steps = 0
         self.stopped = False
         keys = [(g.request.demands(g.pagesize_kb), g.pagesize_kb,
-                 g.exclude) for g in guests]
+                 g.exclude, g.request.device_key()) for g in guests]
         # Guests of one kind are interchangeable: whatever one can do,
-        # another can in its place (the barred hosts are part of it).
+        # another can in its place (the barred hosts are part of it, and
+        # the devices it asks: two guests of equal CPUs and memory, one
+        # asking a device, do not fit on the same hosts).
         kinds = {}
         self.kind = [kinds.setdefault(key, len(kinds)) for key in keys]
         self.barred = [key[2] for key in keys]
@@ -568,6 +570,9 @@ class _Search:
                        tuple(frozenset(group) for group in c.siblings),
                        c.memory_mb, c.memory_usage_mb, c.cpu_usage, c.pools)
                       for c in view.cells),
+                # Hosts alike but for their PCI functions are not
+                # interchangeable for a guest that asks devices.
+                None if view.pci is None else view.pci.key(),
                 frozenset(self.kind[i] for i in self.searched
                           if host in self.barred[i]))
             cached = self._classes[host] = self._class_ids.setdefault(

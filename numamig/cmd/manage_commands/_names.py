@@ -35,7 +35,7 @@ RESULT_FIELDS = ('elapsed_ms', 'downtime_ms', 'emulated', 'post_copy',
                  'paused')
 # numamig.objects.migration_satellites.SATELLITES: what ``show`` reads.
 SATELLITES = ('reclaim', 'threads', 'prediction', 'convergence',
-              'recovery')
+              'recovery', 'devices')
 # numamig.objects.migration_satellites.PREDICTION_FIELDS.
 PREDICTION_FIELDS = ('prediction', 'predicted_elapsed_ms',
                      'predicted_downtime_ms', 'sampled_dirty_rate')

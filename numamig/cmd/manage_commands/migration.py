@@ -15,6 +15,7 @@ from numamig.cmd import pictures
 from numamig.cmd.manage_commands import _access
 from numamig.cmd.manage_commands import _names
 from numamig.cmd.manage_commands import convergence_view
+from numamig.cmd.manage_commands import devices_view
 from numamig.cmd.manage_commands import migration_resume
 from numamig.cmd.manage_commands import migration_top
 from numamig.cmd.manage_commands import reclaim_view
@@ -291,7 +292,9 @@ def _show_through_orm(uuid):
                    'threads': read['threads'].sides,
                    'prediction': read['prediction'],
                    'convergence': read['convergence'],
-                   'recovery': read['recovery'].events}
+                   'recovery': read['recovery'].events,
+                   'devices': {'host': read['devices'].host,
+                               'devices': read['devices'].devices}}
 
 
 def _satellites_of_record(record):
@@ -299,7 +302,8 @@ def _satellites_of_record(record):
     (numamig.objects.migration_satellites), from a numamig.db.direct
     record, which reads them with the row: {'reclaim': entries,
     'threads': sides, 'prediction': {PREDICTION_FIELDS}, 'convergence':
-    {'policy', 'actions'}, 'recovery': events}."""
+    {'policy', 'actions'}, 'recovery': events, 'devices': {host,
+    devices}}."""
     return {'reclaim': record.get('memory_reclaim') or [],
             'threads': record.get('migration_threads') or {},
             'prediction': {name: record.get(name)
@@ -307,7 +311,8 @@ def _satellites_of_record(record):
             'convergence': {
                 'policy': record.get('convergence_policy'),
                 'actions': record.get('convergence_actions')},
-            'recovery': record.get('postcopy_recovery')}
+            'recovery': record.get('postcopy_recovery'),
+            'devices': record.get('migration_devices')}
 
 
 def _interrupted(migration, output_format):
@@ -464,6 +469,8 @@ def _view(migration, satellites=None):
             satellites.get('recovery')),
         # None where no host recorded where the migration's threads ran.
         'migration_threads': threads_view.view(satellites.get('threads')),
+        # None where the destination verified no passed-through device.
+        'devices': devices_view.view(satellites.get('devices')),
     }
 
 
@@ -571,7 +578,8 @@ def _print_show(data):
             convergence_view.lines(data['convergence']) + \
             reclaim_view.lines(data['memory_reclaim']) + \
             convergence_view.recovery_lines(data['postcopy_recovery']) + \
-            threads_view.lines(data['migration_threads']):
+            threads_view.lines(data['migration_threads']) + \
+            devices_view.lines(data['devices']):
         print(f"  {line}")
     if data['history']:
         print("  history:")

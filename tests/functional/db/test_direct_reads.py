@@ -75,7 +75,8 @@ class DirectReadsTestCase(base.ServerDBTestCase):
 
     def record_migrations(self):
         """Migrations of every shape a read words: history, refusals,
-        results, convergence, reclaim, recovery, threads, the queue."""
+        results, convergence, reclaim, recovery, threads, devices, the
+        queue."""
         guest = unit_base.make_instance()
         other = unit_base.make_instance()
         instances.create(self.db, guest)
@@ -103,6 +104,8 @@ class DirectReadsTestCase(base.ServerDBTestCase):
         for side in ('source', 'dest'):
             migration_threads.record_threads(self.db, done.uuid, side,
                                              samples.THREADS[side])
+        migration_satellites.record_devices(
+            self.db, done.uuid, 'dst', samples.migration_devices().devices)
         migrations.set_status(self.db, done.uuid, 'completed', result={
             'emulated': False, 'elapsed_ms': 10032, 'downtime_ms': 6,
             'post_copy': True, 'paused': False,
@@ -141,6 +144,7 @@ class DirectReadsTestCase(base.ServerDBTestCase):
                 self.assertEqual(0, code)
         out = self.assert_same('migration', 'show', done.uuid)[1]
         for shown in ('post-copy recovery', 'migration threads:',
+                      'devices verified on dst: all 1 plugged',
                       'memory reclaimed to place it', 'dst1: NUMA',
                       'prediction: needs-post-copy', 'to running'):
             self.assertIn(shown, out)

@@ -276,6 +276,28 @@ def _threads_after_completion(world):
                side='dest', record=dict(_THREADS, host='host-b'))
 
 
+_DEVICES = [{'alias': 'nic', 'address': '0000:82:00.0', 'guest_cell': '1',
+             'cell_nodes': '1', 'device_node': '1', 'plugged': 'yes',
+             'local': 'yes'}]
+
+
+def _devices(world):
+    migration, _ = world.running(world.guest())
+    return _to('migration_record_devices', migration_uuid=migration.uuid,
+               host='host-b', devices=_DEVICES)
+
+
+def _devices_after_completion(world):
+    # The destination verifies after the arrival: the source may have
+    # recorded the migration completed first, and a redelivered arrival
+    # verifies again.
+    migration, _ = world.running(world.guest())
+    migration_satellites.record_devices(world.dep.db, migration.uuid,
+                                        'host-b', _DEVICES)
+    return _to('migration_record_devices', migration_uuid=migration.uuid,
+               host='host-b', devices=_DEVICES)
+
+
 def _context_of(world, guest):
     migration = world.admitted(guest)
     answer = world.compute_api().check_can_live_migrate_destination(
@@ -435,6 +457,9 @@ ROWS = [
     rows.Row('conductor', 'migration_record_threads', _threads),
     rows.Row('conductor', 'migration_record_threads',
              _threads_after_completion, variant='recorded', stale=True),
+    rows.Row('conductor', 'migration_record_devices', _devices),
+    rows.Row('conductor', 'migration_record_devices',
+             _devices_after_completion, variant='recorded', stale=True),
     rows.Row('conductor', 'migration_context_set', _context_set,
              rabbit=True),
     rows.Row('conductor', 'migration_context_set',

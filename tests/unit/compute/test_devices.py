@@ -185,7 +185,7 @@ class DestinationTest(base.TestCase):
     def test_plugs_then_verifies(self):
         self.agent.driver.verify_device_affinity.return_value = \
             self._checked()
-        got = devices.plug_claimed(self.agent, self.inst, self.migration,
+        got = devices.plug_claimed(self.agent, None, self.inst, self.migration,
                                    self.placements)
         self.agent.driver.attach_devices.assert_called_once_with(
             self.inst.uuid, self.placements)
@@ -199,12 +199,44 @@ class DestinationTest(base.TestCase):
         self.agent.driver.verify_device_affinity.return_value = \
             self._checked(present=False, local=False)
         with self.assertLogs('numamig.compute.devices', 'ERROR') as logs:
-            got = devices.plug_claimed(self.agent, self.inst,
+            got = devices.plug_claimed(self.agent, None, self.inst,
                                        self.migration, self.placements)
         self.assertEqual([False], [g['ok'] for g in got])
         self.assertTrue(any('NOT local' in line for line in logs.output))
 
+    def test_the_verification_is_recorded_with_the_migration(self):
+        checked = self._checked(local=False)
+        checked.append({'alias': 'gpu', 'address': '0000:03:00.0',
+                        'guest_cell': 0, 'cell_nodes': [0, 1],
+                        'device_node': None, 'present': False,
+                        'local': False})
+        self.agent.driver.verify_device_affinity.return_value = checked
+        with self.assertLogs('numamig.compute.devices', 'ERROR'):
+            devices.plug_claimed(self.agent, 'ctxt', self.inst,
+                                 self.migration, self.placements)
+        self.agent.conductor_api.migration_record_devices.\
+            assert_called_once_with('ctxt', self.migration.uuid,
+                                    self.agent.host, [
+                {'alias': 'nic', 'address': '0000:82:00.0',
+                 'guest_cell': '1', 'cell_nodes': '1', 'device_node': '0',
+                 'plugged': 'yes', 'local': 'no'},
+                {'alias': 'gpu', 'address': '0000:03:00.0',
+                 'guest_cell': '0', 'cell_nodes': '0,1',
+                 'device_node': None, 'plugged': 'no', 'local': 'no'}])
+
+    def test_a_lost_record_does_not_fail_the_arrival(self):
+        import oslo_messaging as messaging
+        self.agent.driver.verify_device_affinity.return_value = \
+            self._checked()
+        self.agent.conductor_api.migration_record_devices.side_effect = \
+            messaging.MessageDeliveryFailure('broker away')
+        with self.assertLogs('numamig.compute.devices', 'WARNING') as logs:
+            got = devices.plug_claimed(self.agent, None, self.inst,
+                                       self.migration, self.placements)
+        self.assertEqual([True], [g['ok'] for g in got])
+        self.assertTrue(any('not recorded' in line for line in logs.output))
+
     def test_nothing_claimed_nothing_asked(self):
         self.assertEqual([], devices.plug_claimed(
-            self.agent, self.inst, self.migration, []))
+            self.agent, None, self.inst, self.migration, []))
         self.agent.driver.attach_devices.assert_not_called()

@@ -318,6 +318,7 @@ class RecordAPITest(ClientTestCase):
         self.assertTrue(api.migration_record_recovery(None, 'm', []))
         self.assertTrue(api.migration_record_threads(None, 'm', 'source',
                                                      {}))
+        self.assertTrue(api.migration_record_devices(None, 'm', 'dst', []))
         self.assertEqual({('records', '2.0')},
                          {(n, v) for n, v, _ in self.conductor.calls()})
         self.assertEqual('1.1', self.conductor.sent[0][3]['report'].VERSION)
@@ -370,6 +371,7 @@ class RecordAPICappedTest(ClientTestCase):
         self.assertFalse(api.migration_record_recovery(None, 'm', []))
         self.assertFalse(api.migration_record_threads(None, 'm', 'dest',
                                                       {}))
+        self.assertFalse(api.migration_record_devices(None, 'm', 'dst', []))
         # The caller reads migration_get instead (postcopy_paused).
         self.assertRaises(messaging.UnsupportedVersion,
                           api.migration_get_with_satellites, None, 'm',

@@ -41,6 +41,7 @@ class TableMapTestCase(base.TestCase):
         read = {'uuid', 'instance_uuid', 'source_host', 'dest_host',
                 'requested_host', 'status', 'error', 'priority',
                 'admitted_at', 'memory_reclaim', 'migration_threads',
+                'migration_devices',
                 'created_at', 'updated_at', 'refused_hosts'} | set(
             migrations.PROGRESS_FIELDS + migrations.RESULT_FIELDS +
             satellites.CONVERGENCE_FIELDS + satellites.PREDICTION_FIELDS +

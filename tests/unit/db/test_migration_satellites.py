@@ -119,8 +119,8 @@ class SatellitesTestCase(base.DBTestCase):
     def test_unknown_name_refused(self):
         exc = self.assertRaises(exception.Invalid, self._get, 'colour')
         self.assertIn('colour', str(exc))
-        self.assertIn('convergence, prediction, reclaim, recovery, threads',
-                      str(exc))
+        self.assertIn('convergence, devices, prediction, reclaim, '
+                      'recovery, threads', str(exc))
 
     def test_unknown_migration(self):
         for call in (
@@ -145,6 +145,73 @@ HISTORY = [{'event': 'link-lost', 'at': '2026-11-03T12:00:01+00:00',
             'attempt': None, 'detail': 'stream broke'},
            {'event': 'resume-failed', 'at': '2026-11-03T12:00:04+00:00',
             'attempt': 1, 'detail': 'refused'}]
+
+
+DEVICE = {'alias': 'nic', 'address': '0000:82:00.0', 'guest_cell': '1',
+          'cell_nodes': '1', 'device_node': '1', 'plugged': 'yes',
+          'local': 'yes'}
+
+
+class DevicesTestCase(base.DBTestCase):
+    """The destination's verification of a guest's devices."""
+
+    def setUp(self):
+        super().setUp()
+        instance = instances.create(self.db, base.make_instance()).instance
+        self.instance_uuid = instance.uuid
+        self.uuid = migrations.create(
+            self.db, base.make_migration(instance.uuid)).uuid
+        self.heard = []
+        self.db.change_listeners.append(self.heard.extend)
+
+    def _read(self):
+        return migration_satellites.get(self.db, self.uuid,
+                                        ['devices'])['devices']
+
+    def test_nothing_verified_reads_as_empty(self):
+        found = self._read()
+        self.assertEqual((None, [], None),
+                         (found.host, found.devices, found.all_local))
+
+    def test_recorded_once_told_once(self):
+        astray = dict(DEVICE, alias='gpu', address='0000:03:00.0',
+                      device_node=None, plugged='no', local='no')
+        for expected in (True, False):
+            self.assertEqual(expected, migration_satellites.record_devices(
+                self.db, self.uuid, 'dst', [DEVICE, astray]))
+        found = self._read()
+        self.assertEqual(('dst', [DEVICE, astray], False),
+                         (found.host, found.devices, found.all_local))
+        (change,) = self.heard
+        self.assertEqual(('devices-verified', self.uuid, self.instance_uuid),
+                         (change.kind, change.record['migration_uuid'],
+                          change.record['instance_uuid']))
+
+    def test_a_new_verification_replaces_the_old(self):
+        migration_satellites.record_devices(
+            self.db, self.uuid, 'dst', [dict(DEVICE, local='no')])
+        self.assertTrue(migration_satellites.record_devices(
+            self.db, self.uuid, 'dst', [DEVICE]))
+        self.assertTrue(self._read().all_local)
+        self.assertEqual(2, len(self.heard))
+
+    def test_unusable_verification_changes_nothing(self):
+        for host, devices in (('dst', []), ('', [DEVICE]),
+                              ('dst', [dict(DEVICE, local='maybe')]),
+                              ('dst', [dict(DEVICE, colour='red')]),
+                              ('dst', [dict(DEVICE, alias='x' * 65)]),
+                              ('dst', [DEVICE] * 65)):
+            self.assertRaises(exception.InvalidMigrationResult,
+                              migration_satellites.record_devices,
+                              self.db, self.uuid, host, devices)
+        self.assertEqual([], self._read().devices)
+        self.assertEqual([], self.heard)
+
+    def test_unknown_migration(self):
+        self.assertRaises(exception.MigrationNotFound,
+                          migration_satellites.record_devices, self.db,
+                          '00000000-0000-4000-8000-000000000000', 'dst',
+                          [DEVICE])
 
 
 class ConvergenceAndRecoveryTestCase(base.DBTestCase):

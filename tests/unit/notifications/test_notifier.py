@@ -30,6 +30,7 @@ SAMPLES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'doc',
                        'source', 'notification_samples')
 # Fingerprints of the payloads: change one only with its version.
 FINGERPRINTS = {
+    'DevicesVerifiedPayload': '1.0-1420c3f247937158fcae47c91590c066',
     'DrainMovePayload': '1.0-8ef68662386d337e89ecb5a0b6404642',
     'DrainPayload': '1.0-0f248ff4b20b959542cede20c84fa1f2',
     'GuardDecisionPayload': '1.0-f4aa3638318967d059b0cdc650aa04fc',
@@ -199,6 +200,20 @@ def sample_locality_move(outcome):
                          outcome, 0, 65536, 1.0, reason)
 
 
+def sample_devices(local=False):
+    """The devices verification the sample shows: a NIC on its guest
+    cell's node and, unless ``local``, a GPU plugged on the other."""
+    nic = {'alias': 'nic', 'address': '0000:82:00.0', 'guest_cell': '1',
+           'cell_nodes': '1', 'device_node': '1', 'plugged': 'yes',
+           'local': 'yes'}
+    gpu = {'alias': 'gpu', 'address': '0000:03:00.0', 'guest_cell': '0',
+           'cell_nodes': '0', 'device_node': '0' if local else '1',
+           'plugged': 'yes', 'local': 'yes' if local else 'no'}
+    return {'migration_uuid': '0f0c9e3a-4b2d-4c8e-9a51-3d6f1c2b7e10',
+            'instance_uuid': '6b0e7c8a-1f4e-4d2b-8a3c-5e9f0d1c2b3a',
+            'host': 'compute-2', 'devices': [nic, gpu]}
+
+
 def sample_change(event_type):
     """The committed change whose notification is ``event_type``."""
     parts = event_type.split('.')
@@ -214,6 +229,8 @@ def sample_change(event_type):
                                    'not fit: guest cell 0 fits on no host '
                                    'cell (and 3 other hosts refused)'}],
             'witness': None})
+    if event_type == 'instance.devices.verified':
+        return _rows.Change(_rows.DEVICES_VERIFIED, sample_devices())
     if parts[0] == 'locality':
         return events.Event(events.LOCALITY_MOVE,
                             sample_locality_move(parts[1]), None)
@@ -280,6 +297,29 @@ class SamplesTest(base.TestCase):
     def test_every_migration_status_has_an_event(self):
         for status in STATUS.ALL:
             self.assertIn(f'migration.{status}', notifier.EVENT_TYPES)
+
+
+class DevicesVerifiedTest(base.TestCase):
+    """The priority says whether every device is where it belongs."""
+
+    def test_all_local_is_info_without_problems(self):
+        priority, event, payload = notifier.notification_of(
+            _rows.Change(_rows.DEVICES_VERIFIED,
+                         sample_devices(local=True)))
+        self.assertEqual(('info', 'instance.devices.verified'),
+                         (priority, event))
+        self.assertEqual((True, []), (payload.all_local, payload.problems))
+
+    def test_an_unplugged_device_warns_and_says_so(self):
+        record = sample_devices(local=True)
+        record['devices'][0].update(plugged='no', local='no',
+                                    device_node=None)
+        priority, _event, payload = notifier.notification_of(
+            _rows.Change(_rows.DEVICES_VERIFIED, record))
+        self.assertEqual('warn', priority)
+        self.assertFalse(payload.all_local)
+        self.assertEqual(['device nic 0000:82:00.0 of guest cell 1 (host '
+                          'nodes 1): not plugged'], payload.problems)
 
 
 class PayloadVersionTest(base.TestCase):

@@ -220,6 +220,14 @@ def migration_threads():
                                     sides=THREADS)
 
 
+
+def migration_devices():
+    return objects.MigrationDevices(
+        migration_uuid=uuids.migration, host='dst',
+        devices=[{'alias': 'nic', 'address': '0000:82:00.0',
+                  'guest_cell': '1', 'cell_nodes': '1',
+                  'device_node': '1', 'plugged': 'yes', 'local': 'yes'}])
+
 # Where a migration's threads ran (MigrationThreads, release 2), both hosts.
 THREADS = {
     'source': {'host': 'src', 'basis': 'shared-guest-nodes',
@@ -311,6 +319,7 @@ BUILDERS = {
     'MigrationPrediction': migration_prediction,
     'MigrationConvergence': migration_convergence,
     'MigrationRecovery': migration_recovery,
+    'MigrationDevices': migration_devices,
     'MigrationReclaim': migration_reclaim,
     'MigrationThreads': migration_threads,
     'Instance': instance,

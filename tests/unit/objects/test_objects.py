@@ -61,6 +61,7 @@ OBJECT_DATA = {
     'MigrationConvergence': '1.0-f0d7cd8316115f521fb6904d6d3fdfe8',
     'MigrationPrediction': '1.0-db6efa5b70996bdbf03765e540128e01',
     'MigrationReclaim': '1.0-638fd7d8eacfebb35f3448c15d7e0743',
+    'MigrationDevices': '1.0-2f3ce7758b680387085e07fa6a9122fa',
     'MigrationRecovery': '1.0-45d288731c5cdcd23027ec5e36a223bb',
     'MigrationStatusChange': '1.1-6c2e715e864c95dcb46b484863216b5b',
     'MigrationThreads': '1.0-256db58123dff4c36e21a84b2b2c58c0',

@@ -48,8 +48,9 @@ What release 2 adds, and why:
     (release-1 rows have none: the stalled-migration sweep ends them);
   - ``memory_reclaim`` (virtio-mem memory reclaimed to place the
     guest), ``postcopy_recovery`` (a broken post-copy stream's resume
-    history) and ``migration_threads`` (where the migration's QEMU
-    threads ran, per host).
+    history), ``migration_threads`` (where the migration's QEMU
+    threads ran, per host) and ``migration_devices`` (the destination's
+    verification of the guest's passed-through devices).
 * ``locks`` with its 'migration-admission' and 'host-drains' rows: the
   rows admission transactions and new drains lock, so that those
   decisions are one step across conductor workers.
@@ -105,6 +106,7 @@ _MIGRATION_LATER_COLUMNS = (
     ('memory_reclaim', models.JSONText),
     ('postcopy_recovery', models.JSONText),
     ('migration_threads', models.JSONText),
+    ('migration_devices', models.JSONText),
 )
 
 
