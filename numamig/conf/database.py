@@ -59,7 +59,7 @@ bound_opts = [
                     "(libpq's keepalives_idle). " + _SILENT + "With the "
                     "defaults (10 s, then 3 probes 5 s apart) a "
                     "conductor gives up on a silent primary within about "
-                    "25 s, below its lease, and reconnects (to the new "
+                    "25-30 s and reconnects (to the new "
                     "primary with a multi-host URL and "
                     "target_session_attrs=read-write, "
                     "doc/source/control-plane.rst). 0: no keepalives "

@@ -34,10 +34,9 @@ time is printed.
 
 ``test_leader_node_killed``, ``test_whole_cluster_restarted`` and
 ``test_whole_cluster_killed`` run always, two rounds each (about 3
-minutes together, the cluster's start included);
-``test_many_rounds`` runs when NUMAMIG_CLUSTER_ROUNDS=N is set: N
-rounds of each fault in a random order (NUMAMIG_FAULT_SEED=S replays
-it).
+minutes together, the cluster's start included); ``test_many_rounds``
+runs when NUMAMIG_CLUSTER_ROUNDS=N is set: N rounds of each fault in a
+random order (NUMAMIG_FAULT_SEED=S replays it).
 
 The cluster is started once for the class (it takes 15-20 s on the
 project's 2-core machines) and every test gets a vhost of its own on it.
