@@ -56,7 +56,7 @@ _UNREACHABLE = (db_exc.DBConnectionError, db_exc.DBNonExistentDatabase)
 def _without_password(connection_url):
     """``connection_url`` as a message may show it: a password in its
     user part starred."""
-    return re.sub(r'^([^:/?#]+://[^:@/?#]*):[^@/?#]*@', r'\1:***@',
+    return re.sub(r'^([\w+]+://[^:/@]*):[^@]*@', r'\1:***@',
                   str(connection_url))
 
 

@@ -164,6 +164,11 @@ class DatabaseTestCase(base.TestCase):
         self.assertNotIn('\n', str(exc))
         self.assertNotIn('secret', str(exc))
         self.assertIn('?host=HOST1:PORT&host=HOST2:PORT', str(exc))
+        # A password holding / ? or # is starred whole.
+        exc = self.assertRaises(
+            exception.DatabaseError, api.Database,
+            'postgresql://u:se/c?r#t@h1:5432,h2:5433/db')
+        self.assertIn("'postgresql://u:***@h1:5432,h2:5433/db'", str(exc))
 
     def test_unknown_driver(self):
         self.assertRaisesMessage(exception.DatabaseError, 'nosuchdb',
