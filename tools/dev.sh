@@ -28,7 +28,9 @@ NESTED_PKGS="debootstrap e2fsprogs"
 MONITORING_PKGS="prometheus"
 # The database failover tests run a primary and a streaming standby of
 # their own with the server's initdb, pg_basebackup and pg_ctl.
-DATABASE_PKGS="postgresql"
+# A silent database host (tests/functional/db/test_silent_server.py) is
+# an iptables DROP inside a namespace of the test's own.
+DATABASE_PKGS="postgresql iptables"
 
 log() { printf '[numamig] %s\n' "$*" >&2; }
 

@@ -80,7 +80,10 @@ bound_opts = [
                     "drops the connection (libpq's tcp_user_timeout, "
                     "Linux). " + _SILENT + "It bounds a statement sent "
                     "to a silent primary, as keepalives_idle bounds a "
-                    "wait for its answer. Keep it above a busy server's "
+                    "wait for its answer, and a new connection's attempt "
+                    "on a silent host listed before the primary (add "
+                    "connect_timeout=SECONDS to the URL's query to skip "
+                    "such a host sooner). Keep it above a busy server's "
                     "worst stall; 0: the kernel's (about 15 minutes). "
                     "MariaDB/MySQL and SQLite ignore it."),
 ]

@@ -18,6 +18,7 @@ UPDATE re-checks its WHERE clause against the latest committed row.
 
 import contextlib
 import os
+import re
 import time
 import types
 
@@ -50,6 +51,13 @@ SQLITE_SYNCHRONOUS = {True: 'FULL', False: 'NORMAL'}
 # oslo.db errors that mean the server (or the database on it) is not
 # there: not the caller's bug, so they are named, not traced.
 _UNREACHABLE = (db_exc.DBConnectionError, db_exc.DBNonExistentDatabase)
+
+
+def _without_password(connection_url):
+    """``connection_url`` as a message may show it: a password in its
+    user part starred."""
+    return re.sub(r'^([\w+]+://[^:/@]*):[^@]*@', r'\1:***@',
+                  str(connection_url))
 
 
 class Database:
@@ -93,7 +101,17 @@ class Database:
             self.url = sa.engine.make_url(connection_url)
         except sa_exc.ArgumentError as exc:
             raise exception.DatabaseError(
-                url=repr(connection_url), reason=str(exc)) from exc
+                url=repr(_without_password(connection_url)),
+                reason=str(exc)) from exc
+        except ValueError as exc:
+            # SQLAlchemy reads libpq's own multi-host form with ports
+            # (host1:5432,host2:5433) as one host and a port it cannot
+            # read; the form it hands to libpq is the query's.
+            raise exception.DatabaseError(
+                url=repr(_without_password(connection_url)),
+                reason=f"{exc}; list several PostgreSQL hosts with "
+                       f"ports as ?host=HOST1:PORT&host=HOST2:PORT") \
+                from exc
         if existing:
             self._require_sqlite_file()
         else:

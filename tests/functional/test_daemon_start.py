@@ -70,6 +70,17 @@ class StartFailureTest(base.TestCase):
                           "transport_url = fake://\n")
         self.assert_one_line(run, "run 'numamig-manage db sync'")
 
+    def test_libpqs_multi_host_form_with_ports(self):
+        # What the PostgreSQL manual shows, and SQLAlchemy cannot read:
+        # one line naming the form it reads, not a traceback.
+        run = self._start('numamig-conductor',
+                          "[DEFAULT]\nstate_path = {work}\n"
+                          "transport_url = fake://\n[database]\n"
+                          "connection = postgresql+psycopg2://numamig@"
+                          "db1:5432,db2:5433/numamig"
+                          "?target_session_attrs=read-write\n")
+        self.assert_one_line(run, "?host=HOST1:PORT&host=HOST2:PORT")
+
 
 class FileModesTest(base.TestCase):
     """What a daemon writes is not readable by every user of the host."""

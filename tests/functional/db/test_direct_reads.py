@@ -58,10 +58,11 @@ class DirectReadsTestCase(base.ServerDBTestCase):
         served = []
         real = direct.connect
 
-        def spy(url):
+        def spy(url, *args, **kwargs):
             # An error raised here was the direct read's answer too.
+            # (The rest: the [database] libpq bounds, passed on.)
             served.append(True)
-            reader = real(url)
+            reader = real(url, *args, **kwargs)
             if reader is None:
                 served[-1] = False
             return reader

@@ -18,7 +18,13 @@ every packet lost. The next query of the transaction:
   the kernel retransmits for ~15 minutes. The link is then brought back
   and the query finishes, so nothing is left hanging.
 
-About 20 s; always on (root and iproute2, as the fault tests).
+SilentPrimaryFailoverTest: the same server silent as the first host
+of a multi-host URL, the bounds from the ``[database]`` options: the
+query in flight and the next connections (the pool's, a direct read)
+move to the second host within the bound.
+
+About 50 s in all; always on (root, iproute2 and iptables, which
+tools/dev.sh installs).
 """
 
 import threading
@@ -27,7 +33,10 @@ import time
 import sqlalchemy as sa
 
 from numamig import exception
+from numamig.conf import CONF
 from numamig.db import api
+from numamig.db import direct
+from numamig.db import libpq
 from tests import base
 from tests.fixtures import netns
 from tests.fixtures import postgres_pair
@@ -153,3 +162,171 @@ class SilentServerTest(base.TestCase):
               f"{outcome['ended'] - cut_at:.1f} s after the cut, once the "
               f"link was back")
         self.assertEqual(2, outcome.get('value'), outcome.get('error'))
+
+
+class SilentPrimaryFailoverTest(base.TestCase):
+    """The deployment's form: ``[database] connection`` lists two hosts
+    with ``target_session_attrs=read-write`` and the bounds come from the
+    ``[database]`` options (Database.from_config, as the conductor opens
+    it; numamig.db.direct with libpq.bounds, as numamig-manage reads).
+    The first host goes silent (netns ``silence``: every packet dropped
+    inside its namespace, the address still resolved, as a host gone
+    behind a router): the query in flight on it fails within the bound,
+    and the next connections skip it for the second host within the
+    bound too (tcp_user_timeout also ends a connect whose SYN is never
+    answered); without the bounds a new connection still waits on the
+    first host after twice the bound (the kernel's SYN retries: about
+    2 minutes). Two servers of the test's own, each in a namespace of
+    its own; no replication is needed to show how the client moves.
+    About 30 s for both tests.
+    """
+
+    def setUp(self):
+        super().setUp()
+        for reason in (netns.missing_requirements(),
+                       postgres_pair.missing_requirements()):
+            if reason:
+                self.fail(reason)
+        self.spaces = self.useFixture(netns.Namespaces(2, prefix='pgf'))
+        self.servers = [
+            self.useFixture(postgres_pair.PostgresInNamespace(
+                space, 'h37dbb'))
+            for space in self.spaces]
+        # Cleanups run last-in, first-out: the namespaces answer again
+        # before their servers stop.
+        for space in self.spaces:
+            self.addCleanup(self.spaces.unsilence, space)
+        self.first, self.second = (server.address
+                                   for server in self.servers)
+        # libpq's comma-separated host list (both on libpq's default
+        # port): the form numamig.db.direct serves too (the
+        # ?host=A&host=B form is read through numamig.db,
+        # tests/functional/db/test_multi_host.py).
+        self.url = (f'postgresql+psycopg2://postgres@'
+                    f'{self.first},{self.second}/h37dbb'
+                    f'?target_session_attrs=read-write')
+        # The operator's options, tight so that the test is short.
+        self.flags(connection=self.url, keepalives_idle=1,
+                   keepalives_interval=1, keepalives_count=3,
+                   tcp_user_timeout=BOUND_MS, group='database')
+        # numamig-manage's direct reads check the schema first.
+        for server in self.servers:
+            db = api.Database(server.url)
+            try:
+                db.sync()
+            finally:
+                db.dispose()
+
+    def _direct_read(self):
+        """(address of the server, seconds) of a numamig-manage read."""
+        began = time.monotonic()
+        reader = direct.connect(CONF.database.connection,
+                                libpq.bounds(CONF.database))
+        self.assertIsNotNone(reader, "the URL was not served directly")
+        try:
+            [(address,)] = reader._rows('SELECT host(inet_server_addr())')
+        finally:
+            reader.close()
+        return address, time.monotonic() - began
+
+    def test_a_silent_first_host_is_skipped_within_the_bound(self):
+        db = api.Database.from_config(CONF)
+        self.addCleanup(db.dispose)
+
+        def serving():
+            with db.reader() as session:
+                return session.execute(sa.text(
+                    'SELECT host(inet_server_addr())')).scalar()
+
+        self.assertEqual(self.first, serving())
+        outcome = {}
+        holding = threading.Event()
+        silenced = threading.Event()
+
+        def transaction():
+            try:
+                with db.reader() as session:
+                    session.execute(sa.text('SELECT 1'))
+                    holding.set()
+                    silenced.wait(30)
+                    outcome['value'] = session.execute(
+                        sa.text('SELECT 2')).scalar()
+            except Exception as exc:  # noqa: BLE001 - handed to the test
+                outcome['error'] = exc
+            finally:
+                outcome['ended'] = time.monotonic()
+                holding.set()
+
+        thread = threading.Thread(target=transaction, daemon=True)
+        thread.start()
+        self.assertTrue(holding.wait(30), "the first query did not run")
+        self.spaces.silence(self.spaces[0])
+        silenced_at = time.monotonic()
+        silenced.set()
+        thread.join(ERROR_WITHIN_S)
+        self.assertFalse(thread.is_alive(),
+                         f"the query in flight still waits after "
+                         f"{ERROR_WITHIN_S} s")
+        in_flight = outcome['ended'] - silenced_at
+        self.assertIsInstance(outcome.get('error'), exception.DatabaseError,
+                              outcome)
+        self.assertNotIn('\n', str(outcome['error']))
+        self.assertGreaterEqual(in_flight, BOUND_MS / 1000 * 0.9)
+
+        # The pool's next connection: libpq tries the silent host first.
+        began = time.monotonic()
+        self.assertEqual(self.second, serving())
+        reconnect = time.monotonic() - began
+        self.assertLess(reconnect, ERROR_WITHIN_S)
+        address, direct_read = self._direct_read()
+        self.assertEqual(self.second, address)
+        self.assertLess(direct_read, ERROR_WITHIN_S)
+        # The URL's connect_timeout (seconds, each host in turn) skips
+        # the silent host sooner than tcp_user_timeout.
+        self.flags(connection=self.url + '&connect_timeout=2',
+                   group='database')
+        address, timed_out_read = self._direct_read()
+        self.assertEqual(self.second, address)
+        self.assertLess(timed_out_read, BOUND_MS / 1000)
+        print(f"silent first host, tcp_user_timeout={BOUND_MS} ms: the "
+              f"query in flight failed after {in_flight:.1f} s; the next "
+              f"connection reached the second host after {reconnect:.1f} "
+              f"s, a direct read after {direct_read:.1f} s, "
+              f"{timed_out_read:.1f} s with connect_timeout=2")
+
+    def test_without_the_bounds_a_new_connection_waits_on_it(self):
+        # What every connection had before the options.
+        self.flags(keepalives_idle=0, tcp_user_timeout=0, group='database')
+        self.assertEqual({}, libpq.bounds(CONF.database))
+        self.spaces.silence(self.spaces[0])
+        silenced_at = time.monotonic()
+        outcome = {}
+
+        def read():
+            try:
+                outcome['read'] = self._direct_read()
+            except Exception as exc:  # noqa: BLE001 - handed to the test
+                outcome['error'] = exc
+            outcome['ended'] = time.monotonic()
+
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+        thread.join(2 * BOUND_MS / 1000)
+        self.assertTrue(thread.is_alive(),
+                        f"without bounds the read ended after "
+                        f"{outcome.get('ended', 0) - silenced_at:.1f} s: "
+                        f"{outcome!r}")
+        waiting = time.monotonic() - silenced_at
+        # The first host answers again: the SYN's next retry gets
+        # through and the read goes on there.
+        self.spaces.unsilence(self.spaces[0])
+        thread.join(RESUME_WITHIN_S)
+        self.assertFalse(thread.is_alive(),
+                         f"the read did not finish within "
+                         f"{RESUME_WITHIN_S} s of the host's return")
+        self.assertNotIn('error', outcome)
+        print(f"silent first host, no bounds: a new connection still "
+              f"waited after {waiting:.1f} s; it reached "
+              f"{outcome['read'][0]} "
+              f"{outcome['ended'] - silenced_at:.1f} s after the silence, "
+              f"once the host answered again")

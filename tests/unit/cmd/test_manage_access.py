@@ -75,3 +75,22 @@ class NoConductorTestCase(ConductorClientTestCase):
         self.assertIn('within 0.5 s ([DEFAULT] cli_conductor_timeout); '
                       'nothing was asked of it', str(exc))
         self.assertNotIn('\n', str(exc))
+
+
+class DirectReaderTestCase(base.TestCase):
+    """numamig-manage's direct reads connect with the [database] libpq
+    bounds, as the conductor's engine does: a read of a silent primary
+    fails within them instead of the kernel's minutes."""
+
+    def test_the_options_reach_the_driver(self):
+        url = 'postgresql+psycopg2://numamig@db1,db2/numamig'
+        self.flags(connection=url, tcp_user_timeout=4000,
+                   keepalives_idle=7, group='database')
+        with mock.patch('numamig.db.direct.connect',
+                        return_value=None) as connect:
+            with _access.direct_reader() as reader:
+                self.assertIsNone(reader)
+        connect.assert_called_once_with(url, {
+            'keepalives': 1, 'keepalives_idle': 7,
+            'keepalives_interval': 5, 'keepalives_count': 3,
+            'tcp_user_timeout': 4000})

@@ -154,6 +154,22 @@ class DatabaseTestCase(base.TestCase):
         self.assertRaisesMessage(exception.DatabaseError, 'nonsense',
                                  api.Database, 'nonsense')
 
+    def test_libpqs_multi_host_form_with_ports_says_what_to_write(self):
+        # libpq reads host1:5432,host2:5433; SQLAlchemy does not: one
+        # line naming the form it reads, and no password.
+        exc = self.assertRaises(
+            exception.DatabaseError, api.Database,
+            'postgresql://u:secret@h1:5432,h2:5433/db'
+            '?target_session_attrs=read-write')
+        self.assertNotIn('\n', str(exc))
+        self.assertNotIn('secret', str(exc))
+        self.assertIn('?host=HOST1:PORT&host=HOST2:PORT', str(exc))
+        # A password holding / ? or # is starred whole.
+        exc = self.assertRaises(
+            exception.DatabaseError, api.Database,
+            'postgresql://u:se/c?r#t@h1:5432,h2:5433/db')
+        self.assertIn("'postgresql://u:***@h1:5432,h2:5433/db'", str(exc))
+
     def test_unknown_driver(self):
         self.assertRaisesMessage(exception.DatabaseError, 'nosuchdb',
                                  api.Database, 'nosuchdb://x/y')

@@ -57,6 +57,25 @@ class EngineUrlTest(base.TestCase):
         self.assertEqual({'tcp_user_timeout': '5000', 'keepalives': '1'},
                          query)
 
+    def test_multi_host_urls_keep_their_hosts_and_gain_the_bounds(self):
+        # Both ways of naming a primary and its standbys reach the
+        # driver as libpq's host list, with the bounds beside it.
+        bounds = {'keepalives': 1, 'tcp_user_timeout': 30000}
+        for url, hosts, ports in (
+                ('postgresql+psycopg2://numamig@db1,db2/numamig'
+                 '?target_session_attrs=read-write', 'db1,db2', None),
+                ('postgresql+psycopg2://numamig@/numamig?host=db1:5432'
+                 '&host=db2:5433&target_session_attrs=read-write',
+                 'db1,db2', '5432,5433')):
+            db, _query = self.engine_query(url, bounds)
+            _args, kwargs = db.engine.dialect.create_connect_args(
+                db.engine.url)
+            self.assertEqual(
+                (hosts, ports, 'read-write', '1', '30000'),
+                (kwargs['host'], kwargs.get('port'),
+                 kwargs['target_session_attrs'], kwargs['keepalives'],
+                 kwargs['tcp_user_timeout']), url)
+
     def test_other_databases_are_left_alone(self):
         path = self.useFixture(base.fixtures.TempDir()).path
         _db, query = self.engine_query(f'sqlite:///{path}/x.sqlite',
@@ -97,3 +116,11 @@ class DirectTest(base.TestCase):
                          (kwargs['tcp_user_timeout'],
                           kwargs['target_session_attrs'],
                           kwargs['keepalives_count']))
+
+    def test_a_multi_host_url_is_served_with_the_bounds(self):
+        kwargs = self.connect(
+            'postgresql+psycopg2://numamig@db1,db2/numamig'
+            '?target_session_attrs=read-write', {'tcp_user_timeout': 30000})
+        self.assertEqual(('db1,db2', 'read-write', 30000),
+                         (kwargs['host'], kwargs['target_session_attrs'],
+                          kwargs['tcp_user_timeout']))
