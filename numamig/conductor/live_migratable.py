@@ -27,6 +27,7 @@ from numamig.db import instances
 from numamig.db import live_migratable as answers_db
 from numamig.numa import instance_request
 from numamig.numa import pci
+from numamig.objects import service as service_obj
 from numamig.scheduler import migratable
 
 LOG = logging.getLogger(__name__)
@@ -54,6 +55,11 @@ class LiveMigratableWatch:
             else budget)
         self._disabled = {}
         self._hosts = {}            # host -> what its state was
+        # The hosts older than NUMA-aware live migration, as the guests'
+        # answers were made with (they depend on it: _guest).
+        self._old_hosts = ()
+        # The guests with a NUMA topology: those the releases concern.
+        self._numa_guests = set()
         self._revisions = {}        # guest uuid -> revision looked at
         self._stopping = threading.Event()
         self._thread = None
@@ -87,6 +93,7 @@ class LiveMigratableWatch:
         started = time.monotonic()
         db = self.worker.db
         self._disabled = drain.disabled_hosts(self.worker)
+        self._look_at_releases()
         self._look_at_guests(db)
         self._look_at_hosts()
         self.tracker.sweep(self.sweep)
@@ -105,6 +112,7 @@ class LiveMigratableWatch:
         for uuid in set(self._revisions) - set(revisions):
             self.tracker.guest_removed(uuid)
             self._revisions.pop(uuid)
+            self._numa_guests.discard(uuid)
             answers_db.forget(db, uuid)
         changed = [uuid for uuid, revision in revisions.items()
                    if self._revisions.get(uuid) != revision]
@@ -134,16 +142,72 @@ class LiveMigratableWatch:
             blockers.append(migratable.Reason(
                 migratable.POLICY, "it is on no host"))
         blockers.extend(_device_blockers(instance))
+        guard = None
+        self._numa_guests.discard(instance.uuid)
+        if instance.get('numa_topology') is not None:
+            self._numa_guests.add(instance.uuid)
+            blockers.extend(self._upgrade_blockers())
+            guard = self._source_cannot_take_part(instance.get('host'))
         return migratable.Guest(
             instance.uuid, instance.get('host'), request,
             pagesize_kb=pagesize_kb, blockers=tuple(blockers),
-            kind=_kind(instance, request, pagesize_kb))
+            kind=_kind(instance, request, pagesize_kb), guard=guard)
+
+    def _upgrade_blockers(self):
+        """The policy reason of a NUMA guest while hosts are older than
+        NUMA-aware live migration and the workaround is off: the
+        conductor refuses its migration then (LiveMigrationTask's
+        _check_numa_live_migration_supported), whatever the hosts."""
+        if not self._old_hosts or \
+                not self.worker.release.numa_live_migration or \
+                self.worker.settings.enable_numa_live_migration_workaround:
+            return []
+        return [migratable.Reason(
+            migratable.POLICY,
+            f"the conductor refuses NUMA guests' live migrations while "
+            f"hosts {', '.join(self._old_hosts)} are older than service "
+            f"version {service_obj.NUMA_LIVE_MIGRATION_VERSION}: upgrade "
+            f"them, or set [workarounds] enable_numa_live_migration on "
+            f"the conductors (guests then move NUMA-correctly from an "
+            f"old host only to hosts whose migration guard is on)")]
+
+    def _source_cannot_take_part(self, host):
+        """One line naming the release of a source that cannot take
+        part in NUMA-aware live migration, or None: its guests are placed
+        NUMA-correctly only by a destination whose migration guard is on
+        (numamig.compute.migration_dest._source_cannot_take_part)."""
+        if host is None:
+            return None
+        version = self.worker.cache.service_version(host)
+        if version is None or \
+                version >= service_obj.NUMA_LIVE_MIGRATION_VERSION:
+            return None
+        return (f"its source {host} runs release {version} (service "
+                f"version {version}), which cannot take part in "
+                f"NUMA-aware live migration")
+
+    def _look_at_releases(self):
+        """Look again at the guests whose answer depends on releases
+        that changed: every NUMA guest when the hosts older than NUMA-aware
+        live migration changed (an upgrade step, rare)."""
+        old = tuple(self.worker.cache.hosts_older_than(
+            service_obj.NUMA_LIVE_MIGRATION_VERSION))
+        if old == self._old_hosts:
+            return
+        self._old_hosts = old
+        for uuid in self._numa_guests:
+            # Read again (kept in the map: a deletion is still noticed).
+            self._revisions[uuid] = None
 
     def _look_at_hosts(self):
         seen = {}
         for state in self.worker.cache.host_states():
+            # What a host's answer reads besides its usage: up, enabled,
+            # its release (an old source) and its guard (for one).
             seen[state.host] = (id(state.topology), state.is_up,
-                                self._disabled.get(state.host))
+                                self._disabled.get(state.host),
+                                state.report.service_version,
+                                state.report.get('migration_guard'))
         for host in set(self._hosts) | set(seen):
             if self._hosts.get(host) != seen.get(host):
                 self.tracker.host_changed(host)

@@ -114,6 +114,53 @@ class LiveMigratableWatchTestCase(base.ConductorTestCase):
         self.assertIn('0000:82:00.1', row['reasons'][0]['detail'])
         self.assertEqual(['yes'], self._answers(unplugged))
 
+    def _reason(self, guest):
+        row = answers.get_many(self.db, [guest.uuid])[guest.uuid]
+        return row['status'], row['reasons'][0] if row['reasons'] else None
+
+    def test_an_old_host_without_the_workaround_is_no_by_policy(self):
+        # The conductor refuses NUMA guests' migrations while any host
+        # is of release 1: the answer says so, and how to change it.
+        guest = self._guest()
+        self.report('dst3', service_version=1)
+        self.watch.look()
+        status, reason = self._reason(guest)
+        self.assertEqual(('no', 'policy'), (status, reason['kind']))
+        self.assertIn('dst3', reason['detail'])
+        self.assertIn('enable_numa_live_migration', reason['detail'])
+        # dst3 upgraded: the guest is looked at again.
+        self.report('dst3')
+        self.watch.look()
+        self.assertEqual(['yes'], self._answers(guest))
+
+    def test_an_old_source_moves_only_to_a_guarded_host(self):
+        self.reconfigure(enable_numa_live_migration_workaround=True)
+        watch = live_migratable.LiveMigratableWatch(self.worker, sweep=0)
+        self.report('src', service_version=1)
+        for host in ('dst1', 'dst2', 'dst3'):
+            self.report(host, migration_guard='off')
+        guest = self._guest()
+        other = self._guest(host='dst1')
+        watch.look()
+        status, reason = self._reason(guest)
+        self.assertEqual(('no', 'guard'), (status, reason['kind']))
+        self.assertIn('src runs release 1', reason['detail'])
+        self.assertIn('[libvirt] migration_guard', reason['detail'])
+        # A guest of a new source is not concerned.
+        self.assertEqual(['yes'], self._answers(other))
+        # dst2's guard turned on: its report alone makes it the witness.
+        self.report('dst2', migration_guard='on')
+        watch.look()
+        row = answers.get_many(self.db, [guest.uuid])[guest.uuid]
+        self.assertEqual(('yes', 'dst2'), (row['status'], row['witness']))
+        # The guard off again, and the source upgraded: yes anywhere.
+        self.report('dst2', migration_guard='off')
+        watch.look()
+        self.assertEqual(['no'], self._answers(guest))
+        self.report('src')
+        watch.look()
+        self.assertEqual(['yes'], self._answers(guest))
+
     def test_a_change_is_notified_once(self):
         heard = []
         self.db.change_listeners.append(heard.extend)
