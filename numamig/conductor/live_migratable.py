@@ -60,6 +60,8 @@ class LiveMigratableWatch:
         self._old_hosts = ()
         # The guests with a NUMA topology: those the releases concern.
         self._numa_guests = set()
+        # host -> {guest uuid: cpumodel.GuestCPU} from its last report.
+        self._cpus = {}
         self._revisions = {}        # guest uuid -> revision looked at
         self._stopping = threading.Event()
         self._thread = None
@@ -94,8 +96,10 @@ class LiveMigratableWatch:
         db = self.worker.db
         self._disabled = drain.disabled_hosts(self.worker)
         self._look_at_releases()
+        hosts = self._read_hosts()
         self._look_at_guests(db)
-        self._look_at_hosts()
+        for host in hosts:
+            self.tracker.host_changed(host)
         self.tracker.sweep(self.sweep)
         changes = self.tracker.catch_up()
         answers_db.save(db, [(uuid, new) for uuid, _old, new in changes])
@@ -148,10 +152,14 @@ class LiveMigratableWatch:
             self._numa_guests.add(instance.uuid)
             blockers.extend(self._upgrade_blockers())
             guard = self._source_cannot_take_part(instance.get('host'))
+        guest_cpu = self._cpus.get(instance.get('host'), {}).get(
+            instance.uuid)
         return migratable.Guest(
             instance.uuid, instance.get('host'), request,
-            pagesize_kb=pagesize_kb, blockers=tuple(blockers),
-            kind=_kind(instance, request, pagesize_kb), guard=guard)
+            pagesize_kb=pagesize_kb, guest_cpu=guest_cpu,
+            blockers=tuple(blockers),
+            kind=_kind(instance, request, pagesize_kb, guest_cpu),
+            guard=guard)
 
     def _upgrade_blockers(self):
         """The policy reason of a NUMA guest while hosts are older than
@@ -199,8 +207,11 @@ class LiveMigratableWatch:
             # Read again (kept in the map: a deletion is still noticed).
             self._revisions[uuid] = None
 
-    def _look_at_hosts(self):
+    def _read_hosts(self):
+        """The hosts whose state changed since the last look; the guests
+        whose CPU their reports tell anew are read again."""
         seen = {}
+        changed = []
         for state in self.worker.cache.host_states():
             # What a host's answer reads besides its usage: up, enabled,
             # its release (an old source) and its guard (for one).
@@ -208,10 +219,29 @@ class LiveMigratableWatch:
                                 self._disabled.get(state.host),
                                 state.report.service_version,
                                 state.report.get('migration_guard'))
+            if self._hosts.get(state.host) != seen[state.host]:
+                self._read_guest_cpus(state)
         for host in set(self._hosts) | set(seen):
             if self._hosts.get(host) != seen.get(host):
-                self.tracker.host_changed(host)
+                changed.append(host)
+                if host not in seen:
+                    self._cpus.pop(host, None)
         self._hosts = seen
+        return changed
+
+    def _read_guest_cpus(self, state):
+        """Keep the guests' CPUs a changed report tells; mark the known
+        guests whose CPU it tells anew to be read again. Costs the
+        host's guests, never the cloud's."""
+        old = self._cpus.get(state.host, {})
+        new = {entry.instance_uuid: entry.guest_cpu()
+               for entry in state.report.get('guest_cpus') or ()}
+        if new == old:
+            return
+        self._cpus[state.host] = new
+        for uuid in set(old) | set(new):
+            if old.get(uuid) != new.get(uuid) and uuid in self._revisions:
+                self._revisions[uuid] = None
 
 
 def _device_blockers(instance):
@@ -235,11 +265,12 @@ def _device_blockers(instance):
         f"a move)")]
 
 
-def _kind(instance, request, pagesize_kb):
+def _kind(instance, request, pagesize_kb, guest_cpu=None):
     """What a host's answer for the guest depends on but its host: the
-    request it makes (its own uuid left out) and its page size."""
+    request it makes (its own uuid left out), its page size and its CPU
+    as its host reported it."""
     if request is None:
-        return ('no-numa', pagesize_kb)
+        return ('no-numa', pagesize_kb, guest_cpu)
     text = json.dumps(request.obj_to_primitive(), sort_keys=True,
                       default=str).replace(instance.uuid, '')
-    return (text, pagesize_kb)
+    return (text, pagesize_kb, guest_cpu)

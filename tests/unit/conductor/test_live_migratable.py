@@ -1,6 +1,7 @@
 """The conductor's standing live-migratable answer (a conductor on SQLite,
 hosts reporting through it as agents would)."""
 
+from numamig import cpumodel
 from numamig import objects
 from numamig.conductor import live_migratable
 from numamig.conductor import metrics as conductor_metrics
@@ -12,6 +13,16 @@ from numamig.numa import fit
 from numamig.numa import usage
 from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
+
+# A guest's CPU that needs pku, and hosts' CPUs with and without it.
+NEEDS_PKU = cpumodel.GuestCPU('host-passthrough', 'Icelake-Server',
+                              frozenset({'avx512f', 'pku'}))
+
+
+def _host_cpu(pku):
+    return objects.HostCPU(model='Icelake-Server',
+                           features=['avx512f', 'pku'] if pku
+                           else ['avx512f'])
 
 
 class LiveMigratableWatchTestCase(base.ConductorTestCase):
@@ -159,6 +170,38 @@ class LiveMigratableWatchTestCase(base.ConductorTestCase):
         self.assertEqual(['no'], self._answers(guest))
         self.report('src')
         watch.look()
+        self.assertEqual(['yes'], self._answers(guest))
+
+    def test_cpu_model_from_the_reports_without_a_migration_check(self):
+        for host in ('dst1', 'dst2', 'dst3'):
+            self.report(host, cpu=_host_cpu(pku=False))
+        guest = self._guest()
+        other = self._guest()
+        # src reports its guests' CPUs: one needs pku, the other runs
+        # the hypervisor's default CPU.
+        self.report('src', cpu=_host_cpu(pku=True), guest_cpus=[
+            objects.InstanceCPU.of(guest.uuid, NEEDS_PKU),
+            objects.InstanceCPU.of(other.uuid, cpumodel.GuestCPU())])
+        self.watch.look()
+        status, reason = self._reason(guest)
+        self.assertEqual(('no', 'cpu-model'), (status, reason['kind']))
+        self.assertIn('pku', reason['detail'])
+        self.assertEqual(['yes'], self._answers(other))
+        # dst2 now runs it: its report alone makes it the witness.
+        assessed = self.watch.tracker.assessed
+        self.report('dst2', cpu=_host_cpu(pku=True))
+        self.watch.look()
+        row = answers.get_many(self.db, [guest.uuid])[guest.uuid]
+        self.assertEqual(('yes', 'dst2'), (row['status'], row['witness']))
+        self.assertEqual(assessed + 1, self.watch.tracker.assessed)
+        # dst2 runs it no more; then src tells the guest's CPU anew (it
+        # was restarted with the default CPU): yes again.
+        self.report('dst2', cpu=_host_cpu(pku=False))
+        self.watch.look()
+        self.assertEqual(['no'], self._answers(guest))
+        self.report('src', cpu=_host_cpu(pku=True), guest_cpus=[
+            objects.InstanceCPU.of(guest.uuid, cpumodel.GuestCPU())])
+        self.watch.look()
         self.assertEqual(['yes'], self._answers(guest))
 
     def test_a_change_is_notified_once(self):
