@@ -20,6 +20,11 @@ from tests.unit.scheduler import hosts
 OLD_SOURCE = "its source src runs release 1"
 RICH = cpumodel.GuestCPU('host-passthrough', 'Icelake-Server',
                          frozenset({'avx512f', 'pku'}))
+# A guest CPU every Icelake host runs; one no host here runs.
+PLAIN = cpumodel.GuestCPU('custom', 'Icelake-Server', frozenset({'avx512f'}))
+ALIEN = cpumodel.GuestCPU('custom', 'Icelake-Server',
+                          frozenset({'avx512f', 'amx-tile'}))
+GUEST_CPUS = (None, RICH, PLAIN, ALIEN)
 
 
 def _request(vcpus, memory_mb=1024, pinned=True, nodes=1):
@@ -30,6 +35,10 @@ def _request(vcpus, memory_mb=1024, pinned=True, nodes=1):
 
 
 def _cpu(rich):
+    """A host CPU with pku (True), without (False), or unknown (None:
+    a report that tells none, never judged unable)."""
+    if rich is None:
+        return None
     features = ['avx512f', 'pku'] if rich else ['avx512f']
     return objects.HostCPU(model='Icelake-Server', features=features)
 
@@ -272,7 +281,7 @@ class TestAgainstFullRecompute(base.TestCase):
             cloud.put(name, hosts.host_topology(
                 cells=rnd.choice((1, 2)), pcpus=rnd.choice((2, 4)),
                 memory_mb=rnd.choice((2048, 4096))),
-                rich=rnd.random() < 0.6,
+                rich=rnd.choice((True, True, False, None)),
                 guard='on' if rnd.random() < 0.5 else 'off')
         tracker = migratable.Tracker(cloud.sched,
                                      disabled=lambda: cloud.disabled,
@@ -289,14 +298,14 @@ class TestAgainstFullRecompute(base.TestCase):
                      rnd.choice((512, 1024, 4096 if even else 3072)),
                      rnd.random() < 0.7,
                      rnd.choice((1, 1, 2)) if even else 1,
-                     rnd.random() < 0.4,
+                     rnd.choice(GUEST_CPUS),
                      rnd.random() < 0.3)
-            memory_mb, pinned, nodes, rich, old_source = shape[1:]
+            memory_mb, pinned, nodes, guest_cpu, old_source = shape[1:]
             guest = migratable.Guest(
                 f'guest-{n}', rnd.choice(names),
                 _request(vcpus, memory_mb=memory_mb, pinned=pinned,
                          nodes=nodes),
-                guest_cpu=RICH if rich else None, blockers=blockers,
+                guest_cpu=guest_cpu, blockers=blockers,
                 guard=OLD_SOURCE if old_source else None,
                 # Half of them share checks with the guests of their shape.
                 kind=shape if rnd.random() < 0.5 else None)
@@ -315,8 +324,10 @@ class TestAgainstFullRecompute(base.TestCase):
                 cells=rnd.choice((1, 2)), pcpus=rnd.choice((2, 4))),
                 rich=cloud.cpus[host])
         elif what < 0.62:
+            # Its CPU changed (unknown, without pku, with it).
             cloud.put(host, cloud.topologies[host],
-                      rich=not cloud.cpus[host])
+                      rich={None: False, False: True,
+                            True: None}[cloud.cpus[host]])
         elif what < 0.7:
             # Its migration guard turned on or off.
             cloud.put(host, cloud.topologies[host], rich=cloud.cpus[host],
@@ -327,12 +338,19 @@ class TestAgainstFullRecompute(base.TestCase):
             else:
                 cloud.disabled[host] = 'maintenance'
         else:
-            # A guest moved to another host.
+            # A guest moved to another host (its CPU as the new host
+            # reports it may differ: host-passthrough, or restarted).
             n = rnd.randrange(len(guests))
+            guest_cpu = guests[n].guest_cpu
+            kind = guests[n].kind
+            if rnd.random() < 0.3:
+                guest_cpu = rnd.choice(GUEST_CPUS)
+                kind = None if kind is None else kind[:4] + (
+                    guest_cpu,) + kind[5:]
             moved = migratable.Guest(
                 guests[n].uuid, host, guests[n].request,
-                guest_cpu=guests[n].guest_cpu, blockers=guests[n].blockers,
-                kind=guests[n].kind, guard=guests[n].guard)
+                guest_cpu=guest_cpu, blockers=guests[n].blockers,
+                kind=kind, guard=guests[n].guard)
             guests[n] = moved
             tracker.guest_changed(moved)
             return
