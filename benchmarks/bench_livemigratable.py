@@ -11,10 +11,11 @@ re-checks at every report). Then R reports arrive, each a host whose
 usage changed (a random new load), and the tracker is told.
 
 ``--cpus``: hosts report CPUs (a third without a feature some guests
-need) and their migration guard (1 in 1,000 on: early in an upgrade); guests carry CPUs (a quarter
-need that feature, a tenth one no host has) and a tenth sit on a source
-of release 1 (the guard reason): the ``cpu-model`` and ``guard``
-answers, and the single-host checks they add, are in the figures.
+need) and their migration guard (1 in 1,000 on: early in an upgrade);
+guests carry CPUs (a quarter need that feature, a tenth one no host
+has) and a tenth sit on a source of release 1 (the guard reason): the
+``cpu-model`` and ``guard`` answers, and the single-host checks they
+add, are in the figures.
 
 Per host count it prints, from the same run:
 
