@@ -14,7 +14,6 @@ import threading
 
 from oslo_log import log as logging
 
-from numamig import cpumodel
 from numamig import objects
 
 LOG = logging.getLogger(__name__)
@@ -61,6 +60,11 @@ class GuestCPUs:
             LOG.debug("CPU of %s unread for the report, read again at "
                       "the next one: %s", instance_uuid, exc)
             return False
-        if not isinstance(guest, cpumodel.GuestCPU):
+        if guest is None:
             return None
-        return objects.InstanceCPU.of(instance_uuid, guest)
+        try:
+            return objects.InstanceCPU.of(instance_uuid, guest)
+        except (TypeError, ValueError) as exc:
+            # Not a cpumodel.GuestCPU: a driver that cannot tell.
+            LOG.debug("CPU of %s not reportable: %s", instance_uuid, exc)
+            return None
