@@ -1,7 +1,7 @@
 """Measure the standing live-migratable answer at 1,000 and 10,000 hosts.
 
     .venv/bin/python benchmarks/bench_livemigratable.py [--hosts 1000,10000]
-        [--guests-per-host G] [--reports R] [--seed S]
+        [--guests-per-host G] [--reports R] [--seed S] [--cpus]
 
 Each host count runs in a fresh interpreter. The cache is filled as
 bench_scheduler.py fills it (8-cell hosts, random load); guests of
@@ -9,6 +9,13 @@ bench_scheduler's shapes are spread over the hosts, some too big to fit
 anywhere (a share of them answer NO, which the incremental scheme
 re-checks at every report). Then R reports arrive, each a host whose
 usage changed (a random new load), and the tracker is told.
+
+``--cpus``: hosts report CPUs (a third without a feature some guests
+need) and their migration guard (1 in 1,000 on: early in an upgrade);
+guests carry CPUs (a quarter need that feature, a tenth one no host
+has) and a tenth sit on a source of release 1 (the guard reason): the
+``cpu-model`` and ``guard`` answers, and the single-host checks they
+add, are in the figures.
 
 Per host count it prints, from the same run:
 
@@ -37,6 +44,8 @@ import time
 
 import bench_scheduler
 
+from numamig import cpumodel
+from numamig import objects
 from numamig.numa import constraints
 from numamig.scheduler import migratable
 from numamig.scheduler import scheduler
@@ -47,15 +56,41 @@ TARGET_GROWTH = 3.0
 REPORT_INTERVAL_S = 60.0
 
 
-def _guests(rng, hosts, per_host):
+_NEEDS_PKU = cpumodel.GuestCPU('host-passthrough', 'Icelake-Server',
+                               frozenset({'avx512f', 'pku'}))
+_PLAIN = cpumodel.GuestCPU('custom', 'Icelake-Server', frozenset({'avx512f'}))
+_ALIEN = cpumodel.GuestCPU('host-passthrough', 'Icelake-Server',
+                           frozenset({'avx512f', 'amx-tile'}))
+
+
+def _give_cpus(cache, count, rng):
+    """Every host reports a CPU and a guard state (module docstring)."""
+    for n in range(count):
+        report = cache.get(f'host{n:05d}').report
+        report.cpu = objects.HostCPU(
+            model='Icelake-Server',
+            features=['avx512f'] if rng.random() < 1 / 3
+            else ['avx512f', 'pku'])
+        report.migration_guard = 'on' if rng.random() < 0.001 else 'off'
+        cache.update(report)
+
+
+def _guests(rng, hosts, per_host, cpus=False):
     shapes = sorted(bench_scheduler.SHAPES.items())
     guests = []
     for index in range(int(hosts * per_host)):
         name, (vcpus, memory_mb, specs) = rng.choice(shapes)
+        guest_cpu = guard = None
+        if cpus:
+            roll = rng.random()
+            guest_cpu = _ALIEN if roll < 0.1 else \
+                _NEEDS_PKU if roll < 0.35 else _PLAIN
+            if rng.random() < 0.1:
+                guard = "its source runs release 1"
         guests.append(migratable.Guest(
             f'guest-{index:06d}', f'host{rng.randrange(hosts):05d}',
             constraints.get_numa_request(vcpus, memory_mb, specs, {}),
-            kind=name))
+            guest_cpu=guest_cpu, guard=guard, kind=(name, guest_cpu)))
     return guests
 
 
@@ -64,12 +99,14 @@ def _p(samples, q):
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(count, per_host, reports, seed, budget):
+def measure(count, per_host, reports, seed, budget, cpus=False):
     cache = bench_scheduler._cache()
     bench_scheduler.fill(cache, count, seed)
     sched = scheduler.Scheduler(cache, strategy='spread', max_candidates=3)
     rng = random.Random(seed + 1)
-    guests = _guests(rng, count, per_host)
+    if cpus:
+        _give_cpus(cache, count, random.Random(seed + 2))
+    guests = _guests(rng, count, per_host, cpus)
     tracker = migratable.Tracker(sched, budget=budget)
     for guest in guests:
         tracker.guest_changed(guest)
@@ -116,11 +153,14 @@ def main(argv=None):
     parser.add_argument('--budget', type=int,
                         default=migratable.DEFAULT_BUDGET)
     parser.add_argument('--seed', type=int, default=7)
+    parser.add_argument('--cpus', action='store_true',
+                        help="hosts' and guests' CPUs and guard states")
     parser.add_argument('--one', type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure(args.one, args.guests_per_host,
-                                 args.reports, args.seed, args.budget)))
+                                 args.reports, args.seed, args.budget,
+                                 args.cpus)))
         return 0
     results = []
     for count in (int(value) for value in args.hosts.split(',')):
@@ -128,7 +168,7 @@ def main(argv=None):
             [sys.executable, __file__, '--one', str(count),
              '--guests-per-host', str(args.guests_per_host), '--reports',
              str(args.reports), '--seed', str(args.seed), '--budget',
-             str(args.budget)],
+             str(args.budget)] + (['--cpus'] if args.cpus else []),
             check=True, capture_output=True, text=True)
         results.append(json.loads(output.stdout))
     print(f"{'hosts':>6} {'guests':>7} {'first look':>10} "

@@ -11,6 +11,7 @@ import dataclasses
 
 from numamig import releases
 from numamig.compute import events as events_mod
+from numamig.compute import guest_cpus as guest_cpus_mod
 from numamig.compute import incoming as incoming_mod
 from numamig.compute import migration_threads
 from numamig.compute import outgoing as outgoing_mod
@@ -42,6 +43,8 @@ class Agent:
     :param locality: this host's locality watch
         (numamig.compute.locality.LocalityWatch), whose last look the
         reports carry; None: no watch (tests building only some parts).
+    :param guest_cpus: the running guests' CPUs its reports carry, each
+        read once (numamig.compute.guest_cpus).
     :param device_detach_timeout: seconds a source waits for a guest to
         release its passed-through devices ([compute]
         device_detach_timeout; numamig.compute.devices).
@@ -64,6 +67,8 @@ class Agent:
         default_factory=events_mod.Events)
     locality: object = None
     device_detach_timeout: float | None = None
+    guest_cpus: guest_cpus_mod.GuestCPUs = dataclasses.field(
+        default_factory=guest_cpus_mod.GuestCPUs)
 
     @property
     def service_version(self):

@@ -45,7 +45,10 @@ def build(agent):
         # The watch's last look, as it stands: building a report never
         # waits for a look.
         locality=(agent.locality.last if agent.locality is not None
-                  else None))
+                  else None),
+        # The running guests' CPUs, each read once (guest_cpus).
+        guest_cpus=agent.guest_cpus.current(agent.driver,
+                                            agent.tracker.instance_uuids()))
 
 
 def send(agent, ctxt, timeout=None):

@@ -93,6 +93,7 @@ OBJECT_VERSIONS = {
                     HostCPU='1.0',
                     CPUPowerState='1.0', CPUPowerCell='1.0',
                     HostLocality='1.0', GuestLocality='1.0',
+                    InstanceCPU='1.0',
                     # PCI passthrough (issue 41).
                     HostNUMATopology='1.1', HostNUMACell='1.1',
                     HostPCIDevice='1.0', PCIRequest='1.0',

@@ -139,6 +139,7 @@ OBJECT_VERSIONS = {
                     HostCPU='1.0',
                     CPUPowerState='1.0', CPUPowerCell='1.0',
                     HostLocality='1.0', GuestLocality='1.0',
+                    InstanceCPU='1.0',
                     # PCI passthrough (issue 41): host functions in the
                     # reports, requests and claims in the topologies.
                     HostNUMATopology='1.1', HostNUMACell='1.1',

@@ -27,6 +27,7 @@ from numamig.db import instances
 from numamig.db import live_migratable as answers_db
 from numamig.numa import instance_request
 from numamig.numa import pci
+from numamig.objects import service as service_obj
 from numamig.scheduler import migratable
 
 LOG = logging.getLogger(__name__)
@@ -54,6 +55,13 @@ class LiveMigratableWatch:
             else budget)
         self._disabled = {}
         self._hosts = {}            # host -> what its state was
+        # The hosts older than NUMA-aware live migration, as the guests'
+        # answers were made with (they depend on it: _guest).
+        self._old_hosts = ()
+        # The guests with a NUMA topology: those the releases concern.
+        self._numa_guests = set()
+        # host -> {guest uuid: cpumodel.GuestCPU} from its last report.
+        self._cpus = {}
         self._revisions = {}        # guest uuid -> revision looked at
         self._stopping = threading.Event()
         self._thread = None
@@ -87,8 +95,11 @@ class LiveMigratableWatch:
         started = time.monotonic()
         db = self.worker.db
         self._disabled = drain.disabled_hosts(self.worker)
+        self._look_at_releases()
+        hosts = self._read_hosts()
         self._look_at_guests(db)
-        self._look_at_hosts()
+        for host in hosts:
+            self.tracker.host_changed(host)
         self.tracker.sweep(self.sweep)
         changes = self.tracker.catch_up()
         answers_db.save(db, [(uuid, new) for uuid, _old, new in changes])
@@ -105,6 +116,7 @@ class LiveMigratableWatch:
         for uuid in set(self._revisions) - set(revisions):
             self.tracker.guest_removed(uuid)
             self._revisions.pop(uuid)
+            self._numa_guests.discard(uuid)
             answers_db.forget(db, uuid)
         changed = [uuid for uuid, revision in revisions.items()
                    if self._revisions.get(uuid) != revision]
@@ -134,20 +146,102 @@ class LiveMigratableWatch:
             blockers.append(migratable.Reason(
                 migratable.POLICY, "it is on no host"))
         blockers.extend(_device_blockers(instance))
+        guard = None
+        self._numa_guests.discard(instance.uuid)
+        if instance.get('numa_topology') is not None:
+            self._numa_guests.add(instance.uuid)
+            blockers.extend(self._upgrade_blockers())
+            guard = self._source_cannot_take_part(instance.get('host'))
+        guest_cpu = self._cpus.get(instance.get('host'), {}).get(
+            instance.uuid)
         return migratable.Guest(
             instance.uuid, instance.get('host'), request,
-            pagesize_kb=pagesize_kb, blockers=tuple(blockers),
-            kind=_kind(instance, request, pagesize_kb))
+            pagesize_kb=pagesize_kb, guest_cpu=guest_cpu,
+            blockers=tuple(blockers),
+            kind=_kind(instance, request, pagesize_kb, guest_cpu),
+            guard=guard)
 
-    def _look_at_hosts(self):
+    def _upgrade_blockers(self):
+        """The policy reason of a NUMA guest while hosts are older than
+        NUMA-aware live migration and the workaround is off: the
+        conductor refuses its migration then (LiveMigrationTask's
+        _check_numa_live_migration_supported), whatever the hosts."""
+        if not self._old_hosts or \
+                not self.worker.release.numa_live_migration or \
+                self.worker.settings.enable_numa_live_migration_workaround:
+            return []
+        return [migratable.Reason(
+            migratable.POLICY,
+            f"the conductor refuses NUMA guests' live migrations while "
+            f"hosts {', '.join(self._old_hosts)} are older than service "
+            f"version {service_obj.NUMA_LIVE_MIGRATION_VERSION}: upgrade "
+            f"them, or set [workarounds] enable_numa_live_migration on "
+            f"the conductors (guests then move NUMA-correctly from an "
+            f"old host only to hosts whose migration guard is on)")]
+
+    def _source_cannot_take_part(self, host):
+        """One line naming the release of a source that cannot take
+        part in NUMA-aware live migration, or None: its guests are placed
+        NUMA-correctly only by a destination whose migration guard is on
+        (numamig.compute.migration_dest._source_cannot_take_part)."""
+        if host is None:
+            return None
+        version = self.worker.cache.service_version(host)
+        if version is None or \
+                version >= service_obj.NUMA_LIVE_MIGRATION_VERSION:
+            return None
+        return (f"its source {host} runs release {version} (service "
+                f"version {version}), which cannot take part in "
+                f"NUMA-aware live migration")
+
+    def _look_at_releases(self):
+        """Look again at the guests whose answer depends on releases
+        that changed: every NUMA guest when the hosts older than NUMA-aware
+        live migration changed (an upgrade step, rare)."""
+        old = tuple(self.worker.cache.hosts_older_than(
+            service_obj.NUMA_LIVE_MIGRATION_VERSION))
+        if old == self._old_hosts:
+            return
+        self._old_hosts = old
+        for uuid in self._numa_guests:
+            # Read again (kept in the map: a deletion is still noticed).
+            self._revisions[uuid] = None
+
+    def _read_hosts(self):
+        """The hosts whose state changed since the last look; the guests
+        whose CPU their reports tell anew are read again."""
         seen = {}
+        changed = []
         for state in self.worker.cache.host_states():
+            # What a host's answer reads besides its usage: up, enabled,
+            # its release (an old source) and its guard (for one).
             seen[state.host] = (id(state.topology), state.is_up,
-                                self._disabled.get(state.host))
+                                self._disabled.get(state.host),
+                                state.report.service_version,
+                                state.report.get('migration_guard'))
+            if self._hosts.get(state.host) != seen[state.host]:
+                self._read_guest_cpus(state)
         for host in set(self._hosts) | set(seen):
             if self._hosts.get(host) != seen.get(host):
-                self.tracker.host_changed(host)
+                changed.append(host)
+                if host not in seen:
+                    self._cpus.pop(host, None)
         self._hosts = seen
+        return changed
+
+    def _read_guest_cpus(self, state):
+        """Keep the guests' CPUs a changed report tells; mark the known
+        guests whose CPU it tells anew to be read again. Costs the
+        host's guests, never the cloud's."""
+        old = self._cpus.get(state.host, {})
+        new = {entry.instance_uuid: entry.guest_cpu()
+               for entry in state.report.get('guest_cpus') or ()}
+        if new == old:
+            return
+        self._cpus[state.host] = new
+        for uuid in set(old) | set(new):
+            if old.get(uuid) != new.get(uuid) and uuid in self._revisions:
+                self._revisions[uuid] = None
 
 
 def _device_blockers(instance):
@@ -171,11 +265,12 @@ def _device_blockers(instance):
         f"a move)")]
 
 
-def _kind(instance, request, pagesize_kb):
+def _kind(instance, request, pagesize_kb, guest_cpu=None):
     """What a host's answer for the guest depends on but its host: the
-    request it makes (its own uuid left out) and its page size."""
+    request it makes (its own uuid left out), its page size and its CPU
+    as its host reported it."""
     if request is None:
-        return ('no-numa', pagesize_kb)
+        return ('no-numa', pagesize_kb, guest_cpu)
     text = json.dumps(request.obj_to_primitive(), sort_keys=True,
                       default=str).replace(instance.uuid, '')
-    return (text, pagesize_kb)
+    return (text, pagesize_kb, guest_cpu)

@@ -409,7 +409,7 @@ class LiveMigratablePayload(NotificationPayload):
         'status': fields.StringField(),
         'previous_status': fields.StringField(nullable=True),
         # Each reason's kind (no-host-fits, cpu-model, only-maintenance,
-        # devices, policy) and its line, in the same order.
+        # devices, policy, guard) and its line, in the same order.
         'reason_kinds': fields.ListOfStringsField(),
         'reasons': fields.ListOfStringsField(),
         # A host the answer rests on, or None.

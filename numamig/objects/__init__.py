@@ -9,6 +9,7 @@ from numamig.objects.compute_node_report import ComputeNodeReport  # noqa
 from numamig.objects.cpu_power import CPUPowerCell  # noqa: F401
 from numamig.objects.cpu_power import CPUPowerState  # noqa: F401
 from numamig.objects.host_cpu import HostCPU  # noqa: F401
+from numamig.objects.host_cpu import InstanceCPU  # noqa: F401
 from numamig.objects.host_numa import HostNUMACell  # noqa: F401
 from numamig.objects.host_numa import HostNUMATopology  # noqa: F401
 from numamig.objects.host_numa import NUMALimits  # noqa: F401

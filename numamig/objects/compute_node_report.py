@@ -24,6 +24,12 @@ class ComputeNodeReport(base.NumamigObject):
     of a release-1 agent, which the checks treat as unknown, never as
     unable to run a guest.
 
+    ``guest_cpus`` are the CPUs of the guests running here
+    (InstanceCPU: each as it would migrate, read once per guest), which
+    the conductor's standing live-migratable answer judges against every
+    host's ``cpu``; empty from an agent older than them or a driver that
+    cannot tell a guest's CPU.
+
     ``cpu_power`` is the host's CPU power management per cell
     (CPUPowerState: which dedicated pCPUs are powered down); None in a
     report of an agent that has none to report.
@@ -41,13 +47,15 @@ class ComputeNodeReport(base.NumamigObject):
     #              state); cpu (HostCPU 1.0: the host's CPU); cpu_power
     #              (CPUPowerState 1.0: pCPUs powered down per cell);
     #              locality (HostLocality 1.0: the locality watch);
-    #              HostNUMATopology 1.1 (PCI devices, cell sockets)
+    #              HostNUMATopology 1.1 (PCI devices, cell sockets);
+    #              guest_cpus (InstanceCPU 1.0: the guests' CPUs)
     VERSION = '1.1'
 
     obj_relationships = {'topology': [('1.0', '1.0'), ('1.1', '1.1')],
                          'cpu': [('1.1', '1.0')],
                          'cpu_power': [('1.1', '1.0')],
-                         'locality': [('1.1', '1.0')]}
+                         'locality': [('1.1', '1.0')],
+                         'guest_cpus': [('1.1', '1.0')]}
 
     fields = {
         'host': fields.StringField(),
@@ -63,6 +71,7 @@ class ComputeNodeReport(base.NumamigObject):
                                         default=None),
         'locality': fields.ObjectField('HostLocality', nullable=True,
                                        default=None),
+        'guest_cpus': fields.ListOfObjectsField('InstanceCPU', default=[]),
     }
 
     # The values of migration_guard (guard_install's states; objects/
@@ -77,6 +86,7 @@ class ComputeNodeReport(base.NumamigObject):
             primitive.pop('cpu', None)
             primitive.pop('cpu_power', None)
             primitive.pop('locality', None)
+            primitive.pop('guest_cpus', None)
 
     def _validate(self):
         if self.service_version < 1:

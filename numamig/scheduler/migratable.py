@@ -55,8 +55,13 @@ REASON_KINDS = (NO_HOST_FITS, CPU_MODEL, ONLY_MAINTENANCE, DEVICES, POLICY,
 
 # What one host can give a guest, best first: it takes it; it would
 # were it not in maintenance; it would were the guest's CPU not refused;
-# nothing.
-_RANKS = (YES, DEGRADED, CPU_MODEL, None)
+# it would were its migration guard on (a guest whose source cannot take
+# part in NUMA-aware migration); nothing.
+_RANKS = (YES, DEGRADED, CPU_MODEL, GUARD, None)
+
+# The migration guard's state that places a guest for an old source
+# (ComputeNodeReport.migration_guard).
+GUARD_ON = 'on'
 
 # How many guests a call re-examines whole unless told otherwise.
 DEFAULT_BUDGET = 200
@@ -90,7 +95,10 @@ class Status:
         """Where the answer stands, best first (see ``_RANKS``)."""
         if self.status == NO:
             kinds = {r.kind for r in self.reasons}
-            return _RANKS.index(CPU_MODEL if CPU_MODEL in kinds else None)
+            for kind in (CPU_MODEL, GUARD):
+                if kind in kinds:
+                    return _RANKS.index(kind)
+            return _RANKS.index(None)
         return _RANKS.index(self.status)
 
     def same_answer(self, other):
@@ -110,6 +118,12 @@ class Guest:
     :param request: its unplaced InstanceNUMATopology, or None.
     :param pagesize_kb: the page size it must keep, or None.
     :param guest_cpu: its numamig.cpumodel.GuestCPU, or None (unknown).
+    :param guard: None, or one line saying why its source cannot take
+        part in NUMA-aware live migration (its release, a cap): the
+        destination then claims only when its migration guard is on
+        (numamig.compute.migration_dest), and a host whose guard is off
+        would copy the XML verbatim, so only hosts whose guard is on
+        count as destinations.
     :param blockers: Reasons that forbid a move whatever the hosts (a
         policy, devices that cannot migrate, a guard required and
         unavailable): they make the answer NO without a host search.
@@ -127,10 +141,32 @@ class Guest:
     guest_cpu: object = None
     blockers: tuple = ()
     kind: object = None
+    guard: str = None
 
     @property
     def kind_key(self):
-        return ('guest', self.uuid) if self.kind is None else self.kind
+        # Whether the source needs the guard changes a host's answer,
+        # whatever the caller's kind says.
+        if self.kind is None:
+            return ('guest', self.uuid)
+        return (self.kind, self.guard is not None)
+
+
+def guard_on(state):
+    """Whether the host (a HostState) reports its migration guard on."""
+    return state.report.get('migration_guard') == GUARD_ON
+
+
+def _unguarded(scheduler, guest):
+    """The hosts ``guest`` must not count as destinations for its
+    source's release: none, or for a guest whose source cannot take
+    part, those whose guard is not on (excluded from the selection, as
+    the CPU is filtered, so that a guarded host past the first
+    candidates is found)."""
+    if guest.guard is None:
+        return frozenset()
+    return frozenset(state.host for state in scheduler.cache.host_states()
+                     if not guard_on(state))
 
 
 def _spread(uuid, hosts):
@@ -150,17 +186,19 @@ def assess(scheduler, guest, disabled=None, limits=None):
     if guest.blockers:
         return Status(NO, tuple(guest.blockers))
     disabled = dict(disabled or {})
+    unguarded = _unguarded(scheduler, guest)
     selection = scheduler.select_destinations(
         guest.request, guest.host, limits=limits,
         pagesize_kb=guest.pagesize_kb, disabled=disabled,
-        guest_cpu=guest.guest_cpu)
+        guest_cpu=guest.guest_cpu, exclude=unguarded)
     if selection.candidates:
         return Status(YES, (), _spread(guest.uuid, selection.hosts))
     if disabled:
         # Would it fit were maintenance over?
         anywhere = scheduler.select_destinations(
             guest.request, guest.host, limits=limits,
-            pagesize_kb=guest.pagesize_kb, guest_cpu=guest.guest_cpu)
+            pagesize_kb=guest.pagesize_kb, guest_cpu=guest.guest_cpu,
+            exclude=unguarded)
         if anywhere.candidates:
             hosts = anywhere.hosts
             return Status(DEGRADED, (Reason(
@@ -171,7 +209,8 @@ def assess(scheduler, guest, disabled=None, limits=None):
         # Is the CPU what bars it (hosts fit it but none runs its CPU)?
         no_cpu = scheduler.select_destinations(
             guest.request, guest.host, limits=limits,
-            pagesize_kb=guest.pagesize_kb, disabled=disabled)
+            pagesize_kb=guest.pagesize_kb, disabled=disabled,
+            exclude=unguarded)
         if no_cpu.candidates:
             kept, refused = scheduler.cpu_filter(no_cpu.hosts,
                                                  guest.guest_cpu)
@@ -182,6 +221,22 @@ def assess(scheduler, guest, disabled=None, limits=None):
                     f"no enabled host that fits it can run its CPU "
                     f"({', '.join(sorted(refused))}: {why})"),),
                     _spread(guest.uuid, no_cpu.hosts))
+    if unguarded:
+        # Without the guard's condition: hosts that take it but would
+        # copy its XML verbatim, or the true closest miss.
+        selection = scheduler.select_destinations(
+            guest.request, guest.host, limits=limits,
+            pagesize_kb=guest.pagesize_kb, disabled=disabled,
+            guest_cpu=guest.guest_cpu)
+        if selection.candidates:
+            hosts = selection.hosts
+            return Status(NO, (Reason(
+                GUARD,
+                f"{guest.guard}; no enabled host that fits it has its "
+                f"migration guard on ({', '.join(sorted(hosts))} fit): "
+                f"set [libvirt] migration_guard = true on them and "
+                f"restart libvirtd, or upgrade the source's agent"),),
+                _spread(guest.uuid, hosts))
     return Status(NO, (Reason(NO_HOST_FITS, _closest_miss(selection)),))
 
 
@@ -368,10 +423,17 @@ class Tracker:
             without_cpu = dataclasses.replace(with_cpu, guest_cpu=None)
             specs = self._specs[uuid] = (with_cpu, without_cpu, needs)
         with_cpu, without_cpu, needs = specs
+        # A guest whose source cannot take part: a host without the
+        # guard would copy its XML (assess's order: its CPU before this).
+        guarded = guest.guard is None or guard_on(state)
         self.fits_checked += 1
         if self.scheduler.judge(state, with_cpu, needs).passed:
+            if not guarded:
+                return _RANKS.index(None if state.host in disabled
+                                    else GUARD)
             return _RANKS.index(DEGRADED if state.host in disabled else YES)
-        if guest.guest_cpu is None or state.host in disabled:
+        if guest.guest_cpu is None or state.host in disabled or \
+                not guarded:
             return _RANKS.index(None)
         self.fits_checked += 1
         if self.scheduler.judge(state, without_cpu, needs).passed:

@@ -4,6 +4,7 @@ import threading
 import time
 from unittest import mock
 
+from numamig import cpumodel
 from numamig import objects
 from numamig.compute import report
 from tests import base
@@ -150,3 +151,17 @@ class BuildTest(base.TestCase):
 
     def test_a_driver_without_cpu_reports_none(self):
         self.assertIsNone(report.build(cbase.agent()).cpu)
+
+    def test_the_report_carries_the_running_guests_cpus(self):
+        guest = cbase.instance(vcpus=1, pins={0: 0})
+        agent = cbase.agent(instances=[guest])
+        agent.driver.guest_cpu.return_value = cpumodel.GuestCPU(
+            'custom', 'Broadwell', frozenset({'ss'}))
+        built = report.build(agent)
+        self.assertEqual([(guest.uuid, 'custom', 'Broadwell', ['ss'])],
+                         [(e.instance_uuid, e.mode, e.model, e.features)
+                          for e in built.guest_cpus])
+        built.validate()
+        # The next report reads no guest again.
+        report.build(agent)
+        agent.driver.guest_cpu.assert_called_once_with(guest.uuid)

@@ -63,7 +63,8 @@ class ConductorTestCase(base.TestCase):
         return cache, restarted
 
     def report(self, host, topology=None, hypervisor_type='test',
-               service_version=2, age_s=0, cpu=None):
+               service_version=2, age_s=0, cpu=None, migration_guard=None,
+               guest_cpus=()):
         report = objects.ComputeNodeReport(
             host=host, hypervisor_uri=f'test:///{host}',
             hypervisor_type=hypervisor_type,
@@ -71,7 +72,8 @@ class ConductorTestCase(base.TestCase):
             service_version=service_version,
             fingerprint=fingerprint.compute([]),
             reported_at=self.now - datetime.timedelta(seconds=age_s),
-            cpu=cpu)
+            cpu=cpu, migration_guard=migration_guard,
+            guest_cpus=list(guest_cpus))
         if age_s:
             # A host last heard of age_s ago; the cache keeps the newest
             # report, so forget the fresh one setUp made (in the database

@@ -1,6 +1,7 @@
 """The conductor's standing live-migratable answer (a conductor on SQLite,
 hosts reporting through it as agents would)."""
 
+from numamig import cpumodel
 from numamig import objects
 from numamig.conductor import live_migratable
 from numamig.conductor import metrics as conductor_metrics
@@ -12,6 +13,16 @@ from numamig.numa import fit
 from numamig.numa import usage
 from tests.unit.compute import base as cbase
 from tests.unit.conductor import base
+
+# A guest's CPU that needs pku, and hosts' CPUs with and without it.
+NEEDS_PKU = cpumodel.GuestCPU('host-passthrough', 'Icelake-Server',
+                              frozenset({'avx512f', 'pku'}))
+
+
+def _host_cpu(pku):
+    return objects.HostCPU(model='Icelake-Server',
+                           features=['avx512f', 'pku'] if pku
+                           else ['avx512f'])
 
 
 class LiveMigratableWatchTestCase(base.ConductorTestCase):
@@ -113,6 +124,85 @@ class LiveMigratableWatchTestCase(base.ConductorTestCase):
                          (row['status'], row['reasons'][0]['kind']))
         self.assertIn('0000:82:00.1', row['reasons'][0]['detail'])
         self.assertEqual(['yes'], self._answers(unplugged))
+
+    def _reason(self, guest):
+        row = answers.get_many(self.db, [guest.uuid])[guest.uuid]
+        return row['status'], row['reasons'][0] if row['reasons'] else None
+
+    def test_an_old_host_without_the_workaround_is_no_by_policy(self):
+        # The conductor refuses NUMA guests' migrations while any host
+        # is of release 1: the answer says so, and how to change it.
+        guest = self._guest()
+        self.report('dst3', service_version=1)
+        self.watch.look()
+        status, reason = self._reason(guest)
+        self.assertEqual(('no', 'policy'), (status, reason['kind']))
+        self.assertIn('dst3', reason['detail'])
+        self.assertIn('enable_numa_live_migration', reason['detail'])
+        # dst3 upgraded: the guest is looked at again.
+        self.report('dst3')
+        self.watch.look()
+        self.assertEqual(['yes'], self._answers(guest))
+
+    def test_an_old_source_moves_only_to_a_guarded_host(self):
+        self.reconfigure(enable_numa_live_migration_workaround=True)
+        watch = live_migratable.LiveMigratableWatch(self.worker, sweep=0)
+        self.report('src', service_version=1)
+        for host in ('dst1', 'dst2', 'dst3'):
+            self.report(host, migration_guard='off')
+        guest = self._guest()
+        other = self._guest(host='dst1')
+        watch.look()
+        status, reason = self._reason(guest)
+        self.assertEqual(('no', 'guard'), (status, reason['kind']))
+        self.assertIn('src runs release 1', reason['detail'])
+        self.assertIn('[libvirt] migration_guard', reason['detail'])
+        # A guest of a new source is not concerned.
+        self.assertEqual(['yes'], self._answers(other))
+        # dst2's guard turned on: its report alone makes it the witness.
+        self.report('dst2', migration_guard='on')
+        watch.look()
+        row = answers.get_many(self.db, [guest.uuid])[guest.uuid]
+        self.assertEqual(('yes', 'dst2'), (row['status'], row['witness']))
+        # The guard off again, and the source upgraded: yes anywhere.
+        self.report('dst2', migration_guard='off')
+        watch.look()
+        self.assertEqual(['no'], self._answers(guest))
+        self.report('src')
+        watch.look()
+        self.assertEqual(['yes'], self._answers(guest))
+
+    def test_cpu_model_from_the_reports_without_a_migration_check(self):
+        for host in ('dst1', 'dst2', 'dst3'):
+            self.report(host, cpu=_host_cpu(pku=False))
+        guest = self._guest()
+        other = self._guest()
+        # src reports its guests' CPUs: one needs pku, the other runs
+        # the hypervisor's default CPU.
+        self.report('src', cpu=_host_cpu(pku=True), guest_cpus=[
+            objects.InstanceCPU.of(guest.uuid, NEEDS_PKU),
+            objects.InstanceCPU.of(other.uuid, cpumodel.GuestCPU())])
+        self.watch.look()
+        status, reason = self._reason(guest)
+        self.assertEqual(('no', 'cpu-model'), (status, reason['kind']))
+        self.assertIn('pku', reason['detail'])
+        self.assertEqual(['yes'], self._answers(other))
+        # dst2 now runs it: its report alone makes it the witness.
+        assessed = self.watch.tracker.assessed
+        self.report('dst2', cpu=_host_cpu(pku=True))
+        self.watch.look()
+        row = answers.get_many(self.db, [guest.uuid])[guest.uuid]
+        self.assertEqual(('yes', 'dst2'), (row['status'], row['witness']))
+        self.assertEqual(assessed + 1, self.watch.tracker.assessed)
+        # dst2 runs it no more; then src tells the guest's CPU anew (it
+        # was restarted with the default CPU): yes again.
+        self.report('dst2', cpu=_host_cpu(pku=False))
+        self.watch.look()
+        self.assertEqual(['no'], self._answers(guest))
+        self.report('src', cpu=_host_cpu(pku=True), guest_cpus=[
+            objects.InstanceCPU.of(guest.uuid, cpumodel.GuestCPU())])
+        self.watch.look()
+        self.assertEqual(['yes'], self._answers(guest))
 
     def test_a_change_is_notified_once(self):
         heard = []

@@ -265,6 +265,13 @@ def host_cpu():
         model_blockers={'Icelake-Server': ['avx512vbmi', 'pku']})
 
 
+def instance_cpu():
+    return objects.InstanceCPU(
+        instance_uuid='7d6b8d2c-2f0a-4a4e-9c38-1c1f0a9e3b21',
+        mode='host-model', model='Skylake-Client-IBRS',
+        features=['avx512f', 'ss'], disabled=['mpx'])
+
+
 def cpu_power_cell():
     return objects.CPUPowerCell(id=0, managed={2, 3, 4, 5},
                                 powered_down={4, 5})
@@ -294,6 +301,7 @@ def compute_node_report():
         cpu=host_cpu(),
         cpu_power=cpu_power_state(),
         locality=host_locality(),
+        guest_cpus=[instance_cpu()],
         host='src',
         hypervisor_uri='qemu:///system',
         hypervisor_type='kvm',
@@ -325,6 +333,7 @@ BUILDERS = {
     'Instance': instance,
     'ComputeNodeReport': compute_node_report,
     'HostCPU': host_cpu,
+    'InstanceCPU': instance_cpu,
     'CPUPowerCell': cpu_power_cell,
     'CPUPowerState': cpu_power_state,
     'HostLocality': host_locality,

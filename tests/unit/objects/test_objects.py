@@ -34,8 +34,9 @@ OBJECT_DATA = {
     # 1.1 is release 2's, unreleased: cpu (HostCPU) and cpu_power
     # (CPUPowerState) joined migration_guard in place (issue 40), then
     # locality (HostLocality, issue 39), no new version; its topology
-    # became HostNUMATopology 1.1 in place (issue 41).
-    'ComputeNodeReport': '1.1-893ea98e8f009346cd7685333060b53a',
+    # became HostNUMATopology 1.1 in place (issue 41); guest_cpus
+    # (InstanceCPU) joined in place (issue 40).
+    'ComputeNodeReport': '1.1-2aba3e18a470f5d65c0422c4070e9898',
     'GuestLocality': '1.0-a38741f78dd585b63946e3d751d0321e',
     'HostCPU': '1.0-fae81309717b5ad76608d0a7ca682268',
     'HostLocality': '1.0-2bfae4c745ada0fe04211ebbd975675a',
@@ -43,6 +44,7 @@ OBJECT_DATA = {
     'HostNUMATopology': '1.1-11faf3b0c4657faa9e196e166e96323a',
     'HostPCIDevice': '1.0-4eea3979844a2bdf3f02cec56585cc7a',
     'Instance': '1.1-f5b3572fa251d6fa5e2476a27f63a8dd',
+    'InstanceCPU': '1.0-e06afb44b279cf91966750e7d9ef19c3',
     'InstanceNUMACell': '1.1-cb66a6f23c69d02d82416434b5b57b38',
     # 1.1 is release 2's, unreleased: the pci_* fields joined the
     # virtio-mem cells in place (issue 41).

@@ -17,8 +17,14 @@ from numamig.scheduler import scheduler
 from tests import base
 from tests.unit.scheduler import hosts
 
+OLD_SOURCE = "its source src runs release 1"
 RICH = cpumodel.GuestCPU('host-passthrough', 'Icelake-Server',
                          frozenset({'avx512f', 'pku'}))
+# A guest CPU every Icelake host runs; one no host here runs.
+PLAIN = cpumodel.GuestCPU('custom', 'Icelake-Server', frozenset({'avx512f'}))
+ALIEN = cpumodel.GuestCPU('host-passthrough', 'Icelake-Server',
+                          frozenset({'avx512f', 'amx-tile'}))
+GUEST_CPUS = (None, RICH, PLAIN, ALIEN)
 
 
 def _request(vcpus, memory_mb=1024, pinned=True, nodes=1):
@@ -29,6 +35,10 @@ def _request(vcpus, memory_mb=1024, pinned=True, nodes=1):
 
 
 def _cpu(rich):
+    """A host CPU with pku (True), without (False), or unknown (None:
+    a report that tells none, never judged unable)."""
+    if rich is None:
+        return None
     features = ['avx512f', 'pku'] if rich else ['avx512f']
     return objects.HostCPU(model='Icelake-Server', features=features)
 
@@ -42,15 +52,19 @@ class Cloud:
         self.disabled = {}
         self.topologies = {}
         self.cpus = {}
+        self.guards = {}
         self.sched = scheduler.Scheduler(self.cache, strategy='spread',
                                          max_candidates=2)
 
-    def put(self, host, topology, rich=True):
+    def put(self, host, topology, rich=True, guard=None):
         self.topologies[host] = topology
         self.cpus[host] = rich
+        guard = self.guards.get(host, 'on') if guard is None else guard
+        self.guards[host] = guard
         report = hosts.report(host, topology=topology,
                               reported_at=self.clock())
         report.cpu = _cpu(rich)
+        report.migration_guard = guard
         self.cache.update(report)
 
     def use(self, host, request):
@@ -121,6 +135,43 @@ class TestAssess(_ThreeHosts):
                                                guest_cpu=RICH))
         self.assertEqual((migratable.YES, 'c'),
                          (status.status, status.witness))
+
+    def test_old_source_without_a_guarded_host_is_no_by_guard(self):
+        for name in ('a', 'b'):
+            self.cloud.put(name, hosts.host_topology(), guard='off')
+        status = self._assess(migratable.Guest(
+            'g1', 'src', _request(2), guard=OLD_SOURCE))
+        self.assertEqual(migratable.NO, status.status)
+        [reason] = status.reasons
+        self.assertEqual(migratable.GUARD, reason.kind)
+        self.assertIn('release 1', reason.detail)
+        self.assertIn('migration_guard', reason.detail)
+        self.assertIn(status.witness, ('a', 'b'))
+
+    def test_old_source_moves_to_a_guarded_host_past_the_first(self):
+        # max_candidates is 2: the two emptiest hosts have no guard, a
+        # fuller third one has.
+        for name in ('a', 'b'):
+            self.cloud.put(name, hosts.host_topology(), guard='off')
+        self.cloud.put('c', hosts.host_topology(), guard='on')
+        self.cloud.use('c', _request(2))
+        status = self._assess(migratable.Guest(
+            'g1', 'src', _request(2), guard=OLD_SOURCE))
+        self.assertEqual((migratable.YES, 'c'),
+                         (status.status, status.witness))
+
+    def test_new_source_ignores_the_guard(self):
+        for name in ('a', 'b'):
+            self.cloud.put(name, hosts.host_topology(), guard='off')
+        status = self._assess(migratable.Guest('g1', 'src', _request(2)))
+        self.assertEqual(migratable.YES, status.status)
+
+    def test_old_source_too_big_anywhere_is_no_host_fits(self):
+        self.cloud.put('a', hosts.host_topology(), guard='off')
+        status = self._assess(migratable.Guest(
+            'g1', 'src', _request(16), guard=OLD_SOURCE))
+        self.assertEqual([migratable.NO_HOST_FITS],
+                         [r.kind for r in status.reasons])
 
     def test_blockers_answer_no_without_a_search(self):
         blocker = migratable.Reason(migratable.POLICY, 'pinned by policy')
@@ -230,7 +281,8 @@ class TestAgainstFullRecompute(base.TestCase):
             cloud.put(name, hosts.host_topology(
                 cells=rnd.choice((1, 2)), pcpus=rnd.choice((2, 4)),
                 memory_mb=rnd.choice((2048, 4096))),
-                rich=rnd.random() < 0.6)
+                rich=rnd.choice((True, True, False, None)),
+                guard='on' if rnd.random() < 0.5 else 'off')
         tracker = migratable.Tracker(cloud.sched,
                                      disabled=lambda: cloud.disabled,
                                      budget=rnd.randint(1, 4))
@@ -246,13 +298,15 @@ class TestAgainstFullRecompute(base.TestCase):
                      rnd.choice((512, 1024, 4096 if even else 3072)),
                      rnd.random() < 0.7,
                      rnd.choice((1, 1, 2)) if even else 1,
-                     rnd.random() < 0.4)
-            memory_mb, pinned, nodes, rich = shape[1:]
+                     rnd.choice(GUEST_CPUS),
+                     rnd.random() < 0.3)
+            memory_mb, pinned, nodes, guest_cpu, old_source = shape[1:]
             guest = migratable.Guest(
                 f'guest-{n}', rnd.choice(names),
                 _request(vcpus, memory_mb=memory_mb, pinned=pinned,
                          nodes=nodes),
-                guest_cpu=RICH if rich else None, blockers=blockers,
+                guest_cpu=guest_cpu, blockers=blockers,
+                guard=OLD_SOURCE if old_source else None,
                 # Half of them share checks with the guests of their shape.
                 kind=shape if rnd.random() < 0.5 else None)
             guests.append(guest)
@@ -269,21 +323,34 @@ class TestAgainstFullRecompute(base.TestCase):
             cloud.put(host, hosts.host_topology(
                 cells=rnd.choice((1, 2)), pcpus=rnd.choice((2, 4))),
                 rich=cloud.cpus[host])
-        elif what < 0.7:
+        elif what < 0.62:
+            # Its CPU changed (unknown, without pku, with it).
             cloud.put(host, cloud.topologies[host],
-                      rich=not cloud.cpus[host])
+                      rich={None: False, False: True,
+                            True: None}[cloud.cpus[host]])
+        elif what < 0.7:
+            # Its migration guard turned on or off.
+            cloud.put(host, cloud.topologies[host], rich=cloud.cpus[host],
+                      guard='off' if cloud.guards[host] == 'on' else 'on')
         elif what < 0.85:
             if host in cloud.disabled:
                 del cloud.disabled[host]
             else:
                 cloud.disabled[host] = 'maintenance'
         else:
-            # A guest moved to another host.
+            # A guest moved to another host (its CPU as the new host
+            # reports it may differ: host-passthrough, or restarted).
             n = rnd.randrange(len(guests))
+            guest_cpu = guests[n].guest_cpu
+            kind = guests[n].kind
+            if rnd.random() < 0.3:
+                guest_cpu = rnd.choice(GUEST_CPUS)
+                kind = None if kind is None else kind[:4] + (
+                    guest_cpu,) + kind[5:]
             moved = migratable.Guest(
                 guests[n].uuid, host, guests[n].request,
-                guest_cpu=guests[n].guest_cpu, blockers=guests[n].blockers,
-                kind=guests[n].kind)
+                guest_cpu=guest_cpu, blockers=guests[n].blockers,
+                kind=kind, guard=guests[n].guard)
             guests[n] = moved
             tracker.guest_changed(moved)
             return
@@ -292,6 +359,7 @@ class TestAgainstFullRecompute(base.TestCase):
     def test_equal_to_a_full_recompute(self):
         rnd = random.Random(20261128)
         checked = 0
+        seen = set()
         for _ in range(self.CASES):
             cloud, names, tracker, guests = self._case(rnd)
             for _step in range(rnd.randint(1, 8)):
@@ -306,5 +374,9 @@ class TestAgainstFullRecompute(base.TestCase):
                         kept.same_answer(full),
                         f"{guest.uuid}: kept {kept}, full {full}")
                     checked += 1
+                    seen.update(r.kind for r in full.reasons)
         # The generator reaches every answer.
         self.assertGreater(checked, 2000)
+        self.assertEqual({migratable.NO_HOST_FITS, migratable.CPU_MODEL,
+                          migratable.ONLY_MAINTENANCE, migratable.POLICY,
+                          migratable.GUARD}, seen)
