@@ -2,9 +2,11 @@
 
 numamig opens its database through oslo.db (numamig.db.api), so the
 group is oslo.db's own options; numamig sets the default URL (a
-SQLite file under ``state_path``) and adds one option of its own,
-``idle_in_transaction_timeout``. Only the conductor opens the database;
-compute agents go through it over RPC.
+SQLite file under ``state_path``) and adds options of its own: the
+server-side ``idle_in_transaction_timeout`` and libpq's client-side
+bounds on a silent server (``keepalives_*``, ``tcp_user_timeout``).
+Only the conductor and numamig-manage open the database; compute agents
+go through it over RPC.
 """
 
 from oslo_config import cfg
@@ -44,10 +46,51 @@ numamig_opts = [
 ]
 
 
+_SILENT = ("A server that went silent (its host lost power or its "
+           "network, a failover that moved its address) resets nothing: "
+           "without these a client waits on it for the kernel's own "
+           "limits, 15 minutes with data unacknowledged and 2 hours "
+           "idle. ")
+
+bound_opts = [
+    cfg.IntOpt('keepalives_idle', default=10, min=0, max=7200,
+               help="PostgreSQL only: seconds a connection may be idle "
+                    "before the client's TCP keepalive probes start "
+                    "(libpq's keepalives_idle). " + _SILENT + "With the "
+                    "defaults (10 s, then 3 probes 5 s apart) a "
+                    "conductor gives up on a silent primary within about "
+                    "25-30 s and reconnects (to the new "
+                    "primary with a multi-host URL and "
+                    "target_session_attrs=read-write, "
+                    "doc/source/control-plane.rst). 0: no keepalives "
+                    "(the kernel's). A keepalive parameter in the URL's "
+                    "query wins over these options. MariaDB/MySQL and "
+                    "SQLite ignore them."),
+    cfg.IntOpt('keepalives_interval', default=5, min=1, max=600,
+               help="PostgreSQL only: seconds between two keepalive "
+                    "probes the server leaves unanswered (libpq's "
+                    "keepalives_interval); see keepalives_idle."),
+    cfg.IntOpt('keepalives_count', default=3, min=1, max=100,
+               help="PostgreSQL only: unanswered keepalive probes after "
+                    "which the client drops the connection (libpq's "
+                    "keepalives_count); see keepalives_idle."),
+    cfg.IntOpt('tcp_user_timeout', default=30000, min=0, max=3600000,
+               help="PostgreSQL only: milliseconds data sent to the "
+                    "server may stay unacknowledged before the client "
+                    "drops the connection (libpq's tcp_user_timeout, "
+                    "Linux). " + _SILENT + "It bounds a statement sent "
+                    "to a silent primary, as keepalives_idle bounds a "
+                    "wait for its answer. Keep it above a busy server's "
+                    "worst stall; 0: the kernel's (about 15 minutes). "
+                    "MariaDB/MySQL and SQLite ignore it."),
+]
+
+
 def register_opts(conf):
     conf.register_opts(db_options.database_opts, group='database')
-    conf.register_opts(numamig_opts, group='database')
+    conf.register_opts(numamig_opts + bound_opts, group='database')
 
 
 def list_opts():
-    return {'database': db_options.database_opts + numamig_opts}
+    return {'database': db_options.database_opts + numamig_opts +
+            bound_opts}

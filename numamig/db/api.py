@@ -30,6 +30,7 @@ from sqlalchemy import exc as sa_exc
 from numamig import exception
 from numamig import filemodes
 from numamig.db import _rows
+from numamig.db import libpq
 
 LOG = logging.getLogger(__name__)
 
@@ -73,13 +74,19 @@ class Database:
         the server ends a session of this Database left idle inside a
         transaction (its client stopped or lost its network holding
         row locks); None or 0: the server's setting.
+    :param libpq_bounds: PostgreSQL: {libpq parameter: value} bounding
+        how long a client waits on a silent server (keepalives,
+        tcp_user_timeout; numamig.db.libpq); a
+        parameter the URL's query names itself keeps the URL's value.
+        Not shown in the URL messages print.
     :raises DatabaseError: if the URL cannot be parsed or its driver is
         not installed (nothing is connected yet), or with ``existing``
         when the SQLite file is not there.
     """
 
     def __init__(self, connection_url, existing=False,
-                 sqlite_synchronous=True, idle_in_transaction_timeout=None):
+                 sqlite_synchronous=True, idle_in_transaction_timeout=None,
+                 libpq_bounds=None):
         self.sqlite_synchronous = bool(sqlite_synchronous)
         self.idle_in_transaction_timeout = idle_in_transaction_timeout
         try:
@@ -98,7 +105,8 @@ class Database:
         # eventlet's sake) costs ~90 us a transaction and numamig runs
         # on native threads.
         self._context.configure(
-            connection=self.url.render_as_string(hide_password=False),
+            connection=self._engine_url(libpq_bounds).render_as_string(
+                hide_password=False),
             sqlite_fk=True, max_retries=0, thread_checkin=False)
         self.engine = self._start_engine()
         # Callables given [_rows.Change] after every committed
@@ -115,7 +123,19 @@ class Database:
         return cls(conf.database.connection, existing=existing,
                    sqlite_synchronous=conf.database.sqlite_synchronous,
                    idle_in_transaction_timeout=(
-                       conf.database.idle_in_transaction_timeout))
+                       conf.database.idle_in_transaction_timeout),
+                   libpq_bounds=libpq.bounds(conf.database))
+
+    def _engine_url(self, libpq_bounds):
+        """The URL the engine connects by: PostgreSQL's with the libpq
+        bounds its query does not name (the driver passes the query to
+        libpq as connection parameters)."""
+        if not libpq_bounds or \
+                self.url.get_backend_name() != 'postgresql':
+            return self.url
+        return self.url.update_query_dict(
+            {key: str(value) for key, value in libpq_bounds.items()
+             if key not in self.url.query})
 
     @property
     def safe_url(self):

@@ -133,7 +133,9 @@ _DRIVERS = {'sqlite': 'sqlite', 'sqlite+pysqlite': 'sqlite',
 # (strings, unchanged); a URL with any other is left to SQLAlchemy.
 _PASSED_OPTIONS = {'sqlite': (), 'postgresql': (
     'sslmode', 'sslrootcert', 'sslcert', 'sslkey', 'connect_timeout',
-    'application_name', 'client_encoding', 'options'),
+    'application_name', 'client_encoding', 'options', 'keepalives',
+    'keepalives_idle', 'keepalives_interval', 'keepalives_count',
+    'tcp_user_timeout', 'target_session_attrs'),
     'mysql': ('charset',)}
 
 # Seconds a reader waits for a SQLite writer, as Database's connections.
@@ -205,9 +207,13 @@ def parse_url(text):
                parts['database'], query)
 
 
-def connect(connection_url):
+def connect(connection_url, libpq_bounds=None):
     """A Reader of the database, schema checked; None where this module
     does not serve the URL (read through numamig.db.api then).
+
+    :param libpq_bounds: PostgreSQL: libpq parameters bounding a wait on
+        a silent server, as numamig.db.api.Database takes them (the
+        URL's own values win).
 
     :raises DatabaseError: the SQLite file is missing, the server cannot
         be reached, the schema is unusable.
@@ -223,10 +229,10 @@ def connect(connection_url):
             return None
         reader = Reader(url, _open_sqlite(url, path))
     else:
-        opener = _open_postgresql if url.backend == 'postgresql' \
-            else _open_mysql
         try:
-            reader = Reader(url, opener(url))
+            reader = Reader(url, _open_postgresql(url, libpq_bounds)
+                            if url.backend == 'postgresql' else
+                            _open_mysql(url))
         except ImportError:
             # The driver is not installed: numamig.db says so as it
             # always did.
@@ -269,10 +275,12 @@ def _open_sqlite(url, path):
     return connection
 
 
-def _open_postgresql(url):
+def _open_postgresql(url, libpq_bounds=None):
     import psycopg2
-    # SQLAlchemy's psycopg2 dialect and oslo.db's defaults.
-    options = {'client_encoding': 'utf8', **url.query}
+    # SQLAlchemy's psycopg2 dialect and oslo.db's defaults; the bounds as
+    # Database adds them.
+    options = {'client_encoding': 'utf8', **(libpq_bounds or {}),
+               **url.query}
     for name, key in (('host', 'host'), ('port', 'port'),
                       ('username', 'user'), ('password', 'password'),
                       ('database', 'dbname')):

@@ -48,7 +48,9 @@ def direct_reader():
     :raises DatabaseError: unreachable, or not synced to this release.
     """
     from numamig.db import direct
-    reader = direct.connect(CONF.database.connection)
+    from numamig.db import libpq
+    reader = direct.connect(CONF.database.connection,
+                            libpq.bounds(CONF.database))
     try:
         yield reader
     finally:

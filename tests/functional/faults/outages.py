@@ -92,7 +92,8 @@ class Outage:
     # A fault of the deployment's RabbitMQ cluster (harness
     # FaultDeployment(cluster=...)): 'leader' SIGKILLs the node holding
     # most of the vhost's queue leaders and starts it again ``cut_s``
-    # later; 'whole' stops every node and starts them all again. The
+    # later; 'whole' stops every node and starts them all again;
+    # 'killed' SIGKILLs every node and starts them all ``cut_s`` later. The
     # outage ends when the node, or every node, is back.
     cluster: str = None
 
@@ -138,6 +139,14 @@ LEADER_KILL = Outage('leader-node-killed', 'broker', LEADER_DOWN_S, 20.0,
 CLUSTER_RESTART_GUESS_S = 15.0
 CLUSTER_RESTART = Outage('cluster-restarted', 'broker',
                          CLUSTER_RESTART_GUESS_S, 20.0, cluster='whole')
+# Every node of the cluster lost at once (each beam SIGKILLed with every
+# process of it: the datacentre's power, not an operator's restart), then
+# started together CLUSTER_DOWN_S later. Nothing was shut down: the
+# quorum queues recover from their Raft logs, and only what a node had
+# confirmed is owed to the daemons.
+CLUSTER_DOWN_S = 5.0
+CLUSTER_KILL = Outage('cluster-killed', 'broker', CLUSTER_DOWN_S, 20.0,
+                      cluster='killed')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -441,7 +450,18 @@ def _cluster_fault(deployment, outage):
         m.status not in rounds.world.FINAL
         for m in migrations.get_all(deployment.db))
     deployment.fault_down = down = threading.Event()
-    if outage.cluster == 'leader':
+    if outage.cluster == 'killed':
+        deployment.fault_node = 'all, SIGKILLed'
+        # Only the nodes the fixture started (each its own session):
+        # never the machine's own RabbitMQ.
+        for node in cluster.nodes:
+            node.kill()
+        down.set()
+
+        def back():
+            time.sleep(outage.cut_s)
+            cluster.start_all()
+    elif outage.cluster == 'leader':
         node = cluster.leader_node(deployment.vhost)
         deployment.fault_node = node.name
         node.kill()

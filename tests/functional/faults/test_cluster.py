@@ -17,7 +17,13 @@ Each round moves every guest once around one fault (outages.py):
   round) or at a random moment with more requests during and after the
   fault (second round), and started again 8 s later;
 * ``CLUSTER_RESTART``: the three nodes stopped one after the other,
-  then started together.
+  then started together;
+* ``CLUSTER_KILL``: the three nodes SIGKILLed at once (each with every
+  process of its session: only the fixture's nodes, never the machine's
+  RabbitMQ) while migrations run, as the first round's leader kill
+  (0.3 s after ten requests, or at a random moment), and started
+  together 5 s later: nothing was shut down cleanly, the quorum queues
+  recover from their logs.
 
 and requires, as the other outage rounds do: every migration asked for
 completes; a request made during the fault that got no answer was told
@@ -26,11 +32,11 @@ succeeds; no daemon logged a traceback; the world check (world.py) is
 clean within 20 s of the node's (or the cluster's) return; the settle
 time is printed.
 
-``test_leader_node_killed`` and ``test_whole_cluster_restarted`` run
-always, two rounds each (about 2 minutes together, the cluster's start
-included); ``test_many_rounds`` runs when NUMAMIG_CLUSTER_ROUNDS=N is
-set: N rounds of each fault in a random order (NUMAMIG_FAULT_SEED=S
-replays it).
+``test_leader_node_killed``, ``test_whole_cluster_restarted`` and
+``test_whole_cluster_killed`` run always, two rounds each (about 3
+minutes together, the cluster's start included); ``test_many_rounds``
+runs when NUMAMIG_CLUSTER_ROUNDS=N is set: N rounds of each fault in a
+random order (NUMAMIG_FAULT_SEED=S replays it).
 
 The cluster is started once for the class (it takes 15-20 s on the
 project's 2-core machines) and every test gets a vhost of its own on it.
@@ -148,7 +154,8 @@ class ClusterFaultTest(base.TestCase):
         if count <= 0:
             self.skipTest(f"set {ROUNDS_ENV}=N to run N rounds of each "
                           f"cluster fault")
-        faults = [outages.LEADER_KILL, outages.CLUSTER_RESTART] * count
+        faults = [outages.LEADER_KILL, outages.CLUSTER_RESTART,
+                  outages.CLUSTER_KILL] * count
         self.rng.shuffle(faults)
         self.deploy()
         self.run_rounds(faults)
@@ -160,3 +167,7 @@ class ClusterFaultTest(base.TestCase):
     def test_whole_cluster_restarted(self):
         self.deploy()
         self.run_rounds([outages.CLUSTER_RESTART] * 2)
+
+    def test_whole_cluster_killed(self):
+        self.deploy()
+        self.run_rounds([outages.CLUSTER_KILL] * 2)
