@@ -42,7 +42,8 @@ CLOUDS = 1500
 MAX_MOVES = 2
 SEED = int(os.environ.get('NUMAMIG_DEFRAG_SEED', '1'))
 PRODUCTS = drain_brute.PRODUCTS
-POLICIES = drain_brute.POLICIES
+# Its hosts report no sockets: 'socket' is held in the drain series.
+POLICIES = ('required', 'legacy', 'preferred')
 allowed = drain_brute.allowed
 CORES = 3
 MEMORY = 4096
