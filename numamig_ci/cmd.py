@@ -69,6 +69,17 @@ def build_parser():
     parser.add_argument('--database', default=None,
                         help="--local-libvirt: SQLAlchemy URL for the "
                              "conductor (default: a SQLite file)")
+    parser.add_argument('--config-file', action='append', default=[],
+                        metavar='FILE',
+                        help="a numamig configuration file the harness "
+                             "reads for its own connections (for instance "
+                             "[oslo_messaging_rabbit] rabbit_quorum_queue, "
+                             "which must match the deployment's daemons or "
+                             "the broker refuses the harness's messages); "
+                             "--local-libvirt also gives it to every daemon "
+                             "it starts, after their own file. Repeatable; "
+                             "OS_<GROUP>__<OPTION> environment variables "
+                             "are read as well")
     parser.add_argument('--state-dir', default=None,
                         help="--local-libvirt: where hosts, configs and "
                              "logs go, kept afterwards (default: a "
@@ -121,7 +132,8 @@ def make_backend(args):
         from numamig_ci.backends import local_libvirt
         return local_libvirt.LocalLibvirtBackend(
             args.local_libvirt, transport_url=args.transport_url,
-            db_url=args.database, state_dir=args.state_dir)
+            db_url=args.database, state_dir=args.state_dir,
+            config_files=args.config_file)
     if args.nested:
         return _nested_backend(args)
     from numamig_ci.backends import deployment
@@ -144,6 +156,11 @@ def main(argv=None, stdout=None):
     stdout = stdout or sys.stdout
     args = build_parser().parse_args(argv)
     _backend.select_threading(strict=False)
+    try:
+        _parse_conf(args.config_file)
+    except exception.Invalid as exc:
+        stdout.write(f"numamig-ci: {exc}\n")
+        return EXIT_USAGE
     _setup_logging(args.debug, args.log_file)
     if args.list:
         list_scenarios(stdout)
@@ -205,6 +222,34 @@ def _run(args, backend, selected, stdout):
     return runner.exit_code(tally, skips_fail=bool(args.scenario))
 
 
+def _parse_conf(config_files):
+    """Read numamig's options for the harness's own connections: the
+    ``--config-file`` files and OS_<GROUP>__<OPTION> environment
+    variables (oslo.config's). A process that parsed them already (a
+    test, an embedding program) keeps what it parsed.
+
+    :raises exception.Invalid: a file that cannot be read.
+    """
+    from oslo_config import cfg
+
+    from numamig.conf import CONF
+    for path in config_files:
+        if not os.access(path, os.R_OK):
+            raise exception.Invalid(
+                reason=f"--config-file {path}: no such readable file")
+    try:
+        CONF.config_file  # noqa: B018 (registered by a parse only)
+        return
+    except cfg.NoSuchOptError:
+        pass
+    argv = [arg for path in config_files
+            for arg in ('--config-file', os.path.abspath(path))]
+    try:
+        CONF(argv, project='numamig', default_config_files=[])
+    except cfg.Error as exc:
+        raise exception.Invalid(reason=f"--config-file: {exc}")
+
+
 def _setup_logging(debug, log_file):
     """Keep numamig's service logs out of the human progress output.
 
@@ -212,13 +257,6 @@ def _setup_logging(debug, log_file):
     log errors with tracebacks; those belong in ``--log-file``, while the
     verdicts go to the reporters.
     """
-    from oslo_config import cfg
-
-    from numamig.conf import CONF
-    try:
-        CONF.host  # noqa: B018 (parsed already?)
-    except cfg.NotInitializedError:
-        CONF([], project='numamig', default_config_files=[])
     handler = logging.FileHandler(log_file) if log_file else \
         logging.StreamHandler()
     handler.setFormatter(logging.Formatter(

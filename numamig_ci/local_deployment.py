@@ -81,11 +81,14 @@ class LocalDeployment(lifecycle.StartStop):
         SQLite database go; kept afterwards when given, else a
         temporary directory removed by ``stop``.
     :param cache_root: the QEMU capability cache shared between runs.
+    :param config_files: numamig configuration files every daemon reads
+        after its own (the options a deployment's broker needs, such as
+        quorum queues), in order.
     """
 
     def __init__(self, count, transport_url=None, db_url=None,
                  state_dir=None, cache_root=libvirt_hosts.CACHE_ROOT,
-                 report_interval=REPORT_INTERVAL_S):
+                 report_interval=REPORT_INTERVAL_S, config_files=()):
         if count < 2:
             raise exception.Invalid(
                 reason=f"a local deployment needs at least 2 hosts, "
@@ -102,6 +105,8 @@ class LocalDeployment(lifecycle.StartStop):
             f"sqlite:///{self.state_dir}/numamig-{self.tag}.sqlite"
         self.cache_root = cache_root
         self.report_interval = report_interval
+        self.config_files = tuple(os.path.abspath(path)
+                                  for path in config_files)
         self.libvirt = {}
         self.links = {}
         self.sets = {}
@@ -199,8 +204,10 @@ class LocalDeployment(lifecycle.StartStop):
         script = os.path.join(os.path.dirname(sys.executable), command)
         # A session of its own: a terminal's Ctrl-C reaches the harness
         # only, which then stops the daemons in order.
+        extra = [arg for path in self.config_files
+                 for arg in ('--config-file', path)]
         self.procs[name] = (subprocess.Popen(
-            [script, '--config-file', config], stdout=log,
+            [script, '--config-file', config, *extra], stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True), log)
 

@@ -12,6 +12,7 @@ import gc
 import importlib
 import inspect
 import json
+import re
 import sys
 
 # One exit code scheme for every numamig-manage action.
@@ -275,12 +276,31 @@ def fail(problem, code, output_format=None):
     """
     from numamig import exception
     if isinstance(problem, BaseException):
-        problem = exception.brief(problem)
+        problem = _config_value(problem) or exception.brief(problem)
     print(f"error: {problem}", file=sys.stderr)
     if output_format == 'json':
         print(json.dumps({'error': str(problem), 'exit_code': code},
                          sort_keys=True))
     return code
+
+
+# oslo.config's text for a value it cannot read: the option, a repr of
+# where it was set, and why.
+_CONFIG_VALUE = re.compile(
+    r"^Value for option (?P<option>\S+) from LocationInfo\(.*?"
+    r"detail='(?P<where>[^']*)'\) is not valid: (?P<why>.*)$", re.S)
+
+
+def _config_value(problem):
+    """An option's unreadable value as one line naming the option, the
+    file that set it and why (oslo.config's own text carries a
+    LocationInfo repr), or None for any other error."""
+    found = _CONFIG_VALUE.match(str(problem))
+    if found is None:
+        return None
+    where = found['where']
+    return (f"invalid value of option {found['option']}"
+            + (f" in {where}" if where else '') + f": {found['why']}")
 
 
 def wants_json(argv):

@@ -181,7 +181,8 @@ def _sync_reports_in(worker, session):
         if worker.cache.refresh(change.host, change.reported_at,
                                 change.digest, guests=guests[change.host],
                                 received_at=change.reported_at) is None:
-            worker.cache.update(change.load(), guests=guests[change.host],
+            worker.cache.update(cursor.builder.build(change),
+                                guests=guests[change.host],
                                 received_at=change.reported_at,
                                 digest=change.digest)
         cursor.held[change.host] = taken[change.host]

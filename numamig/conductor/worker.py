@@ -14,6 +14,7 @@ import typing
 
 from numamig import releases
 from numamig.conductor import settings as settings_mod
+from numamig.scheduler import stored
 
 
 class ReportCursor:
@@ -43,6 +44,9 @@ class ReportCursor:
         self.pending = {}
         self.writers = 0
         self.max_writers = max_writers or 1
+        # Builds the stored reports read back for the cache (under
+        # ``lock``): straight into the cache's form, not through OVO.
+        self.builder = stored.ReportBuilder()
 
 
 @dataclasses.dataclass(frozen=True)

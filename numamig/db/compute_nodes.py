@@ -276,13 +276,16 @@ class Change(typing.NamedTuple):
     digest: str             # content_digest of its text
     text: str               # the stored JSON
 
+    def primitive(self):
+        """The stored primitive, decoded (nothing built or checked)."""
+        return json.loads(self.text)
+
     def load(self):
         """The ComputeNodeReport, built and validated.
 
         :raises StoredRecordInvalid: naming the row.
         """
-        return _report_from(self.host, self.reported_at,
-                            json.loads(self.text))
+        return _report_from(self.host, self.reported_at, self.primitive())
 
 
 def changes_since_in(session, number, newer_than=None):

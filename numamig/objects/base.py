@@ -417,6 +417,35 @@ def _defaulted(cls):
 
 
 @functools.cache
+def quick_getters(cls):
+    """Give a registered class field getters that read the stored value
+    directly (apply above ``register``, which makes OVO's).
+
+    OVO's getter asks ``hasattr`` and then ``getattr`` for the attribute
+    it stores a field in, about a microsecond a read. A host cache
+    reading a new report's topology (validation, weights, capacity)
+    makes some 450 reads of its cells' fields: a fifth of the work.
+    A field not set still goes to ``obj_load_attr``, as with OVO's.
+    """
+    for name in cls.fields:
+        made = vars(cls)[name]
+        setattr(cls, name, property(_quick_getter(name), made.fset,
+                                    made.fdel))
+    return cls
+
+
+def _quick_getter(name):
+    key = _ATTR_PREFIX + name
+
+    def getter(self):
+        try:
+            return self.__dict__[key]
+        except KeyError:
+            self.obj_load_attr(name)
+            return getattr(self, key)
+    return getter
+
+
 def _required(cls):
     """The names of ``cls``'s fields that have no default, sorted."""
     return tuple(sorted(name for name, field in cls.fields.items()

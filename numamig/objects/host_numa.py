@@ -18,6 +18,7 @@ def _is_page_size(size_kb):
     return size_kb >= 4 and size_kb & (size_kb - 1) == 0
 
 
+@base.quick_getters
 @base.register
 class NUMAPagesTopology(base.NumamigObject):
     """One page pool of a host cell: ``total`` pages of ``size_kb`` each."""
@@ -53,6 +54,7 @@ class NUMAPagesTopology(base.NumamigObject):
                 f"({self.get('reserved', 0)}) exceed total ({self.total})")
 
 
+@base.quick_getters
 @base.register
 class HostNUMACell(base.NumamigObject):
     """A host NUMA node with its CPUs, memory and page pools, and usage.
@@ -157,6 +159,7 @@ class HostNUMACell(base.NumamigObject):
                 f"CPUs of this cell")
 
 
+@base.quick_getters
 @base.register
 class HostNUMATopology(base.NumamigObject):
     """All NUMA cells of a host, and the PCI functions it can pass through.

@@ -79,14 +79,18 @@ class Interner:
         return topology
 
     def _freeze_cell(self, attrs):
+        # A set already frozen (a stored report built straight into this
+        # form, scheduler/stored.py, or a cell frozen before) is kept: it
+        # cannot change, and is shared already.
         for name in _HARDWARE:
             key = '_obj_' + name
-            if key in attrs:
+            if key in attrs and type(attrs[key]) is not FrozenSet:
                 attrs[key] = self._set(attrs[key])
-        if '_obj_pinned_cpus' in attrs:
-            attrs['_obj_pinned_cpus'] = FrozenSet(
-                attrs['_obj_pinned_cpus'])
-        if '_obj_siblings' in attrs:
+        pinned = attrs.get('_obj_pinned_cpus')
+        if pinned is not None and type(pinned) is not FrozenSet:
+            attrs['_obj_pinned_cpus'] = FrozenSet(pinned)
+        if '_obj_siblings' in attrs and not _frozen_groups(
+                attrs['_obj_siblings']):
             groups = tuple(frozenset(group)
                            for group in attrs['_obj_siblings'])
             shared = self._siblings.get(groups)
@@ -130,3 +134,8 @@ class Interner:
         if shared is None:
             shared = self._sets[key] = FrozenSet(key)
         return shared
+
+
+def _frozen_groups(groups):
+    return type(groups) is list and all(type(group) is FrozenSet
+                                        for group in groups)

@@ -35,10 +35,12 @@ class LocalLibvirtBackend(remote.RemoteBackend):
     start_timeout_s = START_TIMEOUT_S
 
     def __init__(self, count, transport_url=None, db_url=None,
-                 state_dir=None, cache_root=libvirt_hosts.CACHE_ROOT):
+                 state_dir=None, cache_root=libvirt_hosts.CACHE_ROOT,
+                 config_files=()):
         self.deployment = local_deployment.LocalDeployment(
             count, transport_url=transport_url, db_url=db_url,
-            state_dir=state_dir, cache_root=cache_root)
+            state_dir=state_dir, cache_root=cache_root,
+            config_files=config_files)
         self._init_remote()
 
     def _init_remote(self):

@@ -169,6 +169,9 @@ LAYERS = {
                   'objects', 'exception')),
     'scheduler': ('destination choice',
                   ('numa', 'fingerprint', 'cpumodel', 'conf', 'exception')),
+    'scheduler.stored': ('stored reports built straight into the host '
+                         'cache\'s frozen form (the conductor reads them '
+                         'back)', ('scheduler', 'objects')),
     'scheduler.migratable': ('every guest\'s standing live-migratable '
                              'answer, kept from a Scheduler it is given; '
                              'pure', ('exception',)),
@@ -196,7 +199,7 @@ LAYERS = {
                          'configuration', ()),
     'conductor': ('the conductor',
                   ('conductor.api_versions', 'releases', 'db', 'audit', 'numa',
-                   'scheduler.migratable',
+                   'scheduler.migratable', 'scheduler.stored',
                    'convergence', 'attempts', 'metrics',
                    'objects', 'rpc', 'context', 'exception')),
     'conductor.records_manager': ('the conductor\'s records endpoint '

@@ -88,6 +88,34 @@ class LastResortTest(base.TestCase):
         self.assertEqual(255, json.loads(out.getvalue())['exit_code'])
 
 
+class ConfigValueTest(base.TestCase):
+    """An option whose value cannot be read: one line naming it, the
+    file and why, not oslo.config's repr of where it was set."""
+
+    def test_a_bad_value_is_said_in_one_line(self):
+        from numamig.cmd import manage
+        path = self.useFixture(fixtures.TempDir()).path + '/bad.conf'
+        with open(path, 'w') as handle:
+            handle.write('[database]\nconnection = sqlite:////nonexistent/x'
+                         '\ntcp_user_timeout = soon\n')
+        out = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stdout', io.StringIO())).new_value
+        err = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stderr', io.StringIO())).new_value
+        code = manage.main(['--config-file', path, 'db', 'version',
+                            '--format', 'json'])
+        line = (f"invalid value of option tcp_user_timeout in {path}: "
+                f"invalid literal for int() with base 10: 'soon'")
+        self.assertEqual(f'error: {line}\n', err.getvalue())
+        self.assertEqual({'error': line, 'exit_code': code},
+                         json.loads(out.getvalue()))
+        self.assertNotIn('LocationInfo', err.getvalue())
+        self.assertEqual(common.EXIT_BAD_INPUT, code)
+
+    def test_other_errors_keep_their_text(self):
+        self.assertIsNone(common._config_value(RuntimeError('boom')))
+
+
 class PlainTest(base.TestCase):
     """JSON output holds fields, not oslo.versionedobjects' wire format."""
 

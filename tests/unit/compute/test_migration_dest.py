@@ -319,6 +319,21 @@ class PostRecordedBySourceTest(base.TestCase):
         self.agent.driver.attach_devices.assert_called_once_with(
             self.inst.uuid, [('nic', '0000:82:00.0', 0)])
 
+    def test_records_the_verification_with_the_migration(self):
+        self.claim.topology.pci_devices = [objects.InstancePCIDevice(
+            alias='nic', address='0000:82:00.0', host_node=1,
+            guest_cell=0)]
+        self.agent.driver.verify_device_affinity.return_value = [
+            {'alias': 'nic', 'address': '0000:82:00.0', 'guest_cell': 0,
+             'cell_nodes': [1], 'device_node': 1, 'present': True,
+             'local': True}]
+        self._post()
+        self.agent.conductor_api.migration_record_devices.\
+            assert_called_once_with(None, self.migration.uuid, cbase.HOST, [
+                {'alias': 'nic', 'address': '0000:82:00.0',
+                 'guest_cell': '0', 'cell_nodes': '1', 'device_node': '1',
+                 'plugged': 'yes', 'local': 'yes'}])
+
     def test_no_device_claimed_nothing_plugged(self):
         self._post()
         self.agent.driver.attach_devices.assert_not_called()

@@ -380,11 +380,16 @@ class SyncReportsTest(base.ConductorTestCase):
         # Saying something new (a guest came): built whole.
         newer.fingerprint = fingerprint.compute([('p', 'arrived')])
         compute_nodes.save_report(self.db, newer)
-        with mock.patch.object(compute_nodes, '_report_from',
-                               wraps=compute_nodes._report_from) as load:
+        with mock.patch.object(self.worker.reports.builder, 'build',
+                               wraps=self.worker.reports.builder.build) \
+                as load:
             records.sync_reports(self.worker)
             records.sync_reports(self.worker)
         self.assertEqual(1, load.call_count, "only dst1's, once")
+        # Built straight from its JSON, not through OVO.
+        self.assertEqual(0, self.worker.reports.builder.fallen_back)
+        self.assertEqual(newer.topology,
+                         self.conductor.cache.get('dst1').report.topology)
         self.assertEqual(later, self.conductor.cache.get(
             'dst1').report.reported_at)
         self.assertGreater(self.worker.reports.seen, seen)
@@ -403,8 +408,9 @@ class SyncReportsTest(base.ConductorTestCase):
         # Stored by another worker: the same content, a minute later.
         later = first + datetime.timedelta(seconds=60)
         compute_nodes.save_report(self.db, self.report_of('dst1', later))
-        with mock.patch.object(compute_nodes, '_report_from',
-                               wraps=compute_nodes._report_from) as load:
+        with mock.patch.object(self.worker.reports.builder, 'build',
+                               wraps=self.worker.reports.builder.build) \
+                as load:
             records.sync_reports(self.worker)
         self.assertEqual(0, load.call_count)
         cached = self.conductor.cache.get('dst1')
@@ -417,8 +423,9 @@ class SyncReportsTest(base.ConductorTestCase):
         topology.cells[0].cpu_usage = 0
         compute_nodes.save_report(self.db, self.report_of(
             'dst1', moved, topology=topology))
-        with mock.patch.object(compute_nodes, '_report_from',
-                               wraps=compute_nodes._report_from) as load:
+        with mock.patch.object(self.worker.reports.builder, 'build',
+                               wraps=self.worker.reports.builder.build) \
+                as load:
             records.sync_reports(self.worker)
         self.assertEqual(1, load.call_count)
         self.assertEqual(moved, self.conductor.cache.get(

@@ -19,6 +19,14 @@ class NestedArgumentsTest(base.TestCase):
                           "unknown layout key 'sockets' in 'sockets=2'"],
                          out.splitlines())
 
+    def test_an_unreadable_config_file_is_one_line_and_usage_exit(self):
+        code, out = self.run_main('--local-libvirt', '2', '--config-file',
+                                  '/nonexistent/quorum.conf')
+        self.assertEqual(cmd.EXIT_USAGE, code)
+        self.assertEqual(["numamig-ci: Invalid input: --config-file "
+                          "/nonexistent/quorum.conf: no such readable file"],
+                         out.splitlines())
+
     def test_three_layouts_for_two_hosts_refused(self):
         code, out = self.run_main('--nested', *['--nested-layout',
                                                 'cores=1'] * 3)

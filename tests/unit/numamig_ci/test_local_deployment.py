@@ -186,3 +186,23 @@ class HostSetsTest(base.TestCase):
     def test_sets(self):
         self.assertEqual(self.sets,
                          local_deployment.host_sets(self.index, self.cpus))
+
+
+class ConfigFilesTest(base.TestCase):
+    """--config-file: every daemon reads the given files after its own."""
+
+    def test_every_daemon_reads_the_files_after_its_own(self):
+        state = self.useFixture(fixtures.TempDir()).path
+        deployment = local_deployment.LocalDeployment(
+            2, state_dir=state, config_files=['quorum.conf', '/etc/x.conf'])
+        started = []
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig_ci.local_deployment.subprocess.Popen',
+            lambda argv, **kwargs: started.append(argv)))
+        deployment._spawn(deployment.conductor, 'numamig-conductor')
+        own = os.path.join(state, f'{deployment.conductor}.conf')
+        self.assertEqual(['--config-file', own,
+                          '--config-file', os.path.abspath('quorum.conf'),
+                          '--config-file', '/etc/x.conf'], started[0][1:])
+        for _proc, log in deployment.procs.values():
+            log.close()

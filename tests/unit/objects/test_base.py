@@ -280,3 +280,26 @@ class FromCoercedTest(base.TestCase):
         migration = objects.Migration()
         self.assertRaises(NotImplementedError,
                           obj_base.field_reader(('uuid',)), migration)
+
+
+class QuickGettersTest(base.TestCase):
+    """The host topology objects' field getters read the stored value
+    directly and behave as OVO's otherwise."""
+
+    def test_reads_what_was_set_and_coerced(self):
+        cell = objects.HostNUMACell(id=0, memory_mb=1024)
+        cell.pcpuset = {1, 2}
+        self.assertEqual({1, 2}, cell.pcpuset)
+        self.assertEqual({'pcpuset'}, cell.obj_what_changed() & {'pcpuset'})
+        cell.memory_mb = '2048'
+        self.assertEqual(2048, cell.memory_mb)
+
+    def test_unset_field_goes_to_obj_load_attr(self):
+        pool = objects.NUMAPagesTopology(size_kb=4)
+        self.assertRaises(NotImplementedError, getattr, pool, 'total')
+        self.assertFalse(pool.obj_attr_is_set('total'))
+
+    def test_setter_still_refuses_bad_values(self):
+        topology = objects.HostNUMATopology()
+        self.assertRaises(ValueError, setattr, topology, 'cells', ['x'])
+        self.assertEqual([], topology.cells)
