@@ -175,6 +175,66 @@ class NotificationsTest(_Listening):
         self.stop_daemons()
 
 
+class DevicesVerifiedNotificationTest(_Listening):
+    """A destination's device verification, recorded through the real
+    conductor over RabbitMQ (the records API an agent uses), is heard
+    once as ``instance.devices.verified``, WARN for a device off its
+    guest cell's node, even when the record is sent twice (a
+    redelivered arrival), in the shape of its sample."""
+
+    def test_a_consumer_hears_the_verification_once(self):
+        heard = self.listen()
+        source, dest = sorted(self.hosts)
+        instance = self.create(source, 'devices-guest')
+        migration = self.wait_for_end(self.api.live_migrate_instance(
+            self.rpc.context, instance.uuid, dest))
+        agent = self.names.records_api(self.rpc.transport, timeout=30)
+        astray = {'alias': 'gpu', 'address': '0000:03:00.0',
+                  'guest_cell': '0', 'cell_nodes': '0', 'device_node': '1',
+                  'plugged': 'yes', 'local': 'no'}
+        for _ in range(2):
+            self.assertTrue(agent.migration_record_devices(
+                self.rpc.context, migration.uuid, dest, [astray]))
+        # Recorded (the casts were consumed) before counting what was
+        # heard: the second changes nothing and tells nothing.
+        deadline = time.monotonic() + HEARD_S
+        while time.monotonic() < deadline:
+            read = self.api.migration_get_satellites(
+                self.rpc.context, migration.uuid, ['devices'])
+            if read['devices'].devices:
+                break
+            time.sleep(0.1)
+        with heard.lock:
+            while not any(e['event_type'] == 'instance.devices.verified'
+                          for e in heard.events):
+                left = deadline - time.monotonic()
+                self.assertGreater(left, 0, 'instance.devices.verified '
+                                            'not heard')
+                heard.lock.wait(left)
+        time.sleep(1)  # room for a second, wrong, notification
+        told = [e for e in heard.events
+                if e['event_type'] == 'instance.devices.verified']
+        self.assertEqual(1, len(told), told)
+        (event,) = told
+        data = event['payload']['numamig_object.data']
+        self.assertEqual(('WARN', migration.uuid, instance.uuid, dest,
+                          False),
+                         (event['priority'], data['migration_uuid'],
+                          data['instance_uuid'], data['host'],
+                          data['all_local']))
+        with open(os.path.join(SAMPLES,
+                               'instance-devices-verified.json')) as f:
+            sample = json.load(f)
+        self.assertEqual(sample['event_type'], event['event_type'])
+        self.assertEqual(sample['priority'], event['priority'])
+        for key in ('numamig_object.name', 'numamig_object.version',
+                    'numamig_object.namespace'):
+            self.assertEqual(sample['payload'][key], event['payload'][key])
+        self.assertEqual(set(sample['payload']['numamig_object.data']),
+                         set(data))
+        self.stop_daemons()
+
+
 class AgentNotificationsTest(_Listening):
     """What only an agent sees, told by the agent itself over RabbitMQ:
     a convergence policy's actions while its emulated copy runs, and its

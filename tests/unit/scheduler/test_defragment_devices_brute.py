@@ -3,10 +3,11 @@ devices, held against an exhaustive search written here, apart from
 numamig's fit and device choice.
 
 Each small cloud: 3 hosts of 2 cells (3 dedicated pCPUs and 4 GiB each,
-one thread per core) with 0-3 plain PCI functions of two products on
-node 0, node 1 or of unknown node; 1-3 one-cell guests per host, placed
-by numamig's fit, some holding 1 device under the ``required``,
-``legacy`` or ``preferred`` policy. The new guest pins 2-3 pCPUs of one
+one thread per core; both cells on one socket, one each, or some
+unknown) with 0-3 plain PCI functions of two products on node 0, node 1
+or of unknown node; 1-3 one-cell guests per host, placed by numamig's
+fit, some holding 1 device under the ``required``, ``legacy``,
+``preferred`` or ``socket`` policy. The new guest pins 2-3 pCPUs of one
 cell and may ask a device of its own.
 
 The search (``optimum``) tries every set of up to MAX_MOVES guests,
@@ -71,10 +72,13 @@ def cloud(rng):
     """({host: (topology, [(uuid, request, placed)])}, new guest)."""
     state = {}
     for index in range(3):
+        cells = [numa_hosts.make_cell(c, cores=CORES, threads=1, cells=2,
+                                      memory_mb=MEMORY) for c in range(2)]
+        for cell, socket in zip(cells, rng.choice(drain_brute.SOCKETS),
+                                strict=True):
+            cell.socket = socket
         topology = objects.HostNUMATopology(
-            cells=[numa_hosts.make_cell(c, cores=CORES, threads=1, cells=2,
-                                        memory_mb=MEMORY)
-                   for c in range(2)],
+            cells=cells,
             pci_devices=[drain_brute._device(
                 index, i, rng.choice((0, 1, None)), rng.choice(PRODUCTS),
                 False) for i in range(rng.randint(0, 3))])
@@ -104,12 +108,13 @@ def _shape(request):
 
 
 def _host_state(topology):
-    """{cell: [free pCPUs, free MiB]}, {address: (product, node)} free."""
+    """{cell: [free pCPUs, free MiB]}, {address: (product, node)} free,
+    {cell: socket or None}."""
     room = {c.id: [len(c.pcpuset - c.pinned_cpus),
                    c.memory_mb - c.memory_usage_mb] for c in topology.cells}
     free = {d.address: (d.product_id, d.numa_node)
             for d in topology.pci_devices if d.instance_uuid is None}
-    return room, free
+    return room, free, drain_brute._sockets(topology)
 
 
 def _release(room, free, placed, request, topology):
@@ -122,7 +127,7 @@ def _release(room, free, placed, request, topology):
         free[device.address] = (d.product_id, d.numa_node)
 
 
-def _takes(room, free, shape):
+def _takes(room, free, sockets, shape):
     """Every (cell, addresses) a guest of ``shape`` may take."""
     pcpus, memory, asks = shape
     found = []
@@ -131,7 +136,7 @@ def _takes(room, free, shape):
             continue
         listed = [(a, p, n) for a, (p, n) in sorted(free.items())]
         for picked in drain_brute._device_choices(listed, set(), asks,
-                                                  cell):
+                                                  cell, sockets):
             found.append((cell, picked))
     return found
 
@@ -169,17 +174,17 @@ def optimum(state, wanted, max_moves):
 def _works(state, group, dests, new):
     hosts = {h: _host_state(t) for h, (t, _) in state.items()}
     for source, _uuid, request, placed in group:
-        room, free = hosts[source]
+        room, free, _sockets = hosts[source]
         _release(room, free, placed, request, state[source][0])
 
     def arrive(position):
         if position == len(group):
-            return any(_takes(room, free, new)
-                       for room, free in hosts.values())
+            return any(_takes(room, free, sockets, new)
+                       for room, free, sockets in hosts.values())
         host = dests[position]
-        room, free = hosts[host]
+        room, free, sockets = hosts[host]
         shape = _shape(group[position][2])
-        for cell, picked in _takes(room, free, shape):
+        for cell, picked in _takes(room, free, sockets, shape):
             room[cell][0] -= shape[0]
             room[cell][1] -= shape[1]
             taken = {a: free.pop(a) for a in picked}
@@ -227,7 +232,8 @@ def invalid(state, plan, wanted):
             product, node = nodes[host][address]
             if alias not in wanted_by or wanted_by[alias][0] != product:
                 return f"{uuid}: {address} is not of a product it asked"
-            if not allowed(wanted_by[alias][2], node, cell.host_cell):
+            if not allowed(wanted_by[alias][2], node, cell.host_cell,
+                           drain_brute._sockets(state[host][0])):
                 return f"{uuid}: {address} on node {node} breaks its policy"
             got[alias] = got.get(alias, 0) + 1
         if got != {a: w[1] for a, w in wanted_by.items()}:

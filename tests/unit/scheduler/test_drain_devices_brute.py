@@ -3,16 +3,19 @@ held against an exhaustive search written here, apart from numamig's fit
 and device choice.
 
 Each small cloud: 2-3 destinations of 2 cells (1-4 free dedicated pCPUs
-and 1-4 GiB free each) with 0-4 plain PCI functions of two products, on
+and 1-4 GiB free each; both cells on one socket, one each, or some
+unknown) with 0-4 plain PCI functions of two products, on
 node 0, node 1 or of unknown node, some held by other guests already
 (some destinations with the cells of another but functions of their
 own); 2-4 one-cell guests pinning 1-3 pCPUs, some asking 1-2 devices of
-one product under the ``required``, ``legacy`` or ``preferred`` policy.
+one product under the ``required``, ``legacy``, ``preferred`` or
+``socket`` policy.
 
 The search (``exists``) gives every guest a destination and a host cell
 with room, and every requested device a free function of the product
 that the policy allows on that cell's node (required: that node;
-legacy: that node or unknown; preferred: any), no function twice. The
+legacy: that node or unknown; preferred: any; socket: a node of that
+cell's socket, both known), no function twice. The
 planner must answer "no plan" only where the search finds none, and
 every plan it makes is checked here: the destination allowed, each
 placement's pCPUs free and in its cell, its memory within the cell's,
@@ -35,7 +38,9 @@ from tests.unit.numa import hosts as numa_hosts
 CLOUDS = 3000
 SEED = int(os.environ.get('NUMAMIG_DRAIN_SEED', '0'))
 PRODUCTS = ('10fb', '1572')
-POLICIES = ('required', 'legacy', 'preferred')
+POLICIES = ('required', 'legacy', 'preferred', 'socket')
+# The sockets of a host's two cells: one socket, one each, one unknown.
+SOCKETS = ((0, 0), (0, 1), (0, None), (None, None))
 
 
 def _device(host_index, index, node, product, held):
@@ -57,6 +62,9 @@ def _host(rng, host_index, like=None):
         cell.pinned_cpus = set(rng.sample(free, rng.randint(0, 3)))
         cell.memory_usage_mb = rng.choice((0, 1024, 2048, 3072))
         cells.append(cell)
+    if like is None:
+        for cell, socket in zip(cells, rng.choice(SOCKETS), strict=True):
+            cell.socket = socket
     devices = [_device(host_index, i, rng.choice((0, 1, None)),
                        rng.choice(PRODUCTS), rng.random() < 0.15)
                for i in range(rng.randint(0, 4))]
@@ -97,14 +105,25 @@ def cloud(rng):
 # -- the exhaustive search, numamig's fit left out ---------------------------
 
 
-def allowed(policy, device_node, cell):
+def allowed(policy, device_node, cell, socket_of=None):
     """Whether ``policy`` lets a device on ``device_node`` serve a guest
-    cell placed on host cell ``cell``."""
+    cell placed on host cell ``cell`` (``socket_of``: {host cell:
+    socket or None}; none known without it)."""
     if policy == 'required':
         return device_node == cell
     if policy == 'legacy':
         return device_node in (cell, None)
+    if policy == 'socket':
+        # Same socket as the guest's cell; an unknown one never matches.
+        socket_of = socket_of or {}
+        return device_node is not None and \
+            socket_of.get(device_node) is not None and \
+            socket_of.get(device_node) == socket_of.get(cell)
     return True
+
+
+def _sockets(topology):
+    return {c.id: c.get('socket') for c in topology.cells}
 
 
 def _free_devices(topology):
@@ -118,16 +137,18 @@ def _room(topology):
             for c in topology.cells}
 
 
-def _device_choices(free, used, asks, cell):
+def _device_choices(free, used, asks, cell, socket_of=None):
     """Every way (a tuple of addresses) of serving ``asks`` from the free
-    functions not ``used``, on host cell ``cell``."""
+    functions not ``used``, on host cell ``cell`` (of a host whose cells'
+    sockets are ``socket_of``)."""
     choices = [()]
     for product, count, policy in asks:
         grown = []
         for taken in choices:
             fitting = [a for a, p, node in free
                        if p == product and a not in used and
-                       a not in taken and allowed(policy, node, cell)]
+                       a not in taken and
+                       allowed(policy, node, cell, socket_of)]
             for picked in _combinations(fitting, count):
                 grown.append(taken + picked)
         choices = grown
@@ -159,7 +180,8 @@ def exists(topologies, shapes):
                 if left[0] < pcpus or left[1] < memory:
                     continue
                 for picked in _device_choices(free[host], used[host], asks,
-                                              cell):
+                                              cell,
+                                              _sockets(topologies[host])):
                     left[0] -= pcpus
                     left[1] -= memory
                     used[host].update(picked)
@@ -214,7 +236,8 @@ def invalid(topologies, shapes, guests, plan):
             product, node = free[host][address]
             if alias not in wanted or wanted[alias][0] != product:
                 return f"{name}: {address} is not of a product it asked"
-            if not allowed(wanted[alias][2], node, cell.host_cell):
+            if not allowed(wanted[alias][2], node, cell.host_cell,
+                           _sockets(topologies[host])):
                 return (f"{name}: {address} on node {node} breaks "
                         f"{wanted[alias][2]} for cell {cell.host_cell}")
             got[alias] = got.get(alias, 0) + 1
@@ -229,9 +252,10 @@ class DrainDevicesBruteForceTest(base.TestCase):
         rng = random.Random(SEED)
         wrong, counts = [], {drain.PLANNED: 0, drain.NO_PLAN: 0,
                              drain.NOT_FOUND: 0}
-        with_devices = 0
+        with_devices = with_socket = 0
         for number in range(CLOUDS):
             topologies, guests, shapes = cloud(rng)
+            position = {g.uuid: i for i, g in enumerate(guests)}
             found = drain.plan(
                 guests, [drain.Destination(h, views.HostView(t))
                          for h, t in topologies.items()])
@@ -243,15 +267,20 @@ class DrainDevicesBruteForceTest(base.TestCase):
                     wrong.append((number, problem))
                 if any(move.placement.pci for move in found.moves):
                     with_devices += 1
+                policies = {shapes[position[m.guest.uuid]][2][0][2]
+                            for m in found.moves if m.placement.pci}
+                with_socket += 'socket' in policies
             elif truth is not None:
                 wrong.append((number, f"{found.outcome}: "
                                       f"{found.unplaced[0].reason}; but "
                                       f"{truth}"))
         self.assertEqual([], wrong[:5], f"{len(wrong)} clouds wrong")
         # The series covers both answers, and plans that move devices.
-        self.assertGreater(counts[drain.PLANNED], CLOUDS // 4)
+        self.assertGreater(counts[drain.PLANNED], CLOUDS // 5)
         self.assertGreater(counts[drain.NO_PLAN], CLOUDS // 10)
         self.assertGreater(with_devices, CLOUDS // 10)
+        # ... and devices taken under the socket policy.
+        self.assertGreater(with_socket, CLOUDS // 50)
 
 
 class DeviceKindTest(base.TestCase):
