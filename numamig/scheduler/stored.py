@@ -102,6 +102,14 @@ class ReportBuilder:
         values['migration_guard'] = None if guard is None else _str(guard)
         for name, cls in _REPORT_OBJECTS.items():
             values[name] = _small_object(data.get(name), cls)
+        if 'guest_cpus' in data:
+            # The guests' CPUs (a few small objects, none on most hosts'
+            # quiet reports), built by OVO as the old path does.
+            if type(data['guest_cpus']) is not list:
+                raise _Unknown()
+            values['guest_cpus'] = [
+                _small_object(item, objects.InstanceCPU)
+                for item in data['guest_cpus']]
         # A DateTimeField primitive has whole seconds; the column is exact
         # and is what the old path keeps (numamig.db.compute_nodes.
         # _report_from): the text is not parsed.
