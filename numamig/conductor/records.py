@@ -157,15 +157,37 @@ def sync_reports(worker):
     Each counts as received when it was made, so that a host that died
     does not look up.
     """
-    with worker.reports.lock, worker.db.reader() as session:
-        _sync_reports_in(worker, session)
+    with worker.reports.lock:
+        with worker.db.reader() as session:
+            reads = _read_reports_in(worker, session)
+        _feed_reports(worker, reads)
 
 
-def _sync_reports_in(worker, session):
-    """``sync_reports`` in the caller's transaction; the caller holds
-    the worker's report cursor lock (taken before the transaction, as
-    sync_reports does, so that no two orders of the two exist)."""
-    cursor = worker.reports
+class _ReportReads(typing.NamedTuple):
+    """What a transaction read of the reports stored since a worker last
+    looked, for _feed_reports to build once it ended."""
+
+    changes: list
+    seen: object
+    guests: dict
+    taken: dict
+
+
+def _read_reports_in(worker, session):
+    """The reports stored since this worker last looked and their hosts'
+    guests, read in the caller's transaction; the caller holds the
+    worker's report cursor lock (taken before the transaction, as
+    sync_reports does, so that no two orders of the two exist) until it
+    has fed them (_feed_reports).
+
+    The cache is fed after the transaction, not in it: building the
+    reports of thousands of hosts a worker never saw takes seconds of
+    CPU during which the session would sit idle inside its transaction,
+    and PostgreSQL ends such a session after ``[database]
+    idle_in_transaction_timeout`` (5 s): the request reading them failed
+    with "server closed the connection unexpectedly" (measured with
+    benchmarks/bench_intake.py at 10,000 hosts).
+    """
     taken = {}
 
     def newer_than(host, reported_at, change_seq):
@@ -173,9 +195,19 @@ def _sync_reports_in(worker, session):
             taken[host] = change_seq
             return True
         return False
-    changes, cursor.seen = compute_nodes.changes_since_in(
-        session, cursor.seen, newer_than=newer_than)
+    changes, seen = compute_nodes.changes_since_in(
+        session, worker.reports.seen, newer_than=newer_than)
     guests = instances.guest_pairs_in(session, [c.host for c in changes])
+    return _ReportReads(changes, seen, guests, taken)
+
+
+def _feed_reports(worker, reads):
+    """Feed the cache what _read_reports_in read; the caller still holds
+    the report cursor lock. The cursor moves only here, so a transaction
+    that failed after reading loses no report."""
+    cursor = worker.reports
+    changes, guests, taken = reads.changes, reads.guests, reads.taken
+    cursor.seen = reads.seen
     for change in changes:
         # Most say what the cache holds, newer: only the time moves.
         if worker.cache.refresh(change.host, change.reported_at,
@@ -198,11 +230,14 @@ def read_instance(worker, instance_uuid, with_maintenance=False):
     :returns: (Instance, {host: Maintenance} or None when not asked).
     :raises InstanceNotFound:
     """
-    with worker.reports.lock, worker.db.reader() as session:
-        instance = instances.get_in(session, instance_uuid).instance
-        _sync_reports_in(worker, session)
-        return instance, (compute_nodes.maintenance_in(session)
-                          if with_maintenance else None)
+    with worker.reports.lock:
+        with worker.db.reader() as session:
+            instance = instances.get_in(session, instance_uuid).instance
+            reads = _read_reports_in(worker, session)
+            maintenance = (compute_nodes.maintenance_in(session)
+                           if with_maintenance else None)
+        _feed_reports(worker, reads)
+        return instance, maintenance
 
 
 class Admitted(typing.NamedTuple):
@@ -230,21 +265,24 @@ def read_admitted(worker, migration_uuid):
         no longer ``accepted`` (cancelled while it waited).
     :raises MigrationNotFound:
     """
-    with worker.reports.lock, worker.db.reader() as session:
-        migration = migrations.get_in(session, migration_uuid,
-                                      with_history=False)
-        if migration.status != STATUS.ACCEPTED:
-            return Admitted(migration)
-        instance = instances.get_in(session,
-                                    migration.instance_uuid).instance
-        _sync_reports_in(worker, session)
-        return Admitted(
-            migration, instance,
-            frozenset(queue.busy_destinations_in(
-                session, worker.settings.admission.per_dest)),
-            compute_nodes.maintenance_in(session),
-            migration_satellites.get_in(session, migration_uuid,
-                                        ('convergence',))['convergence'])
+    with worker.reports.lock:
+        with worker.db.reader() as session:
+            migration = migrations.get_in(session, migration_uuid,
+                                          with_history=False)
+            if migration.status != STATUS.ACCEPTED:
+                return Admitted(migration)
+            instance = instances.get_in(session,
+                                        migration.instance_uuid).instance
+            reads = _read_reports_in(worker, session)
+            admitted = Admitted(
+                migration, instance,
+                frozenset(queue.busy_destinations_in(
+                    session, worker.settings.admission.per_dest)),
+                compute_nodes.maintenance_in(session),
+                migration_satellites.get_in(
+                    session, migration_uuid, ('convergence',))['convergence'])
+        _feed_reports(worker, reads)
+        return admitted
 
 
 def _newer_than_cached(worker, host, reported_at, change_seq):

@@ -1,5 +1,6 @@
 """Tests of numamig.conductor.records: the rules around move claims."""
 
+import contextlib
 import datetime
 from unittest import mock
 
@@ -459,6 +460,81 @@ class SyncReportsTest(base.ConductorTestCase):
                                wraps=compute_nodes._to_object) as load:
             records.sync_reports(self.worker)
         load.assert_not_called()
+
+
+class ReportsBuiltAfterTheTransactionTest(base.ConductorTestCase):
+    """Building reports is CPU work: it runs after the transaction that
+    read them ended, so that the session never sits idle inside it (a
+    PostgreSQL server ends such a session after [database]
+    idle_in_transaction_timeout)."""
+
+    def setUp(self):
+        super().setUp()
+        self.instance = self.create_instance()
+
+    def newer_dst1(self):
+        cached = self.conductor.cache.get('dst1').report
+        later = self.now + datetime.timedelta(seconds=30)
+        report = objects.ComputeNodeReport(**{
+            name: getattr(cached, name)
+            for name in ('host', 'hypervisor_uri', 'hypervisor_type',
+                         'topology', 'service_version')},
+            fingerprint=fingerprint.compute([('p', 'arrived')]),
+            reported_at=later)
+        compute_nodes.save_report(self.db, report)
+        return later
+
+    def test_no_transaction_is_open_while_reports_are_built(self):
+        records.sync_reports(self.worker)
+        later = self.newer_dst1()
+        open_while_building = []
+        real_reader = self.worker.db.reader
+        depth = [0]
+
+        @contextlib.contextmanager
+        def counted_reader():
+            with real_reader() as session:
+                depth[0] += 1
+                try:
+                    yield session
+                finally:
+                    depth[0] -= 1
+        build = self.worker.reports.builder.build
+
+        def spy(change):
+            open_while_building.append(depth[0])
+            return build(change)
+        with mock.patch.object(self.worker.db, 'reader', counted_reader), \
+                mock.patch.object(self.worker.reports.builder, 'build',
+                                  side_effect=spy):
+            for read in (lambda: records.sync_reports(self.worker),
+                         lambda: records.read_instance(
+                             self.worker, self.instance.uuid, True)):
+                compute_nodes.save_report(self.db, objects.ComputeNodeReport(
+                    **{name: getattr(self.conductor.cache.get(
+                        'dst1').report, name)
+                       for name in ('host', 'hypervisor_uri',
+                                    'hypervisor_type', 'topology',
+                                    'service_version')},
+                    fingerprint=fingerprint.compute(
+                        [('p', str(len(open_while_building)))]),
+                    reported_at=later + datetime.timedelta(
+                        seconds=10 * (1 + len(open_while_building)))))
+                read()
+        self.assertEqual([0, 0], open_while_building)
+
+    def test_a_transaction_that_fails_after_reading_loses_no_report(self):
+        records.sync_reports(self.worker)
+        seen = self.worker.reports.seen
+        later = self.newer_dst1()
+        with mock.patch.object(compute_nodes, 'maintenance_in',
+                               side_effect=RuntimeError('connection lost')):
+            self.assertRaises(RuntimeError, records.read_instance,
+                              self.worker, self.instance.uuid, True)
+        self.assertEqual(seen, self.worker.reports.seen)
+        records.sync_reports(self.worker)
+        self.assertEqual(later, self.conductor.cache.get(
+            'dst1').report.reported_at)
 
 
 class ReadAdmittedTest(base.ConductorTestCase):
