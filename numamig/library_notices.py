@@ -64,6 +64,20 @@ DUPLICATE_LINE = ('ignoring message %s: delivered a second time (the '
                   'received already')
 
 
+# oslo.messaging's RPC server logs a reply it could not send with a
+# traceback (logger.exception). It happens when the broker connection
+# goes between a request and its answer (a node killed, the cluster
+# restarted): the caller's wait then ends by its timeout, and a request
+# asked again is answered the same (every numamig method is idempotent
+# under redelivery). The record is kept, as one line at WARNING with
+# why.
+RPC_SERVER_LOGGER = 'oslo_messaging.rpc.server'
+REPLY_LOST_NOTICE = 'Can not send reply for message'
+REPLY_LOST_LINE = ('could not send the reply to a request (%s): the broker '
+                   "connection was lost; the caller's wait ends by its "
+                   'timeout, and a request asked again is answered the same')
+
+
 class _Drop(logging.Filter):
     """Drop the records whose message matches; pass the others. ``key``
     names the filter, so that it is installed once."""
@@ -79,29 +93,38 @@ class _Drop(logging.Filter):
 
 class _OneLine(logging.Filter):
     """Pass every record; the one ``matches`` names loses its traceback
-    and goes at INFO, with ``message`` (same arguments) for its text."""
+    and goes at ``level``, with ``message`` (same arguments) for its
+    text; with ``with_error``, ``message`` takes the error's own line
+    as its one argument instead."""
 
-    def __init__(self, key, matches, message):
+    def __init__(self, key, matches, message, level=logging.INFO,
+                 with_error=False):
         super().__init__()
         self.key = key
         self.matches = matches
         self.message = message
+        self.level = level
+        self.with_error = with_error
 
     def filter(self, record):
         if self.matches(record):
+            if self.with_error:
+                error = record.exc_info[1] if record.exc_info else None
+                record.args = (f"{type(error).__name__}: {error}"
+                               if error is not None else 'no error given',)
             record.msg = self.message
             record.exc_info = None
             record.exc_text = None
-            record.levelno = logging.INFO
-            record.levelname = logging.getLevelName(logging.INFO)
+            record.levelno = self.level
+            record.levelname = logging.getLevelName(self.level)
         return True
 
 
-def _install(logger_name, key, matches, message=None):
+def _install(logger_name, key, matches, message=None, **one_line):
     logger = logging.getLogger(logger_name)
     if not any(getattr(f, 'key', None) == key for f in logger.filters):
         logger.addFilter(_Drop(key, matches) if message is None else
-                         _OneLine(key, matches, message))
+                         _OneLine(key, matches, message, **one_line))
 
 
 def quiet_no_fork_notice():
@@ -137,6 +160,14 @@ def quiet_duplicate_notice():
     _install(AMQP_DRIVER_LOGGER, 'duplicate',
              lambda record: record.msg == DUPLICATE_NOTICE,
              DUPLICATE_LINE)
+
+
+def quiet_reply_lost_notice():
+    """oslo.messaging's "Can not send reply for message" traceback as one
+    line at WARNING naming the error (idempotent)."""
+    _install(RPC_SERVER_LOGGER, 'reply-lost',
+             lambda record: record.msg == REPLY_LOST_NOTICE,
+             REPLY_LOST_LINE, level=logging.WARNING, with_error=True)
 
 
 def quiet_reconnect_notices():

@@ -95,6 +95,7 @@ def get_transport(conf, url=None):
     _calm_amqp_polling()
     library_notices.quiet_amqp_close_notice()
     library_notices.quiet_duplicate_notice()
+    library_notices.quiet_reply_lost_notice()
     key = url or _configured_url(conf) or 'default'
     if key not in _TRANSPORTS:
         _TRANSPORTS[key] = messaging.get_rpc_transport(

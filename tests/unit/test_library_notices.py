@@ -101,6 +101,35 @@ class LibraryNoticesTest(base.TestCase):
         self.assertIn('Traceback', log.output.split(lines[1], 1)[1])
 
 
+    def test_a_lost_reply_is_one_line_at_warning(self):
+        from oslo_messaging.rpc import server
+        # The record as oslo.messaging's RPC server makes it.
+        self.assertEqual(library_notices.RPC_SERVER_LOGGER, server.LOG.name)
+        self.assertIn(
+            f'LOG.exception("{library_notices.REPLY_LOST_NOTICE}")',
+            _source(server))
+        log = self.useFixture(fixtures.FakeLogger(
+            name=library_notices.RPC_SERVER_LOGGER, level=logging.INFO,
+            format='%(levelname)s %(message)s'))
+        library_notices.quiet_reply_lost_notice()
+        library_notices.quiet_reply_lost_notice()
+        logger = logging.getLogger(library_notices.RPC_SERVER_LOGGER)
+        try:
+            raise ConnectionResetError(104, 'Connection reset by peer')
+        except ConnectionResetError:
+            logger.exception(library_notices.REPLY_LOST_NOTICE)
+            logger.exception("another error of the server")
+        self.assertEqual(1, len(logger.filters))
+        lines = log.output.splitlines()
+        self.assertEqual(
+            'WARNING could not send the reply to a request '
+            '(ConnectionResetError: [Errno 104] Connection reset by peer): '
+            "the broker connection was lost; the caller's wait ends by its "
+            'timeout, and a request asked again is answered the same',
+            lines[0])
+        self.assertEqual('ERROR another error of the server', lines[1])
+        self.assertIn('Traceback', log.output.split(lines[1], 1)[1])
+
     def test_only_the_reconnect_notices_are_dropped(self):
         from oslo_messaging._drivers import impl_rabbit
         self.assertEqual(library_notices.RABBIT_DRIVER_LOGGER,
