@@ -37,6 +37,7 @@ from numamig.scheduler import defragment as defrag
 from numamig.scheduler import drain
 from tests import base
 from tests.unit.numa import hosts as numa_hosts
+from tests.unit.scheduler import brute
 from tests.unit.scheduler import test_drain_devices_brute as drain_brute
 
 CLOUDS = 1500
@@ -141,19 +142,6 @@ def _takes(room, free, sockets, shape):
     return found
 
 
-def _acyclic(edges):
-    edges = set(edges)
-    nodes = {n for edge in edges for n in edge}
-    while nodes:
-        leaf = next((n for n in nodes
-                     if not any(a == n and b in nodes for a, b in edges)),
-                    None)
-        if leaf is None:
-            return False
-        nodes.discard(leaf)
-    return True
-
-
 def optimum(state, wanted, max_moves):
     """The fewest moves of a plan, or None within ``max_moves``."""
     guests = [(host, uuid, request, placed)
@@ -164,7 +152,7 @@ def optimum(state, wanted, max_moves):
         for group in itertools.combinations(guests, size):
             others = [[h for h in state if h != g[0]] for g in group]
             for dests in itertools.product(*others):
-                if _acyclic((g[0], d) for g, d in zip(group, dests,
+                if brute._acyclic((g[0], d) for g, d in zip(group, dests,
                                                       strict=True)) and \
                         _works(state, group, dests, new):
                     return size
