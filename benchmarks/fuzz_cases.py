@@ -13,6 +13,8 @@ well, numamig does not (``nopage_mb`` carries it to nova_oracle.py).
 """
 
 
+import json
+
 from numamig import cpuspec
 
 PAGE_SPECS = ('small', 'large', 'any', '2MB', '1GB', '2048', '4KB',
@@ -141,7 +143,8 @@ def _other(rng, name, value):
                'cpu_thread_policy': THREAD_POLICIES,
                'emulator_threads_policy': ('share', 'isolate'),
                'mem_page_size': PAGE_SPECS,
-               'numa_nodes': ('1', '2')}.get(name, (value,))
+               'numa_nodes': ('1', '2'),
+               'pci_numa_affinity_policy': POLICIES}.get(name, (value,))
     return rng.choice(choices)
 
 
@@ -195,3 +198,134 @@ def random_limits(rng):
 def random_case(rng):
     return {'host': random_host(rng), 'request': random_guest(rng),
             'limits': random_limits(rng)}
+
+
+# -- PCI devices (fuzz_fit.py --devices) -------------------------------------
+
+VENDOR = '8086'
+# A card: its PF's product, its VFs' product (the same id on some cards,
+# which is why a request that does not name type-PF never gets a PF) and
+# a plain function's product.
+PF_PRODUCT, VF_PRODUCT, PLAIN_PRODUCT = '1521', '1520', '10fb'
+POLICIES = ('required', 'legacy', 'preferred', 'socket')
+
+
+def random_device_case(rng):
+    """A case whose guest asks PCI devices by alias on a host of 1-4 cells
+    holding PFs with VFs and plain functions, some used, some of unknown
+    node, sockets known, unknown or known for some cells only.
+
+    ``case['pci']``: {'devices': [{address, vendor_id, product_id,
+    dev_type, parent_addr, numa_node, used}], 'aliases': ['[pci] alias'
+    JSON values], 'sockets': [socket or None per host cell]}.
+    """
+    host = random_host(rng)
+    while len(host['cells']) > 4:
+        host = random_host(rng)
+    for cell in host['cells']:
+        if rng.random() < 0.7:
+            _idle(cell)
+    cells = len(host['cells'])
+    shared_ids = rng.random() < 0.3
+    vf_product = PF_PRODUCT if shared_ids else VF_PRODUCT
+    devices = []
+    for card in range(rng.randint(0, 3)):
+        node = _device_node(rng, cells)
+        pf = f'0000:{0x10 + card:02x}:00.0'
+        devices.append(_device(rng, pf, PF_PRODUCT, 'type-PF', None, node))
+        for vf in range(rng.randint(0, 4)):
+            devices.append(_device(
+                rng, f'0000:{0x10 + card:02x}:{1 + vf // 8:02x}.{vf % 8}',
+                vf_product, 'type-VF', pf, node))
+    for plain in range(rng.randint(0, 3)):
+        devices.append(_device(rng, f'0000:{0x40 + plain:02x}:00.0',
+                               PLAIN_PRODUCT, 'type-PCI', None,
+                               _device_node(rng, cells)))
+    _used_families(rng, devices)
+    aliases = {
+        'vf': {'vendor_id': VENDOR, 'product_id': vf_product,
+               'device_type': 'type-VF'},
+        'pf': {'vendor_id': VENDOR, 'product_id': PF_PRODUCT,
+               'device_type': 'type-PF'},
+        'nic': {'vendor_id': VENDOR, 'product_id': PLAIN_PRODUCT},
+        # No device type: VFs (and, with shared ids, never the PFs).
+        'card': {'vendor_id': VENDOR, 'product_id': vf_product},
+    }
+    named = rng.sample(sorted(aliases), rng.choice((1, 1, 1, 2)))
+    values = []
+    for name in sorted(aliases):
+        entry = dict(aliases[name], name=name)
+        policy = rng.choice((None, None) + POLICIES)
+        if policy:
+            entry['numa_policy'] = policy
+        values.append(json.dumps(entry, sort_keys=True))
+    guest = (random_guest(rng) if rng.random() < 0.4
+             else _plain_guest(rng, cells))
+    guest['extra_specs']['pci_passthrough:alias'] = ','.join(
+        f'{name}:{rng.choice((1, 1, 1, 2, 3))}' for name in named)
+    policy = rng.choice((None, None) + POLICIES)
+    if policy:
+        _put(rng, guest['extra_specs'], guest['image_properties'],
+             'pci_numa_affinity_policy', policy)
+    return {'host': host, 'request': guest, 'limits': random_limits(rng),
+            'pci': {'devices': devices, 'aliases': values,
+                    'sockets': _sockets(rng, cells)}}
+
+
+def _idle(cell):
+    """No guest on the cell, so that the devices decide more often."""
+    cell.update(pinned=[], cpu_usage=0, memory_usage_mb=0, nopage_mb=0)
+    for pool in cell['pools']:
+        pool['used'] = 0
+
+
+def _device(rng, address, product, dev_type, parent, node):
+    return {'address': address, 'vendor_id': VENDOR, 'product_id': product,
+            'dev_type': dev_type, 'parent_addr': parent, 'numa_node': node,
+            'used': False}
+
+
+def _device_node(rng, cells):
+    return None if rng.random() < 0.12 else rng.randrange(cells)
+
+
+def _used_families(rng, devices):
+    """Mark some functions used, never a PF with one of its VFs (a host
+    cannot be in that state)."""
+    for device in devices:
+        if rng.random() >= 0.2:
+            continue
+        family = [d for d in devices
+                  if d['address'] == device['parent_addr']
+                  or d['parent_addr'] == device['address']]
+        if not any(d['used'] for d in family):
+            device['used'] = True
+
+
+def _plain_guest(rng, cells):
+    """A guest most hosts can hold, so that the devices decide."""
+    nodes = rng.choice((None, None, 1, 2) if cells > 1 else (None, 1))
+    vcpus = rng.choice((1, 2, 2, 4))
+    if nodes == 2 and vcpus == 1:
+        vcpus = 2
+    flavor = {}
+    if rng.random() < 0.5:
+        flavor['hw:cpu_policy'] = 'dedicated'
+    if nodes:
+        flavor['hw:numa_nodes'] = str(nodes)
+    return {'vcpus': vcpus,
+            'memory_mb': (nodes or 1) * rng.choice((128, 256, 512)),
+            'extra_specs': flavor, 'image_properties': {}}
+
+
+def _sockets(rng, cells):
+    """Each host cell's socket: known (one or two sockets), unknown on
+    every cell, or unknown on some."""
+    kind = rng.choice(('one', 'two', 'two', 'none', 'some'))
+    if kind == 'none':
+        return [None] * cells
+    sockets = [0 if kind == 'one' else cell * 2 // max(cells, 2)
+               for cell in range(cells)]
+    if kind == 'some':
+        sockets[rng.randrange(cells)] = None
+    return sockets

@@ -9,6 +9,9 @@ answers and what differs (fuzz_fit.outcome), and are kept narrow: each
 names the spec or the refusal text that makes the difference.
 """
 
+import itertools
+import json
+
 from numamig import exception
 from numamig.numa import specs
 
@@ -234,12 +237,144 @@ PAIR_FAMILIES = (
 )
 
 
+def _devices_alone(case, mine, theirs, what):
+    """A guest asking devices and nothing else: Nova gives it no guest
+    node and applies no policy; numamig gives it one. Claimed only where
+    Nova, asked the same guest with hw:numa_nodes=1, answers as numamig
+    does."""
+    return what == ONLY_NOVA_FITS and 'devices_alone' in theirs and \
+        theirs['one_node'].get('fits') == mine['fits']
+
+
+def _pf_with_own_vfs(case, mine, theirs, what):
+    """Nova's scheduler check counts a PF and VFs of that same PF as if
+    both could be given (its claim finds out later); numamig refuses at
+    once. Claimed only where the guest asks a PF and, on some set of host
+    cells its cells fit, every requested device gets a free function of
+    its kind that its policy allows once that exclusion is ignored (a
+    bipartite matching, written here from the policies' definitions)."""
+    if what != ONLY_NOVA_FITS or 'pci' not in case or 'table' not in theirs:
+        return False
+    slots = _device_slots(case)
+    if not any(alias.get('device_type') == 'type-PF' for alias, _ in slots):
+        return False
+    table = theirs['table']
+    hosts = len(case['host']['cells'])
+    for chosen in itertools.combinations(range(hosts), len(table)):
+        if not _matched([[p for p in row if p in chosen] for row in table],
+                        hosts):
+            continue
+        if _matched(_slot_rows(case, slots, set(chosen)),
+                    len(case['pci']['devices'])):
+            return True
+    return False
+
+
+def _device_slots(case):
+    """(alias entry, policy) per requested device."""
+    extra, image = _specs(case)
+    guest = (extra.get('hw:pci_numa_affinity_policy')
+             or image.get('hw_pci_numa_affinity_policy'))
+    aliases = {}
+    for text in case['pci']['aliases']:
+        entry = json.loads(text)
+        aliases[entry['name']] = entry
+    slots = []
+    for part in extra['pci_passthrough:alias'].split(','):
+        name, _, count = part.partition(':')
+        alias = aliases[name.strip()]
+        policy = guest or alias.get('numa_policy') or 'legacy'
+        slots += [(alias, policy)] * int(count or 1)
+    return slots
+
+
+def _slot_rows(case, slots, nodes):
+    """Per slot, the positions of the free functions it may take."""
+    devices = case['pci']['devices']
+    used = {d['address'] for d in devices if d['used']}
+    busy = set(used)
+    for device in devices:
+        if device['parent_addr'] in used or (
+                device['address'] in used and device['parent_addr']):
+            busy.update((device['address'], device['parent_addr']))
+    busy.discard(None)
+    sockets = case['pci']['sockets']
+    known = None not in sockets
+    near = {sockets[n] for n in nodes} if known else set()
+    rows = []
+    for alias, policy in slots:
+        row = []
+        for position, device in enumerate(devices):
+            wanted = alias.get('device_type')
+            if device['address'] in busy or \
+                    device['product_id'] != alias['product_id'] or \
+                    (device['dev_type'] != wanted if wanted else
+                     device['dev_type'] == 'type-PF'):
+                continue
+            node = device['numa_node']
+            if policy == 'required':
+                ok = node in nodes
+            elif policy == 'legacy':
+                ok = node is None or node in nodes
+            elif policy == 'socket':
+                ok = node in nodes or (node is not None and
+                                       sockets[node] in near)
+            else:
+                ok = True
+            if ok:
+                row.append(position)
+        rows.append(row)
+    return rows
+
+
+def _matched(rows, columns):
+    """Whether every row gets a distinct column of its own (augmenting
+    paths)."""
+    owner = [None] * columns
+
+    def place(row, seen):
+        for column in rows[row]:
+            if column not in seen:
+                seen.add(column)
+                if owner[column] is None or place(owner[column], seen):
+                    owner[column] = row
+                    return True
+        return False
+
+    return all(place(row, set()) for row in range(len(rows)))
+
+
+def _pfs_counted_then_dropped(case, mine, theirs, what):
+    """Nova filters pools by the guest's nodes, and stops there when they
+    hold enough, before it drops the PFs no request asked for: a PF on
+    the guest's node hides a VF or function elsewhere that the policy
+    (legacy, preferred, socket) would allow, and Nova refuses. Claimed
+    only where Nova's own check on the host without its PFs fits."""
+    return what == ONLY_NUMAMIG_FITS and \
+        theirs.get('fits_without_pfs') is True
+
+
+def one_node_case(case):
+    """The case with hw:numa_nodes=1 added: what nova_oracle.py asks Nova
+    again for a guest asking devices and nothing else."""
+    request = case['request']
+    return dict(case, request=dict(request, extra_specs=dict(
+        request['extra_specs'], **{'hw:numa_nodes': '1'})))
+
+
+DEVICE_FAMILIES = (
+    ('devices alone get one guest node', _devices_alone),
+    ('a PF and its own VFs', _pf_with_own_vfs),
+    ('PFs counted before they are dropped', _pfs_counted_then_dropped),
+)
+
+
 def family(case, mine, theirs, what):
     """Return the name of the intended difference, or None.
 
     Fit decisions name every family their pairs need, joined by ' + '.
     """
-    for name, matches in FAMILIES:
+    for name, matches in FAMILIES + DEVICE_FAMILIES:
         if matches(case, mine, theirs, what):
             return name
     pairs = theirs.get('pairs')

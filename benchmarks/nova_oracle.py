@@ -22,6 +22,7 @@ flavor or image, else ``{"request": ..., "realtime": [...], "table":
 | null}``.
 """
 
+import itertools
 import json
 import math
 import sys
@@ -29,11 +30,16 @@ import warnings
 
 warnings.simplefilter('ignore')
 
+from nova import conf as nova_conf  # noqa: E402
 from nova import exception  # noqa: E402
 from nova import objects  # noqa: E402
+from nova.pci import request as pci_request  # noqa: E402
+from nova.pci import stats as pci_stats  # noqa: E402
+from nova.pci import whitelist  # noqa: E402
 from nova.virt import hardware  # noqa: E402
 
 objects.register_all()
+CONF = nova_conf.CONF
 
 # Nova's permutation search runs only where it tries at most this many.
 SEARCH_LIMIT = 720
@@ -63,7 +69,8 @@ def _siblings(cell):
     return [{cpu} for cpu in sorted(cell['shared'] + cell['dedicated'])]
 
 
-def host(data):
+def host(data, sockets=None):
+    sockets = sockets or [None] * len(data['cells'])
     return objects.NUMATopology(cells=[objects.NUMACell(
         id=cell['id'], cpuset=set(cell['shared']),
         pcpuset=set(cell['dedicated']), memory=cell['memory_mb'],
@@ -72,7 +79,8 @@ def host(data):
         siblings=_siblings(cell), mempages=_pools(cell),
         network_metadata=objects.NetworkMetadata(physnets=set(),
                                                  tunneled=False),
-        socket=None) for cell in data['cells']])
+        socket=socket) for cell, socket in zip(data['cells'], sockets,
+                                               strict=True)])
 
 
 def read_request(case):
@@ -157,19 +165,142 @@ def search(host_topology, topology, limits):
     return placed is not None
 
 
+# -- PCI devices (fuzz_fit.py --devices) -----------------------------------
+
+
+def read_pci_requests(case, topology_request):
+    """Nova's InstancePCIRequests of the case's flavor under its
+    ``[pci] alias`` (set for this case), or None for a case without
+    devices."""
+    if 'pci' not in case:
+        return None
+    CONF.set_override('alias', case['pci']['aliases'], group='pci')
+    pci_request.get_alias_from_config.cache_clear()
+    request = case['request']
+    flavor = objects.Flavor(
+        name='fuzz', vcpus=request['vcpus'], memory_mb=request['memory_mb'],
+        extra_specs=dict(request['extra_specs']))
+    image = objects.ImageMeta.from_dict(
+        {'name': 'fuzz', 'properties': dict(request['image_properties'])})
+    policy = hardware.get_pci_numa_policy_constraint(flavor, image)
+    return pci_request.get_pci_requests_from_flavor(flavor, policy).requests
+
+
+def _available(devices):
+    """The functions Nova's tracker pools: not used, not the PF of a used
+    VF, not a VF of a used PF (its PciDevice.allocate marks those
+    unavailable)."""
+    used = {d['address'] for d in devices if d['used']}
+    used_pfs = {d['address'] for d in devices
+                if d['used'] and d['dev_type'] == 'type-PF'}
+    blocked = set(used)
+    for device in devices:
+        if device['parent_addr'] in used_pfs:
+            blocked.add(device['address'])
+        if device['address'] in used and device['parent_addr']:
+            blocked.add(device['parent_addr'])
+    return [d for d in devices if d['address'] not in blocked]
+
+
+def device_stats(host_topology, devices):
+    """Nova's PciDeviceStats of the host's free functions, every function
+    admitted by ``[pci] device_spec``."""
+    pairs = sorted({(d['vendor_id'], d['product_id']) for d in devices})
+    spec = json.dumps([{'vendor_id': vendor, 'product_id': product}
+                       for vendor, product in pairs])
+    stats = pci_stats.PciDeviceStats(
+        host_topology, dev_filter=whitelist.Whitelist([spec] if pairs
+                                                      else []))
+    for index, device in enumerate(_available(devices)):
+        stats.add_device(objects.PciDevice(
+            id=index, compute_node_id=1, address=device['address'],
+            vendor_id=device['vendor_id'], product_id=device['product_id'],
+            dev_type=device['dev_type'],
+            parent_addr=device['parent_addr'],
+            numa_node=device['numa_node'], status='available',
+            extra_info={}, request_id=None, instance_uuid=None))
+    return stats
+
+
+def device_decide(host_topology, topology, table, requests, stats):
+    """Whether some set of host cells the guest cells fit (by Nova's
+    per-cell rule, matched to distinct host cells) passes Nova's device
+    check for those cells (``PciDeviceStats.support_requests``, as
+    numa_fit_instance_to_host asks it), trying every set rather than
+    Nova's permutation order and verdict cache."""
+    hosts = host_topology.cells
+    if len(hosts) < len(table) or not all(table):
+        return False
+    for chosen in itertools.combinations(range(len(hosts)), len(table)):
+        allowed = set(chosen)
+        if not _has_matching([[p for p in row if p in allowed]
+                              for row in table], len(hosts)):
+            continue
+        cells = [objects.InstanceNUMACell(id=hosts[p].id, cpuset=set(),
+                                          pcpuset=set(), memory=0)
+                 for p in chosen]
+        if stats.support_requests(requests, None, cells):
+            return True
+    return False
+
+
+def device_search(host_topology, topology, limits, requests, stats):
+    """Nova's own numa_fit_instance_to_host with the devices, or None
+    where it would try more than SEARCH_LIMIT permutations."""
+    if math.perm(len(host_topology.cells), len(topology.cells)) > \
+            SEARCH_LIMIT:
+        return None
+    placed = hardware.numa_fit_instance_to_host(
+        host_topology, topology.obj_clone(), None, limits=limits,
+        pci_requests=requests, pci_stats=stats)
+    return placed is not None
+
+
 def run(case):
     try:
         topology, realtime = read_request(case)
+        requests = read_pci_requests(case, topology)
     except (exception.NovaException, ValueError) as exc:
         return {'error': type(exc).__name__}
     answer = {'request': plain_request(topology), 'realtime': realtime}
+    sockets = case['pci']['sockets'] if requests is not None else None
+    host_topology = host(case['host'], sockets)
+    stats = (device_stats(host_topology, case['pci']['devices'])
+             if requests is not None else None)
     if topology is None:
+        if requests:
+            # No guest NUMA topology: Nova's PCI filter asks the pools
+            # without cells, so no policy applies. What Nova answers for
+            # the same guest given one guest node (hw:numa_nodes=1) says
+            # whether that node is the only difference.
+            answer['devices_alone'] = stats.support_requests(requests,
+                                                             None)
+            one = dict(case, request=dict(case['request'], extra_specs=dict(
+                case['request']['extra_specs'], **{'hw:numa_nodes': '1'})))
+            answer['one_node'] = run(one)
         return answer
-    host_topology = host(case['host'])
     limits = None
     if case.get('limits'):
         limits = objects.NUMATopologyLimits(**case['limits'])
     answer['table'] = fit_table(host_topology, topology, limits)
+    if requests:
+        answer['fits'] = device_decide(host_topology, topology,
+                                       answer['table'], requests, stats)
+        answer['search_fits'] = device_search(host_topology, topology,
+                                              limits, requests, stats)
+        if not answer['fits'] and not any(
+                spec.get('dev_type') == 'type-PF'
+                for request in requests for spec in request.spec):
+            # Nova filters pools by node before it drops the PFs nobody
+            # asked for, so a PF on the guest's node can stand in for
+            # devices elsewhere and then vanish: the same check on the
+            # host without its PFs says whether that decided.
+            without = [d for d in case['pci']['devices']
+                       if d['dev_type'] != 'type-PF']
+            answer['fits_without_pfs'] = device_decide(
+                host_topology, topology, answer['table'], requests,
+                device_stats(host_topology, without))
+        return answer
     answer['fits'] = decide(host_topology, answer['table'])
     answer['search_fits'] = search(host_topology, topology, limits)
     return answer

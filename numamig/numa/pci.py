@@ -13,8 +13,11 @@ the host cells the guest's cells were placed on (its *nodes*):
   whose node is unknown.
 - ``preferred``: as legacy when enough such devices are free; otherwise
   any device of the host.
-- ``socket``: a device on a node of the same socket as one of the guest's
-  nodes; a device or node whose socket is unknown is never taken.
+- ``socket``: a device on one of the guest's nodes, or on a node of the
+  same socket as one of them; beyond the guest's own nodes only where
+  every host cell reports its socket (a host that leaves some unknown
+  may put several sockets in one node, which Nova does not support
+  either). A device of unknown node is never taken.
 
 Within what a policy allows, the choice takes devices on the guest's
 nodes first, then those of unknown node, then the others; in address
@@ -319,16 +322,24 @@ def matches(request, device):
 
 
 def allowed(policy, device, nodes, sockets, socket_of):
-    """Whether ``policy`` lets a guest on host cells ``nodes`` (whose
-    sockets are ``sockets``) take the device, before preferred's
-    fallback."""
+    """Whether ``policy`` lets a guest on host cells ``nodes`` take the
+    device, before preferred's fallback; ``sockets``: guest_sockets()."""
     node = device.numa_node
     if policy == pci_obj.POLICY_REQUIRED:
         return node in nodes
     if policy == pci_obj.POLICY_SOCKET:
-        return node is not None and socket_of.get(node) is not None and \
-            socket_of[node] in sockets
+        return node in nodes or (node is not None and
+                                 socket_of.get(node) in sockets)
     return node is None or node in nodes
+
+
+def guest_sockets(nodes, socket_of):
+    """The sockets of host cells ``nodes`` whose other nodes ``socket``
+    may take devices from: none unless every host cell reports its
+    socket (``socket_of``: {host cell id: socket or None})."""
+    if None in socket_of.values():
+        return frozenset()
+    return frozenset(socket_of[n] for n in nodes if n in socket_of)
 
 
 class Prepared(typing.NamedTuple):
@@ -394,7 +405,7 @@ def choose(devices, blocked, requests, nodes, socket_of, prepared=None):
     if prepared is None:
         prepared = prepare(devices, blocked, requests)
     nodes = frozenset(nodes)
-    sockets = {socket_of.get(n) for n in nodes} - {None}
+    sockets = guest_sockets(nodes, socket_of)
     taken = set()
     chosen = []
     alone = True
@@ -428,8 +439,8 @@ def choose(devices, blocked, requests, nodes, socket_of, prepared=None):
         index, request = len(requests) - 1, requests[-1]
     matching = prepared.per_request[index]
     fitting = [d for d in matching
-               if allowed(request.numa_policy, d, nodes, sockets,
-                          socket_of)]
+               if request.numa_policy == pci_obj.POLICY_PREFERRED or
+               allowed(request.numa_policy, d, nodes, sockets, socket_of)]
     return None, _shortage(request, matching, fitting, nodes, sockets,
                            len(requests) > 1)
 
@@ -506,7 +517,8 @@ def _shortage(request, free, fitting, nodes, sockets, several=False):
     if request.numa_policy == pci_obj.POLICY_SOCKET:
         place = (f"on the sockets {sorted(sockets)} of host cells {where}"
                  if sockets else
-                 f"on a known socket (host cells {where} report none)")
+                 f"on host cells {where} (not every host cell reports "
+                 f"its socket)")
     elif request.numa_policy == pci_obj.POLICY_REQUIRED:
         place = f"on host cells {where}"
     elif request.numa_policy == pci_obj.POLICY_PREFERRED:

@@ -8,8 +8,16 @@ documents (numa-fit.rst) with Nova 34's answer, recorded from Nova itself
   masks, pinned memory overcommit); it must now give Nova's answer.
 - an intended difference (doc/source/numa-fit.rst, "Comparing with
   Nova"): numamig must still differ from Nova, the way the docs say.
+
+``data/nova_device_cases.json`` holds guests asking PCI devices by alias
+(``benchmarks/fuzz_fit.py --devices --record``), each with Nova 34's
+decision from its own ``PciDeviceStats`` and NUMA fit: ``agree`` cases
+must keep Nova's decision, ``fixed: ...`` ones (the ``socket`` policy,
+release 2) must now give it, intended ones (doc/source/devices.rst,
+"Comparing with Nova") must still differ.
 """
 
+import collections
 import json
 import os
 
@@ -25,6 +33,9 @@ load_tests = testscenarios.load_tests_apply_scenarios
 with open(os.path.join(os.path.dirname(__file__), 'data',
                        'nova_cases.json')) as _handle:
     _CASES = json.load(_handle)
+with open(os.path.join(os.path.dirname(__file__), 'data',
+                       'nova_device_cases.json')) as _handle:
+    _DEVICE_CASES = json.load(_handle)
 
 
 def answer(host_doc, request_doc):
@@ -90,3 +101,51 @@ class DataTest(base.TestCase):
                       'fixed: pinned memory overcommit'):
             self.assertIn(group, groups)
         self.assertGreaterEqual(len(groups), 15)
+
+
+def device_decision(host_doc, request_doc):
+    """numamig's decision in the terms nova_device_cases.json records
+    Nova's: 'error', whether the guest fits, None for no NUMA fit."""
+    try:
+        request, limits, _ = hostjson.request_from_json(request_doc)
+    except exception.InvalidNUMARequest:
+        return 'error'
+    if request is None:
+        return None
+    return fit.fit(hostjson.host_from_json(host_doc), request, limits).fits
+
+
+class NovaDeviceCaseTest(testscenarios.WithScenarios, base.TestCase):
+    scenarios = [(case['name'], {'case': case}) for case in _DEVICE_CASES]
+
+    def test_case(self):
+        ours = device_decision(self.case['host'], self.case['request'])
+        group = self.case['group']
+        if group == 'agree' or group.startswith('fixed: '):
+            self.assertEqual(self.case['nova'], ours, group)
+        else:
+            self.assertNotEqual(self.case['nova'], ours, group)
+
+
+class DeviceDataTest(base.TestCase):
+
+    def test_every_device_group_has_cases(self):
+        groups = collections.Counter(
+            (case['group'], case['what']) for case in _DEVICE_CASES)
+        for wanted in (('agree', 'both fit'), ('agree', 'neither fits'),
+                       ('agree', 'both fit (Nova: no guest node)'),
+                       ('intended: a PF and its own VFs', 'only Nova fits'),
+                       ('intended: devices alone get one guest node',
+                        'only Nova fits')):
+            self.assertGreaterEqual(groups[wanted], 5, wanted)
+        fixed = [g for g, _ in groups if g.startswith('fixed: ')]
+        self.assertTrue(fixed)
+        # Every case asks devices, under every policy between them.
+        policies = set()
+        for case in _DEVICE_CASES:
+            request = case['request']
+            self.assertIn('pci_passthrough:alias', request['extra_specs'])
+            policies.update(alias.get('numa_policy')
+                            for alias in request['pci_aliases'])
+        self.assertLessEqual({'required', 'legacy', 'preferred', 'socket'},
+                             policies)

@@ -76,10 +76,14 @@ def strictly_allowed(policy, dev, nodes, socket_of):
     if policy == 'legacy':
         return dev.numa_node is None or dev.numa_node in nodes
     if policy == 'socket':
-        sockets = {socket_of.get(n) for n in nodes} - {None}
-        return (dev.numa_node is not None
-                and socket_of.get(dev.numa_node) is not None
-                and socket_of[dev.numa_node] in sockets)
+        # The guest's own nodes; others of their sockets only where every
+        # host cell reports one.
+        if dev.numa_node in nodes:
+            return True
+        if any(socket_of.get(c) is None for c in socket_of) or \
+                dev.numa_node not in socket_of:
+            return False
+        return socket_of[dev.numa_node] in {socket_of[n] for n in nodes}
     return True
 
 
@@ -344,7 +348,21 @@ class PolicyTest(base.TestCase):
         self.assertIsNone(picked)
         picked, why = self.choose('socket', {0}, socket_of={0: None,
                                                             1: None})
-        self.assertIn("report none", why)
+        self.assertIn("not every host cell reports its socket", why)
+        # Nova's rule: beyond the guest's own nodes only where every host
+        # cell reports its socket, however sockets the others share.
+        picked, why = self.choose('socket', {0}, socket_of={0: 0, 1: 0,
+                                                            2: None})
+        self.assertIsNone(picked)
+        self.assertIn("on host cells 0 (not every host cell", why)
+
+    def test_socket_takes_the_guests_own_node_whatever_the_sockets(self):
+        for socket_of in ({0: None, 1: None}, {0: 0, 1: None},
+                          {0: 0, 1: 1}):
+            self.assertEqual([('vf', '0000:81:00.1', 1)],
+                             self.choose('socket', {1},
+                                         socket_of=socket_of)[0],
+                             socket_of)
 
     def test_a_pf_is_given_only_when_asked_and_without_used_vfs(self):
         devices = pci.devices_of([

@@ -14,8 +14,9 @@ one product under the ``required``, ``legacy``, ``preferred`` or
 The search (``exists``) gives every guest a destination and a host cell
 with room, and every requested device a free function of the product
 that the policy allows on that cell's node (required: that node;
-legacy: that node or unknown; preferred: any; socket: a node of that
-cell's socket, both known), no function twice. The
+legacy: that node or unknown; preferred: any; socket: that node, or
+another of its socket where both cells report theirs), no function
+twice. The
 planner must answer "no plan" only where the search finds none, and
 every plan it makes is checked here: the destination allowed, each
 placement's pCPUs free and in its cell, its memory within the cell's,
@@ -114,11 +115,15 @@ def allowed(policy, device_node, cell, socket_of=None):
     if policy == 'legacy':
         return device_node in (cell, None)
     if policy == 'socket':
-        # Same socket as the guest's cell; an unknown one never matches.
+        # The guest cell's own node; another of its socket only where
+        # every host cell reports one.
         socket_of = socket_of or {}
-        return device_node is not None and \
-            socket_of.get(device_node) is not None and \
-            socket_of.get(device_node) == socket_of.get(cell)
+        if device_node == cell:
+            return True
+        if device_node is None or not socket_of or \
+                None in socket_of.values():
+            return False
+        return socket_of.get(device_node) == socket_of.get(cell)
     return True
 
 
