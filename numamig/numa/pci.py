@@ -517,8 +517,8 @@ def _shortage(request, free, fitting, nodes, sockets, several=False):
     if request.numa_policy == pci_obj.POLICY_SOCKET:
         place = (f"on the sockets {sorted(sockets)} of host cells {where}"
                  if sockets else
-                 f"on host cells {where} (not every host cell reports "
-                 f"its socket)")
+                 f"on host cells {where}, as not every host cell reports "
+                 f"its socket")
     elif request.numa_policy == pci_obj.POLICY_REQUIRED:
         place = f"on host cells {where}"
     elif request.numa_policy == pci_obj.POLICY_PREFERRED:

@@ -348,13 +348,13 @@ class PolicyTest(base.TestCase):
         self.assertIsNone(picked)
         picked, why = self.choose('socket', {0}, socket_of={0: None,
                                                             1: None})
-        self.assertIn("not every host cell reports its socket", why)
+        self.assertIn("as not every host cell reports its socket", why)
         # Nova's rule: beyond the guest's own nodes only where every host
         # cell reports its socket, however sockets the others share.
         picked, why = self.choose('socket', {0}, socket_of={0: 0, 1: 0,
                                                             2: None})
         self.assertIsNone(picked)
-        self.assertIn("on host cells 0 (not every host cell", why)
+        self.assertIn("free on host cells 0, as not every host cell", why)
 
     def test_socket_takes_the_guests_own_node_whatever_the_sockets(self):
         for socket_of in ({0: None, 1: None}, {0: 0, 1: None},
