@@ -130,6 +130,13 @@ def placement_lines(topology):
     if topology.cpuset_reserved:
         lines.append(f"emulator threads on pCPUs "
                      f"{_cpus(topology.cpuset_reserved)}")
+    for device in topology.get('pci_devices') or ():
+        node = ('unknown node' if device.host_node is None
+                else f"host node {device.host_node}")
+        cell = ('no guest cell on that node' if device.guest_cell is None
+                else f"guest cell {device.guest_cell}")
+        lines.append(f"PCI {device.alias} {device.address} on {node} "
+                     f"({cell})")
     return lines
 
 

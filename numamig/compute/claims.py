@@ -20,6 +20,7 @@ from numamig import objects
 from numamig.compute import resource_tracker
 from numamig.numa import fit
 from numamig.numa import instance_request
+from numamig.numa import pci
 
 LOG = logging.getLogger(__name__)
 # A refusal's reason beside the NUMA engine's (cellfit.REASONS): the
@@ -119,6 +120,21 @@ def _persist(tracker, conductor, ctxt, instance, migration, claim):
     tracker.mark_persisted(migration.uuid)
 
 
+def _new_guest_request(tracker, instance):
+    """A new guest's request, its aliases resolved by this agent's own
+    ``[pci] alias``: an alias the conductor knows and this agent does not
+    is an operator's configuration gap, named as one."""
+    try:
+        return instance_request.numa_request(instance, tracker.pci_aliases)
+    except exception.InvalidNUMASpec as exc:
+        if exc.kwargs.get('key') != pci.ALIAS_SPEC_KEY:
+            raise
+        raise exception.InvalidNUMASpec(
+            key=exc.kwargs['key'], value=exc.kwargs['value'],
+            reason=f"compute agent {tracker.host}: {exc.kwargs['reason']}; "
+                   f"give every compute agent the conductor's [pci] alias")
+
+
 def instance_claim(tracker, instance, limits):
     """Fit and hold a new guest's resources on this host.
 
@@ -128,7 +144,7 @@ def instance_claim(tracker, instance, limits):
     :returns: the Instance with host and numa_topology set (a copy).
     :raises MigrationPreCheckError: the guest does not fit here.
     """
-    request = instance_request.numa_request(instance, tracker.pci_aliases)
+    request = _new_guest_request(tracker, instance)
     placed_instance = instance.obj_clone()
     placed_instance.host = tracker.host
     with tracker.lock:

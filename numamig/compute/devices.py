@@ -142,13 +142,14 @@ def plug_claimed(agent, ctxt, instance, migration, placements):
         item['ok'] = bool(item['present'] and item['local'])
         line = (f"{agent.host}: migration {migration.uuid}: device "
                 f"{item['alias']} {item['address']} of guest cell "
-                f"{item['guest_cell']} (host nodes {item['cell_nodes']}): "
-                f"{'plugged' if item['present'] else 'NOT plugged'}, on "
-                f"node {item['device_node']}")
+                f"{item['guest_cell']} (host nodes {item['cell_nodes']}), "
+                f"on node {item['device_node']}")
         if item['ok']:
-            LOG.info("%s: local", line)
+            LOG.info("%s: plugged, local", line)
+        elif not item['present']:
+            LOG.error("%s: NOT plugged", line)
         else:
-            LOG.error("%s: NOT local to its guest cell", line)
+            LOG.error("%s: plugged, NOT local to its guest cell", line)
     _record(agent, ctxt, migration, checked)
     return checked
 

@@ -38,9 +38,13 @@ class InstanceCommands:
     @common.args('--memory', type=int, required=True, metavar='MiB',
                  help="Memory in MiB.")
     @common.args('--property', dest='properties', action='append',
-                 default=[], metavar='hw:KEY=VALUE',
-                 help="A flavor extra spec such as hw:cpu_policy=dedicated "
-                      "or hw:mem_page_size=1GB; repeat for several.")
+                 default=[], metavar='KEY=VALUE',
+                 help="A flavor extra spec: an hw: key such as "
+                      "hw:cpu_policy=dedicated or hw:mem_page_size=1GB, "
+                      "pci_passthrough:alias=NAME:COUNT[,NAME:COUNT] "
+                      "(the conductor's [pci] alias) or "
+                      "numamig:device_migration=unplug|refuse; repeat "
+                      "for several.")
     @common.args('--name', default=None, metavar='NAME',
                  help="Guest name (default: guest-<first 8 uuid digits>).")
     @common.args('--project', default='numamig', metavar='PROJECT',
@@ -267,6 +271,12 @@ def _new_instance(vcpus, memory, properties, name, project):
     return instance
 
 
+# The flavor keys outside the hw: namespace that numamig reads: a guest's
+# passed-through devices and how they cross a live migration
+# (doc/source/devices.rst, device-migration.rst).
+_OTHER_KEYS = ('pci_passthrough:alias', 'numamig:device_migration')
+
+
 def parse_properties(properties):
     """``['hw:a=b', ...]`` -> ``{'hw:a': 'b'}``, refusing malformed ones.
 
@@ -279,10 +289,10 @@ def parse_properties(properties):
         if not sep or not key or not value:
             raise exception.Invalid(reason=f"--property {prop!r} is not "
                                            f"KEY=VALUE")
-        if not key.startswith('hw:'):
+        if not key.startswith('hw:') and key not in _OTHER_KEYS:
             raise exception.Invalid(
-                reason=f"--property {key}: only hw: extra specs shape a "
-                       f"guest's NUMA placement")
+                reason=f"--property {key}: numamig reads hw: extra specs "
+                       f"and {', '.join(_OTHER_KEYS)}, no other key")
         if key in specs:
             raise exception.Invalid(reason=f"--property {key} is given "
                                            f"twice")
@@ -303,6 +313,11 @@ def _check_request(instance):
         specs.pop(pci.ALIAS_SPEC_KEY, None)
     constraints.get_numa_request(instance.vcpus, instance.memory_mb, specs,
                                  {}, aliases)
+    mode = specs.get(pci.DEVICE_MIGRATION_FLAVOR_KEY)
+    if mode is not None and mode not in pci.DEVICE_MIGRATION_MODES:
+        raise exception.Invalid(
+            reason=f"--property {pci.DEVICE_MIGRATION_FLAVOR_KEY}={mode}: "
+                   f"must be one of {', '.join(pci.DEVICE_MIGRATION_MODES)}")
 
 
 def _xml_check(instance):

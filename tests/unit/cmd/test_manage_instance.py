@@ -153,6 +153,20 @@ class ManageInstanceTestCase(cli_base.CLITestCase):
                          (host, sent.name, sent.extra_specs))
         self.assertIn('Instance new', out)
 
+    def test_create_with_devices_sends_the_device_keys(self):
+        self.api.instance_create.return_value = cli_base.make_instance()
+        code, out, err = self.run_cli(
+            'instance', 'create', '--auto', '--vcpus', '2', '--memory',
+            '1024', '--property', 'hw:cpu_policy=dedicated', '--property',
+            'pci_passthrough:alias=vf:1', '--property',
+            'numamig:device_migration=refuse')
+        self.assertEqual(0, code, err)
+        sent = self.api.instance_create.call_args[0][1]
+        self.assertEqual({'hw:cpu_policy': 'dedicated',
+                          'pci_passthrough:alias': 'vf:1',
+                          'numamig:device_migration': 'refuse'},
+                         sent.extra_specs)
+
     def test_create_auto_passes_no_host(self):
         self.api.instance_create.return_value = cli_base.make_instance()
         code, _, _ = self.run_cli('instance', 'create', '--auto',
@@ -171,7 +185,10 @@ class ManageInstanceTestCase(cli_base.CLITestCase):
     def test_create_bad_input_sends_nothing(self):
         for argv, fragment in (
                 (['--auto', '--host', 'cn1'], 'exactly one of'),
-                (['--auto', '--property', 'cpu_policy=x'], 'only hw:'),
+                (['--auto', '--property', 'cpu_policy=x'],
+                 'numamig reads hw: extra specs and pci_passthrough:alias'),
+                (['--auto', '--property', 'numamig:device_migration=maybe'],
+                 'must be one of unplug, refuse'),
                 (['--auto', '--property', 'hw:cpu_policy'], 'KEY=VALUE'),
                 (['--auto', '--property', 'hw:cpu_policy=sometimes'],
                  'sometimes'),

@@ -150,3 +150,18 @@ class InstanceClaimTest(base.TestCase):
                           claims.instance_claim, agent.tracker,
                           cbase.instance(host=None, vcpus=3), None)
         self.assertEqual(set(), agent.tracker.instance_uuids())
+
+    def test_alias_this_agent_lacks_names_the_agent_and_the_fix(self):
+        # The conductor resolved 'vf' with its [pci] alias; this agent was
+        # given none: the operator must learn where the gap is.
+        agent = cbase.agent()
+        inst = cbase.instance(host=None)
+        inst.extra_specs = dict(inst.extra_specs,
+                                **{'pci_passthrough:alias': 'vf:1'})
+        exc = self.assertRaises(exception.InvalidNUMASpec,
+                                claims.instance_claim, agent.tracker, inst,
+                                None)
+        self.assertIn(f"compute agent {cbase.HOST}: no [pci] alias is "
+                      f"named 'vf' (configured: none); give every compute "
+                      f"agent the conductor's [pci] alias", str(exc))
+        self.assertEqual(set(), agent.tracker.instance_uuids())

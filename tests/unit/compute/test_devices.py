@@ -202,7 +202,18 @@ class DestinationTest(base.TestCase):
             got = devices.plug_claimed(self.agent, None, self.inst,
                                        self.migration, self.placements)
         self.assertEqual([False], [g['ok'] for g in got])
-        self.assertTrue(any('NOT local' in line for line in logs.output))
+        self.assertTrue(any(line.endswith(': NOT plugged')
+                            for line in logs.output), logs.output)
+        # Plugged on another node: said as such, not as unplugged.
+        self.agent.driver.attach_devices.side_effect = None
+        self.agent.driver.verify_device_affinity.return_value = \
+            self._checked(present=True, local=False)
+        with self.assertLogs('numamig.compute.devices', 'ERROR') as logs:
+            devices.plug_claimed(self.agent, None, self.inst,
+                                 self.migration, self.placements)
+        self.assertTrue(any(line.endswith(
+            ': plugged, NOT local to its guest cell') for line in
+            logs.output), logs.output)
 
     def test_the_verification_is_recorded_with_the_migration(self):
         checked = self._checked(local=False)
