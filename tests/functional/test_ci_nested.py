@@ -368,7 +368,7 @@ class NestedHarnessTest(base.TestCase):
         # Measured on two shared cores at load 5-11 (other sessions'
         # benchmarks beside): this test 270 s, the scenario 88-132 s, of
         # which the move 20-38 s, the guest's create 23 s and its bus
-        # 13-20 s later. Once (of four runs) the guest kernel stalled
+        # 13-20 s later. Once (of three runs) the guest kernel stalled
         # after its first console byte while the nested machine's
         # kernel reported an RCU stall (a starved TCG vCPU): a FAIL.
         out = self.run_nested(VFS, VF_LAYOUTS)
