@@ -28,6 +28,7 @@ from numamig_ci import libvirt_hosts  # noqa: E402 (path set just above)
 HOSTS_ROOT = '/tmp/numamig-hosts'
 CAPS_CACHE = '/numamig-caps'
 NODE_DIR = '/sys/devices/system/node'
+PCI_DIR = '/sys/bus/pci/devices'
 COMMAND_TIMEOUT_S = 60
 # Each libvirtd host mounts hugetlbfs instances of its own: both keep a
 # domain's pages under <mount>/libvirt/qemu/<id>-<name>, and a guest
@@ -248,7 +249,7 @@ class Agent:
 
         :raises RuntimeError: the kernel refused (its answer attached).
         """
-        path = f'/sys/bus/pci/devices/{address}'
+        path = os.path.join(PCI_DIR, address)
         try:
             with open(os.path.join(path, 'sriov_numvfs'), 'w') as f:
                 f.write(str(int(count)))
@@ -265,7 +266,7 @@ class Agent:
         '' where a function has no driver, no IOMMU group or is no
         SR-IOV VF)."""
         found = {}
-        for path in glob.glob('/sys/bus/pci/devices/*'):
+        for path in glob.glob(os.path.join(PCI_DIR, '*')):
             entry = {}
             for key in ('vendor', 'device', 'numa_node'):
                 with open(os.path.join(path, key)) as f:
