@@ -93,7 +93,10 @@ def build_parser():
                              "21:10' adds a NUMA distance table, row by "
                              "row; 'devices=2,pci_node=1' adds an emulated "
                              "IOMMU and two assignable e1000e on node 1, "
-                             "offered as [pci] alias 'nested-nic'). Given "
+                             "offered as [pci] alias 'nested-nic'; ',vfs=2' "
+                             "makes them igb with two SR-IOV VFs each, the "
+                             "alias then type-VF, run by the QEMU of "
+                             "tools/nested-qemu.sh). Given "
                              "twice: one "
                              "machine per host, with these layouts (hosts "
                              "with different node counts)")

@@ -54,6 +54,10 @@ FEATURES = {
                    "IOMMU, vfio-pci; --nested layouts with devices=N and "
                    "kvm=1, one machine per host) and a guest kernel with "
                    "PCI hot-plug",
+    'pci_vfs': "hosts whose assignable functions on node 1 are SR-IOV "
+               "virtual functions of a physical function there (--nested "
+               "layouts with devices=N,vfs=M and kvm=1; QEMU with igb, "
+               "tools/nested-qemu.sh)",
 }
 
 

@@ -71,6 +71,8 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
             # A machine per host, each with assignable devices and KVM
             # inside (a guest kernel that answers a hot-unplug).
             features.add('pci_devices')
+            if all(layout.vfs for layout in layouts):
+                features.add('pci_vfs')
         if len(layouts) == 2 and all(layout.kvm and layout.cpu
                                      for layout in layouts) and \
                 layouts[0].qemu_cpu != layouts[1].qemu_cpu:

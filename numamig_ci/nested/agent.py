@@ -28,6 +28,7 @@ from numamig_ci import libvirt_hosts  # noqa: E402 (path set just above)
 HOSTS_ROOT = '/tmp/numamig-hosts'
 CAPS_CACHE = '/numamig-caps'
 NODE_DIR = '/sys/devices/system/node'
+PCI_DIR = '/sys/bus/pci/devices'
 COMMAND_TIMEOUT_S = 60
 # Each libvirtd host mounts hugetlbfs instances of its own: both keep a
 # domain's pages under <mount>/libvirt/qemu/<id>-<name>, and a guest
@@ -241,17 +242,36 @@ class Agent:
                 f"modprobe vfio-pci: exit {proc.returncode} "
                 f"{proc.stderr.strip()}"]
 
+    def create_vfs(self, address, count):
+        """Have the PF at ``address`` create ``count`` SR-IOV virtual
+        functions (sysfs sriov_numvfs, its driver's doing); return their
+        addresses in VF order (its ``virtfn<i>`` links), [] for 0.
+
+        :raises RuntimeError: the kernel refused (its answer attached).
+        """
+        path = os.path.join(PCI_DIR, address)
+        try:
+            with open(os.path.join(path, 'sriov_numvfs'), 'w') as f:
+                f.write(str(int(count)))
+        except OSError as exc:
+            raise RuntimeError(f"{address}: sriov_numvfs = {count}: "
+                               f"{exc}") from exc
+        return [os.path.basename(os.readlink(os.path.join(path,
+                                                          f'virtfn{i}')))
+                for i in range(int(count))]
+
     def pci_devices(self):
-        """{address: {vendor, device, numa_node, driver, iommu_group}}
-        of every PCI function, from sysfs (the kernel's view: '' where
-        a function has no driver or no IOMMU group)."""
+        """{address: {vendor, device, numa_node, driver, iommu_group,
+        physfn}} of every PCI function, from sysfs (the kernel's view:
+        '' where a function has no driver, no IOMMU group or is no
+        SR-IOV VF)."""
         found = {}
-        for path in glob.glob('/sys/bus/pci/devices/*'):
+        for path in glob.glob(os.path.join(PCI_DIR, '*')):
             entry = {}
             for key in ('vendor', 'device', 'numa_node'):
                 with open(os.path.join(path, key)) as f:
                     entry[key] = f.read().strip()
-            for key in ('driver', 'iommu_group'):
+            for key in ('driver', 'iommu_group', 'physfn'):
                 link = os.path.join(path, key)
                 entry[key] = os.path.basename(os.readlink(link)) \
                     if os.path.islink(link) else ''

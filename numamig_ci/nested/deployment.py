@@ -202,6 +202,15 @@ class NestedDeployment(local_deployment.LocalDeployment):
             if not present:
                 raise RuntimeError(f"no vfio-pci driver in the nested "
                                    f"machine with devices: {said}")
+        # Before the libvirtd hosts and the compute agents: numamig
+        # reads the host's PCI functions from libvirt at start.
+        for pf, expected in sorted(machine.layout.vf_addresses().items()):
+            if not expected:
+                continue
+            made = tuple(machine.agent.create_vfs(pf, len(expected)))
+            if made != expected:
+                raise RuntimeError(f"{pf}: the nested machine's kernel "
+                                   f"made VFs {made}, not {expected}")
         kernel = machine.agent.huge_pages()
         moved = pages_not_as_asked(machine.layout, kernel)
         if moved:
@@ -279,10 +288,11 @@ class NestedDeployment(local_deployment.LocalDeployment):
     def _config(self, name, host, sets):
         text = super()._config(name, host, sets)
         with_devices = any(layout.devices for layout in self.layouts)
+        with_vfs = any(layout.vfs for layout in self.layouts)
         if host is None:
             return text + ('[workarounds]\n'
                            'enable_numa_live_migration = true\n') + \
-                (pci_config(False) if with_devices else '')
+                (pci_config(False, with_vfs) if with_devices else '')
         text = text.replace('live_migration_inbound_addr = 127.0.0.1',
                             f'live_migration_inbound_addr = '
                             f'{self.inbound_address(name)}')
@@ -299,7 +309,7 @@ class NestedDeployment(local_deployment.LocalDeployment):
                  for (node, size), (total, mine)
                  in sorted(self.pools[name].items()) if total > mine]
         if layout is not None and layout.devices:
-            lines.append(pci_config(True).rstrip('\n'))
+            lines.append(pci_config(True, bool(layout.vfs)).rstrip('\n'))
         settings = self.guards.get(name)
         if settings is not None:
             lines += ['[libvirt]', 'migration_guard = true',
@@ -436,18 +446,34 @@ class _NoLog:
         pass
 
 
-def pci_config(device_spec):
+def pci_config(device_spec, vfs=False):
     """The ``[pci]`` section of a deployment whose machines have
     devices (Layout.devices): the alias PCI_ALIAS, NUMA affinity
     required, for conductor and agents; with ``device_spec``, an
-    agent's allow-list of the machine's e1000e functions."""
-    ids = {'vendor_id': nested_vm.DEVICE_VENDOR_ID,
-           'product_id': nested_vm.DEVICE_PRODUCT_ID}
+    agent's allow-list of the machine's e1000e functions.
+
+    With ``vfs`` (Layout.vfs) the alias asks for the igb's virtual
+    functions (type-VF, 8086:10ca) and the allow-list admits the
+    physical functions (8086:10c9) too: what keeps a PF from a guest is
+    then numamig's matching (no PF unless type-PF is asked for), not
+    the allow-list.
+    """
+    vendor = nested_vm.DEVICE_VENDOR_ID
+    if vfs:
+        wanted = {'vendor_id': vendor, 'product_id': nested_vm.VF_PRODUCT_ID}
+        spec = [{'vendor_id': vendor, 'product_id': nested_vm.PF_PRODUCT_ID},
+                wanted]
+        device_type = 'type-VF'
+    else:
+        wanted = {'vendor_id': vendor,
+                  'product_id': nested_vm.DEVICE_PRODUCT_ID}
+        spec = wanted
+        device_type = 'type-PCI'
     lines = ['[pci]', 'alias = ' + json.dumps(
-        dict(name=PCI_ALIAS, device_type='type-PCI',
-             numa_policy='required', **ids), sort_keys=True)]
+        dict(name=PCI_ALIAS, device_type=device_type,
+             numa_policy='required', **wanted), sort_keys=True)]
     if device_spec:
-        lines.append('device_spec = ' + json.dumps(ids, sort_keys=True))
+        lines.append('device_spec = ' + json.dumps(spec, sort_keys=True))
     return '\n'.join(lines) + '\n'
 
 

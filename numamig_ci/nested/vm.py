@@ -73,7 +73,25 @@ DEVICE_MAC_PREFIX = '52:54:00:6e:70'
 # the guest's PCI bus name it by).
 DEVICE_VENDOR_ID = '8086'
 DEVICE_PRODUCT_ID = '10d3'
-SCALAR_KEYS = ('cores', 'threads', 'kvm', 'devices', 'pci_node')
+# Layout.vfs: QEMU's igb (an Intel 82576, SR-IOV) instead of the e1000e:
+# its physical function's and its virtual functions' product ids. Its
+# VFs start at routing id offset 128, stride 2 (the 82576's, read from
+# sysfs sriov_offset / sriov_stride inside): VF i of the device on bus
+# B is B:10.0, B:10.2, ... B:11.4. 82576 caps them at 7 (sriov_totalvfs).
+PF_PRODUCT_ID = '10c9'
+VF_PRODUCT_ID = '10ca'
+VF_OFFSET = 128
+VF_STRIDE = 2
+MAX_VFS = 7
+# Debian 12's QEMU 7.2 has no igb (added in QEMU 8.0): machines with
+# VFs run bookworm-backports' qemu-system-x86 (10.0), unpacked into a
+# private prefix by tools/nested-qemu.sh (never installed over the
+# system QEMU, which libvirt and the other tiers use). QEMU_MODULE_DIR
+# keeps it from loading the system QEMU's modules (it refuses them:
+# "Only modules from the same build can be loaded").
+VF_QEMU_ROOT_ENV = 'NUMAMIG_NESTED_QEMU_ROOT'
+VF_QEMU_ROOT = '/var/cache/numamig/qemu-bpo/root'
+SCALAR_KEYS = ('cores', 'threads', 'kvm', 'devices', 'pci_node', 'vfs')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +151,15 @@ class Layout:
     # IOMMU, no bridge, the machine's arguments as without the option.
     devices: int = 0
     pci_node: int = 1
+    # With devices: each device an igb (8086:10c9, SR-IOV) instead of an
+    # e1000e, of which the machine's kernel creates this many virtual
+    # functions (8086:10ca, sriov_numvfs) before the libvirtd hosts
+    # start. Measured under TCG (QEMU 10.0 outside, Linux 6.1 inside):
+    # each VF is on ``pci_node``, in an IOMMU group of its own (not
+    # its PF's), libvirt lists it with capability phys_function and the
+    # PF with virt_functions; a guest holds one as a managed <hostdev>
+    # (vfio-pci). Needs the private QEMU (``vf_qemu``).
+    vfs: int = 0
 
     @property
     def qemu_cpu(self):
@@ -175,6 +202,12 @@ class Layout:
         if self.devices and not 0 <= self.pci_node < self.nodes:
             raise ValueError(f"pci_node {self.pci_node} is not a node of "
                              f"this {self.nodes}-node layout")
+        if self.vfs < 0 or self.vfs > MAX_VFS:
+            raise ValueError(f"vfs must be within 0-{MAX_VFS}, not "
+                             f"{self.vfs}")
+        if self.vfs and not self.devices:
+            raise ValueError("vfs needs devices (the functions whose "
+                             "virtual functions they are)")
         for name in ('pages_2m', 'pages_1g'):
             if len(getattr(self, name)) != self.nodes:
                 raise ValueError(f"{name} has {len(getattr(self, name))} "
@@ -233,17 +266,40 @@ class Layout:
         for index in range(self.devices):
             args += ['-device', f'pcie-root-port,id=pxbrp{index},bus=pxb1,'
                                 f'chassis={20 + index},slot={index}',
-                     '-device', f'e1000e,bus=pxbrp{index},'
+                     '-device', f'{self.device_model},bus=pxbrp{index},'
                                 f'netdev=pxbnet{index},'
                                 f'mac={DEVICE_MAC_PREFIX}:{index:02x}',
                      '-netdev', f'user,id=pxbnet{index},restrict=on']
         return args
+
+    @property
+    def device_model(self):
+        return 'igb' if self.vfs else 'e1000e'
+
+    @property
+    def assigned_product_id(self):
+        """The product id of the functions guests are given: the VFs'
+        with vfs, else the e1000e's."""
+        return VF_PRODUCT_ID if self.vfs else DEVICE_PRODUCT_ID
 
     def device_addresses(self):
         """The PCI addresses the machine's kernel gives the devices
         (the bridge's root ports' buses, each device at slot 0)."""
         return tuple(f'0000:{PXB_BUS_NR + 1 + index:02x}:00.0'
                      for index in range(self.devices))
+
+    def vf_addresses(self):
+        """{device address: (its VFs' addresses)} once the kernel
+        created ``vfs`` of each (on the device's bus, VF_OFFSET and
+        VF_STRIDE apart)."""
+        found = {}
+        for index, address in enumerate(self.device_addresses()):
+            bus = PXB_BUS_NR + 1 + index
+            found[address] = tuple(
+                f'0000:{bus:02x}:{devfn >> 3:02x}.{devfn & 7}'
+                for devfn in (VF_OFFSET + VF_STRIDE * vf
+                              for vf in range(self.vfs)))
+        return found
 
     def numa_dist_args(self):
         """QEMU's ``-numa dist`` arguments of the table (none without)."""
@@ -259,7 +315,7 @@ class Layout:
     def parse(cls, text):
         """A layout from 'cores=2,threads=2,memory=2048:2048,
         pages_2m=128:128,pages_1g=0:0,kvm=0,cpu=nehalem,devices=2,
-        pci_node=1' (any subset;
+        pci_node=1,vfs=2' (any subset;
         ':' separates nodes; ``cpu`` a name of CPU_MODELS; ``distances``
         gives the table row by row, ':' between entries, e.g.
         distances=10:21:21:10 for two nodes;
@@ -348,14 +404,20 @@ class NestedVM:
         machines then boot side by side."""
         os.makedirs(self.state_dir, exist_ok=True)
         os.makedirs(self.caps_dir, exist_ok=True)
+        argv = self.qemu_argv()
+        env = None
+        if self.layout.vfs:
+            binary, modules = vf_qemu()
+            argv[0] = binary
+            env = dict(os.environ, QEMU_MODULE_DIR=modules)
         self._console = open(os.path.join(self.state_dir, 'qemu.out'), 'wb')
         # A session of its own: a terminal's Ctrl-C reaches the harness,
         # which then powers the machine off in order.
         self._proc = subprocess.Popen(
-            ['nice', '-n', '15'] + self.qemu_argv(),
+            ['nice', '-n', '15'] + argv,
             stdout=self._console, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_die_with_parent)
+            preexec_fn=_die_with_parent, env=env)
 
     def qemu_argv(self):
         layout = self.layout
@@ -487,6 +549,42 @@ class NestedVM:
         if self._console is not None:
             self._console.close()
             self._console = None
+
+
+class QemuUnavailable(RuntimeError):
+    """No QEMU with the igb device for a layout with vfs."""
+
+
+def vf_qemu(root=None):
+    """(QEMU binary, its module directory) of the private QEMU that
+    has the igb device (Layout.vfs): under $NUMAMIG_NESTED_QEMU_ROOT, or
+    VF_QEMU_ROOT.
+
+    :raises QemuUnavailable: not there, or without igb (saying how to
+        install it).
+    """
+    root = root or os.environ.get(VF_QEMU_ROOT_ENV) or VF_QEMU_ROOT
+    binary = os.path.join(root, 'usr', 'bin', 'qemu-system-x86_64')
+    modules = os.path.join(root, 'usr', 'lib', 'x86_64-linux-gnu', 'qemu')
+    hint = ("install it with 'bash tools/nested-qemu.sh' (bookworm-"
+            "backports' qemu-system-x86 unpacked there, not over the "
+            "system QEMU)")
+    if not os.access(binary, os.X_OK):
+        raise QemuUnavailable(f"no QEMU with igb (SR-IOV) at {binary}: "
+                              f"{hint}")
+    try:
+        proc = subprocess.run(
+            [binary, '-device', 'igb,help'], capture_output=True,
+            text=True, timeout=60, env=dict(os.environ,
+                                            QEMU_MODULE_DIR=modules))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise QemuUnavailable(f"{binary} does not run: {exc}; {hint}") \
+            from exc
+    if proc.returncode != 0:
+        said = (proc.stderr.strip().splitlines() or [''])[-1]
+        raise QemuUnavailable(f"{binary} has no igb device ({said}); "
+                              f"{hint}")
+    return binary, modules
 
 
 class QemuExited(RuntimeError):

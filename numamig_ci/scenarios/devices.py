@@ -8,6 +8,12 @@ alias ``nested-nic`` (NUMA affinity required). A guest created with
 a real Linux kernel (PCI hot-plug built in) holding it as a managed
 ``<hostdev>``; its init prints its PCI bus every second.
 
+vf-move is the same with SR-IOV virtual functions (Layout.vfs: an igb,
+82576, whose VFs the machine's kernel creates): the alias asks for
+type-VF, the allow-list admits PFs and VFs, and each function the guest
+holds must be a VF (sysfs ``physfn``) whose PF stays bound to igb, no
+guest holding a PF.
+
 Nothing numamig records is trusted for the verdict. Read instead:
 
 * the inner libvirtd's live XML of each host (``virsh dumpxml`` inside
@@ -46,6 +52,7 @@ SPECS = dict(DEDICATED, **{
     'pci_passthrough:alias': f'{nested_deployment.PCI_ALIAS}:1',
     'hw:pci_numa_affinity_policy': 'required'})
 DEVICE_IDS = f'{nested_vm.DEVICE_VENDOR_ID}:{nested_vm.DEVICE_PRODUCT_ID}'
+VF_IDS = f'{nested_vm.DEVICE_VENDOR_ID}:{nested_vm.VF_PRODUCT_ID}'
 # The guest's init prints its first line 10-16 s after create under KVM
 # in the nested machine (virtio-mem's figures); libvirt's create itself
 # reads the kernel over 9p (15-48 s).
@@ -71,10 +78,33 @@ _PCI_LINE = re.compile(r'^PCI((?: \S+=[0-9a-f]{4}:[0-9a-f]{4})*)\s*$',
           "guest kernel's PCI bus.",
           requires=('pci_devices', 'guest_kernel'))
 def device_move(s):
+    # On machines with VFs (Layout.vfs) the alias asks for those.
+    src, _dst = s.pair()
+    layout = s.backend.deployment.libvirt[src].machine.layout
+    _move(s, f'{nested_vm.DEVICE_VENDOR_ID}:{layout.assigned_product_id}')
+
+
+@scenario('vf-move',
+          "device-move with SR-IOV virtual functions: each host's igb "
+          "(82576) on node 1 has VFs; a guest asking for a type-VF alias "
+          "gets a VF, never a PF (the allow-list admits both), migrates "
+          "and lands holding a VF of the destination's PF on node 1, "
+          "every PF left bound to its host driver. Read from both hosts' "
+          "libvirt live XML, the machines' sysfs (physfn links) and the "
+          "guest kernel's PCI bus.",
+          requires=('pci_vfs', 'guest_kernel'))
+def vf_move(s):
+    _move(s, VF_IDS)
+
+
+def _move(s, ids):
+    """device-move for the functions of vendor:product ``ids``; with
+    VF_IDS each function the guest holds is checked to be a VF (sysfs
+    physfn) whose PF stays its host's."""
     src, dst = s.pair()
     started = time.monotonic()
     for host in (src, dst):
-        _say_functions(s, host)
+        _say_functions(s, host, ids)
     guest = s.create(src, 1, memory_mb=MEMORY_MB, specs=dict(SPECS),
                      label='dev')
     held = recorded_functions(s.record(guest))
@@ -86,21 +116,22 @@ def device_move(s):
     source_fn = held[0]
     console, create_s = s.backend.boot_guest_kernel(src, guest,
                                                     hostdevs=[source_fn])
-    booted = wait_bus(console, BOOT_S, lambda bus: DEVICE_IDS in
-                      bus.values())
+    booted = wait_bus(console, BOOT_S, lambda bus: ids in bus.values())
     if booted is None:
         s.fail(guest, src, 'guest kernel PCI bus (console PCI lines)',
-               f"a {DEVICE_IDS} function within {BOOT_S} s",
+               f"a {ids} function within {BOOT_S} s",
                _tail(console))
         return
     bus, boot_s = booted
-    slot = guest_slot(bus)
+    slot = guest_slot(bus, ids)
     s.say(f"guest kernel booted on {src} holding {source_fn} "
           f"(create {create_s:.1f} s, bus {boot_s:.1f} s later): guest "
           f"slot {slot}")
     check_host(s, guest, src, source_fn, 'at boot')
+    if ids == VF_IDS:
+        check_vf(s, guest, src, source_fn, 'at boot')
 
-    if not _aborted(s, guest, src, dst, source_fn, console):
+    if not _aborted(s, guest, src, dst, source_fn, console, ids):
         return
 
     moved_at = time.monotonic()
@@ -126,6 +157,8 @@ def device_move(s):
                f"the destination claim's {held}", there)
     if there:
         check_host(s, guest, dst, there[0], 'after the move')
+        if ids == VF_IDS:
+            check_vf(s, guest, dst, there[0], 'after the move')
         # Plugged persistently too: its next start there holds it.
         name = s.backend.guests(dst)[guest.uuid]
         kept = functions_of(s.backend.agent_of(dst).dumpxml(dst, name, True))
@@ -145,27 +178,27 @@ def device_move(s):
     # lack the device: the abort's re-plug came back, the move's unplug
     # took it again before the copy.
     buses = bus_lines(_read(console))
-    gone = bool(buses) and DEVICE_IDS not in buses[-1].values()
+    gone = bool(buses) and ids not in buses[-1].values()
     arrived = wait_bus(s.backend.console_in(dst, console), CONSOLE_S,
-                       lambda bus: DEVICE_IDS in bus.values())
+                       lambda bus: ids in bus.values())
     s.say(f"guest PCI bus: device gone on {src} before the copy: "
           f"{'yes' if gone else 'NO'}; on {dst}: "
-          f"{guest_slot(arrived[0]) if arrived else 'NOT seen'}")
+          f"{guest_slot(arrived[0], ids) if arrived else 'NOT seen'}")
     if not gone:
         s.fail(guest, src, 'guest kernel PCI bus during the move',
-               f"a line without {DEVICE_IDS} (the unplug)", buses[-3:])
+               f"a line without {ids} (the unplug)", buses[-3:])
     if arrived is None:
         s.fail(guest, dst, 'guest kernel PCI bus on the destination',
-               f"{DEVICE_IDS} within {CONSOLE_S} s",
+               f"{ids} within {CONSOLE_S} s",
                _tail(s.backend.console_in(dst, console)))
-    elif guest_slot(arrived[0]) != slot:
+    elif guest_slot(arrived[0], ids) != slot:
         s.fail(guest, dst, 'guest PCI slot of the plugged device',
-               slot, guest_slot(arrived[0]))
+               slot, guest_slot(arrived[0], ids))
     s.say(f"device move: {time.monotonic() - started:.0f} s in all "
           f"(the move {move_s:.1f} s)")
 
 
-def _aborted(s, guest, src, dst, source_fn, console):
+def _aborted(s, guest, src, dst, source_fn, console, ids):
     """An aborted migration: the function out of the guest while the
     copy runs, back after the abort. Return whether the move may go on
     (the guest runs on the source with its copy uncapped)."""
@@ -181,7 +214,7 @@ def _aborted(s, guest, src, dst, source_fn, console):
             return False
         during = live_functions(s, guest, src)
         unplugged = wait_bus(console, CONSOLE_S,
-                             lambda bus: DEVICE_IDS not in bus.values())
+                             lambda bus: ids not in bus.values())
         s.say(f"while copying ({record.memory_processed} bytes sent): "
               f"{src} live <hostdev> {during}; guest bus without the "
               f"device: {'yes' if unplugged else 'NO'}")
@@ -190,7 +223,7 @@ def _aborted(s, guest, src, dst, source_fn, console):
                    '[] (unplugged before the copy)', during)
         if unplugged is None:
             s.fail(guest, src, 'guest kernel PCI bus while copying',
-                   f"no {DEVICE_IDS}", _tail(console))
+                   f"no {ids}", _tail(console))
         s.api.migration_abort(s.ctxt, migration.uuid)
         migration = s.wait(migration.uuid)
     finally:
@@ -201,7 +234,7 @@ def _aborted(s, guest, src, dst, source_fn, console):
     # The source plugs it back before the destination drops its claim.
     back = wait_functions(s, guest, src, lambda found: found == [source_fn])
     replugged = wait_bus(console, CONSOLE_S,
-                         lambda bus: DEVICE_IDS in bus.values())
+                         lambda bus: ids in bus.values())
     s.say(f"after the abort: {src} live <hostdev> {back}; guest bus "
           f"{'holds' if replugged else 'LACKS'} the device")
     if back != [source_fn]:
@@ -210,7 +243,7 @@ def _aborted(s, guest, src, dst, source_fn, console):
         return False
     if replugged is None:
         s.fail(guest, src, 'guest kernel PCI bus after the abort',
-               DEVICE_IDS, _tail(console))
+               ids, _tail(console))
         return False
     check_host(s, guest, src, source_fn, 'after the abort')
     return True
@@ -224,11 +257,10 @@ def _set_speed(s, host, guest, mib):
         conn.close()
 
 
-def _say_functions(s, host):
+def _say_functions(s, host, ids):
     functions = {address: entry for address, entry
                  in s.backend.pci_devices(host).items()
-                 if f"{entry['vendor'][2:]}:{entry['device'][2:]}"
-                 == DEVICE_IDS}
+                 if f"{entry['vendor'][2:]}:{entry['device'][2:]}" == ids}
     s.say(f"{host}: assignable functions (sysfs) " + ', '.join(
         f"{a} node {e['numa_node']} group {e['iommu_group'] or '-'} "
         f"driver {e['driver'] or '-'}" for a, e in sorted(functions.items())))
@@ -244,6 +276,32 @@ def check_host(s, guest, host, address, when):
     if actual != (str(node), 'vfio-pci'):
         s.fail(guest, host, f"sysfs {address} (numa_node, driver) {when}",
                (str(node), 'vfio-pci'), actual)
+
+
+def check_vf(s, guest, host, address, when):
+    """The function at ``address`` is a VF (sysfs physfn) whose PF is
+    still bound to its host driver (not vfio-pci, in no guest), and no
+    guest on ``host`` holds a PF, as ``host``'s machine's kernel and
+    libvirt say."""
+    functions = s.backend.pci_devices(host)
+    pf = functions.get(address, {}).get('physfn', '')
+    pf_driver = functions.get(pf, {}).get('driver')
+    s.say(f"{host} sysfs {when}: {address} physfn {pf or '-'} (driver "
+          f"{pf_driver or '-'})")
+    if not pf:
+        s.fail(guest, host, f"sysfs {address}/physfn {when}",
+               'a PF (the function a VF)', functions.get(address))
+    elif pf_driver in (None, '', 'vfio-pci'):
+        s.fail(guest, host, f"sysfs driver of PF {pf} {when}",
+               'its host driver (igb)', pf_driver or 'none')
+    pfs = {a for a, e in functions.items()
+           if e.get('device', '')[2:] == nested_vm.PF_PRODUCT_ID}
+    agent = s.backend.agent_of(host)
+    for name in s.backend.guests(host).values():
+        given = set(functions_of(agent.dumpxml(host, name))) & pfs
+        if given:
+            s.fail(guest, host, f"live <hostdev> of {name} {when}",
+                   'no PF (no guest asked type-PF)', sorted(given))
 
 
 def recorded_functions(record):
@@ -288,9 +346,10 @@ def bus_lines(text):
             for match in _PCI_LINE.findall(complete)]
 
 
-def guest_slot(bus):
-    """The guest PCI address of the e1000e on ``bus`` (None without)."""
-    return next((a for a, ids in sorted(bus.items()) if ids == DEVICE_IDS),
+def guest_slot(bus, ids=DEVICE_IDS):
+    """The guest PCI address of the function of vendor:product ``ids``
+    on ``bus`` (None without)."""
+    return next((a for a, found in sorted(bus.items()) if found == ids),
                 None)
 
 

@@ -78,6 +78,52 @@ class NodeMeminfoTest(base.TestCase):
             agent.Agent().node_meminfo())
 
 
+class PciTest(base.TestCase):
+    """sysfs as the kernel lays it out after sriov_numvfs: a PF's
+    virtfn<i> links and each VF's physfn link."""
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.MonkeyPatch(
+            'numamig_ci.nested.agent.PCI_DIR', self.root))
+
+    def function(self, address, device, driver=''):
+        path = os.path.join(self.root, address)
+        os.makedirs(path)
+        for key, value in (('vendor', '0x8086'), ('device', device),
+                           ('numa_node', '1')):
+            with open(os.path.join(path, key), 'w') as f:
+                f.write(value + '\n')
+        if driver:
+            os.symlink(f'../../../bus/pci/drivers/{driver}',
+                       os.path.join(path, 'driver'))
+        return path
+
+    def test_vfs_created_and_named_in_vf_order(self):
+        pf = self.function('0000:81:00.0', '0x10c9', 'igb')
+        for index, vf in enumerate(('0000:81:10.0', '0000:81:10.2')):
+            self.function(vf, '0x10ca')
+            os.symlink(f'../{vf}', os.path.join(pf, f'virtfn{index}'))
+            os.symlink('../0000:81:00.0',
+                       os.path.join(self.root, vf, 'physfn'))
+        self.assertEqual(['0000:81:10.0', '0000:81:10.2'],
+                         agent.Agent().create_vfs('0000:81:00.0', 2))
+        with open(os.path.join(pf, 'sriov_numvfs')) as f:
+            self.assertEqual('2', f.read())
+        found = agent.Agent().pci_devices()
+        self.assertEqual('0000:81:00.0', found['0000:81:10.2']['physfn'])
+        self.assertEqual(('igb', ''), (found['0000:81:00.0']['driver'],
+                                       found['0000:81:00.0']['physfn']))
+
+    def test_a_refused_count_names_the_function(self):
+        pf = self.function('0000:81:00.0', '0x10d3')
+        os.makedirs(os.path.join(pf, 'sriov_numvfs'))   # not writable
+        self.assertRaisesMessage(RuntimeError, '0000:81:00.0: sriov_numvfs '
+                                 '= 2:', agent.Agent().create_vfs,
+                                 '0000:81:00.0', 2)
+
+
 class NodeDistancesTest(base.TestCase):
 
     def test_table_per_node_from_sysfs(self):

@@ -169,6 +169,22 @@ class PCIConfigTest(base.TestCase):
         pci.parse_device_spec(['{"product_id": "10d3", "vendor_id": '
                                '"8086"}'])
 
+    def test_with_vfs_the_alias_asks_for_vfs_and_pfs_are_offered(self):
+        layout = vm.Layout.parse('cores=2,threads=1,memory=2048:2048,'
+                                 'pages_2m=0:0,kvm=1,devices=2,vfs=2')
+        nested = self._nested(layout)
+        agent = self._agent_config(nested)
+        spec = ('[{"product_id": "10c9", "vendor_id": "8086"}, '
+                '{"product_id": "10ca", "vendor_id": "8086"}]')
+        self.assertIn(f'device_spec = {spec}', agent)
+        alias = ('alias = {"device_type": "type-VF", "name": "nested-nic", '
+                 '"numa_policy": "required", "product_id": "10ca", '
+                 '"vendor_id": "8086"}')
+        self.assertIn(alias, agent)
+        self.assertIn(alias, nested._config(nested.conductor, None, None))
+        pci.parse_aliases([alias.partition(' = ')[2]])
+        self.assertEqual(2, len(pci.parse_device_spec([spec])))
+
     def test_no_devices_no_pci_section(self):
         nested = self._nested(vm.Layout.parse('memory=2048:2048'))
         self.assertNotIn('[pci]', self._agent_config(nested))

@@ -190,6 +190,61 @@ class CommandLineTest(base.TestCase):
         self.assertEqual(0, vm.Layout.parse('devices=1,pci_node=0')
                          .pci_node)
 
+    def test_vfs_make_the_devices_igb_and_name_their_vfs(self):
+        layout = vm.Layout.parse('cores=2,threads=1,memory=2048:2048,'
+                                 'pages_2m=0:0,kvm=1,devices=2,vfs=2')
+        text = ' '.join(self.machine(layout).qemu_argv())
+        self.assertEqual(2, text.count('-device igb,bus=pxbrp'))
+        self.assertNotIn('e1000e', text)
+        self.assertEqual('10ca', layout.assigned_product_id)
+        self.assertEqual({'0000:81:00.0': ('0000:81:10.0', '0000:81:10.2'),
+                          '0000:82:00.0': ('0000:82:10.0', '0000:82:10.2')},
+                         layout.vf_addresses())
+        # Routing ids 128 + 2 i: the eighth function wraps to slot 0x11.
+        seven = vm.Layout.parse('devices=1,vfs=7').vf_addresses()
+        self.assertEqual(('0000:81:10.6', '0000:81:11.0', '0000:81:11.2',
+                          '0000:81:11.4'), seven['0000:81:00.0'][3:])
+        plain = vm.Layout.parse('devices=1')
+        self.assertEqual('10d3', plain.assigned_product_id)
+        self.assertEqual({'0000:81:00.0': ()}, plain.vf_addresses())
+
+    def test_vfs_need_devices_and_the_82576s_limit(self):
+        self.assertRaisesMessage(ValueError, 'vfs needs devices',
+                                 vm.Layout.parse, 'vfs=2')
+        self.assertRaisesMessage(ValueError, 'vfs must be within 0-7',
+                                 vm.Layout.parse, 'devices=1,vfs=8')
+
+    def _fake_qemu(self, script):
+        root = self.useFixture(fixtures.TempDir()).path
+        os.makedirs(os.path.join(root, 'usr', 'bin'))
+        binary = os.path.join(root, 'usr', 'bin', 'qemu-system-x86_64')
+        with open(binary, 'w') as f:
+            f.write('#!/bin/sh\n' + script)
+        os.chmod(binary, 0o755)
+        return root, binary
+
+    def test_vf_qemu_is_the_private_one_with_igb(self):
+        root, binary = self._fake_qemu(
+            '[ "$2" = igb,help ] && [ -n "$QEMU_MODULE_DIR" ] && exit 0\n'
+            'exit 1\n')
+        found, modules = vm.vf_qemu(root)
+        self.assertEqual(binary, found)
+        self.assertEqual(os.path.join(root, 'usr', 'lib',
+                                      'x86_64-linux-gnu', 'qemu'), modules)
+        self.useFixture(fixtures.EnvironmentVariable(vm.VF_QEMU_ROOT_ENV,
+                                                     root))
+        self.assertEqual(binary, vm.vf_qemu()[0])
+
+    def test_vf_qemu_missing_or_without_igb_says_how_to_install(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        self.assertRaisesMessage(vm.QemuUnavailable,
+                                 'tools/nested-qemu.sh', vm.vf_qemu, root)
+        old, _ = self._fake_qemu(
+            'echo "Device \'igb\' not found" >&2; exit 1\n')
+        self.assertRaisesMessage(vm.QemuUnavailable,
+                                 "has no igb device (Device 'igb' not "
+                                 "found)", vm.vf_qemu, old)
+
     def test_kvm_machine_shows_no_smt_siblings(self):
         self.assertRaisesMessage(ValueError, 'kvm=1 shows no SMT siblings',
                                  vm.Layout.parse, 'threads=2,kvm=1')
