@@ -90,7 +90,7 @@ def _host(rng, host_index, like=None):
     nodes = [c.id for c in cells] + [None]
     devices = [_device(host_index, i, rng.choice(nodes),
                        rng.choice(PRODUCTS), rng.random() < 0.15)
-               for i in range(rng.randint(0, len(cells) + 3))]
+               for i in range(rng.randint(0, 2 * len(cells) + 2))]
     return objects.HostNUMATopology(cells=cells, pci_devices=devices)
 
 
@@ -124,7 +124,7 @@ def _guest(rng, index, names):
     if rng.random() < 0.6:
         products = (rng.sample(PRODUCTS, 2) if rng.random() < 0.15
                     else [rng.choice(PRODUCTS)])
-        asks = [(product, rng.randint(1, 2), rng.choice(POLICIES))
+        asks = [(product, rng.choice((1, 1, 2)), rng.choice(POLICIES))
                 for product in products]
     barred = (frozenset(rng.sample(names, 1)) if rng.random() < 0.15
               else frozenset())
