@@ -4,29 +4,39 @@ and device choice.
 
 Each small cloud: 2-3 destinations of 2, 3 or 4 cells (1-4 free
 dedicated pCPUs and 1-4 GiB free each; the cells on one socket, split
-in halves, alternating, some unknown, or none known) with 0-5 plain PCI
-functions of two products, on one of the host's nodes or of unknown
-node, some held by other guests already (some destinations with the
-cells of another but functions of their own); 2-4 guests, about half of
-them of two guest cells (1-2 pinned pCPUs each, so they need two host
-cells), the others of one (1-3 pCPUs); some ask 1-2 devices of one
-product, a few of each product, under the ``required``, ``legacy``,
-``preferred`` or ``socket`` policy.
+in halves, alternating, some unknown, or none known) with up to 2 per
+cell and 2 more plain PCI functions of two products, on one of the
+host's nodes or of unknown node, some held by other guests already
+(some destinations with the cells of another but functions of their
+own); 2-4 guests, about half of them of two guest cells (1-2 pinned
+pCPUs each, so they need two host cells), the others of one (1-3
+pCPUs); some ask 1 device (or 2) of one product, a few of each product,
+under the ``required``, ``legacy``, ``preferred`` or ``socket``
+policy.
 
-The search (``exists``) gives every guest a destination and distinct
-host cells with room for its guest cells, and every requested device a
-free function of the product that the policy allows on the guest's
-nodes, the host cells its cells took (required: one of those nodes;
-legacy: one of them or unknown; preferred: any; socket: a node of the
-socket of one of them, both known), no function twice. A two-cell
-guest's devices may thus sit on either of its nodes, or on two. The
-planner must answer "no plan" only where the search finds none, and
-every plan it makes is checked here: the destination allowed, each
-guest cell on its own host cell, its pCPUs free and in that cell, its
-memory within the cell's, each device of the product asked, free on
-that host before the plan, used once by the whole plan, on a node its
-policy allows for the guest's nodes, and given to the guest cell on
-its node (none when no guest cell is there).
+The rules (``allowed``): a guest's devices must be free functions of
+the products asked that each policy allows on the guest's nodes, the
+host cells its cells took (required: one of those nodes; legacy: one of
+them or unknown; preferred: any; socket: a node of the socket of one of
+them, both known), no function twice. A two-cell guest's devices may
+thus sit on either of its nodes, or on both.
+
+A plan is carried out by claims, each destination fitting the guest
+again on what the moves before it left, so the truth is ``claimable``:
+some destination per guest and some order of each destination's guests
+in which every claim succeeds, each claim (``claim``) modelled from the
+fit's rules here, not calling it. The planner must answer "no plan" only
+where that finds none, and every plan it makes is replayed: each
+placement is what its claim takes in the plan's order, and, by the rules
+alone, the destination is allowed, each guest cell on a host cell of
+its own, its pCPUs free and in that cell, its memory within the cell's,
+each device of the product asked, free on that host before the plan,
+used once by the whole plan, on a node its policy allows for the
+guest's nodes, and given to the guest cell on its node (none when no
+guest cell is there). ``exists`` searches with any host cells and
+functions the rules allow: it must find a plan wherever the claims do;
+the clouds where only it finds one (a plan no claim would make) are
+counted.
 
 ``NUMAMIG_DRAIN_SEED`` (an integer) runs another series of clouds.
 """
@@ -41,7 +51,7 @@ from numamig.scheduler import drain
 from tests import base
 from tests.unit.numa import hosts as numa_hosts
 
-CLOUDS = 3000
+CLOUDS = 5000
 SEED = int(os.environ.get('NUMAMIG_DRAIN_SEED', '0'))
 PRODUCTS = ('10fb', '1572')
 POLICIES = ('required', 'legacy', 'preferred', 'socket')
@@ -639,3 +649,43 @@ class DeviceKindTest(base.TestCase):
              'h1': views.HostView(with_device)}, ['h0', 'h1'], None,
             'spread', 100, None)
         self.assertNotEqual(search._class('h0'), search._class('h1'))
+
+
+class ClaimsTest(base.TestCase):
+    """A plan a free choice of host cells and functions makes, and no
+    claim would: the planner answers no plan, as ``claimable`` does.
+
+    One destination: cell 0 (socket 1) with 2 free pCPUs, cells 1
+    (socket 1) and 2 (socket unknown) with 3; functions of node 1 (two)
+    and of unknown node (one). g0 (3 pCPUs, 2 functions, legacy) fits
+    cell 1 only, and its claim takes the two of node 1 (a guest's own
+    nodes first); g1 (two cells, 1 function, socket) then finds only the
+    one of unknown node. g1 first takes the emptiest cells 1 and 2,
+    leaving g0 no cell. Given the unknown node's function and one of
+    node 1, g0 would leave g1 the other on cells 0 and 2.
+    """
+
+    def test_a_plan_no_claim_makes_is_no_plan(self):
+        cells = []
+        for cell_id, free, socket in ((0, 2, 1), (1, 3, 1), (2, 3, None)):
+            cell = numa_hosts.make_cell(cell_id, cores=4, threads=1,
+                                        cells=3, memory_mb=4096)
+            cell.pinned_cpus = set(sorted(cell.pcpuset)[free:])
+            cell.socket = socket
+            cells.append(cell)
+        topologies = {'h0': objects.HostNUMATopology(
+            cells=cells,
+            pci_devices=[_device(0, 0, None, '1572', False),
+                         _device(0, 4, 1, '1572', False),
+                         _device(0, 5, 1, '1572', False)])}
+        shapes = [(((3, 512),), [('1572', 2, 'legacy')], frozenset()),
+                  (((2, 512), (1, 1024)), [('1572', 1, 'socket')],
+                   frozenset())]
+        guests = [make_guest(index, cells, asks)
+                  for index, (cells, asks, _barred) in enumerate(shapes)]
+        self.assertEqual({0: ('h0', (1,)), 1: ('h0', (0, 2))},
+                         exists(topologies, shapes))
+        self.assertIsNone(claimable(topologies, shapes))
+        found = drain.plan(guests, [drain.Destination(h, views.HostView(t))
+                                    for h, t in topologies.items()])
+        self.assertEqual(drain.NO_PLAN, found.outcome)
