@@ -689,3 +689,55 @@ class ClaimsTest(base.TestCase):
         found = drain.plan(guests, [drain.Destination(h, views.HostView(t))
                                     for h, t in topologies.items()])
         self.assertEqual(drain.NO_PLAN, found.outcome)
+
+
+class OrdersTest(base.TestCase):
+    """The case the two-cell series found: a guest put before the others
+    on a destination moves them to other cells and functions, and makes
+    room; the search, which had planned the others without it and seen
+    one not fit, answered "no plan exists".
+
+    h0: cells 0-1 (socket 0) with 3 free pCPUs, cell 2 (socket 1) with
+    2, cell 3 (socket 1) with 1 and 1 GiB; h1 takes g0 only. g1 (2 pCPUs,
+    2 GiB, a 10fb) first takes cell 0 and the 10fb of unknown node, and
+    g2 (two cells, two 10fb and two 1572, legacy) then finds too few. g0
+    (two cells) first takes cells 0 and 1: g1 then goes to cell 2 and
+    its node's 10fb, g2 to cells 0 and 3 with the rest.
+    """
+
+    def _topology(self, cells, devices):
+        made = []
+        for cell_id, socket, free, used in cells:
+            cell = numa_hosts.make_cell(cell_id, cores=4, threads=1,
+                                        cells=len(cells), memory_mb=4096)
+            cell.pinned_cpus = set(sorted(cell.pcpuset)[free:])
+            cell.memory_usage_mb = used
+            cell.socket = socket
+            made.append(cell)
+        return objects.HostNUMATopology(cells=made, pci_devices=[
+            _device(0, index, node, product, False)
+            for index, node, product in devices])
+
+    def test_a_guest_put_first_makes_room_for_the_others(self):
+        topologies = {
+            'h0': self._topology(
+                [(0, 0, 3, 0), (1, 0, 3, 1024), (2, 1, 2, 0),
+                 (3, 1, 1, 3072)],
+                [(0, 3, '10fb'), (2, 0, '1572'), (4, None, '1572'),
+                 (6, 2, '10fb'), (7, None, '10fb')]),
+            'h1': self._topology([(0, 0, 2, 3072), (1, 1, 3, 2048)], [])}
+        shapes = [(((1, 1024), (2, 512)), [], frozenset()),
+                  (((2, 2048),), [('10fb', 1, 'legacy')], frozenset()),
+                  (((1, 512), (1, 512)),
+                   [('10fb', 2, 'legacy'), ('1572', 2, 'legacy')],
+                   frozenset())]
+        guests = [make_guest(index, cells, asks)
+                  for index, (cells, asks, _barred) in enumerate(shapes)]
+        self.assertEqual({0: 'h0', 1: 'h0', 2: 'h0'},
+                         claimable(topologies, shapes))
+        found = drain.plan(guests, [drain.Destination(h, views.HostView(t))
+                                    for h, t in topologies.items()])
+        self.assertEqual(drain.PLANNED, found.outcome)
+        self.assertEqual(['g0', 'g1', 'g2'],
+                         [m.guest.name for m in found.moves])
+        self.assertIsNone(invalid(topologies, shapes, guests, found))
