@@ -41,6 +41,12 @@ Symmetries skip only branches shown empty by one tried before:
   whole subtree failed is closed to those placed after it on that
   path, and a guest is inserted on one side only of a run of its kind.
 
+A guest that does not fit where the guests planned so far put it drops
+that branch, yet a guest inserted before them later could have moved
+them to other cells or functions and made room: the search's "none" is
+therefore checked by building every destination's orders from their
+first guest on (_Orders), within the steps left.
+
 So an incomplete plan is one of two answers: the search ran out (no
 plan exists, ``Plan.outcome`` NO_PLAN) or reached ``max_steps``
 (NOT_FOUND: a plan may exist). A guest that cannot move at all (a
