@@ -43,14 +43,11 @@ Symmetries skip only branches shown empty by one tried before:
 
 A guest that does not fit where the guests planned so far put it drops
 that branch, yet a guest inserted before them later could have moved
-them to other cells or functions and made room: when some guest asks
-PCI devices (where generated clouds showed it, a claim taking a guest's
-own nodes' functions first), the search's "none" is checked by building
-every destination's orders from their first guest on (_Orders), within
-the steps left. Without devices no such case is known
-(tests/unit/scheduler/test_drain_brute.py and bench_drain.py compare
-with every order), and the check would cost tight hosts their proof
-(bench_drain.py: 1 host of 10 of its 10-host regime undecided).
+them to other cells or functions and made room (a claim takes the
+emptiest cells, and a guest's own nodes' functions first): the search's
+"none" is checked by building every destination's orders from their
+first guest on (_Orders), within the steps left, a state whose guests
+left pin more pCPUs than the destinations left have free cut short.
 
 So an incomplete plan is one of two answers: the search ran out (no
 plan exists, ``Plan.outcome`` NO_PLAN) or reached ``max_steps``
@@ -221,8 +218,7 @@ def plan(guests, destinations, limits=None, strategy='spread',
                      accept)
     found = search.run()
     if len(found) < len(searched) and not (search.stopped or
-                                           search.impossible) and \
-            any(guest.request.pci_requests for guest in searched):
+                                           search.impossible):
         found = _Orders(search).run() or found
     moves.extend(found)
     unplaced.extend(search.unplaced(found))
@@ -647,6 +643,9 @@ class _Orders:
         self.hosts = sorted(search.chains, key=search.rank.get)
         self.dead = set()
         self.done = []           # (host, ((guest, placement), ...))
+        # Free pCPUs of the destinations after each one.
+        self.later_room = [sum(search.room[h] for h in self.hosts[i + 1:])
+                           for i in range(len(self.hosts))]
 
     def run(self):
         """The Moves of a plan, or None (``search.stopped`` set when
@@ -689,6 +688,13 @@ class _Orders:
             return accepted
         key = self._state_key(position, view, placed, left)
         if key in self.dead:
+            return False
+        # The pinned pCPUs the guests left take at least must be free
+        # on this destination and the ones after it.
+        if sum(search.pcpus[g] for g in left) > \
+                sum(cell.free_count for cell in view.cells) + \
+                self.later_room[position]:
+            self.dead.add(key)
             return False
         tried = set()
         for guest in left:

@@ -692,10 +692,10 @@ class ClaimsTest(base.TestCase):
 
 
 class OrdersTest(base.TestCase):
-    """The case the two-cell series found: a guest put before the others
-    on a destination moves them to other cells and functions, and makes
-    room; the search, which had planned the others without it and seen
-    one not fit, answered "no plan exists".
+    """The cases the two-cell series found: a guest put before the
+    others on a destination moves them to other cells or functions, and
+    makes room; the search, which had planned the others without it and
+    seen one not fit, answered "no plan exists".
 
     h0: cells 0-1 (socket 0) with 3 free pCPUs, cell 2 (socket 1) with
     2, cell 3 (socket 1) with 1 and 1 GiB; h1 takes g0 only. g1 (2 pCPUs,
@@ -739,5 +739,26 @@ class OrdersTest(base.TestCase):
                                     for h, t in topologies.items()])
         self.assertEqual(drain.PLANNED, found.outcome)
         self.assertEqual(['g0', 'g1', 'g2'],
+                         [m.guest.name for m in found.moves])
+        self.assertIsNone(invalid(topologies, shapes, guests, found))
+
+    def test_without_devices_too(self):
+        # h0: cell 0 with 2 free pCPUs and 4 GiB, cell 1 with 3 and
+        # 2 GiB. g0 (1 pCPU, 2 GiB) first takes cell 1 (most pCPUs free)
+        # and all its memory: g2's 2-pCPU cell finds no room after it,
+        # nor before it. g1 (1 GiB) first takes cell 1 instead, g0 then
+        # cell 0 (more memory), and g2 has cells 0 and 1.
+        topologies = {'h0': self._topology(
+            [(0, None, 2, 0), (1, None, 3, 2048)], [])}
+        shapes = [(((1, 2048),), [], frozenset()),
+                  (((1, 1024),), [], frozenset()),
+                  (((1, 1024), (2, 1024)), [], frozenset())]
+        guests = [make_guest(index, cells, asks)
+                  for index, (cells, asks, _barred) in enumerate(shapes)]
+        self.assertIsNotNone(claimable(topologies, shapes))
+        found = drain.plan(guests, [drain.Destination(h, views.HostView(t))
+                                    for h, t in topologies.items()])
+        self.assertEqual(drain.PLANNED, found.outcome)
+        self.assertEqual(['g1', 'g0', 'g2'],
                          [m.guest.name for m in found.moves])
         self.assertIsNone(invalid(topologies, shapes, guests, found))
