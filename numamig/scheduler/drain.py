@@ -41,6 +41,14 @@ Symmetries skip only branches shown empty by one tried before:
   whole subtree failed is closed to those placed after it on that
   path, and a guest is inserted on one side only of a run of its kind.
 
+A guest that does not fit where the guests planned so far put it drops
+that branch, yet a guest inserted before them later could have moved
+them to other cells or functions and made room (a claim takes the
+emptiest cells, and a guest's own nodes' functions first): the search's
+"none" is checked by building every destination's orders from their
+first guest on (_Orders), within the steps left, a state whose guests
+left pin more pCPUs than the destinations left have free cut short.
+
 So an incomplete plan is one of two answers: the search ran out (no
 plan exists, ``Plan.outcome`` NO_PLAN) or reached ``max_steps``
 (NOT_FOUND: a plan may exist). A guest that cannot move at all (a
@@ -209,6 +217,9 @@ def plan(guests, destinations, limits=None, strategy='spread',
     search = _Search(searched, views, order, limits, strategy, max_steps,
                      accept)
     found = search.run()
+    if len(found) < len(searched) and not (search.stopped or
+                                           search.impossible):
+        found = _Orders(search).run() or found
     moves.extend(found)
     unplaced.extend(search.unplaced(found))
     return Plan(tuple(moves), tuple(unplaced), kept, search.steps,
@@ -313,6 +324,8 @@ class _Search:
                      for host, view in views.items()}
         self.refusals = {}
         self.open = [self._initial(index) for index in range(len(guests))]
+        # The destinations each guest fits alone (what _Orders reads).
+        self.open_at_start = [frozenset(domain) for domain in self.open]
         # A guest that fits nowhere alone is not searched for: the others
         # are placed without it (and no plan empties the host).
         self.searched = [i for i, domain in enumerate(self.open) if domain]
@@ -603,6 +616,129 @@ class _Search:
         return (f"{alone}, but not together with the other guests: no "
                 f"plan exists (every destination and every order of the "
                 f"guests on each was tried)")
+
+
+class _Orders:
+    """The proof behind a search's "no plan": every order of every share
+    of the guests per destination, each order built from its first guest
+    on, so that a guest that does not fit stops only the orders that
+    begin as tried (a placement depends on the guests before it alone).
+
+    _Search inserts guests among the ones planned: it drops an order
+    when a guest does not fit where the guests planned so far put it,
+    yet a guest inserted before them later may move them to other host
+    cells or functions (the claim takes the emptiest cells, a guest's
+    own nodes' functions first) and make room for it. Its plans are
+    right; its "none" is checked here, within the steps it left.
+
+    Destinations are filled in their order, each with its guests in
+    their order, then closed; a state of the rest (the destination, its
+    view, the kinds of the guests left, and for ``accept`` the kinds
+    planned so far) that led to nothing is not searched again; of the
+    guests of one kind left, one is tried.
+    """
+
+    def __init__(self, search):
+        self.search = search
+        self.hosts = sorted(search.chains, key=search.rank.get)
+        self.dead = set()
+        self.done = []           # (host, ((guest, placement), ...))
+        # Free pCPUs of the destinations after each one.
+        self.later_room = [sum(search.room[h] for h in self.hosts[i + 1:])
+                           for i in range(len(self.hosts))]
+
+    def run(self):
+        """The Moves of a plan, or None (``search.stopped`` set when
+        the steps ran out first)."""
+        left = tuple(self.search.searched)
+        if not self._open(0, left):
+            return None
+        first = self.hosts[0]
+        if self._fill(0, self.search.chains[first][0], (), left):
+            return self.moves
+        return None
+
+    def _open(self, position, left):
+        """Whether every guest left has a destination from ``position``
+        on that it fits alone."""
+        later = set(self.hosts[position:])
+        return all(later.intersection(self.search.open_at_start[g])
+                   for g in left)
+
+    def _state_key(self, position, view, placed, left):
+        search = self.search
+        cells = tuple((c.id, frozenset(c.pinned_cpus), c.memory_usage_mb,
+                       c.cpu_usage, c.pools) for c in view.cells)
+        used = None if view.pci is None else view.pci.used
+        kinds = tuple(sorted(search.kind[g] for g in left))
+        planned = None
+        if search.accept is not None:
+            # What accept reads differs with the guests planned anywhere.
+            planned = tuple((host, tuple(search.kind[g] for g, _ in moved))
+                            for host, moved in self.done + [(None, placed)])
+        return position, cells, used, kinds, planned
+
+    def _fill(self, position, view, placed, left):
+        search = self.search
+        host = self.hosts[position]
+        if not left:
+            self.done.append((host, placed))
+            accepted = self._accept()
+            self.done.pop()
+            return accepted
+        key = self._state_key(position, view, placed, left)
+        if key in self.dead:
+            return False
+        # The pinned pCPUs the guests left take at least must be free
+        # on this destination and the ones after it.
+        if sum(search.pcpus[g] for g in left) > \
+                sum(cell.free_count for cell in view.cells) + \
+                self.later_room[position]:
+            self.dead.add(key)
+            return False
+        tried = set()
+        for guest in left:
+            kind = search.kind[guest]
+            if kind in tried or host not in search.open_at_start[guest]:
+                continue
+            tried.add(kind)
+            if search.steps >= search.max_steps:
+                search.stopped = True
+                return False
+            search.steps += 1
+            result = search._fit(guest, view)
+            if not result.fits:
+                continue
+            placement = result.placement
+            rest = tuple(g for g in left if g != guest)
+            if self._fill(position, view_usage.apply(view, placement),
+                          placed + ((guest, placement),), rest):
+                return True
+            if search.stopped:
+                return False
+        if position + 1 < len(self.hosts) and self._open(position + 1, left):
+            self.done.append((host, placed))
+            following = self.hosts[position + 1]
+            if self._fill(position + 1, search.chains[following][0], (),
+                          left):
+                return True
+            self.done.pop()
+            if search.stopped:
+                return False
+        self.dead.add(key)
+        return False
+
+    def _accept(self):
+        moves = []
+        for host, placed in self.done:
+            for position, (guest, placement) in enumerate(placed):
+                moves.append((position, self.search.rank[host],
+                              Move(self.search.guests[guest], host,
+                                   placement)))
+        moves.sort(key=lambda item: item[:2])
+        self.moves = [move for _, _, move in moves]
+        accept = self.search.accept
+        return accept is None or bool(accept(self.moves))
 
 
 def _size(demands):

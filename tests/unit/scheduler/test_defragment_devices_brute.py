@@ -2,24 +2,34 @@
 devices, held against an exhaustive search written here, apart from
 numamig's fit and device choice.
 
-Each small cloud: 3 hosts of 2 cells (3 dedicated pCPUs and 4 GiB each,
-one thread per core; both cells on one socket, one each, or some
-unknown) with 0-3 plain PCI functions of two products on node 0, node 1
-or of unknown node; 1-3 one-cell guests per host, placed by numamig's
-fit, some holding 1 device under the ``required``, ``legacy``,
-``preferred`` or ``socket`` policy. The new guest pins 2-3 pCPUs of one
-cell and may ask a device of its own.
+Each small cloud: 3 hosts of 2, 3 or 4 cells (3 dedicated pCPUs and
+4 GiB each, one thread per core; the cells on one socket, split in
+halves, alternating, some unknown, or none known) with 0-5 plain PCI
+functions of two products on one of the host's nodes or of unknown
+node; 1-4 guests per host, placed by numamig's fit, about half of them
+of two guest cells, some holding 1 device under the ``required``,
+``legacy``, ``preferred`` or ``socket`` policy. The new guest pins 2-3
+pCPUs of one cell, or of each of two, and may ask a device of its own.
 
 The search (``optimum``) tries every set of up to MAX_MOVES guests,
-every other host and host cell for each (with room once the host's
-departures left, and a free function of its product that its policy
-allows there, none twice), the moves not waiting on each other in a
-circle; then the new guest must find a cell with room and a device its
-policy allows on that cell's node on some host. The planner must never
+every other host for each, the moves not waiting on each other in a
+circle; each host, its departures gone, takes its arrivals in every
+order, each by its claim (the drain test's model of the fit a
+destination's claim runs, test_drain_devices_brute.claim: the host
+cells and functions that fit gives, written from its rules); then the
+new guest's claim must succeed on some host. The planner must never
 say "no plan exists" where the search finds one, its plans must have
-the fewest moves, and every plan is replayed here: pCPUs free, memory
-within the cell's, each device free when the guest arrives, of the
-product asked, on a node its policy allows, used by one guest only.
+the fewest moves, and every plan is replayed here: each move's and the
+new guest's placement is what its claim takes in the plan's order, and
+by the rules themselves (not the model) its pCPUs are free, its memory
+within the cell's, its guest cells on distinct host cells, each device
+free when the guest arrives, of the product asked, on a node its policy
+allows for the guest's nodes, used by one guest only.
+
+``free_optimum`` is the same search with any host cells and functions
+the rules allow instead of the claims' (what a planner choosing
+placements itself could do); the clouds where it finds fewer moves are
+counted, not failed: no claim would carry such a plan out.
 
 ``NUMAMIG_DEFRAG_SEED`` (an integer) runs another series of clouds.
 """
@@ -45,21 +55,16 @@ MAX_MOVES = 2
 SEED = int(os.environ.get('NUMAMIG_DEFRAG_SEED', '1'))
 PRODUCTS = drain_brute.PRODUCTS
 POLICIES = drain_brute.POLICIES
-allowed = drain_brute.allowed
 CORES = 3
 MEMORY = 4096
 
 
-def _request(rng, pcpus, asks):
-    request = numa_hosts.request([(pcpus, 0, rng.choice((512, 1024)),
-                                   None, None)])
+def _request(rng, cells, asks):
+    request = numa_hosts.request([(pcpus, 0, memory, None, None)
+                                  for pcpus, memory in cells])
     request.instance_uuid = str(uuidlib.UUID(int=rng.getrandbits(128),
                                              version=4))
-    request.pci_requests = [
-        objects.PCIRequest(alias=f'a-{product}', count=count,
-                           vendor_id='8086', product_id=product,
-                           numa_policy=policy)
-        for product, count, policy in asks]
+    request.pci_requests = drain_brute.requests(asks)
     return request
 
 
@@ -69,23 +74,39 @@ def _asks(rng, chance):
     return [(rng.choice(PRODUCTS), 1, rng.choice(POLICIES))]
 
 
+def _resident_cells(rng):
+    if rng.random() < 0.5:
+        return tuple((rng.randint(1, 2), rng.choice((512, 1024)))
+                     for _ in range(2))
+    return ((rng.randint(1, 2), rng.choice((512, 1024))),)
+
+
+def _new_cells(rng):
+    count = 2 if rng.random() < 0.35 else 1
+    return tuple((rng.choice((2, CORES, CORES)), rng.choice((512, 1024)))
+                 for _ in range(count))
+
+
 def cloud(rng):
     """({host: (topology, [(uuid, request, placed)])}, new guest)."""
     state = {}
     for index in range(3):
-        cells = [numa_hosts.make_cell(c, cores=CORES, threads=1, cells=2,
-                                      memory_mb=MEMORY) for c in range(2)]
-        for cell, socket in zip(cells, rng.choice(drain_brute.SOCKETS),
+        count = rng.choice((2, 2, 3, 4))
+        cells = [numa_hosts.make_cell(c, cores=CORES, threads=1,
+                                      cells=count, memory_mb=MEMORY)
+                 for c in range(count)]
+        for cell, socket in zip(cells, drain_brute.socket_layout(rng, count),
                                 strict=True):
             cell.socket = socket
+        nodes = list(range(count)) + [None]
         topology = objects.HostNUMATopology(
             cells=cells,
             pci_devices=[drain_brute._device(
-                index, i, rng.choice((0, 1, None)), rng.choice(PRODUCTS),
-                False) for i in range(rng.randint(0, 3))])
+                index, i, rng.choice(nodes), rng.choice(PRODUCTS), False)
+                for i in range(rng.randint(0, count + 1))])
         guests = []
-        for _number in range(rng.randint(1, 3)):
-            request = _request(rng, rng.randint(1, 2), _asks(rng, 0.4))
+        for _number in range(rng.randint(count, 2 * count)):
+            request = _request(rng, _resident_cells(rng), _asks(rng, 0.4))
             uuid = request.instance_uuid
             result = fit.fit(topology, request, strategy='pack')
             if not result.fits:
@@ -94,7 +115,7 @@ def cloud(rng):
             topology = usage.apply(topology, placed)
             guests.append((uuid, request, placed))
         state[f'h{index}'] = (topology, guests)
-    wanted = _request(rng, rng.randint(2, CORES), _asks(rng, 0.5))
+    wanted = _request(rng, _new_cells(rng), _asks(rng, 0.5))
     return state, wanted
 
 
@@ -102,88 +123,110 @@ def cloud(rng):
 
 
 def _shape(request):
-    (cell,) = request.cells
-    return (len(cell.pcpuset), cell.memory_mb,
+    """((pCPUs, MiB) per guest cell, asks) of a request."""
+    return (tuple((len(c.pcpuset), c.memory_mb)
+                  for c in sorted(request.cells, key=lambda c: c.id)),
             [(r.product_id, r.count, r.numa_policy)
              for r in request.pci_requests])
 
 
-def _host_state(topology):
-    """{cell: [free pCPUs, free MiB]}, {address: (product, node)} free,
-    {cell: socket or None}."""
-    room = {c.id: [len(c.pcpuset - c.pinned_cpus),
-                   c.memory_mb - c.memory_usage_mb] for c in topology.cells}
-    free = {d.address: (d.product_id, d.numa_node)
-            for d in topology.pci_devices if d.instance_uuid is None}
-    return room, free, drain_brute._sockets(topology)
-
-
-def _release(room, free, placed, request, topology):
-    (cell,) = placed.cells
-    room[cell.host_cell][0] += len(cell.pcpuset)
-    room[cell.host_cell][1] += cell.memory_mb
+def _release(claims, placed, topology):
+    """Give a departing guest's cells and functions back to ``claims``
+    (a drain_brute.Claims)."""
+    for cell in placed.cells:
+        claims.room[cell.host_cell][0] += len(cell.pcpuset)
+        claims.room[cell.host_cell][1] += cell.memory_mb
     by_address = {d.address: d for d in topology.pci_devices}
     for device in placed.get('pci_devices') or ():
         d = by_address[device.address]
-        free[device.address] = (d.product_id, d.numa_node)
+        claims.free.append((d.address, d.product_id, d.numa_node))
+    claims.free.sort()
 
 
-def _takes(room, free, sockets, shape):
-    """Every (cell, addresses) a guest of ``shape`` may take."""
-    pcpus, memory, asks = shape
-    found = []
-    for cell, (cpus, mib) in room.items():
-        if cpus < pcpus or mib < memory:
-            continue
-        listed = [(a, p, n) for a, (p, n) in sorted(free.items())]
-        for picked in drain_brute._device_choices(listed, set(), asks,
-                                                  cell, sockets):
-            found.append((cell, picked))
-    return found
-
-
-def optimum(state, wanted, max_moves):
-    """The fewest moves of a plan, or None within ``max_moves``."""
+def _plans(state, max_moves, works):
+    """The fewest moves for which ``works(hosts, group, dests)``, or
+    None; ``hosts``: {host: Claims} once the group's guests left."""
     guests = [(host, uuid, request, placed)
               for host, (_, listed) in state.items()
               for uuid, request, placed in listed]
-    new = _shape(wanted)
+    start = {h: drain_brute.Claims(t) for h, (t, _) in state.items()}
     for size in range(max_moves + 1):
         for group in itertools.combinations(guests, size):
             others = [[h for h in state if h != g[0]] for g in group]
             for dests in itertools.product(*others):
-                if brute._acyclic((g[0], d) for g, d in zip(group, dests,
-                                                      strict=True)) and \
-                        _works(state, group, dests, new):
+                if not brute._acyclic((g[0], d) for g, d in zip(
+                        group, dests, strict=True)):
+                    continue
+                hosts = {h: claims.copy() for h, claims in start.items()}
+                for source, _uuid, _request, placed in group:
+                    _release(hosts[source], placed, state[source][0])
+                if works(hosts, group, dests):
                     return size
     return None
 
 
-def _works(state, group, dests, new):
-    hosts = {h: _host_state(t) for h, (t, _) in state.items()}
-    for source, _uuid, request, placed in group:
-        room, free, _sockets = hosts[source]
-        _release(room, free, placed, request, state[source][0])
+def optimum(state, wanted, max_moves):
+    """The fewest moves of a plan the claims carry out, or None within
+    ``max_moves``."""
+    new = _shape(wanted)
 
-    def arrive(position):
-        if position == len(group):
-            return any(_takes(room, free, sockets, new)
-                       for room, free, sockets in hosts.values())
-        host = dests[position]
-        room, free, sockets = hosts[host]
-        shape = _shape(group[position][2])
-        for cell, picked in _takes(room, free, sockets, shape):
-            room[cell][0] -= shape[0]
-            room[cell][1] -= shape[1]
-            taken = {a: free.pop(a) for a in picked}
-            if arrive(position + 1):
-                return True
-            room[cell][0] += shape[0]
-            room[cell][1] += shape[1]
-            free.update(taken)
-        return False
+    def works(hosts, group, dests):
+        ends = {}
+        for host, claims in hosts.items():
+            arrivals = [_shape(g[2]) for g, d in zip(group, dests,
+                                                     strict=True)
+                        if d == host]
+            ends[host] = []
+            for order in itertools.permutations(arrivals):
+                after = claims.copy()
+                if all(after.take(*shape) is not None for shape in order):
+                    ends[host].append(after)
+            if not ends[host]:
+                return False
+        return any(end.copy().take(*new) is not None
+                   for found in ends.values() for end in found)
 
-    return arrive(0)
+    return _plans(state, max_moves, works)
+
+
+def _takes(claims, shape):
+    """Every (host cells, addresses) a guest of ``shape`` may take by the
+    rules alone."""
+    cells, asks = shape
+    found = []
+    for chosen in drain_brute.cell_choices(claims.room, cells):
+        for picked in drain_brute._device_choices(
+                claims.free, set(), asks, chosen, claims.socket_of):
+            found.append((chosen, picked))
+    return found
+
+
+def free_optimum(state, wanted, max_moves):
+    """optimum with any cells and functions the rules allow."""
+    new = _shape(wanted)
+
+    def works(hosts, group, dests):
+
+        def arrive(position):
+            if position == len(group):
+                return any(_takes(claims, new) for claims in hosts.values())
+            claims = hosts[dests[position]]
+            cells, asks = _shape(group[position][2])
+            for chosen, picked in _takes(claims, (cells, asks)):
+                before = claims.copy()
+                for host_cell, (pcpus, memory) in zip(chosen, cells,
+                                                      strict=True):
+                    claims.room[host_cell][0] -= pcpus
+                    claims.room[host_cell][1] -= memory
+                claims.free = [d for d in claims.free if d[0] not in picked]
+                if arrive(position + 1):
+                    return True
+                claims.room, claims.free = before.room, before.free
+            return False
+
+        return arrive(0)
+
+    return _plans(state, max_moves, works)
 
 
 def invalid(state, plan, wanted):
@@ -192,41 +235,26 @@ def invalid(state, plan, wanted):
               for h, (t, _) in state.items()}
     memory = {h: {c.id: c.memory_usage_mb for c in t.cells}
               for h, (t, _) in state.items()}
-    holder = {h: {d.address: d.instance_uuid for d in t.pci_devices}
-              for h, (t, _) in state.items()}
     nodes = {h: {d.address: (d.product_id, d.numa_node)
-                 for d in t.pci_devices} for h, (t, _) in state.items()}
+                 for d in t.pci_devices if d.instance_uuid is None}
+             for h, (t, _) in state.items()}
+    claims = {h: drain_brute.Claims(t) for h, (t, _) in state.items()}
     placed = {uuid: (p, r) for _, (_, listed) in state.items()
               for uuid, r, p in listed}
 
     def arrive(host, uuid, placement, request):
-        (cell,) = placement.cells
-        pins = set(cell.pins.values())
-        if len(pins) != _shape(request)[0] or \
-                pins & pinned[host][cell.host_cell]:
-            return f"{uuid}: pCPUs {sorted(pins)} on {host} not free"
-        pinned[host][cell.host_cell] |= pins
-        memory[host][cell.host_cell] += _shape(request)[1]
-        if memory[host][cell.host_cell] > MEMORY:
-            return f"{uuid}: memory of {host} cell {cell.host_cell} over"
-        wanted_by = {f'a-{p}': (p, c, pol) for p, c, pol in
-                     _shape(request)[2]}
-        got = {}
-        for alias, address, _node, _guest in (
-                placement.pci.devices if placement.pci else ()):
-            if holder[host].get(address, 'absent') is not None:
-                return f"{uuid}: {address} on {host} is not free"
-            holder[host][address] = uuid
-            product, node = nodes[host][address]
-            if alias not in wanted_by or wanted_by[alias][0] != product:
-                return f"{uuid}: {address} is not of a product it asked"
-            if not allowed(wanted_by[alias][2], node, cell.host_cell,
-                           drain_brute._sockets(state[host][0])):
-                return f"{uuid}: {address} on node {node} breaks its policy"
-            got[alias] = got.get(alias, 0) + 1
-        if got != {a: w[1] for a, w in wanted_by.items()}:
-            return f"{uuid}: got devices {got}, asked {wanted_by}"
-        return None
+        cells, asks = _shape(request)
+        problem, on = drain_brute.invalid_cells(
+            uuid, host, state[host][0], cells, placement, pinned[host],
+            memory[host])
+        if problem:
+            return problem
+        devices = placement.pci.devices if placement.pci else ()
+        return drain_brute.invalid_devices(
+            uuid, host, devices, asks, on, nodes[host],
+            drain_brute._sockets(state[host][0])) or \
+            drain_brute.unclaimed(uuid, claims[host], cells, asks,
+                                  placement)
 
     for move in plan.moves:
         uuid = move.guest.uuid
@@ -237,12 +265,16 @@ def invalid(state, plan, wanted):
         if problem:
             return problem
         old, _request = placed[uuid]
-        (cell,) = old.cells
-        pinned[move.source][cell.host_cell] -= set(
-            cell.cpu_pinning.values())
-        memory[move.source][cell.host_cell] -= cell.memory_mb
+        topology = state[move.source][0]
+        for cell in old.cells:
+            pinned[move.source][cell.host_cell] -= set(
+                cell.cpu_pinning.values())
+            memory[move.source][cell.host_cell] -= cell.memory_mb
+        by_address = {d.address: d for d in topology.pci_devices}
         for device in old.get('pci_devices') or ():
-            holder[move.source][device.address] = None
+            d = by_address[device.address]
+            nodes[move.source][d.address] = (d.product_id, d.numa_node)
+        _release(claims[move.source], old, topology)
     return arrive(plan.host, 'new', plan.placement, wanted)
 
 
@@ -257,18 +289,57 @@ def by_plan(state, wanted, max_moves):
                        max_moves=max_moves, movable=candidates)
 
 
+def _tally(counts, state, wanted, found):
+    shapes = [_shape(r) for _, (_, listed) in state.items()
+              for _u, r, _p in listed] + [_shape(wanted)]
+    for cells, asks in shapes:
+        counts['device guests'] += bool(asks)
+        counts['two-cell device guests'] += bool(asks) and len(cells) == 2
+    if not found.found:
+        return
+    requests = {uuid: r for _, (_, listed) in state.items()
+                for uuid, r, _p in listed}
+    moved = [(_shape(requests[m.guest.uuid]), m.placement)
+             for m in found.moves] + [(_shape(wanted), found.placement)]
+    with_devices = [(cells, placement) for (cells, _a), placement in moved
+                    if placement.pci and placement.pci.devices]
+    counts['plans with devices'] += bool(with_devices)
+    counts['plans with a two-cell device guest'] += any(
+        len(cells) == 2 for cells, _p in with_devices)
+    counts['plans of 2 moves'] += len(found.moves) == 2
+
+
 class DefragmentDevicesBruteForceTest(base.TestCase):
 
     def test_fewest_moves_valid_and_never_no_plan_where_one_exists(self):
         rng = random.Random(SEED)
-        wrong, counts, with_devices = [], {}, 0
+        wrong = []
+        counts = dict.fromkeys((
+            'clouds', 'fit without moves', drain.PLANNED, drain.NO_PLAN,
+            drain.NOT_FOUND, 'device guests', 'two-cell device guests',
+            'plans with devices', 'plans with a two-cell device guest',
+            'plans of 2 moves', 'fewer moves only by a free choice',
+            'not found, a plan exists'), 0)
         for number in range(CLOUDS):
             state, wanted = cloud(rng)
-            if any(fit.fit(t, wanted).fits for t, _ in state.values()):
+            counts['clouds'] += 1
+            if any(drain_brute.Claims(t).take(*_shape(wanted))
+                   for t, _ in state.values()):
+                counts['fit without moves'] += 1
                 continue
             found = by_plan(state, wanted, MAX_MOVES)
             best = optimum(state, wanted, MAX_MOVES)
-            counts[found.outcome] = counts.get(found.outcome, 0) + 1
+            # Fewer moves than the claims' optimum, or any within
+            # MAX_MOVES where the claims make none.
+            free = free_optimum(state, wanted,
+                                MAX_MOVES if best is None else best)
+            counts[found.outcome] += 1
+            _tally(counts, state, wanted, found)
+            if best is not None and (free is None or free > best):
+                wrong.append((number, f"claims' optimum {best}, yet "
+                                      f"{free} by the rules alone"))
+            counts['fewer moves only by a free choice'] += \
+                free is not None and (best is None or free < best)
             if found.found:
                 problem = invalid(state, found, wanted)
                 if problem:
@@ -276,16 +347,24 @@ class DefragmentDevicesBruteForceTest(base.TestCase):
                 elif best is None or len(found.moves) > best:
                     wrong.append((number, f"{len(found.moves)} moves, "
                                           f"optimum {best}"))
-                if any(m.placement.pci for m in found.moves) or \
-                        found.placement.pci:
-                    with_devices += 1
             elif best is not None and found.outcome == drain.NO_PLAN:
                 wrong.append((number, f"no plan, optimum {best}: "
                                       f"{found.reason}"))
+            elif best is not None:
+                counts['not found, a plan exists'] += 1
+        if os.environ.get('NUMAMIG_BRUTE_COUNTS'):
+            print(counts)
         self.assertEqual([], wrong[:5], f"{len(wrong)} clouds wrong")
-        # The series covers both answers, and plans that move devices.
-        self.assertGreater(counts.get(drain.PLANNED, 0), CLOUDS // 20,
+        # The series covers both answers, and plans that move devices,
+        # of two-cell guests too.
+        searched = CLOUDS - counts['fit without moves']
+        self.assertGreater(counts[drain.PLANNED], searched // 5, counts)
+        self.assertGreater(counts[drain.NO_PLAN], searched // 10, counts)
+        self.assertGreater(counts['plans of 2 moves'], searched // 50,
                            counts)
-        self.assertGreater(counts.get(drain.NO_PLAN, 0), CLOUDS // 20,
+        self.assertGreater(counts['two-cell device guests'], CLOUDS // 2,
                            counts)
-        self.assertGreater(with_devices, CLOUDS // 30, counts)
+        self.assertGreater(counts['plans with devices'], searched // 10,
+                           counts)
+        self.assertGreater(counts['plans with a two-cell device guest'],
+                           searched // 20, counts)
