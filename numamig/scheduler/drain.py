@@ -46,8 +46,9 @@ that branch, yet a guest inserted before them later could have moved
 them to other cells or functions and made room (a claim takes the
 emptiest cells, and a guest's own nodes' functions first): the search's
 "none" is checked by building every destination's orders from their
-first guest on (_Orders), within the steps left, a state whose guests
-left pin more pCPUs than the destinations left have free cut short.
+first guest on (_Orders), within ``max_steps`` steps of its own, a state
+whose guests left pin more pCPUs than the destinations left have free
+cut short.
 
 So an incomplete plan is one of two answers: the search ran out (no
 plan exists, ``Plan.outcome`` NO_PLAN) or reached ``max_steps``
@@ -219,6 +220,11 @@ def plan(guests, destinations, limits=None, strategy='spread',
     found = search.run()
     if len(found) < len(searched) and not (search.stopped or
                                            search.impossible):
+        # The proof of "none" gets steps of its own, as many as the
+        # search had: on tight hosts it needs several times what the
+        # search used, and a host said undecided costs an operator more
+        # than a second proof's time.
+        search.max_steps = search.steps + max_steps
         found = _Orders(search).run() or found
     moves.extend(found)
     unplaced.extend(search.unplaced(found))
@@ -301,6 +307,8 @@ class _Search:
         self.rank = {host: index for index, host in enumerate(order)}
         self.fit_args = {'limits': limits, 'strategy': strategy}
         self.max_steps = max_steps
+        # What the operator set; max_steps grows for the proof of none.
+        self.limit = max_steps
         self.accept = accept
         self.steps = 0
         self.stopped = False
@@ -607,8 +615,9 @@ class _Search:
                  f"({_names(list(fits_on))})")
         if self.stopped:
             return (f"{alone}; no plan placing it with the other guests "
-                    f"was found within {self.max_steps} placements (the "
-                    f"search's limit), though one may exist")
+                    f"was found within {self.limit} placements (the "
+                    f"search's limit, and as many again to prove none), "
+                    f"though one may exist")
         if self.impossible:
             return (f"{alone}, but not together with the other guests "
                     f"that can move: every destination and every order "

@@ -662,7 +662,7 @@ class ClaimsTest(base.TestCase):
     claim would: the planner answers no plan, as ``claimable`` does.
 
     One destination: cell 0 (socket 1) with 2 free pCPUs, cells 1
-    (socket 1) and 2 (socket unknown) with 3; functions of node 1 (two)
+    (socket 1) and 2 (socket 2) with 3; functions of node 1 (two)
     and of unknown node (one). g0 (3 pCPUs, 2 functions, legacy) fits
     cell 1 only, and its claim takes the two of node 1 (a guest's own
     nodes first); g1 (two cells, 1 function, socket) then finds only the
@@ -673,7 +673,7 @@ class ClaimsTest(base.TestCase):
 
     def test_a_plan_no_claim_makes_is_no_plan(self):
         cells = []
-        for cell_id, free, socket in ((0, 2, 1), (1, 3, 1), (2, 3, None)):
+        for cell_id, free, socket in ((0, 2, 1), (1, 3, 1), (2, 3, 2)):
             cell = numa_hosts.make_cell(cell_id, cores=4, threads=1,
                                         cells=3, memory_mb=4096)
             cell.pinned_cpus = set(sorted(cell.pcpuset)[free:])
