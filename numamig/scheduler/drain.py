@@ -46,7 +46,8 @@ that branch, yet a guest inserted before them later could have moved
 them to other cells or functions and made room (a claim takes the
 emptiest cells, and a guest's own nodes' functions first): the search's
 "none" is checked by building every destination's orders from their
-first guest on (_Orders), within ``max_steps`` steps of its own, a state
+first guest on (_Orders), within PROOF_STEPS_FACTOR x ``max_steps``
+steps of its own, a state
 whose guests left pin more pCPUs than the destinations left have free
 cut short.
 
@@ -81,6 +82,12 @@ from numamig.numa import views as numa_views
 DEFAULT_MAX_STEPS = 20000
 #: Plan.outcome: every guest placed; no plan exists (proven); no plan
 #: found within max_steps (one may exist).
+
+#: The steps the proof that no plan exists (_Orders) may take beyond the
+#: search's, in multiples of ``max_steps``: bench_drain.py --clouds 3
+#: has tight hosts whose proof needs up to 100,000 placements when the
+#: search stops short of 20,000 (2.4 s of CPU at most).
+PROOF_STEPS_FACTOR = 9
 PLANNED = 'plan'
 NO_PLAN = 'none'
 NOT_FOUND = 'stopped'
@@ -220,11 +227,10 @@ def plan(guests, destinations, limits=None, strategy='spread',
     found = search.run()
     if len(found) < len(searched) and not (search.stopped or
                                            search.impossible):
-        # The proof of "none" gets steps of its own, as many as the
-        # search had: on tight hosts it needs several times what the
-        # search used, and a host said undecided costs an operator more
-        # than a second proof's time.
-        search.max_steps = search.steps + max_steps
+        # The proof of "none" gets steps of its own: on tight hosts it
+        # needs several times what the search used, and a host said
+        # undecided costs an operator more than the proof's seconds.
+        search.max_steps = search.steps + PROOF_STEPS_FACTOR * max_steps
         found = _Orders(search).run() or found
     moves.extend(found)
     unplaced.extend(search.unplaced(found))
@@ -616,7 +622,8 @@ class _Search:
         if self.stopped:
             return (f"{alone}; no plan placing it with the other guests "
                     f"was found within {self.limit} placements (the "
-                    f"search's limit, and as many again to prove none), "
+                    f"search's limit, and {PROOF_STEPS_FACTOR} times as many "
+                    f"to prove none), "
                     f"though one may exist")
         if self.impossible:
             return (f"{alone}, but not together with the other guests "
