@@ -117,6 +117,11 @@ class RemovalWatch(events.DomainEventSubscription):
         self.removed = set()
         self.changed = threading.Event()
         self._failed = None
+        # The LateRelease that took this subscription over at the
+        # deadline (libvirt refuses a second device-removed callback of
+        # one domain on one connection: "event callback already
+        # tracked", measured on libvirt 9.0).
+        self.late = None
 
     def start(self):
         super().start()
@@ -139,6 +144,8 @@ class RemovalWatch(events.DomainEventSubscription):
     def _on_event(self, _conn, _dom, alias, _opaque):
         self.removed.add(alias)
         self.changed.set()
+        if self.late is not None:
+            self.late.released(alias)
 
     def _on_failed(self, _conn, _dom, alias, _opaque):
         self.changed.set()
@@ -149,15 +156,14 @@ class RemovalWatch(events.DomainEventSubscription):
                  POLL_S)
 
 
-class LateRelease(events.DomainEventSubscription):
+class LateRelease:
     """The devices a guest had not released at ``detach``'s deadline:
-    plugs each back when the guest releases it after all."""
+    plugs each back when the guest releases it after all. It takes over
+    the unplug's RemovalWatch (its device-removed subscription)."""
 
-    EVENT = DEVICE_REMOVED
-    NAME = 'late device-removed watch'
-
-    def __init__(self, dom, host, devices):
-        super().__init__(dom)
+    def __init__(self, watch, dom, host, devices):
+        self._watch = watch
+        self._dom = dom
         self.host = host
         self.uuid = dom.UUIDString()
         self.pending = {d.alias: d for d in devices if d.alias}
@@ -166,14 +172,11 @@ class LateRelease(events.DomainEventSubscription):
         self._lifecycle = None
 
     def start(self):
-        super().start()
-        if self._callback_id is None:
-            return
         # A stopped guest's pending request died with its QEMU; a later
         # device-removed of the same alias (a new start, an operator's
         # own detach) is not this one.
         try:
-            self._lifecycle = self._conn.domainEventRegisterAny(
+            self._lifecycle = self._watch._conn.domainEventRegisterAny(
                 self._dom, LIFECYCLE, self._on_lifecycle, None)
         except (libvirt.libvirtError, AttributeError):
             self._lifecycle = None
@@ -182,12 +185,14 @@ class LateRelease(events.DomainEventSubscription):
             _late[(self.host, self.uuid)] = self
         if previous is not None:
             previous.stop()
+        self._watch.late = self
 
     def stop(self):
-        super().stop()
+        self._watch.late = None
+        self._watch.stop()
         if self._lifecycle is not None:
             try:
-                self._conn.domainEventDeregisterAny(self._lifecycle)
+                self._watch._conn.domainEventDeregisterAny(self._lifecycle)
             except libvirt.libvirtError:
                 pass
             self._lifecycle = None
@@ -196,7 +201,7 @@ class LateRelease(events.DomainEventSubscription):
                 del _late[(self.host, self.uuid)]
         self.done.set()
 
-    def _on_event(self, _conn, _dom, alias, _opaque):
+    def released(self, alias):
         device = self.pending.pop(alias, None)
         if device is None:
             return
@@ -230,12 +235,6 @@ class LateRelease(events.DomainEventSubscription):
         if not self.pending:
             self.stop()
 
-    def _unavailable(self, exc):
-        LOG.warning("%s: no device-removed events for %s (%s): should the "
-                    "guest release %s late, it is not plugged back", self.host,
-                    self.uuid, exc, ', '.join(
-                        d.address for d in self.pending.values()))
-
 
 def late_release(host, uuid):
     """The running LateRelease watch of a domain, or None."""
@@ -243,13 +242,20 @@ def late_release(host, uuid):
         return _late.get((host, uuid))
 
 
-def _watch_late(dom, host, devices, pending):
+def _watch_late(watch, dom, host, devices, pending):
+    """Hand ``watch`` over to a LateRelease of the devices still
+    ``pending``; None where there are none or no events come."""
     still = [d for d in devices if d.address in pending]
-    if not still:
+    if not still or watch._callback_id is None:
+        if still:
+            LOG.warning("%s: no device-removed events for %s: should the "
+                        "guest release %s late, it is not plugged back",
+                        host, dom.UUIDString(),
+                        ', '.join(d.address for d in still))
         return None
-    watch = LateRelease(dom, host, still)
-    watch.start()
-    return watch if watch._callback_id is not None else None
+    late = LateRelease(watch, dom, host, still)
+    late.start()
+    return late
 
 
 def _live_addresses(dom):
@@ -297,7 +303,7 @@ def detach(dom, host, deadline_s, clock=time.monotonic):
                 # Watch first, then plug back what is gone: a release
                 # in between is then plugged back by one or the other
                 # (attach skips a device already there).
-                late = _watch_late(dom, host, devices, pending)
+                late = _watch_late(watch, dom, host, devices, pending)
                 _replug_gone(dom, devices, host)
                 later = ('plugged back' if late else
                          'NOT plugged back (no device-removed events)')
@@ -314,7 +320,8 @@ def detach(dom, host, deadline_s, clock=time.monotonic):
             watch.changed.wait(min(left, POLL_S))
             watch.changed.clear()
     finally:
-        watch.stop()
+        if watch.late is None:
+            watch.stop()
     LOG.info("%s: unplugged %s from %s in %.1f s", host,
              ', '.join(d.address for d in devices), uuid, clock() - started)
     return devices
