@@ -284,11 +284,17 @@ def detach(dom, host, deadline_s, clock=time.monotonic):
     watch.start()
     started = clock()
     try:
-        for device in devices:
+        for index, device in enumerate(devices):
             try:
                 dom.detachDeviceFlags(device.xml,
                                       libvirt.VIR_DOMAIN_AFFECT_LIVE)
             except libvirt.libvirtError as exc:
+                # The requests already sent stay pending as at the
+                # deadline below.
+                asked = devices[:index]
+                _watch_late(watch, dom, host, asked,
+                            {d.address for d in asked} &
+                            _live_addresses(dom))
                 _replug_gone(dom, devices, host)
                 raise exception.DeviceDetachFailed(
                     instance=uuid, host=host, address=device.address,

@@ -382,6 +382,27 @@ class DetachTest(base.TestCase):
         self.assertIn('0000:82:00.0', str(exc))
         self.assertEqual([('0000:81:00.0', libvirt.VIR_DOMAIN_AFFECT_LIVE)],
                          dom.attached)
+        self.assertIsNone(hostdev.late_release('h', 'u'))
+        self.assertEqual({}, dom.callbacks)
+
+    def test_refused_midway_watches_a_request_still_pending(self):
+        dom = FakeDomain([_HOSTDEV.format(bus='81', n=2),
+                          _HOSTDEV.format(bus='82', n=3)], release=False)
+        original = dom.detachDeviceFlags
+
+        def second_refused(xml, flags):
+            if dom.detached:
+                raise libvirt.libvirtError('device busy')
+            original(xml, flags)
+        dom.detachDeviceFlags = second_refused
+        self.assertRaises(exception.DeviceDetachFailed, hostdev.detach,
+                          dom, 'h', 5)
+        self.assertEqual([], dom.attached)
+        watch = hostdev.late_release('h', 'u')
+        self.assertEqual({'hostdev2'}, set(watch.pending))
+        dom.release_now('0000:81:00.0')
+        self.assertTrue(watch.done.wait(10))
+        self.assertEqual(['0000:81:00.0'], [a for a, _ in dom.attached])
 
 
 class AttachTest(base.TestCase):
