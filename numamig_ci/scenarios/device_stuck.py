@@ -5,8 +5,11 @@ nested machines, each with two e1000e on node 1, a guest kernel with PCI
 hot-plug holding its claim's function. Before the migration the guest
 is paused (libvirt's ``suspend``, outside numamig): QEMU's unplug
 request then waits for a guest that does not answer, as a hung guest's
-or one without a hot-plug driver would. The agents' ``[compute]
-device_detach_timeout`` is DETACH_TIMEOUT_S (the harness's).
+or one without a hot-plug driver would. (Booting the guest kernel with
+``pcie_ports=compat`` instead does not: measured, that guest still
+released the function and the migration completed in 24.8 s.) The
+agents' ``[compute] device_detach_timeout`` is DETACH_TIMEOUT_S (the
+harness's).
 
 Read, not from numamig's records but from libvirt and the kernels:
 
@@ -77,7 +80,8 @@ def device_stuck(s):
     s.say(f"stuck migration: {migration.status} after {failed_s:.1f} s: "
           f"{error[:300]}")
     if not s.expect_status(migration, guest, STATUS.FAILED):
-        _domain(s, src, guest, 'resume')
+        if guest.uuid in s.backend.guests(src):
+            _domain(s, src, guest, 'resume')
         return
     if source_fn not in error or \
             f"within {DETACH_TIMEOUT_S:g} s" not in error or \
