@@ -19,9 +19,8 @@ guest without a hot-plug driver (or a hung one) never does: libvirt's
 ``detachDeviceFlags`` returns after 5 s with the request pending, the
 device stays in the live XML, and only the deadline here ends the wait.
 
-The deadline does not withdraw the request: neither libvirt nor QEMU can
-(QEMU has no device_del cancel; a second one re-presses the slot's
-attention button). A guest that wakes later (a paused or hung one) still
+The deadline does not withdraw the request: neither libvirt nor QEMU
+offers a way to cancel a ``device_del``. A guest that wakes later (a paused or hung one) still
 releases the device, and libvirt then drops it from the live XML with a
 ``device-removed`` event, long after the migration failed. ``detach``
 therefore leaves a ``LateRelease`` watch on the devices still pending at
