@@ -64,6 +64,10 @@ LINK_NET = '10.1.0'
 # This machine's loopback as a nested machine reaches it (QEMU's user
 # network forwards the gateway's connections to 127.0.0.1 here).
 USER_NET_GATEWAY = '10.0.2.2'
+# An agent's [compute] device_detach_timeout on a machine with devices:
+# short, for the scenario whose guest never releases one (device-stuck;
+# device-move's unplugs took 0.5-0.9 s).
+DEVICE_DETACH_TIMEOUT_S = 10
 # The [pci] alias flavors ask a machine's devices by (Layout.devices).
 PCI_ALIAS = 'nested-nic'
 
@@ -309,6 +313,9 @@ class NestedDeployment(local_deployment.LocalDeployment):
                  for (node, size), (total, mine)
                  in sorted(self.pools[name].items()) if total > mine]
         if layout is not None and layout.devices:
+            # Still in [compute]: device-stuck waits this long.
+            lines.append(f'device_detach_timeout = '
+                         f'{DEVICE_DETACH_TIMEOUT_S:g}')
             lines.append(pci_config(True, bool(layout.vfs)).rstrip('\n'))
         settings = self.guards.get(name)
         if settings is not None:

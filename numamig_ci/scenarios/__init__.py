@@ -14,7 +14,8 @@ kernel's virtio-mem memory per host node, grown and reclaimed from the
 command line), ``cpu_models`` (CPU models between hosts of two CPU
 generations), ``cpu_power`` (CPU power management across a migration,
 read from the kernel), ``devices`` (a guest's passed-through PCI
-function unplugged before the copy, the destination's plugged after).
+function unplugged before the copy, the destination's plugged after),
+``device_stuck`` (a guest that does not release its device in time).
 """
 
 from numamig_ci.scenarios import pinning  # noqa: F401,I001
@@ -32,3 +33,4 @@ from numamig_ci.scenarios import cpu_power  # noqa: F401
 from numamig_ci.scenarios import locality  # noqa: F401
 from numamig_ci.scenarios import distances  # noqa: F401
 from numamig_ci.scenarios import devices  # noqa: F401
+from numamig_ci.scenarios import device_stuck  # noqa: F401

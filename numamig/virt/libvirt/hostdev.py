@@ -19,6 +19,17 @@ guest without a hot-plug driver (or a hung one) never does: libvirt's
 ``detachDeviceFlags`` returns after 5 s with the request pending, the
 device stays in the live XML, and only the deadline here ends the wait.
 
+The deadline does not withdraw the request: neither libvirt nor QEMU
+offers a way to cancel a ``device_del``. A guest that wakes later (a
+paused or hung one) still releases the device, and libvirt then drops
+it from the live XML with a ``device-removed`` event, long after the
+migration failed. ``detach``
+therefore leaves a ``LateRelease`` watch on the devices still pending at
+its deadline: a late release is logged and the device plugged back into
+the guest (live), so the guest keeps the device its host's claim still
+records. The watch ends with the re-plug, with the domain's stop, or
+with the next ``detach`` of the domain (the next migration's unplug).
+
 The device's NUMA node comes from libvirt's node device
 (``<capability type='pci'><numa node='N'/>``, the kernel's sysfs
 ``numa_node``); the guest cell's host node from the live XML's
@@ -44,6 +55,11 @@ DEVICE_REMOVAL_FAILED = getattr(
 # How often the live XML is read again while no event comes (a libvirt
 # connection without an event loop gets none).
 POLL_S = 1.0
+LIFECYCLE = getattr(libvirt, 'VIR_DOMAIN_EVENT_ID_LIFECYCLE', 0)
+STOPPED = getattr(libvirt, 'VIR_DOMAIN_EVENT_STOPPED', 5)
+# The late-release watches, (host, domain UUID) -> LateRelease.
+_late = {}
+_late_lock = threading.Lock()
 
 def device_node(conn, address):
     """The host NUMA node of the PCI device at ``address``, as libvirt's
@@ -101,6 +117,11 @@ class RemovalWatch(events.DomainEventSubscription):
         self.removed = set()
         self.changed = threading.Event()
         self._failed = None
+        # The LateRelease that took this subscription over at the
+        # deadline (libvirt refuses a second device-removed callback of
+        # one domain on one connection: "event callback already
+        # tracked", measured on libvirt 9.0).
+        self.late = None
 
     def start(self):
         super().start()
@@ -123,6 +144,8 @@ class RemovalWatch(events.DomainEventSubscription):
     def _on_event(self, _conn, _dom, alias, _opaque):
         self.removed.add(alias)
         self.changed.set()
+        if self.late is not None:
+            self.late.released(alias)
 
     def _on_failed(self, _conn, _dom, alias, _opaque):
         self.changed.set()
@@ -131,6 +154,108 @@ class RemovalWatch(events.DomainEventSubscription):
         LOG.info("No device-removed events for %s (%s): its live XML is "
                  "read every %.0f s instead", self._dom.UUIDString(), exc,
                  POLL_S)
+
+
+class LateRelease:
+    """The devices a guest had not released at ``detach``'s deadline:
+    plugs each back when the guest releases it after all. It takes over
+    the unplug's RemovalWatch (its device-removed subscription)."""
+
+    def __init__(self, watch, dom, host, devices):
+        self._watch = watch
+        self._dom = dom
+        self.host = host
+        self.uuid = dom.UUIDString()
+        self.pending = {d.alias: d for d in devices if d.alias}
+        self.replugged = []
+        self.done = threading.Event()
+        self._lifecycle = None
+
+    def start(self):
+        # A stopped guest's pending request died with its QEMU; a later
+        # device-removed of the same alias (a new start, an operator's
+        # own detach) is not this one.
+        try:
+            self._lifecycle = self._watch._conn.domainEventRegisterAny(
+                self._dom, LIFECYCLE, self._on_lifecycle, None)
+        except (libvirt.libvirtError, AttributeError):
+            self._lifecycle = None
+        with _late_lock:
+            previous = _late.pop((self.host, self.uuid), None)
+            _late[(self.host, self.uuid)] = self
+        if previous is not None:
+            previous.stop()
+        self._watch.late = self
+
+    def stop(self):
+        self._watch.late = None
+        self._watch.stop()
+        if self._lifecycle is not None:
+            try:
+                self._watch._conn.domainEventDeregisterAny(self._lifecycle)
+            except libvirt.libvirtError:
+                pass
+            self._lifecycle = None
+        with _late_lock:
+            if _late.get((self.host, self.uuid)) is self:
+                del _late[(self.host, self.uuid)]
+        self.done.set()
+
+    def released(self, alias):
+        device = self.pending.pop(alias, None)
+        if device is None:
+            return
+        # Not on libvirt's event loop thread: a hot-plug takes seconds
+        # and other domains' events would wait behind it.
+        threading.Thread(target=self._replug, args=(device,),
+                         name=f'late-release-{self.uuid}',
+                         daemon=True).start()
+
+    def _on_lifecycle(self, _conn, _dom, event, _detail, _opaque):
+        if event == STOPPED:
+            LOG.info("%s: %s stopped; its pending unplug of %s is gone "
+                     "with it", self.host, self.uuid,
+                     ', '.join(d.address for d in self.pending.values()))
+            self.pending.clear()
+            self.stop()
+
+    def _replug(self, device):
+        LOG.warning("%s: %s released %s after its migration's unplug had "
+                    "timed out; plugging it back (the migration failed, "
+                    "the guest stays here)", self.host, self.uuid,
+                    device.address)
+        try:
+            self.replugged += attach(self._dom, [
+                hostdev_xml.device_xml(device)], self.host)
+        except (exception.NumamigException, libvirt.libvirtError) as exc:
+            LOG.error("%s: %s lost %s: the guest released it late and it "
+                      "could not be plugged back: %s (plug it with virsh "
+                      "attach-device, or release the claim)", self.host,
+                      self.uuid, device.address, exc)
+        if not self.pending:
+            self.stop()
+
+
+def late_release(host, uuid):
+    """The running LateRelease watch of a domain, or None."""
+    with _late_lock:
+        return _late.get((host, uuid))
+
+
+def _watch_late(watch, dom, host, devices, pending):
+    """Hand ``watch`` over to a LateRelease of the devices still
+    ``pending``; None where there are none or no events come."""
+    still = [d for d in devices if d.address in pending]
+    if not still or watch._callback_id is None:
+        if still:
+            LOG.warning("%s: no device-removed events for %s: should the "
+                        "guest release %s late, it is not plugged back",
+                        host, dom.UUIDString(),
+                        ', '.join(d.address for d in still))
+        return None
+    late = LateRelease(watch, dom, host, still)
+    late.start()
+    return late
 
 
 def _live_addresses(dom):
@@ -151,15 +276,25 @@ def detach(dom, host, deadline_s, clock=time.monotonic):
     if not devices:
         return []
     uuid = dom.UUIDString()
+    # The previous migration's late watch: this unplug is the one now.
+    previous = late_release(host, uuid)
+    if previous is not None:
+        previous.stop()
     watch = RemovalWatch(dom)
     watch.start()
     started = clock()
     try:
-        for device in devices:
+        for index, device in enumerate(devices):
             try:
                 dom.detachDeviceFlags(device.xml,
                                       libvirt.VIR_DOMAIN_AFFECT_LIVE)
             except libvirt.libvirtError as exc:
+                # The requests already sent stay pending as at the
+                # deadline below.
+                asked = devices[:index]
+                _watch_late(watch, dom, host, asked,
+                            {d.address for d in asked} &
+                            _live_addresses(dom))
                 _replug_gone(dom, devices, host)
                 raise exception.DeviceDetachFailed(
                     instance=uuid, host=host, address=device.address,
@@ -171,17 +306,28 @@ def detach(dom, host, deadline_s, clock=time.monotonic):
                 break
             left = started + deadline_s - clock()
             if left <= 0:
+                # Watch first, then plug back what is gone: a release
+                # in between is then plugged back by one or the other
+                # (attach skips a device already there).
+                late = _watch_late(watch, dom, host, devices, pending)
                 _replug_gone(dom, devices, host)
+                later = ('plugged back' if late else
+                         'NOT plugged back (no device-removed events)')
                 raise exception.DeviceDetachFailed(
                     instance=uuid, host=host,
                     address=', '.join(sorted(pending)),
                     reason=f"the guest did not release it within "
-                           f"{deadline_s:g} s (a guest OS without PCI "
-                           f"hot-plug support never does)")
+                           f"{deadline_s:g} s ([compute] "
+                           f"device_detach_timeout; a guest OS without "
+                           f"PCI hot-plug support, or a paused or hung "
+                           f"one, does not); it stays in the guest, and "
+                           f"is {later} should the guest release it "
+                           f"later")
             watch.changed.wait(min(left, POLL_S))
             watch.changed.clear()
     finally:
-        watch.stop()
+        if watch.late is None:
+            watch.stop()
     LOG.info("%s: unplugged %s from %s in %.1f s", host,
              ', '.join(d.address for d in devices), uuid, clock() - started)
     return devices

@@ -108,6 +108,7 @@ class SourceFlowTest(source_tests._SourceMigrationTestCase):
         self.agent.driver.get_destination_xml.return_value = '<new/>'
         self.agent.driver.detach_devices.return_value = _DETACHED
         self.order = []
+        self.errors = []
         self.agent.driver.detach_devices.side_effect = \
             lambda *a: self.order.append('unplug') or _DETACHED
         self.agent.compute_api.accept_emulated_migration.side_effect = \
@@ -116,6 +117,7 @@ class SourceFlowTest(source_tests._SourceMigrationTestCase):
     def _set_status(self, ctxt, uuid, status, detail=None, error=None,
                     result=None, timeout=None):
         self.statuses.append(status)
+        self.errors.append(error)
         migration = self.migration.obj_clone()
         migration.status = status
         return migration
@@ -147,11 +149,18 @@ class SourceFlowTest(source_tests._SourceMigrationTestCase):
                                          reason='not released in 7 s')
         job = self._run()
         self.assertEqual('failed', self.statuses[-1])
+        # The operator's one line: the device, the host, the deadline.
+        self.assertIn('could not unplug PCI device 0000:81:00.0',
+                      self.errors[-1])
+        self.assertIn('not released in 7 s', self.errors[-1])
         self.assertEqual([], self.order)
         self.assertEqual([], job.devices.detached)
         # Nothing was unplugged for good: nothing to plug back.
         self.agent.driver.reattach_devices.assert_not_called()
         self.agent.compute_api.rollback_live_migration_at_destination.\
+            assert_called_once()
+        # The destination's claim (its device included) is released.
+        self.agent.compute_api.drop_move_claim_at_destination.\
             assert_called_once()
 
     def test_abort_during_the_unplug_plugs_back(self):

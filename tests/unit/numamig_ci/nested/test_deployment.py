@@ -1,5 +1,6 @@
 """How two libvirtd hosts of one nested machine share its kernel."""
 
+import configparser
 import os
 import signal
 import subprocess
@@ -185,8 +186,17 @@ class PCIConfigTest(base.TestCase):
         pci.parse_aliases([alias.partition(' = ')[2]])
         self.assertEqual(2, len(pci.parse_device_spec([spec])))
 
+    def test_agents_give_up_unplugging_after_the_short_timeout(self):
+        parser = configparser.ConfigParser(strict=False,
+                                           interpolation=None)
+        parser.read_string(self._agent_config(self._nested(self.LAYOUT)))
+        self.assertEqual(str(deployment.DEVICE_DETACH_TIMEOUT_S),
+                         parser['compute']['device_detach_timeout'])
+
     def test_no_devices_no_pci_section(self):
         nested = self._nested(vm.Layout.parse('memory=2048:2048'))
+        self.assertNotIn('device_detach_timeout',
+                         self._agent_config(nested))
         self.assertNotIn('[pci]', self._agent_config(nested))
         self.assertNotIn('[pci]', nested._config(nested.conductor, None,
                                                  None))

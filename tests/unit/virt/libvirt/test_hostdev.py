@@ -1,5 +1,8 @@
 """Passed-through PCI devices: XML, unplug with a deadline, plug, verify."""
 
+import itertools
+
+import fixtures
 import libvirt
 from lxml import etree
 
@@ -161,7 +164,9 @@ class FakeDomain:
         self.refuse = refuse
         self.events = events
         self.persistent = persistent
+        # callback id -> (event id, callback), ids unique as libvirt's.
         self.callbacks = {}
+        self._ids = itertools.count(1)
         self.detached = []
         self.attached = []
 
@@ -181,8 +186,20 @@ class FakeDomain:
                                opaque):
         if not self.events:
             raise libvirt.libvirtError('no event loop')
-        self.callbacks[event] = callback
-        return event
+        if any(event == known for known, _ in self.callbacks.values()):
+            # libvirt 9.0, for a second callback of one event and domain
+            # on one connection (the Python binding's C callback is the
+            # same for every one).
+            raise libvirt.libvirtError('invalid argument: event callback '
+                                       'already tracked')
+        callback_id = next(self._ids)
+        self.callbacks[callback_id] = (event, callback)
+        return callback_id
+
+    def emit(self, event, *args):
+        for event_id, callback in list(self.callbacks.values()):
+            if event_id == event:
+                callback(self, self, *args, None)
 
     def domainEventDeregisterAny(self, callback_id):  # noqa: N802
         self.callbacks.pop(callback_id, None)
@@ -194,14 +211,16 @@ class FakeDomain:
             etree.fromstring(xml)), flags))
         if not self.release:
             return        # the request stays pending, as libvirt's does
-        address = self.detached[-1][0]
+        self.release_now(self.detached[-1][0])
+
+    def release_now(self, address):
+        """The guest lets go of the device: libvirt drops it from the
+        live XML and sends device-removed."""
         for el in hostdev_xml.assigned_elements(self.doc):
             if hostdev_xml.source_address(el) == address:
                 alias = el.find('alias').get('name')
                 el.getparent().remove(el)
-                callback = self.callbacks.get(hostdev.DEVICE_REMOVED)
-                if callback:
-                    callback(self, self, alias, None)
+                self.emit(hostdev.DEVICE_REMOVED, alias)
 
     def attachDeviceFlags(self, xml, flags):  # noqa: N802 - libvirt API
         el = etree.fromstring(xml)
@@ -230,20 +249,121 @@ class DetachTest(base.TestCase):
         dom = FakeDomain([_HOSTDEV.format(bus='81', n=2)], events=False)
         self.assertEqual(1, len(hostdev.detach(dom, 'h', deadline_s=5)))
 
-    def test_guest_never_releases_deadline_and_nothing_replugged(self):
+    def _stuck(self, devices=None, **kwargs):
+        """A guest that does not release its devices: detach's deadline
+        (1 s, on a clock that moves 0.3 s a read) raises."""
         now = [0.0]
 
         def clock():
             now[0] += 0.3
             return now[0]
-        dom = FakeDomain([_HOSTDEV.format(bus='81', n=2)], release=False)
+        dom = FakeDomain(devices or [_HOSTDEV.format(bus='81', n=2)],
+                         release=False, **kwargs)
         exc = self.assertRaises(exception.DeviceDetachFailed,
                                 hostdev.detach, dom, 'h', 1.0, clock)
+        return dom, exc
+
+    def _late_done(self, dom):
+        watch = hostdev.late_release('h', 'u')
+        self.assertIsNotNone(watch)
+        return watch
+
+    def test_guest_never_releases_deadline_and_nothing_replugged(self):
+        dom, exc = self._stuck()
         self.assertIn('0000:81:00.0', str(exc))
-        self.assertIn('within 1 s', str(exc))
+        self.assertIn('within 1 s ([compute] device_detach_timeout',
+                      str(exc))
+        self.assertIn('is plugged back should the guest release it later',
+                      str(exc))
         # Still held by the guest: plugging it again would be refused.
         self.assertEqual([], dom.attached)
+        self.assertEqual(['0000:81:00.0'],
+                         [d.address for d in
+                          hostdev_xml.assigned_devices(dom.doc)])
+        # The unplug's subscription is the late-release watch's now.
+        self.assertEqual({hostdev.DEVICE_REMOVED,
+                          hostdev.DEVICE_REMOVAL_FAILED, hostdev.LIFECYCLE},
+                         {event for event, _ in dom.callbacks.values()})
+        self._late_done(dom).stop()
         self.assertEqual({}, dom.callbacks)
+
+    def test_late_release_is_plugged_back(self):
+        dom, _exc = self._stuck()
+        watch = self._late_done(dom)
+        dom.release_now('0000:81:00.0')       # the guest woke up
+        self.assertTrue(watch.done.wait(10))
+        self.assertEqual([('0000:81:00.0', libvirt.VIR_DOMAIN_AFFECT_LIVE)],
+                         dom.attached)
+        self.assertEqual(['0000:81:00.0'], watch.replugged)
+        self.assertEqual(['0000:81:00.0'],
+                         [d.address for d in
+                          hostdev_xml.assigned_devices(dom.doc)])
+        self.assertEqual({}, dom.callbacks)
+        self.assertIsNone(hostdev.late_release('h', 'u'))
+
+    def test_late_release_that_cannot_be_plugged_back_is_logged(self):
+        log = self.useFixture(fixtures.FakeLogger())
+        dom, _exc = self._stuck()
+        watch = self._late_done(dom)
+
+        def refuse(xml, flags):
+            raise libvirt.libvirtError('in use by another domain')
+        dom.attachDeviceFlags = refuse
+        dom.release_now('0000:81:00.0')
+        self.assertTrue(watch.done.wait(10))
+        self.assertEqual([], watch.replugged)
+        self.assertIn('lost 0000:81:00.0', log.output)
+        self.assertEqual({}, dom.callbacks)
+
+    def test_released_before_deadline_back_at_once_the_other_later(self):
+        dom = FakeDomain([_HOSTDEV.format(bus='81', n=2),
+                          _HOSTDEV.format(bus='82', n=3)], release=False)
+        original = dom.detachDeviceFlags
+
+        def first_released(xml, flags):
+            original(xml, flags)
+            if len(dom.detached) == 1:
+                dom.release_now(dom.detached[0][0])
+        dom.detachDeviceFlags = first_released
+        now = [0.0]
+
+        def clock():
+            now[0] += 0.3
+            return now[0]
+        exc = self.assertRaises(exception.DeviceDetachFailed,
+                                hostdev.detach, dom, 'h', 1.0, clock)
+        self.assertIn('0000:82:00.0', str(exc))
+        self.assertNotIn('0000:81:00.0', str(exc))
+        self.assertEqual(['0000:81:00.0'], [a for a, _ in dom.attached])
+        watch = self._late_done(dom)
+        self.assertEqual({'hostdev3'}, set(watch.pending))
+        dom.release_now('0000:82:00.0')
+        self.assertTrue(watch.done.wait(10))
+        self.assertEqual(['0000:81:00.0', '0000:82:00.0'],
+                         [a for a, _ in dom.attached])
+
+    def test_stopped_guest_ends_the_watch(self):
+        dom, _exc = self._stuck()
+        dom.emit(hostdev.LIFECYCLE, hostdev.STOPPED, 0)
+        self.assertIsNone(hostdev.late_release('h', 'u'))
+        self.assertEqual({}, dom.callbacks)
+        self.assertEqual([], dom.attached)
+
+    def test_next_unplug_takes_over_from_the_watch(self):
+        dom, _exc = self._stuck()
+        dom.release = True      # the next migration's unplug succeeds
+        gone = hostdev.detach(dom, 'h', deadline_s=5)
+        self.assertEqual(['0000:81:00.0'], [d.address for d in gone])
+        # Not plugged back behind the new migration's back.
+        self.assertEqual([], dom.attached)
+        self.assertEqual({}, dom.callbacks)
+        self.assertIsNone(hostdev.late_release('h', 'u'))
+
+    def test_without_events_the_error_says_no_replug(self):
+        _dom, exc = self._stuck(events=False)
+        self.assertIn('NOT plugged back (no device-removed events)',
+                      str(exc))
+        self.assertIsNone(hostdev.late_release('h', 'u'))
 
     def test_refused_midway_replugs_those_released(self):
         dom = FakeDomain([_HOSTDEV.format(bus='81', n=2),
@@ -262,6 +382,27 @@ class DetachTest(base.TestCase):
         self.assertIn('0000:82:00.0', str(exc))
         self.assertEqual([('0000:81:00.0', libvirt.VIR_DOMAIN_AFFECT_LIVE)],
                          dom.attached)
+        self.assertIsNone(hostdev.late_release('h', 'u'))
+        self.assertEqual({}, dom.callbacks)
+
+    def test_refused_midway_watches_a_request_still_pending(self):
+        dom = FakeDomain([_HOSTDEV.format(bus='81', n=2),
+                          _HOSTDEV.format(bus='82', n=3)], release=False)
+        original = dom.detachDeviceFlags
+
+        def second_refused(xml, flags):
+            if dom.detached:
+                raise libvirt.libvirtError('device busy')
+            original(xml, flags)
+        dom.detachDeviceFlags = second_refused
+        self.assertRaises(exception.DeviceDetachFailed, hostdev.detach,
+                          dom, 'h', 5)
+        self.assertEqual([], dom.attached)
+        watch = hostdev.late_release('h', 'u')
+        self.assertEqual({'hostdev2'}, set(watch.pending))
+        dom.release_now('0000:81:00.0')
+        self.assertTrue(watch.done.wait(10))
+        self.assertEqual(['0000:81:00.0'], [a for a, _ in dom.attached])
 
 
 class AttachTest(base.TestCase):
