@@ -269,10 +269,9 @@ class NestedBackend(local_libvirt.LocalLibvirtBackend):
         counters then show every plugged MiB) and, on a machine with
         KVM (Layout.kvm), ``type='kvm'``. numamig's NUMA parts and
         virtio-mem devices are kept as numamig wrote them. ``hostdevs``:
-        host PCI addresses given to the guest as managed ``<hostdev>``
-        (numamig records the functions a guest's claim chose but its
-        guests boot nothing that could use one: the harness plugs them
-        as an operator's image would hold them).
+        host PCI addresses the guest must hold as managed ``<hostdev>``
+        (numamig creates the guest holding the functions its claim chose;
+        the harness adds any it does not hold).
 
         With a machine per host, the kernel, initrd and console paths
         name the same files' places in every machine (each machine's
@@ -389,8 +388,13 @@ def with_guest_kernel(domain_xml, kernel, initrd, cmdline, console, kvm,
     serial = etree.SubElement(devices, 'serial', type='file')
     etree.SubElement(serial, 'source', path=console)
     etree.SubElement(serial, 'target', port='0')
+    # numamig writes the functions its claim chose into the guest it
+    # creates; only those not there yet are added.
+    present = {d.address for d in hostdev_xml.assigned_devices(root)}
     for address in hostdevs:
-        devices.append(etree.fromstring(hostdev_xml.new_device_xml(address)))
+        if address not in present:
+            devices.append(etree.fromstring(
+                hostdev_xml.new_device_xml(address)))
     # libvirt 9.0 has no XML for virtio-mem's prealloc: QEMU's global
     # property, on every virtio-mem device of this guest.
     qemu = root.find(f'{{{QEMU_NS}}}commandline')

@@ -79,3 +79,26 @@ class PCIDeviceGuestTestCase(base.TestCase):
         plain = self.create({'hw:cpu_policy': 'dedicated'})
         self.assertEqual([], self.api.instance_get(
             self.ctxt, plain.uuid).numa_topology.pci_devices)
+
+    def test_created_holding_its_function_and_refuse_keeps_it_home(self):
+        # The guest numamig creates holds the function its claim chose
+        # (a <hostdev> in its domain XML): what the source's unplug, and
+        # the per-guest 'refuse', act on.
+        specs = {'hw:cpu_policy': 'dedicated',
+                 'pci_passthrough:alias': 'vf:1',
+                 'numamig:device_migration': 'refuse'}
+        guest = self.create(specs)
+        xml = self.api.get_domain_xml(self.ctxt, guest.uuid)
+        self.assertIn("<address domain='0x0000' bus='0x81' slot='0x02' "
+                      "function='0x0'/>", xml)
+        migration = self.dep.wait_for_migration(
+            self.api.live_migrate_instance(self.ctxt, guest.uuid,
+                                           'host-b').uuid)
+        self.assertEqual('error', migration.status)
+        self.assertIn("holds passed-through PCI device(s) 0000:81:02.0 and "
+                      "its flavor numamig:device_migration is 'refuse'",
+                      migration.error)
+        record = self.api.instance_get(self.ctxt, guest.uuid)
+        self.assertEqual(('host-a', ['0000:81:02.0']),
+                         (record.host, [d.address for d in
+                                        record.numa_topology.pci_devices]))

@@ -12,6 +12,7 @@ import platform
 from lxml import etree
 
 from numamig import cpuspec
+from numamig.virt.libvirt import hostdev_xml
 from numamig.virt.libvirt import migration_xml
 from numamig.virt.libvirt import virtio_mem
 
@@ -60,6 +61,7 @@ def build_domain_xml(instance, topology, info, domain_type, base_xml=None):
     _set_text(doc, 'vcpu', str(instance.vcpus))
     _set_numa_cells(doc, topology)
     virtio_mem.write_devices(doc, topology)
+    _set_hostdevs(doc, topology)
     _set_metadata(doc, topology)
     if info is not None:
         migration_xml.apply_numa_info(doc, info)
@@ -81,6 +83,24 @@ def _set_text(doc, tag, text):
         el = etree.SubElement(doc, tag)
     el.text = text
     return el
+
+
+def _set_hostdevs(doc, topology):
+    """A managed ``<hostdev>`` per PCI function the placement claimed, so
+    that the guest is created holding what its host's claim records (a
+    function ``base_xml`` names already is kept as written)."""
+    claimed = [d.address for d in (topology.get('pci_devices') or ())] \
+        if topology is not None else []
+    if not claimed:
+        return
+    present = {d.address for d in hostdev_xml.assigned_devices(doc)}
+    devices = doc.find('devices')
+    if devices is None:
+        devices = etree.SubElement(doc, 'devices')
+    for address in claimed:
+        if address not in present:
+            devices.append(etree.fromstring(
+                hostdev_xml.new_device_xml(address)))
 
 
 def _set_numa_cells(doc, topology):

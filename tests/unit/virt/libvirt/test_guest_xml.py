@@ -85,6 +85,34 @@ class NUMAPartsTestCase(base.TestCase):
               for s in cell.iterfind('distances/sibling')]
              for cell in doc.iterfind('cpu/numa/cell')])
 
+    def test_created_holding_the_claimed_functions(self):
+        # The guest holds what its host's claim records from its first
+        # boot: one managed <hostdev> per function, a base XML's own
+        # <hostdev> of the same function not doubled.
+        topo, info = _placed()
+        topo.pci_devices = [
+            objects.InstancePCIDevice(alias='vf', address='0000:81:02.1',
+                                      host_node=1, guest_cell=0),
+            objects.InstancePCIDevice(alias='vf', address='0000:81:02.0',
+                                      host_node=1, guest_cell=0)]
+        base_xml = guest_xml.build_domain_xml(guests.instance(), None, None,
+                                              'kvm')
+        base = etree.fromstring(base_xml)
+        base.find('devices').append(etree.fromstring(
+            "<hostdev mode='subsystem' type='pci' managed='yes'><source>"
+            "<address domain='0x0000' bus='0x81' slot='0x02' "
+            "function='0x1'/></source></hostdev>"))
+        for source in (None, etree.tostring(base, encoding='unicode')):
+            doc = etree.fromstring(guest_xml.build_domain_xml(
+                guests.instance(), topo, info, 'kvm', source))
+            found = sorted(
+                (a.get('bus'), a.get('slot'), a.get('function'))
+                for a in doc.iterfind('devices/hostdev/source/address'))
+            self.assertEqual([('0x81', '0x02', '0x0'),
+                              ('0x81', '0x02', '0x1')], found, source)
+            self.assertEqual({'yes'}, {h.get('managed') for h in
+                                       doc.iterfind('devices/hostdev')})
+
     def test_round_trip(self):
         topo, info = _placed()
         xml = guest_xml.build_domain_xml(guests.instance(), topo, info, 'kvm')
