@@ -753,9 +753,10 @@ class LibvirtDriver(driver.ComputeDriver):
                 exc, self.host, f"plug the devices of {instance_uuid} back")
 
     def attach_devices(self, instance_uuid, placements, template=None):
-        """See ComputeDriver. On libvirt's test driver (no hot-plug) the
-        devices are written into the persistent definition only,
-        labelled emulated."""
+        """See ComputeDriver. libvirt's test driver cannot hot-plug: there
+        the functions are written into the definition and the test guest
+        (no process behind it) restarted, so that its live XML holds them
+        as a plugged guest's would; labelled emulated."""
         if not placements:
             return []
         dom = self._lookup(instance_uuid)
@@ -768,15 +769,38 @@ class LibvirtDriver(driver.ComputeDriver):
             else:
                 xmls.append(hostdev_xml.new_device_xml(address))
         if self._settings.is_test_driver:
-            LOG.info("%s: emulated plug of %s into %s (libvirt test "
-                     "driver: no hot-plug)", self.host,
-                     ', '.join(a for _, a, _ in placements), instance_uuid)
-            return []
+            return self._emulated_plug(dom, instance_uuid, placements, xmls)
         try:
             return hostdev.attach(dom, xmls, self.host, persist=True)
         except libvirt.libvirtError as exc:
             raise errors.hypervisor_error(
                 exc, self.host, f"plug the devices of {instance_uuid}")
+
+    def _emulated_plug(self, dom, instance_uuid, placements, xmls):
+        action = f"plug the devices of {instance_uuid} (emulated)"
+        doc = migration_xml.parse_domain(self._call(
+            dom.XMLDesc, action, libvirt.VIR_DOMAIN_XML_INACTIVE))
+        present = {d.address for d in hostdev_xml.assigned_devices(doc)}
+        devices = doc.find('devices')
+        if devices is None:
+            devices = etree.SubElement(doc, 'devices')
+        plugged = []
+        for (_alias, address, _cell), xml in zip(placements, xmls,
+                                                 strict=True):
+            if address not in present:
+                devices.append(etree.fromstring(xml))
+                plugged.append(address)
+        if plugged:
+            self._call(self._connection().defineXML, action,
+                       etree.tostring(doc, encoding='unicode'))
+            if self._call(dom.isActive, action):
+                self._call(dom.destroy, action)
+                self._call(dom.create, action)
+        LOG.info("%s: emulated plug of %s into %s (libvirt test driver: "
+                 "no hot-plug; the test guest redefined and restarted)",
+                 self.host, ', '.join(plugged) or 'nothing new',
+                 instance_uuid)
+        return plugged
 
     def verify_device_affinity(self, instance_uuid, placements):
         if not placements:

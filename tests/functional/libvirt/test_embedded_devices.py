@@ -4,8 +4,10 @@ library's test driver.
 The test driver has no hot-unplug or hot-plug (measured here, so that a
 libvirt that gains them makes this fail and the emulation go); its hosts
 read a guest's devices from its XML and label the unplug and plug
-emulated. What is real: the migration XML the source builds carries no
-device, and the guest the destination defines from it holds none.
+emulated (the plug redefines and restarts the process-less test guest
+holding the function). What is real: the migration XML the source builds
+carries no device, and the guest the destination defines from it holds
+none until the destination plugs its own.
 """
 
 import libvirt
@@ -57,7 +59,13 @@ class EmbeddedDevicesTestCase(base.TestCase):
             etree.fromstring(dest_xml)))
         self.dst.accept_emulated_migration(guests.UUID, dest_xml)
         self.assertEqual([], self.dst.assigned_devices(guests.UUID))
-        # Emulated: the test driver plugs nothing, and says so.
+        # Emulated: the destination's function written into the test
+        # guest, restarted, so its live XML holds it; asked again (a
+        # redelivered arrival), nothing new is plugged.
+        self.assertEqual(['0000:82:00.0'], self.dst.attach_devices(
+            guests.UUID, [('nic', '0000:82:00.0', 0)]))
+        self.assertEqual(['0000:82:00.0'],
+                         self.dst.assigned_devices(guests.UUID))
         self.assertEqual([], self.dst.attach_devices(
             guests.UUID, [('nic', '0000:82:00.0', 0)]))
         self.assertEqual([], self.src.reattach_devices(guests.UUID,
