@@ -70,6 +70,14 @@ def exists(views, guests, barred, limits=None, strategy='spread'):
                         [g for g in range(len(guests))
                          if h in options[g]], limits, strategy)
               for h in hosts}
+    return first_assignment(options, tables)
+
+
+def first_assignment(options, tables):
+    """The first {guest: host} taking each guest to one of its
+    ``options`` such that every host's share of guests is one its
+    ``tables`` entry holds (the sets of guests it can take together),
+    or None."""
     for choice in itertools.product(*options):
         per_host = {}
         for guest, host in enumerate(choice):

@@ -51,6 +51,7 @@ from numamig.numa import views
 from numamig.scheduler import drain
 from tests import base
 from tests.unit.numa import hosts as numa_hosts
+from tests.unit.scheduler import brute
 
 CLOUDS = 5000
 SEED = int(os.environ.get('NUMAMIG_DRAIN_SEED', '0'))
@@ -419,14 +420,7 @@ def claimable(topologies, shapes):
                               [g for g in range(len(shapes))
                                if h in options[g]])
               for h in hosts}
-    for choice in itertools.product(*options):
-        per_host = {}
-        for guest, host in enumerate(choice):
-            per_host.setdefault(host, set()).add(guest)
-        if all(frozenset(share) in tables[host]
-               for host, share in per_host.items()):
-            return dict(enumerate(choice))
-    return None
+    return brute.first_assignment(options, tables)
 
 
 def unclaimed(name, claims, cells, asks, placement):
