@@ -52,23 +52,10 @@ DETACH_TIMEOUT_S = nested_deployment.DEVICE_DETACH_TIMEOUT_S
           requires=('pci_devices', 'guest_kernel'))
 def device_stuck(s):
     src, dst = s.pair()
-    guest = s.create(src, 1, memory_mb=devices.MEMORY_MB,
-                     specs=dict(devices.SPECS), label='stuck')
-    held = devices.recorded_functions(s.record(guest))
-    if len(held) != 1:
-        s.fail(guest, src, 'record numa_topology.pci_devices',
-               'one function', held)
+    found = devices.boot_holding_a_function(s, src, DEVICE_IDS, 'stuck')
+    if found is None:
         return
-    source_fn = held[0]
-    console, _create_s = s.backend.boot_guest_kernel(src, guest,
-                                                     hostdevs=[source_fn])
-    booted = devices.wait_bus(console, devices.BOOT_S,
-                              lambda bus: DEVICE_IDS in bus.values())
-    if booted is None:
-        s.fail(guest, src, 'guest kernel PCI bus (console PCI lines)',
-               f"a {DEVICE_IDS} function within {devices.BOOT_S} s",
-               devices._tail(console))
-        return
+    guest, source_fn, console, _create_s, booted = found
     slot = devices.guest_slot(booted[0])
     s.say(f"guest kernel on {src} holds {source_fn} in guest slot {slot}")
 

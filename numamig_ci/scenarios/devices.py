@@ -105,24 +105,10 @@ def _move(s, ids):
     started = time.monotonic()
     for host in (src, dst):
         _say_functions(s, host, ids)
-    guest = s.create(src, 1, memory_mb=MEMORY_MB, specs=dict(SPECS),
-                     label='dev')
-    held = recorded_functions(s.record(guest))
-    s.say(f"numamig's claim on {src}: {held}")
-    if len(held) != 1:
-        s.fail(guest, src, 'record numa_topology.pci_devices',
-               'one function', held)
+    found = boot_holding_a_function(s, src, ids, 'dev')
+    if found is None:
         return
-    source_fn = held[0]
-    console, create_s = s.backend.boot_guest_kernel(src, guest,
-                                                    hostdevs=[source_fn])
-    booted = wait_bus(console, BOOT_S, lambda bus: ids in bus.values())
-    if booted is None:
-        s.fail(guest, src, 'guest kernel PCI bus (console PCI lines)',
-               f"a {ids} function within {BOOT_S} s",
-               _tail(console))
-        return
-    bus, boot_s = booted
+    guest, source_fn, console, create_s, (bus, boot_s) = found
     slot = guest_slot(bus, ids)
     s.say(f"guest kernel booted on {src} holding {source_fn} "
           f"(create {create_s:.1f} s, bus {boot_s:.1f} s later): guest "
@@ -302,6 +288,30 @@ def check_vf(s, guest, host, address, when):
         if given:
             s.fail(guest, host, f"live <hostdev> of {name} {when}",
                    'no PF (no guest asked type-PF)', sorted(given))
+
+
+def boot_holding_a_function(s, host, ids, label):
+    """Create a one-cell guest asking one function of vendor:product
+    ``ids`` on ``host`` and boot its kernel holding the function its
+    claim chose: (guest, function, console, create seconds, (bus, boot
+    seconds)), or None once the failure is recorded."""
+    guest = s.create(host, 1, memory_mb=MEMORY_MB, specs=dict(SPECS),
+                     label=label)
+    held = recorded_functions(s.record(guest))
+    s.say(f"numamig's claim on {host}: {held}")
+    if len(held) != 1:
+        s.fail(guest, host, 'record numa_topology.pci_devices',
+               'one function', held)
+        return None
+    function = held[0]
+    console, create_s = s.backend.boot_guest_kernel(host, guest,
+                                                    hostdevs=[function])
+    booted = wait_bus(console, BOOT_S, lambda bus: ids in bus.values())
+    if booted is None:
+        s.fail(guest, host, 'guest kernel PCI bus (console PCI lines)',
+               f"a {ids} function within {BOOT_S} s", _tail(console))
+        return None
+    return guest, function, console, create_s, booted
 
 
 def recorded_functions(record):
