@@ -157,7 +157,7 @@ def judge(results, intended):
 
 def render(counts, by_entry, unintended, stale, intended, out,
            failed=()):
-    """The table, then every failed test, intended skip, unintended skip
+    """The table, then every intended skip, failed test, unintended skip
     and stale entry, one line each.
 
     :param failed: [(test id, last line of its traceback)].
@@ -171,13 +171,15 @@ def render(counts, by_entry, unintended, stale, intended, out,
         ran = tier['passed'] + tier['failed']
         print(f"{name:<13}{ran:>6}{tier['passed']:>8}{tier['failed']:>8}"
               f"{tier['skipped']:>9}", file=out)
-    for test_id, last_line in failed:
-        print(f"FAILED {test_id}: {last_line or '(no traceback)'}",
-              file=out)
     for entry in intended:
         if by_entry[entry['number']]:
             print(f"intended skip x{by_entry[entry['number']]}: "
                   f"{entry['why']} (to run: {entry['how']})", file=out)
+    # Failures last: CI keeps the tail of a long run's output, and the
+    # intended skips' explanations above would push them out of it.
+    for test_id, last_line in failed:
+        print(f"FAILED {test_id}: {last_line or '(no traceback)'}",
+              file=out)
     for test_id, reason in unintended:
         print(f"UNINTENDED SKIP {test_id}: {reason or '(no reason given)'}",
               file=out)

@@ -166,3 +166,20 @@ class TestReportTest(base.TestCase):
         self.assertIn(f"FAILED {test_id}: AssertionError: settled in 80 s",
                       out.splitlines())
         self.assertEqual(0, code)
+
+    def test_failures_come_after_the_intended_skips(self):
+        # CI keeps a long run's tail: the skips' explanations must not
+        # push the failed tests' names out of it.
+        skipped = 'tests.functional.libvirt.test_real_x.T.test_slow'
+        failed = 'tests.functional.faults.test_outages.T.test_cut'
+        both = io.BytesIO(
+            stream((skipped, 'skip', 'opt-in. set X=1')).read() +
+            failing(failed, 'AssertionError: settled in 80 s\n').read())
+        code, out = self._run(both, '--partial')
+        lines = out.splitlines()
+        skip_at = next(i for i, line in enumerate(lines)
+                       if line.startswith('intended skip x1: '))
+        fail_at = lines.index(
+            f"FAILED {failed}: AssertionError: settled in 80 s")
+        self.assertLess(skip_at, fail_at)
+        self.assertEqual(0, code)
