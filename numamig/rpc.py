@@ -438,6 +438,12 @@ LINK_PAUSE_MAX_S = 2.0
 # oslo.messaging's default [DEFAULT] rpc_response_timeout, for a context
 # that names none.
 LINK_DEFAULT_TIMEOUT_S = 60
+# [DEFAULT] rpc_call_silence_timeout's default, for a transport whose
+# configuration does not carry numamig's options (a library user's).
+SILENCE_DEFAULT_S = 6
+# A server sends oslo.messaging's call-monitor heartbeat every half of
+# the caller's silence timeout, in whole seconds: below this, none.
+SILENCE_MIN_S = 2
 
 
 class LinkLost(messaging.MessagingTimeout):
@@ -519,7 +525,8 @@ class _PreparedCall:
 
     def call(self, ctxt, method, **kwargs):
         """oslo.messaging's call, asked again within its own deadline
-        while the broker connection breaks under it (LinkLost).
+        while the broker connection breaks under it (LinkLost) or the
+        peer stays silent (``[DEFAULT] rpc_call_silence_timeout``).
 
         Asked again after a pause, not at once: a connection that broke
         stays broken while the broker restarts, and a caller that counts
@@ -527,21 +534,54 @@ class _PreparedCall:
         (the fault suite measured a migration left for the reconciliation
         a minute later that way). Every method numamig serves may be
         asked again.
+
+        Silence: a request published before its server declared its
+        queue again, or an answer sent to a reply queue a broker restart
+        deleted, is lost at once, and its caller used to learn it only
+        when the whole wait ran out (a share of its timeout: 10-15 s
+        with the defaults, which made the fault suite's broker restart
+        settle past its target). The call asks oslo.messaging's call
+        monitor for the server's heartbeat instead: a server working on
+        the request heartbeats every half of the silence timeout, so a
+        silence that long means nothing is working on it, and it is sent
+        again at once, each further silence waiting twice as long.
         """
         began = self._clock()
         outcome = 'error'
         context = self._context
         deadline = None
         pause = LINK_PAUSE_S
+        silence = self._silence_s(None)
+        if silence:
+            deadline = began + self._timeout_s()
+            context = self._context.prepare(call_monitor_timeout=silence)
         try:
             while True:
                 try:
                     answer = context.call(ctxt, method, **kwargs)
                     outcome = 'answered'
                     return answer
-                except messaging.MessagingTimeout:
+                except messaging.MessagingTimeout as exc:
                     outcome = 'timeout'
-                    raise
+                    exception.keep_remote_message(exc)
+                    if not silence or getattr(exc, 'remote_traceback',
+                                              None) is not None:
+                        raise
+                    # The whole wait's end, or the monitor's: the latter
+                    # leaves time for another try.
+                    left = deadline - self._clock()
+                    if left < SILENCE_MIN_S:
+                        raise
+                    silence = self._silence_s(silence)
+                    LOG.info("%s: no answer and no heartbeat of the "
+                             "service within its silence timeout (the "
+                             "request or its answer was lost); asked "
+                             "again, waiting up to %d s for a sign of "
+                             "life", method, min(silence, int(left)))
+                    context = self._context.prepare(
+                        timeout=max(1, int(left)),
+                        call_monitor_timeout=silence if silence < left
+                        else None)
                 except Exception as exc:
                     exception.keep_remote_message(exc)
                     if not link_broken(exc):
@@ -557,11 +597,31 @@ class _PreparedCall:
                              _brief_link_error(exc), pause)
                     self._sleep(pause)
                     pause = min(pause * 2, LINK_PAUSE_MAX_S)
-                    context = self._context.prepare(timeout=max(
-                        1, int(deadline - self._clock() + 0.999)))
+                    left = max(1, int(deadline - self._clock() + 0.999))
+                    context = self._context.prepare(timeout=left) \
+                        if not silence or silence >= left else \
+                        self._context.prepare(timeout=left,
+                                              call_monitor_timeout=silence)
         finally:
             metrics.RPC_CALLS.observe(method, outcome,
                                       self._clock() - began)
+
+    def _silence_s(self, last):
+        """Seconds of silence the next try waits for (None: no monitor):
+        ``[DEFAULT] rpc_call_silence_timeout`` first, then twice the
+        ``last`` one. Only where the whole wait is longer: a shorter
+        call has no time for another try."""
+        if last is not None:
+            return last * 2
+        conf = getattr(self._context, 'conf', None)
+        try:
+            silence = conf.rpc_call_silence_timeout
+        except (AttributeError, cfg.NoSuchOptError):
+            silence = SILENCE_DEFAULT_S
+        if not silence or silence < SILENCE_MIN_S or \
+                self._timeout_s() <= silence:
+            return None
+        return int(silence)
 
     def _timeout_s(self):
         timeout = getattr(self._context, 'timeout', None)

@@ -36,7 +36,22 @@ opts = [
                     "candidate. It asks four times, each waiting a "
                     "quarter of this, so that an answer lost with a "
                     "broker restart costs a quarter (the source's check "
-                    "too)."),
+                    "too), or less: rpc_call_silence_timeout."),
+    cfg.IntOpt('rpc_call_silence_timeout', default=6, min=0, max=120,
+               help="Seconds a daemon's RPC call waits for a sign of life "
+                    "from the service it asked before it takes the request "
+                    "or its answer for lost (with a broker restart, which "
+                    "deletes queues, or a worker that died) and sends it "
+                    "again within the call's own timeout. The service "
+                    "sends a heartbeat every half of this while it works, "
+                    "so a slow answer is waited for; each further silence "
+                    "waits twice as long. Every request numamig serves may "
+                    "be sent again. A lost request then costs this, not a "
+                    "share of rpc_response_timeout or "
+                    "rpc_response_timeout_migration. 0 turns it off. Raise "
+                    "it where the broker is slow to deliver (a heartbeat "
+                    "must arrive within it); values below 2 are taken as "
+                    "0, as a heartbeat is sent at most every second."),
     cfg.IntOpt('cli_broker_retries', default=2, min=0,
                help="Times numamig-manage tries the message broker again "
                     "(transport_url), a few seconds apart, before it gives "

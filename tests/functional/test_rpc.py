@@ -5,6 +5,7 @@ serialization differ between the two transports, so passing on fake alone
 proves little about production.
 """
 
+import collections
 import threading
 import time
 
@@ -422,3 +423,87 @@ class StartRequestReturnedTest(base.TestCase):
                 source_host='gone-source', dest_host='dst')))
         # A third of the 3 s timeout, in growing pauses.
         self.assertLess(time.monotonic() - started, 2.5)
+
+
+class SlowEndpoint:
+    """An agent method that works longer than a caller's silence, and
+    one that answers at once; both count their calls."""
+
+    target = messaging.Target(version='1.0')
+
+    def __init__(self, work_s):
+        self.work_s = work_s
+        self.calls = collections.Counter()
+
+    def work(self, context):
+        self.calls['work'] += 1
+        time.sleep(self.work_s)
+        return 'worked'
+
+    def answer(self, context):
+        self.calls['answer'] += 1
+        return 'answered'
+
+
+class SilenceOnTheBrokerTest(base.TestCase):
+    """``[DEFAULT] rpc_call_silence_timeout`` on RabbitMQ, where its
+    heartbeats and lost requests are real: a server working longer than
+    the silence heartbeats and is waited for, once; a request no queue
+    took (its server declares its queue a moment later, as after a
+    broker restart) is sent again after the silence, not after the
+    call's whole timeout."""
+
+    SILENCE_S = 2
+
+    def setUp(self):
+        super().setUp()
+        reason = rpc_fixture.rabbit_unreachable_reason()
+        if reason:
+            self.skipTest(reason)
+        self.rpc = self.useFixture(rpc_fixture.RPCFixture('rabbit'))
+        self.topic = self.rpc.topic('compute')
+        self.flags(rpc_call_silence_timeout=self.SILENCE_S)
+
+    def test_a_server_working_longer_is_waited_for_once(self):
+        endpoint = SlowEndpoint(work_s=3 * self.SILENCE_S)
+        self.rpc.start_server([endpoint], self.topic)
+        client = self.rpc.client(self.topic, timeout=30)
+        self.assertEqual('worked', client.call(self.rpc.context, 'work'))
+        self.assertEqual(1, endpoint.calls['work'])
+
+    def _lost_then_listening(self, silence, timeout):
+        """Ask ``answer`` of a server that starts listening 1 s after
+        the request was published (so that the request is lost); the
+        seconds the answer took, or the exception."""
+        self.flags(rpc_call_silence_timeout=silence)
+        endpoint = SlowEndpoint(work_s=0)
+        late = threading.Timer(1.0, self.rpc.start_server,
+                               ([endpoint], self.topic))
+        late.start()
+        self.addCleanup(late.cancel)
+        client = self.rpc.client(self.topic, timeout=timeout)
+        began = time.monotonic()
+        try:
+            answer = client.call(self.rpc.context, 'answer')
+        except messaging.MessagingTimeout as exc:
+            return time.monotonic() - began, exc, endpoint
+        finally:
+            late.join(10)
+        self.assertEqual('answered', answer)
+        return time.monotonic() - began, None, endpoint
+
+    def test_a_lost_request_is_sent_again_after_the_silence(self):
+        took, error, endpoint = self._lost_then_listening(
+            silence=self.SILENCE_S, timeout=30)
+        self.assertIsNone(error)
+        self.assertLess(took, 3 * self.SILENCE_S)
+        self.assertEqual(1, endpoint.calls['answer'])
+
+    def test_without_it_a_lost_request_costs_the_whole_wait(self):
+        # The same loss with the silence off: the call waits out its
+        # timeout (what every lost request cost before).
+        took, error, endpoint = self._lost_then_listening(
+            silence=0, timeout=3 * self.SILENCE_S)
+        self.assertIsInstance(error, messaging.MessagingTimeout)
+        self.assertGreaterEqual(took, 3 * self.SILENCE_S - 0.5)
+        self.assertEqual(0, endpoint.calls['answer'])

@@ -380,10 +380,18 @@ class _Context:
     """A prepared oslo.messaging call context that raises each of
     ``errors`` in turn, then answers ``'done'``."""
 
-    def __init__(self, *errors, timeout=10, log=None):
+    _unset = object()
+
+    def __init__(self, *errors, timeout=10, log=None, silence=0,
+                 call_monitor_timeout=None):
         self.errors = list(errors)
         self.timeout = timeout
+        self.call_monitor_timeout = call_monitor_timeout
         self.log = [] if log is None else log
+        self.conf = cfg.ConfigOpts()
+        self.conf.register_opt(cfg.IntOpt('rpc_call_silence_timeout',
+                                          default=silence))
+        self.conf([])
 
     def call(self, ctxt, method, **kwargs):
         self.log.append(('call', self.timeout))
@@ -393,9 +401,44 @@ class _Context:
 
     cast = call
 
-    def prepare(self, timeout=None):
-        again = _Context(timeout=timeout, log=self.log)
+    def prepare(self, timeout=_unset, call_monitor_timeout=None):
+        # As oslo.messaging's: what is not given is kept.
+        again = _Context(
+            timeout=self.timeout if timeout is self._unset else timeout,
+            log=self.log, call_monitor_timeout=call_monitor_timeout)
         again.errors = self.errors
+        again.conf = self.conf
+        return again
+
+
+class _SilentContext(_Context):
+    """A call context whose first ``lost`` calls are lost (no answer,
+    no heartbeat): each raises MessagingTimeout once its call monitor's
+    silence, or its whole timeout, has passed on ``clock``."""
+
+    def __init__(self, clock, lost, timeout=30, silence=6, log=None,
+                 call_monitor_timeout=None):
+        super().__init__(timeout=timeout, log=log, silence=silence,
+                         call_monitor_timeout=call_monitor_timeout)
+        self.clock = clock
+        self.lost = lost
+
+    def call(self, ctxt, method, **kwargs):
+        self.log.append((self.timeout, self.call_monitor_timeout))
+        if self.lost[0] > 0:
+            self.lost[0] -= 1
+            self.clock.now += min(self.call_monitor_timeout or self.timeout,
+                                  self.timeout)
+            raise messaging.MessagingTimeout('Timed out waiting for a '
+                                             'reply to message ID 1')
+        return 'done'
+
+    def prepare(self, timeout=_Context._unset, call_monitor_timeout=None):
+        again = _SilentContext(
+            self.clock, self.lost,
+            timeout=self.timeout if timeout is self._unset else timeout,
+            log=self.log, call_monitor_timeout=call_monitor_timeout)
+        again.conf = self.conf
         return again
 
 
@@ -527,3 +570,76 @@ class LinkLostTest(base.TestCase):
             data, rpc.ALLOWED_EXMODS)
         self.assertIsInstance(exc, messaging.MessagingTimeout)
         self.assertIsInstance(exc, rpc.LinkLost)
+
+
+class SilenceTest(base.TestCase):
+    """A call the peer stays silent on (no answer, no call-monitor
+    heartbeat) is sent again at once, within the call's deadline."""
+
+    def setUp(self):
+        super().setUp()
+        self.clock = _Clock()
+
+    def call(self, context, method='migration_set_status'):
+        return rpc._PreparedCall(context, clock=self.clock,
+                                 sleep=self.clock.sleep).call(
+            nm_context.get_admin_context(), method)
+
+    def test_a_lost_request_costs_the_silence_not_the_wait(self):
+        context = _SilentContext(self.clock, [1], timeout=30, silence=6)
+        self.assertEqual('done', self.call(context))
+        # Asked with the monitor, silent 6 s, asked again with what is
+        # left (24 s) and twice the silence.
+        self.assertEqual([(30, 6), (24, 12)], context.log)
+        self.assertEqual(6, self.clock.now - 100.0)
+        self.assertEqual([], self.clock.slept)
+
+    def test_silences_double_and_the_deadline_holds(self):
+        context = _SilentContext(self.clock, [10], timeout=30, silence=3)
+        self.assertRaises(messaging.MessagingTimeout, self.call, context)
+        # 3 + 6 + 12 s of silence, then the 9 s left with no monitor
+        # (a silence longer than what is left is the wait itself).
+        self.assertEqual([(30, 3), (27, 6), (21, 12), (9, None)],
+                         context.log)
+        self.assertEqual(30, self.clock.now - 100.0)
+
+    def test_off_when_set_to_zero_or_below_a_heartbeat(self):
+        for silence in (0, 1):
+            log = []
+            context = _SilentContext(self.clock, [1], timeout=30,
+                                     silence=silence, log=log)
+            self.assertRaises(messaging.MessagingTimeout, self.call,
+                              context)
+            self.assertEqual([(30, None)], log)
+
+    def test_a_call_no_longer_than_the_silence_has_no_monitor(self):
+        context = _SilentContext(self.clock, [1], timeout=6, silence=6)
+        self.assertRaises(messaging.MessagingTimeout, self.call, context)
+        self.assertEqual([(6, None)], context.log)
+
+    def test_a_timeout_the_peer_raised_is_not_a_silence(self):
+        # An agent's own unanswered call, rebuilt here: the peer
+        # answered, and its answer is the refusal.
+        timeout = messaging.MessagingTimeout('the agent timed out')
+        timeout.remote_traceback = 'Traceback (most recent call last): ...'
+        context = _Context(timeout, timeout=30, silence=6)
+        self.assertIs(timeout, self.assertRaises(
+            messaging.MessagingTimeout, self.call, context))
+        self.assertEqual([('call', 30)], context.log)
+
+    def test_a_broken_link_keeps_the_monitor(self):
+        reset = ConnectionResetError(104, 'Connection reset by peer')
+        log = []
+        context = _Context(reset, timeout=30, silence=6, log=log)
+        seen = []
+        real_call = _Context.call
+
+        def call(self, ctxt, method, **kwargs):
+            seen.append(self.call_monitor_timeout)
+            return real_call(self, ctxt, method, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.unit.test_rpc._Context.call', call))
+        self.assertEqual('done', self.call(context))
+        self.assertEqual([6, 6], seen)
+
