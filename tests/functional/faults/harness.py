@@ -452,6 +452,14 @@ class FaultDeployment(fixtures.Fixture):
                 _quietly_delete(channel.queue_delete, name)
             for name in exchanges:
                 _quietly_delete(channel.exchange_delete, name)
+        # A restarted node accepts no connection before its queues are
+        # gone; here the test's own client (not behind the cut proxy)
+        # may have reconnected and declared its reply queue again
+        # between the first close and the deletions, and be left
+        # consuming from nothing. Closed again, it declares them anew,
+        # as after a real restart.
+        _rabbitmqctl('close_all_connections', '--vhost', self.vhost,
+                     '--limit', '1000', 'a broker restart (fault suite)')
         return len(queues) + len(exchanges)
 
 
