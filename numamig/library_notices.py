@@ -77,6 +77,34 @@ REPLY_LOST_LINE = ('could not send the reply to a request (%s): the broker '
                    "connection was lost; the caller's wait ends by its "
                    'timeout, and a request asked again is answered the same')
 
+# oslo.messaging's rabbit consumer logs a message it could not take
+# (hand to its listener and acknowledge) with a traceback and skips it.
+# When the error is the broker connection going under it (a restart,
+# a node lost), that is no fault of the daemon: a request it had not
+# acknowledged is delivered again, and an answer or heartbeat lost this
+# way is asked for again by its caller (numamig.rpc's silence monitor).
+# That record is kept as one line at WARNING; any other error keeps its
+# traceback.
+MESSAGE_LOST_NOTICE = 'Failed to process message ... skipping it.'
+MESSAGE_LOST_LINE = ('could not take a received message (%s): the broker '
+                     'connection was lost; a request not acknowledged is '
+                     'delivered again, and a lost answer is asked for '
+                     'again by its caller')
+
+
+def _connection_error(exc):
+    """Whether ``exc`` says a broker connection broke: a socket error, or
+    py-amqp's or kombu's connection errors (named by module, so that
+    neither is imported for this)."""
+    if isinstance(exc, OSError):
+        return True
+    library = (type(exc).__module__ or '').split('.', 1)[0]
+    name = type(exc).__name__
+    if library == 'amqp':
+        return 'Connection' in name
+    return library == 'kombu' and name in ('OperationalError',
+                                           'ConnectionError')
+
 
 class _Drop(logging.Filter):
     """Drop the records whose message matches; pass the others. ``key``
@@ -168,6 +196,18 @@ def quiet_reply_lost_notice():
     _install(RPC_SERVER_LOGGER, 'reply-lost',
              lambda record: record.msg == REPLY_LOST_NOTICE,
              REPLY_LOST_LINE, level=logging.WARNING, with_error=True)
+
+
+def quiet_message_lost_notice():
+    """oslo.messaging's "Failed to process message ... skipping it."
+    traceback as one line at WARNING, when the broker connection broke
+    under it (idempotent)."""
+    def matches(record):
+        error = record.exc_info[1] if record.exc_info else None
+        return record.msg == MESSAGE_LOST_NOTICE and \
+            error is not None and _connection_error(error)
+    _install(RABBIT_DRIVER_LOGGER, 'message-lost', matches,
+             MESSAGE_LOST_LINE, level=logging.WARNING, with_error=True)
 
 
 def quiet_reconnect_notices():

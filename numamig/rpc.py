@@ -96,6 +96,7 @@ def get_transport(conf, url=None):
     library_notices.quiet_amqp_close_notice()
     library_notices.quiet_duplicate_notice()
     library_notices.quiet_reply_lost_notice()
+    library_notices.quiet_message_lost_notice()
     key = url or _configured_url(conf) or 'default'
     if key not in _TRANSPORTS:
         _TRANSPORTS[key] = messaging.get_rpc_transport(
@@ -573,15 +574,17 @@ class _PreparedCall:
                     if left < SILENCE_MIN_S:
                         raise
                     silence = self._silence_s(silence)
+                    monitor = silence if silence < left else None
                     LOG.info("%s: no answer and no heartbeat of the "
                              "service within its silence timeout (the "
                              "request or its answer was lost); asked "
-                             "again, waiting up to %d s for a sign of "
-                             "life", method, min(silence, int(left)))
+                             "again, %s", method,
+                             f"waiting up to {monitor} s for a sign of "
+                             f"life" if monitor else
+                             f"for the {left:.0f} s left of its wait")
                     context = self._context.prepare(
                         timeout=max(1, int(left)),
-                        call_monitor_timeout=silence if silence < left
-                        else None)
+                        call_monitor_timeout=monitor)
                 except Exception as exc:
                     exception.keep_remote_message(exc)
                     if not link_broken(exc):

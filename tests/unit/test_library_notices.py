@@ -130,6 +130,41 @@ class LibraryNoticesTest(base.TestCase):
         self.assertEqual('ERROR another error of the server', lines[1])
         self.assertIn('Traceback', log.output.split(lines[1], 1)[1])
 
+    def test_a_message_lost_with_the_link_is_one_line_at_warning(self):
+        from oslo_messaging._drivers import impl_rabbit
+        # The record as oslo.messaging's rabbit consumer makes it.
+        self.assertEqual(library_notices.RABBIT_DRIVER_LOGGER,
+                         impl_rabbit.LOG.logger.name)
+        self.assertIn(
+            f'LOG.exception("{library_notices.MESSAGE_LOST_NOTICE}")',
+            _source(impl_rabbit))
+        log = self.useFixture(fixtures.FakeLogger(
+            name=library_notices.RABBIT_DRIVER_LOGGER, level=logging.INFO,
+            format='%(levelname)s %(message)s'))
+        library_notices.quiet_message_lost_notice()
+        library_notices.quiet_message_lost_notice()
+        logger = logging.getLogger(library_notices.RABBIT_DRIVER_LOGGER)
+        try:
+            raise ConnectionResetError(104, 'Connection reset by peer')
+        except ConnectionResetError:
+            logger.exception(library_notices.MESSAGE_LOST_NOTICE)
+        try:
+            raise KeyError('failure')
+        except KeyError:
+            # Not the link: a fault to read, traceback and all.
+            logger.exception(library_notices.MESSAGE_LOST_NOTICE)
+        self.assertEqual(1, len(logger.filters))
+        lines = log.output.splitlines()
+        self.assertEqual(
+            'WARNING could not take a received message '
+            '(ConnectionResetError: [Errno 104] Connection reset by peer): '
+            'the broker connection was lost; a request not acknowledged is '
+            'delivered again, and a lost answer is asked for again by its '
+            'caller', lines[0])
+        self.assertEqual(
+            f'ERROR {library_notices.MESSAGE_LOST_NOTICE}', lines[1])
+        self.assertIn('Traceback', log.output.split(lines[1], 1)[1])
+
     def test_only_the_reconnect_notices_are_dropped(self):
         from oslo_messaging._drivers import impl_rabbit
         self.assertEqual(library_notices.RABBIT_DRIVER_LOGGER,
