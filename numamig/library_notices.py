@@ -92,10 +92,12 @@ MESSAGE_LOST_LINE = ('could not take a received message (%s): the broker '
                      'again by its caller')
 
 
-def _connection_error(exc):
+def connection_error(exc):
     """Whether ``exc`` says a broker connection broke: a socket error, or
-    py-amqp's or kombu's connection errors (named by module, so that
-    neither is imported for this)."""
+    py-amqp's or kombu's own connection errors (kombu's OperationalError,
+    amqp's ConnectionError family). Named by module, so that a process
+    that never built a RabbitMQ transport need not import either.
+    numamig.rpc.link_broken asks it too."""
     if isinstance(exc, OSError):
         return True
     library = (type(exc).__module__ or '').split('.', 1)[0]
@@ -205,7 +207,7 @@ def quiet_message_lost_notice():
     def matches(record):
         error = record.exc_info[1] if record.exc_info else None
         return record.msg == MESSAGE_LOST_NOTICE and \
-            error is not None and _connection_error(error)
+            error is not None and connection_error(error)
     _install(RABBIT_DRIVER_LOGGER, 'message-lost', matches,
              MESSAGE_LOST_LINE, level=logging.WARNING, with_error=True)
 

@@ -482,18 +482,7 @@ def link_broken(exc):
     remote = getattr(exc, 'remote_traceback', None) is not None
     if remote:
         return isinstance(exc, ConnectionError)
-    if isinstance(exc, OSError):
-        return True
-    # kombu and py-amqp raise their own connection errors (kombu's
-    # OperationalError, amqp's ConnectionError family); named by module,
-    # so that a client that never built a RabbitMQ transport need not
-    # import either.
-    library = (type(exc).__module__ or '').split('.', 1)[0]
-    name = type(exc).__name__
-    if library == 'amqp':
-        return 'Connection' in name
-    return library == 'kombu' and name in ('OperationalError',
-                                           'ConnectionError')
+    return library_notices.connection_error(exc)
 
 
 def _brief_link_error(exc):
