@@ -590,10 +590,9 @@ class _PreparedCall:
                     self._sleep(pause)
                     pause = min(pause * 2, LINK_PAUSE_MAX_S)
                     left = max(1, int(deadline - self._clock() + 0.999))
-                    context = self._context.prepare(timeout=left) \
-                        if not silence or silence >= left else \
-                        self._context.prepare(timeout=left,
-                                              call_monitor_timeout=silence)
+                    context = self._context.prepare(
+                        timeout=left, call_monitor_timeout=silence
+                        if silence and silence < left else None)
         finally:
             metrics.RPC_CALLS.observe(method, outcome,
                                       self._clock() - began)
