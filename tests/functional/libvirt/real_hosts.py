@@ -49,6 +49,8 @@ HARD_LIMIT_S = 240
 # a loaded machine may take to give it that.
 DIRTY_WARMUP_CPU_NS = 1_500_000_000
 DIRTY_WARMUP_LIMIT_S = 120
+# A halted vCPU's CPU time holds still this long.
+HALT_SETTLE_S = 0.5
 
 
 def placement(pcpu, host_cell=0):
@@ -204,18 +206,32 @@ class RealHostsTestCase(base.TestCase):
         drv.init_host(name)
         return drv
 
-    def spawn_guest(self, dirty=False):
+    def spawn_guest(self, dirty=False, halted=False):
+        """Spawn the guest on src: with ``dirty`` the dirtying kernel,
+        with ``halted`` a kernel that writes its first MiB and halts
+        (interrupts off), else no kernel (SeaBIOS, which finds nothing
+        to boot and tries again)."""
+        kernel = self.kernel if dirty else self._halting_kernel() \
+            if halted else None
         base_xml = None
-        if dirty:
+        if kernel:
             base_xml = (
                 "<domain type='qemu'><os><type arch='x86_64'>hvm</type>"
-                f"<kernel>{self.kernel}</kernel></os><devices>"
+                f"<kernel>{kernel}</kernel></os><devices>"
                 "<memballoon model='none'/></devices></domain>")
         self.drivers['src'].spawn(
             guests.instance(1, MEMORY_MB, 'guest-1', GUEST),
             placement(0), base_xml=base_xml)
         if dirty:
             self._wait_dirtying()
+        elif halted:
+            self._wait_halted()
+
+    def _halting_kernel(self):
+        path = os.path.join(self.root, 'halt.bin')
+        with open(path, 'wb') as f:
+            f.write(libvirt_daemons.drain_kernel(3)[0])
+        return path
 
     def _wait_dirtying(self):
         """Return once the dirtying kernel has run long enough to have
@@ -226,17 +242,42 @@ class RealHostsTestCase(base.TestCase):
         its dirty rate samples 0 (both seen in CI while the nested tier's
         machine held the cores). The vCPU's own CPU time tells.
         """
-        dom = self.drivers['src']._conn.lookupByUUIDString(GUEST)
         deadline = time.monotonic() + DIRTY_WARMUP_LIMIT_S
         while True:
-            (vcpu, *_), _maps = dom.vcpus()
-            if vcpu[2] >= DIRTY_WARMUP_CPU_NS:
+            ran = self._vcpu_time()
+            if ran >= DIRTY_WARMUP_CPU_NS:
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(
-                    f"the dirtying guest's vCPU ran {vcpu[2] / 1e9:.2f} s "
+                    f"the dirtying guest's vCPU ran {ran / 1e9:.2f} s "
                     f"in {DIRTY_WARMUP_LIMIT_S} s")
             time.sleep(PROGRESS_INTERVAL_S)
+
+    def _wait_halted(self):
+        """Return once the halting kernel's vCPU has stopped taking CPU
+        time: firmware and kernel are done writing guest memory.
+
+        SeaBIOS writes memory while it starts (a guest sampled then
+        measured 2 MiB/s in CI, the machine loaded), and under load it
+        may start seconds late.
+        """
+        deadline = time.monotonic() + DIRTY_WARMUP_LIMIT_S
+        last = self._vcpu_time()
+        while True:
+            time.sleep(HALT_SETTLE_S)
+            ran = self._vcpu_time()
+            if ran and ran == last:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the halting guest's vCPU still ran after "
+                    f"{DIRTY_WARMUP_LIMIT_S} s ({ran / 1e9:.2f} s of CPU)")
+            last = ran
+
+    def _vcpu_time(self):
+        dom = self.drivers['src']._conn.lookupByUUIDString(GUEST)
+        (vcpu, *_), _maps = dom.vcpus()
+        return vcpu[2]
 
     def migrate_data(self, bandwidth_mib=None):
         connect_uri, migration_uri = self.drivers['dst'].migration_target()

@@ -78,7 +78,7 @@ class PredictionTestCase(real_hosts.RealHostsTestCase):
                          answer['figures']['downtime_ms'])
 
     def test_idle_guest_estimated_idle(self):
-        self.spawn_guest(dirty=False)
+        self.spawn_guest(halted=True)
         self.assert_estimated(self.drivers['src'], None)
 
     def test_dirtying_guest_predicted_to_need_post_copy_does(self):
