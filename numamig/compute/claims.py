@@ -68,6 +68,12 @@ def move_claim(tracker, conductor, ctxt, instance, migration, limits,
     if request is None:
         return None
     with tracker.lock:
+        # A repeat handled beside the first (a request sent again after
+        # silence) may have claimed since the look above: one claim per
+        # migration, never two fits whose usage both count.
+        existing = tracker.get_claim(migration.uuid)
+        if existing is not None:
+            return existing
         placed = _fit_here(tracker, request, limits,
                            instance_request.source_page_size(instance),
                            f"instance {instance.uuid}", moving=True)

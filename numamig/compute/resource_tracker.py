@@ -123,6 +123,13 @@ class ResourceTracker:
         # removed yet: a recompute reading the record meanwhile must not
         # count them again (it would report pCPUs no guest holds).
         self._deleted = set()
+        # Migrations whose claim was dropped here while the records may
+        # still hold it: drop_claim drops here first, then in the records,
+        # and a recompute reading the records in between must not recover
+        # the claim (seen in CI: a guard-refused migration's pCPU and pages
+        # reported as used after its rollback). Forgotten once the records
+        # no longer hold it, so bounded by the records' claims.
+        self._dropped = set()
         # Move claims refused here since the agent started: in all, and
         # per reason (numamig.numa.cellfit.REASONS, or NOT_RECORDED).
         # Counted under ``lock``.
@@ -190,6 +197,7 @@ class ResourceTracker:
         with self.lock:
             new_usage = usage.apply(self.usage_topology(), claim.topology)
             self._claims[claim.migration_uuid] = claim
+            self._dropped.discard(claim.migration_uuid)
             self._changed(new_usage)
             try:
                 self._power(require=cpu_power.pinned_pcpus(claim.topology))
@@ -216,6 +224,7 @@ class ResourceTracker:
         """
         with self.lock:
             claim = self._claims.pop(migration_uuid, None)
+            self._dropped.add(migration_uuid)
             if claim is not None:
                 self._changed()
                 self.publish_claims()
@@ -315,6 +324,8 @@ class ResourceTracker:
                           self.host)
                 return False
             self._deleted &= {i.uuid for i in instances}
+            self._dropped &= {i.migration_context.migration_uuid
+                              for i in claimed}
             self._instances = {i.uuid: i for i in instances
                                if i.uuid not in self._deleted}
             self._claims = self._merge_claims(claimed, ended)
@@ -399,6 +410,8 @@ class ResourceTracker:
         recorded = {}
         for instance in claimed:
             ctx = instance.migration_context
+            if ctx.migration_uuid in self._dropped:
+                continue
             held = self._claims.get(ctx.migration_uuid)
             recorded[ctx.migration_uuid] = MoveClaim(
                 instance.uuid, instance.project_id, ctx.migration_uuid,

@@ -85,6 +85,38 @@ class MoveClaimTest(base.TestCase):
         self.assertEqual(
             1, agent.conductor_api.migration_context_set.call_count)
 
+    def test_repeat_handled_beside_the_first_claims_once(self):
+        # Both requests looked before either claimed; the second gets the
+        # lock once the first has claimed, and must not fit again.
+        agent = cbase.agent()
+        inst = cbase.instance(pins={0: 2, 1: 10})
+        migration = cbase.migration(inst)
+        first_look = threading.Event()
+        release = threading.Event()
+        real_get = agent.tracker.get_claim
+        looks = []
+
+        def get_claim(uuid):
+            looks.append(uuid)
+            if len(looks) == 1:
+                first_look.set()
+                release.wait(10)
+                return None
+            return real_get(uuid)
+        agent.tracker.get_claim = get_claim
+        answers = []
+        slow = threading.Thread(target=lambda: answers.append(
+            self._claim(agent, inst, migration)[0]))
+        slow.start()
+        self.assertTrue(first_look.wait(10))
+        first, _ = self._claim(agent, inst, migration)
+        release.set()
+        slow.join(10)
+        self.assertEqual([first], answers)
+        self.assertEqual([first], agent.tracker.claims())
+        self.assertEqual(set(first.topology.cpu_pinning.values()),
+                         cbase.pinned(agent.tracker.usage_topology()))
+
     def test_guest_without_numa_characteristics_claims_nothing(self):
         agent = cbase.agent()
         inst = cbase.instance(extra_specs={})

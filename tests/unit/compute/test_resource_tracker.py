@@ -167,6 +167,39 @@ class ResourceTrackerTest(base.TestCase):
         self.assertIn(migration_uuid, logs.output[0])
         self.assertEqual(set(), cbase.pinned(agent.tracker.usage_topology()))
 
+    def test_recompute_does_not_recover_a_claim_dropped_here(self):
+        # drop_claim drops here, then in the records: a recompute that
+        # reads the records in between finds the claim still recorded.
+        holder = _claimed(cbase.instance(pins={0: 2, 1: 3}),
+                          cbase.new_uuid(), {0: 5, 1: 13})
+        agent = cbase.agent(claimed=[holder])
+        uuid = holder.migration_context.migration_uuid
+        agent.tracker.drop_move_claim(uuid)
+        self.assertTrue(agent.tracker.update_available_resource(None))
+        self.assertIsNone(agent.tracker.get_claim(uuid))
+        self.assertEqual(set(), cbase.pinned(agent.tracker.usage_topology()))
+        # Once the records no longer hold it, it is forgotten: the same
+        # migration claimed here again and recorded is recovered.
+        claims = agent.conductor_api.instance_get_claims_on_host
+        claims.return_value = []
+        agent.tracker.update_available_resource(None)
+        claims.return_value = [holder]
+        agent.tracker.update_available_resource(None)
+        self.assertIsNotNone(agent.tracker.get_claim(uuid))
+        self.assertEqual({5, 13}, cbase.pinned(
+            agent.tracker.usage_topology()))
+
+    def test_a_claim_taken_again_after_a_drop_is_kept(self):
+        holder = _claimed(cbase.instance(pins={0: 2, 1: 3}),
+                          cbase.new_uuid(), {0: 5, 1: 13})
+        agent = cbase.agent(claimed=[holder])
+        uuid = holder.migration_context.migration_uuid
+        claim = agent.tracker.get_claim(uuid)
+        agent.tracker.drop_move_claim(uuid)
+        agent.tracker.add_claim(claim)
+        self.assertTrue(agent.tracker.update_available_resource(None))
+        self.assertIsNotNone(agent.tracker.get_claim(uuid))
+
     def test_recompute_recovers_a_recorded_claim(self):
         agent = cbase.agent()
         holder = _claimed(cbase.instance(pins={0: 2, 1: 3}),
