@@ -28,6 +28,9 @@ FLOATING = {'hw:cpu_policy': 'shared', 'hw:numa_nodes': '1'}
 # How long a host may take to report exactly what its guests' records
 # say: a few of its usage recomputes, even on a loaded CI machine.
 USAGE_SETTLE_S = 60.0
+# How long a usage that differs from a snapshot is watched, to say whether
+# it settles back (it fails either way).
+SNAPSHOT_SETTLE_S = 20.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,11 +364,32 @@ class Snapshots:
             if after.usage[host] != usage:
                 s.fail('(all guests)', host, 'reported usage (pinned '
                        'pCPUs, huge pages used) per node', usage,
-                       after.usage[host], "claims must be as before")
+                       after.usage[host], "claims must be as before; "
+                       + self._settling(host, usage))
         record = s.record(guest)
         if record.get('migration_context') is not None:
             s.fail(guest, before.host, 'record migration_context', 'none',
                    record.migration_context.migration_uuid)
+
+    def _settling(self, host, usage):
+        """What the records hold on ``host`` and whether its reports come
+        back to ``usage`` within SNAPSHOT_SETTLE_S: a claim only the agent
+        holds for a moment is told apart from one that stays, and from
+        one the records hold (the failure stands either way)."""
+        s = self.s
+        claims = s.api.instance_get_claims_on_host(s.ctxt, host)
+        held = ', '.join(f"{c.name} (migration "
+                         f"{c.migration_context.migration_uuid})"
+                         for c in claims) or 'none'
+        started = time.monotonic()
+        while time.monotonic() - started < SNAPSHOT_SETTLE_S:
+            s.backend.refresh()
+            if usage_of(s.backend.reports()[host].topology) == usage:
+                return (f"claims in the records then: {held}; reported as "
+                        f"before again {time.monotonic() - started:.1f} s "
+                        f"later")
+        return (f"claims in the records then: {held}; still so "
+                f"{SNAPSHOT_SETTLE_S:.0f} s later")
 
 
 def _brief(placement):
