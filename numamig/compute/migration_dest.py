@@ -50,12 +50,20 @@ def check_destination(agent, ctxt, instance, source_host, migration_uuid,
         cap): this host asks the source and records the claim itself.
 
     Idempotent: asked twice for the same migration (a redelivered
-    request), it returns the claim it already holds.
+    request), it returns the claim it already holds. Asked again after
+    this host rolled the migration back (a request sent again that waited
+    in the broker meanwhile), it refuses and claims nothing: no source
+    will ever send that guest or drop a claim taken now.
 
     :returns: LiveMigrateData, with dst_numa_info when claimed.
-    :raises MigrationPreCheckError: this host cannot take the guest;
-        nothing stays claimed.
+    :raises MigrationPreCheckError: this host cannot take the guest, or
+        rolled this migration back already; nothing stays claimed.
     """
+    if agent.incoming.rolled_back(migration_uuid):
+        raise exception.MigrationPreCheckError(
+            reason=f"host {agent.host} rolled migration {migration_uuid} "
+                   f"of instance {instance.uuid} back already (a repeated "
+                   f"request); nothing claimed")
     check_not_here(agent, instance)
     if source_data is not None:
         check_cpu(agent, instance, source_data)

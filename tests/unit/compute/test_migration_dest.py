@@ -49,6 +49,16 @@ class CheckDestinationTest(base.TestCase):
         self.agent.driver.build_migrate_info.assert_called_once_with(
             claim.topology, self.agent.tracker.usage_topology())
 
+    def test_a_repeat_after_the_rollback_claims_nothing(self):
+        self._check()
+        migration_dest.rollback_at_destination(self.agent, None, self.inst,
+                                               self.migration)
+        self.assertRaisesMessage(exception.MigrationPreCheckError,
+                                 'back already', self._check)
+        self.assertEqual([], self.agent.tracker.claims())
+        self.assertEqual(set(), cbase.pinned(
+            self.agent.tracker.usage_topology()))
+
     def test_old_conductor_no_offer_no_claim(self):
         data = self._check(migration=False)
         self.assertFalse(data.dst_supports_numa_live_migration)
