@@ -96,6 +96,16 @@ def get_in(session, uuid):
     return _to_record(_row(session, uuid))
 
 
+def uuids_named(db, name, limit=10):
+    """The uuids of the instances named ``name`` (at most ``limit``),
+    oldest first: how an operator's command finds a guest by its name."""
+    query = sa.select(models.Instance.uuid).where(
+        models.Instance.name == name).order_by(models.Instance.id).limit(
+        limit)
+    with db.reader() as session:
+        return list(session.scalars(query))
+
+
 def get_all(db, host=None):
     """All instances, or those whose ``host`` is the given one."""
     query = sa.select(models.Instance).order_by(models.Instance.id)

@@ -222,3 +222,39 @@ def require_uuid(value, what):
     if not uuidutils.is_uuid_like(value):
         raise exception.Invalid(reason=f"{what} {value!r} is not a UUID")
     return value
+
+
+# An instance name is at most this long (the records' column).
+NAME_MAX = 255
+# Instances of one name listed when a name is ambiguous.
+SAME_NAME_SHOWN = 5
+
+
+def instance_uuid(value):
+    """The uuid of the instance ``value`` names: a UUID as it is, else
+    the one instance of that name in the records.
+
+    :raises Invalid: no such name, or a name several instances share
+        (naming their uuids), or a value no name can be.
+    """
+    from oslo_utils import uuidutils
+    if uuidutils.is_uuid_like(value):
+        return value
+    if not value or len(value) > NAME_MAX or not value.isprintable():
+        raise exception.Invalid(
+            reason=f"instance {value[:60]!r} is neither a UUID nor an "
+                   f"instance name (1-{NAME_MAX} printable characters)")
+    from numamig.db import instances
+    with database() as db:
+        uuids = instances.uuids_named(db, value, limit=SAME_NAME_SHOWN + 1)
+    if not uuids:
+        raise exception.Invalid(
+            reason=f"instance {value!r} is not a UUID, and no instance "
+                   f"has that name")
+    if len(uuids) > 1:
+        more = ', ...' if len(uuids) > SAME_NAME_SHOWN else ''
+        raise exception.Invalid(
+            reason=f"instance name {value!r} is not unique "
+                   f"({', '.join(uuids[:SAME_NAME_SHOWN])}{more}): give "
+                   f"the UUID")
+    return uuids[0]

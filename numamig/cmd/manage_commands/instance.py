@@ -124,7 +124,8 @@ class InstanceCommands:
         common.print_output(data, output_format, _print_list)
         return common.EXIT_OK
 
-    @common.args('uuid', metavar='UUID', help="Instance UUID.")
+    @common.args('uuid', metavar='INSTANCE',
+                 help="Instance UUID, or its name when one instance has it.")
     @common.args('--no-xml', dest='no_xml', action='store_true',
                  default=False,
                  help="Show the records only; do not ask the host for the "
@@ -143,7 +144,7 @@ class InstanceCommands:
         """
         from numamig.db import instances
         from numamig.db import live_migratable
-        _access.require_uuid(uuid, 'instance')
+        uuid = _access.instance_uuid(uuid)
         with _access.database() as db:
             instance = instances.get(db, uuid).instance
             where = _host_locality(db, instance.get('host'))
@@ -160,7 +161,8 @@ class InstanceCommands:
 
     @common.args('operation', choices=['set'],
                  help="'set': set the guest's plugged virtio-mem memory.")
-    @common.args('uuid', metavar='UUID', help="Instance UUID.")
+    @common.args('uuid', metavar='INSTANCE',
+                 help="Instance UUID, or its name when one instance has it.")
     @common.args('--host-node', dest='host_node', type=int, required=True,
                  metavar='P', help="Host NUMA node to take from or give to "
                                    "first.")
@@ -189,13 +191,14 @@ class InstanceCommands:
         input or unknown instance (nothing changed); 255 the conductor
         cannot be reached.
         """
-        _access.require_uuid(uuid, 'instance')
+        uuid = _access.instance_uuid(uuid)
         _memory.check(host_node, size)
         return _memory.run('instance_memory_set', output_format,
                            instance_uuid=uuid, node=host_node, size_mb=size,
                            exact=exact, dry_run=dry_run)
 
-    @common.args('uuid', metavar='UUID', help="Instance UUID.")
+    @common.args('uuid', metavar='INSTANCE',
+                 help="Instance UUID, or its name when one instance has it.")
     @common.format_option
     @common.guarded
     def delete(self, uuid, output_format='human'):
@@ -212,7 +215,7 @@ class InstanceCommands:
         deleted (or not recorded); 127 malformed UUID, or a migration is
         in progress; 255 the conductor or the host cannot be reached.
         """
-        _access.require_uuid(uuid, 'instance')
+        uuid = _access.instance_uuid(uuid)
         ctxt = _access.context()
         domain = _domain_before_delete(
             _access.conductor(timeout=XML_TIMEOUT), ctxt, uuid)

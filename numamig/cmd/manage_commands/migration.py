@@ -48,7 +48,8 @@ class MigrationCommands(migration_resume.ResumeCommand,
                         migration_top.TopCommand):
     """Live migrations: start (or dry-run), follow, inspect, stop."""
 
-    @common.args('instance', metavar='INSTANCE', help="Instance UUID.")
+    @common.args('instance', metavar='INSTANCE',
+                 help="Instance UUID, or its name when one instance has it.")
     @common.args('--host', dest='host', metavar='DEST', default=None,
                  help="Destination host (default: the scheduler chooses).")
     @common.args('--dry-run', dest='dry_run', action='store_true',
@@ -96,7 +97,7 @@ class MigrationCommands(migration_resume.ResumeCommand,
         full queue; nothing changed); 130 interrupted (--wait: the migration
         goes on, printed first); 255 the conductor cannot be reached.
         """
-        _access.require_uuid(instance, 'instance')
+        instance = _access.instance_uuid(instance)
         if dry_run and wait:
             raise exception.Invalid(reason="--dry-run starts nothing to "
                                            "--wait for")
@@ -160,8 +161,9 @@ class MigrationCommands(migration_resume.ResumeCommand,
                  help="Only migrations in this status.")
     @common.args('--host', dest='host', metavar='HOST', default=None,
                  help="Only migrations from or to this host.")
-    @common.args('--instance', default=None, metavar='UUID',
-                 help="Only migrations of this instance.")
+    @common.args('--instance', default=None, metavar='INSTANCE',
+                 help="Only migrations of this instance (its UUID, or its "
+                      "name when one instance has it).")
     @common.format_option
     @common.guarded
     def list(self, status=None, host=None, instance=None,
@@ -173,7 +175,7 @@ class MigrationCommands(migration_resume.ResumeCommand,
         255 the database cannot be used.
         """
         if instance is not None:
-            _access.require_uuid(instance, 'instance')
+            instance = _access.instance_uuid(instance)
         with _access.direct_reader() as reader:
             if reader is None:
                 found = _list_through_orm(host, instance, status)

@@ -135,10 +135,45 @@ class ManageInstanceTestCase(cli_base.CLITestCase):
                                            cli_base.new_uuid())[0])
         code, _, err = self.run_cli('instance', 'show', 'nope')
         self.assertEqual(127, code)
-        self.assertIn("'nope' is not a UUID", err)
+        self.assertIn("'nope' is not a UUID, and no instance has that name",
+                      err)
         code, out, _ = self.run_cli('instance', 'show', 'nope', '--format',
                                     'json')
         self.assertEqual((127, 127), (code, json.loads(out)['exit_code']))
+
+    def test_show_and_delete_by_name(self):
+        guest = self.add_instance('cn1', name='db-1')
+        code, out, _ = self.run_cli('instance', 'show', 'db-1', '--no-xml',
+                                    '--format', 'json')
+        self.assertEqual(0, code, out)
+        self.assertEqual(guest.uuid, json.loads(out)['uuid'])
+        self.api.instance_delete.return_value = True
+        code, out, _ = self.run_cli('instance', 'delete', 'db-1', '--format',
+                                    'json')
+        self.assertEqual(0, code, out)
+        self.assertEqual(guest.uuid,
+                         self.api.instance_delete.call_args[0][1])
+
+    def test_a_name_none_has_or_several_share_is_bad_input(self):
+        twins = [self.add_instance('cn1', name='web') for _ in range(2)]
+        self.add_instance('cn1', name='db-1')
+        self.api.instance_delete.reset_mock()
+        for argv in (('show', 'web'), ('delete', 'web')):
+            code, _, err = self.run_cli('instance', *argv)
+            self.assertEqual(127, code, argv)
+            self.assertIn("instance name 'web' is not unique", err)
+            for twin in twins:
+                self.assertIn(twin.uuid, err)
+        code, out, err = self.run_cli('instance', 'delete', 'nobody',
+                                      '--format', 'json')
+        self.assertEqual(127, code)
+        self.assertIn('no instance has that name', json.loads(out)['error'])
+        code, _, err = self.run_cli('instance', 'show', 'x' * 300)
+        self.assertEqual(127, code)
+        self.assertIn('neither a UUID nor an instance name', err)
+        self.assertEqual(1, len(err.strip().splitlines()), err)
+        self.api.instance_delete.assert_not_called()
+        self.assertEqual(3, len(instances.get_all(self.db)))
 
     def test_create_on_a_host(self):
         created = cli_base.make_instance('cn1', name='new')

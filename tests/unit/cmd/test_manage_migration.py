@@ -185,6 +185,19 @@ class ManageMigrationTestCase(cli_base.CLITestCase):
         self.assertIn('QUEUED', out)
         self.assertEqual('dst', self.api.live_migrate_instance.call_args[0][2])
 
+    def test_start_and_list_by_name(self):
+        self.api.live_migrate_instance.return_value = cli_base.make_migration(
+            self.guest.uuid, status='queued', dest_host='dst')
+        code, out, _ = self.run_cli('migration', 'start', self.guest.name,
+                                    '--host', 'dst')
+        self.assertEqual(0, code, out)
+        self.assertEqual(self.guest.uuid,
+                         self.api.live_migrate_instance.call_args[0][1])
+        mig = self.record()
+        out = self.run_cli('migration', 'list', '--instance',
+                           self.guest.name)[1]
+        self.assertIn(mig.uuid, out)
+
     def test_start_no_valid_host(self):
         self.api.live_migrate_instance.side_effect = exception.NoValidHost(
             reason='2 destination(s) tried')
