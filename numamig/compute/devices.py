@@ -28,6 +28,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from numamig import exception
+from numamig.compute import events
 from numamig.numa import pci
 from numamig.objects import migration_satellites
 
@@ -94,13 +95,22 @@ class SourceDevices:
         """
         timeout = self.agent.device_detach_timeout
         self.detached = self.agent.driver.detach_devices(
-            self.instance.uuid, timeout) or []
+            self.instance.uuid, timeout, on_late=self._late) or []
         if self.detached:
             LOG.info("%s: migration %s: unplugged %s from %s before the "
                      "copy; the destination plugs its claimed devices "
                      "after it", self.agent.host, self.migration.uuid,
                      ', '.join(d['address'] for d in self.detached),
                      self.instance.uuid)
+
+    def _late(self, address, alias, outcome, reason):
+        """A device released after the unplug's deadline was plugged
+        back, or lost: told to the agent's listeners (its notifier)."""
+        self.agent.events.emit(events.DEVICE_LATE_RELEASE,
+                               events.DeviceLateRelease(
+                                   self.agent.host, self.instance.uuid,
+                                   self.migration.uuid, address, alias,
+                                   outcome, reason))
 
     def replug(self):
         """Plug back what ``unplug`` took (the migration failed or was

@@ -21,6 +21,7 @@ LOG = logging.getLogger(__name__)
 POLICY_ACTION = 'policy-action'
 GUARD_DECISION = 'guard-decision'
 LOCALITY_MOVE = 'locality-move'
+DEVICE_LATE_RELEASE = 'device-late-release'
 
 Event = collections.namedtuple('Event', ('kind', 'record', 'detail'))
 
@@ -59,6 +60,25 @@ class GuardDecision:
     action: str
     reason: str
     at: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceLateRelease:
+    """A passed-through device the guest released after its migration's
+    unplug had timed out (the migration failed, the guest stayed here),
+    and what became of it.
+
+    :ivar outcome: replugged (plugged back into the guest) or lost (it
+        could not be: the guest runs without it).
+    """
+
+    host: str
+    instance_uuid: str
+    migration_uuid: str
+    address: str
+    alias: str
+    outcome: str
+    reason: str
 
 
 class Events:

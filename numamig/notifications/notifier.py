@@ -35,7 +35,10 @@ on its host and is not recorded as it happens (numamig.compute.events):
 * what its locality watch did to a floating guest's memory:
   ``locality.moved``, ``locality.failed`` (libvirt refused) and
   ``locality.flapping`` (left alone from now on), with a
-  LocalityMovePayload.
+  LocalityMovePayload;
+* a passed-through device a guest released after its migration's unplug
+  had timed out: ``device.replugged`` (plugged back) or ``device.lost``
+  (it could not be), with a DeviceLateReleasePayload.
 
 Priority INFO, WARN for what failed or was refused, ERROR for a
 migration in error.
@@ -73,6 +76,7 @@ MEMORY_CHANGE = 'memory-change'
 POLICY_ACTION = 'policy-action'
 GUARD_DECISION = 'guard-decision'
 LOCALITY_MOVE = 'locality-move'
+DEVICE_LATE_RELEASE = 'device-late-release'
 LIVE_MIGRATABLE = 'live-migratable'
 DEVICES_VERIFIED = 'devices-verified'
 
@@ -103,6 +107,7 @@ EVENT_TYPES = (
         'started', 'done', 'partial', 'failed')) +
     ('migration.policy-action', 'guard.rewritten', 'guard.refused') +
     ('locality.moved', 'locality.failed', 'locality.flapping') +
+    ('device.replugged', 'device.lost') +
     ('instance.live-migratable.changed', 'instance.devices.verified'))
 
 
@@ -147,6 +152,10 @@ def notification_of(change):
         payload = payloads.LocalityMovePayload.from_record(record)
         return ('info' if payload.outcome == 'moved' else 'warn',
                 f'locality.{payload.outcome}', payload)
+    if kind == DEVICE_LATE_RELEASE:
+        payload = payloads.DeviceLateReleasePayload.from_record(record)
+        return ('info' if payload.outcome == 'replugged' else 'error',
+                f'device.{payload.outcome}', payload)
     if kind == LIVE_MIGRATABLE:
         payload = payloads.LiveMigratablePayload.from_record(record)
         return ('warn' if payload.status == 'no' else 'info',

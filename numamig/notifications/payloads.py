@@ -391,6 +391,46 @@ class LocalityMovePayload(NotificationPayload):
 
 
 @register
+class DeviceLateReleasePayload(NotificationPayload):
+    """A passed-through device a guest released after its migration's
+    unplug had timed out (the migration failed, the guest stayed on its
+    source), and whether the source plugged it back; sent by that host's
+    agent as it happens.
+
+    Version history:
+
+    * 1.0 - Initial version (release 2).
+    """
+
+    VERSION = '1.0'
+
+    fields = {
+        'host': fields.StringField(),
+        'instance_uuid': fields.StringField(),
+        # The migration whose unplug timed out.
+        'migration_uuid': fields.StringField(),
+        # The host PCI address and libvirt's alias of it in the guest.
+        'address': fields.StringField(),
+        'alias': fields.StringField(nullable=True),
+        # replugged, or lost (the guest runs without it).
+        'outcome': fields.StringField(),
+        'reason': fields.StringField(),
+    }
+
+    @classmethod
+    def from_record(cls, release, detail=None):
+        """The payload of ``release``
+        (numamig.compute.events.DeviceLateRelease)."""
+        payload = cls(
+            host=release.host, instance_uuid=release.instance_uuid,
+            migration_uuid=release.migration_uuid, address=release.address,
+            alias=release.alias, outcome=release.outcome,
+            reason=release.reason)
+        payload.obj_reset_changes()
+        return payload
+
+
+@register
 class LiveMigratablePayload(NotificationPayload):
     """A guest's standing live-migratable answer changed
     (doc/source/live-migratable.rst), sent by the conductor worker that

@@ -401,10 +401,16 @@ class ComputeDriver(abc.ABC):
         (none where the driver cannot tell)."""
         return []
 
-    def detach_devices(self, instance_uuid, deadline_s):
+    def detach_devices(self, instance_uuid, deadline_s, on_late=None):
         """Source side, before the copy: hot-unplug every passed-through
         device and wait up to ``deadline_s`` for the guest to release
         them.
+
+        :param on_late: called as ``on_late(address, alias, outcome,
+            reason)`` for each device the guest releases after the
+            deadline, once it was plugged back (outcome ``replugged``) or
+            could not be (``lost``); from another thread, never raising
+            into the driver.
 
         :returns: opaque device records, for ``reattach_devices``.
         :raises DeviceDetachFailed: nothing stays unplugged.

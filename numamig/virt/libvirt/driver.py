@@ -716,7 +716,7 @@ class LibvirtDriver(driver.ComputeDriver):
         doc = migration_xml.parse_domain(self.get_domain_xml(instance_uuid))
         return [d.address for d in hostdev_xml.assigned_devices(doc)]
 
-    def detach_devices(self, instance_uuid, deadline_s):
+    def detach_devices(self, instance_uuid, deadline_s, on_late=None):
         """See ComputeDriver. libvirt's test driver cannot hot-unplug
         (virDomainDetachDeviceFlags: "this function is not supported by
         the connection driver", libvirt 9.0): there the records are read
@@ -734,7 +734,8 @@ class LibvirtDriver(driver.ComputeDriver):
                          instance_uuid)
             return [d._asdict() for d in devices]
         try:
-            devices = hostdev.detach(dom, self.host, deadline_s)
+            devices = hostdev.detach(dom, self.host, deadline_s,
+                                     on_late=on_late)
         except libvirt.libvirtError as exc:
             raise errors.hypervisor_error(
                 exc, self.host, f"unplug the devices of {instance_uuid}")

@@ -57,6 +57,9 @@ DEVICE_REMOVAL_FAILED = getattr(
 POLL_S = 1.0
 LIFECYCLE = getattr(libvirt, 'VIR_DOMAIN_EVENT_ID_LIFECYCLE', 0)
 STOPPED = getattr(libvirt, 'VIR_DOMAIN_EVENT_STOPPED', 5)
+# What became of a device released late (LateRelease's on_late).
+REPLUGGED = 'replugged'
+LOST = 'lost'
 # The late-release watches, (host, domain UUID) -> LateRelease.
 _late = {}
 _late_lock = threading.Lock()
@@ -161,9 +164,10 @@ class LateRelease:
     plugs each back when the guest releases it after all. It takes over
     the unplug's RemovalWatch (its device-removed subscription)."""
 
-    def __init__(self, watch, dom, host, devices):
+    def __init__(self, watch, dom, host, devices, on_late=None):
         self._watch = watch
         self._dom = dom
+        self._on_late = on_late
         self.host = host
         self.uuid = dom.UUIDString()
         self.pending = {d.alias: d for d in devices if d.alias}
@@ -232,8 +236,22 @@ class LateRelease:
                       "could not be plugged back: %s (plug it with virsh "
                       "attach-device, or release the claim)", self.host,
                       self.uuid, device.address, exc)
+            self._tell(device, LOST, f"released after the unplug's "
+                                     f"deadline; not plugged back: {exc}")
+        else:
+            self._tell(device, REPLUGGED, "released after the unplug's "
+                                          "deadline; plugged back")
         if not self.pending:
             self.stop()
+
+    def _tell(self, device, outcome, reason):
+        if self._on_late is None:
+            return
+        try:
+            self._on_late(device.address, device.alias, outcome, reason)
+        except Exception:  # noqa: BLE001 - telling never undoes the plug
+            LOG.exception("%s: the late release of %s from %s was not "
+                          "told", self.host, device.address, self.uuid)
 
 
 def late_release(host, uuid):
@@ -242,9 +260,10 @@ def late_release(host, uuid):
         return _late.get((host, uuid))
 
 
-def _watch_late(watch, dom, host, devices, pending):
+def _watch_late(watch, dom, host, devices, pending, on_late=None):
     """Hand ``watch`` over to a LateRelease of the devices still
-    ``pending``; None where there are none or no events come."""
+    ``pending`` (telling ``on_late``); None where there are none or no
+    events come."""
     still = [d for d in devices if d.address in pending]
     if not still or watch._callback_id is None:
         if still:
@@ -253,7 +272,7 @@ def _watch_late(watch, dom, host, devices, pending):
                         host, dom.UUIDString(),
                         ', '.join(d.address for d in still))
         return None
-    late = LateRelease(watch, dom, host, still)
+    late = LateRelease(watch, dom, host, still, on_late)
     late.start()
     return late
 
@@ -263,9 +282,13 @@ def _live_addresses(dom):
     return {d.address for d in hostdev_xml.assigned_devices(doc)}
 
 
-def detach(dom, host, deadline_s, clock=time.monotonic):
+def detach(dom, host, deadline_s, clock=time.monotonic, on_late=None):
     """Hot-unplug every passed-through PCI device of the running ``dom``
     and wait, up to ``deadline_s``, until the guest released them all.
+
+    :param on_late: told ``(address, alias, outcome, reason)`` of each
+        device released after the deadline, once plugged back
+        (REPLUGGED) or not (LOST).
 
     :returns: [AssignedDevice] unplugged, to plug back on a rollback.
     :raises DeviceDetachFailed: libvirt refused, or a device was still
@@ -294,7 +317,7 @@ def detach(dom, host, deadline_s, clock=time.monotonic):
                 asked = devices[:index]
                 _watch_late(watch, dom, host, asked,
                             {d.address for d in asked} &
-                            _live_addresses(dom))
+                            _live_addresses(dom), on_late)
                 _replug_gone(dom, devices, host)
                 raise exception.DeviceDetachFailed(
                     instance=uuid, host=host, address=device.address,
@@ -309,7 +332,8 @@ def detach(dom, host, deadline_s, clock=time.monotonic):
                 # Watch first, then plug back what is gone: a release
                 # in between is then plugged back by one or the other
                 # (attach skips a device already there).
-                late = _watch_late(watch, dom, host, devices, pending)
+                late = _watch_late(watch, dom, host, devices, pending,
+                                   on_late)
                 _replug_gone(dom, devices, host)
                 later = ('plugged back' if late else
                          'NOT plugged back (no device-removed events)')

@@ -7,6 +7,7 @@ from unittest import mock
 from numamig import exception
 from numamig import objects
 from numamig.compute import devices
+from numamig.compute import events
 from numamig.compute import migration_source
 from numamig.compute import resource_tracker
 from tests import base
@@ -110,7 +111,7 @@ class SourceFlowTest(source_tests._SourceMigrationTestCase):
         self.order = []
         self.errors = []
         self.agent.driver.detach_devices.side_effect = \
-            lambda *a: self.order.append('unplug') or _DETACHED
+            lambda *a, **k: self.order.append('unplug') or _DETACHED
         self.agent.compute_api.accept_emulated_migration.side_effect = \
             lambda *a, **k: self.order.append('copy')
 
@@ -127,7 +128,7 @@ class SourceFlowTest(source_tests._SourceMigrationTestCase):
         self.assertEqual('completed', self.statuses[-1])
         self.assertEqual(['unplug', 'copy'], self.order)
         self.agent.driver.detach_devices.assert_called_once_with(
-            self.inst.uuid, 7.0)
+            self.inst.uuid, 7.0, on_late=mock.ANY)
         self.agent.driver.reattach_devices.assert_not_called()
 
     def test_failed_copy_plugs_the_source_devices_back(self):
@@ -163,8 +164,29 @@ class SourceFlowTest(source_tests._SourceMigrationTestCase):
         self.agent.compute_api.drop_move_claim_at_destination.\
             assert_called_once()
 
+    def test_a_late_release_is_told_to_the_listeners(self):
+        # The unplug timed out; the guest releases the device later and
+        # the driver plugs it back, telling the callback it was given.
+        self.agent.driver.detach_devices.side_effect = \
+            exception.DeviceDetachFailed(instance='u', host='src',
+                                         address='0000:81:00.0',
+                                         reason='not released in 7 s')
+        told = []
+        self.agent.events.listeners.append(told.extend)
+        self._run()
+        on_late = self.agent.driver.detach_devices.call_args[1]['on_late']
+        on_late('0000:81:00.0', 'hostdev0', 'lost', 'not plugged back')
+        (event,) = told
+        self.assertEqual(events.DEVICE_LATE_RELEASE, event.kind)
+        self.assertEqual(
+            (cbase.SOURCE, self.inst.uuid, self.migration.uuid,
+             '0000:81:00.0', 'hostdev0', 'lost'),
+            (event.record.host, event.record.instance_uuid,
+             event.record.migration_uuid, event.record.address,
+             event.record.alias, event.record.outcome))
+
     def test_abort_during_the_unplug_plugs_back(self):
-        def unplug_then_abort(*a):
+        def unplug_then_abort(*a, **k):
             self.job.abort_requested.set()
             return _DETACHED
         self.agent.driver.detach_devices.side_effect = unplug_then_abort

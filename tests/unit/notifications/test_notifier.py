@@ -30,6 +30,7 @@ SAMPLES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'doc',
                        'source', 'notification_samples')
 # Fingerprints of the payloads: change one only with its version.
 FINGERPRINTS = {
+    'DeviceLateReleasePayload': '1.0-8bf9632f69e648f7c146c04542dd4ab1',
     'DevicesVerifiedPayload': '1.0-1420c3f247937158fcae47c91590c066',
     'DrainMovePayload': '1.0-8ef68662386d337e89ecb5a0b6404642',
     'DrainPayload': '1.0-0f248ff4b20b959542cede20c84fa1f2',
@@ -214,6 +215,19 @@ def sample_devices(local=False):
             'host': 'compute-2', 'devices': [nic, gpu]}
 
 
+def sample_late_release(outcome):
+    """A NIC released after its migration's unplug timed out."""
+    reason = ("released after the unplug's deadline; plugged back"
+              if outcome == 'replugged' else
+              "released after the unplug's deadline; not plugged back: "
+              "Hypervisor error on compute-1 (plug 0000:82:00.0 back): "
+              "internal error: unable to reserve PCI address")
+    return events.DeviceLateRelease(
+        'compute-1', '6b0e7c8a-1f4e-4d2b-8a3c-5e9f0d1c2b3a',
+        '0f0c9e3a-4b2d-4c8e-9a51-3d6f1c2b7e10', '0000:82:00.0',
+        'hostdev0', outcome, reason)
+
+
 def sample_change(event_type):
     """The committed change whose notification is ``event_type``."""
     parts = event_type.split('.')
@@ -231,6 +245,9 @@ def sample_change(event_type):
             'witness': None})
     if event_type == 'instance.devices.verified':
         return _rows.Change(_rows.DEVICES_VERIFIED, sample_devices())
+    if parts[0] == 'device':
+        return events.Event(events.DEVICE_LATE_RELEASE,
+                            sample_late_release(parts[1]), None)
     if parts[0] == 'locality':
         return events.Event(events.LOCALITY_MOVE,
                             sample_locality_move(parts[1]), None)

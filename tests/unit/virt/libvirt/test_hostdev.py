@@ -259,8 +259,10 @@ class DetachTest(base.TestCase):
             return now[0]
         dom = FakeDomain(devices or [_HOSTDEV.format(bus='81', n=2)],
                          release=False, **kwargs)
-        exc = self.assertRaises(exception.DeviceDetachFailed,
-                                hostdev.detach, dom, 'h', 1.0, clock)
+        self.told = []
+        exc = self.assertRaises(
+            exception.DeviceDetachFailed, hostdev.detach, dom, 'h', 1.0,
+            clock, on_late=lambda *told: self.told.append(told))
         return dom, exc
 
     def _late_done(self, dom):
@@ -300,6 +302,9 @@ class DetachTest(base.TestCase):
                           hostdev_xml.assigned_devices(dom.doc)])
         self.assertEqual({}, dom.callbacks)
         self.assertIsNone(hostdev.late_release('h', 'u'))
+        (told,) = self.told
+        self.assertEqual(('0000:81:00.0', hostdev.REPLUGGED), told[::2])
+        self.assertIn('plugged back', told[3])
 
     def test_late_release_that_cannot_be_plugged_back_is_logged(self):
         log = self.useFixture(fixtures.FakeLogger())
@@ -314,6 +319,24 @@ class DetachTest(base.TestCase):
         self.assertEqual([], watch.replugged)
         self.assertIn('lost 0000:81:00.0', log.output)
         self.assertEqual({}, dom.callbacks)
+        (told,) = self.told
+        self.assertEqual(('0000:81:00.0', hostdev.LOST), told[::2])
+        self.assertIn('could not plug PCI device 0000:81:00.0', told[3])
+
+    def test_a_listener_that_raises_never_undoes_the_plug(self):
+        log = self.useFixture(fixtures.FakeLogger())
+        dom = FakeDomain([_HOSTDEV.format(bus='81', n=2)], release=False)
+        clock = iter(range(100)).__next__
+
+        def broken(*told):
+            raise RuntimeError('listener gone')
+        self.assertRaises(exception.DeviceDetachFailed, hostdev.detach,
+                          dom, 'h', 1.0, clock, on_late=broken)
+        watch = self._late_done(dom)
+        dom.release_now('0000:81:00.0')
+        self.assertTrue(watch.done.wait(10))
+        self.assertEqual(['0000:81:00.0'], watch.replugged)
+        self.assertIn('was not told', log.output)
 
     def test_released_before_deadline_back_at_once_the_other_later(self):
         dom = FakeDomain([_HOSTDEV.format(bus='81', n=2),
