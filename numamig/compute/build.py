@@ -47,6 +47,33 @@ def _already_built(agent, ctxt, instance):
     return recorded
 
 
+def _forget_placement(agent, ctxt, instance):
+    """After a failed spawn: the records place the guest nowhere. Best
+    effort: the conductor removes the record of a guest no host built
+    anyway, and the spawn's error is what its caller must see."""
+    try:
+        agent.conductor_api.instance_set_placement(ctxt, instance.uuid, None,
+                                                   None)
+    except Exception as exc:  # noqa: BLE001 - the spawn's error goes on
+        LOG.warning("%s: the placement of instance %s, which was not "
+                    "created, was not cleared: %s", agent.host,
+                    instance.uuid, exception.brief(exc))
+
+
+def check_name_free(agent, instance):
+    """Refuse a guest whose name another guest here has: the name is
+    the libvirt domain's, which libvirt keeps unique per host.
+
+    :raises MigrationPreCheckError: naming the guest that has it.
+    """
+    for uuid, name in agent.driver.list_guests().items():
+        if name == instance.name and uuid != instance.uuid:
+            raise exception.MigrationPreCheckError(
+                reason=f"a guest named {name!r} runs on {agent.host} "
+                       f"already (instance {uuid}): the name is the "
+                       f"libvirt domain's, unique per host")
+
+
 def build_instance(agent, ctxt, instance, limits):
     """Claim, record and create a guest on this host.
 
@@ -64,6 +91,7 @@ def build_instance(agent, ctxt, instance, limits):
     """
     if instance.uuid in agent.driver.list_guests():
         return _already_built(agent, ctxt, instance)
+    check_name_free(agent, instance)
     placed = claims.instance_claim(agent.tracker, instance, limits)
     try:
         recorded = agent.conductor_api.instance_set_placement(
@@ -75,10 +103,9 @@ def build_instance(agent, ctxt, instance, limits):
         agent.driver.spawn(recorded, recorded.get('numa_topology'))
     except Exception as exc:
         LOG.error("%s: creating instance %s failed: %s", agent.host,
-                  instance.uuid, exc)
+                  instance.uuid, exception.brief(exc))
         agent.tracker.drop_instance(instance.uuid)
-        agent.conductor_api.instance_set_placement(ctxt, instance.uuid, None,
-                                                   None)
+        _forget_placement(agent, ctxt, instance)
         raise
     agent.tracker.track_instance(recorded)
     recorded = _record_running(agent, ctxt, recorded)

@@ -29,6 +29,7 @@ from oslo_log import log as logging
 from numamig import exception
 from numamig import objects
 from numamig import releases
+from numamig.compute import build
 from numamig.compute import claims
 from numamig.compute import devices
 from numamig.compute import migration_threads
@@ -171,6 +172,8 @@ def check_not_here(agent, instance):
         raise exception.MigrationPreCheckError(
             reason=f"host {agent.host} already has a guest with uuid "
                    f"{instance.uuid}")
+    # libvirt would refuse the incoming domain only once the copy starts.
+    build.check_name_free(agent, instance)
 
 
 def check_cpu(agent, instance, source_answer):

@@ -152,12 +152,14 @@ class RecordManager:
 
     # -- instances and claims -------------------------------------------------
 
-    @wire.args(instance_uuid=wire.UUID, host=wire.HOST,
+    @wire.args(instance_uuid=wire.UUID, host=wire.HOST.or_none(),
                numa_topology=wire.obj('InstanceNUMATopology').or_none())
     @messaging.expected_exceptions(*EXPECTED)
     def instance_set_placement(self, ctxt, instance_uuid, host,
                                numa_topology):
-        """Record where an instance runs and its placement there.
+        """Record where an instance runs and its placement there; a host
+        of None (and no topology) says it runs nowhere: an agent whose
+        build failed after recording the placement.
 
         Idempotent: a repeat finds it recorded and writes nothing (the
         revision stays).

@@ -196,6 +196,12 @@ class ExitCodeContractTest(test_multiprocess.MultiProcessTestBase):
             (0, True, ('instance', 'show', guest.uuid)),
             (127, True, ('instance', 'show', UNKNOWN_UUID)),
             (127, True, ('instance', 'show', 'not-a-uuid')),
+            (0, True, ('instance', 'show', 'contract-guest', '--no-xml')),
+            # Its name is the source's libvirt domain's: the agent
+            # refuses before claiming (before, libvirt's refusal was
+            # hidden behind a refused clean-up call).
+            (1, True, ('instance', 'create', '--host', source, '--vcpus',
+                       '1', '--memory', '256', '--name', 'contract-guest')),
             (127, True, ('instance', 'create', '--host', source, '--vcpus',
                          '2', '--memory', '1024', *bad)),
             (127, True, ('instance', 'create', '--host', source, '--vcpus',

@@ -46,7 +46,9 @@ class InstanceCommands:
                       "numamig:device_migration=unplug|refuse; repeat "
                       "for several.")
     @common.args('--name', default=None, metavar='NAME',
-                 help="Guest name (default: guest-<first 8 uuid digits>).")
+                 help="Guest name (default: guest-<first 8 uuid digits>). "
+                      "It is the libvirt domain's name: a host where "
+                      "another guest has it refuses the guest.")
     @common.args('--project', default='numamig', metavar='PROJECT',
                  help="Owning project id (default: numamig).")
     @common.format_option

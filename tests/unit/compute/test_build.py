@@ -1,5 +1,7 @@
 """Tests of numamig.compute.build: creating a guest on this host."""
 
+import fixtures
+
 from numamig import exception
 from numamig import objects
 from numamig.compute import build
@@ -39,6 +41,44 @@ class BuildInstanceTest(base.TestCase):
         built = build.build_instance(self.agent, None, self.guest, None)
         self.assertEqual(cbase.HOST, built.host)
         self.assertIn(self.guest.uuid, self.agent.tracker.instance_uuids())
+
+    def test_a_failed_spawn_raises_its_own_error(self):
+        # Before: clearing the placement was refused by the conductor's
+        # declared arguments (host None), and that refusal was what the
+        # operator read instead of libvirt's reason.
+        self.agent.driver.spawn.side_effect = exception.HypervisorError(
+            host=cbase.HOST, action='spawn', reason="domain 'g' exists")
+        placements = []
+
+        def placed(ctxt, uuid, host, topology):
+            placements.append(host)
+            if host is None:
+                raise exception.InvalidRPCArgument(
+                    method='instance_set_placement', argument='host',
+                    reason='must be a host name, not null')
+            return self._placed(ctxt, uuid, host, topology)
+        self.agent.conductor_api.instance_set_placement.side_effect = placed
+        log = self.useFixture(fixtures.FakeLogger('numamig.compute.build'))
+        self.assertRaisesMessage(exception.HypervisorError,
+                                 "domain 'g' exists", build.build_instance,
+                                 self.agent, None, self.guest, None)
+        self.assertEqual([cbase.HOST, None], placements)
+        self.assertIn('was not cleared', log.output)
+        self.assertEqual(set(), self.agent.tracker.instance_uuids())
+        self.assertEqual(set(), cbase.pinned(
+            self.agent.tracker.usage_topology()))
+
+    def test_a_name_another_guest_here_has_is_refused(self):
+        self.guest.name = 'dup'
+        self.agent.driver.list_guests.return_value = {cbase.new_uuid(): 'dup'}
+        self.assertRaisesMessage(exception.MigrationPreCheckError,
+                                 "a guest named 'dup' runs on",
+                                 build.build_instance, self.agent, None,
+                                 self.guest, None)
+        self.agent.conductor_api.instance_set_placement.assert_not_called()
+        self.agent.driver.spawn.assert_not_called()
+        self.assertEqual(set(), cbase.pinned(
+            self.agent.tracker.usage_topology()))
 
 
 class RepeatedBuildTest(BuildInstanceTest):

@@ -49,6 +49,14 @@ class CheckDestinationTest(base.TestCase):
         self.agent.driver.build_migrate_info.assert_called_once_with(
             claim.topology, self.agent.tracker.usage_topology())
 
+    def test_a_guest_of_the_same_name_here_refuses_before_claiming(self):
+        self.agent.driver.list_guests.return_value = {
+            cbase.new_uuid(): self.inst.name}
+        self.assertRaisesMessage(exception.MigrationPreCheckError,
+                                 f"a guest named {self.inst.name!r}",
+                                 self._check)
+        self.assertEqual([], self.agent.tracker.claims())
+
     def test_a_repeat_after_the_rollback_claims_nothing(self):
         self._check()
         migration_dest.rollback_at_destination(self.agent, None, self.inst,
