@@ -563,6 +563,12 @@ class MigrationPreCheckError(MigrationError):
     msg_fmt = "Migration pre-check error: %(reason)s"
 
 
+class BuildRefused(MigrationPreCheckError):
+    """A host refused to build a new guest; the conductor tries another,
+    as after a destination's refusal. The reason names the host."""
+    msg_fmt = "%(reason)s"
+
+
 class DestinationBusy(MigrationPreCheckError):
     """The destination has as many incoming migrations as allowed."""
     msg_fmt = ("Host %(host)s already has %(count)s incoming migrations in "

@@ -36,7 +36,7 @@ def _record_running(agent, ctxt, recorded):
 def _already_built(agent, ctxt, instance):
     recorded = agent.conductor_api.instance_get(ctxt, instance.uuid)
     if recorded.get('host') != agent.host:
-        raise exception.MigrationPreCheckError(
+        raise exception.BuildRefused(
             reason=f"a guest with uuid {instance.uuid} already runs on "
                    f"{agent.host}, but the records place it on "
                    f"{recorded.get('host')}; nothing was changed")
@@ -60,15 +60,17 @@ def _forget_placement(agent, ctxt, instance):
                     instance.uuid, exception.brief(exc))
 
 
-def check_name_free(agent, instance):
+def check_name_free(agent, instance,
+                    refusal=exception.MigrationPreCheckError):
     """Refuse a guest whose name another guest here has: the name is
     the libvirt domain's, which libvirt keeps unique per host.
 
+    :param refusal: the exception to raise (BuildRefused for a build).
     :raises MigrationPreCheckError: naming the guest that has it.
     """
     for uuid, name in agent.driver.list_guests().items():
         if name == instance.name and uuid != instance.uuid:
-            raise exception.MigrationPreCheckError(
+            raise refusal(
                 reason=f"a guest named {name!r} runs on {agent.host} "
                        f"already (instance {uuid}): the name is the "
                        f"libvirt domain's, unique per host")
@@ -83,7 +85,7 @@ def build_instance(agent, ctxt, instance, limits):
     record and changes nothing; its failure path must never run then,
     or it would clear the record and free the pCPUs of a running guest.
 
-    :raises MigrationPreCheckError: it does not fit here, or a guest of
+    :raises BuildRefused: it does not fit here, or a guest of
         that uuid runs here that the records place elsewhere; nothing
         taken.
     :raises HypervisorError: the driver failed; the claim is released and
@@ -91,7 +93,7 @@ def build_instance(agent, ctxt, instance, limits):
     """
     if instance.uuid in agent.driver.list_guests():
         return _already_built(agent, ctxt, instance)
-    check_name_free(agent, instance)
+    check_name_free(agent, instance, exception.BuildRefused)
     placed = claims.instance_claim(agent.tracker, instance, limits)
     try:
         recorded = agent.conductor_api.instance_set_placement(

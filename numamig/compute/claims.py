@@ -34,7 +34,9 @@ def _fit_here(tracker, request, limits, pagesize_kb, what, moving=False):
     if not result.fits:
         if moving:
             _count_refusal(tracker, fit.refusal_reasons(result))
-        raise exception.MigrationPreCheckError(
+        refusal = exception.MigrationPreCheckError if moving else \
+            exception.BuildRefused
+        raise refusal(
             reason=f"{what} does not fit on host {tracker.host}: "
                    f"{result.reason}")
     return result.topology
@@ -148,7 +150,8 @@ def instance_claim(tracker, instance, limits):
     creates the guest; on failure it calls ``tracker.drop_instance``.
 
     :returns: the Instance with host and numa_topology set (a copy).
-    :raises MigrationPreCheckError: the guest does not fit here.
+    :raises BuildRefused: the guest does not fit here, or its pCPUs could
+        not be powered up.
     """
     request = _new_guest_request(tracker, instance)
     placed_instance = instance.obj_clone()
@@ -163,7 +166,7 @@ def instance_claim(tracker, instance, limits):
             tracker.track_instance(placed_instance)
         except exception.CPUPowerError as exc:
             tracker.drop_instance(instance.uuid)
-            raise exception.MigrationPreCheckError(
+            raise exception.BuildRefused(
                 reason=f"new instance {instance.uuid} fits on host "
                        f"{tracker.host}, but its pCPUs could not be "
                        f"powered up: {exc}") from exc

@@ -197,11 +197,6 @@ class ExitCodeContractTest(test_multiprocess.MultiProcessTestBase):
             (127, True, ('instance', 'show', UNKNOWN_UUID)),
             (127, True, ('instance', 'show', 'not-a-uuid')),
             (0, True, ('instance', 'show', 'contract-guest', '--no-xml')),
-            # Its name is the source's libvirt domain's: the agent
-            # refuses before claiming (before, libvirt's refusal was
-            # hidden behind a refused clean-up call).
-            (1, True, ('instance', 'create', '--host', source, '--vcpus',
-                       '1', '--memory', '256', '--name', 'contract-guest')),
             (127, True, ('instance', 'create', '--host', source, '--vcpus',
                          '2', '--memory', '1024', *bad)),
             (127, True, ('instance', 'create', '--host', source, '--vcpus',
@@ -238,6 +233,18 @@ class ExitCodeContractTest(test_multiprocess.MultiProcessTestBase):
         for code, nothing, argv in table:
             self.assert_code(code, 'numamig-manage', *argv,
                              changes_nothing=nothing)
+        # Its name is the source's libvirt domain's: the agent refuses
+        # before claiming, and the agent's reason crosses the broker
+        # (before, libvirt's refusal was hidden behind a refused
+        # clean-up call).
+        run = self.assert_code(1, 'numamig-manage', 'instance', 'create',
+                               '--host', source, '--vcpus', '1', '--memory',
+                               '256', '--name', 'contract-guest',
+                               changes_nothing=True)
+        self.assertIn(f"{source}: a guest named 'contract-guest' runs on "
+                      f"{source} already (instance {guest.uuid})",
+                      run.stderr)
+        self.assertNotIn('pre-check', run.stderr)
         self.wrong_input(source, vmem)
         self.memory_refused_by_the_hypervisor(source, vmem)
         self.assert_code(0, 'numamig-status', 'upgrade', 'check',
