@@ -8,6 +8,7 @@ runs, so the conductor can adopt the ones numamig did not create.
 """
 
 from oslo_log import log as logging
+import oslo_messaging as messaging
 
 from numamig import cpuspec
 from numamig import exception
@@ -54,21 +55,24 @@ def _forget_placement(agent, ctxt, instance):
     try:
         agent.conductor_api.instance_set_placement(ctxt, instance.uuid, None,
                                                    None)
-    except Exception as exc:  # noqa: BLE001 - the spawn's error goes on
+    except (exception.NumamigException,
+            messaging.MessagingException) as exc:
         LOG.warning("%s: the placement of instance %s, which was not "
                     "created, was not cleared: %s", agent.host,
                     instance.uuid, exception.brief(exc))
 
 
-def check_name_free(agent, instance,
+def check_name_free(agent, instance, guests,
                     refusal=exception.MigrationPreCheckError):
     """Refuse a guest whose name another guest here has: the name is
     the libvirt domain's, which libvirt keeps unique per host.
 
+    :param guests: {uuid: domain name} of this host's guests, as the
+        caller read them (driver.list_guests).
     :param refusal: the exception to raise (BuildRefused for a build).
     :raises MigrationPreCheckError: naming the guest that has it.
     """
-    for uuid, name in agent.driver.list_guests().items():
+    for uuid, name in guests.items():
         if name == instance.name and uuid != instance.uuid:
             raise refusal(
                 reason=f"a guest named {name!r} runs on {agent.host} "
@@ -91,9 +95,10 @@ def build_instance(agent, ctxt, instance, limits):
     :raises HypervisorError: the driver failed; the claim is released and
         the instance recorded with no host.
     """
-    if instance.uuid in agent.driver.list_guests():
+    guests = agent.driver.list_guests()
+    if instance.uuid in guests:
         return _already_built(agent, ctxt, instance)
-    check_name_free(agent, instance, exception.BuildRefused)
+    check_name_free(agent, instance, guests, exception.BuildRefused)
     placed = claims.instance_claim(agent.tracker, instance, limits)
     try:
         recorded = agent.conductor_api.instance_set_placement(

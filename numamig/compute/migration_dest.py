@@ -168,12 +168,13 @@ def check_not_here(agent, instance):
     if instance.host == agent.host:
         raise exception.MigrationPreCheckError(
             reason=f"instance {instance.uuid} already runs on {agent.host}")
-    if instance.uuid in agent.driver.list_guests():
+    guests = agent.driver.list_guests()
+    if instance.uuid in guests:
         raise exception.MigrationPreCheckError(
             reason=f"host {agent.host} already has a guest with uuid "
                    f"{instance.uuid}")
     # libvirt would refuse the incoming domain only once the copy starts.
-    build.check_name_free(agent, instance)
+    build.check_name_free(agent, instance, guests)
 
 
 def check_cpu(agent, instance, source_answer):

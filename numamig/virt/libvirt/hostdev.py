@@ -245,13 +245,18 @@ class LateRelease:
             self.stop()
 
     def _tell(self, device, outcome, reason):
+        """Call ``on_late``. It is the caller's code, run on this watch's
+        own thread: whatever it raises is logged in one line and goes no
+        further, so that the plug stands and the watch still ends (its
+        libvirt subscriptions deregistered)."""
         if self._on_late is None:
             return
         try:
             self._on_late(device.address, device.alias, outcome, reason)
-        except Exception:  # noqa: BLE001 - telling never undoes the plug
-            LOG.exception("%s: the late release of %s from %s was not "
-                          "told", self.host, device.address, self.uuid)
+        except Exception as exc:  # noqa: BLE001 - any caller's callback
+            LOG.error("%s: the late release of %s from %s was not told: %s",
+                      self.host, device.address, self.uuid,
+                      exception.brief(exc))
 
 
 def late_release(host, uuid):
